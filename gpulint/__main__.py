@@ -1,0 +1,5 @@
+import sys
+
+from gpulint.cli import main
+
+sys.exit(main())
