@@ -1,0 +1,472 @@
+"""What every rule needs to know about where code runs: the hot-path context of one file.
+
+During the single traversal the context keeps the ancestor stack, the import map, and which names hold values that
+already live on the host. It also records what the hot-path analysis needs (loops and what they contain, calls and
+where they are). After the traversal it decides, for each reported node, its execution state:
+
+    hot     runs once per training step (or more): inside a step loop, or in a function the step calls
+    gated   hot, but only on some steps: under `if step % N == 0`, `if should_log`, a master-process guard, or after an
+            early `continue` on non-logging steps (the gate must enclose the reported node itself)
+    cold    known not to run per step: eval/validate/test/generate functions, `__init__`, checkpoint saving
+
+Anything else (module-level setup, helpers nobody in the step calls) is neither hot nor cold.
+
+A *step loop* directly contains a step marker (`.backward()`, `optimizer.step()`, `scaler.step()`, `zero_grad()`),
+iterates a data loader, or calls a hot function; a loop under `no_grad`/`inference_mode` never becomes one by iterating a
+loader. An epoch loop that only contains a step loop is not itself one, so epoch-end code is not per step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Literal
+
+import libcst as cst
+
+from gpulint.linter.names import ImportMap, callee_method, dotted_name, last_name
+
+if TYPE_CHECKING:
+    from gpulint.linter.rule import Report
+
+Location = Literal["host", "device", "unknown"]
+
+DEFAULT_HOT_FUNCTIONS = frozenset(
+    {
+        "train_step", "training_step", "_train_step", "train_one_epoch", "train_epoch", "_run_batch", "run_batch",
+        "compute_loss", "train_batch", "train_on_batch", "forward_backward", "forward_backward_step", "fwd_bwd",
+        "train_iter", "train_iteration", "optimizer_step", "update_step", "inner_loop",
+    }
+)
+# Split on "_": a function is cold when one of its name's parts is one of these (`evaluate_model`, `__init__`).
+COLD_NAME_PARTS = frozenset(
+    {
+        "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "testing", "predict",
+        "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
+        "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile",
+    }
+)
+# Identifier parts that make an `if` test a gate (`should_log`, `log_interval`, `args.print_freq`, `is_main_process`).
+DEFAULT_GATE_PARTS = frozenset(
+    {
+        "log", "logging", "logger", "print", "report", "display", "verbose", "debug", "interval", "every", "freq",
+        "frequency", "period", "master", "main", "zero", "rank", "eval", "evaluate", "save", "checkpoint", "ckpt",
+        "wandb", "tensorboard", "writer", "summary", "visualize", "sample",
+    }
+)
+LOADER_PARTS = frozenset({"loader", "dataloader", "dl", "batches", "iterator", "train_iter", "data_iter", "prefetcher"})
+STEP_METHODS = frozenset({"backward", "manual_backward", "zero_grad"})
+_OPTIMIZER_RECEIVER = re.compile(r"(optim|opt$|^opt|scaler|solver)", re.IGNORECASE)
+_NO_GRAD = frozenset(
+    {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
+)
+HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
+METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "names", "layout"})
+METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "nelement", "stride", "get_device", "data_ptr"})
+HOST_BUILTINS = frozenset(
+    {"len", "float", "int", "bool", "str", "round", "abs", "min", "max", "sum", "range", "enumerate", "zip", "list",
+     "tuple", "dict", "set", "sorted", "repr", "format", "isinstance", "getattr", "hasattr"}
+)
+HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
+LOOPS = (cst.For, cst.While)
+
+
+def _name_parts(name: str) -> set[str]:
+    return {p for p in re.split(r"[_.]+", name.lower()) if p}
+
+
+def is_cold_function_name(name: str) -> bool:
+    return bool(_name_parts(name) & COLD_NAME_PARTS)
+
+
+@dataclass(frozen=True)
+class ExecState:
+    hot: bool
+    gated: bool
+    cold: bool
+    reason: str
+
+    @property
+    def per_step(self) -> bool:
+        return self.hot and not self.gated and not self.cold
+
+
+NEUTRAL = ExecState(hot=False, gated=False, cold=False, reason="not on the training path")
+
+
+@dataclass
+class _LoopInfo:
+    node: cst.CSTNode
+    function: cst.FunctionDef | None
+    has_marker: bool = False
+    iterates_loader: bool = False
+    under_no_grad: bool = False
+    callees: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _CallSite:
+    callee: str
+    ancestors: tuple[cst.CSTNode, ...]
+
+
+class FileContext:
+    """Per-file state shared by the engine and every rule."""
+
+    def __init__(
+        self,
+        path: str,
+        module: cst.Module,
+        hot_functions: Iterable[str] = (),
+        gate_names: Iterable[str] = (),
+    ) -> None:
+        self.path = path
+        self.module = module
+        self.imports = ImportMap()
+        self.hot_function_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
+        self.gate_names = frozenset(gate_names)
+        self.reports: list[Report] = []
+        self._stack: list[cst.CSTNode] = []
+        self._scopes: list[dict[str, Location]] = [{}]
+        self._loops: dict[int, _LoopInfo] = {}
+        self._functions: dict[str, list[cst.FunctionDef]] = {}
+        self._call_sites: list[_CallSite] = []
+        self._no_grad_depth = 0
+        self._no_grad_withs: set[int] = set()
+        # Filled by finalize().
+        self._step_loops: set[int] = set()
+        self._function_state: dict[int, ExecState] = {}
+        self._block_gate_index: dict[int, int | None] = {}
+        self._gate_cache: dict[int, bool] = {}
+
+    # ------------------------------------------------------------------ traversal (called by the engine)
+    @property
+    def ancestors(self) -> list[cst.CSTNode]:
+        """The nodes enclosing the node being visited (outermost first), ending with that node itself."""
+        return self._stack
+
+    def ancestors_snapshot(self) -> tuple[cst.CSTNode, ...]:
+        return tuple(self._stack)
+
+    def parent(self, depth: int = 1) -> cst.CSTNode | None:
+        """The node `depth` levels above the node being visited (1 = its parent)."""
+        index = len(self._stack) - 1 - depth
+        return self._stack[index] if index >= 0 else None
+
+    def add_report(self, report: "Report") -> None:
+        self.reports.append(report)
+
+    def enter(self, node: cst.CSTNode) -> None:
+        self._stack.append(node)
+        if isinstance(node, cst.Import):
+            self.imports.add_import(node)
+        elif isinstance(node, cst.ImportFrom):
+            self.imports.add_import_from(node)
+        elif isinstance(node, cst.Call):
+            self._record_call(node)
+        elif isinstance(node, LOOPS):
+            self._record_loop(node)
+        elif isinstance(node, cst.FunctionDef):
+            self._functions.setdefault(node.name.value, []).append(node)
+            self._scopes.append({})
+        elif isinstance(node, cst.Lambda):
+            self._scopes.append({})
+        elif isinstance(node, cst.With) and self._is_no_grad_with(node):
+            self._no_grad_withs.add(id(node))
+            self._no_grad_depth += 1
+
+    def leave(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign):
+            location = self.location_of(node.value)
+            for target in node.targets:
+                self._bind(target.target, location)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self._bind(node.target, self.location_of(node.value))
+        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+            current = self.location_of(node.target)
+            added = self.location_of(node.value)
+            self._bind(node.target, current if current == added else "unknown" if "unknown" in (current, added) else "device")
+        elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            self._scopes.pop()
+        elif isinstance(node, cst.With) and id(node) in self._no_grad_withs:
+            self._no_grad_depth -= 1
+        self._stack.pop()
+
+    def _record_loop(self, node: cst.For | cst.While) -> None:
+        info = _LoopInfo(node=node, function=self.enclosing_function(), under_no_grad=self._no_grad_depth > 0)
+        if isinstance(node, cst.For):
+            info.iterates_loader = self._iterates_loader(node.iter)
+            self._bind(node.target, "host" if self.location_of(node.iter) == "host" else "unknown")
+        self._loops[id(node)] = info
+
+    def _record_call(self, node: cst.Call) -> None:
+        name = callee_method(node)
+        if name is None:
+            return
+        if self._is_step_marker(node, name):
+            loop = self.innermost_loop()
+            if loop is not None:
+                self._loops[id(loop)].has_marker = True
+        func = node.func
+        same_module_call = isinstance(func, cst.Name) or (
+            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")
+        )
+        if same_module_call:
+            loop = self.innermost_loop()
+            if loop is not None:
+                self._loops[id(loop)].callees.add(name)
+            self._call_sites.append(_CallSite(name, tuple(self._stack)))
+
+    def _is_step_marker(self, call: cst.Call, name: str) -> bool:
+        if name in STEP_METHODS:
+            return True
+        if name == "step" and isinstance(call.func, cst.Attribute):
+            receiver = last_name(call.func.value) or ""
+            return bool(_OPTIMIZER_RECEIVER.search(receiver)) and "sched" not in receiver.lower()
+        return False
+
+    def _iterates_loader(self, expr: cst.BaseExpression) -> bool:
+        # Unwrap enumerate(...), tqdm(...), zip(...), iter(...), islice(...) to what they iterate.
+        while isinstance(expr, cst.Call) and expr.args:
+            if last_name(expr.func) in ("enumerate", "tqdm", "zip", "iter", "islice", "track", "progress_bar"):
+                expr = expr.args[0].value
+            else:
+                break
+        name = last_name(expr) if not isinstance(expr, cst.Call) else last_name(expr.func)
+        if name is None:
+            return False
+        lowered = name.lower()
+        return bool(_name_parts(lowered) & LOADER_PARTS) or lowered.endswith("loader") or lowered in ("train_data", "data")
+
+    def _is_no_grad_with(self, node: cst.With) -> bool:
+        for item in node.items:
+            target = item.item.func if isinstance(item.item, cst.Call) else item.item
+            if self.imports.resolve(target) in _NO_GRAD:
+                return True
+        return False
+
+    def enclosing_function(self) -> cst.FunctionDef | None:
+        for node in reversed(self._stack[:-1]):
+            if isinstance(node, cst.FunctionDef):
+                return node
+        return None
+
+    def innermost_loop(self) -> cst.CSTNode | None:
+        """The innermost For/While enclosing the current node within its function (the node itself excluded)."""
+        for node in reversed(self._stack[:-1]):
+            if isinstance(node, LOOPS):
+                return node
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+        return None
+
+    # ------------------------------------------------------------------ device provenance
+    def _bind(self, target: cst.BaseExpression, location: Location) -> None:
+        if isinstance(target, cst.Name):
+            self._scopes[-1][target.value] = location
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value, "unknown" if location == "device" else location)
+
+    def location_of(self, expr: cst.BaseExpression) -> Location:
+        """Where the value of `expr` lives: "host" when it is already a Python/host value (`.item()`, `.tolist()`,
+        `.cpu()`, a literal, a size, arithmetic on host values), "device" when it is a tensor known to be on the
+        accelerator (`.to(device)`, `.cuda()`), else "unknown"."""
+        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.FormattedString,
+                             cst.ConcatenatedString)):
+            return "host"
+        if isinstance(expr, cst.Name):
+            if expr.value in ("True", "False", "None"):
+                return "host"
+            for scope in reversed(self._scopes):
+                if expr.value in scope:
+                    return scope[expr.value]
+            return "unknown"
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in METADATA_ATTRS:
+                return "host"
+            return "unknown"
+        if isinstance(expr, cst.Subscript):
+            return "host" if self.location_of(expr.value) == "host" else "unknown"
+        if isinstance(expr, cst.UnaryOperation):
+            return self.location_of(expr.expression)
+        if isinstance(expr, cst.BinaryOperation):
+            left, right = self.location_of(expr.left), self.location_of(expr.right)
+            if left == right:
+                return left
+            return "device" if "device" in (left, right) else "unknown"
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            locations = {self.location_of(e.value) for e in expr.elements if isinstance(e, cst.Element)}
+            return "host" if locations <= {"host"} else "unknown"
+        if isinstance(expr, cst.Call):
+            return self._call_location(expr)
+        return "unknown"
+
+    def _call_location(self, call: cst.Call) -> Location:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in HOST_METHODS or method in METADATA_METHODS:
+                return "host"
+            if method == "to" and call.args and _is_cpu_literal(call.args[0].value):
+                return "host"
+            if method in ("to", "cuda"):
+                return "device"
+            if method in ("detach", "clone", "float", "half", "double", "long", "int", "bool", "mean", "sum"):
+                return self.location_of(func.value)
+        resolved = self.imports.resolve(func) or ""
+        if isinstance(func, cst.Name) and func.value in HOST_BUILTINS and func.value not in self._scopes[-1]:
+            return "host"
+        if resolved.startswith(HOST_MODULE_PREFIXES):
+            return "host"
+        return "unknown"
+
+    def is_host_value(self, expr: cst.BaseExpression) -> bool:
+        return self.location_of(expr) == "host"
+
+    def resolve(self, node: cst.CSTNode) -> str | None:
+        """Qualified dotted name of a Name/Attribute through the file's imports (`t.cuda.synchronize` ->
+        `torch.cuda.synchronize`)."""
+        return self.imports.resolve(node)
+
+    # ------------------------------------------------------------------ after the traversal
+    def finalize(self) -> None:
+        """Decide which loops are step loops and which functions the step calls. Called once, after the traversal."""
+        hot_named = {name for name in self._functions if name in self.hot_function_names}
+        for info in self._loops.values():
+            if info.function is not None and is_cold_function_name(info.function.name.value):
+                continue
+            loader = info.iterates_loader and not info.under_no_grad
+            if info.has_marker or loader or info.callees & hot_named:
+                self._step_loops.add(id(info.node))
+        for name in hot_named:
+            for func in self._functions[name]:
+                self._function_state[id(func)] = ExecState(True, False, False, f"in `{name}`, which runs every step")
+        # Functions called from the step, two calls deep. Each round looks at call sites whose state is known.
+        for _ in range(2):
+            updates: dict[str, ExecState] = {}
+            for site in self._call_sites:
+                if site.callee not in self._functions or site.callee in hot_named:
+                    continue
+                state = self._state_of_chain(site.ancestors)
+                if not state.hot or state.cold:
+                    continue
+                best = updates.get(site.callee)
+                if best is None or (best.gated and not state.gated):
+                    updates[site.callee] = ExecState(
+                        True, state.gated, False, f"in `{site.callee}`, called from the training step"
+                    )
+            for name, state in updates.items():
+                for func in self._functions[name]:
+                    if id(func) not in self._function_state or self._function_state[id(func)].gated:
+                        self._function_state[id(func)] = state
+
+    def state_of(self, report: "Report") -> ExecState:
+        return self._state_of_chain(report.ancestors)
+
+    def _state_of_chain(self, chain: tuple[cst.CSTNode, ...]) -> ExecState:
+        gated = False
+        for index in range(len(chain) - 1, -1, -1):
+            node = chain[index]
+            child = chain[index + 1] if index + 1 < len(chain) else None
+            if isinstance(node, cst.If) and child is node.body and self._is_gate(node.test):
+                gated = True
+            elif isinstance(node, (cst.IndentedBlock, cst.Module)) and child is not None and self._after_early_exit_gate(node, child):
+                gated = True
+            elif isinstance(node, LOOPS) and id(node) in self._step_loops and child is node.body:
+                return ExecState(True, gated, False, "inside the training loop")
+            elif isinstance(node, cst.FunctionDef):
+                name = node.name.value
+                if is_cold_function_name(name) and name not in self.hot_function_names:
+                    return ExecState(False, gated, True, f"in `{name}`, which does not run every step")
+                state = self._function_state.get(id(node))
+                if state is None:
+                    return NEUTRAL
+                return ExecState(True, gated or state.gated, False, state.reason)
+            elif isinstance(node, cst.ClassDef):
+                return NEUTRAL
+        return NEUTRAL
+
+    def _is_gate(self, test: cst.BaseExpression) -> bool:
+        cached = self._gate_cache.get(id(test))
+        if cached is None:
+            cached = self._gate_cache[id(test)] = _GateFinder(self.gate_names).find(test)
+        return cached
+
+    def _after_early_exit_gate(self, block: cst.IndentedBlock | cst.Module, stmt: cst.CSTNode) -> bool:
+        key = id(block)
+        if key not in self._block_gate_index:
+            self._block_gate_index[key] = None
+            for position, sibling in enumerate(block.body):
+                if isinstance(sibling, cst.If) and sibling.orelse is None and _ends_with_exit(sibling.body) and self._is_gate(sibling.test):
+                    self._block_gate_index[key] = position
+                    break
+        gate_index = self._block_gate_index[key]
+        if gate_index is None:
+            return False
+        for position, sibling in enumerate(block.body):
+            if sibling is stmt:
+                return position > gate_index
+        return False
+
+
+class _GateFinder(cst.CSTVisitor):
+    """True when an `if` test names a logging/interval/master-process gate or takes a modulo."""
+
+    def __init__(self, extra_names: frozenset[str]) -> None:
+        self.extra = extra_names
+        self.found = False
+
+    def find(self, test: cst.BaseExpression) -> bool:
+        test.visit(self)
+        return self.found
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
+        if isinstance(node.operator, cst.Modulo):
+            self.found = True
+        return not self.found
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        # `loss.item() > x` is not a gate: do not look for gate words inside calls' arguments, only their names.
+        name = dotted_name(node.func)
+        if name is not None:
+            self._check(name)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._check(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        name = dotted_name(node)
+        if name is not None:
+            self._check(name)
+            return False
+        return True
+
+    def _check(self, name: str) -> None:
+        if name in self.extra or name.rsplit(".", 1)[-1] in self.extra:
+            self.found = True
+        elif _name_parts(name.rsplit(".", 1)[-1]) & DEFAULT_GATE_PARTS:
+            self.found = True
+
+
+def _ends_with_exit(body: cst.BaseSuite) -> bool:
+    statements = body.body
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        small = last.body[-1] if last.body else None
+    elif isinstance(body, cst.SimpleStatementSuite):
+        small = last
+    else:
+        return False
+    return isinstance(small, (cst.Continue, cst.Return, cst.Break))
+
+
+def _is_cpu_literal(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.SimpleString):
+        return expr.raw_value.split(":")[0] == "cpu"
+    if isinstance(expr, cst.Call) and last_name(expr.func) == "device" and expr.args:
+        return _is_cpu_literal(expr.args[0].value)
+    return False

@@ -1,0 +1,242 @@
+"""Lint one file: decode, pre-filter, parse once, run every enabled rule in one traversal, resolve findings.
+
+Positions (the costly libcst metadata) are computed only for files that produced at least one report, and the hot-path
+analysis runs only then too: most files pay for a parse and one traversal, and files without any trigger word pay for
+neither.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Iterable, Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from gpulint.linter.context import FileContext
+from gpulint.linter.noqa import Suppressions
+from gpulint.linter.rule import Edit, Finding, Fix, InsertBefore, Replace, Report, Rule
+
+PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
+
+
+@dataclass(frozen=True)
+class LintOptions:
+    hot_functions: tuple[str, ...] = ()
+    gate_names: tuple[str, ...] = ()
+
+
+@dataclass
+class SourceFile:
+    """Decoded text of a file, with what a fix needs to write it back unchanged in style."""
+
+    text: str
+    encoding: str
+    newline: str
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    source: SourceFile | None = None
+    parsed: bool = False
+
+
+def decode(data: bytes) -> SourceFile:
+    """Decode with the source's declared encoding (PEP 263, BOM). Raises ValueError with a one-line reason."""
+    if b"\x00" in data:
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise _DecodeError("source contains a NUL byte", line)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise _DecodeError(f"bad encoding declaration: {exc.msg}", 1) from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise _DecodeError(f"cannot decode as {encoding}: byte {data[exc.start]:#04x}", line) from None
+    except LookupError:
+        raise _DecodeError(f"unknown encoding {encoding!r}", 1) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    newline = "\r\n" if "\r\n" in text[:10000] else "\n"
+    return SourceFile(text=text, encoding=encoding, newline=newline)
+
+
+class _DecodeError(ValueError):
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@lru_cache(maxsize=64)
+def _trigger_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)))
+
+
+def lint_bytes(path: str, data: bytes, rules: Sequence[type[Rule]], options: LintOptions = LintOptions()) -> FileResult:
+    result = FileResult(path=path)
+    try:
+        result.source = decode(data)
+    except _DecodeError as exc:
+        result.findings.append(parse_error(path, str(exc), exc.line, 1))
+        return result
+    result.findings = lint_text(path, result.source.text, rules, options, result)
+    return result
+
+
+def lint_text(
+    path: str,
+    text: str,
+    rules: Sequence[type[Rule]],
+    options: LintOptions = LintOptions(),
+    result: FileResult | None = None,
+) -> list[Finding]:
+    """Findings of `rules` on `text`, sorted by line and column."""
+    active = [r for r in rules if r.triggers]
+    words = tuple(w for r in active for w in r.triggers)
+    if not words or not _trigger_pattern(words).search(text):
+        return []
+    if len(active) > 1:
+        active = [r for r in active if any(w in text for w in r.triggers)]
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        return [parse_error(path, f"syntax error: {exc.message}", exc.raw_line, exc.raw_column + 1)]
+    except RecursionError:
+        return [parse_error(path, "too deeply nested for the parser", 1, 1)]
+    except Exception as exc:  # the native parser can raise other errors on exotic input
+        return [parse_error(path, f"could not parse: {type(exc).__name__}: {exc}", 1, 1)]
+    if result is not None:
+        result.parsed = True
+    context = FileContext(path, module, options.hot_functions, options.gate_names)
+    instances = [rule(context) for rule in active]
+    try:
+        module.visit(_Traversal(context, instances))
+    except RecursionError:
+        return [parse_error(path, "too deeply nested to analyse", 1, 1)]
+    if not context.reports:
+        return []
+    context.finalize()
+    kept = [r for r in context.reports if _applies(r, context)]
+    if not kept:
+        return []
+    return _resolve(path, text, module, kept)
+
+
+def parse_error(path: str, message: str, line: int, column: int) -> Finding:
+    from gpulint.linter.rule import rules_by_code
+
+    rule = rules_by_code().get(PARSE_ERROR_CODE)
+    return Finding(
+        code=PARSE_ERROR_CODE,
+        name=PARSE_ERROR_NAME,
+        message=f"{message}; gpulint could not check this file",
+        severity="error",
+        path=path,
+        line=max(line, 1),
+        column=max(column, 1),
+        end_line=max(line, 1),
+        end_column=max(column, 1),
+        url=rule.url() if rule else "",
+    )
+
+
+def _applies(report: Report, context: FileContext) -> bool:
+    if report.when == "always":
+        return True
+    state = context.state_of(report)
+    if report.when == "per_step":
+        return state.per_step
+    if report.when == "in_step":
+        return state.hot and not state.cold
+    return not state.cold  # "training"
+
+
+def _resolve(path: str, text: str, module: cst.Module, reports: Iterable[Report]) -> list[Finding]:
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    suppressions = Suppressions.from_text(text)
+    findings: dict[tuple, Finding] = {}
+    for report in reports:
+        span = positions[report.node]
+        line, column = span.start.line, span.start.column + 1
+        end_line, end_column = span.end.line, span.end.column + 1
+        if suppressions.suppressed(report.rule.code, line, end_line):
+            continue
+        finding = Finding(
+            code=report.rule.code,
+            name=report.rule.name,
+            message=report.message,
+            severity=report.rule.severity,
+            path=path,
+            line=line,
+            column=column,
+            end_line=end_line,
+            end_column=end_column,
+            fix=_fix_of(report, module, positions),
+            url=report.rule.url(),
+        )
+        # Two visits of the same node by one rule give one finding.
+        findings.setdefault((finding.code, line, column, end_line, end_column), finding)
+    return sorted(findings.values(), key=Finding.sort_key)
+
+
+def _fix_of(report: Report, module: cst.Module, positions) -> Fix | None:
+    if not report.fix:
+        return None
+    edits = []
+    for part in report.fix:
+        span = positions[part.node]
+        if isinstance(part, Replace):
+            content = part.new if isinstance(part.new, str) else module.code_for_node(part.new)
+            edits.append(Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, content))
+        elif isinstance(part, InsertBefore):
+            indent = " " * span.start.column
+            edits.append(
+                Edit(span.start.line, span.start.column + 1, span.start.line, span.start.column + 1, f"{part.text}\n{indent}")
+            )
+    return Fix("unsafe" if report.unsafe_fix else "safe", tuple(edits))
+
+
+class _Traversal(cst.CSTVisitor):
+    """Calls every rule's visit_/leave_ methods for each node, in one walk of the tree."""
+
+    def __init__(self, context: FileContext, rules: Sequence[Rule]) -> None:
+        super().__init__()
+        self.context = context
+        self.visits: dict[type, list[Callable]] = {}
+        self.leaves: dict[type, list[Callable]] = {}
+        for rule in rules:
+            for node_type, method_name in _handlers(type(rule), "visit_"):
+                self.visits.setdefault(node_type, []).append(getattr(rule, method_name))
+            for node_type, method_name in _handlers(type(rule), "leave_"):
+                self.leaves.setdefault(node_type, []).append(getattr(rule, method_name))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.context.enter(node)
+        for handler in self.visits.get(type(node), ()):
+            handler(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        for handler in self.leaves.get(type(original_node), ()):
+            handler(original_node)
+        self.context.leave(original_node)
+
+
+@lru_cache(maxsize=None)
+def _handlers(rule_class: type[Rule], prefix: str) -> tuple[tuple[type, str], ...]:
+    found = []
+    for attribute in dir(rule_class):
+        if attribute.startswith(prefix):
+            node_type = getattr(cst, attribute[len(prefix):], None)
+            if not isinstance(node_type, type) or not issubclass(node_type, cst.CSTNode):
+                raise TypeError(f"{rule_class.__name__}.{attribute}: libcst has no node type {attribute[len(prefix):]}")
+            found.append((node_type, attribute))
+    return tuple(found)

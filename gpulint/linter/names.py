@@ -1,0 +1,85 @@
+"""A cheap import-alias resolver: turns `t.cuda.synchronize` into `torch.cuda.synchronize`.
+
+libcst's QualifiedNameProvider costs about as much as parsing the file again (LINT_NOTES.md); rules only need to know
+what a dotted name refers to after `import torch as t` / `from torch import distributed as dist`, which a map built from
+the import statements seen so far answers.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def dotted_name(node: cst.CSTNode) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None (calls, subscripts and literals have no dotted name)."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def last_name(node: cst.CSTNode) -> str | None:
+    """The final identifier of a Name/Attribute (`self.train_loader` -> `train_loader`), else None."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return None
+
+
+def callee_method(call: cst.Call) -> str | None:
+    """For `x.foo(...)` the method name `foo`; for `foo(...)` the name `foo`."""
+    return last_name(call.func)
+
+
+class ImportMap:
+    """Local name -> fully qualified name, from the import statements seen so far."""
+
+    def __init__(self) -> None:
+        self._aliases: dict[str, str] = {}
+
+    def add_import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self._aliases[alias.asname.name.value] = full
+            else:
+                # `import torch.distributed` binds `torch`, which already resolves to itself.
+                head = full.split(".", 1)[0]
+                self._aliases.setdefault(head, head)
+
+    def add_import_from(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted_name(node.module)
+        if module is None:
+            return
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            local = alias.name.value
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self._aliases[local] = f"{module}.{alias.name.value}"
+
+    def resolve(self, node: cst.CSTNode) -> str | None:
+        """The qualified dotted name of a Name/Attribute chain, resolving its first part through the imports.
+
+        A name that was never imported resolves to itself (`model.parameters` stays `model.parameters`).
+        """
+        name = dotted_name(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        full = self._aliases.get(head, head)
+        return f"{full}.{rest}" if rest else full
+
+    def imported(self, prefix: str) -> bool:
+        """True when some import binds a name under `prefix` (e.g. `torch`)."""
+        return any(v == prefix or v.startswith(prefix + ".") for v in self._aliases.values())

@@ -1,0 +1,267 @@
+"""What a rule is, what it reports, and how the engine finds every rule.
+
+A rule is a class with a code (`GPL401`), a kebab-case name, trigger words for the pre-filter, documentation, and
+VALID / INVALID examples. It defines `visit_<Node>` / `leave_<Node>` methods like a libcst visitor; the engine calls
+every enabled rule from ONE traversal of the file. A rule reports a node with `self.report(...)`, saying under which
+execution condition the finding is real (`when=`): the engine resolves that after the traversal, when it knows the whole
+file (which functions the training loop calls, which branches are gated), so a rule never has to.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Literal, Sequence, Union
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from gpulint.linter.context import FileContext
+
+DOCS_URL = "https://github.com/gpulint/gpulint/blob/main/docs/rules.md#{anchor}"
+
+# When a reported node is a real finding (see gpulint.linter.context.ExecState):
+#   "per_step": it runs every training step and is not gated to every N steps (most GPL2xx-GPL5xx rules);
+#   "in_step":  it runs inside the training step, gated or not (e.g. building an optimizer inside the loop);
+#   "training": anywhere except code known to be cold (eval, no_grad, __init__, sampling) — per-tensor loops, flags;
+#   "always":   wherever it appears.
+When = Literal["per_step", "in_step", "training", "always"]
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace [line:column, end_line:end_column) with content. Lines and columns are 1-based; end is exclusive."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+    def to_json(self) -> dict:
+        return {
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "content": self.content,
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    applicability: Literal["safe", "unsafe"]
+    edits: tuple[Edit, ...]
+
+    def to_json(self) -> dict:
+        return {"applicability": self.applicability, "edits": [e.to_json() for e in self.edits]}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    message: str
+    severity: str
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    fix: Fix | None = None
+    url: str = ""
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code)
+
+    def to_json(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "severity": self.severity,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "fix": self.fix.to_json() if self.fix else None,
+            "url": self.url,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Finding":
+        fix = data.get("fix")
+        return cls(
+            code=data["code"],
+            name=data["name"],
+            message=data["message"],
+            severity=data["severity"],
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            fix=Fix(fix["applicability"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
+            url=data.get("url", ""),
+        )
+
+
+@dataclass(frozen=True)
+class RuleDocs:
+    """The sections every rule documents (shown by `gpulint rule CODE` and in docs/rules.md)."""
+
+    what_it_does: str
+    why_slow: str  # the mechanism: launch count, host-device round trip, wasted FLOPs
+    example: str
+    use_instead: str
+    fix_safety: str = "This rule has no automatic fix."
+    false_positives: str = "None known."
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An INVALID example: `code` must produce exactly `count` findings of the rule; `fixed` (if given) is the code after
+    applying the rule's fixes (safe and unsafe) until stable."""
+
+    code: str
+    fixed: str | None = None
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Replace:
+    """One part of a fix: replace `node` with a new node or with source text (an expression or a simple statement)."""
+
+    node: cst.CSTNode
+    new: Union[cst.CSTNode, str]
+
+
+@dataclass(frozen=True)
+class InsertBefore:
+    """One part of a fix: insert a line of source text before statement `node` (same indentation)."""
+
+    node: cst.CSTNode
+    text: str
+
+
+FixPart = Union[Replace, InsertBefore]
+
+
+@dataclass
+class Report:
+    """A rule's raw report, before the engine resolves execution state, positions, suppressions and fixes."""
+
+    rule: "Rule"
+    node: cst.CSTNode
+    message: str
+    when: When
+    ancestors: tuple[cst.CSTNode, ...]
+    fix: tuple[FixPart, ...] = ()
+    unsafe_fix: bool = False
+
+
+class Rule:
+    """Base class of every rule. Subclasses set the class attributes and define visit_/leave_ methods."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]  # the default finding message (one sentence, what is slow and what to do)
+    docs: ClassVar[RuleDocs]
+    triggers: ClassVar[tuple[str, ...]]  # words one of which must occur in the source for the rule to run
+    valid: ClassVar[Sequence[str]] = ()
+    invalid: ClassVar[Sequence[Invalid]] = ()
+    default_enabled: ClassVar[bool] = True
+    severity: ClassVar[str] = "warning"
+    fixable: ClassVar[bool] = False  # True when the rule can offer a fix for at least some findings
+
+    def __init__(self, context: "FileContext") -> None:
+        self.context = context
+
+    @classmethod
+    def family(cls) -> str:
+        return FAMILIES.get(cls.code[:4], "engine")
+
+    @classmethod
+    def url(cls) -> str:
+        return DOCS_URL.format(anchor=f"{cls.code.lower()}-{cls.name}")
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str | None = None,
+        *,
+        when: When = "per_step",
+        fix: Sequence[FixPart] = (),
+        unsafe_fix: bool = False,
+    ) -> None:
+        self.context.add_report(
+            Report(self, node, message or self.message, when, self.context.ancestors_snapshot(), tuple(fix), unsafe_fix)
+        )
+
+
+FAMILIES = {
+    "GPL0": "engine",
+    "GPL1": "per-tensor logging and reduction loops",
+    "GPL2": "unvectorized metrics",
+    "GPL3": "padded computation",
+    "GPL4": "host-device sync and synchronous communication",
+    "GPL5": "launch overhead",
+}
+
+_CODE_RE = re.compile(r"^GPL[0-9]{3}$")
+_NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_registry: list[type[Rule]] | None = None
+
+
+def all_rules() -> list[type[Rule]]:
+    """Every rule class in the modules of the `gpulint.rules` package, sorted by code (imported once)."""
+    global _registry
+    if _registry is None:
+        import gpulint.rules as package
+
+        found: dict[str, type[Rule]] = {}
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            for obj in vars(module).values():
+                if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__ and "code" in vars(obj):
+                    _check_rule_class(obj, found)
+                    found[obj.code] = obj
+        _registry = sorted(found.values(), key=lambda r: r.code)
+    return list(_registry)
+
+
+def _check_rule_class(rule: type[Rule], found: dict[str, type[Rule]]) -> None:
+    # A broken rule definition is a bug in gpulint, not a user error: fail loudly at import.
+    if not _CODE_RE.match(rule.code):
+        raise TypeError(f"rule {rule.__name__}: code {rule.code!r} is not GPLnnn")
+    if rule.code in found:
+        raise TypeError(f"rule code {rule.code} defined twice ({found[rule.code].__name__}, {rule.__name__})")
+    if not _NAME_RE.match(rule.name):
+        raise TypeError(f"rule {rule.code}: name {rule.name!r} is not kebab-case")
+    for attr in ("message", "docs", "triggers"):
+        if not hasattr(rule, attr):
+            raise TypeError(f"rule {rule.code}: missing {attr}")
+
+
+def rules_by_code() -> dict[str, type[Rule]]:
+    return {r.code: r for r in all_rules()}
+
+
+__all__ = [
+    "Edit",
+    "Finding",
+    "Fix",
+    "FixPart",
+    "InsertBefore",
+    "Invalid",
+    "Replace",
+    "Report",
+    "Rule",
+    "RuleDocs",
+    "When",
+    "all_rules",
+    "rules_by_code",
+]

@@ -1,0 +1,27 @@
+"""GPL0xx: the engine's own findings (a file gpulint could not check)."""
+
+from __future__ import annotations
+
+from gpulint.linter.rule import Invalid, Rule, RuleDocs
+
+
+class ParseError(Rule):
+    """Reported by the engine itself (it has no trigger words and visits nothing)."""
+
+    code = "GPL001"
+    name = "parse-error"
+    message = "gpulint could not parse this file"
+    severity = "error"
+    triggers = ()
+    docs = RuleDocs(
+        what_it_does="Reports a file gpulint could not check: a syntax error (including Python 2 code), bytes that do "
+        "not decode in the file's declared encoding, a NUL byte, or nesting too deep for the parser.",
+        why_slow="Not a performance finding: a file that does not parse is a file no other rule has looked at, so a "
+        "clean report would be a false promise.",
+        example="def train_step(batch:\n    ...",
+        use_instead="Fix the syntax error, or exclude generated files with `exclude` in `[tool.gpulint]`.",
+        false_positives="Files written for another Python version (gpulint parses the grammar of Python 3.0-3.12 that "
+        "libcst supports).",
+    )
+    valid = ("x = 1\n",)
+    invalid = (Invalid("def train_step(batch:\n    return batch.item()\n"),)
