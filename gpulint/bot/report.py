@@ -1,0 +1,305 @@
+"""Render findings and a plan as the PR comment (Markdown), the job summary, or a self-contained HTML report."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from gpulint.bot import markdown as md
+from gpulint.bot.data import Finding, Plan
+
+MARKER = "<!-- gpulint:report -->"
+COMMENT_LIMIT = 65_536  # issue comment and review bodies
+CHECK_SUMMARY_LIMIT = 65_535
+JOB_SUMMARY_LIMIT = 1024 * 1024
+CHART_POINTS = 24
+TOP_DECISIONS = 10
+MAX_PATCHES = 20
+SEVERITY_ICON = {"error": "🛑", "warning": "⚠️", "info": "ℹ️"}
+DEFAULT_FULL_REPORT = "the workflow run's job summary and its `gpulint-report` artifact"
+
+
+@dataclass
+class ReportInput:
+    findings: list[Finding] = field(default_factory=list)
+    plan: Plan | None = None
+    changed_only: bool = False  # True when `findings` were filtered to the PR's changed lines
+    total_findings: int | None = None  # before that filter
+    link_base: str | None = None  # https://github.com/o/r/blob/<sha>/ ; no links when None
+    source_root: Path | None = None  # where to read files for patch previews (None: show replacements)
+    full_report: str = DEFAULT_FULL_REPORT
+
+
+# ---------------------------------------------------------------------------------------------- formatting
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "–"
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}" if abs(n) / scale < 100 else f"{n / scale:.0f} {unit}"
+    return f"{n:.0f} B"
+
+
+def human_time(s: float | None) -> str:
+    if s is None:
+        return "–"
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def percent_change(before: float, after: float) -> str:
+    if not before:
+        return ""
+    return f"{(after - before) / before * 100:+.1f}%"
+
+
+def downsample(values: list[float], points: int) -> list[float]:
+    """At most `points` samples, each the max of its bucket so that no peak disappears from the chart."""
+    if len(values) <= points:
+        return list(values)
+    out = []
+    for i in range(points):
+        lo, hi = i * len(values) // points, (i + 1) * len(values) // points
+        out.append(max(values[lo:max(hi, lo + 1)]))
+    return out
+
+
+def source_link(base: str | None, path: str, line: int | None) -> str | None:
+    if not base or path.startswith(("/", "..")) or ".." in Path(path).parts:
+        return None
+    return f"{base.rstrip('/')}/{path}" + (f"#L{line}" if line else "")
+
+
+# ---------------------------------------------------------------------------------------------- patches
+
+
+def apply_edits(lines: list[str], edits) -> list[str]:
+    """Apply 1-based line/column edits (end exclusive) to a list of lines (without newlines), last edit first."""
+    text = "\n".join(lines)
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln) + 1)
+
+    def offset(line: int, col: int) -> int:
+        line = min(max(line, 1), len(lines) + 1)
+        return min(starts[line - 1] + col - 1, len(text))
+
+    for e in sorted(edits, key=lambda e: (e.line, e.column), reverse=True):
+        a, b = offset(e.line, e.column), offset(e.end_line, e.end_column)
+        text = text[:a] + e.content + text[b:]
+    return text.split("\n")
+
+
+def patch_preview(finding: Finding, root: Path | None) -> tuple[str, str]:
+    """(kind, body): a unified diff when the file can be read, else the replacement text of each edit."""
+    if root is not None:
+        path = (root / finding.path).resolve()
+        try:
+            inside = path.is_relative_to(root.resolve())
+            original = path.read_text(encoding="utf-8").splitlines() if inside else None
+        except (OSError, UnicodeDecodeError):
+            original = None
+        if original is not None:
+            patched = apply_edits(original, finding.edits)
+            diff = difflib.unified_diff(original, patched, f"a/{finding.path}", f"b/{finding.path}", n=2, lineterm="")
+            return "diff", "\n".join(diff)
+    parts = []
+    for e in finding.edits:
+        parts.append(f"# {finding.path}:{e.line}:{e.column}-{e.end_line}:{e.end_column} becomes:\n{e.content}")
+    return "text", "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+
+
+def _environment(markdown: bool) -> jinja2.Environment:
+    loader = jinja2.PackageLoader("gpulint", "templates")
+    if markdown:
+        # Anything a Markdown template prints is escaped unless a filter already made it safe Markdown.
+        env = jinja2.Environment(
+            loader=loader,
+            autoescape=False,
+            finalize=lambda v: v if isinstance(v, md.Md) else md.text(v),
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
+        env.filters.update(
+            text=md.text,
+            message=md.message,
+            code=md.code,
+            fence=md.fence,
+            link=lambda label, url: md.link(label if isinstance(label, md.Md) else md.text(label), url),
+            raw=md.Md,  # only for strings built by this module (numbers, chart data)
+        )
+    else:
+        env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    env.filters.update(bytes=human_bytes, time=human_time, change=percent_change)
+    if markdown:  # our own figures: digits and units, nothing to escape
+        for name in ("bytes", "time", "change"):
+            env.filters[name] = (lambda f: lambda *a: md.Md(f(*a)))(env.filters[name])
+    return env
+
+
+def _context(data: ReportInput, shown: int) -> dict:
+    findings = data.findings[:shown]
+    plan = data.plan
+    counts = {s: sum(1 for f in data.findings if f.severity == s) for s in ("error", "warning", "info")}
+    rows = [
+        {
+            "f": f,
+            "icon": SEVERITY_ICON.get(f.severity, "•"),
+            "where": f"{f.path}:{f.line}",
+            "where_url": source_link(data.link_base, f.path, f.line),
+        }
+        for f in findings
+    ]
+    patches = []
+    for f in findings:
+        if f.edits and len(patches) < MAX_PATCHES:
+            kind, body = patch_preview(f, data.source_root)
+            patches.append({"f": f, "kind": kind, "body": body})
+    ctx = {
+        "marker": md.Md(MARKER),
+        "rows": rows,
+        "patches": patches,
+        "counts": counts,
+        "total": len(data.findings),
+        "scan_total": data.total_findings if data.total_findings is not None else len(data.findings),
+        "changed_only": data.changed_only,
+        "omitted": len(data.findings) - len(findings),
+        "full_report": md.Md(data.full_report),
+        "plan": plan,
+    }
+    if plan is not None:
+        ctx.update(_plan_context(data, plan))
+    return ctx
+
+
+def _plan_context(data: ReportInput, plan: Plan) -> dict:
+    top = [
+        {"d": d, "url": source_link(data.link_base, d.path, d.line) if d.path else None}
+        for d in plan.recomputed[:TOP_DECISIONS]
+    ]
+    base = downsample(plan.timeline_baseline, CHART_POINTS)
+    planned = downsample(plan.timeline_planned, CHART_POINTS)
+    n = max(len(base), len(planned))
+    chart = None
+    if n >= 2:
+        gb = lambda xs: [round(x / 1e9, 3) for x in xs]  # noqa: E731
+        top_gb = max([*base, *planned, plan.budget_bytes]) / 1e9 * 1.1
+        xs = [round(i * 100 / (n - 1)) for i in range(n)]
+        chart = {
+            "x": xs,
+            "baseline": gb(base),
+            "planned": gb(planned),
+            "budget": [round(plan.budget_bytes / 1e9, 3)] * n,
+            "ymax": f"{top_gb:.3g}",
+            "rows": [
+                (xs[i], base[i] if i < len(base) else None, planned[i] if i < len(planned) else None)
+                for i in range(0, n, max(1, n // 8))
+            ],
+        }
+    fits_before = plan.baseline.peak_bytes <= plan.budget_bytes
+    return {
+        "top": top,
+        "more_decisions": max(0, len(plan.recomputed) - TOP_DECISIONS),
+        "chart": chart,
+        "fits_before": fits_before,
+        "svg_timeline": svg_timeline(plan),
+        "svg_frontier": svg_frontier(plan),
+    }
+
+
+def render_markdown(data: ReportInput, template: str = "pr_comment.md.j2", limit: int = COMMENT_LIMIT) -> str:
+    """The PR comment (or job summary), trimmed under `limit` by leaving out the least severe findings first."""
+    tpl = _environment(markdown=True).get_template(template)
+    shown = len(data.findings)
+    body = tpl.render(_context(data, shown))
+    if len(body) <= limit:
+        return body
+    lo, hi = 0, shown  # largest count that fits: findings are sorted most severe first
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(tpl.render(_context(data, mid))) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    body = tpl.render(_context(data, lo))
+    if len(body) > limit:  # the plan section alone is too long (never expected): cut hard but keep the marker
+        note = "\n\n… report cut to fit GitHub's size limit; see " + data.full_report + "\n"
+        body = body[: limit - len(note)] + note
+    return body
+
+
+def render_html(data: ReportInput) -> str:
+    return _environment(markdown=False).get_template("report.html.j2").render(_context(data, len(data.findings)))
+
+
+# ---------------------------------------------------------------------------------------------- SVG charts
+
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 300, 64, 16, 16, 40
+
+
+def _scale(lo: float, hi: float, a: float, b: float):
+    span = (hi - lo) or 1.0
+    return lambda v: a + (v - lo) / span * (b - a)
+
+
+def svg_timeline(plan: Plan) -> dict | None:
+    """Polylines (unplanned, planned) and the budget line, in a W x H box; numbers only, no text from data."""
+    series = [s for s in (plan.timeline_baseline, plan.timeline_planned) if len(s) >= 2]
+    if not series:
+        return None
+    ymax = max([*plan.timeline_baseline, *plan.timeline_planned, plan.budget_bytes]) * 1.08
+    y = _scale(0, ymax, H - PAD_B, PAD_T)
+
+    def points(values):
+        x = _scale(0, len(values) - 1, PAD_L, W - PAD_R)
+        return " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+
+    ticks = [(y(ymax * k / 4), human_bytes(ymax * k / 4)) for k in range(5)]
+    return {
+        "w": W,
+        "h": H,
+        "baseline": points(plan.timeline_baseline) if len(plan.timeline_baseline) >= 2 else None,
+        "planned": points(plan.timeline_planned) if len(plan.timeline_planned) >= 2 else None,
+        "budget_y": f"{y(plan.budget_bytes):.1f}",
+        "x0": PAD_L,
+        "x1": W - PAD_R,
+        "y0": H - PAD_B,
+        "yticks": [(f"{ty:.1f}", label) for ty, label in ticks],
+    }
+
+
+def svg_frontier(plan: Plan) -> dict | None:
+    """Peak memory (x) against step time (y) for each budget of a sweep."""
+    pts = [p for p in plan.sweep if p.feasible]
+    if len(pts) < 2:
+        return None
+    xs = [p.peak_bytes for p in pts]
+    ts = [p.step_time_s for p in pts]
+    x = _scale(min(xs) * 0.95, max(xs) * 1.05, PAD_L, W - PAD_R)
+    y = _scale(min(ts) * 0.95, max(ts) * 1.05, H - PAD_B, PAD_T)
+    ordered = sorted(pts, key=lambda p: p.peak_bytes)
+    return {
+        "w": W,
+        "h": H,
+        "points": [(f"{x(p.peak_bytes):.1f}", f"{y(p.step_time_s):.1f}", human_bytes(p.peak_bytes),
+                    human_time(p.step_time_s), human_bytes(p.budget_bytes)) for p in ordered],
+        "line": " ".join(f"{x(p.peak_bytes):.1f},{y(p.step_time_s):.1f}" for p in ordered),
+        "x0": PAD_L,
+        "x1": W - PAD_R,
+        "y0": H - PAD_B,
+        "xlabels": [(f"{x(v):.1f}", human_bytes(v)) for v in (min(xs), max(xs))],
+        "ylabels": [(f"{y(v):.1f}", human_time(v)) for v in (min(ts), max(ts))],
+    }

@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gpulint.bot import markdown as md
+from gpulint.bot.data import BotInputError, load_findings, load_plan
+from gpulint.bot.report import COMMENT_LIMIT, MARKER, ReportInput, apply_edits, render_html, render_markdown
+from gpulint.cli import UsageError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+HOSTILE = (
+    "<!-- gpulint:report --> @octocat please see #12 | col ``` fence ` tick <script>alert(1)</script> "
+    "[x](javascript:alert(1)) $x$ **bold**"
+)
+
+
+def _finding(**over) -> dict:
+    base = {
+        "code": "GPL401", "name": "scalar-sync-in-step", "message": "`loss.item()` syncs", "severity": "warning",
+        "path": "src/train.py", "line": 12, "column": 9, "end_line": 12, "end_column": 20, "fix": None,
+        "url": "https://example.org/GPL401",
+    }
+    base.update(over)
+    return base
+
+
+def _write(tmp_path: Path, name: str, data) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_fixture_report_has_every_section():
+    data = ReportInput(load_findings(FIXTURES / "findings.json"), load_plan(FIXTURES / "plan.json"),
+                       link_base="https://github.com/o/r/blob/abc/")
+    body = render_markdown(data)
+    assert body.startswith(MARKER + "\n")
+    assert "**4 findings**" in body
+    assert "**Peak memory 31.6 GB → 22.1 GB** against a 24 GB budget" in body
+    assert "```mermaid\nxychart-beta" in body
+    assert "| Step progress | Today | Planned |" in body
+    assert "[`examples/train.py:57`](https://github.com/o/r/blob/abc/examples/train.py#L57)" in body
+    assert "### Suggested patches" in body and "<details>" in body
+    # most severe first
+    assert body.index("GPL301") < body.index("GPL101") < body.index("GPL501")
+
+
+def test_hostile_repository_text_is_neutralised(tmp_path):
+    findings = _write(tmp_path, "f.json", [
+        _finding(message=HOSTILE, name=HOSTILE, path="src/@octocat|x.py", url="javascript:alert(1)",
+                 fix={"applicability": "safe", "edits": [
+                     {"line": 12, "column": 1, "end_line": 12, "end_column": 5, "content": "````\n@octocat\n" + MARKER}]}),
+    ])
+    plan = json.loads((FIXTURES / "plan.json").read_text())
+    plan["model"] = HOSTILE
+    plan["decisions"][1]["module"] = HOSTILE
+    plan["decisions"][1]["op"] = HOSTILE
+    data = ReportInput(load_findings(findings), load_plan(_write(tmp_path, "p.json", plan)))
+    body = render_markdown(data)
+    assert body.startswith(MARKER)
+    outside_code = re.sub(r"^(`{3,})[^`\n]*\n.*?\n\1$", "", body, flags=re.S | re.M)  # drop fenced blocks
+    outside_code = re.sub(r"(`+)(?:(?!\1).)+?\1", "", outside_code)  # drop code spans
+    assert "@octocat" not in outside_code
+    assert outside_code.count(MARKER) == 1  # a quoted marker survives only as code, which is not a comment
+    assert "<!--" not in outside_code.replace(MARKER, "", 1)
+    assert "<script>" not in outside_code
+    assert not re.search(r"(?<!\\)\]\(javascript:", outside_code)  # an escaped ] is no link
+    # every table row still has exactly its 4 columns: no unescaped | from the message
+    for row in [ln for ln in body.splitlines() if ln.startswith("| ⚠️")]:
+        assert len(re.findall(r"(?<!\\)\|", re.sub(r"(`+)(?:(?!\1).)+?\1", "", row))) == 5
+    # the patch fence is longer than the backtick run inside it
+    assert "`````\n# src/@octocat|x.py" in body
+
+
+def test_html_is_escaped_and_self_contained(tmp_path):
+    findings = _write(tmp_path, "f.json", [_finding(message=HOSTILE)])
+    data = ReportInput(load_findings(findings), load_plan(FIXTURES / "plan.json"))
+    html = render_html(data)
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+    assert "<svg" in html and "<polyline" in html  # timeline
+    assert html.count("<circle") == 9  # frontier from the sweep
+    assert "src=\"http" not in html and "<link " not in html  # nothing loaded from outside
+
+
+def test_oversized_report_is_trimmed_least_severe_first(tmp_path):
+    many = [_finding(line=i, severity="info", message="x" * 900) for i in range(1, 200)]
+    many.append(_finding(line=500, severity="error", message="the one that matters"))
+    data = ReportInput(load_findings(_write(tmp_path, "f.json", many)), full_report="the job summary")
+    body = render_markdown(data)
+    assert len(body) <= COMMENT_LIMIT
+    assert "the one that matters" in body
+    left_out = int(re.search(r"(\d+) less severe findings? left out", body).group(1))
+    shown = body.count("| ℹ️ |")
+    assert left_out > 0 and shown + left_out == 199
+    assert "the full list is in the job summary" in body
+
+
+def test_markdown_helpers():
+    assert md.code("a`b") == "``a`b``"
+    assert md.code("`x") == "`` `x ``"
+    assert md.fence("```\n").startswith("````\n")
+    assert md.fence("x").startswith("```\n")
+    assert md.link(md.text("x"), "javascript:alert(1)") == "x"
+    assert md.text("@me #1 <!--") == "&#64;me &#35;1 &lt;\\!--"
+    assert md.message("use `a|b` now") == "use `a\\|b` now"
+
+
+def test_apply_edits_multiline():
+    lines = ["for p in ps:", "    clip(p)", "done()"]
+    from gpulint.bot.data import Edit
+
+    out = apply_edits(lines, [Edit(1, 1, 2, 12, "clip_all(ps)")])
+    assert out == ["clip_all(ps)", "done()"]
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ("{not json", "not valid JSON"),
+        (json.dumps({"a": 1}), "must be a JSON list"),
+        (json.dumps([{"code": "GPL1"}]), "findings[0].line: missing"),
+        (json.dumps([_finding(line="3")]), "findings[0].line: expected int"),
+    ],
+)
+def test_bad_findings_name_the_field(tmp_path, content, fragment):
+    path = tmp_path / "f.json"
+    path.write_text(content)
+    with pytest.raises(BotInputError, match=re.escape(fragment)) as info:
+        load_findings(path)
+    assert isinstance(info.value, UsageError) and str(path) in str(info.value)
+
+
+def test_bad_plan_names_the_field(tmp_path):
+    plan = json.loads((FIXTURES / "plan.json").read_text())
+    plan["schema"] = "gpulint.plan/9"
+    with pytest.raises(BotInputError, match="schema: expected 'gpulint.plan/1'"):
+        load_plan(_write(tmp_path, "p.json", plan))
+    plan["schema"] = "gpulint.plan/1"
+    plan["decisions"][0]["action"] = "drop"
+    with pytest.raises(BotInputError, match=r"decisions\[0\].action"):
+        load_plan(_write(tmp_path, "p.json", plan))
+
+
+def test_report_cli_writes_files_and_rejects_bad_input(tmp_path, capsys):
+    import argparse
+
+    from gpulint.bot.cli import add_report_arguments, run_report
+
+    parser = argparse.ArgumentParser()
+    add_report_arguments(parser)
+    for fmt in ("md", "html", "summary"):
+        out = tmp_path / "out" / f"r.{fmt}"
+        args = parser.parse_args(["--lint", str(FIXTURES / "findings.json"), "--plan", str(FIXTURES / "plan.json"),
+                                  "--format", fmt, "--output", str(out)])
+        assert run_report(args) == 0
+        assert out.stat().st_size > 1000
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["r.html", "r.md", "r.summary"]  # no temp left
+    with pytest.raises(UsageError, match="missing.json"):
+        run_report(parser.parse_args(["--lint", str(tmp_path / "missing.json")]))
+    with pytest.raises(UsageError, match="nothing to report"):
+        run_report(parser.parse_args([]))
