@@ -1,0 +1,566 @@
+"""Precision of `gpulint check` on real training code, against a hand-labelled corpus.
+
+The labels (bench/corpus/labels.csv) name lines of public training codebases at fixed commits, each with a rule
+family (GPL1..GPL5) and a verdict: `pos` (real per-step lost GPU time a linter should flag) or `neg` (looks
+suspicious to a naive grep but costs nothing per step). This script lays the labelled files out from local git
+mirrors into a temp folder, runs `gpulint check --format json` on them, and prints per family and overall:
+positives, negatives, recall, false-alarm rate (flagged negatives / negatives), and findings per 1,000 lines
+(noise). A naive grep baseline is scored in the same table so the floor is visible.
+
+    python bench/corpus_eval.py --mirrors /work/.mirror [--gpulint "python -m gpulint"] [--details]
+
+Matching: a finding matches a label when the file and the family band (GPL4xx -> GPL4) agree and the finding's
+line range [line, end_line] covers the label's line. It is a benchmark: it exits 0 whatever the figures; only a
+malformed labels file or a bad flag exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FAMILIES = ("GPL1", "GPL2", "GPL3", "GPL4", "GPL5")
+FAMILY_NAMES = {
+    "GPL1": "per-tensor loops",
+    "GPL2": "unvectorized metrics",
+    "GPL3": "padded computation",
+    "GPL4": "host-device sync",
+    "GPL5": "launch overhead",
+}
+VERDICTS = ("pos", "neg")
+LABEL_COLUMNS = (
+    "repo",
+    "commit",
+    "path",
+    "line",
+    "family",
+    "verdict",
+    "code",
+    "reason",
+)
+DEFAULT_LABELS = Path(__file__).resolve().parent / "corpus" / "labels.csv"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The naive baseline: what a grep for the suspicious calls would flag, one regex per family hint.
+# Deliberately context-free (no hot path, gates or device provenance): it is the floor gpulint must beat.
+GREP_PATTERNS: dict[str, list[str]] = {
+    "GPL1": [
+        r"\bfor\b.+\bin\b.*\.(named_)?parameters\(",
+        r"\bfor\b.+\bin\b.*state_dict\(\)",
+        r"\bfor\b.+\bin\b.*\.items\(\)",
+        r"\[\s*\w+\.item\(\)\s+for\b",
+    ],
+    "GPL2": [
+        r"\+=.*\.item\(\)",
+        r"\.update\(.*\.item\(\)",
+        r"\+=\s*float\(",
+        r"\btorch\.cat\(",
+        r"\.numpy\(\)",
+        r"\bsklearn\b|accuracy_score|f1_score",
+        r"\bfor\b.+\bin\s+range\(.*\.size\(0\)",
+        r"\btorch\.tensor\(\[",
+        r"\.eq\(|==.*\.sum\(\)",
+    ],
+    "GPL3": [
+        r"max_length",
+        r"pad_to_max",
+        r"pad_sequence",
+        r"\bF\.pad\(|\bpad\(",
+        r"padding\s*=",
+    ],
+    "GPL4": [
+        r"\.item\(\)",
+        r"\.cpu\(\)",
+        r"\.tolist\(\)",
+        r"\.numpy\(\)",
+        r"synchronize\(",
+        r"\b(all_reduce|all_gather\w*|broadcast|barrier|reduce_scatter\w*|gather_object|all_to_all)\(",
+        r"\.nonzero\(|masked_select|\.unique\(|repeat_interleave",
+        r"empty_cache\(",
+        r"\.cuda\(|\.to\(\s*[\w.\[\]'\"]*(device|rank|gpu|cuda)",
+        r"\b(float|int|bool)\(\s*\w+\s*\)",
+        r"\bprint\(",
+        r"\.gather\(|\.reduce\(",
+    ],
+    "GPL5": [
+        r"zero_grad\(",
+        r"\bfor\b.+\bin\b.*\.(named_)?parameters\(",
+        r"\bfor\b.+\bin\b.*state_dict\(\)",
+        r"foreach\s*=\s*False",
+        r"\btorch\.compile\(",
+        r"set_detect_anomaly",
+        r"\btorch\.(zeros|ones|empty|randn|rand|arange|tensor|full)\(.*\)\.(cuda|to)\(",
+        r"profiler\.profile\(|torch\.profiler",
+        r"\bDataLoader\(|optim\.\w+\(",
+        r"\.mul_\(|\.add_\(|\.copy_\(|\.lerp_\(",
+    ],
+}
+
+
+class CorpusError(Exception):
+    """A malformed labels file or flag: printed as one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class Label:
+    repo: str
+    commit: str
+    path: str
+    line: int
+    family: str
+    verdict: str
+    code: str
+    reason: str
+
+    @property
+    def file_key(self) -> str:
+        return file_key(self.repo, self.path)
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str  # file_key of the laid-out file
+    line: int
+    end_line: int
+    family: str
+    code: str
+
+
+@dataclass
+class Layout:
+    root: Path
+    # file_key -> number of lines
+    line_counts: dict[str, int] = field(default_factory=dict)
+    # (label, what its line really reads)
+    stale: list[tuple[Label, str]] = field(default_factory=list)
+    missing_repos: list[str] = field(default_factory=list)
+
+
+def file_key(repo: str, path: str) -> str:
+    """Where a labelled file lives in the layout: `owner+name/path` (the mirror folder's naming)."""
+    return f"{repo.replace('/', '+')}/{path}"
+
+
+def load_labels(path: Path) -> list[Label]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read labels ({exc.strerror})") from None
+    rows = list(csv.DictReader(text.splitlines()))
+    if not rows:
+        raise CorpusError(f"{path}: no labels")
+    missing = [c for c in LABEL_COLUMNS if c not in rows[0]]
+    if missing:
+        raise CorpusError(
+            f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(LABEL_COLUMNS)}"
+        )
+    labels, seen = [], set()
+    for number, row in enumerate(rows, start=2):  # line 1 is the header
+        labels.append(_parse_row(path, number, row))
+        key = (labels[-1].file_key, labels[-1].line, labels[-1].family)
+        if key in seen:
+            raise CorpusError(
+                f"{path}:{number}: duplicate label for {key[0]}:{key[1]} {key[2]}"
+            )
+        seen.add(key)
+    return labels
+
+
+def _parse_row(path: Path, number: int, row: dict[str, str]) -> Label:
+    where = f"{path}:{number}"
+    values = {c: (row.get(c) or "").strip() for c in LABEL_COLUMNS}
+    for column in ("repo", "commit", "path", "line", "family", "verdict", "reason"):
+        if not values[column]:
+            raise CorpusError(f"{where}: empty field '{column}'")
+    if values["repo"].count("/") != 1:
+        raise CorpusError(
+            f"{where}: field 'repo' must be owner/name, got {values['repo']!r}"
+        )
+    if not re.fullmatch(r"[0-9a-f]{40}", values["commit"]):
+        raise CorpusError(
+            f"{where}: field 'commit' must be a 40-hex commit, got {values['commit']!r}"
+        )
+    if not values["line"].isdigit() or int(values["line"]) < 1:
+        raise CorpusError(
+            f"{where}: field 'line' must be a 1-based line number, got {values['line']!r}"
+        )
+    if values["family"] not in FAMILIES:
+        raise CorpusError(
+            f"{where}: field 'family' must be one of {', '.join(FAMILIES)}, got {values['family']!r}"
+        )
+    if values["verdict"] not in VERDICTS:
+        raise CorpusError(
+            f"{where}: field 'verdict' must be pos or neg, got {values['verdict']!r}"
+        )
+    return Label(**{**values, "line": int(values["line"])})
+
+
+def mirror_git_dir(mirrors: Path, repo: str) -> Path | None:
+    """The git directory `fetch` made for owner/name: a bare `repo/` or a clone's `repo/.git`."""
+    base = mirrors / repo.replace("/", "+") / "repo"
+    for candidate in (base / ".git", base):
+        if (candidate / "HEAD").is_file() and (candidate / "objects").is_dir():
+            return candidate
+    return None
+
+
+def git_show(git_dir: Path, commit: str, path: str) -> str | None:
+    result = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"],
+        check=False,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+    )
+    return result.stdout if result.returncode == 0 else None
+
+
+def lay_out(
+    labels: list[Label], mirrors: Path, root: Path
+) -> tuple[Layout, list[Label]]:
+    """Write each labelled file into `root` from its mirror; return the layout and the labels that could be used.
+
+    A label whose `code` text is not on its line is stale (wrong line or wrong commit) and is left out, with a note.
+    """
+    layout = Layout(root=root)
+    usable: list[Label] = []
+    files: dict[str, list[str] | None] = {}
+    git_dirs: dict[str, Path | None] = {}
+    for label in labels:
+        if label.repo not in git_dirs:
+            git_dirs[label.repo] = mirror_git_dir(mirrors, label.repo)
+            if git_dirs[label.repo] is None:
+                layout.missing_repos.append(label.repo)
+        git_dir = git_dirs[label.repo]
+        if git_dir is None:
+            continue
+        if label.file_key not in files:
+            text = git_show(git_dir, label.commit, label.path)
+            files[label.file_key] = None if text is None else text.splitlines()
+            if text is not None:
+                target = root / label.file_key
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+                layout.line_counts[label.file_key] = len(files[label.file_key])
+        lines = files[label.file_key]
+        if lines is None:
+            layout.stale.append(
+                (label, f"{label.commit[:12]}:{label.path} is not in the mirror")
+            )
+            continue
+        actual = (
+            lines[label.line - 1]
+            if label.line <= len(lines)
+            else "<past the end of the file>"
+        )
+        if label.code and label.code not in actual:
+            layout.stale.append((label, actual.strip()))
+            continue
+        usable.append(label)
+    return layout, usable
+
+
+def parse_findings(data: object, root: Path, source: str) -> list[Finding]:
+    """Findings from `gpulint check --format json` output, paths made relative to the layout root."""
+    if not isinstance(data, list):
+        raise CorpusError(f"{source}: expected a JSON list of findings")
+    findings = []
+    for item in data:
+        if not isinstance(item, dict) or not {"code", "path", "line"} <= item.keys():
+            raise CorpusError(
+                f"{source}: a finding lacks code/path/line: {str(item)[:80]}"
+            )
+        code = str(item["code"])
+        family = code[:4]
+        # GPL0xx engine findings (parse errors) belong to no family.
+        if family not in FAMILIES:
+            continue
+        line = int(item["line"])
+        end_line = int(item.get("end_line") or line)
+        findings.append(
+            Finding(
+                _relative(item["path"], root), line, max(line, end_line), family, code
+            )
+        )
+    return findings
+
+
+def _relative(path: str, root: Path) -> str:
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            p = p.resolve().relative_to(root.resolve())
+        except ValueError:
+            return path
+    return p.as_posix().removeprefix("./")
+
+
+def run_gpulint(command: str, layout: Layout) -> tuple[list[Finding] | None, str]:
+    """Run the linter on the laid-out folders; (None, why) when it could not produce findings."""
+    folders = sorted({key.split("/", 1)[0] for key in layout.line_counts})
+    argv = shlex.split(command) + [
+        "check",
+        "--format",
+        "json",
+        "--no-cache",
+        "--exit-zero",
+        *folders,
+    ]
+    try:
+        # The linter runs inside the layout so finding paths are `owner+name/...`; keep this checkout importable.
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
+            ),
+        }
+        result = subprocess.run(
+            argv,
+            check=False,
+            cwd=layout.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"could not run {command!r}: {exc}"
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return None, f"{command!r} check exited {result.returncode}: {last}"
+    try:
+        return parse_findings(
+            json.loads(result.stdout or "[]"), layout.root, command
+        ), ""
+    except (json.JSONDecodeError, CorpusError) as exc:
+        return None, f"{command!r} check printed no findings JSON: {exc}"
+
+
+def grep_findings(layout: Layout) -> list[Finding]:
+    """The naive baseline: every line matching a family's regexes is a finding of that family."""
+    compiled = {
+        family: [re.compile(p) for p in patterns]
+        for family, patterns in GREP_PATTERNS.items()
+    }
+    findings = []
+    for key in layout.line_counts:
+        text = (layout.root / key).read_text(encoding="utf-8")
+        for number, line in enumerate(text.splitlines(), start=1):
+            code_part = (
+                line.split("#", 1)[0] if not line.lstrip().startswith("#") else ""
+            )
+            for family, patterns in compiled.items():
+                if any(p.search(code_part) for p in patterns):
+                    findings.append(Finding(key, number, number, family, family + "00"))
+    return findings
+
+
+def flagged(label: Label, findings_by_file: dict[str, list[Finding]]) -> bool:
+    return any(
+        f.family == label.family and f.line <= label.line <= f.end_line
+        for f in findings_by_file.get(label.file_key, ())
+    )
+
+
+@dataclass
+class Score:
+    positives: int = 0
+    negatives: int = 0
+    hits: int = 0  # flagged positives
+    false_alarms: int = 0  # flagged negatives
+
+    @property
+    def recall(self) -> float | None:
+        return self.hits / self.positives if self.positives else None
+
+    @property
+    def false_alarm_rate(self) -> float | None:
+        return self.false_alarms / self.negatives if self.negatives else None
+
+
+def score(
+    labels: list[Label], findings: list[Finding]
+) -> tuple[dict[str, Score], list[Label], list[Label]]:
+    """Per-family and overall ("all") scores, plus the missed positives and the flagged negatives."""
+    by_file: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_file.setdefault(f.file, []).append(f)
+    scores = {family: Score() for family in (*FAMILIES, "all")}
+    missed, alarms = [], []
+    for label in labels:
+        hit = flagged(label, by_file)
+        for key in (label.family, "all"):
+            s = scores[key]
+            if label.verdict == "pos":
+                s.positives += 1
+                s.hits += hit
+            else:
+                s.negatives += 1
+                s.false_alarms += hit
+        if label.verdict == "pos" and not hit:
+            missed.append(label)
+        if label.verdict == "neg" and hit:
+            alarms.append(label)
+    return scores, missed, alarms
+
+
+def _ratio(value: float | None) -> str:
+    return "   -" if value is None else f"{value:4.2f}"
+
+
+def render_table(tools: dict[str, dict[str, Score]]) -> str:
+    names = list(tools)
+    header = f"{'family':<28} {'pos':>4} {'neg':>4}" + "".join(
+        f" | {n + ' recall':>15} {'false-alarm':>11}" for n in names
+    )
+    rows = [header, "-" * len(header)]
+    for family in (*FAMILIES, "all"):
+        first = tools[names[0]][family]
+        title = "overall" if family == "all" else f"{family}xx {FAMILY_NAMES[family]}"
+        row = f"{title:<28} {first.positives:>4} {first.negatives:>4}"
+        for name in names:
+            s = tools[name][family]
+            row += f" | {_ratio(s.recall):>15} {_ratio(s.false_alarm_rate):>11}"
+        rows.append(row)
+    return "\n".join(rows)
+
+
+def describe(label: Label) -> str:
+    return f"  {label.family} {label.verdict} {label.repo}:{label.path}:{label.line}  {label.code}  -- {label.reason}"
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    labels = load_labels(Path(args.labels))
+    mirrors = Path(args.mirrors)
+    out = sys.stdout
+    with tempfile.TemporaryDirectory(prefix="gpulint-corpus-") as tmp:
+        layout, usable = lay_out(labels, mirrors, Path(tmp))
+        for repo in layout.missing_repos:
+            print(
+                f"missing mirror for {repo}: run the fetch tool with github:{repo} (expected under {mirrors})",
+                file=out,
+            )
+        for label, actual in layout.stale:
+            print(
+                f"stale label {label.repo}:{label.path}:{label.line} expects {label.code!r}, reads {actual!r}",
+                file=out,
+            )
+        tools: dict[str, dict[str, Score]] = {}
+        details: dict[str, tuple[list[Label], list[Label]]] = {}
+        noise: dict[str, int] = {}
+        if args.findings:
+            findings = _read_findings_file(Path(args.findings), layout.root)
+            why = ""
+        else:
+            findings, why = run_gpulint(args.gpulint, layout)
+        if findings is None:
+            print(f"gpulint not scored: {why}", file=out)
+        else:
+            scores, missed, alarms = score(usable, findings)
+            tools["gpulint"], details["gpulint"], noise["gpulint"] = (
+                scores,
+                (missed, alarms),
+                len(findings),
+            )
+        grep = grep_findings(layout)
+        scores, missed, alarms = score(usable, grep)
+        tools["grep"], details["grep"], noise["grep"] = (
+            scores,
+            (missed, alarms),
+            len(grep),
+        )
+
+        total_lines = sum(layout.line_counts.values())
+        repos = {label.repo for label in usable}
+        print(
+            f"\ncorpus: {len(usable)} labels ({sum(lb.verdict == 'neg' for lb in usable)} negatives) in "
+            f"{len(layout.line_counts)} files, {total_lines} lines, {len(repos)} repositories",
+            file=out,
+        )
+        print(render_table(tools), file=out)
+        for name, count in noise.items():
+            per_k = 1000 * count / total_lines if total_lines else 0.0
+            print(
+                f"{name} noise: {count} findings, {per_k:.1f} per 1,000 lines", file=out
+            )
+        if args.details:
+            for name, (missed, alarms) in details.items():
+                print(f"\n{name}: {len(missed)} missed positives", file=out)
+                print("\n".join(describe(lb) for lb in missed) or "  (none)", file=out)
+                print(f"{name}: {len(alarms)} flagged negatives", file=out)
+                print("\n".join(describe(lb) for lb in alarms) or "  (none)", file=out)
+    print(f"\nreproduce: {reproduce_command(args)}", file=out)
+    return 0
+
+
+def _read_findings_file(path: Path, root: Path) -> list[Finding]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read findings ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise CorpusError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    return parse_findings(data, root, str(path))
+
+
+def reproduce_command(args: argparse.Namespace) -> str:
+    parts = ["python", "bench/corpus_eval.py", "--mirrors", str(args.mirrors)]
+    if Path(args.labels).resolve() != DEFAULT_LABELS:
+        parts += ["--labels", str(args.labels)]
+    if args.findings:
+        parts += ["--findings", str(args.findings)]
+    elif args.gpulint != "python -m gpulint":
+        parts += ["--gpulint", args.gpulint]
+    if args.details:
+        parts.append("--details")
+    return shlex.join(parts)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--mirrors",
+        default="/work/.mirror",
+        help="folder of fetched git mirrors (owner+name/repo)",
+    )
+    parser.add_argument(
+        "--labels",
+        default=str(DEFAULT_LABELS),
+        help="labels CSV (default: bench/corpus/labels.csv)",
+    )
+    parser.add_argument(
+        "--gpulint", default="python -m gpulint", help="command that runs gpulint"
+    )
+    parser.add_argument(
+        "--findings",
+        help="score this findings JSON instead of running gpulint (paths relative to the layout)",
+    )
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="list each missed positive and flagged negative",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return evaluate(args)
+    except CorpusError as exc:
+        print(f"corpus_eval: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
