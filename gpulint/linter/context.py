@@ -387,6 +387,21 @@ class FileContext:
                 return NEUTRAL
         return NEUTRAL
 
+    def gated_here(self) -> bool:
+        """During the traversal: True when a gate inside the current function (`if step % N == 0:`, an early
+        `continue` on non-logging steps) encloses the node being visited. Rules whose `when` is "training" use it to
+        skip gated code, which "training" alone does not."""
+        chain = self._stack
+        for index in range(len(chain) - 2, -1, -1):
+            node, child = chain[index], chain[index + 1]
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(node, cst.If) and child is node.body and self._is_gate(node.test):
+                return True
+            if isinstance(node, (cst.IndentedBlock, cst.Module)) and self._after_early_exit_gate(node, child):
+                return True
+        return False
+
     def _is_gate(self, test: cst.BaseExpression) -> bool:
         cached = self._gate_cache.get(id(test))
         if cached is None:
