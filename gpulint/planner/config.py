@@ -1,0 +1,155 @@
+"""The `plan:` section of gpulint.yaml, parsed into a `PlanConfig`; budgets are absolute byte counts.
+
+    plan:
+      model: examples/model.py:build_model     # or package.module:factory; returns an nn.Module
+      batch: examples/model.py:make_batch      # returns the step's inputs: dict (kwargs), tuple/list (args) or a tensor
+      loss: null                               # optional factory(output, batch) -> scalar; default output.loss, else sum
+      optimizer: adamw                         # none | sgd | sgd-momentum | adam | adamw (its state counts in the peak)
+      dtype: fp32                              # fp32 | bf16 | fp16 (parameters and activations)
+      hardware: h100-sxm                       # a name in gpulint/planner/hardware/ or a YAML path
+      budget: 24GB                             # 24GB = 24e9 bytes, 24GiB = 24 * 2**30 bytes
+
+Paths in `model`, `batch` and `loss` are relative to the YAML file's folder.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from gpulint.planner.errors import PlanError
+
+OPTIMIZERS = ("none", "sgd", "sgd-momentum", "adam", "adamw")
+DTYPES = ("fp32", "bf16", "fp16")
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_BUDGET = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+@dataclass
+class PlanConfig:
+    model: str
+    batch: str
+    loss: str | None = None
+    optimizer: str = "adamw"
+    dtype: str = "fp32"
+    hardware: str = "h100-sxm"
+    budget: int | None = None
+    base_dir: Path = Path(".")
+    source: str = "<config>"  # the file this came from, for messages
+
+
+def parse_budget(value: Any, field: str = "budget") -> int:
+    """`24GB` -> 24e9, `24GiB` -> 24 * 2**30, `1.5e9` -> 1.5e9 bytes. Fractions of something are rejected."""
+    if isinstance(value, bool) or value is None:
+        raise PlanError(f"{field}: expected an absolute size such as 24GB or 24GiB, got {value!r}")
+    if isinstance(value, (int, float)):
+        text = repr(value)
+    else:
+        text = str(value)
+    if text.strip().endswith("%") or (isinstance(value, (int, float)) and 0 < value <= 1):
+        raise PlanError(
+            f"{field}: {value!r} looks like a fraction; gpulint budgets are absolute (e.g. 24GB or 24GiB), "
+            "because a ratio of saved activations does not bound the peak"
+        )
+    match = _BUDGET.match(text)
+    if not match or match.group(2).upper() not in _UNITS:
+        raise PlanError(f"{field}: cannot read {value!r}; write an absolute size such as 24GB, 24GiB or 512MiB")
+    nbytes = int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    if nbytes <= 0:
+        raise PlanError(f"{field}: must be positive, got {value!r}")
+    return nbytes
+
+
+def format_bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def load_plan_config(path: str | Path) -> PlanConfig:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise PlanError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
+        raise PlanError(f"{path}: no `plan:` section (a mapping with at least `model` and `batch`)")
+    section = data["plan"]
+    known = {"model", "batch", "loss", "optimizer", "dtype", "hardware", "budget"}
+    for key in section:
+        if key not in known:
+            raise PlanError(f"{path}: plan.{key}: unknown field (known: {', '.join(sorted(known))})")
+    for key in ("model", "batch"):
+        if not isinstance(section.get(key), str) or ":" not in section[key]:
+            raise PlanError(f"{path}: plan.{key}: expected 'path/file.py:factory' or 'package.module:factory'")
+    loss = section.get("loss")
+    if loss is not None and (not isinstance(loss, str) or ":" not in loss):
+        raise PlanError(f"{path}: plan.loss: expected 'path/file.py:function' taking (output, batch)")
+    optimizer = str(section.get("optimizer", "adamw")).lower()
+    if optimizer not in OPTIMIZERS:
+        raise PlanError(f"{path}: plan.optimizer: {optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+    dtype = str(section.get("dtype", "fp32")).lower()
+    if dtype not in DTYPES:
+        raise PlanError(f"{path}: plan.dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    budget = section.get("budget")
+    return PlanConfig(
+        model=section["model"],
+        batch=section["batch"],
+        loss=loss,
+        optimizer=optimizer,
+        dtype=dtype,
+        hardware=str(section.get("hardware", "h100-sxm")),
+        budget=None if budget is None else parse_budget(budget, f"{path}: plan.budget"),
+        base_dir=path.resolve().parent,
+        source=str(path),
+    )
+
+
+def load_factory(spec: str, base_dir: Path | str = ".", field: str = "factory") -> Callable[..., Any]:
+    """Import `path/file.py:name` (relative to base_dir) or `package.module:name` and return the callable."""
+    target, _, name = spec.rpartition(":")
+    if not target or not name:
+        raise PlanError(f"{field}: expected 'path/file.py:factory' or 'package.module:factory', got {spec!r}")
+    try:
+        if target.endswith(".py") or "/" in target:
+            file = (Path(base_dir) / target).resolve()
+            if not file.is_file():
+                raise PlanError(f"{field}: {spec!r}: file {file} does not exist")
+            module_name = f"_gpulint_user_{file.stem}_{abs(hash(str(file)))}"
+            module = sys.modules.get(module_name)
+            if module is None:
+                module_spec = importlib.util.spec_from_file_location(module_name, file)
+                module = importlib.util.module_from_spec(module_spec)
+                sys.modules[module_name] = module
+                if str(file.parent) not in sys.path:
+                    sys.path.insert(0, str(file.parent))  # let the file import its neighbours
+                try:
+                    module_spec.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[module_name]
+                    raise
+        else:
+            module = importlib.import_module(target)
+    except PlanError:
+        raise
+    except Exception as exc:
+        raise PlanError(f"{field}: {spec!r} does not import ({type(exc).__name__}: {exc})") from None
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise PlanError(f"{field}: {spec!r}: no callable named {name!r} in {target}")
+    return factory

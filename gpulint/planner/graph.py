@@ -1,0 +1,214 @@
+"""The planner's graph IR: the joint forward+backward graph of one training step, as plain data.
+
+Built once from the FX joint graph that `trace.py` captures. Everything downstream (memory simulation, cost
+model, planner, reports) reads only this IR; the compile backend maps node names back to the FX graph.
+
+Memory is keyed by storage: a view or a getitem refers to its base's storage and costs nothing; a storage
+is created by exactly one node (`creates`). Parameters, buffers and the batch are *static*: alive all step.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+# Node kinds, in the order a step runs them.
+PARAM, INPUT, TANGENT, FWD, BWD = "param", "input", "tangent", "fwd", "bwd"
+
+
+@dataclass
+class OpNode:
+    index: int
+    name: str  # the FX node name in the joint graph (stable id used by plans and the backend)
+    op: str  # "aten.mm.default", "getitem", "placeholder"
+    kind: str  # PARAM | INPUT | TANGENT | FWD | BWD
+    inputs: list[int]  # indices of the nodes whose values this node reads
+    storages: list[int]  # storage ids its value refers to (all elements for a tuple value)
+    creates: list[int]  # storage ids this node allocates (subset of `storages`)
+    is_tensor: bool  # a single tensor value (only those can be saved for backward)
+    nbytes: int  # bytes of the storages it creates (0 for views)
+    flops: float = 0.0
+    bytes_moved: int = 0  # bytes read + written by its kernel (0 for views)
+    dtype: str = "fp32"
+    module: str = ""  # module path from the forward, e.g. "h.0.attn"
+    source: tuple[str, int] | None = None  # (file, line) of the user code that produced it
+    call_index: int = 0  # index among forward calls of the same (module, op)
+    excluded: str | None = None  # why it is never recomputed (RNG, collective, mutation, data-dependent)
+
+
+@dataclass
+class JointGraph:
+    nodes: list[OpNode]
+    storage_bytes: list[int]  # raw bytes per storage id
+    fwd_outputs: list[int]  # node indices returned by the forward (the loss first)
+    grad_outputs: list[int]  # node indices returned by the backward (gradients)
+    param_bytes: int = 0
+    input_bytes: int = 0
+    optimizer_state_bytes: int = 0  # per-parameter state (momentum, Adam moments), resident all step
+    optimizer_state_sizes: list[int] = field(default_factory=list)  # one entry per state tensor
+    dtype: str = "fp32"
+    model: str = ""
+    by_name: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_name = {n.name: n.index for n in self.nodes}
+
+    @property
+    def static_storages(self) -> set[int]:
+        return {s for n in self.nodes if n.kind in (PARAM, INPUT) for s in n.storages}
+
+    def default_saved(self) -> set[int]:
+        """What a plain (non-recomputing) partition saves: every forward tensor a backward node reads."""
+        saved: set[int] = set()
+        for n in self.nodes:
+            if n.kind != BWD:
+                continue
+            for i in n.inputs:
+                src = self.nodes[i]
+                if src.kind == FWD:
+                    saved.update(self.saveable_ancestors(i))
+        return saved
+
+    def saveable_ancestors(self, index: int) -> list[int]:
+        """`index` itself if it is a tensor; for a tuple value (never saved), the saveable nodes it reads."""
+        n = self.nodes[index]
+        if n.is_tensor:
+            return [index]
+        out: list[int] = []
+        for i in n.inputs:
+            if self.nodes[i].kind == FWD:
+                out.extend(self.saveable_ancestors(i))
+        return out
+
+
+def _val_tensors(val: Any) -> list[Any]:
+    import torch
+
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (list, tuple)):
+        return [t for v in val for t in _val_tensors(v)]
+    return []
+
+
+def _op_name(node: Any) -> str:
+    if node.op == "placeholder":
+        return "placeholder"
+    if node.target is operator.getitem:
+        return "getitem"
+    return str(node.target)
+
+
+def _dropout_p(node: Any) -> float | None:
+    """The `dropout_p` argument of an attention op (0.0 means it draws no random numbers), else None."""
+    schema = node.target._schema
+    for i, arg in enumerate(schema.arguments):
+        if arg.name == "dropout_p":
+            if i < len(node.args):
+                return float(node.args[i])
+            if "dropout_p" in node.kwargs:
+                return float(node.kwargs["dropout_p"])
+            return float(arg.default_value) if arg.has_default_value() else None
+    return None
+
+
+def excluded_reason(node: Any) -> str | None:
+    """Why an FX node must never be recomputed, or None when recomputing it is safe."""
+    import torch
+
+    target = node.target
+    if node.op != "call_function" or target is operator.getitem:
+        return None
+    if not isinstance(target, torch._ops.OpOverload):
+        return "not an aten op (higher-order or Python call)"
+    namespace = target.namespace
+    if namespace in ("_c10d_functional", "c10d_functional", "c10d", "_dtensor"):
+        return "collective communication"
+    tags = set(target.tags)
+    if torch.Tag.nondeterministic_seeded in tags and _dropout_p(node) != 0.0:
+        return "random op (recomputing it would draw a new mask)"
+    if torch.Tag.data_dependent_output in tags or torch.Tag.dynamic_output_shape in tags:
+        return "data-dependent output"
+    if target._schema.is_mutable:
+        return "mutates an input in place"
+    return None
+
+
+def build_graph(joint: Any, num_fwd_outputs: int, primal_kinds: list[str]) -> JointGraph:
+    """Turn the captured FX joint graph into the IR. `primal_kinds[i]` is PARAM or INPUT for primal i."""
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    from gpulint.planner import cost
+
+    storage_ids: dict[Any, int] = {}
+    storage_bytes: list[int] = []
+    index_of: dict[Any, int] = {}
+    nodes: list[OpNode] = []
+    fwd_outputs: list[int] = []
+    grad_outputs: list[int] = []
+    primal_i = 0
+    calls: dict[tuple[str, str], int] = {}
+    for fx_node in joint.graph.nodes:
+        if fx_node.op == "output":
+            outs = list(fx_node.args[0])
+            fwd_outputs = [index_of[o] for o in outs[:num_fwd_outputs] if o in index_of]
+            grad_outputs = [index_of[o] for o in outs[num_fwd_outputs:] if o is not None and o in index_of]
+            continue
+        if fx_node.op == "get_attr":
+            raise ValueError(f"the traced step reads a module attribute {fx_node.target!r} as a constant")
+        val = fx_node.meta.get("val")
+        tensors = _val_tensors(val)
+        refs: list[int] = []
+        for t in tensors:
+            key = StorageWeakRef(t.untyped_storage())
+            if key not in storage_ids:
+                storage_ids[key] = len(storage_bytes)
+                storage_bytes.append(int(t.untyped_storage().nbytes()))
+            if storage_ids[key] not in refs:
+                refs.append(storage_ids[key])
+        inputs = [index_of[a] for a in fx_node.all_input_nodes if a in index_of]
+        inherited = {s for i in inputs for s in nodes[i].storages}
+        creates = [s for s in refs if s not in inherited]
+        if fx_node.op == "placeholder":
+            if fx_node.name.startswith("tangents"):
+                kind = TANGENT
+            else:
+                kind = primal_kinds[primal_i] if primal_i < len(primal_kinds) else INPUT
+                primal_i += 1
+        else:
+            tag = fx_node.meta.get("partitioner_tag")
+            kind = BWD if tag == "is_backward" else FWD
+        custom = fx_node.meta.get("custom") or {}
+        module = custom.get("gpulint_module", "")
+        source = custom.get("gpulint_src")
+        op = _op_name(fx_node)
+        node = OpNode(
+            index=len(nodes),
+            name=fx_node.name,
+            op=op,
+            kind=kind,
+            inputs=inputs,
+            storages=refs,
+            creates=creates,
+            is_tensor=isinstance(val, torch.Tensor),
+            nbytes=sum(storage_bytes[s] for s in creates),
+            dtype=cost.dtype_name(tensors[0].dtype) if tensors else "fp32",
+            module=module,
+            source=tuple(source) if source else None,
+            excluded=excluded_reason(fx_node) if kind == FWD else None,
+        )
+        if kind in (FWD, BWD) and fx_node.op == "call_function":
+            node.flops, node.bytes_moved = cost.flops_and_bytes(fx_node, creates_storage=bool(creates))
+        if kind == FWD:
+            key = (module, op)
+            node.call_index = calls.get(key, 0)
+            calls[key] = node.call_index + 1
+        index_of[fx_node] = node.index
+        nodes.append(node)
+    graph = JointGraph(nodes=nodes, storage_bytes=storage_bytes, fwd_outputs=fwd_outputs, grad_outputs=grad_outputs)
+    static = graph.static_storages
+    graph.param_bytes = sum(storage_bytes[s] for n in nodes if n.kind == PARAM for s in n.creates if s in static)
+    graph.input_bytes = sum(storage_bytes[s] for n in nodes if n.kind == INPUT for s in n.creates if s in static)
+    return graph

@@ -1,0 +1,282 @@
+"""Trace one training step (forward, loss, backward) once, with fake tensors, into the planner's graph IR.
+
+`aot_function` over `torch.func.functional_call` on FakeTensorMode CPU tensors, with a partition_fn that
+captures the joint forward+backward graph and stops there. No real parameter or activation memory is
+allocated: the model itself is built under the fake mode. A TorchFunctionMode and module hooks stamp each FX
+node with the module path and user source line it came from (node.meta["custom"]).
+
+Never trace on fake `cuda` tensors with a CPU-only torch build: autograd aborts the process. A GPU target is
+modelled through the hardware profile instead (see cost.py and hardware.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from gpulint.planner.errors import PlanError
+from gpulint.planner.graph import INPUT, PARAM, JointGraph, build_graph
+
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+_GPULINT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _Captured(Exception):
+    """Raised from the partition_fn once the joint graph is captured: nothing after it needs to run."""
+
+
+@dataclass
+class Traced:
+    graph: JointGraph
+    joint: Any  # torch.fx.GraphModule of the joint forward+backward graph
+    num_fwd_outputs: int
+    seconds: float
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, TORCH_DTYPES[name])
+
+
+def default_loss(output: Any) -> Any:
+    """`output.loss` (HF style, or a dict's "loss"), else the sum of the output tensor."""
+    import torch
+
+    loss = getattr(output, "loss", None)
+    if loss is None and isinstance(output, dict):
+        loss = output.get("loss")
+    if loss is None and isinstance(output, torch.Tensor):
+        loss = output.sum()
+    if loss is None and isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        loss = output[0].sum()
+    if loss is None:
+        raise PlanError(f"plan.loss: the model returned {type(output).__name__} with no `.loss`; name a loss function")
+    return loss
+
+
+def split_batch(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A batch factory's result as (args, kwargs) for the model call."""
+    if isinstance(batch, dict):
+        return (), dict(batch)
+    if isinstance(batch, (tuple, list)):
+        return tuple(batch), {}
+    return (batch,), {}
+
+
+def cast_batch(batch: Any, dtype: Any) -> Any:
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return batch.to(dtype) if batch.is_floating_point() else batch
+    if isinstance(batch, dict):
+        return {k: cast_batch(v, dtype) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(cast_batch(v, dtype) for v in batch)
+    return batch
+
+
+def make_step_fn(model: Any, loss_fn: Callable[..., Any] | None) -> Callable[[dict, Any], Any]:
+    """The function that is traced and compiled: (params and buffers, batch) -> scalar loss."""
+    import torch
+
+    def step(state: dict[str, Any], batch: Any) -> Any:
+        args, kwargs = split_batch(batch)
+        output = torch.func.functional_call(model, state, args, kwargs)
+        loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise PlanError(f"plan.loss: the loss must be a scalar tensor, got {shape}")
+        return loss.reshape(())
+
+    return step
+
+
+def optimizer_state_sizes(param_sizes: list[int], optimizer: str) -> list[int]:
+    """Bytes of each persistent optimizer state tensor (same dtype and shape as its parameter)."""
+    per_param = {"none": 0, "sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2}[optimizer]
+    return [size for size in param_sizes for _ in range(per_param)]
+
+
+class _SourceStamp:
+    """Stamps FX nodes with the module path (from module hooks) and the user's source line (from a
+    TorchFunctionMode that sees every torch call with the user's frame still on the stack)."""
+
+    def __init__(self, model: Any) -> None:
+        self.names = {id(m): name for name, m in model.named_modules()}
+        self.stack: list[str] = []
+        self.last_source: tuple[str, int] | None = None
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        import torch
+        from torch.fx import traceback as fx_traceback
+        from torch.overrides import TorchFunctionMode
+
+        stamp = self
+        torch_dir = os.path.dirname(torch.__file__)
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+                frame = sys._getframe(1)
+                while frame is not None and (
+                    frame.f_code.co_filename.startswith(torch_dir)
+                    or frame.f_code.co_filename.startswith(_GPULINT_DIR)
+                    or frame.f_code.co_filename.startswith("<")
+                ):
+                    frame = frame.f_back
+                source = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+                stamp.last_source = source or stamp.last_source
+                meta = fx_traceback.get_current_meta()
+                old = meta.get("custom")
+                meta["custom"] = {"gpulint_module": stamp.stack[-1] if stamp.stack else "", "gpulint_src": source}
+                try:
+                    return func(*args, **(kwargs or {}))
+                finally:
+                    if old is None:
+                        meta.pop("custom", None)
+                    else:
+                        meta["custom"] = old
+
+        def pre(module: Any, _args: Any) -> None:
+            stamp.stack.append(self.names.get(id(module), stamp.stack[-1] if stamp.stack else ""))
+
+        def post(_module: Any, _args: Any, _out: Any) -> None:
+            if stamp.stack:
+                stamp.stack.pop()
+
+        hooks = [
+            torch.nn.modules.module.register_module_forward_pre_hook(pre),
+            torch.nn.modules.module.register_module_forward_hook(post),
+        ]
+        try:
+            with Mode():
+                yield
+        finally:
+            for h in hooks:
+                h.remove()
+
+    def where(self) -> str:
+        if self.last_source is None:
+            return ""
+        path, line = self.last_source
+        return f" at {os.path.relpath(path) if not path.startswith('..') else path}:{line}"
+
+
+def cast_module(model: Any, dtype: Any) -> None:
+    """Cast floating parameters and buffers in place (Module.to() cannot swap fake tensors)."""
+    import torch
+
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is not None and p.is_floating_point() and p.dtype != dtype:
+                module._parameters[name] = torch.nn.Parameter(p.detach().to(dtype), requires_grad=p.requires_grad)
+        for name, b in list(module._buffers.items()):
+            if b is not None and b.is_floating_point() and b.dtype != dtype:
+                module._buffers[name] = b.to(dtype)
+
+
+def build_fake(
+    build_model: Callable[[], Any], make_batch: Callable[[], Any], dtype: str, fake_mode: Any
+) -> tuple[Any, Any]:
+    """Call the user's factories under the fake mode (no real memory) and cast to the planned dtype."""
+    import torch
+
+    with fake_mode:
+        try:
+            model = build_model()
+        except Exception as exc:
+            raise PlanError(f"plan.model: the factory raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(model, torch.nn.Module):
+            raise PlanError(f"plan.model: the factory returned {type(model).__name__}, not a torch.nn.Module")
+        cast_module(model, torch_dtype(dtype))
+        try:
+            batch = make_batch()
+        except Exception as exc:
+            raise PlanError(f"plan.batch: the factory raised {type(exc).__name__}: {exc}") from None
+        batch = cast_batch(batch, torch_dtype(dtype))
+    return model, batch
+
+
+def trace_step(
+    build_model: Callable[[], Any],
+    make_batch: Callable[[], Any],
+    *,
+    loss_fn: Callable[..., Any] | None = None,
+    optimizer: str = "adamw",
+    dtype: str = "fp32",
+    name: str = "",
+) -> Traced:
+    """Trace forward+loss+backward of the model the factories build; return the IR and the FX joint graph."""
+    import torch
+    import torch.utils._pytree as pytree
+    from torch._dynamo.backends.debugging import boxed_nop
+    from torch._functorch.aot_autograd import aot_function
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        FakeTensorMode,
+    )
+    from torch.fx import traceback as fx_traceback
+
+    start = time.perf_counter()
+    fake_mode = FakeTensorMode()
+    model, batch = build_fake(build_model, make_batch, dtype, fake_mode)
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    captured: dict[str, Any] = {}
+
+    def capture(joint: Any, _inputs: Any, *, num_fwd_outputs: int, **_kw: Any) -> Any:
+        captured["joint"], captured["num_fwd_outputs"] = joint, num_fwd_outputs
+        raise _Captured
+
+    stamp = _SourceStamp(model)
+    step = make_step_fn(model, loss_fn)
+
+    def stamped_step(state: dict[str, Any], batch: Any) -> Any:
+        with stamp.active():
+            return step(state, batch)
+
+    compiled = aot_function(stamped_step, fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=capture)
+    try:
+        with fake_mode, fx_traceback.preserve_node_meta():
+            compiled(state, batch)
+    except _Captured:
+        pass
+    except PlanError:
+        raise
+    except (DataDependentOutputException, DynamicOutputShapeException) as exc:
+        raise PlanError(f"the step has a data-dependent op ({exc.func}){stamp.where()}; gpulint plans static graphs") from None
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if "data-dependent" in text.lower() or "data dependent" in text.lower():
+            raise PlanError(f"the step has a data-dependent op{stamp.where()}: {text}") from None
+        raise PlanError(f"the step could not be traced{stamp.where()}: {type(exc).__name__}: {text}") from None
+    if "joint" not in captured:
+        raise PlanError("the step has no backward: no parameter requires grad")
+    leaves = pytree.tree_leaves((state, batch))
+    params = {id(p) for p in model.parameters()} | {id(b) for b in model.buffers()}
+    kinds = [PARAM if id(x) in params else INPUT for x in leaves if isinstance(x, torch.Tensor)]
+    graph = build_graph(captured["joint"], captured["num_fwd_outputs"], kinds)
+    param_sizes = [p.untyped_storage().nbytes() for p in model.parameters() if p.requires_grad]
+    graph.optimizer_state_sizes = optimizer_state_sizes(param_sizes, optimizer)
+    graph.optimizer_state_bytes = sum(graph.optimizer_state_sizes)
+    graph.dtype = dtype
+    graph.model = name or type(model).__name__
+    return Traced(graph, captured["joint"], captured["num_fwd_outputs"], time.perf_counter() - start)
+
+
+def trace_config(cfg: Any) -> Traced:
+    """Trace the step a PlanConfig describes."""
+    from gpulint.planner.config import load_factory
+
+    build_model = load_factory(cfg.model, cfg.base_dir, "plan.model")
+    make_batch = load_factory(cfg.batch, cfg.base_dir, "plan.batch")
+    loss_fn = load_factory(cfg.loss, cfg.base_dir, "plan.loss") if cfg.loss else None
+    return trace_step(
+        build_model, make_batch, loss_fn=loss_fn, optimizer=cfg.optimizer, dtype=cfg.dtype,
+        name=cfg.model.rpartition(":")[0].rpartition("/")[2] or cfg.model,
+    )
