@@ -10,15 +10,15 @@ import argparse
 import sys
 
 from gpulint import __version__
+from gpulint.errors import UsageError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+__all__ = ["UsageError", "build_parser", "main"]
 
 
-class UsageError(Exception):
-    """A user's mistake (bad flag value, bad config, missing file): printed as one line, exit 2."""
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser. Subsystems with heavy imports (plan, report, bot) get their own flags only when `command`
+    names them (or is None), so `gpulint check` starts without importing them."""
     from gpulint.linter import command as lint_command
 
     parser = argparse.ArgumentParser(
@@ -45,18 +45,24 @@ def build_parser() -> argparse.ArgumentParser:
     lint_command.add_rule_arguments(rule)
     rule.set_defaults(run=lint_command.run_rule)
 
-    plan = sub.add_parser("plan", help="trace a training step and plan recomputation under an absolute memory budget")
-    _wire_optional(plan, "gpulint.planner.cli", "add_arguments", "run")
-
-    report = sub.add_parser("report", help="render findings and a plan as a PR comment (md) or an HTML report")
-    _wire_optional(report, "gpulint.bot.cli", "add_report_arguments", "run_report")
-
-    bot = sub.add_parser("bot", help="GitHub integration: sticky PR comment, review suggestions, check run")
-    _wire_optional(bot, "gpulint.bot.cli", "add_bot_arguments", "run_bot")
+    for name, help_text, module_name, add_name, run_name in SUBSYSTEMS:
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        if command is None or command == name:
+            _wire(sub_parser, module_name, add_name, run_name)
     return parser
 
 
-def _wire_optional(parser: argparse.ArgumentParser, module_name: str, add_name: str, run_name: str) -> None:
+SUBSYSTEMS = (
+    ("plan", "trace a training step and plan recomputation under an absolute memory budget",
+     "gpulint.planner.cli", "add_arguments", "run"),
+    ("report", "render findings and a plan as a PR comment (md) or an HTML report",
+     "gpulint.bot.cli", "add_report_arguments", "run_report"),
+    ("bot", "GitHub integration: sticky PR comment, review suggestions, check run",
+     "gpulint.bot.cli", "add_bot_arguments", "run_bot"),
+)
+
+
+def _wire(parser: argparse.ArgumentParser, module_name: str, add_name: str, run_name: str) -> None:
     """Let a subsystem declare its own flags; its heavy imports (torch) stay inside its `run`."""
     import importlib
 
@@ -66,7 +72,9 @@ def _wire_optional(parser: argparse.ArgumentParser, module_name: str, add_name: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
 import libcst as cst
@@ -44,7 +45,9 @@ def fixable(finding: Finding, unsafe: bool) -> bool:
     return finding.fix is not None and (unsafe or finding.fix.applicability == "safe")
 
 
-def fix_text(text: str, lint: Callable[[str], Sequence[Finding]], unsafe: bool) -> tuple[str, int]:
+def fix_text(
+    text: str, lint: Callable[[str], Sequence[Finding]], unsafe: bool, newline: str = "\n"
+) -> tuple[str, int]:
     """Lint and apply fixes until nothing fixable is left or MAX_PASSES is reached.
 
     Returns the new text and the number of fixes applied. A pass whose result does not parse is discarded, and fixing
@@ -56,6 +59,8 @@ def fix_text(text: str, lint: Callable[[str], Sequence[Finding]], unsafe: bool) 
         if not findings:
             break
         edits, count = _first_fix_per_region(findings)
+        if newline != "\n":  # keep the file's newline style in inserted lines
+            edits = [replace(e, content=e.content.replace("\r\n", "\n").replace("\n", newline)) for e in edits]
         new_text = apply_edits(text, edits)
         if new_text == text or not parses(new_text):
             break

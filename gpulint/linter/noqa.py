@@ -46,3 +46,48 @@ class Suppressions:
         if self.file_codes is not None and matches(code, self.file_codes):
             return True
         return any(matches(code, self.by_line[n]) for n in range(line, end_line + 1) if n in self.by_line)
+
+
+def add_noqa(text: str, items: list[tuple[int, str]]) -> tuple[str, int]:
+    """Add `# noqa: CODE` (merged with an existing noqa list) at the end of each (line, code). Lines that end inside a
+    multi-line string cannot take a comment and are left alone. Returns the new text and how many lines changed."""
+    wanted: dict[int, set[str]] = {}
+    for line, code in items:
+        wanted.setdefault(line, set()).add(code)
+    blocked = _lines_inside_strings(text)
+    lines = text.splitlines(keepends=True)
+    changed = 0
+    for number, codes in sorted(wanted.items()):
+        if number in blocked or not 0 < number <= len(lines):
+            continue
+        raw = lines[number - 1]
+        body = raw.rstrip("\r\n")
+        ending = raw[len(body):]
+        match = LINE_NOQA.search(body)
+        if match:
+            existing = parse_codes(match.group("codes"))
+            if existing is ALL or codes <= existing:
+                continue
+            merged = ", ".join(sorted(existing | codes))
+            body = body[: match.start()] + f"# noqa: {merged}" + body[match.end():]
+        else:
+            body = f"{body}  # noqa: {', '.join(sorted(codes))}"
+        lines[number - 1] = body + ending
+        changed += 1
+    return "".join(lines), changed
+
+
+def _lines_inside_strings(text: str) -> set[int]:
+    import io
+    import tokenize
+
+    blocked: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                blocked.update(range(token.start[0], token.end[0]))
+            elif token.type == getattr(tokenize, "FSTRING_MIDDLE", -1) and token.end[0] > token.start[0]:
+                blocked.update(range(token.start[0], token.end[0]))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return blocked

@@ -25,3 +25,24 @@ class ParseError(Rule):
     )
     valid = ("x = 1\n",)
     invalid = (Invalid("def train_step(batch:\n    return batch.item()\n"),)
+
+
+class IoError(Rule):
+    """Reported by the runner for a path it could not read (permissions, a broken symlink, a vanished file)."""
+
+    code = "GPL002"
+    name = "io-error"
+    message = "cannot read file"
+    severity = "error"
+    triggers = ()
+    docs = RuleDocs(
+        what_it_does="Reports a path gpulint was asked to check but could not read: no permission, a broken symbolic "
+        "link, a file that vanished during the run.",
+        why_slow="Not a performance finding: an unread file is an unchecked file, and saying so is better than a silent "
+        "pass.",
+        example="gpulint check missing.py",
+        use_instead="Fix the path or its permissions, or exclude it.",
+        false_positives="None known.",
+    )
+    valid = ("x = 1\n",)
+    invalid = ()

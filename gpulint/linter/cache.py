@@ -1,0 +1,77 @@
+"""Per-file results cached across runs, keyed by gpulint version, effective settings and file contents.
+
+One JSON file per (version, settings) pair under `.gpulint_cache/`, mapping a path to the hash of its bytes and its
+findings: a warm run reads it once and then only hashes files. A cache that cannot be read or written is ignored with
+one warning; it never changes what is reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+from gpulint import __version__
+from gpulint.fileio import atomic_write
+from gpulint.linter.rule import Finding
+
+CACHE_DIR = ".gpulint_cache"
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+class ResultCache:
+    def __init__(self, root: Path, settings_key: str, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.file = root / CACHE_DIR / __version__ / f"{settings_key}.json"
+        self.entries: dict[str, list] = {}
+        self.dirty = False
+        self.warned = False
+        if enabled:
+            self._load()
+
+    def _load(self) -> None:
+        if not self.file.exists():
+            return
+        try:
+            data = json.loads(self.file.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a mapping")
+            self.entries = data
+        except (OSError, ValueError) as exc:
+            self._warn(f"cannot read cache {self.file} ({exc}); linting without it")
+            self.entries = {}
+
+    def get(self, key: str, digest: str) -> list[Finding] | None:
+        entry = self.entries.get(key)
+        if not self.enabled or entry is None or entry[0] != digest:
+            return None
+        try:
+            return [Finding.from_json(f) for f in entry[1]]
+        except (KeyError, TypeError, IndexError):
+            return None
+
+    def put(self, key: str, digest: str, findings: list[Finding]) -> None:
+        if self.enabled:
+            self.entries[key] = [digest, [f.to_json() for f in findings]]
+            self.dirty = True
+
+    def save(self) -> None:
+        if not (self.enabled and self.dirty):
+            return
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            gitignore = self.file.parent.parent / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("# created by gpulint\n*\n", encoding="utf-8")
+            atomic_write(self.file, json.dumps(self.entries, separators=(",", ":")).encode("utf-8"))
+        except OSError as exc:
+            self._warn(f"cannot write cache {self.file} ({exc.strerror or exc}); results were not cached")
+
+    def _warn(self, message: str) -> None:
+        if not self.warned:
+            print(f"gpulint: warning: {message}", file=sys.stderr)
+            self.warned = True

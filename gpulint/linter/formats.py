@@ -1,0 +1,231 @@
+"""Output formats for findings: text (with code frames), json, sarif, github, gitlab."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Callable, Sequence
+
+from gpulint import __version__
+from gpulint.linter.rule import Finding, Rule
+
+FORMATS = ("text", "json", "sarif", "github", "gitlab")
+SourceLines = Callable[[str], "list[str] | None"]
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+_GITLAB_SEVERITY = {"error": "critical", "warning": "major", "info": "minor"}
+
+
+class _Style:
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.color else text
+
+
+def render(fmt: str, findings: Sequence[Finding], rules: dict[str, type[Rule]], source_lines: SourceLines,
+           color: bool = False, fixed: int = 0) -> str:
+    if fmt == "json":
+        return json.dumps([f.to_json() for f in findings], indent=2) + "\n"
+    if fmt == "sarif":
+        return json.dumps(sarif(findings, rules), indent=2) + "\n"
+    if fmt == "github":
+        return "".join(github_command(f) + "\n" for f in findings)
+    if fmt == "gitlab":
+        return json.dumps(gitlab(findings), indent=2) + "\n"
+    return text(findings, source_lines, color, fixed)
+
+
+def text(findings: Sequence[Finding], source_lines: SourceLines, color: bool = False, fixed: int = 0) -> str:
+    style = _Style(color)
+    out: list[str] = []
+    for finding in findings:
+        marker = " [*]" if finding.fix and finding.fix.applicability == "safe" else ""
+        out.append(
+            f"{style(finding.path, '1')}:{finding.line}:{finding.column}: "
+            f"{style(finding.code, '1;31' if finding.severity == 'error' else '1;33')}{marker} {finding.message}"
+        )
+        lines = source_lines(finding.path)
+        if lines and 0 < finding.line <= len(lines):
+            out.extend(_frame(finding, lines, style))
+    fixable = sum(1 for f in findings if f.fix is not None)
+    safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability == "safe")
+    summary = []
+    if fixed:
+        summary.append(f"Fixed {fixed} finding{'s' * (fixed != 1)}.")
+    if findings:
+        noun = "finding" if len(findings) == 1 else "findings"
+        line = f"Found {len(findings)} {noun}"
+        if fixable:
+            line += f" ({safe} fixable with --fix" + (f", {fixable - safe} more with --unsafe-fixes" if fixable > safe else "") + ")"
+        summary.append(line + ".")
+    elif not fixed:
+        summary.append("All checks passed.")
+    return "\n".join(out + ([""] if out else []) + summary) + "\n"
+
+
+def _frame(finding: Finding, lines: list[str], style: _Style) -> list[str]:
+    number = finding.line
+    source = lines[number - 1].rstrip("\r\n").expandtabs(1)
+    gutter = " " * len(str(number))
+    start = finding.column - 1
+    end = finding.end_column - 1 if finding.end_line == finding.line else len(source)
+    width = max(1, min(end, len(source)) - start)
+    return [
+        f"{gutter} |",
+        f"{number} | {source}",
+        f"{gutter} | {' ' * start}{style('^' * width, '1;31')}",
+    ]
+
+
+def _escape_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(value: str) -> str:
+    return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_command(finding: Finding) -> str:
+    level = "error" if finding.severity == "error" else "warning"
+    props = ",".join(
+        f"{key}={_escape_property(str(value))}"
+        for key, value in (
+            ("file", finding.path),
+            ("line", finding.line),
+            ("col", finding.column),
+            ("endLine", finding.end_line),
+            ("endColumn", finding.end_column),
+            ("title", f"{finding.code} {finding.name}"),
+        )
+    )
+    return f"::{level} {props}::{_escape_data(f'{finding.code} {finding.message}')}"
+
+
+def fingerprint(finding: Finding, occurrence: int = 0) -> str:
+    """Stable across line moves: path, code, message and the occurrence index among identical findings."""
+    key = f"{finding.path}\0{finding.code}\0{finding.message}\0{occurrence}"
+    return hashlib.md5(key.encode("utf-8")).hexdigest()
+
+
+def _fingerprints(findings: Sequence[Finding]) -> list[str]:
+    counts: dict[tuple, int] = {}
+    result = []
+    for finding in findings:
+        key = (finding.path, finding.code, finding.message)
+        result.append(fingerprint(finding, counts.get(key, 0)))
+        counts[key] = counts.get(key, 0) + 1
+    return result
+
+
+def gitlab(findings: Sequence[Finding]) -> list[dict]:
+    return [
+        {
+            "description": f"{finding.code} {finding.message}",
+            "check_name": f"{finding.code} {finding.name}",
+            "fingerprint": print_,
+            "severity": _GITLAB_SEVERITY.get(finding.severity, "major"),
+            "location": {
+                "path": finding.path,
+                "positions": {
+                    "begin": {"line": finding.line, "column": finding.column},
+                    "end": {"line": finding.end_line, "column": finding.end_column},
+                },
+            },
+        }
+        for finding, print_ in zip(findings, _fingerprints(findings))
+    ]
+
+
+def sarif(findings: Sequence[Finding], rules: dict[str, type[Rule]]) -> dict:
+    used = sorted({f.code for f in findings} | set(rules))
+    index = {code: i for i, code in enumerate(used)}
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "gpulint",
+                        "version": __version__,
+                        "semanticVersion": __version__,
+                        "informationUri": "https://github.com/gpulint/gpulint",
+                        "rules": [_sarif_rule(code, rules.get(code)) for code in used],
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": [
+                    _sarif_result(finding, index[finding.code], print_)
+                    for finding, print_ in zip(findings, _fingerprints(findings))
+                ],
+            }
+        ],
+    }
+
+
+def _sarif_rule(code: str, rule: type[Rule] | None) -> dict:
+    if rule is None:
+        return {"id": code}
+    docs = rule.docs
+    markdown = (
+        f"**What it does**: {docs.what_it_does}\n\n**Why it is slow**: {docs.why_slow}\n\n"
+        f"**Use instead**: {docs.use_instead}\n\n[Rule documentation]({rule.url()})"
+    )
+    return {
+        "id": code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.name.replace("-", " ")},
+        "fullDescription": {"text": docs.what_it_does},
+        "helpUri": rule.url(),
+        "help": {"text": f"{docs.what_it_does} {docs.use_instead}", "markdown": markdown},
+        "defaultConfiguration": {"level": _SARIF_LEVEL.get(rule.severity, "warning"), "enabled": rule.default_enabled},
+        "properties": {"tags": ["performance", rule.family()], "precision": "high"},
+    }
+
+
+def _sarif_result(finding: Finding, rule_index: int, print_: str) -> dict:
+    result = {
+        "ruleId": finding.code,
+        "ruleIndex": rule_index,
+        "level": _SARIF_LEVEL.get(finding.severity, "warning"),
+        "message": {"text": finding.message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": finding.path, "uriBaseId": "%SRCROOT%"},
+                    "region": {
+                        "startLine": finding.line,
+                        "startColumn": finding.column,
+                        "endLine": finding.end_line,
+                        "endColumn": finding.end_column,
+                    },
+                }
+            }
+        ],
+        "partialFingerprints": {"gpulint/v1": print_},
+    }
+    if finding.fix is not None:
+        result["fixes"] = [
+            {
+                "description": {"text": f"{finding.fix.applicability} fix for {finding.code}"},
+                "artifactChanges": [
+                    {
+                        "artifactLocation": {"uri": finding.path, "uriBaseId": "%SRCROOT%"},
+                        "replacements": [
+                            {
+                                "deletedRegion": {
+                                    "startLine": e.line,
+                                    "startColumn": e.column,
+                                    "endLine": e.end_line,
+                                    "endColumn": e.end_column,
+                                },
+                                "insertedContent": {"text": e.content},
+                            }
+                            for e in finding.fix.edits
+                        ],
+                    }
+                ],
+            }
+        ]
+    return result

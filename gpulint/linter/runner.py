@@ -1,0 +1,140 @@
+"""Lint many files: cache lookups, a process pool across files, fixes, and per-file errors that never stop the run."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from gpulint.linter.cache import ResultCache, content_hash
+from gpulint.linter.engine import LintOptions, SourceFile, decode, lint_bytes, lint_text, parse_error
+from gpulint.linter.fixes import fix_text
+from gpulint.linter.rule import Finding, rules_by_code
+
+IO_ERROR_CODE = "GPL002"
+# Below this many files to lint, starting worker processes costs more than it saves.
+PARALLEL_THRESHOLD = 16
+
+
+@dataclass(frozen=True)
+class FileTask:
+    display: str  # the path as the user sees it in reports
+    path: str
+    codes: tuple[str, ...]
+    options: LintOptions
+    fix: bool = False
+    unsafe: bool = False
+
+
+@dataclass
+class FileOutcome:
+    display: str
+    path: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    digest: str | None = None
+    original: SourceFile | None = None
+    fixed_text: str | None = None  # set when fixes changed the file
+    fixed: int = 0
+
+
+def io_error(display: str, reason: str) -> Finding:
+    rule = rules_by_code().get(IO_ERROR_CODE)
+    return Finding(
+        code=IO_ERROR_CODE,
+        name="io-error",
+        message=f"cannot read file: {reason}",
+        severity="error",
+        path=display,
+        line=1,
+        column=1,
+        end_line=1,
+        end_column=1,
+        url=rule.url() if rule else "",
+    )
+
+
+def process(task: FileTask) -> FileOutcome:
+    """Lint (and, if asked, fix) one file. Never raises for a problem with the file itself."""
+    outcome = FileOutcome(task.display, task.path)
+    try:
+        data = Path(task.path).read_bytes()
+    except OSError as exc:
+        outcome.findings = [io_error(task.display, exc.strerror or str(exc))]
+        return outcome
+    outcome.digest = content_hash(data)
+    registry = rules_by_code()
+    rules = [registry[c] for c in task.codes]
+    if not task.fix:
+        outcome.findings = lint_bytes(task.display, data, rules, task.options).findings
+        return outcome
+    try:
+        source = decode(data)
+    except ValueError:
+        outcome.findings = lint_bytes(task.display, data, rules, task.options).findings
+        return outcome
+    outcome.original = source
+
+    def lint(text: str) -> list[Finding]:
+        return lint_text(task.display, text, rules, task.options)
+
+    new_text, fixed = fix_text(source.text, lint, task.unsafe, newline=source.newline)
+    if fixed:
+        outcome.fixed_text, outcome.fixed = new_text, fixed
+    outcome.findings = lint(new_text)
+    return outcome
+
+
+def run_tasks(tasks: Sequence[FileTask], cache: ResultCache, jobs: int) -> list[FileOutcome]:
+    """Outcomes in the order of `tasks`. Cached results are used for plain lint runs whose file bytes are unchanged."""
+    outcomes: dict[int, FileOutcome] = {}
+    pending: list[tuple[int, FileTask]] = []
+    for index, task in enumerate(tasks):
+        cached = None if task.fix else _cached(task, cache)
+        if cached is not None:
+            outcomes[index] = cached
+        else:
+            pending.append((index, task))
+    for (index, task), outcome in zip(pending, _map(process, [t for _, t in pending], jobs)):
+        outcomes[index] = outcome
+        if not task.fix and outcome.digest is not None:
+            cache.put(_cache_key(task), outcome.digest, outcome.findings)
+    return [outcomes[i] for i in range(len(tasks))]
+
+
+def _cache_key(task: FileTask) -> str:
+    return f"{task.display}\0{','.join(task.codes)}"
+
+
+def _cached(task: FileTask, cache: ResultCache) -> FileOutcome | None:
+    if not cache.enabled:
+        return None
+    try:
+        data = Path(task.path).read_bytes()
+    except OSError:
+        return None
+    digest = content_hash(data)
+    findings = cache.get(_cache_key(task), digest)
+    if findings is None:
+        return None
+    return FileOutcome(task.display, task.path, findings, digest)
+
+
+def _map(function, tasks: list[FileTask], jobs: int) -> Iterable[FileOutcome]:
+    if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
+        return [function(t) for t in tasks]
+    # Bigger chunks amortise the pickling; small enough that both workers stay busy to the end.
+    chunk = max(1, min(32, len(tasks) // (jobs * 8)))
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(function, tasks, chunksize=chunk))
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+__all__ = ["FileOutcome", "FileTask", "default_jobs", "io_error", "parse_error", "process", "run_tasks"]
