@@ -64,8 +64,20 @@ HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
 METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "names", "layout"})
 METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "nelement", "stride", "get_device", "data_ptr"})
 HOST_BUILTINS = frozenset(
-    {"len", "float", "int", "bool", "str", "round", "abs", "min", "max", "sum", "range", "enumerate", "zip", "list",
+    {"len", "float", "int", "bool", "str", "round", "range", "enumerate", "zip", "list",
      "tuple", "dict", "set", "sorted", "repr", "format", "isinstance", "getattr", "hasattr"}
+)
+# `sum(losses)`, `max(a, b)`, `abs(t)` of tensors are tensors: host only when every argument is.
+VALUE_BUILTINS = frozenset({"abs", "min", "max", "sum"})
+# torch factories make a CPU tensor unless given a `device=` (reading it back is free).
+CPU_FACTORIES = frozenset(
+    {"torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.arange", "torch.linspace",
+     "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.eye", "torch.from_numpy"}
+)
+# Tensor methods whose result lives where their receiver does.
+SAME_PLACE_METHODS = frozenset(
+    {"detach", "clone", "float", "half", "double", "long", "int", "bool", "mean", "sum", "median", "max", "min",
+     "std", "var", "norm", "abs", "squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "prod"}
 )
 HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
 LOOPS = (cst.For, cst.While)
@@ -312,11 +324,19 @@ class FileContext:
                 return "host"
             if method in ("to", "cuda"):
                 return "device"
-            if method in ("detach", "clone", "float", "half", "double", "long", "int", "bool", "mean", "sum"):
+            if method in SAME_PLACE_METHODS:
                 return self.location_of(func.value)
         resolved = self.imports.resolve(func) or ""
-        if isinstance(func, cst.Name) and func.value in HOST_BUILTINS and func.value not in self._scopes[-1]:
-            return "host"
+        if isinstance(func, cst.Name) and func.value not in self._scopes[-1]:
+            if func.value in HOST_BUILTINS:
+                return "host"
+            if func.value in VALUE_BUILTINS:
+                return "host" if all(self.location_of(a.value) == "host" for a in call.args) else "unknown"
+        if resolved in CPU_FACTORIES:
+            device = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+            if device is None or _is_cpu_literal(device):
+                return "host"
+            return "device"
         if resolved.startswith(HOST_MODULE_PREFIXES):
             return "host"
         return "unknown"
