@@ -1,0 +1,489 @@
+"""Apply a gpulint plan to an eager model with selective activation checkpointing (SAC).
+
+A plan (schema ``gpulint.plan/1``) lists the forward activations that backward needs, each addressed by
+(module path, aten op, call index among that module's forward calls of the op) and marked ``save`` or
+``recompute``. ``apply(model, plan)`` wraps every *layer* that holds a ``recompute`` decision in non-reentrant
+``torch.utils.checkpoint.checkpoint`` with a policy that MUST_SAVEs the planned saves, MUST_RECOMPUTEs the
+planned recomputes and recomputes everything else (autograd never needed it kept).
+
+Why layers and not the decision's own module: checkpoint always keeps a region's inputs, so a region must
+contain both the producer and the consumers of a dropped activation. The layer is the shallowest module under a
+container (``transformer.h.0`` for ``transformer.h.0.mlp.c_fc``); a decision outside any layer cannot be applied
+in eager mode, stays saved, and ``apply`` warns (``AppliedPlan.unapplied`` lists them).
+
+Random ops (dropout) recompute with the RNG state preserved (``preserve_rng_state=True``), so their masks and
+the gradients equal the unplanned step's. The first forward after ``apply`` checks that every decision's address
+happens in the model's forward; a model the plan was not made for raises ``PlanMismatchError`` (one line).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import (
+    SAC_IGNORED_OPS,
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
+
+PLAN_SCHEMA = "gpulint.plan/1"
+_STATE_ATTR = "_gpulint_applied_plan"
+_CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential)
+_OP_NAME = re.compile(r"^(?:(?P<ns>[A-Za-z_][A-Za-z0-9_]*)\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.(?P<overload>[A-Za-z0-9_]+))?$")
+
+
+class PlanMismatchError(ValueError):
+    """The plan does not fit this model (changed architecture, other model) or is malformed. One line."""
+
+
+# --- addressing ------------------------------------------------------------------------------------------------
+
+
+def op_key(op: Any) -> str:
+    """An aten op's name as the plan's functionalized graph spells it, whether eager ran it in place or not.
+
+    The plan's graph is functionalized (``aten.div.Scalar``, ``aten.relu.default``) while eager may run the
+    in-place forms (``aten.div_.Scalar``, ``aten.relu_.default``); both are keyed by the functional name.
+    """
+    text = str(op)
+    match = _OP_NAME.match(text)
+    if match is None:
+        raise PlanMismatchError(f"malformed op name {text!r} in plan (expected like 'aten.mm.default')")
+    name = match["name"]
+    if name.endswith("_") and not name.endswith("__"):
+        name = name[:-1]
+    key = f"{match['ns'] or 'aten'}.{name}.{match['overload'] or 'default'}"
+    return _FUNCTIONAL_OVERLOADS.get(key, key)
+
+
+# In-place overloads whose functional twin has another overload name.
+_FUNCTIONAL_OVERLOADS = {"aten.bernoulli.float": "aten.bernoulli.p"}
+
+# Plan ops with no one-to-one eager counterpart, never matched against the eager forward: `getitem` (an FX tuple
+# projection, not an op) and CPU dropout (traced as one native_dropout; eager CPU runs bernoulli_, div_, mul).
+_UNMATCHED_OPS = {"getitem", "aten.native_dropout.default"}
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where an activation is produced: the innermost module running the op, the op, and its call index there."""
+
+    module: str
+    op: str  # op_key() form
+    call_index: int
+
+    def describe(self) -> str:
+        return f"{self.op} call {self.call_index} in module '{self.module or '<root>'}'"
+
+
+@dataclass(frozen=True)
+class Decision:
+    id: str
+    address: Address
+    action: str  # "save" | "recompute"
+    bytes: int
+
+
+def load_plan(plan: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """Read a plan file (or take a dict) and check its schema; errors name the file and field."""
+    where = "plan"
+    if isinstance(plan, (str, Path)):
+        where = str(plan)
+        try:
+            plan = json.loads(Path(plan).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise PlanMismatchError(f"{where}: plan file not found") from None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise PlanMismatchError(f"{where}: not a readable JSON plan ({exc})") from None
+    if not isinstance(plan, Mapping):
+        raise PlanMismatchError(f"{where}: a plan is a JSON object, got {type(plan).__name__}")
+    if plan.get("schema") != PLAN_SCHEMA:
+        raise PlanMismatchError(f"{where}: schema is {plan.get('schema')!r}, expected {PLAN_SCHEMA!r}")
+    if not isinstance(plan.get("decisions"), list):
+        raise PlanMismatchError(f"{where}: field 'decisions' must be a list")
+    return dict(plan)
+
+
+def parse_decisions(plan: Mapping[str, Any]) -> list[Decision]:
+    decisions = []
+    for i, raw in enumerate(plan["decisions"]):
+        label = f"decisions[{i}]"
+        if not isinstance(raw, Mapping):
+            raise PlanMismatchError(f"plan field {label} must be an object")
+        missing = [k for k in ("op", "action", "module", "call_index") if k not in raw]
+        if missing:
+            raise PlanMismatchError(f"plan field {label} lacks {', '.join(missing)}")
+        if raw["action"] not in ("save", "recompute"):
+            raise PlanMismatchError(f"plan field {label}.action is {raw['action']!r}, expected 'save' or 'recompute'")
+        if not isinstance(raw["call_index"], int) or raw["call_index"] < 0:
+            raise PlanMismatchError(f"plan field {label}.call_index must be a non-negative integer")
+        if not isinstance(raw["module"], str):
+            raise PlanMismatchError(f"plan field {label}.module must be a string (module path, '' for the root)")
+        op = raw["op"] if raw["op"] == "getitem" else op_key(raw["op"])
+        address = Address(raw["module"], op, raw["call_index"])
+        decisions.append(Decision(str(raw.get("id", i)), address, raw["action"], int(raw.get("bytes", 0))))
+    return decisions
+
+
+def plan_addresses(graph: Any, indices: list[int]) -> list[dict[str, Any]]:
+    """The eager addresses of saved nodes of a planner JointGraph, for writing plan decisions.
+
+    A saved view or tuple element (FX ``view``/``getitem`` of an addmm or a layer norm) is addressed by the
+    forward op that allocated its storage: that is the op eager mode runs and the checkpoint policy can keep,
+    and keeping it costs nothing more (the view's bytes are its base's). A view of a parameter or an input
+    (``t`` of a weight) keeps its own address.
+    """
+    creator: dict[int, int] = {}
+    for node in graph.nodes:
+        for storage in node.creates:
+            creator.setdefault(storage, node.index)
+    addresses = []
+    for index in indices:
+        node = graph.nodes[index]
+        if not node.creates and node.storages:
+            base = graph.nodes[creator.get(node.storages[0], index)]
+            if base.kind == node.kind:
+                node = base
+        addresses.append({"module": node.module, "op": node.op, "call_index": node.call_index})
+    return addresses
+
+
+def layer_of(model: nn.Module, module_path: str) -> str | None:
+    """The shallowest ancestor-or-self of `module_path` whose parent is a container (a layer), or None."""
+    if not module_path:
+        return None
+    parts = module_path.split(".")
+    parent: nn.Module = model
+    for depth, name in enumerate(parts):
+        child = parent._modules.get(name)
+        if child is None:
+            return None
+        if isinstance(parent, _CONTAINERS) and len(parent._modules) > 1:
+            return ".".join(parts[: depth + 1])
+        parent = child
+    return None
+
+
+# --- runtime state ---------------------------------------------------------------------------------------------
+
+
+class _ModuleStack:
+    """The path of the innermost module running, kept by forward pre/post hooks on every submodule."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.paths: list[str] = [""]
+        self.handles = []
+        for path, module in model.named_modules():
+            if not path:
+                continue
+            self.handles.append(module.register_forward_pre_hook(functools.partial(self._enter, path)))
+            # always_call: checkpoint's early stop raises inside a recompute; the stack must still unwind.
+            self.handles.append(
+                module.register_forward_hook(functools.partial(self._exit, path), always_call=True)
+            )
+
+    def _enter(self, path: str, module: nn.Module, args: Any) -> None:
+        self.paths.append(path)
+
+    def _exit(self, path: str, module: nn.Module, args: Any, output: Any) -> None:
+        while len(self.paths) > 1:
+            if self.paths.pop() == path:
+                break
+
+    @property
+    def current(self) -> str:
+        return self.paths[-1]
+
+    def reset(self) -> None:
+        self.paths[:] = [""]
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+class _Counter:
+    """Call index of each (module, op) within one forward pass."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = defaultdict(int)
+
+    def next(self, module: str, op: str) -> int:
+        index = self.counts[(module, op)]
+        self.counts[(module, op)] = index + 1
+        return index
+
+
+class _ValidationMode(TorchDispatchMode):
+    """Records the address of every op of one forward pass, to check the plan against the model."""
+
+    def __init__(self, stack: _ModuleStack) -> None:
+        super().__init__()
+        self.stack = stack
+        self.counter = _Counter()
+        self.seen: set[Address] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func not in SAC_IGNORED_OPS:
+            module, key = self.stack.current, op_key(func)
+            self.seen.add(Address(module, key, self.counter.next(module, key)))
+        return out
+
+
+@dataclass
+class AppliedPlan:
+    """What `apply` installed on a model; `remove()` restores the model."""
+
+    model: nn.Module
+    decisions: list[Decision]
+    regions: list[str]  # layer paths wrapped in selective checkpointing
+    unapplied: list[Decision]  # recompute decisions outside any layer: kept saved
+    validated: bool = False
+    _stack: _ModuleStack | None = None
+    _policy: dict[Address, CheckpointPolicy] = field(default_factory=dict)
+    _counter: _Counter = field(default_factory=_Counter)
+    _originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    _use_cache: bool | None = None  # the model config's use_cache before apply turned it off
+
+    def remove(self) -> None:
+        for path, forward in self._originals.items():
+            module = self.model.get_submodule(path)
+            if forward is None:
+                del module.forward
+            else:
+                module.forward = forward
+        if self._stack is not None:
+            self._stack.remove()
+        if self._use_cache is not None:
+            self.model.config.use_cache = self._use_cache
+        self.model.__dict__.pop(_STATE_ATTR, None)
+
+    # called by the wrapped root forward
+    def _begin_forward(self) -> None:
+        self._stack.reset()
+        self._counter = _Counter()
+
+    def _check(self, seen: set[Address]) -> None:
+        missing = [d for d in self.decisions if d.address not in seen and d.address.op not in _UNMATCHED_OPS]
+        if missing:
+            first = missing[0]
+            raise PlanMismatchError(
+                f"plan does not match this model: decision {first.id} ({first.address.describe()}) does not happen in "
+                f"its forward ({len(missing)} of {len(self.decisions)} decisions missing); re-run `gpulint plan`"
+            )
+        self.validated = True
+
+    def _policy_fn(self, ctx, op, *args, **kwargs) -> CheckpointPolicy:
+        module, key = self._stack.current, op_key(op)
+        address = Address(module, key, self._counter.next(module, key))
+        if op._schema.is_mutable:
+            # Never cache an in-place op (dropout's div_): its caller goes on using the argument it mutated, not
+            # the op's return value, so a cached result would be ignored by the recompute and the mask left
+            # unscaled. Recomputing it is exact (RNG state preserved) and cheap (elementwise).
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        return self._policy.get(address, CheckpointPolicy.PREFER_RECOMPUTE)
+
+
+def apply(model: nn.Module, plan: str | Path | Mapping[str, Any]) -> nn.Module:
+    """Install the plan's selective activation checkpointing on `model` (in place) and return `model`.
+
+    `plan` is a path to a ``gpulint-plan.json`` or the loaded dict. Raises PlanMismatchError when the plan names
+    modules the model lacks, and on the first forward when an addressed op does not happen.
+    Undo with ``gpulint.planner.eager.remove(model)``.
+    """
+    if not isinstance(model, nn.Module):
+        raise PlanMismatchError(f"gpulint.apply expects an nn.Module, got {type(model).__name__}")
+    if _STATE_ATTR in model.__dict__:
+        raise PlanMismatchError("a gpulint plan is already applied to this model; remove(model) first")
+    if any(getattr(module, "gradient_checkpointing", False) is True for module in model.modules()):
+        raise PlanMismatchError(
+            "the model has transformers' gradient checkpointing enabled; disable it (it would checkpoint twice)"
+        )
+    plan = load_plan(plan)
+    decisions = parse_decisions(plan)
+    modules = dict(model.named_modules())
+    for decision in decisions:
+        if decision.address.module not in modules:
+            raise PlanMismatchError(
+                f"plan does not match this model: decision {decision.id} names module "
+                f"'{decision.address.module}', which the model does not have; re-run `gpulint plan`"
+            )
+
+    regions: set[str] = set()
+    unapplied: list[Decision] = []
+    for decision in decisions:
+        if decision.action != "recompute":
+            continue
+        layer = layer_of(model, decision.address.module)
+        if layer is None:
+            unapplied.append(decision)
+        else:
+            regions.add(layer)
+    if unapplied:
+        warnings.warn(
+            f"gpulint: {len(unapplied)} recompute decision(s) lie outside any layer (first: "
+            f"{unapplied[0].address.describe()}) and stay saved in eager mode; the compiled path applies them",
+            stacklevel=2,
+        )
+
+    state = AppliedPlan(model, decisions, sorted(regions), unapplied)
+    # SAC decides per op, not per output: an op with one output planned saved (layer norm's mean) keeps all.
+    for decision in decisions:
+        if decision.action == "save":
+            state._policy[decision.address] = CheckpointPolicy.MUST_SAVE
+        else:
+            state._policy.setdefault(decision.address, CheckpointPolicy.MUST_RECOMPUTE)
+    state._stack = _ModuleStack(model)
+    state._use_cache = _disable_kv_cache(model) if state.regions else None
+    for path in state.regions:
+        _wrap_region(state, path)
+    _wrap_root(state)
+    model.__dict__[_STATE_ATTR] = state
+    return model
+
+
+def _disable_kv_cache(model: nn.Module) -> bool | None:
+    """Turn off a transformers model's KV cache; returns the old setting, or None when there was nothing to do.
+
+    A cache updated inside a checkpointed layer is updated again by the recompute, which then runs different
+    ops than the forward did (transformers turns it off for its own gradient checkpointing for the same reason).
+    """
+    config = getattr(model, "config", None)
+    if getattr(config, "use_cache", None) is not True:
+        return None
+    config.use_cache = False
+    warnings.warn("gpulint: set model.config.use_cache = False (a KV cache breaks checkpoint recompute)", stacklevel=3)
+    return True
+
+
+def remove(model: nn.Module) -> None:
+    """Undo `apply`: the model runs exactly as before."""
+    state = model.__dict__.get(_STATE_ATTR)
+    if state is None:
+        raise PlanMismatchError("no gpulint plan is applied to this model")
+    state.remove()
+
+
+def applied_plan(model: nn.Module) -> AppliedPlan | None:
+    return model.__dict__.get(_STATE_ATTR)
+
+
+def _set_forward(state: AppliedPlan, path: str, module: nn.Module, forward: Callable[..., Any]) -> None:
+    # Remember an instance-level forward if one was set, else None (then deleting ours restores the class's).
+    state._originals[path] = module.__dict__.get("forward")
+    module.forward = forward
+
+
+def _wrap_region(state: AppliedPlan, path: str) -> None:
+    module = state.model.get_submodule(path)
+    inner = module.forward
+    context_fn = functools.partial(create_selective_checkpoint_contexts, state._policy_fn)
+
+    @functools.wraps(inner)
+    def checkpointed_forward(*args, **kwargs):
+        if not torch.is_grad_enabled():
+            return inner(*args, **kwargs)
+        return checkpoint(inner, *args, use_reentrant=False, context_fn=context_fn, preserve_rng_state=True, **kwargs)
+
+    _set_forward(state, path, module, checkpointed_forward)
+
+
+def _wrap_root(state: AppliedPlan) -> None:
+    model = state.model
+    inner = model.forward
+
+    @functools.wraps(inner)
+    def planned_forward(*args, **kwargs):
+        state._begin_forward()
+        if state.validated or not torch.is_grad_enabled():
+            return inner(*args, **kwargs)
+        with _ValidationMode(state._stack) as mode:
+            out = inner(*args, **kwargs)
+        state._check(mode.seen)
+        return out
+
+    _set_forward(state, "", model, planned_forward)
+
+
+# --- what eager autograd saves ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SavedActivation:
+    address: Address
+    op: str  # full overload name as eager ran it
+    output: int  # which of the op's outputs (layer norm returns out, mean, rstd)
+    bytes: int
+
+
+class _ProducerMode(TorchDispatchMode):
+    """Maps each output storage of the forward to the address of the op that made it."""
+
+    def __init__(self, stack: _ModuleStack) -> None:
+        super().__init__()
+        self.stack = stack
+        self.counter = _Counter()
+        self.producer: dict[int, tuple[Address, str, int]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in SAC_IGNORED_OPS:
+            return out
+        module, key = self.stack.current, op_key(func)
+        address = Address(module, key, self.counter.next(module, key))
+        if not _is_view(func):
+            # A storage's producer is its last writer: dropout's mask is made by empty_like, bernoulli_, div_;
+            # the plan's functional graph names the final div. A freed storage reused later gets a new producer.
+            for output, tensor in enumerate(_tensors(out)):
+                self.producer[tensor.untyped_storage().data_ptr()] = (address, str(func), output)
+        return out
+
+
+def _is_view(func) -> bool:
+    return any(a.alias_info is not None and not a.alias_info.is_write for a in func._schema.returns)
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+
+
+def saved_activations(model: nn.Module, step: Callable[[], torch.Tensor]) -> list[SavedActivation]:
+    """Run `step()` (forward + loss, no backward) once and list the activations eager autograd saves for backward.
+
+    Each is addressed like a plan decision; parameters and inputs (no producing op) are left out. Used to write
+    plans by hand in tests and to check a plan's addresses against what eager mode really saves.
+    """
+    stack = _ModuleStack(model)
+    saved: dict[int, SavedActivation] = {}
+    mode = _ProducerMode(stack)
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        ptr = tensor.untyped_storage().data_ptr()
+        if ptr in mode.producer and ptr not in saved:
+            address, op, output = mode.producer[ptr]
+            saved[ptr] = SavedActivation(address, op, output, tensor.untyped_storage().nbytes())
+        return tensor
+
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), mode:
+            step()
+    finally:
+        stack.remove()
+    return list(saved.values())

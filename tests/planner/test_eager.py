@@ -1,0 +1,299 @@
+"""Eager application of a plan: exact gradients with dropout, real memory savings, clear mismatch errors."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import json
+import warnings
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from gpulint.planner import eager
+
+
+class Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 4 * width)
+        self.act = nn.GELU()
+        self.down = nn.Linear(4 * width, width)
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x):
+        return x + self.drop(self.down(self.act(self.up(self.norm(x)))))
+
+
+class Net(nn.Module):
+    def __init__(self, width: int = 16, depth: int = 3, act: type[nn.Module] = nn.GELU) -> None:
+        super().__init__()
+        self.embed = nn.Linear(8, width)
+        self.layers = nn.ModuleList(Block(width) for _ in range(depth))
+        for layer in self.layers:
+            layer.act = act()
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x):
+        h = self.embed(x)
+        for layer in self.layers:
+            h = layer(h)
+        return self.head(h).square().mean()
+
+
+def make_net(**kwargs) -> Net:
+    torch.manual_seed(0)
+    return Net(**kwargs).train()
+
+
+INPUT = torch.randn(4, 5, 8, generator=torch.Generator().manual_seed(1))
+
+
+def step_loss(model: nn.Module, seed: int = 7) -> torch.Tensor:
+    torch.manual_seed(seed)  # the same dropout masks for planned and unplanned runs
+    return model(INPUT)
+
+
+def plan_for(model: nn.Module, fraction: float, step=step_loss) -> dict:
+    """A plan recomputing the largest `fraction` of the activations eager saves inside layers, as the planner would."""
+    saved = eager.saved_activations(model, lambda: step(model))
+    in_layers = [s for s in saved if eager.layer_of(model, s.address.module)]
+    cut = round(fraction * len(in_layers))
+    saved = sorted(in_layers, key=lambda s: -s.bytes) + [s for s in saved if s not in in_layers]
+    decisions = [
+        {
+            "id": f"a{i}",
+            "op": s.op,
+            "bytes": s.bytes,
+            "action": "recompute" if i < cut else "save",
+            "module": s.address.module,
+            "call_index": s.address.call_index,
+            "source": {"path": "model.py", "line": 1},
+        }
+        for i, s in enumerate(saved)
+    ]
+    return {"schema": eager.PLAN_SCHEMA, "decisions": decisions}
+
+
+def grads(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 1.0])
+def test_one_step_loss_and_gradients_are_bitwise_equal_with_dropout(fraction):
+    reference = make_net()
+    planned = copy.deepcopy(reference)
+    eager.apply(planned, plan_for(reference, fraction))
+
+    ref_loss, plan_loss = step_loss(reference), step_loss(planned)
+    ref_loss.backward()
+    plan_loss.backward()
+
+    assert torch.equal(ref_loss, plan_loss)
+    ref_grads, plan_grads = grads(reference), grads(planned)
+    assert ref_grads.keys() == plan_grads.keys()
+    for name in ref_grads:
+        assert torch.equal(ref_grads[name], plan_grads[name]), name
+
+
+def test_five_optimizer_steps_give_the_same_parameters():
+    reference = make_net()
+    planned = copy.deepcopy(reference)
+    eager.apply(planned, plan_for(reference, 0.7))
+    for model in (reference, planned):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        for seed in range(5):
+            optimizer.zero_grad()
+            step_loss(model, seed).backward()
+            optimizer.step()
+    for (name, p), (_, q) in zip(reference.named_parameters(), planned.named_parameters()):
+        assert torch.equal(p, q), name
+
+
+def test_dropout_without_preserved_rng_would_differ():
+    """The equality above is not vacuous: recomputing dropout with a fresh mask changes the gradients."""
+    reference = make_net()
+    loss = step_loss(reference)
+    loss.backward()
+    ref_grads = grads(reference)
+
+    redrawn = copy.deepcopy(reference)
+    redrawn.zero_grad()
+    for layer in redrawn.layers:
+        inner = layer.forward
+        layer.forward = lambda x, inner=inner: torch.utils.checkpoint.checkpoint(
+            inner, x, use_reentrant=False, preserve_rng_state=False
+        )
+    step_loss(redrawn).backward()
+    assert any(not torch.equal(ref_grads[n], g) for n, g in grads(redrawn).items())
+
+
+class LiveBytes(TorchDispatchMode):
+    """Bytes of the storages made by ops that are still alive (weakrefs): what the forward keeps for backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[weakref.ref] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(tensor, torch.Tensor):
+                self.refs.append(weakref.ref(tensor.untyped_storage()))
+        return out
+
+    def alive(self) -> int:
+        gc.collect()
+        live = {s.data_ptr(): s.nbytes() for s in (ref() for ref in self.refs) if s is not None}
+        return sum(live.values())
+
+
+def kept_after_forward(model: nn.Module) -> int:
+    tracker = LiveBytes()
+    with tracker:
+        loss = step_loss(model)
+    kept = tracker.alive()
+    loss.backward()
+    return kept
+
+
+def test_recomputing_frees_memory_and_saving_everything_costs_nothing():
+    reference = make_net(width=32)
+    unplanned = kept_after_forward(reference)
+
+    all_saved = copy.deepcopy(reference)
+    eager.apply(all_saved, plan_for(reference, 0.0))
+    half = copy.deepcopy(reference)
+    eager.apply(half, plan_for(reference, 0.5))
+    everything = copy.deepcopy(reference)
+    eager.apply(everything, plan_for(reference, 1.0))
+
+    assert kept_after_forward(all_saved) == unplanned
+    assert kept_after_forward(everything) < kept_after_forward(half) < unplanned
+
+
+def test_only_layers_holding_recompute_decisions_are_checkpointed():
+    model = make_net()
+    plan = plan_for(model, 0.0)
+    target = next(d for d in plan["decisions"] if d["module"].startswith("layers.1."))
+    target["action"] = "recompute"
+    eager.apply(model, plan)
+    assert eager.applied_plan(model).regions == ["layers.1"]
+
+
+def test_recompute_outside_any_layer_warns_and_is_listed():
+    model = make_net()
+    plan = plan_for(model, 0.0)
+    root_level = next(d for d in plan["decisions"] if d["module"] in ("", "embed", "head"))
+    root_level["action"] = "recompute"
+    with pytest.warns(UserWarning, match="outside any layer"):
+        eager.apply(model, plan)
+    assert [d.id for d in eager.applied_plan(model).unapplied] == [root_level["id"]]
+
+
+def test_remove_restores_the_model():
+    model = make_net()
+    eager.apply(model, plan_for(model, 1.0))
+    eager.remove(model)
+    assert eager.applied_plan(model) is None
+    assert all("forward" not in m.__dict__ for m in model.modules())
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def test_plan_from_a_file(tmp_path):
+    model = make_net()
+    path = tmp_path / "gpulint-plan.json"
+    path.write_text(json.dumps(plan_for(model, 0.5)))
+    reference = copy.deepcopy(model)
+    eager.apply(model, str(path))
+    a, b = step_loss(reference), step_loss(model)
+    assert torch.equal(a, b)
+
+
+# --- a plan for another model fails clearly --------------------------------------------------------------------
+
+
+def test_missing_module_fails_at_apply():
+    plan = plan_for(make_net(depth=3), 0.5)
+    with pytest.raises(eager.PlanMismatchError, match=r"names module 'layers\.2\.\w+', which the model does not have"):
+        eager.apply(make_net(depth=2), plan)
+
+
+def test_changed_operation_fails_on_first_forward():
+    plan = plan_for(make_net(), 0.5)
+    changed = make_net(act=nn.ReLU)  # same modules, different ops inside
+    eager.apply(changed, plan)
+    with pytest.raises(eager.PlanMismatchError, match=r"plan does not match this model: decision .*aten\.gelu"):
+        step_loss(changed)
+
+
+def test_error_is_one_line_and_a_value_error():
+    with pytest.raises(ValueError) as info:
+        eager.apply(make_net(), {"schema": "gpulint.plan/0", "decisions": []})
+    assert "\n" not in str(info.value) and "schema" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("plan", "field"),
+    [
+        ({"schema": eager.PLAN_SCHEMA}, "decisions"),
+        ({"schema": eager.PLAN_SCHEMA, "decisions": [{"op": "aten.mm.default"}]}, r"decisions\[0\] lacks"),
+        (
+            {"schema": eager.PLAN_SCHEMA, "decisions": [{"op": "aten.mm", "action": "drop", "module": "", "call_index": 0}]},
+            r"decisions\[0\]\.action",
+        ),
+        (
+            {"schema": eager.PLAN_SCHEMA, "decisions": [{"op": "a b", "action": "save", "module": "", "call_index": 0}]},
+            "malformed op",
+        ),
+    ],
+)
+def test_malformed_plan_names_the_field(plan, field):
+    with pytest.raises(eager.PlanMismatchError, match=field):
+        eager.apply(make_net(), plan)
+
+
+def test_missing_plan_file_names_the_file(tmp_path):
+    with pytest.raises(eager.PlanMismatchError, match="nope.json: plan file not found"):
+        eager.apply(make_net(), tmp_path / "nope.json")
+
+
+def test_applying_twice_is_refused():
+    model = make_net()
+    eager.apply(model, plan_for(model, 0.5))
+    with pytest.raises(eager.PlanMismatchError, match="already applied"):
+        eager.apply(model, plan_for(model, 0.5))
+
+
+def test_op_key_matches_functional_and_inplace_forms():
+    assert eager.op_key("aten.div_.Scalar") == eager.op_key(torch.ops.aten.div.Scalar) == "aten.div.Scalar"
+    assert eager.op_key("aten.div.Tensor") != eager.op_key("aten.div.Scalar")
+    assert eager.op_key(torch.ops.aten.bernoulli_.float) == "aten.bernoulli.p"
+    assert eager.op_key("aten._unsafe_view.default") == "aten._unsafe_view.default"
+    assert eager.op_key("aten.relu_") == "aten.relu.default"
+
+
+def test_gpulint_apply_is_the_eager_apply():
+    import gpulint
+
+    assert gpulint.apply is eager.apply
+
+
+def test_no_grad_forward_runs_without_checkpointing():
+    reference = make_net()
+    model = copy.deepcopy(reference)
+    eager.apply(model, plan_for(reference, 1.0))
+    with torch.no_grad():
+        assert torch.equal(step_loss(model), step_loss(reference))
+
+
+def test_warnings_do_not_fire_for_a_plain_torch_model():
+    model = make_net()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        eager.apply(model, plan_for(model, 0.5))
