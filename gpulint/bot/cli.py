@@ -1,0 +1,100 @@
+"""`gpulint report` and `gpulint bot comment|review|check`: flags and entry points (wired in gpulint/cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from gpulint.bot.data import BotInputError, load_findings, load_plan
+from gpulint.bot.report import (
+    COMMENT_LIMIT,
+    DEFAULT_FULL_REPORT,
+    JOB_SUMMARY_LIMIT,
+    ReportInput,
+    render_html,
+    render_markdown,
+)
+
+
+def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lint", metavar="FINDINGS.json", help="findings from `gpulint check --format json`")
+    parser.add_argument("--plan", metavar="PLAN.json", help="plan from `gpulint plan --format json`")
+    parser.add_argument(
+        "--full-report",
+        metavar="WHERE",
+        default=DEFAULT_FULL_REPORT,
+        help="where readers find the untrimmed report (named when findings are left out for size)",
+    )
+
+
+def _load_inputs(args: argparse.Namespace) -> ReportInput:
+    if not args.lint and not args.plan:
+        raise BotInputError("nothing to report: give --lint FINDINGS.json and/or --plan PLAN.json")
+    return ReportInput(
+        findings=load_findings(args.lint) if args.lint else [],
+        plan=load_plan(args.plan) if args.plan else None,
+        full_report=args.full_report,
+    )
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    """Write next to the target and rename, so a reader never sees half a report."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------- gpulint report
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_input_arguments(parser)
+    parser.add_argument("--format", choices=("md", "html", "summary"), default="md",
+                        help="md: the PR comment; html: a self-contained report; summary: the Actions job summary")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write here (default: stdout)")
+    parser.add_argument("--link-base", metavar="URL",
+                        help="link findings to source, e.g. https://github.com/OWNER/REPO/blob/SHA/")
+    parser.add_argument("--source-root", metavar="DIR",
+                        help="read files here to show fixes as diffs (default: the current folder)")
+
+
+def run_report(args: argparse.Namespace) -> int:
+    data = _load_inputs(args)
+    data.link_base = args.link_base
+    data.source_root = Path(args.source_root or ".")
+    if args.format == "html":
+        text = render_html(data)
+    elif args.format == "summary":
+        text = render_markdown(data, "job_summary.md.j2", JOB_SUMMARY_LIMIT)
+    else:
+        text = render_markdown(data, "pr_comment.md.j2", COMMENT_LIMIT)
+    if args.output:
+        write_atomically(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- gpulint bot
+
+
+def add_bot_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpulint.bot import commands
+
+    commands.add_arguments(parser, _add_input_arguments)
+
+
+def run_bot(args: argparse.Namespace) -> int:
+    from gpulint.bot import commands
+
+    return commands.run(args, _load_inputs)
