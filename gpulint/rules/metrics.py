@@ -1,0 +1,611 @@
+"""GPL2xx: training metrics computed element by element, or read to the host every step only to be summed there."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.names import callee_method, last_name
+from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+
+_TRAIN_LOOP = """import torch
+
+def train(model, loader, optimizer, criterion, device):
+    total = 0.0
+    for step, (x, y) in enumerate(loader):
+        x, y = x.to(device), y.to(device)
+        optimizer.zero_grad()
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward()
+        optimizer.step()
+{body}
+    return total
+"""
+
+
+def _in_loop(body: str, header: str = "") -> str:
+    """A small training script whose step loop ends with `body` (indented into the loop)."""
+    return header + _TRAIN_LOOP.format(body="\n".join("        " + line for line in body.splitlines()))
+
+
+# Tensor methods whose result is still a tensor on the receiver's device.
+_TENSOR_METHODS = frozenset(
+    {"sum", "mean", "detach", "norm", "max", "min", "float", "double", "half", "clone", "std", "var", "abs",
+     "argmax", "eq", "ne", "prod", "exp", "log", "sqrt", "squeeze", "view", "reshape", "to", "cuda"}
+)
+# Results of these are Python numbers read from the device (a host-device round trip each).
+_SCALAR_BUILTINS = frozenset({"float", "int"})
+
+
+def _scalar_read(context, expr: cst.BaseExpression) -> cst.Call | None:
+    """`t.item()`, `float(t)` or `int(t)` of a value not already on the host: the call, else None."""
+    if not isinstance(expr, cst.Call):
+        return None
+    func = expr.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "item" and not expr.args:
+        return None if context.is_host_value(func.value) else expr
+    if isinstance(func, cst.Name) and func.value in _SCALAR_BUILTINS and len(expr.args) == 1:
+        arg = expr.args[0].value
+        if isinstance(arg, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and _looks_like_tensor(context, arg):
+            return expr
+    return None
+
+
+def _looks_like_tensor(context, expr: cst.BaseExpression) -> bool:
+    """A value that is (very likely) a tensor not on the host: known device provenance, a tensor method result, or a
+    name that says loss. Python numbers, sizes and values after `.item()`/`.cpu()` are not."""
+    location = context.location_of(expr)
+    if location == "host":
+        return False
+    if location == "device":
+        return True
+    if isinstance(expr, cst.Call):
+        method = callee_method(expr)
+        return isinstance(expr.func, cst.Attribute) and method in _TENSOR_METHODS and _looks_like_tensor(context, expr.func.value) or (
+            isinstance(expr.func, cst.Attribute) and method in ("detach", "sum", "mean", "norm")
+        )
+    name = last_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+    if isinstance(expr, cst.Subscript):
+        name = last_name(expr.value)
+    return bool(name) and "loss" in name.lower()
+
+
+def _scalar_reads_in(context, expr: cst.BaseExpression) -> list[cst.Call]:
+    """Every `.item()` / `float(t)` read inside a (small) expression, lambdas excluded."""
+    found: list[cst.Call] = []
+
+    class _Finder(cst.CSTVisitor):
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            if _scalar_read(context, node) is not None:
+                found.append(node)
+                return False
+            return True
+
+    expr.visit(_Finder())
+    return found
+
+
+def _same_target(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    return a.deep_equals(b)
+
+
+class ItemAccumulator(Rule):
+    code = "GPL201"
+    name = "item-accumulator"
+    message = "accumulating `{read}` on the host forces a device-to-host sync every step; accumulate the detached tensor and read it when you log"
+    triggers = (".item(", "float(", "int(")
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags a running total built from host scalars read every step: `total += loss.item()`, "
+        "`total += float(loss)`, `total = total + loss.item()`, where the read is not gated to a logging interval.",
+        why_slow="Each `.item()` / `float(tensor)` is a device-to-host copy that waits for every kernel queued before it, "
+        "so the CPU can no longer run ahead of the GPU: one host-device round trip per step, usually only to print an "
+        "average every N steps. Summing on the device costs one tiny add kernel and no wait.",
+        example="total = 0.0\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
+        "    optimizer.step()\n    total += loss.item()\n    if step % 100 == 0:\n        print(total / 100)",
+        use_instead="`total += loss.detach()` (a device tensor) and read it once under the logging gate: "
+        "`print(total.item() / 100)`.",
+        fix_safety="Unsafe: `x.item()` / `float(x)` becomes `x.detach()`, so the total becomes a 0-d tensor. Values are "
+        "the same (`float(total)` matches), but code that serialises the total (json), formats it with `%d`, compares "
+        "it (`if total > best` then syncs) or expects an int from `int(x)` must read it with `.item()` where it is used.",
+        false_positives="A tensor that is already on the CPU (gpulint follows `.cpu()`/`.tolist()` within a function); a "
+        "loop that is not the training step but is called from it with a name gpulint cannot see is cold.",
+    )
+    valid = (
+        _in_loop("total += loss.detach()\nif step % 100 == 0:\n    print(total.item() / 100)"),
+        _in_loop("if step % 100 == 0:\n    total += loss.item()"),
+        _in_loop("host = loss.detach().cpu()\ntotal += host.item()"),
+        _in_loop("total += x.size(0)"),
+        "import torch\n\ndef evaluate(model, loader, criterion):\n    total = 0.0\n    with torch.no_grad():\n"
+        "        for x, y in loader:\n            total += criterion(model(x), y).item()\n    return total\n",
+    )
+    invalid = (
+        Invalid(_in_loop("total += loss.item()"), fixed=_in_loop("total += loss.detach()")),
+        Invalid(_in_loop("total += float(loss)"), fixed=_in_loop("total += loss.detach()")),
+        Invalid(_in_loop("total = total + loss.item()"), fixed=_in_loop("total = total + loss.detach()")),
+        Invalid(_in_loop("total += x.size(0) * loss.item()")),
+    )
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+            self._check(node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        if (
+            len(node.targets) == 1
+            and isinstance(value, cst.BinaryOperation)
+            and isinstance(value.operator, cst.Add)
+            and _same_target(node.targets[0].target, value.left)
+        ):
+            self._check(value.right)
+
+    def _check(self, value: cst.BaseExpression) -> None:
+        direct = _scalar_read(self.context, value)
+        reads = [direct] if direct is not None else _scalar_reads_in(self.context, value)
+        if not reads:
+            return
+        fix = []
+        if direct is not None:
+            tensor = direct.func.value if isinstance(direct.func, cst.Attribute) else direct.args[0].value
+            fix = [Replace(direct, cst.Call(func=cst.Attribute(value=tensor, attr=cst.Name("detach"))))]
+        read = self.context.module.code_for_node(reads[0])
+        self.report(value, self.message.format(read=read), fix=fix, unsafe_fix=True)
+
+
+_ACCUMULATING_METHODS = frozenset({"update", "append", "extend", "add_"})
+
+
+class ItemIntoMeter(Rule):
+    code = "GPL202"
+    name = "item-into-meter"
+    message = "`.{method}({read})` reads a device scalar to the host every step to feed a meter or list; keep it on the device until you log"
+    triggers = (".item(", ".tolist(", "float(")
+    docs = RuleDocs(
+        what_it_does="Flags meters and lists fed with host scalars read every step: `losses.update(loss.item(), n)`, "
+        "`metric_logger.update(loss=loss.item())`, `history.append(loss.item())`, `preds.extend(out.argmax(1).tolist())`.",
+        why_slow="The `.item()` / `.tolist()` is a device-to-host copy that waits for the whole step to finish, every step, "
+        "while the meter's value is printed only every N steps: the CPU loses its lead over the GPU and the next step's "
+        "kernels start late.",
+        example="for images, target in loader:\n    loss = criterion(model(images), target)\n    loss.backward()\n"
+        "    optimizer.step()\n    losses.update(loss.item(), images.size(0))",
+        use_instead="Accumulate detached device tensors (`running += loss.detach() * n`) or collect them in a list and "
+        "`torch.stack(...)` once; call `.item()` under the logging gate.",
+        fix_safety="No fix: meters often format or serialise the value and would break on a tensor.",
+        false_positives="Values already on the host (after `.cpu()` / `.tolist()` within the function). Meters whose "
+        "`update` is itself a logger call every step are a GPL4xx sync as well.",
+    )
+    valid = (
+        _in_loop("losses.update(loss.detach(), x.size(0))"),
+        _in_loop("if step % 10 == 0:\n    losses.update(loss.item(), x.size(0))"),
+        _in_loop("history.append(step)"),
+        "import torch\n\n@torch.no_grad()\ndef validate(model, loader, criterion, losses):\n    for x, y in loader:\n"
+        "        losses.update(criterion(model(x), y).item(), x.size(0))\n",
+    )
+    invalid = (
+        Invalid(_in_loop("losses.update(loss.item(), x.size(0))")),
+        Invalid(_in_loop("metric_logger.update(loss=loss.item())")),
+        Invalid(_in_loop("history.append(loss.item())")),
+        Invalid(_in_loop("preds.extend(out.argmax(1).tolist())")),
+        Invalid(_in_loop("losses.update(loss.item() * accum_steps, x.size(0))")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _ACCUMULATING_METHODS:
+            return
+        for arg in node.args:
+            reads = _scalar_reads_in(self.context, arg.value)
+            read = reads[0] if reads else self._tolist(arg.value)
+            if read is not None:
+                text = self.context.module.code_for_node(read)
+                self.report(node, self.message.format(method=func.attr.value, read=text))
+                return
+
+    def _tolist(self, expr: cst.BaseExpression) -> cst.Call | None:
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "tolist"
+            and not self.context.is_host_value(expr.func.value)
+        ):
+            return expr
+        return None
+
+
+class _LoopBodyScan(cst.CSTVisitor):
+    """One pass over a loop body: comparisons, subscripts and reductions that use the loop variables."""
+
+    def __init__(self, loop_vars: set[str]) -> None:
+        self.loop_vars = loop_vars
+        self.compared_to_var: list[cst.Comparison] = []
+        self.indexed_by_var = False
+        self.reductions = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        names = {node.left} | {t.comparator for t in node.comparisons}
+        if any(isinstance(t.operator, (cst.Equal, cst.NotEqual)) for t in node.comparisons) and any(
+            isinstance(n, cst.Name) and n.value in self.loop_vars for n in names
+        ):
+            self.compared_to_var.append(node)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        for element in node.slice:
+            index = element.slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value in self.loop_vars:
+                self.indexed_by_var = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("sum", "mean", "item", "float", "count_nonzero"):
+            self.reductions += 1
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: set[str] = set()
+        for element in target.elements:
+            names |= _target_names(element.value)
+        return names
+    return set()
+
+
+def _range_bound(iter_: cst.BaseExpression) -> cst.BaseExpression | None:
+    """For `range(n)` / `range(0, n)`: n, else None."""
+    if isinstance(iter_, cst.Call) and isinstance(iter_.func, cst.Name) and iter_.func.value == "range" and iter_.args:
+        return iter_.args[-1].value if len(iter_.args) <= 2 else None
+    return None
+
+
+def _size_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor in `t.size(0)`, `t.shape[0]`, `t.size()[0]`, `len(t)`, else None."""
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size" and len(expr.args) == 1:
+            return expr.func.value
+        if isinstance(expr.func, cst.Name) and expr.func.value == "len" and len(expr.args) == 1:
+            return expr.args[0].value
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        base = expr.value
+        if isinstance(base, cst.Attribute) and base.attr.value == "shape":
+            return base.value
+        if isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value == "size" and not base.args:
+            return base.func.value
+    return None
+
+
+class PerClassMetricLoop(Rule):
+    code = "GPL203"
+    name = "per-class-metric-loop"
+    message = "this Python loop computes a metric one class or one sample at a time, a few kernels (and often a sync) per iteration; compute it in one vectorised op"
+    triggers = ("for ",)
+    docs = RuleDocs(
+        what_it_does="Flags loops in the training step that compute a metric per class (`for c in range(num_classes): "
+        "correct[c] += ((pred == c) & (y == c)).sum()`) or per sample (`for p, t in zip(preds, targets): if p == t: ...`) "
+        "on tensors.",
+        why_slow="Each iteration launches its own compare and reduction kernels (plus a sync when the result is read with "
+        "`.item()` or used in an `if`): C or N tiny launches per step where one `bincount` or one `(pred == y).sum()` "
+        "does the same work in one or two kernels.",
+        example="for c in range(num_classes):\n    mask = y == c\n    correct[c] += (pred[mask] == c).sum().item()",
+        use_instead="Per-class counts: `torch.bincount(y[pred == y], minlength=num_classes)` and "
+        "`torch.bincount(y, minlength=num_classes)`; accuracy: `(pred == y).sum()`; a confusion matrix: "
+        "`torch.bincount(y * C + pred, minlength=C * C).view(C, C)`.",
+        false_positives="Loops over host lists (after `.tolist()` / `.cpu()`), which gpulint skips when it can see the "
+        "transfer in the same function.",
+    )
+    valid = (
+        _in_loop("correct += (out.argmax(1) == y).sum()"),
+        _in_loop("labels = y.tolist()\npreds = out.argmax(1).tolist()\nfor p, t in zip(preds, labels):\n    if p == t:\n"
+                 "        hits += 1"),
+        _in_loop("for c in range(10):\n    print(c)"),
+    )
+    invalid = (
+        Invalid(_in_loop("pred = out.argmax(1)\nfor c in range(10):\n    correct[c] += ((pred == c) & (y == c)).sum()")),
+        Invalid(_in_loop("pred = out.argmax(1)\nfor p, t in zip(pred, y):\n    if p == t:\n        hits += 1")),
+    )
+
+    def visit_For(self, node: cst.For) -> None:
+        loop_vars = _target_names(node.target)
+        if not loop_vars:
+            return
+        iter_ = node.iter
+        zipped = isinstance(iter_, cst.Call) and isinstance(iter_.func, cst.Name) and iter_.func.value == "zip"
+        bound = _range_bound(iter_)
+        if zipped:
+            if all(self.context.is_host_value(a.value) for a in iter_.args):  # type: ignore[union-attr]
+                return
+        elif bound is None or _size_of(bound) is not None:
+            return  # loops over the elements of a tensor are GPL204's
+        scan = _LoopBodyScan(loop_vars)
+        node.body.visit(scan)
+        if zipped:
+            if any(self._compares_two_vars(c, loop_vars) for c in scan.compared_to_var):
+                self.report(node.iter)
+        elif scan.reductions and any(self._compares_tensor(c, loop_vars) for c in scan.compared_to_var):
+            self.report(node.iter)
+
+    @staticmethod
+    def _compares_two_vars(comparison: cst.Comparison, loop_vars: set[str]) -> bool:
+        sides = [comparison.left] + [t.comparator for t in comparison.comparisons]
+        return sum(isinstance(s, cst.Name) and s.value in loop_vars for s in sides) >= 2
+
+    def _compares_tensor(self, comparison: cst.Comparison, loop_vars: set[str]) -> bool:
+        sides = [comparison.left] + [t.comparator for t in comparison.comparisons]
+        others = [s for s in sides if not (isinstance(s, cst.Name) and s.value in loop_vars)]
+        return any(not self.context.is_host_value(s) for s in others)
+
+
+class PerElementLoop(Rule):
+    code = "GPL204"
+    name = "per-element-loop"
+    message = "`for i in range({bound})` runs tensor ops one row at a time: N small kernel launches per step where one batched op does the work"
+    triggers = (".size(0)", ".shape[0]", "len(", ".size()[0]")
+    docs = RuleDocs(
+        what_it_does="Flags `for i in range(x.size(0))` (also `x.shape[0]`, `len(x)` of a device tensor) in the training "
+        "step when the body indexes with the loop variable.",
+        why_slow="Every iteration launches its own small kernels on one row: for a batch of 256 that is 256x the launch "
+        "count of the batched op, each launch ~5-10 us of CPU time, with the GPU mostly idle between them.",
+        example="for i in range(logits.size(0)):\n    losses[i] = criterion(logits[i], y[i])",
+        use_instead="The batched form: `criterion(logits, y)` with `reduction='none'`, broadcasting, `torch.gather`, "
+        "`torch.where`, or `torch.vmap` for a per-sample function.",
+        false_positives="Loops whose body only does host work with the index (building a Python list of file names). "
+        "`len(x)` loops are flagged only when `x` is known to be on the device.",
+    )
+    valid = (
+        _in_loop("losses = criterion(out, y)"),
+        _in_loop("names = batch_names\nfor i in range(len(names)):\n    print(names[i])"),
+        "import torch\n\ndef evaluate(model, x):\n    for i in range(x.size(0)):\n        print(model(x[i]))\n",
+    )
+    invalid = (
+        Invalid(_in_loop("for i in range(out.size(0)):\n    total = total + criterion(out[i], y[i])")),
+        Invalid(_in_loop("for i in range(x.shape[0]):\n    x[i] = x[i] / x[i].norm()")),
+    )
+
+    def visit_For(self, node: cst.For) -> None:
+        bound = _range_bound(node.iter)
+        tensor = _size_of(bound) if bound is not None else None
+        loop_vars = _target_names(node.target)
+        if tensor is None or not loop_vars or self.context.is_host_value(tensor):
+            return
+        if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name) and self.context.location_of(tensor) != "device":
+            return  # `len(x)`: only when x is known to be a device tensor
+        scan = _LoopBodyScan(loop_vars)
+        node.body.visit(scan)
+        if scan.indexed_by_var:
+            self.report(node.iter, self.message.format(bound=self.context.module.code_for_node(bound)))
+
+
+_CAT_FUNCTIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack", "torch.hstack", "torch.row_stack"})
+
+
+class _AssignedNames(cst.CSTVisitor):
+    """Names (and dotted targets) a loop body binds, other than by `x = torch.cat([x, ...])` itself."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if not _is_self_cat(target.target, node.value):
+                self.names |= _target_names(target.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names |= _target_names(node.target)
+
+
+def _cat_parts(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    if isinstance(value, cst.Call) and value.args and isinstance(value.args[0].value, (cst.List, cst.Tuple)):
+        return value.args[0].value
+    return None
+
+
+def _is_self_cat(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    parts = _cat_parts(value)
+    return parts is not None and any(_same_target(e.value, target) for e in parts.elements)  # type: ignore[union-attr]
+
+
+class TensorGrownByCat(Rule):
+    code = "GPL205"
+    name = "tensor-grown-by-cat"
+    message = "`{name} = torch.cat([{name}, ...])` inside a loop copies the whole tensor every iteration (quadratic); collect the parts in a list and concatenate once"
+    triggers = ("cat(", "concat", "stack(")
+    docs = RuleDocs(
+        what_it_does="Flags a tensor grown by concatenating onto itself inside a loop: `all_preds = torch.cat([all_preds, "
+        "preds])`.",
+        why_slow="`torch.cat` allocates a new tensor and copies both inputs: after N iterations it has copied O(N^2) "
+        "elements, and every iteration allocates a bigger block from the caching allocator (fragmentation, and memory "
+        "traffic that grows with the epoch).",
+        example="preds = torch.empty(0, device='cuda')\nfor x, y in loader:\n    ...\n    preds = torch.cat([preds, "
+        "out.argmax(1)])",
+        use_instead="Append the parts to a Python list and call `torch.cat(parts)` once after the loop (one copy).",
+        false_positives="A name that is rebound every iteration before the cat (`x = batch; x = torch.cat([x, x])`) does "
+        "not grow and is not flagged; a loop known to run only a couple of times is harmless.",
+    )
+    valid = (
+        _in_loop("parts.append(out.argmax(1))"),
+        "import torch\n\ndef train(model, loader, optimizer):\n    for x, y in loader:\n        x = torch.cat([x, x])\n"
+        "        model(x).sum().backward()\n        optimizer.step()\n",
+        "import torch\n\ndef evaluate(model, loader):\n    preds = torch.empty(0)\n    for x, y in loader:\n"
+        "        preds = torch.cat([preds, model(x)])\n    return preds\n",
+    )
+    invalid = (
+        Invalid(_in_loop("preds = torch.cat([preds, out.argmax(1)])")),
+        Invalid(
+            "import torch\n\ndef embed_all(encoder, chunks):\n    out = torch.empty(0, 8)\n    for chunk in chunks:\n"
+            "        out = torch.cat((out, encoder(chunk)), dim=0)\n    return out\n"
+        ),
+    )
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._loop_assigned: dict[int, set[str]] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.value, cst.Call):
+            return
+        if self.context.resolve(node.value.func) not in _CAT_FUNCTIONS:
+            return
+        target = node.targets[0].target
+        if not _is_self_cat(target, node.value):
+            return
+        loop = self.context.innermost_loop()
+        if loop is None:
+            return
+        names = self._assigned_in(loop)
+        head = _target_names(target) or {self.context.module.code_for_node(target)}
+        if head & names:
+            return
+        self.report(node.value, self.message.format(name=self.context.module.code_for_node(target)), when="training")
+
+    def _assigned_in(self, loop: cst.CSTNode) -> set[str]:
+        names = self._loop_assigned.get(id(loop))
+        if names is None:
+            scan = _AssignedNames()
+            loop.body.visit(scan)  # type: ignore[attr-defined]
+            names = scan.names
+            if isinstance(loop, cst.For):
+                names |= _target_names(loop.target)
+            self._loop_assigned[id(loop)] = names
+        return names
+
+
+_TENSOR_CONSTRUCTORS = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.as_tensor", "torch.cuda.FloatTensor"})
+
+
+class TensorFromScalars(Rule):
+    code = "GPL206"
+    name = "tensor-from-step-scalars"
+    message = "`torch.tensor([...])` of tensors or values read from the device copies each one to the host and back; use `torch.stack`"
+    triggers = ("tensor(", "Tensor(")
+    docs = RuleDocs(
+        what_it_does="Flags `torch.tensor([a, b])` in the training step when the elements are tensors or scalars just "
+        "read from the device (`loss.item()`), e.g. to build a vector of metrics for an all_reduce or a log call.",
+        why_slow="`torch.tensor` needs Python numbers: each tensor element is read with an implicit `.item()` (a "
+        "host-device round trip that waits for the GPU), then the list is copied back to the device: 2 transfers "
+        "and a full pipeline stall per element per step, where `torch.stack` is one kernel that never leaves the GPU.",
+        example="stats = torch.tensor([loss.item(), acc.item()], device='cuda')\ndist.all_reduce(stats)",
+        use_instead="`torch.stack([loss.detach(), acc.detach()])` (same device, no sync), then read it once when logging.",
+        false_positives="Elements that are Python numbers (step counters, literals, `len(...)`) are not flagged; an "
+        "element named like a loss whose value is in fact a Python float would be.",
+    )
+    valid = (
+        _in_loop("stats = torch.stack([loss.detach(), out.sum().detach()])"),
+        _in_loop("counts = torch.tensor([step, x.size(0)], device='cuda')"),
+        "import torch\n\ndef setup(n):\n    return torch.tensor([0.5, n])\n",
+    )
+    invalid = (
+        Invalid(_in_loop("stats = torch.tensor([loss.item(), x.size(0)], device='cuda')")),
+        Invalid(_in_loop("stats = torch.tensor([loss, out.sum()])")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not node.args or not isinstance(node.args[0].value, (cst.List, cst.Tuple)):
+            return
+        if self.context.resolve(node.func) not in _TENSOR_CONSTRUCTORS:
+            return
+        elements = node.args[0].value.elements  # type: ignore[union-attr]
+        for element in elements:
+            if not isinstance(element, cst.Element):
+                continue
+            value = element.value
+            if _scalar_read(self.context, value) is not None or _looks_like_tensor(self.context, value):
+                self.report(node)
+                return
+
+
+_NUMPY_PREFIXES = ("numpy.", "np.", "sklearn.", "scipy.")
+
+
+def _device_to_host_copy(context, expr: cst.BaseExpression) -> bool:
+    """True when `expr` contains `t.cpu()` / `t.to('cpu')` of a value not already on the host."""
+    found = False
+
+    class _Finder(cst.CSTVisitor):
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            nonlocal found
+            func = node.func
+            if isinstance(func, cst.Attribute) and (func.attr.value == "cpu" or (
+                func.attr.value == "to" and node.args and isinstance(node.args[0].value, cst.SimpleString)
+                and node.args[0].value.raw_value == "cpu"
+            )):
+                if not context.is_host_value(func.value):
+                    found = True
+            return not found
+
+    expr.visit(_Finder())
+    return found
+
+
+class HostMetricEveryStep(Rule):
+    code = "GPL207"
+    name = "host-metric-every-step"
+    message = "computing a metric with numpy/sklearn on `.cpu()` copies every step stalls the GPU; compute it with torch on the device and read it when you log"
+    triggers = ("sklearn", ".numpy()", ".cpu()")
+    docs = RuleDocs(
+        what_it_does="Flags sklearn metric calls (`accuracy_score`, `f1_score`, ...) and numpy functions or comparisons "
+        "on `.cpu().numpy()` copies in code that runs every training step and is not gated.",
+        why_slow="`.cpu()` is a blocking device-to-host copy that waits for the step's kernels; then the metric runs on "
+        "one CPU core while the GPU idles. Per step that is a full pipeline drain plus milliseconds of numpy time.",
+        example="acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
+        use_instead="Device-side metrics: `(out.argmax(1) == y).float().mean()` (or torchmetrics), accumulated on the "
+        "device and read every N steps; or collect predictions and compute sklearn metrics once per epoch.",
+        false_positives="Metrics under a logging gate or in eval code are not flagged. Arrays that were always on the host "
+        "fed to numpy functions are not flagged; sklearn metrics in the step always are.",
+    )
+    valid = (
+        _in_loop("acc = (out.argmax(1) == y).float().mean()"),
+        _in_loop("if step % 100 == 0:\n    acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
+                 header="from sklearn.metrics import accuracy_score\n"),
+        "import numpy as np\nimport torch\n\ndef evaluate(model, loader):\n    with torch.no_grad():\n"
+        "        for x, y in loader:\n            print(np.mean(model(x).cpu().numpy() == y.numpy()))\n",
+    )
+    invalid = (
+        Invalid(_in_loop("acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
+                         header="from sklearn.metrics import accuracy_score\n")),
+        Invalid(_in_loop("acc = np.mean(out.argmax(1).cpu().numpy() == y.cpu().numpy())", header="import numpy as np\n")),
+        Invalid(_in_loop("acc = (out.argmax(1).cpu().numpy() == y.cpu().numpy()).mean()")),
+    )
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        # numpy/sklearn calls being visited that were reported: a comparison inside one is the same finding.
+        self._reported_calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.context.resolve(node.func) or ""
+        if name.startswith("sklearn.metrics.") or (
+            name.startswith(_NUMPY_PREFIXES) and any(_device_to_host_copy(self.context, a.value) for a in node.args)
+        ):
+            self.report(node)
+            self._reported_calls.append(node)
+
+    def leave_Call(self, node: cst.Call) -> None:
+        if self._reported_calls and self._reported_calls[-1] is node:
+            self._reported_calls.pop()
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if self._reported_calls:
+            return
+        sides = [node.left] + [t.comparator for t in node.comparisons]
+        if any(self._numpy_copy(s) for s in sides):
+            self.report(node)
+
+    def _numpy_copy(self, expr: cst.BaseExpression) -> bool:
+        return (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "numpy"
+            and _device_to_host_copy(self.context, expr.func.value)
+        )
