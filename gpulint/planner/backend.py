@@ -1,0 +1,119 @@
+"""Apply a plan: a partitioner that saves exactly the planned set, as a torch.compile backend or a compiled step.
+
+The partition_fn receives the joint forward+backward graph of the real run, looks up the plan's saved nodes by
+name (the planned trace and the real one trace the same step function, so names and ops match; a mismatch is
+an error, never a silent fallback), splits it with torch's private `_extract_fwd_bwd_modules`, and reorders the
+backward graph to the planner's schedule: each recomputed node right before its first use. The forward and
+backward graphs then run as FX Python code (boxed_nop), which frees every value after its last use: the run
+matches `simulate.simulate` op for op.
+
+Supported torch: 2.13 (the private partitioner helpers move between releases; tests/planner pin them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from gpulint.planner.errors import PlanError
+
+
+def saved_names(plan: Any) -> set[str]:
+    """The node names a plan saves: a plan dict (gpulint.plan/1) or an iterable of names."""
+    if isinstance(plan, dict):
+        # Excluded ops (RNG, collectives, ...) need no entry: the schedule saves them whenever they are needed.
+        return {d["id"] for d in plan.get("decisions", []) if d.get("action") == "save"}
+    return set(plan)
+
+
+def make_partition_fn(saved: Iterable[str] | None) -> Callable[..., Any]:
+    """A partition_fn saving the named nodes; None saves what the backward reads directly (no recompute)."""
+    wanted = None if saved is None else set(saved)
+
+    def partition(joint: Any, _inputs: Any, *, num_fwd_outputs: int, **_kw: Any) -> tuple[Any, Any]:
+        from torch._functorch.partitioners import _extract_fwd_bwd_modules
+
+        from gpulint.planner.graph import INPUT, PARAM, build_graph
+        from gpulint.planner.simulate import schedule
+
+        graph = build_graph(joint, num_fwd_outputs, [INPUT] * len(joint.graph.nodes))
+        if wanted is None:
+            saved_idx = graph.default_saved()
+        else:
+            missing = sorted(wanted - graph.by_name.keys())
+            if missing:
+                raise PlanError(
+                    f"the plan does not match this step: {len(missing)} planned node(s) such as {missing[0]!r} "
+                    "are not in its graph; re-run `gpulint plan` for this model, batch and dtype"
+                )
+            saved_idx = {graph.by_name[name] for name in wanted}
+        sched = schedule(graph, saved_idx)
+        fx_nodes = {n.name: n for n in joint.graph.nodes}
+        # Parameters and inputs the backward reads are passed to it as saved values too (they cost nothing).
+        bw_reads = {u for i in sched.bw for u in graph.nodes[i].inputs if graph.nodes[u].kind in (INPUT, PARAM)}
+        saved_values = [fx_nodes[graph.nodes[i].name] for i in sorted(sched.saved | bw_reads)]
+        fw_module, bw_module = _extract_fwd_bwd_modules(
+            joint, saved_values, saved_sym_nodes=[], num_fwd_outputs=num_fwd_outputs
+        )
+        _reorder(bw_module, [graph.nodes[i].name for i in sched.bw])
+        return fw_module, bw_module
+
+    return partition
+
+
+def _reorder(module: Any, order: list[str]) -> None:
+    """Put the backward graph's call nodes in `order` (names); nodes not named keep their relative place after."""
+    graph = module.graph
+    by_name = {n.name: n for n in graph.nodes}
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    anchor = placeholders[-1] if placeholders else None
+    for name in order:
+        node = by_name.get(name)
+        if node is None or node.op != "call_function":
+            continue
+        if anchor is None:
+            first = next(iter(graph.nodes))
+            first.prepend(node)
+        else:
+            anchor.append(node)
+        anchor = node
+    graph.lint()
+    module.recompile()
+
+
+def compile_step(step: Callable[..., Any], plan: Any) -> Callable[..., Any]:
+    """aot-compile `step(state, batch) -> loss` so that its backward saves exactly the plan's saved set."""
+    from torch._dynamo.backends.debugging import boxed_nop
+    from torch._functorch.aot_autograd import aot_function
+
+    names = None if plan is None else saved_names(plan)
+    return aot_function(step, fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=make_partition_fn(names))
+
+
+def compile(model: Any, plan: Any, loss_fn: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """A training-step callable for `model` under `plan`: `step(batch) -> loss`; call `.backward()` on the loss.
+
+    `plan` is a gpulint.plan/1 dict (or a set of saved node names) made for this model, batch shape and dtype;
+    `loss_fn(output, batch)` must be the one the plan was made with (default: output.loss, else output.sum()).
+    """
+    from gpulint.planner.trace import make_step_fn
+
+    compiled = compile_step(make_step_fn(model, loss_fn), plan)
+
+    def step(batch: Any) -> Any:
+        state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        return compiled(state, batch)
+
+    return step
+
+
+def gpulint_backend(plan: Any) -> Callable[..., Any]:
+    """A torch.compile backend applying `plan`: `torch.compile(step_fn, backend=gpulint_backend(plan))`.
+
+    Compile the same step the plan traced (forward and loss); a graph whose node names differ from the
+    planned ones is rejected with a PlanError.
+    """
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.debugging import boxed_nop
+
+    names = None if plan is None else saved_names(plan)
+    return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=make_partition_fn(names))

@@ -1,0 +1,193 @@
+"""The absolute-budget planner: drop saved activations greedily by recompute time per byte of PEAK reduction.
+
+Start from what a plain partition saves (every forward tensor the backward reads). While the simulated peak
+is above the budget, estimate for every saved storage what the peak becomes without it (its bytes leave the
+timeline between its last forward use and its first backward use; the forward chain that must be recomputed
+for it is added where the backward needs it) and the time that chain costs; try the candidate with the least
+added time per byte of peak reduction, verify it with a full simulation, keep it only if the peak (or the
+number of ops at the peak) went down. Candidates are estimated from the current timeline with array slices,
+not by re-simulating, so large graphs stay fast; every accepted step is a full, exact simulation.
+
+Ops that are unsafe to recompute (graph.excluded_reason) are never dropped; the schedule saves them.
+The path of accepted steps does not depend on the budget, so one run down to the floor serves a whole sweep.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpulint.planner.graph import FWD, JointGraph
+from gpulint.planner.simulate import Simulation, simulate, step_time
+
+
+@dataclass
+class Step:
+    saved: frozenset[int]
+    peak: int
+    step_time_s: float
+    recompute_time_s: float
+
+
+@dataclass
+class PlanResult:
+    budget: int | None
+    feasible: bool
+    chosen: Step
+    baseline: Step
+    simulation: Simulation  # of the chosen plan
+    baseline_simulation: Simulation
+    lowest_peak: int  # the lowest peak the planner reached (the floor when infeasible)
+    path: list[Step] = field(default_factory=list)  # every accepted step, baseline first
+    plan_seconds: float = 0.0
+
+
+def _chain(graph: JointGraph, roots: list[int], saved: set[int], recomputed: set[int]) -> tuple[list[int], list[int]]:
+    """Forward nodes that must be newly recomputed to rebuild `roots`, and excluded ops that must become saved."""
+    nodes = graph.nodes
+    chain: list[int] = []
+    forced: list[int] = []
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        n = nodes[i]
+        if n.kind != FWD:
+            continue
+        if i not in roots and (i in saved or i in recomputed):
+            continue
+        if n.excluded:
+            forced.append(i)
+            continue
+        chain.append(i)
+        stack.extend(n.inputs)
+    return chain, forced
+
+
+class GreedyPlanner:
+    def __init__(self, graph: JointGraph, times: list[float], rounding: int = 1, progress: bool = False) -> None:
+        self.graph = graph
+        self.times = times
+        self.rounding = rounding
+        self.progress = progress
+        self.sizes = [b if rounding <= 1 else -(-b // rounding) * rounding for b in graph.storage_bytes]
+        static = graph.static_storages
+        fwd_out = set(graph.fwd_outputs)
+        # Candidate groups: a storage made by a forward op, with every saved node that refers to it.
+        self.storage_of = {
+            n.index: n.storages[0]
+            for n in graph.nodes
+            if n.kind == FWD and n.is_tensor and n.storages and n.storages[0] not in static and n.index not in fwd_out
+            and not n.excluded
+        }
+
+    def _step(self, saved: set[int]) -> tuple[Step, Simulation]:
+        sim = simulate(self.graph, saved, self.rounding)
+        total, recompute = step_time(self.graph, sim.schedule, self.times)
+        return Step(frozenset(sim.schedule.saved), sim.peak, total, recompute), sim
+
+    def _candidates(self, sim: Simulation) -> list[tuple[float, int, list[int]]]:
+        """(score, estimated peak, nodes to drop), best first."""
+        saved = sim.schedule.saved
+        recomputed = sim.schedule.recomputed
+        groups: dict[int, list[int]] = {}
+        for i in saved:
+            s = self.storage_of.get(i)
+            if s is not None:
+                groups.setdefault(s, []).append(i)
+        tl = sim.timeline
+        peak = sim.peak
+        prefix = np.maximum.accumulate(tl)
+        suffix = np.maximum.accumulate(tl[::-1])[::-1]
+        out: list[tuple[float, int, list[int]]] = []
+        for s, members in groups.items():
+            span = sim.storage_spans.get(s)
+            if span is None or span[1] < 0:
+                continue
+            fw_last, bw_first, _ = span
+            b = self.sizes[s]
+            rest = set(saved) - set(members)
+            chain, forced = _chain(self.graph, members, rest, recomputed)
+            extra = sum(self.sizes[t] for c in chain for t in self.graph.nodes[c].creates if t != s)
+            lo, hi = fw_last + 1, bw_first  # positions where the storage is no longer held
+            est = max(int(prefix[fw_last]), int(suffix[bw_first]), int(tl[bw_first]) + extra)
+            if hi > lo:
+                est = max(est, int(tl[lo:hi].max()) - b)
+            for f in forced:
+                est = max(est, int(tl[f:bw_first + 1].max()) + self.sizes[self.graph.nodes[f].storages[0]])
+            added = sum(self.times[c] for c in chain)
+            if est < peak:
+                score = added / (peak - est)
+            else:
+                score = float("inf")
+            out.append((score, est, members))
+        out.sort(key=lambda c: (c[0], c[1], -len(c[2])))
+        return out
+
+    def run(self, budget: int | None = None, max_tries: int = 8) -> PlanResult:
+        start = time.perf_counter()
+        baseline, base_sim = self._step(self.graph.default_saved())
+        current, sim = baseline, base_sim
+        path = [baseline]
+        best, best_sim = baseline, base_sim
+        while budget is None or current.peak > budget:
+            count = int((sim.timeline == sim.peak).sum())
+            moved = False
+            for _score, _est, members in self._candidates(sim)[:max_tries]:
+                trial, trial_sim = self._step(set(sim.schedule.saved) - set(members))
+                trial_count = int((trial_sim.timeline == trial_sim.peak).sum())
+                if (trial.peak, trial_count) < (current.peak, count):
+                    current, sim, moved = trial, trial_sim, True
+                    break
+            if not moved:
+                break
+            path.append(current)
+            if current.peak < best.peak or (current.peak == best.peak and current.step_time_s < best.step_time_s):
+                best, best_sim = current, sim
+            if self.progress and len(path) % 25 == 0:
+                print(f"gpulint: plan: {len(path)} steps, peak {current.peak / 2**20:.1f} MiB", file=sys.stderr)
+        lowest = min(s.peak for s in path)
+        if budget is not None and current.peak <= budget:
+            chosen, chosen_sim, feasible = current, sim, True
+        else:
+            chosen, chosen_sim, feasible = best, best_sim, budget is None
+        return PlanResult(
+            budget=budget,
+            feasible=feasible,
+            chosen=chosen,
+            baseline=baseline,
+            simulation=chosen_sim,
+            baseline_simulation=base_sim,
+            lowest_peak=lowest,
+            path=path,
+            plan_seconds=time.perf_counter() - start,
+        )
+
+    def for_budget(self, full: PlanResult, budget: int) -> PlanResult:
+        """The plan for `budget` taken from a run down to the floor (the path does not depend on the budget)."""
+        for step in full.path:
+            if step.peak <= budget:
+                chosen, feasible = step, True
+                break
+        else:
+            chosen, feasible = min(full.path, key=lambda s: (s.peak, s.step_time_s)), False
+        chosen_sim = simulate(self.graph, set(chosen.saved), self.rounding)
+        return PlanResult(
+            budget=budget, feasible=feasible, chosen=chosen, baseline=full.baseline, simulation=chosen_sim,
+            baseline_simulation=full.baseline_simulation, lowest_peak=full.lowest_peak, path=full.path,
+            plan_seconds=full.plan_seconds,
+        )
+
+
+def plan(graph: JointGraph, budget: int | None, hw: object, progress: bool = False) -> PlanResult:
+    """Plan `graph` for `budget` bytes on hardware `hw` (a hardware.Hardware)."""
+    from gpulint.planner.cost import node_times
+
+    planner = GreedyPlanner(graph, node_times(graph, hw), hw.allocation_rounding, progress)
+    return planner.run(budget)

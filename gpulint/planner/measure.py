@@ -1,0 +1,161 @@
+"""Measure the real step (forward + backward) with and without a plan: peak bytes and step time.
+
+CPU: a TorchDispatchMode tracks every storage an op returns with a weak reference and sums the live ones
+after each op; parameters, buffers, the batch and optimizer state are registered before the step. This
+counts exactly what the simulator counts (storages handed between ops; a kernel's private scratch is not
+seen). CUDA: `torch.cuda.max_memory_allocated` after `reset_peak_memory_stats`.
+
+The measured window is forward + backward of the second step (the first one creates the optimizer state).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass
+class Measured:
+    peak_bytes: int
+    step_time_s: float
+    device: str
+    loss: float
+
+
+class LiveStorageTracker:
+    """Sum of live storage bytes after every op; `peak` is the maximum seen."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        tracker = self
+        self.storages: dict[Any, int] = {}
+        self.live = 0
+        self.peak = 0
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+                out = func(*args, **(kwargs or {}))
+                tracker.register(out)
+                tracker.sample()
+                return out
+
+        self.mode = Mode()
+
+    def register(self, value: Any) -> None:
+        import torch
+        import torch.utils._pytree as pytree
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        for t in pytree.tree_leaves(value):
+            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                storage = t.untyped_storage()
+                ref = StorageWeakRef(storage)
+                if ref not in self.storages:
+                    self.storages[ref] = storage.nbytes()
+                    self.live += storage.nbytes()
+
+    def sample(self) -> None:
+        dead = [ref for ref in self.storages if ref.expired()]
+        for ref in dead:
+            self.live -= self.storages.pop(ref)
+        self.peak = max(self.peak, self.live)
+
+    def __enter__(self) -> "LiveStorageTracker":
+        self.sample()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.mode.__exit__(*exc)
+
+
+def make_optimizer(name: str, params: list[Any]) -> Any:
+    import torch
+
+    if name == "none" or not params:
+        return None
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4)
+    return torch.optim.AdamW(params, lr=1e-4)
+
+
+def measure_step(
+    build_model: Callable[[], Any],
+    make_batch: Callable[[], Any],
+    plan: Any,
+    *,
+    loss_fn: Callable[..., Any] | None = None,
+    optimizer: str = "adamw",
+    dtype: str = "fp32",
+    device: str | None = None,
+    repeats: int = 3,
+    seed: int = 0,
+) -> Measured:
+    """Run forward+backward for real under `plan` (None: no recompute) and measure peak bytes and time."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    from gpulint.planner.backend import compile_step
+    from gpulint.planner.trace import cast_batch, cast_module, make_step_fn, torch_dtype
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(seed)
+    model = build_model()
+    cast_module(model, torch_dtype(dtype))
+    model.to(device)
+    batch = pytree.tree_map(
+        lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, cast_batch(make_batch(), torch_dtype(dtype))
+    )
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = make_optimizer(optimizer, params)
+    compiled = compile_step(make_step_fn(model, loss_fn), plan)
+
+    def state() -> dict[str, Any]:
+        return {**dict(model.named_parameters()), **dict(model.named_buffers())}
+
+    def train_step() -> Any:
+        loss = compiled(state(), batch)
+        loss.backward()
+        return loss
+
+    def finish_step() -> None:
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        else:
+            model.zero_grad(set_to_none=True)
+
+    train_step()  # compiles, and lets the optimizer create its state
+    finish_step()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        loss = train_step()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+    else:
+        tracker = LiveStorageTracker()
+        tracker.register([list(state().values()), batch, opt.state if opt is not None else None])
+        with tracker:
+            loss = train_step()
+        peak = tracker.peak
+    value = float(loss.detach().float())
+    del loss
+    finish_step()
+    times = []
+    for _ in range(max(1, repeats)):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        train_step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        finish_step()
+    return Measured(peak_bytes=int(peak), step_time_s=min(times), device=device, loss=value)
