@@ -10,7 +10,12 @@ from collections.abc import Callable
 from gpulint.bot import github as gh_ops
 from gpulint.bot.client import DEFAULT_API_URL, GitHub, GitHubError
 from gpulint.bot.diff import FILTER_MODES
-from gpulint.bot.report import COMMENT_LIMIT, JOB_SUMMARY_LIMIT, ReportInput, render_markdown
+from gpulint.bot.report import (
+    COMMENT_LIMIT,
+    JOB_SUMMARY_LIMIT,
+    ReportInput,
+    render_markdown,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser, add_inputs: Callable[[argparse.ArgumentParser], None]) -> None:

@@ -100,8 +100,8 @@ def from_git(base: str, cwd: str | None = None) -> PullDiff:
     except subprocess.CalledProcessError as exc:
         raise UsageError(f"--diff-base {base}: git diff failed: {exc.stderr.strip()[:200]}") from None
     diff = PullDiff()
-    for section in re.split(r"^(?=diff --git )", out, flags=re.M):
-        m = re.search(r"^\+\+\+ b/(.+)$", section, flags=re.M)
+    for section in re.split(r"^(?=diff --git )", out, flags=re.MULTILINE):
+        m = re.search(r"^\+\+\+ b/(.+)$", section, flags=re.MULTILINE)
         if m:
             diff.files[m.group(1)] = parse_patch(m.group(1), section.split("\n+++ ", 1)[1])
     return diff

@@ -17,7 +17,13 @@ from gpulint.bot import markdown as md
 from gpulint.bot.client import GitHub, GitHubConfigError, GitHubError
 from gpulint.bot.data import Finding
 from gpulint.bot.diff import FileDiff, PullDiff, from_pr_files
-from gpulint.bot.report import CHECK_SUMMARY_LIMIT, MARKER, ReportInput, apply_edits, render_markdown
+from gpulint.bot.report import (
+    CHECK_SUMMARY_LIMIT,
+    MARKER,
+    ReportInput,
+    apply_edits,
+    render_markdown,
+)
 
 ACTIONS_LOGIN = "github-actions[bot]"  # who a workflow's GITHUB_TOKEN comments as
 FINGERPRINT = re.compile(r"^<!-- gpulint:fp=([0-9a-f]{16}) -->")
@@ -172,7 +178,7 @@ class ReviewComment:
 def fingerprint(finding: Finding, fd: FileDiff | None) -> str:
     """Stable across pushes that move the line: rule, file, message and the text of the line, not its number."""
     line_text = (fd.text.get(finding.line) if fd else None) or f"#{finding.line}"
-    key = "\0".join([finding.code, finding.path, finding.message, line_text.strip()])
+    key = f"{finding.code}\0{finding.path}\0{finding.message}\0{line_text.strip()}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

@@ -145,8 +145,11 @@ def _environment(markdown: bool) -> jinja2.Environment:
         env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters.update(bytes=human_bytes, time=human_time, change=percent_change)
     if markdown:  # our own figures: digits and units, nothing to escape
-        for name in ("bytes", "time", "change"):
-            env.filters[name] = (lambda f: lambda *a: md.Md(f(*a)))(env.filters[name])
+        env.filters.update(
+            bytes=lambda n: md.Md(human_bytes(n)),
+            time=lambda s: md.Md(human_time(s)),
+            change=lambda a, b: md.Md(percent_change(a, b)),
+        )
     return env
 
 
@@ -195,7 +198,7 @@ def _plan_context(data: ReportInput, plan: Plan) -> dict:
     n = max(len(base), len(planned))
     chart = None
     if n >= 2:
-        gb = lambda xs: [round(x / 1e9, 3) for x in xs]  # noqa: E731
+        gb = lambda xs: [round(x / 1e9, 3) for x in xs]
         top_gb = max([*base, *planned, plan.budget_bytes]) / 1e9 * 1.1
         xs = [round(i * 100 / (n - 1)) for i in range(n)]
         chart = {

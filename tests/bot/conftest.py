@@ -5,9 +5,7 @@ import re
 
 import pytest
 
-from gpulint.bot.client import GitHub, RetryPolicy
-
-from fakegithub import TOKEN, FakeGitHub, spec_dir, trim_spec
+from .fakegithub import FakeClock, FakeGitHub, spec_dir, trim_spec
 
 
 def _ghes_file(folder):
@@ -26,21 +24,6 @@ def dotcom_spec() -> dict:
 @pytest.fixture(scope="session")
 def ghes_spec() -> dict:
     return trim_spec(json.loads(_ghes_file(spec_dir()).read_text()))
-
-
-class FakeClock:
-    """Time that moves only when the bot sleeps: fault tests run instantly and can check every wait."""
-
-    def __init__(self, now: float = 1_700_000_000.0):
-        self.now = now
-        self.sleeps: list[float] = []
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def _serve(spec: dict, base_path: str):
@@ -67,8 +50,3 @@ def fake_dotcom(dotcom_spec):
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-def make_client(fake: FakeGitHub, clock: FakeClock, logs: list[str] | None = None) -> GitHub:
-    return GitHub(token=TOKEN, api_url=fake.base_url, policy=RetryPolicy(), sleep=clock.sleep, clock=clock.time,
-                  jitter=lambda: 0.5, log=(logs.append if logs is not None else (lambda m: None)))

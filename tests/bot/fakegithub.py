@@ -21,9 +21,14 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from openapi_core import Config, OpenAPI
-from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+from openapi_core.contrib.werkzeug import (
+    WerkzeugOpenAPIRequest,
+    WerkzeugOpenAPIResponse,
+)
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Response as WerkzeugResponse
+
+from gpulint.bot.client import GitHub, RetryPolicy
 
 SPEC_DIR_ENV = "GPULINT_OCTOKIT_OPENAPI_DIR"
 DEFAULT_SPEC_DIR = Path(__file__).resolve().parents[2] / ".cache/octokit/node_modules/@octokit/openapi/generated"
@@ -415,3 +420,23 @@ def _explain(error) -> str:
     if extra:
         return f"{error}: " + "; ".join(str(getattr(e, "message", e)) for e in extra)
     return str(error) + (f": {inner}" if inner else "")
+
+
+class FakeClock:
+    """Time that moves only when the bot sleeps: fault tests run instantly and can check every wait."""
+
+    def __init__(self, now: float = 1_700_000_000.0):
+        self.now = now
+        self.sleeps: list[float] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def make_client(fake: FakeGitHub, clock: FakeClock, logs: list[str] | None = None) -> GitHub:
+    return GitHub(token=TOKEN, api_url=fake.base_url, policy=RetryPolicy(), sleep=clock.sleep, clock=clock.time,
+                  jitter=lambda: 0.5, log=(logs.append if logs is not None else (lambda m: None)))

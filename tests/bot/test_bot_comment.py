@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_client
-from fakegithub import TOKEN, Fault
 
 from gpulint.bot import commands
 from gpulint.bot import github as ops
 from gpulint.bot.cli import _load_inputs, add_bot_arguments
 from gpulint.bot.client import GitHubError
 from gpulint.bot.report import COMMENT_LIMIT, MARKER
+
+from .fakegithub import TOKEN, Fault, make_client
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PATCH = "@@ -50,6 +50,9 @@ def train(model, loader):\n" + "".join(

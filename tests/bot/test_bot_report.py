@@ -8,7 +8,14 @@ import pytest
 
 from gpulint.bot import markdown as md
 from gpulint.bot.data import BotInputError, load_findings, load_plan
-from gpulint.bot.report import COMMENT_LIMIT, MARKER, ReportInput, apply_edits, render_html, render_markdown
+from gpulint.bot.report import (
+    COMMENT_LIMIT,
+    MARKER,
+    ReportInput,
+    apply_edits,
+    render_html,
+    render_markdown,
+)
 from gpulint.cli import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -63,7 +70,7 @@ def test_hostile_repository_text_is_neutralised(tmp_path):
     data = ReportInput(load_findings(findings), load_plan(_write(tmp_path, "p.json", plan)))
     body = render_markdown(data)
     assert body.startswith(MARKER)
-    outside_code = re.sub(r"^(`{3,})[^`\n]*\n.*?\n\1$", "", body, flags=re.S | re.M)  # drop fenced blocks
+    outside_code = re.sub(r"^(`{3,})[^`\n]*\n.*?\n\1$", "", body, flags=re.DOTALL | re.MULTILINE)  # drop fenced blocks
     outside_code = re.sub(r"(`+)(?:(?!\1).)+?\1", "", outside_code)  # drop code spans
     assert "@octocat" not in outside_code
     assert outside_code.count(MARKER) == 1  # a quoted marker survives only as code, which is not a comment
