@@ -1,0 +1,683 @@
+"""GPL1xx: per-tensor logging and reduction loops.
+
+A Python loop over a model's parameters (or their gradients, or `state_dict()` values) that computes a norm or another
+reduction per tensor launches one or more small kernels per tensor; reading each result on the host adds one
+device-to-host round trip per tensor. The same holds for loops that log a dict of metric tensors one `.item()` at a time.
+`torch._foreach_norm` computes every norm in a few launches and `torch.stack(...).tolist()` reads them in one transfer.
+
+The loop analysis here (`scan_tensor_loop`) is shared with the GPL5xx launch-overhead rules, which take the loops that
+do optimizer/EMA arithmetic per parameter instead of reading a reduction.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from gpulint.linter.names import last_name
+from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+
+if TYPE_CHECKING:
+    from gpulint.linter.context import FileContext
+
+# Identifier parts that name a collection of model tensors (`model_params`, `self.grads`, `trainable_parameters`).
+PARAM_WORDS = frozenset({"param", "params", "parameters", "grad", "grads", "gradients"})
+# Parts that make such a name something else (`optimizer.param_groups` holds dicts of hyper-parameters).
+NOT_PARAM_WORDS = frozenset({"groups", "group", "names", "name", "count", "counts", "numel", "shapes", "keys"})
+# Iterables passed through unchanged by these wrappers: `enumerate(model.parameters())`, `zip(a.parameters(), ...)`.
+WRAPPERS = frozenset({"enumerate", "zip", "list", "tuple", "sorted", "reversed", "filter", "tqdm", "chain", "iter"})
+# Tensor methods that reduce a tensor to a scalar (one kernel, sometimes two, per call).
+REDUCTION_METHODS = frozenset(
+    {"norm", "sum", "mean", "max", "min", "amax", "amin", "std", "var", "prod", "any", "all", "count_nonzero"}
+)
+TORCH_REDUCTIONS = frozenset(
+    {
+        "torch.norm", "torch.linalg.norm", "torch.linalg.vector_norm", "torch.linalg.matrix_norm", "torch.sum",
+        "torch.mean", "torch.max", "torch.min", "torch.amax", "torch.amin", "torch.std", "torch.var", "torch.prod",
+        "torch.any", "torch.all", "torch.count_nonzero",
+    }
+)
+# Methods and functions that bring a device value to the host.
+HOST_READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
+HOST_READ_FUNCTIONS = frozenset(
+    {
+        "float", "int", "bool", "print", "add_scalar", "add_scalars", "add_histogram", "log", "log_dict", "log_metrics",
+        "info", "debug", "warning", "record",
+    }
+)
+# In-place tensor arithmetic: one kernel per call (optimizer updates, EMA, gradient scaling, manual zeroing).
+INPLACE_ARITHMETIC = frozenset(
+    {
+        "add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_", "clamp_", "clamp_min_", "clamp_max_",
+        "sqrt_", "pow_", "neg_", "copy_", "zero_", "sign_", "abs_",
+    }
+)
+
+
+def name_parts(name: str) -> set[str]:
+    return {p for p in re.split(r"[_.]+", name.lower()) if p}
+
+
+def root_name(expr: cst.CSTNode) -> str | None:
+    """The variable a chain of attributes, subscripts and method calls starts from: `p.grad.data.norm(2)` -> `p`."""
+    while True:
+        if isinstance(expr, cst.Name):
+            return expr.value
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        else:
+            return None
+
+
+def target_names(target: cst.CSTNode) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: set[str] = set()
+        for element in target.elements:
+            names |= target_names(element.value)
+        return names
+    return set()
+
+
+def is_model_tensor_iterable(expr: cst.BaseExpression) -> bool:
+    """True for what yields a model's tensors: `m.parameters()`, `m.named_parameters()`, `sd.values()` of a state
+    dict, `group["params"]`, names like `params` / `grads`, and those wrapped in enumerate/zip/list."""
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Name) and func.value in WRAPPERS:
+            return any(is_model_tensor_iterable(arg.value) for arg in expr.args)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in ("parameters", "named_parameters"):
+                return True
+            if method in ("values", "items"):
+                receiver = func.value
+                if isinstance(receiver, cst.Call) and last_name(receiver.func) == "state_dict":
+                    return True
+                name = last_name(receiver) or ""
+                return "state_dict" in name.lower() or _is_param_name(name)
+        return False
+    if isinstance(expr, cst.Subscript):
+        index = expr.slice[0].slice if len(expr.slice) == 1 else None
+        return (
+            isinstance(index, cst.Index)
+            and isinstance(index.value, cst.SimpleString)
+            and index.value.raw_value in ("params", "parameters")
+        )
+    name = last_name(expr)
+    return name is not None and _is_param_name(name)
+
+
+def _is_param_name(name: str) -> bool:
+    parts = name_parts(name)
+    return bool(parts & PARAM_WORDS) and not parts & NOT_PARAM_WORDS
+
+
+@dataclass
+class LoopScan:
+    """What the body of a loop over tensors does with each tensor."""
+
+    reductions: int = 0  # per-tensor reduction calls (norm, sum, max, ...)
+    reads: int = 0  # places where a reduction's value reaches the host (.item(), float(), print, if-test, logger)
+    inplace: int = 0  # per-tensor in-place arithmetic (add_, mul_, lerp_, copy_ of a computed value, p.data -= ...)
+    first_inplace: cst.CSTNode | None = None
+    reduced_names: set[str] = field(default_factory=set)
+
+    @property
+    def kind(self) -> str | None:
+        """Which family owns the loop: reading a reduction -> "norm-read" (GPL101); arithmetic per parameter ->
+        "arithmetic" (GPL501, the optimizer/EMA shape even when it also computes a norm); a reduction only -> "norm"
+        (GPL102)."""
+        if self.reductions and self.reads:
+            return "norm-read"
+        if self.inplace:
+            return "arithmetic"
+        if self.reductions:
+            return "norm"
+        return None
+
+
+class _LoopBodyScanner(cst.CSTVisitor):
+    """Walks a loop body (or a comprehension's element) once. Nested functions and classes are not part of it."""
+
+    def __init__(self, loop_vars: set[str], context: "FileContext") -> None:
+        super().__init__()
+        self.tensors = set(loop_vars)  # names that hold a tensor of the loop (the loop variables and what derives)
+        self.context = context
+        self.scan = LoopScan()
+        self._stack: list[cst.CSTNode] = []
+        self._hits_at_assign: list[int] = []
+        self._hits = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        self._stack.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        self._stack.pop()
+
+    # -- assignments propagate "derived from a loop tensor" and "holds a reduction"
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._hits_at_assign.append(self._hits)
+        if root_name(node.value) in self.tensors:
+            for target in node.targets:
+                self.tensors |= target_names(target.target)
+        for target in node.targets:
+            self._check_rebind(target.target, node.value)
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        if self._hits > self._hits_at_assign.pop():
+            for target in original_node.targets:
+                self.scan.reduced_names |= target_names(target.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._hits_at_assign.append(self._hits)
+        if root_name(node.target) in self.tensors:
+            self._inplace(node)
+
+    def leave_AugAssign(self, original_node: cst.AugAssign) -> None:
+        if self._hits > self._hits_at_assign.pop():
+            self.scan.reduced_names |= target_names(original_node.target)
+
+    def _check_rebind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        # `p.data = p.data - lr * p.grad` computes a new tensor per parameter, like an in-place update.
+        if isinstance(target, cst.Attribute) and root_name(target) in self.tensors and isinstance(value, cst.BinaryOperation):
+            self._inplace(target)
+
+    # -- calls: reductions, in-place arithmetic
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            on_tensor = self._on_tensor(func.value)
+            if method in REDUCTION_METHODS and on_tensor:
+                self._reduction()
+                return
+            if method in INPLACE_ARITHMETIC and on_tensor and self._is_arithmetic(method, node, func.value):
+                self._inplace(node)
+                return
+        resolved = self.context.resolve(func)
+        if resolved in TORCH_REDUCTIONS and node.args and self._on_tensor(node.args[0].value):
+            self._reduction()
+
+    def _on_tensor(self, expr: cst.BaseExpression) -> bool:
+        """Does `expr` compute on a loop tensor: `p.grad.data`, `torch.isnan(g)`, `torch.abs(p.grad).pow(2)`?"""
+        while True:
+            if isinstance(expr, cst.Name):
+                return expr.value in self.tensors
+            if isinstance(expr, (cst.Attribute, cst.Subscript)):
+                expr = expr.value
+            elif isinstance(expr, cst.Call):
+                resolved = self.context.resolve(expr.func) or ""
+                if resolved.startswith("torch.") and expr.args:
+                    expr = expr.args[0].value
+                elif isinstance(expr.func, cst.Attribute):
+                    expr = expr.func.value
+                else:
+                    return False
+            else:
+                return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.scan.reduced_names:
+            self._hits += 1
+            if self._value_is_read():
+                self.scan.reads += 1
+
+    def _reduction(self) -> None:
+        self.scan.reductions += 1
+        self._hits += 1
+        if self._value_is_read():
+            self.scan.reads += 1
+
+    def _inplace(self, node: cst.CSTNode) -> None:
+        self.scan.inplace += 1
+        if self.scan.first_inplace is None:
+            self.scan.first_inplace = node
+
+    @staticmethod
+    def _is_arithmetic(method: str, call: cst.Call, receiver: cst.BaseExpression) -> bool:
+        if method == "copy_":
+            # A plain copy (`ema.copy_(p)`) is a weight load; copying a computed value is an update.
+            return bool(call.args) and not isinstance(call.args[0].value, (cst.Name, cst.Attribute))
+        if method == "zero_":
+            # Zeroing gradients one by one is a manual zero_grad; zeroing weights is initialisation (cold).
+            return "grad" in (cst.Module([]).code_for_node(receiver))
+        return True
+
+    def _value_is_read(self) -> bool:
+        """True when an enclosing expression of the node being visited brings its value to the host."""
+        stack = self._stack
+        for index in range(len(stack) - 2, -1, -1):
+            node, child = stack[index], stack[index + 1]
+            if isinstance(node, cst.Call):
+                name = last_name(node.func)
+                if child is node.func:
+                    if isinstance(node.func, cst.Attribute) and name in HOST_READ_METHODS:
+                        return True
+                    continue
+                resolved = self.context.resolve(node.func) or ""
+                if resolved.startswith(("math.", "numpy.", "np.")):
+                    return True
+                if name in HOST_READ_FUNCTIONS and not resolved.startswith("torch."):
+                    return True
+            elif isinstance(node, (cst.If, cst.While, cst.Assert, cst.IfExp)) and child is node.test:
+                return True
+            elif isinstance(node, cst.FormattedStringExpression):
+                return True
+            elif isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+        return False
+
+
+def scan_tensor_loop(loop_vars: set[str], body: cst.CSTNode, context: "FileContext") -> LoopScan:
+    scanner = _LoopBodyScanner(loop_vars, context)
+    body.visit(scanner)
+    return scanner.scan
+
+
+def scan_model_tensor_for(node: cst.For, context: "FileContext") -> LoopScan | None:
+    """The scan of a `for` over a model's tensors, or None when the loop iterates something else."""
+    if not is_model_tensor_iterable(node.iter):
+        return None
+    return scan_tensor_loop(target_names(node.target), node.body, context)
+
+
+COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+
+
+def comprehension_element(node: cst.CSTNode) -> cst.BaseExpression:
+    return node.value if isinstance(node, cst.DictComp) else node.elt
+
+
+def scan_model_tensor_comprehension(node: cst.CSTNode, context: "FileContext") -> LoopScan | None:
+    """The scan of a one-`for` comprehension over a model's tensors, or None."""
+    comp_for = node.for_in
+    if comp_for.inner_for_in is not None or not is_model_tensor_iterable(comp_for.iter):
+        return None
+    return scan_tensor_loop(target_names(comp_for.target), comprehension_element(node), context)
+
+
+_TRAIN = """import torch
+
+def train(model, loader, optimizer, writer):
+    for step, batch in enumerate(loader):
+        loss = model(batch)
+        loss.backward()
+{body}
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def in_step(body: str) -> str:
+    """A small training script with `body` inside its step loop (after backward, before the optimizer step)."""
+    return _TRAIN.format(body="\n".join("        " + line if line else "" for line in body.splitlines()))
+
+
+class _PerTensorRule(Rule):
+    """Shared by the GPL1xx rules: they report only outside gated code (a gated log every N steps is cheap)."""
+
+    def _report_ungated(self, node: cst.CSTNode, message: str | None = None, **kwargs) -> None:
+        if not self.context.gated_here():
+            self.report(node, message, when="training", **kwargs)
+
+
+class PerTensorNormRead(_PerTensorRule):
+    code = "GPL101"
+    name = "per-tensor-norm-read"
+    message = (
+        "this loop computes a norm per parameter and reads each one on the host: one kernel and one device-to-host "
+        "sync per tensor; use `torch._foreach_norm` + `torch.stack(...)` and read once"
+    )
+    triggers = ("parameters", "params", "grads", "state_dict")
+    docs = RuleDocs(
+        what_it_does="Flags a loop or comprehension over `parameters()`, `named_parameters()`, gradients or "
+        "`state_dict()` values that computes a norm or other reduction for each tensor and reads the result on the host "
+        "(`.item()`, `float()`, `print`, a logger call, an `if` on it).",
+        why_slow="Each `p.grad.norm()` is one or two small kernel launches, and each `.item()` (or `if norm > x`) is a "
+        "device-to-host copy that waits for the GPU to drain its queue. A model with 300 parameter tensors pays 300 "
+        "round trips per step: the CPU can no longer run ahead, so the GPU idles between every launch.",
+        example="norms = []\nfor name, p in model.named_parameters():\n    if p.grad is not None:\n"
+        "        norms.append(p.grad.norm(2).item())",
+        use_instead="grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
+        "norms = torch.stack(torch._foreach_norm(grads, 2)).tolist()  # a few launches, one transfer\n"
+        "# or, for the total norm: total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)",
+        fix_safety="No automatic fix: the loop usually mixes the read with other work (clipping, logging by name), "
+        "which needs a hand-written rewrite.",
+        false_positives="Loops under a logging gate (`if step % 100 == 0:`) in the same function are not flagged; a "
+        "helper that is only ever called under a gate in another function or module is, since the rule cannot see "
+        "its callers there: add `# noqa: GPL101` on the `for` line.",
+    )
+    valid = (
+        in_step("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
+                "norms = torch.stack(torch._foreach_norm(grads)).tolist()"),
+        in_step("if step % 100 == 0:\n    for name, p in model.named_parameters():\n"
+                "        writer.add_scalar(name, p.grad.norm().item(), step)"),
+        "import torch\n\ndef evaluate(model):\n    for p in model.parameters():\n        print(p.norm().item())\n",
+        "import torch\n\nmodel = build()\nn_params = sum(p.numel() for p in model.parameters())\n",
+        "import torch\n\ndef report(model):\n    for name, p in model.named_parameters():\n        print(name, p.shape)\n",
+    )
+    invalid = (
+        Invalid(
+            "import torch\n\ndef clip_gradients(model, clip):\n    norms = []\n"
+            "    for name, p in model.named_parameters():\n        if p.grad is not None:\n"
+            "            param_norm = p.grad.data.norm(2)\n            norms.append(param_norm.item())\n"
+            "            clip_coef = clip / (param_norm + 1e-6)\n            if clip_coef < 1:\n"
+            "                p.grad.data.mul_(clip_coef)\n    return norms\n"
+        ),
+        Invalid(in_step("for name, p in model.named_parameters():\n"
+                        "    writer.add_scalar(f\"grad/{name}\", p.grad.norm().item(), step)")),
+        Invalid(in_step("norms = [p.grad.norm().item() for p in model.parameters()]")),
+        Invalid(in_step("for g in grads:\n    if torch.isnan(g).any():\n        raise RuntimeError(\"nan\")")),
+    )
+
+    def visit_For(self, node: cst.For) -> None:
+        scan = scan_model_tensor_for(node, self.context)
+        if scan is not None and scan.kind == "norm-read":
+            self._report_ungated(node.iter)
+
+    def _visit_comprehension(self, node: cst.CSTNode) -> None:
+        scan = scan_model_tensor_comprehension(node, self.context)
+        if scan is not None and scan.kind == "norm-read":
+            self._report_ungated(node)
+
+    visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = _visit_comprehension
+
+
+class PerTensorNormLoop(_PerTensorRule):
+    code = "GPL102"
+    name = "per-tensor-norm-loop"
+    message = (
+        "one norm/reduction kernel per parameter tensor; `torch._foreach_norm` computes them all in a few launches"
+    )
+    triggers = ("parameters", "params", "grads", "state_dict")
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags a loop or comprehension over `parameters()`, gradients or `state_dict()` values that "
+        "computes a norm or other reduction per tensor without reading it on the host (the values are stacked or "
+        "summed on the device).",
+        why_slow="Kernel launch count: every `torch.norm(p.grad)` is a separate launch of a tiny kernel (plus the "
+        "`pow`/`add` around it). With hundreds of parameter tensors the step spends milliseconds of CPU time issuing "
+        "launches that each keep the GPU busy for microseconds. `torch._foreach_norm` does the same work in a handful "
+        "of multi-tensor launches.",
+        example="total = torch.norm(torch.stack([torch.norm(p.grad, 2) for p in params]), 2)",
+        use_instead="total = torch.norm(torch.stack(torch._foreach_norm([p.grad for p in params], 2)), 2)\n"
+        "# or, when clipping anyway: total = torch.nn.utils.clip_grad_norm_(params, max_norm)",
+        fix_safety="Unsafe, offered only for `torch.stack([torch.norm(x, ord) for ...])` (or `x.norm(ord)`): "
+        "`torch._foreach_norm` is a private API, accepts only numeric orders (not `'fro'`/`'nuc'`), and its results "
+        "can differ from per-tensor `norm` in the last bits because the reduction order differs.",
+        false_positives="Reductions that are not per-step (a one-off parameter summary in a helper nobody calls per "
+        "step); loops under a logging gate in the same function are not flagged.",
+    )
+    valid = (
+        in_step("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
+                "total = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
+        in_step("if step % 50 == 0:\n    total = sum(p.grad.norm() ** 2 for p in model.parameters())"),
+        "import torch\n\ndef init_weights(model):\n    for p in model.parameters():\n        p.data /= p.data.norm()\n",
+    )
+    invalid = (
+        Invalid(
+            in_step("total = torch.norm(torch.stack([torch.norm(p.grad, 2) for p in model.parameters()]), 2)"),
+            fixed=in_step("total = torch.norm(torch.stack(torch._foreach_norm([p.grad for p in model.parameters()], 2)), 2)"),
+        ),
+        Invalid(
+            in_step("norms = torch.stack([p.grad.detach().norm() for p in model.parameters() if p.grad is not None])"),
+            fixed=in_step("norms = torch.stack(torch._foreach_norm([p.grad.detach() for p in model.parameters() if p.grad is not None]))"),
+        ),
+        Invalid(in_step("sq = 0.0\nfor p in model.parameters():\n    sq = sq + p.grad.pow(2).sum()")),
+        Invalid(in_step("l2 = sum(p.pow(2).sum() for p in model.parameters())")),
+    )
+
+    def __init__(self, context: "FileContext") -> None:
+        super().__init__(context)
+        self._torch_bound = False
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            if alias.asname is None and isinstance(alias.name, cst.Name) and alias.name.value == "torch":
+                self._torch_bound = True
+
+    def visit_For(self, node: cst.For) -> None:
+        scan = scan_model_tensor_for(node, self.context)
+        if scan is not None and scan.kind == "norm":
+            self._report_ungated(node.iter)
+
+    def _visit_comprehension(self, node: cst.CSTNode) -> None:
+        scan = scan_model_tensor_comprehension(node, self.context)
+        if scan is not None and scan.kind == "norm":
+            fix = self._foreach_fix(node)
+            self._report_ungated(node, fix=fix, unsafe_fix=True)
+
+    visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = _visit_comprehension
+
+    def _foreach_fix(self, node: cst.CSTNode) -> list[Replace]:
+        """`torch.stack([torch.norm(x, o) for p in ps])` -> `torch.stack(torch._foreach_norm([x for p in ps], o))`."""
+        parent = self.context.parent(2)  # ListComp <- Arg <- Call
+        if not (
+            self._torch_bound
+            and isinstance(node, cst.ListComp)
+            and isinstance(parent, cst.Call)
+            and self.context.resolve(parent.func) == "torch.stack"
+            and parent.args
+            and parent.args[0].value is node
+        ):
+            return []
+        element = node.elt
+        if not isinstance(element, cst.Call) or any(a.star or (a.keyword and a.keyword.value not in ("p", "ord")) for a in element.args):
+            return []
+        if self.context.resolve(element.func) in ("torch.norm", "torch.linalg.vector_norm"):
+            tensor, orders = element.args[0].value if element.args else None, element.args[1:]
+        elif isinstance(element.func, cst.Attribute) and element.func.attr.value == "norm":
+            tensor, orders = element.func.value, element.args
+        else:
+            return []
+        if tensor is None or len(orders) > 1:
+            return []
+        args = [cst.Arg(node.with_changes(elt=tensor))]
+        if orders:
+            args.append(cst.Arg(orders[0].value))
+        call = cst.Call(cst.Attribute(cst.Name("torch"), cst.Name("_foreach_norm")), args)
+        return [Replace(node, call)]
+
+
+class PerMetricLoggingLoop(_PerTensorRule):
+    code = "GPL103"
+    name = "per-metric-logging-loop"
+    message = (
+        "this loop reads a dict of metric tensors one value at a time: one device-to-host sync per metric; stack them "
+        "and transfer once"
+    )
+    triggers = (".items()", ".values()", "losses", "metrics")
+    docs = RuleDocs(
+        what_it_does="Flags a `for` loop over a dict of tensors (`.items()` / `.values()`) or over a list named like "
+        "`losses` / `metrics` that reads each value on the host (`.item()`, `float()`, `.tolist()`, `.cpu()`, "
+        "`add_scalar`).",
+        why_slow="Each read is a device-to-host copy that blocks until the GPU finishes all queued work. Logging ten "
+        "loss terms every step costs ten round trips where one would do, and each one stalls the launch queue.",
+        example="for k, v in loss_dict.items():\n    meters[k].update(v.item())",
+        use_instead="keys = list(loss_dict)\nvalues = torch.stack([loss_dict[k].detach().float() for k in keys]).tolist()"
+        "  # one transfer\nfor k, v in zip(keys, values):\n    meters[k].update(v)",
+        fix_safety="No automatic fix: the values may have different shapes or dtypes, which `torch.stack` rejects "
+        "or promotes.",
+        false_positives="Dicts whose values are already Python numbers (then `.item()` would fail anyway); loops under a "
+        "logging gate in the same function are not flagged.",
+    )
+    valid = (
+        in_step("loss_dict = {\"ce\": loss.detach()}\nif step % 10 == 0:\n    for k, v in loss_dict.items():\n"
+                "        writer.add_scalar(k, v.item(), step)"),
+        in_step("stats = {k: v for k, v in zip(names, values)}\nfor k, v in stats.items():\n    print(k, v)"),
+        in_step("values = torch.stack(list(loss_dict.values())).tolist()\nfor k, v in zip(loss_dict, values):\n"
+                "    meters[k].update(v)"),
+    )
+    invalid = (
+        Invalid(in_step("loss_dict = criterion(out, batch)\nfor k, v in loss_dict.items():\n    meters[k].update(v.item())")),
+        Invalid(
+            "import torch\n\nclass MetricLogger:\n    def update(self, **kwargs):\n        for k, v in kwargs.items():\n"
+            "            if isinstance(v, torch.Tensor):\n                v = v.item()\n            self.meters[k].update(v)\n"
+        ),
+        Invalid(in_step("for name, l in zip(names, losses):\n    writer.add_scalar(name, l, step)")),
+    )
+
+    def visit_For(self, node: cst.For) -> None:
+        value_vars = self._metric_value_vars(node)
+        if not value_vars or is_model_tensor_iterable(node.iter):
+            return
+        iterables = [node.iter]
+        if isinstance(node.iter, cst.Call) and last_name(node.iter.func) in ("zip", "enumerate"):
+            iterables = [arg.value for arg in node.iter.args]
+        if all(self.context.is_host_value(it) for it in iterables):
+            return
+        if _reads_each(value_vars, node.body, self.context):
+            self._report_ungated(node.iter)
+
+    def _metric_value_vars(self, node: cst.For) -> set[str]:
+        iterable = node.iter
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+            method = iterable.func.attr.value
+            if method == "items" and isinstance(node.target, cst.Tuple) and len(node.target.elements) == 2:
+                return target_names(node.target.elements[1].value)
+            if method == "values":
+                return target_names(node.target)
+        if isinstance(iterable, cst.Call) and last_name(iterable.func) == "zip":
+            if any(_names_metrics(arg.value) for arg in iterable.args):
+                return target_names(node.target)
+        if _names_metrics(iterable):
+            return target_names(node.target)
+        return set()
+
+
+def _names_metrics(expr: cst.BaseExpression) -> bool:
+    name = last_name(expr)
+    if name is None:
+        return False
+    parts = name_parts(name)
+    return bool(parts & {"losses", "metrics"}) or ("dict" in parts and bool(parts & {"loss", "metric"}))
+
+
+class _ReadFinder(cst.CSTVisitor):
+    """Is one of `names` read on the host: `v.item()`, `float(v)`, `v.tolist()`, `v.cpu()`, `add_scalar(k, v)`?"""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.found = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in HOST_READ_METHODS and root_name(func.value) in self.names:
+            self.found = True
+        elif last_name(func) in ("float", "int", "add_scalar", "add_scalars") and any(
+            isinstance(arg.value, cst.Name) and arg.value.value in self.names for arg in node.args
+        ):
+            self.found = True
+        return not self.found
+
+
+def _reads_each(names: set[str], body: cst.CSTNode, context: "FileContext") -> bool:
+    finder = _ReadFinder(names)
+    body.visit(finder)
+    return finder.found
+
+
+class ItemListComprehension(_PerTensorRule):
+    code = "GPL104"
+    name = "item-per-element-comprehension"
+    message = (
+        "`.item()` per element of a comprehension: one device-to-host sync per tensor; "
+        "`torch.stack(tensors).tolist()` reads them all in one transfer"
+    )
+    triggers = (".item()",)
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags comprehensions such as `[t.item() for t in losses]` and `{k: v.item() for k, v in "
+        "d.items()}` that call `.item()` on each element.",
+        why_slow="Every `.item()` is a separate device-to-host copy that waits for the GPU queue to drain; N elements "
+        "cost N round trips (each tens of microseconds plus the lost CPU lead), where one `tolist()` on a stacked "
+        "tensor costs one.",
+        example="values = [t.item() for t in losses]",
+        use_instead="values = torch.stack(losses).tolist()",
+        fix_safety="Unsafe, offered for list comprehensions of the form `[t.item() for t in ts]`: `torch.stack` needs "
+        "tensors of one shape on one device (an element of shape `(1,)` among scalars fails, or yields nested lists "
+        "when all are `(1,)`), raises on an empty list, and promotes mixed dtypes (ints become floats next to floats).",
+        false_positives="Elements that are already on the host (the comprehension iterates a `.cpu()`/`.tolist()` "
+        "result) are skipped when gpulint can see it; comprehensions under a logging gate in the same function are not "
+        "flagged.",
+    )
+    valid = (
+        in_step("values = torch.stack(losses).tolist()"),
+        in_step("host = losses.cpu()\nvalues = [t.item() for t in host]"),
+        in_step("if step % 100 == 0:\n    print([t.item() for t in losses])"),
+    )
+    invalid = (
+        Invalid(in_step("values = [t.item() for t in losses]"), fixed=in_step("values = torch.stack(losses).tolist()")),
+        Invalid(
+            in_step("values = [t.item() for t in loss_dict.values()]"),
+            fixed=in_step("values = torch.stack(list(loss_dict.values())).tolist()"),
+        ),
+        Invalid(in_step("logs = {k: v.item() for k, v in loss_dict.items()}")),
+    )
+
+    def __init__(self, context: "FileContext") -> None:
+        super().__init__(context)
+        self._torch_bound = False
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            if alias.asname is None and isinstance(alias.name, cst.Name) and alias.name.value == "torch":
+                self._torch_bound = True
+
+    def _visit_comprehension(self, node: cst.CSTNode) -> None:
+        comp_for = node.for_in
+        if comp_for.inner_for_in is not None or self.context.is_host_value(comp_for.iter):
+            return
+        element = comprehension_element(node)
+        names = target_names(comp_for.target)
+        if not _is_item_of(element, names):
+            return
+        if is_model_tensor_iterable(comp_for.iter):
+            scan = scan_model_tensor_comprehension(node, self.context)
+            if scan is not None and scan.kind is not None:
+                return  # a per-parameter reduction read: GPL101's finding
+        self._report_ungated(node, fix=self._stack_fix(node), unsafe_fix=True)
+
+    visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = _visit_comprehension
+
+    def _stack_fix(self, node: cst.CSTNode) -> list[Replace]:
+        comp_for = node.for_in
+        element = node.elt if isinstance(node, cst.ListComp) else None
+        if (
+            not self._torch_bound
+            or element is None
+            or comp_for.ifs
+            or not isinstance(comp_for.target, cst.Name)
+            or not (isinstance(element.func.value, cst.Name) and element.func.value.value == comp_for.target.value)
+        ):
+            return []
+        iterable = comp_for.iter
+        if not isinstance(iterable, (cst.Name, cst.Attribute, cst.List, cst.Tuple)):
+            iterable = cst.Call(cst.Name("list"), [cst.Arg(iterable)])
+        stacked = cst.Call(cst.Attribute(cst.Name("torch"), cst.Name("stack")), [cst.Arg(iterable)])
+        return [Replace(node, cst.Call(cst.Attribute(stacked, cst.Name("tolist"))))]
+
+
+def _is_item_of(expr: cst.BaseExpression, names: set[str]) -> bool:
+    return (
+        isinstance(expr, cst.Call)
+        and not expr.args
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "item"
+        and root_name(expr.func.value) in names
+    )
