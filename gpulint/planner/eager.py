@@ -38,13 +38,15 @@ from torch.utils.checkpoint import (
     create_selective_checkpoint_contexts,
 )
 
+from gpulint.planner.errors import PlanError
+
 PLAN_SCHEMA = "gpulint.plan/1"
 _STATE_ATTR = "_gpulint_applied_plan"
 _CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential)
 _OP_NAME = re.compile(r"^(?:(?P<ns>[A-Za-z_][A-Za-z0-9_]*)\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.(?P<overload>[A-Za-z0-9_]+))?$")
 
 
-class PlanMismatchError(ValueError):
+class PlanMismatchError(PlanError, ValueError):
     """The plan does not fit this model (changed architecture, other model) or is malformed. One line."""
 
 
@@ -256,7 +258,7 @@ class AppliedPlan:
     _policy: dict[Address, CheckpointPolicy] = field(default_factory=dict)
     _counter: _Counter = field(default_factory=_Counter)
     _originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    _use_cache: bool | None = None  # the model config's use_cache before apply turned it off
+    _restore_cache: list[tuple[Any, bool]] = field(default_factory=list)  # configs whose use_cache apply turned off
 
     def remove(self) -> None:
         for path, forward in self._originals.items():
@@ -267,8 +269,8 @@ class AppliedPlan:
                 module.forward = forward
         if self._stack is not None:
             self._stack.remove()
-        if self._use_cache is not None:
-            self.model.config.use_cache = self._use_cache
+        for config, value in self._restore_cache:
+            config.use_cache = value
         self.model.__dict__.pop(_STATE_ATTR, None)
 
     # called by the wrapped root forward
@@ -347,7 +349,10 @@ def apply(model: nn.Module, plan: str | Path | Mapping[str, Any]) -> nn.Module:
         else:
             state._policy.setdefault(decision.address, CheckpointPolicy.MUST_RECOMPUTE)
     state._stack = _ModuleStack(model)
-    state._use_cache = _disable_kv_cache(model) if state.regions else None
+    if state.regions:
+        state._restore_cache = disable_kv_cache(model)
+        if state._restore_cache:
+            warnings.warn("gpulint: turned off the model's KV cache (use_cache=False) for checkpointing", stacklevel=2)
     for path in state.regions:
         _wrap_region(state, path)
     _wrap_root(state)
@@ -355,18 +360,36 @@ def apply(model: nn.Module, plan: str | Path | Mapping[str, Any]) -> nn.Module:
     return model
 
 
-def _disable_kv_cache(model: nn.Module) -> bool | None:
-    """Turn off a transformers model's KV cache; returns the old setting, or None when there was nothing to do.
+def disable_kv_cache(model: nn.Module) -> list[tuple[Any, bool]]:
+    """Turn off the KV cache of a transformers model and of its sub-models (T5's decoder has its own config).
 
-    A cache updated inside a checkpointed layer is updated again by the recompute, which then runs different
-    ops than the forward did (transformers turns it off for its own gradient checkpointing for the same reason).
+    A training step needs no cache, and a cache updated inside a checkpointed layer is updated again by the
+    recompute, which then runs other ops than the forward did (transformers turns it off for its own gradient
+    checkpointing for the same reason). Trace the step for a plan with the cache off too, so the ops match.
+    Returns (config, old value) pairs to restore.
     """
-    config = getattr(model, "config", None)
-    if getattr(config, "use_cache", None) is not True:
-        return None
-    config.use_cache = False
-    warnings.warn("gpulint: set model.config.use_cache = False (a KV cache breaks checkpoint recompute)", stacklevel=3)
-    return True
+    changed = []
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if getattr(config, "use_cache", None) is True and all(config is not c for c, _ in changed):
+            config.use_cache = False
+            changed.append((config, True))
+    return changed
+
+
+def _without_kv_cache(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A checkpointed layer's kwargs with any KV cache object dropped and `use_cache` off.
+
+    The recompute would find the cache the forward filled and run other ops (transformers' own gradient
+    checkpointing drops it the same way). Cache objects are recognised by a class named like `...Cache`.
+    """
+    cleaned = dict(kwargs)
+    for name, value in kwargs.items():
+        if value is not None and any(cls.__name__.endswith("Cache") for cls in type(value).__mro__):
+            cleaned[name] = None
+    if cleaned.get("use_cache") is True:
+        cleaned["use_cache"] = False
+    return cleaned
 
 
 def remove(model: nn.Module) -> None:
@@ -396,6 +419,7 @@ def _wrap_region(state: AppliedPlan, path: str) -> None:
     def checkpointed_forward(*args, **kwargs):
         if not torch.is_grad_enabled():
             return inner(*args, **kwargs)
+        kwargs = _without_kv_cache(kwargs)
         return checkpoint(inner, *args, use_reentrant=False, context_fn=context_fn, preserve_rng_state=True, **kwargs)
 
     _set_forward(state, path, module, checkpointed_forward)
