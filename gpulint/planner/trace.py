@@ -278,5 +278,5 @@ def trace_config(cfg: Any) -> Traced:
     loss_fn = load_factory(cfg.loss, cfg.base_dir, "plan.loss") if cfg.loss else None
     return trace_step(
         build_model, make_batch, loss_fn=loss_fn, optimizer=cfg.optimizer, dtype=cfg.dtype,
-        name=cfg.model.rpartition(":")[0].rpartition("/")[2] or cfg.model,
+        name=cfg.model,
     )
