@@ -43,7 +43,7 @@ COLD_NAME_PARTS = frozenset(
     {
         "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "testing", "predict",
         "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
-        "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile",
+        "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
     }
 )
 # Identifier parts that make an `if` test a gate (`should_log`, `log_interval`, `args.print_freq`, `is_main_process`).
@@ -147,6 +147,8 @@ class FileContext:
         self._no_grad_withs: set[int] = set()
         # Filled by finalize().
         self._step_loops: set[int] = set()
+        # Functions holding a loop over a data loader (`train_one_epoch`): code outside that loop runs once per epoch.
+        self._epoch_functions: set[int] = set()
         self._function_state: dict[int, ExecState] = {}
         self._block_gate_index: dict[int, int | None] = {}
         self._gate_cache: dict[int, bool] = {}
@@ -359,6 +361,8 @@ class FileContext:
             loader = info.iterates_loader and not info.under_no_grad
             if info.has_marker or loader or info.callees & hot_named:
                 self._step_loops.add(id(info.node))
+                if loader and info.function is not None:
+                    self._epoch_functions.add(id(info.function))
         for name in hot_named:
             for func in self._functions[name]:
                 self._function_state[id(func)] = ExecState(True, False, False, f"in `{name}`, which runs every step")
@@ -402,6 +406,8 @@ class FileContext:
                 state = self._function_state.get(id(node))
                 if state is None:
                     return NEUTRAL
+                if id(node) in self._epoch_functions:
+                    return ExecState(False, gated, False, f"in `{name}` outside its loop over batches (once per epoch)")
                 return ExecState(True, gated or state.gated, False, state.reason)
             elif isinstance(node, cst.ClassDef):
                 return NEUTRAL
