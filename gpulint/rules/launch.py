@@ -1,0 +1,527 @@
+"""GPL5xx: launch overhead — many small kernels (or per-step setup) where a batched, fused or one-time form exists."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from gpulint.linter.names import last_name
+from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+from gpulint.rules.per_tensor import in_step, name_parts, scan_model_tensor_for
+
+if TYPE_CHECKING:
+    from gpulint.linter.context import FileContext
+
+
+class PerParameterUpdateLoop(Rule):
+    code = "GPL501"
+    name = "per-parameter-update-loop"
+    message = (
+        "a Python loop does in-place arithmetic on each parameter: one or more kernel launches per tensor every step; "
+        "use `torch._foreach_*` (e.g. `_foreach_lerp_` for EMA) or a fused/foreach optimizer"
+    )
+    triggers = ("parameters", "params", "grads", "state_dict")
+    docs = RuleDocs(
+        what_it_does="Flags `for` loops over `parameters()`, parameter lists, `zip(ema.parameters(), "
+        "model.parameters())` or `state_dict()` values whose body updates each tensor with in-place arithmetic "
+        "(`add_`, `mul_`, `lerp_`, `addcdiv_`, `copy_` of a computed value, `p.data -= ...`, `p.grad.zero_()`): "
+        "hand-written optimizers, EMA/teacher updates, gradient scaling and manual zeroing.",
+        why_slow="Kernel launch count: each in-place op on each tensor is its own launch. An EMA update of a 300-tensor "
+        "model with `mul_` + `add_` is 600 launches per step, each costing ~5-10 us of CPU time for microseconds of GPU "
+        "work, so the GPU waits on the Python loop. The `torch._foreach_*` ops and `foreach=True`/`fused=True` "
+        "optimizers process whole tensor lists in a few multi-tensor kernels.",
+        example="with torch.no_grad():\n    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
+        "        ema_p.mul_(decay).add_(p, alpha=1 - decay)",
+        use_instead="with torch.no_grad():\n    ema_params = list(ema.parameters())\n"
+        "    torch._foreach_lerp_(ema_params, list(model.parameters()), 1 - decay)\n"
+        "# hand-written SGD: torch.optim.SGD(params, lr=lr, foreach=True) or torch._foreach_add_(params, grads, alpha=-lr)",
+        fix_safety="No automatic fix: the loop body often mixes the update with conditions per tensor (frozen layers, "
+        "buffers vs parameters) that a rewrite must keep.",
+        false_positives="Initialisation or weight loading in a function whose name does not say so (`reset`, "
+        "`load_weights`): the rule skips functions named like `init`/`setup`/`checkpoint` and loops that only copy a "
+        "tensor unchanged; loops under a logging gate in the same function are not flagged.",
+    )
+    valid = (
+        in_step("with torch.no_grad():\n"
+                "    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 0.001)"),
+        "import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        for p in self.parameters():\n            p.data.mul_(0.5)\n",
+        in_step("for p in model.parameters():\n    p.grad = None"),
+        in_step("grads = []\nfor p in model.parameters():\n    if p.grad is not None:\n        grads.append(p.grad)\n"
+                "torch._foreach_mul_(grads, 0.5)"),
+        "import torch\n\ndef load_weights(dst, src):\n    for a, b in zip(dst.parameters(), src.parameters()):\n"
+        "        a.copy_(b)\n",
+        in_step("for group in optimizer.param_groups:\n    group[\"lr\"] = group[\"lr\"] * 0.99"),
+    )
+    invalid = (
+        Invalid(in_step("with torch.no_grad():\n    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
+                        "        ema_p.mul_(0.999).add_(p, alpha=0.001)")),
+        Invalid(in_step("with torch.no_grad():\n    for p in model.parameters():\n        p.data -= 0.01 * p.grad")),
+        Invalid(
+            "import torch\n\nclass ModelEma:\n    def update(self, model, decay):\n        with torch.no_grad():\n"
+            "            for ema_v, model_v in zip(self.module.state_dict().values(), model.state_dict().values()):\n"
+            "                ema_v.copy_(ema_v * decay + (1.0 - decay) * model_v)\n"
+        ),
+        Invalid(in_step("for p in model.parameters():\n    if p.grad is not None:\n        p.grad.zero_()")),
+    )
+
+    def visit_For(self, node: cst.For) -> None:
+        scan = scan_model_tensor_for(node, self.context)
+        if scan is not None and scan.kind == "arithmetic" and not self.context.gated_here():
+            self.report(node.iter, when="training")
+
+
+def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+_TIGHT_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    """`name=value`, spelled the PEP 8 way."""
+    return cst.Arg(value, keyword=cst.Name(name), equal=_TIGHT_EQUAL)
+
+
+def _is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def _is_true(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def _without_arg(call: cst.Call, removed: cst.Arg) -> cst.Call:
+    """`call` without the argument `removed`, keeping the commas and spacing of the others valid."""
+    args = [arg for arg in call.args if arg is not removed]
+    if args and call.args[-1] is removed:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)
+
+
+class ForeachDisabled(Rule):
+    code = "GPL502"
+    name = "foreach-disabled"
+    message = "`foreach=False` makes the optimizer (or clipping) launch kernels one tensor at a time"
+    triggers = ("foreach=False", "foreach = False")
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags `foreach=False` passed to an optimizer, `clip_grad_norm_` or any other call that accepts "
+        "it.",
+        why_slow="Kernel launch count: the single-tensor path runs each elementwise step of the update (Adam: about "
+        "ten ops) as its own launch for every parameter tensor. The default (`foreach=None`) picks the multi-tensor "
+        "path on CUDA, which applies each op to every tensor in a few launches.",
+        example="optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=False)",
+        use_instead="optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)  # or fused=True on CUDA",
+        fix_safety="Unsafe: the fix removes the argument. The multi-tensor path holds intermediate results for a whole "
+        "group of tensors at once, so peak memory grows by up to about one copy of the parameters (the usual reason "
+        "for `foreach=False`), and results can differ from the per-tensor path in the last bits.",
+        false_positives="Memory-bound runs where `foreach=False` is set on purpose to cut the optimizer's peak: add "
+        "`# noqa: GPL502`.",
+    )
+    valid = (
+        "import torch\n\noptimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)\n",
+        "import torch\n\noptimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=True)\n",
+    )
+    invalid = (
+        Invalid(
+            "import torch\n\noptimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=False)\n",
+            fixed="import torch\n\noptimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)\n",
+        ),
+        Invalid(
+            in_step("torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)"),
+            fixed=in_step("torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
+        ),
+        Invalid(
+            "import torch\n\nopt = torch.optim.SGD(\n    model.parameters(),\n    foreach=False,\n    lr=0.1,\n)\n",
+            fixed="import torch\n\nopt = torch.optim.SGD(\n    model.parameters(),\n    lr=0.1,\n)\n",
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        arg = _keyword(node, "foreach")
+        if arg is not None and _is_false(arg.value):
+            self.report(arg, when="always", fix=[Replace(node, _without_arg(node, arg))], unsafe_fix=True)
+
+
+class ZeroGradKeepsTensors(Rule):
+    code = "GPL503"
+    name = "zero-grad-set-to-none-false"
+    message = "`zero_grad(set_to_none=False)` launches a memset per gradient every step; the default frees them instead"
+    triggers = ("zero_grad(",)
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags `optimizer.zero_grad(set_to_none=False)` and `model.zero_grad(False)`.",
+        why_slow="Kernel launch count and memory traffic: zeroing keeps every gradient allocated and launches one "
+        "memset (or `zero_` kernel) per parameter tensor every step, then the backward pass reads the zeros back to "
+        "accumulate into them. `set_to_none=True` (the default since PyTorch 2.0) launches nothing and lets backward "
+        "write the first gradient directly.",
+        example="optimizer.zero_grad(set_to_none=False)",
+        use_instead="optimizer.zero_grad()  # set_to_none=True",
+        fix_safety="Unsafe: after the fix, a parameter that gets no gradient in the next backward has `p.grad is None` "
+        "instead of zeros, so optimizers skip it (no weight decay or momentum step for it that iteration), and code "
+        "that reads or updates `p.grad` in place (`p.grad.add_(...)`) before backward fails.",
+        false_positives="Code that accumulates into `p.grad` by hand before the backward pass needs the zeros: add "
+        "`# noqa: GPL503`.",
+    )
+    valid = (
+        in_step("optimizer.zero_grad(set_to_none=True)"),
+        in_step("model.zero_grad()"),
+        "import torch\n\ndef evaluate(model):\n    model.zero_grad(set_to_none=False)\n",
+    )
+    invalid = (
+        Invalid(
+            in_step("optimizer.zero_grad(set_to_none=False)"),
+            fixed=in_step("optimizer.zero_grad(set_to_none=True)"),
+        ),
+        Invalid(in_step("model.zero_grad(False)"), fixed=in_step("model.zero_grad(True)")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if last_name(node.func) != "zero_grad" or not isinstance(node.func, cst.Attribute):
+            return
+        arg = _keyword(node, "set_to_none")
+        if arg is None and node.args and node.args[0].keyword is None:
+            arg = node.args[0]
+        if arg is not None and _is_false(arg.value):
+            self.report(node, when="training", fix=[Replace(arg.value, "True")], unsafe_fix=True)
+
+
+# Factories whose values do not depend on the device (zeros on the CPU are zeros on the GPU).
+DETERMINISTIC_FACTORIES = frozenset(
+    {"zeros", "ones", "empty", "full", "arange", "eye", "linspace", "logspace", "tril_indices", "triu_indices"}
+)
+# Random factories draw from a different generator on each device: moving the creation changes the numbers.
+RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "normal"})
+DTYPE_NAMES = frozenset(
+    {"float", "float16", "float32", "float64", "bfloat16", "half", "double", "long", "int", "int8", "int16", "int32",
+     "int64", "uint8", "bool", "complex64", "complex128", "cfloat", "cdouble", "short"}
+)
+_DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
+
+
+class CreatedOnCpuThenMoved(Rule):
+    code = "GPL504"
+    name = "tensor-created-then-moved"
+    message = (
+        "the tensor is created on the CPU and then copied to the device; pass `device=` to the factory so it is "
+        "created there"
+    )
+    triggers = (".cuda(", ".to(", ".type_as(")
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags `torch.zeros(...).cuda()`, `torch.arange(n).to(device)` and the like (factories `zeros`, "
+        "`ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`) in code that runs every step, and in a "
+        "module's `forward`.",
+        why_slow="Host-device round trip: the tensor is allocated and filled by the CPU, then copied from pageable "
+        "memory with a host-to-device transfer that blocks the Python thread until the copy is done, and the CPU "
+        "buffer is thrown away. With `device=` the GPU allocates it from its cache and fills it with one kernel, "
+        "asynchronously.",
+        example="mask = torch.ones(seq_len, seq_len).tril().cuda()\npos = torch.arange(t).to(x.device)",
+        use_instead="pos = torch.arange(t, device=x.device)",
+        fix_safety="Safe for deterministic factories (`zeros`, `ones`, `full`, `arange`, `eye`, `linspace`, `empty`): "
+        "the fix adds `device=` and removes the move, values are identical. Unsafe for random factories (`rand`, "
+        "`randn`, `randint`, `randperm`): the numbers then come from the device's generator, not the CPU's, so a "
+        "seeded run draws different values. No fix when the factory already names a device or the move also changes "
+        "the dtype.",
+        false_positives="`.to(x)` where `x` is a tensor or a dtype is not flagged (gpulint cannot tell it is a device); "
+        "setup code outside the step loop and functions other than `forward` are not flagged.",
+    )
+    valid = (
+        in_step("pos = torch.arange(128, device=\"cuda\")"),
+        "import torch\n\nbuf = torch.zeros(1024).cuda()\n",
+        in_step("x = torch.zeros(4).to(torch.float16)"),
+        in_step("x = torch.tensor([1, 2, 3]).to(\"cpu\")"),
+        "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x + torch.arange(x.size(1), device=x.device)\n",
+    )
+    invalid = (
+        Invalid(
+            in_step("mask = torch.ones(8, 8).cuda()"),
+            fixed=in_step("mask = torch.ones(8, 8, device=\"cuda\")"),
+        ),
+        Invalid(
+            "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return x + torch.arange(x.size(1)).to(x.device)\n",
+            fixed="import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return x + torch.arange(x.size(1), device=x.device)\n",
+        ),
+        Invalid(
+            in_step("noise = torch.randn(4, 16).to(device, non_blocking=True)"),
+            fixed=in_step("noise = torch.randn(4, 16, device=device)"),
+        ),
+        Invalid(
+            in_step("acc = torch.zeros(2).cuda(local_rank)"),
+            fixed=in_step("acc = torch.zeros(2, device=local_rank)"),
+        ),
+        Invalid(in_step("z = torch.zeros(3, device=\"cpu\").cuda()")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as"):
+            return
+        factory = func.value
+        if not isinstance(factory, cst.Call):
+            return
+        resolved = self.context.resolve(factory.func) or ""
+        kind = resolved.rsplit(".", 1)[-1] if resolved.startswith("torch.") and resolved.count(".") == 1 else ""
+        if kind not in DETERMINISTIC_FACTORIES and kind not in RANDOM_FACTORIES:
+            return
+        if _keyword(factory, "pin_memory") is not None:
+            return  # staged in pinned memory on purpose
+        device = self._target_device(node, func.attr.value)
+        if device is None:
+            return
+        fix: list[Replace] = []
+        if _keyword(factory, "device") is None and device is not False:
+            extra = [_kwarg("device", device)]
+            if func.attr.value == "type_as":
+                other = node.args[0].value
+                extra = [
+                    _kwarg("dtype", cst.Attribute(other, cst.Name("dtype"))),
+                    _kwarg("device", cst.Attribute(other, cst.Name("device"))),
+                ]
+            args = list(factory.args)
+            if args:
+                args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            fix = [Replace(node, factory.with_changes(args=args + extra))]
+        when = "training" if self._in_forward() else "per_step"
+        self.report(node, when=when, fix=fix, unsafe_fix=kind in RANDOM_FACTORIES)
+
+    def _target_device(self, move: cst.Call, method: str) -> cst.BaseExpression | bool | None:
+        """The device expression the move targets; False when it is a device move that the fix cannot express;
+        None when it is not (or not surely) a move to an accelerator."""
+        args = [a for a in move.args if not (a.keyword and a.keyword.value in ("non_blocking", "copy"))]
+        if method == "cuda":
+            if not args:
+                return cst.SimpleString('"cuda"')
+            if len(args) == 1 and (args[0].keyword is None or args[0].keyword.value == "device"):
+                return args[0].value
+            return False
+        if method == "type_as":
+            other = move.args[0].value if len(move.args) == 1 else None
+            return other if isinstance(other, (cst.Name, cst.Attribute)) else None
+        if not args:
+            return None
+        first = args[0]
+        if first.keyword is not None and first.keyword.value != "device":
+            return None
+        if not self._is_device_expr(first.value):
+            return None
+        return first.value if len(args) == 1 else False
+
+    def _is_device_expr(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.SimpleString):
+            return expr.raw_value.split(":")[0] not in ("cpu", "meta")
+        if isinstance(expr, cst.Integer):
+            return True
+        if isinstance(expr, cst.Call):
+            name = self.context.resolve(expr.func)
+            return name == "torch.device" and bool(expr.args) and self._is_device_expr(expr.args[0].value)
+        resolved = self.context.resolve(expr) or ""
+        if resolved.startswith("torch.") and resolved.rsplit(".", 1)[-1] in DTYPE_NAMES:
+            return False
+        name = last_name(expr)
+        return name is not None and bool(_DEVICE_WORD.search(name)) and "dtype" not in name.lower()
+
+    def _in_forward(self) -> bool:
+        function = self.context.enclosing_function()
+        return function is not None and function.name.value == "forward"
+
+
+OPTIMIZER_MODULES = ("torch.optim.", "apex.optimizers.", "bitsandbytes.optim.", "bnb.optim.", "timm.optim.")
+COMPILERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace"})
+DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+
+
+class ConstructionInStep(Rule):
+    code = "GPL505"
+    name = "construction-in-step"
+    message = "`{name}(...)` is built inside the training step; build it once before the loop"
+    triggers = ("compile(", "optim.", "DataLoader(", "jit.", "AdamW(", "Adam(", "SGD(")
+    docs = RuleDocs(
+        what_it_does="Flags `torch.compile`, `torch.jit.script/trace`, optimizer constructors (`torch.optim.*`, apex, "
+        "bitsandbytes) and `DataLoader(...)` called inside the training step loop or a function it calls.",
+        why_slow="Rebuilding per step repeats one-time work: `torch.compile` re-checks guards and may recompile "
+        "(seconds of CPU while the GPU idles), a new optimizer allocates fresh state and loses momentum, and a new "
+        "DataLoader restarts its worker processes and prefetch queue, so the GPU waits on the first batch every time.",
+        example="for batch in loader:\n    model_c = torch.compile(model)\n    loss = model_c(batch)",
+        use_instead="model_c = torch.compile(model)  # once\nfor batch in loader:\n    loss = model_c(batch)",
+        fix_safety="No automatic fix: moving a construction out of the loop changes which objects later code "
+        "refers to.",
+        false_positives="A one-time switch inside the loop (`if step == warmup_steps:` or a lazy `if self.opt is "
+        "None:`) is not flagged; other one-time conditions are: add `# noqa: GPL505`.",
+    )
+    valid = (
+        "import torch\n\ndef train(model, loader):\n    opt = torch.optim.AdamW(model.parameters())\n"
+        "    model = torch.compile(model)\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n",
+        in_step("if step == 1000:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)"),
+        in_step("if compiled is None:\n    compiled = torch.compile(model)"),
+    )
+    invalid = (
+        Invalid(in_step("fast = torch.compile(model)")),
+        Invalid(in_step("opt2 = torch.optim.Adam(model.parameters(), lr=1e-3)")),
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\n\ndef train(model, dataset, opt):\n"
+            "    for epoch in range(3):\n        for i in range(100):\n"
+            "            batch = next(iter(DataLoader(dataset, batch_size=32)))\n            model(batch).backward()\n"
+            "            opt.step()\n"
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.context.resolve(node.func) or ""
+        if not (name in COMPILERS or name in DATA_LOADERS or self._is_optimizer(name)):
+            return
+        if self._one_time_branch():
+            return
+        self.report(node, self.message.format(name=name), when="in_step")
+
+    @staticmethod
+    def _is_optimizer(name: str) -> bool:
+        if not name.startswith(OPTIMIZER_MODULES) or ".lr_scheduler." in name:
+            return False
+        last = name.rsplit(".", 1)[-1]
+        return last[:1].isupper() and last != "Optimizer"
+
+    def _one_time_branch(self) -> bool:
+        """Under `if x == N:` or `if x is None:` in the same function: a switch or a lazy build, not per step."""
+        chain = self.context.ancestors
+        for index in range(len(chain) - 2, -1, -1):
+            node = chain[index]
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(node, cst.If) and chain[index + 1] is node.body and isinstance(node.test, cst.Comparison):
+                if any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in node.test.comparisons):
+                    return True
+        return False
+
+
+def _is_test_path(path: str) -> bool:
+    parts = path.replace("\\", "/").split("/")
+    base = parts[-1]
+    return (
+        base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
+        or any(p in ("tests", "test", "testing") for p in parts[:-1])
+    )
+
+
+def _under_any_if(context: "FileContext") -> bool:
+    """Inside the body of any `if` in the same function (`if args.debug:`): switched by a flag, not always on."""
+    chain = context.ancestors
+    for index in range(len(chain) - 2, -1, -1):
+        node = chain[index]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(node, (cst.If, cst.IfExp)) and chain[index + 1] is not node.test:
+            return True
+    return False
+
+
+class AnomalyDetectionOn(Rule):
+    code = "GPL506"
+    name = "anomaly-detection-on"
+    message = "autograd anomaly detection is switched on unconditionally: it slows every backward pass and syncs"
+    triggers = ("detect_anomaly",)
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags `torch.autograd.set_detect_anomaly(True)` and `torch.autograd.detect_anomaly()` outside "
+        "test files, unless they sit under an `if` (a debug flag).",
+        why_slow="Anomaly mode records a Python stack trace for every autograd node in the forward pass and checks "
+        "every backward output for NaN, which reads values back to the host: backward runs several times slower and "
+        "synchronizes the device repeatedly.",
+        example="torch.autograd.set_detect_anomaly(True)",
+        use_instead="if args.detect_anomaly:\n    torch.autograd.set_detect_anomaly(True)",
+        fix_safety="Unsafe, offered for `set_detect_anomaly(True)` only: the fix turns it off (`False`). Values are "
+        "unchanged, but a NaN in backward no longer raises with the forward trace that produced it.",
+        false_positives="Debugging scripts that are never run for real training: add `# noqa: GPL506`.",
+    )
+    valid = (
+        "import torch\n\nif args.debug:\n    torch.autograd.set_detect_anomaly(True)\n",
+        "import torch\n\ntorch.autograd.set_detect_anomaly(False)\n",
+        "import torch\n\ntorch.autograd.set_detect_anomaly(args.debug)\n",
+    )
+    invalid = (
+        Invalid(
+            "import torch\n\ntorch.autograd.set_detect_anomaly(True)\n",
+            fixed="import torch\n\ntorch.autograd.set_detect_anomaly(False)\n",
+        ),
+        Invalid(
+            "import torch\n\ndef train(model, loader, opt):\n    with torch.autograd.detect_anomaly():\n"
+            "        for batch in loader:\n            model(batch).backward()\n            opt.step()\n"
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.context.resolve(node.func) or ""
+        if _is_test_path(self.context.path) or _under_any_if(self.context):
+            return
+        if name == "torch.autograd.set_detect_anomaly":
+            mode = _keyword(node, "mode") or (node.args[0] if node.args and node.args[0].keyword is None else None)
+            if mode is not None and _is_true(mode.value):
+                self.report(node, when="always", fix=[Replace(mode.value, "False")], unsafe_fix=True)
+        elif name in ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"):
+            check = _keyword(node, "check_nan")
+            if check is None or not _is_false(check.value):
+                self.report(node, when="always")
+
+
+PROFILERS = frozenset(
+    {"torch.profiler.profile", "torch.autograd.profiler.profile", "torch.autograd.profiler_legacy.profile",
+     "torch.autograd.profiler.emit_nvtx", "torch.cuda.profiler.profile"}
+)
+
+
+class AlwaysOnProfiler(Rule):
+    code = "GPL507"
+    name = "always-on-profiler"
+    message = "a profiler records every step without a `schedule=` or an off switch; it slows the whole run"
+    triggers = ("profile(", "emit_nvtx(")
+    docs = RuleDocs(
+        what_it_does="Flags `torch.profiler.profile(...)` and the autograd profilers created without a `schedule=` "
+        "and without `enabled=` set to something other than `True`, outside test files and outside any `if`.",
+        why_slow="The profiler hooks every operator launch (and with `record_shapes`/`with_stack`, records shapes and "
+        "Python stacks): CPU-side overhead per kernel launch grows several times, the trace buffer grows without bound, "
+        "and CUPTI collection adds device-side overhead. Left on for a whole run, every step pays it.",
+        example="with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as prof:\n    for batch in loader:\n"
+        "        train_step(batch)",
+        use_instead="with torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, "
+        "repeat=1)) as prof:\n    for batch in loader:\n        train_step(batch)\n        prof.step()",
+        fix_safety="No automatic fix: which steps to profile is the author's choice.",
+        false_positives="Short profiling scripts that run a few steps on purpose: functions named `profile*`/"
+        "`benchmark*` are skipped; otherwise add `# noqa: GPL507`.",
+    )
+    valid = (
+        "import torch\n\ndef train(loader):\n    sched = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)\n"
+        "    with torch.profiler.profile(schedule=sched) as prof:\n        for batch in loader:\n            step(batch)\n"
+        "            prof.step()\n",
+        "import torch\n\ndef train(loader, args):\n    with torch.autograd.profiler.profile(enabled=args.profile):\n"
+        "        for batch in loader:\n            step(batch)\n",
+        "import torch\n\ndef profile_model(model, x):\n    with torch.profiler.profile() as prof:\n        model(x)\n",
+    )
+    invalid = (
+        Invalid(
+            "import torch\nfrom torch.profiler import profile, ProfilerActivity\n\ndef train(loader):\n"
+            "    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True):\n"
+            "        for batch in loader:\n            step(batch)\n"
+        ),
+        Invalid("import torch\n\nprof = torch.autograd.profiler.profile(use_cuda=True)\nprof.__enter__()\n"),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.context.resolve(node.func) not in PROFILERS:
+            return
+        if _is_test_path(self.context.path) or _under_any_if(self.context):
+            return
+        if _keyword(node, "schedule") is not None:
+            return
+        enabled = _keyword(node, "enabled")
+        if enabled is not None and not _is_true(enabled.value):
+            return
+        self.report(node, when="training")
