@@ -162,6 +162,8 @@ class _LoopBodyScanner(cst.CSTVisitor):
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return  # skipped in on_visit (libcst still calls on_leave for it)
         super().on_leave(original_node)
         self._stack.pop()
 
