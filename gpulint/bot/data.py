@@ -84,7 +84,7 @@ class Plan:
     model: str
     hardware: str
     dtype: str
-    budget_bytes: float
+    budget_bytes: float | None  # None: no budget, the plan went to the lowest reachable peak
     baseline: Figures
     planned: Figures
     feasible: bool
@@ -94,6 +94,7 @@ class Plan:
     timeline_planned: list[float] = field(default_factory=list)
     measured: dict | None = None
     sweep: list[SweepPoint] = field(default_factory=list)
+    lowest_peak_bytes: float | None = None
 
 
 def _read_json(path: str | Path, what: str):
@@ -274,7 +275,8 @@ def load_plan(path: str | Path) -> Plan:
         model=_field(raw, "model", str, where),
         hardware=_field(raw, "hardware", str, where),
         dtype=_field(raw, "dtype", str, where),
-        budget_bytes=_field(raw, "budget_bytes", float, where),
+        budget_bytes=_field(raw, "budget_bytes", float, where, optional=True),
+        lowest_peak_bytes=_field(raw, "lowest_peak_bytes", float, where, optional=True),
         baseline=_figures(_field(raw, "baseline", dict, where), f"{where}.baseline"),
         planned=_figures(_field(raw, "planned", dict, where), f"{where}.planned"),
         feasible=_field(raw, "feasible", bool, where),

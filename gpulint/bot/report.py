@@ -198,26 +198,27 @@ def _plan_context(data: ReportInput, plan: Plan) -> dict:
     n = max(len(base), len(planned))
     chart = None
     if n >= 2:
-        gb = lambda xs: [round(x / 1e9, 3) for x in xs]
-        top_gb = max([*base, *planned, plan.budget_bytes]) / 1e9 * 1.1
+        budget = [plan.budget_bytes] if plan.budget_bytes else []
+        peak = max([*base, *planned, *budget])
+        unit, scale = ("GB", 1e9) if peak >= 1e9 else ("MB", 1e6)
+        scaled = lambda xs: [round(x / scale, 3) for x in xs]  # noqa: E731
         xs = [round(i * 100 / (n - 1)) for i in range(n)]
         chart = {
+            "unit": unit,
             "x": xs,
-            "baseline": gb(base),
-            "planned": gb(planned),
-            "budget": [round(plan.budget_bytes / 1e9, 3)] * n,
-            "ymax": f"{top_gb:.3g}",
+            "baseline": scaled(base),
+            "planned": scaled(planned),
+            "budget": scaled(budget * n) if budget else None,
+            "ymax": f"{peak / scale * 1.1:.3g}",
             "rows": [
                 (xs[i], base[i] if i < len(base) else None, planned[i] if i < len(planned) else None)
                 for i in range(0, n, max(1, n // 8))
             ],
         }
-    fits_before = plan.baseline.peak_bytes <= plan.budget_bytes
     return {
         "top": top,
         "more_decisions": max(0, len(plan.recomputed) - TOP_DECISIONS),
         "chart": chart,
-        "fits_before": fits_before,
         "svg_timeline": svg_timeline(plan),
         "svg_frontier": svg_frontier(plan),
     }
@@ -263,7 +264,7 @@ def svg_timeline(plan: Plan) -> dict | None:
     series = [s for s in (plan.timeline_baseline, plan.timeline_planned) if len(s) >= 2]
     if not series:
         return None
-    ymax = max([*plan.timeline_baseline, *plan.timeline_planned, plan.budget_bytes]) * 1.08
+    ymax = max([*plan.timeline_baseline, *plan.timeline_planned, plan.budget_bytes or 0]) * 1.08
     y = _scale(0, ymax, H - PAD_B, PAD_T)
 
     def points(values):
@@ -276,7 +277,7 @@ def svg_timeline(plan: Plan) -> dict | None:
         "h": H,
         "baseline": points(plan.timeline_baseline) if len(plan.timeline_baseline) >= 2 else None,
         "planned": points(plan.timeline_planned) if len(plan.timeline_planned) >= 2 else None,
-        "budget_y": f"{y(plan.budget_bytes):.1f}",
+        "budget_y": f"{y(plan.budget_bytes):.1f}" if plan.budget_bytes else None,
         "x0": PAD_L,
         "x1": W - PAD_R,
         "y0": H - PAD_B,

@@ -172,3 +172,23 @@ def test_report_cli_writes_files_and_rejects_bad_input(tmp_path, capsys):
         run_report(parser.parse_args(["--lint", str(tmp_path / "missing.json")]))
     with pytest.raises(UsageError, match="nothing to report"):
         run_report(parser.parse_args([]))
+
+
+def test_plan_without_budget_and_planner_timeline_pairs(tmp_path):
+    """The planner writes `budget_bytes: null` when no budget was given, and its timeline as [index, bytes] pairs."""
+    plan = json.loads((FIXTURES / "plan.json").read_text())
+    plan["budget_bytes"] = None
+    plan["timeline"] = {k: [[i, v] for i, v in enumerate(vs)] for k, vs in plan["timeline"].items()}
+    data = ReportInput(plan=load_plan(_write(tmp_path, "p.json", plan)))
+    body = render_markdown(data)
+    assert "(no budget: the lowest reachable peak)" in body and "| Budget |" not in body
+    assert "line [9.61," in body and body.count("    line [") == 2  # no budget line in the chart
+    assert "stroke-dasharray" not in render_html(data)
+
+
+def test_missing_openapi_description_fails_with_the_install_command(tmp_path, monkeypatch):
+    from .fakegithub import SPEC_DIR_ENV, spec_dir
+
+    monkeypatch.setenv(SPEC_DIR_ENV, str(tmp_path))
+    with pytest.raises(RuntimeError, match="npm install --prefix .cache/octokit @octokit/openapi"):
+        spec_dir()
