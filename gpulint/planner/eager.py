@@ -127,8 +127,12 @@ def parse_decisions(plan: Mapping[str, Any]) -> list[Decision]:
         missing = [k for k in ("op", "action", "module", "call_index") if k not in raw]
         if missing:
             raise PlanMismatchError(f"plan field {label} lacks {', '.join(missing)}")
-        if raw["action"] not in ("save", "recompute"):
-            raise PlanMismatchError(f"plan field {label}.action is {raw['action']!r}, expected 'save' or 'recompute'")
+        action = raw["action"]
+        if isinstance(raw.get("eager"), Mapping):
+            # The planner's own address of the op eager mode runs (a saved view or getitem -> its storage's maker).
+            raw, label = {**raw, **raw["eager"]}, f"{label}.eager"
+        if action not in ("save", "recompute"):
+            raise PlanMismatchError(f"plan field decisions[{i}].action is {action!r}, expected 'save' or 'recompute'")
         if not isinstance(raw["call_index"], int) or raw["call_index"] < 0:
             raise PlanMismatchError(f"plan field {label}.call_index must be a non-negative integer")
         if not isinstance(raw["module"], str):

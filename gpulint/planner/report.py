@@ -33,6 +33,13 @@ def _sample(timeline: Any, points: int = TIMELINE_POINTS) -> list[list[int]]:
     return [[i, int(timeline[i:i + step].max())] for i in range(0, n, step)]
 
 
+def _eager_addresses(graph: JointGraph, order: list[int]) -> dict[int, dict[str, Any]]:
+    """Where eager mode finds each saved node (a view or getitem is addressed by the op that made its storage)."""
+    from gpulint.planner.eager import plan_addresses  # the apply engineer's; torch is loaded by now
+
+    return dict(zip(order, plan_addresses(graph, order)))
+
+
 def plan_dict(
     graph: JointGraph, result: PlanResult, *, hardware: str, trace_seconds: float = 0.0, floor_bytes: int = 0
 ) -> dict[str, Any]:
@@ -42,7 +49,9 @@ def plan_dict(
     decisions = []
     static = graph.static_storages
     counted: set[int] = set()  # a storage's bytes go to the first saved node that refers to it
-    for i in sorted(baseline_saved | chosen):
+    order = sorted(baseline_saved | chosen)
+    eager_at = _eager_addresses(graph, order)
+    for i in order:
         n = nodes[i]
         if n.kind != FWD or n.excluded or not n.storages or n.storages[0] in static:
             continue  # views of parameters or the batch cost nothing either way
@@ -53,6 +62,7 @@ def plan_dict(
             "id": n.name, "op": n.op, "bytes": int(nbytes),
             "action": "save" if i in chosen else "recompute",
             "module": n.module, "call_index": n.call_index, "source": _source(n),
+            "eager": eager_at[i],
         })
     excluded = [
         {"id": n.name, "op": n.op, "reason": n.excluded, "source": _source(n), "module": n.module,
