@@ -224,6 +224,8 @@ class _LoopBodyScan(cst.CSTVisitor):
         self.compared_to_var: list[cst.Comparison] = []
         self.indexed_by_var = False
         self.reductions = 0
+        # `t[i, a:b] = v` (the statement and `t`): one row written per iteration.
+        self.row_writes: list[tuple[cst.Assign, cst.BaseExpression]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
@@ -244,6 +246,14 @@ class _LoopBodyScan(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("sum", "mean", "item", "float", "count_nonzero"):
             self.reductions += 1
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            sub = target.target
+            if isinstance(sub, cst.Subscript) and len(sub.slice) >= 2:
+                first = sub.slice[0].slice
+                if isinstance(first, cst.Index) and isinstance(first.value, cst.Name) and first.value.value in self.loop_vars:
+                    self.row_writes.append((node, sub.value))
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:
@@ -345,40 +355,57 @@ class PerElementLoop(Rule):
     code = "GPL204"
     name = "per-element-loop"
     message = "`for i in range({bound})` runs tensor ops one row at a time: N small kernel launches per step where one batched op does the work"
-    triggers = (".size(0)", ".shape[0]", "len(", ".size()[0]")
+    triggers = ("for ",)
     docs = RuleDocs(
         what_it_does="Flags `for i in range(x.size(0))` (also `x.shape[0]`, `len(x)` of a device tensor) in the training "
-        "step when the body indexes with the loop variable.",
+        "step when the body indexes with the loop variable, and loops that write a tensor one row at a time "
+        "(`for i, n in enumerate(lengths): labels[i, n:] = -100`).",
         why_slow="Every iteration launches its own small kernels on one row: for a batch of 256 that is 256x the launch "
         "count of the batched op, each launch ~5-10 us of CPU time, with the GPU mostly idle between them.",
         example="for i in range(logits.size(0)):\n    losses[i] = criterion(logits[i], y[i])",
         use_instead="The batched form: `criterion(logits, y)` with `reduction='none'`, broadcasting, `torch.gather`, "
-        "`torch.where`, or `torch.vmap` for a per-sample function.",
+        "`torch.where`, or `torch.vmap` for a per-sample function; for row writes, one mask: "
+        "`labels[torch.arange(T) > lengths[:, None]] = -100`.",
         false_positives="Loops whose body only does host work with the index (building a Python list of file names). "
         "`len(x)` loops are flagged only when `x` is known to be on the device.",
     )
     valid = (
         _in_loop("losses = criterion(out, y)"),
         _in_loop("names = batch_names\nfor i in range(len(names)):\n    print(names[i])"),
+        _in_loop("grid = x.cpu().numpy()\nfor i, n in enumerate(lengths):\n    grid[i, n:] = 0"),
         "import torch\n\ndef evaluate(model, x):\n    for i in range(x.size(0)):\n        print(model(x[i]))\n",
     )
     invalid = (
         Invalid(_in_loop("for i in range(out.size(0)):\n    total = total + criterion(out[i], y[i])")),
         Invalid(_in_loop("for i in range(x.shape[0]):\n    x[i] = x[i] / x[i].norm()")),
+        Invalid(_in_loop("labels = y.clone()\nfor i, n in enumerate(lengths):\n    labels[i, n:] = -100")),
     )
 
+    row_message = "`{tensor}[i, ...] = ...` in a Python loop writes one row per iteration, a kernel launch each; build the mask or values once and write them in one op"
+
     def visit_For(self, node: cst.For) -> None:
-        bound = _range_bound(node.iter)
-        tensor = _size_of(bound) if bound is not None else None
         loop_vars = _target_names(node.target)
-        if tensor is None or not loop_vars or self.context.is_host_value(tensor):
+        if not loop_vars:
             return
-        if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name) and self.context.location_of(tensor) != "device":
-            return  # `len(x)`: only when x is known to be a device tensor
         scan = _LoopBodyScan(loop_vars)
         node.body.visit(scan)
-        if scan.indexed_by_var:
+        bound = _range_bound(node.iter)
+        if bound is not None and scan.indexed_by_var and self._over_tensor_rows(bound):
             self.report(node.iter, self.message.format(bound=self.context.module.code_for_node(bound)))
+            return
+        for write, tensor in scan.row_writes:
+            if not self.context.is_host_value(tensor):
+                # Reported on the write itself: that line is what runs N times.
+                self.report(write, self.row_message.format(tensor=self.context.module.code_for_node(tensor)))
+                return
+
+    def _over_tensor_rows(self, bound: cst.BaseExpression) -> bool:
+        tensor = _size_of(bound)
+        if tensor is None or self.context.is_host_value(tensor):
+            return False
+        if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name):
+            return self.context.location_of(tensor) == "device"  # `len(x)`: only when x is known to be on the device
+        return True
 
 
 _CAT_FUNCTIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack", "torch.hstack", "torch.row_stack"})
@@ -552,10 +579,11 @@ class HostMetricEveryStep(Rule):
     code = "GPL207"
     name = "host-metric-every-step"
     message = "computing a metric with numpy/sklearn on `.cpu()` copies every step stalls the GPU; compute it with torch on the device and read it when you log"
-    triggers = ("sklearn", ".numpy()", ".cpu()")
+    triggers = ("sklearn", "cpu")
     docs = RuleDocs(
-        what_it_does="Flags sklearn metric calls (`accuracy_score`, `f1_score`, ...) and numpy functions or comparisons "
-        "on `.cpu().numpy()` copies in code that runs every training step and is not gated.",
+        what_it_does="Flags sklearn metric calls (`accuracy_score`, `f1_score`, ...), numpy functions or comparisons "
+        "on `.cpu().numpy()` copies, and per-sample Python loops over such copies, in code that runs every training "
+        "step and is not gated.",
         why_slow="`.cpu()` is a blocking device-to-host copy that waits for the step's kernels; then the metric runs on "
         "one CPU core while the GPU idles. Per step that is a full pipeline drain plus milliseconds of numpy time.",
         example="acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
@@ -576,6 +604,7 @@ class HostMetricEveryStep(Rule):
                          header="from sklearn.metrics import accuracy_score\n")),
         Invalid(_in_loop("acc = np.mean(out.argmax(1).cpu().numpy() == y.cpu().numpy())", header="import numpy as np\n")),
         Invalid(_in_loop("acc = (out.argmax(1).cpu().numpy() == y.cpu().numpy()).mean()")),
+        Invalid(_in_loop("for t, l in zip(y.cpu().numpy(), out.detach().cpu().numpy()):\n    meters[int(t)].add(l)")),
     )
 
     def __init__(self, context) -> None:
@@ -594,6 +623,11 @@ class HostMetricEveryStep(Rule):
     def leave_Call(self, node: cst.Call) -> None:
         if self._reported_calls and self._reported_calls[-1] is node:
             self._reported_calls.pop()
+
+    def visit_For(self, node: cst.For) -> None:
+        # `for t, l in zip(ts.cpu().numpy(), losses.cpu().numpy()):` a per-sample host loop over copies made every step.
+        if _device_to_host_copy(self.context, node.iter):
+            self.report(node.iter)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if self._reported_calls:
