@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from gpulint.bot.data import BotInputError, load_findings, load_plan
@@ -17,6 +15,7 @@ from gpulint.bot.report import (
     render_html,
     render_markdown,
 )
+from gpulint.fileio import atomic_write
 
 
 def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,20 +37,6 @@ def _load_inputs(args: argparse.Namespace) -> ReportInput:
         plan=load_plan(args.plan) if args.plan else None,
         full_report=args.full_report,
     )
-
-
-def write_atomically(path: str | Path, text: str) -> None:
-    """Write next to the target and rename, so a reader never sees half a report."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ---------------------------------------------------------------------------------------------- gpulint report
@@ -79,7 +64,8 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         text = render_markdown(data, "pr_comment.md.j2", COMMENT_LIMIT)
     if args.output:
-        write_atomically(args.output, text)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(args.output, text)
     else:
         sys.stdout.write(text)
     return 0

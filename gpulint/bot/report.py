@@ -201,7 +201,7 @@ def _plan_context(data: ReportInput, plan: Plan) -> dict:
         budget = [plan.budget_bytes] if plan.budget_bytes else []
         peak = max([*base, *planned, *budget])
         unit, scale = ("GB", 1e9) if peak >= 1e9 else ("MB", 1e6)
-        scaled = lambda xs: [round(x / scale, 3) for x in xs]  # noqa: E731
+        scaled = lambda xs: [round(x / scale, 3) for x in xs]
         xs = [round(i * 100 / (n - 1)) for i in range(n)]
         chart = {
             "unit": unit,

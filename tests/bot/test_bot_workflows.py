@@ -11,7 +11,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
-EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.S)
+EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
 # Values a PR author (or the artifact it produced) controls: never spliced into a shell line.
 UNTRUSTED = re.compile(
     r"github\.event\.|github\.head_ref|inputs\.|steps\.[\w-]+\.outputs|needs\.[\w-]+\.outputs|env\.|artifact",
