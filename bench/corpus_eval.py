@@ -441,66 +441,72 @@ def describe(label: Label) -> str:
 
 def evaluate(args: argparse.Namespace) -> int:
     labels = load_labels(Path(args.labels))
-    mirrors = Path(args.mirrors)
-    out = sys.stdout
-    with tempfile.TemporaryDirectory(prefix="gpulint-corpus-") as tmp:
-        layout, usable = lay_out(labels, mirrors, Path(tmp))
-        for repo in layout.missing_repos:
-            print(
-                f"missing mirror for {repo}: run the fetch tool with github:{repo} (expected under {mirrors})",
-                file=out,
-            )
-        for label, actual in layout.stale:
-            print(
-                f"stale label {label.repo}:{label.path}:{label.line} expects {label.code!r}, reads {actual!r}",
-                file=out,
-            )
-        tools: dict[str, dict[str, Score]] = {}
-        details: dict[str, tuple[list[Label], list[Label]]] = {}
-        noise: dict[str, int] = {}
-        if args.findings:
-            findings = _read_findings_file(Path(args.findings), layout.root)
-            why = ""
-        else:
-            findings, why = run_gpulint(args.gpulint, layout)
-        if findings is None:
-            print(f"gpulint not scored: {why}", file=out)
-        else:
-            scores, missed, alarms = score(usable, findings)
-            tools["gpulint"], details["gpulint"], noise["gpulint"] = (
-                scores,
-                (missed, alarms),
-                len(findings),
-            )
-        grep = grep_findings(layout)
-        scores, missed, alarms = score(usable, grep)
-        tools["grep"], details["grep"], noise["grep"] = (
-            scores,
-            (missed, alarms),
-            len(grep),
-        )
-
-        total_lines = sum(layout.line_counts.values())
-        repos = {label.repo for label in usable}
-        print(
-            f"\ncorpus: {len(usable)} labels ({sum(lb.verdict == 'neg' for lb in usable)} negatives) in "
-            f"{len(layout.line_counts)} files, {total_lines} lines, {len(repos)} repositories",
-            file=out,
-        )
-        print(render_table(tools), file=out)
-        for name, count in noise.items():
-            per_k = 1000 * count / total_lines if total_lines else 0.0
-            print(
-                f"{name} noise: {count} findings, {per_k:.1f} per 1,000 lines", file=out
-            )
-        if args.details:
-            for name, (missed, alarms) in details.items():
-                print(f"\n{name}: {len(missed)} missed positives", file=out)
-                print("\n".join(describe(lb) for lb in missed) or "  (none)", file=out)
-                print(f"{name}: {len(alarms)} flagged negatives", file=out)
-                print("\n".join(describe(lb) for lb in alarms) or "  (none)", file=out)
-    print(f"\nreproduce: {reproduce_command(args)}", file=out)
+    if args.layout:
+        root = Path(args.layout)
+        if root.exists() and any(root.iterdir()):
+            raise CorpusError(f"{root}: --layout folder must be empty or absent")
+        root.mkdir(parents=True, exist_ok=True)
+        _evaluate_in(args, labels, root)
+    else:
+        with tempfile.TemporaryDirectory(prefix="gpulint-corpus-") as tmp:
+            _evaluate_in(args, labels, Path(tmp))
+    print(f"\nreproduce: {reproduce_command(args)}")
     return 0
+
+
+def _evaluate_in(args: argparse.Namespace, labels: list[Label], root: Path) -> None:
+    mirrors = Path(args.mirrors)
+    layout, usable = lay_out(labels, mirrors, root)
+    for repo in layout.missing_repos:
+        print(
+            f"missing mirror for {repo}: run the fetch tool with github:{repo} (expected under {mirrors})"
+        )
+    for label, actual in layout.stale:
+        print(
+            f"stale label {label.repo}:{label.path}:{label.line} expects {label.code!r}, reads {actual!r}"
+        )
+    findings_by_tool: dict[str, list[Finding]] = {}
+    if args.findings:
+        findings_by_tool["gpulint"] = _read_findings_file(
+            Path(args.findings), layout.root
+        )
+    else:
+        findings, why = run_gpulint(args.gpulint, layout)
+        if findings is None:
+            print(f"gpulint not scored: {why}")
+        else:
+            findings_by_tool["gpulint"] = findings
+    findings_by_tool["grep"] = grep_findings(layout)
+    _print_report(usable, layout, findings_by_tool, details=args.details)
+
+
+def _print_report(
+    labels: list[Label],
+    layout: Layout,
+    findings_by_tool: dict[str, list[Finding]],
+    *,
+    details: bool,
+) -> None:
+    total_lines = sum(layout.line_counts.values())
+    negatives = sum(lb.verdict == "neg" for lb in labels)
+    repos = {lb.repo for lb in labels}
+    print(
+        f"\ncorpus: {len(labels)} labels ({negatives} negatives) in "
+        f"{len(layout.line_counts)} files, {total_lines} lines, {len(repos)} repositories"
+    )
+    scored = {
+        name: score(labels, findings) for name, findings in findings_by_tool.items()
+    }
+    print(render_table({name: result[0] for name, result in scored.items()}))
+    for name, findings in findings_by_tool.items():
+        per_k = 1000 * len(findings) / total_lines if total_lines else 0.0
+        print(f"{name} noise: {len(findings)} findings, {per_k:.1f} per 1,000 lines")
+    if details:
+        for name, (_, missed, alarms) in scored.items():
+            print(f"\n{name}: {len(missed)} missed positives")
+            print("\n".join(describe(lb) for lb in missed) or "  (none)")
+            print(f"{name}: {len(alarms)} flagged negatives")
+            print("\n".join(describe(lb) for lb in alarms) or "  (none)")
 
 
 def _read_findings_file(path: Path, root: Path) -> list[Finding]:
@@ -523,6 +529,8 @@ def reproduce_command(args: argparse.Namespace) -> str:
         parts += ["--gpulint", args.gpulint]
     if args.details:
         parts.append("--details")
+    if args.layout:
+        parts += ["--layout", str(args.layout)]
     return shlex.join(parts)
 
 
@@ -544,6 +552,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--findings",
         help="score this findings JSON instead of running gpulint (paths relative to the layout)",
+    )
+    parser.add_argument(
+        "--layout",
+        help="lay the labelled files out in this (new or empty) folder and keep it, to rerun gpulint by hand",
     )
     parser.add_argument(
         "--details",

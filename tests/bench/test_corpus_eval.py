@@ -398,3 +398,15 @@ def test_the_readme_lists_every_labelled_repository_with_its_commit():
     for lb in ce.load_labels(ce.DEFAULT_LABELS):
         row = f"| {lb.repo} | `{lb.commit}` | `github:{lb.repo}` |"
         assert row in readme, f"README.md lacks the row for {lb.repo} at {lb.commit}"
+
+
+def test_layout_folder_is_kept_and_must_start_empty(corpus, capsys):
+    findings = corpus["tmp"] / "none.json"
+    findings.write_text("[]")
+    layout = corpus["tmp"] / "kept"
+    args = ["--mirrors", str(corpus["mirrors"]), "--labels", str(corpus["labels"])]
+    assert ce.main([*args, "--findings", str(findings), "--layout", str(layout)]) == 0
+    assert (layout / "acme+trainer" / "train.py").read_text() == TRAIN_PY
+    assert f"--layout {layout}" in capsys.readouterr().out
+    assert ce.main([*args, "--findings", str(findings), "--layout", str(layout)]) == 2
+    assert "must be empty or absent" in capsys.readouterr().err
