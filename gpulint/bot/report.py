@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,6 +121,7 @@ def patch_preview(finding: Finding, root: Path | None) -> tuple[str, str]:
 # ---------------------------------------------------------------------------------------------- rendering
 
 
+@functools.cache
 def _environment(markdown: bool) -> jinja2.Environment:
     loader = jinja2.PackageLoader("gpulint", "templates")
     if markdown:
