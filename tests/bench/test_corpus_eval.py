@@ -381,15 +381,21 @@ def test_duplicate_label_and_bad_findings_file_are_errors(corpus, capsys):
 
 
 def test_the_committed_labels_file_is_well_formed():
-    """The real labels parse, meet the corpus's size and balance targets, and every family has both verdicts."""
+    """The real labels meet the issue's size and balance targets, and every family has both verdicts."""
     labels = ce.load_labels(ce.DEFAULT_LABELS)
-    assert len(labels) >= 60
-    assert len({lb.repo for lb in labels}) >= 5
+    assert len(labels) >= 150
+    assert len({lb.repo for lb in labels}) >= 10
     negatives = sum(lb.verdict == "neg" for lb in labels)
     assert negatives / len(labels) >= 0.40
+    for family in ce.FAMILIES:
+        verdicts = {lb.verdict for lb in labels if lb.family == family}
+        assert verdicts == {"pos", "neg"}, f"{family} lacks a verdict: has {verdicts}"
     assert all(lb.code for lb in labels), (
         "every label carries the code text that pins its line"
     )
+    # one commit per repository, so the README table and the mirrors stay simple
+    commits = {(lb.repo, lb.commit) for lb in labels}
+    assert len(commits) == len({lb.repo for lb in labels})
 
 
 def test_the_readme_lists_every_labelled_repository_with_its_commit():
@@ -410,3 +416,14 @@ def test_layout_folder_is_kept_and_must_start_empty(corpus, capsys):
     assert f"--layout {layout}" in capsys.readouterr().out
     assert ce.main([*args, "--findings", str(findings), "--layout", str(layout)]) == 2
     assert "must be empty or absent" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_every_label_pins_its_line_in_the_local_mirrors(tmp_path):
+    """Where the mirrors exist (a workstation with fetched repositories), no label is stale or missing."""
+    mirrors = Path(os.environ.get("GPULINT_CORPUS_MIRRORS", "/work/.mirror"))
+    labels = ce.load_labels(ce.DEFAULT_LABELS)
+    if not all(ce.mirror_git_dir(mirrors, repo) for repo in {lb.repo for lb in labels}):
+        pytest.skip(f"not every corpus repository is mirrored under {mirrors}")
+    layout, usable = ce.lay_out(labels, mirrors, tmp_path)
+    assert layout.stale == [] and len(usable) == len(labels)
