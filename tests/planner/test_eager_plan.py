@@ -16,9 +16,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpulint.planner import eager
+from gpulint.planner.cost import node_times
 from gpulint.planner.errors import PlanError
 from gpulint.planner.greedy import GreedyPlanner
-from gpulint.planner.cost import node_times
 from gpulint.planner.hardware import load_hardware
 from gpulint.planner.report import plan_dict
 from gpulint.planner.trace import default_loss, split_batch, trace_step
