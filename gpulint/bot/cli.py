@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from gpulint.bot.data import BotInputError, load_findings, load_plan
+from gpulint.bot.diff import FILTER_MODES, from_git
 from gpulint.bot.report import (
     COMMENT_LIMIT,
     DEFAULT_FULL_REPORT,
@@ -51,12 +52,20 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="link findings to source, e.g. https://github.com/OWNER/REPO/blob/SHA/")
     parser.add_argument("--source-root", metavar="DIR",
                         help="read files here to show fixes as diffs (default: the current folder)")
+    parser.add_argument("--diff-base", metavar="REF",
+                        help="report only findings on lines changed since REF (`git diff REF...HEAD`)")
+    parser.add_argument("--filter-mode", choices=FILTER_MODES, default="added",
+                        help="with --diff-base: added lines (default), whole hunks, changed files, or everything")
 
 
 def run_report(args: argparse.Namespace) -> int:
     data = _load_inputs(args)
     data.link_base = args.link_base
     data.source_root = Path(args.source_root or ".")
+    if args.diff_base:
+        data.total_findings = len(data.findings)
+        data.findings = from_git(args.diff_base, cwd=args.source_root).filter(data.findings, args.filter_mode)
+        data.changed_only = args.filter_mode != "nofilter"
     if args.format == "html":
         text = render_html(data)
     elif args.format == "summary":

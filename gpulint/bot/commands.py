@@ -9,13 +9,14 @@ from collections.abc import Callable
 
 from gpulint.bot import github as gh_ops
 from gpulint.bot.client import DEFAULT_API_URL, GitHub, GitHubError
-from gpulint.bot.diff import FILTER_MODES
+from gpulint.bot.diff import FILTER_MODES, PullDiff
 from gpulint.bot.report import (
     COMMENT_LIMIT,
     JOB_SUMMARY_LIMIT,
     ReportInput,
     render_markdown,
 )
+from gpulint.cli import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser, add_inputs: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -43,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser, add_inputs: Callable[[argpars
                            help="update the comment in place (default), delete and post anew, or post nothing")
 
 
+class BotApiError(UsageError):
+    """GitHub refused or kept failing after the retries: one line, exit 2."""
+
+
 def run(args: argparse.Namespace, load_inputs, *, env: dict | None = None, client: GitHub | None = None,
         out=None) -> int:
     env = dict(os.environ) if env is None else env
@@ -51,36 +56,53 @@ def run(args: argparse.Namespace, load_inputs, *, env: dict | None = None, clien
     if args.bot_command == "comment" and args.mode == "off":
         print("gpulint: commenting is off (--mode off)", file=out)
         return 0
-    api_url = env.get("GITHUB_API_URL") or DEFAULT_API_URL
-    gh = client or GitHub(token=env.get(args.token_env, ""), api_url=api_url)
+    gh = client or GitHub(token=env.get(args.token_env, ""), api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL)
+    try:
+        target, diff, report = _prepare(args, data, gh, env)
+    except GitHubError as exc:
+        return _cannot_post(exc, data, env, out)
+    try:
+        _post(args, gh, target, diff, report, out)
+    except GitHubError as exc:
+        return _cannot_post(exc, report, env, out)
+    return 0
+
+
+def _prepare(args, data: ReportInput, gh: GitHub, env: dict) -> tuple[gh_ops.Target, PullDiff | None, ReportInput]:
+    """The PR, its diff, and the report restricted to the findings `--filter-mode` keeps."""
     target = gh_ops.resolve_target(gh, env, args.repo, args.pr, args.head_sha)
-    all_findings = data.findings
-    diff = gh_ops.pull_diff(gh, target) if all_findings else None
-    findings = diff.filter(all_findings, args.filter_mode) if diff else []
+    diff = gh_ops.pull_diff(gh, target) if data.findings else None
     report = ReportInput(
-        findings=findings,
+        findings=diff.filter(data.findings, args.filter_mode) if diff else [],
         plan=data.plan,
         changed_only=args.filter_mode != "nofilter",
-        total_findings=len(all_findings),
+        total_findings=len(data.findings),
         link_base=gh_ops.link_base(gh.api_url, env, target),
         full_report=data.full_report,
     )
-    try:
-        if args.bot_command == "comment":
-            login = gh_ops.own_login(gh, args.login)
-            what = gh_ops.post_sticky(gh, target, login, render_markdown(report, limit=COMMENT_LIMIT), args.mode)
-            print(f"gpulint: PR #{target.number} comment {what}", file=out)
-        elif args.bot_command == "review":
-            login = gh_ops.own_login(gh, args.login)
-            r = gh_ops.post_review(gh, target, login, findings, diff or gh_ops.pull_diff(gh, target))
-            print(f"gpulint: PR #{target.number} review: {r['posted']} new, {r['already']} already posted, "
-                  f"{r['deleted']} removed, {r['dropped']} outside the diff", file=out)
-        else:
-            r = gh_ops.post_check(gh, target, findings, report)
-            print(f"gpulint: check run {r['id']} {r['conclusion']} with {r['annotations']} annotations", file=out)
-    except GitHubError as exc:
-        if not exc.is_permission:
-            raise
-        summary = render_markdown(report, "job_summary.md.j2", JOB_SUMMARY_LIMIT)
-        gh_ops.fallback(findings, summary, f"gpulint cannot write to this pull request ({exc.status})", env, out)
+    return target, diff, report
+
+
+def _post(args, gh: GitHub, target: gh_ops.Target, diff: PullDiff | None, report: ReportInput, out) -> None:
+    if args.bot_command == "comment":
+        login = gh_ops.own_login(gh, args.login)
+        what = gh_ops.post_sticky(gh, target, login, render_markdown(report, limit=COMMENT_LIMIT), args.mode)
+        print(f"gpulint: PR #{target.number} comment {what}", file=out)
+    elif args.bot_command == "review":
+        login = gh_ops.own_login(gh, args.login)
+        r = gh_ops.post_review(gh, target, login, report.findings, diff or gh_ops.pull_diff(gh, target))
+        print(f"gpulint: PR #{target.number} review: {r['posted']} new, {r['already']} already posted, "
+              f"{r['deleted']} removed, {r['dropped']} outside the diff", file=out)
+    else:
+        r = gh_ops.post_check(gh, target, report.findings, report)
+        print(f"gpulint: check run {r['id']} {r['conclusion']} with {r['annotations']} annotations", file=out)
+
+
+def _cannot_post(exc: GitHubError, report: ReportInput, env: dict, out) -> int:
+    """A token that may not write (403/404: a fork PR, a read-only token) gets the fallback and exit 0; anything
+    else that still fails after the retries is one line and exit 2."""
+    if not exc.is_permission:
+        raise BotApiError(str(exc)) from None
+    summary = render_markdown(report, "job_summary.md.j2", JOB_SUMMARY_LIMIT)
+    gh_ops.fallback(report.findings, summary, f"gpulint cannot write to this pull request ({exc.status})", env, out)
     return 0

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+import markupsafe
 
 from gpulint.bot import markdown as md
 from gpulint.bot.data import Finding, Plan
@@ -145,6 +147,7 @@ def _environment(markdown: bool) -> jinja2.Environment:
         )
     else:
         env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+        env.filters["message"] = html_message
     env.filters.update(bytes=human_bytes, time=human_time, change=percent_change)
     if markdown:  # our own figures: digits and units, nothing to escape
         env.filters.update(
@@ -153,6 +156,17 @@ def _environment(markdown: bool) -> jinja2.Environment:
             change=lambda a, b: md.Md(percent_change(a, b)),
         )
     return env
+
+
+def html_message(value: str) -> markupsafe.Markup:
+    """A rule's message in HTML: its `code spans` as <code>, everything escaped."""
+    parts = re.split(r"(`+)(.+?)\1", value)
+    out = []
+    for i in range(0, len(parts), 3):  # text, ticks, code, text, ...
+        out.append(markupsafe.escape(parts[i]))
+        if i + 2 < len(parts):
+            out.append(markupsafe.Markup("<code>%s</code>") % parts[i + 2])
+    return markupsafe.Markup("").join(out)
 
 
 def _context(data: ReportInput, shown: int) -> dict:

@@ -218,3 +218,23 @@ def test_missing_token_is_one_clear_line(tmp_path):
     args = parser.parse_args(["comment", "--lint", str(FIXTURES / "findings.json"), "--repo", "o/r", "--pr", "1"])
     with pytest.raises(UsageError, match="no GitHub token"):
         commands.run(args, _load_inputs, env={})
+
+
+def test_api_failure_after_retries_is_one_line_exit_2(fake_dotcom, tmp_path, capsys):
+    """Not a permission problem (a 422 on the comment): `gpulint bot` says so in one line and exits 2."""
+    from gpulint.cli import main
+
+    fake_dotcom.files = [{"filename": "examples/train.py", "status": "modified", "patch": PATCH}]
+    fake_dotcom.fail("create_comment", Fault(422, {}, {"message": "Validation Failed", "errors": ["body is too long"]}))
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": fake_dotcom.number, "head": {"sha": fake_dotcom.head_sha}}}))
+    env = {"GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": fake_dotcom.base_url, "GITHUB_EVENT_PATH": str(event),
+           "GITHUB_REPOSITORY": f"{fake_dotcom.owner}/{fake_dotcom.repo}"}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        code = main(["bot", "comment", "--lint", str(FIXTURES / "findings.json")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith("gpulint: error: GitHub API POST")
+    assert "Validation Failed: body is too long" in err and "Traceback" not in err and TOKEN not in err

@@ -192,3 +192,36 @@ def test_missing_openapi_description_fails_with_the_install_command(tmp_path, mo
     monkeypatch.setenv(SPEC_DIR_ENV, str(tmp_path))
     with pytest.raises(RuntimeError, match="npm install --prefix .cache/octokit @octokit/openapi"):
         spec_dir()
+
+
+def test_report_against_a_local_git_diff(tmp_path):
+    """`--diff-base REF` keeps the findings on lines changed since REF, read from `git diff`."""
+    import argparse
+    import subprocess
+
+    from gpulint.bot.cli import add_report_arguments, run_report
+
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "src/train.py").write_text("".join(f"line{n}\n" for n in range(1, 21)))
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
+    lines = [f"line{n}\n" for n in range(1, 21)]
+    lines[9] = "changed10\n"
+    (repo / "src/train.py").write_text("".join(lines))
+    subprocess.run([*git, "commit", "-q", "-am", "change"], check=True)
+    findings = _write(tmp_path, "f.json", [_finding(line=10, message="on the change"),
+                                           _finding(line=2, message="old code")])
+    parser = argparse.ArgumentParser()
+    add_report_arguments(parser)
+    out = tmp_path / "r.md"
+    args = parser.parse_args(["--lint", str(findings), "--diff-base", "HEAD~1", "--source-root", str(repo),
+                              "--output", str(out)])
+    assert run_report(args) == 0
+    body = out.read_text()
+    assert "on the change" in body and "old code" not in body
+    assert "**1 finding on changed lines**" in body and "2 in the files scanned" in body
+    with pytest.raises(UsageError, match="--diff-base nope"):
+        run_report(parser.parse_args(["--lint", str(findings), "--diff-base", "nope", "--source-root", str(repo)]))
