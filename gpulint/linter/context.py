@@ -54,6 +54,7 @@ DEFAULT_GATE_PARTS = frozenset(
         "wandb", "tensorboard", "writer", "summary", "visualize", "sample",
     }
 )
+EVAL_LOADER_PARTS = frozenset({"eval", "val", "valid", "validation", "test", "testing", "dev"})
 LOADER_PARTS = frozenset({"loader", "dataloader", "dl", "batches", "iterator", "train_iter", "data_iter", "prefetcher"})
 STEP_METHODS = frozenset({"backward", "manual_backward", "zero_grad"})
 _OPTIMIZER_RECEIVER = re.compile(r"(optim|opt$|^opt|scaler|solver)", re.IGNORECASE)
@@ -207,7 +208,9 @@ class FileContext:
         self._stack.pop()
 
     def _record_loop(self, node: cst.For | cst.While) -> None:
-        info = _LoopInfo(node=node, function=self.enclosing_function(), under_no_grad=self._no_grad_depth > 0)
+        function = self.enclosing_function()
+        no_grad = self._no_grad_depth > 0 or (function is not None and self._decorated_no_grad(function))
+        info = _LoopInfo(node=node, function=function, under_no_grad=no_grad)
         if isinstance(node, cst.For):
             info.iterates_loader = self._iterates_loader(node.iter)
             self._bind(node.target, "host" if self.location_of(node.iter) == "host" else "unknown")
@@ -250,7 +253,16 @@ class FileContext:
         if name is None:
             return False
         lowered = name.lower()
+        if _name_parts(lowered) & EVAL_LOADER_PARTS:  # `val_loader`, `eval_dataloader`, `test_dl`
+            return False
         return bool(_name_parts(lowered) & LOADER_PARTS) or lowered.endswith("loader") or lowered in ("train_data", "data")
+
+    def _decorated_no_grad(self, function: cst.FunctionDef) -> bool:
+        for decorator in function.decorators:
+            target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+            if self.imports.resolve(target) in _NO_GRAD:
+                return True
+        return False
 
     def _is_no_grad_with(self, node: cst.With) -> bool:
         for item in node.items:
@@ -309,6 +321,8 @@ class FileContext:
             if left == right:
                 return left
             return "device" if "device" in (left, right) else "unknown"
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            return "host" if self.location_of(expr.elt) == "host" else "unknown"
         if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
             locations = {self.location_of(e.value) for e in expr.elements if isinstance(e, cst.Element)}
             return "host" if locations <= {"host"} else "unknown"
@@ -429,17 +443,28 @@ class FileContext:
         return False
 
     def _is_gate(self, test: cst.BaseExpression) -> bool:
+        """Does `if test:` run its body only on some steps? `if step % N:` / `!= 0` run on most steps: not a gate."""
         cached = self._gate_cache.get(id(test))
         if cached is None:
             cached = self._gate_cache[id(test)] = _GateFinder(self.gate_names).find(test)
-        return cached
+        return cached and _modulo_form(test) != "inverted"
+
+    def _is_exit_gate(self, test: cst.BaseExpression) -> bool:
+        """Does `if test: continue` skip most steps? `if step % N != 0: continue` does; `if step % N == 0: continue` and
+        `if resuming and step < start: continue` (skipping already-trained batches) do not."""
+        form = _modulo_form(test)
+        if form is not None:
+            return form == "inverted"
+        if _mentions_resume(test):
+            return False
+        return self._is_gate(test)
 
     def _after_early_exit_gate(self, block: cst.IndentedBlock | cst.Module, stmt: cst.CSTNode) -> bool:
         key = id(block)
         if key not in self._block_gate_index:
             self._block_gate_index[key] = None
             for position, sibling in enumerate(block.body):
-                if isinstance(sibling, cst.If) and sibling.orelse is None and _ends_with_exit(sibling.body) and self._is_gate(sibling.test):
+                if isinstance(sibling, cst.If) and sibling.orelse is None and _ends_with_exit(sibling.body) and self._is_exit_gate(sibling.test):
                     self._block_gate_index[key] = position
                     break
         gate_index = self._block_gate_index[key]
@@ -489,6 +514,36 @@ class _GateFinder(cst.CSTVisitor):
             self.found = True
         elif _name_parts(name.rsplit(".", 1)[-1]) & DEFAULT_GATE_PARTS:
             self.found = True
+
+
+def _mentions_resume(test: cst.BaseExpression) -> bool:
+    """`if args.resume_from_checkpoint and step < resume_step: continue` skips batches already trained on."""
+    parts = {"resume", "resumed", "skip", "skipped"}
+    return any(_name_parts((dotted_name(n) or "").rsplit(".", 1)[-1]) & parts for n in _leaf_names(test))
+
+
+def _leaf_names(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation):
+        return _leaf_names(test.left) + _leaf_names(test.right)
+    if isinstance(test, cst.UnaryOperation):
+        return _leaf_names(test.expression)
+    if isinstance(test, cst.Comparison):
+        return _leaf_names(test.left) + [n for c in test.comparisons for n in _leaf_names(c.comparator)]
+    return [test]
+
+
+def _modulo_form(test: cst.BaseExpression) -> str | None:
+    """"inverted" for `a % n` and `a % n != 0` (true on most steps), "equal" for `a % n == 0`, else None."""
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return "inverted"
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        left, comparison = test.left, test.comparisons[0]
+        if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
+            if isinstance(comparison.operator, cst.NotEqual):
+                return "inverted"
+            if isinstance(comparison.operator, cst.Equal):
+                return "equal"
+    return None
 
 
 def _ends_with_exit(body: cst.BaseSuite) -> bool:
