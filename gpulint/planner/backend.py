@@ -54,10 +54,21 @@ def make_partition_fn(saved: Iterable[str] | None) -> Callable[..., Any]:
         fw_module, bw_module = _extract_fwd_bwd_modules(
             joint, saved_values, saved_sym_nodes=[], num_fwd_outputs=num_fwd_outputs
         )
+        _drop_unscheduled(fw_module, {graph.nodes[i].name for i in sched.fw})
+        _drop_unscheduled(bw_module, {graph.nodes[i].name for i in sched.bw})
         _reorder(bw_module, [graph.nodes[i].name for i in sched.bw])
         return fw_module, bw_module
 
     return partition
+
+
+def _drop_unscheduled(module: Any, scheduled: set[str]) -> None:
+    """Erase unused nodes the schedule does not run. The extraction copies every node whose inputs are
+    available and its dead-code pass keeps "impure" ones, so an unused random-tagged op (SDPA has a dropout
+    argument) would otherwise be recomputed in the backward for nothing."""
+    for node in reversed(list(module.graph.nodes)):
+        if node.op == "call_function" and node.name not in scheduled and not node.users:
+            module.graph.erase_node(node)
 
 
 def _reorder(module: Any, order: list[str]) -> None:

@@ -54,12 +54,13 @@ def parse_budget(value: Any, field: str = "budget") -> int:
         text = repr(value)
     else:
         text = str(value)
-    if text.strip().endswith("%") or (isinstance(value, (int, float)) and 0 < value <= 1):
+    match = _BUDGET.match(text)
+    unitless = match is not None and not match.group(2)
+    if text.strip().endswith("%") or (unitless and 0 < float(match.group(1)) <= 1):
         raise PlanError(
             f"{field}: {value!r} looks like a fraction; gpulint budgets are absolute (e.g. 24GB or 24GiB), "
             "because a ratio of saved activations does not bound the peak"
         )
-    match = _BUDGET.match(text)
     if not match or match.group(2).upper() not in _UNITS:
         raise PlanError(f"{field}: cannot read {value!r}; write an absolute size such as 24GB, 24GiB or 512MiB")
     nbytes = int(float(match.group(1)) * _UNITS[match.group(2).upper()])

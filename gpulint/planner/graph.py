@@ -199,6 +199,8 @@ def build_graph(joint: Any, num_fwd_outputs: int, primal_kinds: list[str]) -> Jo
             source=tuple(source) if source else None,
             excluded=excluded_reason(fx_node) if kind == FWD else None,
         )
+        if kind == FWD and op == "getitem" and inputs and nodes[inputs[0]].excluded:
+            node.excluded = nodes[inputs[0]].excluded  # an element of an unsafe multi-output op is saved instead
         if kind in (FWD, BWD) and fx_node.op == "call_function":
             node.flops, node.bytes_moved = cost.flops_and_bytes(fx_node, creates_storage=bool(creates))
         if kind == FWD:

@@ -1,0 +1,80 @@
+"""Tiny models and factories shared by the planner tests (CPU, fp32, a few thousand parameters)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import model as example  # noqa: E402
+
+TINY = example.GPTConfig(vocab_size=64, n_layer=2, n_head=2, d_model=32, seq_len=16, batch_size=2)
+
+
+def tiny_gpt() -> nn.Module:
+    return example.build_model(TINY)
+
+
+def tiny_batch() -> dict[str, torch.Tensor]:
+    return example.make_batch(TINY)
+
+
+class MLP(nn.Module):
+    """x[32, 8] -> Linear(8, 16, no bias) -> ReLU -> Linear(16, 4, no bias); loss = sum of the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16, bias=False)
+        self.fc2 = nn.Linear(16, 4, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def mlp() -> nn.Module:
+    return MLP()
+
+
+def mlp_batch() -> torch.Tensor:
+    return torch.randn(32, 8)
+
+
+class DropoutMLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 64)
+        self.drop = nn.Dropout(0.5)
+        self.fc2 = nn.Linear(64, 64)
+        self.fc3 = nn.Linear(64, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc3(torch.tanh(self.fc2(self.drop(torch.relu(self.fc1(x))))))
+
+
+def dropout_mlp() -> nn.Module:
+    return DropoutMLP()
+
+
+def dropout_batch() -> torch.Tensor:
+    return torch.randn(64, 8)
+
+
+class DataDependent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        return y[y > 0].sum()
+
+
+def data_dependent() -> nn.Module:
+    return DataDependent()
+
+
+def vector_loss(output: torch.Tensor, batch: object) -> torch.Tensor:
+    return output.sum(dim=0)

@@ -1,0 +1,114 @@
+"""The greedy planner, the backend that applies a plan, and gradient equality with eager."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpulint.planner import compile as gpulint_compile  # noqa: E402
+from gpulint.planner.backend import saved_names  # noqa: E402
+from gpulint.planner.cost import node_times, op_time  # noqa: E402
+from gpulint.planner.greedy import GreedyPlanner  # noqa: E402
+from gpulint.planner.errors import PlanError  # noqa: E402
+from gpulint.planner.hardware import load_hardware  # noqa: E402
+from gpulint.planner.measure import measure_step  # noqa: E402
+from gpulint.planner.report import plan_dict  # noqa: E402
+from gpulint.planner.simulate import simulate  # noqa: E402
+from gpulint.planner.trace import trace_step  # noqa: E402
+
+from . import models  # noqa: E402
+
+CPU = load_hardware("cpu")
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    return trace_step(models.tiny_gpt, models.tiny_batch, optimizer="adamw").graph
+
+
+@pytest.fixture(scope="module")
+def full_run(gpt):
+    return GreedyPlanner(gpt, node_times(gpt, CPU)).run(None)
+
+
+def test_path_lowers_peak_and_every_step_is_exact(gpt, full_run):
+    peaks = [s.peak for s in full_run.path]
+    assert len(peaks) > 3 and all(b < a for a, b in zip(peaks, peaks[1:]))
+    for step in full_run.path[:: max(1, len(full_run.path) // 5)]:
+        assert simulate(gpt, set(step.saved)).peak == step.peak
+
+
+def test_budget_held_with_least_recompute_at_that_budget(gpt, full_run):
+    planner = GreedyPlanner(gpt, node_times(gpt, CPU))
+    budget = (full_run.baseline.peak + full_run.lowest_peak) // 2
+    result = planner.run(budget)
+    assert result.feasible and result.chosen.peak <= budget
+    assert result.chosen.recompute_time_s > 0
+    # Stopping as soon as the budget holds: the step before it was over budget.
+    assert result.path[-2].peak > budget
+    assert planner.for_budget(full_run, budget).chosen == result.chosen
+
+
+def test_infeasible_budget_reports_lowest_peak(gpt, full_run):
+    result = GreedyPlanner(gpt, node_times(gpt, CPU)).run(full_run.lowest_peak - 1)
+    assert not result.feasible
+    assert result.chosen.peak == result.lowest_peak == full_run.lowest_peak
+
+
+def test_random_ops_are_never_recomputed():
+    graph = trace_step(models.dropout_mlp, models.dropout_batch, optimizer="none").graph
+    rng = [n.index for n in graph.nodes if n.excluded]
+    assert rng and all("random" in graph.nodes[i].excluded for i in rng)
+    result = GreedyPlanner(graph, node_times(graph, CPU)).run(None)
+    for step in result.path:
+        sched = simulate(graph, set(step.saved)).schedule
+        assert not (sched.recomputed & set(rng))
+    plan = plan_dict(graph, result, hardware="cpu")
+    assert {e["id"] for e in plan["excluded"]} == {graph.nodes[i].name for i in rng}
+    assert all(d["id"] not in {e["id"] for e in plan["excluded"]} for d in plan["decisions"])
+
+
+def _grads(model):
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("factory,batch", [(models.tiny_gpt, models.tiny_batch), (models.dropout_mlp, models.dropout_batch)])
+def test_planned_step_gives_eager_loss_and_gradients(factory, batch):
+    graph = trace_step(factory, batch, optimizer="none").graph
+    result = GreedyPlanner(graph, node_times(graph, CPU)).run(None)  # recompute as much as the planner will
+    plan = plan_dict(graph, result, hardware="cpu")
+    assert any(d["action"] == "recompute" for d in plan["decisions"])
+    torch.manual_seed(1)
+    model, data = factory(), batch()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(2)
+    out = model(**data) if isinstance(data, dict) else model(data)
+    loss = out.loss if hasattr(out, "loss") else out.sum()
+    loss.backward()
+    eager_loss, eager_grads = loss.item(), _grads(model)
+    model.zero_grad(set_to_none=True)
+    model.load_state_dict(state)
+    step = gpulint_compile(model, plan)
+    torch.manual_seed(2)
+    planned = step(data)
+    planned.backward()
+    assert planned.item() == pytest.approx(eager_loss, rel=1e-6)
+    for a, b in zip(eager_grads, _grads(model)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_plan_for_another_model_is_rejected(gpt):
+    plan = {"decisions": [{"id": "no_such_node", "action": "save"}]}
+    with pytest.raises(PlanError, match="does not match"):
+        measure_step(models.tiny_gpt, models.tiny_batch, saved_names(plan), repeats=1)
+
+
+def test_roofline_charges_memory_bound_ops():
+    h100 = load_hardware("h100-sxm")
+    # A pointwise op on 1 GB: no FLOPs, but it must take at least bytes / bandwidth.
+    assert op_time(0.0, 10**9, "bf16", h100) >= 10**9 / h100.memory_bandwidth
+    # A large matmul is compute bound.
+    flops = 2 * 8192**3
+    assert op_time(flops, 3 * 8192 * 8192 * 2, "bf16", h100) == pytest.approx(flops / h100.flops["bf16"] + 5e-6)
+    assert op_time(0.0, 0, "fp32", h100) == 0.0
