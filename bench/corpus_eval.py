@@ -441,6 +441,13 @@ def describe(label: Label) -> str:
 
 def evaluate(args: argparse.Namespace) -> int:
     labels = load_labels(Path(args.labels))
+    if args.repo:
+        unknown = sorted(set(args.repo) - {lb.repo for lb in labels})
+        if unknown:
+            raise CorpusError(
+                f"--repo {unknown[0]}: no labels for that repository in {args.labels}"
+            )
+        labels = [lb for lb in labels if lb.repo in args.repo]
     if args.layout:
         root = Path(args.layout)
         if root.exists() and any(root.iterdir()):
@@ -527,6 +534,8 @@ def reproduce_command(args: argparse.Namespace) -> str:
         parts += ["--findings", str(args.findings)]
     elif args.gpulint != "python -m gpulint":
         parts += ["--gpulint", args.gpulint]
+    for repo in args.repo or ():
+        parts += ["--repo", repo]
     if args.details:
         parts.append("--details")
     if args.layout:
@@ -552,6 +561,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--findings",
         help="score this findings JSON instead of running gpulint (paths relative to the layout)",
+    )
+    parser.add_argument(
+        "--repo",
+        action="append",
+        metavar="OWNER/NAME",
+        help="score only this repository's labels (repeatable), e.g. for a held-out subset",
     )
     parser.add_argument(
         "--layout",

@@ -427,3 +427,21 @@ def test_every_label_pins_its_line_in_the_local_mirrors(tmp_path):
         pytest.skip(f"not every corpus repository is mirrored under {mirrors}")
     layout, usable = ce.lay_out(labels, mirrors, tmp_path)
     assert layout.stale == [] and len(usable) == len(labels)
+
+
+def test_repo_filter_scores_a_subset_and_rejects_unknown_repos(corpus, capsys):
+    findings = corpus["tmp"] / "none.json"
+    findings.write_text("[]")
+    args = [
+        "--mirrors",
+        str(corpus["mirrors"]),
+        "--labels",
+        str(corpus["labels"]),
+        "--findings",
+        str(findings),
+    ]
+    assert ce.main([*args, "--repo", "acme/trainer"]) == 0
+    out = capsys.readouterr().out
+    assert "corpus: 5 labels" in out and "--repo acme/trainer" in out
+    assert ce.main([*args, "--repo", "other/repo"]) == 2
+    assert "--repo other/repo: no labels for that repository" in capsys.readouterr().err
