@@ -35,7 +35,7 @@ DEFAULT_HOT_FUNCTIONS = frozenset(
     {
         "train_step", "training_step", "_train_step", "train_one_epoch", "train_epoch", "_run_batch", "run_batch",
         "compute_loss", "train_batch", "train_on_batch", "forward_backward", "forward_backward_step", "fwd_bwd",
-        "train_iter", "train_iteration", "optimizer_step", "update_step", "inner_loop",
+        "train_iter", "train_iteration", "optimizer_step", "update_step", "inner_loop", "forward",
     }
 )
 # Split on "_": a function is cold when one of its name's parts is one of these (`evaluate_model`, `__init__`).
