@@ -15,7 +15,7 @@ from gpulint.cli import UsageError
 
 MAX_FILE_BYTES = 32 * 1024 * 1024  # an artifact larger than this is refused, not parsed
 MAX_FINDINGS = 20_000
-MAX_TEXT = 4_000  # longest message/content kept from one finding; longer is cut
+MAX_TEXT = 4_000  # longest message kept from one finding (for display; fix contents are never cut)
 MAX_TIMELINE_POINTS = 5_000
 PLAN_SCHEMA = "gpulint.plan/1"
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
@@ -127,8 +127,6 @@ def _field(obj: dict, key: str, kind, where: str, *, optional: bool = False, def
         ok = isinstance(value, kind)
     if not ok:
         raise BotInputError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
-    if isinstance(value, str):
-        return value[:MAX_TEXT]
     return value
 
 
@@ -155,9 +153,9 @@ def _finding(raw: dict, where: str) -> Finding:
         edit_list = _field(fix, "edits", list, f"{where}.fix")
         edits = tuple(_edit(e, f"{where}.fix.edits[{i}]") for i, e in enumerate(edit_list[:50]))
     return Finding(
-        code=_field(raw, "code", str, where),
-        name=_field(raw, "name", str, where, optional=True, default=""),
-        message=_field(raw, "message", str, where),
+        code=_field(raw, "code", str, where)[:32],
+        name=_field(raw, "name", str, where, optional=True, default="")[:200],
+        message=_field(raw, "message", str, where)[:MAX_TEXT],
         severity=_field(raw, "severity", str, where, optional=True, default="warning"),
         path=_field(raw, "path", str, where),
         line=line,

@@ -19,6 +19,7 @@ from gpulint.bot.data import Finding
 from gpulint.bot.diff import FileDiff, PullDiff, from_pr_files
 from gpulint.bot.report import (
     CHECK_SUMMARY_LIMIT,
+    COMMENT_LIMIT,
     MARKER,
     ReportInput,
     apply_edits,
@@ -203,9 +204,11 @@ def review_comment(finding: Finding, fd: FileDiff | None) -> ReviewComment:
     start, end = finding.line, finding.end_line
     suggestion = _suggestion(finding, fd)
     if suggestion:
-        start, end, replacement = suggestion
         kind = "Safe fix" if finding.fix_applicability == "safe" else "Possible fix (check the behaviour)"
-        body += ["", f"{kind}:", md.fence(replacement, "suggestion")]
+        block = ["", f"{kind}:", md.fence(suggestion[2], "suggestion")]
+        if len("\n".join(body + block)) <= COMMENT_LIMIT:  # a huge fix is left to the sticky comment's patches
+            start, end = suggestion[:2]
+            body += block
     return ReviewComment(fp, finding, finding.path, start, end, "\n".join(body))
 
 

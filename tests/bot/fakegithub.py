@@ -342,6 +342,8 @@ def _handler(fake: FakeGitHub):
                 fake.seen_headers.append(dict(self.headers))
                 fake.log.append((method, parts.path.removeprefix(fake.base_path), body))
             problem = self._check_headers()
+            if not parts.path.startswith(fake.base_path + "/"):
+                problem = problem or f"{method} {parts.path}: not under the API base path {fake.base_path!r}"
             route = self._route(method.lower(), parts.path.removeprefix(fake.base_path))
             if route is None:
                 problem = problem or f"{method} {parts.path}: no such operation in the fake"

@@ -43,6 +43,9 @@ def _bot(fake, tmp_path, *argv, env_extra=None):
 
 def test_comment_three_times_leaves_one_sticky_comment(fake, tmp_path):
     fake.files = [{"filename": "examples/train.py", "status": "modified", "patch": PATCH}]
+    fake.page_size = 2  # the comments span pages: the bot must follow rel="next"
+    for n in range(3):
+        fake.add_comment(f"review remark {n}", "octocat")
     human = fake.add_comment(f"{MARKER}\nI quoted the bot's marker, please do not edit me", "octocat")
     lint, plan = str(FIXTURES / "findings.json"), str(FIXTURES / "plan.json")
     for _ in range(3):
@@ -50,6 +53,7 @@ def test_comment_three_times_leaves_one_sticky_comment(fake, tmp_path):
         assert code == 0
     ours = [c for c in fake.comments.values() if c["login"] == "github-actions[bot]"]
     assert len(ours) == 1 and ours[0]["body"].startswith(MARKER)
+    assert len(fake.calls("list_comments")) == 2 + 3 + 3  # 4 comments in 2 pages, then ours on page 3
     assert "GPL401" in ours[0]["body"]  # on an added line (57)
     assert "GPL301" not in ours[0]["body"]  # examples/data.py is not in the PR
     assert "**Peak memory 31.6 GB → 22.1 GB**" in ours[0]["body"]

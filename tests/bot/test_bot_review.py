@@ -189,3 +189,16 @@ def test_the_oracle_rejects_a_request_github_would_not_accept(fake_dotcom, clock
     assert len(fake_dotcom.request_errors) == 3
     assert "bodyy" in fake_dotcom.request_errors[0] or "additional" in fake_dotcom.request_errors[0].lower()
     fake_dotcom.request_errors.clear()  # expected here; any other test fails on them at teardown
+
+
+def test_a_fix_too_large_for_a_review_comment_is_left_out(tmp_path):
+    from gpulint.bot.report import COMMENT_LIMIT
+
+    fd = parse_patch("src/train.py", PATCH)
+    huge = {"applicability": "safe", "edits": [{"line": 57, "column": 5, "end_line": 57, "end_column": 27,
+                                                "content": "x = 1\n" * 12_000}]}
+    (f,) = _load(tmp_path, [finding(57, fix=huge)])
+    c = ops.review_comment(f, fd)
+    assert len(c.body) <= COMMENT_LIMIT and "suggestion" not in c.body and (c.start_line, c.line) == (57, 57)
+    (small,) = _load(tmp_path, [finding(57, fix=ITEM_FIX)])
+    assert "```suggestion" in ops.review_comment(small, fd).body
