@@ -48,6 +48,11 @@ def message(value: object) -> Md:
     return Md("".join(out))
 
 
+def html(value: object) -> Md:
+    """Text inside an HTML block (a <summary> line), where Markdown is not parsed: entities only."""
+    return Md("".join(_ENTITIES.get(ch, ch) for ch in re.sub(r"\s+", " ", str(value))).replace('"', "&quot;"))
+
+
 def _fence_length(content: str, minimum: int) -> int:
     runs = [len(m) for m in _LONGEST_BACKTICKS.findall(content)]
     return max([minimum - 1, *runs]) + 1

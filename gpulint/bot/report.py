@@ -140,6 +140,7 @@ def _environment(markdown: bool) -> jinja2.Environment:
         env.filters.update(
             text=md.text,
             message=md.message,
+            html=md.html,
             code=md.code,
             fence=md.fence,
             link=lambda label, url: md.link(label if isinstance(label, md.Md) else md.text(label), url),
