@@ -46,11 +46,12 @@ COLD_NAME_PARTS = frozenset(
         "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
     }
 )
-# Identifier parts that make an `if` test a gate (`should_log`, `log_interval`, `args.print_freq`, `is_main_process`).
+# Identifier parts that make an `if` test a gate (`should_log`, `log_interval`, `args.print_freq`). Rank guards
+# (`if master_process:`, `is_main_process()`) are not gates: rank 0 still runs the body every step.
 DEFAULT_GATE_PARTS = frozenset(
     {
         "log", "logging", "logger", "print", "report", "display", "verbose", "debug", "interval", "every", "freq",
-        "frequency", "period", "master", "main", "zero", "rank", "eval", "evaluate", "save", "checkpoint", "ckpt",
+        "frequency", "period", "eval", "evaluate", "save", "checkpoint", "ckpt",
         "wandb", "tensorboard", "writer", "summary", "visualize", "sample",
     }
 )
