@@ -52,6 +52,9 @@ def run(args: argparse.Namespace, load_inputs, *, env: dict | None = None, clien
         out=None) -> int:
     env = dict(os.environ) if env is None else env
     out = out or sys.stdout
+    if args.bot_command == "review" and not args.lint:
+        # Without findings every earlier review comment would look fixed and be deleted.
+        raise UsageError("gpulint bot review needs --lint FINDINGS.json")
     data = load_inputs(args)
     if args.bot_command == "comment" and args.mode == "off":
         print("gpulint: commenting is off (--mode off)", file=out)

@@ -242,3 +242,13 @@ def test_api_failure_after_retries_is_one_line_exit_2(fake_dotcom, tmp_path, cap
     assert code == 2
     assert err.strip().splitlines()[-1].startswith("gpulint: error: GitHub API POST")
     assert "Validation Failed: body is too long" in err and "Traceback" not in err and TOKEN not in err
+
+
+def test_review_without_findings_is_refused_not_a_mass_delete():
+    from gpulint.cli import UsageError
+
+    parser = argparse.ArgumentParser()
+    add_bot_arguments(parser)
+    args = parser.parse_args(["review", "--plan", str(FIXTURES / "plan.json"), "--repo", "o/r", "--pr", "1"])
+    with pytest.raises(UsageError, match="needs --lint"):
+        commands.run(args, _load_inputs, env={"GITHUB_TOKEN": TOKEN})
