@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from gpulint.linter.names import last_name
-from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 from gpulint.rules.per_tensor import in_step, name_parts, scan_model_tensor_for
 
 if TYPE_CHECKING:
@@ -202,6 +202,14 @@ DTYPE_NAMES = frozenset(
     {"float", "float16", "float32", "float64", "bfloat16", "half", "double", "long", "int", "int8", "int16", "int32",
      "int64", "uint8", "bool", "complex64", "complex128", "cfloat", "cdouble", "short"}
 )
+# Legacy typed constructors allocate on the CPU: `torch.LongTensor(n)`.
+LEGACY_CONSTRUCTORS = frozenset(
+    {"FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
+     "ByteTensor", "CharTensor", "BoolTensor", "Tensor"}
+)
+# In-place fills applied right after creation: `torch.LongTensor(n).random_(8)`.
+FILLS = frozenset({"random_", "uniform_", "normal_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_"})
+STEP_CALLS = frozenset({"backward", "zero_grad", "step"})
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
 
@@ -239,6 +247,9 @@ class CreatedOnCpuThenMoved(Rule):
         in_step("x = torch.tensor([1, 2, 3]).to(\"cpu\")"),
         "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
         "        return x + torch.arange(x.size(1), device=x.device)\n",
+        "import torch\n\ndef train(model, loader, opt, rank):\n    total = torch.zeros(2).to(rank)\n"
+        "    for batch in loader:\n        model(batch).backward()\n        opt.step()\n",
+        in_step("out = torch.empty(0).to(batch.device)"),
     )
     invalid = (
         Invalid(
@@ -260,50 +271,121 @@ class CreatedOnCpuThenMoved(Rule):
             fixed=in_step("acc = torch.zeros(2, device=local_rank)"),
         ),
         Invalid(in_step("z = torch.zeros(3, device=\"cpu\").cuda()")),
+        Invalid(in_step("target = torch.LongTensor(16).random_(8).to(device)")),
+        Invalid(
+            "import torch\n\nclass Resampler:\n    def gather(self, local_ts, sizes):\n"
+            "        return [torch.zeros(max(sizes)).to(local_ts) for _ in sizes]\n"
+        ),
     )
+
+    def __init__(self, context: "FileContext") -> None:
+        super().__init__(context)
+        # Findings in a function wait for the end of that function: whether it holds the training loop decides
+        # their execution condition (see leave_FunctionDef).
+        self._pending: dict[int, list[Report]] = {}
+        self._training_functions: set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as"):
+        if not isinstance(func, cst.Attribute):
             return
-        factory = func.value
-        if not isinstance(factory, cst.Call):
+        if func.attr.value in STEP_CALLS and self.context.innermost_loop() is not None:
+            self._note_training_function()
+        if func.attr.value not in ("cuda", "to", "type_as"):
             return
-        resolved = self.context.resolve(factory.func) or ""
-        kind = resolved.rsplit(".", 1)[-1] if resolved.startswith("torch.") and resolved.count(".") == 1 else ""
-        if kind not in DETERMINISTIC_FACTORIES and kind not in RANDOM_FACTORIES:
+        created = self._cpu_creation(func.value)
+        if created is None:
             return
-        if _keyword(factory, "pin_memory") is not None:
-            return  # staged in pinned memory on purpose
+        factory, kind = created
         device = self._target_device(node, func.attr.value)
         if device is None:
             return
         fix: list[Replace] = []
-        if _keyword(factory, "device") is None and device is not False:
-            extra = [_kwarg("device", device)]
-            if func.attr.value == "type_as":
-                other = node.args[0].value
-                extra = [
-                    _kwarg("dtype", cst.Attribute(other, cst.Name("dtype"))),
-                    _kwarg("device", cst.Attribute(other, cst.Name("device"))),
-                ]
-            args = list(factory.args)
-            if args:
-                args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-            fix = [Replace(node, factory.with_changes(args=args + extra))]
-        when = "training" if self._in_forward() else "per_step"
-        self.report(node, when=when, fix=fix, unsafe_fix=kind in RANDOM_FACTORIES)
+        if factory is func.value and kind and _keyword(factory, "device") is None and isinstance(device, cst.BaseExpression):
+            fix = [Replace(node, self._with_device(factory, node, func.attr.value, device))]
+        self._report(node, fix, unsafe=kind in RANDOM_FACTORIES)
+
+    def visit_For(self, node: cst.For) -> None:
+        iterable = node.iter
+        while isinstance(iterable, cst.Call) and iterable.args and last_name(iterable.func) in ("enumerate", "tqdm", "iter"):
+            iterable = iterable.args[0].value
+        name = last_name(iterable.func if isinstance(iterable, cst.Call) else iterable) or ""
+        if "loader" in name.lower():
+            self._note_training_function()
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        pending = self._pending.pop(id(original_node), ())
+        # In a function that holds the training loop, only the code inside the loop runs per step ("per_step");
+        # a helper without one (a forward-like method, a per-step utility in another module) counts wherever it is
+        # not known to be cold ("training").
+        when = "per_step" if id(original_node) in self._training_functions else "training"
+        for report in pending:
+            self.context.add_report(
+                Report(self, report.node, report.message, when, report.ancestors, report.fix, report.unsafe_fix)
+            )
+
+    def _note_training_function(self) -> None:
+        function = self.context.enclosing_function()
+        if function is not None:
+            self._training_functions.add(id(function))
+
+    def _report(self, node: cst.Call, fix: list[Replace], unsafe: bool) -> None:
+        function = self.context.enclosing_function()
+        if function is None:
+            self.report(node, when="per_step", fix=fix, unsafe_fix=unsafe)
+        elif "forward" in name_parts(function.name.value):
+            self.report(node, when="training", fix=fix, unsafe_fix=unsafe)
+        else:
+            report = Report(self, node, self.message, "training", self.context.ancestors_snapshot(), tuple(fix), unsafe)
+            self._pending.setdefault(id(function), []).append(report)
+
+    def _cpu_creation(self, expr: cst.BaseExpression) -> tuple[cst.Call, str] | None:
+        """(factory call, factory kind) when `expr` creates a tensor on the CPU: `torch.zeros(n)`,
+        `torch.LongTensor(n).random_(8)` (kind "" for legacy constructors, which the fix does not rewrite)."""
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in FILLS:
+            inner = expr.func.value
+            created = self._cpu_creation(inner) if isinstance(inner, cst.Call) else None
+            return (created[0], "") if created else None
+        if not isinstance(expr, cst.Call):
+            return None
+        resolved = self.context.resolve(expr.func) or ""
+        if not resolved.startswith("torch.") or resolved.count(".") != 1:
+            return None
+        kind = resolved.rsplit(".", 1)[-1]
+        if kind in LEGACY_CONSTRUCTORS:
+            return expr, ""
+        if kind not in DETERMINISTIC_FACTORIES and kind not in RANDOM_FACTORIES:
+            return None
+        if _keyword(expr, "pin_memory") is not None:
+            return None  # staged in pinned memory on purpose
+        if expr.args and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0" and kind != "full":
+            return None  # zero elements: nothing is copied
+        return expr, kind
+
+    @staticmethod
+    def _with_device(factory: cst.Call, move: cst.Call, method: str, device: cst.BaseExpression) -> cst.Call:
+        extra = [_kwarg("device", device)]
+        if method == "type_as":
+            other = move.args[0].value
+            extra = [
+                _kwarg("dtype", cst.Attribute(other, cst.Name("dtype"))),
+                _kwarg("device", cst.Attribute(other, cst.Name("device"))),
+            ]
+        args = list(factory.args)
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return factory.with_changes(args=args + extra)
 
     def _target_device(self, move: cst.Call, method: str) -> cst.BaseExpression | bool | None:
-        """The device expression the move targets; False when it is a device move that the fix cannot express;
-        None when it is not (or not surely) a move to an accelerator."""
+        """The device expression the move targets; True when it surely or probably moves to an accelerator but the
+        fix cannot express it (`.to(other_tensor)`, `.to(device, dtype)`); None when it is not a device move."""
         args = [a for a in move.args if not (a.keyword and a.keyword.value in ("non_blocking", "copy"))]
         if method == "cuda":
             if not args:
                 return cst.SimpleString('"cuda"')
             if len(args) == 1 and (args[0].keyword is None or args[0].keyword.value == "device"):
                 return args[0].value
-            return False
+            return True
         if method == "type_as":
             other = move.args[0].value if len(move.args) == 1 else None
             return other if isinstance(other, (cst.Name, cst.Attribute)) else None
@@ -312,27 +394,34 @@ class CreatedOnCpuThenMoved(Rule):
         first = args[0]
         if first.keyword is not None and first.keyword.value != "device":
             return None
-        if not self._is_device_expr(first.value):
+        verdict = self._device_verdict(first.value)
+        if verdict is None:
             return None
-        return first.value if len(args) == 1 else False
+        if verdict == "device" and len(args) == 1:
+            return first.value
+        return True
 
-    def _is_device_expr(self, expr: cst.BaseExpression) -> bool:
+    def _device_verdict(self, expr: cst.BaseExpression) -> str | None:
+        """"device" for a device (`"cuda"`, `0`, `device`, `x.device`, `torch.device("cuda")`), "tensor" for what is
+        probably another tensor (`.to(local_ts)` moves to its device and dtype), None for a dtype or the CPU."""
         if isinstance(expr, cst.SimpleString):
-            return expr.raw_value.split(":")[0] not in ("cpu", "meta")
+            return None if expr.raw_value.split(":")[0] in ("cpu", "meta") else "device"
         if isinstance(expr, cst.Integer):
-            return True
+            return "device"
         if isinstance(expr, cst.Call):
             name = self.context.resolve(expr.func)
-            return name == "torch.device" and bool(expr.args) and self._is_device_expr(expr.args[0].value)
+            if name == "torch.device" and expr.args and self._device_verdict(expr.args[0].value) == "device":
+                return "device"
+            return None
         resolved = self.context.resolve(expr) or ""
         if resolved.startswith("torch.") and resolved.rsplit(".", 1)[-1] in DTYPE_NAMES:
-            return False
+            return None
         name = last_name(expr)
-        return name is not None and bool(_DEVICE_WORD.search(name)) and "dtype" not in name.lower()
-
-    def _in_forward(self) -> bool:
-        function = self.context.enclosing_function()
-        return function is not None and function.name.value == "forward"
+        if name is None:
+            return None
+        if name_parts(name) & {"dtype", "type", "cpu", "precision"} or name in DTYPE_NAMES:
+            return None
+        return "device" if _DEVICE_WORD.search(name) else "tensor"
 
 
 OPTIMIZER_MODULES = ("torch.optim.", "apex.optimizers.", "bitsandbytes.optim.", "bnb.optim.", "timm.optim.")

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpulint.linter.names import last_name
+from gpulint.linter.context import METADATA_ATTRS, METADATA_METHODS
+from gpulint.linter.names import dotted_name, last_name
 from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
 
 if TYPE_CHECKING:
@@ -48,6 +49,11 @@ HOST_READ_FUNCTIONS = frozenset(
         "info", "debug", "warning", "record",
     }
 )
+# A call whose dotted name has one of these parts hands its arguments to a logger, which reads tensors on the host
+# (`tb_wandb_log(name, norm)`, `logger.logkv_mean(...)`, `self.writer.add_scalar(...)`).
+LOGGER_PARTS = frozenset({"log", "logger", "logging", "logkv", "wandb", "tensorboard", "tb", "writer", "summary"})
+# Builtins that call bool() on each element of a comprehension: `any(not torch.isfinite(g).all() for g in grads)`.
+TRUTH_CONSUMERS = frozenset({"any", "all", "max", "min", "sorted"})
 # In-place tensor arithmetic: one kernel per call (optimizer updates, EMA, gradient scaling, manual zeroing).
 INPLACE_ARITHMETIC = frozenset(
     {
@@ -55,6 +61,10 @@ INPLACE_ARITHMETIC = frozenset(
         "sqrt_", "pow_", "neg_", "copy_", "zero_", "sign_", "abs_",
     }
 )
+
+
+UPDATE_NAME_PARTS = frozenset({"update", "updates", "step", "ema", "sync", "apply", "swap", "average", "momentum"})
+CONVERSIONS = frozenset({"to", "detach", "cuda", "float", "half", "bfloat16", "double", "type", "type_as", "contiguous"})
 
 
 def name_parts(name: str) -> set[str]:
@@ -94,7 +104,7 @@ def is_model_tensor_iterable(expr: cst.BaseExpression) -> bool:
             return any(is_model_tensor_iterable(arg.value) for arg in expr.args)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
-            if method in ("parameters", "named_parameters"):
+            if method in ("parameters", "named_parameters", "buffers", "named_buffers"):
                 return True
             if method in ("values", "items"):
                 receiver = func.value
@@ -128,6 +138,8 @@ class LoopScan:
     inplace: int = 0  # per-tensor in-place arithmetic (add_, mul_, lerp_, copy_ of a computed value, p.data -= ...)
     first_inplace: cst.CSTNode | None = None
     reduced_names: set[str] = field(default_factory=set)
+    plain_copies: int = 0  # `ema_v.copy_(model_v)` in a per-step update function
+    builds_lists: bool = False  # appends loop tensors to lists (for a following torch._foreach_* call)
 
     @property
     def kind(self) -> str | None:
@@ -136,7 +148,7 @@ class LoopScan:
         (GPL102)."""
         if self.reductions and self.reads:
             return "norm-read"
-        if self.inplace:
+        if self.inplace or (self.plain_copies and not self.builds_lists):
             return "arithmetic"
         if self.reductions:
             return "norm"
@@ -150,6 +162,10 @@ class _LoopBodyScanner(cst.CSTVisitor):
         super().__init__()
         self.tensors = set(loop_vars)  # names that hold a tensor of the loop (the loop variables and what derives)
         self.context = context
+        function = context.enclosing_function()
+        # In a function named like a per-step update (`update`, `apply_update_`, `ema_step`), copying each tensor
+        # unchanged is per-step work too; elsewhere (`set`, `load_weights`) it is a one-off weight load.
+        self.copies_count = function is not None and bool(name_parts(function.name.value) & UPDATE_NAME_PARTS)
         self.scan = LoopScan()
         self._stack: list[cst.CSTNode] = []
         self._hits_at_assign: list[int] = []
@@ -191,9 +207,18 @@ class _LoopBodyScanner(cst.CSTVisitor):
             self.scan.reduced_names |= target_names(original_node.target)
 
     def _check_rebind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        # `p.data = p.data - lr * p.grad` computes a new tensor per parameter, like an in-place update.
-        if isinstance(target, cst.Attribute) and root_name(target) in self.tensors and isinstance(value, cst.BinaryOperation):
+        # `p.data = p.data - lr * p.grad` and `self.exp_avg[n] = beta * self.exp_avg[n] + (1 - beta) * p.grad`
+        # compute and store a new tensor per parameter, like an in-place update. Temporaries (`coef = clip / norm`)
+        # are not updates.
+        if not isinstance(target, (cst.Attribute, cst.Subscript)) or isinstance(value, (cst.Name, cst.Attribute)):
+            return
+        if isinstance(value, (cst.BinaryOperation, cst.Call)) and self._on_tensor(value):
             self._inplace(target)
+
+    def visit_For(self, node: cst.For) -> None:
+        # `for ki, vi in v.items():` inside a loop over optimizer states: the inner values are loop tensors too.
+        if self._on_tensor(node.iter):
+            self.tensors |= target_names(node.target)
 
     # -- calls: reductions, in-place arithmetic
     def visit_Call(self, node: cst.Call) -> None:
@@ -204,25 +229,42 @@ class _LoopBodyScanner(cst.CSTVisitor):
             if method in REDUCTION_METHODS and on_tensor:
                 self._reduction()
                 return
-            if method in INPLACE_ARITHMETIC and on_tensor and self._is_arithmetic(method, node, func.value):
-                self._inplace(node)
+            if method in INPLACE_ARITHMETIC and on_tensor:
+                self._inplace_call(method, node, func.value)
                 return
-        resolved = self.context.resolve(func)
-        if resolved in TORCH_REDUCTIONS and node.args and self._on_tensor(node.args[0].value):
+            if method == "append" and node.args and self._on_tensor(node.args[0].value):
+                self.scan.builds_lists = True
+        if not node.args or not self._on_tensor(node.args[0].value):
+            return
+        resolved = self.context.resolve(func) or ""
+        if resolved in TORCH_REDUCTIONS:
             self._reduction()
+        elif not resolved.startswith("torch.") and "norm" in name_parts(last_name(func) or ""):
+            self._reduction()  # a helper such as `unitwise_norm(p.grad)` or `get_norm(g)`
 
     def _on_tensor(self, expr: cst.BaseExpression) -> bool:
-        """Does `expr` compute on a loop tensor: `p.grad.data`, `torch.isnan(g)`, `torch.abs(p.grad).pow(2)`?"""
+        """Does `expr` compute on a loop tensor: `p.grad.data`, `torch.isnan(g)`, `(p.grad ** 2)`? Metadata
+        (`p.shape`, `p.numel()`) lives on the host and does not count."""
         while True:
             if isinstance(expr, cst.Name):
                 return expr.value in self.tensors
-            if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            if isinstance(expr, cst.Attribute):
+                if expr.attr.value in METADATA_ATTRS:
+                    return False
                 expr = expr.value
+            elif isinstance(expr, cst.Subscript):
+                expr = expr.value
+            elif isinstance(expr, cst.BinaryOperation):
+                return self._on_tensor(expr.left) or self._on_tensor(expr.right)
+            elif isinstance(expr, cst.UnaryOperation):
+                expr = expr.expression
             elif isinstance(expr, cst.Call):
                 resolved = self.context.resolve(expr.func) or ""
                 if resolved.startswith("torch.") and expr.args:
                     expr = expr.args[0].value
                 elif isinstance(expr.func, cst.Attribute):
+                    if expr.func.attr.value in METADATA_METHODS:
+                        return False
                     expr = expr.func.value
                 else:
                     return False
@@ -246,15 +288,23 @@ class _LoopBodyScanner(cst.CSTVisitor):
         if self.scan.first_inplace is None:
             self.scan.first_inplace = node
 
-    @staticmethod
-    def _is_arithmetic(method: str, call: cst.Call, receiver: cst.BaseExpression) -> bool:
+    def _inplace_call(self, method: str, call: cst.Call, receiver: cst.BaseExpression) -> None:
         if method == "copy_":
-            # A plain copy (`ema.copy_(p)`) is a weight load; copying a computed value is an update.
-            return bool(call.args) and not isinstance(call.args[0].value, (cst.Name, cst.Attribute))
-        if method == "zero_":
+            # A plain copy (`ema.copy_(p)`, `ema.copy_(p.to(device))`) is a weight load, unless the function is a
+            # per-step update (and the loop is not just sorting tensors into lists for a foreach call); copying a
+            # computed value is an update.
+            if not call.args:
+                return
+            if not _is_plain_copy_source(call.args[0].value):
+                self._inplace(call)
+            elif self.copies_count:
+                self.scan.plain_copies += 1
+        elif method == "zero_":
             # Zeroing gradients one by one is a manual zero_grad; zeroing weights is initialisation (cold).
-            return "grad" in (cst.Module([]).code_for_node(receiver))
-        return True
+            if _chain_has_attribute(receiver, "grad"):
+                self._inplace(call)
+        else:
+            self._inplace(call)
 
     def _value_is_read(self) -> bool:
         """True when an enclosing expression of the node being visited brings its value to the host."""
@@ -270,9 +320,13 @@ class _LoopBodyScanner(cst.CSTVisitor):
                 resolved = self.context.resolve(node.func) or ""
                 if resolved.startswith(("math.", "numpy.", "np.")):
                     return True
-                if name in HOST_READ_FUNCTIONS and not resolved.startswith("torch."):
+                if not resolved.startswith("torch.") and (
+                    name in HOST_READ_FUNCTIONS or name_parts(dotted_name(node.func) or "") & LOGGER_PARTS
+                ):
                     return True
             elif isinstance(node, (cst.If, cst.While, cst.Assert, cst.IfExp)) and child is node.test:
+                return True
+            elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
                 return True
             elif isinstance(node, cst.FormattedStringExpression):
                 return True
@@ -281,10 +335,40 @@ class _LoopBodyScanner(cst.CSTVisitor):
         return False
 
 
+def _chain_has_attribute(expr: cst.BaseExpression, attribute: str) -> bool:
+    """Does the chain `p.grad.detach()` / `p.grad.data` access `.attribute` somewhere?"""
+    while True:
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value == attribute:
+                return True
+            expr = expr.value
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call):
+            expr = expr.func
+        else:
+            return False
+
+
+def _is_plain_copy_source(expr: cst.BaseExpression) -> bool:
+    """`p`, `p.data`, `p.detach().to(device)`: the same values, maybe moved or cast."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in CONVERSIONS:
+        expr = expr.func.value
+    return isinstance(expr, (cst.Name, cst.Attribute))
+
+
 def scan_tensor_loop(loop_vars: set[str], body: cst.CSTNode, context: "FileContext") -> LoopScan:
     scanner = _LoopBodyScanner(loop_vars, context)
     body.visit(scanner)
     return scanner.scan
+
+
+def iterated_by_truth_consumer(context: "FileContext") -> bool:
+    """Is the comprehension being visited the argument of `any(...)`, `all(...)`, `max(...)`, which call bool() on
+    (or compare) each element on the host?"""
+    parent = context.parent(1)
+    call = context.parent(2) if isinstance(parent, cst.Arg) else parent
+    return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in TRUTH_CONSUMERS
 
 
 def scan_model_tensor_for(node: cst.For, context: "FileContext") -> LoopScan | None:
@@ -306,7 +390,10 @@ def scan_model_tensor_comprehension(node: cst.CSTNode, context: "FileContext") -
     comp_for = node.for_in
     if comp_for.inner_for_in is not None or not is_model_tensor_iterable(comp_for.iter):
         return None
-    return scan_tensor_loop(target_names(comp_for.target), comprehension_element(node), context)
+    scan = scan_tensor_loop(target_names(comp_for.target), comprehension_element(node), context)
+    if scan.reductions and iterated_by_truth_consumer(context):
+        scan.reads += 1
+    return scan
 
 
 _TRAIN = """import torch
@@ -499,11 +586,12 @@ class PerMetricLoggingLoop(_PerTensorRule):
         "this loop reads a dict of metric tensors one value at a time: one device-to-host sync per metric; stack them "
         "and transfer once"
     )
-    triggers = (".items()", ".values()", "losses", "metrics")
+    triggers = (".items()", ".values()", "losses", "metrics", "**")
     docs = RuleDocs(
         what_it_does="Flags a `for` loop over a dict of tensors (`.items()` / `.values()`) or over a list named like "
         "`losses` / `metrics` that reads each value on the host (`.item()`, `float()`, `.tolist()`, `.cpu()`, "
-        "`add_scalar`).",
+        "`add_scalar`), and a step that hands a dict of tensors to a metric logger as keyword arguments "
+        "(`metric_logger.update(**loss_dict)`), whose `update` reads them one by one.",
         why_slow="Each read is a device-to-host copy that blocks until the GPU finishes all queued work. Logging ten "
         "loss terms every step costs ten round trips where one would do, and each one stalls the launch queue.",
         example="for k, v in loss_dict.items():\n    meters[k].update(v.item())",
@@ -528,16 +616,27 @@ class PerMetricLoggingLoop(_PerTensorRule):
             "            if isinstance(v, torch.Tensor):\n                v = v.item()\n            self.meters[k].update(v)\n"
         ),
         Invalid(in_step("for name, l in zip(names, losses):\n    writer.add_scalar(name, l, step)")),
+        Invalid(in_step("loss_dict = criterion(out, batch)\nmetric_logger.update(loss=loss_value, **loss_dict)")),
     )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # `metric_logger.update(**loss_dict)`: the logger's update() loops over the dict calling .item() on each.
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("update", "log", "log_dict"):
+            return
+        receiver = name_parts(last_name(func.value) or "")
+        if not receiver & {"logger", "meter", "meters", "metrics", "tracker"}:
+            return
+        for arg in node.args:
+            if arg.star == "**" and not self.context.is_host_value(arg.value) and _names_metrics(arg.value):
+                self.report(node, when="per_step")
+                return
 
     def visit_For(self, node: cst.For) -> None:
         value_vars = self._metric_value_vars(node)
         if not value_vars or is_model_tensor_iterable(node.iter):
             return
-        iterables = [node.iter]
-        if isinstance(node.iter, cst.Call) and last_name(node.iter.func) in ("zip", "enumerate"):
-            iterables = [arg.value for arg in node.iter.args]
-        if all(self.context.is_host_value(it) for it in iterables):
+        if iterates_host_values(node.iter, self.context):
             return
         if _reads_each(value_vars, node.body, self.context):
             self._report_ungated(node.iter)
@@ -558,12 +657,19 @@ class PerMetricLoggingLoop(_PerTensorRule):
         return set()
 
 
+def iterates_host_values(iterable: cst.BaseExpression, context: "FileContext") -> bool:
+    """Are the elements of `iterable` already on the host? `zip(a, b)` / `enumerate(a)` are when all they wrap is."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate"):
+        return all(context.is_host_value(arg.value) for arg in iterable.args)
+    return context.is_host_value(iterable)
+
+
 def _names_metrics(expr: cst.BaseExpression) -> bool:
     name = last_name(expr)
     if name is None:
         return False
     parts = name_parts(name)
-    return bool(parts & {"losses", "metrics"}) or ("dict" in parts and bool(parts & {"loss", "metric"}))
+    return bool(parts & {"losses", "metrics"}) or ("dict" in parts and bool(parts & {"loss", "metric", "losses"}))
 
 
 class _ReadFinder(cst.CSTVisitor):
@@ -630,6 +736,7 @@ class ItemListComprehension(_PerTensorRule):
             fixed=in_step("values = torch.stack(list(loss_dict.values())).tolist()"),
         ),
         Invalid(in_step("logs = {k: v.item() for k, v in loss_dict.items()}")),
+        Invalid(in_step("values = [x.item() for y, n in zip(gathered, sizes) for x in y[:n]]")),
     )
 
     def __init__(self, context: "FileContext") -> None:
@@ -643,10 +750,14 @@ class ItemListComprehension(_PerTensorRule):
 
     def _visit_comprehension(self, node: cst.CSTNode) -> None:
         comp_for = node.for_in
-        if comp_for.inner_for_in is not None or self.context.is_host_value(comp_for.iter):
+        if iterates_host_values(comp_for.iter, self.context):
             return
         element = comprehension_element(node)
-        names = target_names(comp_for.target)
+        names: set[str] = set()
+        inner = comp_for
+        while inner is not None:  # `[x.item() for y in ys for x in y]`
+            names |= target_names(inner.target)
+            inner = inner.inner_for_in
         if not _is_item_of(element, names):
             return
         if is_model_tensor_iterable(comp_for.iter):
@@ -664,6 +775,7 @@ class ItemListComprehension(_PerTensorRule):
             not self._torch_bound
             or element is None
             or comp_for.ifs
+            or comp_for.inner_for_in is not None
             or not isinstance(comp_for.target, cst.Name)
             or not (isinstance(element.func.value, cst.Name) and element.func.value.value == comp_for.target.value)
         ):
