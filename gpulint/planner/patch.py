@@ -128,9 +128,9 @@ class _Finder(cst.CSTVisitor):
                         self.by_factory.append(_Target(node, target.value))
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _called_name(node) == "apply" and isinstance(node.func, cst.Attribute):
-            if isinstance(node.func.value, cst.Name) and node.func.value.value == "gpulint":
-                self.applied = True
+        func = node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            self.applied = self.applied or (func.value.value, func.attr.value) == ("gpulint", "apply")
         if _called_name(node) == "parameters" and isinstance(node.func, cst.Attribute):
             owner = node.func.value
             if isinstance(owner, cst.Name):
@@ -218,10 +218,14 @@ def _imports_path(module: cst.Module) -> bool:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
-            if isinstance(small, cst.ImportFrom) and isinstance(small.module, cst.Name):
-                if small.module.value == "pathlib" and not isinstance(small.names, cst.ImportStar):
-                    if any(alias.evaluated_name == "Path" and alias.asname is None for alias in small.names):
-                        return True
+            from_pathlib = (
+                isinstance(small, cst.ImportFrom)
+                and isinstance(small.module, cst.Name)
+                and small.module.value == "pathlib"
+                and not isinstance(small.names, cst.ImportStar)
+            )
+            if from_pathlib and any(a.evaluated_name == "Path" and a.asname is None for a in small.names):
+                return True
     return False
 
 
