@@ -89,7 +89,9 @@ def _prepare(args, data: ReportInput, gh: GitHub, env: dict) -> tuple[gh_ops.Tar
 def _post(args, gh: GitHub, target: gh_ops.Target, diff: PullDiff | None, report: ReportInput, out) -> None:
     if args.bot_command == "comment":
         login = gh_ops.own_login(gh, args.login)
-        what = gh_ops.post_sticky(gh, target, login, render_markdown(report, limit=COMMENT_LIMIT), args.mode)
+        body = render_markdown(report, limit=COMMENT_LIMIT)
+        has_news = bool(report.findings) or report.plan is not None
+        what = gh_ops.post_sticky(gh, target, login, body, args.mode, create=has_news)
         print(f"gpulint: PR #{target.number} comment {what}", file=out)
     elif args.bot_command == "review":
         login = gh_ops.own_login(gh, args.login)

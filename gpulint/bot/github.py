@@ -139,11 +139,14 @@ def find_sticky(gh: GitHub, target: Target, login: str) -> dict | None:
     return None
 
 
-def post_sticky(gh: GitHub, target: Target, login: str, body: str, mode: str = "update") -> str:
-    """Create or update the one gpulint comment; returns what happened."""
+def post_sticky(gh: GitHub, target: Target, login: str, body: str, mode: str = "update", create: bool = True) -> str:
+    """Create or update the one gpulint comment; returns what happened. With `create=False` (nothing to report) an
+    existing comment is still updated, so that it stops showing fixed findings, but no new one is posted."""
     if mode == "off":
         return "off"
     existing = find_sticky(gh, target, login)
+    if existing is None and not create:
+        return "not needed (nothing to report)"
     if existing and mode == "update":
         if existing.get("body") == body:
             return "unchanged"

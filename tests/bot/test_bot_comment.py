@@ -252,3 +252,15 @@ def test_review_without_findings_is_refused_not_a_mass_delete():
     args = parser.parse_args(["review", "--plan", str(FIXTURES / "plan.json"), "--repo", "o/r", "--pr", "1"])
     with pytest.raises(UsageError, match="needs --lint"):
         commands.run(args, _load_inputs, env={"GITHUB_TOKEN": TOKEN})
+
+
+def test_a_clean_pr_gets_no_comment_but_a_stale_one_is_cleared(fake, tmp_path):
+    fake.files = [{"filename": "examples/train.py", "status": "modified", "patch": PATCH}]
+    clean = tmp_path / "clean.json"
+    clean.write_text("[]")
+    code, out = _bot(fake, tmp_path, "comment", "--lint", str(clean))
+    assert code == 0 and fake.comments == {} and "nothing to report" in out
+    _bot(fake, tmp_path, "comment", "--lint", str(FIXTURES / "findings.json"))
+    _bot(fake, tmp_path, "comment", "--lint", str(clean))  # the findings were fixed
+    (body,) = [c["body"] for c in fake.comments.values()]
+    assert "No findings on changed lines" in body and "GPL401" not in body
