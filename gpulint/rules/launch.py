@@ -46,13 +46,13 @@ class PerParameterUpdateLoop(Rule):
     valid = (
         in_step("with torch.no_grad():\n"
                 "    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 0.001)"),
-        "import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        for p in self.parameters():\n            p.data.mul_(0.5)\n",
+        ("import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+         "        for p in self.parameters():\n            p.data.mul_(0.5)\n"),
         in_step("for p in model.parameters():\n    p.grad = None"),
         in_step("grads = []\nfor p in model.parameters():\n    if p.grad is not None:\n        grads.append(p.grad)\n"
                 "torch._foreach_mul_(grads, 0.5)"),
-        "import torch\n\ndef load_weights(dst, src):\n    for a, b in zip(dst.parameters(), src.parameters()):\n"
-        "        a.copy_(b)\n",
+        ("import torch\n\ndef load_weights(dst, src):\n    for a, b in zip(dst.parameters(), src.parameters()):\n"
+         "        a.copy_(b)\n"),
         in_step("for group in optimizer.param_groups:\n    group[\"lr\"] = group[\"lr\"] * 0.99"),
     )
     invalid = (
@@ -245,10 +245,10 @@ class CreatedOnCpuThenMoved(Rule):
         "import torch\n\nbuf = torch.zeros(1024).cuda()\n",
         in_step("x = torch.zeros(4).to(torch.float16)"),
         in_step("x = torch.tensor([1, 2, 3]).to(\"cpu\")"),
-        "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
-        "        return x + torch.arange(x.size(1), device=x.device)\n",
-        "import torch\n\ndef train(model, loader, opt, rank):\n    total = torch.zeros(2).to(rank)\n"
-        "    for batch in loader:\n        model(batch).backward()\n        opt.step()\n",
+        ("import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+         "        return x + torch.arange(x.size(1), device=x.device)\n"),
+        ("import torch\n\ndef train(model, loader, opt, rank):\n    total = torch.zeros(2).to(rank)\n"
+         "    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"),
         in_step("out = torch.empty(0).to(batch.device)"),
     )
     invalid = (
@@ -278,7 +278,7 @@ class CreatedOnCpuThenMoved(Rule):
         ),
     )
 
-    def __init__(self, context: "FileContext") -> None:
+    def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         # Findings in a function wait for the end of that function: whether it holds the training loop decides
         # their execution condition (see leave_FunctionDef).
@@ -448,8 +448,8 @@ class ConstructionInStep(Rule):
         "None:`) is not flagged; other one-time conditions are: add `# noqa: GPL505`.",
     )
     valid = (
-        "import torch\n\ndef train(model, loader):\n    opt = torch.optim.AdamW(model.parameters())\n"
-        "    model = torch.compile(model)\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n",
+        ("import torch\n\ndef train(model, loader):\n    opt = torch.optim.AdamW(model.parameters())\n"
+         "    model = torch.compile(model)\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"),
         in_step("if step == 1000:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)"),
         in_step("if compiled is None:\n    compiled = torch.compile(model)"),
     )
@@ -486,9 +486,13 @@ class ConstructionInStep(Rule):
             node = chain[index]
             if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 return False
-            if isinstance(node, cst.If) and chain[index + 1] is node.body and isinstance(node.test, cst.Comparison):
-                if any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in node.test.comparisons):
-                    return True
+            if (
+                isinstance(node, cst.If)
+                and chain[index + 1] is node.body
+                and isinstance(node.test, cst.Comparison)
+                and any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in node.test.comparisons)
+            ):
+                return True
         return False
 
 
@@ -501,7 +505,7 @@ def _is_test_path(path: str) -> bool:
     )
 
 
-def _under_any_if(context: "FileContext") -> bool:
+def _under_any_if(context: FileContext) -> bool:
     """Inside the body of any `if` in the same function (`if args.debug:`): switched by a flag, not always on."""
     chain = context.ancestors
     for index in range(len(chain) - 2, -1, -1):
@@ -587,11 +591,11 @@ class AlwaysOnProfiler(Rule):
         "`benchmark*` are skipped; otherwise add `# noqa: GPL507`.",
     )
     valid = (
-        "import torch\n\ndef train(loader):\n    sched = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)\n"
-        "    with torch.profiler.profile(schedule=sched) as prof:\n        for batch in loader:\n            step(batch)\n"
-        "            prof.step()\n",
-        "import torch\n\ndef train(loader, args):\n    with torch.autograd.profiler.profile(enabled=args.profile):\n"
-        "        for batch in loader:\n            step(batch)\n",
+        ("import torch\n\ndef train(loader):\n    sched = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)\n"
+         "    with torch.profiler.profile(schedule=sched) as prof:\n        for batch in loader:\n            step(batch)\n"
+         "            prof.step()\n"),
+        ("import torch\n\ndef train(loader, args):\n    with torch.autograd.profiler.profile(enabled=args.profile):\n"
+         "        for batch in loader:\n            step(batch)\n"),
         "import torch\n\ndef profile_model(model, x):\n    with torch.profiler.profile() as prof:\n        model(x)\n",
     )
     invalid = (

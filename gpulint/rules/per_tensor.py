@@ -158,7 +158,7 @@ class LoopScan:
 class _LoopBodyScanner(cst.CSTVisitor):
     """Walks a loop body (or a comprehension's element) once. Nested functions and classes are not part of it."""
 
-    def __init__(self, loop_vars: set[str], context: "FileContext") -> None:
+    def __init__(self, loop_vars: set[str], context: FileContext) -> None:
         super().__init__()
         self.tensors = set(loop_vars)  # names that hold a tensor of the loop (the loop variables and what derives)
         self.context = context
@@ -324,11 +324,7 @@ class _LoopBodyScanner(cst.CSTVisitor):
                     name in HOST_READ_FUNCTIONS or name_parts(dotted_name(node.func) or "") & LOGGER_PARTS
                 ):
                     return True
-            elif isinstance(node, (cst.If, cst.While, cst.Assert, cst.IfExp)) and child is node.test:
-                return True
-            elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
-                return True
-            elif isinstance(node, cst.FormattedStringExpression):
+            elif isinstance(node, (cst.If, cst.While, cst.Assert, cst.IfExp)) and child is node.test or isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not) or isinstance(node, cst.FormattedStringExpression):
                 return True
             elif isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
                 return False
@@ -357,13 +353,13 @@ def _is_plain_copy_source(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, (cst.Name, cst.Attribute))
 
 
-def scan_tensor_loop(loop_vars: set[str], body: cst.CSTNode, context: "FileContext") -> LoopScan:
+def scan_tensor_loop(loop_vars: set[str], body: cst.CSTNode, context: FileContext) -> LoopScan:
     scanner = _LoopBodyScanner(loop_vars, context)
     body.visit(scanner)
     return scanner.scan
 
 
-def iterated_by_truth_consumer(context: "FileContext") -> bool:
+def iterated_by_truth_consumer(context: FileContext) -> bool:
     """Is the comprehension being visited the argument of `any(...)`, `all(...)`, `max(...)`, which call bool() on
     (or compare) each element on the host?"""
     parent = context.parent(1)
@@ -371,7 +367,7 @@ def iterated_by_truth_consumer(context: "FileContext") -> bool:
     return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in TRUTH_CONSUMERS
 
 
-def scan_model_tensor_for(node: cst.For, context: "FileContext") -> LoopScan | None:
+def scan_model_tensor_for(node: cst.For, context: FileContext) -> LoopScan | None:
     """The scan of a `for` over a model's tensors, or None when the loop iterates something else."""
     if not is_model_tensor_iterable(node.iter):
         return None
@@ -385,7 +381,7 @@ def comprehension_element(node: cst.CSTNode) -> cst.BaseExpression:
     return node.value if isinstance(node, cst.DictComp) else node.elt
 
 
-def scan_model_tensor_comprehension(node: cst.CSTNode, context: "FileContext") -> LoopScan | None:
+def scan_model_tensor_comprehension(node: cst.CSTNode, context: FileContext) -> LoopScan | None:
     """The scan of a one-`for` comprehension over a model's tensors, or None."""
     comp_for = node.for_in
     if comp_for.inner_for_in is not None or not is_model_tensor_iterable(comp_for.iter):
@@ -527,7 +523,7 @@ class PerTensorNormLoop(_PerTensorRule):
         Invalid(in_step("l2 = sum(p.pow(2).sum() for p in model.parameters())")),
     )
 
-    def __init__(self, context: "FileContext") -> None:
+    def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self._torch_bound = False
 
@@ -649,15 +645,15 @@ class PerMetricLoggingLoop(_PerTensorRule):
                 return target_names(node.target.elements[1].value)
             if method == "values":
                 return target_names(node.target)
-        if isinstance(iterable, cst.Call) and last_name(iterable.func) == "zip":
-            if any(_names_metrics(arg.value) for arg in iterable.args):
-                return target_names(node.target)
+        is_zip = isinstance(iterable, cst.Call) and last_name(iterable.func) == "zip"
+        if is_zip and any(_names_metrics(arg.value) for arg in iterable.args):
+            return target_names(node.target)
         if _names_metrics(iterable):
             return target_names(node.target)
         return set()
 
 
-def iterates_host_values(iterable: cst.BaseExpression, context: "FileContext") -> bool:
+def iterates_host_values(iterable: cst.BaseExpression, context: FileContext) -> bool:
     """Are the elements of `iterable` already on the host? `zip(a, b)` / `enumerate(a)` are when all they wrap is."""
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate"):
         return all(context.is_host_value(arg.value) for arg in iterable.args)
@@ -685,16 +681,14 @@ class _ReadFinder(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> bool:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in HOST_READ_METHODS and root_name(func.value) in self.names:
-            self.found = True
-        elif last_name(func) in ("float", "int", "add_scalar", "add_scalars") and any(
+        if isinstance(func, cst.Attribute) and func.attr.value in HOST_READ_METHODS and root_name(func.value) in self.names or last_name(func) in ("float", "int", "add_scalar", "add_scalars") and any(
             isinstance(arg.value, cst.Name) and arg.value.value in self.names for arg in node.args
         ):
             self.found = True
         return not self.found
 
 
-def _reads_each(names: set[str], body: cst.CSTNode, context: "FileContext") -> bool:
+def _reads_each(names: set[str], body: cst.CSTNode, context: FileContext) -> bool:
     finder = _ReadFinder(names)
     body.visit(finder)
     return finder.found
@@ -739,7 +733,7 @@ class ItemListComprehension(_PerTensorRule):
         Invalid(in_step("values = [x.item() for y, n in zip(gathered, sizes) for x in y[:n]]")),
     )
 
-    def __init__(self, context: "FileContext") -> None:
+    def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self._torch_bound = False
 
