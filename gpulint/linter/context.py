@@ -443,6 +443,10 @@ class FileContext:
                 return True
         return False
 
+    def is_gate(self, test: cst.BaseExpression) -> bool:
+        """Public form of `_is_gate` for rules that look ahead at sibling statements."""
+        return self._is_gate(test)
+
     def _is_gate(self, test: cst.BaseExpression) -> bool:
         """Does `if test:` run its body only on some steps? `if step % N:` / `!= 0` run on most steps: not a gate."""
         cached = self._gate_cache.get(id(test))
