@@ -264,3 +264,14 @@ def test_a_clean_pr_gets_no_comment_but_a_stale_one_is_cleared(fake, tmp_path):
     _bot(fake, tmp_path, "comment", "--lint", str(clean))  # the findings were fixed
     (body,) = [c["body"] for c in fake.comments.values()]
     assert "No findings on changed lines" in body and "GPL401" not in body
+
+
+def test_review_and_check_through_the_cli(fake_dotcom, tmp_path):
+    fake_dotcom.files = [{"filename": "examples/train.py", "status": "modified", "patch": PATCH}]
+    lint = str(FIXTURES / "findings.json")
+    code, out = _bot(fake_dotcom, tmp_path, "review", "--lint", lint)
+    assert code == 0 and "review: 1 new" in out  # GPL401 on line 57; the others are outside the added lines
+    code, out = _bot(fake_dotcom, tmp_path, "check", "--lint", lint, "--plan", str(FIXTURES / "plan.json"))
+    assert code == 0 and "neutral with 1 annotations" in out
+    (run,) = fake_dotcom.check_runs.values()
+    assert run["head_sha"] == fake_dotcom.head_sha and "Peak memory" in run["output"]["summary"]
