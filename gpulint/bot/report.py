@@ -236,8 +236,6 @@ def _plan_context(data: ReportInput, plan: Plan) -> dict:
         "top": top,
         "more_decisions": max(0, len(plan.recomputed) - TOP_DECISIONS),
         "chart": chart,
-        "svg_timeline": svg_timeline(plan),
-        "svg_frontier": svg_frontier(plan),
     }
 
 
@@ -263,7 +261,10 @@ def render_markdown(data: ReportInput, template: str = "pr_comment.md.j2", limit
 
 
 def render_html(data: ReportInput) -> str:
-    return _environment(markdown=False).get_template("report.html.j2").render(_context(data, len(data.findings)))
+    ctx = _context(data, len(data.findings))
+    ctx["svg_timeline"] = svg_timeline(data.plan) if data.plan else None
+    ctx["svg_frontier"] = svg_frontier(data.plan) if data.plan else None
+    return _environment(markdown=False).get_template("report.html.j2").render(ctx)
 
 
 # ---------------------------------------------------------------------------------------------- SVG charts
