@@ -108,7 +108,7 @@ def is_model_tensor_iterable(expr: cst.BaseExpression) -> bool:
                 return True
             if method in ("values", "items"):
                 receiver = func.value
-                if isinstance(receiver, cst.Call) and last_name(receiver.func) == "state_dict":
+                if _chain_calls_state_dict(receiver):
                     return True
                 name = last_name(receiver) or ""
                 return "state_dict" in name.lower() or _is_param_name(name)
@@ -122,6 +122,18 @@ def is_model_tensor_iterable(expr: cst.BaseExpression) -> bool:
         )
     name = last_name(expr)
     return name is not None and _is_param_name(name)
+
+
+def _chain_calls_state_dict(expr: cst.BaseExpression) -> bool:
+    """`model.state_dict()`, `optimizer.state_dict()["state"]`: a chain that reads a state dict."""
+    while isinstance(expr, (cst.Call, cst.Subscript, cst.Attribute)):
+        if isinstance(expr, cst.Call):
+            if last_name(expr.func) == "state_dict":
+                return True
+            expr = expr.func
+        else:
+            expr = expr.value
+    return False
 
 
 def _is_param_name(name: str) -> bool:
