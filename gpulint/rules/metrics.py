@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gpulint.linter.names import callee_method, last_name
-from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 
 _TRAIN_LOOP = """import torch
 
@@ -216,44 +216,83 @@ class ItemIntoMeter(Rule):
         return None
 
 
-class _LoopBodyScan(cst.CSTVisitor):
-    """One pass over a loop body: comparisons, subscripts and reductions that use the loop variables."""
+class _LoopFrame:
+    """What the main traversal has seen inside one open `for` loop that involves its loop variables."""
 
-    def __init__(self, loop_vars: set[str]) -> None:
+    def __init__(self, node: cst.For, loop_vars: set[str], ancestors: tuple[cst.CSTNode, ...]) -> None:
+        self.node = node
         self.loop_vars = loop_vars
-        self.compared_to_var: list[cst.Comparison] = []
-        self.indexed_by_var = False
-        self.reductions = 0
-        # `t[i, a:b] = v` (the statement and `t`): one row written per iteration.
-        self.row_writes: list[tuple[cst.Assign, cst.BaseExpression]] = []
+        self.ancestors = ancestors
+        self.indexed_by_var = False  # `x[i]` somewhere in the body
+        self.compares_vars = False  # `p == t` between two loop variables
+        self.compares_tensor = False  # `pred == c` with a loop variable and a non-host value
+        self.reductions = 0  # `.sum()` / `.mean()` / `.item()` calls in the body
+        self.reported = False
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
 
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        names = {node.left} | {t.comparator for t in node.comparisons}
-        if any(isinstance(t.operator, (cst.Equal, cst.NotEqual)) for t in node.comparisons) and any(
-            isinstance(n, cst.Name) and n.value in self.loop_vars for n in names
-        ):
-            self.compared_to_var.append(node)
+class _LoopFactsRule(Rule):
+    """Base of the rules that judge a `for` loop by its body. Facts are gathered by the engine's single traversal
+    (no re-walk of the body per loop) into a frame per open loop; `leave_For` judges the loop."""
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._frames: list[list[_LoopFrame]] = [[]]  # one list per function scope being visited
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._frames.append([])
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._frames.pop()
+
+    def visit_For(self, node: cst.For) -> None:
+        loop_vars = _target_names(node.target)
+        if loop_vars and self.wants(node):
+            self._frames[-1].append(_LoopFrame(node, loop_vars, self.context.ancestors_snapshot()))
+
+    def leave_For(self, node: cst.For) -> None:
+        open_loops = self._frames[-1]
+        if open_loops and open_loops[-1].node is node:
+            frame = open_loops.pop()
+            if not frame.reported:
+                self.judge(frame)
+
+    def wants(self, node: cst.For) -> bool:
+        raise NotImplementedError
+
+    def judge(self, frame: _LoopFrame) -> None:
+        raise NotImplementedError
+
+    def report_loop(self, frame: _LoopFrame, message: str | None = None) -> None:
+        frame.reported = True
+        self.context.add_report(Report(self, frame.node.iter, message or self.message, "per_step", frame.ancestors))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        for element in node.slice:
-            index = element.slice
-            if isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value in self.loop_vars:
-                self.indexed_by_var = True
+        for frame in self._frames[-1]:
+            if not frame.indexed_by_var and any(_index_name(e) in frame.loop_vars for e in node.slice):
+                frame.indexed_by_var = True
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if not any(isinstance(t.operator, (cst.Equal, cst.NotEqual)) for t in node.comparisons):
+            return
+        sides = [node.left] + [t.comparator for t in node.comparisons]
+        for frame in self._frames[-1]:
+            vars_ = [s for s in sides if isinstance(s, cst.Name) and s.value in frame.loop_vars]
+            if len(vars_) >= 2:
+                frame.compares_vars = True
+            elif vars_ and any(s not in vars_ and not self.context.is_host_value(s) for s in sides):
+                frame.compares_tensor = True
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("sum", "mean", "item", "float", "count_nonzero"):
-            self.reductions += 1
+            for frame in self._frames[-1]:
+                frame.reductions += 1
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            sub = target.target
-            if isinstance(sub, cst.Subscript) and len(sub.slice) >= 2:
-                first = sub.slice[0].slice
-                if isinstance(first, cst.Index) and isinstance(first.value, cst.Name) and first.value.value in self.loop_vars:
-                    self.row_writes.append((node, sub.value))
+
+def _index_name(element: cst.SubscriptElement) -> str | None:
+    index = element.slice
+    if isinstance(index, cst.Index) and isinstance(index.value, cst.Name):
+        return index.value.value
+    return None
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:
@@ -290,7 +329,7 @@ def _size_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-class PerClassMetricLoop(Rule):
+class PerClassMetricLoop(_LoopFactsRule):
     code = "GPL203"
     name = "per-class-metric-loop"
     message = "this Python loop computes a metric one class or one sample at a time, a few kernels (and often a sync) per iteration; compute it in one vectorised op"
@@ -320,38 +359,26 @@ class PerClassMetricLoop(Rule):
         Invalid(_in_loop("pred = out.argmax(1)\nfor p, t in zip(pred, y):\n    if p == t:\n        hits += 1")),
     )
 
-    def visit_For(self, node: cst.For) -> None:
-        loop_vars = _target_names(node.target)
-        if not loop_vars:
-            return
+    def wants(self, node: cst.For) -> bool:
         iter_ = node.iter
-        zipped = isinstance(iter_, cst.Call) and isinstance(iter_.func, cst.Name) and iter_.func.value == "zip"
+        if _is_zip(iter_):
+            return not all(self.context.is_host_value(a.value) for a in iter_.args)  # type: ignore[union-attr]
         bound = _range_bound(iter_)
-        if zipped:
-            if all(self.context.is_host_value(a.value) for a in iter_.args):  # type: ignore[union-attr]
-                return
-        elif bound is None or _size_of(bound) is not None:
-            return  # loops over the elements of a tensor are GPL204's
-        scan = _LoopBodyScan(loop_vars)
-        node.body.visit(scan)
-        if zipped:
-            if any(self._compares_two_vars(c, loop_vars) for c in scan.compared_to_var):
-                self.report(node.iter)
-        elif scan.reductions and any(self._compares_tensor(c, loop_vars) for c in scan.compared_to_var):
-            self.report(node.iter)
+        return bound is not None and _size_of(bound) is None  # loops over the rows of a tensor are GPL204's
 
-    @staticmethod
-    def _compares_two_vars(comparison: cst.Comparison, loop_vars: set[str]) -> bool:
-        sides = [comparison.left] + [t.comparator for t in comparison.comparisons]
-        return sum(isinstance(s, cst.Name) and s.value in loop_vars for s in sides) >= 2
-
-    def _compares_tensor(self, comparison: cst.Comparison, loop_vars: set[str]) -> bool:
-        sides = [comparison.left] + [t.comparator for t in comparison.comparisons]
-        others = [s for s in sides if not (isinstance(s, cst.Name) and s.value in loop_vars)]
-        return any(not self.context.is_host_value(s) for s in others)
+    def judge(self, frame: _LoopFrame) -> None:
+        if _is_zip(frame.node.iter):
+            if frame.compares_vars:
+                self.report_loop(frame)
+        elif frame.reductions and frame.compares_tensor:
+            self.report_loop(frame)
 
 
-class PerElementLoop(Rule):
+def _is_zip(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "zip"
+
+
+class PerElementLoop(_LoopFactsRule):
     code = "GPL204"
     name = "per-element-loop"
     message = "`for i in range({bound})` runs tensor ops one row at a time: N small kernel launches per step where one batched op does the work"
@@ -383,21 +410,26 @@ class PerElementLoop(Rule):
 
     row_message = "`{tensor}[i, ...] = ...` in a Python loop writes one row per iteration, a kernel launch each; build the mask or values once and write them in one op"
 
-    def visit_For(self, node: cst.For) -> None:
-        loop_vars = _target_names(node.target)
-        if not loop_vars:
-            return
-        scan = _LoopBodyScan(loop_vars)
-        node.body.visit(scan)
-        bound = _range_bound(node.iter)
-        if bound is not None and scan.indexed_by_var and self._over_tensor_rows(bound):
-            self.report(node.iter, self.message.format(bound=self.context.module.code_for_node(bound)))
-            return
-        for write, tensor in scan.row_writes:
-            if not self.context.is_host_value(tensor):
-                # Reported on the write itself: that line is what runs N times.
-                self.report(write, self.row_message.format(tensor=self.context.module.code_for_node(tensor)))
-                return
+    def wants(self, node: cst.For) -> bool:
+        return True
+
+    def judge(self, frame: _LoopFrame) -> None:
+        bound = _range_bound(frame.node.iter)
+        if bound is not None and frame.indexed_by_var and self._over_tensor_rows(bound):
+            self.report_loop(frame, self.message.format(bound=self.context.module.code_for_node(bound)))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        # `t[i, a:b] = v` with i a loop variable: reported on the write itself, the line that runs N times.
+        for target in node.targets:
+            sub = target.target
+            if not isinstance(sub, cst.Subscript) or len(sub.slice) < 2:
+                continue
+            index = _index_name(sub.slice[0])
+            for frame in self._frames[-1]:
+                if index in frame.loop_vars and not frame.reported and not self.context.is_host_value(sub.value):
+                    frame.reported = True
+                    self.report(node, self.row_message.format(tensor=self.context.module.code_for_node(sub.value)))
+                    return
 
     def _over_tensor_rows(self, bound: cst.BaseExpression) -> bool:
         tensor = _size_of(bound)
