@@ -149,6 +149,14 @@ class ForeachDisabled(Rule):
             self.report(arg, when="always", fix=[Replace(node, _without_arg(node, arg))], unsafe_fix=True)
 
 
+def _zeroing_step(zero_grad: str) -> str:
+    """A training loop that zeroes the gradients with `zero_grad` at the start of each step."""
+    return (
+        "import torch\n\ndef train(model, loader, optimizer, writer):\n    for step, batch in enumerate(loader):\n"
+        f"        {zero_grad}\n        loss = model(batch)\n        loss.backward()\n        optimizer.step()\n"
+    )
+
+
 class ZeroGradKeepsTensors(Rule):
     code = "GPL503"
     name = "zero-grad-set-to-none-false"
@@ -170,16 +178,16 @@ class ZeroGradKeepsTensors(Rule):
         "`# noqa: GPL503`.",
     )
     valid = (
-        in_step("optimizer.zero_grad(set_to_none=True)"),
-        in_step("model.zero_grad()"),
+        _zeroing_step("optimizer.zero_grad(set_to_none=True)"),
+        _zeroing_step("model.zero_grad()"),
         "import torch\n\ndef evaluate(model):\n    model.zero_grad(set_to_none=False)\n",
     )
     invalid = (
         Invalid(
-            in_step("optimizer.zero_grad(set_to_none=False)"),
-            fixed=in_step("optimizer.zero_grad(set_to_none=True)"),
+            _zeroing_step("optimizer.zero_grad(set_to_none=False)"),
+            fixed=_zeroing_step("optimizer.zero_grad(set_to_none=True)"),
         ),
-        Invalid(in_step("model.zero_grad(False)"), fixed=in_step("model.zero_grad(True)")),
+        Invalid(_zeroing_step("model.zero_grad(False)"), fixed=_zeroing_step("model.zero_grad(True)")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

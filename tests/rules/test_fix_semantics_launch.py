@@ -1,0 +1,173 @@
+"""Fixes of the GPL5xx rules compute the same values as the original code, run on small CPU tensors.
+
+Each INVALID example with a `fixed` form runs twice, as written and as fixed, and what it leaves behind is compared:
+the locals of its training function (GPL503, GPL504), the parameters after a few optimizer steps (GPL502), the result
+of a forward/backward pass (GPL506). This machine has no GPU, so for GPL504 both versions run with "cuda" spelled
+"cpu" (`.cuda(x)` -> `.to(x)`, `device="cuda"` -> `device="cpu"`): the check is that the factory call with `device=`
+makes the same values as the factory call followed by a move, which holds on any device for deterministic factories
+and, for random ones, on the CPU only (hence their fix is unsafe).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from gpulint.linter.rule import rules_by_code
+
+torch = pytest.importorskip("torch")
+
+
+def execute(source: str, namespace: dict) -> None:
+    """Run an example program: executing the rule's own examples is what this test is for."""
+    exec(compile(source, "example.py", "exec"), namespace)  # noqa: S102
+
+FIXABLE = ("GPL502", "GPL503", "GPL504", "GPL506")
+CASES = [
+    pytest.param(code, index, id=f"{code}-invalid{index}")
+    for code in FIXABLE
+    for index, example in enumerate(rules_by_code()[code].invalid)
+    if example.fixed is not None
+]
+
+
+class TinyModel(torch.nn.Module):
+    def __init__(self, with_unused: bool = False) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(4, 3)
+        self.b = torch.nn.Linear(3, 1)
+        if with_unused:
+            # A layer that had a gradient once (an earlier step reached it) and that the loss no longer reaches.
+            self.unused = torch.nn.Linear(2, 2)
+            for p in self.unused.parameters():
+                p.grad = torch.ones_like(p)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x))).pow(2).mean()
+
+
+def on_cpu(source: str) -> str:
+    return source.replace(".cuda(local_rank)", ".to(local_rank)").replace(".cuda()", ".cpu()").replace('"cuda"', '"cpu"')
+
+
+def fresh_namespace(with_unused: bool = False) -> dict:
+    torch.manual_seed(0)
+    model = TinyModel(with_unused)
+    return {"model": model, "device": "cpu", "local_rank": "cpu", "params": list(model.parameters())}
+
+
+def run_training_function(source: str, with_unused: bool = False) -> dict:
+    """Exec `source`, call its `train(model, loader, optimizer, writer)`, return that call's locals and the model's
+    parameters afterwards."""
+    namespace = fresh_namespace(with_unused)
+    model = namespace["model"]
+    execute(on_cpu(source), namespace)
+    loader = [torch.randn(5, 4) for _ in range(3)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+    captured: dict = {}
+
+    def on_event(frame, event, arg):
+        if event == "return" and frame.f_code.co_name == "train" and frame.f_code.co_filename == "example.py":
+            captured.update(frame.f_locals)
+
+    sys.setprofile(on_event)
+    try:
+        namespace["train"](model, loader, optimizer, None)
+    finally:
+        sys.setprofile(None)
+    drop = {"model", "loader", "optimizer", "writer", "batch", "loss"}
+    values = {name: value for name, value in captured.items() if name not in drop}
+    values["parameters"] = [p.detach().clone() for p in model.parameters()]
+    return values
+
+
+def run_module_level_optimizer(source: str) -> dict:
+    """Exec a module that builds `optimizer`/`opt` for `model`, then take three steps on a fixed batch."""
+    namespace = fresh_namespace()
+    model = namespace["model"]
+    execute(source, namespace)
+    optimizer = namespace.get("optimizer") or namespace["opt"]
+    batch = torch.randn(5, 4)
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(batch).backward()
+        optimizer.step()
+    return {"parameters": [p.detach().clone() for p in model.parameters()]}
+
+
+def run_module_with_backward(source: str) -> dict:
+    """Exec a module (e.g. one that switches anomaly mode), then run forward/backward and collect the gradients."""
+    previous = torch.is_anomaly_enabled()
+    try:
+        namespace = fresh_namespace()
+        model = namespace["model"]
+        execute(source, namespace)
+        model(torch.randn(5, 4)).backward()
+        return {"grads": [p.grad.clone() for p in model.parameters() if p.grad is not None]}
+    finally:
+        torch.autograd.set_detect_anomaly(previous)
+
+
+def run_module_forward(source: str) -> dict:
+    """Exec a module that defines the nn.Module `M`, then call it on a fixed input."""
+    namespace = fresh_namespace()
+    execute(on_cpu(source), namespace)
+    return {"output": namespace["M"]()(torch.randn(2, 5))}
+
+
+def run(source: str) -> dict:
+    if "def train(" in source:
+        return run_training_function(source)
+    if "def forward(" in source:
+        return run_module_forward(source)
+    if "set_detect_anomaly" in source:
+        return run_module_with_backward(source)
+    return run_module_level_optimizer(source)
+
+
+def assert_same(original, fixed) -> None:
+    if isinstance(original, torch.Tensor):
+        torch.testing.assert_close(fixed, original, rtol=1e-6, atol=1e-7)
+    elif isinstance(original, (list, tuple)):
+        assert len(original) == len(fixed)
+        for a, b in zip(original, fixed):
+            assert_same(a, b)
+    else:
+        assert fixed == original
+
+
+@pytest.mark.parametrize("code,index", CASES)
+def test_fix_computes_the_same_values(code, index):
+    example = rules_by_code()[code].invalid[index]
+    original = run(example.code)
+    fixed = run(example.fixed)
+    assert original.keys() == fixed.keys()
+    for name in sorted(original):
+        assert_same(original[name], fixed[name])
+
+
+def test_the_check_notices_a_changed_value():
+    # The harness is not vacuous: a "fix" that changes a factory's values is caught.
+    example = next(e for e in rules_by_code()["GPL504"].invalid if e.fixed and "ones(8, 8" in e.fixed)
+    original = run(example.code)["mask"]
+    changed = run(example.fixed.replace("ones(8, 8", "zeros(8, 8"))["mask"]
+    with pytest.raises(AssertionError):
+        assert_same(original, changed)
+
+
+def test_zero_grad_fix_changes_parameters_that_get_no_gradient():
+    # Why GPL503's fix is unsafe: with zeroed gradients, SGD still applies weight decay to a layer the loss no longer
+    # reaches; with `None` gradients it skips that layer.
+    example = rules_by_code()["GPL503"].invalid[0]
+    original = run_training_function(example.code, with_unused=True)["parameters"]
+    fixed = run_training_function(example.fixed, with_unused=True)["parameters"]
+    assert_same(original[:4], fixed[:4])  # the layers the loss reaches: identical
+    with pytest.raises(AssertionError):
+        assert_same(original[4:], fixed[4:])
+
+
+def test_cases_cover_every_fixable_rule_of_the_family():
+    fixable = {r.code for r in rules_by_code().values() if r.fixable and r.code.startswith("GPL5")}
+    assert fixable == set(FIXABLE)
+    assert {case.values[0] for case in CASES} == fixable
