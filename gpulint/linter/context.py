@@ -35,7 +35,7 @@ DEFAULT_HOT_FUNCTIONS = frozenset(
     {
         "train_step", "training_step", "_train_step", "train_one_epoch", "train_epoch", "_run_batch", "run_batch",
         "compute_loss", "train_batch", "train_on_batch", "forward_backward", "forward_backward_step", "fwd_bwd",
-        "train_iter", "train_iteration", "optimizer_step", "update_step", "inner_loop", "forward",
+        "train_iter", "train_iteration", "optimizer_step", "update_step", "inner_loop", "forward", "__call__",
     }
 )
 # Split on "_": a function is cold when one of its name's parts is one of these (`evaluate_model`, `__init__`).
@@ -139,6 +139,7 @@ class FileContext:
         self.imports = ImportMap()
         self.hot_function_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
+        self._step_flags: set[str] = set()  # names assigned `step % N == 0`-like tests (`is_metric_step = ...`)
         self.reports: list[Report] = []
         self._stack: list[cst.CSTNode] = []
         self._scopes: list[dict[str, Location]] = [{}]
@@ -196,6 +197,8 @@ class FileContext:
             location = self.location_of(node.value)
             for target in node.targets:
                 self._bind(target.target, location)
+                if isinstance(target.target, cst.Name) and _is_interval_test(node.value):
+                    self._step_flags.add(target.target.value)
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._bind(node.target, self.location_of(node.value))
         elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
@@ -451,7 +454,7 @@ class FileContext:
         """Does `if test:` run its body only on some steps? `if step % N:` / `!= 0` run on most steps: not a gate."""
         cached = self._gate_cache.get(id(test))
         if cached is None:
-            cached = self._gate_cache[id(test)] = _GateFinder(self.gate_names).find(test)
+            cached = self._gate_cache[id(test)] = _GateFinder(self.gate_names | self._step_flags).find(test)
         return cached and _modulo_form(test) != "inverted"
 
     def _is_exit_gate(self, test: cst.BaseExpression) -> bool:
@@ -535,6 +538,13 @@ def _leaf_names(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(test, cst.Comparison):
         return _leaf_names(test.left) + [n for c in test.comparisons for n in _leaf_names(c.comparator)]
     return [test]
+
+
+def _is_interval_test(expr: cst.BaseExpression) -> bool:
+    """`step % N == 0`, `(i % n == 0) or last_batch`: true once every N steps."""
+    if isinstance(expr, cst.BooleanOperation):
+        return _is_interval_test(expr.left) or _is_interval_test(expr.right)
+    return _modulo_form(expr) == "equal"
 
 
 def _modulo_form(test: cst.BaseExpression) -> str | None:
