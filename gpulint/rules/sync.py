@@ -9,6 +9,7 @@ tensor method, a parameter/gradient, or a name bound to one of those in the same
 from __future__ import annotations
 
 import re
+import weakref
 
 import libcst as cst
 
@@ -68,6 +69,7 @@ _TORCH_NON_TENSOR = frozenset(
         "use_deterministic_algorithms", "set_float32_matmul_precision", "get_rng_state", "seed", "initial_seed",
     }
 )
+_TORCH_TENSOR_FUNCTIONS = frozenset({"nn.utils.clip_grad_norm_", "nn.utils.get_total_norm"})
 _TENSOR_NAME_PARTS = frozenset({"loss", "losses", "logits", "grad", "grads"})
 _TENSOR_NAMES = frozenset({"grad_norm", "total_norm", "param_norm", "norm"})
 _TENSOR_ATTRS = frozenset({"grad", "loss", "logits"})
@@ -162,7 +164,7 @@ class _Tensors:
         resolved = self.context.resolve(func) or ""
         if resolved.startswith("torch."):
             rest = resolved[len("torch."):]
-            if rest.startswith(("nn.functional.", "linalg.", "special.", "fft.")):
+            if rest.startswith(("nn.functional.", "linalg.", "special.", "fft.")) or rest in _TORCH_TENSOR_FUNCTIONS:
                 return True
             if "." in rest or rest in _TORCH_NON_TENSOR or rest.startswith(("is_", "get_", "set_")):
                 return False
@@ -210,8 +212,24 @@ def _string_index(node: cst.Subscript) -> str | None:
     return None
 
 
+# A training script (it calls backward) that never names a device, an accelerator or a distributed backend runs on
+# the CPU: nothing to sync with. Helper modules (losses, matchers) get their tensors from elsewhere and are checked.
+_GPU_EVIDENCE = re.compile(r"cuda|device|gpu|accelerat|fabric|lightning|distributed|\.to\(|rank|xla|mps|xpu|npu")
+_gpu_files: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _mentions_gpu(context) -> bool:
+    known = _gpu_files.get(context)
+    if known is None:
+        # Only files that produced a GPL4 report pay for regenerating their text, once.
+        code = context.module.code
+        known = _gpu_files[context] = bool(_GPU_EVIDENCE.search(code)) or "backward(" not in code
+    return known
+
+
 class _SyncRule(Rule):
-    """Shared plumbing: tensor tracking and the precedence checks the families agreed on."""
+    """Shared plumbing: tensor tracking, the precedence checks the families agreed on, and no findings in files that
+    never touch a device (a CPU-only script has no GPU to wait for)."""
 
     def __init__(self, context) -> None:
         super().__init__(context)
@@ -244,9 +262,15 @@ class _SyncRule(Rule):
         loop = self.context.innermost_loop()
         return isinstance(loop, cst.For) and _iterates_tensors_of_model(loop.iter)
 
-    def report_at(self, node: cst.CSTNode, message: str, ancestors: tuple[cst.CSTNode, ...]) -> None:
+    def report(self, node, message=None, *, when="per_step", fix=(), unsafe_fix=False) -> None:
+        if _mentions_gpu(self.context):
+            super().report(node, message, when=when, fix=fix, unsafe_fix=unsafe_fix)
+
+    def report_at(self, node: cst.CSTNode, message: str, ancestors: tuple[cst.CSTNode, ...], fix=(),
+                  unsafe_fix: bool = False) -> None:
         """Report with ancestors saved earlier (for findings decided at the end of the file)."""
-        self.context.add_report(Report(self, node, message, "per_step", ancestors))
+        if _mentions_gpu(self.context):
+            self.context.add_report(Report(self, node, message, "per_step", ancestors, tuple(fix), unsafe_fix))
 
 
 def _iterates_tensors_of_model(expr: cst.BaseExpression) -> bool:
@@ -297,10 +321,10 @@ class ScalarSyncInStep(_SyncRule):
     code = "GPL401"
     name = "scalar-sync-in-step"
     message = "`.{method}()` copies a device tensor to the host every step and blocks until the GPU catches up"
-    triggers = (".item(", ".tolist(")
+    triggers = (".item(", ".tolist(", ".get_scale(", "scaler.state_dict(")
     docs = RuleDocs(
         what_it_does="Flags `.item()` and `.tolist()` on a tensor in code that runs every training step and is not "
-        "gated to a logging interval.",
+        "gated to a logging interval, and `GradScaler.get_scale()` / `scaler.state_dict()`, which call `.item()`.",
         why_slow="Reading a device value on the host is a device-to-host copy that waits for every kernel queued before "
         "it: the CPU stops launching work, the GPU drains its queue and idles until the next launch. One sync per step "
         "removes the CPU's lead over the GPU, which is what keeps small-kernel models busy.",
@@ -323,15 +347,25 @@ class ScalarSyncInStep(_SyncRule):
     invalid = (
         Invalid(_in_loop("loss_value = loss.item()")),
         Invalid(_in_loop("probs = F.softmax(model(x), dim=-1).tolist()")),
+        Invalid(_in_loop("scale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
     )
+
+    message_scaler = "`{call}` reads the loss scale with `.item()`: a device-to-host sync every step"
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or node.args or func.attr.value not in ("item", "tolist"):
+        if not isinstance(func, cst.Attribute) or node.args:
+            return
+        method = func.attr.value
+        if method in ("get_scale", "state_dict") and "scaler" in (last_name(func.value) or "").lower():
+            # GradScaler.get_scale() and .state_dict() call `self._scale.item()`.
+            self.report(node, self.message_scaler.format(call=f"{last_name(func.value)}.{method}()"))
+            return
+        if method not in ("item", "tolist"):
             return
         if self.context.is_host_value(func.value) or self.in_accumulator() or self.in_per_tensor_loop():
             return
-        self.report(node, self.message.format(method=func.attr.value))
+        self.report(node, self.message.format(method=method))
 
 
 # ================================================================================================ GPL402
@@ -508,11 +542,20 @@ class TensorFormattedInStep(_SyncRule):
                 return
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, cst.Modulo) and isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString)):
+        if isinstance(node.operator, cst.Modulo) and _is_string_expression(node.left):
             right = node.right
             values = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
             if any(self.tensors.is_tensor(v) for v in values):
                 self.report(node, self.message.format(how="% formatting"))
+
+
+def _is_string_expression(expr: cst.BaseExpression) -> bool:
+    """A string literal, or arithmetic on one (`("%11s" * 2 + "%11.4g" * 5)`)."""
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Multiply)):
+        return _is_string_expression(expr.left) or _is_string_expression(expr.right)
+    return False
 
 
 def _is_logger(receiver: cst.BaseExpression) -> bool:
@@ -564,7 +607,7 @@ class TensorConditionInStep(_SyncRule):
         self._check(node.test, "x if ... else y")
 
     def _check(self, test: cst.BaseExpression, kind: str) -> None:
-        if self.tensors.is_tensor(test) and not self.in_per_tensor_loop():
+        if self.tensors.is_tensor(test):
             self.report(test, self.message.format(kind=kind))
 
 
@@ -667,10 +710,12 @@ class SynchronizeInStep(_SyncRule):
         use_instead="Time with `torch.cuda.Event(enable_timing=True)` read every N steps, or with the profiler; "
         "let the caching allocator keep its blocks.",
         fix_safety="No fix: removing a synchronize can change what a timing measures.",
-        false_positives="Benchmark loops that time each step on purpose: gate them or add `# noqa: GPL410`.",
+        false_positives="Benchmark loops that time each step on purpose: put the call under an opt-in flag "
+        "(`if args.synchronize_step:`, which gpulint respects), gate it, or add `# noqa: GPL410`.",
     )
     valid = (
         _in_loop("if step % 50 == 0:\n    torch.cuda.synchronize()"),
+        _in_loop("if synchronize_step:\n    torch.cuda.synchronize()", header="synchronize_step = False"),
         "import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
         "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n    torch.cuda.synchronize()\n",
     )
@@ -684,6 +729,8 @@ class SynchronizeInStep(_SyncRule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         name = self.context.resolve(func)
+        if self._opted_in():
+            return
         if name in _SYNC_FUNCTIONS:
             self.report(node, self.message.format(name=name))
             return
@@ -693,6 +740,19 @@ class SynchronizeInStep(_SyncRule):
         receiver_name = last_name(receiver.func) if isinstance(receiver, cst.Call) else last_name(receiver)
         if receiver_name and re.search(r"stream|event|done|start|end", receiver_name, re.IGNORECASE):
             self.report(node, self.message.format(name=(dotted_name(receiver) or receiver_name) + ".synchronize"))
+
+    def _opted_in(self) -> bool:
+        """Under `if args.synchronize_step:` / `if timing:`: a sync the user asked for with a flag."""
+        chain = self.context.ancestors
+        for index in range(len(chain) - 2, -1, -1):
+            node, child = chain[index], chain[index + 1]
+            if isinstance(node, cst.FunctionDef):
+                return False
+            if isinstance(node, cst.If) and child is node.body:
+                name = dotted_name(node.test) or ""
+                if _name_parts(name.rsplit(".", 1)[-1]) & {"sync", "synchronize", "timing", "time", "benchmark", "profile"}:
+                    return True
+        return False
 
 
 # ================================================================================================ GPL411
@@ -722,7 +782,8 @@ class BlockingHostToDeviceCopy(_SyncRule):
         "again before the copy completes; a pinned host buffer that the code refills in place right after the call "
         "(a hand-written prefetcher reusing one buffer) could be overwritten while the copy is still in flight.",
         false_positives="Copies in a branch gpulint cannot tell is CPU-only (a `device` variable that is the CPU). "
-        "`.to(dtype)`, `.to(other_tensor)` and moves of tensors already on the device are not flagged.",
+        "`.to(dtype)`, `.to(other_tensor)` and moves of tensors already on the device are not flagged, nor are files "
+        "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device).",
     )
     valid = (
         _in_loop("z = x.to(torch.float16)"),
@@ -771,11 +832,18 @@ class BlockingHostToDeviceCopy(_SyncRule):
         super().__init__(context)
         self._pinned_loader = False
         self._unpinned_loader = False
+        self._prepared = False  # accelerate / Fabric place the batches on the device themselves
         self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
+        self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if last_name(func) == "DataLoader":
+        method = last_name(func)
+        if isinstance(func, cst.Attribute) and (method == "setup_dataloaders" or method in ("prepare", "prepare_data_loader")
+                                                and re.search(r"accelerator|fabric", last_name(func.value) or "", re.I)):
+            self._prepared = True
+            return
+        if method == "DataLoader":
             pin = _keyword(node, "pin_memory")
             if pin is None or _is_false(pin.value):
                 self._unpinned_loader = True
@@ -794,10 +862,15 @@ class BlockingHostToDeviceCopy(_SyncRule):
                 self._nonblocking.append((node, self.context.ancestors_snapshot()))
             return
         call = "x.cuda()" if func.attr.value == "cuda" else "x.to(device)"
-        fix = [Replace(node, _with_non_blocking(node))] if non_blocking is None else []
-        self.report(node, self.message.format(call=call), fix=fix, unsafe_fix=True)
+        if non_blocking is None:
+            self._blocking.append((node, call, self.context.ancestors_snapshot()))
 
     def leave_Module(self, node: cst.Module) -> None:
+        if self._prepared:
+            return
+        for call, text, ancestors in self._blocking:
+            self.report_at(call, self.message.format(call=text), ancestors, fix=[Replace(call, _with_non_blocking(call))],
+                           unsafe_fix=True)
         if self._unpinned_loader and not self._pinned_loader:
             for call, ancestors in self._nonblocking:
                 self.report_at(call, self.message_unpinned, ancestors)
@@ -816,10 +889,10 @@ class BlockingHostToDeviceCopy(_SyncRule):
             return target.raw_value.split(":")[0] in ("cuda", "xpu", "mps")
         if isinstance(target, cst.Integer):
             return True
-        if isinstance(target, cst.Call):
-            return last_name(target.func) == "device"
-        name = dotted_name(target)
-        return name is not None and bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1])) and "dtype" not in name
+        name = dotted_name(target.func) if isinstance(target, cst.Call) else dotted_name(target)  # `dist_util.dev()`
+        if name is None or "dtype" in name or re.search(r"accelerator|fabric", name):
+            return False  # accelerate / Fabric move batches themselves; `x.to(accelerator.device)` is a no-op
+        return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
 
     def _moves_device_value(self, receiver: cst.BaseExpression) -> bool:
         """Already on the device, a module, or a fresh torch factory (GPL5xx's `device=` finding)."""
@@ -928,7 +1001,8 @@ _COLLECTIVES = frozenset(
 # Project helpers that wrap a collective (`all_reduce_mean(x)` in MAE, `reduce_tensor` in timm, `reduce_dict`).
 _WRAPPER_NAME = re.compile(r"^(all_?reduce|all_?gather|reduce_(tensor|mean|dict|value|loss|scalar)|sync_tensor)", re.I)
 _HOST_READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
-_LOOKAHEAD_STATEMENTS = 3
+_LOOKAHEAD_STATEMENTS = 12
+LOOP_NODES = (cst.For, cst.While)
 
 
 class BlockingCollectiveInStep(_SyncRule):
@@ -1002,7 +1076,7 @@ class BlockingCollectiveInStep(_SyncRule):
         loop = self.context.innermost_loop()
         if isinstance(loop, cst.For) and _mentions_any(target, _target_names(loop.target)):
             self.report(node, self.message_loop.format(name=name))
-        elif (root := _root_name(target)) is not None and self._read_on_host_after(root):
+        elif (root := _root_name(target)) is not None and self._read_on_host_after({root}):
             self.report(node, self.message.format(name=name))
 
     def _check_wrapper(self, node: cst.Call, name: str) -> None:
@@ -1016,53 +1090,100 @@ class BlockingCollectiveInStep(_SyncRule):
             self.report(node, self.message_loop.format(name=name))
         elif self.context.is_host_value(argument):
             self.report(node, self.message_host.format(name=name))
+        else:
+            parent = self.context.parent()
+            results = {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)} if isinstance(
+                parent, cst.Assign
+            ) else set()
+            if results and self._read_on_host_after(results):
+                self.report(node, self.message.format(name=name))
 
-    def _read_on_host_after(self, name: str) -> bool:
-        """Is `name` read on the host in this statement's next few siblings (same block)?"""
+    def _read_on_host_after(self, names: set[str]) -> bool:
+        """Is one of `names` (or a value computed from them) read on the host later in this step?
+
+        Looks at the statements after the collective's, then after each enclosing block's, up to the end of the
+        innermost loop body (or function), at most _LOOKAHEAD_STATEMENTS of them; reads under a step gate do not count.
+        """
+        finder = _HostReadFinder(set(names))
+        budget = _LOOKAHEAD_STATEMENTS
         chain = self.context.ancestors
         for index in range(len(chain) - 2, 0, -1):
-            statement, block = chain[index], chain[index - 1]
-            if isinstance(statement, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and isinstance(
-                block, (cst.IndentedBlock, cst.Module)
-            ):
-                break
-        else:
-            return False
-        body = list(block.body)
-        try:
-            position = next(i for i, s in enumerate(body) if s is statement)
-        except StopIteration:
-            return False
-        finder = _HostReadFinder(name)
-        for sibling in body[position + 1 : position + 1 + _LOOKAHEAD_STATEMENTS]:
-            if isinstance(sibling, cst.If) and self.context._is_gate(sibling.test):
-                continue  # a read under a logging gate is that gate's business
-            sibling.visit(finder)
-            if finder.found:
-                return True
+            block, statement = chain[index], chain[index + 1]
+            if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+                continue
+            body = list(block.body)
+            position = next((i for i, s in enumerate(body) if s is statement), None)
+            if position is None:
+                continue
+            for sibling in body[position + 1 :]:
+                if budget == 0:
+                    return False
+                budget -= 1
+                if isinstance(sibling, cst.If) and self.context.is_gate(sibling.test):
+                    continue  # a read under a logging gate is that gate's business
+                sibling.visit(finder)
+                if finder.found:
+                    return True
+            if isinstance(chain[index - 1], LOOP_NODES + (cst.FunctionDef,)):
+                return False  # the end of the step (or of the function)
         return False
 
 
 class _HostReadFinder(cst.CSTVisitor):
-    """Finds `name.item()`, `name.tolist()`, `name.cpu()`, `float(name)` / `int(name)` (also on `name[...]`)."""
+    """Finds a host read of one of `names`: `x.item()`, `x.tolist()`, `x.cpu()`, `float(x)` (also of `x[...]`,
+    `x.detach()`), following assignments computed from them and comprehensions over them."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, names: set[str]) -> None:
         super().__init__()
-        self.name = name
+        self.names = names
         self.found = False
 
     def visit_Call(self, node: cst.Call) -> bool:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _HOST_READ_METHODS and _root_name(func.value) == self.name:
+        if isinstance(func, cst.Attribute) and func.attr.value in _HOST_READ_METHODS and _mentions_names(func.value, self.names):
             self.found = True
         elif isinstance(func, cst.Name) and func.value in ("float", "int", "bool") and node.args and (
-            _root_name(node.args[0].value) == self.name
+            _mentions_names(node.args[0].value, self.names)
         ):
             self.found = True
         return not self.found
 
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> bool:
+        if _root_name(node.expression) in self.names and not isinstance(node.expression, cst.Call):
+            self.found = True  # f"{loss}" formats the tensor: a host read
+        return not self.found
+
+    def _comprehension(self, node: cst.ListComp | cst.GeneratorExp | cst.SetComp | cst.DictComp) -> bool:
+        if _mentions_names(node.for_in.iter, self.names):
+            self.names |= _target_names(node.for_in.target)
+        return not self.found
+
+    visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = _comprehension
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        if _mentions_names(node.value, self.names):
+            for target in node.targets:
+                self.names |= _target_names(target.target)
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
+
+
+class _NameCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _mentions_names(expr: cst.CSTNode, names: set[str]) -> bool:
+    collector = _NameCollector()
+    expr.visit(collector)
+    return bool(collector.names & names)
 
 
 def _root_name(expr: cst.BaseExpression) -> str | None:
