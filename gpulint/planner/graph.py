@@ -47,6 +47,7 @@ class JointGraph:
     input_bytes: int = 0
     optimizer_state_bytes: int = 0  # per-parameter state (momentum, Adam moments), resident all step
     optimizer_state_sizes: list[int] = field(default_factory=list)  # one entry per state tensor
+    optimizer_host_bytes: int = 0  # Adam's per-parameter `step` counters: host tensors, device memory on CPU only
     dtype: str = "fp32"
     model: str = ""
     by_name: dict[str, int] = field(default_factory=dict)

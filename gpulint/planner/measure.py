@@ -96,6 +96,7 @@ def measure_step(
     device: str | None = None,
     repeats: int = 3,
     seed: int = 0,
+    partition_fn: Callable[..., Any] | None = None,
 ) -> Measured:
     """Run forward+backward for real under `plan` (None: no recompute) and measure peak bytes and time."""
     import torch
@@ -114,7 +115,14 @@ def measure_step(
     )
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(optimizer, params)
-    compiled = compile_step(make_step_fn(model, loss_fn), plan)
+    if partition_fn is None:
+        compiled = compile_step(make_step_fn(model, loss_fn), plan)
+    else:  # another partitioner (the benchmarks measure torch's own the same way)
+        from torch._dynamo.backends.debugging import boxed_nop
+        from torch._functorch.aot_autograd import aot_function
+
+        compiled = aot_function(make_step_fn(model, loss_fn), fw_compiler=boxed_nop, bw_compiler=boxed_nop,
+                                partition_fn=partition_fn)
 
     def state() -> dict[str, Any]:
         return {**dict(model.named_parameters()), **dict(model.named_buffers())}

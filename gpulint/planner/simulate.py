@@ -117,12 +117,16 @@ def static_bytes(graph: JointGraph, rounding: int = 1) -> int:
         return b if rounding <= 1 else -(-b // rounding) * rounding
 
     static = sum(rnd(graph.storage_bytes[s]) for s in graph.static_storages)
-    return static + sum(rnd(b) for b in graph.optimizer_state_sizes)
+    host = graph.optimizer_host_bytes if rounding <= 1 else 0  # on CUDA the step counters stay on the host
+    return static + sum(rnd(b) for b in graph.optimizer_state_sizes) + host
 
 
-def simulate(graph: JointGraph, saved: set[int], rounding: int = 1) -> Simulation:
-    """Simulate the step that saves `saved` (node indices); return live bytes after each op and the peak."""
-    sched = schedule(graph, saved)
+def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Schedule | None = None) -> Simulation:
+    """Simulate the step that saves `saved` (node indices); return live bytes after each op and the peak.
+
+    `sched` replaces the backend's schedule of `saved` (eager.py passes one where selective checkpointing
+    recomputes a whole layer at once)."""
+    sched = sched or schedule(graph, saved)
     nodes = graph.nodes
     sizes = graph.storage_bytes
     if rounding > 1:

@@ -86,8 +86,15 @@ def make_step_fn(model: Any, loss_fn: Callable[..., Any] | None) -> Callable[[di
 
     def step(state: dict[str, Any], batch: Any) -> Any:
         args, kwargs = split_batch(batch)
-        output = torch.func.functional_call(model, state, args, kwargs)
-        loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
+        # The step is only ever run to be traced into a graph: say so, as torch.compile does, so that libraries
+        # (transformers' mask helpers) take their static, trace-friendly branches instead of data-dependent ones.
+        compiling = torch.compiler._is_compiling_flag
+        torch.compiler._is_compiling_flag = True
+        try:
+            output = torch.func.functional_call(model, state, args, kwargs)
+            loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
+        finally:
+            torch.compiler._is_compiling_flag = compiling
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
             raise PlanError(f"plan.loss: the loss must be a scalar tensor, got {shape}")
@@ -264,6 +271,7 @@ def trace_step(
     param_sizes = [p.untyped_storage().nbytes() for p in model.parameters() if p.requires_grad]
     graph.optimizer_state_sizes = optimizer_state_sizes(param_sizes, optimizer)
     graph.optimizer_state_bytes = sum(graph.optimizer_state_sizes)
+    graph.optimizer_host_bytes = 4 * len(param_sizes) if optimizer in ("adam", "adamw") else 0
     graph.dtype = dtype
     graph.model = name or type(model).__name__
     return Traced(graph, captured["joint"], captured["num_fwd_outputs"], time.perf_counter() - start)

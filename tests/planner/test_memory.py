@@ -36,7 +36,8 @@ def test_mlp_peak_matches_hand_computation(mlp_graph):
 def test_mlp_optimizer_state_counts(mlp_graph):
     adam = trace_step(models.mlp, models.mlp_batch, optimizer="adamw").graph
     assert adam.optimizer_state_bytes == 2 * (512 + 256)
-    assert simulate(adam, adam.default_saved()).peak == simulate(mlp_graph, mlp_graph.default_saved()).peak + 1536
+    # + Adam's two `step` counters (4 B host tensors each), counted on CPU and not for CUDA targets.
+    assert simulate(adam, adam.default_saved()).peak == simulate(mlp_graph, mlp_graph.default_saved()).peak + 1536 + 8
 
 
 def test_rounding_to_allocator_blocks(mlp_graph):
@@ -59,6 +60,5 @@ def test_simulated_peak_equals_measured_gpt(which):
     sim = simulate(graph, saved)
     names = {graph.nodes[i].name for i in sim.schedule.saved}
     measured = measure_step(models.tiny_gpt, models.tiny_batch, names, optimizer="adamw", repeats=1)
-    # Adam's per-parameter `step` counters (4 B each) and the seed gradient are the only storages the
-    # simulator does not model; they are a few hundred bytes.
-    assert abs(measured.peak_bytes - sim.peak) <= 4 * len(list(models.tiny_gpt().parameters())) + 8
+    # Exact up to one 4-byte scalar the autograd engine makes outside the graph.
+    assert 0 <= measured.peak_bytes - sim.peak <= 4
