@@ -166,9 +166,7 @@ class _Tensors:
             rest = resolved[len("torch."):]
             if rest.startswith(("nn.functional.", "linalg.", "special.", "fft.")) or rest in _TORCH_TENSOR_FUNCTIONS:
                 return True
-            if "." in rest or rest in _TORCH_NON_TENSOR or rest.startswith(("is_", "get_", "set_")):
-                return False
-            return True
+            return not ("." in rest or rest in _TORCH_NON_TENSOR or rest.startswith(("is_", "get_", "set_")))
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method in _TENSOR_ONLY_METHODS:
@@ -439,9 +437,9 @@ class CpuCopyInStep(_SyncRule):
     valid = (
         _in_loop("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
         _in_loop("values = loss.tolist()\nsnapshot = torch.tensor(values).cpu()"),
-        "import torch\n\n\ndef train(model, loader, optimizer, device):\n    for step, (x, y) in enumerate(loader):\n"
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for step, (x, y) in enumerate(loader):\n"
         "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
-        "    torch.save(model.cpu().state_dict(), \"model.pt\")\n",
+        "    torch.save(model.cpu().state_dict(), \"model.pt\")\n"),
     )
     invalid = (
         Invalid(_in_loop("history.append(loss.detach().cpu())", header="history = []")),
@@ -716,8 +714,8 @@ class SynchronizeInStep(_SyncRule):
     valid = (
         _in_loop("if step % 50 == 0:\n    torch.cuda.synchronize()"),
         _in_loop("if synchronize_step:\n    torch.cuda.synchronize()", header="synchronize_step = False"),
-        "import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
-        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n    torch.cuda.synchronize()\n",
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n    torch.cuda.synchronize()\n"),
     )
     invalid = (
         Invalid(_in_loop("torch.cuda.synchronize()")),
@@ -788,14 +786,14 @@ class BlockingHostToDeviceCopy(_SyncRule):
     valid = (
         _in_loop("z = x.to(torch.float16)"),
         _in_loop("w = y.to(device)"),
-        "import torch\n\n\ndef train(model, loader, optimizer, device):\n    device_type = \"cuda\"\n"
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    device_type = \"cuda\"\n"
         "    for x, y in loader:\n        if device_type == \"cuda\":\n"
         "            x = x.pin_memory().to(device, non_blocking=True)\n        else:\n            x = x.to(device)\n"
-        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n",
-        "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"),
+        ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
         "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    for x, y in loader:\n"
         "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
-        "        optimizer.step()\n",
+        "        optimizer.step()\n"),
     )
     invalid = (
         Invalid(
@@ -840,7 +838,7 @@ class BlockingHostToDeviceCopy(_SyncRule):
         func = node.func
         method = last_name(func)
         if isinstance(func, cst.Attribute) and (method == "setup_dataloaders" or method in ("prepare", "prepare_data_loader")
-                                                and re.search(r"accelerator|fabric", last_name(func.value) or "", re.I)):
+                                                and re.search(r"accelerator|fabric", last_name(func.value) or "", re.IGNORECASE)):
             self._prepared = True
             return
         if method == "DataLoader":
@@ -961,11 +959,11 @@ class TensorFromHostDataInStep(_SyncRule):
         "not this rule's.",
     )
     valid = (
-        "import torch\n\n\ndef train(model, loader, optimizer, device):\n"
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n"
         "    weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)\n    for x, y in loader:\n"
         "        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n"
         "        loss = torch.nn.functional.cross_entropy(model(x), y, weight=weights)\n        loss.backward()\n"
-        "        optimizer.step()\n",
+        "        optimizer.step()\n"),
         _in_loop("offsets = torch.tensor([0, 1, 2])"),
         _in_loop("ids = torch.tensor([loss.detach(), loss.detach()], device=device)"),
     )
@@ -999,7 +997,7 @@ _COLLECTIVES = frozenset(
     }
 )
 # Project helpers that wrap a collective (`all_reduce_mean(x)` in MAE, `reduce_tensor` in timm, `reduce_dict`).
-_WRAPPER_NAME = re.compile(r"^(all_?reduce|all_?gather|reduce_(tensor|mean|dict|value|loss|scalar)|sync_tensor)", re.I)
+_WRAPPER_NAME = re.compile(r"^(all_?reduce|all_?gather|reduce_(tensor|mean|dict|value|loss|scalar)|sync_tensor)", re.IGNORECASE)
 _HOST_READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 _LOOKAHEAD_STATEMENTS = 12
 LOOP_NODES = (cst.For, cst.While)
@@ -1033,10 +1031,10 @@ class BlockingCollectiveInStep(_SyncRule):
         _in_loop("if step % 100 == 0:\n    dist.all_reduce(loss)\n    print(loss.item())",
                  header="import torch.distributed as dist"),
         _in_loop("work = dist.all_reduce(loss, async_op=True)\nwork.wait()", header="import torch.distributed as dist"),
-        "import torch\nimport torch.distributed as dist\n\n\ndef train(model, loader, optimizer, device):\n"
+        ("import torch\nimport torch.distributed as dist\n\n\ndef train(model, loader, optimizer, device):\n"
         "    total = torch.zeros(1, device=device)\n    for x, y in loader:\n        loss = model(x).sum()\n"
         "        loss.backward()\n        optimizer.step()\n        total += loss.detach()\n"
-        "    dist.all_reduce(total)\n    print(total.item())\n",
+        "    dist.all_reduce(total)\n    print(total.item())\n"),
     )
     invalid = (
         Invalid(_in_loop("dist.all_reduce(loss)\nloss_value = loss.item()", header="import torch.distributed as dist")),
@@ -1142,11 +1140,13 @@ class _HostReadFinder(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> bool:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _HOST_READ_METHODS and _mentions_names(func.value, self.names):
-            self.found = True
-        elif isinstance(func, cst.Name) and func.value in ("float", "int", "bool") and node.args and (
-            _mentions_names(node.args[0].value, self.names)
-        ):
+        if isinstance(func, cst.Attribute) and func.attr.value in _HOST_READ_METHODS:
+            read = func.value
+        elif isinstance(func, cst.Name) and func.value in ("float", "int", "bool") and node.args:
+            read = node.args[0].value
+        else:
+            return True
+        if _mentions_names(read, self.names):
             self.found = True
         return not self.found
 
@@ -1191,9 +1191,7 @@ def _root_name(expr: cst.BaseExpression) -> str | None:
     while True:
         if isinstance(expr, cst.Name):
             return expr.value
-        if isinstance(expr, cst.Attribute):
-            expr = expr.value
-        elif isinstance(expr, cst.Subscript):
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
             expr = expr.value
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             expr = expr.func.value
@@ -1248,9 +1246,9 @@ class BarrierOrObjectCollectiveInStep(_SyncRule):
     )
     valid = (
         _in_loop("if step % 1000 == 0:\n    dist.barrier()", header="import torch.distributed as dist"),
-        "import torch\nimport torch.distributed as dist\n\n\ndef train(model, loader, optimizer, device):\n"
+        ("import torch\nimport torch.distributed as dist\n\n\ndef train(model, loader, optimizer, device):\n"
         "    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
-        "    dist.barrier()\n",
+        "    dist.barrier()\n"),
     )
     invalid = (
         Invalid(_in_loop("dist.barrier()", header="import torch.distributed as dist")),
@@ -1272,6 +1270,7 @@ class BarrierOrObjectCollectiveInStep(_SyncRule):
 
 
 # ================================================================================================ GPL422
+_OPTIMIZER = re.compile(r"optim|opt$|^opt|scaler", re.IGNORECASE)
 _DDP_NAMES = frozenset({"DistributedDataParallel", "DDP"})
 _NO_SYNC_NAMES = frozenset({"no_sync", "require_backward_grad_sync", "accumulate", "set_requires_gradient_sync"})
 
@@ -1299,15 +1298,15 @@ class DdpAccumulationWithoutNoSync(_SyncRule):
         "guesses); FSDP has its own `no_sync()` and is not checked.",
     )
     valid = (
-        "import contextlib\nimport torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
+        ("import contextlib\nimport torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
         "def train(model, loader, optimizer, device, accum=2):\n    model = DDP(model)\n"
         "    for i, (x, y) in enumerate(loader):\n        last = (i + 1) % accum == 0\n"
         "        with model.no_sync() if not last else contextlib.nullcontext():\n"
         "            loss = model(x).sum()\n            loss.backward()\n        if last:\n"
-        "            optimizer.step()\n            optimizer.zero_grad()\n",
-        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
+        "            optimizer.step()\n            optimizer.zero_grad()\n"),
+        ("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
         "def train(model, loader, optimizer, device):\n    model = DDP(model)\n    for x, y in loader:\n"
-        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n"),
     )
     invalid = (
         Invalid(
@@ -1340,9 +1339,10 @@ class DdpAccumulationWithoutNoSync(_SyncRule):
             return
         if func.attr.value == "backward":
             self._backwards.append((node, id(loop), self.context.ancestors_snapshot()))
-        elif func.attr.value == "step" and re.search(r"optim|opt$|^opt|scaler", last_name(func.value) or "", re.I):
-            if self._under_accumulation_gate(loop):
-                self._accumulating_loops.add(id(loop))
+        elif func.attr.value == "step" and _OPTIMIZER.search(last_name(func.value) or "") and (
+            self._under_accumulation_gate(loop)
+        ):
+            self._accumulating_loops.add(id(loop))
 
     def _under_accumulation_gate(self, loop: cst.CSTNode) -> bool:
         for node in reversed(self.context.ancestors[:-1]):
