@@ -196,6 +196,10 @@ class FileContext:
         if isinstance(node, cst.Assign):
             location = self.location_of(node.value)
             for target in node.targets:
+                if _same_length_tuples(target.target, node.value):  # `x, y = x.to(dev), y.to(dev)`: element-wise
+                    for name, value in zip(target.target.elements, node.value.elements):
+                        self._bind(name.value, self.location_of(value.value))
+                    continue
                 self._bind(target.target, location)
                 if isinstance(target.target, cst.Name) and _is_interval_test(node.value):
                     self._step_flags.add(target.target.value)
@@ -538,6 +542,15 @@ def _leaf_names(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(test, cst.Comparison):
         return _leaf_names(test.left) + [n for c in test.comparisons for n in _leaf_names(c.comparator)]
     return [test]
+
+
+def _same_length_tuples(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    return (
+        isinstance(target, (cst.Tuple, cst.List))
+        and isinstance(value, (cst.Tuple, cst.List))
+        and len(target.elements) == len(value.elements)
+        and not any(isinstance(e, (cst.StarredElement)) for e in (*target.elements, *value.elements))
+    )
 
 
 def _is_interval_test(expr: cst.BaseExpression) -> bool:
