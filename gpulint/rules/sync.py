@@ -99,16 +99,24 @@ class _Tensors:
         value = node.value
         if value is None:
             return
-        tensor = self.is_tensor(value)
-        mask = self.is_mask(value)
         for target in targets:
-            if isinstance(target, cst.Name):
-                key = self._key(target.value)
-                self._bound[key] = tensor
-                if mask:
-                    self._masks.add(key)
-                else:
-                    self._masks.discard(key)
+            if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) and (
+                len(target.elements) == len(value.elements)
+            ):
+                for name, element in zip(target.elements, value.elements):
+                    self._bind(name.value, element.value)
+            else:
+                self._bind(target, value)
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if not isinstance(target, cst.Name):
+            return
+        key = self._key(target.value)
+        self._bound[key] = self.is_tensor(value)
+        if self.is_mask(value):
+            self._masks.add(key)
+        else:
+            self._masks.discard(key)
 
     def loop_target(self, node: cst.For) -> None:
         # `for p in model.parameters()` / `for name, p in model.named_parameters()`: p is a tensor.
@@ -484,7 +492,7 @@ class TensorFormattedInStep(_SyncRule):
     code = "GPL404"
     name = "tensor-formatted-in-step"
     message = "formatting a tensor as text ({how}) reads its values on the host every step: a blocking copy"
-    triggers = ("print(", "f\"", "f'", ".format(", "logger.", "logging.", "log.", "add_scalar", "wandb.log")
+    triggers = ("torch",)  # `%` formatting and logger calls are too common to pre-filter on
     docs = RuleDocs(
         what_it_does="Flags `print(t)`, f-strings and `.format()` / `%` of tensors, logger calls with tensor "
         "arguments, and `SummaryWriter.add_scalar` / `wandb.log` of tensors in code that runs every step, ungated.",

@@ -1,0 +1,324 @@
+"""GPL4xx beyond the rules' own examples: the shapes of real training code that separate a per-step sync from a
+free host read (provenance, gates, eval code, precedence with other families, collectives, accelerate)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gpulint.linter.engine import lint_text
+from gpulint.linter.rule import all_rules
+
+RULES = all_rules()
+
+
+def gpl4(source: str) -> list[tuple[str, int]]:
+    """(code, line) of every GPL4xx finding, with all rules enabled as in a real run."""
+    text = textwrap.dedent(source)
+    return [(f.code, f.line) for f in lint_text("train.py", text, RULES) if f.code.startswith("GPL4")]
+
+
+STEP = """
+import torch
+import torch.nn.functional as F
+
+def train(model, loader, optimizer, device):
+    for step, (x, y) in enumerate(loader):
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def in_step(body: str, header: str = "") -> str:
+    """A training script with `body` at the end of its step loop; the body's first line is line 12 (+ header lines)."""
+    lines = "\n".join("        " + line if line else "" for line in textwrap.dedent(body).strip("\n").splitlines())
+    return header + STEP + lines + "\n"
+
+
+# ------------------------------------------------------------------ GPL401 and provenance
+def test_item_every_step_is_flagged_once():
+    assert gpl4(in_step("loss_value = loss.item()")) == [("GPL401", 12)]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "if step % 10 == 0:\n    print(loss.item())",  # gated
+        "if step % 10 != 0:\n    continue\nprint(loss.item())",  # early exit on non-logging steps
+        "host = loss.detach().cpu()\nprint(host.item())",  # already on the host: only the .cpu() is the sync
+        "counts = torch.zeros(3)\nfirst = counts[0].item()",  # a CPU tensor (no device=)
+        "total += loss.item()",  # GPL2xx accumulator
+        "vals = [t.item() for t in [loss, loss]]",  # GPL1xx comprehension
+    ],
+)
+def test_item_not_flagged_by_gpl401(body):
+    assert ("GPL401", 12) not in gpl4(in_step(body))
+
+
+def test_inverted_modulo_is_not_a_gate():
+    # `if step % 50:` is true on 49 of 50 steps.
+    assert gpl4(in_step("if step % 50:\n    print(loss.item())")) == [("GPL401", 13)]
+
+
+def test_rank_guard_is_not_a_step_gate():
+    source = in_step("if rank == 0:\n    print(loss.item())")
+    assert gpl4(source) == [("GPL401", 13)]
+
+
+def test_interval_flag_variable_gates():
+    body = "is_log_step = step % 100 == 0 or step == 0\nif is_log_step:\n    print(loss.item())"
+    assert gpl4(in_step(body)) == []
+
+
+def test_eval_function_and_no_grad_decorator_are_cold():
+    source = """
+    import torch
+
+    @torch.no_grad()
+    def estimate(model, loader):
+        for x, y in loader:
+            print(model(x).sum().item())
+
+    def validate(model, loader):
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            print(loss.item())
+    """
+    assert gpl4(source) == []
+
+
+def test_forward_of_a_loss_module_runs_every_step():
+    source = """
+    import torch
+
+    class SetCriterion(torch.nn.Module):
+        def forward(self, outputs, targets):
+            num = torch.clamp(outputs.sum(), min=1).item()
+            return outputs.mean() / num
+    """
+    assert gpl4(source) == [("GPL401", 6)]
+
+
+def test_grad_scaler_scale_read():
+    assert gpl4(in_step("scale = scaler.get_scale()")) == [("GPL401", 12)]
+
+
+def test_cpu_only_training_script_is_not_flagged():
+    source = """
+    import torch
+
+    def main(model, batches, optimizer):
+        for x, y in batches:
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+            print(loss.item())
+    """
+    assert gpl4(source) == []
+
+
+# ------------------------------------------------------------------ GPL402-GPL406
+def test_float_of_host_value_is_free_and_of_tensor_is_not():
+    assert gpl4(in_step("lr = float(optimizer.param_groups[0]['lr'])\nok = float(loss)")) == [("GPL402", 13)]
+
+
+def test_cpu_copy_feeding_sklearn_belongs_to_gpl2():
+    body = "acc = accuracy_score(y_host, model(x).argmax(1).cpu().numpy())"
+    assert gpl4(in_step(body, header="from sklearn.metrics import accuracy_score\n")) == []
+
+
+def test_fstring_of_tensor_is_one_finding():
+    assert gpl4(in_step('print(f"loss {loss:.3f} step {step}")')) == [("GPL404", 12)]
+
+
+def test_percent_format_with_computed_format_string():
+    body = 'line = ("%10s" * 2 + "%10.4g") % ("a", "b", loss)'
+    assert gpl4(in_step(body)) == [("GPL404", 12)]
+
+
+def test_shape_and_none_tests_are_not_tensor_conditions():
+    body = "if x.shape[0] > 1 and y is not None:\n    pass\nif len(x) > 2:\n    pass"
+    assert gpl4(in_step(body)) == []
+
+
+def test_tensor_condition_in_per_parameter_loop():
+    body = "for p in model.parameters():\n    if p.grad.norm() > 1.0:\n        p.grad.mul_(0.5)"
+    assert ("GPL405", 13) in gpl4(in_step(body))
+
+
+def test_boolean_mask_read_but_not_masked_write():
+    body = "keep = y != 0\nkept = x[keep]\nx[keep] = 0.0"
+    assert gpl4(in_step(body)) == [("GPL406", 13)]
+
+
+def test_repeat_interleave_with_int_or_output_size_is_static():
+    body = "a = x.repeat_interleave(3)\nb = torch.repeat_interleave(x, y, dim=0, output_size=64)"
+    assert gpl4(in_step(body)) == []
+
+
+# ------------------------------------------------------------------ GPL410-GPL412
+def test_synchronize_under_opt_in_flag_is_not_flagged():
+    body = "if args.synchronize_step:\n    torch.cuda.synchronize()\ntorch.cuda.synchronize()"
+    assert gpl4(in_step(body)) == [("GPL410", 14)]
+
+
+def test_blocking_copy_skips_dtype_moves_modules_and_cpu_branch():
+    source = """
+    import torch
+
+    def train(model, loader, optimizer, device, device_type):
+        for x, y in loader:
+            h = x.to(torch.bfloat16)
+            model.to(device)
+            if device_type == "cuda":
+                x = x.pin_memory().to(device, non_blocking=True)
+            else:
+                x = x.to(device)
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+    """
+    assert gpl4(source) == []
+
+
+def test_blocking_copy_to_a_device_helper_call():
+    source = """
+    import torch
+
+    def train(model, loader, optimizer):
+        for batch in loader:
+            batch = batch.to(dist_util.dev())
+            loss = model(batch).sum()
+            loss.backward()
+            optimizer.step()
+    """
+    assert gpl4(source) == [("GPL411", 6)]
+
+
+def test_accelerate_prepared_loader_is_already_on_device():
+    source = """
+    import torch
+
+    def train(accelerator, model, loader, optimizer, device):
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for batch in loader:
+            batch = batch.to(device)
+            loss = model(batch).sum()
+            accelerator.backward(loss)
+            optimizer.step()
+    """
+    assert gpl4(source) == []
+
+
+def test_non_blocking_without_pinned_loader():
+    source = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    def train(model, dataset, optimizer, device):
+        loader = DataLoader(dataset, batch_size=8, pin_memory=False)
+        for x, y in loader:
+            x = x.to(device, non_blocking=True)
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+    """
+    assert gpl4(source) == [("GPL411", 8)]
+
+
+def test_tensor_from_host_comprehension():
+    body = "lengths = torch.as_tensor([len(t) for t in [x, y]], device=device)"
+    assert gpl4(in_step(body)) == [("GPL412", 12)]
+
+
+# ------------------------------------------------------------------ GPL420-GPL422
+def test_collective_read_later_in_the_step_through_assignments():
+    source = """
+    import torch
+    import torch.distributed as dist
+
+    def train(model, loader, optimizer, ddp):
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            if ddp:
+                dist.all_reduce(loss)
+            optimizer.step()
+            scaled = loss / 4
+            print(f"loss {scaled.item():.3f}")
+    """
+    assert ("GPL420", 10) in gpl4(source)
+
+
+def test_collective_with_device_only_consumer_is_fine():
+    source = """
+    import torch
+    import torch.distributed as dist
+
+    def train(model, loader, optimizer, center):
+        for x in loader:
+            out = model(x)
+            loss = out.sum()
+            loss.backward()
+            optimizer.step()
+            batch_center = out.detach().sum(0)
+            dist.all_reduce(batch_center)
+            center = center * 0.9 + batch_center * 0.1
+    """
+    assert gpl4(source) == []
+
+
+def test_wrapper_collective_whose_result_is_read():
+    source = """
+    import torch
+
+    def train_one_epoch(model, loader, optimizer, device):
+        for x in loader:
+            loss_dict = model(x)
+            losses = sum(loss_dict.values())
+            losses.backward()
+            optimizer.step()
+            reduced = utils.reduce_dict(loss_dict)
+            total = sum(reduced.values())
+            value = total.item()
+    """
+    codes = gpl4(source)
+    assert ("GPL420", 10) in codes and ("GPL401", 12) in codes
+
+
+def test_barrier_after_the_loop_is_not_per_step():
+    source = """
+    import torch
+    import torch.distributed as dist
+
+    def train(model, loader, optimizer):
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+            dist.barrier()
+        dist.barrier()
+    """
+    assert gpl4(source) == [("GPL421", 10)]
+
+
+def test_ddp_accumulation_with_require_backward_grad_sync_is_fine():
+    source = """
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def train(model, loader, optimizer, accum):
+        model = DDP(model)
+        for i, x in enumerate(loader):
+            model.require_backward_grad_sync = (i + 1) % accum == 0
+            loss = model(x).sum()
+            loss.backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+    """
+    assert gpl4(source) == []
