@@ -92,6 +92,43 @@ def _same_target(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
     return a.deep_equals(b)
 
 
+class _ScalarLocals:
+    """Locals assigned a scalar read from the device (`loss_value = loss.item()`). Accumulating such a name later in
+    the same function is the same per-step sync as accumulating the read itself: it is reported at the read."""
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self._reads: dict[tuple[int, str], tuple[cst.Call, tuple[cst.CSTNode, ...]]] = {}
+        self._reported: set[int] = set()
+
+    def record(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        key = (id(self.rule.context.enclosing_function()), node.targets[0].target.value)
+        reads = _scalar_reads_in(self.rule.context, node.value)
+        if reads:
+            self._reads[key] = (reads[0], self.rule.context.ancestors_snapshot())
+        else:
+            self._reads.pop(key, None)
+
+    def report_reads_in(self, expr: cst.BaseExpression, message: str) -> bool:
+        """Report the read behind each recorded name `expr` is made of (`total += step_loss * n`); True if any."""
+        if isinstance(expr, cst.BinaryOperation):
+            left = self.report_reads_in(expr.left, message)
+            return self.report_reads_in(expr.right, message) or left
+        if not isinstance(expr, cst.Name):
+            return False
+        found = self._reads.get((id(self.rule.context.enclosing_function()), expr.value))
+        if found is None:
+            return False
+        read, ancestors = found
+        if id(read) not in self._reported:
+            self._reported.add(id(read))
+            text = self.rule.context.module.code_for_node(read)
+            self.rule.context.add_report(Report(self.rule, read, message.format(read=text), "per_step", ancestors))
+        return True
+
+
 class ItemAccumulator(Rule):
     code = "GPL201"
     name = "item-accumulator"
@@ -100,7 +137,8 @@ class ItemAccumulator(Rule):
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags a running total built from host scalars read every step: `total += loss.item()`, "
-        "`total += float(loss)`, `total = total + loss.item()`, where the read is not gated to a logging interval.",
+        "`total += float(loss)`, `total = total + loss.item()`, or `v = loss.item()` then `total += v` (reported at the "
+        "read), where the read is not gated to a logging interval.",
         why_slow="Each `.item()` / `float(tensor)` is a device-to-host copy that waits for every kernel queued before it, "
         "so the CPU can no longer run ahead of the GPU: one host-device round trip per step, usually only to print an "
         "average every N steps. Summing on the device costs one tiny add kernel and no wait.",
@@ -127,7 +165,12 @@ class ItemAccumulator(Rule):
         Invalid(_in_loop("total += float(loss)"), fixed=_in_loop("total += loss.detach()")),
         Invalid(_in_loop("total = total + loss.item()"), fixed=_in_loop("total = total + loss.detach()")),
         Invalid(_in_loop("total += x.size(0) * loss.item()")),
+        Invalid(_in_loop("step_loss = loss.detach().clone().item()\ntotal += step_loss")),
     )
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.scalar_locals = _ScalarLocals(self)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
@@ -142,11 +185,13 @@ class ItemAccumulator(Rule):
             and _same_target(node.targets[0].target, value.left)
         ):
             self._check(value.right)
+        self.scalar_locals.record(node)
 
     def _check(self, value: cst.BaseExpression) -> None:
         direct = _scalar_read(self.context, value)
         reads = [direct] if direct is not None else _scalar_reads_in(self.context, value)
         if not reads:
+            self.scalar_locals.report_reads_in(value, self.message)
             return
         fix = []
         if direct is not None:
@@ -166,7 +211,8 @@ class ItemIntoMeter(Rule):
     triggers = (".item(", ".tolist(", "float(")
     docs = RuleDocs(
         what_it_does="Flags meters and lists fed with host scalars read every step: `losses.update(loss.item(), n)`, "
-        "`metric_logger.update(loss=loss.item())`, `history.append(loss.item())`, `preds.extend(out.argmax(1).tolist())`.",
+        "`metric_logger.update(loss=loss.item())`, `history.append(loss.item())`, `preds.extend(out.argmax(1).tolist())`, "
+        "and `v = loss.item()` later fed to a meter (reported at the read).",
         why_slow="The `.item()` / `.tolist()` is a device-to-host copy that waits for the whole step to finish, every step, "
         "while the meter's value is printed only every N steps: the CPU loses its lead over the GPU and the next step's "
         "kernels start late.",
@@ -191,18 +237,30 @@ class ItemIntoMeter(Rule):
         Invalid(_in_loop("history.append(loss.item())")),
         Invalid(_in_loop("preds.extend(out.argmax(1).tolist())")),
         Invalid(_in_loop("losses.update(loss.item() * accum_steps, x.size(0))")),
+        Invalid(_in_loop("loss_value = loss.item()\nmetric_logger.update(loss=loss_value)")),
     )
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.scalar_locals = _ScalarLocals(self)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.scalar_locals.record(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in _ACCUMULATING_METHODS:
             return
+        method = func.attr.value
         for arg in node.args:
             reads = _scalar_reads_in(self.context, arg.value)
             read = reads[0] if reads else self._tolist(arg.value)
             if read is not None:
                 text = self.context.module.code_for_node(read)
-                self.report(node, self.message.format(method=func.attr.value, read=text))
+                self.report(node, self.message.format(method=method, read=text))
+                return
+        for arg in node.args:
+            if self.scalar_locals.report_reads_in(arg.value, self.message.replace("{method}", method)):
                 return
 
     def _tolist(self, expr: cst.BaseExpression) -> cst.Call | None:
@@ -440,6 +498,7 @@ class PerElementLoop(_LoopFactsRule):
         return True
 
 
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 _CAT_FUNCTIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack", "torch.hstack", "torch.row_stack"})
 
 
@@ -487,7 +546,8 @@ class TensorGrownByCat(Rule):
         "out.argmax(1)])",
         use_instead="Append the parts to a Python list and call `torch.cat(parts)` once after the loop (one copy).",
         false_positives="A name that is rebound every iteration before the cat (`x = batch; x = torch.cat([x, x])`) does "
-        "not grow and is not flagged; a loop known to run only a couple of times is harmless.",
+        "not grow and is not flagged, nor is token-by-token decoding under `no_grad` (growing the sequence is the "
+        "algorithm); a loop known to run only a couple of times is harmless.",
     )
     valid = (
         _in_loop("parts.append(out.argmax(1))"),
@@ -495,6 +555,8 @@ class TensorGrownByCat(Rule):
         "        model(x).sum().backward()\n        optimizer.step()\n",
         "import torch\n\ndef evaluate(model, loader):\n    preds = torch.empty(0)\n    for x, y in loader:\n"
         "        preds = torch.cat([preds, model(x)])\n    return preds\n",
+        _in_loop("if step % 250 == 0:\n    seq = x[:1]\n    with torch.no_grad():\n        while seq.size(1) < 64:\n"
+                 "            seq = torch.cat((seq, model(seq)[:, -1:].argmax(-1)), dim=1)"),
     )
     invalid = (
         Invalid(_in_loop("preds = torch.cat([preds, out.argmax(1)])")),
@@ -521,9 +583,24 @@ class TensorGrownByCat(Rule):
             return
         names = self._assigned_in(loop)
         head = _target_names(target) or {self.context.module.code_for_node(target)}
-        if head & names:
+        if head & names or self._under_no_grad():
             return
         self.report(node.value, self.message.format(name=self.context.module.code_for_node(target)), when="training")
+
+    def _under_no_grad(self) -> bool:
+        """Inside `with torch.no_grad()` / `inference_mode()` or a function decorated with them: decoding a sequence
+        token by token there is the algorithm (autoregressive sampling), not an accumulation."""
+        for node in self.context.ancestors:
+            contexts: list[cst.BaseExpression] = []
+            if isinstance(node, cst.With):
+                contexts = [item.item for item in node.items]
+            elif isinstance(node, cst.FunctionDef):
+                contexts = [d.decorator for d in node.decorators]
+            for expr in contexts:
+                func = expr.func if isinstance(expr, cst.Call) else expr
+                if self.context.resolve(func) in _NO_GRAD:
+                    return True
+        return False
 
     def _assigned_in(self, loop: cst.CSTNode) -> set[str]:
         names = self._loop_assigned.get(id(loop))

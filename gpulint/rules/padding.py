@@ -93,6 +93,14 @@ class _LengthTracker:
         return _calls_max_or_len(expr)
 
 
+_EVAL_SPLIT_PARTS = frozenset({"test", "validation", "valid", "val", "eval", "dev"})
+
+
+def _is_eval_split(name: str) -> bool:
+    """`"test[:400]"`, `"validation"`, `eval_dataset`, `val_ds`: a split or dataset used only to evaluate."""
+    return bool({p for p in re.split(r"[^a-z]+", name.lower()) if p} & _EVAL_SPLIT_PARTS)
+
+
 def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:
@@ -122,7 +130,8 @@ class PadToMaxLength(Rule):
         false_positives="Fixed-shape pipelines on purpose (TPU/XLA, CUDA graphs), and tokenization done once offline. "
         "Files that import `diffusers` are skipped: diffusion models condition on the text encoder's full fixed-length "
         "output (CLIP's 77 tokens), a model-mandated length. "
-        "A `padding=\"max_length\" if args.pad_to_max_length else False` option is not flagged (it is opt-in).",
+        "A `padding=\"max_length\" if args.pad_to_max_length else False` option is not flagged (it is opt-in), nor is "
+        "tokenisation mapped over an evaluation split (`raw[\"validation\"].map(...)`, a `split=\"test\"` dataset).",
     )
     valid = (
         'enc = tokenizer(texts, padding=True, truncation=True, max_length=512)\n',
@@ -133,6 +142,9 @@ class PadToMaxLength(Rule):
         'from diffusers import UNet2DConditionModel\n'
         'ids = tokenizer(prompt, padding="max_length", max_length=tokenizer.model_max_length).input_ids\n',
         'pixels = processor(images=image, padding="max_length", return_tensors="pt")\n',
+        'test_ds = load_dataset("wikitext", split="test[:400]")\n'
+        'test_ds = test_ds.map(lambda x: tokenizer(x["text"], padding="max_length", max_length=256), batched=True)\n',
+        'raw["validation"].map(lambda x: tokenizer(x["text"], padding="max_length"), batched=True)\n',
     )
     invalid = (
         Invalid(
@@ -154,12 +166,17 @@ class PadToMaxLength(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self.lengths = _LengthTracker(context)
+        self._eval_datasets: set[str] = set()  # names bound to `load_dataset(..., split="test")` and the like
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.lengths.record(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and isinstance(node.value, cst.Call):
+            split = _keyword(node.value, "split")
+            if split is not None and isinstance(split.value, cst.SimpleString) and _is_eval_split(split.value.raw_value):
+                self._eval_datasets.add(node.targets[0].target.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.context.imports.imported("diffusers") or self._no_text(node):
+        if self.context.imports.imported("diffusers") or self._no_text(node) or self._maps_eval_split():
             return
         for arg in node.args:
             if arg.keyword is None:
@@ -171,6 +188,29 @@ class PadToMaxLength(Rule):
             elif keyword == "pad_to_max_length" and isinstance(value, cst.Name) and value.value == "True":
                 if not self._dynamic_max_length(node):
                     self.report(arg, when="training", fix=[Replace(arg, "padding=True")], unsafe_fix=True)
+
+    def _maps_eval_split(self) -> bool:
+        """True inside `<eval split>.map(...)`: `raw["validation"].map(f)`, `test_ds.filter(g).map(lambda x: ...)`."""
+        for node in reversed(self.context.ancestors[:-1]):
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "map"):
+                continue
+            receiver: cst.BaseExpression = node.func.value
+            while True:
+                if isinstance(receiver, cst.Subscript):
+                    key = receiver.slice[0].slice
+                    if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
+                        if _is_eval_split(key.value.raw_value):
+                            return True
+                    receiver = receiver.value
+                elif isinstance(receiver, cst.Call):
+                    receiver = receiver.func
+                elif isinstance(receiver, cst.Attribute):
+                    receiver = receiver.value
+                else:
+                    break
+            if isinstance(receiver, cst.Name):
+                return receiver.value in self._eval_datasets or _is_eval_split(receiver.value)
+        return False
 
     @staticmethod
     def _no_text(call: cst.Call) -> bool:
@@ -408,7 +448,8 @@ class LossMaskedAfterwards(Rule):
     docs = RuleDocs(
         what_it_does="Flags `cross_entropy` / `nll_loss` (or a `CrossEntropyLoss`/`NLLLoss` built with "
         "`reduction='none'`) whose per-token result is then multiplied by or indexed with a mask (`(loss * mask).sum() / "
-        "mask.sum()`, `loss[mask]`, `loss.masked_fill(...)`).",
+        "mask.sum()`, `loss[mask]`, `loss.masked_fill(...)`) in the training step or a function it calls (`compute_loss`, "
+        "`training_step`).",
         why_slow="The unreduced loss materialises a (batch x length) tensor, including every pad position, and the mask "
         "costs a multiply, two reductions and a division: 4-5 extra kernel launches and a full read/write of the loss "
         "tensor per step. With `ignore_index` the fused loss kernel skips pad targets and normalises by the count of "
@@ -427,6 +468,9 @@ class LossMaskedAfterwards(Rule):
         "    loss = F.cross_entropy(logits, labels, reduction='none')\n    return (loss * weights).mean()\n",
         "import torch.nn.functional as F\n\ndef evaluate(logits, labels, mask):\n"
         "    loss = F.cross_entropy(logits, labels, reduction='none')\n    return (loss * mask).sum()\n",
+        "import torch.nn.functional as F\n\ndef score_completions(logits, tokens, mask):\n"
+        "    losses = F.cross_entropy(logits, tokens, reduction='none')\n"
+        "    return (losses * mask).sum(dim=1) / mask.sum(dim=1)\n",
     )
     invalid = (
         Invalid(
@@ -500,5 +544,7 @@ class LossMaskedAfterwards(Rule):
             return False
         if id(call) not in self._reported:
             self._reported.add(id(call))
-            self.context.add_report(Report(self, call, self.message, "training", ancestors))
+            # "per_step": the training loss runs every step (compute_loss, training_step, code the step calls); a
+            # masked per-row average in an eval or scoring helper, or behind an eval-interval gate, is not it.
+            self.context.add_report(Report(self, call, self.message, "per_step", ancestors))
         return True
