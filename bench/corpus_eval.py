@@ -285,8 +285,13 @@ def parse_findings(data: object, root: Path, source: str) -> list[Finding]:
         # GPL0xx engine findings (parse errors) belong to no family.
         if family not in FAMILIES:
             continue
-        line = int(item["line"])
-        end_line = int(item.get("end_line") or line)
+        try:
+            line = int(item["line"])
+            end_line = int(item.get("end_line") or line)
+        except (TypeError, ValueError):
+            raise CorpusError(
+                f"{source}: a finding's line is not a number: {str(item)[:80]}"
+            ) from None
         findings.append(
             Finding(
                 _relative(item["path"], root), line, max(line, end_line), family, code

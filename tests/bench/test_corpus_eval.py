@@ -445,3 +445,16 @@ def test_repo_filter_scores_a_subset_and_rejects_unknown_repos(corpus, capsys):
     assert "corpus: 5 labels" in out and "--repo acme/trainer" in out
     assert ce.main([*args, "--repo", "other/repo"]) == 2
     assert "--repo other/repo: no labels for that repository" in capsys.readouterr().err
+
+
+def test_a_finding_with_a_non_numeric_line_is_one_clear_error(corpus, capsys):
+    bad = corpus["tmp"] / "bad_line.json"
+    bad.write_text(
+        json.dumps(
+            [{"code": "GPL401", "path": "acme+trainer/train.py", "line": "eight"}]
+        )
+    )
+    args = ["--mirrors", str(corpus["mirrors"]), "--labels", str(corpus["labels"])]
+    assert ce.main([*args, "--findings", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line is not a number" in err[0]
