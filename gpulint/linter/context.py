@@ -55,6 +55,7 @@ DEFAULT_GATE_PARTS = frozenset(
         "wandb", "tensorboard", "writer", "summary", "visualize", "sample",
     }
 )
+STEP_NAME_PARTS = frozenset({"step", "batch", "iter", "iteration", "microbatch"})
 EVAL_LOADER_PARTS = frozenset({"eval", "val", "valid", "validation", "test", "testing", "dev"})
 LOADER_PARTS = frozenset({"loader", "dataloader", "dl", "batches", "iterator", "train_iter", "data_iter", "prefetcher"})
 STEP_METHODS = frozenset({"backward", "manual_backward", "zero_grad"})
@@ -383,7 +384,9 @@ class FileContext:
             loader = info.iterates_loader and not info.under_no_grad
             if info.has_marker or loader or info.callees & hot_named:
                 self._step_loops.add(id(info.node))
-                if loader and info.function is not None:
+                # `train_batch` / `train_step` run once per step: their loop over micro-batches is inside the step.
+                per_step_name = _name_parts(info.function.name.value) & STEP_NAME_PARTS if info.function else True
+                if loader and info.function is not None and not per_step_name:
                     self._epoch_functions.add(id(info.function))
         for name in hot_named:
             for func in self._functions[name]:
