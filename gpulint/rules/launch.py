@@ -54,6 +54,8 @@ class PerParameterUpdateLoop(Rule):
         ("import torch\n\ndef load_weights(dst, src):\n    for a, b in zip(dst.parameters(), src.parameters()):\n"
          "        a.copy_(b)\n"),
         in_step("for group in optimizer.param_groups:\n    group[\"lr\"] = group[\"lr\"] * 0.99"),
+        ("import torch\n\ndef scale_module(module, scale):\n    for p in module.parameters():\n"
+         "        p.detach().mul_(scale)\n    return module\n"),
     )
     invalid = (
         Invalid(in_step("with torch.no_grad():\n    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
@@ -69,7 +71,13 @@ class PerParameterUpdateLoop(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         scan = scan_model_tensor_for(node, self.context)
-        if scan is not None and scan.kind == "arithmetic" and not self.context.gated_here():
+        if scan is None or scan.kind != "arithmetic" or self.context.gated_here():
+            return
+        # A per-step update reads gradients, blends two sets of tensors (EMA: `zip(ema..., model...)`), keeps state
+        # per parameter, or lives in an update/step function. Scaling weights by a constant (`scale_module`) is
+        # initialisation.
+        blends = isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip" and len(node.iter.args) >= 2
+        if scan.touches_grad or blends or scan.stores_state or scan.in_update_function:
             self.report(node.iter, when="training")
 
 
@@ -258,6 +266,7 @@ class CreatedOnCpuThenMoved(Rule):
         ("import torch\n\ndef train(model, loader, opt, rank):\n    total = torch.zeros(2).to(rank)\n"
          "    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"),
         in_step("out = torch.empty(0).to(batch.device)"),
+        in_step("buf = torch.ByteTensor(storage).to(\"cuda\")"),
     )
     invalid = (
         Invalid(
@@ -352,6 +361,8 @@ class CreatedOnCpuThenMoved(Rule):
         `torch.LongTensor(n).random_(8)` (kind "" for legacy constructors, which the fix does not rewrite)."""
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in FILLS:
             inner = expr.func.value
+            if isinstance(inner, cst.Call) and self._is_legacy_constructor(inner):
+                return inner, ""
             created = self._cpu_creation(inner) if isinstance(inner, cst.Call) else None
             return (created[0], "") if created else None
         if not isinstance(expr, cst.Call):
@@ -361,7 +372,7 @@ class CreatedOnCpuThenMoved(Rule):
             return None
         kind = resolved.rsplit(".", 1)[-1]
         if kind in LEGACY_CONSTRUCTORS:
-            return expr, ""
+            return None  # `torch.ByteTensor(storage)` copies data; only a fill after it (above) makes it a factory
         if kind not in DETERMINISTIC_FACTORIES and kind not in RANDOM_FACTORIES:
             return None
         if _keyword(expr, "pin_memory") is not None:
@@ -369,6 +380,10 @@ class CreatedOnCpuThenMoved(Rule):
         if expr.args and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0" and kind != "full":
             return None  # zero elements: nothing is copied
         return expr, kind
+
+    def _is_legacy_constructor(self, call: cst.Call) -> bool:
+        resolved = self.context.resolve(call.func) or ""
+        return resolved.startswith("torch.") and resolved.rsplit(".", 1)[-1] in LEGACY_CONSTRUCTORS
 
     @staticmethod
     def _with_device(factory: cst.Call, move: cst.Call, method: str, device: cst.BaseExpression) -> cst.Call:

@@ -152,6 +152,9 @@ class LoopScan:
     reduced_names: set[str] = field(default_factory=set)
     plain_copies: int = 0  # `ema_v.copy_(model_v)` in a per-step update function
     builds_lists: bool = False  # appends loop tensors to lists (for a following torch._foreach_* call)
+    touches_grad: bool = False  # reads or writes `.grad` of a loop tensor
+    stores_state: bool = False  # stores a computed tensor per parameter (`self.exp_avg[n] = ...`)
+    in_update_function: bool = False  # the enclosing function is named like a per-step update
 
     @property
     def kind(self) -> str | None:
@@ -178,7 +181,7 @@ class _LoopBodyScanner(cst.CSTVisitor):
         # In a function named like a per-step update (`update`, `apply_update_`, `ema_step`), copying each tensor
         # unchanged is per-step work too; elsewhere (`set`, `load_weights`) it is a one-off weight load.
         self.copies_count = function is not None and bool(name_parts(function.name.value) & UPDATE_NAME_PARTS)
-        self.scan = LoopScan()
+        self.scan = LoopScan(in_update_function=self.copies_count)
         self._stack: list[cst.CSTNode] = []
         self._hits_at_assign: list[int] = []
         self._hits = 0
@@ -226,6 +229,11 @@ class _LoopBodyScanner(cst.CSTVisitor):
             return
         if isinstance(value, (cst.BinaryOperation, cst.Call)) and self._on_tensor(value):
             self._inplace(target)
+            self.scan.stores_state = True
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "grad" and not self.scan.touches_grad and self._on_tensor(node.value):
+            self.scan.touches_grad = True
 
     def visit_For(self, node: cst.For) -> None:
         # `for ki, vi in v.items():` inside a loop over optimizer states: the inner values are loop tensors too.
@@ -421,11 +429,30 @@ def in_step(body: str) -> str:
     return _TRAIN.format(body="\n".join("        " + line if line else "" for line in body.splitlines()))
 
 
+# Function-name parts of the data pipeline (tokenization, collation, dataset items): its tensors are CPU tensors,
+# built by the tokenizer or in loader workers, so reading them costs no device sync.
+DATA_PIPELINE_PARTS = frozenset(
+    {"tokenize", "tokenized", "tokenizer", "preprocess", "collate", "collator", "encode", "getitem", "dataset"}
+)
+
+
+def in_data_pipeline(context: FileContext) -> bool:
+    """Is the node being visited in a data-pipeline function or in a Dataset/Collator class?"""
+    for node in reversed(context.ancestors):
+        if isinstance(node, cst.FunctionDef) and name_parts(node.name.value) & DATA_PIPELINE_PARTS:
+            return True
+        if isinstance(node, cst.ClassDef):
+            name = node.name.value.lower()
+            return "dataset" in name or "collator" in name
+    return False
+
+
 class _PerTensorRule(Rule):
-    """Shared by the GPL1xx rules: they report only outside gated code (a gated log every N steps is cheap)."""
+    """Shared by the GPL1xx rules: they report only outside gated code (a gated log every N steps is cheap) and
+    outside the data pipeline."""
 
     def _report_ungated(self, node: cst.CSTNode, message: str | None = None, **kwargs) -> None:
-        if not self.context.gated_here():
+        if not self.context.gated_here() and not in_data_pipeline(self.context):
             self.report(node, message, when="training", **kwargs)
 
 
@@ -734,6 +761,9 @@ class ItemListComprehension(_PerTensorRule):
         in_step("values = torch.stack(losses).tolist()"),
         in_step("host = losses.cpu()\nvalues = [t.item() for t in host]"),
         in_step("if step % 100 == 0:\n    print([t.item() for t in losses])"),
+        ("import torch\n\ndef _tokenize_fn(strings, tokenizer):\n"
+         "    tokenized = [tokenizer(s, return_tensors=\"pt\") for s in strings]\n"
+         "    return [t.input_ids.ne(tokenizer.pad_token_id).sum().item() for t in tokenized]\n"),
     )
     invalid = (
         Invalid(in_step("values = [t.item() for t in losses]"), fixed=in_step("values = torch.stack(losses).tolist()")),
