@@ -6,8 +6,6 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
 
 from gpulint.linter.rule import rules_by_code  # noqa: E402
 
@@ -43,6 +41,9 @@ class _LegacyTokenizer:
 
 @pytest.fixture(scope="module")
 def tokenizer():
+    # Imported here, not at module level: transformers takes seconds to import and these tests are `slow`.
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
     vocab = {word: index for index, word in enumerate(WORDS)}
     backend = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     backend.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
@@ -54,6 +55,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def model():
+    transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.BertConfig(
         vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
