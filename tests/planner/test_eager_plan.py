@@ -44,11 +44,14 @@ def plans_at_three_budgets(build, make_batch, loss_fn=None) -> list[dict]:
     return plans
 
 
+def loss_of(output, batch, loss_fn):
+    return loss_fn(output, batch) if loss_fn else default_loss(output)
+
+
 def run_step(model, batch, loss_fn, seed):
     torch.manual_seed(seed)
     args, kwargs = split_batch(batch)
-    output = model(*args, **kwargs)
-    loss = loss_fn(output, batch) if loss_fn else default_loss(output)
+    loss = loss_of(model(*args, **kwargs), batch, loss_fn)  # like the traced step, keeps no other output
     loss.backward()
     return loss
 
@@ -73,13 +76,37 @@ def assert_plans_apply_exactly(build, make_batch, loss_fn=None) -> None:
     assert eager.applied_plan(planned) is not None
 
 
+def test_eager_peak_prediction_matches_the_measured_eager_step():
+    from gpulint.planner.measure import LiveStorageTracker
+
+    build, make_batch = example_gpt()
+    traced = trace_step(build, make_batch, optimizer="none")
+    hardware = load_hardware("cpu")
+    planner = GreedyPlanner(traced.graph, node_times(traced.graph, hardware), 1)
+    full = planner.run(None)
+    for share in SHARES:
+        result = planner.for_budget(full, int(full.lowest_peak + share * (full.baseline.peak - full.lowest_peak)))
+        plan = {k: v for k, v in plan_dict(traced.graph, result, hardware="cpu").items() if not k.startswith("_")}
+        predicted = eager.predict(traced.graph, plan, build())
+        torch.manual_seed(0)
+        model = eager.apply(build(), plan)
+        batch = make_batch()
+        run_step(model, batch, None, seed=0)  # first step validates the plan
+        model.zero_grad(set_to_none=True)
+        tracker = LiveStorageTracker()
+        tracker.register([list(model.parameters()), batch])
+        with tracker:
+            run_step(model, batch, None, seed=0)
+        assert abs(predicted.peak_bytes - tracker.peak) <= 0.02 * tracker.peak, (share, predicted.peak_bytes, tracker.peak)
+
+
 def example_gpt():
     sys.path.insert(0, str(EXAMPLES))
     try:
         import model as example
     finally:
         sys.path.remove(str(EXAMPLES))
-    config = example.GPTConfig(vocab_size=64, n_layer=2, n_head=2, d_model=32, seq_len=16, batch_size=2)
+    config = example.GPTConfig(vocab_size=128, n_layer=2, n_head=2, d_model=64, seq_len=64, batch_size=2)
     return (lambda: example.build_model(config)), (lambda: example.make_batch(config))
 
 
