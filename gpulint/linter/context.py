@@ -94,6 +94,16 @@ def is_cold_function_name(name: str) -> bool:
     return bool(_name_parts(name) & COLD_NAME_PARTS)
 
 
+def is_test_path(path: str) -> bool:
+    """A test module or a file under a tests/test_utils folder: `tests/x.py`, `test_x.py`, `x_test.py`, `conftest.py`."""
+    parts = path.replace("\\", "/").split("/")
+    base = parts[-1]
+    return (
+        base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
+        or any(p in ("tests", "test", "testing", "test_utils") for p in parts[:-1])
+    )
+
+
 @dataclass(frozen=True)
 class ExecState:
     hot: bool
@@ -136,6 +146,7 @@ class FileContext:
         gate_names: Iterable[str] = (),
     ) -> None:
         self.path = path
+        self.in_tests = is_test_path(path)
         self.module = module
         self.imports = ImportMap()
         self.hot_function_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
