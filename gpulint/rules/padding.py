@@ -131,7 +131,8 @@ class PadToMaxLength(Rule):
         "Files that import `diffusers` are skipped: diffusion models condition on the text encoder's full fixed-length "
         "output (CLIP's 77 tokens), a model-mandated length. "
         "A `padding=\"max_length\" if args.pad_to_max_length else False` option is not flagged (it is opt-in), nor is "
-        "tokenisation mapped over an evaluation split (`raw[\"validation\"].map(...)`, a `split=\"test\"` dataset).",
+        "tokenisation mapped over an evaluation split (`raw[\"validation\"].map(...)`, a `split=\"test\"` dataset), "
+        "nor test files (`tests/`, `test_*.py`).",
     )
     valid = (
         'enc = tokenizer(texts, padding=True, truncation=True, max_length=512)\n',
@@ -176,7 +177,9 @@ class PadToMaxLength(Rule):
                 self._eval_datasets.add(node.targets[0].target.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.context.imports.imported("diffusers") or self._no_text(node) or self._maps_eval_split():
+        if self.context.in_tests or self.context.imports.imported("diffusers"):
+            return
+        if self._no_text(node) or self._maps_eval_split():
             return
         for arg in node.args:
             if arg.keyword is None:

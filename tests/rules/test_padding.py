@@ -173,3 +173,10 @@ def test_ignore_index_loss_is_fine():
         return loss * mask.any()
     """
     assert lines(source, "GPL304") == []
+
+
+def test_max_length_padding_in_test_files_is_fine():
+    source = 'enc = tokenizer(texts, padding="max_length", max_length=128)\n'
+    assert lines(source, "GPL301", path="src/pkg/test_utils/training.py") == []
+    assert lines(source, "GPL301", path="tests/test_train.py") == []
+    assert lines(source, "GPL301", path="examples/train.py") == [1]
