@@ -346,7 +346,7 @@ class ScalarSyncInStep(_SyncRule):
     )
     valid = (
         _in_loop("if step % 100 == 0:\n    print(loss.item())"),
-        _in_loop("values = loss.detach().cpu()\nx = values.item()"),
+        _in_loop("if step % 10 != 0:\n    continue\nprint(loss.item())"),
         _in_loop("counts = torch.zeros(4)\nfirst = counts[0].item()"),
         "import torch\n\n\ndef evaluate(model, loader):\n    for x, y in loader:\n        print(model(x).sum().item())\n",
     )
@@ -397,7 +397,7 @@ class PythonScalarOfTensor(_SyncRule):
         _in_loop("lr = float(optimizer.param_groups[0][\"lr\"])"),
         _in_loop("n = int(x.shape[0])"),
         _in_loop("if step % 10 == 0:\n    print(float(loss))"),
-        _in_loop("value = loss.item()\nok = math.isfinite(value)", header="import math"),
+        _in_loop("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
     )
     invalid = (
         Invalid(_in_loop("loss_f = float(loss)")),
@@ -444,7 +444,7 @@ class CpuCopyInStep(_SyncRule):
     )
     valid = (
         _in_loop("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
-        _in_loop("values = loss.tolist()\nsnapshot = torch.tensor(values).cpu()"),
+        _in_loop("snapshot = torch.tensor([1.0, 2.0]).cpu()"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for step, (x, y) in enumerate(loader):\n"
         "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
         "    torch.save(model.cpu().state_dict(), \"model.pt\")\n"),
@@ -507,7 +507,7 @@ class TensorFormattedInStep(_SyncRule):
     )
     valid = (
         _in_loop("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
-        _in_loop("loss_value = loss.item()\nprint(f\"loss {loss_value:.3f}\")"),
+        _in_loop("lr = optimizer.param_groups[0][\"lr\"]\nprint(f\"lr {lr:.3f}\")"),
         _in_loop("print(f\"step {step} batch {x.shape}\")"),
         _in_loop("logger.info(\"step %d\", step)", header="import logging\nlogger = logging.getLogger(__name__)"),
     )
@@ -589,7 +589,7 @@ class TensorConditionInStep(_SyncRule):
     )
     valid = (
         _in_loop("if x.shape[0] > 1:\n    pass"),
-        _in_loop("loss_value = loss.item()\nif loss_value > 100:\n    break"),
+        _in_loop("lr = optimizer.param_groups[0][\"lr\"]\nif lr > 100:\n    break"),
         _in_loop("if step % 50 == 0:\n    assert torch.isfinite(loss)"),
         _in_loop("if optimizer is not None and step > 10:\n    pass"),
     )
@@ -973,7 +973,7 @@ class TensorFromHostDataInStep(_SyncRule):
         "        loss = torch.nn.functional.cross_entropy(model(x), y, weight=weights)\n        loss.backward()\n"
         "        optimizer.step()\n"),
         _in_loop("offsets = torch.tensor([0, 1, 2])"),
-        _in_loop("ids = torch.tensor([loss.detach(), loss.detach()], device=device)"),
+        _in_loop("offsets = torch.arange(4, device=device)"),
     )
     invalid = (
         Invalid(_in_loop("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
@@ -1046,7 +1046,7 @@ class BlockingCollectiveInStep(_SyncRule):
     )
     invalid = (
         Invalid(_in_loop("dist.all_reduce(loss)\nloss_value = loss.item()", header="import torch.distributed as dist")),
-        Invalid(_in_loop("for p in model.parameters():\n    dist.all_reduce(p.grad)",
+        Invalid(_in_loop("for p in model.parameters():\n    dist.all_reduce(p.data)",
                          header="import torch.distributed as dist")),
         Invalid(_in_loop("loss_value = loss.item()\nreduced = all_reduce_mean(loss_value)",
                          header="def all_reduce_mean(x):\n    return x")),
