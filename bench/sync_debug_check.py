@@ -96,7 +96,7 @@ def _init_process_group(torch, backend: str) -> bool:
     os.environ.setdefault("MASTER_PORT", "29533")
     try:
         dist.init_process_group(backend, rank=0, world_size=1)
-    except Exception as exc:  # no NCCL, port in use: the distributed examples are then skipped
+    except Exception as exc:  # noqa: BLE001 - no NCCL, port in use: the distributed examples are then skipped
         print(f"sync_debug_check: no {backend} process group ({type(exc).__name__}: {exc}); distributed examples skipped")
         return False
     return True
@@ -144,7 +144,7 @@ def _run(source: str, device: str, dry_run: bool, distributed: bool) -> str:
         if dry_run and _needs_cuda(message):
             return "skipped: needs CUDA"
         return f"error: {type(exc).__name__}: {message}"
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure of an example is reported, the others still run
         message = str(exc).splitlines()[0][:120] if str(exc) else ""
         if dry_run and _needs_cuda(message):
             return "skipped: needs CUDA"
