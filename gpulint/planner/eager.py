@@ -39,6 +39,7 @@ from torch.utils.checkpoint import (
 )
 
 from gpulint.planner.errors import PlanError
+from gpulint.planner.shapes import call_signature, shape_plans
 
 PLAN_SCHEMA = "gpulint.plan/1"
 _STATE_ATTR = "_gpulint_applied_plan"
@@ -257,9 +258,14 @@ class AppliedPlan:
     decisions: list[Decision]
     regions: list[str]  # layer paths wrapped in selective checkpointing
     unapplied: list[Decision]  # recompute decisions outside any layer: kept saved
-    validated: bool = False
+    validated: bool = False  # the decisions in use were all found in a forward
     _stack: _ModuleStack | None = None
     _policy: dict[Address, CheckpointPolicy] = field(default_factory=dict)
+    # input signature (None: the plan's top level) -> (decisions, policy); see gpulint/planner/shapes.py
+    _shapes: dict[Any, tuple[list[Decision], dict[Address, CheckpointPolicy]]] = field(default_factory=dict)
+    _validated: set[Any] = field(default_factory=set)
+    _key: Any = None  # the signature whose decisions are in use
+    _warned_unplanned_shape: bool = False
     _counter: _Counter = field(default_factory=_Counter)
     _originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
     _restore_cache: list[tuple[Any, bool]] = field(default_factory=list)  # configs whose use_cache apply turned off
@@ -282,6 +288,18 @@ class AppliedPlan:
         self._stack.reset()
         self._counter = _Counter()
 
+    def _select(self, sig: Any) -> None:
+        """Use the decisions planned for input signature `sig`, else the plan's top level (its largest shape)."""
+        if sig not in self._shapes:
+            if not self._warned_unplanned_shape:
+                warnings.warn(f"gpulint: inputs of shapes {list(sig)} were not planned; using the largest "
+                              "shape's plan", stacklevel=4)
+                self._warned_unplanned_shape = True
+            sig = None
+        self._key = sig
+        self.decisions, self._policy = self._shapes[sig]
+        self.validated = sig in self._validated
+
     def _check(self, seen: set[Address]) -> None:
         missing = [d for d in self.decisions if d.address not in seen and d.address.op not in _UNMATCHED_OPS]
         if missing:
@@ -290,6 +308,7 @@ class AppliedPlan:
                 f"plan does not match this model: decision {first.id} ({first.address.describe()}) does not happen in "
                 f"its forward ({len(missing)} of {len(self.decisions)} decisions missing); re-run `gpulint plan`"
             )
+        self._validated.add(self._key)
         self.validated = True
 
     def _policy_fn(self, ctx, op, *args, **kwargs) -> CheckpointPolicy:
@@ -335,15 +354,17 @@ def apply(model: nn.Module, plan: str | Path | Mapping[str, Any]) -> nn.Module:
         )
     plan = load_plan(plan)
     decisions = parse_decisions(plan)
+    by_shape = {sig: parse_decisions({"decisions": raw}) for sig, raw in shape_plans(plan).items()}
+    every = decisions + [d for shape_decisions in by_shape.values() for d in shape_decisions]
     modules = dict(model.named_modules())
-    for decision in decisions:
+    for decision in every:
         if decision.address.module not in modules:
             raise PlanMismatchError(
                 f"plan does not match this model: decision {decision.id} names module "
                 f"'{decision.address.module}', which the model does not have; re-run `gpulint plan`"
             )
 
-    regions, unapplied = plan_regions(model, decisions)
+    regions, unapplied = plan_regions(model, every)
     if unapplied:
         warnings.warn(
             f"gpulint: {len(unapplied)} recompute decision(s) lie outside any layer (first: "
@@ -352,12 +373,9 @@ def apply(model: nn.Module, plan: str | Path | Mapping[str, Any]) -> nn.Module:
         )
 
     state = AppliedPlan(model, decisions, regions, unapplied)
-    # SAC decides per op, not per output: an op with one output planned saved (layer norm's mean) keeps all.
-    for decision in decisions:
-        if decision.action == "save":
-            state._policy[decision.address] = CheckpointPolicy.MUST_SAVE
-        else:
-            state._policy.setdefault(decision.address, CheckpointPolicy.MUST_RECOMPUTE)
+    state._shapes = {None: (decisions, _policy_of(decisions))}
+    state._shapes.update({sig: (d, _policy_of(d)) for sig, d in by_shape.items()})
+    state._select(None)
     state._stack = _ModuleStack(model)
     if state.regions:
         state._restore_cache = disable_kv_cache(model)
@@ -368,6 +386,17 @@ def apply(model: nn.Module, plan: str | Path | Mapping[str, Any]) -> nn.Module:
     _wrap_root(state)
     model.__dict__[_STATE_ATTR] = state
     return model
+
+
+def _policy_of(decisions: list[Decision]) -> dict[Address, CheckpointPolicy]:
+    # SAC decides per op, not per output: an op with one output planned saved (layer norm's mean) keeps all.
+    policy: dict[Address, CheckpointPolicy] = {}
+    for decision in decisions:
+        if decision.action == "save":
+            policy[decision.address] = CheckpointPolicy.MUST_SAVE
+        else:
+            policy.setdefault(decision.address, CheckpointPolicy.MUST_RECOMPUTE)
+    return policy
 
 
 def disable_kv_cache(model: nn.Module) -> list[tuple[Any, bool]]:
@@ -442,6 +471,8 @@ def _wrap_root(state: AppliedPlan) -> None:
     @functools.wraps(inner)
     def planned_forward(*args, **kwargs):
         state._begin_forward()
+        if len(state._shapes) > 1:
+            state._select(call_signature(args, kwargs))
         if state.validated or not torch.is_grad_enabled():
             return inner(*args, **kwargs)
         with _ValidationMode(state._stack) as mode:
