@@ -285,6 +285,7 @@ class _LoopFrame:
         self.compares_vars = False  # `p == t` between two loop variables
         self.compares_tensor = False  # `pred == c` with a loop variable and a non-host value
         self.reductions = 0  # `.sum()` / `.mean()` / `.item()` calls in the body
+        self.sequential = False  # a chain product `acc = x[i] @ acc`: each iteration needs the previous one
         self.reported = False
 
 
@@ -452,12 +453,14 @@ class PerElementLoop(_LoopFactsRule):
         "`torch.where`, or `torch.vmap` for a per-sample function; for row writes, one mask: "
         "`labels[torch.arange(T) > lengths[:, None]] = -100`.",
         false_positives="Loops whose body only does host work with the index (building a Python list of file names). "
-        "`len(x)` loops are flagged only when `x` is known to be on the device.",
+        "`len(x)` loops are flagged only when `x` is known to be on the device; chain products (`acc = x[i] @ acc`) are "
+        "sequential by nature and not flagged.",
     )
     valid = (
         _in_loop("losses = criterion(out, y)"),
         _in_loop("names = batch_names\nfor i in range(len(names)):\n    print(names[i])"),
         _in_loop("grid = x.cpu().numpy()\nfor i, n in enumerate(lengths):\n    grid[i, n:] = 0"),
+        _in_loop("chain = x[0]\nfor i in range(1, x.shape[0]):\n    chain = x[i] @ chain"),
         "import torch\n\ndef evaluate(model, x):\n    for i in range(x.size(0)):\n        print(model(x[i]))\n",
     )
     invalid = (
@@ -473,10 +476,15 @@ class PerElementLoop(_LoopFactsRule):
 
     def judge(self, frame: _LoopFrame) -> None:
         bound = _range_bound(frame.node.iter)
-        if bound is not None and frame.indexed_by_var and self._over_tensor_rows(bound):
+        if bound is not None and frame.indexed_by_var and not frame.sequential and self._over_tensor_rows(bound):
             self.report_loop(frame, self.message.format(bound=self.context.module.code_for_node(bound)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            if _matmul_recurrence(node.targets[0].target.value, node.value):
+                for frame in self._frames[-1]:
+                    frame.sequential = True
+            return
         # `t[i, a:b] = v` with i a loop variable: reported on the write itself, the line that runs N times.
         for target in node.targets:
             sub = target.target
@@ -496,6 +504,20 @@ class PerElementLoop(_LoopFactsRule):
         if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name):
             return self.context.location_of(tensor) == "device"  # `len(x)`: only when x is known to be on the device
         return True
+
+
+def _matmul_recurrence(name: str, value: cst.BaseExpression) -> bool:
+    """`acc = x[i] @ acc` / `acc = torch.matmul(acc, x[i])`: each step needs the previous one (a chain product), so the
+    loop is sequential by nature and no batched op replaces it."""
+    if isinstance(value, cst.BinaryOperation):
+        if isinstance(value.operator, cst.MatrixMultiply) and any(
+            isinstance(side, cst.Name) and side.value == name for side in (value.left, value.right)
+        ):
+            return True
+        return _matmul_recurrence(name, value.left) or _matmul_recurrence(name, value.right)
+    if isinstance(value, cst.Call) and last_name(value.func) in ("matmul", "mm", "bmm"):
+        return any(isinstance(a.value, cst.Name) and a.value.value == name for a in value.args)
+    return False
 
 
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
