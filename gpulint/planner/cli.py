@@ -165,7 +165,13 @@ def run(args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget, "--budget") if args.budget is not None else config.budget
     if args.sweep < 0 or args.sweep == 1:
         raise PlanError("--sweep: give at least 2 budgets")
-    plan = make_plan(config, budget, args.hardware or config.hardware, args.sweep)
+    from gpulint.planner import shapes  # dynamic shapes: a generator batch factory gets a plan per shape
+
+    if shapes.config_is_bucketed(config):
+        plan = shapes.plan_config(config, budget, args.hardware or config.hardware, measure=args.measure,
+                                  sweep=args.sweep)
+    else:
+        plan = make_plan(config, budget, args.hardware or config.hardware, args.sweep)
     if args.measure:
         add_measurement(plan, config)
     patch = _patch_module()

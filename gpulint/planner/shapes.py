@@ -138,3 +138,24 @@ def shape_plans(plan: dict[str, Any]) -> dict[Signature, list[dict[str, Any]]]:
             raise PlanError(f"plan field shapes[{i}].decisions must be a list")
         out[sig] = decisions
     return out
+
+
+def plan_config(config: Any, budget: int | None, hardware: str, *, measure: bool = False, sweep: int = 0) -> dict:
+    """`gpulint plan` for a config whose batch factory is a generator: one plan per yielded shape."""
+    from gpulint.planner.config import load_factory
+
+    if measure or sweep:
+        raise PlanError("--measure and --sweep take one batch shape; the batch factory yields several")
+    build_model = load_factory(config.model, config.base_dir, "plan.model")
+    make_batch = load_factory(config.batch, config.base_dir, "plan.batch")
+    loss_fn = load_factory(config.loss, config.base_dir, "plan.loss") if config.loss else None
+    return plan_buckets(
+        build_model, make_batch, budget=budget, hardware=hardware, loss_fn=loss_fn, optimizer=config.optimizer,
+        dtype=config.dtype, name=config.model.rpartition(":")[0].rpartition("/")[2] or config.model,
+    )
+
+
+def config_is_bucketed(config: Any) -> bool:
+    from gpulint.planner.config import load_factory
+
+    return is_bucketed(load_factory(config.batch, config.base_dir, "plan.batch"))

@@ -120,3 +120,34 @@ def test_two_buckets_with_the_same_shape_are_refused():
 
     with pytest.raises(PlanError, match="same shapes"):
         shapes.plan_buckets(build, twice, budget=10**12, hardware="cpu", optimizer="none")
+
+
+FACTORIES = '''\
+import torch
+from torch import nn
+
+
+def build_model():
+    return nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 1))
+
+
+def make_batch():
+    for rows in (4, 16):
+        yield torch.randn(rows, 8)
+'''
+
+
+def test_gpulint_plan_on_a_generator_batch_factory(tmp_path, capsys):
+    import json
+
+    from gpulint.cli import main
+
+    (tmp_path / "model.py").write_text(FACTORIES)
+    config = tmp_path / "gpulint.yaml"
+    config.write_text("plan:\n  model: model.py:build_model\n  batch: model.py:make_batch\n  hardware: cpu\n")
+    assert main(["plan", str(config), "--format", "json", "--budget", "1GB"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [entry["signature"] for entry in plan["shapes"]] == [[[4, 8]], [[16, 8]]]
+    assert plan["largest_signature"] == [[16, 8]]
+    assert main(["plan", str(config), "--measure"]) == 2
+    assert "--measure and --sweep take one batch shape" in capsys.readouterr().err
