@@ -54,6 +54,7 @@ class PlanMismatchError(PlanError, ValueError):
 # --- addressing ------------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def op_key(op: Any) -> str:
     """An aten op's name as the plan's functionalized graph spells it, whether eager ran it in place or not.
 
