@@ -12,8 +12,13 @@ container (``transformer.h.0`` for ``transformer.h.0.mlp.c_fc``); a decision out
 in eager mode, stays saved, and ``apply`` warns (``AppliedPlan.unapplied`` lists them).
 
 Random ops (dropout) recompute with the RNG state preserved (``preserve_rng_state=True``), so their masks and
-the gradients equal the unplanned step's. The first forward after ``apply`` checks that every decision's address
-happens in the model's forward; a model the plan was not made for raises ``PlanMismatchError`` (one line).
+the gradients equal the unplanned step's. In-place ops are never cached (CPU dropout's ``div_``): the caller
+keeps using the tensor it mutated, so they are recomputed, which is exact for the same reason.
+
+The first forward after ``apply`` checks that every decision's address happens in the model's forward; a model
+the plan was not made for raises ``PlanMismatchError`` (one line). A plan with ``shapes`` (one per batch shape,
+see shapes.py) switches decisions by the shapes of each forward's inputs. ``predict`` simulates the eager step
+on the planner's graph, with the costs that are eager's own (kept layer inputs, whole-layer recompute).
 """
 
 from __future__ import annotations
