@@ -70,8 +70,11 @@ _TORCH_NON_TENSOR = frozenset(
     }
 )
 _TORCH_TENSOR_FUNCTIONS = frozenset({"nn.utils.clip_grad_norm_", "nn.utils.get_total_norm"})
-_TENSOR_NAME_PARTS = frozenset({"loss", "losses", "logits", "grad", "grads"})
-_TENSOR_NAMES = frozenset({"grad_norm", "total_norm", "param_norm", "norm"})
+# Names that hold tensors in training code: `loss`, `total_loss`, `ce_loss`, `logits`; not flags or helpers named
+# after them (`return_loss`, `loss_fn`, `loss_name`, `grad_accum_steps`).
+_TENSOR_LAST_PARTS = frozenset({"loss", "losses", "logits"})
+_FLAG_FIRST_PARTS = frozenset({"return", "use", "compute", "with", "has", "is", "should", "enable", "need", "calc"})
+_TENSOR_NAMES = frozenset({"grad", "grads", "grad_norm", "total_norm", "param_norm"})
 _TENSOR_ATTRS = frozenset({"grad", "loss", "logits"})
 
 
@@ -143,15 +146,15 @@ class _Tensors:
             bound = self._bound.get(self._key(expr.value))
             if bound is not None:
                 return bound
-            return expr.value in _TENSOR_NAMES or bool(_name_parts(expr.value) & _TENSOR_NAME_PARTS)
+            return _tensor_name(expr.value)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _TENSOR_ATTRS:
                 return True
             return expr.attr.value == "data" and self.is_tensor(expr.value)
         if isinstance(expr, cst.Subscript):
             key = _string_index(expr)
-            if key is not None:
-                return bool(_name_parts(key) & _TENSOR_NAME_PARTS)
+            if key is not None and _tensor_name(key):
+                return True
             return self.is_tensor(expr.value)
         if isinstance(expr, cst.Call):
             return self._call_is_tensor(expr)
@@ -208,6 +211,13 @@ class _Tensors:
                           "logical_or"):
                 return True
         return False
+
+
+def _tensor_name(name: str) -> bool:
+    parts = [p for p in re.split(r"[_.]+", name.lower()) if p]
+    if not parts:
+        return False
+    return name in _TENSOR_NAMES or (parts[-1] in _TENSOR_LAST_PARTS and parts[0] not in _FLAG_FIRST_PARTS)
 
 
 def _string_index(node: cst.Subscript) -> str | None:
@@ -668,7 +678,7 @@ class DataDependentShapeInStep(_SyncRule):
             if repeats is None:
                 index = 1 if is_torch else 0
                 repeats = positional[index] if len(positional) > index else (positional[0] if is_torch else None)
-            if repeats is not None and not self.context.is_host_value(repeats.value):
+            if repeats is not None and self.tensors.is_tensor(repeats.value):
                 what = "repeat_interleave"
         if what is None:
             return
@@ -851,7 +861,9 @@ class BlockingHostToDeviceCopy(_SyncRule):
             return
         if method == "DataLoader":
             pin = _keyword(node, "pin_memory")
-            if pin is None or _is_false(pin.value):
+            if any(arg.star == "**" for arg in node.args):
+                self._pinned_loader = True  # `**kwargs` may set pin_memory: do not claim it is unpinned
+            elif pin is None or _is_false(pin.value):
                 self._unpinned_loader = True
             else:
                 self._pinned_loader = True
@@ -901,15 +913,23 @@ class BlockingHostToDeviceCopy(_SyncRule):
         return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
 
     def _moves_device_value(self, receiver: cst.BaseExpression) -> bool:
-        """Already on the device, a module, or a fresh torch factory (GPL5xx's `device=` finding)."""
-        if self.context.location_of(receiver) == "device":
+        """Already on the device (or a gradient), a module, or a CPU tensor built in the step (GPL5xx's `device=`
+        finding)."""
+        if self.context.location_of(receiver) == "device" or _mentions_grad(receiver) or self._built_by_torch(receiver):
             return True
-        if isinstance(receiver, cst.Call):
-            resolved = self.context.resolve(receiver.func) or ""
-            if resolved.startswith("torch."):
-                return True
         name = last_name(receiver) or ""
         return bool(re.search(r"model|module|net$|network|criterion|encoder|decoder", name, re.IGNORECASE))
+
+    def _built_by_torch(self, expr: cst.BaseExpression) -> bool:
+        """`torch.arange(n) + offset`, `torch.ones(k).float()`: a tensor made in the step, not a batch."""
+        if isinstance(expr, cst.BinaryOperation):
+            return self._built_by_torch(expr.left) or self._built_by_torch(expr.right)
+        if isinstance(expr, cst.Call):
+            if (self.context.resolve(expr.func) or "").startswith("torch."):
+                return True
+            if isinstance(expr.func, cst.Attribute):
+                return self._built_by_torch(expr.func.value)
+        return False
 
     def _on_cpu_branch(self) -> bool:
         """Inside the `else` of `if device_type == "cuda":` (or the body of `if device == "cpu":`)."""
@@ -923,6 +943,21 @@ class BlockingHostToDeviceCopy(_SyncRule):
                 if compared == "cuda" and child is node.orelse or compared == "cpu" and child is node.body:
                     return True
         return False
+
+
+def _mentions_grad(expr: cst.BaseExpression) -> bool:
+    """`p.grad.detach().abs().max()`: gradients are where their parameters are."""
+    while True:
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value == "grad":
+                return True
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        else:
+            return False
 
 
 def _compared_device_literal(test: cst.BaseExpression) -> str | None:
