@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import planner_models  # noqa: E402
+import planner_models
 
-from gpulint.planner.cost import node_times  # noqa: E402
-from gpulint.planner.graph import FWD  # noqa: E402
-from gpulint.planner.greedy import GreedyPlanner  # noqa: E402
-from gpulint.planner.hardware import load_hardware  # noqa: E402
-from gpulint.planner.measure import measure_step  # noqa: E402
-from gpulint.planner.simulate import simulate, step_time  # noqa: E402
-from gpulint.planner.trace import trace_step  # noqa: E402
+from gpulint.planner.cost import node_times
+from gpulint.planner.graph import FWD
+from gpulint.planner.greedy import GreedyPlanner
+from gpulint.planner.hardware import load_hardware
+from gpulint.planner.measure import measure_step
+from gpulint.planner.simulate import simulate, step_time
+from gpulint.planner.trace import trace_step
 
 TORCH_BUDGETS = [1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.0]
 
@@ -53,8 +54,8 @@ def svg(series: dict[str, list[tuple[float, float]]], title: str, w: int = 640, 
     pts = [p for s in series.values() for p in s]
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
-    sx = lambda x: pad + (x - x0) / ((x1 - x0) or 1) * (w - 2 * pad)  # noqa: E731
-    sy = lambda y: h - pad - (y - y0) / ((y1 - y0) or 1) * (h - 2 * pad)  # noqa: E731
+    sx = lambda x: pad + (x - x0) / ((x1 - x0) or 1) * (w - 2 * pad)
+    sy = lambda y: h - pad - (y - y0) / ((y1 - y0) or 1) * (h - 2 * pad)
     colors = {"none": "#000", "full checkpointing": "#888", "torch dp": "#d62728", "torch ilp": "#ff7f0e",
               "gpulint": "#1f6feb"}
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-size='11'>",
@@ -96,20 +97,20 @@ def bench_model(name: str, points: int, out_dir: Path) -> dict:
         ours.append((m.peak_bytes, r.chosen.step_time_s))
         rows.append(["gpulint", b, r.chosen.peak, m.peak_bytes, r.chosen.step_time_s, r.chosen.recompute_time_s])
     theirs: dict[str, list[tuple[int, float, float]]] = {"dp": [], "ilp": []}
-    for solver in theirs:
+    for solver, points_of_solver in theirs.items():
         for ratio in TORCH_BUDGETS:
             seen: dict = {}
             try:
                 m = measure_step(build, make, None, optimizer="adamw", repeats=1,
                                  partition_fn=torch_partition(ratio, solver, seen))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
                 print(f"  torch {solver} {ratio}: failed ({type(exc).__name__}: {str(exc)[:80]})")
                 continue
             recomputed = {graph.by_name[n] for n in seen.get("bw_nodes", ()) if n in graph.by_name
                           and graph.nodes[graph.by_name[n]].kind == FWD}
             t_re = sum(times[i] for i in recomputed)
             t_step = full.baseline.step_time_s + t_re
-            theirs[solver].append((m.peak_bytes, t_step, t_re))
+            points_of_solver.append((m.peak_bytes, t_step, t_re))
             rows.append([f"torch {solver} {ratio}", "", "", m.peak_bytes, t_step, t_re])
     # gpulint's frontier at any peak: every accepted greedy step (predicted peaks are exact, checked above).
     wins = total = 0
@@ -138,7 +139,7 @@ def bench_model(name: str, points: int, out_dir: Path) -> dict:
         "gpulint": [(p / mib, t) for p, t in ours],
     }, name))
     torch_monotone = all(
-        all(b[0] <= a[0] for a, b in zip(pts, pts[1:])) for pts in theirs.values()
+        all(b[0] <= a[0] for a, b in itertools.pairwise(pts)) for pts in theirs.values()
     )
     return {"model": name, "ops": len(graph.nodes), "points": len(ours), "exact": worst, "held": held,
             "monotone": monotone, "wins": wins, "total": total, "torch_monotone": torch_monotone}

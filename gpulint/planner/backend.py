@@ -12,7 +12,8 @@ Supported torch: 2.13 (the private partitioner helpers move between releases; te
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from gpulint.planner.errors import PlanError
 

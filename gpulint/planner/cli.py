@@ -25,7 +25,7 @@ FORMATS = ("text", "json", "md", "html")
 def _patch_module() -> Any:
     if importlib.util.find_spec("gpulint.planner.patch") is None:
         return None
-    import gpulint.planner.patch as patch
+    from gpulint.planner import patch
 
     return patch
 
@@ -165,13 +165,18 @@ def run(args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget, "--budget") if args.budget is not None else config.budget
     if args.sweep < 0 or args.sweep == 1:
         raise PlanError("--sweep: give at least 2 budgets")
-    from gpulint.planner import shapes  # dynamic shapes: a generator batch factory gets a plan per shape
+    from gpulint.planner import (
+        shapes,  # dynamic shapes: a generator batch factory gets a plan per shape
+    )
 
     if shapes.config_is_bucketed(config):
         plan = shapes.plan_config(config, budget, args.hardware or config.hardware, measure=args.measure,
                                   sweep=args.sweep)
     else:
+        from gpulint.planner import eager  # the eager path's own figures: plan["eager"]
+
         plan = make_plan(config, budget, args.hardware or config.hardware, args.sweep)
+        eager.add_figures(plan, config, measured=args.measure)
     if args.measure:
         add_measurement(plan, config)
     patch = _patch_module()

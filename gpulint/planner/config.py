@@ -18,9 +18,10 @@ import importlib
 import importlib.util
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -148,7 +149,7 @@ def load_factory(spec: str, base_dir: Path | str = ".", field: str = "factory") 
             module = importlib.import_module(target)
     except PlanError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
         raise PlanError(f"{field}: {spec!r} does not import ({type(exc).__name__}: {exc})") from None
     factory = getattr(module, name, None)
     if not callable(factory):

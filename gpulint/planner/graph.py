@@ -69,7 +69,30 @@ class JointGraph:
                 src = self.nodes[i]
                 if src.kind == FWD:
                     saved.update(self.saveable_ancestors(i))
-        return saved
+        return self.alias_closure(saved)
+
+    def alias_closure(self, saved: set[int]) -> set[int]:
+        """`saved` plus every forward tensor that shares a storage with a saved one. Keeping a storage alive
+        makes all its views free to save, so the backward never recomputes e.g. `tanh` while `detach(tanh)`
+        is saved. Planners decide per storage; this turns their choice into node names."""
+        by_storage = self._tensors_by_storage()
+        out = set(saved)
+        for i in saved:
+            n = self.nodes[i]
+            if n.kind == FWD and n.is_tensor and n.storages:
+                out.update(by_storage.get(n.storages[0], ()))
+        return out
+
+    def _tensors_by_storage(self) -> dict[int, list[int]]:
+        cached = getattr(self, "_by_storage", None)
+        if cached is None:
+            static = self.static_storages
+            cached = {}
+            for n in self.nodes:
+                if n.kind == FWD and n.is_tensor and n.storages and n.storages[0] not in static:
+                    cached.setdefault(n.storages[0], []).append(n.index)
+            self._by_storage = cached
+        return cached
 
     def saveable_ancestors(self, index: int) -> list[int]:
         """`index` itself if it is a tensor; for a tuple value (never saved), the saveable nodes it reads."""

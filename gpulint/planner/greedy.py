@@ -1,12 +1,14 @@
 """The absolute-budget planner: drop saved activations greedily by recompute time per byte of PEAK reduction.
 
-Start from what a plain partition saves (every forward tensor the backward reads). While the simulated peak
-is above the budget, estimate for every saved storage what the peak becomes without it (its bytes leave the
-timeline between its last forward use and its first backward use; the forward chain that must be recomputed
-for it is added where the backward needs it) and the time that chain costs; try the candidate with the least
-added time per byte of peak reduction, verify it with a full simulation, keep it only if the peak (or the
-number of ops at the peak) went down. Candidates are estimated from the current timeline with array slices,
-not by re-simulating, so large graphs stay fast; every accepted step is a full, exact simulation.
+Start from what a plain partition saves (every forward tensor the backward reads; decisions are per storage,
+so a kept storage keeps all its views). While the simulated peak is above the budget, estimate for every
+saved storage what the peak becomes without it (its bytes leave the timeline between its last forward use
+and its first backward use; the forward chain that must be recomputed for it is added where the backward
+needs it) and the time that chain costs. Estimates come from array slices of the current timeline, not from
+re-simulating, so large graphs stay fast. The few candidates with the least estimated time per byte are
+then simulated in full, and the one with the least real added time per byte of real peak reduction is kept
+(a move that only lowers the number of ops at the peak is kept when nothing lowers the peak). Once the
+budget holds, `refine` saves again whatever still fits under it, biggest recompute saving first.
 
 Ops that are unsafe to recompute (graph.excluded_reason) are never dropped; the schedule saves them.
 The path of accepted steps does not depend on the budget, so one run down to the floor serves a whole sweep.
@@ -88,7 +90,7 @@ class GreedyPlanner:
         }
 
     def _step(self, saved: set[int]) -> tuple[Step, Simulation]:
-        sim = simulate(self.graph, saved, self.rounding)
+        sim = simulate(self.graph, self.graph.alias_closure(saved), self.rounding)
         total, recompute = step_time(self.graph, sim.schedule, self.times)
         return Step(frozenset(sim.schedule.saved), sim.peak, total, recompute), sim
 
@@ -96,11 +98,12 @@ class GreedyPlanner:
         """(score, estimated peak, nodes to drop), best first."""
         saved = sim.schedule.saved
         recomputed = sim.schedule.recomputed
+        by_storage = self.graph._tensors_by_storage()
         groups: dict[int, list[int]] = {}
         for i in saved:
             s = self.storage_of.get(i)
-            if s is not None:
-                groups.setdefault(s, []).append(i)
+            if s is not None and s not in groups:
+                groups[s] = [j for j in by_storage.get(s, [i]) if j in self.storage_of]
         tl = sim.timeline
         peak = sim.peak
         prefix = np.maximum.accumulate(tl)
@@ -130,7 +133,7 @@ class GreedyPlanner:
         out.sort(key=lambda c: (c[0], c[1], -len(c[2])))
         return out
 
-    def run(self, budget: int | None = None, max_tries: int = 8) -> PlanResult:
+    def run(self, budget: int | None = None, max_tries: int = 6) -> PlanResult:
         start = time.perf_counter()
         baseline, base_sim = self._step(self.graph.default_saved())
         current, sim = baseline, base_sim
@@ -138,15 +141,21 @@ class GreedyPlanner:
         best, best_sim = baseline, base_sim
         while budget is None or current.peak > budget:
             count = int((sim.timeline == sim.peak).sum())
-            moved = False
+            # The estimate ranks; a full simulation of the best few decides (estimates miss shared chains).
+            best_trial = None
             for _score, _est, members in self._candidates(sim)[:max_tries]:
                 trial, trial_sim = self._step(set(sim.schedule.saved) - set(members))
                 trial_count = int((trial_sim.timeline == trial_sim.peak).sum())
-                if (trial.peak, trial_count) < (current.peak, count):
-                    current, sim, moved = trial, trial_sim, True
-                    break
-            if not moved:
+                if (trial.peak, trial_count) >= (current.peak, count):
+                    continue
+                added = trial.step_time_s - current.step_time_s
+                gain = current.peak - trial.peak
+                key = (0, added / gain) if gain > 0 else (1, added)
+                if best_trial is None or key < best_trial[0]:
+                    best_trial = (key, trial, trial_sim)
+            if best_trial is None:
                 break
+            _key, current, sim = best_trial
             path.append(current)
             if current.peak < best.peak or (current.peak == best.peak and current.step_time_s < best.step_time_s):
                 best, best_sim = current, sim
@@ -154,7 +163,8 @@ class GreedyPlanner:
                 print(f"gpulint: plan: {len(path)} steps, peak {current.peak / 2**20:.1f} MiB", file=sys.stderr)
         lowest = min(s.peak for s in path)
         if budget is not None and current.peak <= budget:
-            chosen, chosen_sim, feasible = current, sim, True
+            chosen, chosen_sim = self.refine(current, budget)
+            feasible = True
         else:
             chosen, chosen_sim, feasible = best, best_sim, budget is None
         return PlanResult(
@@ -169,6 +179,26 @@ class GreedyPlanner:
             plan_seconds=time.perf_counter() - start,
         )
 
+    def refine(self, step: Step, budget: int, max_tries: int = 400) -> tuple[Step, Simulation]:
+        """Save again what the budget still has room for: each dropped storage whose return keeps the simulated
+        peak within `budget` and lowers the step time is put back, biggest recompute saving first. Greedy
+        drops made against an earlier, higher peak are often no longer needed once the budget holds."""
+        current, sim = self._step(set(step.saved))
+        baseline = self.graph.default_saved()
+        groups: dict[int, list[int]] = {}
+        for i in baseline - current.saved:
+            s = self.storage_of.get(i)
+            if s is not None:
+                groups.setdefault(s, []).append(i)
+        order = sorted(groups.values(), key=lambda members: -sum(self.times[i] for i in members))
+        for members in order[:max_tries]:
+            if not (set(members) - current.saved):
+                continue
+            trial, trial_sim = self._step(set(current.saved) | set(members))
+            if trial.peak <= budget and trial.step_time_s < current.step_time_s:
+                current, sim = trial, trial_sim
+        return current, sim
+
     def for_budget(self, full: PlanResult, budget: int) -> PlanResult:
         """The plan for `budget` taken from a run down to the floor (the path does not depend on the budget)."""
         for step in full.path:
@@ -177,7 +207,10 @@ class GreedyPlanner:
                 break
         else:
             chosen, feasible = min(full.path, key=lambda s: (s.peak, s.step_time_s)), False
-        chosen_sim = simulate(self.graph, set(chosen.saved), self.rounding)
+        if feasible:
+            chosen, chosen_sim = self.refine(chosen, budget)
+        else:
+            chosen_sim = simulate(self.graph, set(chosen.saved), self.rounding)
         return PlanResult(
             budget=budget, feasible=feasible, chosen=chosen, baseline=full.baseline, simulation=chosen_sim,
             baseline_simulation=full.baseline_simulation, lowest_peak=full.lowest_peak, path=full.path,

@@ -11,8 +11,9 @@ The measured window is forward + backward of the second step (the first one crea
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -35,7 +36,7 @@ class LiveStorageTracker:
         self.peak = 0
 
         class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
                 tracker.register(out)
                 tracker.sample()
@@ -62,12 +63,12 @@ class LiveStorageTracker:
             self.live -= self.storages.pop(ref)
         self.peak = max(self.peak, self.live)
 
-    def __enter__(self) -> "LiveStorageTracker":
+    def __enter__(self) -> LiveStorageTracker:
         self.sample()
         self.mode.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.mode.__exit__(*exc)
 
 

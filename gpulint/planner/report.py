@@ -35,7 +35,9 @@ def _sample(timeline: Any, points: int = TIMELINE_POINTS) -> list[list[int]]:
 
 def _eager_addresses(graph: JointGraph, order: list[int]) -> dict[int, dict[str, Any]]:
     """Where eager mode finds each saved node (a view or getitem is addressed by the op that made its storage)."""
-    from gpulint.planner.eager import plan_addresses  # the apply engineer's; torch is loaded by now
+    from gpulint.planner.eager import (
+        plan_addresses,  # the apply engineer's; torch is loaded by now
+    )
 
     return dict(zip(order, plan_addresses(graph, order)))
 
@@ -112,14 +114,14 @@ def _time(s: float) -> str:
 def render_text(plan: dict[str, Any], top: int = 10) -> str:
     budget = plan["budget_bytes"]
     lines = [
-        f"gpulint plan: {plan['model']} on {plan['hardware']}, {plan['dtype']}, "
-        f"budget {format_bytes(budget) if budget else 'none'}",
+        (f"gpulint plan: {plan['model']} on {plan['hardware']}, {plan['dtype']}, "
+         f"budget {format_bytes(budget) if budget else 'none'}"),
         "",
         f"  {'':10}{'peak memory':>14}{'step time':>14}{'recompute':>14}",
-        f"  {'today':10}{format_bytes(plan['baseline']['peak_bytes']):>14}"
-        f"{_time(plan['baseline']['step_time_s']):>14}{'-':>14}",
-        f"  {'planned':10}{format_bytes(plan['planned']['peak_bytes']):>14}"
-        f"{_time(plan['planned']['step_time_s']):>14}{_time(plan['planned']['recompute_time_s']):>14}",
+        (f"  {'today':10}{format_bytes(plan['baseline']['peak_bytes']):>14}"
+         f"{_time(plan['baseline']['step_time_s']):>14}{'-':>14}"),
+        (f"  {'planned':10}{format_bytes(plan['planned']['peak_bytes']):>14}"
+         f"{_time(plan['planned']['step_time_s']):>14}{_time(plan['planned']['recompute_time_s']):>14}"),
     ]
     measured = plan.get("measured")
     if measured:
@@ -171,8 +173,8 @@ def render_markdown(plan: dict[str, Any], top: int = 10) -> str:
         "| | peak memory | step time | recompute |",
         "|---|---:|---:|---:|",
         f"| today | {format_bytes(plan['baseline']['peak_bytes'])} | {_time(plan['baseline']['step_time_s'])} | - |",
-        f"| planned | {format_bytes(plan['planned']['peak_bytes'])} | {_time(plan['planned']['step_time_s'])} "
-        f"| {_time(plan['planned']['recompute_time_s'])} |",
+        (f"| planned | {format_bytes(plan['planned']['peak_bytes'])} | {_time(plan['planned']['step_time_s'])} "
+         f"| {_time(plan['planned']['recompute_time_s'])} |"),
     ]
     if plan.get("measured"):
         m = plan["measured"]
@@ -227,7 +229,6 @@ def _polyline(points: list[tuple[float, float]], x0: float, x1: float, y0: float
 def frontier_svg_timeline(plan: dict[str, Any], w: int = 640, h: int = 240, pad: int = 30) -> str:
     """Live memory over the step, today (grey) and planned (blue), as an inline SVG."""
     series = [plan["timeline"]["baseline"], plan["timeline"]["planned"]]
-    xs = [p[0] for s in series for p in s] or [0]
     ys = [p[1] for s in series for p in s] or [0]
     parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}'>"]
     for s, color in zip(series, ("#999", "#1f6feb")):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulint.planner.graph import BWD, FWD, INPUT, PARAM, TANGENT, JointGraph
+from gpulint.planner.graph import FWD, INPUT, PARAM, TANGENT, JointGraph
 
 KEEP = 1 << 62  # "last use" of values that are alive until the end of the step
 
@@ -147,6 +147,9 @@ def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Sched
         last_use[(i, 0)] = KEEP
     for i in graph.grad_outputs:
         last_use[(i, 0)] = KEEP
+    for n in nodes:
+        if n.kind == TANGENT:  # `loss.backward()` holds its seed gradient until the backward returns
+            last_use[(n.index, 0)] = KEEP
 
     static = graph.static_storages
     live = static_bytes(graph, rounding)

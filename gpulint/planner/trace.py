@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from gpulint.planner.errors import PlanError
 from gpulint.planner.graph import INPUT, PARAM, JointGraph, build_graph
@@ -128,7 +129,7 @@ class _SourceStamp:
         torch_dir = os.path.dirname(torch.__file__)
 
         class Mode(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            def __torch_function__(self, func, types, args=(), kwargs=None):
                 frame = sys._getframe(1)
                 while frame is not None and (
                     frame.f_code.co_filename.startswith(torch_dir)
@@ -196,14 +197,14 @@ def build_fake(
     with fake_mode:
         try:
             model = build_model()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
             raise PlanError(f"plan.model: the factory raised {type(exc).__name__}: {exc}") from None
         if not isinstance(model, torch.nn.Module):
             raise PlanError(f"plan.model: the factory returned {type(model).__name__}, not a torch.nn.Module")
         cast_module(model, torch_dtype(dtype))
         try:
             batch = make_batch()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
             raise PlanError(f"plan.batch: the factory raised {type(exc).__name__}: {exc}") from None
         batch = cast_batch(batch, torch_dtype(dtype))
     return model, batch
@@ -257,7 +258,7 @@ def trace_step(
         raise
     except (DataDependentOutputException, DynamicOutputShapeException) as exc:
         raise PlanError(f"the step has a data-dependent op ({exc.func}){stamp.where()}; gpulint plans static graphs") from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         if "data-dependent" in text.lower() or "data dependent" in text.lower():
             raise PlanError(f"the step has a data-dependent op{stamp.where()}: {text}") from None

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from gpulint.cli import main  # noqa: E402
+from gpulint.cli import main
 
 MODELS = Path(__file__).with_name("models.py")
 

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpulint.planner import compile as gpulint_compile  # noqa: E402
-from gpulint.planner.backend import saved_names  # noqa: E402
-from gpulint.planner.cost import node_times, op_time  # noqa: E402
-from gpulint.planner.greedy import GreedyPlanner  # noqa: E402
-from gpulint.planner.errors import PlanError  # noqa: E402
-from gpulint.planner.hardware import load_hardware  # noqa: E402
-from gpulint.planner.measure import measure_step  # noqa: E402
-from gpulint.planner.report import plan_dict  # noqa: E402
-from gpulint.planner.simulate import simulate  # noqa: E402
-from gpulint.planner.trace import trace_step  # noqa: E402
+from gpulint.planner import compile as gpulint_compile
+from gpulint.planner.backend import saved_names
+from gpulint.planner.cost import node_times, op_time
+from gpulint.planner.errors import PlanError
+from gpulint.planner.greedy import GreedyPlanner
+from gpulint.planner.hardware import load_hardware
+from gpulint.planner.measure import measure_step
+from gpulint.planner.report import plan_dict
+from gpulint.planner.simulate import simulate
+from gpulint.planner.trace import trace_step
 
-from . import models  # noqa: E402
+from . import models
 
 CPU = load_hardware("cpu")
 
@@ -34,7 +36,7 @@ def full_run(gpt):
 
 def test_path_lowers_peak_and_every_step_is_exact(gpt, full_run):
     peaks = [s.peak for s in full_run.path]
-    assert len(peaks) > 3 and all(b < a for a, b in zip(peaks, peaks[1:]))
+    assert len(peaks) > 3 and all(b < a for a, b in itertools.pairwise(peaks))
     for step in full_run.path[:: max(1, len(full_run.path) // 5)]:
         assert simulate(gpt, set(step.saved)).peak == step.peak
 
