@@ -5,7 +5,8 @@ Each entry gives `build()` and `batch()` factories; sizes are small so a whole s
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-import model as example  # noqa: E402
+import model as example
 
 TINY = example.GPTConfig(vocab_size=64, n_layer=2, n_head=2, d_model=32, seq_len=16, batch_size=2)
 
