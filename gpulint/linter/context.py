@@ -91,7 +91,9 @@ def _name_parts(name: str) -> set[str]:
 
 
 def is_cold_function_name(name: str) -> bool:
-    return bool(_name_parts(name) & COLD_NAME_PARTS)
+    parts = _name_parts(name)
+    # `train_validate`, `train_and_evaluate`: the training half runs every step.
+    return bool(parts & COLD_NAME_PARTS) and not parts & {"train", "training", "fit"}
 
 
 def is_test_path(path: str) -> bool:
@@ -449,17 +451,19 @@ class FileContext:
                 return NEUTRAL
         return NEUTRAL
 
-    def gated_here(self) -> bool:
+    def gated_here(self, switches_gate: bool = True) -> bool:
         """During the traversal: True when a gate inside the current function (`if step % N == 0:`, an early
         `continue` on non-logging steps) encloses the node being visited. Rules whose `when` is "training" use it to
-        skip gated code, which "training" alone does not."""
+        skip gated code, which "training" alone does not. With `switches_gate=False`, a configuration switch
+        (`if args.log_grad_norm:`) is not a gate: when it is on, its body runs every step."""
         chain = self._stack
         for index in range(len(chain) - 2, -1, -1):
             node, child = chain[index], chain[index + 1]
             if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 return False
             if isinstance(node, cst.If) and child is node.body and self._is_gate(node.test):
-                return True
+                if switches_gate or not _is_config_switch(node.test):
+                    return True
             if isinstance(node, (cst.IndentedBlock, cst.Module)) and self._after_early_exit_gate(node, child):
                 return True
         return False
@@ -540,6 +544,25 @@ class _GateFinder(cst.CSTVisitor):
             self.found = True
         elif _name_parts(name.rsplit(".", 1)[-1]) & DEFAULT_GATE_PARTS:
             self.found = True
+
+
+_CONFIG_ROOTS = frozenset({"args", "config", "cfg", "conf", "opts", "options", "hparams", "flags", "settings"})
+
+
+def _is_config_switch(test: cst.BaseExpression) -> bool:
+    """`args.log_grad_norm`, `not cfg.debug`, `neox_args.a or neox_args.b`: only attributes of a configuration object
+    (its root name has a part like args/config/cfg, possibly under `self.`), no comparison or arithmetic."""
+    if isinstance(test, cst.BooleanOperation):
+        return _is_config_switch(test.left) and _is_config_switch(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _is_config_switch(test.expression)
+    name = dotted_name(test) if isinstance(test, cst.Attribute) else None
+    if name is None:
+        return False
+    parts = name.split(".")[:-1]
+    if parts and parts[0] == "self":
+        parts = parts[1:]
+    return bool(parts) and bool(_name_parts(parts[0]) & _CONFIG_ROOTS)
 
 
 def _mentions_resume(test: cst.BaseExpression) -> bool:
