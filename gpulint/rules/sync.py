@@ -279,14 +279,52 @@ class _SyncRule(Rule):
         return isinstance(loop, cst.For) and _iterates_tensors_of_model(loop.iter)
 
     def report(self, node, message=None, *, when="per_step", fix=(), unsafe_fix=False) -> None:
-        if _mentions_gpu(self.context):
+        if _mentions_gpu(self.context) and not _rarely_runs(self.context.ancestors):
             super().report(node, message, when=when, fix=fix, unsafe_fix=unsafe_fix)
 
     def report_at(self, node: cst.CSTNode, message: str, ancestors: tuple[cst.CSTNode, ...], fix=(),
                   unsafe_fix: bool = False) -> None:
         """Report with ancestors saved earlier (for findings decided at the end of the file)."""
-        if _mentions_gpu(self.context):
+        if _mentions_gpu(self.context) and not _rarely_runs(ancestors):
             self.context.add_report(Report(self, node, message, "per_step", ancestors, tuple(fix), unsafe_fix))
+
+
+_FIRST_STEP_PARTS = frozenset({"step", "steps", "iter", "iteration", "updates", "update", "epoch", "batch", "idx", "i"})
+
+
+def _rarely_runs(chain) -> bool:
+    """Error paths (an `except` handler, an `if` body that ends in `raise`) and first-step-only code
+    (`if step == 0:`, `if self.get_num_updates() == 0:`) do not run every step."""
+    for index in range(len(chain) - 2, -1, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(node, cst.ExceptHandler):
+            return True
+        if isinstance(node, cst.If) and child is node.body:
+            if _ends_with_raise(node.body) or _is_first_step_test(node.test):
+                return True
+    return False
+
+
+def _ends_with_raise(body: cst.BaseSuite) -> bool:
+    last = body.body[-1] if body.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, cst.Raise)
+
+
+def _is_first_step_test(test: cst.BaseExpression) -> bool:
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    comparison = test.comparisons[0]
+    if not isinstance(comparison.operator, cst.Equal):
+        return False
+    if not (isinstance(comparison.comparator, cst.Integer) and comparison.comparator.value in ("0", "1")):
+        return False
+    left = test.left.func if isinstance(test.left, cst.Call) else test.left
+    name = dotted_name(left) or ""
+    return bool(_name_parts(name.rsplit(".", 1)[-1]) & _FIRST_STEP_PARTS)
 
 
 def _iterates_tensors_of_model(expr: cst.BaseExpression) -> bool:
