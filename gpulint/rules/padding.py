@@ -15,11 +15,15 @@ from gpulint.linter.names import callee_method, dotted_name, last_name
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 
 # A name that says it holds a sequence length (`MAX_LEN`, `max_seq_length`, `self.max_length`, `SEQ_LEN`).
-_LENGTH_PARTS = frozenset({"len", "length", "seq", "seqlen", "maxlen", "tokens"})
+_LENGTH_PARTS = frozenset({"len", "length", "seq", "seqlen", "maxlen", "tokens", "words"})
+
+
+def _name_parts(name: str) -> set[str]:
+    return {p for p in re.split(r"[_.]+", name.lower()) if p}
 
 
 def _is_length_name(name: str) -> bool:
-    return bool({p for p in re.split(r"[_.]+", name.lower()) if p} & _LENGTH_PARTS)
+    return bool(_name_parts(name) & _LENGTH_PARTS)
 
 
 def _calls_max_or_len(expr: cst.BaseExpression) -> bool:
@@ -44,9 +48,10 @@ def _calls_max_or_len(expr: cst.BaseExpression) -> bool:
 
 
 class _LengthTracker:
-    """Which names hold a constant sequence length: module-level integers, ALL-CAPS constants, config attributes
-    (`self.max_len`, `args.max_seq_length`), and locals assigned from one of those. A local assigned from the batch
-    (`max_len = max(len(s) for s in batch)`) is dynamic."""
+    """Which names hold a constant sequence length: module-level integers, config attributes (`self.max_len`,
+    `args.max_seq_length`), length-named constants and parameters not computed in the function, and locals assigned from
+    one of those. A local assigned from the batch (`max_len = max(len(s) for s in batch)`) is dynamic; the amount that
+    pads up to a constant (`pad_len = MAX_LEN - len(ids)`) counts as constant: it is what padding to MAX_LEN looks like."""
 
     def __init__(self, context) -> None:
         self.context = context
@@ -62,13 +67,15 @@ class _LengthTracker:
             if isinstance(node.value, cst.Integer) or self.is_constant(node.value):
                 self._module_constants.add(name)
             return
-        self._locals[(id(function), name)] = not _calls_max_or_len(node.value) and self.is_constant(node.value)
+        self._locals[(id(function), name)] = self.is_constant(node.value)
 
     def is_constant(self, expr: cst.BaseExpression) -> bool:
         """True when `expr` is (arithmetic on) a constant length and nothing computed from the data."""
         if isinstance(expr, cst.Integer):
             return True
         if isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, cst.Subtract):
+                return self.is_constant(expr.left)
             sides = (expr.left, expr.right)
             return any(self.is_constant(s) for s in sides) and not any(_calls_max_or_len(s) for s in sides)
         if isinstance(expr, cst.Name):
@@ -76,9 +83,7 @@ class _LengthTracker:
             local = self._locals.get((id(function), expr.value)) if function is not None else None
             if local is not None:
                 return local
-            if expr.value in self._module_constants:
-                return _is_length_name(expr.value)
-            return expr.value.isupper() and _is_length_name(expr.value)
+            return _is_length_name(expr.value)
         if isinstance(expr, cst.Attribute):
             return _is_length_name(expr.attr.value) and dotted_name(expr) is not None
         return False
@@ -303,12 +308,14 @@ _BUFFER_METHODS = frozenset({"new_zeros", "new_ones", "new_full", "new_empty"})
 class PadToConstantInCollate(Rule):
     code = "GPL303"
     name = "pad-to-constant-in-collate"
-    message = "the collate function pads every batch to the constant `{length}`; pad to the batch's longest sequence instead"
-    triggers = ("collate", "Collat", "__getitem__")
+    message = "every example or batch is padded to the constant `{length}`; pad to the batch's longest sequence instead"
+    triggers = ("collate", "Collat", "__getitem__", "pad")
     docs = RuleDocs(
-        what_it_does="Flags `F.pad(...)` or a `torch.zeros/full/ones(...)` buffer sized by a constant length (a "
-        "module-level `MAX_LEN`, `self.max_length`, `args.max_seq_length`) in a collate function (named `collate*`, "
-        "passed as `collate_fn=`, a `*Collator.__call__`) or a dataset's `__getitem__`.",
+        what_it_does="Flags `F.pad(...)`, a project's own `pad_*(ids, MAX_LEN)` helper, or a `torch.zeros/full/ones(...)` "
+        "buffer sized by a constant length (a module-level `MAX_LEN`, `self.max_length`, `args.max_seq_length`, "
+        "`self.max_words - len(x)`) in a collate function (named `collate*`, passed as `collate_fn=`, a "
+        "`*Collator.__call__`) or a dataset's `__getitem__`; and token lists padded up to a constant anywhere on the "
+        "training path: `ids + [pad_token_id] * (max_seq_length - len(ids))`.",
         why_slow="Every batch is as long as the longest sequence the pipeline allows, not as the longest in the batch: "
         "linear layers spend FLOPs proportional to the padded length and attention to its square, all on pad tokens "
         "that the loss then ignores.",
@@ -324,6 +331,8 @@ class PadToConstantInCollate(Rule):
         "    ids = torch.zeros(len(batch), max_len, dtype=torch.long)\n    return ids\n",
         "import torch\nMAX_LEN = 512\n\ndef evaluate_collate(batch):\n    return torch.zeros(len(batch), MAX_LEN)\n",
         "import torch\nMAX_LEN = 512\n\ndef make_positions():\n    return torch.zeros(MAX_LEN)\n",
+        "def collate(batch):\n    longest = max(len(ids) for ids in batch)\n"
+        "    return [ids + [pad_id] * (longest - len(ids)) for ids in batch]\n",
     )
     invalid = (
         Invalid(
@@ -339,6 +348,15 @@ class PadToConstantInCollate(Rule):
         Invalid(
             "import torch\n\nclass PadCollator:\n    def __init__(self, max_length):\n        self.max_length = max_length\n\n"
             "    def __call__(self, batch):\n        return torch.full((len(batch), self.max_length), 0)\n"
+        ),
+        Invalid(
+            "def preprocess_train(examples, max_seq_length):\n    ids = tokenizer.encode(examples['text'])\n"
+            "    pad_len = max_seq_length - len(ids)\n    return ids + [tokenizer.pad_token_id] * pad_len\n"
+        ),
+        Invalid(
+            "import torch\n\nclass InstructionDataset(torch.utils.data.Dataset):\n    def __getitem__(self, index):\n"
+            "        example = torch.tensor(self.encode(index))\n        padding = self.max_words - example.shape[0]\n"
+            "        return torch.cat((example, torch.zeros(padding, dtype=torch.int64) - 1))\n"
         ),
     )
 
@@ -360,7 +378,7 @@ class PadToConstantInCollate(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         length = self._constant_length(node)
-        if length is None:
+        if length is None or self.context.in_tests or self._pads_labels_or_mask(node):
             return
         function = self.context.enclosing_function()
         if function is None:
@@ -370,6 +388,28 @@ class PadToConstantInCollate(Rule):
             self.report(node, message, when="training")
         else:
             self._pending.append((function.name.value, node, message, self.context.ancestors_snapshot()))
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        # `ids + [pad_id] * (MAX_LEN - len(ids))`: a Python list padded up to a constant length, wherever it is built.
+        if not isinstance(node.operator, cst.Multiply) or self.context.in_tests:
+            return
+        for pads, amount in ((node.left, node.right), (node.right, node.left)):
+            if _is_pad_list(pads) and self.lengths.is_constant(amount) and not self._pads_labels_or_mask():
+                length = amount.left if isinstance(amount, cst.BinaryOperation) else amount
+                self.report(node, self.message.format(length=self.context.module.code_for_node(length)), when="training")
+                return
+
+    def _pads_labels_or_mask(self, call: cst.Call | None = None) -> bool:
+        """Padding labels or a loss mask to the same constant follows the input's padding and costs no FLOPs of its
+        own: only the input is reported, once per example."""
+        if call is not None and call.args and call.args[0].keyword is None and _names_labels(call.args[0].value):
+            return True
+        for node in reversed(self.context.ancestors):
+            if isinstance(node, cst.Assign):
+                return any(_names_labels(t.target) for t in node.targets)
+            if isinstance(node, (cst.SimpleStatementLine, cst.FunctionDef)):
+                break
+        return False
 
     def leave_Module(self, node: cst.Module) -> None:
         for function_name, call, message, ancestors in self._pending:
@@ -391,6 +431,8 @@ class PadToConstantInCollate(Rule):
         resolved = self.context.resolve(call.func) or ""
         if resolved in _PAD_FUNCTIONS and len(call.args) >= 2:
             sizes: list[cst.BaseExpression] = [call.args[1].value]
+        elif isinstance(call.func, cst.Name) and _name_parts(call.func.value) & {"pad", "padding"}:
+            sizes = [a.value for a in call.args if a.keyword is None]  # a project's own `pad_tokens(ids, MAX_LEN)`
         elif resolved in _BUFFER_FUNCTIONS or callee_method(call) in _BUFFER_METHODS:
             sizes = [a.value for a in call.args if a.keyword is None]
             if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
@@ -402,6 +444,27 @@ class PadToConstantInCollate(Rule):
                 if self.lengths.is_constant(part) and not isinstance(part, cst.Integer):
                     return part
         return None
+
+
+_LABEL_WORDS = ("label", "target", "mask", "msk")
+
+
+def _names_labels(expr: cst.BaseExpression) -> bool:
+    """The expression names labels, targets or a mask (`labels`, `pad_targets[1:]`, `_msk`, `(x, y_mask)`)."""
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return any(_names_labels(e.value) for e in expr.elements)
+    if isinstance(expr, cst.Subscript):
+        expr = expr.value
+    name = dotted_name(expr)
+    return name is not None and any(word in name.lower() for word in _LABEL_WORDS)
+
+
+def _is_pad_list(expr: cst.BaseExpression) -> bool:
+    """`[pad_token_id]`, `[tokenizer.pad_token_id]`, `[PAD]`: a one-element list of a pad value."""
+    if not isinstance(expr, cst.List) or len(expr.elements) != 1:
+        return False
+    name = dotted_name(expr.elements[0].value)
+    return name is not None and "pad" in name.lower()
 
 
 def _length_parts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -180,3 +180,27 @@ def test_max_length_padding_in_test_files_is_fine():
     assert lines(source, "GPL301", path="src/pkg/test_utils/training.py") == []
     assert lines(source, "GPL301", path="tests/test_train.py") == []
     assert lines(source, "GPL301", path="examples/train.py") == [1]
+
+
+def test_token_list_padded_to_a_constant_is_reported_once_for_the_inputs():
+    source = """\
+    def preprocess_function_train(examples, max_seq_length):
+        input_ids = tokenizer.encode(examples["text"])
+        labels = list(input_ids)
+        pad_len = max_seq_length - len(input_ids)
+        input_ids = input_ids + [tokenizer.pad_token_id] * pad_len
+        labels = labels + [tokenizer.pad_token_id] * pad_len
+        return input_ids, labels
+    """
+    assert lines(source, "GPL303") == [5]
+
+
+def test_project_pad_helper_with_a_constant_in_getitem():
+    source = """\
+    class FTDataset:
+        def __getitem__(self, item):
+            ids, n = padding_tokens(self.samples[item], self.max_seq_length, 0, 1)
+            msk, _ = padding_tokens(self.masks[item], self.max_seq_length, 0.0, 1)
+            return ids, msk
+    """
+    assert lines(source, "GPL303") == [3]
