@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
@@ -676,3 +677,126 @@ def predict(graph: Any, plan: Mapping[str, Any], model: nn.Module, times: list[f
     _hold_unreached_cache(graph, simulation, region_of, reached, must_save_nodes=saved - recomputed)
     total, recompute = step_time(graph, eager_schedule, times) if times is not None else (0.0, 0.0)
     return EagerPrediction(simulation.peak, total, recompute, saved, simulation)
+
+
+# --- measuring the eager step (gpulint plan --measure, bench/apply_eager.py) -------------------------------------
+
+
+@dataclass
+class EagerMeasurement:
+    peak_bytes: int
+    step_time_s: float
+    device: str
+
+
+def measure(build_model: Callable[[], nn.Module], make_batch: Callable[[], Any], plan: Mapping[str, Any] | None, *,
+            loss_fn: Callable[..., Any] | None = None, optimizer: str = "adamw", dtype: str = "fp32",
+            device: str | None = None, repeats: int = 3) -> EagerMeasurement:
+    """Run the real eager step with `gpulint.apply(model, plan)` (None: unplanned): peak bytes and best step time.
+
+    Measured like the compiled step (gpulint/planner/measure.py): the second step's forward and backward, with
+    parameters, batch and optimizer state counted (CPU: live-storage tracker; CUDA: max_memory_allocated).
+    """
+    import torch.utils._pytree as pytree
+
+    from gpulint.planner.measure import LiveStorageTracker, make_optimizer
+    from gpulint.planner.trace import (
+        cast_batch,
+        cast_module,
+        default_loss,
+        split_batch,
+        torch_dtype,
+    )
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    model = build_model().train()
+    cast_module(model, torch_dtype(dtype))
+    model.to(device)
+    if plan is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # outside-layer decisions and KV cache: reported by apply() elsewhere
+            apply(model, plan)
+    batch = pytree.tree_map(
+        lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, cast_batch(make_batch(), torch_dtype(dtype))
+    )
+    args, kwargs = split_batch(batch)
+    opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+
+    def step() -> None:
+        output = model(*args, **kwargs)
+        loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
+        del output  # like the traced step, keep nothing but the loss through backward
+        loss.backward()
+
+    def finish() -> None:
+        if opt is not None:
+            opt.step()
+        model.zero_grad(set_to_none=True)
+
+    step()  # validates the plan and creates the optimizer state
+    finish()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+    else:
+        tracker = LiveStorageTracker()
+        tracker.register([list(model.parameters()), list(model.buffers()), batch, opt.state if opt else None])
+        with tracker:
+            step()
+        peak = tracker.peak
+    finish()
+    times = []
+    for _ in range(max(1, repeats)):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        finish()
+    return EagerMeasurement(int(peak), min(times), device)
+
+
+def add_figures(plan: dict[str, Any], config: Any, measured: bool = False) -> None:
+    """Add `plan["eager"]`: the predicted (and, with `measured`, the measured) eager step under this plan.
+
+    Called by `gpulint plan` after planning; `plan["_graph"]` is the traced graph. The model's module tree is
+    built under fake tensors (no memory) to find the layers apply() would checkpoint.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from gpulint.planner.config import load_factory
+    from gpulint.planner.cost import node_times
+    from gpulint.planner.hardware import load_hardware
+
+    graph = plan["_graph"]
+    hardware = load_hardware(plan["hardware"])
+    build_model = load_factory(config.model, config.base_dir, "plan.model")
+    public = {k: v for k, v in plan.items() if not k.startswith("_")}
+    with FakeTensorMode():
+        structure = build_model()
+    predicted = predict(graph, public, structure, node_times(graph, hardware), hardware.allocation_rounding)
+    figures: dict[str, Any] = {
+        "peak_bytes": predicted.peak_bytes,
+        "step_time_s": predicted.step_time_s,
+        "recompute_time_s": predicted.recompute_time_s,
+        "layers": plan_regions(structure, parse_decisions(public))[0],
+    }
+    if measured:
+        make_batch = load_factory(config.batch, config.base_dir, "plan.batch")
+        loss_fn = load_factory(config.loss, config.base_dir, "plan.loss") if config.loss else None
+        result = measure(build_model, make_batch, public, loss_fn=loss_fn, optimizer=config.optimizer,
+                         dtype=config.dtype)
+        rounding = 512 if result.device.startswith("cuda") else 1  # the device measured, not the target
+        figures["measured"] = {
+            "peak_bytes": result.peak_bytes,
+            "step_time_s": result.step_time_s,
+            "device": result.device,
+            "predicted_peak_bytes": predict(graph, public, structure, rounding=rounding).peak_bytes,
+        }
+    plan["eager"] = figures
