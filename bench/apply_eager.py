@@ -16,8 +16,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -30,9 +28,9 @@ from gpulint.planner import eager
 from gpulint.planner.cost import node_times
 from gpulint.planner.greedy import GreedyPlanner
 from gpulint.planner.hardware import load_hardware
-from gpulint.planner.measure import LiveStorageTracker, make_optimizer, measure_step
+from gpulint.planner.measure import measure_step
 from gpulint.planner.report import plan_dict
-from gpulint.planner.trace import default_loss, split_batch, trace_step
+from gpulint.planner.trace import trace_step
 
 
 def example_gpt():
@@ -62,43 +60,9 @@ def bert():
 MODELS = {"gpt": example_gpt, "bert": bert}
 
 
-def measure_eager(build, make_batch, plan, optimizer: str, repeats: int = 3) -> tuple[int, float]:
-    """Peak bytes (second step, forward+backward, like measure_step) and the best step time of `repeats`."""
-    torch.manual_seed(0)
-    model = build().train()
-    if plan is not None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            eager.apply(model, plan)
-    batch = make_batch()
-    args, kwargs = split_batch(batch)
-    opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
-
-    def step():
-        loss = default_loss(model(*args, **kwargs))
-        loss.backward()
-        return loss
-
-    def finish():
-        if opt is not None:
-            opt.step()
-        model.zero_grad(set_to_none=True)
-
-    step()
-    finish()
-    tracker = LiveStorageTracker()
-    tracker.register([list(model.parameters()), list(model.buffers()), batch, opt.state if opt else None])
-    with tracker:
-        loss = step()
-    del loss
-    finish()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-        finish()
-    return tracker.peak, min(times)
+def measure_eager(build, make_batch, plan, optimizer: str) -> tuple[int, float]:
+    result = eager.measure(build, make_batch, plan, optimizer=optimizer, device="cpu")
+    return result.peak_bytes, result.step_time_s
 
 
 def mib(n: float) -> str:
