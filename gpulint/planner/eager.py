@@ -786,6 +786,7 @@ def add_figures(plan: dict[str, Any], config: Any, measured: bool = False) -> No
         "step_time_s": predicted.step_time_s,
         "recompute_time_s": predicted.recompute_time_s,
         "layers": plan_regions(structure, parse_decisions(public))[0],
+        "fits_budget": plan.get("budget_bytes") is None or predicted.peak_bytes <= plan["budget_bytes"],
     }
     if measured:
         make_batch = load_factory(config.batch, config.base_dir, "plan.batch")

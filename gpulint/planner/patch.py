@@ -21,6 +21,7 @@ import argparse
 import difflib
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,14 @@ def run_patch(args: argparse.Namespace, plan: dict[str, Any]) -> None:
     write_atomic(plan_path, json.dumps(plan, indent=2) + "\n")
     note = f"gpulint plan {args.config}" + (f" --budget {args.budget}" if args.budget else "")
     print(make_patch(script, plan_path, factory=factory, regenerate=note), end="")
+    eager = plan.get("eager") or {}
+    if eager.get("fits_budget") is False:
+        over = eager["peak_bytes"] - plan["budget_bytes"]
+        print(
+            f"gpulint: note: the patched (eager) step peaks at {eager['peak_bytes']:,} B, {over:,} B over the budget "
+            f"(checkpointed layers keep their inputs and recompute whole); plan with a budget {over:,} B lower",
+            file=sys.stderr,
+        )
 
 
 # --- locating the script ------------------------------------------------------------------------------------------

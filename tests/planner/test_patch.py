@@ -232,3 +232,20 @@ def test_plan_patch_git_apply_and_train_the_same(tmp_path, capsys):
     )
     assert after.returncode == 0, after.stderr
     assert after.stdout == before
+
+
+def test_run_patch_writes_the_plan_and_warns_when_the_eager_step_exceeds_the_budget(tmp_path, capsys):
+    import argparse
+
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "gpulint.yaml").write_text(CONFIG)
+    plan = {"schema": "gpulint.plan/1", "budget_bytes": 1000, "decisions": [],
+            "eager": {"peak_bytes": 1200, "fits_budget": False}}
+    args = argparse.Namespace(config=str(tmp_path / "gpulint.yaml"), script=None, out=None, budget="1000", patch=True)
+    patch.run_patch(args, plan)
+    captured = capsys.readouterr()
+    assert captured.out.startswith("diff --git a/")
+    assert "gpulint.apply(model" in captured.out
+    assert json.loads((tmp_path / "gpulint-plan.json").read_text()) == plan
+    assert "200 B over the budget" in captured.err
