@@ -313,7 +313,11 @@ def _relative(path: str, root: Path) -> str:
 def run_gpulint(command: str, layout: Layout) -> tuple[list[Finding] | None, str]:
     """Run the linter on the laid-out folders; (None, why) when it could not produce findings."""
     folders = sorted({key.split("/", 1)[0] for key in layout.line_counts})
-    argv = shlex.split(command) + [
+    argv = shlex.split(command)
+    if argv and argv[0] == "python":
+        # The evaluator's own interpreter (the venv's), even when the venv is not activated.
+        argv[0] = sys.executable
+    argv += [
         "check",
         "--format",
         "json",
