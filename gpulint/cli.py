@@ -18,7 +18,7 @@ __all__ = ["UsageError", "build_parser", "main"]
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser. Subsystems with heavy imports (plan, report, bot) get their own flags only when `command`
-    names them (or is None), so `gpulint check` starts without importing them."""
+    names them, so `gpulint check` and `gpulint --help` start without importing them."""
     from gpulint.linter import command as lint_command
 
     parser = argparse.ArgumentParser(
@@ -47,7 +47,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     for name, help_text, module_name, add_name, run_name in SUBSYSTEMS:
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        if command is None or command == name:
+        if command == name:
             _wire(sub_parser, module_name, add_name, run_name)
     return parser
 

@@ -103,9 +103,15 @@ def find_pyproject(start: Path) -> Path | None:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue  # a broken unrelated pyproject is not ours to report unless it holds our table
+                text = candidate.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                if "tool.gpulint" in text:  # a broken pyproject is ours to report only when it holds our table
+                    raise ConfigError(f"{candidate}: malformed TOML: {exc}") from None
+                continue
             if "gpulint" in data.get("tool", {}):
                 return candidate
     return None

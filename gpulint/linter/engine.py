@@ -7,15 +7,16 @@ neither.
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from gpulint.linter.context import FileContext
 from gpulint.linter.noqa import Suppressions
@@ -55,7 +56,9 @@ def decode(data: bytes) -> SourceFile:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise _DecodeError(f"bad encoding declaration: {exc.msg}", 1) from None
+        if "invalid or missing encoding declaration" not in exc.msg:
+            raise _DecodeError(f"bad encoding declaration: {exc.msg}", 1) from None
+        encoding = "utf-8"  # no declaration and undecodable first lines: let the decode below name the byte
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
@@ -105,10 +108,19 @@ def lint_text(
         return []
     if len(active) > 1:
         active = [r for r in active if any(w in text for w in r.triggers)]
+    if _may_nest_too_deep(text):
+        # libcst's native parser overflows its stack (a crash, not an exception) on nesting far deeper than Python
+        # allows (200 brackets); Python's own parser rejects such files cleanly.
+        try:
+            compile(text, path, "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
+        except SyntaxError as exc:
+            return [parse_error(path, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1)]
+        except (RecursionError, MemoryError, ValueError):
+            return [parse_error(path, "too deeply nested for the parser", 1, 1)]
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        return [parse_error(path, f"syntax error: {exc.message}", exc.raw_line, exc.raw_column + 1)]
+        return [_syntax_error(path, text, exc)]
     except RecursionError:
         return [parse_error(path, "too deeply nested for the parser", 1, 1)]
     except Exception as exc:  # the native parser can raise other errors on exotic input
@@ -128,6 +140,35 @@ def lint_text(
     if not kept:
         return []
     return _resolve(path, text, module, kept)
+
+
+_MAX_PYTHON_NESTING = 200
+_NOT_BRACKETS = re.compile(r"[^()\[\]{}]+")
+
+
+def _may_nest_too_deep(text: str) -> bool:
+    """A cheap over-estimate of bracket depth (brackets in strings count too)."""
+    if text.count("(") + text.count("[") + text.count("{") <= _MAX_PYTHON_NESTING:
+        return False
+    depth = deepest = 0
+    for char in _NOT_BRACKETS.sub("", text):
+        depth += 1 if char in "([{" else -1
+        if depth > deepest:
+            deepest = depth
+    return deepest > _MAX_PYTHON_NESTING
+
+
+def _syntax_error(path: str, text: str, exc: cst.ParserSyntaxError) -> Finding:
+    """Python's own parser words syntax errors better than libcst's grammar engine; ask it (only on failure)."""
+    try:
+        compile(text, path, "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
+    except SyntaxError as python_error:
+        return parse_error(path, f"syntax error: {python_error.msg}", python_error.lineno or 1, python_error.offset or 1)
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    # Python accepts the file but libcst's grammar does not (e.g. tens of thousands of implicitly joined strings).
+    first_line = exc.message.splitlines()[0] if exc.message else "invalid syntax"
+    return parse_error(path, f"libcst cannot parse this file (Python can): {first_line}", exc.raw_line, exc.raw_column + 1)
 
 
 def parse_error(path: str, message: str, line: int, column: int) -> Finding:
@@ -159,8 +200,51 @@ def _applies(report: Report, context: FileContext) -> bool:
     return not state.cold  # "training"
 
 
-def _resolve(path: str, text: str, module: cst.Module, reports: Iterable[Report]) -> list[Finding]:
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+def _positions(text: str, module: cst.Module, reports: list[Report]) -> Mapping[cst.CSTNode, CodeRange]:
+    """Positions of the nodes the reports (and their fixes) need.
+
+    libcst computes positions by regenerating the code of the whole module, which costs more than parsing it. Only
+    the top-level statements that hold a report are regenerated here, each alone, and shifted to its real first line,
+    which Python's much faster `ast` parser gives.
+    """
+    try:
+        starts = _top_level_lines(text, module)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, IndexError):
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions: dict[cst.CSTNode, CodeRange] = {}
+    done: set[int] = set()
+    for report in reports:
+        top = report.ancestors[1] if len(report.ancestors) > 1 else report.node
+        if id(top) in done or id(top) not in starts:
+            continue
+        done.add(id(top))
+        alone = module.with_changes(header=(), body=(top,), footer=())
+        local = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+        shift = starts[id(top)] - local[top].start.line
+        for node, span in local.items():
+            positions[node] = CodeRange((span.start.line + shift, span.start.column), (span.end.line + shift, span.end.column))
+    if any(r.node not in positions for r in reports):
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return positions
+
+
+def _top_level_lines(text: str, module: cst.Module) -> dict[int, int]:
+    """id(top-level libcst statement) -> the line where its code starts (after comments and blank lines)."""
+    tree = ast.parse(text)
+    starts: dict[int, int] = {}
+    index = 0
+    for statement in module.body:
+        node = tree.body[index]
+        line = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+        starts[id(statement)] = line
+        index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+    if index != len(tree.body):
+        raise ValueError("libcst and ast disagree on the top-level statements")
+    return starts
+
+
+def _resolve(path: str, text: str, module: cst.Module, reports: list[Report]) -> list[Finding]:
+    positions = _positions(text, module, reports)
     suppressions = Suppressions.from_text(text)
     findings: dict[tuple, Finding] = {}
     for report in reports:

@@ -1,0 +1,46 @@
+# The two commands of the README's quick start: `make demo` and `make test`. Both set themselves up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+OCTOKIT_DIR := .cache/octokit
+OCTOKIT_SPEC := $(OCTOKIT_DIR)/node_modules/@octokit/openapi/generated/api.github.com.json
+OCTOKIT_VERSION := 23.0.2
+PYTEST := $(BIN)/python -m pytest
+
+.PHONY: demo test test-slow bench setup clean
+
+setup: $(STAMP)
+
+# torch first, pinned: an open range would pull a multi-GB CUDA build; 2.13.0 (CPU) satisfies the `plan` extra.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e ".[plan,dev]"
+	touch $(STAMP)
+
+# GitHub's official OpenAPI description: the oracle the bot's tests validate every request against.
+$(OCTOKIT_SPEC):
+	npm install --silent --no-audit --no-fund --prefix $(OCTOKIT_DIR) @octokit/openapi@$(OCTOKIT_VERSION)
+
+demo: $(STAMP)
+	mkdir -p out
+	$(BIN)/gpulint check examples/ --exit-zero
+	$(BIN)/gpulint check examples/ --format json --output-file out/findings.json --exit-zero --no-cache
+	$(BIN)/gpulint plan examples/gpulint.yaml --budget 60MB --format text --out out
+	$(BIN)/gpulint report --lint out/findings.json --plan out/plan.json --format md --output out/pr-comment.md
+	$(BIN)/gpulint report --lint out/findings.json --plan out/plan.json --format html --output out/report.html
+	@echo "demo: wrote out/findings.json out/plan.json out/pr-comment.md out/report.html"
+
+test: $(STAMP) $(OCTOKIT_SPEC)
+	$(PYTEST) -q -n 2
+
+test-slow: $(STAMP) $(OCTOKIT_SPEC)
+	$(PYTEST) -q -m slow || [ $$? -eq 5 ]
+
+bench: $(STAMP)
+	$(BIN)/python bench/lint_speed.py
+
+clean:
+	rm -rf $(VENV) .cache out .gpulint_cache
