@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from gpulint.linter.names import callee_method, last_name
@@ -44,6 +46,8 @@ def _scalar_read(context, expr: cst.BaseExpression) -> cst.Call | None:
     func = expr.func
     if isinstance(func, cst.Attribute) and func.attr.value == "item" and not expr.args:
         return None if context.is_host_value(func.value) else expr
+    if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and _device_to_host_copy(context, func.value):
+        return expr  # `loss.detach().cpu().numpy()`
     if isinstance(func, cst.Name) and func.value in _SCALAR_BUILTINS and len(expr.args) == 1:
         arg = expr.args[0].value
         if isinstance(arg, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and _looks_like_tensor(context, arg):
@@ -102,14 +106,22 @@ class _ScalarLocals:
         self._reported: set[int] = set()
 
     def record(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        if len(node.targets) != 1:
             return
-        key = (id(self.rule.context.enclosing_function()), node.targets[0].target.value)
-        reads = _scalar_reads_in(self.rule.context, node.value)
-        if reads:
-            self._reads[key] = (reads[0], self.rule.context.ancestors_snapshot())
+        target, value = node.targets[0].target, node.value
+        if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == len(value.elements):
+            pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]  # `a, b = x.item(), y.item()`
         else:
-            self._reads.pop(key, None)
+            pairs = [(target, value)]
+        function = id(self.rule.context.enclosing_function())
+        for name, expr in pairs:
+            if not isinstance(name, cst.Name):
+                continue
+            reads = _scalar_reads_in(self.rule.context, expr)
+            if reads:
+                self._reads[(function, name.value)] = (reads[0], self.rule.context.ancestors_snapshot())
+            else:
+                self._reads.pop((function, name.value), None)
 
     def report_reads_in(self, expr: cst.BaseExpression, message: str) -> bool:
         """Report the read behind each recorded name `expr` is made of (`total += step_loss * n`); True if any."""
@@ -133,7 +145,7 @@ class ItemAccumulator(Rule):
     code = "GPL201"
     name = "item-accumulator"
     message = "accumulating `{read}` on the host forces a device-to-host sync every step; accumulate the detached tensor and read it when you log"
-    triggers = (".item(", "float(", "int(")
+    triggers = (".item(", "float(", "int(", ".numpy(")
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags a running total built from host scalars read every step: `total += loss.item()`, "
@@ -166,6 +178,7 @@ class ItemAccumulator(Rule):
         Invalid(_in_loop("total = total + loss.item()"), fixed=_in_loop("total = total + loss.detach()")),
         Invalid(_in_loop("total += x.size(0) * loss.item()")),
         Invalid(_in_loop("step_loss = loss.detach().clone().item()\ntotal += step_loss")),
+        Invalid(_in_loop("total += loss.detach().cpu().numpy()")),
     )
 
     def __init__(self, context) -> None:
@@ -194,25 +207,47 @@ class ItemAccumulator(Rule):
             self.scalar_locals.report_reads_in(value, self.message)
             return
         fix = []
-        if direct is not None:
+        if direct is not None and last_name(direct.func) in ("item", "float", "int"):
+            # `t.item()` / `float(t)` -> `t.detach()`; a `.cpu().numpy()` copy has no one-token replacement.
             tensor = direct.func.value if isinstance(direct.func, cst.Attribute) else direct.args[0].value
             fix = [Replace(direct, cst.Call(func=cst.Attribute(value=tensor, attr=cst.Name("detach"))))]
         read = self.context.module.code_for_node(reads[0])
         self.report(value, self.message.format(read=read), fix=fix, unsafe_fix=True)
 
 
-_ACCUMULATING_METHODS = frozenset({"update", "append", "extend", "add_"})
+_ACCUMULATING_METHODS = frozenset({"update", "append", "extend", "add", "add_"})
+# Callees that collect statistics (`self._stats(...)`, `Statistics(loss, n_words, n_correct)`, `update_metrics(...)`).
+_STATS_PARTS = frozenset({"stat", "stats", "statistics", "meter", "meters", "metric", "metrics"})
+
+
+def _words(name: str) -> set[str]:
+    """`log_metrics` -> {log, metrics}; `AverageMeter` -> {average, meter}."""
+    return {w.lower() for w in re.split(r"[_.]+|(?<=[a-z])(?=[A-Z])", name) if w}
+
+
+def _accumulating_callee(call: cst.Call) -> str | None:
+    """The method or function name when the call collects values across steps (a meter, a list, a stats object);
+    logging calls are not (a logged scalar is a GPL4xx sync)."""
+    name = last_name(call.func)
+    if name is None:
+        return None
+    if isinstance(call.func, cst.Attribute) and name in _ACCUMULATING_METHODS:
+        return name
+    words = _words(name)
+    return name if words & _STATS_PARTS and "log" not in words else None
 
 
 class ItemIntoMeter(Rule):
     code = "GPL202"
     name = "item-into-meter"
     message = "`.{method}({read})` reads a device scalar to the host every step to feed a meter or list; keep it on the device until you log"
-    triggers = (".item(", ".tolist(", "float(")
+    triggers = (".item(", ".tolist(", "float(", ".numpy(", "update(")
     docs = RuleDocs(
         what_it_does="Flags meters and lists fed with host scalars read every step: `losses.update(loss.item(), n)`, "
         "`metric_logger.update(loss=loss.item())`, `history.append(loss.item())`, `preds.extend(out.argmax(1).tolist())`, "
-        "and `v = loss.item()` later fed to a meter (reported at the read).",
+        "statistics objects (`Statistics(loss.item(), n_correct)`, `self._stats(...)`), `v = loss.item()` later fed to "
+        "one of those (reported at the read), and device tensors handed to a `*meter*`/`*logger*.update(...)` (such "
+        "meters call `.item()` themselves).",
         why_slow="The `.item()` / `.tolist()` is a device-to-host copy that waits for the whole step to finish, every step, "
         "while the meter's value is printed only every N steps: the CPU loses its lead over the GPU and the next step's "
         "kernels start late.",
@@ -228,6 +263,8 @@ class ItemIntoMeter(Rule):
         _in_loop("losses.update(loss.detach(), x.size(0))"),
         _in_loop("if step % 10 == 0:\n    losses.update(loss.item(), x.size(0))"),
         _in_loop("history.append(step)"),
+        _in_loop("running_loss.update(loss.detach())\nmetric_logger.update(lr=optimizer.param_groups[0]['lr'])"),
+        _in_loop("wandb_log_metrics({'loss': loss.item()})"),
         "import torch\n\n@torch.no_grad()\ndef validate(model, loader, criterion, losses):\n    for x, y in loader:\n"
         "        losses.update(criterion(model(x), y).item(), x.size(0))\n",
     )
@@ -238,20 +275,34 @@ class ItemIntoMeter(Rule):
         Invalid(_in_loop("preds.extend(out.argmax(1).tolist())")),
         Invalid(_in_loop("losses.update(loss.item() * accum_steps, x.size(0))")),
         Invalid(_in_loop("loss_value = loss.item()\nmetric_logger.update(loss=loss_value)")),
+        Invalid(_in_loop("class_acc = (out.argmax(-1) == y).float().mean()\nmetric_logger.update(class_acc=class_acc)")),
+        Invalid(_in_loop("stats = self._stats(x.size(0), loss.sum().item())")),
+        Invalid(_in_loop("n_correct = (out.argmax(-1) == y).sum().item()\nreport = Statistics(n_correct, x.size(0))")),
+        Invalid(_in_loop("l, a = loss.item(), out.max().item()\nmeter.update_stats(l, a)"), count=2),
     )
+
+    tensor_message = "`{call}` hands a device tensor to a meter, which reads it with `.item()` every step; keep a device running sum and read it when you log"
 
     def __init__(self, context) -> None:
         super().__init__(context)
         self.scalar_locals = _ScalarLocals(self)
+        self._tensor_locals: set[tuple[int, str]] = set()  # locals assigned a tensor expression (`acc = (p == y).mean()`)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.scalar_locals.record(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            key = (id(self.context.enclosing_function()), node.targets[0].target.value)
+            if _looks_like_tensor(self.context, node.value):
+                self._tensor_locals.add(key)
+            elif not (isinstance(node.value, cst.Name) and node.value.value == "None"):  # `else: acc = None` branches
+                self._tensor_locals.discard(key)
 
     def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in _ACCUMULATING_METHODS:
+        method = _accumulating_callee(node)
+        if method is None:
             return
-        method = func.attr.value
+        if method == "update" and self._tensor_into_meter(node):
+            return
         for arg in node.args:
             reads = _scalar_reads_in(self.context, arg.value)
             read = reads[0] if reads else self._tolist(arg.value)
@@ -259,9 +310,27 @@ class ItemIntoMeter(Rule):
                 text = self.context.module.code_for_node(read)
                 self.report(node, self.message.format(method=method, read=text))
                 return
-        for arg in node.args:
-            if self.scalar_locals.report_reads_in(arg.value, self.message.replace("{method}", method)):
-                return
+        for arg in node.args:  # every argument: `Statistics(loss, n_words, n_correct)` may carry several reads
+            self.scalar_locals.report_reads_in(arg.value, self.message.replace("{method}", method))
+
+    def _tensor_into_meter(self, call: cst.Call) -> bool:
+        """`metric_logger.update(acc=class_acc)` with a tensor: meters of this kind call `.item()` on what they get."""
+        receiver = last_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
+        if receiver is None or not ("meter" in receiver.lower() or "logger" in receiver.lower()):
+            return False
+        for arg in call.args:
+            if isinstance(arg.value, (cst.Name, cst.Attribute)) and self._tensor_like(arg.value):
+                self.report(call, self.tensor_message.format(call=self.context.module.code_for_node(call)))
+                return True
+        return False
+
+    def _tensor_like(self, expr: cst.BaseExpression) -> bool:
+        location = self.context.location_of(expr)
+        if location != "unknown":
+            return location == "device"
+        if isinstance(expr, cst.Name) and (id(self.context.enclosing_function()), expr.value) in self._tensor_locals:
+            return True
+        return bool(_words(last_name(expr) or "") & {"loss", "acc", "accuracy", "norm"})
 
     def _tolist(self, expr: cst.BaseExpression) -> cst.Call | None:
         if (
@@ -338,13 +407,19 @@ class _LoopFactsRule(Rule):
             vars_ = [s for s in sides if isinstance(s, cst.Name) and s.value in frame.loop_vars]
             if len(vars_) >= 2:
                 frame.compares_vars = True
-            elif vars_ and any(s not in vars_ and not self.context.is_host_value(s) for s in sides):
+            elif vars_ and any(s not in vars_ and _tensor_operand(self.context, s) for s in sides):
                 frame.compares_tensor = True
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("sum", "mean", "item", "float", "count_nonzero"):
             for frame in self._frames[-1]:
                 frame.reductions += 1
+
+
+def _tensor_operand(context, expr: cst.BaseExpression) -> bool:
+    """A comparison operand that may be a tensor: a name, attribute, subscript or call not known to be on the host.
+    Arithmetic (`num_rounds - 1`) and literals are loop bookkeeping, not a metric."""
+    return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and not context.is_host_value(expr)
 
 
 def _index_name(element: cst.SubscriptElement) -> str | None:
@@ -412,6 +487,7 @@ class PerClassMetricLoop(_LoopFactsRule):
         _in_loop("labels = y.tolist()\npreds = out.argmax(1).tolist()\nfor p, t in zip(preds, labels):\n    if p == t:\n"
                  "        hits += 1"),
         _in_loop("for c in range(10):\n    print(c)"),
+        _in_loop("for r in range(rounds):\n    sync = r == rounds - 1\n    out.sum().backward()"),
     )
     invalid = (
         Invalid(_in_loop("pred = out.argmax(1)\nfor c in range(10):\n    correct[c] += ((pred == c) & (y == c)).sum()")),
@@ -461,15 +537,23 @@ class PerElementLoop(_LoopFactsRule):
         _in_loop("names = batch_names\nfor i in range(len(names)):\n    print(names[i])"),
         _in_loop("grid = x.cpu().numpy()\nfor i, n in enumerate(lengths):\n    grid[i, n:] = 0"),
         _in_loop("chain = x[0]\nfor i in range(1, x.shape[0]):\n    chain = x[i] @ chain"),
+        "import torch\n\nclass TextCollate:\n    def __call__(self, batch):\n"
+        "        padded = torch.zeros(len(batch), 50, dtype=torch.long)\n        for i, text in enumerate(batch):\n"
+        "            padded[i, :text.size(0)] = text\n        return padded\n",
         "import torch\n\ndef evaluate(model, x):\n    for i in range(x.size(0)):\n        print(model(x[i]))\n",
     )
     invalid = (
         Invalid(_in_loop("for i in range(out.size(0)):\n    total = total + criterion(out[i], y[i])")),
         Invalid(_in_loop("for i in range(x.shape[0]):\n    x[i] = x[i] / x[i].norm()")),
         Invalid(_in_loop("labels = y.clone()\nfor i, n in enumerate(lengths):\n    labels[i, n:] = -100")),
+        Invalid(_in_loop("bs = x.size(0)\nfor b in range(bs):\n    picks.append(torch.multinomial(out[b].softmax(-1), 1))")),
     )
 
     row_message = "`{tensor}[i, ...] = ...` in a Python loop writes one row per iteration, a kernel launch each; build the mask or values once and write them in one op"
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._size_locals: dict[tuple[int, str], cst.BaseExpression] = {}  # `bs = x.size(0)` -> x
 
     def wants(self, node: cst.For) -> bool:
         return True
@@ -481,6 +565,12 @@ class PerElementLoop(_LoopFactsRule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            key = (id(self.context.enclosing_function()), node.targets[0].target.value)
+            tensor = _size_of(node.value)
+            if tensor is not None:
+                self._size_locals[key] = tensor
+            else:
+                self._size_locals.pop(key, None)
             if _matmul_recurrence(node.targets[0].target.value, node.value):
                 for frame in self._frames[-1]:
                     frame.sequential = True
@@ -491,6 +581,8 @@ class PerElementLoop(_LoopFactsRule):
             if not isinstance(sub, cst.Subscript) or len(sub.slice) < 2:
                 continue
             index = _index_name(sub.slice[0])
+            if index is None or _in_collate(self.context):
+                continue
             for frame in self._frames[-1]:
                 if index in frame.loop_vars and not frame.reported and not self.context.is_host_value(sub.value):
                     frame.reported = True
@@ -498,12 +590,25 @@ class PerElementLoop(_LoopFactsRule):
                     return
 
     def _over_tensor_rows(self, bound: cst.BaseExpression) -> bool:
+        if isinstance(bound, cst.Name):  # `bs = image.size(0)` earlier in the function
+            sized = self._size_locals.get((id(self.context.enclosing_function()), bound.value))
+            return sized is not None and not self.context.is_host_value(sized)
         tensor = _size_of(bound)
         if tensor is None or self.context.is_host_value(tensor):
             return False
         if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name):
             return self.context.location_of(tensor) == "device"  # `len(x)`: only when x is known to be on the device
         return True
+
+
+def _in_collate(context) -> bool:
+    """Inside a collate function or a `*Collate*` class: it runs in DataLoader workers on CPU tensors."""
+    for node in reversed(context.ancestors):
+        if isinstance(node, cst.FunctionDef) and "collate" in node.name.value.lower():
+            return True
+        if isinstance(node, cst.ClassDef):
+            return "collat" in node.name.value.lower()
+    return False
 
 
 def _matmul_recurrence(name: str, value: cst.BaseExpression) -> bool:
