@@ -1,0 +1,241 @@
+"""The hot-path context: which code runs every step, which is gated, which is cold, and where values live."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from gpulint.linter.context import FileContext
+from gpulint.linter.engine import _Traversal
+from gpulint.linter.rule import Invalid, Rule, RuleDocs
+
+
+class Probe(Rule):
+    """Reports every call to `probe(...)`, so a test can ask the context about that spot."""
+
+    code = "GPL999"
+    name = "probe"
+    message = "probe"
+    triggers = ("probe",)
+    docs = RuleDocs("-", "-", "-", "-")
+    valid = ()
+    invalid = (Invalid("probe()"),)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "probe":
+            label = node.args[0].value.evaluated_value if node.args else ""
+            self.report(node, label, when="always")
+
+
+def states(source: str, **options) -> dict[str, str]:
+    module = cst.parse_module(textwrap.dedent(source))
+    context = FileContext("t.py", module, **options)
+    module.visit(_Traversal(context, [Probe(context)]))
+    context.finalize()
+    result = {}
+    for report in context.reports:
+        state = context.state_of(report)
+        result[report.message] = (
+            "cold" if state.cold else "gated" if state.gated and state.hot else "per_step" if state.hot else "neutral"
+        )
+    return result
+
+
+def test_loop_over_loader_is_the_step_and_epoch_code_is_not():
+    assert states(
+        """
+        def main(model, loader, optimizer):
+            probe("setup")
+            for epoch in range(10):
+                for batch in loader:
+                    loss = model(batch)
+                    loss.backward()
+                    optimizer.step()
+                    probe("step")
+                probe("epoch end")
+        """
+    ) == {"setup": "neutral", "step": "per_step", "epoch end": "neutral"}
+
+
+def test_gates_modulo_names_else_and_early_continue():
+    assert states(
+        """
+        def main(model, loader, optimizer, args):
+            for step, batch in enumerate(loader):
+                model(batch).backward()
+                optimizer.step()
+                if step % args.log_interval == 0:
+                    probe("modulo")
+                else:
+                    probe("else branch")
+                if should_log:
+                    probe("named gate")
+                if batch is None:
+                    probe("not a gate")
+                if step % 100 != 0:
+                    continue
+                probe("after early continue")
+        """
+    ) == {
+        "modulo": "gated",
+        "else branch": "per_step",
+        "named gate": "gated",
+        "not a gate": "per_step",
+        "after early continue": "gated",
+    }
+
+
+def test_configured_gate_names():
+    source = """
+        def main(model, loader, optimizer):
+            for batch in loader:
+                model(batch).backward()
+                optimizer.step()
+                if chatty:
+                    probe("custom gate")
+        """
+    assert states(source) == {"custom gate": "per_step"}
+    assert states(source, gate_names=["chatty"]) == {"custom gate": "gated"}
+
+
+def test_functions_called_from_the_step_two_calls_deep():
+    assert states(
+        """
+        def level3():
+            probe("three deep")
+
+        def level2():
+            probe("two deep")
+            level3()
+
+        def level1():
+            probe("one deep")
+            level2()
+
+        def log_metrics():
+            probe("called under a gate")
+
+        class Trainer:
+            def update(self):
+                probe("method")
+
+            def fit(self, loader):
+                for batch in loader:
+                    self.optimizer.zero_grad()
+                    self.model(batch).backward()
+                    level1()
+                    self.update()
+                    if self.step % 10 == 0:
+                        log_metrics()
+        """
+    ) == {
+        "three deep": "neutral",
+        "two deep": "per_step",
+        "one deep": "per_step",
+        "called under a gate": "gated",
+        "method": "per_step",
+    }
+
+
+def test_cold_code_eval_no_grad_init_sampling():
+    assert states(
+        """
+        import torch
+
+        class Model:
+            def __init__(self):
+                probe("init")
+
+        def evaluate(model, loader):
+            for batch in loader:
+                probe("eval loop")
+
+        def generate(model, idx):
+            for _ in range(100):
+                probe("sampling loop")
+
+        def train(model, loader, val_loader, optimizer):
+            for batch in loader:
+                model(batch).backward()
+                optimizer.step()
+            with torch.no_grad():
+                for batch in val_loader:
+                    probe("validation under no_grad")
+        """
+    ) == {
+        "init": "cold",
+        "eval loop": "cold",
+        "sampling loop": "cold",
+        "validation under no_grad": "neutral",
+    }
+
+
+def test_named_step_functions_and_configured_hot_functions():
+    source = """
+        def training_step(self, batch, batch_idx):
+            probe("lightning step")
+
+        def my_update(batch):
+            probe("custom")
+        """
+    assert states(source) == {"lightning step": "per_step", "custom": "neutral"}
+    assert states(source, hot_functions=["my_update"])["custom"] == "per_step"
+
+
+def test_nanogpt_style_loop():
+    assert states(
+        """
+        while True:
+            if iter_num % eval_interval == 0 and master_process:
+                probe("eval")
+            for micro_step in range(gradient_accumulation_steps):
+                logits, loss = model(X, Y)
+                probe("micro step")
+                scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            probe("after step")
+            if iter_num % log_interval == 0 and master_process:
+                probe("log")
+            iter_num += 1
+        """
+    ) == {"eval": "gated", "micro step": "per_step", "after step": "per_step", "log": "gated"}
+
+
+def test_device_provenance():
+    module = cst.parse_module(
+        textwrap.dedent(
+            """
+            def step(loss, logits, sizes):
+                host = loss.detach().cpu()
+                values = logits.tolist()
+                scalar = loss.item()
+                n = logits.size(0)
+                device_value = loss.to("cuda")
+                total = scalar * 2 + n
+                probe(host, values, scalar, n, device_value, total, loss)
+            """
+        )
+    )
+    context = FileContext("t.py", module)
+    seen = {}
+
+    class Where(Probe):
+        def visit_Call(self, node):
+            if isinstance(node.func, cst.Name) and node.func.value == "probe":
+                seen.update({arg.value.value: self.context.location_of(arg.value) for arg in node.args})
+
+    module.visit(_Traversal(context, [Where(context)]))
+    assert seen == {
+        "host": "host", "values": "host", "scalar": "host", "n": "host", "device_value": "device", "total": "host",
+        "loss": "unknown",
+    }
+
+
+def test_import_aliases_resolve():
+    module = cst.parse_module("import torch as t\nfrom torch import distributed as dist\nx = 1\n")
+    context = FileContext("t.py", module)
+    module.visit(_Traversal(context, []))
+    assert context.resolve(cst.parse_expression("t.cuda.synchronize")) == "torch.cuda.synchronize"
+    assert context.resolve(cst.parse_expression("dist.all_reduce")) == "torch.distributed.all_reduce"
+    assert context.resolve(cst.parse_expression("model.parameters")) == "model.parameters"
