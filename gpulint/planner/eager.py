@@ -456,38 +456,37 @@ def _set_forward(state: AppliedPlan, path: str, module: nn.Module, forward: Call
     module.forward = forward
 
 
+# The installed forwards are functools.partial objects over module-level functions, not closures: a deepcopy
+# of the model (an EMA copy) then gets forwards bound to the copy's own modules and plan state.
+
+
+def _checkpointed_forward(state: AppliedPlan, inner: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    if not torch.is_grad_enabled():
+        return inner(*args, **kwargs)
+    context_fn = functools.partial(create_selective_checkpoint_contexts, state._policy_fn)
+    kwargs = _without_kv_cache(kwargs)
+    return checkpoint(inner, *args, use_reentrant=False, context_fn=context_fn, preserve_rng_state=True, **kwargs)
+
+
+def _planned_forward(state: AppliedPlan, inner: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    state._begin_forward()
+    if len(state._shapes) > 1:
+        state._select(call_signature(args, kwargs))
+    if state.validated or not torch.is_grad_enabled():
+        return inner(*args, **kwargs)
+    with _ValidationMode(state._stack) as mode:
+        out = inner(*args, **kwargs)
+    state._check(mode.seen)
+    return out
+
+
 def _wrap_region(state: AppliedPlan, path: str) -> None:
     module = state.model.get_submodule(path)
-    inner = module.forward
-    context_fn = functools.partial(create_selective_checkpoint_contexts, state._policy_fn)
-
-    @functools.wraps(inner)
-    def checkpointed_forward(*args, **kwargs):
-        if not torch.is_grad_enabled():
-            return inner(*args, **kwargs)
-        kwargs = _without_kv_cache(kwargs)
-        return checkpoint(inner, *args, use_reentrant=False, context_fn=context_fn, preserve_rng_state=True, **kwargs)
-
-    _set_forward(state, path, module, checkpointed_forward)
+    _set_forward(state, path, module, functools.partial(_checkpointed_forward, state, module.forward))
 
 
 def _wrap_root(state: AppliedPlan) -> None:
-    model = state.model
-    inner = model.forward
-
-    @functools.wraps(inner)
-    def planned_forward(*args, **kwargs):
-        state._begin_forward()
-        if len(state._shapes) > 1:
-            state._select(call_signature(args, kwargs))
-        if state.validated or not torch.is_grad_enabled():
-            return inner(*args, **kwargs)
-        with _ValidationMode(state._stack) as mode:
-            out = inner(*args, **kwargs)
-        state._check(mode.seen)
-        return out
-
-    _set_forward(state, "", model, planned_forward)
+    _set_forward(state, "", state.model, functools.partial(_planned_forward, state, state.model.forward))
 
 
 # --- what eager autograd saves ---------------------------------------------------------------------------------

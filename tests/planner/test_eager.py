@@ -297,3 +297,13 @@ def test_warnings_do_not_fire_for_a_plain_torch_model():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         eager.apply(model, plan_for(model, 0.5))
+
+
+def test_a_deepcopy_of_a_planned_model_trains_its_own_parameters():
+    model = make_net()
+    eager.apply(model, plan_for(model, 1.0))
+    twin = copy.deepcopy(model)
+    step_loss(twin).backward()
+    assert all(p.grad is None for p in model.parameters())
+    assert all(p.grad is not None for p in twin.parameters())
+    assert eager.applied_plan(twin).model is twin and eager.applied_plan(twin).validated
