@@ -275,7 +275,8 @@ class ItemIntoMeter(Rule):
         Invalid(_in_loop("preds.extend(out.argmax(1).tolist())")),
         Invalid(_in_loop("losses.update(loss.item() * accum_steps, x.size(0))")),
         Invalid(_in_loop("loss_value = loss.item()\nmetric_logger.update(loss=loss_value)")),
-        Invalid(_in_loop("class_acc = (out.argmax(-1) == y).float().mean()\nmetric_logger.update(class_acc=class_acc)")),
+        Invalid(_in_loop("if mixup is None:\n    class_acc = (out.argmax(-1) == y).float().mean()\nelse:\n"
+                         "    class_acc = None\nmetric_logger.update(class_acc=class_acc)")),
         Invalid(_in_loop("stats = self._stats(x.size(0), loss.sum().item())")),
         Invalid(_in_loop("n_correct = (out.argmax(-1) == y).sum().item()\nreport = Statistics(n_correct, x.size(0))")),
         Invalid(_in_loop("l, a = loss.item(), out.max().item()\nmeter.update_stats(l, a)"), count=2),
@@ -325,11 +326,12 @@ class ItemIntoMeter(Rule):
         return False
 
     def _tensor_like(self, expr: cst.BaseExpression) -> bool:
+        # Tracked first: `acc = (p == y).mean()` in one branch and `acc = None` in the other is still a tensor here.
+        if isinstance(expr, cst.Name) and (id(self.context.enclosing_function()), expr.value) in self._tensor_locals:
+            return True
         location = self.context.location_of(expr)
         if location != "unknown":
             return location == "device"
-        if isinstance(expr, cst.Name) and (id(self.context.enclosing_function()), expr.value) in self._tensor_locals:
-            return True
         return bool(_words(last_name(expr) or "") & {"loss", "acc", "accuracy", "norm"})
 
     def _tolist(self, expr: cst.BaseExpression) -> cst.Call | None:
