@@ -16,6 +16,7 @@ The path of accepted steps does not depend on the budget, so one run down to the
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from dataclasses import dataclass, field
@@ -143,7 +144,10 @@ class GreedyPlanner:
             count = int((sim.timeline == sim.peak).sum())
             # The estimate ranks; a full simulation of the best few decides (estimates miss shared chains).
             best_trial = None
-            for _score, _est, members in self._candidates(sim)[:max_tries]:
+            candidates = self._candidates(sim)
+            for n_tried, (_score, _est, members) in enumerate(candidates):
+                if (n_tried >= max_tries and best_trial is not None) or n_tried >= 4 * max_tries:
+                    break  # the best few by estimate decide; a few more are tried only when none of those helps
                 trial, trial_sim = self._step(set(sim.schedule.saved) - set(members))
                 trial_count = int((trial_sim.timeline == trial_sim.peak).sum())
                 if (trial.peak, trial_count) >= (current.peak, count):
@@ -153,6 +157,8 @@ class GreedyPlanner:
                 key = (0, added / gain) if gain > 0 else (1, added)
                 if best_trial is None or key < best_trial[0]:
                     best_trial = (key, trial, trial_sim)
+            if best_trial is None:
+                best_trial = self._pair_move(sim, current, count, candidates)
             if best_trial is None:
                 break
             _key, current, sim = best_trial
@@ -179,10 +185,27 @@ class GreedyPlanner:
             plan_seconds=time.perf_counter() - start,
         )
 
-    def refine(self, step: Step, budget: int, max_tries: int = 400) -> tuple[Step, Simulation]:
+    def _pair_move(self, sim: Simulation, current: Step, count: int, candidates: list, top: int = 8) -> tuple | None:
+        """When no single drop lowers the peak (two storages hold it together), try pairs of the best few."""
+        best = None
+        for (_s1, _e1, a), (_s2, _e2, b) in itertools.combinations(candidates[:top], 2):
+            trial, trial_sim = self._step(set(sim.schedule.saved) - set(a) - set(b))
+            trial_count = int((trial_sim.timeline == trial_sim.peak).sum())
+            if (trial.peak, trial_count) >= (current.peak, count):
+                continue
+            gain = current.peak - trial.peak
+            added = trial.step_time_s - current.step_time_s
+            key = (0, added / gain) if gain > 0 else (1, added)
+            if best is None or key < best[0]:
+                best = (key, trial, trial_sim)
+        return best
+
+    def refine(self, step: Step, budget: int, max_tries: int | None = None) -> tuple[Step, Simulation]:
         """Save again what the budget still has room for: each dropped storage whose return keeps the simulated
         peak within `budget` and lowers the step time is put back, biggest recompute saving first. Greedy
         drops made against an earlier, higher peak are often no longer needed once the budget holds."""
+        if max_tries is None:  # about the same simulation work on any graph size (~2e5 node visits per phase)
+            max_tries = max(40, min(400, 200_000 // max(1, len(self.graph.nodes))))
         current, sim = self._step(set(step.saved))
         baseline = self.graph.default_saved()
         groups: dict[int, list[int]] = {}
@@ -191,12 +214,43 @@ class GreedyPlanner:
             if s is not None:
                 groups.setdefault(s, []).append(i)
         order = sorted(groups.values(), key=lambda members: -sum(self.times[i] for i in members))
-        for members in order[:max_tries]:
-            if not (set(members) - current.saved):
-                continue
-            trial, trial_sim = self._step(set(current.saved) | set(members))
-            if trial.peak <= budget and trial.step_time_s < current.step_time_s:
-                current, sim = trial, trial_sim
+        tries = 0
+        improved = True
+        while improved and tries < max_tries:  # a return can make room for another: repeat until stable
+            improved = False
+            for members in order:
+                if not (set(members) - current.saved) or tries >= max_tries:
+                    continue
+                tries += 1
+                trial, trial_sim = self._step(set(current.saved) | set(members))
+                if trial.peak <= budget and trial.step_time_s < current.step_time_s:
+                    current, sim, improved = trial, trial_sim, True
+        return self._swap(current, sim, budget, groups, max_tries)
+
+    def _swap(self, current: Step, sim: Simulation, budget: int, groups: dict[int, list[int]],
+              max_tries: int) -> tuple[Step, Simulation]:
+        """Local search under the budget: keep a dropped storage in exchange for dropping a kept one, whenever
+        that lowers the step time and the peak still fits (at most `max_tries` simulations)."""
+        by_storage = self.graph._tensors_by_storage()
+        tries = 0
+        improved = True
+        while improved and tries < max_tries:
+            improved = False
+            kept = {self.storage_of[i] for i in current.saved if i in self.storage_of}
+            dropped = [s for s in groups if s not in kept]
+            dropped.sort(key=lambda s: -sum(self.times[i] for i in groups[s]))
+            for d in dropped:
+                for k in sorted(kept, key=lambda s: self.sizes[s], reverse=True):
+                    if tries >= max_tries or self.sizes[k] < self.sizes[d] // 4:
+                        break
+                    tries += 1
+                    members = [j for j in by_storage.get(k, []) if j in self.storage_of]
+                    trial, trial_sim = self._step((set(current.saved) | set(groups[d])) - set(members))
+                    if trial.peak <= budget and trial.step_time_s < current.step_time_s:
+                        current, sim, improved = trial, trial_sim, True
+                        break
+                if improved:
+                    break
         return current, sim
 
     def for_budget(self, full: PlanResult, budget: int) -> PlanResult:
