@@ -3,19 +3,81 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
-from gpulint.rules.per_tensor import in_step, name_parts, scan_model_tensor_for
+from gpulint.rules.per_tensor import (
+    binds_tensor_dict,
+    in_step,
+    name_parts,
+    scan_model_tensor_for,
+    target_names,
+)
 
 if TYPE_CHECKING:
     from gpulint.linter.context import FileContext
 
 
-class PerParameterUpdateLoop(Rule):
+# Calls that mark a loop as the training loop (`loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`).
+STEP_CALLS = frozenset({"backward", "zero_grad", "step"})
+
+
+class _WhereItRuns(Rule):
+    """Decides, per function, when a finding counts. Code in a function that holds the training loop counts only
+    inside that loop ("per_step": the setup before it runs once); code at module level likewise; code in a helper
+    without a training loop (a forward-like method, an EMA `update`, a per-step utility in another module) counts
+    wherever it is not known to be cold ("training"). Findings in a function wait for the end of the function, where
+    that is known."""
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._pending: dict[int, list[Report]] = {}
+        self._training_functions: set[int] = set()
+
+    def _track_call(self, node: cst.Call) -> None:
+        if last_name(node.func) in STEP_CALLS and isinstance(node.func, cst.Attribute) and self.context.innermost_loop():
+            self._note_training_function()
+
+    def _track_for(self, node: cst.For) -> None:
+        iterable = node.iter
+        while isinstance(iterable, cst.Call) and iterable.args and last_name(iterable.func) in ("enumerate", "tqdm", "iter"):
+            iterable = iterable.args[0].value
+        name = last_name(iterable.func if isinstance(iterable, cst.Call) else iterable) or ""
+        if "loader" in name.lower():
+            self._note_training_function()
+
+    def _note_training_function(self) -> None:
+        function = self.context.enclosing_function()
+        if function is not None:
+            self._training_functions.add(id(function))
+
+    def _report_where_it_runs(
+        self, node: cst.CSTNode, message: str | None = None, fix: Sequence[Replace] = (), unsafe: bool = False
+    ) -> None:
+        function = self.context.enclosing_function()
+        if function is None:
+            self.report(node, message, when="per_step", fix=fix, unsafe_fix=unsafe)
+        elif "forward" in name_parts(function.name.value):
+            self.report(node, message, when="training", fix=fix, unsafe_fix=unsafe)
+        else:
+            snapshot = self.context.ancestors_snapshot()
+            report = Report(self, node, message or self.message, "training", snapshot, tuple(fix), unsafe)
+            self._pending.setdefault(id(function), []).append(report)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        pending = self._pending.pop(id(original_node), ())
+        when = "per_step" if id(original_node) in self._training_functions else "training"
+        for report in pending:
+            self.context.add_report(
+                Report(self, report.node, report.message, when, report.ancestors, report.fix, report.unsafe_fix)
+            )
+
+
+class PerParameterUpdateLoop(_WhereItRuns):
     code = "GPL501"
     name = "per-parameter-update-loop"
     message = (
@@ -69,16 +131,31 @@ class PerParameterUpdateLoop(Rule):
         Invalid(in_step("for p in model.parameters():\n    if p.grad is not None:\n        p.grad.zero_()")),
     )
 
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._tensor_dicts: dict[int, set[str]] = {}  # per function: names bound to dicts of model tensors
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if binds_tensor_dict(node.value):
+            names = self._tensor_dicts.setdefault(id(self.context.enclosing_function()), set())
+            for target in node.targets:
+                names |= target_names(target.target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._track_call(node)
+
     def visit_For(self, node: cst.For) -> None:
-        scan = scan_model_tensor_for(node, self.context)
-        if scan is None or scan.kind != "arithmetic" or self.context.gated_here():
+        self._track_for(node)
+        known = frozenset(self._tensor_dicts.get(id(self.context.enclosing_function()), ()))
+        scan = scan_model_tensor_for(node, self.context, known)
+        if scan is None or scan.kind != "arithmetic" or self.context.gated_here(switches_gate=False):
             return
         # A per-step update reads gradients, blends two sets of tensors (EMA: `zip(ema..., model...)`), keeps state
         # per parameter, or lives in an update/step function. Scaling weights by a constant (`scale_module`) is
         # initialisation.
-        blends = isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip" and len(node.iter.args) >= 2
-        if scan.touches_grad or blends or scan.stores_state or scan.in_update_function:
-            self.report(node.iter, when="training")
+        zipped = isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip" and len(node.iter.args) >= 2
+        if scan.touches_grad or scan.blends or zipped or scan.stores_state or scan.in_update_function:
+            self._report_where_it_runs(node.iter)
 
 
 def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
@@ -225,11 +302,14 @@ LEGACY_CONSTRUCTORS = frozenset(
 )
 # In-place fills applied right after creation: `torch.LongTensor(n).random_(8)`.
 FILLS = frozenset({"random_", "uniform_", "normal_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_"})
-STEP_CALLS = frozenset({"backward", "zero_grad", "step"})
+NUMPY_RANDOM_MESSAGE = (
+    "random numbers drawn with numpy on the CPU and copied to the device; draw them on the device with "
+    "`torch.randn(..., device=...)` / `torch.rand(..., device=...)`"
+)
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
 
-class CreatedOnCpuThenMoved(Rule):
+class CreatedOnCpuThenMoved(_WhereItRuns):
     code = "GPL504"
     name = "tensor-created-then-moved"
     message = (
@@ -295,20 +375,13 @@ class CreatedOnCpuThenMoved(Rule):
         ),
     )
 
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        # Findings in a function wait for the end of that function: whether it holds the training loop decides
-        # their execution condition (see leave_FunctionDef).
-        self._pending: dict[int, list[Report]] = {}
-        self._training_functions: set[int] = set()
-
     def visit_Call(self, node: cst.Call) -> None:
+        self._track_call(node)
         func = node.func
-        if not isinstance(func, cst.Attribute):
+        if self._numpy_random_to_device(node):
+            self._report_where_it_runs(node, NUMPY_RANDOM_MESSAGE)
             return
-        if func.attr.value in STEP_CALLS and self.context.innermost_loop() is not None:
-            self._note_training_function()
-        if func.attr.value not in ("cuda", "to", "type_as"):
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as"):
             return
         created = self._cpu_creation(func.value)
         if created is None:
@@ -320,41 +393,24 @@ class CreatedOnCpuThenMoved(Rule):
         fix: list[Replace] = []
         if factory is func.value and kind and _keyword(factory, "device") is None and isinstance(device, cst.BaseExpression):
             fix = [Replace(node, self._with_device(factory, node, func.attr.value, device))]
-        self._report(node, fix, unsafe=kind in RANDOM_FACTORIES)
+        self._report_where_it_runs(node, fix=fix, unsafe=kind in RANDOM_FACTORIES)
 
     def visit_For(self, node: cst.For) -> None:
-        iterable = node.iter
-        while isinstance(iterable, cst.Call) and iterable.args and last_name(iterable.func) in ("enumerate", "tqdm", "iter"):
-            iterable = iterable.args[0].value
-        name = last_name(iterable.func if isinstance(iterable, cst.Call) else iterable) or ""
-        if "loader" in name.lower():
-            self._note_training_function()
+        self._track_for(node)
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        pending = self._pending.pop(id(original_node), ())
-        # In a function that holds the training loop, only the code inside the loop runs per step ("per_step");
-        # a helper without one (a forward-like method, a per-step utility in another module) counts wherever it is
-        # not known to be cold ("training").
-        when = "per_step" if id(original_node) in self._training_functions else "training"
-        for report in pending:
-            self.context.add_report(
-                Report(self, report.node, report.message, when, report.ancestors, report.fix, report.unsafe_fix)
-            )
-
-    def _note_training_function(self) -> None:
-        function = self.context.enclosing_function()
-        if function is not None:
-            self._training_functions.add(id(function))
-
-    def _report(self, node: cst.Call, fix: list[Replace], unsafe: bool) -> None:
-        function = self.context.enclosing_function()
-        if function is None:
-            self.report(node, when="per_step", fix=fix, unsafe_fix=unsafe)
-        elif "forward" in name_parts(function.name.value):
-            self.report(node, when="training", fix=fix, unsafe_fix=unsafe)
-        else:
-            report = Report(self, node, self.message, "training", self.context.ancestors_snapshot(), tuple(fix), unsafe)
-            self._pending.setdefault(id(function), []).append(report)
+    def _numpy_random_to_device(self, call: cst.Call) -> bool:
+        """`Tensor(np.random.normal(...))` with `Tensor` a device tensor type (`torch.cuda.FloatTensor`, or an alias
+        of it chosen at run time): random numbers drawn by numpy on the CPU, then copied to the device."""
+        if not call.args or not isinstance(call.args[0].value, cst.Call):
+            return False
+        source = self.context.resolve(call.args[0].value.func) or ""
+        if not source.startswith(("numpy.random.", "np.random.")):
+            return False
+        target = self.context.resolve(call.func) or ""
+        if target.startswith("torch.cuda.") and target.endswith("Tensor"):
+            return True
+        # A local alias (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`), not torch's CPU types.
+        return isinstance(call.func, cst.Name) and target.endswith("Tensor") and not target.startswith("torch.")
 
     def _cpu_creation(self, expr: cst.BaseExpression) -> tuple[cst.Call, str] | None:
         """(factory call, factory kind) when `expr` creates a tensor on the CPU: `torch.zeros(n)`,
@@ -364,6 +420,10 @@ class CreatedOnCpuThenMoved(Rule):
             if isinstance(inner, cst.Call) and self._is_legacy_constructor(inner):
                 return inner, ""
             created = self._cpu_creation(inner) if isinstance(inner, cst.Call) else None
+            return (created[0], "") if created else None
+        if isinstance(expr, cst.BinaryOperation):
+            # `(torch.arange(n) + offset).cuda()`: built on the CPU, then moved (no fix: the arithmetic stays).
+            created = self._cpu_creation(expr.left) or self._cpu_creation(expr.right)
             return (created[0], "") if created else None
         if not isinstance(expr, cst.Call):
             return None

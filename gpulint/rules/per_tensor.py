@@ -155,6 +155,7 @@ class LoopScan:
     touches_grad: bool = False  # reads or writes `.grad` of a loop tensor
     stores_state: bool = False  # stores a computed tensor per parameter (`self.exp_avg[n] = ...`)
     in_update_function: bool = False  # the enclosing function is named like a per-step update
+    blends: bool = False  # updates one loop tensor in place from another (EMA: `ema.mul_(d).add_(p, ...)`)
 
     @property
     def kind(self) -> str | None:
@@ -204,6 +205,13 @@ class _LoopBodyScanner(cst.CSTVisitor):
         if root_name(node.value) in self.tensors:
             for target in node.targets:
                 self.tensors |= target_names(target.target)
+        elif isinstance(node.value, cst.Tuple):
+            # `old, new = ema_p.data, p.data`: element by element.
+            for target in node.targets:
+                if isinstance(target.target, cst.Tuple) and len(target.target.elements) == len(node.value.elements):
+                    for name, value in zip(target.target.elements, node.value.elements):
+                        if root_name(value.value) in self.tensors:
+                            self.tensors |= target_names(name.value)
         for target in node.targets:
             self._check_rebind(target.target, node.value)
 
@@ -227,7 +235,12 @@ class _LoopBodyScanner(cst.CSTVisitor):
         # are not updates.
         if not isinstance(target, (cst.Attribute, cst.Subscript)) or isinstance(value, (cst.Name, cst.Attribute)):
             return
-        if isinstance(value, (cst.BinaryOperation, cst.Call)) and self._on_tensor(value):
+        if _is_plain_copy_source(value) and not isinstance(value, (cst.Name, cst.Attribute)):
+            return  # `p.data = p.data.half()`: a cast, set up once
+        computed = isinstance(value, (cst.BinaryOperation, cst.Call)) and self._on_tensor(value)
+        # `ma.data = updater.update_average(old, new)`: a helper computing from loop tensors.
+        helper = isinstance(value, cst.Call) and any(self._on_tensor(arg.value) for arg in value.args)
+        if computed or helper:
             self._inplace(target)
             self.scan.stores_state = True
 
@@ -259,8 +272,10 @@ class _LoopBodyScanner(cst.CSTVisitor):
         resolved = self.context.resolve(func) or ""
         if resolved in TORCH_REDUCTIONS:
             self._reduction()
-        elif not resolved.startswith("torch.") and "norm" in name_parts(last_name(func) or ""):
-            self._reduction()  # a helper such as `unitwise_norm(p.grad)` or `get_norm(g)`
+        elif not resolved.startswith("torch.") and _names_a_norm(last_name(func) or ""):
+            self._reduction()  # a helper such as `unitwise_norm(p.grad)` or `get_grad_norm(g)`
+        if _keyword_value(node, "out") is not None and self._on_tensor(_keyword_value(node, "out")):
+            self._inplace(node)  # `torch.nan_to_num(p.grad, out=p.grad)`
 
     def _on_tensor(self, expr: cst.BaseExpression) -> bool:
         """Does `expr` compute on a loop tensor: `p.grad.data`, `torch.isnan(g)`, `(p.grad ** 2)`? Metadata
@@ -325,6 +340,11 @@ class _LoopBodyScanner(cst.CSTVisitor):
                 self._inplace(call)
         else:
             self._inplace(call)
+        # `ema_p.mul_(d).add_(p, alpha=1 - d)`: one set of tensors updated from another (EMA, weight averaging).
+        target = root_name(receiver)
+        for arg in call.args:
+            if self._on_tensor(arg.value) and root_name(arg.value) not in (None, target):
+                self.scan.blends = True
 
     def _value_is_read(self) -> bool:
         """True when an enclosing expression of the node being visited brings its value to the host."""
@@ -366,6 +386,19 @@ def _chain_has_attribute(expr: cst.BaseExpression, attribute: str) -> bool:
             return False
 
 
+def _keyword_value(call: cst.Call, keyword: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    return None
+
+
+def _names_a_norm(name: str) -> bool:
+    """`unitwise_norm`, `get_grad_norm`, `norm`: a helper returning a norm. Not `exclude_bias_and_norm` (a test)."""
+    parts = [p for p in re.split(r"_+", name.lower()) if p]
+    return bool(parts) and parts[-1] in ("norm", "norms") and parts[0] not in ("is", "has", "exclude", "include", "use")
+
+
 def _is_plain_copy_source(expr: cst.BaseExpression) -> bool:
     """`p`, `p.data`, `p.detach().to(device)`: the same values, maybe moved or cast."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in CONVERSIONS:
@@ -387,11 +420,27 @@ def iterated_by_truth_consumer(context: FileContext) -> bool:
     return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in TRUTH_CONSUMERS
 
 
-def scan_model_tensor_for(node: cst.For, context: FileContext) -> LoopScan | None:
-    """The scan of a `for` over a model's tensors, or None when the loop iterates something else."""
-    if not is_model_tensor_iterable(node.iter):
-        return None
-    return scan_tensor_loop(target_names(node.target), node.body, context)
+def scan_model_tensor_for(
+    node: cst.For, context: FileContext, tensor_dicts: frozenset[str] = frozenset()
+) -> LoopScan | None:
+    """The scan of a `for` over a model's tensors, or None when the loop iterates something else. `tensor_dicts` are
+    names bound to dicts of model tensors in the function (`par = dict(model.named_parameters())`): a loop over their
+    keys indexes them (`par[k].mul_(d)`)."""
+    if is_model_tensor_iterable(node.iter):
+        return scan_tensor_loop(target_names(node.target), node.body, context)
+    iterated = node.iter.func.value if isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) else node.iter
+    if tensor_dicts and isinstance(iterated, cst.Name) and iterated.value in tensor_dicts:
+        return scan_tensor_loop(target_names(node.target) | tensor_dicts, node.body, context)
+    return None
+
+
+def binds_tensor_dict(value: cst.BaseExpression) -> bool:
+    """`dict(model.named_parameters())`, `model.state_dict()`: a dict of a model's tensors."""
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Name) and value.func.value in ("dict", "OrderedDict") and value.args:
+        return is_model_tensor_iterable(value.args[0].value)
+    return last_name(value.func) == "state_dict"
 
 
 COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
@@ -449,10 +498,11 @@ def in_data_pipeline(context: FileContext) -> bool:
 
 class _PerTensorRule(Rule):
     """Shared by the GPL1xx rules: they report only outside gated code (a gated log every N steps is cheap) and
-    outside the data pipeline."""
+    outside the data pipeline. A configuration switch (`if args.log_grad_norm:`) is not a gate: when it is on, the
+    loop runs every step."""
 
     def _report_ungated(self, node: cst.CSTNode, message: str | None = None, **kwargs) -> None:
-        if not self.context.gated_here() and not in_data_pipeline(self.context):
+        if not self.context.gated_here(switches_gate=False) and not in_data_pipeline(self.context):
             self.report(node, message, when="training", **kwargs)
 
 
