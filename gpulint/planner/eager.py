@@ -761,6 +761,36 @@ def measure(build_model: Callable[[], nn.Module], make_batch: Callable[[], Any],
     return EagerMeasurement(int(peak), min(times), device)
 
 
+def eager_fitting_budget(graph: Any, structure: nn.Module, budget: int, hardware: Any) -> int | None:
+    """The largest budget whose plan, applied in eager mode, peaks within `budget` (None: no plan does).
+
+    Walks the planner's path (each step lowers the compiled peak) by bisection, predicting each step's eager peak.
+    """
+    from gpulint.planner.cost import node_times
+    from gpulint.planner.greedy import GreedyPlanner
+    from gpulint.planner.report import plan_dict
+
+    planner = GreedyPlanner(graph, node_times(graph, hardware), hardware.allocation_rounding)
+    full = planner.run(None)
+    path = sorted(full.path, key=lambda step: -step.peak)
+
+    def eager_peak(step: Any) -> int:
+        plan = plan_dict(graph, planner.for_budget(full, step.peak), hardware=hardware.name)
+        public = {k: v for k, v in plan.items() if not k.startswith("_")}
+        return predict(graph, public, structure, rounding=hardware.allocation_rounding).peak_bytes
+
+    low, high = 0, len(path) - 1
+    if eager_peak(path[high]) > budget:
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if eager_peak(path[middle]) <= budget:
+            high = middle
+        else:
+            low = middle + 1
+    return int(path[low].peak)
+
+
 def add_figures(plan: dict[str, Any], config: Any, measured: bool = False) -> None:
     """Add `plan["eager"]`: the predicted (and, with `measured`, the measured) eager step under this plan.
 
@@ -787,6 +817,8 @@ def add_figures(plan: dict[str, Any], config: Any, measured: bool = False) -> No
         "layers": plan_regions(structure, parse_decisions(public))[0],
         "fits_budget": plan.get("budget_bytes") is None or predicted.peak_bytes <= plan["budget_bytes"],
     }
+    if not figures["fits_budget"]:
+        figures["fitting_budget_bytes"] = eager_fitting_budget(graph, structure, plan["budget_bytes"], hardware)
     if measured:
         make_batch = load_factory(config.batch, config.base_dir, "plan.batch")
         loss_fn = load_factory(config.loss, config.base_dir, "plan.loss") if config.loss else None

@@ -68,9 +68,11 @@ def run_patch(args: argparse.Namespace, plan: dict[str, Any]) -> None:
     eager = plan.get("eager") or {}
     if eager.get("fits_budget") is False:
         over = eager["peak_bytes"] - plan["budget_bytes"]
+        fitting = eager.get("fitting_budget_bytes")
+        advice = f"re-plan with --budget {fitting}" if fitting else "no plan fits it in eager mode"
         print(
             f"gpulint: note: the patched (eager) step peaks at {eager['peak_bytes']:,} B, {over:,} B over the budget "
-            f"(checkpointed layers keep their inputs and recompute whole); plan with a budget {over:,} B lower",
+            f"(checkpointed layers keep their inputs and recompute whole); {advice}",
             file=sys.stderr,
         )
 

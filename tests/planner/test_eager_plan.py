@@ -189,3 +189,22 @@ def test_gpulint_plan_reports_predicted_and_measured_eager_figures(tmp_path, cap
     assert figures["measured"]["device"] == "cpu"
     measured, predicted = figures["measured"]["peak_bytes"], figures["measured"]["predicted_peak_bytes"]
     assert abs(predicted - measured) <= 0.02 * measured  # the target; equal to the byte when last run
+
+
+def test_eager_fitting_budget_finds_a_plan_that_holds_the_budget_in_eager_mode():
+    build, make_batch = example_gpt()
+    traced = trace_step(build, make_batch, optimizer="none")
+    hardware = load_hardware("cpu")
+    planner = GreedyPlanner(traced.graph, node_times(traced.graph, hardware), 1)
+    full = planner.run(None)
+
+    def eager_peak(budget):
+        plan = plan_dict(traced.graph, planner.for_budget(full, budget), hardware="cpu")
+        return eager.predict(traced.graph, {k: v for k, v in plan.items() if not k.startswith("_")}, build()).peak_bytes
+
+    lowest, highest = eager_peak(full.lowest_peak), eager_peak(full.baseline.peak)
+    assert lowest < highest
+    target = (lowest + highest) // 2
+    fitting = eager.eager_fitting_budget(traced.graph, build(), target, hardware)
+    assert fitting is not None and eager_peak(fitting) <= target
+    assert eager.eager_fitting_budget(traced.graph, build(), lowest - 1, hardware) is None
