@@ -118,7 +118,8 @@ def _called_name(call: cst.Call) -> str | None:
 
 
 class _Finder(cst.CSTVisitor):
-    """Records assignments `name = ...factory(...)...` and names passed as `name.parameters()` to a call."""
+    """Records assignments `x = ...factory(...)...` and the `x` of `x.parameters()` calls (x: a name or
+    an attribute chain such as `self.model`)."""
 
     def __init__(self, factory: str | None) -> None:
         self.factory = factory
@@ -126,26 +127,34 @@ class _Finder(cst.CSTVisitor):
         self.first_assignment: dict[str, cst.SimpleStatementLine] = {}
         self.parameter_owners: list[str] = []
         self.applied = False
-        self._line: cst.SimpleStatementLine | None = None
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self._line = node
         for small in node.body:
             if isinstance(small, cst.Assign) and len(small.targets) == 1:
-                target = small.targets[0].target
-                if isinstance(target, cst.Name):
-                    self.first_assignment.setdefault(target.value, node)
+                target = _dotted(small.targets[0].target)
+                if target is not None:
+                    self.first_assignment.setdefault(target, node)
                     if self.factory and _calls(small.value, self.factory):
-                        self.by_factory.append(_Target(node, target.value))
+                        self.by_factory.append(_Target(node, target))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             self.applied = self.applied or (func.value.value, func.attr.value) == ("gpulint", "apply")
-        if _called_name(node) == "parameters" and isinstance(node.func, cst.Attribute):
-            owner = node.func.value
-            if isinstance(owner, cst.Name):
-                self.parameter_owners.append(owner.value)
+        if _called_name(node) == "parameters" and isinstance(func, cst.Attribute):
+            owner = _dotted(func.value)
+            if owner is not None:
+                self.parameter_owners.append(owner)
+
+
+def _dotted(expression: cst.BaseExpression) -> str | None:
+    """`model` or `self.model` as text; None for anything else (subscripts, calls)."""
+    if isinstance(expression, cst.Name):
+        return expression.value
+    if isinstance(expression, cst.Attribute):
+        base = _dotted(expression.value)
+        return None if base is None else f"{base}.{expression.attr.value}"
+    return None
 
 
 def _calls(expression: cst.BaseExpression, name: str) -> bool:

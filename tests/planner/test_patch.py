@@ -249,3 +249,15 @@ def test_run_patch_writes_the_plan_and_warns_when_the_eager_step_exceeds_the_bud
     assert "gpulint.apply(model" in captured.out
     assert json.loads((tmp_path / "gpulint-plan.json").read_text()) == plan
     assert "200 B over the budget" in captured.err and "re-plan with --budget 800" in captured.err
+
+
+def test_a_model_held_by_an_attribute(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "class Trainer:\n"
+        "    def __init__(self):\n"
+        "        self.net = make_net()\n"
+        "        self.opt = SGD(self.net.parameters())\n"
+    )
+    diff = patch.make_patch(script, tmp_path / "p.json")
+    assert '+        gpulint.apply(self.net, Path(__file__).parent / "p.json")' in diff
