@@ -86,10 +86,14 @@ class PerParameterUpdateLoop(_WhereItRuns):
     )
     triggers = ("parameters", "params", "grads", "state_dict")
     docs = RuleDocs(
-        what_it_does="Flags `for` loops over `parameters()`, parameter lists, `zip(ema.parameters(), "
-        "model.parameters())` or `state_dict()` values whose body updates each tensor with in-place arithmetic "
-        "(`add_`, `mul_`, `lerp_`, `addcdiv_`, `copy_` of a computed value, `p.data -= ...`, `p.grad.zero_()`): "
-        "hand-written optimizers, EMA/teacher updates, gradient scaling and manual zeroing.",
+        what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
+        "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "
+        "`dict(model.named_parameters())` whose body updates each tensor: in-place arithmetic (`add_`, `mul_`, "
+        "`lerp_`, `addcdiv_`, `copy_`, `p.grad.zero_()`, `torch.nan_to_num(g, out=g)`), `p.data = ...`, or per-parameter "
+        "state stored in a dict. Only per-step shapes count: the loop reads gradients, blends one set of tensors into "
+        "another (EMA), keeps per-parameter state, or sits in a function named like an update (`update`, `step`, "
+        "`ema`, `accumulate`). Hand-written optimizers, EMA/teacher updates, gradient scaling and manual zeroing are "
+        "the usual cases. In a function that holds the training loop, only loops inside it count.",
         why_slow="Kernel launch count: each in-place op on each tensor is its own launch. An EMA update of a 300-tensor "
         "model with `mul_` + `add_` is 600 launches per step, each costing ~5-10 us of CPU time for microseconds of GPU "
         "work, so the GPU waits on the Python loop. The `torch._foreach_*` ops and `foreach=True`/`fused=True` "
@@ -101,9 +105,10 @@ class PerParameterUpdateLoop(_WhereItRuns):
         "# hand-written SGD: torch.optim.SGD(params, lr=lr, foreach=True) or torch._foreach_add_(params, grads, alpha=-lr)",
         fix_safety="No automatic fix: the loop body often mixes the update with conditions per tensor (frozen layers, "
         "buffers vs parameters) that a rewrite must keep.",
-        false_positives="Initialisation or weight loading in a function whose name does not say so (`reset`, "
-        "`load_weights`): the rule skips functions named like `init`/`setup`/`checkpoint` and loops that only copy a "
-        "tensor unchanged; loops under a logging gate in the same function are not flagged.",
+        false_positives="Weight loading or averaging that runs once but sits in a helper named like an update, and "
+        "CPU-only toy models (no launches to save). Skipped: functions named like `init`/`setup`/`checkpoint`, loops "
+        "that scale weights by a constant (initialisation), loops that only copy tensors unchanged outside update "
+        "functions, loops that sort tensors into lists for a `torch._foreach_*` call, and loops under a logging gate.",
     )
     valid = (
         in_step("with torch.no_grad():\n"
@@ -300,6 +305,11 @@ LEGACY_CONSTRUCTORS = frozenset(
     {"FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
      "ByteTensor", "CharTensor", "BoolTensor", "Tensor"}
 )
+# Reshapes and casts between a factory and the move: `torch.arange(n).view(-1, 1).to(device)`.
+RESHAPES = frozenset(
+    {"view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "flatten", "t", "transpose", "permute",
+     "contiguous", "long", "float", "int", "half", "bool", "double", "tril", "triu"}
+)
 # In-place fills applied right after creation: `torch.LongTensor(n).random_(8)`.
 FILLS = frozenset({"random_", "uniform_", "normal_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_"})
 NUMPY_RANDOM_MESSAGE = (
@@ -316,12 +326,15 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         "the tensor is created on the CPU and then copied to the device; pass `device=` to the factory so it is "
         "created there"
     )
-    triggers = (".cuda(", ".to(", ".type_as(")
+    triggers = (".cuda(", ".to(", ".type_as(", "random.")
     fixable = True
     docs = RuleDocs(
-        what_it_does="Flags `torch.zeros(...).cuda()`, `torch.arange(n).to(device)` and the like (factories `zeros`, "
-        "`ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`) in code that runs every step, and in a "
-        "module's `forward`.",
+        what_it_does="Flags `torch.zeros(...).cuda()`, `torch.arange(n).view(-1, 1).to(device)`, "
+        "`(torch.arange(n) + offset).cuda()`, `torch.LongTensor(n).random_(k).to(device)` and the like (factories "
+        "`zeros`, `ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`), and numpy random numbers wrapped in a "
+        "device tensor type (`Tensor(np.random.normal(...))` with `Tensor = torch.cuda.FloatTensor`). It counts code "
+        "inside the training loop, in a `forward`, and in helpers that hold no training loop; the setup before a "
+        "training loop is not flagged.",
         why_slow="Host-device round trip: the tensor is allocated and filled by the CPU, then copied from pageable "
         "memory with a host-to-device transfer that blocks the Python thread until the copy is done, and the CPU "
         "buffer is thrown away. With `device=` the GPU allocates it from its cache and fills it with one kernel, "
@@ -333,8 +346,9 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         "`randn`, `randint`, `randperm`): the numbers then come from the device's generator, not the CPU's, so a "
         "seeded run draws different values. No fix when the factory already names a device or the move also changes "
         "the dtype.",
-        false_positives="`.to(x)` where `x` is a tensor or a dtype is not flagged (gpulint cannot tell it is a device); "
-        "setup code outside the step loop and functions other than `forward` are not flagged.",
+        false_positives="A helper called only at setup or every N steps from another module (gpulint cannot see the "
+        "caller): add `# noqa: GPL504`. `.to(x)` with `x` named like a tensor is flagged without a fix; with `x` "
+        "named like a dtype it is not flagged. Zero-element tensors and pinned staging buffers are skipped.",
     )
     valid = (
         in_step("pos = torch.arange(128, device=\"cuda\")"),
@@ -370,6 +384,16 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         Invalid(in_step("z = torch.zeros(3, device=\"cpu\").cuda()")),
         Invalid(in_step("target = torch.LongTensor(16).random_(8).to(device)")),
         Invalid(
+            in_step("idx = torch.arange(16).view(-1, 1).to(device)"),
+            fixed=in_step("idx = torch.arange(16, device=device).view(-1, 1)"),
+        ),
+        Invalid(in_step("labels = (torch.arange(8, dtype=torch.long) + 8 * rank).cuda()")),
+        Invalid(
+            "import numpy as np\nimport torch\n\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+            "for imgs, _ in dataloader:\n    z = Tensor(np.random.normal(0, 1, (imgs.shape[0], 100)))\n"
+            "    loss = model(imgs, z)\n    loss.backward()\n    optimizer.step()\n"
+        ),
+        Invalid(
             "import torch\n\nclass Resampler:\n    def gather(self, local_ts, sizes):\n"
             "        return [torch.zeros(max(sizes)).to(local_ts) for _ in sizes]\n"
         ),
@@ -391,8 +415,10 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         if device is None:
             return
         fix: list[Replace] = []
-        if factory is func.value and kind and _keyword(factory, "device") is None and isinstance(device, cst.BaseExpression):
-            fix = [Replace(node, self._with_device(factory, node, func.attr.value, device))]
+        if kind and _keyword(factory, "device") is None and isinstance(device, cst.BaseExpression):
+            on_device = self._with_device(factory, node, func.attr.value, device)
+            created = func.value  # the factory call, or the factory followed by reshapes / casts
+            fix = [Replace(node, on_device if created is factory else created.deep_replace(factory, on_device))]
         self._report_where_it_runs(node, fix=fix, unsafe=kind in RANDOM_FACTORIES)
 
     def visit_For(self, node: cst.For) -> None:
@@ -421,6 +447,9 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
                 return inner, ""
             created = self._cpu_creation(inner) if isinstance(inner, cst.Call) else None
             return (created[0], "") if created else None
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in RESHAPES:
+            # `torch.arange(n).view(-1, 1).to(device)`: the fix moves `device=` into the factory, the reshape stays.
+            return self._cpu_creation(expr.func.value)
         if isinstance(expr, cst.BinaryOperation):
             # `(torch.arange(n) + offset).cuda()`: built on the CPU, then moved (no fix: the arithmetic stays).
             created = self._cpu_creation(expr.left) or self._cpu_creation(expr.right)

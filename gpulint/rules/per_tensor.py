@@ -793,12 +793,13 @@ class ItemListComprehension(_PerTensorRule):
     triggers = (".item()",)
     fixable = True
     docs = RuleDocs(
-        what_it_does="Flags comprehensions such as `[t.item() for t in losses]` and `{k: v.item() for k, v in "
-        "d.items()}` that call `.item()` on each element.",
+        what_it_does="Flags comprehensions such as `[t.item() for t in losses]` and `{k: v.item() / n for k, v in "
+        "d.items()}` that call `.item()` on each element (also inside arithmetic or `round`), outside the data "
+        "pipeline (tokenize/collate/dataset functions hold CPU tensors).",
         why_slow="Every `.item()` is a separate device-to-host copy that waits for the GPU queue to drain; N elements "
         "cost N round trips (each tens of microseconds plus the lost CPU lead), where one `tolist()` on a stacked "
         "tensor costs one.",
-        example="values = [t.item() for t in losses]",
+        example="values = [t.item() for t in losses]\nlogs = {k: v.item() / world_size for k, v in loss_dict.items()}",
         use_instead="values = torch.stack(losses).tolist()",
         fix_safety="Unsafe, offered for list comprehensions of the form `[t.item() for t in ts]`: `torch.stack` needs "
         "tensors of one shape on one device (an element of shape `(1,)` among scalars fails, or yields nested lists "
@@ -823,6 +824,7 @@ class ItemListComprehension(_PerTensorRule):
         ),
         Invalid(in_step("logs = {k: v.item() for k, v in loss_dict.items()}")),
         Invalid(in_step("values = [x.item() for y, n in zip(gathered, sizes) for x in y[:n]]")),
+        Invalid(in_step("logs = {k: v.item() / world_size for k, v in loss_dict.items()}")),
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -844,7 +846,7 @@ class ItemListComprehension(_PerTensorRule):
         while inner is not None:  # `[x.item() for y in ys for x in y]`
             names |= target_names(inner.target)
             inner = inner.inner_for_in
-        if not _is_item_of(element, names):
+        if not _reads_item_of(element, names):
             return
         if is_model_tensor_iterable(comp_for.iter):
             scan = scan_model_tensor_comprehension(node, self.context)
@@ -881,3 +883,16 @@ def _is_item_of(expr: cst.BaseExpression, names: set[str]) -> bool:
         and expr.func.attr.value == "item"
         and root_name(expr.func.value) in names
     )
+
+
+def _reads_item_of(expr: cst.BaseExpression, names: set[str]) -> bool:
+    """`t.item()`, or arithmetic / rounding around it: `v.item() / world_size`, `round(v.item(), 4)`."""
+    if _is_item_of(expr, names):
+        return True
+    if isinstance(expr, cst.BinaryOperation):
+        return _reads_item_of(expr.left, names) or _reads_item_of(expr.right, names)
+    if isinstance(expr, cst.UnaryOperation):
+        return _reads_item_of(expr.expression, names)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("round", "float", "abs"):
+        return bool(expr.args) and _reads_item_of(expr.args[0].value, names)
+    return False

@@ -240,3 +240,93 @@ def test_profiler_behind_a_flag_or_with_schedule_is_not_flagged():
     """
     assert codes(flagged, "GPL507") == []
     assert codes(bare, "GPL507") == [("GPL507", 5)]
+
+
+# ---------------------------------------------------------------- shapes from real training code
+def test_ema_over_dicts_of_named_parameters():
+    # stylegan2's accumulate(): keys of dict(model.named_parameters()), indexed in the body.
+    source = """
+        import torch
+
+        def accumulate(model1, model2, decay=0.999):
+            par1 = dict(model1.named_parameters())
+            par2 = dict(model2.named_parameters())
+            for k in par1.keys():
+                par1[k].data.mul_(decay).add_(par2[k].data, alpha=1 - decay)
+    """
+    assert codes(source) == [("GPL501", 7)]
+
+
+def test_ema_through_a_helper_that_returns_the_new_weight():
+    # byol: `ma.data = updater.update_average(old, new)` with old/new unpacked from a tuple.
+    source = """
+        import torch
+
+        def update_moving_average(ema_updater, ma_model, current_model):
+            for current_params, ma_params in zip(current_model.parameters(), ma_model.parameters()):
+                old_weight, up_weight = ma_params.data, current_params.data
+                ma_params.data = ema_updater.update_average(old_weight, up_weight)
+    """
+    assert codes(source) == [("GPL501", 5)]
+
+
+def test_out_argument_on_each_gradient_is_an_update():
+    source = in_loop("for p in model.parameters():\n                torch.nan_to_num(p.grad, nan=0, out=p.grad)")
+    assert codes(source, "GPL501") == [("GPL501", 7)]
+
+
+def test_cast_of_each_parameter_is_not_an_update():
+    source = """
+        import torch
+
+        def to_half(model):
+            for p in model.parameters():
+                p.data = p.data.half()
+    """
+    assert codes(source) == []
+
+
+def test_epoch_level_loop_at_module_level_is_not_per_step():
+    # awd-lstm: swapping in averaged weights once per epoch, at module level, outside the batch loop.
+    source = """
+        import torch
+
+        for epoch in range(10):
+            train()
+            tmp = {}
+            for prm in model.parameters():
+                tmp[prm] = prm.data.clone()
+                prm.data = optimizer.state[prm]["ax"].clone()
+    """
+    assert codes(source) == []
+
+
+def test_is_named_test_helper_is_not_a_norm():
+    # barlowtwins' LARS: `exclude_bias_and_norm(p)` is a test, not a reduction; the loop is an optimizer update.
+    source = """
+        import torch
+
+        class LARS(torch.optim.Optimizer):
+            @torch.no_grad()
+            def step(self):
+                for g in self.param_groups:
+                    for p in g["params"]:
+                        dp = p.grad
+                        if not self.exclude_bias_and_norm(p):
+                            q = torch.norm(p) / torch.norm(dp)
+                            dp = dp.mul(q)
+                        p.add_(dp, alpha=-g["lr"])
+    """
+    assert codes(source, "GPL1") + codes(source, "GPL5") == [("GPL501", 8)]
+
+
+def test_reshape_chain_fix_moves_the_device_into_the_factory():
+    source = in_loop("idx = torch.arange(8).view(-1, 1).to(device)")
+    assert "idx = torch.arange(8, device=device).view(-1, 1)" in fixed(source, "GPL504")
+
+
+def test_numpy_noise_into_cpu_tensor_type_is_not_a_move():
+    source = "import numpy as np\nimport torch\nfor x in loader:\n    z = torch.FloatTensor(np.random.normal(0, 1, (4, 8)))\n"
+    assert codes(source, "GPL504") == []
+    cuda = source.replace("torch.FloatTensor", "torch.cuda.FloatTensor")
+    assert codes(cuda, "GPL504") == [("GPL504", 4)]

@@ -144,6 +144,22 @@ def test_gated_and_early_exit_gated_loops_are_not_flagged():
     assert codes(source, "GPL1") == []
 
 
+def test_configuration_switch_is_not_a_gate():
+    # gpt-neox: `if neox_args.log_param_norm:` turns per-parameter norm logging on for every step.
+    source = """
+        import torch
+
+        def training_log(neox_args, model, iteration):
+            if neox_args.log_grad_norm or neox_args.log_param_norm:
+                for i, (name, param) in enumerate(model.module.named_parameters()):
+                    if neox_args.log_param_norm:
+                        tb_wandb_log(f"parameter_norms/{name}", torch.norm(param), iteration)
+    """
+    assert codes(source, "GPL1") == [("GPL101", 6)]
+    interval = source.replace("if neox_args.log_grad_norm or neox_args.log_param_norm:", "if iteration % 100 == 0:")
+    assert codes(interval, "GPL1") == []
+
+
 def test_cold_function_is_not_flagged():
     source = """
         import torch
