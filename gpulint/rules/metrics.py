@@ -220,6 +220,9 @@ _ACCUMULATING_METHODS = frozenset({"update", "append", "extend", "add", "add_"})
 _STATS_PARTS = frozenset({"stat", "stats", "statistics", "meter", "meters", "metric", "metrics"})
 
 
+_METRIC_DICT_WORDS = frozenset({"loss", "losses", "metrics", "stats", "logs", "log"})
+
+
 def _words(name: str) -> set[str]:
     """`log_metrics` -> {log, metrics}; `AverageMeter` -> {average, meter}."""
     return {w.lower() for w in re.split(r"[_.]+|(?<=[a-z])(?=[A-Z])", name) if w}
@@ -246,8 +249,9 @@ class ItemIntoMeter(Rule):
         what_it_does="Flags meters and lists fed with host scalars read every step: `losses.update(loss.item(), n)`, "
         "`metric_logger.update(loss=loss.item())`, `history.append(loss.item())`, `preds.extend(out.argmax(1).tolist())`, "
         "statistics objects (`Statistics(loss.item(), n_correct)`, `self._stats(...)`), `v = loss.item()` later fed to "
-        "one of those (reported at the read), and device tensors handed to a `*meter*`/`*logger*.update(...)` (such "
-        "meters call `.item()` themselves).",
+        "one of those (reported at the read), device tensors handed to a `metric_logger.update(...)` (a "
+        "MetricLogger calls `.item()` on each tensor itself), and reads stored into a metrics dict every step "
+        "(`loss['D/real'] = d_real.item()`).",
         why_slow="The `.item()` / `.tolist()` is a device-to-host copy that waits for the whole step to finish, every step, "
         "while the meter's value is printed only every N steps: the CPU loses its lead over the GPU and the next step's "
         "kernels start late.",
@@ -264,7 +268,9 @@ class ItemIntoMeter(Rule):
         _in_loop("if step % 10 == 0:\n    losses.update(loss.item(), x.size(0))"),
         _in_loop("history.append(step)"),
         _in_loop("running_loss.update(loss.detach())\nmetric_logger.update(lr=optimizer.param_groups[0]['lr'])"),
+        _in_loop("loss_meter.update(loss.detach())\nmetric_logger.update(loss_scale_value=scaler.get_scale())"),
         _in_loop("wandb_log_metrics({'loss': loss.item()})"),
+        _in_loop("cache = {}\ncache['loss'] = loss.detach()\nlosses = {}\nlosses['n'] = x.size(0)"),
         "import torch\n\n@torch.no_grad()\ndef validate(model, loader, criterion, losses):\n    for x, y in loader:\n"
         "        losses.update(criterion(model(x), y).item(), x.size(0))\n",
     )
@@ -280,6 +286,7 @@ class ItemIntoMeter(Rule):
         Invalid(_in_loop("stats = self._stats(x.size(0), loss.sum().item())")),
         Invalid(_in_loop("n_correct = (out.argmax(-1) == y).sum().item()\nreport = Statistics(n_correct, x.size(0))")),
         Invalid(_in_loop("l, a = loss.item(), out.max().item()\nmeter.update_stats(l, a)"), count=2),
+        Invalid(_in_loop("logs = {}\nlogs['train/loss'] = loss.item()\nif step % 10 == 0:\n    print(logs)")),
     )
 
     tensor_message = "`{call}` hands a device tensor to a meter, which reads it with `.item()` every step; keep a device running sum and read it when you log"
@@ -289,8 +296,11 @@ class ItemIntoMeter(Rule):
         self.scalar_locals = _ScalarLocals(self)
         self._tensor_locals: set[tuple[int, str]] = set()  # locals assigned a tensor expression (`acc = (p == y).mean()`)
 
+    dict_message = "`{target} = {read}` reads a device scalar every step into a metrics dict that is only logged every N steps; store the detached tensor and read it when you log"
+
     def visit_Assign(self, node: cst.Assign) -> None:
         self.scalar_locals.record(node)
+        self._metrics_dict_store(node)
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             key = (id(self.context.enclosing_function()), node.targets[0].target.value)
             if _looks_like_tensor(self.context, node.value):
@@ -314,10 +324,24 @@ class ItemIntoMeter(Rule):
         for arg in node.args:  # every argument: `Statistics(loss, n_words, n_correct)` may carry several reads
             self.scalar_locals.report_reads_in(arg.value, self.message.replace("{method}", method))
 
+    def _metrics_dict_store(self, node: cst.Assign) -> None:
+        """`loss['D/loss_real'] = d_loss_real.item()`, `metrics["loss"] = loss.item() * k`: a per-step read stored in a
+        dict of metrics (named loss/losses/metrics/stats/logs) for a later log call."""
+        for target in node.targets:
+            sub = target.target
+            if not isinstance(sub, cst.Subscript) or not _words(last_name(sub.value) or "") & _METRIC_DICT_WORDS:
+                continue
+            reads = _scalar_reads_in(self.context, node.value)
+            if reads:
+                code = self.context.module.code_for_node
+                self.report(node, self.dict_message.format(target=code(sub), read=code(reads[0])))
+                return
+
     def _tensor_into_meter(self, call: cst.Call) -> bool:
-        """`metric_logger.update(acc=class_acc)` with a tensor: meters of this kind call `.item()` on what they get."""
+        """`metric_logger.update(acc=class_acc)` with a tensor: a MetricLogger calls `.item()` on every tensor it gets.
+        (An AverageMeter `losses.update(loss)` keeps a tensor as it is and syncs only when printed: not flagged.)"""
         receiver = last_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
-        if receiver is None or not ("meter" in receiver.lower() or "logger" in receiver.lower()):
+        if receiver is None or "logger" not in receiver.lower():
             return False
         for arg in call.args:
             if isinstance(arg.value, (cst.Name, cst.Attribute)) and self._tensor_like(arg.value):
@@ -332,7 +356,8 @@ class ItemIntoMeter(Rule):
         location = self.context.location_of(expr)
         if location != "unknown":
             return location == "device"
-        return bool(_words(last_name(expr) or "") & {"loss", "acc", "accuracy", "norm"})
+        words = _words(last_name(expr) or "")
+        return bool(words & {"loss", "acc", "accuracy", "norm"}) and not words & {"scale", "value", "val", "lr", "count"}
 
     def _tolist(self, expr: cst.BaseExpression) -> cst.Call | None:
         if (
@@ -549,6 +574,7 @@ class PerElementLoop(_LoopFactsRule):
         Invalid(_in_loop("for i in range(x.shape[0]):\n    x[i] = x[i] / x[i].norm()")),
         Invalid(_in_loop("labels = y.clone()\nfor i, n in enumerate(lengths):\n    labels[i, n:] = -100")),
         Invalid(_in_loop("bs = x.size(0)\nfor b in range(bs):\n    picks.append(torch.multinomial(out[b].softmax(-1), 1))")),
+        Invalid(_in_loop("n, t, d = out.shape\nfor i in range(n):\n    kept = out[i][y[i] > 0]")),
     )
 
     row_message = "`{tensor}[i, ...] = ...` in a Python loop writes one row per iteration, a kernel launch each; build the mask or values once and write them in one op"
@@ -566,6 +592,16 @@ class PerElementLoop(_LoopFactsRule):
             self.report_loop(frame, self.message.format(bound=self.context.module.code_for_node(bound)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Tuple):
+            first = node.targets[0].target.elements[0].value if node.targets[0].target.elements else None
+            shape = node.value
+            if isinstance(first, cst.Name) and (
+                (isinstance(shape, cst.Attribute) and shape.attr.value == "shape")
+                or (isinstance(shape, cst.Call) and callee_method(shape) == "size" and not shape.args)
+            ):  # `batch_size, max_len, dim = x.shape`
+                base = shape.value if isinstance(shape, cst.Attribute) else shape.func.value  # type: ignore[attr-defined]
+                self._size_locals[(id(self.context.enclosing_function()), first.value)] = base
+            return
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             key = (id(self.context.enclosing_function()), node.targets[0].target.value)
             tensor = _size_of(node.value)

@@ -309,13 +309,14 @@ class PadToConstantInCollate(Rule):
     code = "GPL303"
     name = "pad-to-constant-in-collate"
     message = "every example or batch is padded to the constant `{length}`; pad to the batch's longest sequence instead"
-    triggers = ("collate", "Collat", "__getitem__", "pad")
+    triggers = ("collate", "Collat", "__getitem__", "pad", "while len(")
     docs = RuleDocs(
         what_it_does="Flags `F.pad(...)`, a project's own `pad_*(ids, MAX_LEN)` helper, or a `torch.zeros/full/ones(...)` "
         "buffer sized by a constant length (a module-level `MAX_LEN`, `self.max_length`, `args.max_seq_length`, "
         "`self.max_words - len(x)`) in a collate function (named `collate*`, passed as `collate_fn=`, a "
         "`*Collator.__call__`) or a dataset's `__getitem__`; and token lists padded up to a constant anywhere on the "
-        "training path: `ids + [pad_token_id] * (max_seq_length - len(ids))`.",
+        "training path: `ids + [pad_token_id] * (max_seq_length - len(ids))`, `while len(ids) < max_seq_length: "
+        "ids.append(0)`.",
         why_slow="Every batch is as long as the longest sequence the pipeline allows, not as the longest in the batch: "
         "linear layers spend FLOPs proportional to the padded length and attention to its square, all on pad tokens "
         "that the loss then ignores.",
@@ -333,6 +334,8 @@ class PadToConstantInCollate(Rule):
         "import torch\nMAX_LEN = 512\n\ndef make_positions():\n    return torch.zeros(MAX_LEN)\n",
         "def collate(batch):\n    longest = max(len(ids) for ids in batch)\n"
         "    return [ids + [pad_id] * (longest - len(ids)) for ids in batch]\n",
+        "def collate(batch):\n    longest = max(len(ids) for ids in batch)\n    for ids in batch:\n"
+        "        while len(ids) < longest:\n            ids.append(0)\n    return batch\n",
     )
     invalid = (
         Invalid(
@@ -352,6 +355,12 @@ class PadToConstantInCollate(Rule):
         Invalid(
             "def preprocess_train(examples, max_seq_length):\n    ids = tokenizer.encode(examples['text'])\n"
             "    pad_len = max_seq_length - len(ids)\n    return ids + [tokenizer.pad_token_id] * pad_len\n"
+        ),
+        Invalid(
+            "def convert_examples_to_features(examples, max_seq_length):\n    features = []\n    for ex in examples:\n"
+            "        input_ids = tokenizer.convert_tokens_to_ids(ex)\n        input_mask = [1] * len(input_ids)\n"
+            "        while len(input_ids) < max_seq_length:\n            input_ids.append(0)\n"
+            "            input_mask.append(0)\n        features.append(input_ids)\n    return features\n"
         ),
         Invalid(
             "import torch\n\nclass InstructionDataset(torch.utils.data.Dataset):\n    def __getitem__(self, index):\n"
@@ -410,6 +419,31 @@ class PadToConstantInCollate(Rule):
             if isinstance(node, (cst.SimpleStatementLine, cst.FunctionDef)):
                 break
         return False
+
+    def visit_While(self, node: cst.While) -> None:
+        # `while len(input_ids) < max_seq_length: input_ids.append(0)`: the same list padding, one token at a time.
+        test = node.test
+        if self.context.in_tests or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return
+        grows, limit = test.left, test.comparisons[0].comparator
+        if not isinstance(test.comparisons[0].operator, cst.LessThan) or not self.lengths.is_constant(limit):
+            return
+        if not (isinstance(grows, cst.Call) and last_name(grows.func) == "len" and len(grows.args) == 1):
+            return
+        padded = dotted_name(grows.args[0].value)
+        if padded is None or _names_labels(grows.args[0].value):
+            return
+        for statement in node.body.body:
+            for small in getattr(statement, "body", ()):
+                call = small.value if isinstance(small, cst.Expr) else None
+                if (
+                    isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value == "append" and dotted_name(call.func.value) == padded
+                ):
+                    # Reported on the append: the line that adds the pad tokens.
+                    self.report(call, self.message.format(length=self.context.module.code_for_node(limit)),
+                                when="training")
+                    return
 
     def leave_Module(self, node: cst.Module) -> None:
         for function_name, call, message, ancestors in self._pending:
@@ -489,6 +523,11 @@ def _reduction_none(call: cst.Call) -> bool:
     return arg is not None and isinstance(arg.value, cst.SimpleString) and arg.value.raw_value == "none"
 
 
+def _mentions_pad(expr: cst.BaseExpression) -> bool:
+    name = dotted_name(expr)
+    return name is not None and "pad" in name.lower()
+
+
 def _mentions_mask(expr: cst.BaseExpression) -> bool:
     """True when a mask name appears in the expression (`mask`, `attention_mask.float()`, `batch["loss_mask"]`)."""
     found = False
@@ -510,12 +549,12 @@ class LossMaskedAfterwards(Rule):
     code = "GPL304"
     name = "loss-masked-afterwards"
     message = "the per-token loss is computed over pad positions and masked afterwards; pass `ignore_index` (pads labelled -100) instead"
-    triggers = ("reduction",)
+    triggers = ("reduction", "masked_select", "masked_fill")
     docs = RuleDocs(
         what_it_does="Flags `cross_entropy` / `nll_loss` (or a `CrossEntropyLoss`/`NLLLoss` built with "
         "`reduction='none'`) whose per-token result is then multiplied by or indexed with a mask (`(loss * mask).sum() / "
         "mask.sum()`, `loss[mask]`, `loss.masked_fill(...)`) in the training step or a function it calls (`compute_loss`, "
-        "`training_step`).",
+        "`training_step`); and a hand-written per-token `loss.masked_select(non_pad_mask)`.",
         why_slow="The unreduced loss materialises a (batch x length) tensor, including every pad position, and the mask "
         "costs a multiply, two reductions and a division: 4-5 extra kernel launches and a full read/write of the loss "
         "tensor per step. With `ignore_index` the fused loss kernel skips pad targets and normalises by the count of "
@@ -523,7 +562,8 @@ class LossMaskedAfterwards(Rule):
         example="loss = F.cross_entropy(logits.view(-1, V), labels.view(-1), reduction='none')\n"
         "loss = (loss * attention_mask.view(-1)).sum() / attention_mask.sum()",
         use_instead="`labels = labels.masked_fill(attention_mask == 0, -100)` once in the collate function, then "
-        "`F.cross_entropy(logits.view(-1, V), labels.view(-1), ignore_index=-100)`.",
+        "`F.cross_entropy(logits.view(-1, V), labels.view(-1), ignore_index=-100)` (with `label_smoothing=eps` for a "
+        "smoothed loss).",
         false_positives="Masks that are real per-token weights (not 0/1 pad masks), and losses that need per-sequence "
         "normalisation before averaging (a weighted reduction ignore_index cannot express).",
     )
@@ -553,6 +593,12 @@ class LossMaskedAfterwards(Rule):
         Invalid(
             "import torch.nn.functional as F\n\ndef compute_loss(logits, labels, pad_mask):\n"
             "    return (F.nll_loss(logits, labels, reduction='none') * pad_mask).sum() / pad_mask.sum()\n"
+        ),
+        Invalid(
+            "import torch.nn.functional as F\n\ndef compute_loss(pred, gold, pad_idx, eps=0.1):\n"
+            "    one_hot = F.one_hot(gold, pred.size(1)).float() * (1 - eps) + eps / pred.size(1)\n"
+            "    loss = -(one_hot * F.log_softmax(pred, dim=1)).sum(dim=1)\n    non_pad_mask = gold.ne(pad_idx)\n"
+            "    return loss.masked_select(non_pad_mask).sum()\n"
         ),
     )
 
@@ -588,7 +634,14 @@ class LossMaskedAfterwards(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MASKING_METHODS:
-            self._report_loss(node.func.value)
+            if not self._report_loss(node.func.value) and node.args and self._hand_written_loss(node.func.value):
+                if _mentions_pad(node.args[0].value):
+                    # `loss = -(one_hot * log_prb).sum(1); loss.masked_select(non_pad_mask)`: a hand-written
+                    # per-token loss over pad positions (label smoothing before `label_smoothing=` existed).
+                    self.report(node)
+
+    def _hand_written_loss(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Name) and "loss" in expr.value.lower()
 
     def _is_unreduced_loss(self, call: cst.Call) -> bool:
         if self.context.resolve(call.func) in _CE_FUNCTIONS:
