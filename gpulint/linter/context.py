@@ -153,7 +153,8 @@ class FileContext:
         self.imports = ImportMap()
         self.hot_function_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
-        self._step_flags: set[str] = set()  # names assigned `step % N == 0`-like tests (`is_metric_step = ...`)
+        self._step_flags: set[str] = set()
+        self._step_functions: set[str] = set()  # functions that backward/step outside any loop of their own  # names assigned `step % N == 0`-like tests (`is_metric_step = ...`)
         self.reports: list[Report] = []
         self._stack: list[cst.CSTNode] = []
         self._scopes: list[dict[str, Location]] = [{}]
@@ -246,6 +247,9 @@ class FileContext:
             loop = self.innermost_loop()
             if loop is not None:
                 self._loops[id(loop)].has_marker = True
+            elif name != "zero_grad" and (function := self.enclosing_function()) is not None:
+                # `def train(): ...; loss.backward(); optimizer.step()` with no loop of its own is one step.
+                self._step_functions.add(function.name.value)
         func = node.func
         same_module_call = isinstance(func, cst.Name) or (
             isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")
@@ -390,7 +394,9 @@ class FileContext:
     # ------------------------------------------------------------------ after the traversal
     def finalize(self) -> None:
         """Decide which loops are step loops and which functions the step calls. Called once, after the traversal."""
-        hot_named = {name for name in self._functions if name in self.hot_function_names}
+        hot_named = {name for name in self._functions if name in self.hot_function_names} | {
+            name for name in self._step_functions if not is_cold_function_name(name)
+        }
         for info in self._loops.values():
             if info.function is not None and is_cold_function_name(info.function.name.value):
                 continue
@@ -518,7 +524,7 @@ class _GateFinder(cst.CSTVisitor):
         return self.found
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
-        if isinstance(node.operator, cst.Modulo):
+        if _is_step_modulo(node):
             self.found = True
         return not self.found
 
@@ -597,13 +603,25 @@ def _is_interval_test(expr: cst.BaseExpression) -> bool:
     return _modulo_form(expr) == "equal"
 
 
+def _is_step_modulo(node: cst.CSTNode) -> bool:
+    """`step % N`, not `x.size(0) % world_size` (a divisibility check on a size says nothing about the step)."""
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)):
+        return False
+    left = node.left
+    if isinstance(left, cst.Subscript):
+        left = left.value
+    if isinstance(left, cst.Call):
+        return last_name(left.func) not in METADATA_METHODS | {"len"}
+    return not (isinstance(left, cst.Attribute) and left.attr.value in METADATA_ATTRS)
+
+
 def _modulo_form(test: cst.BaseExpression) -> str | None:
     """"inverted" for `a % n` and `a % n != 0` (true on most steps), "equal" for `a % n == 0`, else None."""
-    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+    if _is_step_modulo(test):
         return "inverted"
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         left, comparison = test.left, test.comparisons[0]
-        if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
+        if _is_step_modulo(left):
             if isinstance(comparison.operator, cst.NotEqual):
                 return "inverted"
             if isinstance(comparison.operator, cst.Equal):
