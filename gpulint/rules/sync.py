@@ -92,6 +92,7 @@ class _Tensors:
         self.context = rule.context
         self._bound: dict[tuple[int, str], bool] = {}
         self._masks: set[tuple[int, str]] = set()
+        self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
 
     def _key(self, name: str) -> tuple[int, str]:
         return (id(self.context.enclosing_function()), name)
@@ -111,7 +112,18 @@ class _Tensors:
             else:
                 self._bind(target, value)
 
+    def buffer_registered(self, call: cst.Call) -> None:
+        """`self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))`."""
+        if last_name(call.func) in ("register_buffer", "register_parameter") and call.args:
+            name = call.args[0].value
+            if isinstance(name, cst.SimpleString):
+                self._tensor_attributes.add(name.raw_value)
+
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            if self.is_tensor(value) and not isinstance(value, cst.Name):
+                self._tensor_attributes.add(target.attr.value)
+            return
         if not isinstance(target, cst.Name):
             return
         key = self._key(target.value)
@@ -150,6 +162,10 @@ class _Tensors:
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _TENSOR_ATTRS:
                 return True
+            if isinstance(expr.value, cst.Name) and expr.value.value == "self" and expr.attr.value in self._tensor_attributes:
+                return True
+            if self.context.location_of(expr.value) == "device":
+                return True  # `batch.y`, `data.train_mask` of a batch moved to the device
             return expr.attr.value == "data" and self.is_tensor(expr.value)
         if isinstance(expr, cst.Subscript):
             key = _string_index(expr)
@@ -230,7 +246,9 @@ def _string_index(node: cst.Subscript) -> str | None:
 
 # A training script (it calls backward) that never names a device, an accelerator or a distributed backend runs on
 # the CPU: nothing to sync with. Helper modules (losses, matchers) get their tensors from elsewhere and are checked.
-_GPU_EVIDENCE = re.compile(r"cuda|device|gpu|accelerat|fabric|lightning|distributed|\.to\(|rank|xla|mps|xpu|npu")
+_GPU_EVIDENCE = re.compile(
+    r"cuda|device|gpu|accelerat|fabric|lightning|distributed|\.to\(|(?<![a-z])rank|(?<![a-z])(xla|mps|xpu|npu)(?![a-z])"
+)
 _gpu_files: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -238,7 +256,7 @@ def _mentions_gpu(context) -> bool:
     known = _gpu_files.get(context)
     if known is None:
         # Only files that produced a GPL4 report pay for regenerating their text, once.
-        code = context.module.code
+        code = getattr(context, "text", None) or context.module.code  # the engine may hand over the source text
         known = _gpu_files[context] = bool(_GPU_EVIDENCE.search(code)) or "backward(" not in code
     return known
 
@@ -259,6 +277,9 @@ class _SyncRule(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self.tensors.loop_target(node)
+
+    def leave_Call(self, node: cst.Call) -> None:
+        self.tensors.buffer_registered(node)
 
     # -- precedence: shapes that belong to other families
     def in_accumulator(self) -> bool:
@@ -301,9 +322,8 @@ def _rarely_runs(chain) -> bool:
             return False
         if isinstance(node, cst.ExceptHandler):
             return True
-        if isinstance(node, cst.If) and child is node.body:
-            if _ends_with_raise(node.body) or _is_first_step_test(node.test):
-                return True
+        if isinstance(node, cst.If) and child is node.body and (_ends_with_raise(node.body) or _is_first_step_test(node.test)):
+            return True
     return False
 
 
@@ -315,6 +335,8 @@ def _ends_with_raise(body: cst.BaseSuite) -> bool:
 
 
 def _is_first_step_test(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _is_first_step_test(test.left) or _is_first_step_test(test.right)
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
         return False
     comparison = test.comparisons[0]
@@ -811,6 +833,8 @@ class SynchronizeInStep(_SyncRule):
 
 # ================================================================================================ GPL411
 _DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
+# Project helpers that move a (nested) batch with plain `.to(device)` (OLMo, Accelerate's send_to_device default).
+_MOVE_HELPERS = frozenset({"move_to_device", "to_device", "send_to_device", "batch_to_device", "move_to_cuda"})
 
 
 class BlockingHostToDeviceCopy(_SyncRule):
@@ -821,7 +845,7 @@ class BlockingHostToDeviceCopy(_SyncRule):
         "`non_blocking=True` has no effect here: this file's DataLoader does not set `pin_memory=True`, so the copy "
         "from pageable memory is synchronous"
     )
-    triggers = (".to(", ".cuda(")
+    triggers = (".to(", ".cuda(", "to_device(", "move_to_cuda(")
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`) without "
@@ -906,6 +930,10 @@ class BlockingHostToDeviceCopy(_SyncRule):
             else:
                 self._pinned_loader = True
             return
+        if method in _MOVE_HELPERS and len(node.args) >= 2 and _keyword(node, "non_blocking") is None:
+            if not self._on_cpu_branch():
+                self._blocking.append((node, f"{method}(batch, device)", self.context.ancestors_snapshot()))
+            return
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
             return
         if func.attr.value == "to" and not self._device_target(node):
@@ -925,8 +953,9 @@ class BlockingHostToDeviceCopy(_SyncRule):
         if self._prepared:
             return
         for call, text, ancestors in self._blocking:
-            self.report_at(call, self.message.format(call=text), ancestors, fix=[Replace(call, _with_non_blocking(call))],
-                           unsafe_fix=True)
+            # Helpers may not take `non_blocking`: only `.to()` / `.cuda()` get the fix.
+            fix = [] if last_name(call.func) in _MOVE_HELPERS else [Replace(call, _with_non_blocking(call))]
+            self.report_at(call, self.message.format(call=text), ancestors, fix=fix, unsafe_fix=True)
         if self._unpinned_loader and not self._pinned_loader:
             for call, ancestors in self._nonblocking:
                 self.report_at(call, self.message_unpinned, ancestors)
@@ -1022,14 +1051,24 @@ def _with_non_blocking(call: cst.Call) -> cst.Call:
 
 
 # ================================================================================================ GPL412
+_DATA_CONSTRUCTORS = frozenset(
+    {
+        "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.LongTensor", "torch.IntTensor",
+        "torch.FloatTensor", "torch.BoolTensor", "torch.ByteTensor",
+    }
+)
+
+
 class TensorFromHostDataInStep(_SyncRule):
     code = "GPL412"
     name = "tensor-from-host-data-in-step"
     message = "`{func}(..., device=...)` from host data is a synchronous pageable copy every step"
-    triggers = ("device=",)
+    message_moved = "`{func}(host data)` then moved to the device: a synchronous pageable copy every step"
+    triggers = ("device=", ".to(", ".cuda(")
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
-        "(Python lists and numbers, numpy arrays) in code that runs every step, ungated.",
+        "(Python lists and numbers, numpy arrays), and host data wrapped then moved "
+        "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`), in code that runs every step, ungated.",
         why_slow="The data is copied from pageable host memory, which CUDA does synchronously: the host waits until "
         "the copy, queued behind all earlier kernels, is done. It is a sync hidden in a constructor.",
         example="for x, y in loader:\n    weights = torch.tensor(class_weights, device=\"cuda\")\n"
@@ -1050,11 +1089,16 @@ class TensorFromHostDataInStep(_SyncRule):
     )
     invalid = (
         Invalid(_in_loop("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
+        Invalid(_in_loop("sizes = [len(x), len(y)]\nt = torch.tensor(sizes).to(device)")),
         Invalid(_in_loop("sizes = x.shape\nt = torch.as_tensor(sizes, device=device)")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        resolved = self.context.resolve(node.func)
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and isinstance(func.value, cst.Call):
+            self._check_moved(node, func.value)
+            return
+        resolved = self.context.resolve(func)
         if resolved not in ("torch.tensor", "torch.as_tensor") or not node.args or node.args[0].keyword is not None:
             return
         device = _keyword(node, "device")
@@ -1064,6 +1108,18 @@ class TensorFromHostDataInStep(_SyncRule):
         if not self.context.is_host_value(data) or self.in_per_tensor_loop():
             return
         self.report(node, self.message.format(func=resolved))
+
+    def _check_moved(self, move: cst.Call, made: cst.Call) -> None:
+        """`torch.tensor(host_list).to(device)`, `torch.LongTensor(lengths).cuda()`: host data, then a blocking copy
+        (factories without data, `torch.zeros(n).cuda()`, are GPL5xx's: create them on the device)."""
+        resolved = self.context.resolve(made.func) or ""
+        if resolved not in _DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None:
+            return
+        if _keyword(move, "non_blocking") is not None or (move.func.attr.value == "to" and _cpu_target(move)):
+            return
+        if self.tensors.is_tensor(made.args[0].value):
+            return  # a device tensor wrapped again is GPL2xx's finding (torch.tensor of step values)
+        self.report(move, self.message_moved.format(func=resolved))
 
 
 def _is_cpu_string(expr: cst.BaseExpression) -> bool:
@@ -1078,7 +1134,9 @@ _COLLECTIVES = frozenset(
     }
 )
 # Project helpers that wrap a collective (`all_reduce_mean(x)` in MAE, `reduce_tensor` in timm, `reduce_dict`).
-_WRAPPER_NAME = re.compile(r"^(all_?reduce|all_?gather|reduce_(tensor|mean|dict|value|loss|scalar)|sync_tensor)", re.IGNORECASE)
+_WRAPPER_NAME = re.compile(
+    r"all_?reduce|all_?gather|^reduce_(tensor|mean|sum|dict|value|loss|losses|scalar)|^sync_tensor", re.IGNORECASE
+)
 _HOST_READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 _LOOKAHEAD_STATEMENTS = 12
 LOOP_NODES = (cst.For, cst.While)
@@ -1143,7 +1201,7 @@ class BlockingCollectiveInStep(_SyncRule):
             if async_op is not None and not _is_false(async_op.value):
                 return
             self._check_collective(node, resolved or method)
-        elif _WRAPPER_NAME.match(method) and not resolved.startswith("torch."):
+        elif _WRAPPER_NAME.search(method) and not resolved.startswith("torch."):
             self._check_wrapper(node, method)
 
     def _check_collective(self, node: cst.Call, name: str) -> None:
@@ -1171,9 +1229,13 @@ class BlockingCollectiveInStep(_SyncRule):
             self.report(node, self.message_host.format(name=name))
         else:
             parent = self.context.parent()
-            results = {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)} if isinstance(
-                parent, cst.Assign
-            ) else set()
+            if isinstance(parent, cst.Attribute) and parent.attr.value in _HOST_READ_METHODS:
+                self.report(node, self.message.format(name=name))  # `reduce_tensor(loss).item()`
+                return
+            results: set[str] = set()
+            if isinstance(parent, cst.Assign):
+                for target in parent.targets:
+                    results |= _target_names(target.target)
             if results and self._read_on_host_after(results):
                 self.report(node, self.message.format(name=name))
 

@@ -109,12 +109,13 @@ def test_grad_scaler_scale_read():
 
 
 def test_cpu_only_training_script_is_not_flagged():
+    # No device word anywhere (and `input`, which contains the letters of "npu", is not one).
     source = """
     import torch
 
     def main(model, batches, optimizer):
-        for x, y in batches:
-            loss = ((model(x) - y) ** 2).mean()
+        for input, y in batches:
+            loss = ((model(input) - y) ** 2).mean()
             loss.backward()
             optimizer.step()
             print(loss.item())
@@ -354,3 +355,36 @@ def test_sync_debug_check_runs_every_example_on_cpu(capsys):
     out = capsys.readouterr().out
     assert "error:" not in out
     assert out.count("clean") > 60
+
+
+def test_function_that_steps_without_a_loop_is_one_step():
+    source = """
+    import torch
+
+    def train(model, data, optimizer, device):
+        optimizer.zero_grad()
+        out = model(data.x)
+        loss = torch.nn.functional.cross_entropy(out[data.train_mask], data.y[data.train_mask])
+        loss.backward()
+        optimizer.step()
+        return float(loss)
+    """
+    assert gpl4(source) == [("GPL406", 7), ("GPL406", 7), ("GPL402", 10)]
+
+
+def test_helper_that_moves_a_batch_blocking():
+    source = """
+    import torch
+
+    def train_step(model, batch, optimizer, device):
+        batch = move_to_device(batch, device)
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+    """
+    assert gpl4(source) == [("GPL411", 5)]
+
+
+def test_wrapped_host_list_moved_to_the_device():
+    body = "ids = torch.LongTensor([1, 2, 3]).cuda()\nzeros = torch.zeros(3).cuda()"
+    assert gpl4(in_step(body)) == [("GPL412", 12)]  # the data-free factory is GPL5xx's
