@@ -40,7 +40,7 @@ _SCALAR_BUILTINS = frozenset({"float", "int"})
 
 
 def _scalar_read(context, expr: cst.BaseExpression) -> cst.Call | None:
-    """`t.item()`, `float(t)` or `int(t)` of a value not already on the host: the call, else None."""
+    """`t.item()`, `float(t)`, `int(t)` or `t.cpu().numpy()` of a value not already on the host: the call, else None."""
     if not isinstance(expr, cst.Call):
         return None
     func = expr.func
@@ -64,9 +64,12 @@ def _looks_like_tensor(context, expr: cst.BaseExpression) -> bool:
     if location == "device":
         return True
     if isinstance(expr, cst.Call):
-        method = callee_method(expr)
-        return isinstance(expr.func, cst.Attribute) and method in _TENSOR_METHODS and _looks_like_tensor(context, expr.func.value) or (
-            isinstance(expr.func, cst.Attribute) and method in ("detach", "sum", "mean", "norm")
+        if not isinstance(expr.func, cst.Attribute):
+            return False
+        method = expr.func.attr.value
+        # `x.detach()` / `x.sum()` are tensors whatever x is; other tensor methods are what their receiver is.
+        return method in ("detach", "sum", "mean", "norm") or (
+            method in _TENSOR_METHODS and _looks_like_tensor(context, expr.func.value)
         )
     name = last_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
     if isinstance(expr, cst.Subscript):
@@ -75,7 +78,7 @@ def _looks_like_tensor(context, expr: cst.BaseExpression) -> bool:
 
 
 def _scalar_reads_in(context, expr: cst.BaseExpression) -> list[cst.Call]:
-    """Every `.item()` / `float(t)` read inside a (small) expression, lambdas excluded."""
+    """Every device read (`_scalar_read`) inside a (small) expression, lambdas excluded."""
     found: list[cst.Call] = []
 
     class _Finder(cst.CSTVisitor):
@@ -218,8 +221,7 @@ class ItemAccumulator(Rule):
 _ACCUMULATING_METHODS = frozenset({"update", "append", "extend", "add", "add_"})
 # Callees that collect statistics (`self._stats(...)`, `Statistics(loss, n_words, n_correct)`, `update_metrics(...)`).
 _STATS_PARTS = frozenset({"stat", "stats", "statistics", "meter", "meters", "metric", "metrics"})
-
-
+# Dicts whose entries are logged later (`loss['D/real'] = ...`, `metrics["loss"] = ...`).
 _METRIC_DICT_WORDS = frozenset({"loss", "losses", "metrics", "stats", "logs", "log"})
 
 
@@ -244,6 +246,8 @@ class ItemIntoMeter(Rule):
     code = "GPL202"
     name = "item-into-meter"
     message = "`.{method}({read})` reads a device scalar to the host every step to feed a meter or list; keep it on the device until you log"
+    tensor_message = "`{call}` hands a device tensor to a meter, which reads it with `.item()` every step; keep a device running sum and read it when you log"
+    dict_message = "`{target} = {read}` reads a device scalar every step into a metrics dict that is only logged every N steps; store the detached tensor and read it when you log"
     triggers = (".item(", ".tolist(", "float(", ".numpy(", "update(")
     docs = RuleDocs(
         what_it_does="Flags meters and lists fed with host scalars read every step: `losses.update(loss.item(), n)`, "
@@ -289,14 +293,10 @@ class ItemIntoMeter(Rule):
         Invalid(_in_loop("logs = {}\nlogs['train/loss'] = loss.item()\nif step % 10 == 0:\n    print(logs)")),
     )
 
-    tensor_message = "`{call}` hands a device tensor to a meter, which reads it with `.item()` every step; keep a device running sum and read it when you log"
-
     def __init__(self, context) -> None:
         super().__init__(context)
         self.scalar_locals = _ScalarLocals(self)
         self._tensor_locals: set[tuple[int, str]] = set()  # locals assigned a tensor expression (`acc = (p == y).mean()`)
-
-    dict_message = "`{target} = {read}` reads a device scalar every step into a metrics dict that is only logged every N steps; store the detached tensor and read it when you log"
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.scalar_locals.record(node)
