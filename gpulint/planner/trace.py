@@ -189,12 +189,12 @@ def cast_module(model: Any, dtype: Any) -> None:
 
 
 def build_fake(
-    build_model: Callable[[], Any], make_batch: Callable[[], Any], dtype: str, fake_mode: Any
+    build_model: Callable[[], Any], make_batch: Callable[[], Any], dtype: str, fake_mode: Any, device: str = "cpu"
 ) -> tuple[Any, Any]:
     """Call the user's factories under the fake mode (no real memory) and cast to the planned dtype."""
     import torch
 
-    with fake_mode:
+    with fake_mode, torch.device(device):
         try:
             model = build_model()
         except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
@@ -218,8 +218,13 @@ def trace_step(
     optimizer: str = "adamw",
     dtype: str = "fp32",
     name: str = "",
+    device: str = "cpu",
 ) -> Traced:
-    """Trace forward+loss+backward of the model the factories build; return the IR and the FX joint graph."""
+    """Trace forward+loss+backward of the model the factories build; return the IR and the FX joint graph.
+
+    `device="cuda"` traces fake CUDA tensors (the CUDA kernels' names, e.g. flash attention) and is only
+    allowed where torch has CUDA: on a CPU-only build it would abort the process, so it is refused here.
+    """
     import torch
     import torch.utils._pytree as pytree
     from torch._dynamo.backends.debugging import boxed_nop
@@ -231,9 +236,11 @@ def trace_step(
     )
     from torch.fx import traceback as fx_traceback
 
+    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
+        raise PlanError(f"cannot trace on {device!r} here: this torch has no CUDA (trace on cpu and pick a hardware profile)")
     start = time.perf_counter()
     fake_mode = FakeTensorMode()
-    model, batch = build_fake(build_model, make_batch, dtype, fake_mode)
+    model, batch = build_fake(build_model, make_batch, dtype, fake_mode, device)
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     captured: dict[str, Any] = {}
 
