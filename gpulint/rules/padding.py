@@ -48,14 +48,13 @@ def _calls_max_or_len(expr: cst.BaseExpression) -> bool:
 
 
 class _LengthTracker:
-    """Which names hold a constant sequence length: module-level integers, config attributes (`self.max_len`,
-    `args.max_seq_length`), length-named constants and parameters not computed in the function, and locals assigned from
-    one of those. A local assigned from the batch (`max_len = max(len(s) for s in batch)`) is dynamic; the amount that
+    """Which names hold a constant sequence length: config attributes (`self.max_len`, `args.max_seq_length`),
+    length-named constants and parameters not computed in the function (`MAX_LEN`, `max_seq_length`), and locals
+    assigned from one of those. A local assigned from the batch (`max_len = max(len(s) for s in batch)`) is dynamic; the amount that
     pads up to a constant (`pad_len = MAX_LEN - len(ids)`) counts as constant: it is what padding to MAX_LEN looks like."""
 
     def __init__(self, context) -> None:
         self.context = context
-        self._module_constants: set[str] = set()
         self._locals: dict[tuple[int, str], bool] = {}  # (id(function), name) -> constant?
 
     def record(self, node: cst.Assign) -> None:
@@ -63,11 +62,8 @@ class _LengthTracker:
             return
         name = node.targets[0].target.value
         function = self.context.enclosing_function()
-        if function is None:
-            if isinstance(node.value, cst.Integer) or self.is_constant(node.value):
-                self._module_constants.add(name)
-            return
-        self._locals[(id(function), name)] = self.is_constant(node.value)
+        if function is not None:  # module-level names are judged by their name alone
+            self._locals[(id(function), name)] = self.is_constant(node.value)
 
     def is_constant(self, expr: cst.BaseExpression) -> bool:
         """True when `expr` is (arithmetic on) a constant length and nothing computed from the data."""
