@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from gpulint.linter.context import is_cold_function_name
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 from gpulint.rules.per_tensor import (
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
 
 # Calls that mark a loop as the training loop (`loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`).
 STEP_CALLS = frozenset({"backward", "zero_grad", "step"})
+
+
+def _singular(name: str) -> str:
+    return "_".join(part.removesuffix("s") for part in name.split("_"))
 
 
 class _WhereItRuns(Rule):
@@ -63,6 +68,8 @@ class _WhereItRuns(Rule):
             self.report(node, message, when="per_step", fix=fix, unsafe_fix=unsafe)
         elif "forward" in name_parts(function.name.value):
             self.report(node, message, when="training", fix=fix, unsafe_fix=unsafe)
+        elif is_cold_function_name(_singular(function.name.value)):
+            return  # `print_samples`, `save_checkpoints`: the plural of a cold name is cold too
         else:
             snapshot = self.context.ancestors_snapshot()
             report = Report(self, node, message or self.message, "training", snapshot, tuple(fix), unsafe)
@@ -608,15 +615,6 @@ class ConstructionInStep(Rule):
         return False
 
 
-def _is_test_path(path: str) -> bool:
-    parts = path.replace("\\", "/").split("/")
-    base = parts[-1]
-    return (
-        base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
-        or any(p in ("tests", "test", "testing") for p in parts[:-1])
-    )
-
-
 def _under_any_if(context: FileContext) -> bool:
     """Inside the body of any `if` in the same function (`if args.debug:`): switched by a flag, not always on."""
     chain = context.ancestors
@@ -665,7 +663,7 @@ class AnomalyDetectionOn(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.context.resolve(node.func) or ""
-        if _is_test_path(self.context.path) or _under_any_if(self.context):
+        if self.context.in_tests or _under_any_if(self.context):
             return
         if name == "torch.autograd.set_detect_anomaly":
             mode = _keyword(node, "mode") or (node.args[0] if node.args and node.args[0].keyword is None else None)
@@ -722,7 +720,7 @@ class AlwaysOnProfiler(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.context.resolve(node.func) not in PROFILERS:
             return
-        if _is_test_path(self.context.path) or _under_any_if(self.context):
+        if self.context.in_tests or _under_any_if(self.context):
             return
         if _keyword(node, "schedule") is not None:
             return

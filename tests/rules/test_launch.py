@@ -330,3 +330,13 @@ def test_numpy_noise_into_cpu_tensor_type_is_not_a_move():
     assert codes(source, "GPL504") == []
     cuda = source.replace("torch.FloatTensor", "torch.cuda.FloatTensor")
     assert codes(cuda, "GPL504") == [("GPL504", 4)]
+
+
+def test_plural_cold_function_name_is_cold():
+    source = """
+        import torch
+
+        def print_samples(num=10):
+            return torch.zeros(num, 1, dtype=torch.long).to(args.device)
+    """
+    assert codes(source, "GPL504") == []
