@@ -114,3 +114,39 @@ def test_roofline_charges_memory_bound_ops():
     flops = 2 * 8192**3
     assert op_time(flops, 3 * 8192 * 8192 * 2, "bf16", h100) == pytest.approx(flops / h100.flops["bf16"] + 5e-6)
     assert op_time(0.0, 0, "fp32", h100) == 0.0
+
+
+@pytest.mark.slow
+def test_torch_compile_backend_applies_the_plan(gpt, full_run):
+    from gpulint.planner import gpulint_backend
+    from gpulint.planner.trace import make_step_fn
+
+    plan = plan_dict(gpt, full_run, hardware="cpu")
+    torch.manual_seed(3)
+    model, data = models.tiny_gpt(), models.tiny_batch()
+    eager = model(**data).loss
+    eager.backward()
+    eager_grads = _grads(model)
+    model.zero_grad(set_to_none=True)
+    seen = {}
+
+    def spy(plan_ids):
+        backend = gpulint_backend(plan_ids)
+
+        def wrapped(gm, inputs):
+            seen["called"] = True
+            return backend(gm, inputs)
+
+        return wrapped
+
+    step = torch.compile(make_step_fn(model, None), backend=spy(plan))
+    loss = step(dict(model.named_parameters()), data)
+    loss.backward()
+    assert seen["called"] and loss.item() == pytest.approx(eager.item(), rel=1e-6)
+    for a, b in zip(eager_grads, _grads(model)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # A plan naming nodes this graph does not have is refused, not silently ignored.
+    torch._dynamo.reset()
+    bad = torch.compile(make_step_fn(model, None), backend=gpulint_backend({"decisions": [{"id": "nope", "action": "save"}]}))
+    with pytest.raises(Exception, match="does not match"):
+        bad(dict(model.named_parameters()), data)
