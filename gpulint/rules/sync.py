@@ -69,6 +69,8 @@ _TORCH_NON_TENSOR = frozenset(
         "use_deterministic_algorithms", "set_float32_matmul_precision", "get_rng_state", "seed", "initial_seed",
     }
 )
+# Names of nn.Modules (moved to the device too, but their attributes are Python values).
+_MODULE_NAME = re.compile(r"model|module|net$|network|criterion|encoder|decoder", re.IGNORECASE)
 _TORCH_TENSOR_FUNCTIONS = frozenset({"nn.utils.clip_grad_norm_", "nn.utils.get_total_norm"})
 # Names that hold tensors in training code: `loss`, `total_loss`, `ce_loss`, `logits`; not flags or helpers named
 # after them (`return_loss`, `loss_fn`, `loss_name`, `grad_accum_steps`).
@@ -164,8 +166,8 @@ class _Tensors:
                 return True
             if isinstance(expr.value, cst.Name) and expr.value.value == "self" and expr.attr.value in self._tensor_attributes:
                 return True
-            if self.context.location_of(expr.value) == "device":
-                return True  # `batch.y`, `data.train_mask` of a batch moved to the device
+            if self.context.location_of(expr.value) == "device" and not _MODULE_NAME.search(last_name(expr.value) or ""):
+                return True  # `batch.y`, `data.train_mask` of a batch moved to the device (not `net.label_dim`)
             return expr.attr.value == "data" and self.is_tensor(expr.value)
         if isinstance(expr, cst.Subscript):
             key = _string_index(expr)
@@ -259,6 +261,17 @@ def _mentions_gpu(context) -> bool:
         code = getattr(context, "text", None) or context.module.code  # the engine may hand over the source text
         known = _gpu_files[context] = bool(_GPU_EVIDENCE.search(code)) or "backward(" not in code
     return known
+
+
+# Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
+_NOT_REPORTED = (
+    " Never reported: error paths (an `except` handler, an `if` body ending in `raise`), first-step-only code "
+    "(`if step == 0:`), and training scripts that never name a device (CPU-only)."
+)
+
+
+def _fp(text: str) -> str:
+    return text + _NOT_REPORTED
 
 
 class _SyncRule(Rule):
@@ -409,10 +422,10 @@ class ScalarSyncInStep(_SyncRule):
         use_instead="Keep the value on the device (`running += loss.detach()`) and read it only every N steps under "
         "`if step % log_interval == 0:`.",
         fix_safety="No fix: the replacement (a device accumulator read at an interval) changes the program's structure.",
-        false_positives="`.item()` on a value that is already on the host (after `.cpu()`, `.tolist()`, a numpy array, "
+        false_positives=_fp("`.item()` on a value that is already on the host (after `.cpu()`, `.tolist()`, a numpy array, "
         "a tensor built by `torch.tensor(...)` without `device=`) costs nothing; gpulint follows assignments within a "
         "function but not across functions. `total += loss.item()` accumulators are reported by GPL2xx and "
-        "`[t.item() for t in ts]` / per-parameter loops by GPL1xx instead.",
+        "`[t.item() for t in ts]` / per-parameter loops by GPL1xx instead."),
     )
     valid = (
         _in_loop("if step % 100 == 0:\n    print(loss.item())"),
@@ -459,9 +472,11 @@ class PythonScalarOfTensor(_SyncRule):
         "    optimizer.step()\n    if not math.isfinite(loss):\n        raise RuntimeError(\"diverged\")",
         use_instead="Keep the check on the device (`torch.isfinite(loss)` accumulated, read every N steps), or read "
         "the value only under a logging gate.",
-        false_positives="Values gpulint cannot see are host values (a function's return value that is a Python float "
+        fix_safety="No fix: keeping the value on the device changes its type (tensor instead of float) for every later "
+        "use.",
+        false_positives=_fp("Values gpulint cannot see are host values (a function's return value that is a Python float "
         "but named like `loss`): move the conversion or add `# noqa: GPL402`. `total += float(loss)` is reported by "
-        "GPL2xx instead.",
+        "GPL2xx instead."),
     )
     valid = (
         _in_loop("lr = float(optimizer.param_groups[0][\"lr\"])"),
@@ -508,9 +523,10 @@ class CpuCopyInStep(_SyncRule):
         "    optimizer.step()\n    all_preds.append(out.argmax(1).cpu())",
         use_instead="Keep per-step results on the device (`preds.append(out.argmax(1))`, or a running device tensor) "
         "and move them once at the end of the epoch or at a logging interval.",
-        false_positives="Code that must hand results to the host every step (a replay buffer, an environment "
+        fix_safety="No fix: where the host copy should move (epoch end, log interval) depends on how the result is used.",
+        false_positives=_fp("Code that must hand results to the host every step (a replay buffer, an environment "
         "simulator) pays the copy on purpose: add `# noqa: GPL403`. Numpy/sklearn metrics on `.cpu().numpy()` are "
-        "reported by GPL2xx instead.",
+        "reported by GPL2xx instead."),
     )
     valid = (
         _in_loop("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
@@ -572,8 +588,9 @@ class TensorFormattedInStep(_SyncRule):
         "    optimizer.step()\n    print(f\"loss {loss}\")",
         use_instead="Log under `if step % log_interval == 0:`; between logs keep a running device sum "
         "(`running += loss.detach()`).",
-        false_positives="Objects named like tensors that are Python numbers (a `loss` returned by a helper as a "
-        "float) can be flagged: convert where they are made, or add `# noqa: GPL404`.",
+        fix_safety="No fix: choosing a logging interval is the author's call; gating the line changes what is printed.",
+        false_positives=_fp("Objects named like tensors that are Python numbers (a `loss` returned by a helper as a "
+        "float) can be flagged: convert where they are made, or add `# noqa: GPL404`."),
     )
     valid = (
         _in_loop("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
@@ -654,8 +671,9 @@ class TensorConditionInStep(_SyncRule):
         "        continue\n    loss.backward()\n    optimizer.step()",
         use_instead="Make the decision on the device (`torch.where`, multiply by a mask, `torch._assert_async`), or "
         "check every N steps.",
-        false_positives="Tests on names gpulint takes for tensors but that hold Python numbers (a helper returning a "
-        "float named `loss`): add `# noqa: GPL405`. `x is None` and shape/size tests are never flagged.",
+        fix_safety="No fix: a device-side rewrite (`torch.where`, masking, `torch._assert_async`) changes control flow.",
+        false_positives=_fp("Tests on names gpulint takes for tensors but that hold Python numbers (a helper returning a "
+        "float named `loss`): add `# noqa: GPL405`. `x is None` and shape/size tests are never flagged."),
     )
     valid = (
         _in_loop("if x.shape[0] > 1:\n    pass"),
@@ -704,8 +722,9 @@ class DataDependentShapeInStep(_SyncRule):
         "    loss = F.cross_entropy(logits[keep], y[keep])",
         use_instead="Keep shapes static: weight by the mask (`(loss * mask).sum() / mask.sum()`), use `ignore_index`, "
         "`torch.where(mask, a, b)`, `masked_fill`, or pass `output_size=` to `repeat_interleave`.",
-        false_positives="Masks gpulint takes for booleans that are integer index tensors (`x[mask_idx]` with long "
-        "indices does not sync): add `# noqa: GPL406`. Assignments `x[mask] = 0` are not flagged.",
+        fix_safety="No fix: static-shape rewrites (masking, `ignore_index`, `output_size=`) need knowledge of the data.",
+        false_positives=_fp("Masks gpulint takes for booleans that are integer index tensors (`x[mask_idx]` with long "
+        "indices does not sync): add `# noqa: GPL406`. Assignments `x[mask] = 0` are not flagged."),
     )
     valid = (
         _in_loop("logits = model(x)\nsafe = torch.where(y > 0, logits.sum(1), torch.zeros_like(y, dtype=logits.dtype))"),
@@ -786,8 +805,8 @@ class SynchronizeInStep(_SyncRule):
         use_instead="Time with `torch.cuda.Event(enable_timing=True)` read every N steps, or with the profiler; "
         "let the caching allocator keep its blocks.",
         fix_safety="No fix: removing a synchronize can change what a timing measures.",
-        false_positives="Benchmark loops that time each step on purpose: put the call under an opt-in flag "
-        "(`if args.synchronize_step:`, which gpulint respects), gate it, or add `# noqa: GPL410`.",
+        false_positives=_fp("Benchmark loops that time each step on purpose: put the call under an opt-in flag "
+        "(`if args.synchronize_step:`, which gpulint respects), gate it, or add `# noqa: GPL410`."),
     )
     valid = (
         _in_loop("if step % 50 == 0:\n    torch.cuda.synchronize()"),
@@ -848,20 +867,23 @@ class BlockingHostToDeviceCopy(_SyncRule):
     triggers = (".to(", ".cuda(", "to_device(", "move_to_cuda(")
     fixable = True
     docs = RuleDocs(
-        what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`) without "
-        "`non_blocking=True`, and `non_blocking=True` copies in a file whose DataLoader does not pin memory.",
+        what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
+        "batch helpers such as `move_to_device(batch, device)`) without `non_blocking=True`, and `non_blocking=True` "
+        "copies in a file whose DataLoader does not pin memory.",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
         "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
         example="train_loader = DataLoader(dataset, batch_size=64, shuffle=True)\nfor x, y in train_loader:\n"
         "    x, y = x.to(device), y.to(device)\n    loss = F.cross_entropy(model(x), y)",
         use_instead="`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)`.",
-        fix_safety="Unsafe: the fix adds `non_blocking=True`. Same values whenever the source tensor is not written "
-        "again before the copy completes; a pinned host buffer that the code refills in place right after the call "
-        "(a hand-written prefetcher reusing one buffer) could be overwritten while the copy is still in flight.",
-        false_positives="Copies in a branch gpulint cannot tell is CPU-only (a `device` variable that is the CPU). "
+        fix_safety="Unsafe: the fix adds `non_blocking=True` to `.to()` / `.cuda()` (helpers get no fix: they may not "
+        "take the argument). Same values whenever the source tensor is not written again before the copy completes; a "
+        "pinned host buffer that the code refills in place right after the call (a hand-written prefetcher reusing one "
+        "buffer) could be overwritten while the copy is still in flight. Without `pin_memory=True` the flag changes "
+        "nothing, so pin the loader too.",
+        false_positives=_fp("Copies in a branch gpulint cannot tell is CPU-only (a `device` variable that is the CPU). "
         "`.to(dtype)`, `.to(other_tensor)` and moves of tensors already on the device are not flagged, nor are files "
-        "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device).",
+        "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device)."),
     )
     valid = (
         _in_loop("z = x.to(torch.float16)"),
@@ -984,8 +1006,7 @@ class BlockingHostToDeviceCopy(_SyncRule):
         finding)."""
         if self.context.location_of(receiver) == "device" or _mentions_grad(receiver) or self._built_by_torch(receiver):
             return True
-        name = last_name(receiver) or ""
-        return bool(re.search(r"model|module|net$|network|criterion|encoder|decoder", name, re.IGNORECASE))
+        return bool(_MODULE_NAME.search(last_name(receiver) or ""))
 
     def _built_by_torch(self, expr: cst.BaseExpression) -> bool:
         """`torch.arange(n) + offset`, `torch.ones(k).float()`: a tensor made in the step, not a batch."""
@@ -1075,8 +1096,10 @@ class TensorFromHostDataInStep(_SyncRule):
         "    loss = F.cross_entropy(model(x), y, weight=weights)",
         use_instead="Build constants once before the loop; for per-step host data use "
         "`torch.tensor(data).pin_memory().to(device, non_blocking=True)`, or create the values on the device.",
-        false_positives="A list that holds device tensors is GPL2xx's finding (`torch.tensor([...])` of step values), "
-        "not this rule's.",
+        fix_safety="No fix: the remedy (hoist a constant out of the loop, or pin and copy asynchronously) depends on "
+        "whether the data changes between steps.",
+        false_positives=_fp("A list that holds device tensors is GPL2xx's finding (`torch.tensor([...])` of step values), "
+        "not this rule's."),
     )
     valid = (
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n"
@@ -1151,9 +1174,10 @@ class BlockingCollectiveInStep(_SyncRule):
     triggers = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter", "all_to_all")
     docs = RuleDocs(
         what_it_does="Flags collectives (`all_reduce`, `all_gather`, `broadcast`, ...) in the training step, ungated, "
-        "whose result is read on the host within the next few statements (`.item()`, `.tolist()`, `float()`, "
-        "`.cpu()`), that run once per tensor in a Python loop, or project helpers (`all_reduce_mean(loss_value)`, "
-        "`reduce_tensor(...)`) called on host values.",
+        "whose result is read on the host later in the same step (`.item()`, `.tolist()`, `float()`, `.cpu()`, an "
+        "f-string; up to 12 statements on, following values computed from it, reads under a logging gate excepted), "
+        "that run once per tensor in a Python loop, and project helpers (`all_reduce_mean(loss_value)`, "
+        "`reduce_tensor(loss).item()`, `reduce_dict(losses)`) called on host values or read on the host the same way.",
         why_slow="The collective is queued behind the step's kernels and waits for every rank; reading its result on "
         "the host turns that into a host stall on the slowest rank, every step. Per-tensor collectives launch N small "
         "NCCL calls where one flattened (bucketed) call would do, each paying latency rather than bandwidth.",
@@ -1162,8 +1186,12 @@ class BlockingCollectiveInStep(_SyncRule):
         use_instead="Keep the reduced value on the device and read it every N steps (or reduce a running sum only at "
         "the log interval); reduce many tensors in one call (`torch._utils._flatten_dense_tensors`, or stack them); "
         "pass `async_op=True` and `wait()` only where the value is needed.",
-        false_positives="A blocking collective whose result only feeds device computation is fine and is not flagged. "
-        "Helpers are recognised by name only (`all_reduce_*`, `reduce_tensor`, `reduce_dict`).",
+        fix_safety="No fix: moving the host read to a logging interval or batching tensors changes the program's "
+        "structure.",
+        false_positives=_fp("A blocking collective whose result only feeds device computation is fine and is not flagged. "
+        "Helpers are recognised by name only (names containing `all_reduce` / `all_gather`, `reduce_tensor`, "
+        "`reduce_sum`, `reduce_mean`, `reduce_dict`), and a read in the caller of a function that returns the "
+        "reduced tensor is not seen."),
     )
     valid = (
         _in_loop("dist.all_reduce(loss)\nrunning = loss.detach() / 2", header="import torch.distributed as dist"),
@@ -1384,8 +1412,9 @@ class BarrierOrObjectCollectiveInStep(_SyncRule):
         "    optimizer.step()\n    dist.barrier()",
         use_instead="Synchronise ranks only where it is needed (before saving a checkpoint, at epoch end); exchange "
         "tensors with tensor collectives instead of Python objects.",
-        false_positives="Code that must agree on a Python object every step (a dynamic schedule): gate it or add "
-        "`# noqa: GPL421`.",
+        fix_safety="No fix: whether ranks must agree every step is a property of the algorithm.",
+        false_positives=_fp("Code that must agree on a Python object every step (a dynamic schedule): gate it or add "
+        "`# noqa: GPL421`."),
     )
     valid = (
         _in_loop("if step % 1000 == 0:\n    dist.barrier()", header="import torch.distributed as dist"),
@@ -1437,8 +1466,10 @@ class DdpAccumulationWithoutNoSync(_SyncRule):
         use_instead="`ctx = model.no_sync() if (i + 1) % accum != 0 else contextlib.nullcontext()` around "
         "forward+backward, or set `model.require_backward_grad_sync` on the last micro-step; "
         "with Accelerate, `with accelerator.accumulate(model):`.",
-        false_positives="Models wrapped in DDP in another file are not seen (no finding: gpulint misses, never "
-        "guesses); FSDP has its own `no_sync()` and is not checked.",
+        fix_safety="No fix: wrapping forward and backward in `no_sync()` needs the accumulation boundary, which the "
+        "author knows best.",
+        false_positives=_fp("Models wrapped in DDP in another file are not seen (no finding: gpulint misses, never "
+        "guesses); FSDP has its own `no_sync()` and is not checked."),
     )
     valid = (
         ("import contextlib\nimport torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
