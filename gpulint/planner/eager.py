@@ -126,6 +126,13 @@ def load_plan(plan: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     return dict(plan)
 
 
+def eager_decisions(plan: Mapping[str, Any]) -> list[Decision]:
+    """The decisions eager mode applies: `plan["eager"]["decisions"]` when the planner found that the compiled
+    plan would exceed the budget in eager mode (see add_figures), else the plan's own."""
+    override = plan.get("eager", {}).get("decisions") if isinstance(plan.get("eager"), Mapping) else None
+    return parse_decisions({"decisions": override} if override is not None else plan)
+
+
 def parse_decisions(plan: Mapping[str, Any]) -> list[Decision]:
     decisions = []
     for i, raw in enumerate(plan["decisions"]):
@@ -360,7 +367,7 @@ def apply(model: nn.Module, plan: str | Path | Mapping[str, Any]) -> nn.Module:
             "the model has transformers' gradient checkpointing enabled; disable it (it would checkpoint twice)"
         )
     plan = load_plan(plan)
-    decisions = parse_decisions(plan)
+    decisions = eager_decisions(plan)
     by_shape = {sig: parse_decisions({"decisions": raw}) for sig, raw in shape_plans(plan).items()}
     every = decisions + [d for shape_decisions in by_shape.values() for d in shape_decisions]
     modules = dict(model.named_modules())
@@ -618,7 +625,7 @@ def predict(graph: Any, plan: Mapping[str, Any], model: nn.Module, times: list[f
     from gpulint.planner.graph import BWD, FWD
     from gpulint.planner.simulate import Schedule, schedule, simulate, step_time
 
-    decisions = parse_decisions(load_plan(plan))
+    decisions = eager_decisions(load_plan(plan))
     regions, _ = plan_regions(model, decisions)
     checkpointed = set(regions)
     nodes = graph.nodes
@@ -761,8 +768,8 @@ def measure(build_model: Callable[[], nn.Module], make_batch: Callable[[], Any],
     return EagerMeasurement(int(peak), min(times), device)
 
 
-def eager_fitting_budget(graph: Any, structure: nn.Module, budget: int, hardware: Any) -> int | None:
-    """The largest budget whose plan, applied in eager mode, peaks within `budget` (None: no plan does).
+def eager_fitting_plan(graph: Any, structure: nn.Module, budget: int, hardware: Any) -> dict[str, Any] | None:
+    """The plan for the largest budget whose eager step peaks within `budget` (None: no plan does).
 
     Walks the planner's path (each step lowers the compiled peak) by bisection, predicting each step's eager peak.
     """
@@ -773,22 +780,24 @@ def eager_fitting_budget(graph: Any, structure: nn.Module, budget: int, hardware
     planner = GreedyPlanner(graph, node_times(graph, hardware), hardware.allocation_rounding)
     full = planner.run(None)
     path = sorted(full.path, key=lambda step: -step.peak)
+    plans: dict[int, dict[str, Any]] = {}
 
-    def eager_peak(step: Any) -> int:
-        plan = plan_dict(graph, planner.for_budget(full, step.peak), hardware=hardware.name)
-        public = {k: v for k, v in plan.items() if not k.startswith("_")}
-        return predict(graph, public, structure, rounding=hardware.allocation_rounding).peak_bytes
+    def fits(position: int) -> bool:
+        plan = plan_dict(graph, planner.for_budget(full, path[position].peak), hardware=hardware.name)
+        plans[position] = {k: v for k, v in plan.items() if not k.startswith("_")}
+        return predict(graph, plans[position], structure, rounding=hardware.allocation_rounding).peak_bytes <= budget
 
     low, high = 0, len(path) - 1
-    if eager_peak(path[high]) > budget:
+    if not fits(high):
         return None
     while low < high:
         middle = (low + high) // 2
-        if eager_peak(path[middle]) <= budget:
+        if fits(middle):
             high = middle
         else:
             low = middle + 1
-    return int(path[low].peak)
+    fits(low)
+    return plans[low]
 
 
 def add_figures(plan: dict[str, Any], config: Any, measured: bool = False) -> None:
@@ -805,20 +814,30 @@ def add_figures(plan: dict[str, Any], config: Any, measured: bool = False) -> No
 
     graph = plan["_graph"]
     hardware = load_hardware(plan["hardware"])
+    times = node_times(graph, hardware)
     build_model = load_factory(config.model, config.base_dir, "plan.model")
-    public = {k: v for k, v in plan.items() if not k.startswith("_")}
     with FakeTensorMode():
         structure = build_model()
-    predicted = predict(graph, public, structure, node_times(graph, hardware), hardware.allocation_rounding)
-    figures: dict[str, Any] = {
+    public = {k: v for k, v in plan.items() if not k.startswith("_")}
+    figures: dict[str, Any] = {}
+    predicted = predict(graph, public, structure, times, hardware.allocation_rounding)
+    budget = plan.get("budget_bytes")
+    if budget is not None and predicted.peak_bytes > budget:
+        # Eager mode keeps layer inputs and recomputes whole layers: pick the plan whose eager step fits.
+        fitting = eager_fitting_plan(graph, structure, budget, hardware)
+        if fitting is not None:
+            figures = {"decisions": fitting["decisions"], "planned_for_bytes": fitting["budget_bytes"]}
+            public = {**public, "eager": figures}
+            predicted = predict(graph, public, structure, times, hardware.allocation_rounding)
+    figures.update({
         "peak_bytes": predicted.peak_bytes,
         "step_time_s": predicted.step_time_s,
         "recompute_time_s": predicted.recompute_time_s,
-        "layers": plan_regions(structure, parse_decisions(public))[0],
-        "fits_budget": plan.get("budget_bytes") is None or predicted.peak_bytes <= plan["budget_bytes"],
-    }
-    if not figures["fits_budget"]:
-        figures["fitting_budget_bytes"] = eager_fitting_budget(graph, structure, plan["budget_bytes"], hardware)
+        "layers": plan_regions(structure, eager_decisions(public))[0],
+        "fits_budget": budget is None or predicted.peak_bytes <= budget,
+    })
+    plan["eager"] = figures
+    public["eager"] = figures
     if measured:
         make_batch = load_factory(config.batch, config.base_dir, "plan.batch")
         loss_fn = load_factory(config.loss, config.base_dir, "plan.loss") if config.loss else None

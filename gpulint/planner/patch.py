@@ -66,13 +66,17 @@ def run_patch(args: argparse.Namespace, plan: dict[str, Any]) -> None:
     note = f"gpulint plan {args.config}" + (f" --budget {args.budget}" if args.budget else "")
     print(make_patch(script, plan_path, factory=factory, regenerate=note), end="")
     eager = plan.get("eager") or {}
-    if eager.get("fits_budget") is False:
-        over = eager["peak_bytes"] - plan["budget_bytes"]
-        fitting = eager.get("fitting_budget_bytes")
-        advice = f"re-plan with --budget {fitting}" if fitting else "no plan fits it in eager mode"
+    if eager.get("decisions") is not None and eager.get("fits_budget"):
         print(
-            f"gpulint: note: the patched (eager) step peaks at {eager['peak_bytes']:,} B, {over:,} B over the budget "
-            f"(checkpointed layers keep their inputs and recompute whole); {advice}",
+            f"gpulint: note: in eager mode gpulint.apply uses the plan's eager decisions (planned for "
+            f"{eager['planned_for_bytes']:,} B): checkpointed layers keep their inputs and recompute whole, and so "
+            f"the eager step peaks at {eager['peak_bytes']:,} B, within the budget",
+            file=sys.stderr,
+        )
+    elif eager.get("fits_budget") is False:
+        print(
+            f"gpulint: note: no plan holds the budget in eager mode: the patched step peaks at "
+            f"{eager['peak_bytes']:,} B; use the compiled path (gpulint.planner.compile) or a larger budget",
             file=sys.stderr,
         )
 

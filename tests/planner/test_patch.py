@@ -241,14 +241,14 @@ def test_run_patch_writes_the_plan_and_warns_when_the_eager_step_exceeds_the_bud
     (tmp_path / "train.py").write_text(TRAIN)
     (tmp_path / "gpulint.yaml").write_text(CONFIG)
     plan = {"schema": "gpulint.plan/1", "budget_bytes": 1000, "decisions": [],
-            "eager": {"peak_bytes": 1200, "fits_budget": False, "fitting_budget_bytes": 800}}
+            "eager": {"peak_bytes": 1200, "fits_budget": False}}
     args = argparse.Namespace(config=str(tmp_path / "gpulint.yaml"), script=None, out=None, budget="1000", patch=True)
     patch.run_patch(args, plan)
     captured = capsys.readouterr()
     assert captured.out.startswith("diff --git a/")
     assert "gpulint.apply(model" in captured.out
     assert json.loads((tmp_path / "gpulint-plan.json").read_text()) == plan
-    assert "200 B over the budget" in captured.err and "re-plan with --budget 800" in captured.err
+    assert "no plan holds the budget in eager mode: the patched step peaks at 1,200 B" in captured.err
 
 
 def test_a_model_held_by_an_attribute(tmp_path):
