@@ -27,6 +27,24 @@ if TYPE_CHECKING:
 STEP_CALLS = frozenset({"backward", "zero_grad", "step"})
 
 
+def one_time_branch(context: FileContext) -> bool:
+    """Under `if x == N:` or `if x is None:` in the same function: a switch (`if step == warmup:`), a lazy build or
+    a first-step state init (`if len(state) == 0:`), not per step."""
+    chain = context.ancestors
+    for index in range(len(chain) - 2, -1, -1):
+        node = chain[index]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if (
+            isinstance(node, cst.If)
+            and chain[index + 1] is node.body
+            and isinstance(node.test, cst.Comparison)
+            and any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in node.test.comparisons)
+        ):
+            return True
+    return False
+
+
 def _singular(name: str) -> str:
     return "_".join(part.removesuffix("s") for part in name.split("_"))
 
@@ -368,6 +386,8 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
          "    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"),
         in_step("out = torch.empty(0).to(batch.device)"),
         in_step("buf = torch.ByteTensor(storage).to(\"cuda\")"),
+        in_step("pos = torch.arange(64, device=batch.device).type_as(loss)"),
+        in_step("if len(state) == 0:\n    state[\"row\"] = torch.zeros(64).to(loss)"),
     )
     invalid = (
         Invalid(
@@ -415,7 +435,7 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as"):
             return
         created = self._cpu_creation(func.value)
-        if created is None:
+        if created is None or one_time_branch(self.context):
             return
         factory, kind = created
         device = self._target_device(node, func.attr.value)
@@ -473,6 +493,9 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
             return None
         if _keyword(expr, "pin_memory") is not None:
             return None  # staged in pinned memory on purpose
+        device = _keyword(expr, "device")
+        if device is not None and self._device_verdict(device.value) is not None:
+            return None  # already created on a device; the move is a cast (`.type_as(x)`) or a no-op
         if expr.args and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0" and kind != "full":
             return None  # zero elements: nothing is copied
         return expr, kind
@@ -587,7 +610,7 @@ class ConstructionInStep(Rule):
         name = self.context.resolve(node.func) or ""
         if not (name in COMPILERS or name in DATA_LOADERS or self._is_optimizer(name)):
             return
-        if self._one_time_branch():
+        if one_time_branch(self.context):
             return
         self.report(node, self.message.format(name=name), when="in_step")
 
@@ -597,22 +620,6 @@ class ConstructionInStep(Rule):
             return False
         last = name.rsplit(".", 1)[-1]
         return last[:1].isupper() and last != "Optimizer"
-
-    def _one_time_branch(self) -> bool:
-        """Under `if x == N:` or `if x is None:` in the same function: a switch or a lazy build, not per step."""
-        chain = self.context.ancestors
-        for index in range(len(chain) - 2, -1, -1):
-            node = chain[index]
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                return False
-            if (
-                isinstance(node, cst.If)
-                and chain[index + 1] is node.body
-                and isinstance(node.test, cst.Comparison)
-                and any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in node.test.comparisons)
-            ):
-                return True
-        return False
 
 
 def _under_any_if(context: FileContext) -> bool:

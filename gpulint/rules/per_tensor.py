@@ -693,6 +693,7 @@ class PerMetricLoggingLoop(_PerTensorRule):
         in_step("stats = {k: v for k, v in zip(names, values)}\nfor k, v in stats.items():\n    print(k, v)"),
         in_step("values = torch.stack(list(loss_dict.values())).tolist()\nfor k, v in zip(loss_dict, values):\n"
                 "    meters[k].update(v)"),
+        "def metrics_format(metrics):\n    for k, v in metrics.items():\n        metrics[k] = f\"{int(v) >> 30}GF\"\n",
     )
     invalid = (
         Invalid(in_step("loss_dict = criterion(out, batch)\nfor k, v in loss_dict.items():\n    meters[k].update(v.item())")),
@@ -758,7 +759,8 @@ def _names_metrics(expr: cst.BaseExpression) -> bool:
 
 
 class _ReadFinder(cst.CSTVisitor):
-    """Is one of `names` read on the host: `v.item()`, `float(v)`, `v.tolist()`, `v.cpu()`, `add_scalar(k, v)`?"""
+    """Is one of `names` surely a tensor read on the host: `v.item()`, `v.tolist()`, `v.cpu()`, `v.numpy()`,
+    `writer.add_scalar(k, v)`? (`float(v)` / `int(v)` are not counted: the dict may hold Python numbers.)"""
 
     def __init__(self, names: set[str]) -> None:
         super().__init__()
@@ -770,10 +772,13 @@ class _ReadFinder(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> bool:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in HOST_READ_METHODS and root_name(func.value) in self.names or last_name(func) in ("float", "int", "add_scalar", "add_scalars") and any(
+        method_read = (
+            isinstance(func, cst.Attribute) and func.attr.value in HOST_READ_METHODS and root_name(func.value) in self.names
+        )
+        logged = last_name(func) in ("add_scalar", "add_scalars") and any(
             isinstance(arg.value, cst.Name) and arg.value.value in self.names for arg in node.args
-        ):
-            self.found = True
+        )
+        self.found = self.found or method_read or logged
         return not self.found
 
 
