@@ -47,7 +47,7 @@ def make_partition_fn(saved: Iterable[str] | None) -> Callable[..., Any]:
                     "are not in its graph; re-run `gpulint plan` for this model, batch and dtype"
                 )
             saved_idx = {graph.by_name[name] for name in wanted}
-        sched = schedule(graph, saved_idx)
+        sched = schedule(graph, graph.alias_closure(saved_idx))  # a saved storage saves all its views
         fx_nodes = {n.name: n for n in joint.graph.nodes}
         # Parameters and inputs the backward reads are passed to it as saved values too (they cost nothing).
         bw_reads = {u for i in sched.bw for u in graph.nodes[i].inputs if graph.nodes[u].kind in (INPUT, PARAM)}

@@ -135,7 +135,7 @@ def add_measurement(plan: dict, config: Any, progress: bool = True) -> None:
     names = saved_names(plan)
     planned = measure_step(build_model, make_batch, names, **kwargs)
     rounding = 512 if planned.device.startswith("cuda") else 1
-    predicted = simulate(graph, {graph.by_name[n] for n in names}, rounding).peak
+    predicted = simulate(graph, graph.alias_closure({graph.by_name[n] for n in names}), rounding).peak
     predicted_base = simulate(graph, graph.default_saved(), rounding).peak
     plan["measured"] = {
         "peak_bytes": planned.peak_bytes, "step_time_s": planned.step_time_s, "device": planned.device,

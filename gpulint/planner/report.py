@@ -50,21 +50,27 @@ def plan_dict(
     chosen = result.chosen.saved
     decisions = []
     static = graph.static_storages
-    counted: set[int] = set()  # a storage's bytes go to the first saved node that refers to it
-    order = sorted(baseline_saved | chosen)
-    eager_at = _eager_addresses(graph, order)
-    for i in order:
+    by_storage = graph._tensors_by_storage()
+    creator = {st: n.index for n in nodes for st in n.creates}
+    kept = {nodes[i].storages[0] for i in chosen if nodes[i].is_tensor and nodes[i].storages}
+    seen: set[int] = set()
+    for i in sorted(baseline_saved | chosen):
         n = nodes[i]
-        if n.kind != FWD or n.excluded or not n.storages or n.storages[0] in static:
+        if n.kind != FWD or not n.is_tensor or not n.storages or n.storages[0] in static:
             continue  # views of parameters or the batch cost nothing either way
         storage = n.storages[0]
-        nbytes = 0 if storage in counted else graph.storage_bytes[storage]
-        counted.add(storage)
+        if storage in seen:
+            continue
+        seen.add(storage)
+        rep = nodes[by_storage[storage][0]]  # the first tensor on this storage: the backend saves it (and views)
+        if rep.excluded:
+            continue  # listed under "excluded"
+        # Eager address: the forward op that allocated the storage (a layer norm for its getitem outputs).
+        maker = nodes[creator.get(storage, rep.index)]
         decisions.append({
-            "id": n.name, "op": n.op, "bytes": int(nbytes),
-            "action": "save" if i in chosen else "recompute",
-            "module": n.module, "call_index": n.call_index, "source": _source(n),
-            "eager": eager_at[i],
+            "id": rep.name, "op": maker.op, "bytes": int(graph.storage_bytes[storage]),
+            "action": "save" if storage in kept else "recompute",
+            "module": maker.module, "call_index": maker.call_index, "source": _source(maker),
         })
     excluded = [
         {"id": n.name, "op": n.op, "reason": n.excluded, "source": _source(n), "module": n.module,
