@@ -31,7 +31,7 @@ class Probe(Rule):
 def states(source: str, **options) -> dict[str, str]:
     module = cst.parse_module(textwrap.dedent(source))
     context = FileContext("t.py", module, **options)
-    module.visit(_Traversal(context, [Probe(context)]))
+    _Traversal(context, [Probe(context)]).walk(module)
     context.finalize()
     result = {}
     for report in context.reports:
@@ -225,7 +225,7 @@ def test_device_provenance():
             if isinstance(node.func, cst.Name) and node.func.value == "probe":
                 seen.update({arg.value.value: self.context.location_of(arg.value) for arg in node.args})
 
-    module.visit(_Traversal(context, [Where(context)]))
+    _Traversal(context, [Where(context)]).walk(module)
     assert seen == {
         "host": "host", "values": "host", "scalar": "host", "n": "host", "device_value": "device", "total": "host",
         "loss": "unknown",
@@ -235,7 +235,7 @@ def test_device_provenance():
 def test_import_aliases_resolve():
     module = cst.parse_module("import torch as t\nfrom torch import distributed as dist\nx = 1\n")
     context = FileContext("t.py", module)
-    module.visit(_Traversal(context, []))
+    _Traversal(context, []).walk(module)
     assert context.resolve(cst.parse_expression("t.cuda.synchronize")) == "torch.cuda.synchronize"
     assert context.resolve(cst.parse_expression("dist.all_reduce")) == "torch.distributed.all_reduce"
     assert context.resolve(cst.parse_expression("model.parameters")) == "model.parameters"
