@@ -756,7 +756,10 @@ class DataDependentShapeInStep(_SyncRule):
             repeats = _keyword(node, "repeats")
             if repeats is None:
                 index = 1 if is_torch else 0
-                repeats = positional[index] if len(positional) > index else (positional[0] if is_torch else None)
+                if len(positional) > index:
+                    repeats = positional[index]
+                elif is_torch and positional:
+                    repeats = positional[0]  # `torch.repeat_interleave(repeats)`
             if repeats is not None and self.tensors.is_tensor(repeats.value):
                 what = "repeat_interleave"
         if what is None:

@@ -388,3 +388,36 @@ def test_helper_that_moves_a_batch_blocking():
 def test_wrapped_host_list_moved_to_the_device():
     body = "ids = torch.LongTensor([1, 2, 3]).cuda()\nzeros = torch.zeros(3).cuda()"
     assert gpl4(in_step(body)) == [("GPL412", 12)]  # the data-free factory is GPL5xx's
+
+
+def test_odd_calls_do_not_crash_the_rules():
+    """Calls with missing or keyword-only arguments and unusual statements reach every GPL4xx visitor."""
+    body = """
+print()
+float()
+x.to()
+torch.tensor()
+torch.as_tensor(device="cuda")
+dist.all_reduce()
+dist.all_reduce(tensor=loss)
+x.repeat_interleave()
+torch.repeat_interleave()
+z = x[..., 1:2]
+a, *b = x.to(device), y
+"%s" % ()
+logger.info()
+all_reduce_mean()
+if (m := loss > 1):
+    pass
+del x[keep]
+torch.LongTensor().cuda()
+move_to_device(batch)
+self.register_buffer(name)
+(u, v), w = (x, y), loss
+x[keep] += 1
+"""
+    source = "import torch\nimport torch.distributed as dist\n" + STEP + "\n".join(
+        "        " + line for line in body.strip("\n").splitlines()
+    ) + "\n"
+    codes = {code for code, _ in gpl4(source)}
+    assert codes <= {"GPL401", "GPL402", "GPL404", "GPL405", "GPL406", "GPL411", "GPL412", "GPL420"}
