@@ -236,8 +236,7 @@ def _top_level_lines(text: str, module: cst.Module) -> dict[int, int]:
     index = 0
     for statement in module.body:
         node = tree.body[index]
-        line = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
-        starts[id(statement)] = line
+        starts[id(statement)] = node.lineno  # both start a decorated def/class at its keyword, not at `@`
         index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
     if index != len(tree.body):
         raise ValueError("libcst and ast disagree on the top-level statements")

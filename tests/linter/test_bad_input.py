@@ -123,3 +123,15 @@ def test_fix_never_writes_what_it_cannot_parse(run, tmp_path, flag):
     code, out, err = run(tmp_path, "check", "syntax.py", "--no-cache", flag)
     assert (tmp_path / "syntax.py").read_bytes() == BAD_FILES["syntax.py"][0]
     assert "Traceback" not in err
+
+
+def test_positions_after_decorators_comments_and_semicolons(run, tmp_path):
+    body = TRAIN.split("\n", 1)[1]
+    source = (
+        "import torch\n# a comment\n\n\n@decorator\n@other(1)\nclass Trainer:\n    x = 1; y = 2\n\n"
+        + body.replace("\ndef train", "\n@decorator\ndef train")
+    )
+    (tmp_path / "t.py").write_text(source)
+    code, findings, _ = _check(run, tmp_path, "t.py")
+    line = source.splitlines().index("        value = loss.item()") + 1
+    assert [(f["line"], f["column"]) for f in findings] == [(line, 17)]
