@@ -107,11 +107,27 @@ class _ScalarLocals:
         self.rule = rule
         self._reads: dict[tuple[int, str], tuple[cst.Call, tuple[cst.CSTNode, ...]]] = {}
         self._reported: set[int] = set()
+        # Reads seen by the engine's traversal inside each assignment being visited (no re-walk of every value).
+        self._open: list[list[cst.Call]] = []
 
-    def record(self, node: cst.Assign) -> None:
+    def enter(self, node: cst.Assign) -> None:
+        self._open.append([])
+
+    def note(self, call: cst.Call) -> None:
+        """Called for every call the traversal visits: collects device reads for the enclosing assignments."""
+        if self._open and _scalar_read(self.rule.context, call) is not None:
+            for reads in self._open:
+                reads.append(call)
+
+    def leave(self, node: cst.Assign) -> None:
+        reads = self._open.pop()
         if len(node.targets) != 1:
             return
         target, value = node.targets[0].target, node.value
+        if not reads:
+            for name in _target_names(target):
+                self._reads.pop((id(self.rule.context.enclosing_function()), name), None)
+            return
         if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == len(value.elements):
             pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]  # `a, b = x.item(), y.item()`
         else:
@@ -120,9 +136,10 @@ class _ScalarLocals:
         for name, expr in pairs:
             if not isinstance(name, cst.Name):
                 continue
-            reads = _scalar_reads_in(self.rule.context, expr)
-            if reads:
-                self._reads[(function, name.value)] = (reads[0], self.rule.context.ancestors_snapshot())
+            # One element: the reads collected; a tuple (rare, and only when it holds a read): walk each element.
+            found = reads if len(pairs) == 1 else _scalar_reads_in(self.rule.context, expr)
+            if found:
+                self._reads[(function, name.value)] = (found[0], self.rule.context.ancestors_snapshot())
             else:
                 self._reads.pop((function, name.value), None)
 
@@ -201,7 +218,13 @@ class ItemAccumulator(Rule):
             and _same_target(node.targets[0].target, value.left)
         ):
             self._check(value.right)
-        self.scalar_locals.record(node)
+        self.scalar_locals.enter(node)
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        self.scalar_locals.leave(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.scalar_locals.note(node)
 
     def _check(self, value: cst.BaseExpression) -> None:
         direct = _scalar_read(self.context, value)
@@ -299,7 +322,7 @@ class ItemIntoMeter(Rule):
         self._tensor_locals: set[tuple[int, str]] = set()  # locals assigned a tensor expression (`acc = (p == y).mean()`)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self.scalar_locals.record(node)
+        self.scalar_locals.enter(node)
         self._metrics_dict_store(node)
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             key = (id(self.context.enclosing_function()), node.targets[0].target.value)
@@ -308,7 +331,11 @@ class ItemIntoMeter(Rule):
             elif not (isinstance(node.value, cst.Name) and node.value.value == "None"):  # `else: acc = None` branches
                 self._tensor_locals.discard(key)
 
+    def leave_Assign(self, node: cst.Assign) -> None:
+        self.scalar_locals.leave(node)
+
     def visit_Call(self, node: cst.Call) -> None:
+        self.scalar_locals.note(node)
         method = _accumulating_callee(node)
         if method is None:
             return

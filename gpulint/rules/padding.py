@@ -621,12 +621,15 @@ class LossMaskedAfterwards(Rule):
         if not isinstance(node.operator, cst.Multiply):
             return
         for loss_side, other in ((node.left, node.right), (node.right, node.left)):
-            if _mentions_mask(other) and self._report_loss(loss_side):
+            loss = self._find_loss(loss_side)  # cheap; the mask check walks the other operand
+            if loss is not None and _mentions_mask(other):
+                self._report(*loss)
                 return
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if any(isinstance(e.slice, cst.Index) and _mentions_mask(e.slice.value) for e in node.slice):
-            self._report_loss(node.value)
+        loss = self._find_loss(node.value)
+        if loss is not None and any(isinstance(e.slice, cst.Index) and _mentions_mask(e.slice.value) for e in node.slice):
+            self._report(*loss)
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MASKING_METHODS:
@@ -645,21 +648,26 @@ class LossMaskedAfterwards(Rule):
         return last_name(call.func) in self._criteria
 
     def _report_loss(self, expr: cst.BaseExpression) -> bool:
-        """Report the unreduced loss that `expr` is (a call, or a local assigned from one); True when it is one."""
+        """Report the unreduced loss that `expr` is; True when it is one."""
+        loss = self._find_loss(expr)
+        if loss is not None:
+            self._report(*loss)
+        return loss is not None
+
+    def _find_loss(self, expr: cst.BaseExpression) -> tuple[cst.Call, tuple[cst.CSTNode, ...]] | None:
+        """The unreduced loss call `expr` is (through `.view(-1)` and the like, or a local assigned from one) and the
+        ancestors to report it with."""
         while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SHAPE_METHODS:
             expr = expr.func.value
         if isinstance(expr, cst.Call) and self._is_unreduced_loss(expr):
-            call, ancestors = expr, self.context.ancestors_snapshot()
-        elif isinstance(expr, cst.Name):
-            found = self._losses.get((id(self.context.enclosing_function()), expr.value))
-            if found is None:
-                return False
-            call, ancestors = found
-        else:
-            return False
+            return expr, self.context.ancestors_snapshot()
+        if isinstance(expr, cst.Name):
+            return self._losses.get((id(self.context.enclosing_function()), expr.value))
+        return None
+
+    def _report(self, call: cst.Call, ancestors: tuple[cst.CSTNode, ...]) -> None:
         if id(call) not in self._reported:
             self._reported.add(id(call))
             # "per_step": the training loss runs every step (compute_loss, training_step, code the step calls); a
             # masked per-row average in an eval or scoring helper, or behind an eval-interval gate, is not it.
             self.context.add_report(Report(self, call, self.message, "per_step", ancestors))
-        return True
