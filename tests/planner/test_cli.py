@@ -49,6 +49,7 @@ def test_text_sweep_and_out(tmp_path, capsys):
     assert not list(out.glob(".*tmp"))
 
 
+@pytest.mark.slow
 def test_measure_reports_measured_next_to_predicted(tmp_path, capsys):
     assert main(["plan", _config(tmp_path, budget="520KB"), "--measure", "--format", "json"]) == 0
     plan = json.loads(capsys.readouterr().out)

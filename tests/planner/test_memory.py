@@ -52,7 +52,9 @@ def test_views_cost_nothing(mlp_graph):
     assert views and all(n.nbytes == 0 and not n.creates for n in views)
 
 
-@pytest.mark.parametrize("which", ["default", "none", "half"])
+@pytest.mark.parametrize(
+    "which", ["default", pytest.param("none", marks=pytest.mark.slow), pytest.param("half", marks=pytest.mark.slow)]
+)
 def test_simulated_peak_equals_measured_gpt(which):
     graph = trace_step(models.tiny_gpt, models.tiny_batch, optimizer="adamw").graph
     default = sorted(graph.default_saved())
