@@ -161,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
     from gpulint.planner.config import load_plan_config, parse_budget
     from gpulint.planner.errors import PlanError
 
+    if importlib.util.find_spec("torch") is None:
+        raise PlanError("gpulint plan needs torch: pip install 'gpulint[plan]'")
     config = load_plan_config(args.config)
     budget = parse_budget(args.budget, "--budget") if args.budget is not None else config.budget
     if args.sweep < 0 or args.sweep == 1:
