@@ -15,6 +15,7 @@ from gpulint.rules.per_tensor import (
     binds_tensor_dict,
     in_step,
     name_parts,
+    rarely_runs,
     scan_model_tensor_for,
     target_names,
 )
@@ -82,6 +83,8 @@ class _WhereItRuns(Rule):
         self, node: cst.CSTNode, message: str | None = None, fix: Sequence[Replace] = (), unsafe: bool = False
     ) -> None:
         function = self.context.enclosing_function()
+        if rarely_runs(self.context):
+            return
         if function is None:
             self.report(node, message, when="per_step", fix=fix, unsafe_fix=unsafe)
         elif "forward" in name_parts(function.name.value):
@@ -260,7 +263,7 @@ class ForeachDisabled(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         arg = _keyword(node, "foreach")
-        if arg is not None and _is_false(arg.value):
+        if arg is not None and _is_false(arg.value) and not self.context.in_tests:
             self.report(arg, when="always", fix=[Replace(node, _without_arg(node, arg))], unsafe_fix=True)
 
 
@@ -306,7 +309,7 @@ class ZeroGradKeepsTensors(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if last_name(node.func) != "zero_grad" or not isinstance(node.func, cst.Attribute):
+        if last_name(node.func) != "zero_grad" or not isinstance(node.func, cst.Attribute) or self.context.in_tests:
             return
         arg = _keyword(node, "set_to_none")
         if arg is None and node.args and node.args[0].keyword is None:
@@ -610,7 +613,7 @@ class ConstructionInStep(Rule):
         name = self.context.resolve(node.func) or ""
         if not (name in COMPILERS or name in DATA_LOADERS or self._is_optimizer(name)):
             return
-        if one_time_branch(self.context):
+        if one_time_branch(self.context) or self.context.in_tests:
             return
         self.report(node, self.message.format(name=name), when="in_step")
 

@@ -95,6 +95,25 @@ def target_names(target: cst.CSTNode) -> set[str]:
     return set()
 
 
+def tensor_targets(target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
+    """The loop variables that hold tensors: not the names of `named_parameters()` / `.items()`, not the index of
+    `enumerate`; `zip` pairs each target with its iterable."""
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(iterable, cst.Call):
+        elements = [e.value for e in target.elements]
+        func = iterable.func
+        if isinstance(func, cst.Name) and func.value == "enumerate" and len(elements) == 2 and iterable.args:
+            return tensor_targets(elements[1], iterable.args[0].value)
+        if isinstance(func, cst.Name) and func.value == "zip" and len(elements) == len(iterable.args):
+            names: set[str] = set()
+            for element, arg in zip(elements, iterable.args):
+                names |= tensor_targets(element, arg.value)
+            return names
+        named = isinstance(func, cst.Attribute) and func.attr.value in ("named_parameters", "named_buffers", "items")
+        if named and len(elements) == 2:
+            return target_names(elements[1])
+    return target_names(target)
+
+
 def is_model_tensor_iterable(expr: cst.BaseExpression) -> bool:
     """True for what yields a model's tensors: `m.parameters()`, `m.named_parameters()`, `sd.values()` of a state
     dict, `group["params"]`, names like `params` / `grads`, and those wrapped in enumerate/zip/list."""
@@ -111,6 +130,8 @@ def is_model_tensor_iterable(expr: cst.BaseExpression) -> bool:
                 if _chain_calls_state_dict(receiver):
                     return True
                 name = last_name(receiver) or ""
+                if isinstance(receiver, cst.Attribute) and name == "parameters":
+                    return False  # `inspect.signature(f).parameters.values()`: not a module's parameters
                 return "state_dict" in name.lower() or _is_param_name(name)
         return False
     if isinstance(expr, cst.Subscript):
@@ -235,6 +256,8 @@ class _LoopBodyScanner(cst.CSTVisitor):
         # are not updates.
         if not isinstance(target, (cst.Attribute, cst.Subscript)) or isinstance(value, (cst.Name, cst.Attribute)):
             return
+        if isinstance(target, cst.Attribute) and target.attr.value not in ("data", "grad"):
+            return  # `p.requires_grad = ...`: a flag, not a tensor
         if _is_plain_copy_source(value) and not isinstance(value, (cst.Name, cst.Attribute)):
             return  # `p.data = p.data.half()`: a cast, set up once
         computed = isinstance(value, (cst.BinaryOperation, cst.Call)) and self._on_tensor(value)
@@ -427,7 +450,7 @@ def scan_model_tensor_for(
     names bound to dicts of model tensors in the function (`par = dict(model.named_parameters())`): a loop over their
     keys indexes them (`par[k].mul_(d)`)."""
     if is_model_tensor_iterable(node.iter):
-        return scan_tensor_loop(target_names(node.target), node.body, context)
+        return scan_tensor_loop(tensor_targets(node.target, node.iter), node.body, context)
     iterated = node.iter.func.value if isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) else node.iter
     if tensor_dicts and isinstance(iterated, cst.Name) and iterated.value in tensor_dicts:
         return scan_tensor_loop(target_names(node.target) | tensor_dicts, node.body, context)
@@ -455,7 +478,7 @@ def scan_model_tensor_comprehension(node: cst.CSTNode, context: FileContext) -> 
     comp_for = node.for_in
     if comp_for.inner_for_in is not None or not is_model_tensor_iterable(comp_for.iter):
         return None
-    scan = scan_tensor_loop(target_names(comp_for.target), comprehension_element(node), context)
+    scan = scan_tensor_loop(tensor_targets(comp_for.target, comp_for.iter), comprehension_element(node), context)
     if scan.reductions and iterated_by_truth_consumer(context):
         scan.reads += 1
     return scan
@@ -496,14 +519,35 @@ def in_data_pipeline(context: FileContext) -> bool:
     return False
 
 
+# Function-name parts of one-off work that is not named cold: loading/converting weights, building the model, fusing
+# layers for deployment, a script's main() without a training loop.
+ONE_OFF_PARTS = frozenset(
+    {"load", "convert", "filter", "remap", "upgrade", "migrate", "port", "fuse", "reparam", "reparameterize",
+     "deploy", "build", "main"}
+)
+
+
+def rarely_runs(context: FileContext) -> bool:
+    """Test code, an `except` handler (an error path), or a function named for one-off work."""
+    if context.in_tests:
+        return True
+    for node in reversed(context.ancestors):
+        if isinstance(node, cst.ExceptHandler):
+            return True
+        if isinstance(node, cst.FunctionDef):
+            return bool(name_parts(node.name.value) & ONE_OFF_PARTS)
+    return False
+
+
 class _PerTensorRule(Rule):
     """Shared by the GPL1xx rules: they report only outside gated code (a gated log every N steps is cheap) and
     outside the data pipeline. A configuration switch (`if args.log_grad_norm:`) is not a gate: when it is on, the
     loop runs every step."""
 
     def _report_ungated(self, node: cst.CSTNode, message: str | None = None, **kwargs) -> None:
-        if not self.context.gated_here(switches_gate=False) and not in_data_pipeline(self.context):
-            self.report(node, message, when="training", **kwargs)
+        if self.context.gated_here(switches_gate=False) or in_data_pipeline(self.context) or rarely_runs(self.context):
+            return
+        self.report(node, message, when="training", **kwargs)
 
 
 class PerTensorNormRead(_PerTensorRule):
@@ -724,7 +768,7 @@ class PerMetricLoggingLoop(_PerTensorRule):
             return
         if iterates_host_values(node.iter, self.context):
             return
-        if _reads_each(value_vars, node.body, self.context):
+        if _reads_each(value_vars, node.body, self.context, logged_counts=_names_losses(node.iter)):
             self._report_ungated(node.iter)
 
     def _metric_value_vars(self, node: cst.For) -> set[str]:
@@ -759,12 +803,13 @@ def _names_metrics(expr: cst.BaseExpression) -> bool:
 
 
 class _ReadFinder(cst.CSTVisitor):
-    """Is one of `names` surely a tensor read on the host: `v.item()`, `v.tolist()`, `v.cpu()`, `v.numpy()`,
-    `writer.add_scalar(k, v)`? (`float(v)` / `int(v)` are not counted: the dict may hold Python numbers.)"""
+    """Is one of `names` surely a tensor read on the host: `v.item()`, `v.tolist()`, `v.cpu()`, `v.numpy()`, or
+    `writer.add_scalar(k, v)` of a loss? (`float(v)` / `int(v)` are not counted: the dict may hold Python numbers.)"""
 
-    def __init__(self, names: set[str]) -> None:
+    def __init__(self, names: set[str], logged_counts: bool) -> None:
         super().__init__()
         self.names = names
+        self.logged_counts = logged_counts  # only for dicts named for losses: others may hold Python numbers
         self.found = False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -775,15 +820,26 @@ class _ReadFinder(cst.CSTVisitor):
         method_read = (
             isinstance(func, cst.Attribute) and func.attr.value in HOST_READ_METHODS and root_name(func.value) in self.names
         )
-        logged = last_name(func) in ("add_scalar", "add_scalars") and any(
+        logged = self.logged_counts and last_name(func) in ("add_scalar", "add_scalars") and any(
             isinstance(arg.value, cst.Name) and arg.value.value in self.names for arg in node.args
         )
         self.found = self.found or method_read or logged
         return not self.found
 
 
-def _reads_each(names: set[str], body: cst.CSTNode, context: FileContext) -> bool:
-    finder = _ReadFinder(names)
+def _names_losses(iterable: cst.BaseExpression) -> bool:
+    """Does the loop iterate something named for losses (`loss_dict.items()`, `zip(names, losses)`)?"""
+    while isinstance(iterable, cst.Call):
+        if isinstance(iterable.func, cst.Name) and iterable.args:
+            return any(_names_losses(arg.value) for arg in iterable.args)
+        if not isinstance(iterable.func, cst.Attribute):
+            return False
+        iterable = iterable.func.value
+    return bool(name_parts(last_name(iterable) or "") & {"loss", "losses"})
+
+
+def _reads_each(names: set[str], body: cst.CSTNode, context: FileContext, logged_counts: bool) -> bool:
+    finder = _ReadFinder(names, logged_counts)
     body.visit(finder)
     return finder.found
 

@@ -340,3 +340,47 @@ def test_plural_cold_function_name_is_cold():
             return torch.zeros(num, 1, dtype=torch.long).to(args.device)
     """
     assert codes(source, "GPL504") == []
+
+
+def test_one_off_and_error_path_loops_are_not_flagged():
+    sources = (
+        # fairseq: freezing by name at model build time (a flag attribute, the key is a string)
+        """
+        def build_decoder(decoder, args):
+            for k, p in decoder.named_parameters():
+                p.requires_grad = need_finetuning(args.finetune_decoder_params, k)
+        """,
+        # a state dict converted at load time
+        """
+        def checkpoint_filter_fn(state_dict, model):
+            out = {}
+            for k, v in state_dict.items():
+                out[k] = v.reshape(v.shape[0], -1) * 1.0
+            return out
+        """,
+        # an overflow report in an except handler
+        """
+        def step(self):
+            try:
+                self.optimizer.step()
+            except OverflowError:
+                for p in self.params:
+                    p.grad.mul_(0.0)
+        """,
+        # `inspect.signature(...).parameters` is not a module's parameters
+        """
+        import inspect
+
+        def update_args(cls, args):
+            for p in inspect.signature(cls).parameters.values():
+                p.default.add_(1)
+        """,
+    )
+    for source in sources:
+        assert codes("import torch\n" + textwrap.dedent(source)) == [], source
+
+
+def test_rules_do_not_apply_to_test_files():
+    source = in_loop("opt.zero_grad(set_to_none=False)")
+    assert codes(source, "GPL503", path="tests/test_train.py") == []
+    assert codes(source, "GPL503", path="train.py") == [("GPL503", 7)]

@@ -249,3 +249,27 @@ def test_foreach_norm_fix_keeps_other_comprehensions_alone():
     """
     findings = [f for f in lint_text("a.py", textwrap.dedent(source), RULES) if f.code == "GPL102"]
     assert len(findings) == 1 and findings[0].fix is None
+
+
+def test_host_scalars_logged_from_an_event_storage_are_free():
+    # detectron2's TensorboardXWriter: the storage holds Python floats; add_scalar of them is no sync.
+    source = """
+        def write(self):
+            storage = get_event_storage()
+            for k, (v, it) in storage.latest_with_smoothing_hint(20).items():
+                self._writer.add_scalar(k, v, it)
+    """
+    assert codes("import torch\n" + textwrap.dedent(source), "GPL1") == []
+
+
+def test_names_and_indices_of_parameter_loops_are_not_tensors():
+    # `name` in `for name, p in named_parameters()` is a string; passing it to a logger reads nothing.
+    source = """
+        import torch
+
+        def report(model, logger):
+            for i, (name, p) in enumerate(model.named_parameters()):
+                logger.info(name)
+                p.data.mul_(0.5)
+    """
+    assert codes(source, "GPL1") == []
