@@ -81,7 +81,7 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, device: torch.device) -
 
 def train(args: argparse.Namespace) -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    cfg = GPTConfig(vocab_size=257, n_layer=2, d_model=128, seq_len=64, batch_size=8)
+    cfg = GPTConfig()  # the configuration examples/gpulint.yaml plans
     model = build_model(cfg).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, foreach=False)
     tokenizer = CharTokenizer()
