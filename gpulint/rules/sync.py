@@ -90,8 +90,8 @@ class _Tensors:
     One per rule instance: it only reads assignments (O(1) each), so keeping several is cheaper than sharing state.
     """
 
-    def __init__(self, rule: Rule) -> None:
-        self.context = rule.context
+    def __init__(self, context) -> None:
+        self.context = context
         self._bound: dict[tuple[int, str], bool] = {}
         self._masks: set[tuple[int, str]] = set()
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
@@ -249,18 +249,54 @@ def _string_index(node: cst.Subscript) -> str | None:
 # A training script (it calls backward) that never names a device, an accelerator or a distributed backend runs on
 # the CPU: nothing to sync with. Helper modules (losses, matchers) get their tensors from elsewhere and are checked.
 _GPU_EVIDENCE = re.compile(
-    r"cuda|device|gpu|accelerat|fabric|lightning|distributed|\.to\(|(?<![a-z])rank|(?<![a-z])(xla|mps|xpu|npu)(?![a-z])"
+    r"cuda|device|gpu|accelerat|fabric|lightning|distributed|(?<![a-z])rank|(?<![a-z])(xla|mps|xpu|npu)(?![a-z])"
 )
-_gpu_files: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_GPU_PACKAGES = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "torch.distributed",
+                 "torch_xla", "apex", "torch.cuda")
 
 
-def _mentions_gpu(context) -> bool:
-    known = _gpu_files.get(context)
-    if known is None:
-        # Only files that produced a GPL4 report pay for regenerating their text, once.
-        code = getattr(context, "text", None) or context.module.code  # the engine may hand over the source text
-        known = _gpu_files[context] = bool(_GPU_EVIDENCE.search(code)) or "backward(" not in code
-    return known
+class _FileState:
+    """What all GPL4xx rules of one file share: the tensor tracker (updated once per node, not once per rule) and
+    whether the file shows any sign of a GPU."""
+
+    def __init__(self, context) -> None:
+        self.tensors = _Tensors(context)
+        self.gpu = False
+        self.backward = False
+        self.last_node: cst.CSTNode | None = None
+
+    def saw_call(self, call: cst.Call) -> None:
+        method = last_name(call.func)
+        if method == "backward":
+            self.backward = True
+        if self.gpu:
+            return
+        if method in ("to", "cuda") or _GPU_EVIDENCE.search(dotted_name(call.func) or ""):
+            self.gpu = True
+            return
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in ("device", "non_blocking", "pin_memory"):
+                self.gpu = True
+                return
+
+    def saw_param(self, param: cst.Param) -> None:
+        if not self.gpu and _GPU_EVIDENCE.search(param.name.value):
+            self.gpu = True  # `def train(model, loader, device)`
+
+    def cpu_only(self, context) -> bool:
+        if self.gpu or not self.backward:
+            return False
+        return not any(context.imports.imported(package) for package in _GPU_PACKAGES)
+
+
+_file_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _state_of(context) -> _FileState:
+    state = _file_states.get(context)
+    if state is None:
+        state = _file_states[context] = _FileState(context)
+    return state
 
 
 # Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
@@ -280,19 +316,41 @@ class _SyncRule(Rule):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self.tensors = _Tensors(self)
+        self.file = _state_of(context)
+        self.tensors = self.file.tensors
+
+    def _first(self, node: cst.CSTNode) -> bool:
+        """True for the first GPL4xx rule that sees this node event (the others skip the shared update)."""
+        if self.file.last_node is node:
+            return False
+        self.file.last_node = node
+        return True
 
     def leave_Assign(self, node: cst.Assign) -> None:
-        self.tensors.assigned(node)
+        if self._first(node):
+            self.tensors.assigned(node)
 
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.tensors.assigned(node)
+        if self._first(node):
+            self.tensors.assigned(node)
 
     def visit_For(self, node: cst.For) -> None:
-        self.tensors.loop_target(node)
+        if self._first(node):
+            self.tensors.loop_target(node)
 
     def leave_Call(self, node: cst.Call) -> None:
-        self.tensors.buffer_registered(node)
+        if self._first(node):
+            self.tensors.buffer_registered(node)
+            self.file.saw_call(node)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if self._first(node):
+            self.file.saw_param(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """Drop this rule's reports in a CPU-only training script (known only once the whole file is seen)."""
+        if self.file.cpu_only(self.context):
+            self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
 
     # -- precedence: shapes that belong to other families
     def in_accumulator(self) -> bool:
@@ -313,13 +371,13 @@ class _SyncRule(Rule):
         return isinstance(loop, cst.For) and _iterates_tensors_of_model(loop.iter)
 
     def report(self, node, message=None, *, when="per_step", fix=(), unsafe_fix=False) -> None:
-        if _mentions_gpu(self.context) and not _rarely_runs(self.context.ancestors):
+        if not _rarely_runs(self.context.ancestors):
             super().report(node, message, when=when, fix=fix, unsafe_fix=unsafe_fix)
 
     def report_at(self, node: cst.CSTNode, message: str, ancestors: tuple[cst.CSTNode, ...], fix=(),
                   unsafe_fix: bool = False) -> None:
         """Report with ancestors saved earlier (for findings decided at the end of the file)."""
-        if _mentions_gpu(self.context) and not _rarely_runs(ancestors):
+        if not _rarely_runs(ancestors):
             self.context.add_report(Report(self, node, message, "per_step", ancestors, tuple(fix), unsafe_fix))
 
 
@@ -975,6 +1033,10 @@ class BlockingHostToDeviceCopy(_SyncRule):
             self._blocking.append((node, call, self.context.ancestors_snapshot()))
 
     def leave_Module(self, node: cst.Module) -> None:
+        self._emit()
+        super().leave_Module(node)
+
+    def _emit(self) -> None:
         if self._prepared:
             return
         for call, text, ancestors in self._blocking:
@@ -1530,6 +1592,10 @@ class DdpAccumulationWithoutNoSync(_SyncRule):
         return False
 
     def leave_Module(self, node: cst.Module) -> None:
+        self._emit()
+        super().leave_Module(node)
+
+    def _emit(self) -> None:
         if not self._uses_ddp or self._uses_no_sync:
             return
         for call, loop_id, ancestors in self._backwards:
