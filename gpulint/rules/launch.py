@@ -36,14 +36,16 @@ def one_time_branch(context: FileContext) -> bool:
         node = chain[index]
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
-        if (
-            isinstance(node, cst.If)
-            and chain[index + 1] is node.body
-            and isinstance(node.test, cst.Comparison)
-            and any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in node.test.comparisons)
-        ):
+        if isinstance(node, cst.If) and chain[index + 1] is node.body and _tests_one_time(node.test):
             return True
     return False
+
+
+def _tests_one_time(test: cst.BaseExpression) -> bool:
+    """`x == N`, `x is None`, or one of them and-ed with other conditions (`n_iter == 0 and state_dict`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_one_time(test.left) or _tests_one_time(test.right)
+    return isinstance(test, cst.Comparison) and any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in test.comparisons)
 
 
 def _singular(name: str) -> str:
@@ -391,6 +393,7 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         in_step("buf = torch.ByteTensor(storage).to(\"cuda\")"),
         in_step("pos = torch.arange(64, device=batch.device).type_as(loss)"),
         in_step("if len(state) == 0:\n    state[\"row\"] = torch.zeros(64).to(loss)"),
+        in_step("labels = torch.arange(8)\nlabels = batch_labels\nlabels = labels.to(device)"),
     )
     invalid = (
         Invalid(
@@ -418,6 +421,8 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
             fixed=in_step("idx = torch.arange(16, device=device).view(-1, 1)"),
         ),
         Invalid(in_step("labels = (torch.arange(8, dtype=torch.long) + 8 * rank).cuda()")),
+        Invalid(in_step("labels = torch.cat([torch.arange(8) for _ in range(2)])\n"
+                        "labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()\nlabels = labels.to(device)")),
         Invalid(
             "import numpy as np\nimport torch\n\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
             "for imgs, _ in dataloader:\n    z = Tensor(np.random.normal(0, 1, (imgs.shape[0], 100)))\n"
@@ -429,6 +434,10 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         ),
     )
 
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._cpu_built: dict[int, set[str]] = {}  # per function: names of tensors built on the CPU from factories
+
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
         func = node.func
@@ -438,6 +447,8 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as"):
             return
         created = self._cpu_creation(func.value)
+        if created is None and self._built_here(func.value):
+            created = (func.value, "")  # `labels = torch.cat([torch.arange(n), ...])` ... `labels.to(device)`
         if created is None or one_time_branch(self.context):
             return
         factory, kind = created
@@ -453,6 +464,44 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
 
     def visit_For(self, node: cst.For) -> None:
         self._track_for(node)
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        # Names bound to tensors built on the CPU in this function (factories and what is computed from them only).
+        built = self._cpu_built.setdefault(id(self.context.enclosing_function()), set())
+        on_cpu = self._is_cpu_built(original_node.value, built)
+        for target in original_node.targets:
+            if isinstance(target.target, cst.Name):
+                (built.add if on_cpu else built.discard)(target.target.value)
+
+    def _built_here(self, expr: cst.BaseExpression) -> bool:
+        built = self._cpu_built.get(id(self.context.enclosing_function()), set())
+        return isinstance(expr, cst.Name) and expr.value in built
+
+    def _is_cpu_built(self, expr: cst.BaseExpression, built: set[str]) -> bool:
+        """A tensor built on the CPU from torch factories: `torch.arange(n)`, `torch.cat([torch.arange(n)] * 2)`,
+        `(labels.unsqueeze(0) == labels.unsqueeze(1)).float()` with `labels` built so."""
+        if isinstance(expr, cst.Name):
+            return expr.value in built
+        if isinstance(expr, cst.Comparison):
+            return self._is_cpu_built(expr.left, built) and all(
+                self._is_cpu_built(c.comparator, built) for c in expr.comparisons
+            )
+        if isinstance(expr, cst.BinaryOperation):
+            return self._is_cpu_built(expr.left, built) and self._is_cpu_built(expr.right, built)
+        if not isinstance(expr, cst.Call):
+            return False
+        if self._cpu_creation(expr) is not None:
+            return True
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in RESHAPES:
+            return self._is_cpu_built(func.value, built)
+        if self.context.resolve(func) in ("torch.cat", "torch.stack") and expr.args:
+            parts = expr.args[0].value
+            if isinstance(parts, (cst.ListComp, cst.GeneratorExp)):
+                return self._is_cpu_built(parts.elt, built)
+            if isinstance(parts, (cst.List, cst.Tuple)) and parts.elements:
+                return all(self._is_cpu_built(e.value, built) for e in parts.elements)
+        return False
 
     def _numpy_random_to_device(self, call: cst.Call) -> bool:
         """`Tensor(np.random.normal(...))` with `Tensor` a device tensor type (`torch.cuda.FloatTensor`, or an alias
