@@ -19,7 +19,7 @@ from typing import Callable, Mapping, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from gpulint.linter.context import FileContext
+from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS, FileContext
 from gpulint.linter.noqa import Suppressions
 from gpulint.linter.rule import Edit, Finding, Fix, InsertBefore, Replace, Report, Rule
 
@@ -84,6 +84,14 @@ def _trigger_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)))
 
 
+@lru_cache(maxsize=64)
+def _step_evidence(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
+    """Text that any code the hot-path context can call per-step needs: a step marker, a loader, or a hot function's
+    definition. A file without any of it has no training step, so rules that only report in the step can skip it."""
+    names = "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
+    return re.compile(rf"backward\(|zero_grad\(|\.step\(|loader|Loader|def\s+(?:{names})\s*\(")
+
+
 def lint_bytes(path: str, data: bytes, rules: Sequence[type[Rule]], options: LintOptions = LintOptions()) -> FileResult:
     result = FileResult(path=path)
     try:
@@ -109,6 +117,10 @@ def lint_text(
         return []
     if len(active) > 1:
         active = [r for r in active if any(w in text for w in r.triggers)]
+    if any(r.hot_only for r in active) and not _step_evidence(options.hot_functions).search(text):
+        active = [r for r in active if not r.hot_only]
+        if not active:
+            return []
     if _may_nest_too_deep(text):
         # libcst's native parser overflows its stack (a crash, not an exception) on nesting far deeper than Python
         # allows (200 brackets); Python's own parser rejects such files cleanly.
