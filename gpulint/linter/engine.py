@@ -89,7 +89,7 @@ def _step_evidence(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
     """Text that any code the hot-path context can call per-step needs: a step marker, a loader, or a hot function's
     definition. A file without any of it has no training step, so rules that only report in the step can skip it."""
     names = "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
-    return re.compile(rf"backward\(|zero_grad\(|\.step\(|loader|Loader|def\s+(?:{names})\s*\(")
+    return re.compile(rf"backward\(|zero_grad\(|\.step\(|loader|Loader|batches|prefetcher|iterator|def\s+(?:{names})\s*\(")
 
 
 def lint_bytes(path: str, data: bytes, rules: Sequence[type[Rule]], options: LintOptions = LintOptions()) -> FileResult:
