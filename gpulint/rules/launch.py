@@ -125,8 +125,8 @@ class PerParameterUpdateLoop(_WhereItRuns):
         "`ema`, `accumulate`). Hand-written optimizers, EMA/teacher updates, gradient scaling and manual zeroing are "
         "the usual cases. In a function that holds the training loop, only loops inside it count.",
         why_slow="Kernel launch count: each in-place op on each tensor is its own launch. An EMA update of a 300-tensor "
-        "model with `mul_` + `add_` is 600 launches per step, each costing ~5-10 us of CPU time for microseconds of GPU "
-        "work, so the GPU waits on the Python loop. The `torch._foreach_*` ops and `foreach=True`/`fused=True` "
+        "model with `mul_` + `add_` is 600 launches per step, each paying Python and dispatcher time on the CPU for a "
+        "tiny amount of GPU work, so the GPU waits on the Python loop. The `torch._foreach_*` ops and `foreach=True`/`fused=True` "
         "optimizers process whole tensor lists in a few multi-tensor kernels.",
         example="with torch.no_grad():\n    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
         "        ema_p.mul_(decay).add_(p, alpha=1 - decay)",

@@ -63,7 +63,9 @@ INPLACE_ARITHMETIC = frozenset(
 )
 
 
-UPDATE_NAME_PARTS = frozenset({"update", "updates", "step", "ema", "sync", "apply", "swap", "average", "momentum"})
+UPDATE_NAME_PARTS = frozenset(
+    {"update", "updates", "step", "ema", "sync", "apply", "swap", "average", "momentum", "accumulate"}
+)
 CONVERSIONS = frozenset({"to", "detach", "cuda", "float", "half", "bfloat16", "double", "type", "type_as", "contiguous"})
 
 
@@ -858,7 +860,7 @@ class ItemListComprehension(_PerTensorRule):
         "d.items()}` that call `.item()` on each element (also inside arithmetic or `round`), outside the data "
         "pipeline (tokenize/collate/dataset functions hold CPU tensors).",
         why_slow="Every `.item()` is a separate device-to-host copy that waits for the GPU queue to drain; N elements "
-        "cost N round trips (each tens of microseconds plus the lost CPU lead), where one `tolist()` on a stacked "
+        "cost N round trips (each one a full host-device latency plus the lost CPU lead), where one `tolist()` on a stacked "
         "tensor costs one.",
         example="values = [t.item() for t in losses]\nlogs = {k: v.item() / world_size for k, v in loss_dict.items()}",
         use_instead="values = torch.stack(losses).tolist()",
