@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.names import callee_method, last_name
+from gpulint.linter.names import callee_method, dotted_name, last_name
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 
 _TRAIN_LOOP = """import torch
@@ -23,6 +23,34 @@ def train(model, loader, optimizer, criterion, device):
 {body}
     return total
 """
+
+
+class _MetricRule(Rule):
+    """Base of the GPL2xx rules: the cost of a metric in test code is not training time, so test files are skipped."""
+
+    def report(self, node, message=None, **kwargs) -> None:  # type: ignore[override]
+        if not self.context.in_tests:
+            super().report(node, message, **kwargs)
+
+    def report_with(self, node: cst.CSTNode, message: str, ancestors: tuple[cst.CSTNode, ...]) -> None:
+        """Report `node` as seen from `ancestors` (a node remembered earlier in the traversal), every step."""
+        if not self.context.in_tests and not _in_parameter_loop(ancestors):
+            self.context.add_report(Report(self, node, message, "per_step", ancestors))
+
+
+def _in_parameter_loop(ancestors) -> bool:
+    """Inside a loop over parameters (`for p in model.parameters()`, `for p in self.master_params`): a per-parameter
+    norm or read there is GPL1xx's (per-tensor loops), not an accumulator of step metrics."""
+    for node in reversed(ancestors):
+        if isinstance(node, cst.For):
+            iter_ = node.iter
+            while isinstance(iter_, cst.Call) and last_name(iter_.func) in ("zip", "enumerate", "list") and iter_.args:
+                iter_ = iter_.args[0].value
+            name = dotted_name(iter_.func if isinstance(iter_, cst.Call) else iter_) or ""
+            return "param" in name.lower()
+        if isinstance(node, (cst.FunctionDef, cst.While)):
+            return False
+    return False
 
 
 def _in_loop(body: str, header: str = "") -> str:
@@ -103,7 +131,7 @@ class _ScalarLocals:
     """Locals assigned a scalar read from the device (`loss_value = loss.item()`). Accumulating such a name later in
     the same function is the same per-step sync as accumulating the read itself: it is reported at the read."""
 
-    def __init__(self, rule: Rule) -> None:
+    def __init__(self, rule: _MetricRule) -> None:
         self.rule = rule
         self._reads: dict[tuple[int, str], tuple[cst.Call, tuple[cst.CSTNode, ...]]] = {}
         self._reported: set[int] = set()
@@ -157,11 +185,11 @@ class _ScalarLocals:
         if id(read) not in self._reported:
             self._reported.add(id(read))
             text = self.rule.context.module.code_for_node(read)
-            self.rule.context.add_report(Report(self.rule, read, message.format(read=text), "per_step", ancestors))
+            self.rule.report_with(read, message.format(read=text), ancestors)
         return True
 
 
-class ItemAccumulator(Rule):
+class ItemAccumulator(_MetricRule):
     code = "GPL201"
     name = "item-accumulator"
     message = "accumulating `{read}` on the host forces a device-to-host sync every step; accumulate the detached tensor and read it when you log"
@@ -189,6 +217,7 @@ class ItemAccumulator(Rule):
         _in_loop("if step % 100 == 0:\n    total += loss.item()"),
         _in_loop("host = loss.detach().cpu()\ntotal += host.item()"),
         _in_loop("total += x.size(0)"),
+        _in_loop("sqsum = 0.0\nfor p in model.parameters():\n    sqsum += (p.grad ** 2).sum().item()"),
         "import torch\n\ndef evaluate(model, loader, criterion):\n    total = 0.0\n    with torch.no_grad():\n"
         "        for x, y in loader:\n            total += criterion(model(x), y).item()\n    return total\n",
     )
@@ -237,6 +266,8 @@ class ItemAccumulator(Rule):
             # `t.item()` / `float(t)` -> `t.detach()`; a `.cpu().numpy()` copy has no one-token replacement.
             tensor = direct.func.value if isinstance(direct.func, cst.Attribute) else direct.args[0].value
             fix = [Replace(direct, cst.Call(func=cst.Attribute(value=tensor, attr=cst.Name("detach"))))]
+        if _in_parameter_loop(self.context.ancestors):
+            return
         read = self.context.module.code_for_node(reads[0])
         self.report(value, self.message.format(read=read), fix=fix, unsafe_fix=True)
 
@@ -265,7 +296,7 @@ def _accumulating_callee(call: cst.Call) -> str | None:
     return name if words & _STATS_PARTS and "log" not in words else None
 
 
-class ItemIntoMeter(Rule):
+class ItemIntoMeter(_MetricRule):
     code = "GPL202"
     name = "item-into-meter"
     message = "`.{method}({read})` reads a device scalar to the host every step to feed a meter or list; keep it on the device until you log"
@@ -345,8 +376,9 @@ class ItemIntoMeter(Rule):
             reads = _scalar_reads_in(self.context, arg.value)
             read = reads[0] if reads else self._tolist(arg.value)
             if read is not None:
-                text = self.context.module.code_for_node(read)
-                self.report(node, self.message.format(method=method, read=text))
+                if not _in_parameter_loop(self.context.ancestors):
+                    text = self.context.module.code_for_node(read)
+                    self.report(node, self.message.format(method=method, read=text))
                 return
         for arg in node.args:  # every argument: `Statistics(loss, n_words, n_correct)` may carry several reads
             self.scalar_locals.report_reads_in(arg.value, self.message.replace("{method}", method))
@@ -412,7 +444,7 @@ class _LoopFrame:
         self.reported = False
 
 
-class _LoopFactsRule(Rule):
+class _LoopFactsRule(_MetricRule):
     """Base of the rules that judge a `for` loop by its body. Facts are gathered by the engine's single traversal
     (no re-walk of the body per loop) into a frame per open loop; `leave_For` judges the loop."""
 
@@ -446,7 +478,7 @@ class _LoopFactsRule(Rule):
 
     def report_loop(self, frame: _LoopFrame, message: str | None = None) -> None:
         frame.reported = True
-        self.context.add_report(Report(self, frame.node.iter, message or self.message, "per_step", frame.ancestors))
+        self.report_with(frame.node.iter, message or self.message, frame.ancestors)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         for frame in self._frames[-1]:
@@ -608,7 +640,8 @@ class PerElementLoop(_LoopFactsRule):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self._size_locals: dict[tuple[int, str], cst.BaseExpression] = {}  # `bs = x.size(0)` -> x
+        # Locals holding a row count: `bs = x.size(0)` / `bs, t, d = x.shape` -> x; `n = len(x)` -> x, from len().
+        self._size_locals: dict[tuple[int, str], tuple[cst.BaseExpression, bool]] = {}
 
     def wants(self, node: cst.For) -> bool:
         return True
@@ -627,13 +660,13 @@ class PerElementLoop(_LoopFactsRule):
                 or (isinstance(shape, cst.Call) and callee_method(shape) == "size" and not shape.args)
             ):  # `batch_size, max_len, dim = x.shape`
                 base = shape.value if isinstance(shape, cst.Attribute) else shape.func.value  # type: ignore[attr-defined]
-                self._size_locals[(id(self.context.enclosing_function()), first.value)] = base
+                self._size_locals[(id(self.context.enclosing_function()), first.value)] = (base, False)
             return
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             key = (id(self.context.enclosing_function()), node.targets[0].target.value)
             tensor = _size_of(node.value)
             if tensor is not None:
-                self._size_locals[key] = tensor
+                self._size_locals[key] = (tensor, _is_len_call(node.value))
             else:
                 self._size_locals.pop(key, None)
             if _matmul_recurrence(node.targets[0].target.value, node.value):
@@ -656,14 +689,17 @@ class PerElementLoop(_LoopFactsRule):
 
     def _over_tensor_rows(self, bound: cst.BaseExpression) -> bool:
         if isinstance(bound, cst.Name):  # `bs = image.size(0)` earlier in the function
-            sized = self._size_locals.get((id(self.context.enclosing_function()), bound.value))
-            return sized is not None and not self.context.is_host_value(sized)
-        tensor = _size_of(bound)
+            tensor, from_len = self._size_locals.get((id(self.context.enclosing_function()), bound.value), (None, False))
+        else:
+            tensor, from_len = _size_of(bound), _is_len_call(bound)
         if tensor is None or self.context.is_host_value(tensor):
             return False
-        if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name):
-            return self.context.location_of(tensor) == "device"  # `len(x)`: only when x is known to be on the device
-        return True
+        # `len(x)` is a tensor's row count only when x is known to be on the device (lists have a len too).
+        return self.context.location_of(tensor) == "device" if from_len else True
+
+
+def _is_len_call(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len"
 
 
 def _in_collate(context) -> bool:
@@ -723,7 +759,7 @@ def _is_self_cat(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
     return parts is not None and any(_same_target(e.value, target) for e in parts.elements)  # type: ignore[union-attr]
 
 
-class TensorGrownByCat(Rule):
+class TensorGrownByCat(_MetricRule):
     code = "GPL205"
     name = "tensor-grown-by-cat"
     message = "`{name} = torch.cat([{name}, ...])` inside a loop copies the whole tensor every iteration (quadratic); collect the parts in a list and concatenate once"
@@ -809,7 +845,7 @@ class TensorGrownByCat(Rule):
 _TENSOR_CONSTRUCTORS = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.as_tensor", "torch.cuda.FloatTensor"})
 
 
-class TensorFromScalars(Rule):
+class TensorFromScalars(_MetricRule):
     code = "GPL206"
     name = "tensor-from-step-scalars"
     message = "`torch.tensor([...])` of tensors or values read from the device copies each one to the host and back; use `torch.stack`"
@@ -876,7 +912,7 @@ def _device_to_host_copy(context, expr: cst.BaseExpression) -> bool:
     return found
 
 
-class HostMetricEveryStep(Rule):
+class HostMetricEveryStep(_MetricRule):
     code = "GPL207"
     name = "host-metric-every-step"
     message = "computing a metric with numpy/sklearn on `.cpu()` copies every step stalls the GPU; compute it with torch on the device and read it when you log"

@@ -332,6 +332,8 @@ class PadToConstantInCollate(Rule):
         "    return [ids + [pad_id] * (longest - len(ids)) for ids in batch]\n",
         "def collate(batch):\n    longest = max(len(ids) for ids in batch)\n    for ids in batch:\n"
         "        while len(ids) < longest:\n            ids.append(0)\n    return batch\n",
+        "def parse_splits(splits, num_splits):\n    while len(splits) < num_splits:\n        if strict:\n"
+        "            raise ValueError(splits)\n        splits.append(0.0)\n    return splits\n",
     )
     invalid = (
         Invalid(
@@ -422,7 +424,9 @@ class PadToConstantInCollate(Rule):
         if self.context.in_tests or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
             return
         grows, limit = test.left, test.comparisons[0].comparator
-        if not isinstance(test.comparisons[0].operator, cst.LessThan) or not self.lengths.is_constant(limit):
+        if not isinstance(test.comparisons[0].operator, cst.LessThan) or isinstance(limit, cst.Integer):
+            return  # `while len(splits) < 3`: a literal bound is not a sequence length
+        if not self.lengths.is_constant(limit):
             return
         if not (isinstance(grows, cst.Call) and last_name(grows.func) == "len" and len(grows.args) == 1):
             return
@@ -430,11 +434,14 @@ class PadToConstantInCollate(Rule):
         if padded is None or _names_labels(grows.args[0].value):
             return
         for statement in node.body.body:
-            for small in getattr(statement, "body", ()):
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
                 call = small.value if isinstance(small, cst.Expr) else None
                 if (
                     isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
                     and call.func.attr.value == "append" and dotted_name(call.func.value) == padded
+                    and call.args and _is_pad_value(call.args[0].value)
                 ):
                     # Reported on the append: the line that adds the pad tokens.
                     self.report(call, self.message.format(length=self.context.module.code_for_node(limit)),
@@ -487,6 +494,14 @@ def _names_labels(expr: cst.BaseExpression) -> bool:
         expr = expr.value
     name = dotted_name(expr)
     return name is not None and any(word in name.lower() for word in _LABEL_WORDS)
+
+
+def _is_pad_value(expr: cst.BaseExpression) -> bool:
+    """`0`, `pad_id`, `tokenizer.pad_token_id`: what a token list is padded with."""
+    if isinstance(expr, cst.Integer):
+        return True
+    name = dotted_name(expr)
+    return name is not None and "pad" in name.lower()
 
 
 def _is_pad_list(expr: cst.BaseExpression) -> bool:
