@@ -1,8 +1,9 @@
 """GPL3xx: computation spent on padding tokens.
 
 Padding rules look at data preparation (tokenizer calls, collate functions) and at the loss, not only at the step loop:
-they report with `when="training"` (anywhere except eval/test code) and bring their own evidence (a collate function, a
-constant length, an RNN in the same file).
+they report with `when="training"` (anywhere except eval code) and bring their own evidence (a collate function, a
+constant length, an RNN in the same file). Test files (`FileContext.in_tests`) are skipped: padding there costs no
+training time.
 """
 
 from __future__ import annotations
@@ -290,7 +291,7 @@ class PaddedRnnWithoutPacking(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         # Only now is it known whether the file has an RNN and packs anywhere.
-        if not self._has_rnn or self._packs:
+        if not self._has_rnn or self._packs or self.context.in_tests:
             return
         for call, ancestors in self._pads:
             self.context.add_report(Report(self, call, self.message, "training", ancestors))
@@ -649,7 +650,7 @@ class LossMaskedAfterwards(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MASKING_METHODS:
             if not self._report_loss(node.func.value) and node.args and self._hand_written_loss(node.func.value):
-                if _mentions_pad(node.args[0].value):
+                if _mentions_pad(node.args[0].value) and not self.context.in_tests:
                     # `loss = -(one_hot * log_prb).sum(1); loss.masked_select(non_pad_mask)`: a hand-written
                     # per-token loss over pad positions (label smoothing before `label_smoothing=` existed).
                     self.report(node)
@@ -681,7 +682,7 @@ class LossMaskedAfterwards(Rule):
         return None
 
     def _report(self, call: cst.Call, ancestors: tuple[cst.CSTNode, ...]) -> None:
-        if id(call) not in self._reported:
+        if id(call) not in self._reported and not self.context.in_tests:
             self._reported.add(id(call))
             # "per_step": the training loss runs every step (compute_loss, training_step, code the step calls); a
             # masked per-row average in an eval or scoring helper, or behind an eval-interval gate, is not it.
