@@ -136,6 +136,7 @@ def _run(source: str, device: str, dry_run: bool, distributed: bool) -> str:
                 return f"skipped: cannot supply {', '.join(missing)}"
             function(**{p: supplies[p] for p in parameters if p in supplies})
             if not dry_run:
+                torch.cuda.set_sync_debug_mode(0)  # a loop left by `break` never switched it back
                 torch.cuda.synchronize()
     except RuntimeError as exc:
         message = str(exc).splitlines()[0][:120] if str(exc) else ""

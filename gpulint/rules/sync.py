@@ -494,7 +494,7 @@ class ScalarSyncInStep(_SyncRule):
     invalid = (
         Invalid(_in_loop("loss_value = loss.item()")),
         Invalid(_in_loop("probs = F.softmax(model(x), dim=-1).tolist()")),
-        Invalid(_in_loop("scale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
+        Invalid(_in_loop("scaled = scaler.scale(loss)\nscale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
     )
 
     message_scaler = "`{call}` reads the loss scale with `.item()`: a device-to-host sync every step"
