@@ -628,6 +628,7 @@ class ConstructionInStep(Rule):
     name = "construction-in-step"
     message = "`{name}(...)` is built inside the training step; build it once before the loop"
     triggers = ("compile(", "optim.", "DataLoader(", "jit.", "AdamW(", "Adam(", "SGD(")
+    hot_only = True  # every finding is "in_step"
     docs = RuleDocs(
         what_it_does="Flags `torch.compile`, `torch.jit.script/trace`, optimizer constructors (`torch.optim.*`, apex, "
         "bitsandbytes) and `DataLoader(...)` called inside the training step loop or a function it calls.",
