@@ -314,6 +314,8 @@ class _SyncRule(Rule):
     """Shared plumbing: tensor tracking, the precedence checks the families agreed on, and no findings in files that
     never touch a device (a CPU-only script has no GPU to wait for)."""
 
+    hot_only = True  # every GPL4xx finding is reported with when="per_step"
+
     def __init__(self, context) -> None:
         super().__init__(context)
         self.file = _state_of(context)
