@@ -4,6 +4,11 @@ Every rule here reports with `when="per_step"`: a sync only costs when it runs e
 host is free. Whether an expression is a tensor is decided by `_Tensors` below, on top of the engine's device
 provenance (`context.location_of`): host values are never tensors, and a value is a tensor when it comes from torch, a
 tensor method, a parameter/gradient, or a name bound to one of those in the same function.
+
+The family also leaves out, on purpose: error paths (`except`, `if ...: raise`), first-step-only code (`if step == 0:`),
+training scripts that never name a device, and shapes another family owns (`total += loss.item()` is GPL2xx,
+`[t.item() for t in ts]` and per-parameter loops are GPL1xx, `torch.zeros(n).cuda()` is GPL5xx). All rules of the
+family share one `_FileState` per file, so each assignment is evaluated once however many rules are enabled.
 """
 
 from __future__ import annotations
