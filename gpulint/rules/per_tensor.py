@@ -546,6 +546,15 @@ class _PerTensorRule(Rule):
     outside the data pipeline. A configuration switch (`if args.log_grad_norm:`) is not a gate: when it is on, the
     loop runs every step."""
 
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._torch_bound = False  # `import torch` seen: a fix may spell `torch.` (not under an alias)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            if alias.asname is None and isinstance(alias.name, cst.Name) and alias.name.value == "torch":
+                self._torch_bound = True
+
     def _report_ungated(self, node: cst.CSTNode, message: str | None = None, **kwargs) -> None:
         if self.context.gated_here(switches_gate=False) or in_data_pipeline(self.context) or rarely_runs(self.context):
             return
@@ -658,15 +667,6 @@ class PerTensorNormLoop(_PerTensorRule):
         Invalid(in_step("l2 = sum(p.pow(2).sum() for p in model.parameters())")),
     )
 
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        self._torch_bound = False
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            if alias.asname is None and isinstance(alias.name, cst.Name) and alias.name.value == "torch":
-                self._torch_bound = True
-
     def visit_For(self, node: cst.For) -> None:
         scan = scan_model_tensor_for(node, self.context)
         if scan is not None and scan.kind == "norm":
@@ -770,7 +770,7 @@ class PerMetricLoggingLoop(_PerTensorRule):
             return
         if iterates_host_values(node.iter, self.context):
             return
-        if _reads_each(value_vars, node.body, self.context, logged_counts=_names_losses(node.iter)):
+        if _reads_each(value_vars, node.body, logged_counts=_names_losses(node.iter)):
             self._report_ungated(node.iter)
 
     def _metric_value_vars(self, node: cst.For) -> set[str]:
@@ -840,7 +840,7 @@ def _names_losses(iterable: cst.BaseExpression) -> bool:
     return bool(name_parts(last_name(iterable) or "") & {"loss", "losses"})
 
 
-def _reads_each(names: set[str], body: cst.CSTNode, context: FileContext, logged_counts: bool) -> bool:
+def _reads_each(names: set[str], body: cst.CSTNode, logged_counts: bool) -> bool:
     finder = _ReadFinder(names, logged_counts)
     body.visit(finder)
     return finder.found
@@ -889,15 +889,6 @@ class ItemListComprehension(_PerTensorRule):
         Invalid(in_step("values = [x.item() for y, n in zip(gathered, sizes) for x in y[:n]]")),
         Invalid(in_step("logs = {k: v.item() / world_size for k, v in loss_dict.items()}")),
     )
-
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        self._torch_bound = False
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            if alias.asname is None and isinstance(alias.name, cst.Name) and alias.name.value == "torch":
-                self._torch_bound = True
 
     def _visit_comprehension(self, node: cst.CSTNode) -> None:
         comp_for = node.for_in
