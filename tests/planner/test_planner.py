@@ -150,3 +150,10 @@ def test_torch_compile_backend_applies_the_plan(gpt, full_run):
     bad = torch.compile(make_step_fn(model, None), backend=gpulint_backend({"decisions": [{"id": "nope", "action": "save"}]}))
     with pytest.raises(Exception, match="does not match"):
         bad(dict(model.named_parameters()), data)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="refusal is for CPU-only torch builds")
+def test_fake_cuda_trace_is_refused_without_cuda():
+    # Autograd on fake CUDA tensors aborts a CPU-only build's process; refuse before getting there.
+    with pytest.raises(PlanError, match="no CUDA"):
+        trace_step(models.mlp, models.mlp_batch, device="cuda")
