@@ -280,7 +280,25 @@ def _resolve(path: str, text: str, module: cst.Module, reports: list[Report]) ->
         )
         # Two visits of the same node by one rule give one finding.
         findings.setdefault((finding.code, line, column, end_line, end_column), finding)
-    return sorted(findings.values(), key=Finding.sort_key)
+    return sorted(_one_finding_per_node(list(findings.values())), key=Finding.sort_key)
+
+
+def _one_finding_per_node(findings: list[Finding]) -> list[Finding]:
+    """A GPL4xx sync inside another family's finding gives way to it: the `.item()` of `meter.update(loss.item())`,
+    the reads inside a per-metric logging loop, the `.cuda()` of a tensor GPL504 says to create on the device. GPL4 is
+    the general family; the others explain the same cost more precisely. (Two families on exactly the same node are
+    both kept: the labelled corpus names either family there, and each diagnosis has its own fix.)"""
+    others = [f for f in findings if not f.code.startswith("GPL4")]
+    if not others:
+        return findings
+
+    def inside(inner: Finding, outer: Finding) -> bool:
+        starts_after = (outer.line, outer.column) <= (inner.line, inner.column)
+        ends_before = (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column)
+        return starts_after and ends_before and (inner.line, inner.column, inner.end_line, inner.end_column) != (
+            outer.line, outer.column, outer.end_line, outer.end_column)
+
+    return [f for f in findings if not (f.code.startswith("GPL4") and any(inside(f, o) for o in others))]
 
 
 def _fix_of(report: Report, module: cst.Module, positions) -> Fix | None:

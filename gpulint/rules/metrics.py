@@ -28,6 +28,8 @@ def train(model, loader, optimizer, criterion, device):
 class _MetricRule(Rule):
     """Base of the GPL2xx rules: the cost of a metric in test code is not training time, so test files are skipped."""
 
+    hot_only = True  # every GPL2xx finding is per step (GPL205 overrides: it reports any growing loop in training)
+
     def report(self, node, message=None, **kwargs) -> None:  # type: ignore[override]
         if not self.context.in_tests:
             super().report(node, message, **kwargs)
@@ -760,6 +762,7 @@ def _is_self_cat(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
 
 
 class TensorGrownByCat(_MetricRule):
+    hot_only = False
     code = "GPL205"
     name = "tensor-grown-by-cat"
     message = "`{name} = torch.cat([{name}, ...])` inside a loop copies the whole tensor every iteration (quadratic); collect the parts in a list and concatenate once"

@@ -1,0 +1,28 @@
+"""Engine details: one finding per node across families, step-evidence pre-filter."""
+
+from __future__ import annotations
+
+from gpulint.linter.engine import _one_finding_per_node, lint_text
+from gpulint.linter.rule import Finding, rules_by_code
+
+
+def _f(code, line, column, end_line, end_column):
+    return Finding(code, "n", "m", "warning", "x.py", line, column, end_line, end_column)
+
+
+def test_a_sync_inside_another_familys_finding_gives_way():
+    meter = _f("GPL202", 5, 9, 5, 40)
+    inner_item = _f("GPL401", 5, 22, 5, 33)
+    elsewhere = _f("GPL401", 6, 9, 6, 20)
+    same_node = _f("GPL401", 5, 9, 5, 40)
+    kept = _one_finding_per_node([meter, inner_item, elsewhere, same_node])
+    assert kept == [meter, elsewhere, same_node]
+
+
+def test_hot_only_rules_skip_files_without_a_training_step():
+    rule = rules_by_code()["GPL401"]
+    assert rule.hot_only
+    helper = "import torch\n\ndef loss_value(t):\n    return t.cuda().sum().item()\n"
+    in_step = helper + "\ndef train(loader, opt):\n    for b in loader:\n        loss_value(b)\n        opt.step()\n"
+    assert lint_text("x.py", helper, [rule]) == []
+    assert [f.code for f in lint_text("x.py", in_step, [rule])] == ["GPL401"]
