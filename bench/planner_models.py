@@ -72,7 +72,8 @@ def t5(n_layer: int = 2, d: int = 128, seq: int = 64, batch: int = 4, vocab: int
     from transformers import T5Config, T5ForConditionalGeneration
 
     cfg = T5Config(num_layers=n_layer, num_decoder_layers=n_layer, d_model=d, d_ff=4 * d, d_kv=64,
-                   num_heads=max(1, d // 64), vocab_size=vocab, dropout_rate=0.0, use_cache=False)
+                   num_heads=max(1, d // 64), vocab_size=vocab, dropout_rate=0.0, use_cache=False,
+                   decoder_start_token_id=0, pad_token_id=0)
 
     def build() -> Any:
         return T5ForConditionalGeneration(cfg)
