@@ -180,9 +180,9 @@ def build_graph(joint: Any, num_fwd_outputs: int, primal_kinds: list[str]) -> Jo
             fwd_outputs = [index_of[o] for o in outs[:num_fwd_outputs] if o in index_of]
             grad_outputs = [index_of[o] for o in outs[num_fwd_outputs:] if o is not None and o in index_of]
             continue
-        if fx_node.op == "get_attr":
-            raise ValueError(f"the traced step reads a module attribute {fx_node.target!r} as a constant")
         val = fx_node.meta.get("val")
+        if fx_node.op == "get_attr" and val is None:  # a constant tensor lifted into the graph
+            val = getattr(joint, str(fx_node.target), None)
         tensors = _val_tensors(val)
         refs: list[int] = []
         for t in tensors:
@@ -195,7 +195,9 @@ def build_graph(joint: Any, num_fwd_outputs: int, primal_kinds: list[str]) -> Jo
         inputs = [index_of[a] for a in fx_node.all_input_nodes if a in index_of]
         inherited = {s for i in inputs for s in nodes[i].storages}
         creates = [s for s in refs if s not in inherited]
-        if fx_node.op == "placeholder":
+        if fx_node.op == "get_attr":
+            kind = INPUT  # a constant: alive all step, like the batch
+        elif fx_node.op == "placeholder":
             if fx_node.name.startswith("tangents"):
                 kind = TANGENT
             else:

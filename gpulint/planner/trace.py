@@ -188,15 +188,47 @@ def cast_module(model: Any, dtype: Any) -> None:
                 module._buffers[name] = b.to(dtype)
 
 
+def _build_on_meta(build_model: Callable[[], Any], device: str) -> Any:
+    """Build on the meta device (initialisers do nothing there), then give every parameter and buffer a fake
+    tensor of the same shape, dtype and sharing (tied weights stay tied). Values are not needed to trace."""
+    import torch
+
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), torch.device("meta"):
+        model = build_model()
+    replaced: dict[int, Any] = {}
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is not None:
+                if id(p) not in replaced:
+                    replaced[id(p)] = torch.nn.Parameter(
+                        torch.empty(p.shape, dtype=p.dtype, device=device), requires_grad=p.requires_grad
+                    )
+                module._parameters[name] = replaced[id(p)]
+        for name, b in list(module._buffers.items()):
+            if b is not None:
+                if id(b) not in replaced:
+                    replaced[id(b)] = torch.zeros(b.shape, dtype=b.dtype, device=device)
+                module._buffers[name] = replaced[id(b)]
+    return model
+
+
 def build_fake(
     build_model: Callable[[], Any], make_batch: Callable[[], Any], dtype: str, fake_mode: Any, device: str = "cpu"
 ) -> tuple[Any, Any]:
     """Call the user's factories under the fake mode (no real memory) and cast to the planned dtype."""
     import torch
 
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+
     with fake_mode, torch.device(device):
         try:
-            model = build_model()
+            try:
+                model = build_model()
+            except DataDependentOutputException:
+                # Some initialisers read tensor values (ViT's trunc_normal_); build on meta, then go fake.
+                model = _build_on_meta(build_model, device)
         except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
             raise PlanError(f"plan.model: the factory raised {type(exc).__name__}: {exc}") from None
         if not isinstance(model, torch.nn.Module):
