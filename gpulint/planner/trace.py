@@ -192,7 +192,6 @@ def _build_on_meta(build_model: Callable[[], Any], device: str) -> Any:
     """Build on the meta device (initialisers do nothing there), then give every parameter and buffer a fake
     tensor of the same shape, dtype and sharing (tied weights stay tied). Values are not needed to trace."""
     import torch
-
     from torch.utils._python_dispatch import _disable_current_modes
 
     with _disable_current_modes(), torch.device("meta"):
@@ -219,7 +218,6 @@ def build_fake(
 ) -> tuple[Any, Any]:
     """Call the user's factories under the fake mode (no real memory) and cast to the planned dtype."""
     import torch
-
     from torch._subclasses.fake_tensor import DataDependentOutputException
 
     with fake_mode, torch.device(device):
