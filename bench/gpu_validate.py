@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import planner_models  # noqa: E402
+import planner_models
 
-from gpulint.planner.cost import node_times  # noqa: E402
-from gpulint.planner.greedy import GreedyPlanner  # noqa: E402
-from gpulint.planner.hardware import load_hardware  # noqa: E402
-from gpulint.planner.measure import measure_step  # noqa: E402
-from gpulint.planner.trace import trace_step  # noqa: E402
+from gpulint.planner.cost import node_times
+from gpulint.planner.greedy import GreedyPlanner
+from gpulint.planner.hardware import load_hardware
+from gpulint.planner.measure import measure_step
+from gpulint.planner.trace import trace_step
 
 PROFILES = [("H200", "h200"), ("H100", "h100-sxm"), ("A100", "a100-80gb"), ("L4", "l4"), ("T4", "t4")]
 

@@ -63,7 +63,7 @@ class LiveStorageTracker:
             self.live -= self.storages.pop(ref)
         self.peak = max(self.peak, self.live)
 
-    def __enter__(self) -> LiveStorageTracker:
+    def __enter__(self) -> LiveStorageTracker:  # noqa: PYI034 - no typing.Self on Python 3.10
         self.sample()
         self.mode.__enter__()
         return self
