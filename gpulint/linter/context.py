@@ -189,26 +189,29 @@ class FileContext:
         self.reports.append(report)
 
     def enter(self, node: cst.CSTNode) -> None:
+        # `type(node) is X`, not isinstance: libcst nodes are ABCs, and ABC instance checks dominate a walk's cost.
         self._stack.append(node)
-        if isinstance(node, cst.Import):
-            self.imports.add_import(node)
-        elif isinstance(node, cst.ImportFrom):
-            self.imports.add_import_from(node)
-        elif isinstance(node, cst.Call):
+        kind = type(node)
+        if kind is cst.Call:
             self._record_call(node)
-        elif isinstance(node, LOOPS):
+        elif kind is cst.For or kind is cst.While:
             self._record_loop(node)
-        elif isinstance(node, cst.FunctionDef):
+        elif kind is cst.FunctionDef:
             self._functions.setdefault(node.name.value, []).append(node)
             self._scopes.append({})
-        elif isinstance(node, cst.Lambda):
+        elif kind is cst.Lambda:
             self._scopes.append({})
-        elif isinstance(node, cst.With) and self._is_no_grad_with(node):
+        elif kind is cst.Import:
+            self.imports.add_import(node)
+        elif kind is cst.ImportFrom:
+            self.imports.add_import_from(node)
+        elif kind is cst.With and self._is_no_grad_with(node):
             self._no_grad_withs.add(id(node))
             self._no_grad_depth += 1
 
     def leave(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Assign):
+        kind = type(node)
+        if kind is cst.Assign:
             location = self.location_of(node.value)
             for target in node.targets:
                 if _same_length_tuples(target.target, node.value):  # `x, y = x.to(dev), y.to(dev)`: element-wise
@@ -218,15 +221,15 @@ class FileContext:
                 self._bind(target.target, location)
                 if isinstance(target.target, cst.Name) and _is_interval_test(node.value):
                     self._step_flags.add(target.target.value)
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        elif kind is cst.AnnAssign and node.value is not None:
             self._bind(node.target, self.location_of(node.value))
-        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+        elif kind is cst.AugAssign and isinstance(node.target, cst.Name):
             current = self.location_of(node.target)
             added = self.location_of(node.value)
             self._bind(node.target, current if current == added else "unknown" if "unknown" in (current, added) else "device")
-        elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        elif kind is cst.FunctionDef or kind is cst.Lambda:
             self._scopes.pop()
-        elif isinstance(node, cst.With) and id(node) in self._no_grad_withs:
+        elif kind is cst.With and id(node) in self._no_grad_withs:
             self._no_grad_depth -= 1
         self._stack.pop()
 

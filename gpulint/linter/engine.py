@@ -216,42 +216,58 @@ def _applies(report: Report, context: FileContext) -> bool:
 def _positions(text: str, module: cst.Module, reports: list[Report]) -> Mapping[cst.CSTNode, CodeRange]:
     """Positions of the nodes the reports (and their fixes) need.
 
-    libcst computes positions by regenerating the code of the whole module, which costs more than parsing it. Only
-    the top-level statements that hold a report are regenerated here, each alone, and shifted to its real first line,
-    which Python's much faster `ast` parser gives.
+    libcst computes positions by regenerating the code of the whole module, which costs more than parsing it. Here
+    only the smallest unit holding a report is regenerated: a top-level statement, or one member of a top-level class
+    (with the class header around it, so indentation is unchanged). Each unit is shifted to its real first line, which
+    Python's much faster `ast` parser gives.
     """
     try:
-        starts = _top_level_lines(text, module)
+        tree = ast.parse(text)
+        starts = _statement_lines(module.body, tree.body)
     except (SyntaxError, ValueError, RecursionError, MemoryError, IndexError):
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     positions: dict[cst.CSTNode, CodeRange] = {}
     done: set[int] = set()
     for report in reports:
-        top = report.ancestors[1] if len(report.ancestors) > 1 else report.node
-        if id(top) in done or id(top) not in starts:
+        unit = _smallest_unit(module, report, starts)
+        if unit is None or id(unit[0]) in done:
             continue
-        done.add(id(top))
-        alone = module.with_changes(header=(), body=(top,), footer=())
-        local = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
-        shift = starts[id(top)] - local[top].start.line
+        anchor, pruned = unit
+        done.add(id(anchor))
+        local = MetadataWrapper(pruned, unsafe_skip_copy=True).resolve(PositionProvider)
+        shift = starts[id(anchor)] - local[anchor].start.line
         for node, span in local.items():
             positions[node] = CodeRange((span.start.line + shift, span.start.column), (span.end.line + shift, span.end.column))
-    if any(r.node not in positions for r in reports):
+    needed = [r.node for r in reports] + [part.node for r in reports for part in r.fix]
+    if any(node not in positions for node in needed):
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     return positions
 
 
-def _top_level_lines(text: str, module: cst.Module) -> dict[int, int]:
-    """id(top-level libcst statement) -> the line where its code starts (after comments and blank lines)."""
-    tree = ast.parse(text)
+def _smallest_unit(module: cst.Module, report: Report, starts: dict[int, int]) -> tuple[cst.CSTNode, cst.Module] | None:
+    chain = report.ancestors + (report.node,) if not report.ancestors or report.ancestors[-1] is not report.node else report.ancestors
+    if len(chain) < 2 or id(chain[1]) not in starts:
+        return None
+    top = chain[1]
+    if type(top) is cst.ClassDef and len(chain) > 3 and chain[2] is top.body and id(chain[3]) in starts:
+        member = chain[3]
+        alone = top.with_changes(body=top.body.with_changes(body=(member,)))
+        return member, module.with_changes(header=(), body=(alone,), footer=())
+    return top, module.with_changes(header=(), body=(top,), footer=())
+
+
+def _statement_lines(statements: Sequence[cst.CSTNode], nodes: list[ast.stmt]) -> dict[int, int]:
+    """id(libcst statement) -> the line where its code starts, for a body and (one level down) top-level classes."""
     starts: dict[int, int] = {}
     index = 0
-    for statement in module.body:
-        node = tree.body[index]
+    for statement in statements:
+        node = nodes[index]
         starts[id(statement)] = node.lineno  # both start a decorated def/class at its keyword, not at `@`
-        index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-    if index != len(tree.body):
-        raise ValueError("libcst and ast disagree on the top-level statements")
+        if type(statement) is cst.ClassDef and isinstance(node, ast.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            starts.update(_statement_lines(statement.body.body, node.body))
+        index += len(statement.body) if type(statement) is cst.SimpleStatementLine else 1
+    if index != len(nodes):
+        raise ValueError("libcst and ast disagree on the statements of a body")
     return starts
 
 
@@ -338,19 +354,20 @@ class _Traversal:
 
     def walk(self, node: cst.CSTNode) -> None:
         context, visits, leaves = self.context, self.visits, self.leaves
+        kind = type(node)
         context.enter(node)
-        for handler in visits.get(type(node), ()):
+        for handler in visits.get(kind, ()):
             handler(node)
-        for name in _child_fields(type(node)):
+        for name in _child_fields(kind):
             value = getattr(node, name)
-            if isinstance(value, cst.CSTNode):
-                if not isinstance(value, _NOT_SYNTAX):
-                    self.walk(value)
-            elif type(value) in (tuple, list):
+            value_kind = type(value)
+            if value_kind is tuple or value_kind is list:
                 for child in value:
-                    if isinstance(child, cst.CSTNode) and not isinstance(child, _NOT_SYNTAX):
+                    if _is_syntax(type(child)):
                         self.walk(child)
-        for handler in leaves.get(type(node), ()):
+            elif _is_syntax(value_kind):
+                self.walk(value)
+        for handler in leaves.get(kind, ()):
             handler(node)
         context.leave(node)
 
@@ -372,6 +389,18 @@ _SOURCE_ORDER = {
     cst.ExceptHandler: ("type", "name", "body"),
     cst.Parameters: ("posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"),
 }
+
+
+_SYNTAX_TYPES: dict[type, bool] = {}
+
+
+def _is_syntax(kind: type) -> bool:
+    """Is a value of this type a node the walk enters? Decided once per type: libcst's node classes are ABCs, and an
+    isinstance check against an ABC costs more than the rest of the walk."""
+    known = _SYNTAX_TYPES.get(kind)
+    if known is None:
+        known = _SYNTAX_TYPES[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _NOT_SYNTAX)
+    return known
 
 
 @lru_cache(maxsize=None)
