@@ -8,7 +8,7 @@ OCTOKIT_SPEC := $(OCTOKIT_DIR)/node_modules/@octokit/openapi/generated/api.githu
 OCTOKIT_VERSION := 23.0.2
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: demo test test-slow bench setup clean
+.PHONY: demo test test-slow bench bench-lint bench-corpus bench-planner bench-apply sync-debug setup clean
 
 setup: $(STAMP)
 
@@ -39,8 +39,33 @@ test: $(STAMP) $(OCTOKIT_SPEC)
 test-slow: $(STAMP) $(OCTOKIT_SPEC)
 	$(PYTEST) -q -m slow || [ $$? -eq 5 ]
 
-bench: $(STAMP)
-	$(BIN)/python bench/lint_speed.py
+# Benchmarks print their figures (and ratios against the peers); they are not tests.
+bench: bench-lint bench-planner bench-apply
+
+# Fixit and TorchFix live apart: TorchFix pins an older libcst than gpulint uses.
+$(VENV)-bench/.installed:
+	test -x $(VENV)-bench/bin/python || $(PYTHON) -m venv $(VENV)-bench
+	$(VENV)-bench/bin/python -m pip install -q fixit torchfix ruff
+	touch $@
+
+bench-lint: $(STAMP) $(VENV)-bench/.installed
+	$(BIN)/python bench/lint_speed.py --peers-venv $(VENV)-bench
+
+# Needs the labelled repositories' git mirrors (bench/corpus/README.md lists how to fetch them).
+bench-corpus: $(STAMP)
+	$(BIN)/python bench/corpus_eval.py --mirrors $(or $(MIRRORS),../.mirror)
+
+bench-planner: $(STAMP)
+	$(BIN)/python bench/planner_frontier.py
+	$(BIN)/python bench/planner_optimality.py
+	$(BIN)/python bench/planner_speed.py
+
+bench-apply: $(STAMP)
+	$(BIN)/python bench/apply_eager.py
+
+# On a CUDA machine: every GPL4xx example under torch.cuda.set_sync_debug_mode("error").
+sync-debug: $(STAMP)
+	$(BIN)/python bench/sync_debug_check.py
 
 clean:
 	rm -rf $(VENV) .cache out .gpulint_cache

@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from gpulint.fileio import atomic_write
 
 FORMATS = ("text", "json", "md", "html")
 
@@ -52,15 +52,7 @@ def _progress(message: str) -> None:
 def write_atomic(path: Path, text: str) -> None:
     """Write via a temp file in the same folder, then rename: never a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, text)
 
 
 def floor_bytes(graph: Any, rounding: int) -> int:
