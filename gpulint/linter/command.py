@@ -19,7 +19,13 @@ from gpulint.linter.engine import LintOptions
 from gpulint.linter.formats import FORMATS, render
 from gpulint.linter.noqa import add_noqa
 from gpulint.linter.rule import Finding, all_rules, rules_by_code
-from gpulint.linter.runner import FileOutcome, FileTask, default_jobs, io_error, run_tasks
+from gpulint.linter.runner import (
+    FileOutcome,
+    FileTask,
+    default_jobs,
+    io_error,
+    run_tasks,
+)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 

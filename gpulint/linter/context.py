@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Iterable, Literal
 
 import libcst as cst
 
-from gpulint.linter.names import ImportMap, callee_method, dotted_name, last_name
+from gpulint.linter.names import (
+    ImportMap,
+    callee_method,
+    dotted_name,
+    last_name,
+    name_parts,
+)
 
 if TYPE_CHECKING:
     from gpulint.linter.rule import Report
@@ -86,12 +92,10 @@ HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "da
 LOOPS = (cst.For, cst.While)
 
 
-def _name_parts(name: str) -> set[str]:
-    return {p for p in re.split(r"[_.]+", name.lower()) if p}
 
 
 def is_cold_function_name(name: str) -> bool:
-    parts = _name_parts(name)
+    parts = name_parts(name)
     # `train_validate`, `train_and_evaluate`: the training half runs every step.
     return bool(parts & COLD_NAME_PARTS) and not parts & {"train", "training", "fit"}
 
@@ -282,9 +286,9 @@ class FileContext:
         if name is None:
             return False
         lowered = name.lower()
-        if _name_parts(lowered) & EVAL_LOADER_PARTS:  # `val_loader`, `eval_dataloader`, `test_dl`
+        if name_parts(lowered) & EVAL_LOADER_PARTS:  # `val_loader`, `eval_dataloader`, `test_dl`
             return False
-        return bool(_name_parts(lowered) & LOADER_PARTS) or lowered.endswith("loader") or lowered in ("train_data", "data")
+        return bool(name_parts(lowered) & LOADER_PARTS) or lowered.endswith("loader") or lowered in ("train_data", "data")
 
     def _decorated_no_grad(self, function: cst.FunctionDef) -> bool:
         for decorator in function.decorators:
@@ -407,7 +411,7 @@ class FileContext:
             if info.has_marker or loader or info.callees & hot_named:
                 self._step_loops.add(id(info.node))
                 # `train_batch` / `train_step` run once per step: their loop over micro-batches is inside the step.
-                per_step_name = _name_parts(info.function.name.value) & STEP_NAME_PARTS if info.function else True
+                per_step_name = name_parts(info.function.name.value) & STEP_NAME_PARTS if info.function else True
                 if loader and info.function is not None and not per_step_name:
                     self._epoch_functions.add(id(info.function))
         for name in hot_named:
@@ -551,7 +555,7 @@ class _GateFinder(cst.CSTVisitor):
     def _check(self, name: str) -> None:
         if name in self.extra or name.rsplit(".", 1)[-1] in self.extra:
             self.found = True
-        elif _name_parts(name.rsplit(".", 1)[-1]) & DEFAULT_GATE_PARTS:
+        elif name_parts(name.rsplit(".", 1)[-1]) & DEFAULT_GATE_PARTS:
             self.found = True
 
 
@@ -571,13 +575,13 @@ def _is_config_switch(test: cst.BaseExpression) -> bool:
     parts = name.split(".")[:-1]
     if parts and parts[0] == "self":
         parts = parts[1:]
-    return bool(parts) and bool(_name_parts(parts[0]) & _CONFIG_ROOTS)
+    return bool(parts) and bool(name_parts(parts[0]) & _CONFIG_ROOTS)
 
 
 def _mentions_resume(test: cst.BaseExpression) -> bool:
     """`if args.resume_from_checkpoint and step < resume_step: continue` skips batches already trained on."""
     parts = {"resume", "resumed", "skip", "skipped"}
-    return any(_name_parts((dotted_name(n) or "").rsplit(".", 1)[-1]) & parts for n in _leaf_names(test))
+    return any(name_parts((dotted_name(n) or "").rsplit(".", 1)[-1]) & parts for n in _leaf_names(test))
 
 
 def _leaf_names(test: cst.BaseExpression) -> list[cst.BaseExpression]:

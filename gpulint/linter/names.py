@@ -7,6 +7,8 @@ the import statements seen so far answers.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 
@@ -29,6 +31,36 @@ def last_name(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Name):
         return node.value
     return None
+
+
+def name_parts(name: str) -> set[str]:
+    """The lower-case parts of an identifier or dotted name: `args.log_interval` -> {"args", "log", "interval"}."""
+    return {p for p in re.split(r"[_.]+", name.lower()) if p}
+
+
+def root_name(expr: cst.CSTNode) -> str | None:
+    """The variable a chain of attributes, subscripts and method calls starts from: `p.grad.data.norm(2)` -> `p`."""
+    while True:
+        if isinstance(expr, cst.Name):
+            return expr.value
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        else:
+            return None
+
+
+def target_names(target: cst.CSTNode) -> set[str]:
+    """The names an assignment target binds: `a`, `(a, b)`, `[a, (b, c)]`."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: set[str] = set()
+        for element in target.elements:
+            names |= target_names(element.value)
+        return names
+    return set()
 
 
 def callee_method(call: cst.Call) -> str | None:

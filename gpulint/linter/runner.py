@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from gpulint.linter.cache import ResultCache, content_hash
-from gpulint.linter.engine import LintOptions, SourceFile, decode, lint_bytes, lint_text, parse_error
+from gpulint.linter.engine import (
+    LintOptions,
+    SourceFile,
+    decode,
+    lint_bytes,
+    lint_text,
+    parse_error,
+)
 from gpulint.linter.fixes import fix_text
 from gpulint.linter.rule import Finding, rules_by_code
 

@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.names import callee_method, dotted_name, last_name
+from gpulint.linter.names import callee_method, dotted_name, last_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 
 _TRAIN_LOOP = """import torch
@@ -155,7 +155,7 @@ class _ScalarLocals:
             return
         target, value = node.targets[0].target, node.value
         if not reads:
-            for name in _target_names(target):
+            for name in target_names(target):
                 self._reads.pop((id(self.rule.context.enclosing_function()), name), None)
             return
         if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == len(value.elements):
@@ -461,7 +461,7 @@ class _LoopFactsRule(_MetricRule):
         self._frames.pop()
 
     def visit_For(self, node: cst.For) -> None:
-        loop_vars = _target_names(node.target)
+        loop_vars = target_names(node.target)
         if loop_vars and self.wants(node):
             self._frames[-1].append(_LoopFrame(node, loop_vars, self.context.ancestors_snapshot()))
 
@@ -517,15 +517,6 @@ def _index_name(element: cst.SubscriptElement) -> str | None:
     return None
 
 
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        names: set[str] = set()
-        for element in target.elements:
-            names |= _target_names(element.value)
-        return names
-    return set()
 
 
 def _range_bound(iter_: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -744,10 +735,10 @@ class _AssignedNames(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             if not _is_self_cat(target.target, node.value):
-                self.names |= _target_names(target.target)
+                self.names |= target_names(target.target)
 
     def visit_For(self, node: cst.For) -> None:
-        self.names |= _target_names(node.target)
+        self.names |= target_names(node.target)
 
 
 def _cat_parts(value: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -813,7 +804,7 @@ class TensorGrownByCat(_MetricRule):
         if loop is None:
             return
         names = self._assigned_in(loop)
-        head = _target_names(target) or {self.context.module.code_for_node(target)}
+        head = target_names(target) or {self.context.module.code_for_node(target)}
         if head & names or self._under_no_grad():
             return
         self.report(node.value, self.message.format(name=self.context.module.code_for_node(target)), when="training")
@@ -840,7 +831,7 @@ class TensorGrownByCat(_MetricRule):
             loop.body.visit(scan)  # type: ignore[attr-defined]
             names = scan.names
             if isinstance(loop, cst.For):
-                names |= _target_names(loop.target)
+                names |= target_names(loop.target)
             self._loop_assigned[id(loop)] = names
         return names
 

@@ -12,19 +12,17 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.names import callee_method, dotted_name, last_name
+from gpulint.linter.names import callee_method, dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 
 # A name that says it holds a sequence length (`MAX_LEN`, `max_seq_length`, `self.max_length`, `SEQ_LEN`).
 _LENGTH_PARTS = frozenset({"len", "length", "seq", "seqlen", "maxlen", "tokens", "words"})
 
 
-def _name_parts(name: str) -> set[str]:
-    return {p for p in re.split(r"[_.]+", name.lower()) if p}
 
 
 def _is_length_name(name: str) -> bool:
-    return bool(_name_parts(name) & _LENGTH_PARTS)
+    return bool(name_parts(name) & _LENGTH_PARTS)
 
 
 def _calls_max_or_len(expr: cst.BaseExpression) -> bool:
@@ -469,7 +467,7 @@ class PadToConstantInCollate(Rule):
         resolved = self.context.resolve(call.func) or ""
         if resolved in _PAD_FUNCTIONS and len(call.args) >= 2:
             sizes: list[cst.BaseExpression] = [call.args[1].value]
-        elif isinstance(call.func, cst.Name) and _name_parts(call.func.value) & {"pad", "padding"}:
+        elif isinstance(call.func, cst.Name) and name_parts(call.func.value) & {"pad", "padding"}:
             sizes = [a.value for a in call.args if a.keyword is None]  # a project's own `pad_tokens(ids, MAX_LEN)`
         elif resolved in _BUFFER_FUNCTIONS or callee_method(call) in _BUFFER_METHODS:
             sizes = [a.value for a in call.args if a.keyword is None]

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from gpulint.linter.context import METADATA_ATTRS, METADATA_METHODS
-from gpulint.linter.names import dotted_name, last_name
+from gpulint.linter.names import (
+    dotted_name,
+    last_name,
+    name_parts,
+    root_name,
+    target_names,
+)
 from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
 
 if TYPE_CHECKING:
@@ -69,32 +75,10 @@ UPDATE_NAME_PARTS = frozenset(
 CONVERSIONS = frozenset({"to", "detach", "cuda", "float", "half", "bfloat16", "double", "type", "type_as", "contiguous"})
 
 
-def name_parts(name: str) -> set[str]:
-    return {p for p in re.split(r"[_.]+", name.lower()) if p}
 
 
-def root_name(expr: cst.CSTNode) -> str | None:
-    """The variable a chain of attributes, subscripts and method calls starts from: `p.grad.data.norm(2)` -> `p`."""
-    while True:
-        if isinstance(expr, cst.Name):
-            return expr.value
-        if isinstance(expr, (cst.Attribute, cst.Subscript)):
-            expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            expr = expr.func.value
-        else:
-            return None
 
 
-def target_names(target: cst.CSTNode) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        names: set[str] = set()
-        for element in target.elements:
-            names |= target_names(element.value)
-        return names
-    return set()
 
 
 def tensor_targets(target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:

@@ -18,7 +18,13 @@ import weakref
 
 import libcst as cst
 
-from gpulint.linter.names import dotted_name, last_name
+from gpulint.linter.names import (
+    dotted_name,
+    last_name,
+    name_parts,
+    root_name,
+    target_names,
+)
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 
 # ----------------------------------------------------------------------------------------------- examples
@@ -85,8 +91,6 @@ _TENSOR_NAMES = frozenset({"grad", "grads", "grad_norm", "total_norm", "param_no
 _TENSOR_ATTRS = frozenset({"grad", "loss", "logits"})
 
 
-def _name_parts(name: str) -> set[str]:
-    return {p for p in re.split(r"[_.]+", name.lower()) if p}
 
 
 class _Tensors:
@@ -217,9 +221,9 @@ class _Tensors:
                 return True
             if key in self._bound or self.context.location_of(expr) == "host":
                 return False
-            return "mask" in _name_parts(expr.value)
+            return "mask" in name_parts(expr.value)
         if isinstance(expr, cst.Attribute):
-            return "mask" in _name_parts(expr.attr.value) and self.context.location_of(expr) != "host"
+            return "mask" in name_parts(expr.attr.value) and self.context.location_of(expr) != "host"
         if isinstance(expr, cst.Comparison):
             return self.is_tensor(expr)
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
@@ -424,7 +428,7 @@ def _is_first_step_test(test: cst.BaseExpression) -> bool:
         return False
     left = test.left.func if isinstance(test.left, cst.Call) else test.left
     name = dotted_name(left) or ""
-    return bool(_name_parts(name.rsplit(".", 1)[-1]) & _FIRST_STEP_PARTS)
+    return bool(name_parts(name.rsplit(".", 1)[-1]) & _FIRST_STEP_PARTS)
 
 
 def _iterates_tensors_of_model(expr: cst.BaseExpression) -> bool:
@@ -913,7 +917,7 @@ class SynchronizeInStep(_SyncRule):
                 return False
             if isinstance(node, cst.If) and child is node.body:
                 name = dotted_name(node.test) or ""
-                if _name_parts(name.rsplit(".", 1)[-1]) & {"sync", "synchronize", "timing", "time", "benchmark", "profile"}:
+                if name_parts(name.rsplit(".", 1)[-1]) & {"sync", "synchronize", "timing", "time", "benchmark", "profile"}:
                     return True
         return False
 
@@ -1311,9 +1315,9 @@ class BlockingCollectiveInStep(_SyncRule):
         if target is None:
             return
         loop = self.context.innermost_loop()
-        if isinstance(loop, cst.For) and _mentions_any(target, _target_names(loop.target)):
+        if isinstance(loop, cst.For) and _mentions_any(target, target_names(loop.target)):
             self.report(node, self.message_loop.format(name=name))
-        elif (root := _root_name(target)) is not None and self._read_on_host_after({root}):
+        elif (root := root_name(target)) is not None and self._read_on_host_after({root}):
             self.report(node, self.message.format(name=name))
 
     def _check_wrapper(self, node: cst.Call, name: str) -> None:
@@ -1321,7 +1325,7 @@ class BlockingCollectiveInStep(_SyncRule):
             return
         argument = node.args[0].value
         loop = self.context.innermost_loop()
-        if isinstance(loop, cst.For) and _mentions_any(argument, _target_names(loop.target)) and (
+        if isinstance(loop, cst.For) and _mentions_any(argument, target_names(loop.target)) and (
             _iterates_tensors_of_model(loop.iter)
         ):
             self.report(node, self.message_loop.format(name=name))
@@ -1335,7 +1339,7 @@ class BlockingCollectiveInStep(_SyncRule):
             results: set[str] = set()
             if isinstance(parent, cst.Assign):
                 for target in parent.targets:
-                    results |= _target_names(target.target)
+                    results |= target_names(target.target)
             if results and self._read_on_host_after(results):
                 self.report(node, self.message.format(name=name))
 
@@ -1394,13 +1398,13 @@ class _HostReadFinder(cst.CSTVisitor):
         return not self.found
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> bool:
-        if _root_name(node.expression) in self.names and not isinstance(node.expression, cst.Call):
+        if root_name(node.expression) in self.names and not isinstance(node.expression, cst.Call):
             self.found = True  # f"{loss}" formats the tensor: a host read
         return not self.found
 
     def _comprehension(self, node: cst.ListComp | cst.GeneratorExp | cst.SetComp | cst.DictComp) -> bool:
         if _mentions_names(node.for_in.iter, self.names):
-            self.names |= _target_names(node.for_in.target)
+            self.names |= target_names(node.for_in.target)
         return not self.found
 
     visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = _comprehension
@@ -1408,7 +1412,7 @@ class _HostReadFinder(cst.CSTVisitor):
     def leave_Assign(self, node: cst.Assign) -> None:
         if _mentions_names(node.value, self.names):
             for target in node.targets:
-                self.names |= _target_names(target.target)
+                self.names |= target_names(target.target)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
@@ -1429,34 +1433,14 @@ def _mentions_names(expr: cst.CSTNode, names: set[str]) -> bool:
     return bool(collector.names & names)
 
 
-def _root_name(expr: cst.BaseExpression) -> str | None:
-    """`loss` for `loss`, `loss[0]`, `loss.data`, `losses[i].detach()`."""
-    while True:
-        if isinstance(expr, cst.Name):
-            return expr.value
-        if isinstance(expr, (cst.Attribute, cst.Subscript)):
-            expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            expr = expr.func.value
-        else:
-            return None
 
 
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        names: set[str] = set()
-        for element in target.elements:
-            names |= _target_names(element.value)
-        return names
-    return set()
 
 
 def _mentions_any(expr: cst.BaseExpression, names: set[str]) -> bool:
     if isinstance(expr, (cst.List, cst.Tuple)):
         return any(_mentions_any(e.value, names) for e in expr.elements)
-    return _root_name(expr) in names
+    return root_name(expr) in names
 
 
 # ================================================================================================ GPL421
