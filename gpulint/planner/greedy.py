@@ -124,7 +124,9 @@ class GreedyPlanner:
             if hi > lo:
                 est = max(est, int(tl[lo:hi].max()) - b)
             for f in forced:
-                est = max(est, int(tl[f:bw_first + 1].max()) + self.sizes[self.graph.nodes[f].storages[0]])
+                # A forced node made after the first backward use (dropout's mask, kept saved) holds from there on.
+                held = tl[min(f, bw_first):bw_first + 1]
+                est = max(est, int(held.max()) + self.sizes[self.graph.nodes[f].storages[0]])
             added = sum(self.times[c] for c in chain)
             if est < peak:
                 score = added / (peak - est)

@@ -34,10 +34,7 @@ def plans_at_three_budgets(build, make_batch, loss_fn=None) -> list[dict]:
         pytest.skip(f"planner trace: {exc}")
     hardware = load_hardware("cpu")
     planner = GreedyPlanner(traced.graph, node_times(traced.graph, hardware), hardware.allocation_rounding)
-    try:
-        full = planner.run(None)
-    except ValueError as exc:  # greedy.py on graphs with dropout; reported to the planner core
-        pytest.xfail(f"planner crashed: {exc}")
+    full = planner.run(None)
     top, bottom = full.baseline.peak, full.lowest_peak
     plans = []
     for share in SHARES:
@@ -134,7 +131,8 @@ def test_example_gpt_plans_apply_exactly():
 
 
 def test_dropout_model_plans_apply_exactly():
-    assert_plans_apply_exactly(dropout_stack, lambda: torch.randn(8, 8), loss_fn=lambda out, batch: out.square().mean())
+    # A batch large enough that activations, not parameters, make the peak.
+    assert_plans_apply_exactly(dropout_stack, lambda: torch.randn(512, 8), loss_fn=lambda out, batch: out.square().mean())
 
 
 @pytest.mark.slow
