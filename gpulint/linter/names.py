@@ -8,8 +8,11 @@ the import statements seen so far answers.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import libcst as cst
+
+_SEPARATORS = re.compile(r"[_.]+")
 
 
 def dotted_name(node: cst.CSTNode) -> str | None:
@@ -33,9 +36,10 @@ def last_name(node: cst.CSTNode) -> str | None:
     return None
 
 
-def name_parts(name: str) -> set[str]:
+@lru_cache(maxsize=8192)
+def name_parts(name: str) -> frozenset[str]:
     """The lower-case parts of an identifier or dotted name: `args.log_interval` -> {"args", "log", "interval"}."""
-    return {p for p in re.split(r"[_.]+", name.lower()) if p}
+    return frozenset(p for p in _SEPARATORS.split(name.lower()) if p)
 
 
 def root_name(expr: cst.CSTNode) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import libcst as cst
 
@@ -281,9 +282,13 @@ _STATS_PARTS = frozenset({"stat", "stats", "statistics", "meter", "meters", "met
 _METRIC_DICT_WORDS = frozenset({"loss", "losses", "metrics", "stats", "logs", "log"})
 
 
-def _words(name: str) -> set[str]:
+_WORD_BOUNDARY = re.compile(r"[_.]+|(?<=[a-z])(?=[A-Z])")
+
+
+@lru_cache(maxsize=8192)
+def _words(name: str) -> frozenset[str]:
     """`log_metrics` -> {log, metrics}; `AverageMeter` -> {average, meter}."""
-    return {w.lower() for w in re.split(r"[_.]+|(?<=[a-z])(?=[A-Z])", name) if w}
+    return frozenset(w.lower() for w in _WORD_BOUNDARY.split(name) if w)
 
 
 def _accumulating_callee(call: cst.Call) -> str | None:
