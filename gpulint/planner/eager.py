@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
@@ -705,7 +704,7 @@ def measure(build_model: Callable[[], nn.Module], make_batch: Callable[[], Any],
     """
     import torch.utils._pytree as pytree
 
-    from gpulint.planner.measure import LiveStorageTracker, make_optimizer
+    from gpulint.planner.measure import make_optimizer, peak_and_best_time
     from gpulint.planner.trace import (
         cast_batch,
         cast_module,
@@ -740,32 +739,12 @@ def measure(build_model: Callable[[], nn.Module], make_batch: Callable[[], Any],
             opt.step()
         model.zero_grad(set_to_none=True)
 
-    step()  # validates the plan and creates the optimizer state
-    finish()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated()
-    else:
-        tracker = LiveStorageTracker()
-        tracker.register([list(model.parameters()), list(model.buffers()), batch, opt.state if opt else None])
-        with tracker:
-            step()
-        peak = tracker.peak
-    finish()
-    times = []
-    for _ in range(max(1, repeats)):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        step()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-        finish()
-    return EagerMeasurement(int(peak), min(times), device)
+    def tracked() -> list[Any]:
+        return [list(model.parameters()), list(model.buffers()), batch, opt.state if opt else None]
+
+    # The warm-up step also validates the plan against the model.
+    peak, best, _ = peak_and_best_time(step, finish, tracked, device, repeats)
+    return EagerMeasurement(peak, best, device)
 
 
 def eager_fitting_plan(graph: Any, structure: nn.Module, budget: int, hardware: Any) -> dict[str, Any] | None:

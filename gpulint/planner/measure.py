@@ -140,31 +140,51 @@ def measure_step(
         else:
             model.zero_grad(set_to_none=True)
 
-    train_step()  # compiles, and lets the optimizer create its state
-    finish_step()
-    if device.startswith("cuda"):
+    def tracked() -> list[Any]:
+        return [list(state().values()), batch, opt.state if opt is not None else None]
+
+    # The first step compiles and lets the optimizer create its state.
+    peak, best, loss = peak_and_best_time(train_step, finish_step, tracked, device, repeats)
+    value = float(loss.detach().float())
+    return Measured(peak_bytes=peak, step_time_s=best, device=device, loss=value)
+
+
+def peak_and_best_time(
+    step: Callable[[], Any], finish: Callable[[], None], tracked: Callable[[], list[Any]], device: str, repeats: int
+) -> tuple[int, float, Any]:
+    """Measure a training step the same way for every path (compiled, eager, unplanned).
+
+    One warm-up `step()` + `finish()` (the optimizer creates its state), then the peak bytes of the next step (CUDA:
+    `max_memory_allocated`; CPU: a live-storage tracker that also counts what `tracked()` holds: parameters, batch,
+    optimizer state), then the best wall time of `repeats` more steps. `finish()` (optimizer step, zero_grad) runs
+    after every step and is not timed. Returns (peak bytes, best seconds, what the measured step returned).
+    """
+    import torch
+
+    cuda = device.startswith("cuda")
+    step()
+    finish()
+    if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        loss = train_step()
+        value = step()
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
     else:
         tracker = LiveStorageTracker()
-        tracker.register([list(state().values()), batch, opt.state if opt is not None else None])
+        tracker.register(tracked())
         with tracker:
-            loss = train_step()
+            value = step()
         peak = tracker.peak
-    value = float(loss.detach().float())
-    del loss
-    finish_step()
+    finish()
     times = []
     for _ in range(max(1, repeats)):
-        if device.startswith("cuda"):
+        if cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()
-        train_step()
-        if device.startswith("cuda"):
+        step()
+        if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-        finish_step()
-    return Measured(peak_bytes=int(peak), step_time_s=min(times), device=device, loss=value)
+        finish()
+    return int(peak), min(times), value
