@@ -10,9 +10,8 @@ import argparse
 import sys
 
 from gpulint import __version__
-from gpulint.errors import UsageError
+from gpulint.errors import EXIT_ERROR, EXIT_OK, UsageError
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 __all__ = ["UsageError", "build_parser", "main"]
 
 

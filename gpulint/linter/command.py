@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 
 from gpulint.config import LintConfig, check_codes, load_config
-from gpulint.errors import UsageError
+from gpulint.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from gpulint.fileio import atomic_write
 from gpulint.linter import docs as rule_docs
 from gpulint.linter.cache import ResultCache
 from gpulint.linter.discovery import discover, relative_to_root
-from gpulint.linter.engine import LintOptions
+from gpulint.linter.engine import LintOptions, decode
 from gpulint.linter.formats import FORMATS, render
 from gpulint.linter.noqa import add_noqa
 from gpulint.linter.rule import Finding, all_rules, rules_by_code
@@ -26,8 +27,6 @@ from gpulint.linter.runner import (
     io_error,
     run_tasks,
 )
-
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 def _code_list(value: str) -> list[str]:
@@ -155,8 +154,6 @@ def _with_cli_overrides(config: LintConfig, args: argparse.Namespace, known: lis
 
 
 def _settings_key(config: LintConfig, enabled: list[str]) -> str:
-    import hashlib
-
     return hashlib.sha256(f"{config.fingerprint()}|{','.join(enabled)}".encode()).hexdigest()[:20]
 
 
@@ -178,8 +175,6 @@ class _SourceLines:
     def __call__(self, path: str) -> list[str] | None:
         if path not in self.cache:
             try:
-                from gpulint.linter.engine import decode
-
                 self.cache[path] = decode(Path(path).read_bytes()).text.splitlines()
             except (OSError, ValueError):
                 self.cache[path] = None
@@ -236,8 +231,6 @@ def _add_noqa(findings: list[Finding], tasks: list[FileTask]) -> int:
     for display, items in by_path.items():
         path = paths.get(display, display)
         try:
-            from gpulint.linter.engine import decode
-
             source = decode(Path(path).read_bytes())
         except (OSError, ValueError) as exc:
             print(f"gpulint: error: {display}: cannot add noqa: {exc}", file=sys.stderr)

@@ -46,7 +46,6 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     source: SourceFile | None = None
-    parsed: bool = False
 
 
 def decode(data: bytes) -> SourceFile:
@@ -99,7 +98,7 @@ def lint_bytes(path: str, data: bytes, rules: Sequence[type[Rule]], options: Lin
     except _DecodeError as exc:
         result.findings.append(parse_error(path, str(exc), exc.line, 1))
         return result
-    result.findings = lint_text(path, result.source.text, rules, options, result)
+    result.findings = lint_text(path, result.source.text, rules, options)
     return result
 
 
@@ -108,7 +107,6 @@ def lint_text(
     text: str,
     rules: Sequence[type[Rule]],
     options: LintOptions = LintOptions(),
-    result: FileResult | None = None,
 ) -> list[Finding]:
     """Findings of `rules` on `text`, sorted by line and column."""
     active = [r for r in rules if r.triggers]
@@ -138,8 +136,6 @@ def lint_text(
         return [parse_error(path, "too deeply nested for the parser", 1, 1)]
     except Exception as exc:  # the native parser can raise other errors on exotic input
         return [parse_error(path, f"could not parse: {type(exc).__name__}: {exc}", 1, 1)]
-    if result is not None:
-        result.parsed = True
     context = FileContext(path, module, options.hot_functions, options.gate_names)
     instances = [rule(context) for rule in active]
     try:

@@ -15,7 +15,6 @@ from gpulint.linter.engine import (
     decode,
     lint_bytes,
     lint_text,
-    parse_error,
 )
 from gpulint.linter.fixes import fix_text
 from gpulint.linter.rule import Finding, rules_by_code
@@ -144,4 +143,4 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-__all__ = ["FileOutcome", "FileTask", "default_jobs", "io_error", "parse_error", "process", "run_tasks"]
+__all__ = ["FileOutcome", "FileTask", "default_jobs", "io_error", "process", "run_tasks"]

@@ -150,15 +150,9 @@ class GreedyPlanner:
             for n_tried, (_score, _est, members) in enumerate(candidates):
                 if (n_tried >= max_tries and best_trial is not None) or n_tried >= 4 * max_tries:
                     break  # the best few by estimate decide; a few more are tried only when none of those helps
-                trial, trial_sim = self._step(set(sim.schedule.saved) - set(members))
-                trial_count = int((trial_sim.timeline == trial_sim.peak).sum())
-                if (trial.peak, trial_count) >= (current.peak, count):
-                    continue
-                added = trial.step_time_s - current.step_time_s
-                gain = current.peak - trial.peak
-                key = (0, added / gain) if gain > 0 else (1, added)
-                if best_trial is None or key < best_trial[0]:
-                    best_trial = (key, trial, trial_sim)
+                scored = self._try_drop(sim, set(members), current, count)
+                if scored is not None and (best_trial is None or scored[0] < best_trial[0]):
+                    best_trial = scored
             if best_trial is None:
                 best_trial = self._pair_move(sim, current, count, candidates)
             if best_trial is None:
@@ -191,16 +185,22 @@ class GreedyPlanner:
         """When no single drop lowers the peak (two storages hold it together), try pairs of the best few."""
         best = None
         for (_s1, _e1, a), (_s2, _e2, b) in itertools.combinations(candidates[:top], 2):
-            trial, trial_sim = self._step(set(sim.schedule.saved) - set(a) - set(b))
-            trial_count = int((trial_sim.timeline == trial_sim.peak).sum())
-            if (trial.peak, trial_count) >= (current.peak, count):
-                continue
-            gain = current.peak - trial.peak
-            added = trial.step_time_s - current.step_time_s
-            key = (0, added / gain) if gain > 0 else (1, added)
-            if best is None or key < best[0]:
-                best = (key, trial, trial_sim)
+            scored = self._try_drop(sim, set(a) | set(b), current, count)
+            if scored is not None and (best is None or scored[0] < best[0]):
+                best = scored
         return best
+
+    def _try_drop(self, sim: Simulation, drop: set[int], current: Step, count: int) -> tuple | None:
+        """Simulate dropping `drop` from the saved set: (rank key, step, simulation) when the peak falls (or is held
+        at fewer points), ranked by added time per byte of peak gained; None when it does not help."""
+        trial, trial_sim = self._step(set(sim.schedule.saved) - drop)
+        trial_count = int((trial_sim.timeline == trial_sim.peak).sum())
+        if (trial.peak, trial_count) >= (current.peak, count):
+            return None
+        gain = current.peak - trial.peak
+        added = trial.step_time_s - current.step_time_s
+        key = (0, added / gain) if gain > 0 else (1, added)
+        return key, trial, trial_sim
 
     def refine(self, step: Step, budget: int, max_tries: int | None = None) -> tuple[Step, Simulation]:
         """Save again what the budget still has room for: each dropped storage whose return keeps the simulated
