@@ -348,9 +348,10 @@ def test_sync_debug_check_says_so_without_cuda(capsys):
 
 
 @pytest.mark.slow
-def test_sync_debug_check_runs_every_example_on_cpu(capsys):
+def test_sync_debug_check_runs_every_example_on_cpu(capsys, monkeypatch, tmp_path):
     """The harness can supply and run every GPL4xx example (CUDA-only calls are skipped on CPU)."""
     pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)  # examples save checkpoints (`torch.save(..., "model.pt")`) into the working folder
     assert _harness().main(["--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "error:" not in out
