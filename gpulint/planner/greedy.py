@@ -46,6 +46,8 @@ class PlanResult:
     lowest_peak: int  # the lowest peak the planner reached (the floor when infeasible)
     path: list[Step] = field(default_factory=list)  # every accepted step, baseline first
     plan_seconds: float = 0.0
+    # Plans simulated beside the path and not dominated when found: (index of the path step tried from, step).
+    explored: list[tuple[int, Step]] = field(default_factory=list)
 
 
 def _chain(graph: JointGraph, roots: list[int], saved: set[int], recomputed: set[int]) -> tuple[list[int], list[int]]:
@@ -89,6 +91,9 @@ class GreedyPlanner:
             if n.kind == FWD and n.is_tensor and n.storages and n.storages[0] not in static and n.index not in fwd_out
             and not n.excluded
         }
+        # The node that allocates each storage: outputs of one multi-output op (layer norm's out, mean, rstd)
+        # are recomputed together, so re-saving one of them alone rarely saves anything.
+        self.creator = {s: n.index for n in graph.nodes for s in n.creates}
 
     def _step(self, saved: set[int]) -> tuple[Step, Simulation]:
         sim = simulate(self.graph, self.graph.alias_closure(saved), self.rounding)
@@ -141,23 +146,24 @@ class GreedyPlanner:
         baseline, base_sim = self._step(self.graph.default_saved())
         current, sim = baseline, base_sim
         path = [baseline]
+        explored: list[tuple[int, Step]] = []
         best, best_sim = baseline, base_sim
         while budget is None or current.peak > budget:
             count = int((sim.timeline == sim.peak).sum())
+            tried: list[tuple] = []
             # The estimate ranks; a full simulation of the best few decides (estimates miss shared chains).
-            best_trial = None
             candidates = self._candidates(sim)
             for n_tried, (_score, _est, members) in enumerate(candidates):
-                if (n_tried >= max_tries and best_trial is not None) or n_tried >= 4 * max_tries:
+                if (n_tried >= max_tries and tried) or n_tried >= 4 * max_tries:
                     break  # the best few by estimate decide; a few more are tried only when none of those helps
-                scored = self._try_drop(sim, set(members), current, count)
-                if scored is not None and (best_trial is None or scored[0] < best_trial[0]):
-                    best_trial = scored
-            if best_trial is None:
-                best_trial = self._pair_move(sim, current, count, candidates)
-            if best_trial is None:
+                tried += self._try_drop(sim, set(members), current, count)
+            if not tried:
+                tried = self._pair_moves(sim, current, count, candidates)
+            if not tried:
                 break
-            _key, current, sim = best_trial
+            for _key, step, _sim in tried:
+                self._remember(explored, len(path) - 1, step)
+            _key, current, sim = min(tried, key=lambda t: t[0])
             path.append(current)
             if current.peak < best.peak or (current.peak == best.peak and current.step_time_s < best.step_time_s):
                 best, best_sim = current, sim
@@ -165,7 +171,7 @@ class GreedyPlanner:
                 print(f"gpulint: plan: {len(path)} steps, peak {current.peak / 2**20:.1f} MiB", file=sys.stderr)
         lowest = min(s.peak for s in path)
         if budget is not None and current.peak <= budget:
-            chosen, chosen_sim = self.refine(current, budget)
+            chosen, chosen_sim = self._finish(current, [s for _k, s in explored], budget)
             feasible = True
         else:
             chosen, chosen_sim, feasible = best, best_sim, budget is None
@@ -179,75 +185,110 @@ class GreedyPlanner:
             lowest_peak=lowest,
             path=path,
             plan_seconds=time.perf_counter() - start,
+            explored=explored,
         )
 
-    def _pair_move(self, sim: Simulation, current: Step, count: int, candidates: list, top: int = 8) -> tuple | None:
-        """When no single drop lowers the peak (two storages hold it together), try pairs of the best few."""
-        best = None
-        for (_s1, _e1, a), (_s2, _e2, b) in itertools.combinations(candidates[:top], 2):
-            scored = self._try_drop(sim, set(a) | set(b), current, count)
-            if scored is not None and (best is None or scored[0] < best[0]):
-                best = scored
-        return best
+    @staticmethod
+    def _remember(explored: list[tuple[int, Step]], tag: int, step: Step) -> None:
+        """Keep a simulated plan for the finish unless one found as early is as low and as fast."""
+        if not any(s.peak <= step.peak and s.step_time_s <= step.step_time_s for _k, s in explored):
+            explored.append((tag, step))
 
-    def _try_drop(self, sim: Simulation, drop: set[int], current: Step, count: int) -> tuple | None:
-        """Simulate dropping `drop` from the saved set: (rank key, step, simulation) when the peak falls (or is held
-        at fewer points), ranked by added time per byte of peak gained; None when it does not help."""
+    def _pair_moves(self, sim: Simulation, current: Step, count: int, candidates: list, top: int = 8) -> list[tuple]:
+        """When no single drop lowers the peak (two storages hold it together), try pairs of the best few."""
+        tried: list[tuple] = []
+        for (_s1, _e1, a), (_s2, _e2, b) in itertools.combinations(candidates[:top], 2):
+            tried += self._try_drop(sim, set(a) | set(b), current, count)
+        return tried
+
+    def _try_drop(self, sim: Simulation, drop: set[int], current: Step, count: int) -> list[tuple]:
+        """Simulate dropping `drop` from the saved set: [(rank key, step, simulation)] when the peak falls (or is
+        held at fewer points), ranked by added time per byte of peak gained; [] when it does not help."""
         trial, trial_sim = self._step(set(sim.schedule.saved) - drop)
         trial_count = int((trial_sim.timeline == trial_sim.peak).sum())
         if (trial.peak, trial_count) >= (current.peak, count):
-            return None
+            return []
         gain = current.peak - trial.peak
         added = trial.step_time_s - current.step_time_s
         key = (0, added / gain) if gain > 0 else (1, added)
-        return key, trial, trial_sim
+        return [(key, trial, trial_sim)]
+
+    def _finish(self, start: Step, explored: list[Step], budget: int, extra_starts: int = 2) -> tuple[Step, Simulation]:
+        """The plan for `budget` from the first path step under it: refine that step, and also the fastest plans
+        simulated beside the path that fit (the path's ratio rule can pay for many small drops where one bigger
+        drop would have reached the budget for less); keep the fastest result."""
+        fits = sorted((s for s in explored if s.peak <= budget), key=lambda s: (s.step_time_s, s.peak))
+        best: tuple[Step, Simulation] | None = None
+        for s in [start, *fits[:extra_starts]]:
+            step, sim = self.refine(s, budget)
+            if best is None or (step.step_time_s, step.peak) < (best[0].step_time_s, best[0].peak):
+                best = step, sim
+        return best
+
+    def _units(self, storages: list[int]) -> list[tuple[int, ...]]:
+        """Each storage alone, and the storages one multi-output op made together (recomputed as one)."""
+        by_creator: dict[int, list[int]] = {}
+        for s in storages:
+            by_creator.setdefault(self.creator.get(s, -1), []).append(s)
+        return [(s,) for s in storages] + [tuple(g) for c, g in by_creator.items() if c >= 0 and len(g) > 1]
+
+    def _unit_time(self, unit: tuple[int, ...]) -> float:
+        """A rough recompute time a unit stands for: its storages' creators (ranks re-save candidates)."""
+        return sum(self.times[c] for c in {self.creator.get(s, -1) for s in unit} if c >= 0)
 
     def refine(self, step: Step, budget: int, max_tries: int | None = None) -> tuple[Step, Simulation]:
-        """Save again what the budget still has room for: each dropped storage whose return keeps the simulated
-        peak within `budget` and lowers the step time is put back, biggest recompute saving first. Greedy
-        drops made against an earlier, higher peak are often no longer needed once the budget holds."""
+        """Save again what the budget still has room for: each dropped storage (or the storages one multi-output
+        op made) whose return keeps the simulated peak within `budget` and lowers the step time is put back,
+        biggest recompute saving first. Greedy drops made against an earlier, higher peak are often no longer
+        needed once the budget holds."""
         if max_tries is None:  # about the same simulation work on any graph size (~2e5 node visits per phase)
             max_tries = max(40, min(400, 200_000 // max(1, len(self.graph.nodes))))
         current, sim = self._step(set(step.saved))
-        baseline = self.graph.default_saved()
         groups: dict[int, list[int]] = {}
-        for i in baseline - current.saved:
+        for i in self.graph.default_saved():
             s = self.storage_of.get(i)
             if s is not None:
                 groups.setdefault(s, []).append(i)
-        order = sorted(groups.values(), key=lambda members: -sum(self.times[i] for i in members))
         tries = 0
         improved = True
         while improved and tries < max_tries:  # a return can make room for another: repeat until stable
             improved = False
-            for members in order:
-                if not (set(members) - current.saved) or tries >= max_tries:
+            units = self._units(self._dropped(current, groups))
+            for unit in sorted(units, key=lambda u: -self._unit_time(u)):
+                members = {i for s in unit for i in groups[s]}
+                if members <= current.saved or tries >= max_tries:
                     continue
                 tries += 1
-                trial, trial_sim = self._step(set(current.saved) | set(members))
+                trial, trial_sim = self._step(set(current.saved) | members)
                 if trial.peak <= budget and trial.step_time_s < current.step_time_s:
                     current, sim, improved = trial, trial_sim, True
         return self._swap(current, sim, budget, groups, max_tries)
 
+    def _dropped(self, current: Step, groups: dict[int, list[int]]) -> list[int]:
+        kept = {self.storage_of[i] for i in current.saved if i in self.storage_of}
+        return [s for s in groups if s not in kept]
+
     def _swap(self, current: Step, sim: Simulation, budget: int, groups: dict[int, list[int]],
               max_tries: int) -> tuple[Step, Simulation]:
-        """Local search under the budget: keep a dropped storage in exchange for dropping a kept one, whenever
-        that lowers the step time and the peak still fits (at most `max_tries` simulations)."""
+        """Local search under the budget: keep a dropped storage (or an op's storages) in exchange for dropping a
+        kept one, whenever that lowers the step time and the peak still fits (at most `max_tries` simulations)."""
         by_storage = self.graph._tensors_by_storage()
         tries = 0
         improved = True
         while improved and tries < max_tries:
             improved = False
-            kept = {self.storage_of[i] for i in current.saved if i in self.storage_of}
-            dropped = [s for s in groups if s not in kept]
-            dropped.sort(key=lambda s: -sum(self.times[i] for i in groups[s]))
+            dropped = self._units(self._dropped(current, groups))
+            dropped.sort(key=lambda u: -self._unit_time(u))
+            kept_storages = [s for s in groups if s not in set(self._dropped(current, groups))]
+            kept = sorted(self._units(kept_storages), key=lambda u: -self._unit_size(u))
             for d in dropped:
-                for k in sorted(kept, key=lambda s: self.sizes[s], reverse=True):
-                    if tries >= max_tries or self.sizes[k] < self.sizes[d] // 4:
+                back = {i for s in d for i in groups[s]}
+                for k in kept:
+                    if tries >= max_tries or self._unit_size(k) < self._unit_size(d) // 4:
                         break
                     tries += 1
-                    members = [j for j in by_storage.get(k, []) if j in self.storage_of]
-                    trial, trial_sim = self._step((set(current.saved) | set(groups[d])) - set(members))
+                    members = {j for s in k for j in by_storage.get(s, []) if j in self.storage_of}
+                    trial, trial_sim = self._step((set(current.saved) | back) - members)
                     if trial.peak <= budget and trial.step_time_s < current.step_time_s:
                         current, sim, improved = trial, trial_sim, True
                         break
@@ -255,22 +296,23 @@ class GreedyPlanner:
                     break
         return current, sim
 
+    def _unit_size(self, unit: tuple[int, ...]) -> int:
+        return sum(self.sizes[s] for s in unit)
+
     def for_budget(self, full: PlanResult, budget: int) -> PlanResult:
-        """The plan for `budget` taken from a run down to the floor (the path does not depend on the budget)."""
-        for step in full.path:
-            if step.peak <= budget:
-                chosen, feasible = step, True
-                break
+        """The plan for `budget` taken from a run down to the floor (the path does not depend on the budget, and
+        the finish sees only what a run stopping at `budget` would have explored, so both give the same plan)."""
+        first = next((k for k, step in enumerate(full.path) if step.peak <= budget), None)
+        if first is not None:
+            explored = [s for tag, s in full.explored if tag < first]
+            chosen, chosen_sim = self._finish(full.path[first], explored, budget)
         else:
-            chosen, feasible = min(full.path, key=lambda s: (s.peak, s.step_time_s)), False
-        if feasible:
-            chosen, chosen_sim = self.refine(chosen, budget)
-        else:
+            chosen = min(full.path, key=lambda s: (s.peak, s.step_time_s))
             chosen_sim = simulate(self.graph, set(chosen.saved), self.rounding)
         return PlanResult(
-            budget=budget, feasible=feasible, chosen=chosen, baseline=full.baseline, simulation=chosen_sim,
-            baseline_simulation=full.baseline_simulation, lowest_peak=full.lowest_peak, path=full.path,
-            plan_seconds=full.plan_seconds,
+            budget=budget, feasible=first is not None, chosen=chosen, baseline=full.baseline,
+            simulation=chosen_sim, baseline_simulation=full.baseline_simulation, lowest_peak=full.lowest_peak,
+            path=full.path, plan_seconds=full.plan_seconds, explored=full.explored,
         )
 
 
