@@ -733,7 +733,8 @@ class TensorConditionInStep(_SyncRule):
     triggers = ("torch",)
     docs = RuleDocs(
         what_it_does="Flags `if`, `while`, `assert` and conditional expressions whose test is a tensor (`if loss > 10:`, "
-        "`assert torch.isfinite(loss)`, `if mask.any():`) in code that runs every step, ungated.",
+        "`assert torch.isfinite(loss)`, `if mask.any():`) or `any()` / `all()` over tensors "
+        "(`if any(torch.isnan(l) for l in losses):`) in code that runs every step, ungated.",
         why_slow="Python needs a bool, so the tensor is copied to the host (`Tensor.__bool__` calls `.item()`): a "
         "device-to-host round trip that drains the GPU queue before the branch can be taken.",
         example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    if loss > 100:\n"
@@ -749,12 +750,14 @@ class TensorConditionInStep(_SyncRule):
         _in_loop("lr = optimizer.param_groups[0][\"lr\"]\nif lr > 100:\n    break"),
         _in_loop("if step % 50 == 0:\n    assert torch.isfinite(loss)"),
         _in_loop("if optimizer is not None and step > 10:\n    pass"),
+        _in_loop("if any(g[\"lr\"] > 1 for g in optimizer.param_groups):\n    break"),
     )
     invalid = (
         Invalid(_in_loop("if loss > 100:\n    break")),
         Invalid(_in_loop("assert torch.isfinite(loss).all()")),
         Invalid(_in_loop("if torch.isnan(loss):\n    break")),
         Invalid(_in_loop("scale = 1.0 if loss.detach() < 1 else 0.5")),
+        Invalid(_in_loop("if any(torch.isnan(t) for t in (loss, loss.detach())):\n    break")),
     )
 
     def visit_If(self, node: cst.If) -> None:
@@ -770,8 +773,22 @@ class TensorConditionInStep(_SyncRule):
         self._check(node.test, "x if ... else y")
 
     def _check(self, test: cst.BaseExpression, kind: str) -> None:
-        if self.tensors.is_tensor(test):
+        if self._reads_tensor(test):
             self.report(test, self.message.format(kind=kind))
+
+    def _reads_tensor(self, test: cst.BaseExpression) -> bool:
+        """A tensor test, or `any(torch.isnan(l) for l in losses)`: the builtin calls `bool()` on each tensor."""
+        if self.tensors.is_tensor(test):
+            return True
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._reads_tensor(test.expression)
+        if isinstance(test, cst.BooleanOperation):
+            return self._reads_tensor(test.left) or self._reads_tensor(test.right)
+        if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in ("any", "all")):
+            return False
+        if len(test.args) == 1 and isinstance(test.args[0].value, (cst.GeneratorExp, cst.ListComp)):
+            return self.tensors.is_tensor(test.args[0].value.elt)
+        return False
 
 
 # ================================================================================================ GPL406
@@ -926,6 +943,8 @@ class SynchronizeInStep(_SyncRule):
 _DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
 # Project helpers that move a (nested) batch with plain `.to(device)` (OLMo, Accelerate's send_to_device default).
 _MOVE_HELPERS = frozenset({"move_to_device", "to_device", "send_to_device", "batch_to_device", "move_to_cuda"})
+# `x.type(torch.cuda.FloatTensor)` is a host-to-device copy too (old scripts use it to move batches).
+_CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z]*Tensor$")
 
 
 class BlockingHostToDeviceCopy(_SyncRule):
@@ -936,20 +955,21 @@ class BlockingHostToDeviceCopy(_SyncRule):
         "`non_blocking=True` has no effect here: this file's DataLoader does not set `pin_memory=True`, so the copy "
         "from pageable memory is synchronous"
     )
-    triggers = (".to(", ".cuda(", "to_device(", "move_to_cuda(")
+    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(")
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
-        "batch helpers such as `move_to_device(batch, device)`) without `non_blocking=True`, and `non_blocking=True` "
-        "copies in a file whose DataLoader does not pin memory.",
+        "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
+        "as `move_to_device(batch, device)`) without `non_blocking=True`, and `non_blocking=True` copies in a file "
+        "whose DataLoader does not pin memory.",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
         "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
         example="train_loader = DataLoader(dataset, batch_size=64, shuffle=True)\nfor x, y in train_loader:\n"
         "    x, y = x.to(device), y.to(device)\n    loss = F.cross_entropy(model(x), y)",
         use_instead="`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)`.",
-        fix_safety="Unsafe: the fix adds `non_blocking=True` to `.to()` / `.cuda()` (helpers get no fix: they may not "
-        "take the argument). Same values whenever the source tensor is not written again before the copy completes; a "
+        fix_safety="Unsafe: the fix adds `non_blocking=True` to `.to()` / `.cuda()` / `.type()` (helpers get no fix: "
+        "they may not take the argument). Same values whenever the source tensor is not written again before the copy completes; a "
         "pinned host buffer that the code refills in place right after the call (a hand-written prefetcher reusing one "
         "buffer) could be overwritten while the copy is still in flight. Without `pin_memory=True` the flag changes "
         "nothing, so pin the loader too.",
@@ -968,6 +988,7 @@ class BlockingHostToDeviceCopy(_SyncRule):
         "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    for x, y in loader:\n"
         "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
         "        optimizer.step()\n"),
+        _in_loop("z = x.type(torch.FloatTensor)"),
     )
     invalid = (
         Invalid(
@@ -991,6 +1012,26 @@ class BlockingHostToDeviceCopy(_SyncRule):
             count=2,
         ),
         Invalid(
+            "import torch\n\nTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor\n\n\n"
+            "def train(model, loader, optimizer, device):\n    for x, y in loader:\n        x = x.type(Tensor)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+            fixed="import torch\n\nTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor\n\n\n"
+            "def train(model, loader, optimizer, device):\n    for x, y in loader:\n        x = x.type(Tensor, non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        ),
+        Invalid(
+            "import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        x = x.pin_memory().to(device)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+            fixed="import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        x = x.pin_memory().to(device, non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        ),
+        Invalid(
             "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
             "    loader = DataLoader(dataset, batch_size=4, shuffle=True)\n    for x, y in loader:\n"
             "        x = x.to(device, non_blocking=True)\n        y = y.to(device, non_blocking=True)\n"
@@ -1007,6 +1048,24 @@ class BlockingHostToDeviceCopy(_SyncRule):
         self._prepared = False  # accelerate / Fabric place the batches on the device themselves
         self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
+        self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        super().leave_Assign(node)
+        # `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` (the classic GAN scripts' idiom)
+        if self._is_cuda_type(node.value):
+            for target in node.targets:
+                self._cuda_type_names |= target_names(target.target)
+
+    def _is_cuda_type(self, expr: cst.BaseExpression) -> bool:
+        """`torch.cuda.FloatTensor`, `"torch.cuda.LongTensor"`, a name bound to one, or `a if c else b` with one."""
+        if isinstance(expr, cst.IfExp):
+            return self._is_cuda_type(expr.body) or self._is_cuda_type(expr.orelse)
+        if isinstance(expr, cst.SimpleString):
+            return bool(_CUDA_TENSOR_TYPE.match(expr.raw_value))
+        if isinstance(expr, cst.Name) and expr.value in self._cuda_type_names:
+            return True
+        return bool(_CUDA_TENSOR_TYPE.match(self.context.resolve(expr) or ""))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -1028,18 +1087,21 @@ class BlockingHostToDeviceCopy(_SyncRule):
             if not self._on_cpu_branch():
                 self._blocking.append((node, f"{method}(batch, device)", self.context.ancestors_snapshot()))
             return
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda", "type"):
             return
         if func.attr.value == "to" and not self._device_target(node):
             return
-        if self._moves_device_value(func.value) or self._on_cpu_branch():
+        if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
+            return
+        pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
+        if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch():
             return
         non_blocking = _keyword(node, "non_blocking")
         if non_blocking is not None and not _is_false(non_blocking.value):
-            if not _is_pinned_call(func.value):
+            if not pinned:
                 self._nonblocking.append((node, self.context.ancestors_snapshot()))
             return
-        call = "x.cuda()" if func.attr.value == "cuda" else "x.to(device)"
+        call = {"cuda": "x.cuda()", "to": "x.to(device)", "type": "x.type(torch.cuda.FloatTensor)"}[func.attr.value]
         if non_blocking is None:
             self._blocking.append((node, call, self.context.ancestors_snapshot()))
 
@@ -1236,9 +1298,13 @@ _COLLECTIVES = frozenset(
 _WRAPPER_NAME = re.compile(
     r"all_?reduce|all_?gather|^reduce_(tensor|mean|sum|dict|value|loss|losses|scalar)|^sync_tensor", re.IGNORECASE
 )
+# `accelerator.gather(loss)` / `fabric.all_reduce(x)`: Accelerate's and Fabric's collectives.
+_ACCELERATOR_COLLECTIVES = frozenset({"gather", "reduce", "all_reduce", "all_gather", "broadcast"})
+_ACCELERATOR = re.compile(r"accelerator|fabric", re.IGNORECASE)
 _HOST_READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 _LOOKAHEAD_STATEMENTS = 12
 LOOP_NODES = (cst.For, cst.While)
+_METADATA = frozenset({"shape", "ndim", "dtype", "device", "size", "dim", "numel", "is_cuda"})
 
 
 class BlockingCollectiveInStep(_SyncRule):
@@ -1307,6 +1373,10 @@ class BlockingCollectiveInStep(_SyncRule):
             self._check_collective(node, resolved or method)
         elif _WRAPPER_NAME.search(method) and not resolved.startswith("torch."):
             self._check_wrapper(node, method)
+        elif method in _ACCELERATOR_COLLECTIVES and isinstance(func, cst.Attribute) and (
+            _ACCELERATOR.search(last_name(func.value) or "")
+        ):
+            self._check_wrapper(node, f"{last_name(func.value)}.{method}")
 
     def _check_collective(self, node: cst.Call, name: str) -> None:
         positional = [a.value for a in node.args if a.keyword is None]
@@ -1329,19 +1399,37 @@ class BlockingCollectiveInStep(_SyncRule):
             _iterates_tensors_of_model(loop.iter)
         ):
             self.report(node, self.message_loop.format(name=name))
+        elif self._read_in_chain():
+            self.report(node, self.message.format(name=name))  # `reduce_tensor(loss).item()`
         elif self.context.is_host_value(argument):
             self.report(node, self.message_host.format(name=name))
         else:
-            parent = self.context.parent()
-            if isinstance(parent, cst.Attribute) and parent.attr.value in _HOST_READ_METHODS:
-                self.report(node, self.message.format(name=name))  # `reduce_tensor(loss).item()`
-                return
             results: set[str] = set()
-            if isinstance(parent, cst.Assign):
-                for target in parent.targets:
+            assign = self._assignment_of_result()
+            if assign is not None:
+                for target in assign.targets:
                     results |= target_names(target.target)
             if results and self._read_on_host_after(results):
                 self.report(node, self.message.format(name=name))
+
+    def _read_in_chain(self) -> bool:
+        """`reduce_tensor(loss).item()`, `accelerator.gather(x).sum().item()`: read on the host in the same expression."""
+        chain = self.context.ancestors
+        index = len(chain) - 2
+        while index > 0 and isinstance(chain[index], cst.Attribute) and isinstance(chain[index - 1], cst.Call):
+            if chain[index].attr.value in _HOST_READ_METHODS:
+                return True
+            index -= 2
+        return False
+
+    def _assignment_of_result(self) -> cst.Assign | None:
+        """The `x = ...` that binds the visited call's result, through method calls on it
+        (`avg = accelerator.gather(loss).mean()`)."""
+        chain = self.context.ancestors
+        index = len(chain) - 2
+        while index > 0 and isinstance(chain[index], cst.Attribute) and isinstance(chain[index - 1], cst.Call):
+            index -= 2
+        return chain[index] if index >= 0 and isinstance(chain[index], cst.Assign) else None
 
     def _read_on_host_after(self, names: set[str]) -> bool:
         """Is one of `names` (or a value computed from them) read on the host later in this step?
@@ -1414,17 +1502,76 @@ class _HostReadFinder(cst.CSTVisitor):
             for target in node.targets:
                 self.names |= target_names(target.target)
 
+    def visit_For(self, node: cst.For) -> bool:
+        if _mentions_names(node.iter, self.names):  # `for name, value in reduced.items(): value.item()`
+            self.names |= target_names(node.target)
+        return not self.found
+
+    def _test(self, test: cst.BaseExpression) -> None:
+        """`if grad_norm > limit:` / `while not done:` on a reduced tensor: Python asks the tensor for a bool."""
+        if _bool_of_names(test, self.names):
+            self.found = True
+
+    def visit_If(self, node: cst.If) -> bool:
+        self._test(node.test)
+        return not self.found
+
+    def visit_While(self, node: cst.While) -> bool:
+        self._test(node.test)
+        return not self.found
+
+    def visit_Assert(self, node: cst.Assert) -> bool:
+        self._test(node.test)
+        return not self.found
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
 
 
+def _bool_of_names(test: cst.BaseExpression, names: set[str]) -> bool:
+    """Does a condition turn one of `names` into a Python bool: `x`, `not x`, `x > 1`, `a or x < b` (not `x is None`,
+    `k in x`, `len(x) > 0`, `x.shape[0] > 1`)?"""
+    if isinstance(test, cst.BooleanOperation):
+        return _bool_of_names(test.left, names) or _bool_of_names(test.right, names)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _bool_of_names(test.expression, names)
+    if isinstance(test, cst.Comparison):
+        if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
+            return False
+        return any(_is_value_of(operand, names) for operand in (test.left, *(c.comparator for c in test.comparisons)))
+    return _is_value_of(test, names)
+
+
+def _is_value_of(expr: cst.BaseExpression, names: set[str]) -> bool:
+    """`x`, `x[0]`, `x.max()`, `x / n`: a value computed from one of `names` (not its shape or length)."""
+    if isinstance(expr, cst.BinaryOperation):
+        return _is_value_of(expr.left, names) or _is_value_of(expr.right, names)
+    if isinstance(expr, cst.Attribute) and expr.attr.value in _METADATA:
+        return False
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _METADATA:
+        return False
+    return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and root_name(expr) in names
+
+
 class _NameCollector(cst.CSTVisitor):
+    """The names an expression reads values of: not those it only takes the shape or length of (`x.shape[0]`,
+    `x.size(0)`, `len(x)` are host metadata, free to read)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.names: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return node.attr.value not in _METADATA
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _METADATA:
+            return False
+        return not (isinstance(func, cst.Name) and func.value == "len")
 
 
 def _mentions_names(expr: cst.CSTNode, names: set[str]) -> bool:

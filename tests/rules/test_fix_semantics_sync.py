@@ -35,8 +35,10 @@ def _train(source: str) -> list:
 
 @pytest.fixture
 def cpu_cuda(monkeypatch):
-    """`.cuda()` on a machine without CUDA: stands for the device move and accepts `non_blocking=`."""
+    """`.cuda()` and `.pin_memory()` on a machine without CUDA: each stands for itself (`.cuda()` accepts
+    `non_blocking=`)."""
     monkeypatch.setattr(torch.Tensor, "cuda", lambda self, device=None, non_blocking=False: self)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, device=None: self)
 
 
 @pytest.mark.parametrize("rule,index", FIXED)

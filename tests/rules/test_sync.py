@@ -422,3 +422,98 @@ x[keep] += 1
     ) + "\n"
     codes = {code for code, _ in gpl4(source)}
     assert codes <= {"GPL401", "GPL402", "GPL404", "GPL405", "GPL406", "GPL411", "GPL412", "GPL420"}
+
+
+# ------------------------------------------------------------------ shapes from real training scripts (recall)
+def test_type_to_a_cuda_tensor_alias_is_a_blocking_copy():
+    """The classic GAN scripts: `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, `imgs.type(Tensor)`."""
+    source = """
+    import torch
+
+    cuda = torch.cuda.is_available()
+    Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+
+    for i, (imgs, _) in enumerate(dataloader):
+        real_imgs = imgs.type(Tensor)
+        half = imgs.type(torch.HalfTensor)
+        other = imgs.type(torch.float16)
+        loss = model(real_imgs).mean()
+        loss.backward()
+        optimizer.step()
+    """
+    assert gpl4(source) == [("GPL411", 8)]
+
+
+def test_pinned_then_copied_without_non_blocking():
+    body = "c = torch.from_numpy(labels).pin_memory().to(device)\nd = torch.from_numpy(labels).pin_memory().to(device, non_blocking=True)"
+    assert gpl4(in_step(body)) == [("GPL411", 12)]
+
+
+def test_any_over_tensors_as_a_condition():
+    body = """
+if any(torch.isnan(l) for l in (loss, loss * 2)):
+    break
+if not all(t.isfinite().all() for t in [loss]):
+    break
+if any(n > 3 for n in [1, 2]):
+    break
+"""
+    assert gpl4(in_step(body)) == [("GPL405", 12), ("GPL405", 14)]
+
+
+def test_accelerator_gather_read_on_the_host():
+    source = """
+    import torch
+
+    def train(accelerator, model, loader, optimizer, args):
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        train_loss = 0.0
+        for batch in loader:
+            loss = model(batch).mean()
+            avg_loss = accelerator.gather(loss.repeat(args.train_batch_size)).mean()
+            train_loss += avg_loss.item()
+            accelerator.backward(loss)
+            optimizer.step()
+            gathered = accelerator.gather(loss.detach())
+            ema = gathered * 0.1
+    """
+    assert gpl4(source) == [("GPL420", 9)]
+
+
+def test_collective_result_tested_in_an_if_or_read_in_a_for_loop():
+    source = """
+    import torch
+    import torch.distributed as dist
+
+    def train(model, loader, optimizer, limit):
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            grad_norm = allreduce(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+            if grad_norm > limit:
+                continue
+            optimizer.step()
+            losses = torch.stack([loss, loss])
+            dist.reduce(losses, dst=0)
+            named = {k: v for k, v in zip("ab", losses)}
+            for name, value in named.items():
+                print(name, value.mean().item())
+    """
+    codes = gpl4(source)
+    assert ("GPL420", 9) in codes and ("GPL420", 14) in codes
+
+
+def test_collective_result_whose_shape_only_is_read_is_fine():
+    source = """
+    import torch
+
+    def train(model, loader, optimizer, queue_size):
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+            feats = concat_all_gather(model.features.detach())
+            batch_size = feats.shape[0]
+            assert queue_size % batch_size == 0
+    """
+    assert gpl4(source) == []
