@@ -131,6 +131,7 @@ class _LoopInfo:
     function: cst.FunctionDef | None
     has_marker: bool = False
     iterates_loader: bool = False
+    fetches_batches: bool = False  # calls `next(loader_iterator)`
     under_no_grad: bool = False
     callees: set[str] = field(default_factory=set)
 
@@ -257,6 +258,13 @@ class FileContext:
             elif name != "zero_grad" and (function := self.enclosing_function()) is not None:
                 # `def train(): ...; loss.backward(); optimizer.step()` with no loop of its own is one step.
                 self._step_functions.add(function.name.value)
+        if name == "next" and isinstance(node.func, cst.Name) and node.args and self._iterates_loader(node.args[0].value):
+            # `while True: batch = next(train_iter)` steps through a loader as surely as `for batch in loader:`.
+            # It does not make the function an epoch function: `for _ in range(accum): x = next(it)` is a step's
+            # micro-batch loop.
+            loop = self.innermost_loop()
+            if loop is not None:
+                self._loops[id(loop)].fetches_batches = True
         func = node.func
         same_module_call = isinstance(func, cst.Name) or (
             isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")
@@ -408,7 +416,8 @@ class FileContext:
             if info.function is not None and is_cold_function_name(info.function.name.value):
                 continue
             loader = info.iterates_loader and not info.under_no_grad
-            if info.has_marker or loader or info.callees & hot_named:
+            fetches = info.fetches_batches and not info.under_no_grad
+            if info.has_marker or loader or fetches or info.callees & hot_named:
                 self._step_loops.add(id(info.node))
                 # `train_batch` / `train_step` run once per step: their loop over micro-batches is inside the step.
                 per_step_name = name_parts(info.function.name.value) & STEP_NAME_PARTS if info.function else True
