@@ -517,3 +517,34 @@ def test_collective_result_whose_shape_only_is_read_is_fine():
             assert queue_size % batch_size == 0
     """
     assert gpl4(source) == []
+
+
+def test_while_loop_fetching_batches_with_next_is_a_step_loop():
+    source = """
+    import torch
+
+    def training_loop(phases, training_set_iterator, device):
+        while True:
+            real_img, real_c = next(training_set_iterator)
+            real_img = real_img.to(device)
+            for phase in phases:
+                phase.loss(real_img).backward()
+                phase.opt.step()
+    """
+    assert gpl4(source) == [("GPL411", 7)]
+
+
+def test_micro_batch_loop_with_next_keeps_the_rest_of_a_one_step_function_hot():
+    source = """
+    import torch
+
+    def train(self):
+        for _ in range(self.accumulate_every):
+            batch = next(self.loader).cuda(non_blocking=True)
+            loss = self.model(batch).mean()
+            loss.backward()
+        self.opt.step()
+        if torch.isnan(loss):
+            raise_later = True
+    """
+    assert gpl4(source) == [("GPL405", 10)]
