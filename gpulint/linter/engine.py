@@ -1,26 +1,30 @@
 """Lint one file: decode, pre-filter, parse once, run every enabled rule in one traversal, resolve findings.
 
-Positions (the costly libcst metadata) are computed only for files that produced at least one report, and the hot-path
-analysis runs only then too: most files pay for a parse and one traversal, and files without any trigger word pay for
-neither.
+The cost of a lint is parsing, so the engine parses as little as it can: a file holding no trigger word of an enabled
+rule is not parsed at all, and in the others only the functions some rule needs are (regions.py blanks the rest
+out, keeping lines and columns). The hot-path analysis runs only for files with reports, and positions are computed
+only for the statements that hold a finding (positions.py).
+
+A consequence: a syntax error inside a function no rule needs is not reported (as one in a file without trigger
+words never was); gpulint reports what it cannot check, and never guesses from code it could not parse.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import io
 import re
 import tokenize
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS, FileContext
 from gpulint.linter.noqa import Suppressions
+from gpulint.linter.positions import positions_of
+from gpulint.linter.regions import prune
 from gpulint.linter.rule import Edit, Finding, Fix, InsertBefore, Replace, Report, Rule
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
@@ -30,6 +34,8 @@ PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
 class LintOptions:
     hot_functions: tuple[str, ...] = ()
     gate_names: tuple[str, ...] = ()
+    # Parse only the functions the enabled rules need (see regions.py); off only to check that pruning changes nothing.
+    prune: bool = True
 
 
 @dataclass
@@ -113,8 +119,9 @@ def lint_text(
     words = tuple(w for r in active for w in r.triggers)
     if not words or not _trigger_pattern(words).search(text):
         return []
-    if len(active) > 1:
-        active = [r for r in active if any(w in text for w in r.triggers)]
+    active = [r for r in active if _may_fire(r, text)]
+    if not active:
+        return []
     if any(r.hot_only for r in active) and not _step_evidence(options.hot_functions).search(text):
         active = [r for r in active if not r.hot_only]
         if not active:
@@ -128,6 +135,14 @@ def lint_text(
             return [parse_error(path, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1)]
         except (RecursionError, MemoryError, ValueError):
             return [parse_error(path, "too deeply nested for the parser", 1, 1)]
+    pruned = _pruned(text, active, options) if options.prune else None
+    if pruned is not None:
+        try:
+            module = cst.parse_module(pruned)
+        except Exception:  # the line-based cut was fooled (e.g. by a string), or the file has an error: parse it whole
+            module = None
+        if module is not None:
+            return _lint_parsed(path, text, pruned, module, active, options)
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -136,6 +151,14 @@ def lint_text(
         return [parse_error(path, "too deeply nested for the parser", 1, 1)]
     except Exception as exc:  # the native parser can raise other errors on exotic input
         return [parse_error(path, f"could not parse: {type(exc).__name__}: {exc}", 1, 1)]
+    return _lint_parsed(path, text, text, module, active, options)
+
+
+def _lint_parsed(
+    path: str, text: str, parsed_text: str, module: cst.Module, active: Sequence[type[Rule]], options: LintOptions
+) -> list[Finding]:
+    """Run the rules over a parsed module. `parsed_text` is what was parsed: the file, or its pruned copy (same
+    lines and columns), which positions are computed from; `noqa` comments are read from the file itself."""
     context = FileContext(path, module, options.hot_functions, options.gate_names)
     instances = [rule(context) for rule in active]
     try:
@@ -148,7 +171,61 @@ def lint_text(
     kept = [r for r in context.reports if _applies(r, context)]
     if not kept:
         return []
-    return _resolve(path, text, module, kept)
+    return _resolve(path, text, parsed_text, module, kept)
+
+
+# A training script that calls backward and never names a device is CPU-only (GPL4xx rules stay silent there), so
+# where the file calls backward every function that names a device is kept for the rules to see.
+_DEVICE_WORDS = re.compile(
+    r"cuda|device|gpu|accelerat|fabric|lightning|distributed|rank|xla|mps|xpu|npu|pin_memory|non_blocking"
+)
+# Facts that step-only rules read outside the step: the DDP wrapper (GPL422), the loader's pin_memory (GPL411).
+_FACT_WORDS = ("DistributedDataParallel", "DDP", "pin_memory", "DataLoader")
+
+
+@lru_cache(maxsize=64)
+def _hot_code(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
+    """Code that the hot-path context may find running every step by itself (context.py decides exactly): a step
+    marker, a loop over something named like a loader, a hot function's definition or a call to one."""
+    names = "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
+    loader = r"loader|Loader|batches|iterator|prefetcher|(?<![A-Za-z0-9])(?:dl|data|train_data)(?![a-z0-9])|Dl\b"
+    return re.compile(
+        rf"backward\(|zero_grad\(|\.step\(|\bfor\b[^:]*?\bin\b[^:]*?(?:{loader})|(?<![\w.])(?:{names})\s*\("
+    )
+
+
+def _may_fire(rule: type[Rule], text: str) -> bool:
+    return any(w in text for w in rule.triggers) and all(any(w in text for w in group) for group in rule.requires)
+
+
+def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> str | None:
+    """The text with the functions no active rule needs blanked out (see regions.py), or None to parse it whole.
+
+    A step-only rule (`hot_only`) needs the functions that may run in the step, and those holding the facts it reads
+    elsewhere; any other rule needs the functions that hold its trigger words (and its `requires` words)."""
+    anywhere = [r for r in active if not r.hot_only]
+    plain = tuple(w for r in anywhere if not r.requires for w in r.triggers)
+    triggers = _trigger_pattern(plain) if plain else None
+    strict = [[_trigger_pattern(group) for group in (r.triggers, *r.requires)] for r in anywhere if r.requires]
+    step_only = any(r.hot_only for r in active)
+    facts = _trigger_pattern(_FACT_WORDS) if step_only else None
+    devices = _DEVICE_WORDS if step_only and "backward" in text else None
+    hot_code = _hot_code(options.hot_functions)
+
+    def needs(code: str) -> bool:
+        return bool(
+            (triggers is not None and triggers.search(code))
+            or any(all(p.search(code) for p in patterns) for patterns in strict)
+            or (facts is not None and facts.search(code))
+            or (devices is not None and devices.search(code))
+        )
+
+    def hot(code: str) -> bool:  # also for rules that run anywhere: some report only what runs every step
+        return hot_code.search(code) is not None
+
+    lines = text.split("\n")
+    kept = prune(lines, needs, hot)
+    return None if kept is None else "\n".join(kept)
 
 
 _MAX_PYTHON_NESTING = 200
@@ -209,66 +286,8 @@ def _applies(report: Report, context: FileContext) -> bool:
     return not state.cold  # "training"
 
 
-def _positions(text: str, module: cst.Module, reports: list[Report]) -> Mapping[cst.CSTNode, CodeRange]:
-    """Positions of the nodes the reports (and their fixes) need.
-
-    libcst computes positions by regenerating the code of the whole module, which costs more than parsing it. Here
-    only the smallest unit holding a report is regenerated: a top-level statement, or one member of a top-level class
-    (with the class header around it, so indentation is unchanged). Each unit is shifted to its real first line, which
-    Python's much faster `ast` parser gives.
-    """
-    try:
-        tree = ast.parse(text)
-        starts = _statement_lines(module.body, tree.body)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, IndexError):
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    positions: dict[cst.CSTNode, CodeRange] = {}
-    done: set[int] = set()
-    for report in reports:
-        unit = _smallest_unit(module, report, starts)
-        if unit is None or id(unit[0]) in done:
-            continue
-        anchor, pruned = unit
-        done.add(id(anchor))
-        local = MetadataWrapper(pruned, unsafe_skip_copy=True).resolve(PositionProvider)
-        shift = starts[id(anchor)] - local[anchor].start.line
-        for node, span in local.items():
-            positions[node] = CodeRange((span.start.line + shift, span.start.column), (span.end.line + shift, span.end.column))
-    needed = [r.node for r in reports] + [part.node for r in reports for part in r.fix]
-    if any(node not in positions for node in needed):
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    return positions
-
-
-def _smallest_unit(module: cst.Module, report: Report, starts: dict[int, int]) -> tuple[cst.CSTNode, cst.Module] | None:
-    chain = report.ancestors + (report.node,) if not report.ancestors or report.ancestors[-1] is not report.node else report.ancestors
-    if len(chain) < 2 or id(chain[1]) not in starts:
-        return None
-    top = chain[1]
-    if type(top) is cst.ClassDef and len(chain) > 3 and chain[2] is top.body and id(chain[3]) in starts:
-        member = chain[3]
-        alone = top.with_changes(body=top.body.with_changes(body=(member,)))
-        return member, module.with_changes(header=(), body=(alone,), footer=())
-    return top, module.with_changes(header=(), body=(top,), footer=())
-
-
-def _statement_lines(statements: Sequence[cst.CSTNode], nodes: list[ast.stmt]) -> dict[int, int]:
-    """id(libcst statement) -> the line where its code starts, for a body and (one level down) top-level classes."""
-    starts: dict[int, int] = {}
-    index = 0
-    for statement in statements:
-        node = nodes[index]
-        starts[id(statement)] = node.lineno  # both start a decorated def/class at its keyword, not at `@`
-        if type(statement) is cst.ClassDef and isinstance(node, ast.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
-            starts.update(_statement_lines(statement.body.body, node.body))
-        index += len(statement.body) if type(statement) is cst.SimpleStatementLine else 1
-    if index != len(nodes):
-        raise ValueError("libcst and ast disagree on the statements of a body")
-    return starts
-
-
-def _resolve(path: str, text: str, module: cst.Module, reports: list[Report]) -> list[Finding]:
-    positions = _positions(text, module, reports)
+def _resolve(path: str, text: str, parsed_text: str, module: cst.Module, reports: list[Report]) -> list[Finding]:
+    positions = positions_of(parsed_text, module, reports)
     suppressions = Suppressions.from_text(text)
     findings: dict[tuple, Finding] = {}
     for report in reports:

@@ -171,6 +171,10 @@ class Rule:
     message: ClassVar[str]  # the default finding message (one sentence, what is slow and what to do)
     docs: ClassVar[RuleDocs]
     triggers: ClassVar[tuple[str, ...]]  # words one of which must occur in the source for the rule to run
+    # Further groups of words, each of which must also have one word in the source for the rule to run, and in a
+    # function for the rule to need it parsed (regions.py): e.g. a loop over a dict of metrics is only reported when
+    # something in it reads a value on the host, so `.items()` alone does not make a function worth parsing.
+    requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
     valid: ClassVar[Sequence[str]] = ()
     invalid: ClassVar[Sequence[Invalid]] = ()
     default_enabled: ClassVar[bool] = True

@@ -702,6 +702,8 @@ class PerMetricLoggingLoop(_PerTensorRule):
         "and transfer once"
     )
     triggers = (".items()", ".values()", "losses", "metrics", "**")
+    # A reported loop reads each value (`.item()`, `add_scalar`, ...); a reported call hands `**dict` to `update`/`log`.
+    requires = (("update(", "log(", "log_dict(", ".item(", ".tolist(", ".cpu(", ".numpy(", "add_scalar"),)
     docs = RuleDocs(
         what_it_does="Flags a `for` loop over a dict of tensors (`.items()` / `.values()`) or over a list named like "
         "`losses` / `metrics` that reads each value on the host (`.item()`, `float()`, `.tolist()`, `.cpu()`, "

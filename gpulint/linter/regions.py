@@ -1,0 +1,165 @@
+"""Which functions of a file the rules need to see, decided on the text before anything is parsed.
+
+Parsing with libcst is most of a lint's cost, and most of a large file cannot hold a finding: a model file is mostly
+`__init__`s, docstrings and helpers that no trigger word appears in. So the engine parses a *pruned* copy of the
+file, in which every top-level function or class, and every member of a top-level class, that is not needed is
+replaced by blank lines. Line numbers and columns are unchanged, so findings, fixes and `noqa` comments line up with
+the real file.
+
+A function (or method) is needed when its code (docstrings and comments removed) holds a trigger word of an enabled
+rule, a sign of a training step (the engine's step evidence, which includes the definitions of hot functions), or a
+sign of a device when the file could be a CPU-only script; when it is called from code that is needed (the hot path
+runs through helpers); and, for a method, when another method of its class is needed and it is the class's
+`__init__` (where the class's tensors and buffers are made). Module-level statements are always kept.
+
+The cut is made on lines, not on a parse: a definition starts at a line that begins with `def`, `async def`, `class`
+or `@` at the indentation of its body, and ends before the next line at that indentation or less. Text that fools
+this (a docstring line that looks like a definition) either keeps more than needed, which is harmless, or leaves a
+string unterminated, which the engine detects (the pruned text does not parse) and then parses the whole file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+_DEFINITION = re.compile(r"@|def\s|async\s+def\s|class\s")  # used with match(line, indent)
+_NAME = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")
+_MEMBER_INDENT = re.compile(r"^([ \t]+)(?:@|def\s|async\s+def\s|class\s)")
+# Docstrings and other triple-quoted strings, then comments: trigger words there say nothing about the code.
+_CALLED = re.compile(r"(\w+)\s*\(")
+_NOT_CODE = re.compile(r"(\"\"\"|''')[\s\S]*?\1|#[^\n]*")
+
+
+@dataclass
+class Unit:
+    """A definition's lines [start, end) (0-based, decorators included), its name, and its class's index."""
+
+    start: int
+    end: int
+    name: str
+    owner: int | None = None  # index of the class unit this is a member of
+    is_class: bool = False
+    needed: bool = False
+
+
+def code_of(text: str) -> str:
+    """`text` without docstrings and comments (an approximation made for trigger matching only)."""
+    return _NOT_CODE.sub(" ", text)
+
+
+def prune(lines: list[str], needs: Callable[[str], bool], hot: Callable[[str], bool]) -> list[str] | None:
+    """The lines with every unneeded definition blanked, or None when every definition is needed.
+
+    `needs(code)` says whether a definition's own code (docstrings and comments removed) holds something a rule
+    looks at; `hot(code)` whether it may run every step by itself (a step loop, a hot function). What hot code calls
+    is hot too, and a class with a needed method keeps its constructor.
+    """
+    units = _units(lines)
+    if not units:
+        return None
+    codes = [code_of("\n".join(lines[u.start:u.end])) if not u.is_class else "" for u in units]
+    hot_units = [not u.is_class and hot(code) for u, code in zip(units, codes)]
+    _add_callees(units, codes, hot_units)
+    for unit, code, is_hot in zip(units, codes, hot_units):
+        unit.needed = is_hot or (not unit.is_class and needs(code))
+    _add_constructors(units)
+    kept = list(lines)
+    blanked = False
+    for index, unit in enumerate(units):
+        if unit.is_class and any(m.needed for m in units if m.owner == index):
+            continue
+        if not unit.needed:  # a class with no needed member goes whole
+            for number in range(unit.start, unit.end):
+                kept[number] = ""
+            blanked = True
+    return kept if blanked else None
+
+
+def _units(lines: list[str]) -> list[Unit]:
+    """Top-level definitions, and the members of top-level classes (each class listed before its members)."""
+    units: list[Unit] = []
+    for start, end in _blocks(lines, "", 0, len(lines)):
+        name = _name_of(lines, start, end)
+        header = _header_line(lines, start, end)
+        is_class = lines[header].lstrip().startswith("class")
+        members = _members(lines, header + 1, end) if is_class else []
+        if not members:
+            units.append(Unit(start, end, name))
+            continue
+        owner = len(units)
+        units.append(Unit(start, end, name, is_class=True))
+        units.extend(Unit(s, e, _name_of(lines, s, e), owner=owner) for s, e in members)
+    return units
+
+
+def _members(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
+    for number in range(start, end):
+        match = _MEMBER_INDENT.match(lines[number])
+        if match:
+            return _blocks(lines, match.group(1), number, end)
+    return []
+
+
+def _blocks(lines: list[str], indent: str, start: int, end: int) -> list[tuple[int, int]]:
+    """[start, end) of each definition at exactly `indent` within lines[start:end]."""
+    blocks = []
+    number = start
+    width = len(indent)
+    while number < end:
+        line = lines[number]
+        if line.startswith(indent) and _DEFINITION.match(line, width) and (width == 0 or not line[width].isspace()):
+            first = number
+            number = _header_line(lines, number, end) + 1
+            while number < end and not _ends_block(lines[number], width):
+                number += 1
+            blocks.append((first, number))
+        else:
+            number += 1
+    return blocks
+
+
+def _ends_block(line: str, width: int) -> bool:
+    """Does this line, after a definition's header, start something outside its body?"""
+    stripped = line.lstrip()
+    if not stripped or stripped[0] == "#":
+        return False
+    if stripped[0] in ")]}":  # a bracket closed at the definition's own indentation still belongs to it
+        return False
+    return len(line) - len(stripped) <= width
+
+
+def _header_line(lines: list[str], start: int, end: int) -> int:
+    """The `def`/`class` line of a definition, past its decorators (a decorator may span lines)."""
+    number = start
+    while number < end - 1 and not _NAME.match(lines[number]):
+        number += 1
+    return number
+
+
+def _name_of(lines: list[str], start: int, end: int) -> str:
+    match = _NAME.match(lines[_header_line(lines, start, end)])
+    return match.group(1) if match else ""
+
+
+def _add_callees(units: list[Unit], codes: list[str], hot: list[bool]) -> None:
+    """Mark hot the definitions that hot code calls (`helper(`, `self.helper(`), until nothing changes."""
+    pending = [i for i, u in enumerate(units) if not hot[i] and not u.is_class and u.name]
+    frontier = "\n".join(code for code, is_hot in zip(codes, hot) if is_hot)
+    while frontier and pending:
+        called = set(_CALLED.findall(frontier))
+        newly = [i for i in pending if units[i].name in called]
+        for index in newly:
+            hot[index] = True
+        pending = [i for i in pending if not hot[i]]
+        frontier = "\n".join(codes[i] for i in newly)
+
+
+def _add_constructors(units: list[Unit]) -> None:
+    """A class with a needed method keeps its constructor, where the rules learn what its attributes hold
+    (`self.mask = torch...` is a tensor, `self.max_len = 512` a constant length)."""
+    needed_classes = {u.owner for u in units if u.needed and u.owner is not None}
+    for unit in units:
+        if unit.owner in needed_classes and unit.name in ("__init__", "__post_init__", "setup", "reset_parameters"):
+            unit.needed = True

@@ -1,0 +1,184 @@
+"""Pruning (only the functions the rules need are parsed) and statement-level positions change no finding."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from gpulint.linter import engine, positions
+from gpulint.linter.engine import LintOptions, lint_text
+from gpulint.linter.regions import code_of, prune
+from gpulint.linter.rule import all_rules
+
+RULES = [r for r in all_rules() if r.default_enabled]
+
+
+def both(source: str, path: str = "train.py") -> list[tuple]:
+    """Findings with and without pruning, which must be the same."""
+    found = []
+    for prune_on in (False, True):
+        findings = lint_text(path, textwrap.dedent(source), RULES, LintOptions(prune=prune_on))
+        found.append([(f.code, f.line, f.column, f.end_line, f.end_column, f.fix) for f in findings])
+    assert found[0] == found[1]
+    return found[1]
+
+
+def pruned_text(source: str) -> str | None:
+    text = textwrap.dedent(source)
+    active = [r for r in RULES if r.triggers and engine._may_fire(r, text)]
+    return engine._pruned(text, active, LintOptions())
+
+
+def test_prune_blanks_unneeded_definitions_and_keeps_lines():
+    lines = ["import torch", "", "def setup():", "    return 1", "", "def step(x):", "    return x.item()", ""]
+    kept = prune(lines, needs=lambda code: ".item(" in code, hot=lambda code: False)
+    assert kept == ["import torch", "", "", "", "", "def step(x):", "    return x.item()", ""]
+    assert prune(lines, needs=lambda code: True, hot=lambda code: False) is None
+
+
+def test_class_members_are_cut_one_by_one_and_the_constructor_stays():
+    lines = textwrap.dedent(
+        """\
+        class Model:
+            def __init__(self):
+                self.mask = make()
+
+            def helper(self):
+                return 2
+
+            def forward(self, x):
+                return x.item()
+        """
+    ).split("\n")
+    kept = prune(lines, needs=lambda code: ".item(" in code, hot=lambda code: False)
+    assert kept is not None
+    assert "self.mask = make()" in "\n".join(kept)  # the constructor of a class with a needed method
+    assert "return 2" not in "\n".join(kept)
+    assert len(kept) == len(lines)
+
+
+def test_functions_the_step_calls_are_kept_even_without_trigger_words():
+    source = """\
+        import torch
+
+        def run_batch(model, batch):
+            return middle(model, batch)
+
+        def middle(model, batch):
+            return leaf(model(batch))
+
+        def leaf(out):
+            if out.sum() > 0:
+                return out
+            return out
+
+        def unrelated():
+            return 1
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = run_batch(model, batch)
+                loss.backward()
+                optimizer.step()
+    """
+    text = pruned_text(source)
+    assert text is not None and "def middle" in text and "def unrelated" not in text
+    both(source)
+
+
+def test_docstrings_and_comments_do_not_make_a_function_needed():
+    assert ".item(" not in code_of('def f():\n    """Call .item() on it."""  # .item()\n    return 1\n')
+    source = '''\
+        import torch
+
+        def describe(model):
+            """Walk the parameters and sum their norms."""  # parameters
+            return 1
+
+        def train(model, loader, optimizer):
+            for x in loader:
+                model(x).backward()
+                optimizer.step()
+    '''
+    text = pruned_text(source)
+    assert text is not None and "def describe" not in text
+
+
+def test_a_cut_fooled_by_a_string_falls_back_to_the_whole_file():
+    # A line inside a string that looks like a definition: the pruned text does not parse, so all of it is.
+    source = (
+        'import torch\n\nTEMPLATE = """\ndef fake():\n    pass\n"""\n\n\n'
+        "def train(model, loader, optimizer, device):\n    for x, y in loader:\n        x = x.to(device)\n"
+        "        print(model(x).sum().item())\n        model(x).sum().backward()\n        optimizer.step()\n"
+    )
+    assert pruned_text(source) is not None
+    assert [c for c, *_ in both(source)].count("GPL401") == 1
+
+
+def test_a_syntax_error_in_a_function_no_rule_needs_is_not_reported():
+    needed = "import torch\n\ndef train(loader, optimizer):\n    for x in loader:\n        x.item(\n"
+    assert [f.code for f in lint_text("t.py", needed, RULES)] == ["GPL001"]
+    unneeded = "import torch\n\ndef setup(:\n    return 1\n\ndef f(x):\n    return [t.item() for t in x]\n"
+    assert "GPL001" not in [f.code for f in lint_text("t.py", unneeded, RULES)]
+    assert "GPL001" in [f.code for f in lint_text("t.py", unneeded, RULES, LintOptions(prune=False))]
+
+
+def test_requires_words_keep_a_dict_loop_out_unless_it_reads_values():
+    source = """\
+        import torch
+
+        def merge(a, b):
+            for k, v in a.items():
+                b[k] = v
+            return b
+
+        def train(model, loader, optimizer):
+            for x in loader:
+                model(x).backward()
+                optimizer.step()
+    """
+    text = pruned_text(source)
+    assert text is not None and "def merge" not in text
+
+
+def test_statement_positions_match_libcst_on_nested_and_continued_lines():
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        class Trainer:
+            def fit(self, loader, optimizer, device):
+                for step, (x, y) in enumerate(loader):
+                    with torch.autocast("cuda"):
+                        if step > 0:
+                            total = helper(
+                                x.to(device), y.to(device),
+                                    z=x.sum().item())
+                        elif step < 0:
+                            print(x.sum().item()); loss = x.mean()
+                        else:
+                            pass
+                    try:
+                        loss = model(x).float().item()
+                    except ValueError:
+                        value = f"{x.sum().item()}"
+                    loss.backward()
+                    optimizer.step()
+        """
+    )
+    module = cst.parse_module(source)
+    context = engine.FileContext("t.py", module)
+    rules = [rule(context) for rule in RULES if rule.triggers]
+    engine._Traversal(context, rules).walk(module)
+    assert len(context.reports) >= 3
+    truth = positions._whole(module)
+    found = positions.positions_of(source, module, context.reports)
+    for report in context.reports:
+        assert found[report.node] == truth[report.node], report.rule.code
+
+
+def test_pruning_changes_no_finding_on_the_rule_examples():
+    for rule in RULES:
+        for example in (*rule.valid, *(i.code for i in rule.invalid)):
+            both(example, "example.py")
