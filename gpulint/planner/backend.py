@@ -18,6 +18,19 @@ from typing import Any
 from gpulint.planner.errors import PlanError
 
 
+def refuse_data_dependent(plan: Any) -> None:
+    """A plan made for a step that reads tensor values (graph breaks) holds the branch its sample batch took:
+    one static compiled graph cannot apply it, so say where and point to eager mode."""
+    reads = plan.get("data_dependent") if isinstance(plan, dict) else None
+    if reads:
+        first = reads[0]
+        raise PlanError(
+            f"the step reads tensor values ({first['op']} at {first['path']}:{first['line']}; "
+            f"{len(reads)} place(s)), where torch.compile breaks its graph: apply this plan in eager mode "
+            "with gpulint.apply(model, plan)"
+        )
+
+
 def saved_names(plan: Any) -> set[str]:
     """The node names a plan saves: a plan dict (gpulint.plan/1) or an iterable of names."""
     if isinstance(plan, dict):
@@ -97,6 +110,7 @@ def compile_step(step: Callable[..., Any], plan: Any) -> Callable[..., Any]:
     from torch._dynamo.backends.debugging import boxed_nop
     from torch._functorch.aot_autograd import aot_function
 
+    refuse_data_dependent(plan)
     names = None if plan is None else saved_names(plan)
     return aot_function(step, fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=make_partition_fn(names))
 
@@ -127,5 +141,6 @@ def gpulint_backend(plan: Any) -> Callable[..., Any]:
     from torch._dynamo.backends.common import aot_autograd
     from torch._dynamo.backends.debugging import boxed_nop
 
+    refuse_data_dependent(plan)
     names = None if plan is None else saved_names(plan)
     return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=make_partition_fn(names))

@@ -78,7 +78,7 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
     hw = load_hardware(hardware_name)
     if progress:
         _progress(f"tracing {config.model} ({config.dtype}, fake tensors)...")
-    traced = trace_config(config)
+    traced = trace_config(config, progress=_progress if progress else None)
     graph = traced.graph
     if progress:
         _progress(f"traced {len(graph.nodes)} ops in {traced.seconds:.1f} s; planning for {hw.name}...")
@@ -94,6 +94,8 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
     full = planner.run(None if sweep else budget)
     result = planner.for_budget(full, budget) if sweep else full
     plan = plan_dict(graph, result, hardware=hw.name, trace_seconds=traced.seconds, floor_bytes=floor)
+    if traced.data_dependent:
+        plan["data_dependent"] = traced.data_dependent
     if sweep:
         top, bottom = full.baseline.peak, full.lowest_peak
         rows = []
@@ -172,7 +174,11 @@ def run(args: argparse.Namespace) -> int:
         plan = make_plan(config, budget, args.hardware or config.hardware, args.sweep)
         eager.add_figures(plan, config, measured=args.measure)
     if args.measure:
-        add_measurement(plan, config)
+        if plan.get("data_dependent"):
+            # A step that reads tensor values has no single compiled graph to measure; eager mode runs it as is.
+            _progress("the step reads tensor values: measured in eager mode only (the compiled path refuses it)")
+        else:
+            add_measurement(plan, config)
     patch = _patch_module()
     if patch is not None and hasattr(patch, "run_patch") and (getattr(args, "patch", None) or getattr(args, "script", None)):
         patch.run_patch(args, {k: v for k, v in plan.items() if not k.startswith("_")})

@@ -790,13 +790,14 @@ def add_figures(plan: dict[str, Any], config: Any, measured: bool = False) -> No
     from gpulint.planner.config import load_factory
     from gpulint.planner.cost import node_times
     from gpulint.planner.hardware import load_hardware
+    from gpulint.planner.trace import build_fake_model
 
     graph = plan["_graph"]
     hardware = load_hardware(plan["hardware"])
     times = node_times(graph, hardware)
     build_model = load_factory(config.model, config.base_dir, "plan.model")
-    with FakeTensorMode():
-        structure = build_model()
+    with FakeTensorMode(), torch.device("cpu"):
+        structure = build_fake_model(build_model)
     public = {k: v for k, v in plan.items() if not k.startswith("_")}
     figures: dict[str, Any] = {}
     predicted = predict(graph, public, structure, times, hardware.allocation_rounding)

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpulint.planner.errors import PlanError
@@ -36,6 +36,10 @@ class Traced:
     joint: Any  # torch.fx.GraphModule of the joint forward+backward graph
     num_fwd_outputs: int
     seconds: float
+    # Where the step reads tensor values (`if x.sum() > 0`, `.item()`): torch.compile breaks its graph there.
+    # Non-empty only when the fake trace failed and the step was traced again with real values; the graph then
+    # holds the branch those values took. Each entry: {"op", "path", "line"}.
+    data_dependent: list[dict[str, Any]] = field(default_factory=list)
 
 
 def torch_dtype(name: str) -> Any:
@@ -92,8 +96,9 @@ def make_step_fn(model: Any, loss_fn: Callable[..., Any] | None) -> Callable[[di
         compiling = torch.compiler._is_compiling_flag
         torch.compiler._is_compiling_flag = True
         try:
-            output = torch.func.functional_call(model, state, args, kwargs)
-            loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
+            with _identity_dropout():
+                output = torch.func.functional_call(model, state, args, kwargs)
+                loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
         finally:
             torch.compiler._is_compiling_flag = compiling
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -102,6 +107,32 @@ def make_step_fn(model: Any, loss_fn: Callable[..., Any] | None) -> Callable[[di
         return loss.reshape(())
 
     return step
+
+
+@contextmanager
+def _identity_dropout() -> Iterator[None]:
+    """Dropout that drops nothing (p=0, or not training) returns its input, as eager mode does.
+
+    Traced, it would become a copy (`aten.clone`) that eager never makes: the plan would then hold a tensor
+    eager does not have and predict a copy's memory it never spends. Other dropouts trace as usual.
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is F.dropout or func is torch.dropout:
+                defaults = (0.5, True) if func is F.dropout else (None, None)
+                p = args[1] if len(args) > 1 else kwargs.get("p", defaults[0])
+                training = args[2] if len(args) > 2 else kwargs.get("training", kwargs.get("train", defaults[1]))
+                if isinstance(args[0], torch.Tensor) and (p == 0 or training is False):
+                    return args[0]
+            return func(*args, **kwargs)
+
+    with Mode():
+        yield
 
 
 def optimizer_state_sizes(param_sizes: list[int], optimizer: str) -> list[int]:
@@ -118,6 +149,7 @@ class _SourceStamp:
         self.names = {id(m): name for name, m in model.named_modules()}
         self.stack: list[str] = []
         self.last_source: tuple[str, int] | None = None
+        self.value_reads: list[tuple[str, tuple[str, int] | None]] = []  # (what, user source) in call order
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -131,14 +163,19 @@ class _SourceStamp:
         class Mode(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 frame = sys._getframe(1)
+                skipped: list[str] = []  # names of the library frames between the user's line and this call
                 while frame is not None and (
                     frame.f_code.co_filename.startswith(torch_dir)
                     or frame.f_code.co_filename.startswith(_GPULINT_DIR)
                     or frame.f_code.co_filename.startswith("<")
                 ):
+                    skipped.append(frame.f_code.co_name)
                     frame = frame.f_back
                 source = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
                 stamp.last_source = source or stamp.last_source
+                what = _value_read(func, args, skipped)
+                if what is not None and (what, source) not in stamp.value_reads:
+                    stamp.value_reads.append((what, source))
                 meta = fx_traceback.get_current_meta()
                 old = meta.get("custom")
                 meta["custom"] = {"gpulint_module": stamp.stack[-1] if stamp.stack else "", "gpulint_src": source}
@@ -171,8 +208,46 @@ class _SourceStamp:
     def where(self) -> str:
         if self.last_source is None:
             return ""
-        path, line = self.last_source
-        return f" at {os.path.relpath(path) if not path.startswith('..') else path}:{line}"
+        return f" at {_relative(self.last_source[0])}:{self.last_source[1]}"
+
+    def data_dependent(self) -> list[dict[str, Any]]:
+        return [{"op": what, "path": _relative(src[0]) if src else "", "line": src[1] if src else 0}
+                for what, src in self.value_reads]
+
+
+def _relative(path: str) -> str:
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+# Tensor methods and torch functions whose result depends on tensor values, not only shapes: torch.compile
+# breaks its graph at each (or gives it an unbacked size). Names as the report prints them.
+_VALUE_READS = {
+    "item": "Tensor.item()", "tolist": "Tensor.tolist()", "__bool__": "bool(tensor), e.g. `if tensor:`", "__int__": "int(tensor)",
+    "__float__": "float(tensor)", "__index__": "tensor as an index", "nonzero": "nonzero", "argwhere": "argwhere",
+    "masked_select": "masked_select", "unique": "unique", "unique_consecutive": "unique_consecutive",
+}
+
+
+def _value_read(func: Any, args: tuple[Any, ...], callers: list[str]) -> str | None:
+    """What a torch call reads from tensor values, or None (boolean-mask indexing counts as a read).
+
+    `callers` are the library functions between the user's line and the call: traced tensors turn `bool(t)`
+    (an `if t:`) into a call of `t.item()` from their own `__bool__`.
+    """
+    import torch
+
+    name = getattr(func, "__name__", "")
+    if name == "item":
+        name = next((caller for caller in callers if caller in _VALUE_READS and caller != "item"), name)
+    if name == "__getitem__" and len(args) > 1:
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
+            return "boolean-mask indexing"
+        return None
+    if name == "where" and len(args) == 1:
+        return "torch.where(condition)"
+    return _VALUE_READS.get(name)
 
 
 def cast_module(model: Any, dtype: Any) -> None:
@@ -213,24 +288,35 @@ def _build_on_meta(build_model: Callable[[], Any], device: str) -> Any:
     return model
 
 
+def build_fake_model(build_model: Callable[[], Any], device: str = "cpu") -> Any:
+    """Call the user's model factory inside an active FakeTensorMode: no real memory is allocated.
+
+    Some initialisers read tensor values (ViT's trunc_normal_ calls `.item()`), which fake tensors cannot
+    answer; such a model is built on meta and then faked. Every other failure is the factory's: one line.
+    """
+    import torch
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+
+    try:
+        try:
+            model = build_model()
+        except DataDependentOutputException:
+            model = _build_on_meta(build_model, device)
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
+        raise PlanError(f"plan.model: the factory raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise PlanError(f"plan.model: the factory returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
 def build_fake(
     build_model: Callable[[], Any], make_batch: Callable[[], Any], dtype: str, fake_mode: Any, device: str = "cpu"
 ) -> tuple[Any, Any]:
     """Call the user's factories under the fake mode (no real memory) and cast to the planned dtype."""
     import torch
-    from torch._subclasses.fake_tensor import DataDependentOutputException
 
     with fake_mode, torch.device(device):
-        try:
-            try:
-                model = build_model()
-            except DataDependentOutputException:
-                # Some initialisers read tensor values (ViT's trunc_normal_); build on meta, then go fake.
-                model = _build_on_meta(build_model, device)
-        except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
-            raise PlanError(f"plan.model: the factory raised {type(exc).__name__}: {exc}") from None
-        if not isinstance(model, torch.nn.Module):
-            raise PlanError(f"plan.model: the factory returned {type(model).__name__}, not a torch.nn.Module")
+        model = build_fake_model(build_model, device)
         cast_module(model, torch_dtype(dtype))
         try:
             batch = make_batch()
@@ -238,6 +324,10 @@ def build_fake(
             raise PlanError(f"plan.batch: the factory raised {type(exc).__name__}: {exc}") from None
         batch = cast_batch(batch, torch_dtype(dtype))
     return model, batch
+
+
+class _ReadsValues(Exception):
+    """The fake trace needed a tensor's value; carries the one-line description of where."""
 
 
 def trace_step(
@@ -249,12 +339,100 @@ def trace_step(
     dtype: str = "fp32",
     name: str = "",
     device: str = "cpu",
+    progress: Callable[[str], None] | None = None,
 ) -> Traced:
     """Trace forward+loss+backward of the model the factories build; return the IR and the FX joint graph.
+
+    The trace runs on fake tensors (no memory). A step that reads tensor values (`if x.sum() > 0:`, `.item()`:
+    where torch.compile breaks its graph) cannot be traced on fake tensors alone: the step's forward and loss
+    then run once for real (no grad, on CPU), recording every value read, and the fake trace is repeated with
+    those values replayed. The one joint graph then holds the branch this batch takes, with the read values as
+    constants, and the budget is planned for the whole step. `Traced.data_dependent` lists the reads with their
+    source lines. Ops whose output *shape* depends on values (`nonzero`, boolean masks) still fail, naming the line.
 
     `device="cuda"` traces fake CUDA tensors (the CUDA kernels' names, e.g. flash attention) and is only
     allowed where torch has CUDA: on a CPU-only build it would abort the process, so it is refused here.
     """
+    import torch
+
+    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
+        raise PlanError(f"cannot trace on {device!r} here: this torch has no CUDA (trace on cpu and pick a hardware profile)")
+    start = time.perf_counter()
+    try:
+        traced = _trace(build_model, make_batch, loss_fn, optimizer, dtype, name, device, values=None)
+    except _ReadsValues as reason:
+        if progress is not None:
+            progress(f"{reason}; running the forward once on cpu to read the values, then tracing again...")
+        values = record_value_reads(build_model, make_batch, loss_fn, dtype)
+        traced = _trace(build_model, make_batch, loss_fn, optimizer, dtype, name, device, values=values)
+    traced.seconds = time.perf_counter() - start
+    return traced
+
+
+def _reads_values(func: Any) -> bool:
+    import torch
+
+    return torch.Tag.data_dependent_output in func.tags
+
+
+def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], Any],
+                       loss_fn: Callable[..., Any] | None, dtype: str) -> list[tuple[Any, Any]]:
+    """Run the step's forward and loss once for real (no grad) and return each value it read, in order, as
+    (aten op, Python value): what `_ReplayFakeMode` answers the fake trace with."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.values: list[tuple[Any, Any]] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if _reads_values(func):
+                self.values.append((func, out))
+            return out
+
+    model, batch = build_real(build_model, make_batch, dtype)
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    recorder = Record()
+    torch.manual_seed(0)
+    try:
+        with torch.no_grad(), recorder:
+            make_step_fn(model, loss_fn)(state, batch)
+    except PlanError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
+        raise PlanError(f"the step failed when run for real to read its values: {type(exc).__name__}: {exc}") from None
+    return recorder.values
+
+
+def _replay_fake_mode(values: list[tuple[Any, Any]] | None) -> Any:
+    """A FakeTensorMode that answers value reads with `values` in order (None: an ordinary FakeTensorMode)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if values is None:
+        return FakeTensorMode()
+
+    class ReplayFakeMode(FakeTensorMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.position = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not _reads_values(func):
+                return super().__torch_dispatch__(func, types, args, kwargs)
+            if self.position >= len(values) or values[self.position][0] != func:
+                raise PlanError("the step read tensor values in another order when traced than when run; "
+                                "it is not deterministic enough to plan")
+            self.position += 1
+            return values[self.position - 1][1]
+
+    return ReplayFakeMode()
+
+
+def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_fn: Callable[..., Any] | None,
+           optimizer: str, dtype: str, name: str, device: str, *, values: list[tuple[Any, Any]] | None) -> Traced:
     import torch
     import torch.utils._pytree as pytree
     from torch._dynamo.backends.debugging import boxed_nop
@@ -262,14 +440,10 @@ def trace_step(
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
         DynamicOutputShapeException,
-        FakeTensorMode,
     )
     from torch.fx import traceback as fx_traceback
 
-    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
-        raise PlanError(f"cannot trace on {device!r} here: this torch has no CUDA (trace on cpu and pick a hardware profile)")
-    start = time.perf_counter()
-    fake_mode = FakeTensorMode()
+    fake_mode = _replay_fake_mode(values)
     model, batch = build_fake(build_model, make_batch, dtype, fake_mode, device)
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     captured: dict[str, Any] = {}
@@ -282,6 +456,9 @@ def trace_step(
     step = make_step_fn(model, loss_fn)
 
     def stamped_step(state: dict[str, Any], batch: Any) -> Any:
+        stamp.value_reads.clear()
+        if values is not None:
+            fake_mode.position = 0  # aot_function runs the step twice (metadata, then the trace): replay each time
         with stamp.active():
             return step(state, batch)
 
@@ -293,8 +470,11 @@ def trace_step(
         pass
     except PlanError:
         raise
-    except (DataDependentOutputException, DynamicOutputShapeException) as exc:
-        raise PlanError(f"the step has a data-dependent op ({exc.func}){stamp.where()}; gpulint plans static graphs") from None
+    except DataDependentOutputException as exc:
+        raise _ReadsValues(f"the step reads tensor values ({_describe_read(stamp, exc.func)}){stamp.where()}") from None
+    except DynamicOutputShapeException as exc:
+        raise PlanError(f"the step has a data-dependent op ({exc.func}){stamp.where()}: its output shape depends "
+                        "on tensor values, which gpulint cannot plan") from None
     except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         if "data-dependent" in text.lower() or "data dependent" in text.lower():
@@ -312,10 +492,35 @@ def trace_step(
     graph.optimizer_host_bytes = 4 * len(param_sizes) if optimizer in ("adam", "adamw") else 0
     graph.dtype = dtype
     graph.model = name or type(model).__name__
-    return Traced(graph, captured["joint"], captured["num_fwd_outputs"], time.perf_counter() - start)
+    reads = stamp.data_dependent() if values is not None else []
+    return Traced(graph, captured["joint"], captured["num_fwd_outputs"], 0.0, reads)
 
 
-def trace_config(cfg: Any) -> Traced:
+def _describe_read(stamp: _SourceStamp, func: Any) -> str:
+    """The user-level read that failed (the last one the stamp saw), else the aten op."""
+    return stamp.value_reads[-1][0] if stamp.value_reads else str(func)
+
+
+def build_real(build_model: Callable[[], Any], make_batch: Callable[[], Any], dtype: str) -> tuple[Any, Any]:
+    """The user's model and batch as real CPU tensors in the planned dtype (to read the values a step reads)."""
+    import torch
+
+    torch.manual_seed(0)
+    try:
+        model = build_model()
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
+        raise PlanError(f"plan.model: the factory raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise PlanError(f"plan.model: the factory returned {type(model).__name__}, not a torch.nn.Module")
+    cast_module(model, torch_dtype(dtype))
+    try:
+        batch = make_batch()
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
+        raise PlanError(f"plan.batch: the factory raised {type(exc).__name__}: {exc}") from None
+    return model, cast_batch(batch, torch_dtype(dtype))
+
+
+def trace_config(cfg: Any, progress: Callable[[str], None] | None = None) -> Traced:
     """Trace the step a PlanConfig describes."""
     from gpulint.planner.config import load_factory
 
@@ -324,5 +529,5 @@ def trace_config(cfg: Any) -> Traced:
     loss_fn = load_factory(cfg.loss, cfg.base_dir, "plan.loss") if cfg.loss else None
     return trace_step(
         build_model, make_batch, loss_fn=loss_fn, optimizer=cfg.optimizer, dtype=cfg.dtype,
-        name=cfg.model,
+        name=cfg.model, progress=progress,
     )

@@ -78,3 +78,42 @@ def data_dependent() -> nn.Module:
 
 def vector_loss(output: torch.Tensor, batch: object) -> torch.Tensor:
     return output.sum(dim=0)
+
+
+class Branchy(nn.Module):
+    """Reads tensor values in forward (graph breaks for torch.compile): a branch on a sum, and `.item()`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(32, 128), nn.Tanh(), nn.Linear(128, 32))
+                                    for _ in range(3))
+        self.head = nn.Linear(32, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = x + layer(x)
+        if x.sum() > 0:  # branch on a value
+            x = torch.relu(x)
+        scale = x.abs().mean().item()  # a host scalar
+        return self.head(x / (1.0 + scale))
+
+
+def branchy() -> nn.Module:
+    return Branchy()
+
+
+def branchy_batch() -> torch.Tensor:
+    return torch.randn(256, 32, generator=torch.Generator().manual_seed(0))
+
+
+class TruncNormalInit(MLP):
+    """An initialiser that reads tensor values (trunc_normal_ calls `.item()`, as ViT's does): fake tensors
+    cannot build it directly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        nn.init.trunc_normal_(self.fc1.weight, std=0.02)
+
+
+def trunc_normal_init() -> nn.Module:
+    return TruncNormalInit()
