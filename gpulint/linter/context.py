@@ -100,6 +100,25 @@ def is_cold_function_name(name: str) -> bool:
     return bool(parts & COLD_NAME_PARTS) and not parts & {"train", "training", "fit"}
 
 
+# Named like per-step work, beyond the exact names above, unless the name also says it logs, plots or evaluates
+# (`log_losses`, `eval_loss`): a loss (`compute_loss`, `loss_labels`, `_calc_losses`), gradient clipping
+# (`clip_gradients`, `clip_grad_norm`), or preparing one batch (`parse_batch`, `prepare_batch`, `preprocess_batch`).
+LOSS_NAME_PARTS = frozenset({"loss", "losses"})
+_CLIP_GRAD_PARTS = frozenset({"grad", "grads", "gradient", "gradients"})
+_BATCH_VERB_PARTS = frozenset({"parse", "prepare", "process", "preprocess", "feed", "move", "transfer", "unpack"})
+_LOSS_CLASS = re.compile(r"(Loss|Criterion)$")
+
+
+def is_hot_function_name(name: str) -> bool:
+    parts = name_parts(name)
+    per_step = (
+        bool(parts & LOSS_NAME_PARTS)
+        or ("clip" in parts and bool(parts & _CLIP_GRAD_PARTS))
+        or ("batch" in parts and bool(parts & _BATCH_VERB_PARTS))
+    )
+    return per_step and not parts & DEFAULT_GATE_PARTS and not is_cold_function_name(name)
+
+
 def is_test_path(path: str) -> bool:
     """A test module or a file under a tests/test_utils folder: `tests/x.py`, `test_x.py`, `x_test.py`, `conftest.py`."""
     parts = path.replace("\\", "/").split("/")
@@ -165,6 +184,7 @@ class FileContext:
         self._scopes: list[dict[str, Location]] = [{}]
         self._loops: dict[int, _LoopInfo] = {}
         self._functions: dict[str, list[cst.FunctionDef]] = {}
+        self._loss_class_methods: set[str] = set()  # methods of `class BiEncoderNllLoss` / `class SetCriterion`
         self._call_sites: list[_CallSite] = []
         self._no_grad_depth = 0
         self._no_grad_withs: set[int] = set()
@@ -204,6 +224,9 @@ class FileContext:
         elif kind is cst.FunctionDef:
             self._functions.setdefault(node.name.value, []).append(node)
             self._scopes.append({})
+            owner = self._stack[-3] if len(self._stack) >= 3 else None
+            if type(owner) is cst.ClassDef and _LOSS_CLASS.search(owner.name.value):
+                self._loss_class_methods.add(node.name.value)
         elif kind is cst.Lambda:
             self._scopes.append({})
         elif kind is cst.Import:
@@ -409,15 +432,18 @@ class FileContext:
     # ------------------------------------------------------------------ after the traversal
     def finalize(self) -> None:
         """Decide which loops are step loops and which functions the step calls. Called once, after the traversal."""
-        hot_named = {name for name in self._functions if name in self.hot_function_names} | {
+        step_named = {name for name in self._functions if name in self.hot_function_names} | {
             name for name in self._step_functions if not is_cold_function_name(name)
         }
+        # Functions only *named* like step work run every step themselves, but a loop that calls one is not made a
+        # step loop by it (a validation loop calling `process_batch`, a debug dump calling `unpack_batch`).
+        hot_named = step_named | {name for name in self._functions if self._named_like_step_work(name)}
         for info in self._loops.values():
             if info.function is not None and is_cold_function_name(info.function.name.value):
                 continue
             loader = info.iterates_loader and not info.under_no_grad
             fetches = info.fetches_batches and not info.under_no_grad
-            if info.has_marker or loader or fetches or info.callees & hot_named:
+            if info.has_marker or loader or fetches or info.callees & step_named:
                 self._step_loops.add(id(info.node))
                 # `train_batch` / `train_step` run once per step: their loop over micro-batches is inside the step.
                 per_step_name = name_parts(info.function.name.value) & STEP_NAME_PARTS if info.function else True
@@ -444,6 +470,15 @@ class FileContext:
                 for func in self._functions[name]:
                     if id(func) not in self._function_state or self._function_state[id(func)].gated:
                         self._function_state[id(func)] = state
+
+    def _named_like_step_work(self, name: str) -> bool:
+        """`compute_loss`, `loss_labels`, `BiEncoderNllLoss.calc`: hot unless every definition runs under no_grad
+        (`estimate_loss`, an eval)."""
+        if name in self._loss_class_methods:
+            named = not (name.startswith("__") or name_parts(name) & DEFAULT_GATE_PARTS or is_cold_function_name(name))
+        else:
+            named = is_hot_function_name(name)
+        return named and not all(self._decorated_no_grad(f) for f in self._functions[name])
 
     def state_of(self, report: "Report") -> ExecState:
         return self._state_of_chain(report.ancestors)
