@@ -136,6 +136,7 @@ def render_text(plan: dict[str, Any], top: int = 10) -> str:
             f"{'':>14}  ({measured['device']}; predicted there {format_bytes(measured['predicted_peak_bytes'])}, "
             f"today measured {format_bytes(measured['baseline_peak_bytes'])})"
         )
+    lines += _eager_rows(plan)
     lines.append("")
     if budget is None:
         lines.append("no budget: the plan recomputes down to the lowest reachable peak")
@@ -161,6 +162,8 @@ def render_text(plan: dict[str, Any], top: int = 10) -> str:
         for e in plan["excluded"]:
             reasons[e["reason"]] = reasons.get(e["reason"], 0) + 1
         lines.append("never recomputed: " + "; ".join(f"{c} x {r}" for r, c in sorted(reasons.items())))
+    lines += _eager_notes(plan)
+    lines += _data_dependent_lines(plan)
     for row in plan.get("sweep", []):
         if row is plan["sweep"][0]:
             lines += ["", f"  {'budget':>12}{'peak':>14}{'step time':>14}{'recompute':>14}  fits"]
@@ -169,6 +172,60 @@ def render_text(plan: dict[str, Any], top: int = 10) -> str:
             f"{_time(row['step_time_s']):>14}{_time(row['recompute_time_s']):>14}  {'yes' if row['feasible'] else 'no'}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _eager_rows(plan: dict[str, Any]) -> list[str]:
+    """The eager path's predicted (and measured) step under `gpulint.apply(model, plan)`, as table rows."""
+    figures = plan.get("eager")
+    if not figures:
+        return []
+    rows = [(
+        f"  {'eager':10}{format_bytes(figures['peak_bytes']):>14}{_time(figures['step_time_s']):>14}"
+        f"{_time(figures['recompute_time_s']):>14}  (gpulint.apply: {_layers(figures)})"
+    )]
+    measured = figures.get("measured")
+    if measured:
+        rows.append(
+            f"  {'  measured':10}{format_bytes(measured['peak_bytes']):>14}{_time(measured['step_time_s']):>14}"
+            f"{'':>14}  ({measured['device']}; predicted there {format_bytes(measured['predicted_peak_bytes'])})"
+        )
+    return rows
+
+
+def _layers(figures: dict[str, Any]) -> str:
+    layers = figures.get("layers") or []
+    if not layers:
+        return "no layer checkpointed"
+    shown = ", ".join(layers[:3]) + (f" and {len(layers) - 3} more" if len(layers) > 3 else "")
+    return f"{len(layers)} layer{'s' if len(layers) != 1 else ''} checkpointed: {shown}"
+
+
+def _eager_notes(plan: dict[str, Any]) -> list[str]:
+    """Why the eager figures differ from the compiled plan, and whether they hold the budget."""
+    figures = plan.get("eager")
+    if not figures:
+        return []
+    notes = []
+    if "planned_for_bytes" in figures:
+        notes.append(
+            f"eager mode keeps each checkpointed layer's inputs and recomputes whole layers, so it applies the "
+            f"plan made for {format_bytes(figures['planned_for_bytes'])} (its own decisions, in the plan file)"
+        )
+    if not figures.get("fits_budget", True):
+        notes.append(f"eager mode does NOT fit the budget ({format_bytes(plan['budget_bytes'])}): "
+                     "apply the plan with the compiled backend, or raise the budget")
+    return notes
+
+
+def _data_dependent_lines(plan: dict[str, Any]) -> list[str]:
+    reads = plan.get("data_dependent") or []
+    if not reads:
+        return []
+    lines = ["", f"the step reads tensor values in {len(reads)} place(s) (torch.compile breaks its graph there):"]
+    lines += [f"  {r['path']}:{r['line']}  {r['op']}" for r in reads]
+    lines.append("planned as one step with the values of the sample batch (its branches); apply it in eager mode, "
+                 "which checks the plan on the first forward")
+    return lines
 
 
 def render_markdown(plan: dict[str, Any], top: int = 10) -> str:
@@ -185,10 +242,26 @@ def render_markdown(plan: dict[str, Any], top: int = 10) -> str:
     if plan.get("measured"):
         m = plan["measured"]
         out.append(f"| measured ({m['device']}) | {format_bytes(m['peak_bytes'])} | {_time(m['step_time_s'])} | |")
+    figures = plan.get("eager")
+    if figures:
+        out.append(f"| eager (`gpulint.apply`) | {format_bytes(figures['peak_bytes'])} | {_time(figures['step_time_s'])} "
+                   f"| {_time(figures['recompute_time_s'])} |")
+        if figures.get("measured"):
+            m = figures["measured"]
+            out.append(f"| eager measured ({m['device']}) | {format_bytes(m['peak_bytes'])} | "
+                       f"{_time(m['step_time_s'])} | |")
     out.append("")
     if budget is not None:
         verdict = "fits" if plan["feasible"] else f"does **not** fit (lowest reachable {format_bytes(plan['lowest_peak_bytes'])})"
         out.append(f"Budget {format_bytes(budget)}: {verdict}.")
+    if figures:
+        out.append(f"Eager mode: {_layers(figures)}.")
+    out += [line.strip() for line in _eager_notes(plan)]
+    reads = plan.get("data_dependent") or []
+    if reads:
+        out.append("The step reads tensor values (graph breaks) at " +
+                   ", ".join(f"`{r['path']}:{r['line']}` ({r['op']})" for r in reads) +
+                   "; planned with the sample batch's values, apply it in eager mode.")
     rows = _recomputed(plan, top)
     if rows:
         out += ["", "| recomputed | op | module | source |", "|---:|---|---|---|"]

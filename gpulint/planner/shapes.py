@@ -99,6 +99,8 @@ def plan_buckets(
         traced = trace_step(build_model, factory, loss_fn=loss_fn, optimizer=optimizer, dtype=dtype, name=name)
         result = GreedyPlanner(traced.graph, node_times(traced.graph, hw), hw.allocation_rounding).run(budget)
         plan = plan_dict(traced.graph, result, hardware=hw.name, trace_seconds=traced.seconds)
+        if traced.data_dependent:
+            plan["data_dependent"] = traced.data_dependent
         buckets.append((sig, {k: v for k, v in plan.items() if not k.startswith("_")}))
     signatures = [sig for sig, _ in buckets]
     if len(set(signatures)) != len(signatures):
