@@ -548,3 +548,63 @@ def test_micro_batch_loop_with_next_keeps_the_rest_of_a_one_step_function_hot():
             raise_later = True
     """
     assert gpl4(source) == [("GPL405", 10)]
+
+
+def test_functions_named_like_step_work_are_hot():
+    """Helpers the step calls from another module: loss computations, gradient clipping, per-batch preparation."""
+    source = """
+    import torch
+
+    class BiEncoderNllLoss(object):
+        def calc(self, scores, positive_idx):
+            return torch.nn.functional.nll_loss(scores, torch.tensor(positive_idx).to(scores.device))
+
+    def loss_cardinality(outputs, targets, device):
+        return torch.as_tensor([len(t) for t in targets], device=device)
+
+    def clip_gradients(model, clip):
+        for p in model.parameters():
+            clip_coef = clip / (p.grad.data.norm(2) + 1e-6)
+            if clip_coef < 1:
+                p.grad.data.mul_(clip_coef)
+
+    def parse_batch(batch):
+        lengths = batch[1].cuda()
+        return torch.max(lengths).item()
+
+    def train(model, loader, optimizer):  # the step calls none of them here: their names alone make them hot
+        for x in loader:
+            model(x.cuda(non_blocking=True)).mean().backward()
+            optimizer.step()
+    """
+    assert gpl4(source) == [("GPL412", 6), ("GPL412", 9), ("GPL405", 14), ("GPL411", 18), ("GPL401", 19)]
+
+
+def test_names_that_log_or_evaluate_a_loss_are_not_hot():
+    source = """
+    import torch
+
+    def log_losses(losses, device):
+        print(losses["total"].item())
+
+    @torch.no_grad()
+    def estimate_loss(model, device):
+        return model(torch.tensor([1, 2], device=device)).item()
+
+    class MyLoss(torch.nn.Module):
+        def __init__(self, weights, device):
+            self.weights = torch.tensor(weights, device=device)
+
+    def process_batch(model, x):
+        return model(x)
+
+    def train(model, loader, val_loader, optimizer, device):
+        for x in loader:
+            loss = process_batch(model, x.to(device, non_blocking=True)).mean()
+            loss.backward()
+            optimizer.step()
+        for x in val_loader:  # calls a function named like step work, but is not a step loop for that
+            val = process_batch(model, x.to(device, non_blocking=True)).mean()
+            print(val.item())
+    """
+    assert gpl4(source) == []
