@@ -135,12 +135,19 @@ def compile(model: Any, plan: Any, loss_fn: Callable[..., Any] | None = None) ->
 def gpulint_backend(plan: Any) -> Callable[..., Any]:
     """A torch.compile backend applying `plan`: `torch.compile(step_fn, backend=gpulint_backend(plan))`.
 
-    Compile the same step the plan traced (forward and loss); a graph whose node names differ from the
-    planned ones is rejected with a PlanError.
+    `plan` is a gpulint.plan/1 dict, the path of a plan file, or a set of saved node names. Compile the same
+    step the plan traced (forward and loss); a graph whose node names differ from the planned ones is
+    rejected with a PlanError.
     """
+    from pathlib import Path
+
     from torch._dynamo.backends.common import aot_autograd
     from torch._dynamo.backends.debugging import boxed_nop
 
+    if isinstance(plan, (str, Path)):
+        from gpulint.planner.eager import load_plan  # checks the file and its schema, errors name the file
+
+        plan = load_plan(plan)
     refuse_data_dependent(plan)
     names = None if plan is None else saved_names(plan)
     return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=make_partition_fn(names))

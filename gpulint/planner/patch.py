@@ -1,11 +1,16 @@
 """`gpulint plan ... --patch`: a unified diff that applies the plan to the user's training script.
 
-The diff adds `import gpulint` (and `from pathlib import Path` when missing) and one line right after the
-statement that builds the model:
+The diff adds the imports it needs and one line right after the statement that builds the model, with a
+comment above it saying where the plan came from. `--patch-mode eager` (the default) installs selective
+activation checkpointing in place:
 
     gpulint.apply(model, Path(__file__).parent / "gpulint-plan.json")
 
-with a comment above it saying where the plan came from. The plan file's path is written relative to the
+and `--patch-mode compile` compiles the model with the planner's torch.compile backend, whose partitioner
+saves exactly the planned activations:
+
+    model = torch.compile(model, backend=gpulint_backend(Path(__file__).parent / "gpulint-plan.json"))
+ The plan file's path is written relative to the
 script, so the script finds it from any working directory. It is generated with libcst, so the rest of the
 file (formatting, comments) is untouched, and its paths are relative to the repository root so that
 `git apply` works there.
@@ -31,6 +36,7 @@ import libcst as cst
 from gpulint.planner.errors import PlanError
 
 DEFAULT_PLAN_NAME = "gpulint-plan.json"
+MODES = ("eager", "compile")
 
 
 class PatchError(PlanError):
@@ -51,6 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="the training script to patch (default: the script near the config that calls the model factory)",
     )
+    parser.add_argument(
+        "--patch-mode",
+        choices=MODES,
+        default="eager",
+        help="how the patch applies the plan: eager (gpulint.apply, selective checkpointing; default) or "
+        "compile (torch.compile with the gpulint backend)",
+    )
 
 
 def run_patch(args: argparse.Namespace, plan: dict[str, Any]) -> None:
@@ -59,12 +72,20 @@ def run_patch(args: argparse.Namespace, plan: dict[str, Any]) -> None:
     from gpulint.planner.config import load_plan_config
 
     config = load_plan_config(args.config)
+    mode = getattr(args, "patch_mode", "eager") or "eager"
+    if mode == "compile":
+        from gpulint.planner.backend import refuse_data_dependent
+
+        refuse_data_dependent(plan)  # before anything is written
     factory = config.model.rpartition(":")[2]
     script = Path(args.script) if args.script else find_script(config.base_dir, factory)
     plan_path = Path(args.out) / "plan.json" if args.out else config.base_dir / DEFAULT_PLAN_NAME
-    write_atomic(plan_path, json.dumps(plan, indent=2) + "\n")
     note = f"gpulint plan {args.config}" + (f" --budget {args.budget}" if args.budget else "")
-    print(make_patch(script, plan_path, factory=factory, regenerate=note), end="")
+    diff = make_patch(script, plan_path, factory=factory, regenerate=note, mode=mode)
+    write_atomic(plan_path, json.dumps(plan, indent=2) + "\n")
+    print(diff, end="")
+    if mode == "compile":
+        return
     eager = plan.get("eager") or {}
     if eager.get("decisions") is not None and eager.get("fits_budget"):
         print(
@@ -145,6 +166,7 @@ class _Finder(cst.CSTVisitor):
         func = node.func
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             self.applied = self.applied or (func.value.value, func.attr.value) == ("gpulint", "apply")
+        self.applied = self.applied or _called_name(node) == "gpulint_backend"
         if _called_name(node) == "parameters" and isinstance(func, cst.Attribute):
             owner = _dotted(func.value)
             if owner is not None:
@@ -177,7 +199,9 @@ def _find_target(module: cst.Module, factory: str | None, script: Path) -> _Targ
     finder = _Finder(factory)
     module.visit(finder)
     if finder.applied:
-        raise PatchError(f"--patch: {script} already calls gpulint.apply(); edit the plan path there instead")
+        raise PatchError(
+            f"--patch: {script} already applies a plan (gpulint.apply or gpulint_backend); edit the plan path there"
+        )
     if finder.by_factory:
         return finder.by_factory[0]
     for owner in finder.parameter_owners:
@@ -253,23 +277,38 @@ def _imports_path(module: cst.Module) -> bool:
     return False
 
 
-def patched_source(source: str, script: Path, plan_path: Path, *, factory: str | None, regenerate: str) -> str:
-    """The script's source with the plan applied (imports + one apply line); raises PatchError."""
+def _apply_code(mode: str, model: str, plan_file: str) -> str:
+    """The one line that applies the plan to `model` (a name or `self.x`), reading the plan from `plan_file`."""
+    if mode == "compile":
+        return f"{model} = torch.compile({model}, backend=gpulint_backend({plan_file}))\n"
+    return f"gpulint.apply({model}, {plan_file})\n"
+
+
+def _needed_imports(module: cst.Module, mode: str) -> list[cst.SimpleStatementLine]:
+    wanted = ["import torch", "from gpulint.planner import gpulint_backend"] if mode == "compile" else ["import gpulint"]
+    imports = [cst.parse_statement(code + "\n") for code in wanted if not _has_import(module, code)]
+    if not _imports_path(module):
+        imports.append(cst.parse_statement("from pathlib import Path\n"))
+    return imports
+
+
+def patched_source(source: str, script: Path, plan_path: Path, *, factory: str | None, regenerate: str,
+                   mode: str = "eager") -> str:
+    """The script's source with the plan applied (imports + one line); raises PatchError."""
+    if mode not in MODES:
+        raise PatchError(f"--patch-mode: {mode!r} is not one of {', '.join(MODES)}")
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         raise PatchError(f"--patch: {script}:{exc.raw_line}: does not parse ({exc.message})") from None
     target = _find_target(module, factory, script)
     relative = Path(os.path.relpath(Path(plan_path).resolve(), Path(script).resolve().parent)).as_posix()
-    apply_line = cst.parse_statement(f"gpulint.apply({target.name}, Path(__file__).parent / {json.dumps(relative)})\n")
+    plan_file = f"Path(__file__).parent / {json.dumps(relative)}"
+    apply_line = cst.parse_statement(_apply_code(mode, target.name, plan_file))
     apply_line = apply_line.with_changes(
         leading_lines=[cst.EmptyLine(comment=cst.Comment(f"# gpulint: activation recompute plan ({regenerate})"))]
     )
-    imports = []
-    if not _has_import(module, "import gpulint"):
-        imports.append(cst.parse_statement("import gpulint\n"))
-    if not _imports_path(module):
-        imports.append(cst.parse_statement("from pathlib import Path\n"))
+    imports = _needed_imports(module, mode)
     inserter = _Inserter(target, apply_line, imports)
     new = module.visit(inserter)
     if not inserter.inserted:
@@ -300,7 +339,8 @@ def unified_diff(before: str, after: str, name: str) -> str:
 
 
 def make_patch(
-    script: Path | str, plan_path: Path | str, *, factory: str | None = None, regenerate: str = "gpulint plan"
+    script: Path | str, plan_path: Path | str, *, factory: str | None = None, regenerate: str = "gpulint plan",
+    mode: str = "eager",
 ) -> str:
     """The unified diff that makes `script` apply the plan at `plan_path` (paths relative to the repo root)."""
     script = Path(script)
@@ -310,6 +350,6 @@ def make_patch(
         raise PatchError(f"--script: {script} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PatchError(f"--script: cannot read {script} ({exc})") from None
-    after = patched_source(source, script, Path(plan_path), factory=factory, regenerate=regenerate)
+    after = patched_source(source, script, Path(plan_path), factory=factory, regenerate=regenerate, mode=mode)
     name = Path(os.path.relpath(script.resolve(), repository_root(script))).as_posix()
     return unified_diff(source, after, name)

@@ -98,7 +98,7 @@ def test_a_file_without_final_newline_still_applies(tmp_path):
 def test_a_script_that_already_applies_a_plan_is_refused(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT + "gpulint.apply(net, 'x.json')\n")
-    with pytest.raises(patch.PatchError, match="already calls gpulint.apply"):
+    with pytest.raises(patch.PatchError, match="already applies a plan"):
         patch.make_patch(script, tmp_path / "p.json")
 
 
@@ -261,3 +261,87 @@ def test_a_model_held_by_an_attribute(tmp_path):
     )
     diff = patch.make_patch(script, tmp_path / "p.json")
     assert '+        gpulint.apply(self.net, Path(__file__).parent / "p.json")' in diff
+
+
+# --- --patch-mode compile: torch.compile with the gpulint backend ----------------------------------------------------
+
+
+@needs_git
+def test_compile_mode_patches_the_bundled_script_and_git_applies(tmp_path):
+    original = (ROOT / "examples" / "train.py").read_text()
+    repo = make_repo(tmp_path, {"examples/train.py": original})
+    diff = patch.make_patch(repo / "examples" / "train.py", repo / "examples" / "gpulint-plan.json",
+                            factory="build_model", mode="compile")
+    assert_applies(repo, diff)
+    patched = (repo / "examples" / "train.py").read_text()
+    assert_only_additions(original, patched)
+    compile(patched, "train.py", "exec")
+    assert patched.count("import torch\n") == 1  # already imported: not added again
+    assert "from gpulint.planner import gpulint_backend\n" in patched and "import gpulint\n" not in patched
+    lines = patched.splitlines()
+    built = next(i for i, line in enumerate(lines) if "model = build_model(cfg)" in line)
+    assert lines[built + 1].strip().startswith("# gpulint: activation recompute plan")
+    assert lines[built + 2] == ('    model = torch.compile(model, backend=gpulint_backend(Path(__file__).parent / '
+                                '"gpulint-plan.json"))')
+
+
+def test_compile_mode_adds_the_torch_import_and_keeps_attribute_targets(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("class Trainer:\n    def __init__(self):\n        self.net = make_net()\n")
+    diff = patch.make_patch(script, tmp_path / "p.json", factory="make_net", mode="compile")
+    assert "+import torch\n" in diff and "+from gpulint.planner import gpulint_backend\n" in diff
+    assert '+        self.net = torch.compile(self.net, backend=gpulint_backend(Path(__file__).parent / "p.json"))' in diff
+    script.write_text("net = make_net()\nnet = torch.compile(net, backend=gpulint_backend('p.json'))\n")
+    with pytest.raises(patch.PatchError, match="already applies a plan"):
+        patch.make_patch(script, tmp_path / "p.json", factory="make_net", mode="compile")
+
+
+def test_compile_mode_refuses_a_plan_with_value_reads_and_writes_nothing(tmp_path):
+    import argparse
+
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "gpulint.yaml").write_text(CONFIG)
+    plan = {"schema": "gpulint.plan/1", "budget_bytes": 1000, "decisions": [],
+            "data_dependent": [{"op": "Tensor.item()", "path": "model.py", "line": 9}]}
+    args = argparse.Namespace(config=str(tmp_path / "gpulint.yaml"), script=None, out=None, budget=None, patch=True,
+                              patch_mode="compile")
+    with pytest.raises(patch.PlanError, match=r"model.py:9.*eager mode"):
+        patch.run_patch(args, plan)
+    assert not (tmp_path / "gpulint-plan.json").exists()
+
+
+def test_patch_mode_is_in_the_help(capsys):
+    from gpulint.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    assert "--patch-mode {eager,compile}" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@needs_git
+def test_plan_patch_compile_mode_git_apply_and_train_the_same(tmp_path, capsys):
+    from gpulint.cli import main
+
+    repo = make_repo(tmp_path, {"model.py": MODEL, "train.py": TRAIN, "gpulint.yaml": CONFIG})
+    before = subprocess.run([sys.executable, "train.py"], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+    config = str(repo / "gpulint.yaml")
+    assert main(["plan", config, "--format", "json", "--budget", "1GB"]) == 0
+    today = json.loads(capsys.readouterr().out)["baseline"]["peak_bytes"]
+    assert main(["plan", config, "--budget", str(int(today * 0.9)), "--patch", "--patch-mode", "compile"]) == 0
+    assert_applies(repo, capsys.readouterr().out)
+    patched = (repo / "train.py").read_text()
+    assert 'model = torch.compile(model, backend=gpulint_backend(Path(__file__).parent / "gpulint-plan.json"))' in patched
+    plan = json.loads((repo / "gpulint-plan.json").read_text())
+    assert any(d["action"] == "recompute" for d in plan["decisions"])
+
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    after = subprocess.run(
+        [sys.executable, "-W", "ignore", str(repo / "train.py")],
+        cwd=tmp_path, capture_output=True, text=True, env=env, check=False,
+    )
+    assert after.returncode == 0, after.stderr
+    losses = [float(x) for x in after.stdout.split()]
+    assert losses == pytest.approx([float(x) for x in before.split()], rel=1e-6)
