@@ -473,12 +473,10 @@ class FileContext:
 
     def _named_like_step_work(self, name: str) -> bool:
         """`compute_loss`, `loss_labels`, `BiEncoderNllLoss.calc`: hot unless every definition runs under no_grad
-        (`estimate_loss`, an eval)."""
+        (`estimate_loss`, an eval). In a loss class, no_grad methods are still part of the loss (matching, metrics)."""
         if name in self._loss_class_methods:
-            named = not (name.startswith("__") or name_parts(name) & DEFAULT_GATE_PARTS or is_cold_function_name(name))
-        else:
-            named = is_hot_function_name(name)
-        return named and not all(self._decorated_no_grad(f) for f in self._functions[name])
+            return not (name.startswith("__") or name_parts(name) & DEFAULT_GATE_PARTS or is_cold_function_name(name))
+        return is_hot_function_name(name) and not all(self._decorated_no_grad(f) for f in self._functions[name])
 
     def state_of(self, report: "Report") -> ExecState:
         return self._state_of_chain(report.ancestors)
