@@ -94,6 +94,13 @@ class GreedyPlanner:
         # The node that allocates each storage: outputs of one multi-output op (layer norm's out, mean, rstd)
         # are recomputed together, so re-saving one of them alone rarely saves anything.
         self.creator = {s: n.index for n in graph.nodes for s in n.creates}
+        # The decisions the planner makes: each storage the plain partition saves, with its saved nodes.
+        self.groups: dict[int, list[int]] = {}
+        for i in sorted(graph.default_saved()):
+            if i in self.storage_of:
+                self.groups.setdefault(self.storage_of[i], []).append(i)
+        # Simulations a local search may spend: about the same work on any graph size (~2e5 node visits).
+        self.effort = max(40, min(400, 200_000 // max(1, len(graph.nodes))))
 
     def _step(self, saved: set[int]) -> tuple[Step, Simulation]:
         sim = simulate(self.graph, self.graph.alias_closure(saved), self.rounding)
@@ -148,6 +155,7 @@ class GreedyPlanner:
         path = [baseline]
         explored: list[tuple[int, Step]] = []
         best, best_sim = baseline, base_sim
+        swaps_left = 2 * self.effort
         while budget is None or current.peak > budget:
             count = int((sim.timeline == sim.peak).sum())
             tried: list[tuple] = []
@@ -159,6 +167,9 @@ class GreedyPlanner:
                 tried += self._try_drop(sim, set(members), current, count)
             if not tried:
                 tried = self._pair_moves(sim, current, count, candidates)
+            if not tried and swaps_left > 0:
+                tried, used = self._floor_swaps(sim, current, count, candidates, swaps_left)
+                swaps_left -= used
             if not tried:
                 break
             for _key, step, _sim in tried:
@@ -201,10 +212,39 @@ class GreedyPlanner:
             tried += self._try_drop(sim, set(a) | set(b), current, count)
         return tried
 
-    def _try_drop(self, sim: Simulation, drop: set[int], current: Step, count: int) -> list[tuple]:
-        """Simulate dropping `drop` from the saved set: [(rank key, step, simulation)] when the peak falls (or is
-        held at fewer points), ranked by added time per byte of peak gained; [] when it does not help."""
-        trial, trial_sim = self._step(set(sim.schedule.saved) - drop)
+    def _floor_swaps(self, sim: Simulation, current: Step, count: int, candidates: list, limit: int,
+                     top: int = 8) -> tuple[list[tuple], int]:
+        """When no drop lowers the peak any more, the recompute of something dropped earlier may be what holds it:
+        try saving a dropped storage again (those recomputed nearest before the peak first) while dropping one of
+        the best few candidates. Returns the moves that lower the peak and the simulations spent (<= `limit`)."""
+        position = {i: sim.fw_len + k for k, i in enumerate(sim.schedule.bw) if i in sim.schedule.recomputed}
+        distance: dict[tuple[int, ...], int] = {}
+        for unit in self._units(self._dropped(current)):
+            at = [position[self.creator[s]] for s in unit if self.creator.get(s) in position]
+            if at:  # recomputed before the peak first (its chain may be live there), then after it
+                distance[unit] = min(sim.peak_position - p if p <= sim.peak_position else 2 * (p - sim.peak_position)
+                                     for p in at)
+        back_units = sorted(distance, key=distance.get)
+        drops = sorted(candidates, key=lambda c: c[1])[:top]
+        tried: list[tuple] = []
+        used = 0
+        for unit in back_units:
+            back = {i for s in unit for i in self.groups[s]}
+            for _score, _est, members in drops:
+                if used >= limit:
+                    return tried, used
+                used += 1
+                tried += self._try_drop(sim, set(members), current, count, back)
+            if tried:
+                break
+        return tried, used
+
+    def _try_drop(self, sim: Simulation, drop: set[int], current: Step, count: int,
+                  back: set[int] = frozenset()) -> list[tuple]:
+        """Simulate dropping `drop` from the saved set (and saving `back` again): [(rank key, step, simulation)]
+        when the peak falls (or is held at fewer points), ranked by added time per byte of peak gained; [] when
+        it does not help."""
+        trial, trial_sim = self._step((set(sim.schedule.saved) - drop) | back)
         trial_count = int((trial_sim.timeline == trial_sim.peak).sum())
         if (trial.peak, trial_count) >= (current.peak, count):
             return []
@@ -241,35 +281,29 @@ class GreedyPlanner:
         op made) whose return keeps the simulated peak within `budget` and lowers the step time is put back,
         biggest recompute saving first. Greedy drops made against an earlier, higher peak are often no longer
         needed once the budget holds."""
-        if max_tries is None:  # about the same simulation work on any graph size (~2e5 node visits per phase)
-            max_tries = max(40, min(400, 200_000 // max(1, len(self.graph.nodes))))
+        max_tries = self.effort if max_tries is None else max_tries
         current, sim = self._step(set(step.saved))
-        groups: dict[int, list[int]] = {}
-        for i in self.graph.default_saved():
-            s = self.storage_of.get(i)
-            if s is not None:
-                groups.setdefault(s, []).append(i)
         tries = 0
         improved = True
         while improved and tries < max_tries:  # a return can make room for another: repeat until stable
             improved = False
-            units = self._units(self._dropped(current, groups))
+            units = self._units(self._dropped(current))
             for unit in sorted(units, key=lambda u: -self._unit_time(u)):
-                members = {i for s in unit for i in groups[s]}
+                members = {i for s in unit for i in self.groups[s]}
                 if members <= current.saved or tries >= max_tries:
                     continue
                 tries += 1
                 trial, trial_sim = self._step(set(current.saved) | members)
                 if trial.peak <= budget and trial.step_time_s < current.step_time_s:
                     current, sim, improved = trial, trial_sim, True
-        return self._swap(current, sim, budget, groups, max_tries)
+        return self._swap(current, sim, budget, max_tries)
 
-    def _dropped(self, current: Step, groups: dict[int, list[int]]) -> list[int]:
+    def _dropped(self, current: Step) -> list[int]:
+        """The storages of the plain partition that `current` does not keep."""
         kept = {self.storage_of[i] for i in current.saved if i in self.storage_of}
-        return [s for s in groups if s not in kept]
+        return [s for s in self.groups if s not in kept]
 
-    def _swap(self, current: Step, sim: Simulation, budget: int, groups: dict[int, list[int]],
-              max_tries: int) -> tuple[Step, Simulation]:
+    def _swap(self, current: Step, sim: Simulation, budget: int, max_tries: int) -> tuple[Step, Simulation]:
         """Local search under the budget: keep a dropped storage (or an op's storages) in exchange for dropping a
         kept one, whenever that lowers the step time and the peak still fits (at most `max_tries` simulations)."""
         by_storage = self.graph._tensors_by_storage()
@@ -277,12 +311,12 @@ class GreedyPlanner:
         improved = True
         while improved and tries < max_tries:
             improved = False
-            dropped = self._units(self._dropped(current, groups))
-            dropped.sort(key=lambda u: -self._unit_time(u))
-            kept_storages = [s for s in groups if s not in set(self._dropped(current, groups))]
+            dropped_storages = self._dropped(current)
+            dropped = sorted(self._units(dropped_storages), key=lambda u: -self._unit_time(u))
+            kept_storages = [s for s in self.groups if s not in set(dropped_storages)]
             kept = sorted(self._units(kept_storages), key=lambda u: -self._unit_size(u))
             for d in dropped:
-                back = {i for s in d for i in groups[s]}
+                back = {i for s in d for i in self.groups[s]}
                 for k in kept:
                     if tries >= max_tries or self._unit_size(k) < self._unit_size(d) // 4:
                         break
