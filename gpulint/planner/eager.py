@@ -280,6 +280,11 @@ class AppliedPlan:
     _key: Any = None  # the signature whose decisions are in use
     _warned_unplanned_shape: bool = False
     _counter: _Counter = field(default_factory=_Counter)
+    # Planned addresses the checkpoint policy met in this forward, and those it met in the validated first one
+    # (per input signature): a later forward that misses some took another path (a branch on tensor values).
+    _hits: set[Address] = field(default_factory=set)
+    _expected_hits: dict[Any, set[Address]] = field(default_factory=dict)
+    _warned_path: bool = False
     _originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
     _restore_cache: list[tuple[Any, bool]] = field(default_factory=list)  # configs whose use_cache apply turned off
 
@@ -300,6 +305,7 @@ class AppliedPlan:
     def _begin_forward(self) -> None:
         self._stack.reset()
         self._counter = _Counter()
+        self._hits = set()
 
     def _select(self, sig: Any) -> None:
         """Use the decisions planned for input signature `sig`, else the plan's top level (its largest shape)."""
@@ -322,11 +328,27 @@ class AppliedPlan:
                 f"its forward ({len(missing)} of {len(self.decisions)} decisions missing); re-run `gpulint plan`"
             )
         self._validated.add(self._key)
+        self._expected_hits[self._key] = set(self._hits)
         self.validated = True
+
+    def _check_path(self) -> None:
+        """Warn (once) when a forward did not run planned ops that the validated forward ran in checkpointed
+        layers: the model branched on tensor values, and the plan's figures do not hold for this forward."""
+        missing = self._expected_hits.get(self._key, set()) - self._hits
+        if missing and not self._warned_path:
+            first = min(missing, key=lambda a: (a.module, a.op, a.call_index))
+            warnings.warn(
+                f"gpulint: this forward took another path than the one planned ({first.describe()} did not run; "
+                f"{len(missing)} planned op(s) missed): the plan's peak and time do not hold for it",
+                stacklevel=4,
+            )
+            self._warned_path = True
 
     def _policy_fn(self, ctx, op, *args, **kwargs) -> CheckpointPolicy:
         module, key = self._stack.current, op_key(op)
         address = Address(module, key, self._counter.next(module, key))
+        if address in self._policy:
+            self._hits.add(address)
         if op._schema.is_mutable:
             # Never cache an in-place op (dropout's div_): its caller goes on using the argument it mutated, not
             # the op's return value, so a cached result would be ignored by the recompute and the mask left
@@ -478,8 +500,12 @@ def _planned_forward(state: AppliedPlan, inner: Callable[..., Any], *args: Any, 
     state._begin_forward()
     if len(state._shapes) > 1:
         state._select(call_signature(args, kwargs))
-    if state.validated or not torch.is_grad_enabled():
+    if not torch.is_grad_enabled():
         return inner(*args, **kwargs)
+    if state.validated:
+        out = inner(*args, **kwargs)
+        state._check_path()
+        return out
     with _ValidationMode(state._stack) as mode:
         out = inner(*args, **kwargs)
     state._check(mode.seen)

@@ -117,3 +117,37 @@ class TruncNormalInit(MLP):
 
 def trunc_normal_init() -> nn.Module:
     return TruncNormalInit()
+
+
+class BranchBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(32, 128)
+        self.out = nn.Linear(128, 32)
+
+    def forward(self, x: torch.Tensor, positive: bool) -> torch.Tensor:
+        h = self.fc(x)
+        h = torch.tanh(h) if positive else torch.sigmoid(h)
+        return x + self.out(h)
+
+
+class BranchInLayers(nn.Module):
+    """Every layer takes the branch that the sign of the batch's mean selects (read once, in the root)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(BranchBlock() for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positive = bool(x.mean() > 0)
+        for layer in self.layers:
+            x = layer(x, positive)
+        return x.square().mean()
+
+
+def branch_in_layers() -> nn.Module:
+    return BranchInLayers()
+
+
+def positive_batch() -> torch.Tensor:
+    return torch.rand(256, 32, generator=torch.Generator().manual_seed(0)) + 0.5

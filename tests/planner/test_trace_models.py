@@ -140,3 +140,36 @@ def test_t5_and_vit_plan_and_measure(tmp_path, capsys, family, args):
     assert plan["measured"]["loss"] == pytest.approx(plan["measured"]["baseline_loss"], rel=1e-6)
     eager_measured = plan["eager"]["measured"]
     assert abs(eager_measured["predicted_peak_bytes"] - eager_measured["peak_bytes"]) <= 0.02 * eager_measured["peak_bytes"]
+
+
+def test_a_forward_down_another_branch_warns_that_the_plan_does_not_hold():
+    import warnings
+
+    from gpulint.planner.cost import node_times
+    from gpulint.planner.greedy import GreedyPlanner
+    from gpulint.planner.hardware import load_hardware
+    from gpulint.planner.report import plan_dict
+    from gpulint.planner.trace import trace_step
+    from tests.planner import models
+
+    traced = trace_step(models.branch_in_layers, models.positive_batch, optimizer="none")
+    assert [r["line"] for r in traced.data_dependent] == [_line_of("positive = bool(x.mean() > 0)")]
+    cpu = load_hardware("cpu")
+    result = GreedyPlanner(traced.graph, node_times(traced.graph, cpu), 1).run(None)  # the lowest peak
+    tightest = {k: v for k, v in plan_dict(traced.graph, result, hardware="cpu").items() if not k.startswith("_")}
+    torch.manual_seed(0)
+    reference = models.branch_in_layers()
+    planned = eager.apply(copy.deepcopy(reference), tightest)
+    assert eager.applied_plan(planned).regions
+    positive = models.positive_batch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the planned branch, twice: no warning
+        for _ in range(2):
+            planned(positive).backward()
+    with pytest.warns(UserWarning, match="another path than the one planned"):
+        planned(-positive).backward()
+    reference(positive).backward()
+    reference(positive).backward()
+    reference(-positive).backward()
+    for (name, p), (_, q) in zip(reference.named_parameters(), planned.named_parameters()):
+        assert torch.equal(p.grad, q.grad), name  # memory differs from the plan, results do not
