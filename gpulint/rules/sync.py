@@ -1318,8 +1318,10 @@ class BlockingCollectiveInStep(_SyncRule):
         what_it_does="Flags collectives (`all_reduce`, `all_gather`, `broadcast`, ...) in the training step, ungated, "
         "whose result is read on the host later in the same step (`.item()`, `.tolist()`, `float()`, `.cpu()`, an "
         "f-string; up to 12 statements on, following values computed from it, reads under a logging gate excepted), "
-        "that run once per tensor in a Python loop, and project helpers (`all_reduce_mean(loss_value)`, "
-        "`reduce_tensor(loss).item()`, `reduce_dict(losses)`) called on host values or read on the host the same way.",
+        "or tested in an `if` / `while` / `assert`, that run once per tensor in a Python loop, and project helpers "
+        "(`all_reduce_mean(loss_value)`, `reduce_tensor(loss).item()`, `reduce_dict(losses)`) and Accelerate's "
+        "`accelerator.gather(loss)` / `accelerator.reduce(x)` called on host values (a number, or a dict of numbers "
+        "such as `{\"loss\": loss.item()}`) or read on the host the same way.",
         why_slow="The collective is queued behind the step's kernels and waits for every rank; reading its result on "
         "the host turns that into a host stall on the slowest rank, every step. Per-tensor collectives launch N small "
         "NCCL calls where one flattened (bucketed) call would do, each paying latency rather than bandwidth.",
@@ -1344,6 +1346,8 @@ class BlockingCollectiveInStep(_SyncRule):
         "    total = torch.zeros(1, device=device)\n    for x, y in loader:\n        loss = model(x).sum()\n"
         "        loss.backward()\n        optimizer.step()\n        total += loss.detach()\n"
         "    dist.all_reduce(total)\n    print(total.item())\n"),
+        _in_loop("stats = {\"loss\": loss.detach()}\nstats = all_reduce_dict(stats)",
+                 header="def all_reduce_dict(d):\n    return d"),
     )
     invalid = (
         Invalid(_in_loop("dist.all_reduce(loss)\nloss_value = loss.item()", header="import torch.distributed as dist")),
@@ -1351,11 +1355,16 @@ class BlockingCollectiveInStep(_SyncRule):
                          header="import torch.distributed as dist")),
         Invalid(_in_loop("loss_value = loss.item()\nreduced = all_reduce_mean(loss_value)",
                          header="def all_reduce_mean(x):\n    return x")),
+        Invalid(_in_loop("logs = {\"loss\": loss.item(), \"step\": step}\nlogs = all_reduce_dict(logs)",
+                         header="def all_reduce_dict(d):\n    return d")),
+        Invalid(_in_loop("avg = accelerator.gather(loss.detach()).mean()\nprint(avg.item())",
+                         header="class Accelerator:\n    def gather(self, t):\n        return t\n\n\n"
+                         "accelerator = Accelerator()")),
     )
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self._async_handles: set[str] = set()
+        self._host_dicts: set[tuple[int, str]] = set()  # (function, name) bound to a dict of Python numbers
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -1377,6 +1386,33 @@ class BlockingCollectiveInStep(_SyncRule):
             _ACCELERATOR.search(last_name(func.value) or "")
         ):
             self._check_wrapper(node, f"{last_name(func.value)}.{method}")
+        elif method in _ACCELERATOR_COLLECTIVES and not resolved.startswith("torch.") and node.args and (
+            self._host_dict(node.args[0].value)
+        ):
+            self._check_wrapper(node, dotted_name(func) or method)  # `comm.gather(metrics_dict)` of Python floats
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        super().leave_Assign(node)
+        names = {n for target in node.targets for n in target_names(target.target)}
+        keys = {(id(self.context.enclosing_function()), name) for name in names}
+        if self._is_host_dict_literal(node.value):
+            self._host_dicts |= keys
+        else:
+            self._host_dicts -= keys
+
+    def _is_host_dict_literal(self, value: cst.BaseExpression) -> bool:
+        """`{"loss": loss.item(), "lr": lr}`, `{k: v.item() for k, v in losses.items()}`: Python numbers, no tensor."""
+        if isinstance(value, cst.DictComp):
+            return self.context.is_host_value(value.value)
+        if not isinstance(value, cst.Dict):
+            return False
+        values = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+        return any(self.context.is_host_value(v) for v in values) and not any(self.tensors.is_tensor(v) for v in values)
+
+    def _host_dict(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Name):
+            return (id(self.context.enclosing_function()), expr.value) in self._host_dicts
+        return self._is_host_dict_literal(expr)
 
     def _check_collective(self, node: cst.Call, name: str) -> None:
         positional = [a.value for a in node.args if a.keyword is None]
@@ -1401,7 +1437,7 @@ class BlockingCollectiveInStep(_SyncRule):
             self.report(node, self.message_loop.format(name=name))
         elif self._read_in_chain():
             self.report(node, self.message.format(name=name))  # `reduce_tensor(loss).item()`
-        elif self.context.is_host_value(argument):
+        elif self.context.is_host_value(argument) or self._host_dict(argument):
             self.report(node, self.message_host.format(name=name))
         else:
             results: set[str] = set()

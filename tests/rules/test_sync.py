@@ -613,3 +613,24 @@ def test_names_that_log_or_evaluate_a_loss_are_not_hot():
             print(val.item())
     """
     assert gpl4(source) == []
+
+
+def test_collective_helper_of_a_dict_of_python_numbers():
+    """`strategy.all_reduce(logs)` / `comm.gather(metrics)` of `.item()` values: a tensor built, reduced and read back
+    per key; a dict of tensors reduced and kept on the device is fine, and `x.gather(dim, idx)` is a tensor op."""
+    source = """
+    import torch
+
+    def train(model, loader, optimizer, strategy, comm):
+        for x in loader:
+            loss = model(x.cuda(non_blocking=True)).mean()
+            loss.backward()
+            optimizer.step()
+            logs = {"loss": loss.item(), "lr": 0.1}
+            logs = strategy.all_reduce(logs)
+            metrics = comm.gather({k: v.detach().cpu().item() for k, v in {"loss": loss}.items()})
+            kept = strategy.all_reduce({"loss": loss.detach()})
+            picked = x.gather(1, x.argmax(1, keepdim=True))
+    """
+    codes = [c for c in gpl4(source) if c[0] == "GPL420"]
+    assert codes == [("GPL420", 10), ("GPL420", 11)]
