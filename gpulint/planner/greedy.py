@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpulint.planner.graph import FWD, JointGraph
-from gpulint.planner.simulate import Simulation, simulate, step_time
+from gpulint.planner.simulate import KEEP, Simulation, simulate, step_time
 
 
 @dataclass
@@ -215,15 +215,15 @@ class GreedyPlanner:
     def _floor_swaps(self, sim: Simulation, current: Step, count: int, candidates: list, limit: int,
                      top: int = 8) -> tuple[list[tuple], int]:
         """When no drop lowers the peak any more, the recompute of something dropped earlier may be what holds it:
-        try saving a dropped storage again (those recomputed nearest before the peak first) while dropping one of
-        the best few candidates. Returns the moves that lower the peak and the simulations spent (<= `limit`)."""
+        try saving a dropped storage again (recomputed nearest before the peak first; one recomputed after the
+        peak would only add to it) while dropping one of the best few candidates. Returns the moves that lower
+        the peak and the simulations spent (<= `limit`)."""
         position = {i: sim.fw_len + k for k, i in enumerate(sim.schedule.bw) if i in sim.schedule.recomputed}
         distance: dict[tuple[int, ...], int] = {}
         for unit in self._units(self._dropped(current)):
-            at = [position[self.creator[s]] for s in unit if self.creator.get(s) in position]
-            if at:  # recomputed before the peak first (its chain may be live there), then after it
-                distance[unit] = min(sim.peak_position - p if p <= sim.peak_position else 2 * (p - sim.peak_position)
-                                     for p in at)
+            at = [position[self.creator[s]] for s in unit if position.get(self.creator.get(s), KEEP) <= sim.peak_position]
+            if at:
+                distance[unit] = sim.peak_position - max(at)
         back_units = sorted(distance, key=distance.get)
         drops = sorted(candidates, key=lambda c: c[1])[:top]
         tried: list[tuple] = []
