@@ -5,6 +5,9 @@ captures the joint forward+backward graph and stops there. No real parameter or 
 allocated: the model itself is built under the fake mode. A TorchFunctionMode and module hooks stamp each FX
 node with the module path and user source line it came from (node.meta["custom"]).
 
+A step that reads tensor values (`if loss > 0:`, `.item()`, where torch.compile would break its graph) runs its
+forward once for real to record the values, and the fake trace replays them (see `trace_step`).
+
 Never trace on fake `cuda` tensors with a CPU-only torch build: autograd aborts the process. A GPU target is
 modelled through the hardware profile instead (see cost.py and hardware.py).
 """
@@ -37,8 +40,8 @@ class Traced:
     num_fwd_outputs: int
     seconds: float
     # Where the step reads tensor values (`if x.sum() > 0`, `.item()`): torch.compile breaks its graph there.
-    # Non-empty only when the fake trace failed and the step was traced again with real values; the graph then
-    # holds the branch those values took. Each entry: {"op", "path", "line"}.
+    # Non-empty only when the fake trace needed values and was repeated with those one real forward read; the
+    # graph then holds the branch those values took. Each entry: {"op", "path", "line"}.
     data_dependent: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -223,9 +226,10 @@ def _relative(path: str) -> str:
 # Tensor methods and torch functions whose result depends on tensor values, not only shapes: torch.compile
 # breaks its graph at each (or gives it an unbacked size). Names as the report prints them.
 _VALUE_READS = {
-    "item": "Tensor.item()", "tolist": "Tensor.tolist()", "__bool__": "bool(tensor), e.g. `if tensor:`", "__int__": "int(tensor)",
-    "__float__": "float(tensor)", "__index__": "tensor as an index", "nonzero": "nonzero", "argwhere": "argwhere",
-    "masked_select": "masked_select", "unique": "unique", "unique_consecutive": "unique_consecutive",
+    "item": "Tensor.item()", "tolist": "Tensor.tolist()", "__bool__": "bool(tensor), e.g. `if tensor:`",
+    "__int__": "int(tensor)", "__float__": "float(tensor)", "__index__": "tensor as an index",
+    "nonzero": "nonzero", "argwhere": "argwhere", "masked_select": "masked_select", "unique": "unique",
+    "unique_consecutive": "unique_consecutive",
 }
 
 
