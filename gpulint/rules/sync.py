@@ -120,6 +120,12 @@ class _Tensors:
             ):
                 for name, element in zip(target.elements, value.elements):
                     self._bind(name.value, element.value)
+            elif isinstance(target, (cst.Tuple, cst.List)) and self.is_mask(value):
+                for element in target.elements:  # `j, k = mask_pair.T`: each row is a mask
+                    if isinstance(element.value, cst.Name):
+                        key = self._key(element.value.value)
+                        self._bound[key] = True
+                        self._masks.add(key)
             else:
                 self._bind(target, value)
 
@@ -223,6 +229,8 @@ class _Tensors:
                 return False
             return "mask" in name_parts(expr.value)
         if isinstance(expr, cst.Attribute):
+            if expr.attr.value in ("T", "mT"):  # `j, k = ((gxy % 1 < g) & (gxy > 1)).T`
+                return self.is_mask(expr.value)
             return "mask" in name_parts(expr.attr.value) and self.context.location_of(expr) != "host"
         if isinstance(expr, cst.Comparison):
             return self.is_tensor(expr)
@@ -230,6 +238,14 @@ class _Tensors:
             return self.is_mask(expr.expression) or self.is_tensor(expr.expression)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
             return self.is_mask(expr.left) or self.is_mask(expr.right)
+        if isinstance(expr, cst.Call) and expr.args and _keyword(expr, "dtype") is None:
+            # `torch.stack((torch.ones_like(j), j, k))`: stacking or copying masks makes a mask
+            resolved = self.context.resolve(expr.func)
+            first = expr.args[0].value
+            if resolved in ("torch.stack", "torch.cat") and isinstance(first, (cst.List, cst.Tuple)):
+                return any(self.is_mask(e.value) for e in first.elements if isinstance(e, cst.Element))
+            if resolved in ("torch.ones_like", "torch.zeros_like"):
+                return self.is_mask(first)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
             if method == "bool":
@@ -800,7 +816,8 @@ class DataDependentShapeInStep(_SyncRule):
     docs = RuleDocs(
         what_it_does="Flags operations whose output shape depends on tensor data: `nonzero`, `argwhere`, single-argument "
         "`torch.where`, `masked_select`, `unique`, `repeat_interleave` with tensor repeats and no `output_size`, and "
-        "boolean-mask indexing `x[mask]`, in code that runs every step, ungated.",
+        "boolean-mask indexing `x[mask]` (masks are followed through `torch.stack` / `torch.cat`, `.T` and tuple "
+        "unpacking), in code that runs every step, ungated.",
         why_slow="To allocate the result PyTorch must know how many elements it has, so it copies a count from the "
         "device and waits for it: a hidden device-to-host sync that also breaks CUDA graphs and `torch.compile` "
         "(graph break).",
@@ -817,6 +834,7 @@ class DataDependentShapeInStep(_SyncRule):
         _in_loop("rep = x.repeat_interleave(2, dim=0)"),
         _in_loop("mask = y > 0\nx[mask] = 0.0"),
         _in_loop("if step % 100 == 0:\n    n_pos = (y > 0).nonzero().shape[0]"),
+        _in_loop("index = torch.zeros_like(y > 0, dtype=torch.long)\nfirst_rows = x[index]"),
     )
     invalid = (
         Invalid(_in_loop("idx = (y > 0).nonzero()")),
@@ -824,6 +842,7 @@ class DataDependentShapeInStep(_SyncRule):
         Invalid(_in_loop("classes = torch.unique(y)")),
         Invalid(_in_loop("rep = torch.repeat_interleave(x, y, dim=0)")),
         Invalid(_in_loop("sel = x.masked_select(x > 0)")),
+        Invalid(_in_loop("low, high = torch.stack((y > 0, y < 3))\nkept = x[low]")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

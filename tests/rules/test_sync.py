@@ -634,3 +634,14 @@ def test_collective_helper_of_a_dict_of_python_numbers():
     """
     codes = [c for c in gpl4(source) if c[0] == "GPL420"]
     assert codes == [("GPL420", 10), ("GPL420", 11)]
+
+
+def test_masks_followed_through_stack_transpose_and_unpacking():
+    """yolov5's build_targets: `j, k = (...).T` then `j = torch.stack((torch.ones_like(j), j, k))` then `t[j]`."""
+    body = """
+gxy = x[:, :2]
+j, k = ((gxy % 1 < 0.5) & (gxy > 1)).T
+j = torch.stack((torch.ones_like(j), j, k))
+t = x.repeat((3, 1, 1))[j]
+"""
+    assert gpl4(in_step(body)) == [("GPL406", 15)]
