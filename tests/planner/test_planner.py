@@ -108,7 +108,7 @@ def test_plans_are_within_five_percent_of_the_exact_optimum_and_monotone():
         assert result.chosen.recompute_time_s <= 1.05 * best + 1e-12, (k, result.chosen.recompute_time_s, best)
         rows.append((result.chosen.peak, result.chosen.recompute_time_s))
     # Monotone: a lower budget never gives a higher peak, nor a faster plan.
-    assert all(a[0] <= b[0] and a[1] >= b[1] for a, b in itertools.pairwise(rows))
+    assert all(a[0] <= b[0] and a[1] >= b[1] * (1 - 1e-9) for a, b in itertools.pairwise(rows))
 
 
 def test_random_ops_are_never_recomputed():
