@@ -1007,7 +1007,7 @@ class BlockingHostToDeviceCopy(_SyncRule):
         "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    for x, y in loader:\n"
         "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
         "        optimizer.step()\n"),
-        _in_loop("z = x.type(torch.FloatTensor)"),
+        _in_loop("z = x.type(torch.half)"),
     )
     invalid = (
         Invalid(
@@ -1031,6 +1031,14 @@ class BlockingHostToDeviceCopy(_SyncRule):
             count=2,
         ),
         Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+            "    loader = DataLoader(dataset, batch_size=4, shuffle=True)\n    for x, y in loader:\n"
+            "        x = x.to(device, non_blocking=True)\n        y = y.to(device, non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        loss.backward()\n"
+            "        optimizer.step()\n        optimizer.zero_grad()\n",
+            count=2,
+        ),
+        Invalid(
             "import torch\n\nTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor\n\n\n"
             "def train(model, loader, optimizer, device):\n    for x, y in loader:\n        x = x.type(Tensor)\n"
             "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
@@ -1049,14 +1057,6 @@ class BlockingHostToDeviceCopy(_SyncRule):
             "        x = x.pin_memory().to(device, non_blocking=True)\n"
             "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
             "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
-        ),
-        Invalid(
-            "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
-            "    loader = DataLoader(dataset, batch_size=4, shuffle=True)\n    for x, y in loader:\n"
-            "        x = x.to(device, non_blocking=True)\n        y = y.to(device, non_blocking=True)\n"
-            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        loss.backward()\n"
-            "        optimizer.step()\n        optimizer.zero_grad()\n",
-            count=2,
         ),
     )
 
