@@ -50,6 +50,7 @@ COLD_NAME_PARTS = frozenset(
         "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "testing", "predict",
         "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
         "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
+        "detect",
     }
 )
 # Identifier parts that make an `if` test a gate (`should_log`, `log_interval`, `args.print_freq`). Rank guards
