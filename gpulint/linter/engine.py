@@ -179,8 +179,6 @@ def _lint_parsed(
 _DEVICE_WORDS = re.compile(
     r"cuda|device|gpu|accelerat|fabric|lightning|distributed|rank|xla|mps|xpu|npu|pin_memory|non_blocking"
 )
-# Facts that step-only rules read outside the step: the DDP wrapper (GPL422), the loader's pin_memory (GPL411).
-_FACT_WORDS = ("DistributedDataParallel", "DDP", "pin_memory", "DataLoader")
 
 
 @lru_cache(maxsize=64)
@@ -189,9 +187,8 @@ def _hot_code(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
     marker, a loop over something named like a loader, a hot function's definition or a call to one."""
     names = "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
     loader = r"loader|Loader|batches|iterator|prefetcher|(?<![A-Za-z0-9])(?:dl|data|train_data)(?![a-z0-9])|Dl\b"
-    return re.compile(
-        rf"backward\(|zero_grad\(|\.step\(|\bfor\b[^:]*?\bin\b[^:]*?(?:{loader})|(?<![\w.])(?:{names})\s*\("
-    )
+    # A loop header ends at its colon; the window is bounded so that the search stays linear.
+    return re.compile(rf"backward\(|zero_grad\(|\.step\(|\bfor\b[^:]{{0,200}}?(?:{loader})|(?<!\w)(?:{names})\s*\(")
 
 
 def _may_fire(rule: type[Rule], text: str) -> bool:
@@ -201,14 +198,15 @@ def _may_fire(rule: type[Rule], text: str) -> bool:
 def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> str | None:
     """The text with the functions no active rule needs blanked out (see regions.py), or None to parse it whole.
 
-    A step-only rule (`hot_only`) needs the functions that may run in the step, and those holding the facts it reads
-    elsewhere; any other rule needs the functions that hold its trigger words (and its `requires` words)."""
+    A step-only rule (`hot_only`) needs the functions that may run in the step; any other rule needs the functions
+    that hold its trigger words (and its `requires` words); every rule needs those holding its `facts`."""
     anywhere = [r for r in active if not r.hot_only]
     plain = tuple(w for r in anywhere if not r.requires for w in r.triggers)
     triggers = _trigger_pattern(plain) if plain else None
     strict = [[_trigger_pattern(group) for group in (r.triggers, *r.requires)] for r in anywhere if r.requires]
     step_only = any(r.hot_only for r in active)
-    facts = _trigger_pattern(_FACT_WORDS) if step_only else None
+    fact_words = tuple(w for r in active for w in r.facts)
+    facts = _trigger_pattern(fact_words) if fact_words else None
     devices = _DEVICE_WORDS if step_only and "backward" in text else None
     hot_code = _hot_code(options.hot_functions)
 
@@ -223,8 +221,12 @@ def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> st
     def hot(code: str) -> bool:  # also for rules that run anywhere: some report only what runs every step
         return hot_code.search(code) is not None
 
+    linked = {
+        name for r in active for keyword in r.linked_by
+        for name in re.findall(rf"\b{re.escape(keyword)}\s*=\s*(?:self\.|cls\.)?(\w+)", text)
+    }
     lines = text.split("\n")
-    kept = prune(lines, needs, hot)
+    kept = prune(lines, needs, hot, linked)
     return None if kept is None else "\n".join(kept)
 
 

@@ -49,21 +49,25 @@ def code_of(text: str) -> str:
     return _NOT_CODE.sub(" ", text)
 
 
-def prune(lines: list[str], needs: Callable[[str], bool], hot: Callable[[str], bool]) -> list[str] | None:
+def prune(
+    lines: list[str], needs: Callable[[str], bool], hot: Callable[[str], bool], named: set[str] = frozenset()
+) -> list[str] | None:
     """The lines with every unneeded definition blanked, or None when every definition is needed.
 
     `needs(code)` says whether a definition's own code (docstrings and comments removed) holds something a rule
-    looks at; `hot(code)` whether it may run every step by itself (a step loop, a hot function). What hot code calls
-    is hot too, and a class with a needed method keeps its constructor.
+    looks at; `hot(code)` whether it may run every step by itself (a step loop, a hot function); `named` are
+    definitions needed by name (`collate_fn=pad_batch`). What hot code calls is hot too, and a class with a needed
+    method keeps its constructor.
     """
     units = _units(lines)
     if not units:
         return None
     codes = [code_of("\n".join(lines[u.start:u.end])) if not u.is_class else "" for u in units]
     hot_units = [not u.is_class and hot(code) for u, code in zip(units, codes)]
+    _add_callers(units, codes, hot_units)
     _add_callees(units, codes, hot_units)
     for unit, code, is_hot in zip(units, codes, hot_units):
-        unit.needed = is_hot or (not unit.is_class and needs(code))
+        unit.needed = is_hot or (not unit.is_class and (unit.name in named or needs(code)))
     _add_constructors(units)
     kept = list(lines)
     blanked = False
@@ -141,6 +145,18 @@ def _header_line(lines: list[str], start: int, end: int) -> int:
 def _name_of(lines: list[str], start: int, end: int) -> str:
     match = _NAME.match(lines[_header_line(lines, start, end)])
     return match.group(1) if match else ""
+
+
+def _add_callers(units: list[Unit], codes: list[str], hot: list[bool]) -> None:
+    """Mark hot the definitions that call a hot one by name: a loop calling `self.update(batch)`, where `update`
+    runs backward, is a step loop."""
+    names = {u.name for u, is_hot in zip(units, hot) if is_hot and u.name}
+    if not names:
+        return
+    calls = re.compile(r"(?<!\w)(?:%s)\s*\(" % "|".join(re.escape(n) for n in sorted(names)))
+    for index, (unit, code) in enumerate(zip(units, codes)):
+        if not hot[index] and not unit.is_class and calls.search(code):
+            hot[index] = True
 
 
 def _add_callees(units: list[Unit], codes: list[str], hot: list[bool]) -> None:

@@ -175,6 +175,11 @@ class Rule:
     # function for the rule to need it parsed (regions.py): e.g. a loop over a dict of metrics is only reported when
     # something in it reads a value on the host, so `.items()` alone does not make a function worth parsing.
     requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    # Words marking code the rule reads outside the function it reports in (an `nn.LSTM` built anywhere in the file,
+    # a `collate_fn=` naming a function): functions holding one are parsed too (regions.py).
+    facts: ClassVar[tuple[str, ...]] = ()
+    # Keyword arguments whose value names a function the rule checks wherever it is (`collate_fn=pad_batch`).
+    linked_by: ClassVar[tuple[str, ...]] = ()
     valid: ClassVar[Sequence[str]] = ()
     invalid: ClassVar[Sequence[Invalid]] = ()
     default_enabled: ClassVar[bool] = True

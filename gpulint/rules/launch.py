@@ -12,6 +12,7 @@ from gpulint.linter.context import is_cold_function_name
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 from gpulint.rules.per_tensor import (
+    PARAM_TRIGGERS,
     binds_tensor_dict,
     in_step,
     name_parts,
@@ -114,7 +115,7 @@ class PerParameterUpdateLoop(_WhereItRuns):
         "a Python loop does in-place arithmetic on each parameter: one or more kernel launches per tensor every step; "
         "use `torch._foreach_*` (e.g. `_foreach_lerp_` for EMA) or a fused/foreach optimizer"
     )
-    triggers = ("parameters", "params", "grads", "state_dict")
+    triggers = PARAM_TRIGGERS
     docs = RuleDocs(
         what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
         "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "

@@ -242,6 +242,7 @@ class PaddedRnnWithoutPacking(Rule):
     name = "padded-rnn-without-packing"
     message = "`pad_sequence` output fed to an RNN/LSTM/GRU without `pack_padded_sequence`: the recurrence runs every pad step"
     triggers = ("pad_sequence",)
+    facts = ("LSTM", "GRU", "RNN", "pack_")  # the recurrent layer and the packing may be built anywhere in the file
     docs = RuleDocs(
         what_it_does="Flags `pad_sequence(...)` in a file that builds an `nn.LSTM` / `nn.GRU` / `nn.RNN` and never calls "
         "`pack_padded_sequence` / `pack_sequence`.",
@@ -305,6 +306,8 @@ class PadToConstantInCollate(Rule):
     name = "pad-to-constant-in-collate"
     message = "every example or batch is padded to the constant `{length}`; pad to the batch's longest sequence instead"
     triggers = ("collate", "Collat", "__getitem__", "pad", "while len(")
+    # A function passed as `collate_fn=` may size its buffers by a constant without naming padding at all.
+    linked_by = ("collate_fn",)
     docs = RuleDocs(
         what_it_does="Flags `F.pad(...)`, a project's own `pad_*(ids, MAX_LEN)` helper, or a `torch.zeros/full/ones(...)` "
         "buffer sized by a constant length (a module-level `MAX_LEN`, `self.max_length`, `args.max_seq_length`, "

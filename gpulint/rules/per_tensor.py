@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 
 # Identifier parts that name a collection of model tensors (`model_params`, `self.grads`, `trainable_parameters`).
 PARAM_WORDS = frozenset({"param", "params", "parameters", "grad", "grads", "gradients"})
+# Words one of which a loop over a model's tensors has in its text (triggers of the rules that look for such loops).
+PARAM_TRIGGERS = ("param", "Param", "grad", "Grad", "state_dict", "buffers")
+# Words one of which a reduction has in its text (REDUCTION_METHODS, TORCH_REDUCTIONS, helpers named `*_norm`).
+REDUCTION_WORDS = (
+    "norm", "sum(", "mean(", "max(", "min(", "std(", "var(", "prod(", "any(", "all(", "count_nonzero(",
+)
 # Parts that make such a name something else (`optimizer.param_groups` holds dicts of hyper-parameters).
 NOT_PARAM_WORDS = frozenset({"groups", "group", "names", "name", "count", "counts", "numel", "shapes", "keys"})
 # Iterables passed through unchanged by these wrappers: `enumerate(model.parameters())`, `zip(a.parameters(), ...)`.
@@ -552,7 +558,9 @@ class PerTensorNormRead(_PerTensorRule):
         "this loop computes a norm per parameter and reads each one on the host: one kernel and one device-to-host "
         "sync per tensor; use `torch._foreach_norm` + `torch.stack(...)` and read once"
     )
-    triggers = ("parameters", "params", "grads", "state_dict")
+    # What `is_model_tensor_iterable` accepts: `*param*`/`*grad*` names (`ema_param_list`), state dicts, buffers.
+    triggers = PARAM_TRIGGERS
+    requires = (REDUCTION_WORDS,)  # a reported loop computes a reduction: `.norm(`, `torch.sum(`, `grad_norm(`
     docs = RuleDocs(
         what_it_does="Flags a loop or comprehension over `parameters()`, `named_parameters()`, gradients or "
         "`state_dict()` values that computes a norm or other reduction for each tensor and reads the result on the host "
@@ -613,7 +621,9 @@ class PerTensorNormLoop(_PerTensorRule):
     message = (
         "one norm/reduction kernel per parameter tensor; `torch._foreach_norm` computes them all in a few launches"
     )
-    triggers = ("parameters", "params", "grads", "state_dict")
+    # What `is_model_tensor_iterable` accepts: `*param*`/`*grad*` names (`ema_param_list`), state dicts, buffers.
+    triggers = PARAM_TRIGGERS
+    requires = (REDUCTION_WORDS,)  # a reported loop computes a reduction: `.norm(`, `torch.sum(`, `grad_norm(`
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags a loop or comprehension over `parameters()`, gradients or `state_dict()` values that "

@@ -182,3 +182,39 @@ def test_pruning_changes_no_finding_on_the_rule_examples():
     for rule in RULES:
         for example in (*rule.valid, *(i.code for i in rule.invalid)):
             both(example, "example.py")
+
+
+def test_a_loop_calling_a_step_function_is_kept_as_the_step_loop():
+    source = """\
+        import torch
+
+        class Trainer:
+            def update(self, x):
+                loss = self.model(x.to(self.device))
+                loss.backward()
+                self.opt.step()
+                return loss
+
+            def fit(self, things):
+                for x in things:
+                    loss = self.update(x)
+                    print(loss.tolist())
+    """
+    assert "GPL401" in [code for code, *_ in both(source)]
+
+
+def test_a_function_passed_as_collate_fn_is_kept():
+    source = """\
+        import torch
+        from torch.utils.data import DataLoader
+
+        MAX_LEN = 512
+
+        def batcher(items):
+            out = torch.zeros(len(items), MAX_LEN)
+            return out
+
+        def main(ds):
+            return DataLoader(ds, collate_fn=batcher)
+    """
+    assert "GPL303" in [code for code, *_ in both(source)]
