@@ -59,7 +59,7 @@ DEFAULT_GATE_PARTS = frozenset(
     {
         "log", "logging", "logger", "print", "report", "display", "verbose", "debug", "interval", "every", "freq",
         "frequency", "period", "eval", "evaluate", "save", "checkpoint", "ckpt",
-        "wandb", "tensorboard", "writer", "summary", "visualize", "sample",
+        "wandb", "tensorboard", "writer", "summary", "visualize", "sample", "tick",
     }
 )
 STEP_NAME_PARTS = frozenset({"step", "batch", "iter", "iteration", "microbatch"})
