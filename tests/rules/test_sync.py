@@ -645,3 +645,33 @@ j = torch.stack((torch.ones_like(j), j, k))
 t = x.repeat((3, 1, 1))[j]
 """
     assert gpl4(in_step(body)) == [("GPL406", 15)]
+
+
+def test_tick_maintenance_after_an_early_continue_is_gated():
+    """StyleGAN/EDM: `if cur_nimg < tick_start_nimg + kimg_per_tick * 1000: continue`, then once-per-tick status."""
+    source = """
+    import torch
+
+    def training_loop(loader, opt, device, kimg_per_tick, batch_size):
+        cur_nimg = tick_start_nimg = 0
+        for images in loader:
+            opt.step()
+            cur_nimg += batch_size
+            if cur_nimg < tick_start_nimg + kimg_per_tick * 1000:
+                continue
+            print(float(images.to(device).mean().cpu()))
+            tick_start_nimg = cur_nimg
+    """
+    assert [c for c, _ in gpl4(source) if c in ("GPL402", "GPL403")] == []
+
+
+def test_detect_functions_are_inference():
+    source = """
+    import torch
+
+    def detect(model, dataloader, device):
+        for imgs in dataloader:
+            out = model(imgs.to(device))
+            print(out.argmax(1).cpu())
+    """
+    assert gpl4(source) == []
