@@ -14,6 +14,8 @@ import argparse
 import importlib.util
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     patch = _patch_module()
     if patch is not None and hasattr(patch, "add_arguments"):
         patch.add_arguments(parser)  # --patch / --script
+
+
+@contextmanager
+def _one_line(what: str) -> Iterator[None]:
+    """Report anything running the user's model raises as the CLI's one line (exit code 2), naming the stage."""
+    from gpulint.planner.errors import PlanError
+
+    try:
+        yield
+    except PlanError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise PlanError(f"{what}: {type(exc).__name__}: {text}") from None
 
 
 def _progress(message: str) -> None:
@@ -172,13 +188,15 @@ def run(args: argparse.Namespace) -> int:
         from gpulint.planner import eager  # the eager path's own figures: plan["eager"]
 
         plan = make_plan(config, budget, args.hardware or config.hardware, args.sweep)
-        eager.add_figures(plan, config, measured=args.measure)
+        with _one_line("the eager step (gpulint.apply) could not be " + ("measured" if args.measure else "predicted")):
+            eager.add_figures(plan, config, measured=args.measure)
     if args.measure:
         if plan.get("data_dependent"):
             # A step that reads tensor values has no single compiled graph to measure; eager mode runs it as is.
             _progress("the step reads tensor values: measured in eager mode only (the compiled path refuses it)")
         else:
-            add_measurement(plan, config)
+            with _one_line("--measure: the real step failed"):
+                add_measurement(plan, config)
     patch = _patch_module()
     if patch is not None and hasattr(patch, "run_patch") and (getattr(args, "patch", None) or getattr(args, "script", None)):
         patch.run_patch(args, {k: v for k, v in plan.items() if not k.startswith("_")})

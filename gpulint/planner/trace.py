@@ -489,7 +489,11 @@ def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_f
     leaves = pytree.tree_leaves((state, batch))
     params = {id(p) for p in model.parameters()} | {id(b) for b in model.buffers()}
     kinds = [PARAM if id(x) in params else INPUT for x in leaves if isinstance(x, torch.Tensor)]
-    graph = build_graph(captured["joint"], captured["num_fwd_outputs"], kinds)
+    try:
+        graph = build_graph(captured["joint"], captured["num_fwd_outputs"], kinds)
+    except Exception as exc:  # noqa: BLE001 - a graph construct the memory model does not know yet: one line
+        raise PlanError(f"the traced step could not be modelled ({type(exc).__name__}: {exc}); "
+                        "please report it with the model") from None
     param_sizes = [p.untyped_storage().nbytes() for p in model.parameters() if p.requires_grad]
     graph.optimizer_state_sizes = optimizer_state_sizes(param_sizes, optimizer)
     graph.optimizer_state_bytes = sum(graph.optimizer_state_sizes)

@@ -151,3 +151,16 @@ def branch_in_layers() -> nn.Module:
 
 def positive_batch() -> torch.Tensor:
     return torch.rand(256, 32, generator=torch.Generator().manual_seed(0)) + 0.5
+
+
+class FailsWhenRun(MLP):
+    """Traces (the trace says it is compiling) but raises when really run, as a model with a runtime bug does."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.compiler.is_compiling():
+            raise RuntimeError("boom at run time")
+        return super().forward(x)
+
+
+def fails_when_run() -> nn.Module:
+    return FailsWhenRun()

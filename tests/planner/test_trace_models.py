@@ -173,3 +173,14 @@ def test_a_forward_down_another_branch_warns_that_the_plan_does_not_hold():
     reference(-positive).backward()
     for (name, p), (_, q) in zip(reference.named_parameters(), planned.named_parameters()):
         assert torch.equal(p.grad, q.grad), name  # memory differs from the plan, results do not
+
+
+def test_a_model_that_fails_when_really_run_is_one_line(tmp_path, capsys):
+    config = _config(tmp_path, f"{MODELS}:fails_when_run", f"{MODELS}:mlp_batch")
+    assert main(["plan", config, "--budget", "1GB", "--format", "json"]) == 0  # traced and planned: never run
+    capsys.readouterr()
+    assert main(["plan", config, "--budget", "1GB", "--measure"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("gpulint: error:")]
+    assert errors == ["gpulint: error: the eager step (gpulint.apply) could not be measured: RuntimeError: boom at run time"]
