@@ -16,7 +16,8 @@ the gradients equal the unplanned step's. In-place ops are never cached (CPU dro
 keeps using the tensor it mutated, so they are recomputed, which is exact for the same reason.
 
 The first forward after ``apply`` checks that every decision's address happens in the model's forward; a model
-the plan was not made for raises ``PlanMismatchError`` (one line). A plan with ``shapes`` (one per batch shape,
+the plan was not made for raises ``PlanMismatchError`` (one line). A later forward that misses planned ops of
+checkpointed layers (it branched on tensor values another way) warns once that the plan's figures do not hold. A plan with ``shapes`` (one per batch shape,
 see shapes.py) switches decisions by the shapes of each forward's inputs. ``predict`` simulates the eager step
 on the planner's graph, with the costs that are eager's own (kept layer inputs, whole-layer recompute).
 """
