@@ -17,8 +17,9 @@ keeps using the tensor it mutated, so they are recomputed, which is exact for th
 
 The first forward after ``apply`` checks that every decision's address happens in the model's forward; a model
 the plan was not made for raises ``PlanMismatchError`` (one line). A later forward that misses planned ops of
-checkpointed layers (it branched on tensor values another way) warns once that the plan's figures do not hold. A plan with ``shapes`` (one per batch shape,
-see shapes.py) switches decisions by the shapes of each forward's inputs. ``predict`` simulates the eager step
+checkpointed layers (it branched on tensor values another way) warns once that the plan's figures do not hold.
+A plan with ``shapes`` (one per batch shape, see shapes.py) switches decisions by the shapes of each forward's
+inputs. ``predict`` simulates the eager step
 on the planner's graph, with the costs that are eager's own (kept layer inputs, whole-layer recompute).
 """
 
