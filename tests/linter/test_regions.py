@@ -116,12 +116,20 @@ def test_a_cut_fooled_by_a_string_falls_back_to_the_whole_file():
     assert [c for c, *_ in both(source)].count("GPL401") == 1
 
 
-def test_a_syntax_error_in_a_function_no_rule_needs_is_not_reported():
+def test_a_syntax_error_in_a_function_no_rule_needs_is_still_reported():
     needed = "import torch\n\ndef train(loader, optimizer):\n    for x in loader:\n        x.item(\n"
     assert [f.code for f in lint_text("t.py", needed, RULES)] == ["GPL001"]
     unneeded = "import torch\n\ndef setup(:\n    return 1\n\ndef f(x):\n    return [t.item() for t in x]\n"
-    assert "GPL001" not in [f.code for f in lint_text("t.py", unneeded, RULES)]
-    assert "GPL001" in [f.code for f in lint_text("t.py", unneeded, RULES, LintOptions(prune=False))]
+    assert pruned_text(unneeded) is not None
+    assert [(f.code, f.line) for f in lint_text("t.py", unneeded, RULES)] == [("GPL001", 3)]
+    hidden = "import torch\n\ndef setup():\n    return 1 +\n\ndef f(x):\n    return [t.item() for t in x]\n"
+    assert pruned_text(hidden) is not None
+    for options in (LintOptions(prune=True), LintOptions(prune=False)):
+        findings = lint_text("t.py", hidden, RULES, options)
+        assert [(f.code, f.line) for f in findings] == [("GPL001", 4)]
+    # What Python rejects but is not a grammar error (and libcst parses) stays unreported, pruned or not.
+    semantic = "import torch\n\ndef setup():\n    nonlocal x\n\ndef f(x):\n    return [t.item() for t in x]\n"
+    assert [f.code for f in lint_text("t.py", semantic, RULES)] == ["GPL104"]
 
 
 def test_requires_words_keep_a_dict_loop_out_unless_it_reads_values():
