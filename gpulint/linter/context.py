@@ -120,6 +120,12 @@ def is_hot_function_name(name: str) -> bool:
     return per_step and not parts & DEFAULT_GATE_PARTS and not is_cold_function_name(name)
 
 
+def may_be_step_work(name: str, class_name: str = "") -> bool:
+    """Could a definition of this name (in this class) be hot by its name alone (see `_named_like_step_work`)?
+    The engine asks before parsing, to keep such functions in what it parses."""
+    return bool(class_name and _LOSS_CLASS.search(class_name)) or is_hot_function_name(name)
+
+
 def is_test_path(path: str) -> bool:
     """A test module or a file under a tests/test_utils folder: `tests/x.py`, `test_x.py`, `x_test.py`, `conftest.py`."""
     parts = path.replace("\\", "/").split("/")
@@ -487,7 +493,7 @@ class FileContext:
         for index in range(len(chain) - 1, -1, -1):
             node = chain[index]
             child = chain[index + 1] if index + 1 < len(chain) else None
-            if isinstance(node, cst.If) and child is node.body and self._is_gate(node.test):
+            if isinstance(node, cst.If) and child is node.body and self._is_step_gate(node.test):
                 gated = True
             elif isinstance(node, (cst.IndentedBlock, cst.Module)) and child is not None and self._after_early_exit_gate(node, child):
                 gated = True
@@ -523,6 +529,11 @@ class FileContext:
             if isinstance(node, (cst.IndentedBlock, cst.Module)) and self._after_early_exit_gate(node, child):
                 return True
         return False
+
+    def _is_step_gate(self, test: cst.BaseExpression) -> bool:
+        """A gate that skips steps. A configuration switch (`if args.print_loss:`, `if train_config.save_metrics:`) is
+        not one: when it is on, its body runs every step."""
+        return self._is_gate(test) and not _is_config_switch(test)
 
     def is_gate(self, test: cst.BaseExpression) -> bool:
         """Public form of `_is_gate` for rules that look ahead at sibling statements."""
