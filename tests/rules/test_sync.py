@@ -675,3 +675,14 @@ def test_detect_functions_are_inference():
             print(out.argmax(1).cpu())
     """
     assert gpl4(source) == []
+
+
+def test_a_configuration_switch_is_not_a_step_gate():
+    """`if args.print_loss:` runs its body every step when the flag is on; `if step % args.log_interval == 0:` does not."""
+    body = """
+if args.print_loss:
+    print(f"loss = {loss}")
+if step % args.log_interval == 0:
+    print(f"loss = {loss}")
+"""
+    assert gpl4(in_step(body)) == [("GPL404", 13)]
