@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import libcst as cst
 
-from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS, FileContext
+from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS, FileContext, may_be_step_work
 from gpulint.linter.noqa import Suppressions
 from gpulint.linter.positions import positions_of
 from gpulint.linter.regions import prune
@@ -213,11 +213,15 @@ _DEVICE_WORDS = re.compile(
 @lru_cache(maxsize=64)
 def _hot_code(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
     """Code that the hot-path context may find running every step by itself (context.py decides exactly): a step
-    marker, a loop over something named like a loader, a hot function's definition or a call to one."""
+    marker, a loop over something named like a loader or fetching from one (`next(train_iter)`), a hot function's
+    definition or a call to one. (Functions hot by their name alone: `may_be_step_work`.)"""
     names = "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
     loader = r"loader|Loader|batches|iterator|prefetcher|(?<![A-Za-z0-9])(?:dl|data|train_data)(?![a-z0-9])|Dl\b"
     # A loop header ends at its colon; the window is bounded so that the search stays linear.
-    return re.compile(rf"backward\(|zero_grad\(|\.step\(|\bfor\b[^:]{{0,200}}?(?:{loader})|(?<!\w)(?:{names})\s*\(")
+    return re.compile(
+        rf"backward\(|zero_grad\(|\.step\(|\bfor\b[^:]{{0,200}}?(?:{loader})|\bnext\([^)]{{0,100}}?(?:{loader})"
+        rf"|(?<!\w)(?:{names})\s*\("
+    )
 
 
 def _may_fire(rule: type[Rule], text: str) -> bool:
@@ -255,7 +259,7 @@ def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> st
         for name in re.findall(rf"\b{re.escape(keyword)}\s*=\s*(?:self\.|cls\.)?(\w+)", text)
     }
     lines = text.split("\n")
-    kept = prune(lines, needs, hot, linked)
+    kept = prune(lines, needs, hot, linked, may_be_step_work)
     return None if kept is None else "\n".join(kept)
 
 

@@ -50,20 +50,27 @@ def code_of(text: str) -> str:
 
 
 def prune(
-    lines: list[str], needs: Callable[[str], bool], hot: Callable[[str], bool], named: set[str] = frozenset()
+    lines: list[str],
+    needs: Callable[[str], bool],
+    hot: Callable[[str], bool],
+    named: set[str] = frozenset(),
+    hot_name: Callable[[str, str], bool] = lambda name, class_name: False,
 ) -> list[str] | None:
     """The lines with every unneeded definition blanked, or None when every definition is needed.
 
     `needs(code)` says whether a definition's own code (docstrings and comments removed) holds something a rule
-    looks at; `hot(code)` whether it may run every step by itself (a step loop, a hot function); `named` are
-    definitions needed by name (`collate_fn=pad_batch`). What hot code calls is hot too, and a class with a needed
-    method keeps its constructor.
+    looks at; `hot(code)` whether it may run every step by itself (a step loop), and `hot_name(name, class_name)`
+    whether its name may make it hot; `named` are definitions needed by name (`collate_fn=pad_batch`). What hot
+    code calls is hot too, so is code that calls it, and a class with a needed method keeps its constructor.
     """
     units = _units(lines)
     if not units:
         return None
     codes = [code_of("\n".join(lines[u.start:u.end])) if not u.is_class else "" for u in units]
-    hot_units = [not u.is_class and hot(code) for u, code in zip(units, codes)]
+    hot_units = [
+        not u.is_class and (hot(code) or hot_name(u.name, units[u.owner].name if u.owner is not None else ""))
+        for u, code in zip(units, codes)
+    ]
     _add_callers(units, codes, hot_units)
     _add_callees(units, codes, hot_units)
     for unit, code, is_hot in zip(units, codes, hot_units):

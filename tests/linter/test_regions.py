@@ -226,3 +226,25 @@ def test_a_function_passed_as_collate_fn_is_kept():
             return DataLoader(ds, collate_fn=batcher)
     """
     assert "GPL303" in [code for code, *_ in both(source)]
+
+
+def test_functions_hot_by_their_name_or_class_and_next_loops_are_kept():
+    source = """\
+        import torch
+
+        class SetCriterion(torch.nn.Module):
+            def match(self, outputs, targets):
+                return outputs.argmax(-1).tolist()
+
+        def loss_labels(outputs, targets):
+            return outputs.sum().tolist()
+
+        def main(model, loader_iter, optimizer):
+            while True:
+                batch = next(loader_iter)
+                out = model(batch)
+                print(out.tolist())
+    """
+    text = pruned_text(source)
+    assert text is None or all(f"def {name}" in text for name in ("match", "loss_labels", "main"))
+    assert len([code for code, *_ in both(source) if code == "GPL401"]) == 3
