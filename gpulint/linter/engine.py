@@ -92,10 +92,14 @@ def _trigger_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
 
 @lru_cache(maxsize=64)
 def _step_evidence(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
-    """Text that any code the hot-path context can call per-step needs: a step marker, a loader, or a hot function's
-    definition. A file without any of it has no training step, so rules that only report in the step can skip it."""
+    """Text that any code the hot-path context can call per-step needs: a step marker, a loader, a hot function's
+    definition, or a definition hot by its name or class (`def compute_loss(`, `class SetCriterion`; see
+    `may_be_step_work`). A file without any of it has no training step: rules that only report there skip it."""
     names = "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
-    return re.compile(rf"backward\(|zero_grad\(|\.step\(|loader|Loader|batches|prefetcher|iterator|def\s+(?:{names})\s*\(")
+    return re.compile(
+        rf"backward\(|zero_grad\(|\.step\(|loader|Loader|batches|prefetcher|iterator|def\s+(?:{names})\s*\("
+        r"|def\s+\w*(?:loss|Loss|LOSS|clip|batch|Batch)\w*\s*\(|class\s+\w*(?:Loss|Criterion)\b"
+    )
 
 
 def lint_bytes(path: str, data: bytes, rules: Sequence[type[Rule]], options: LintOptions = LintOptions()) -> FileResult:

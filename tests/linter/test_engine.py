@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpulint.linter.engine import _one_finding_per_node, lint_text
-from gpulint.linter.rule import Finding, rules_by_code
+from gpulint.linter.rule import Finding, all_rules, rules_by_code
 
 
 def _f(code, line, column, end_line, end_column):
@@ -22,7 +22,13 @@ def test_a_sync_inside_another_familys_finding_gives_way():
 def test_hot_only_rules_skip_files_without_a_training_step():
     rule = rules_by_code()["GPL401"]
     assert rule.hot_only
-    helper = "import torch\n\ndef loss_value(t):\n    return t.cuda().sum().item()\n"
-    in_step = helper + "\ndef train(loader, opt):\n    for b in loader:\n        loss_value(b)\n        opt.step()\n"
+    helper = "import torch\n\ndef total_value(t):\n    return t.cuda().sum().item()\n"
+    in_step = helper + "\ndef train(loader, opt):\n    for b in loader:\n        total_value(b)\n        opt.step()\n"
     assert lint_text("x.py", helper, [rule]) == []
     assert [f.code for f in lint_text("x.py", in_step, [rule])] == ["GPL401"]
+
+
+def test_a_file_whose_only_step_work_is_hot_by_name_is_checked_by_step_rules():
+    rules = [r for r in all_rules() if r.default_enabled]
+    source = "import torch\n\n\nclass SetCriterion:\n    def match(self, out):\n        return out.argmax(-1).tolist()\n"
+    assert [f.code for f in lint_text("criterion.py", source, rules)] == ["GPL401"]
