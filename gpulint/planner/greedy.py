@@ -7,8 +7,14 @@ and its first backward use; the forward chain that must be recomputed for it is 
 needs it) and the time that chain costs. Estimates come from array slices of the current timeline, not from
 re-simulating, so large graphs stay fast. The few candidates with the least estimated time per byte are
 then simulated in full, and the one with the least real added time per byte of real peak reduction is kept
-(a move that only lowers the number of ops at the peak is kept when nothing lowers the peak). Once the
-budget holds, `refine` saves again whatever still fits under it, biggest recompute saving first.
+(a move that only lowers the number of ops at the peak is kept when nothing lowers the peak). When no drop
+lowers the peak any more, saving a storage recomputed before the peak again while dropping another may.
+
+Once the budget holds, the finish (`_finish`) improves the plan by local search under the budget, each search
+capped at `effort` simulations (scaled down on big graphs): save again whatever still fits, biggest recompute
+saving first (from the path's step and from the fastest plans simulated beside the path); then exchange one
+dropped storage for one kept; then drop one kept storage and refill the room with several dropped ones.
+The storages one multi-output op makes (layer norm's out, mean, rstd) are also moved together, as one unit.
 
 Ops that are unsafe to recompute (graph.excluded_reason) are never dropped; the schedule saves them.
 The path of accepted steps does not depend on the budget, so one run down to the floor serves a whole sweep.
@@ -73,6 +79,24 @@ def _chain(graph: JointGraph, roots: list[int], saved: set[int], recomputed: set
         chain.append(i)
         stack.extend(n.inputs)
     return chain, forced
+
+
+class _Search:
+    """The simulations one local search may spend (`planner.effort`), and the plans it has already judged (a
+    search that restarts after a move meets the same saved sets again; those cost nothing)."""
+
+    def __init__(self, planner: GreedyPlanner) -> None:
+        self.planner = planner
+        self.limit = planner.effort
+        self.seen: dict[frozenset[int], Step] = {}
+
+    def left(self) -> bool:
+        return len(self.seen) < self.limit
+
+    def step(self, saved: frozenset[int]) -> Step:
+        if saved not in self.seen:
+            self.seen[saved] = self.planner._step(set(saved))[0]
+        return self.seen[saved]
 
 
 class GreedyPlanner:
@@ -254,84 +278,126 @@ class GreedyPlanner:
         return [(key, trial, trial_sim)]
 
     def _finish(self, start: Step, explored: list[Step], budget: int, extra_starts: int = 2) -> tuple[Step, Simulation]:
-        """The plan for `budget` from the first path step under it: refine that step, and also the fastest plans
-        simulated beside the path that fit (the path's ratio rule can pay for many small drops where one bigger
-        drop would have reached the budget for less); keep the fastest result."""
+        """The plan for `budget` from the first path step under it: save again what fits, starting from that step
+        and also from the fastest plans simulated beside the path that fit (the path's ratio rule can pay for many
+        small drops where one bigger drop would have reached the budget for less); the fastest result then goes
+        through the two exchange searches. Each search spends at most `effort` simulations."""
         fits = sorted((s for s in explored if s.peak <= budget), key=lambda s: (s.step_time_s, s.peak))
-        best: tuple[Step, Simulation] | None = None
+        best: Step | None = None
         for s in [start, *fits[:extra_starts]]:
-            step, sim = self.refine(s, budget)
-            if best is None or (step.step_time_s, step.peak) < (best[0].step_time_s, best[0].peak):
-                best = step, sim
-        return best
+            step = self._resave(s, budget, _Search(self))
+            if best is None or (step.step_time_s, step.peak) < (best.step_time_s, best.peak):
+                best = step
+        best = self._swap(best, budget, _Search(self))
+        best = self._drop_and_refill(best, budget, _Search(self))
+        return self._step(set(best.saved))
 
-    def _units(self, storages: list[int]) -> list[tuple[int, ...]]:
-        """Each storage alone, and the storages one multi-output op made together (recomputed as one)."""
-        by_creator: dict[int, list[int]] = {}
-        for s in storages:
-            by_creator.setdefault(self.creator.get(s, -1), []).append(s)
-        return [(s,) for s in storages] + [tuple(g) for c, g in by_creator.items() if c >= 0 and len(g) > 1]
-
-    def _unit_time(self, unit: tuple[int, ...]) -> float:
-        """A rough recompute time a unit stands for: its storages' creators (ranks re-save candidates)."""
-        return sum(self.times[c] for c in {self.creator.get(s, -1) for s in unit} if c >= 0)
-
-    def refine(self, step: Step, budget: int, max_tries: int | None = None) -> tuple[Step, Simulation]:
+    def _resave(self, current: Step, budget: int, search: _Search) -> Step:
         """Save again what the budget still has room for: each dropped storage (or the storages one multi-output
         op made) whose return keeps the simulated peak within `budget` and lowers the step time is put back,
         biggest recompute saving first. Greedy drops made against an earlier, higher peak are often no longer
         needed once the budget holds."""
-        max_tries = self.effort if max_tries is None else max_tries
-        current, sim = self._step(set(step.saved))
-        tries = 0
         improved = True
-        while improved and tries < max_tries:  # a return can make room for another: repeat until stable
+        while improved and search.left():  # a return can make room for another: repeat until stable
             improved = False
-            units = self._units(self._dropped(current))
-            for unit in sorted(units, key=lambda u: -self._unit_time(u)):
-                members = {i for s in unit for i in self.groups[s]}
-                if members <= current.saved or tries >= max_tries:
+            for unit in self._by_saving(self._units(self._dropped(current))):
+                members = self._members(unit)
+                if members <= current.saved or not search.left():
                     continue
-                tries += 1
-                trial, trial_sim = self._step(set(current.saved) | members)
+                trial = search.step(current.saved | members)
                 if trial.peak <= budget and trial.step_time_s < current.step_time_s:
-                    current, sim, improved = trial, trial_sim, True
-        return self._swap(current, sim, budget, max_tries)
+                    current, improved = trial, True
+        return current
+
+    def _swap(self, current: Step, budget: int, search: _Search) -> Step:
+        """Local search under the budget, one for one: keep a dropped storage (or an op's storages) in exchange
+        for dropping a kept one of at least a quarter of its size, whenever that lowers the step time and the
+        peak still fits."""
+        improved = True
+        while improved and search.left():
+            improved = False
+            dropped_storages = self._dropped(current)
+            kept = self._units([s for s in self.groups if s not in set(dropped_storages)])
+            kept.sort(key=lambda u: -self._unit_size(u))
+            for d in self._by_saving(self._units(dropped_storages)):
+                for k in kept:
+                    if not search.left() or self._unit_size(k) < self._unit_size(d) // 4:
+                        break
+                    trial = search.step((current.saved | self._members(d)) - self._members(k, views=True))
+                    if trial.peak <= budget and trial.step_time_s < current.step_time_s:
+                        current, improved = trial, True
+                        break
+                if improved:
+                    break
+        return current
+
+    def _drop_and_refill(self, current: Step, budget: int, search: _Search, refill: int = 8) -> Step:
+        """Local search under the budget, one for many: drop a kept storage that is cheap to recompute for its
+        size (a residual sum), then save again, in the room that made, the dropped storages that save the most
+        recompute time per byte (several layer norms: a knapsack's greedy order); kept when the step gets
+        faster. At most `refill` returns are tried per drop."""
+        improved = True
+        while improved and search.left():
+            improved = False
+            dropped_storages = self._dropped(current)
+            dropped = self._units(dropped_storages, parts=False)
+            dropped.sort(key=lambda u: (-self._per_byte(u), -len(u)))
+            kept = self._units([s for s in self.groups if s not in set(dropped_storages)])
+            for k in sorted(kept, key=self._per_byte):
+                if not search.left():
+                    break
+                trial = search.step(current.saved - self._members(k, views=True))
+                if trial.peak > budget:
+                    continue
+                for d in dropped[:refill]:
+                    if not search.left():
+                        break
+                    if self._members(d) <= trial.saved:
+                        continue
+                    step = search.step(trial.saved | self._members(d))
+                    if step.peak <= budget and step.step_time_s < trial.step_time_s:
+                        trial = step
+                if trial.step_time_s < current.step_time_s:
+                    current, improved = trial, True
+                    break
+        return current
+
+    def _units(self, storages: list[int], parts: bool = True) -> list[tuple[int, ...]]:
+        """The storages one multi-output op made, together (recomputed as one), and each storage alone (with
+        `parts` False, only those no other storage of `storages` shares an op with)."""
+        by_creator: dict[int, list[int]] = {}
+        for s in storages:
+            by_creator.setdefault(self.creator.get(s, -1), []).append(s)
+        whole = [tuple(g) for c, g in by_creator.items() if c >= 0 and len(g) > 1]
+        alone = [(s,) for s in storages if parts or len(by_creator[self.creator.get(s, -1)]) == 1]
+        return alone + whole
+
+    def _members(self, unit: tuple[int, ...], views: bool = False) -> frozenset[int]:
+        """The saved nodes of a unit's storages: those the plain partition saves, or with `views` every
+        candidate node that refers to them (to drop a storage, drop all its views)."""
+        if views:
+            by_storage = self.graph._tensors_by_storage()
+            return frozenset(j for s in unit for j in by_storage.get(s, ()) if j in self.storage_of)
+        return frozenset(i for s in unit for i in self.groups[s])
 
     def _dropped(self, current: Step) -> list[int]:
         """The storages of the plain partition that `current` does not keep."""
         kept = {self.storage_of[i] for i in current.saved if i in self.storage_of}
         return [s for s in self.groups if s not in kept]
 
-    def _swap(self, current: Step, sim: Simulation, budget: int, max_tries: int) -> tuple[Step, Simulation]:
-        """Local search under the budget: keep a dropped storage (or an op's storages) in exchange for dropping a
-        kept one, whenever that lowers the step time and the peak still fits (at most `max_tries` simulations)."""
-        by_storage = self.graph._tensors_by_storage()
-        tries = 0
-        improved = True
-        while improved and tries < max_tries:
-            improved = False
-            dropped_storages = self._dropped(current)
-            dropped = sorted(self._units(dropped_storages), key=lambda u: -self._unit_time(u))
-            kept_storages = [s for s in self.groups if s not in set(dropped_storages)]
-            kept = sorted(self._units(kept_storages), key=lambda u: -self._unit_size(u))
-            for d in dropped:
-                back = {i for s in d for i in self.groups[s]}
-                for k in kept:
-                    if tries >= max_tries or self._unit_size(k) < self._unit_size(d) // 4:
-                        break
-                    tries += 1
-                    members = {j for s in k for j in by_storage.get(s, []) if j in self.storage_of}
-                    trial, trial_sim = self._step((set(current.saved) | back) - members)
-                    if trial.peak <= budget and trial.step_time_s < current.step_time_s:
-                        current, sim, improved = trial, trial_sim, True
-                        break
-                if improved:
-                    break
-        return current, sim
+    def _unit_time(self, unit: tuple[int, ...]) -> float:
+        """A rough recompute time a unit stands for: its storages' creators (ranks re-save candidates)."""
+        return sum(self.times[c] for c in {self.creator.get(s, -1) for s in unit} if c >= 0)
 
     def _unit_size(self, unit: tuple[int, ...]) -> int:
         return sum(self.sizes[s] for s in unit)
+
+    def _per_byte(self, unit: tuple[int, ...]) -> float:
+        return self._unit_time(unit) / max(1, self._unit_size(unit))
+
+    def _by_saving(self, units: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """Units to save again, biggest recompute saving first; an op's whole set of storages before its parts."""
+        return sorted(units, key=lambda u: (-self._unit_time(u), -len(u)))
 
     def for_budget(self, full: PlanResult, budget: int) -> PlanResult:
         """The plan for `budget` taken from a run down to the floor (the path does not depend on the budget, and
