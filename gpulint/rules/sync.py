@@ -993,11 +993,16 @@ class BlockingHostToDeviceCopy(_SyncRule):
         "buffer) could be overwritten while the copy is still in flight. Without `pin_memory=True` the flag changes "
         "nothing, so pin the loader too.",
         false_positives=_fp("Copies in a branch gpulint cannot tell is CPU-only (a `device` variable that is the CPU). "
-        "`.to(dtype)`, `.to(other_tensor)` and moves of tensors already on the device are not flagged, nor are files "
+        "`.to(dtype)`, `.to(other_tensor)`, `.to(other_tensor.device)` in a module's `forward` (a move between "
+        "devices of a split model, such as `labels.to(logits.device)`: the batch's copy from the host happens in the "
+        "step) and moves of tensors already on the device are not flagged, nor are files "
         "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device)."),
     )
     valid = (
         _in_loop("z = x.to(torch.float16)"),
+        ("import torch\n\n\nclass Head(torch.nn.Module):\n    def forward(self, hidden, labels):\n"
+         "        logits = self.proj(hidden)\n        labels = labels.to(logits.device)\n"
+         "        return torch.nn.functional.cross_entropy(logits, labels)\n"),
         _in_loop("w = y.to(device)"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    device_type = \"cuda\"\n"
         "    for x, y in loader:\n        if device_type == \"cuda\":\n"
@@ -1145,7 +1150,7 @@ class BlockingHostToDeviceCopy(_SyncRule):
             return False
         keyword = _keyword(call, "device")
         if keyword is not None:
-            return True
+            return not self._to_other_tensors_device(dotted_name(keyword.value) or "")
         if not call.args or call.args[0].keyword is not None:
             return False
         target = call.args[0].value
@@ -1156,7 +1161,19 @@ class BlockingHostToDeviceCopy(_SyncRule):
         name = dotted_name(target.func) if isinstance(target, cst.Call) else dotted_name(target)  # `dist_util.dev()`
         if name is None or "dtype" in name or re.search(r"accelerator|fabric", name):
             return False  # accelerate / Fabric move batches themselves; `x.to(accelerator.device)` is a no-op
+        if self._to_other_tensors_device(name):
+            return False
         return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
+
+    def _to_other_tensors_device(self, target: str) -> bool:
+        """`labels.to(logits.device)` in a module's forward: a move between the devices of a split model (a no-op
+        on one device), not the copy of a batch from the host, which the training step makes."""
+        owner, _, attribute = target.rpartition(".")
+        function = self.context.enclosing_function()
+        return (
+            attribute == "device" and "." not in owner and owner not in ("self", "cls", "args", "")
+            and not _MODULE_NAME.search(owner) and function is not None and function.name.value == "forward"
+        )
 
     def _moves_device_value(self, receiver: cst.BaseExpression) -> bool:
         """Already on the device (or a gradient), a module, or a CPU tensor built in the step (GPL5xx's `device=`
