@@ -130,10 +130,23 @@ def _cached(task: FileTask, cache: ResultCache) -> FileOutcome | None:
 def _map(function, tasks: list[FileTask], jobs: int) -> Iterable[FileOutcome]:
     if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
         return [function(t) for t in tasks]
-    # Bigger chunks amortise the pickling; small enough that both workers stay busy to the end.
-    chunk = max(1, min(32, len(tasks) // (jobs * 8)))
+    # Largest files first, in small chunks, so that the workers finish together rather than one of them starting
+    # a big file when the rest is done (longest-processing-time-first scheduling).
+    order = sorted(range(len(tasks)), key=lambda i: _size(tasks[i].path), reverse=True)
+    chunk = max(1, min(8, len(tasks) // (jobs * 32)))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(function, tasks, chunksize=chunk))
+        results = list(pool.map(function, [tasks[i] for i in order], chunksize=chunk))
+    outcomes: list[FileOutcome] = [None] * len(tasks)  # type: ignore[list-item]
+    for index, outcome in zip(order, results):
+        outcomes[index] = outcome
+    return outcomes
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0  # unreadable: the worker reports it
 
 
 def default_jobs() -> int:
