@@ -13,6 +13,7 @@ from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 from gpulint.rules.per_tensor import (
     PARAM_TRIGGERS,
+    UPDATE_WORDS,
     binds_tensor_dict,
     in_step,
     name_parts,
@@ -116,6 +117,7 @@ class PerParameterUpdateLoop(_WhereItRuns):
         "use `torch._foreach_*` (e.g. `_foreach_lerp_` for EMA) or a fused/foreach optimizer"
     )
     triggers = PARAM_TRIGGERS
+    requires = (UPDATE_WORDS,)  # a reported loop updates its tensors
     docs = RuleDocs(
         what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
         "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "

@@ -113,6 +113,7 @@ class PadToMaxLength(Rule):
     name = "pad-to-max-length"
     message = "padding every batch to `max_length` spends attention and MLP FLOPs on pad tokens; pad per batch instead"
     triggers = ("max_length", "pad_to_max_length", "MAX_LENGTH")
+    requires = (("padding", "pad_to_max_length"),)  # reported: a `padding=` or `pad_to_max_length=` argument
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags tokenizer calls with `padding=\"max_length\"`, `padding=PaddingStrategy.MAX_LENGTH` or "

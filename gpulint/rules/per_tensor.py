@@ -73,6 +73,12 @@ INPLACE_ARITHMETIC = frozenset(
         "sqrt_", "pow_", "neg_", "copy_", "zero_", "sign_", "abs_",
     }
 )
+# Words one of which an update of a loop's tensors has in its text: an in-place method (INPLACE_ARITHMETIC), an
+# augmented assignment, a store to `.data` / `.grad` or to a subscript (`exp_avg[n] = ...`), an `out=` argument.
+UPDATE_WORDS = (
+    *(f"{method}(" for method in sorted(INPLACE_ARITHMETIC)),
+    "+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", ">>=", "<<=", ".data", ".grad", "] =", "]=", "out=",
+)
 
 
 UPDATE_NAME_PARTS = frozenset(
