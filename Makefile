@@ -50,6 +50,7 @@ $(VENV)-bench/.installed:
 
 bench-lint: $(STAMP) $(VENV)-bench/.installed
 	$(BIN)/python bench/lint_speed.py --peers-venv $(VENV)-bench
+	$(BIN)/python bench/prune_check.py
 
 # Needs the labelled repositories' git mirrors (bench/corpus/README.md lists how to fetch them).
 bench-corpus: $(STAMP)
