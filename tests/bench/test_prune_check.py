@@ -1,0 +1,52 @@
+"""bench/prune_check.py compares pruned and whole-file lints and checks positions (on a tiny folder here)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "prune_check.py"
+
+TRAIN_PY = """\
+import torch
+
+
+def describe(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def train(model, loader, opt, device):
+    for x, y in loader:
+        loss = model(x.to(device), y.to(device))
+        loss.backward()
+        opt.step()
+        print(loss.item())
+"""
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("prune_check", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compare_and_positions_on_a_small_folder(tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN_PY)
+    (tmp_path / "broken.py").write_bytes(b"\xff\xfe not utf-8")
+    prune_check = load()
+    files = sorted(tmp_path.rglob("*.py"))
+    count, findings, differ, _, _ = prune_check.compare(files)
+    assert count == 2 and findings >= 3 and differ == []
+    checked, wrong = prune_check.check_positions(files)
+    assert checked >= 3 and wrong == []
+
+
+def test_a_difference_is_reported(tmp_path, monkeypatch):
+    (tmp_path / "train.py").write_text(TRAIN_PY)
+    prune_check = load()
+    real = prune_check.lint_text
+    # A broken pruning (drops every finding) must show up as a difference.
+    monkeypatch.setattr(prune_check, "lint_text", lambda p, t, r, o: real(p, t, r, o) if not o.prune else [])
+    _, _, differ, _, _ = prune_check.compare([tmp_path / "train.py"])
+    assert len(differ) == 1
