@@ -253,18 +253,17 @@ class GreedyPlanner:
         tried: list[tuple] = []
         used = 0
         for unit in back_units:
-            back = {i for s in unit for i in self.groups[s]}
             for _score, _est, members in drops:
                 if used >= limit:
                     return tried, used
                 used += 1
-                tried += self._try_drop(sim, set(members), current, count, back)
+                tried += self._try_drop(sim, set(members), current, count, self._members(unit))
             if tried:
                 break
         return tried, used
 
     def _try_drop(self, sim: Simulation, drop: set[int], current: Step, count: int,
-                  back: set[int] = frozenset()) -> list[tuple]:
+                  back: frozenset[int] = frozenset()) -> list[tuple]:
         """Simulate dropping `drop` from the saved set (and saving `back` again): [(rank key, step, simulation)]
         when the peak falls (or is held at fewer points), ranked by added time per byte of peak gained; [] when
         it does not help."""
