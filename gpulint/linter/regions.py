@@ -7,10 +7,10 @@ replaced by blank lines. Line numbers and columns are unchanged, so findings, fi
 the real file.
 
 A function (or method) is needed when its code (docstrings and comments removed) holds a trigger word of an enabled
-rule, a sign of a training step (the engine's step evidence, which includes the definitions of hot functions), or a
-sign of a device when the file could be a CPU-only script; when it is called from code that is needed (the hot path
-runs through helpers); and, for a method, when another method of its class is needed and it is the class's
-`__init__` (where the class's tensors and buffers are made). Module-level statements are always kept.
+rule or a fact a rule reads elsewhere, or a sign of a training step (a step loop, a hot function, see the engine's
+`_hot_code` and `may_be_step_work`); when hot code calls it or it calls hot code (the hot path runs through helpers);
+and when it sets an attribute that needed code reads (`self.mask = torch.zeros(...)`, the
+rules learn there that `self.mask` is a tensor). Module-level statements are always kept.
 
 The cut is made on lines, not on a parse: a definition starts at a line that begins with `def`, `async def`, `class`
 or `@` at the indentation of its body, and ends before the next line at that indentation or less. Text that fools
@@ -29,6 +29,8 @@ _NAME = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")
 _MEMBER_INDENT = re.compile(r"^([ \t]+)(?:@|def\s|async\s+def\s|class\s)")
 # Docstrings and other triple-quoted strings, then comments: trigger words there say nothing about the code.
 _CALLED = re.compile(r"(\w+)\s*\(")
+_ATTRIBUTE_READ = re.compile(r"\bself\.(\w+)")
+_ATTRIBUTE_SET = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]*)?=(?!=)|register_(?:buffer|parameter)\(\s*[\"'](\w+)")
 _NOT_CODE = re.compile(r"(\"\"\"|''')[\s\S]*?\1|#[^\n]*")
 
 
@@ -61,7 +63,7 @@ def prune(
     `needs(code)` says whether a definition's own code (docstrings and comments removed) holds something a rule
     looks at; `hot(code)` whether it may run every step by itself (a step loop), and `hot_name(name, class_name)`
     whether its name may make it hot; `named` are definitions needed by name (`collate_fn=pad_batch`). What hot
-    code calls is hot too, so is code that calls it, and a class with a needed method keeps its constructor.
+    code calls is hot too, so is code that calls it, and so is a method setting an attribute needed code reads.
     """
     units = _units(lines)
     if not units:
@@ -75,7 +77,7 @@ def prune(
     _add_callees(units, codes, hot_units)
     for unit, code, is_hot in zip(units, codes, hot_units):
         unit.needed = is_hot or (not unit.is_class and (unit.name in named or needs(code)))
-    _add_constructors(units)
+    _add_attribute_makers(units, codes)
     kept = list(lines)
     blanked = False
     for index, unit in enumerate(units):
@@ -179,10 +181,13 @@ def _add_callees(units: list[Unit], codes: list[str], hot: list[bool]) -> None:
         frontier = "\n".join(codes[i] for i in newly)
 
 
-def _add_constructors(units: list[Unit]) -> None:
-    """A class with a needed method keeps its constructor, where the rules learn what its attributes hold
-    (`self.mask = torch...` is a tensor, `self.max_len = 512` a constant length)."""
-    needed_classes = {u.owner for u in units if u.needed and u.owner is not None}
-    for unit in units:
-        if unit.owner in needed_classes and unit.name in ("__init__", "__post_init__", "setup", "reset_parameters"):
-            unit.needed = True
+def _add_attribute_makers(units: list[Unit], codes: list[str]) -> None:
+    """Keep the methods that set an attribute needed code reads: the rules learn there what `self.mask` holds (a
+    tensor made with torch, a buffer, a constant length such as `self.max_len = 512`)."""
+    read = {name for unit, code in zip(units, codes) if unit.needed for name in _ATTRIBUTE_READ.findall(code)}
+    if not read:
+        return
+    for unit, code in zip(units, codes):
+        if not unit.needed and not unit.is_class and "self" in code:
+            made = {plain or registered for plain, registered in _ATTRIBUTE_SET.findall(code)}
+            unit.needed = bool(made & read)
