@@ -27,10 +27,10 @@ from typing import Callable
 _DEFINITION = re.compile(r"@|def\s|async\s+def\s|class\s")  # used with match(line, indent)
 _NAME = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")
 _MEMBER_INDENT = re.compile(r"^([ \t]+)(?:@|def\s|async\s+def\s|class\s)")
-# Docstrings and other triple-quoted strings, then comments: trigger words there say nothing about the code.
 _CALLED = re.compile(r"(\w+)\s*\(")
 _ATTRIBUTE_READ = re.compile(r"\bself\.(\w+)")
 _ATTRIBUTE_SET = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]*)?=(?!=)|register_(?:buffer|parameter)\(\s*[\"'](\w+)")
+# Docstrings and other triple-quoted strings, then comments: trigger words there say nothing about the code.
 _NOT_CODE = re.compile(r"(\"\"\"|''')[\s\S]*?\1|#[^\n]*")
 
 
@@ -78,10 +78,11 @@ def prune(
     for unit, code, is_hot in zip(units, codes, hot_units):
         unit.needed = is_hot or (not unit.is_class and (unit.name in named or needs(code)))
     _add_attribute_makers(units, codes)
+    classes_needed = {unit.owner for unit in units if unit.needed}
     kept = list(lines)
     blanked = False
     for index, unit in enumerate(units):
-        if unit.is_class and any(m.needed for m in units if m.owner == index):
+        if unit.is_class and index in classes_needed:
             continue
         if not unit.needed:  # a class with no needed member goes whole
             for number in range(unit.start, unit.end):
@@ -122,7 +123,7 @@ def _blocks(lines: list[str], indent: str, start: int, end: int) -> list[tuple[i
     width = len(indent)
     while number < end:
         line = lines[number]
-        if line.startswith(indent) and _DEFINITION.match(line, width) and (width == 0 or not line[width].isspace()):
+        if line.startswith(indent) and _DEFINITION.match(line, width):
             first = number
             number = _header_line(lines, number, end) + 1
             while number < end and not _ends_block(lines[number], width):
