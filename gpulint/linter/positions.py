@@ -14,6 +14,7 @@ really is (Python's `ast` parser, many times faster, says on which line each sta
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Mapping, Sequence
 
 import libcst as cst
@@ -25,7 +26,9 @@ from gpulint.linter.rule import Report
 def positions_of(text: str, module: cst.Module, reports: Sequence[Report]) -> Mapping[cst.CSTNode, CodeRange]:
     """Positions of every report's node and fix nodes; `text` is the code `module` was parsed from."""
     try:
-        tree = ast.parse(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences: Python 3.12 warns on stderr while parsing
+            tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _whole(module)
     lines = text.split("\n")
