@@ -5,8 +5,9 @@ captures the joint forward+backward graph and stops there. No real parameter or 
 allocated: the model itself is built under the fake mode. A TorchFunctionMode and module hooks stamp each FX
 node with the module path and user source line it came from (node.meta["custom"]).
 
-A step that reads tensor values (`if loss > 0:`, `.item()`, where torch.compile would break its graph) runs its
-forward once for real to record the values, and the fake trace replays them (see `trace_step`).
+A step that reads tensor values (`if loss > 0:`, `.item()`, where torch.compile would break its graph) or runs
+ops whose output shape depends on values (`x[mask]`, `nonzero`) runs its forward once for real to record the
+values and shapes, and the fake trace replays them (see `trace_step`).
 
 Never trace on fake `cuda` tensors with a CPU-only torch build: autograd aborts the process. A GPU target is
 modelled through the hardware profile instead (see cost.py and hardware.py).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -152,6 +154,7 @@ class _SourceStamp:
         self.names = {id(m): name for name, m in model.named_modules()}
         self.stack: list[str] = []
         self.last_source: tuple[str, int] | None = None
+        self.phase = ""  # "forward" while the traced step's forward and loss run, then "backward"
         self.value_reads: list[tuple[str, tuple[str, int] | None]] = []  # (what, user source) in call order
 
     @contextmanager
@@ -176,7 +179,7 @@ class _SourceStamp:
                     frame = frame.f_back
                 source = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
                 stamp.last_source = source or stamp.last_source
-                what = _value_read(func, args, skipped)
+                what = _value_read(func, args, kwargs or {}, skipped)
                 if what is not None and (what, source) not in stamp.value_reads:
                     stamp.value_reads.append((what, source))
                 meta = fx_traceback.get_current_meta()
@@ -209,6 +212,8 @@ class _SourceStamp:
                 h.remove()
 
     def where(self) -> str:
+        if self.phase == "backward":
+            return " in the backward"
         if self.last_source is None:
             return ""
         return f" at {_relative(self.last_source[0])}:{self.last_source[1]}"
@@ -229,11 +234,11 @@ _VALUE_READS = {
     "item": "Tensor.item()", "tolist": "Tensor.tolist()", "__bool__": "bool(tensor), e.g. `if tensor:`",
     "__int__": "int(tensor)", "__float__": "float(tensor)", "__index__": "tensor as an index",
     "nonzero": "nonzero", "argwhere": "argwhere", "masked_select": "masked_select", "unique": "unique",
-    "unique_consecutive": "unique_consecutive",
+    "unique_consecutive": "unique_consecutive", "bincount": "bincount",
 }
 
 
-def _value_read(func: Any, args: tuple[Any, ...], callers: list[str]) -> str | None:
+def _value_read(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], callers: list[str]) -> str | None:
     """What a torch call reads from tensor values, or None (boolean-mask indexing counts as a read).
 
     `callers` are the library functions between the user's line and the call: traced tensors turn `bool(t)`
@@ -251,6 +256,11 @@ def _value_read(func: Any, args: tuple[Any, ...], callers: list[str]) -> str | N
         return None
     if name == "where" and len(args) == 1:
         return "torch.where(condition)"
+    if name == "repeat_interleave":  # tensor repeats without output_size: the output length is their sum
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats", args[0] if args else None)
+        if isinstance(repeats, torch.Tensor) and kwargs.get("output_size") is None:
+            return "repeat_interleave(tensor repeats)"
+        return None
     return _VALUE_READS.get(name)
 
 
@@ -331,7 +341,20 @@ def build_fake(
 
 
 class _ReadsValues(Exception):
-    """The fake trace needed a tensor's value; carries the one-line description of where."""
+    """The fake trace needed a tensor's value (or a value-dependent shape); carries the one-line description
+    and whether the backward needed it (then the real run must record the backward too)."""
+
+    def __init__(self, message: str, in_backward: bool = False) -> None:
+        super().__init__(message)
+        self.in_backward = in_backward
+
+
+class _ReplayError(PlanError):
+    """The fake trace did not repeat the ops recorded in the real run; `_trace` adds the source line."""
+
+
+class _NotRecorded(_ReplayError):
+    """The trace met a value-dependent op beyond those recorded (the forward-only run did not see the backward)."""
 
 
 def trace_step(
@@ -347,12 +370,16 @@ def trace_step(
 ) -> Traced:
     """Trace forward+loss+backward of the model the factories build; return the IR and the FX joint graph.
 
-    The trace runs on fake tensors (no memory). A step that reads tensor values (`if x.sum() > 0:`, `.item()`:
-    where torch.compile breaks its graph) cannot be traced on fake tensors alone: the step's forward and loss
-    then run once for real (no grad, on CPU), recording every value read, and the fake trace is repeated with
-    those values replayed. The one joint graph then holds the branch this batch takes, with the read values as
-    constants, and the budget is planned for the whole step. `Traced.data_dependent` lists the reads with their
-    source lines. Ops whose output *shape* depends on values (`nonzero`, boolean masks) still fail, naming the line.
+    The trace runs on fake tensors (no memory). Fake tensors alone cannot trace a step that reads tensor values
+    (`if x.sum() > 0:`, `.item()`) or runs an op whose output shape depends on them (`x[mask]`, `nonzero`,
+    `masked_select`, `unique`, `repeat_interleave` with tensor repeats): where torch.compile breaks its graph
+    or needs unbacked sizes. The step's forward and loss then run once for real (no grad, on CPU), recording
+    each value read and each such op's output shapes, and the fake trace is repeated replaying them in order:
+    a masked op stays a node of the joint graph, with its recorded output size and its gradient path (its
+    backward is traced as usual; if the backward itself has such an op, the real run is repeated with the
+    backward recorded too). The graph then holds the branch and the sizes this batch gives, and the budget is
+    planned for the whole step. `Traced.data_dependent` lists these places with their source lines. A step
+    that does not repeat them when traced (other shapes, another order) fails with one line.
 
     `device="cuda"` traces fake CUDA tensors (the CUDA kernels' names, e.g. flash attention) and is only
     allowed where torch has CUDA: on a CPU-only build it would abort the process, so it is refused here.
@@ -362,39 +389,81 @@ def trace_step(
     if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
         raise PlanError(f"cannot trace on {device!r} here: this torch has no CUDA (trace on cpu and pick a hardware profile)")
     start = time.perf_counter()
+
+    def retrace(backward: bool) -> Traced:
+        values = record_value_reads(build_model, make_batch, loss_fn, dtype, backward=backward)
+        return _trace(build_model, make_batch, loss_fn, optimizer, dtype, name, device, values=values)
+
     try:
         traced = _trace(build_model, make_batch, loss_fn, optimizer, dtype, name, device, values=None)
     except _ReadsValues as reason:
         if progress is not None:
-            progress(f"{reason}; running the forward once on cpu to read the values, then tracing again...")
-        values = record_value_reads(build_model, make_batch, loss_fn, dtype)
-        traced = _trace(build_model, make_batch, loss_fn, optimizer, dtype, name, device, values=values)
+            what = "the whole step" if reason.in_backward else "the forward"
+            progress(f"{reason}; running {what} once on cpu to read the values, then tracing again...")
+        try:
+            traced = retrace(backward=reason.in_backward)
+        except _NotRecorded:
+            if reason.in_backward:
+                raise
+            if progress is not None:
+                progress("the backward has a data-dependent op too; running the whole step once on cpu...")
+            traced = retrace(backward=True)
     traced.seconds = time.perf_counter() - start
     return traced
 
 
-def _reads_values(func: Any) -> bool:
+def _replayed(func: Any) -> bool:
+    """Ops a plain FakeTensorMode cannot answer: they read values, or their output shape depends on values."""
     import torch
 
-    return torch.Tag.data_dependent_output in func.tags
+    return torch.Tag.data_dependent_output in func.tags or torch.Tag.dynamic_output_shape in func.tags
+
+
+@dataclass(frozen=True)
+class _TensorMeta:
+    """What the replay needs of a recorded output tensor (its values are never needed)."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: Any
+
+
+@dataclass
+class _Recorded:
+    """One replayed op as it ran for real: the op, the shapes of its tensor inputs (the trace must give the same),
+    and its output (a Python value for a read, `_TensorMeta` in place of each tensor for a value-dependent shape)."""
+
+    func: Any
+    inputs: list[tuple[int, ...]]
+    output: Any
+
+
+def _input_shapes(args: Any, kwargs: Any) -> list[tuple[int, ...]]:
+    import torch
+    import torch.utils._pytree as pytree
+
+    return [tuple(x.shape) for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
 
 
 def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], Any],
-                       loss_fn: Callable[..., Any] | None, dtype: str) -> list[tuple[Any, Any]]:
-    """Run the step's forward and loss once for real (no grad) and return each value it read, in order, as
-    (aten op, Python value): what `_ReplayFakeMode` answers the fake trace with."""
+                       loss_fn: Callable[..., Any] | None, dtype: str, *, backward: bool = False) -> list[_Recorded]:
+    """Run the step's forward and loss once for real (no grad; with `backward`, the backward too) and return each
+    value it read and each value-dependent output shape, in order: what `_replay_fake_mode` answers with."""
     import torch
+    import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Record(TorchDispatchMode):
         def __init__(self) -> None:
             super().__init__()
-            self.values: list[tuple[Any, Any]] = []
+            self.values: list[_Recorded] = []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            if _reads_values(func):
-                self.values.append((func, out))
+            if _replayed(func):
+                output = pytree.tree_map_only(
+                    torch.Tensor, lambda t: _TensorMeta(tuple(t.shape), tuple(t.stride()), t.dtype), out)
+                self.values.append(_Recorded(func, _input_shapes(args, kwargs), output))
             return out
 
     model, batch = build_real(build_model, make_batch, dtype)
@@ -402,8 +471,10 @@ def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], 
     recorder = Record()
     torch.manual_seed(0)
     try:
-        with torch.no_grad(), recorder:
-            make_step_fn(model, loss_fn)(state, batch)
+        with torch.set_grad_enabled(backward), recorder:
+            loss = make_step_fn(model, loss_fn)(state, batch)
+            if backward:
+                loss.backward()
     except PlanError:
         raise
     except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
@@ -411,8 +482,15 @@ def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], 
     return recorder.values
 
 
-def _replay_fake_mode(values: list[tuple[Any, Any]] | None) -> Any:
-    """A FakeTensorMode that answers value reads with `values` in order (None: an ordinary FakeTensorMode)."""
+_NOT_DETERMINISTIC = "it is not deterministic enough to plan (the same shapes and branches on every run)"
+
+
+def _replay_fake_mode(values: list[_Recorded] | None) -> Any:
+    """A FakeTensorMode that answers value reads and value-dependent shapes with `values` in order (None: an
+    ordinary FakeTensorMode). A value-dependent op's output is a fresh fake tensor of the recorded shape, so the
+    op stays in the graph with its inputs (and the gradient path through it)."""
+    import torch
+    import torch.utils._pytree as pytree
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     if values is None:
@@ -422,21 +500,47 @@ def _replay_fake_mode(values: list[tuple[Any, Any]] | None) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.position = 0
+            self.in_forward = False  # set by `_trace` while the step's forward and loss run
+            self.backward_ops: list[tuple[str, tuple[str, int] | None]] = []  # replayed in the backward: (op, source)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if not _reads_values(func):
+            if not _replayed(func):
                 return super().__torch_dispatch__(func, types, args, kwargs)
-            if self.position >= len(values) or values[self.position][0] != func:
-                raise PlanError("the step read tensor values in another order when traced than when run; "
-                                "it is not deterministic enough to plan")
+            source = _current_source()
+            where = f" at {_relative(source[0])}:{source[1]}" if source else ""
+            if self.position >= len(values):
+                raise _NotRecorded(f"the step ran a data-dependent op ({func}){where} when traced that it did not "
+                                   f"run for real: {_NOT_DETERMINISTIC}")
+            recorded = values[self.position]
+            shapes = _input_shapes(args, kwargs)
+            if recorded.func != func or recorded.inputs != shapes:
+                raise _ReplayError(
+                    f"the step's data-dependent ops differ between the real run and the trace{where} ({func} on "
+                    f"inputs of shapes {shapes}, recorded: {recorded.func} on {recorded.inputs}): {_NOT_DETERMINISTIC}")
             self.position += 1
-            return values[self.position - 1][1]
+            if not self.in_forward and (str(func), source) not in self.backward_ops:
+                self.backward_ops.append((str(func), source))
+            device = next((x.device for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)),
+                          torch.device("cpu"))
+            empty = super().__torch_dispatch__
+            return pytree.tree_map_only(_TensorMeta, lambda m: empty(
+                torch.ops.aten.empty_strided.default, types, (m.shape, m.stride), {"dtype": m.dtype, "device": device},
+            ), recorded.output)
 
     return ReplayFakeMode()
 
 
+def _current_source() -> tuple[str, int] | None:
+    """The user's source line of the op being traced: `_SourceStamp` puts it in the FX node meta, and the
+    backward of an op inherits its forward's meta."""
+    from torch.fx import traceback as fx_traceback
+
+    custom = fx_traceback.get_current_meta().get("custom") or {}
+    return custom.get("gpulint_src")
+
+
 def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_fn: Callable[..., Any] | None,
-           optimizer: str, dtype: str, name: str, device: str, *, values: list[tuple[Any, Any]] | None) -> Traced:
+           optimizer: str, dtype: str, name: str, device: str, *, values: list[_Recorded] | None) -> Traced:
     import torch
     import torch.utils._pytree as pytree
     from torch._dynamo.backends.debugging import boxed_nop
@@ -461,24 +565,45 @@ def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_f
 
     def stamped_step(state: dict[str, Any], batch: Any) -> Any:
         stamp.value_reads.clear()
-        if values is not None:
-            fake_mode.position = 0  # aot_function runs the step twice (metadata, then the trace): replay each time
-        with stamp.active():
-            return step(state, batch)
+        stamp.phase = "forward"
+        if values is None:
+            with stamp.active():
+                loss = step(state, batch)
+            stamp.phase = "backward"  # only once the forward returned: an error in it keeps its line
+            return loss
+        fake_mode.position = 0  # aot_function runs the step twice (metadata, then the trace): replay each time
+        fake_mode.backward_ops.clear()
+        fake_mode.in_forward = True
+        try:
+            with stamp.active():
+                loss = step(state, batch)
+        finally:
+            fake_mode.in_forward = False
+        stamp.phase = "backward"
+        return loss
 
     compiled = aot_function(stamped_step, fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=capture)
     try:
-        with fake_mode, fx_traceback.preserve_node_meta():
+        with fake_mode, fx_traceback.preserve_node_meta(), warnings.catch_warnings():
+            # aot_autograd traces the backward in anomaly mode, which warns with a stack before any error
+            warnings.filterwarnings("ignore", message="Error detected in", category=UserWarning)
             compiled(state, batch)
     except _Captured:
         pass
     except PlanError:
         raise
     except DataDependentOutputException as exc:
-        raise _ReadsValues(f"the step reads tensor values ({_describe_read(stamp, exc.func)}){stamp.where()}") from None
+        if values is not None:  # an op reads values that the real run did not dispatch: nothing to replay
+            raise PlanError(f"the step reads tensor values ({exc.func}){stamp.where()} in a way gpulint cannot "
+                            "replay") from None
+        raise _ReadsValues(f"the step reads tensor values ({_describe_read(stamp, exc.func)}){stamp.where()}",
+                           stamp.phase == "backward") from None
     except DynamicOutputShapeException as exc:
-        raise PlanError(f"the step has a data-dependent op ({exc.func}){stamp.where()}: its output shape depends "
-                        "on tensor values, which gpulint cannot plan") from None
+        if values is not None:  # e.g. an op that FakeTensor refuses without declaring it (a tag) to be one
+            raise PlanError(f"the step has a data-dependent op ({exc.func}){stamp.where()}: its output shape "
+                            "depends on tensor values, which gpulint cannot plan") from None
+        raise _ReadsValues(f"the step has an op whose output shape depends on tensor values "
+                           f"({_describe_read(stamp, exc.func)}){stamp.where()}", stamp.phase == "backward") from None
     except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         if "data-dependent" in text.lower() or "data dependent" in text.lower():
@@ -500,13 +625,25 @@ def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_f
     graph.optimizer_host_bytes = 4 * len(param_sizes) if optimizer in ("adam", "adamw") else 0
     graph.dtype = dtype
     graph.model = name or type(model).__name__
-    reads = stamp.data_dependent() if values is not None else []
+    reads = []
+    if values is not None:
+        stamp.value_reads += [(f"{op} in the backward", src or _last_source(captured["joint"], op))
+                              for op, src in fake_mode.backward_ops]
+        reads = stamp.data_dependent()
     return Traced(graph, captured["joint"], captured["num_fwd_outputs"], 0.0, reads)
+
+
+def _last_source(joint: Any, op: str) -> tuple[str, int] | None:
+    """The source line of the last `op` node in the joint graph: the backward comes last, and its nodes carry
+    the source line of the forward op they differentiate."""
+    sources = [(node.meta.get("custom") or {}).get("gpulint_src") for node in joint.graph.nodes
+               if node.op == "call_function" and str(node.target) == op]
+    return next((src for src in reversed(sources) if src), None)
 
 
 def _describe_read(stamp: _SourceStamp, func: Any) -> str:
     """The user-level read that failed (the last one the stamp saw), else the aten op."""
-    return stamp.value_reads[-1][0] if stamp.value_reads else str(func)
+    return stamp.value_reads[-1][0] if stamp.value_reads and stamp.phase != "backward" else str(func)
 
 
 def build_real(build_model: Callable[[], Any], make_batch: Callable[[], Any], dtype: str) -> tuple[Any, Any]:

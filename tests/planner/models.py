@@ -164,3 +164,93 @@ class FailsWhenRun(MLP):
 
 def fails_when_run() -> nn.Module:
     return FailsWhenRun()
+
+
+# --- ops whose output shape depends on values (planned by replaying the shapes one real run gives) ---------------
+
+
+class MaskedRows(nn.Module):
+    """Keeps the rows whose first feature is positive (`h[keep]`), gradients flowing through the kept rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(32, 128), nn.Tanh(), nn.Linear(128, 32))
+                                    for _ in range(5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.layers[0](x)
+        h = h[x[:, 0] > 0]  # boolean mask from the batch's values
+        for layer in self.layers[1:]:
+            h = h + layer(h)
+        return h.square().mean()
+
+
+def masked_rows() -> nn.Module:
+    return MaskedRows()
+
+
+class NonzeroRows(nn.Module):
+    """Gathers the rows `torch.nonzero` finds (a value-dependent count), gradients flowing through the gather."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(32, 128), nn.Tanh(), nn.Linear(128, 32))
+                                    for _ in range(5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.layers[0](x)
+        rows = torch.nonzero(x[:, 1] > -0.5).squeeze(1)  # how many: known only from the values
+        h = h.index_select(0, rows)
+        for layer in self.layers[1:]:
+            h = h + layer(h)
+        return h.square().mean()
+
+
+def nonzero_rows() -> nn.Module:
+    return NonzeroRows()
+
+
+class _MaskedGrad(torch.autograd.Function):
+    """Identity forward; the backward keeps the gradient only where the input is positive, through `nonzero`:
+    a value-dependent shape that only the backward has."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        flat = grad.reshape(-1)
+        keep = torch.nonzero(x.reshape(-1) > 0).squeeze(1)
+        return torch.zeros_like(flat).index_add(0, keep, flat.index_select(0, keep)).reshape(grad.shape)
+
+
+class MaskedBackward(MLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(_MaskedGrad.apply(self.fc1(x))))
+
+
+def masked_backward() -> nn.Module:
+    return MaskedBackward()
+
+
+_calls = {"shifting_batch": 0}
+
+
+def shifting_batch() -> torch.Tensor:
+    """A different number of rows at every call, as a loader with ragged batches gives."""
+    _calls["shifting_batch"] += 1
+    return torch.randn(64 + _calls["shifting_batch"], 32, generator=torch.Generator().manual_seed(0))
+
+
+class MaskedBothWays(MaskedRows):
+    """A boolean mask in the forward and a `nonzero` that only the backward runs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(_MaskedGrad.apply(x + self.layers[0](x)))
+
+
+def masked_both_ways() -> nn.Module:
+    return MaskedBothWays()
