@@ -254,3 +254,29 @@ class MaskedBothWays(MaskedRows):
 
 def masked_both_ways() -> nn.Module:
     return MaskedBothWays()
+
+
+class ValueShapeOp(nn.Module):
+    """One op whose output shape depends on the batch's values, with the gradient flowing through its result."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.kind = kind
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.fc(x))
+        if self.kind == "masked_select":
+            h = torch.masked_select(h, x > 0)
+        elif self.kind == "unique":
+            values, inverse, counts = torch.unique((x * 3).round(), return_inverse=True, return_counts=True)
+            h = h[:, :4] * (values.numel() + inverse.float().mean() + counts.float().max())
+        elif self.kind == "repeat_interleave":
+            h = h.repeat_interleave((x[:, 0] > 0).long() + 1, dim=0)
+        elif self.kind == "where":
+            h = h[torch.where(x[:, 0] > 0)]
+        return h.square().sum()
+
+
+def value_shape_batch() -> torch.Tensor:
+    return torch.randn(16, 16, generator=torch.Generator().manual_seed(0))

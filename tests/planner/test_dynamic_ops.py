@@ -143,6 +143,42 @@ def test_a_later_batch_with_another_count_keeps_the_gradients(planned):
         assert torch.equal(p.grad, q.grad), param
 
 
+def _value_shaped(fn) -> list[tuple[str, list[tuple[int, ...]]]]:
+    """Each op tagged as having a value-dependent output shape that `fn` runs, with its output shapes."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if torch.Tag.dynamic_output_shape in func.tags:
+                outs = out if isinstance(out, (tuple, list)) else [out]
+                seen.append((str(func), [tuple(o.shape) for o in outs]))
+            return out
+
+    with Log():
+        fn()
+    return seen
+
+
+@pytest.mark.parametrize("kind, reported", [
+    ("masked_select", "masked_select"), ("unique", "unique"),
+    ("repeat_interleave", "repeat_interleave(tensor repeats)"), ("where", "torch.where(condition)"),
+])
+def test_each_value_shaped_op_is_traced_with_the_shapes_it_really_has(kind, reported):
+    from tests.planner import models
+
+    traced = trace_step(lambda: models.ValueShapeOp(kind), models.value_shape_batch, optimizer="none")
+    assert [r["op"] for r in traced.data_dependent] == [reported]
+    torch.manual_seed(0)
+    real = _value_shaped(lambda: models.ValueShapeOp(kind)(models.value_shape_batch()))
+    nodes = [n for n in traced.joint.graph.nodes
+             if n.op == "call_function" and torch.Tag.dynamic_output_shape in getattr(n.target, "tags", ())]
+    vals = [n.meta["val"] if isinstance(n.meta["val"], (tuple, list)) else [n.meta["val"]] for n in nodes]
+    assert [(str(n.target), [tuple(v.shape) for v in val]) for n, val in zip(nodes, vals)] == real
+
+
 def test_the_mask_of_a_scalar_loss_model_plans(tmp_path, capsys):
     assert main(["plan", _config(tmp_path, "data_dependent", "mlp_batch"), "--format", "json"]) == 0
     plan = json.loads(capsys.readouterr().out)
