@@ -41,9 +41,11 @@ class Traced:
     joint: Any  # torch.fx.GraphModule of the joint forward+backward graph
     num_fwd_outputs: int
     seconds: float
-    # Where the step reads tensor values (`if x.sum() > 0`, `.item()`): torch.compile breaks its graph there.
-    # Non-empty only when the fake trace needed values and was repeated with those one real forward read; the
-    # graph then holds the branch those values took. Each entry: {"op", "path", "line"}.
+    # Where the step reads tensor values (`if x.sum() > 0`, `.item()`) or runs an op whose output shape depends on
+    # them (`x[mask]`, `nonzero`): torch.compile breaks its graph there. Non-empty only when the fake trace needed
+    # values and was repeated with the values and shapes one real run gave; the graph then holds the branch and
+    # the sizes of that run. Each entry: {"op", "path", "line"} (an op only the backward runs: "<aten op> in the
+    # backward", with the line of the forward op it differentiates).
     data_dependent: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -350,7 +352,7 @@ class _ReadsValues(Exception):
 
 
 class _ReplayError(PlanError):
-    """The fake trace did not repeat the ops recorded in the real run; `_trace` adds the source line."""
+    """The fake trace did not repeat the ops recorded in the real run (one line, naming the source line)."""
 
 
 class _NotRecorded(_ReplayError):
@@ -565,21 +567,16 @@ def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_f
 
     def stamped_step(state: dict[str, Any], batch: Any) -> Any:
         stamp.value_reads.clear()
+        if values is not None:
+            fake_mode.position = 0  # aot_function runs the step twice (metadata, then the trace): replay each time
+            fake_mode.backward_ops.clear()
+            fake_mode.in_forward = True
         stamp.phase = "forward"
-        if values is None:
-            with stamp.active():
-                loss = step(state, batch)
-            stamp.phase = "backward"  # only once the forward returned: an error in it keeps its line
-            return loss
-        fake_mode.position = 0  # aot_function runs the step twice (metadata, then the trace): replay each time
-        fake_mode.backward_ops.clear()
-        fake_mode.in_forward = True
-        try:
-            with stamp.active():
-                loss = step(state, batch)
-        finally:
+        with stamp.active():
+            loss = step(state, batch)
+        stamp.phase = "backward"  # only once the forward returned: an error in it keeps its line
+        if values is not None:
             fake_mode.in_forward = False
-        stamp.phase = "backward"
         return loss
 
     compiled = aot_function(stamped_step, fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=capture)
