@@ -25,7 +25,7 @@ def refuse_data_dependent(plan: Any) -> None:
     if reads:
         first = reads[0]
         raise PlanError(
-            f"the step reads tensor values ({first['op']} at {first['path']}:{first['line']}; "
+            f"the step depends on tensor values ({first['op']} at {first['path']}:{first['line']}; "
             f"{len(reads)} place(s)), where torch.compile breaks its graph: apply this plan in eager mode "
             "with gpulint.apply(model, plan)"
         )

@@ -221,10 +221,10 @@ def _data_dependent_lines(plan: dict[str, Any]) -> list[str]:
     reads = plan.get("data_dependent") or []
     if not reads:
         return []
-    lines = ["", f"the step reads tensor values in {len(reads)} place(s) (torch.compile breaks its graph there):"]
+    lines = ["", f"the step depends on tensor values in {len(reads)} place(s) (torch.compile breaks its graph there):"]
     lines += [f"  {r['path']}:{r['line']}  {r['op']}" for r in reads]
-    lines.append("planned as one step with the values of the sample batch (its branches); apply it in eager mode, "
-                 "which checks the plan on the first forward")
+    lines.append("planned as one step with the values and sizes of the sample batch (its branches, its masked rows); "
+                 "apply it in eager mode, which checks the plan on the first forward")
     return lines
 
 
@@ -259,9 +259,9 @@ def render_markdown(plan: dict[str, Any], top: int = 10) -> str:
     out += [line.strip() for line in _eager_notes(plan)]
     reads = plan.get("data_dependent") or []
     if reads:
-        out.append("The step reads tensor values (graph breaks) at " +
+        out.append("The step depends on tensor values (graph breaks) at " +
                    ", ".join(f"`{r['path']}:{r['line']}` ({r['op']})" for r in reads) +
-                   "; planned with the sample batch's values, apply it in eager mode.")
+                   "; planned with the sample batch's values and sizes, apply it in eager mode.")
     rows = _recomputed(plan, top)
     if rows:
         out += ["", "| recomputed | op | module | source |", "|---:|---|---|---|"]
