@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 Location = Literal["host", "device", "unknown"]
 
+# What makes code hot here (these names, step markers, loader names, `is_hot_function_name`) is mirrored on the
+# text by the engine, which parses only the functions that may be hot (`_hot_code`, `may_be_step_work` below):
+# widen those with any new source of hotness. `python bench/prune_check.py` shows a mismatch as a difference.
 DEFAULT_HOT_FUNCTIONS = frozenset(
     {
         "train_step", "training_step", "_train_step", "train_one_epoch", "train_epoch", "_run_batch", "run_batch",
