@@ -100,14 +100,14 @@ CASES = {
 }
 
 
-def exact_frontier(planner: GreedyPlanner, groups: list[list[int]], fixed: set[int]) -> list[tuple[int, float]]:
-    """(peak, recompute time) of every subset of `groups` kept, on top of `fixed`."""
+def exact_frontier(planner: GreedyPlanner) -> list[tuple[int, float]]:
+    """(peak, recompute time) of every subset of the storages a plain partition saves (`planner.groups`) kept, on
+    top of the saved nodes that are no decision (not in `planner.storage_of`): the exact frontier."""
+    fixed = {i for i in planner.graph.default_saved() if i not in planner.storage_of}
+    groups = list(planner.groups.values())
     out = []
     for keep in itertools.product((False, True), repeat=len(groups)):
-        saved = set(fixed)
-        for k, members in zip(keep, groups):
-            if k:
-                saved.update(members)
+        saved = fixed | {i for k, members in zip(keep, groups) if k for i in members}
         sim = simulate(planner.graph, planner.graph.alias_closure(saved))
         out.append((sim.peak, step_time(planner.graph, sim.schedule, planner.times)[1]))
     return out
@@ -124,15 +124,8 @@ def main() -> None:
         build, make = CASES[name]
         graph = trace_step(build, make, optimizer="none", name=name).graph
         planner = GreedyPlanner(graph, node_times(graph, hw))
-        default = graph.default_saved()
-        by_storage: dict[int, list[int]] = {}
-        for i in default:
-            if i in planner.storage_of:
-                by_storage.setdefault(planner.storage_of[i], []).append(i)
-        fixed = {i for i in default if i not in planner.storage_of}
-        groups = list(by_storage.values())
         start = time.perf_counter()
-        frontier = exact_frontier(planner, groups, fixed)
+        frontier = exact_frontier(planner)
         t_exact = time.perf_counter() - start
         start = time.perf_counter()
         full = planner.run(None)
@@ -151,7 +144,7 @@ def main() -> None:
         monotone = all(a[0] <= b[0] and a[1] >= b[1] * (1 - 1e-9) for a, b in itertools.pairwise(plans))
         exact_lowest = min(peak for peak, _ in frontier)
         worst_all, monotone_all = max(worst_all, worst), monotone_all and monotone
-        print(f"{name}: {len(groups)} storages, 2^{len(groups)} subsets in {t_exact:.1f} s, greedy {t_greedy:.1f} s; "
+        print(f"{name}: {len(planner.groups)} storages, 2^{len(planner.groups)} subsets in {t_exact:.1f} s, greedy {t_greedy:.1f} s; "
               f"greedy lowest peak {lo / 2**20:.3f} MiB vs exact {exact_lowest / 2**20:.3f} MiB; monotone {monotone}; "
               f"worst recompute-time gap {worst:+.2%}  [{' '.join(rows)}]", flush=True)
     print(f"worst gap over all cases and budgets: {worst_all:+.2%} (target <= +5%); monotone: {monotone_all}")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch import nn
 
 from gpulint.planner import compile as gpulint_compile
 from gpulint.planner.backend import saved_names
@@ -59,45 +60,22 @@ def test_infeasible_budget_reports_lowest_peak(gpt, full_run):
     assert result.chosen.peak == result.lowest_peak == full_run.lowest_peak
 
 
-class ResidualNormMLP(nn.Module):
-    """Pre-norm residual MLP blocks: layer norm's three outputs, a wide ReLU and the residual sums are saved."""
-
-    def __init__(self, depth: int, width: int) -> None:
-        super().__init__()
-        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(depth))
-        self.up = nn.ModuleList(nn.Linear(width, 4 * width) for _ in range(depth))
-        self.down = nn.ModuleList(nn.Linear(4 * width, width) for _ in range(depth))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for norm, up, down in zip(self.norms, self.up, self.down):
-            x = x + down(torch.relu(up(norm(x))))
-        return (x * x).mean()
-
-
-def _every_subset(planner: GreedyPlanner) -> list[tuple[int, float]]:
-    """(peak, recompute time) of every subset of the storages a plain partition saves: the exact frontier."""
-    graph = planner.graph
-    groups: dict[int, list[int]] = {}
-    fixed = set()
-    for i in graph.default_saved():
-        if i in planner.storage_of:
-            groups.setdefault(planner.storage_of[i], []).append(i)
-        else:
-            fixed.add(i)
-    out = []
-    for keep in itertools.product((False, True), repeat=len(groups)):
-        saved = fixed | {i for k, members in zip(keep, groups.values()) if k for i in members}
-        sim = simulate(graph, graph.alias_closure(saved))
-        out.append((sim.peak, sum(planner.times[i] for i in sim.schedule.recomputed)))
-    return out
+def _optimality_bench():
+    """bench/planner_optimality.py: its graphs and its exhaustive search (the exact frontier)."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "planner_optimality.py"
+    spec = importlib.util.spec_from_file_location("planner_optimality", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_plans_are_within_five_percent_of_the_exact_optimum_and_monotone():
     # Two blocks, 10 storages: small enough to enumerate. The path's ratio rule and a per-storage refine were 18%
     # off here: they drop layer norm's outputs one by one, and re-saving any one of them alone saves nothing.
-    graph = trace_step(lambda: ResidualNormMLP(2, 64), lambda: torch.randn(1024, 64), optimizer="none").graph
+    bench = _optimality_bench()
+    graph = trace_step(lambda: bench.ResidualNormMLP(2, 64), lambda: torch.randn(1024, 64), optimizer="none").graph
     planner = GreedyPlanner(graph, node_times(graph, CPU))
-    frontier = _every_subset(planner)
+    frontier = bench.exact_frontier(planner)
     full = planner.run(None)
     # The descent reaches the exhaustive floor (it stalled 1.8% above it: a storage recomputed before the peak
     # had to be saved again while another was dropped).
