@@ -11,6 +11,7 @@ tree, about a tenth of the cost of parsing it with libcst).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import io
 import re
@@ -90,12 +91,17 @@ def _trigger_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)))
 
 
+def _hot_names(hot_functions: tuple[str, ...]) -> str:
+    """The hot functions' names as a regex alternation."""
+    return "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
+
+
 @lru_cache(maxsize=64)
 def _step_evidence(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
     """Text that any code the hot-path context can call per-step needs: a step marker, a loader, a hot function's
     definition, or a definition hot by its name or class (`def compute_loss(`, `class SetCriterion`; see
     `may_be_step_work`). A file without any of it has no training step: rules that only report there skip it."""
-    names = "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
+    names = _hot_names(hot_functions)
     return re.compile(
         rf"backward\(|zero_grad\(|\.step\(|loader|Loader|batches|prefetcher|iterator|def\s+(?:{names})\s*\("
         r"|def\s+\w*(?:loss|Loss|LOSS|clip|batch|Batch)\w*\s*\(|class\s+\w*(?:Loss|Criterion)\b"
@@ -135,11 +141,11 @@ def lint_text(
         # libcst's native parser overflows its stack (a crash, not an exception) on nesting far deeper than Python
         # allows (200 brackets); Python's own parser rejects such files cleanly.
         try:
-            compile(text, path, "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
-        except SyntaxError as exc:
-            return [parse_error(path, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1)]
+            error = _grammar_error(path, text)
         except (RecursionError, MemoryError, ValueError):
             return [parse_error(path, "too deeply nested for the parser", 1, 1)]
+        if error is not None:
+            return [error]
     pruned = _pruned(text, active, options) if options.prune else None
     if pruned is not None:
         try:
@@ -177,13 +183,20 @@ def _error_in_blanked_lines(path: str, text: str, pruned: str) -> Finding | None
     except SyntaxError:
         pass
     try:
+        return _grammar_error(path, text)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _grammar_error(path: str, text: str) -> Finding | None:
+    """Python's own parser (the grammar alone, no compilation) on the text: its syntax error as a GPL001 finding,
+    or None when the text parses. Python words syntax errors better than libcst's grammar engine."""
+    try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            compile(text, path, "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST: the grammar alone
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like: not gpulint's business
+            compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
         return parse_error(path, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1)
-    except (ValueError, RecursionError, MemoryError):
-        pass
     return None
 
 
@@ -219,7 +232,7 @@ def _hot_code(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
     """Code that the hot-path context may find running every step by itself (context.py decides exactly): a step
     marker, a loop over something named like a loader or fetching from one (`next(train_iter)`), a hot function's
     definition or a call to one. (Functions hot by their name alone: `may_be_step_work`.)"""
-    names = "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
+    names = _hot_names(hot_functions)
     loader = r"loader|Loader|batches|iterator|prefetcher|(?<![A-Za-z0-9])(?:dl|data|train_data)(?![a-z0-9])|Dl\b"
     # A loop header ends at its colon; the window is bounded so that the search stays linear.
     return re.compile(
@@ -286,11 +299,11 @@ def _may_nest_too_deep(text: str) -> bool:
 def _syntax_error(path: str, text: str, exc: cst.ParserSyntaxError) -> Finding:
     """Python's own parser words syntax errors better than libcst's grammar engine; ask it (only on failure)."""
     try:
-        compile(text, path, "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
-    except SyntaxError as python_error:
-        return parse_error(path, f"syntax error: {python_error.msg}", python_error.lineno or 1, python_error.offset or 1)
+        error = _grammar_error(path, text)
     except (ValueError, RecursionError, MemoryError):
-        pass
+        error = None
+    if error is not None:
+        return error
     # Python accepts the file but libcst's grammar does not (e.g. tens of thousands of implicitly joined strings).
     first_line = exc.message.splitlines()[0] if exc.message else "invalid syntax"
     return parse_error(path, f"libcst cannot parse this file (Python can): {first_line}", exc.raw_line, exc.raw_column + 1)
