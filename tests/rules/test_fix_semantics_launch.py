@@ -10,18 +10,13 @@ and, for random ones, on the CPU only (hence their fix is unsafe).
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from gpulint.linter.rule import rules_by_code
 
 torch = pytest.importorskip("torch")
 
-
-def execute(source: str, namespace: dict) -> None:
-    """Run an example program: executing the rule's own examples is what this test is for."""
-    exec(compile(source, "example.py", "exec"), namespace)  # noqa: S102
+from .fix_semantics import TinyModel, execute, train_locals  # noqa: E402
 
 FIXABLE = ("GPL502", "GPL503", "GPL504", "GPL506")
 CASES = [
@@ -30,21 +25,6 @@ CASES = [
     for index, example in enumerate(rules_by_code()[code].invalid)
     if example.fixed is not None
 ]
-
-
-class TinyModel(torch.nn.Module):
-    def __init__(self, with_unused: bool = False) -> None:
-        super().__init__()
-        self.a = torch.nn.Linear(4, 3)
-        self.b = torch.nn.Linear(3, 1)
-        if with_unused:
-            # A layer that had a gradient once (an earlier step reached it) and that the loss no longer reaches.
-            self.unused = torch.nn.Linear(2, 2)
-            for p in self.unused.parameters():
-                p.grad = torch.ones_like(p)
-
-    def forward(self, x):
-        return self.b(torch.tanh(self.a(x))).pow(2).mean()
 
 
 def on_cpu(source: str) -> str:
@@ -65,17 +45,7 @@ def run_training_function(source: str, with_unused: bool = False) -> dict:
     execute(on_cpu(source), namespace)
     loader = [torch.randn(5, 4) for _ in range(3)]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
-    captured: dict = {}
-
-    def on_event(frame, event, arg):
-        if event == "return" and frame.f_code.co_name == "train" and frame.f_code.co_filename == "example.py":
-            captured.update(frame.f_locals)
-
-    sys.setprofile(on_event)
-    try:
-        namespace["train"](model, loader, optimizer, None)
-    finally:
-        sys.setprofile(None)
+    captured = train_locals(namespace["train"], model, loader, optimizer, None)
     drop = {"model", "loader", "optimizer", "writer", "batch", "loss"}
     values = {name: value for name, value in captured.items() if name not in drop}
     values["parameters"] = [p.detach().clone() for p in model.parameters()]

@@ -6,18 +6,13 @@ tiny model, and the local variables it leaves behind are compared.
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from gpulint.linter.rule import rules_by_code
 
 torch = pytest.importorskip("torch")
 
-
-def execute(source: str, namespace: dict) -> None:
-    """Run an example program: executing the rule's own examples is what this test is for."""
-    exec(compile(source, "example.py", "exec"), namespace)  # noqa: S102
+from .fix_semantics import TinyModel, execute, train_locals  # noqa: E402
 
 FIXABLE = ("GPL102", "GPL104")
 CASES = [
@@ -26,16 +21,6 @@ CASES = [
     for index, example in enumerate(rules_by_code()[code].invalid)
     if example.fixed is not None
 ]
-
-
-class TinyModel(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.a = torch.nn.Linear(4, 3)
-        self.b = torch.nn.Linear(3, 1)
-
-    def forward(self, x):
-        return self.b(torch.tanh(self.a(x))).pow(2).mean()
 
 
 def run_training_function(source: str) -> dict:
@@ -50,18 +35,7 @@ def run_training_function(source: str) -> dict:
         "loss_dict": {"ce": torch.tensor(0.5), "l1": torch.tensor(3.0)},
     }
     execute(source, namespace)
-    captured: dict = {}
-
-    def on_event(frame, event, arg):
-        if event == "return" and frame.f_code.co_name == "train" and frame.f_code.co_filename == "example.py":
-            captured.update(frame.f_locals)
-
-    sys.setprofile(on_event)
-    try:
-        namespace["train"](model, loader, optimizer, None)
-    finally:
-        sys.setprofile(None)
-    return captured
+    return train_locals(namespace["train"], model, loader, optimizer, None)
 
 
 def assert_same(original, fixed) -> None:
