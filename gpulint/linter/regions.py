@@ -94,21 +94,19 @@ def prune(
 def _units(lines: list[str]) -> list[Unit]:
     """Top-level definitions, and the members of top-level classes (each class listed before its members)."""
     units: list[Unit] = []
-    for start, end in _blocks(lines, "", 0, len(lines)):
-        name = _name_of(lines, start, end)
-        header = _header_line(lines, start, end)
-        is_class = lines[header].lstrip().startswith("class")
-        members = _members(lines, header + 1, end) if is_class else []
+    for start, header, end in _blocks(lines, "", 0, len(lines)):
+        name = _name_of(lines[header])
+        members = _members(lines, header + 1, end) if lines[header].lstrip().startswith("class") else []
         if not members:
             units.append(Unit(start, end, name))
             continue
         owner = len(units)
         units.append(Unit(start, end, name, is_class=True))
-        units.extend(Unit(s, e, _name_of(lines, s, e), owner=owner) for s, e in members)
+        units.extend(Unit(s, e, _name_of(lines[h]), owner=owner) for s, h, e in members)
     return units
 
 
-def _members(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
+def _members(lines: list[str], start: int, end: int) -> list[tuple[int, int, int]]:
     for number in range(start, end):
         match = _MEMBER_INDENT.match(lines[number])
         if match:
@@ -116,19 +114,19 @@ def _members(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
     return []
 
 
-def _blocks(lines: list[str], indent: str, start: int, end: int) -> list[tuple[int, int]]:
-    """[start, end) of each definition at exactly `indent` within lines[start:end]."""
+def _blocks(lines: list[str], indent: str, start: int, end: int) -> list[tuple[int, int, int]]:
+    """(start, header line, end) of each definition at exactly `indent` within lines[start:end], `end` excluded."""
     blocks = []
     number = start
     width = len(indent)
     while number < end:
         line = lines[number]
         if line.startswith(indent) and _DEFINITION.match(line, width):
-            first = number
-            number = _header_line(lines, number, end) + 1
+            first, header = number, _header_line(lines, number, end)
+            number = header + 1
             while number < end and not _ends_block(lines[number], width):
                 number += 1
-            blocks.append((first, number))
+            blocks.append((first, header, number))
         else:
             number += 1
     return blocks
@@ -152,8 +150,8 @@ def _header_line(lines: list[str], start: int, end: int) -> int:
     return number
 
 
-def _name_of(lines: list[str], start: int, end: int) -> str:
-    match = _NAME.match(lines[_header_line(lines, start, end)])
+def _name_of(header: str) -> str:
+    match = _NAME.match(header)
     return match.group(1) if match else ""
 
 
