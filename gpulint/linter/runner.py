@@ -114,8 +114,8 @@ def _cache_key(task: FileTask) -> str:
 
 
 def _cached(task: FileTask, cache: ResultCache) -> FileOutcome | None:
-    if not cache.enabled:
-        return None
+    if not cache.enabled or _cache_key(task) not in cache.entries:
+        return None  # nothing cached for it: the worker reads and hashes the file anyway
     try:
         data = Path(task.path).read_bytes()
     except OSError:
