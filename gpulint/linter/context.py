@@ -190,6 +190,7 @@ class FileContext:
         self._step_flags: set[str] = set()
         self._step_functions: set[str] = set()  # functions that backward/step outside any loop of their own  # names assigned `step % N == 0`-like tests (`is_metric_step = ...`)
         self.reports: list[Report] = []
+        self.shared: dict[object, object] = {}  # state that several rules of a family share for this file
         self._stack: list[cst.CSTNode] = []
         self._scopes: list[dict[str, Location]] = [{}]
         self._loops: dict[int, _LoopInfo] = {}

@@ -14,7 +14,6 @@ family share one `_FileState` per file, so each assignment is evaluated once how
 from __future__ import annotations
 
 import re
-import weakref
 
 import libcst as cst
 
@@ -314,13 +313,12 @@ class _FileState:
         return not any(context.imports.imported(package) for package in _GPU_PACKAGES)
 
 
-_file_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _state_of(context) -> _FileState:
-    state = _file_states.get(context)
+    """The file's one `_FileState`, kept on the context so that it goes with it (a module-level table keyed by the
+    context would keep every file's tree alive: the state points back at its context)."""
+    state = context.shared.get(_FileState)
     if state is None:
-        state = _file_states[context] = _FileState(context)
+        state = context.shared[_FileState] = _FileState(context)
     return state
 
 
