@@ -94,6 +94,9 @@ SAME_PLACE_METHODS = frozenset(
 )
 HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
 LOOPS = (cst.For, cst.While)
+_LITERALS = frozenset(
+    {cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString}
+)
 
 
 
@@ -346,18 +349,23 @@ class FileContext:
                 return True
         return False
 
+    # These two run for most calls and assignments: exact type tests (these node classes have no subclasses), not
+    # isinstance, which for libcst's ABCs costs a Python-level call per miss.
     def enclosing_function(self) -> cst.FunctionDef | None:
-        for node in reversed(self._stack[:-1]):
-            if isinstance(node, cst.FunctionDef):
-                return node
+        stack = self._stack
+        for index in range(len(stack) - 2, -1, -1):
+            if type(stack[index]) is cst.FunctionDef:
+                return stack[index]  # type: ignore[return-value]
         return None
 
     def innermost_loop(self) -> cst.CSTNode | None:
         """The innermost For/While enclosing the current node within its function (the node itself excluded)."""
-        for node in reversed(self._stack[:-1]):
-            if isinstance(node, LOOPS):
-                return node
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        stack = self._stack
+        for index in range(len(stack) - 2, -1, -1):
+            kind = type(stack[index])
+            if kind is cst.For or kind is cst.While:
+                return stack[index]
+            if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
                 return None
         return None
 
@@ -373,36 +381,36 @@ class FileContext:
         """Where the value of `expr` lives: "host" when it is already a Python/host value (`.item()`, `.tolist()`,
         `.cpu()`, a literal, a size, arithmetic on host values), "device" when it is a tensor known to be on the
         accelerator (`.to(device)`, `.cuda()`), else "unknown"."""
-        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.FormattedString,
-                             cst.ConcatenatedString)):
+        kind = type(expr)  # exact types (none of these has subclasses): isinstance on libcst's ABCs is slow
+        if kind in _LITERALS:
             return "host"
-        if isinstance(expr, cst.Name):
+        if kind is cst.Name:
             if expr.value in ("True", "False", "None"):
                 return "host"
             for scope in reversed(self._scopes):
                 if expr.value in scope:
                     return scope[expr.value]
             return "unknown"
-        if isinstance(expr, cst.Attribute):
+        if kind is cst.Call:
+            return self._call_location(expr)
+        if kind is cst.Attribute:
             if expr.attr.value in METADATA_ATTRS:
                 return "host"
             return "unknown"
-        if isinstance(expr, cst.Subscript):
+        if kind is cst.Subscript:
             return "host" if self.location_of(expr.value) == "host" else "unknown"
-        if isinstance(expr, cst.UnaryOperation):
+        if kind is cst.UnaryOperation:
             return self.location_of(expr.expression)
-        if isinstance(expr, cst.BinaryOperation):
+        if kind is cst.BinaryOperation:
             left, right = self.location_of(expr.left), self.location_of(expr.right)
             if left == right:
                 return left
             return "device" if "device" in (left, right) else "unknown"
-        if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+        if kind is cst.ListComp or kind is cst.GeneratorExp or kind is cst.SetComp:
             return "host" if self.location_of(expr.elt) == "host" else "unknown"
-        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
-            locations = {self.location_of(e.value) for e in expr.elements if isinstance(e, cst.Element)}
+        if kind is cst.List or kind is cst.Tuple or kind is cst.Set:
+            locations = {self.location_of(e.value) for e in expr.elements if type(e) is cst.Element}
             return "host" if locations <= {"host"} else "unknown"
-        if isinstance(expr, cst.Call):
-            return self._call_location(expr)
         return "unknown"
 
     def _call_location(self, call: cst.Call) -> Location:

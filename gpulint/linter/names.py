@@ -17,11 +17,12 @@ _SEPARATORS = re.compile(r"[_.]+")
 
 def dotted_name(node: cst.CSTNode) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None (calls, subscripts and literals have no dotted name)."""
+    # Exact type tests: these classes have no subclasses, and isinstance on libcst's ABCs is slow on a miss.
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
@@ -29,9 +30,10 @@ def dotted_name(node: cst.CSTNode) -> str | None:
 
 def last_name(node: cst.CSTNode) -> str | None:
     """The final identifier of a Name/Attribute (`self.train_loader` -> `train_loader`), else None."""
-    if isinstance(node, cst.Attribute):
+    kind = type(node)
+    if kind is cst.Attribute:
         return node.attr.value
-    if isinstance(node, cst.Name):
+    if kind is cst.Name:
         return node.value
     return None
 

@@ -53,15 +53,15 @@ def code_of(text: str) -> str:
 
 def prune(
     lines: list[str],
-    needs: Callable[[str], bool],
+    needs: Callable[[str, str, str], bool],
     hot: Callable[[str], bool],
     named: set[str] = frozenset(),
     hot_name: Callable[[str, str], bool] = lambda name, class_name: False,
 ) -> list[str] | None:
     """The lines with every unneeded definition blanked, or None when every definition is needed.
 
-    `needs(code)` says whether a definition's own code (docstrings and comments removed) holds something a rule
-    looks at; `hot(code)` whether it may run every step by itself (a step loop), and `hot_name(name, class_name)`
+    `needs(code, name, class_name)` says whether a definition's own code (docstrings and comments removed) holds
+    something a rule looks at; `hot(code)` whether it may run every step by itself (a step loop), and `hot_name(name, class_name)`
     whether its name may make it hot; `named` are definitions needed by name (`collate_fn=pad_batch`). What hot
     code calls is hot too, so is code that calls it, and so is a method setting an attribute needed code reads.
     """
@@ -76,7 +76,8 @@ def prune(
     _add_callers(units, codes, hot_units)
     _add_callees(units, codes, hot_units)
     for unit, code, is_hot in zip(units, codes, hot_units):
-        unit.needed = is_hot or (not unit.is_class and (unit.name in named or needs(code)))
+        class_name = units[unit.owner].name if unit.owner is not None else ""
+        unit.needed = is_hot or (not unit.is_class and (unit.name in named or needs(code, unit.name, class_name)))
     _add_attribute_makers(units, codes)
     classes_needed = {unit.owner for unit in units if unit.needed}
     kept = list(lines)

@@ -193,6 +193,15 @@ class Rule:
         self.context = context
 
     @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        """Could the rule report inside the function `name` (a method of `class_name`, or "") whose code, without
+        docstrings and comments, is `code`? The engine parses only the functions some rule may report in (see
+        regions.py); by default those holding a trigger word and a word of each `requires` group. A rule whose
+        trigger words are common (`pad`, `.to(`) narrows this to the shapes it reports. It must never answer False
+        where the rule can report: `python bench/prune_check.py` checks that on real code."""
+        return any(w in code for w in cls.triggers) and all(any(w in code for w in group) for group in cls.requires)
+
+    @classmethod
     def family(cls) -> str:
         return FAMILIES.get(cls.code[:4], "engine")
 

@@ -12,6 +12,7 @@ from gpulint.linter.context import is_cold_function_name
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 from gpulint.rules.per_tensor import (
+    PARAM_FOR_STATEMENT,
     PARAM_TRIGGERS,
     UPDATE_WORDS,
     binds_tensor_dict,
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 # Calls that mark a loop as the training loop (`loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`).
 STEP_CALLS = frozenset({"backward", "zero_grad", "step"})
+# What `binds_tensor_dict` accepts: `model.state_dict()`, `dict(model.named_parameters())`.
+_TENSOR_DICT = re.compile(r"state_dict\(|dict\([^)]{0,200}?(?:param|grad|state_dict|buffers)", re.IGNORECASE)
 
 
 def one_time_branch(context: FileContext) -> bool:
@@ -118,6 +121,13 @@ class PerParameterUpdateLoop(_WhereItRuns):
     )
     triggers = PARAM_TRIGGERS
     requires = (UPDATE_WORDS,)  # a reported loop updates its tensors
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        # The loop iterates a model's tensors, or a dict of them bound in the same function (`binds_tensor_dict`).
+        return super().may_report_in(code, name, class_name) and (
+            PARAM_FOR_STATEMENT.search(code) is not None or _TENSOR_DICT.search(code) is not None
+        )
     docs = RuleDocs(
         what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
         "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "
@@ -345,6 +355,9 @@ RESHAPES = frozenset(
 )
 # In-place fills applied right after creation: `torch.LongTensor(n).random_(8)`.
 FILLS = frozenset({"random_", "uniform_", "normal_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_"})
+CREATION_WORDS = tuple(
+    f"{name}(" for name in sorted(DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS)
+) + ("random.",)
 NUMPY_RANDOM_MESSAGE = (
     "random numbers drawn with numpy on the CPU and copied to the device; draw them on the device with "
     "`torch.randn(..., device=...)` / `torch.rand(..., device=...)`"
@@ -360,6 +373,9 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         "created there"
     )
     triggers = (".cuda(", ".to(", ".type_as(", "random.")
+    # What is moved was made here by a torch factory (`torch.zeros(`, `torch.LongTensor(n).random_(`), or by numpy's
+    # random module.
+    requires = (CREATION_WORDS,)
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags `torch.zeros(...).cuda()`, `torch.arange(n).view(-1, 1).to(device)`, "

@@ -752,6 +752,12 @@ def _cat_parts(value: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
+# `x = torch.cat([x, part])` (or `x[i] = torch.cat((x[i], ...))`) in the text: what `_is_self_cat` accepts, and more.
+_SELF_CAT = re.compile(
+    r"([A-Za-z_][\w.]*)(?:\[[^\]\n]*\])?\s*=\s*[\w.]*(?:cat|concat|concatenate|stack)\s*\([\s\S]{0,400}?(?<![\w.])\1(?!\w)"
+)
+
+
 def _is_self_cat(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
     parts = _cat_parts(value)
     return parts is not None and any(_same_target(e.value, target) for e in parts.elements)  # type: ignore[union-attr]
@@ -763,6 +769,11 @@ class TensorGrownByCat(_MetricRule):
     name = "tensor-grown-by-cat"
     message = "`{name} = torch.cat([{name}, ...])` inside a loop copies the whole tensor every iteration (quadratic); collect the parts in a list and concatenate once"
     triggers = ("cat(", "concat", "stack(")
+    requires = (("for ", "while"),)  # the self-concatenation is in a loop of the same function
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return super().may_report_in(code, name, class_name) and _SELF_CAT.search(code) is not None
     docs = RuleDocs(
         what_it_does="Flags a tensor grown by concatenating onto itself inside a loop: `all_preds = torch.cat([all_preds, "
         "preds])`.",

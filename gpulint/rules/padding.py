@@ -302,6 +302,11 @@ _BUFFER_FUNCTIONS = frozenset({"torch.zeros", "torch.ones", "torch.full", "torch
 _BUFFER_METHODS = frozenset({"new_zeros", "new_ones", "new_full", "new_empty"})
 
 
+# `[pad_token_id] * n` or `n * [PAD]` (what `_is_pad_list` accepts), and `while len(ids) < ...` (`visit_While`).
+_PAD_LIST = re.compile(r"\[\s*[\w.]*pad[\w.]*\s*,?\s*\]\s*\*|\*\s*\[\s*[\w.]*pad[\w.]*\s*,?\s*\]", re.IGNORECASE)
+_WHILE_LEN = re.compile(r"\bwhile\b[\s(]*len\s*\(")
+
+
 class PadToConstantInCollate(Rule):
     code = "GPL303"
     name = "pad-to-constant-in-collate"
@@ -309,6 +314,15 @@ class PadToConstantInCollate(Rule):
     triggers = ("collate", "Collat", "__getitem__", "pad", "while len(")
     # A function passed as `collate_fn=` may size its buffers by a constant without naming padding at all.
     linked_by = ("collate_fn",)
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        # A pad or a buffer is reported in a collate function or `__getitem__` (or one linked by `collate_fn=`,
+        # which the engine keeps by name); a list padded up to a constant anywhere.
+        return (
+            "collat" in code.lower() or "collat" in class_name.lower() or "__getitem__" in code
+            or _PAD_LIST.search(code) is not None or _WHILE_LEN.search(code) is not None
+        )
     docs = RuleDocs(
         what_it_does="Flags `F.pad(...)`, a project's own `pad_*(ids, MAX_LEN)` helper, or a `torch.zeros/full/ones(...)` "
         "buffer sized by a constant length (a module-level `MAX_LEN`, `self.max_length`, `args.max_seq_length`, "

@@ -38,6 +38,23 @@ PARAM_TRIGGERS = ("param", "Param", "grad", "Grad", "state_dict", "buffers")
 REDUCTION_WORDS = (
     "norm", "sum(", "mean(", "max(", "min(", "std(", "var(", "prod(", "any(", "all(", "count_nonzero(",
 )
+
+
+def loop_over(words: str, statements_only: bool = False) -> re.Pattern[str]:
+    """A `for` header (`statements_only`: of a `for` statement, not a comprehension) whose iterable spells one of
+    `words` (a regex alternation, any case) on the `for`'s line or before the header's colon. The rules' loop tests
+    need such a header in a function's code, so functions without one need not be parsed (`may_report_in`)."""
+    start = r"^[ \t]*(?:async[ \t]+)?for\b" if statements_only else r"\bfor\b"
+    return re.compile(
+        rf"{start}[^:]{{0,100}}?\bin\b(?:[^\n]{{0,200}}?|[^:]{{0,200}}?)(?:{words})", re.IGNORECASE | re.MULTILINE
+    )
+
+
+# What `is_model_tensor_iterable` accepts always spells one of these words.
+PARAM_LOOP = loop_over("param|grad|state_dict|buffers")
+PARAM_FOR_STATEMENT = loop_over("param|grad|state_dict|buffers", statements_only=True)
+# What `PerMetricLoggingLoop._metric_value_vars` accepts: `loss_dict.items()`, `zip(names, losses)`.
+METRIC_FOR_STATEMENT = loop_over(r"\.items\(|\.values\(|losses|metrics|dict", statements_only=True)
 # Parts that make such a name something else (`optimizer.param_groups` holds dicts of hyper-parameters).
 NOT_PARAM_WORDS = frozenset({"groups", "group", "names", "name", "count", "counts", "numel", "shapes", "keys"})
 # Iterables passed through unchanged by these wrappers: `enumerate(model.parameters())`, `zip(a.parameters(), ...)`.
@@ -567,6 +584,10 @@ class PerTensorNormRead(_PerTensorRule):
     # What `is_model_tensor_iterable` accepts: `*param*`/`*grad*` names (`ema_param_list`), state dicts, buffers.
     triggers = PARAM_TRIGGERS
     requires = (REDUCTION_WORDS,)  # a reported loop computes a reduction: `.norm(`, `torch.sum(`, `grad_norm(`
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return super().may_report_in(code, name, class_name) and PARAM_LOOP.search(code) is not None
     docs = RuleDocs(
         what_it_does="Flags a loop or comprehension over `parameters()`, `named_parameters()`, gradients or "
         "`state_dict()` values that computes a norm or other reduction for each tensor and reads the result on the host "
@@ -630,6 +651,10 @@ class PerTensorNormLoop(_PerTensorRule):
     # What `is_model_tensor_iterable` accepts: `*param*`/`*grad*` names (`ema_param_list`), state dicts, buffers.
     triggers = PARAM_TRIGGERS
     requires = (REDUCTION_WORDS,)  # a reported loop computes a reduction: `.norm(`, `torch.sum(`, `grad_norm(`
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return super().may_report_in(code, name, class_name) and PARAM_LOOP.search(code) is not None
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags a loop or comprehension over `parameters()`, gradients or `state_dict()` values that "
@@ -720,6 +745,13 @@ class PerMetricLoggingLoop(_PerTensorRule):
     triggers = (".items()", ".values()", "losses", "metrics", "**")
     # A reported loop reads each value (`.item()`, `add_scalar`, ...); a reported call hands `**dict` to `update`/`log`.
     requires = (("update(", "log(", "log_dict(", ".item(", ".tolist(", ".cpu(", ".numpy(", "add_scalar"),)
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        # Reported: `logger.update(**loss_dict)`, or a loop over a dict or list of metrics.
+        return super().may_report_in(code, name, class_name) and (
+            "**" in code or METRIC_FOR_STATEMENT.search(code) is not None
+        )
     docs = RuleDocs(
         what_it_does="Flags a `for` loop over a dict of tensors (`.items()` / `.values()`) or over a list named like "
         "`losses` / `metrics` that reads each value on the host (`.item()`, `float()`, `.tolist()`, `.cpu()`, "

@@ -32,9 +32,9 @@ def pruned_text(source: str) -> str | None:
 
 def test_prune_blanks_unneeded_definitions_and_keeps_lines():
     lines = ["import torch", "", "def setup():", "    return 1", "", "def step(x):", "    return x.item()", ""]
-    kept = prune(lines, needs=lambda code: ".item(" in code, hot=lambda code: False)
+    kept = prune(lines, needs=lambda code, name, class_name: ".item(" in code, hot=lambda code: False)
     assert kept == ["import torch", "", "", "", "", "def step(x):", "    return x.item()", ""]
-    assert prune(lines, needs=lambda code: True, hot=lambda code: False) is None
+    assert prune(lines, needs=lambda code, name, class_name: True, hot=lambda code: False) is None
 
 
 def test_class_members_are_cut_one_by_one_and_attribute_makers_stay():
@@ -55,7 +55,7 @@ def test_class_members_are_cut_one_by_one_and_attribute_makers_stay():
                 return (x * self.mask + self.queue).item()
         """
     ).split("\n")
-    kept = prune(lines, needs=lambda code: ".item(" in code, hot=lambda code: False)
+    kept = prune(lines, needs=lambda code, name, class_name: ".item(" in code, hot=lambda code: False)
     assert kept is not None and len(kept) == len(lines)
     text = "\n".join(kept)
     assert "self.mask = make()" in text and 'register_buffer("queue"' in text  # they say what forward reads
@@ -252,3 +252,34 @@ def test_functions_hot_by_their_name_or_class_and_next_loops_are_kept():
     text = pruned_text(source)
     assert text is None or all(f"def {name}" in text for name in ("match", "loss_labels", "main"))
     assert len([code for code, *_ in both(source) if code == "GPL401"]) == 3
+
+
+# (rule, a function the rule reports in, a function holding its trigger words that it cannot report in)
+NARROWED = [
+    ("GPL101", "def norms(model):\n    return [p.grad.norm().item() for p in model.parameters()]\n",
+     "def clip_value(args):\n    return max(args.grad_clip, 1.0)\n"),
+    ("GPL103", "def update_meters(meters, **kwargs):\n    for k, v in kwargs.items():\n"
+     "        if isinstance(v, torch.Tensor):\n            v = v.item()\n        meters[k].update(v)\n",
+     "def merge(config, update):\n    config.update(update)\n    return config.items()\n"),
+    ("GPL205", "def embed_all(encoder, chunks):\n    out = torch.empty(0, 8)\n    for chunk in chunks:\n"
+     "        out = torch.cat((out, encoder(chunk)), dim=0)\n    return out\n",
+     "def heads(layers, x):\n    for layer in layers:\n        x = layer(torch.cat([x, x.flip(1)], dim=1))\n    return x\n"),
+    ("GPL303", "def encode(ids, max_seq_length):\n    return ids + [tokenizer.pad_token_id] * (max_seq_length - len(ids))\n",
+     "def config_padding(config):\n    return config.pad_token_id, config.padding_side\n"),
+    ("GPL501", "def ema(model, shadow_model, decay):\n    shadow = shadow_model.state_dict()\n"
+     "    for k in shadow:\n        shadow[k].mul_(decay).add_(model.state_dict()[k])\n",
+     "def schedule(group, grad_scale):\n    group['lr'] *= grad_scale\n    return group\n"),
+    ("GPL504", "def positions(x):\n    return torch.arange(x.size(1)).to(x.device)\n",
+     "def move(batch, device):\n    return batch.to(device)\n"),
+]
+
+
+def test_rules_with_common_trigger_words_narrow_the_functions_they_need():
+    rules = {rule.code: rule for rule in RULES}
+    for code, reported, other in NARROWED:
+        rule = rules[code]
+        assert rule.may_report_in(code_of(reported), "f", ""), code
+        assert not rule.may_report_in(code_of(other), "f", ""), code
+        text = "import torch\n\n" + reported
+        findings = lint_text("helpers.py", text, [rule], LintOptions(prune=True))
+        assert [f.code for f in findings] == [code], (code, findings)
