@@ -5,8 +5,8 @@ rule is not parsed at all, and in the others only the functions some rule needs 
 out, keeping lines and columns). The hot-path analysis runs only for files with reports, and positions are computed
 only for the statements that hold a finding (positions.py).
 
-A syntax error in the code left out is still reported: Python's compiler checks the whole file (without building a
-tree, about a tenth of the cost of parsing it with libcst).
+A syntax error in the code left out is still reported: Python's own parser checks that code (building no tree of
+Python objects, a fraction of the cost of parsing it with libcst).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import dataclasses
 import gc
 import io
 import re
+import symtable
 import tokenize
 import warnings
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ import libcst as cst
 from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS, FileContext, may_be_step_work
 from gpulint.linter.noqa import Suppressions
 from gpulint.linter.positions import positions_of
-from gpulint.linter.regions import prune
+from gpulint.linter.regions import Cut, prune
 from gpulint.linter.rule import Edit, Finding, Fix, InsertBefore, Replace, Report, Rule
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
@@ -168,14 +169,15 @@ def _lint_text(path: str, text: str, rules: Sequence[type[Rule]], options: LintO
             return [parse_error(path, "too deeply nested for the parser", 1, 1)]
         if error is not None:
             return [error]
-    pruned = _pruned(text, active, options) if options.prune else None
-    if pruned is not None:
+    cut = _pruned(text, active, options) if options.prune else None
+    if cut is not None:
+        pruned = "\n".join(cut.kept)
         try:
             module = _parse(pruned)
         except Exception:  # the line-based cut was fooled (e.g. by a string), or the file has an error: parse it whole
             module = None
         if module is not None:
-            error = _error_in_blanked_lines(path, text, pruned)
+            error = _error_in_left_out_code(path, text, "\n".join(cut.left_out))
             return [error] if error else _lint_parsed(path, text, pruned, module, active, options)
     try:
         module = _parse(text)
@@ -210,17 +212,18 @@ def _no_validation(self: cst.CSTNode) -> None:
     return None
 
 
-def _error_in_blanked_lines(path: str, text: str, pruned: str) -> Finding | None:
+def _error_in_left_out_code(path: str, text: str, left_out: str) -> Finding | None:
     """A syntax error in the code pruning left out, which the parse of the rest could not see.
 
-    Python's compiler is the check: compiling to bytecode never builds Python objects for the tree, so it costs
-    about a tenth of a libcst parse. The compiler also rejects code that parses (`return` outside a function);
-    only a grammar error is reported, as when the whole file is parsed, so an error is confirmed with `ast`.
+    Python builds the symbol table of the left-out code (the same lines, the rest blank): that runs Python's parser
+    without building a tree of Python objects or compiling, a fraction of the cost of a libcst parse. It also rejects
+    code that parses (`nonlocal` at module level): only a grammar error of the whole file is reported, as when the
+    whole file is parsed, so an error is confirmed with `ast`.
     """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences and the like: not gpulint's business
-            compile(text, path, "exec", dont_inherit=True)
+            symtable.symtable(left_out, path, "exec")
         return None
     except (ValueError, RecursionError, MemoryError):
         return None
@@ -277,9 +280,8 @@ def _run_rules(
 
 
 # A training script that calls backward and never names a device is CPU-only (GPL4xx rules stay silent there), so
-# where the file calls backward every function that names a device is kept for the rules to see. (Called as the GPL4
-# rules see it: `loss.backward(`, `accelerator.backward(`, not "backward compatibility" or `manual_backward(`.)
-_CALLS_BACKWARD = re.compile(r"\bbackward\s*\(")
+# where the file calls backward every function that names a device is kept for the rules to see.
+_BACKWARD_CALL = re.compile(r"backward\s*\(")
 _DEVICE_WORDS = re.compile(
     r"cuda|device|gpu|accelerat|fabric|lightning|distributed|rank|xla|mps|xpu|npu|pin_memory|non_blocking"
 )
@@ -289,22 +291,54 @@ _DEVICE_WORDS = re.compile(
 def _hot_code(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
     """Code that the hot-path context may find running every step by itself (context.py decides exactly): a step
     marker, a loop over something named like a loader or fetching from one (`next(train_iter)`), a hot function's
-    definition or a call to one. (Functions hot by their name alone: `may_be_step_work`.)"""
+    definition or a call to one. (Functions hot by their name alone: `may_be_step_work`.)
+
+    No alternative starts with `\\b` or a lookbehind, which would stop the regex engine from skipping ahead to the
+    alternatives' first letters; `_has_hot_code` checks that `for`, `next` and names start a word."""
     names = _hot_names(hot_functions)
     loader = r"loader|Loader|batches|iterator|prefetcher|(?<![A-Za-z0-9])(?:dl|data|train_data)(?![a-z0-9])|Dl\b"
     # A loop header ends at its colon; the window is bounded so that the search stays linear.
     return re.compile(
-        rf"backward\(|zero_grad\(|\.step\(|\bfor\b[^:]{{0,200}}?(?:{loader})|\bnext\([^)]{{0,100}}?(?:{loader})"
-        rf"|(?<!\w)(?:{names})\s*\("
+        rf"backward\(|zero_grad\(|\.step\(|(?:for\b[^:]{{0,200}}?(?:{loader})|next\([^)]{{0,100}}?(?:{loader})"
+        rf"|(?:{names})\s*\()"
     )
+
+
+_STEP_MARKERS = ("backward(", "zero_grad(", ".step(")
+
+
+def _has_hot_code(pattern: re.Pattern[str], code: str) -> bool:
+    match = pattern.search(code)
+    while match is not None:
+        start = match.start()
+        if match.group().startswith(_STEP_MARKERS) or start == 0 or not _is_word_char(code[start - 1]):
+            return True
+        match = pattern.search(code, start + 1)  # inside a longer word (`platform`, `my_forward(`): look further
+    return False
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _calls_backward(text: str) -> bool:
+    """`loss.backward(`, `accelerator.backward(`, as the GPL4 rules see a backward call; not "backward
+    compatibility" or `manual_backward(`."""
+    match = _BACKWARD_CALL.search(text)
+    while match is not None:
+        if match.start() == 0 or not _is_word_char(text[match.start() - 1]):
+            return True
+        match = _BACKWARD_CALL.search(text, match.start() + 1)
+    return False
 
 
 def _may_fire(rule: type[Rule], text: str) -> bool:
     return any(w in text for w in rule.triggers) and all(any(w in text for w in group) for group in rule.requires)
 
 
-def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> str | None:
-    """The text with the functions no active rule needs blanked out (see regions.py), or None to parse it whole.
+def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> Cut | None:
+    """The file cut into the functions some active rule needs and the rest (see regions.py), or None to parse it
+    whole.
 
     A step-only rule (`hot_only`) needs the functions that may run in the step; any other rule needs the functions
     it may report in (`Rule.may_report_in`); every rule needs those holding its `facts`."""
@@ -312,7 +346,7 @@ def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> st
     step_only = any(r.hot_only for r in active)
     fact_words = tuple(w for r in active for w in r.facts)
     facts = _trigger_pattern(fact_words) if fact_words else None
-    devices = _DEVICE_WORDS if step_only and _CALLS_BACKWARD.search(text) else None
+    devices = _DEVICE_WORDS if step_only and _calls_backward(text) else None
     hot_code = _hot_code(options.hot_functions)
 
     def needs(code: str, name: str, class_name: str) -> bool:
@@ -323,15 +357,13 @@ def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> st
         )
 
     def hot(code: str) -> bool:  # also for rules that run anywhere: some report only what runs every step
-        return hot_code.search(code) is not None
+        return _has_hot_code(hot_code, code)
 
     linked = {
         name for r in active for keyword in r.linked_by
         for name in re.findall(rf"\b{re.escape(keyword)}\s*=\s*(?:self\.|cls\.)?(\w+)", text)
     }
-    lines = text.split("\n")
-    kept = prune(lines, needs, hot, linked, may_be_step_work)
-    return None if kept is None else "\n".join(kept)
+    return prune(text.split("\n"), needs, hot, linked, may_be_step_work)
 
 
 _MAX_PYTHON_NESTING = 200

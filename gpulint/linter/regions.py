@@ -13,9 +13,10 @@ and when it sets an attribute that needed code reads (`self.mask = torch.zeros(.
 rules learn there that `self.mask` is a tensor). Module-level statements are always kept.
 
 The cut is made on lines, not on a parse: a definition starts at a line that begins with `def`, `async def`, `class`
-or `@` at the indentation of its body, and ends before the next line at that indentation or less. Text that fools
-this (a docstring line that looks like a definition) either keeps more than needed, which is harmless, or leaves a
-string unterminated, which the engine detects (the pruned text does not parse) and then parses the whole file.
+or `@` at the indentation of its body, and ends before the next line at that indentation or less. Lines inside a
+triple-quoted string (a multi-line f-string's text at column 0) neither start nor end a definition. Text that still
+fools this either keeps more than needed, which is harmless, or leaves a string unterminated, which the engine
+detects (the pruned text does not parse) and then parses the whole file.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ _ATTRIBUTE_READ = re.compile(r"\bself\.(\w+)")
 _ATTRIBUTE_SET = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]*)?=(?!=)|register_(?:buffer|parameter)\(\s*[\"'](\w+)")
 # Docstrings and other triple-quoted strings, then comments: trigger words there say nothing about the code.
 _NOT_CODE = re.compile(r"(\"\"\"|''')[\s\S]*?\1|#[^\n]*")
+
+
+@dataclass
+class Cut:
+    """What the engine parses (`kept`: the lines with every unneeded definition blanked), and what it only checks
+    for syntax errors (`left_out`: the definitions blanked there, with the headers of their classes; the rest blank).
+    Both have the file's lines, so line and column numbers stay the file's."""
+
+    kept: list[str]
+    left_out: list[str]
 
 
 @dataclass
@@ -57,8 +68,9 @@ def prune(
     hot: Callable[[str], bool],
     named: set[str] = frozenset(),
     hot_name: Callable[[str, str], bool] = lambda name, class_name: False,
-) -> list[str] | None:
-    """The lines with every unneeded definition blanked, or None when every definition is needed.
+) -> Cut | None:
+    """The lines with every unneeded definition blanked, and the lines left out, or None when every definition is
+    needed.
 
     `needs(code, name, class_name)` says whether a definition's own code (docstrings and comments removed) holds
     something a rule looks at; `hot(code)` whether it may run every step by itself (a step loop), and `hot_name(name, class_name)`
@@ -81,23 +93,32 @@ def prune(
     _add_attribute_makers(units, codes)
     classes_needed = {unit.owner for unit in units if unit.needed}
     kept = list(lines)
+    left_out = [""] * len(lines)
     blanked = False
     for index, unit in enumerate(units):
         if unit.is_class and index in classes_needed:
             continue
         if not unit.needed:  # a class with no needed member goes whole
-            for number in range(unit.start, unit.end):
-                kept[number] = ""
+            kept[unit.start:unit.end] = [""] * (unit.end - unit.start)
+            left_out[unit.start:unit.end] = lines[unit.start:unit.end]
             blanked = True
-    return kept if blanked else None
+    if not blanked:
+        return None
+    for index in classes_needed - {None}:  # members left out need their class's header (up to the first member)
+        members = [u for u in units if u.owner == index]
+        if not all(member.needed for member in members):
+            start, first = units[index].start, members[0].start
+            left_out[start:first] = lines[start:first]
+    return Cut(kept, left_out)
 
 
 def _units(lines: list[str]) -> list[Unit]:
     """Top-level definitions, and the members of top-level classes (each class listed before its members)."""
     units: list[Unit] = []
-    for start, header, end in _blocks(lines, "", 0, len(lines)):
+    in_string = _lines_in_strings("\n".join(lines), len(lines))
+    for start, header, end in _blocks(lines, in_string, "", 0, len(lines)):
         name = _name_of(lines[header])
-        members = _members(lines, header + 1, end) if lines[header].lstrip().startswith("class") else []
+        members = _members(lines, in_string, header + 1, end) if lines[header].lstrip().startswith("class") else []
         if not members:
             units.append(Unit(start, end, name))
             continue
@@ -107,25 +128,52 @@ def _units(lines: list[str]) -> list[Unit]:
     return units
 
 
-def _members(lines: list[str], start: int, end: int) -> list[tuple[int, int, int]]:
+# A triple quote; or what may hold one without opening a string: a comment, a one-line string.
+_QUOTE = re.compile(r"(\"\"\"|\'\'\')|#[^\n]*|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
+
+
+def _lines_in_strings(text: str, count: int) -> bytearray:
+    """For each line, 1 when it starts inside a triple-quoted string (the lines after the opening quote's, up to
+    the closing quote's), else 0."""
+    inside = bytearray(count)
+    position = line = counted = 0
+    while (match := _QUOTE.search(text, position)) is not None:
+        quote = match.group(1)
+        if quote is None:
+            position = match.end()
+            continue
+        start = match.start()
+        end = text.find(quote, match.end())
+        while end != -1 and text[end - 1] == "\\":  # an escaped quote does not close the string
+            end = text.find(quote, end + 1)
+        if end == -1:
+            break
+        line += text.count("\n", counted, start)
+        spanned = text.count("\n", start, end)
+        inside[line + 1 : line + spanned + 1] = b"\x01" * spanned
+        line, counted, position = line + spanned, end, end + 3
+    return inside
+
+
+def _members(lines: list[str], in_string: bytearray, start: int, end: int) -> list[tuple[int, int, int]]:
     for number in range(start, end):
-        match = _MEMBER_INDENT.match(lines[number])
+        match = None if in_string[number] else _MEMBER_INDENT.match(lines[number])
         if match:
-            return _blocks(lines, match.group(1), number, end)
+            return _blocks(lines, in_string, match.group(1), number, end)
     return []
 
 
-def _blocks(lines: list[str], indent: str, start: int, end: int) -> list[tuple[int, int, int]]:
+def _blocks(lines: list[str], in_string: bytearray, indent: str, start: int, end: int) -> list[tuple[int, int, int]]:
     """(start, header line, end) of each definition at exactly `indent` within lines[start:end], `end` excluded."""
     blocks = []
     number = start
     width = len(indent)
     while number < end:
         line = lines[number]
-        if line.startswith(indent) and _DEFINITION.match(line, width):
+        if line.startswith(indent) and not in_string[number] and _DEFINITION.match(line, width):
             first, header = number, _header_line(lines, number, end)
             number = header + 1
-            while number < end and not _ends_block(lines[number], width):
+            while number < end and (in_string[number] or not _ends_block(lines[number], width)):
                 number += 1
             blocks.append((first, header, number))
         else:

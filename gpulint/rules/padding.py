@@ -108,12 +108,23 @@ def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return None
 
 
+# What `PadToMaxLength.visit_Call` reports: `padding="max_length"`, `padding=PaddingStrategy.MAX_LENGTH`,
+# `pad_to_max_length=True`.
+_MAX_LENGTH_ARGUMENT = re.compile(
+    r"\bpadding\s*=\s*(?:[rRuU]?[\"']max_length[\"']|[\w.]*\bMAX_LENGTH\b)|\bpad_to_max_length\s*=\s*True\b"
+)
+
+
 class PadToMaxLength(Rule):
     code = "GPL301"
     name = "pad-to-max-length"
     message = "padding every batch to `max_length` spends attention and MLP FLOPs on pad tokens; pad per batch instead"
     triggers = ("max_length", "pad_to_max_length", "MAX_LENGTH")
     requires = (("padding", "pad_to_max_length"),)  # reported: a `padding=` or `pad_to_max_length=` argument
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return _MAX_LENGTH_ARGUMENT.search(code) is not None
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags tokenizer calls with `padding=\"max_length\"`, `padding=PaddingStrategy.MAX_LENGTH` or "
@@ -573,11 +584,20 @@ def _mentions_mask(expr: cst.BaseExpression) -> bool:
     return found
 
 
+_UNREDUCED_OR_MASKED = re.compile(r"\breduction\s*=|\bmasked_(?:select|fill)")
+
+
 class LossMaskedAfterwards(Rule):
     code = "GPL304"
     name = "loss-masked-afterwards"
     message = "the per-token loss is computed over pad positions and masked afterwards; pass `ignore_index` (pads labelled -100) instead"
     triggers = ("reduction", "masked_select", "masked_fill")
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        # Every report is at a use of the loss that names a mask (`loss * mask`, `loss[mask]`, `masked_select`), of a
+        # loss made with `reduction=` or masked by a method (words in strings, such as weight names, do not count).
+        return "mask" in code.lower() and _UNREDUCED_OR_MASKED.search(code) is not None
     docs = RuleDocs(
         what_it_does="Flags `cross_entropy` / `nll_loss` (or a `CrossEntropyLoss`/`NLLLoss` built with "
         "`reduction='none'`) whose per-token result is then multiplied by or indexed with a mask (`(loss * mask).sum() / "

@@ -27,13 +27,15 @@ def both(source: str, path: str = "train.py") -> list[tuple]:
 def pruned_text(source: str) -> str | None:
     text = textwrap.dedent(source)
     active = [r for r in RULES if r.triggers and engine._may_fire(r, text)]
-    return engine._pruned(text, active, LintOptions())
+    cut = engine._pruned(text, active, LintOptions())
+    return None if cut is None else "\n".join(cut.kept)
 
 
 def test_prune_blanks_unneeded_definitions_and_keeps_lines():
     lines = ["import torch", "", "def setup():", "    return 1", "", "def step(x):", "    return x.item()", ""]
-    kept = prune(lines, needs=lambda code, name, class_name: ".item(" in code, hot=lambda code: False)
-    assert kept == ["import torch", "", "", "", "", "def step(x):", "    return x.item()", ""]
+    cut = prune(lines, needs=lambda code, name, class_name: ".item(" in code, hot=lambda code: False)
+    assert cut.kept == ["import torch", "", "", "", "", "def step(x):", "    return x.item()", ""]
+    assert cut.left_out == ["", "", "def setup():", "    return 1", "", "", "", ""]
     assert prune(lines, needs=lambda code, name, class_name: True, hot=lambda code: False) is None
 
 
@@ -55,11 +57,13 @@ def test_class_members_are_cut_one_by_one_and_attribute_makers_stay():
                 return (x * self.mask + self.queue).item()
         """
     ).split("\n")
-    kept = prune(lines, needs=lambda code, name, class_name: ".item(" in code, hot=lambda code: False)
-    assert kept is not None and len(kept) == len(lines)
-    text = "\n".join(kept)
+    cut = prune(lines, needs=lambda code, name, class_name: ".item(" in code, hot=lambda code: False)
+    assert cut is not None and len(cut.kept) == len(cut.left_out) == len(lines)
+    text = "\n".join(cut.kept)
     assert "self.mask = make()" in text and 'register_buffer("queue"' in text  # they say what forward reads
     assert "self.other = 2" not in text
+    # The member left out, inside its class, is what is checked for syntax errors.
+    assert [line for line in cut.left_out if line.strip()] == ["class Model:", "    def helper(self):", "        self.other = 2"]
 
 
 def test_functions_the_step_calls_are_kept_even_without_trigger_words():
@@ -110,9 +114,10 @@ def test_docstrings_and_comments_do_not_make_a_function_needed():
 
 
 def test_a_cut_fooled_by_a_string_falls_back_to_the_whole_file():
-    # A line inside a string that looks like a definition: the pruned text does not parse, so all of it is.
+    # A line inside a string continued by a backslash that looks like a definition: the pruned text does not parse,
+    # so all of it is.
     source = (
-        'import torch\n\nTEMPLATE = """\ndef fake():\n    pass\n"""\n\n\n'
+        'import torch\n\nTEMPLATE = "\\\ndef fake():\\\n    pass"\n\n\n'
         "def train(model, loader, optimizer, device):\n    for x, y in loader:\n        x = x.to(device)\n"
         "        print(model(x).sum().item())\n        model(x).sum().backward()\n        optimizer.step()\n"
     )
@@ -131,6 +136,10 @@ def test_a_syntax_error_in_a_function_no_rule_needs_is_still_reported():
     for options in (LintOptions(prune=True), LintOptions(prune=False)):
         findings = lint_text("t.py", hidden, RULES, options)
         assert [(f.code, f.line) for f in findings] == [("GPL001", 4)]
+    member = "import torch\n\nclass Net:\n    def setup(self):\n        return (1\n\n    def f(self, x):\n" \
+        "        return [t.item() for t in x]\n"
+    assert pruned_text(member) is not None
+    assert [(f.code, f.line) for f in lint_text("t.py", member, RULES)] == [("GPL001", 5)]
     # What Python rejects but is not a grammar error (and libcst parses) stays unreported, pruned or not.
     semantic = "import torch\n\ndef setup():\n    nonlocal x\n\ndef f(x):\n    return [t.item() for t in x]\n"
     assert [f.code for f in lint_text("t.py", semantic, RULES)] == ["GPL104"]
@@ -283,3 +292,41 @@ def test_rules_with_common_trigger_words_narrow_the_functions_they_need():
         text = "import torch\n\n" + reported
         findings = lint_text("helpers.py", text, [rule], LintOptions(prune=True))
         assert [f.code for f in findings] == [code], (code, findings)
+
+
+def test_a_string_whose_lines_start_at_column_zero_stays_inside_its_function():
+    source = '''\
+import torch
+
+def report(failures):
+    message = f"""{len(failures)} failed:
+{"=" * 80}
+def not_a_function():
+"""
+    return message
+
+def train(model, loader, optimizer, device):
+    for x in loader:
+        model(x.to(device, non_blocking=True)).backward()
+        optimizer.step()
+        print(x.sum().item())
+'''
+    text = pruned_text(source)
+    assert text is not None and "failed" not in text and "not_a_function" not in text
+    assert len(text.split("\n")) == len(source.split("\n"))
+    assert [f.code for f in lint_text("train.py", source, RULES)] == ["GPL401"]
+
+
+def test_lines_in_strings_agree_with_python_tokenizer():
+    import io
+    import tokenize
+
+    from gpulint.linter.regions import _lines_in_strings
+
+    source = 'a = """x\ny\n"""\nb = "\\"""" \nc = \'\'\'p\n\'\'\' # """\nd = f"""{a}\n\\"""\n"""\n'
+    truth = bytearray(source.count("\n") + 1)
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.STRING:
+            for line in range(token.start[0], token.end[0]):
+                truth[line] = 1  # 0-based index of each line after the opening one
+    assert _lines_in_strings(source, len(truth)) == truth
