@@ -31,6 +31,7 @@ from gpulint.linter.names import (
     last_name,
     name_parts,
 )
+from gpulint.linter.regions import CALL_DEPTH
 
 if TYPE_CHECKING:
     from gpulint.linter.rule import Report
@@ -471,8 +472,9 @@ class FileContext:
         for name in hot_named:
             for func in self._functions[name]:
                 self._function_state[id(func)] = ExecState(True, False, False, f"in `{name}`, which runs every step")
-        # Functions called from the step, two calls deep. Each round looks at call sites whose state is known.
-        for _ in range(2):
+        # Functions called from the step, two calls deep (regions.CALL_DEPTH: the engine parses no deeper). Each round
+        # looks at call sites whose state is known.
+        for _ in range(CALL_DEPTH):
             updates: dict[str, ExecState] = {}
             for site in self._call_sites:
                 if site.callee not in self._functions or site.callee in hot_named:

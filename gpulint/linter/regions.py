@@ -216,11 +216,17 @@ def _add_callers(units: list[Unit], codes: list[str], hot: list[bool]) -> None:
             hot[index] = True
 
 
+# The hot-path context follows calls from the step this many levels deep (context.py, `finalize`).
+CALL_DEPTH = 2
+
+
 def _add_callees(units: list[Unit], codes: list[str], hot: list[bool]) -> None:
-    """Mark hot the definitions that hot code calls (`helper(`, `self.helper(`), until nothing changes."""
+    """Mark hot the definitions that hot code calls (`helper(`, `self.helper(`), as deep as the context looks."""
     pending = [i for i, u in enumerate(units) if not hot[i] and not u.is_class and u.name]
     frontier = "\n".join(code for code, is_hot in zip(codes, hot) if is_hot)
-    while frontier and pending:
+    for _ in range(CALL_DEPTH):
+        if not frontier or not pending:
+            break
         called = set(_CALLED.findall(frontier))
         newly = [i for i in pending if units[i].name in called]
         for index in newly:

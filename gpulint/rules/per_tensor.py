@@ -55,6 +55,8 @@ PARAM_LOOP = loop_over("param|grad|state_dict|buffers")
 PARAM_FOR_STATEMENT = loop_over("param|grad|state_dict|buffers", statements_only=True)
 # What `PerMetricLoggingLoop._metric_value_vars` accepts: `loss_dict.items()`, `zip(names, losses)`.
 METRIC_FOR_STATEMENT = loop_over(r"\.items\(|\.values\(|losses|metrics|dict", statements_only=True)
+# `**loss_dict`, `**self.metrics`: a dict of metrics unpacked into a call (`_names_metrics` of a `**` argument).
+METRICS_UNPACKED = re.compile(r"\*\*\s*[\w.]*(?:loss|metric)", re.IGNORECASE)
 # Parts that make such a name something else (`optimizer.param_groups` holds dicts of hyper-parameters).
 NOT_PARAM_WORDS = frozenset({"groups", "group", "names", "name", "count", "counts", "numel", "shapes", "keys"})
 # Iterables passed through unchanged by these wrappers: `enumerate(model.parameters())`, `zip(a.parameters(), ...)`.
@@ -750,7 +752,7 @@ class PerMetricLoggingLoop(_PerTensorRule):
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         # Reported: `logger.update(**loss_dict)`, or a loop over a dict or list of metrics.
         return super().may_report_in(code, name, class_name) and (
-            "**" in code or METRIC_FOR_STATEMENT.search(code) is not None
+            METRICS_UNPACKED.search(code) is not None or METRIC_FOR_STATEMENT.search(code) is not None
         )
     docs = RuleDocs(
         what_it_does="Flags a `for` loop over a dict of tensors (`.items()` / `.values()`) or over a list named like "
