@@ -32,6 +32,7 @@ from gpulint.linter.names import (
     name_parts,
 )
 from gpulint.linter.regions import CALL_DEPTH
+from gpulint.linter.syntax import SyntaxVisitor
 
 if TYPE_CHECKING:
     from gpulint.linter.rule import Report
@@ -587,7 +588,7 @@ class FileContext:
         return False
 
 
-class _GateFinder(cst.CSTVisitor):
+class _GateFinder(SyntaxVisitor):
     """True when an `if` test names a logging/interval/master-process gate or takes a modulo."""
 
     def __init__(self, extra_names: frozenset[str]) -> None:
@@ -595,7 +596,7 @@ class _GateFinder(cst.CSTVisitor):
         self.found = False
 
     def find(self, test: cst.BaseExpression) -> bool:
-        test.visit(self)
+        self.walk(test)
         return self.found
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:

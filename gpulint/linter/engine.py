@@ -12,7 +12,6 @@ Python objects, a fraction of the cost of parsing it with libcst).
 from __future__ import annotations
 
 import ast
-import dataclasses
 import gc
 import io
 import re
@@ -31,6 +30,7 @@ from gpulint.linter.noqa import Suppressions
 from gpulint.linter.positions import positions_of
 from gpulint.linter.regions import Cut, prune
 from gpulint.linter.rule import Edit, Finding, Fix, InsertBefore, Replace, Report, Rule
+from gpulint.linter.syntax import child_fields, is_syntax
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
 
@@ -288,32 +288,36 @@ _DEVICE_WORDS = re.compile(
 
 
 @lru_cache(maxsize=64)
-def _hot_code(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
+def _hot_code(hot_functions: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     """Code that the hot-path context may find running every step by itself (context.py decides exactly): a step
     marker, a loop over something named like a loader or fetching from one (`next(train_iter)`), a hot function's
     definition or a call to one. (Functions hot by their name alone: `may_be_step_work`.)
 
-    No alternative starts with `\\b` or a lookbehind, which would stop the regex engine from skipping ahead to the
-    alternatives' first letters; `_has_hot_code` checks that `for`, `next` and names start a word."""
-    names = _hot_names(hot_functions)
+    Separate patterns, none starting with `\\b` or a lookbehind: each keeps a literal start the regex engine skips
+    ahead to. `_has_hot_code` checks that `for`, `next` and the names start a word."""
     loader = r"loader|Loader|batches|iterator|prefetcher|(?<![A-Za-z0-9])(?:dl|data|train_data)(?![a-z0-9])|Dl\b"
     # A loop header ends at its colon; the window is bounded so that the search stays linear.
-    return re.compile(
-        rf"backward\(|zero_grad\(|\.step\(|(?:for\b[^:]{{0,200}}?(?:{loader})|next\([^)]{{0,100}}?(?:{loader})"
-        rf"|(?:{names})\s*\()"
+    return (
+        re.compile(r"backward\(|zero_grad\(|\.step\("),
+        re.compile(rf"for\b[^:]{{0,200}}?(?:{loader})"),
+        re.compile(rf"next\([^)]{{0,100}}?(?:{loader})"),
+        re.compile(rf"(?:{_hot_names(hot_functions)})\s*\("),
     )
 
 
-_STEP_MARKERS = ("backward(", "zero_grad(", ".step(")
+def _has_hot_code(patterns: tuple[re.Pattern[str], ...], code: str) -> bool:
+    markers, *words = patterns
+    return markers.search(code) is not None or any(_starts_word(pattern, code) for pattern in words)
 
 
-def _has_hot_code(pattern: re.Pattern[str], code: str) -> bool:
-    match = pattern.search(code)
+def _starts_word(pattern: re.Pattern[str], text: str) -> bool:
+    """Does `pattern` match `text` where a word starts (not inside `platform` or `my_forward(`)?"""
+    match = pattern.search(text)
     while match is not None:
         start = match.start()
-        if match.group().startswith(_STEP_MARKERS) or start == 0 or not _is_word_char(code[start - 1]):
+        if start == 0 or not _is_word_char(text[start - 1]):
             return True
-        match = pattern.search(code, start + 1)  # inside a longer word (`platform`, `my_forward(`): look further
+        match = pattern.search(text, start + 1)
     return False
 
 
@@ -324,12 +328,7 @@ def _is_word_char(char: str) -> bool:
 def _calls_backward(text: str) -> bool:
     """`loss.backward(`, `accelerator.backward(`, as the GPL4 rules see a backward call; not "backward
     compatibility" or `manual_backward(`."""
-    match = _BACKWARD_CALL.search(text)
-    while match is not None:
-        if match.start() == 0 or not _is_word_char(text[match.start() - 1]):
-            return True
-        match = _BACKWARD_CALL.search(text, match.start() + 1)
-    return False
+    return _starts_word(_BACKWARD_CALL, text)
 
 
 def _may_fire(rule: type[Rule], text: str) -> bool:
@@ -490,9 +489,8 @@ def _fix_of(report: Report, module: cst.Module, positions) -> Fix | None:
 class _Traversal:
     """Calls every rule's visit_/leave_ methods for each node, in one walk of the tree.
 
-    The walk goes over the syntax nodes in source order and skips the whitespace and punctuation nodes (commas,
-    parentheses, operators' tokens, comments), which no rule looks at: about three times faster than libcst's own
-    visitor machinery, which also dispatches per attribute.
+    The walk goes over the syntax nodes in source order (syntax.py): about three times faster than libcst's own
+    visitor machinery, which also dispatches per attribute and rebuilds the nodes it passes.
     """
 
     def __init__(self, context: FileContext, rules: Sequence[Rule]) -> None:
@@ -511,59 +509,18 @@ class _Traversal:
         context.enter(node)
         for handler in visits.get(kind, ()):
             handler(node)
-        for name in _child_fields(kind):
+        for name in child_fields(kind):
             value = getattr(node, name)
             value_kind = type(value)
             if value_kind is tuple or value_kind is list:
                 for child in value:
-                    if _is_syntax(type(child)):
+                    if is_syntax(type(child)):
                         self.walk(child)
-            elif _is_syntax(value_kind):
+            elif is_syntax(value_kind):
                 self.walk(value)
         for handler in leaves.get(kind, ()):
             handler(node)
         context.leave(node)
-
-
-# Nodes that carry only layout or a token: never walked (no rule or context looks at them through the walk).
-_NOT_SYNTAX = (
-    cst.BaseParenthesizableWhitespace, cst.Comma, cst.Newline, cst.EmptyLine, cst.TrailingWhitespace, cst.Comment,
-    cst.Semicolon, cst.Colon, cst.Dot, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket,
-    cst.LeftCurlyBrace, cst.RightCurlyBrace, cst.AssignEqual, cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp,
-    cst.BaseUnaryOp, cst.BaseAugOp, cst.Asynchronous, cst.ImportStar,
-)
-_LAYOUT_FIELDS = ("whitespace", "lpar", "rpar", "leading_lines", "lines_after", "header", "footer", "semicolon",
-                  "comma", "equal", "colon", "lbracket", "rbracket", "lbrace", "rbrace", "asynchronous")
-# Where a node's dataclass fields are not in source order, visit them in source order.
-_SOURCE_ORDER = {
-    cst.FunctionDef: ("decorators", "name", "params", "returns", "body"),
-    cst.ClassDef: ("decorators", "name", "bases", "keywords", "body"),
-    cst.IfExp: ("body", "test", "orelse"),
-    cst.ExceptHandler: ("type", "name", "body"),
-    cst.Parameters: ("posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"),
-}
-
-
-_SYNTAX_TYPES: dict[type, bool] = {}
-
-
-def _is_syntax(kind: type) -> bool:
-    """Is a value of this type a node the walk enters? Decided once per type: libcst's node classes are ABCs, and an
-    isinstance check against an ABC costs more than the rest of the walk."""
-    known = _SYNTAX_TYPES.get(kind)
-    if known is None:
-        known = _SYNTAX_TYPES[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _NOT_SYNTAX)
-    return known
-
-
-@lru_cache(maxsize=None)
-def _child_fields(node_type: type) -> tuple[str, ...]:
-    if node_type in _SOURCE_ORDER:
-        return _SOURCE_ORDER[node_type]
-    return tuple(
-        f.name for f in dataclasses.fields(node_type)
-        if not f.name.startswith(_LAYOUT_FIELDS) and f.name not in ("operator", "whitespace_after_arg")
-    )
 
 
 @lru_cache(maxsize=None)

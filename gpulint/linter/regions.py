@@ -29,8 +29,9 @@ _DEFINITION = re.compile(r"@|def\s|async\s+def\s|class\s")  # used with match(li
 _NAME = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")
 _MEMBER_INDENT = re.compile(r"^([ \t]+)(?:@|def\s|async\s+def\s|class\s)")
 _CALLED = re.compile(r"(\w+)\s*\(")
-_ATTRIBUTE_READ = re.compile(r"\bself\.(\w+)")
-_ATTRIBUTE_SET = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]*)?=(?!=)|register_(?:buffer|parameter)\(\s*[\"'](\w+)")
+# No leading `\b` (it would stop the regex engine from skipping ahead to `self.`): `myself.x` counting is harmless.
+_ATTRIBUTE_READ = re.compile(r"self\.(\w+)")
+_ATTRIBUTE_SET = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?=(?!=)|register_(?:buffer|parameter)\(\s*[\"'](\w+)")
 # Docstrings and other triple-quoted strings, then comments: trigger words there say nothing about the code.
 _NOT_CODE = re.compile(r"(\"\"\"|''')[\s\S]*?\1|#[^\n]*")
 

@@ -9,6 +9,7 @@ import libcst as cst
 
 from gpulint.linter.names import callee_method, dotted_name, last_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
+from gpulint.linter.syntax import SyntaxVisitor
 
 _TRAIN_LOOP = """import torch
 
@@ -112,7 +113,7 @@ def _scalar_reads_in(context, expr: cst.BaseExpression) -> list[cst.Call]:
     """Every device read (`_scalar_read`) inside a (small) expression, lambdas excluded."""
     found: list[cst.Call] = []
 
-    class _Finder(cst.CSTVisitor):
+    class _Finder(SyntaxVisitor):
         def visit_Lambda(self, node: cst.Lambda) -> bool:
             return False
 
@@ -122,7 +123,7 @@ def _scalar_reads_in(context, expr: cst.BaseExpression) -> list[cst.Call]:
                 return False
             return True
 
-    expr.visit(_Finder())
+    _Finder().walk(expr)
     return found
 
 
@@ -728,7 +729,7 @@ _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.n
 _CAT_FUNCTIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack", "torch.hstack", "torch.row_stack"})
 
 
-class _AssignedNames(cst.CSTVisitor):
+class _AssignedNames(SyntaxVisitor):
     """Names (and dotted targets) a loop body binds, other than by `x = torch.cat([x, ...])` itself."""
 
     def __init__(self) -> None:
@@ -752,10 +753,23 @@ def _cat_parts(value: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-# `x = torch.cat([x, part])` (or `x[i] = torch.cat((x[i], ...))`) in the text: what `_is_self_cat` accepts, and more.
-_SELF_CAT = re.compile(
-    r"([A-Za-z_][\w.]*)(?:\[[^\]\n]*\])?\s*=\s*[\w.]*(?:cat|concat|concatenate|stack)\s*\([\s\S]{0,400}?(?<![\w.])\1(?!\w)"
-)
+_CAT_CALL = re.compile(r"(?:cat|concat|concatenate|stack)\s*\(")
+_ASSIGNED_BEFORE = re.compile(r"([A-Za-z_][\w.]*)(?:\[[^\]\n]*\])?\s*=[\s(\\]*[\w.]*$")
+
+
+def _grows_by_cat(code: str) -> bool:
+    """`x = torch.cat([x, part])` (or `x[i] = torch.cat((x[i], ...))`) in the text: what `_is_self_cat` accepts, and
+    more. Found from each cat call back to its line's target, then forward to the target among the parts."""
+    for call in _CAT_CALL.finditer(code):
+        # The target is on the call's line, or on the line before (`x = (` or `x = \\` then the call).
+        line_start = code.rfind("\n", 0, max(code.rfind("\n", 0, call.start()), 0)) + 1
+        target = _ASSIGNED_BEFORE.search(code, line_start, call.start())
+        if target is None:
+            continue
+        parts = code[call.end():call.end() + 400]
+        if re.search(rf"(?<![\w.]){re.escape(target.group(1))}(?!\w)", parts):
+            return True
+    return False
 
 
 def _is_self_cat(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
@@ -773,7 +787,7 @@ class TensorGrownByCat(_MetricRule):
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return super().may_report_in(code, name, class_name) and _SELF_CAT.search(code) is not None
+        return super().may_report_in(code, name, class_name) and _grows_by_cat(code)
     docs = RuleDocs(
         what_it_does="Flags a tensor grown by concatenating onto itself inside a loop: `all_preds = torch.cat([all_preds, "
         "preds])`.",
@@ -844,7 +858,7 @@ class TensorGrownByCat(_MetricRule):
         names = self._loop_assigned.get(id(loop))
         if names is None:
             scan = _AssignedNames()
-            loop.body.visit(scan)  # type: ignore[attr-defined]
+            scan.walk(loop.body)  # type: ignore[attr-defined]
             names = scan.names
             if isinstance(loop, cst.For):
                 names |= target_names(loop.target)
@@ -903,7 +917,7 @@ def _device_to_host_copy(context, expr: cst.BaseExpression) -> bool:
     """True when `expr` contains `t.cpu()` / `t.to('cpu')` of a value not already on the host."""
     found = False
 
-    class _Finder(cst.CSTVisitor):
+    class _Finder(SyntaxVisitor):
         def visit_Lambda(self, node: cst.Lambda) -> bool:
             return False
 
@@ -918,7 +932,7 @@ def _device_to_host_copy(context, expr: cst.BaseExpression) -> bool:
                     found = True
             return not found
 
-    expr.visit(_Finder())
+    _Finder().walk(expr)
     return found
 
 

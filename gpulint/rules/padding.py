@@ -14,6 +14,7 @@ import libcst as cst
 
 from gpulint.linter.names import callee_method, dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
+from gpulint.linter.syntax import SyntaxVisitor
 
 # A name that says it holds a sequence length (`MAX_LEN`, `max_seq_length`, `self.max_length`, `SEQ_LEN`).
 _LENGTH_PARTS = frozenset({"len", "length", "seq", "seqlen", "maxlen", "tokens", "words"})
@@ -29,7 +30,7 @@ def _calls_max_or_len(expr: cst.BaseExpression) -> bool:
     """True when the expression computes something from the data (`max(len(s) for s in batch)`, `x.size(1)`)."""
     found = False
 
-    class _Finder(cst.CSTVisitor):
+    class _Finder(SyntaxVisitor):
         def visit_Call(self, node: cst.Call) -> bool:
             nonlocal found
             if callee_method(node) in ("max", "len", "size", "amax"):
@@ -42,7 +43,7 @@ def _calls_max_or_len(expr: cst.BaseExpression) -> bool:
                 found = True
             return not found
 
-    expr.visit(_Finder())
+    _Finder().walk(expr)
     return found
 
 
@@ -315,7 +316,7 @@ _BUFFER_METHODS = frozenset({"new_zeros", "new_ones", "new_full", "new_empty"})
 
 # `[pad_token_id] * n` or `n * [PAD]` (what `_is_pad_list` accepts), and `while len(ids) < ...` (`visit_While`).
 _PAD_LIST = re.compile(r"\[\s*[\w.]*pad[\w.]*\s*,?\s*\]\s*\*|\*\s*\[\s*[\w.]*pad[\w.]*\s*,?\s*\]", re.IGNORECASE)
-_WHILE_LEN = re.compile(r"\bwhile\b[\s(]*len\s*\(")
+_WHILE_LEN = re.compile(r"while\b[\s(]*len\s*\(")  # no leading `\b`: it would slow the search down
 
 
 class PadToConstantInCollate(Rule):
@@ -571,7 +572,7 @@ def _mentions_mask(expr: cst.BaseExpression) -> bool:
     """True when a mask name appears in the expression (`mask`, `attention_mask.float()`, `batch["loss_mask"]`)."""
     found = False
 
-    class _Finder(cst.CSTVisitor):
+    class _Finder(SyntaxVisitor):
         def visit_Name(self, node: cst.Name) -> None:
             nonlocal found
             found = found or "mask" in node.value.lower()
@@ -580,7 +581,7 @@ def _mentions_mask(expr: cst.BaseExpression) -> bool:
             nonlocal found
             found = found or "mask" in node.raw_value.lower()
 
-    expr.visit(_Finder())
+    _Finder().walk(expr)
     return found
 
 

@@ -26,6 +26,7 @@ from gpulint.linter.names import (
     target_names,
 )
 from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+from gpulint.linter.syntax import SyntaxVisitor
 
 if TYPE_CHECKING:
     from gpulint.linter.context import FileContext
@@ -209,7 +210,7 @@ class LoopScan:
         return None
 
 
-class _LoopBodyScanner(cst.CSTVisitor):
+class _LoopBodyScanner(SyntaxVisitor):
     """Walks a loop body (or a comprehension's element) once. Nested functions and classes are not part of it."""
 
     def __init__(self, loop_vars: set[str], context: FileContext) -> None:
@@ -448,7 +449,7 @@ def _is_plain_copy_source(expr: cst.BaseExpression) -> bool:
 
 def scan_tensor_loop(loop_vars: set[str], body: cst.CSTNode, context: FileContext) -> LoopScan:
     scanner = _LoopBodyScanner(loop_vars, context)
-    body.visit(scanner)
+    scanner.walk(body)
     return scanner.scan
 
 
@@ -840,7 +841,7 @@ def _names_metrics(expr: cst.BaseExpression) -> bool:
     return bool(parts & {"losses", "metrics"}) or ("dict" in parts and bool(parts & {"loss", "metric", "losses"}))
 
 
-class _ReadFinder(cst.CSTVisitor):
+class _ReadFinder(SyntaxVisitor):
     """Is one of `names` surely a tensor read on the host: `v.item()`, `v.tolist()`, `v.cpu()`, `v.numpy()`, or
     `writer.add_scalar(k, v)` of a loss? (`float(v)` / `int(v)` are not counted: the dict may hold Python numbers.)"""
 
@@ -878,7 +879,7 @@ def _names_losses(iterable: cst.BaseExpression) -> bool:
 
 def _reads_each(names: set[str], body: cst.CSTNode, logged_counts: bool) -> bool:
     finder = _ReadFinder(names, logged_counts)
-    body.visit(finder)
+    finder.walk(body)
     return finder.found
 
 

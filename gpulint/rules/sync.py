@@ -25,6 +25,7 @@ from gpulint.linter.names import (
     target_names,
 )
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
+from gpulint.linter.syntax import SyntaxVisitor
 
 # ----------------------------------------------------------------------------------------------- examples
 # Every example is a complete script the sync-debug harness (bench/sync_debug_check.py) can run: it defines
@@ -1526,7 +1527,7 @@ class BlockingCollectiveInStep(_SyncRule):
                 budget -= 1
                 if isinstance(sibling, cst.If) and self.context.is_gate(sibling.test):
                     continue  # a read under a logging gate is that gate's business
-                sibling.visit(finder)
+                finder.walk(sibling)
                 if finder.found:
                     return True
             if isinstance(chain[index - 1], LOOP_NODES + (cst.FunctionDef,)):
@@ -1534,7 +1535,7 @@ class BlockingCollectiveInStep(_SyncRule):
         return False
 
 
-class _HostReadFinder(cst.CSTVisitor):
+class _HostReadFinder(SyntaxVisitor):
     """Finds a host read of one of `names`: `x.item()`, `x.tolist()`, `x.cpu()`, `float(x)` (also of `x[...]`,
     `x.detach()`), following assignments computed from them and comprehensions over them."""
 
@@ -1623,7 +1624,7 @@ def _is_value_of(expr: cst.BaseExpression, names: set[str]) -> bool:
     return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and root_name(expr) in names
 
 
-class _NameCollector(cst.CSTVisitor):
+class _NameCollector(SyntaxVisitor):
     """The names an expression reads values of: not those it only takes the shape or length of (`x.shape[0]`,
     `x.size(0)`, `len(x)` are host metadata, free to read)."""
 
@@ -1646,7 +1647,7 @@ class _NameCollector(cst.CSTVisitor):
 
 def _mentions_names(expr: cst.CSTNode, names: set[str]) -> bool:
     collector = _NameCollector()
-    expr.visit(collector)
+    collector.walk(expr)
     return bool(collector.names & names)
 
 
@@ -1815,7 +1816,7 @@ def _is_accumulation_test(test: cst.BaseExpression) -> bool:
     """`(i + 1) % accum == 0`, `step % grad_accum_steps == 0`, `should_step`, `is_accumulation_boundary`."""
     found = False
 
-    class _Finder(cst.CSTVisitor):
+    class _Finder(SyntaxVisitor):
         def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
             nonlocal found
             if isinstance(node.operator, cst.Modulo):
@@ -1826,5 +1827,5 @@ def _is_accumulation_test(test: cst.BaseExpression) -> bool:
             if "accum" in node.value.lower() or node.value.lower() in ("should_step", "sync_gradients"):
                 found = True
 
-    test.visit(_Finder())
+    _Finder().walk(test)
     return found

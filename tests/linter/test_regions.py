@@ -330,3 +330,13 @@ def test_lines_in_strings_agree_with_python_tokenizer():
             for line in range(token.start[0], token.end[0]):
                 truth[line] = 1  # 0-based index of each line after the opening one
     assert _lines_in_strings(source, len(truth)) == truth
+
+
+def test_grown_by_cat_finds_the_target_on_its_line_or_the_line_before():
+    from gpulint.rules.metrics import _grows_by_cat
+
+    grows = ["x = torch.cat([x, y])", "x = (torch.cat([x, y]))", "self.buf = (\n    torch.cat([self.buf, y])\n)",
+             "x[i] = torch.cat((x[i], y))", "x = torch.cat([model(x), x])", "x = \\\n    torch.cat([x, y])",
+             "preds = torch.cat(tensors=[preds, y])"]
+    assert all(_grows_by_cat(code) for code in grows)
+    assert not any(_grows_by_cat(code) for code in ["out = torch.cat([a, b])", "y = torch.stack([x, z])"])
