@@ -6,9 +6,11 @@ really is (Python's `ast` parser, many times faster, says on which line each sta
 
 1. the innermost simple statement (one line of code, possibly continued inside brackets) holding the report and
    its fix, regenerated inside a block with the statement's own indentation;
-2. else (a report on a loop's or an `if`'s own header) the top-level statement, or the member of a top-level class,
-   holding it, regenerated with the class header around it so indentation is unchanged;
-3. else the whole module.
+2. else (a report on the header of an `if`, `for`, `while` or `with`: its test, iterable or items) that statement
+   with its body cut to `pass`, regenerated the same way;
+3. else the top-level statement, or the member of a top-level class, holding it, regenerated with the class header
+   around it so indentation is unchanged;
+4. else the whole module.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def positions_of(text: str, module: cst.Module, reports: Sequence[Report]) -> Ma
         needed = [report.node, *(part.node for part in report.fix)]
         if all(node in positions for node in needed):
             continue
-        for finder in (_in_simple_statement, _in_top_level_unit):
+        for finder in (_in_simple_statement, _in_compound_header, _in_top_level_unit):
             try:
                 found = finder(module, tree, lines, report, done)
             except (ValueError, IndexError):  # libcst and ast disagree on a body: take the next way
@@ -69,15 +71,39 @@ def _in_simple_statement(module, tree, lines, report, done) -> dict[cst.CSTNode,
     statement = path[-1]
     if id(statement) in done:
         return {}
+    return _regenerated(module, tree, lines, path, statement, statement, done)
+
+
+_HEADED = (cst.If, cst.For, cst.While, cst.With)
+_PASS = cst.IndentedBlock(body=(cst.SimpleStatementLine(body=(cst.Pass(),)),))
+
+
+def _in_compound_header(module, tree, lines, report, done) -> dict[cst.CSTNode, CodeRange] | None:
+    path = _statement_path(_chain(report))
+    if not path or type(path[-1]) not in _HEADED:
+        return None
+    statement = path[-1]
+    if len(path) > 1 and type(path[-2]) is cst.If and path[-2].orelse is statement:
+        return None  # an `elif`: on its own it would print as `if`
+    if id(statement) in done:
+        return {}
+    changes = {"orelse": None} if type(statement) is not cst.With else {}
+    header = statement.with_changes(body=_PASS, **changes)
+    return _regenerated(module, tree, lines, path, statement, header, done)
+
+
+def _regenerated(module, tree, lines, path, statement, stand_in, done) -> dict[cst.CSTNode, CodeRange]:
+    """Positions of the nodes of `stand_in` (the last statement of `path`, or a copy of it), regenerated alone inside
+    a block with the statement's own indentation and shifted to the line it starts on."""
     line = _ast_line(module, tree, path)
     code_line = lines[line - 1]
     indent = code_line[: len(code_line) - len(code_line.lstrip())]
-    # Regenerated inside a block with the statement's own indentation: libcst indents lines continued inside
-    # brackets relative to the block, so only then do all its lines come out exactly as in the file.
-    holder = cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=(statement,), indent=indent)) if indent else statement
+    # Inside a block with the statement's own indentation: libcst indents lines continued inside brackets relative to
+    # the block, so only then do all its lines come out exactly as in the file.
+    holder = cst.If(test=cst.Name("_"), body=cst.IndentedBlock(body=(stand_in,), indent=indent)) if indent else stand_in
     alone = MetadataWrapper(module.with_changes(header=(), body=(holder,), footer=()), unsafe_skip_copy=True)
     local = alone.resolve(PositionProvider)
-    shift = line - local[statement].start.line
+    shift = line - local[stand_in].start.line
     done.add(id(statement))
     return {
         node: CodeRange((span.start.line + shift, span.start.column), (span.end.line + shift, span.end.column))

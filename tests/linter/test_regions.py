@@ -340,3 +340,37 @@ def test_grown_by_cat_finds_the_target_on_its_line_or_the_line_before():
              "preds = torch.cat(tensors=[preds, y])"]
     assert all(_grows_by_cat(code) for code in grows)
     assert not any(_grows_by_cat(code) for code in ["out = torch.cat([a, b])", "y = torch.stack([x, z])"])
+
+
+def test_positions_of_reports_on_compound_headers_match_libcst():
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        class Trainer:
+            def fit(self, loader, optimizer, device):
+                for step, (x, y) in enumerate(loader):
+                    loss = torch.sum(self.model(x.to(device, non_blocking=True)))
+                    if loss > 100:  # GPL405 on the test of an `if`
+                        break
+                    elif (loss <
+                            -1):
+                        continue
+                    while torch.isnan(
+                            loss):
+                        loss = loss * 0
+                    for p in [q.grad.norm() for q in self.model.parameters()]:
+                        pass
+                    loss.backward()
+                    optimizer.step()
+        """
+    )
+    module = cst.parse_module(source)
+    context = engine.FileContext("t.py", module)
+    rules = [rule(context) for rule in RULES if rule.triggers]
+    engine._Traversal(context, rules).walk(module)
+    assert {r.rule.code for r in context.reports} >= {"GPL405", "GPL102"}
+    truth = positions._whole(module)
+    found = positions.positions_of(source, module, context.reports)
+    for report in context.reports:
+        assert found[report.node] == truth[report.node], report.rule.code
