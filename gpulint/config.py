@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
-import yaml
-
 from gpulint.errors import UsageError
 
 KEYS = {
@@ -140,6 +138,8 @@ def _read_table(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     if path.suffix in (".yaml", ".yml"):
+        import yaml  # here, not at the top: most runs read pyproject.toml, and importing yaml is a tenth of a start-up
+
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:

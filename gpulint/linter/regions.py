@@ -3,8 +3,8 @@
 Parsing with libcst is most of a lint's cost, and most of a large file cannot hold a finding: a model file is mostly
 `__init__`s, docstrings and helpers that no trigger word appears in. So the engine parses a *pruned* copy of the
 file, in which every top-level function or class, and every member of a top-level class, that is not needed is
-replaced by blank lines. Line numbers and columns are unchanged, so findings, fixes and `noqa` comments line up with
-the real file.
+replaced by an empty string literal spanning the same lines. Line numbers and columns are unchanged, so findings,
+fixes and `noqa` comments line up with the real file.
 
 A function (or method) is needed when its code (docstrings and comments removed) holds a trigger word of an enabled
 rule or a fact a rule reads elsewhere, or a sign of a training step (a step loop, a hot function, see the engine's
@@ -97,10 +97,10 @@ def prune(
     left_out = [""] * len(lines)
     blanked = False
     for index, unit in enumerate(units):
-        if unit.is_class and index in classes_needed:
-            continue
-        if not unit.needed:  # a class with no needed member goes whole
-            kept[unit.start:unit.end] = [""] * (unit.end - unit.start)
+        if unit.is_class and index in classes_needed or unit.owner is not None and unit.owner not in classes_needed:
+            continue  # a class some member of which is needed stays (its other members go), else it goes whole
+        if not unit.needed:
+            kept[unit.start:unit.end] = _stand_in(lines[unit.start], unit.end - unit.start)
             left_out[unit.start:unit.end] = lines[unit.start:unit.end]
             blanked = True
     if not blanked:
@@ -111,6 +111,16 @@ def prune(
             start, first = units[index].start, members[0].start
             left_out[start:first] = lines[start:first]
     return Cut(kept, left_out)
+
+
+def _stand_in(first_line: str, count: int) -> list[str]:
+    """What replaces a definition's `count` lines: an empty string literal spanning them, at the definition's own
+    indentation. The parser reads it as one token, where blank lines would each become a node (an eighth of a
+    parse), and lines stay where they were."""
+    if count < 2:
+        return [""] * count
+    indent = first_line[: len(first_line) - len(first_line.lstrip())]
+    return [indent + '"""', *[""] * (count - 2), '"""']
 
 
 def _units(lines: list[str]) -> list[Unit]:

@@ -67,6 +67,13 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield value
 
 
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`node` and every syntax node under it, in source order."""
+    yield node
+    for child in syntax_children(node):
+        yield from descendants(child)
+
+
 class SyntaxVisitor:
     """A read-only visitor with libcst's `CSTVisitor` protocol: `visit_<Node>(node)` (return False to skip the
     node's children) and `leave_<Node>(node)`, or `on_visit` / `on_leave` for every node. Start it with

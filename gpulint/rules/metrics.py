@@ -111,20 +111,24 @@ def _looks_like_tensor(context, expr: cst.BaseExpression) -> bool:
 
 def _scalar_reads_in(context, expr: cst.BaseExpression) -> list[cst.Call]:
     """Every device read (`_scalar_read`) inside a (small) expression, lambdas excluded."""
-    found: list[cst.Call] = []
+    finder = _ScalarReads(context)
+    finder.walk(expr)
+    return finder.found
 
-    class _Finder(SyntaxVisitor):
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
+
+class _ScalarReads(SyntaxVisitor):
+    def __init__(self, context) -> None:
+        self.context = context
+        self.found: list[cst.Call] = []
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if _scalar_read(self.context, node) is not None:
+            self.found.append(node)
             return False
-
-        def visit_Call(self, node: cst.Call) -> bool:
-            if _scalar_read(context, node) is not None:
-                found.append(node)
-                return False
-            return True
-
-    _Finder().walk(expr)
-    return found
+        return True
 
 
 def _same_target(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
@@ -915,25 +919,28 @@ _NUMPY_PREFIXES = ("numpy.", "np.", "sklearn.", "scipy.")
 
 def _device_to_host_copy(context, expr: cst.BaseExpression) -> bool:
     """True when `expr` contains `t.cpu()` / `t.to('cpu')` of a value not already on the host."""
-    found = False
+    finder = _HostCopies(context)
+    finder.walk(expr)
+    return finder.found
 
-    class _Finder(SyntaxVisitor):
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
 
-        def visit_Call(self, node: cst.Call) -> bool:
-            nonlocal found
-            func = node.func
-            if isinstance(func, cst.Attribute) and (func.attr.value == "cpu" or (
-                func.attr.value == "to" and node.args and isinstance(node.args[0].value, cst.SimpleString)
-                and node.args[0].value.raw_value == "cpu"
-            )):
-                if not context.is_host_value(func.value):
-                    found = True
-            return not found
+class _HostCopies(SyntaxVisitor):
+    def __init__(self, context) -> None:
+        self.context = context
+        self.found = False
 
-    _Finder().walk(expr)
-    return found
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        func = node.func
+        if isinstance(func, cst.Attribute) and (func.attr.value == "cpu" or (
+            func.attr.value == "to" and node.args and isinstance(node.args[0].value, cst.SimpleString)
+            and node.args[0].value.raw_value == "cpu"
+        )):
+            if not self.context.is_host_value(func.value):
+                self.found = True
+        return not self.found
 
 
 class HostMetricEveryStep(_MetricRule):

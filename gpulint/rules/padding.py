@@ -14,7 +14,7 @@ import libcst as cst
 
 from gpulint.linter.names import callee_method, dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
-from gpulint.linter.syntax import SyntaxVisitor
+from gpulint.linter.syntax import SyntaxVisitor, descendants
 
 # A name that says it holds a sequence length (`MAX_LEN`, `max_seq_length`, `self.max_length`, `SEQ_LEN`).
 _LENGTH_PARTS = frozenset({"len", "length", "seq", "seqlen", "maxlen", "tokens", "words"})
@@ -28,23 +28,21 @@ def _is_length_name(name: str) -> bool:
 
 def _calls_max_or_len(expr: cst.BaseExpression) -> bool:
     """True when the expression computes something from the data (`max(len(s) for s in batch)`, `x.size(1)`)."""
+    finder = _DataSizes()
+    finder.walk(expr)
+    return finder.found
+
+
+class _DataSizes(SyntaxVisitor):
     found = False
 
-    class _Finder(SyntaxVisitor):
-        def visit_Call(self, node: cst.Call) -> bool:
-            nonlocal found
-            if callee_method(node) in ("max", "len", "size", "amax"):
-                found = True
-            return not found
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.found = self.found or callee_method(node) in ("max", "len", "size", "amax")
+        return not self.found
 
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            nonlocal found
-            if node.attr.value == "shape":
-                found = True
-            return not found
-
-    _Finder().walk(expr)
-    return found
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self.found = self.found or node.attr.value == "shape"
+        return not self.found
 
 
 class _LengthTracker:
@@ -570,19 +568,13 @@ def _mentions_pad(expr: cst.BaseExpression) -> bool:
 
 def _mentions_mask(expr: cst.BaseExpression) -> bool:
     """True when a mask name appears in the expression (`mask`, `attention_mask.float()`, `batch["loss_mask"]`)."""
-    found = False
-
-    class _Finder(SyntaxVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal found
-            found = found or "mask" in node.value.lower()
-
-        def visit_SimpleString(self, node: cst.SimpleString) -> None:
-            nonlocal found
-            found = found or "mask" in node.raw_value.lower()
-
-    _Finder().walk(expr)
-    return found
+    for node in descendants(expr):
+        kind = type(node)
+        if kind is cst.Name and "mask" in node.value.lower():
+            return True
+        if kind is cst.SimpleString and "mask" in node.raw_value.lower():
+            return True
+    return False
 
 
 _UNREDUCED_OR_MASKED = re.compile(r"\breduction\s*=|\bmasked_(?:select|fill)")

@@ -25,7 +25,7 @@ from gpulint.linter.names import (
     target_names,
 )
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
-from gpulint.linter.syntax import SyntaxVisitor
+from gpulint.linter.syntax import SyntaxVisitor, descendants
 
 # ----------------------------------------------------------------------------------------------- examples
 # Every example is a complete script the sync-debug harness (bench/sync_debug_check.py) can run: it defines
@@ -1814,18 +1814,10 @@ class DdpAccumulationWithoutNoSync(_SyncRule):
 
 def _is_accumulation_test(test: cst.BaseExpression) -> bool:
     """`(i + 1) % accum == 0`, `step % grad_accum_steps == 0`, `should_step`, `is_accumulation_boundary`."""
-    found = False
-
-    class _Finder(SyntaxVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            nonlocal found
-            if isinstance(node.operator, cst.Modulo):
-                found = True
-
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal found
-            if "accum" in node.value.lower() or node.value.lower() in ("should_step", "sync_gradients"):
-                found = True
-
-    _Finder().walk(test)
-    return found
+    for node in descendants(test):
+        kind = type(node)
+        if kind is cst.BinaryOperation and type(node.operator) is cst.Modulo:
+            return True
+        if kind is cst.Name and ("accum" in node.value.lower() or node.value.lower() in ("should_step", "sync_gradients")):
+            return True
+    return False

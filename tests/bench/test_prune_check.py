@@ -50,3 +50,17 @@ def test_a_difference_is_reported(tmp_path, monkeypatch):
     monkeypatch.setattr(prune_check, "lint_text", lambda p, t, r, o: real(p, t, r, o) if not o.prune else [])
     _, _, differ, _, _ = prune_check.compare([tmp_path / "train.py"])
     assert len(differ) == 1
+
+
+def test_a_cut_that_does_not_parse_is_reported(tmp_path):
+    # A class no member of which is needed goes whole; its members must not also get stand-ins of their own (the
+    # nested string literals would not parse, and the engine would silently parse the whole file).
+    source = (
+        "import torch\n\n\nclass Helper:\n    def a(self):\n        return 1\n\n    def b(self):\n        return 2\n\n\n"
+        + TRAIN_PY.replace("import torch\n", "")
+    )
+    (tmp_path / "train.py").write_text(source)
+    prune_check = load()
+    assert prune_check.cuts_that_fail([tmp_path / "train.py"]) == []
+    (tmp_path / "fooled.py").write_text('import torch\n\nT = "\\\ndef f():\\\n  x"\n\n\n' + TRAIN_PY.replace("import torch\n", ""))
+    assert len(prune_check.cuts_that_fail([tmp_path / "fooled.py"])) == 1

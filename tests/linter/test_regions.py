@@ -31,10 +31,10 @@ def pruned_text(source: str) -> str | None:
     return None if cut is None else "\n".join(cut.kept)
 
 
-def test_prune_blanks_unneeded_definitions_and_keeps_lines():
+def test_prune_stands_in_for_unneeded_definitions_and_keeps_lines():
     lines = ["import torch", "", "def setup():", "    return 1", "", "def step(x):", "    return x.item()", ""]
     cut = prune(lines, needs=lambda code, name, class_name: ".item(" in code, hot=lambda code: False)
-    assert cut.kept == ["import torch", "", "", "", "", "def step(x):", "    return x.item()", ""]
+    assert cut.kept == ["import torch", "", '"""', "", '"""', "def step(x):", "    return x.item()", ""]
     assert cut.left_out == ["", "", "def setup():", "    return 1", "", "", "", ""]
     assert prune(lines, needs=lambda code, name, class_name: True, hot=lambda code: False) is None
 
