@@ -359,7 +359,7 @@ def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> Cu
         return _has_hot_code(hot_code, code)
 
     linked = {
-        name for r in active for keyword in r.linked_by
+        name for r in active for keyword in r.linked_by if keyword in text
         for name in re.findall(rf"\b{re.escape(keyword)}\s*=\s*(?:self\.|cls\.)?(\w+)", text)
     }
     return prune(text.split("\n"), needs, hot, linked, may_be_step_work)
@@ -497,7 +497,11 @@ class _Traversal:
         self.context = context
         self.visits: dict[type, list[Callable]] = {}
         self.leaves: dict[type, list[Callable]] = {}
-        for rule in rules:
+        helpers = {kind: None for rule in rules for kind in type(rule).shared}
+        for kind in helpers:  # the rules' shared helpers first: each node updates them once, before any rule looks
+            if kind not in context.shared:
+                context.shared[kind] = kind(context)
+        for rule in [*(context.shared[kind] for kind in helpers), *rules]:
             for node_type, method_name in _handlers(type(rule), "visit_"):
                 self.visits.setdefault(node_type, []).append(getattr(rule, method_name))
             for node_type, method_name in _handlers(type(rule), "leave_"):
@@ -524,7 +528,7 @@ class _Traversal:
 
 
 @lru_cache(maxsize=None)
-def _handlers(rule_class: type[Rule], prefix: str) -> tuple[tuple[type, str], ...]:
+def _handlers(rule_class: type, prefix: str) -> tuple[tuple[type, str], ...]:
     found = []
     for attribute in dir(rule_class):
         if attribute.startswith(prefix):

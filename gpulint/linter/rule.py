@@ -180,6 +180,9 @@ class Rule:
     facts: ClassVar[tuple[str, ...]] = ()
     # Keyword arguments whose value names a function the rule checks wherever it is (`collate_fn=pad_batch`).
     linked_by: ClassVar[tuple[str, ...]] = ()
+    # Helpers several rules share per file: classes made once per file with the context (`helper(context)`), kept in
+    # `context.shared[helper]`, whose visit_/leave_ methods the traversal calls once per node, before the rules'.
+    shared: ClassVar[tuple[type, ...]] = ()
     valid: ClassVar[Sequence[str]] = ()
     invalid: ClassVar[Sequence[Invalid]] = ()
     default_enabled: ClassVar[bool] = True

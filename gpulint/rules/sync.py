@@ -281,14 +281,30 @@ _GPU_PACKAGES = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabr
 
 
 class _FileState:
-    """What all GPL4xx rules of one file share: the tensor tracker (updated once per node, not once per rule) and
-    whether the file shows any sign of a GPU."""
+    """What all GPL4xx rules of one file share: the tensor tracker and whether the file shows any sign of a GPU.
+    It is one of the rules' `shared` helpers: the engine walks it once per file, before the rules (so each node
+    updates it once, and every rule sees the update)."""
 
     def __init__(self, context) -> None:
         self.tensors = _Tensors(context)
         self.gpu = False
         self.backward = False
-        self.last_node: cst.CSTNode | None = None
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        self.tensors.assigned(node)
+
+    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.tensors.assigned(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.tensors.loop_target(node)
+
+    def leave_Call(self, node: cst.Call) -> None:
+        self.tensors.buffer_registered(node)
+        self.saw_call(node)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.saw_param(node)
 
     def saw_call(self, call: cst.Call) -> None:
         method = last_name(call.func)
@@ -339,39 +355,12 @@ class _SyncRule(Rule):
     never touch a device (a CPU-only script has no GPU to wait for)."""
 
     hot_only = True  # every GPL4xx finding is reported with when="per_step"
+    shared = (_FileState,)
 
     def __init__(self, context) -> None:
         super().__init__(context)
         self.file = _state_of(context)
         self.tensors = self.file.tensors
-
-    def _first(self, node: cst.CSTNode) -> bool:
-        """True for the first GPL4xx rule that sees this node event (the others skip the shared update)."""
-        if self.file.last_node is node:
-            return False
-        self.file.last_node = node
-        return True
-
-    def leave_Assign(self, node: cst.Assign) -> None:
-        if self._first(node):
-            self.tensors.assigned(node)
-
-    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if self._first(node):
-            self.tensors.assigned(node)
-
-    def visit_For(self, node: cst.For) -> None:
-        if self._first(node):
-            self.tensors.loop_target(node)
-
-    def leave_Call(self, node: cst.Call) -> None:
-        if self._first(node):
-            self.tensors.buffer_registered(node)
-            self.file.saw_call(node)
-
-    def visit_Param(self, node: cst.Param) -> None:
-        if self._first(node):
-            self.file.saw_param(node)
 
     def leave_Module(self, node: cst.Module) -> None:
         """Drop this rule's reports in a CPU-only training script (known only once the whole file is seen)."""
@@ -1074,7 +1063,6 @@ class BlockingHostToDeviceCopy(_SyncRule):
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
 
     def leave_Assign(self, node: cst.Assign) -> None:
-        super().leave_Assign(node)
         # `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` (the classic GAN scripts' idiom)
         if self._is_cuda_type(node.value):
             for target in node.targets:
@@ -1427,7 +1415,6 @@ class BlockingCollectiveInStep(_SyncRule):
             self._check_wrapper(node, dotted_name(func) or method)  # `comm.gather(metrics_dict)` of Python floats
 
     def leave_Assign(self, node: cst.Assign) -> None:
-        super().leave_Assign(node)
         names = {n for target in node.targets for n in target_names(target.target)}
         keys = {(id(self.context.enclosing_function()), name) for name in names}
         if self._is_host_dict_literal(node.value):
