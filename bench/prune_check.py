@@ -19,8 +19,10 @@ import time
 from pathlib import Path
 
 from gpulint.linter import engine, positions
-from gpulint.linter.engine import LintOptions, decode, lint_text
+from gpulint.linter.engine import lint_text
+from gpulint.linter.options import LintOptions
 from gpulint.linter.rule import all_rules
+from gpulint.linter.source import decode
 
 RULES = [r for r in all_rules() if r.default_enabled]
 

@@ -1,8 +1,9 @@
 """Per-file results cached across runs, keyed by gpulint version, effective settings and file contents.
 
 One JSON file per (version, settings) pair under `.gpulint_cache/`, mapping a path to the hash of its bytes and its
-findings: a warm run reads it once and then only hashes files. A cache that cannot be read or written is ignored with
-one warning; it never changes what is reported.
+findings, with the rule codes those settings enable: a warm run reads it once, then only hashes files, and never
+needs to import the rules to know which are on. A cache that cannot be read or written is ignored with one warning;
+it never changes what is reported.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from gpulint import __version__
 from gpulint.fileio import atomic_write
-from gpulint.linter.rule import Finding
+from gpulint.linter.finding import Finding
 
 CACHE_DIR = ".gpulint_cache"
 
@@ -28,6 +29,8 @@ class ResultCache:
         self.enabled = enabled
         self.file = root / CACHE_DIR / __version__ / f"{settings_key}.json"
         self.entries: dict[str, list] = {}
+        # The rule codes these settings enable, as the run that wrote the cache found them (None: not known yet).
+        self.codes: list[str] | None = None
         self.dirty = False
         self.warned = False
         if enabled:
@@ -38,12 +41,15 @@ class ResultCache:
             return
         try:
             data = json.loads(self.file.read_text(encoding="utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError("not a mapping")
-            self.entries = data
+            if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+                raise ValueError("not a gpulint cache")
+            codes = data.get("codes")
+            if not (isinstance(codes, list) and all(isinstance(c, str) for c in codes)):
+                raise ValueError("no rule codes")
+            self.entries, self.codes = data["files"], codes
         except (OSError, ValueError) as exc:
             self._warn(f"cannot read cache {self.file} ({exc}); linting without it")
-            self.entries = {}
+            self.entries, self.codes = {}, None
 
     def get(self, key: str, digest: str) -> list[Finding] | None:
         entry = self.entries.get(key)
@@ -60,14 +66,15 @@ class ResultCache:
             self.dirty = True
 
     def save(self) -> None:
-        if not (self.enabled and self.dirty):
+        if not (self.enabled and self.dirty and self.codes is not None):
             return
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             gitignore = self.file.parent.parent / ".gitignore"
             if not gitignore.exists():
                 gitignore.write_text("# created by gpulint\n*\n", encoding="utf-8")
-            atomic_write(self.file, json.dumps(self.entries, separators=(",", ":")).encode("utf-8"))
+            data = {"codes": self.codes, "files": self.entries}
+            atomic_write(self.file, json.dumps(data, separators=(",", ":")).encode("utf-8"))
         except OSError as exc:
             self._warn(f"cannot write cache {self.file} ({exc.strerror or exc}); results were not cached")
 

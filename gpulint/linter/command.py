@@ -13,13 +13,12 @@ from pathlib import Path
 from gpulint.config import LintConfig, check_codes, load_config
 from gpulint.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from gpulint.fileio import atomic_write
-from gpulint.linter import docs as rule_docs
 from gpulint.linter.cache import ResultCache
 from gpulint.linter.discovery import discover, relative_to_root
-from gpulint.linter.engine import LintOptions, decode
+from gpulint.linter.finding import Finding
 from gpulint.linter.formats import FORMATS, render
 from gpulint.linter.noqa import add_noqa
-from gpulint.linter.rule import Finding, all_rules, rules_by_code
+from gpulint.linter.options import LintOptions
 from gpulint.linter.runner import (
     FileOutcome,
     FileTask,
@@ -27,6 +26,10 @@ from gpulint.linter.runner import (
     io_error,
     run_tasks,
 )
+from gpulint.linter.source import decode
+
+# The rules (and libcst, which they import) are imported only where needed: listing them, checking codes on a run
+# whose settings no cache knows yet, or linting a file that is not cached. A warm run imports neither.
 
 
 def _code_list(value: str) -> list[str]:
@@ -62,6 +65,9 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_rules(args: argparse.Namespace) -> int:
+    from gpulint.linter import docs as rule_docs
+    from gpulint.linter.rule import all_rules
+
     rules = all_rules()
     if args.format == "json":
         print(json.dumps([rule_docs.summary(r) for r in rules], indent=2))
@@ -73,6 +79,9 @@ def run_rules(args: argparse.Namespace) -> int:
 
 
 def run_rule(args: argparse.Namespace) -> int:
+    from gpulint.linter import docs as rule_docs
+    from gpulint.linter.rule import all_rules
+
     wanted = args.code.strip()
     for rule in all_rules():
         if wanted.upper() == rule.code or wanted == rule.name:
@@ -82,17 +91,18 @@ def run_rule(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    registry = rules_by_code()
-    known = list(registry)
-    config = load_config(args.config, known_codes=known)
-    config = _with_cli_overrides(config, args, known)
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    config = _with_cli_overrides(load_config(args.config), args)  # codes are checked below, against the rules
+    cache = ResultCache(config.root, _settings_key(config), enabled=not args.no_cache)
+    if cache.codes is None:
+        # Settings no cache of this version knows: check their codes and find what they enable, from the rules. (A
+        # cache for them was written by a run that did, so a warm run skips importing the rules.)
+        cache.codes = _enabled_codes(args)
+    enabled = cache.codes
     unsafe = args.unsafe_fixes or config.unsafe_fixes
     fixing = args.fix or args.diff
 
-    defaults = [r.code for r in registry.values() if r.default_enabled]
-    enabled = config.enabled_codes(known, defaults)
     found = discover(args.paths, config, force_exclude=args.force_exclude)
     cwd = Path.cwd()
     options = LintOptions(hot_functions=config.hot_functions, gate_names=config.log_gates)
@@ -103,7 +113,6 @@ def run_check(args: argparse.Namespace) -> int:
         codes = tuple(c for c in enabled if not any(c.startswith(p) for p in ignored))
         tasks.append(FileTask(_display(file, cwd), str(file), codes, options, fix=fixing, unsafe=unsafe))
 
-    cache = ResultCache(config.root, _settings_key(config, enabled), enabled=not args.no_cache)
     outcomes = run_tasks(tasks, cache, args.jobs or default_jobs())
     cache.save()
 
@@ -133,6 +142,7 @@ def run_check(args: argparse.Namespace) -> int:
 
     color = _use_color(args.color, args.output_file)
     sources = _SourceLines()
+    registry = _rules_by_code() if args.format == "sarif" else {}  # SARIF describes every rule
     report = render(args.format, findings, registry, sources, color=color, fixed=fixed_total if args.fix else 0)
     _emit(report, args.output_file)
     if findings and not args.exit_zero:
@@ -140,7 +150,21 @@ def run_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _with_cli_overrides(config: LintConfig, args: argparse.Namespace, known: list[str]) -> LintConfig:
+def _rules_by_code() -> dict:
+    from gpulint.linter.rule import rules_by_code
+
+    return rules_by_code()
+
+
+def _enabled_codes(args: argparse.Namespace) -> list[str]:
+    """The codes the settings enable; a code in them that names no rule is a one-line error (exit 2)."""
+    registry = _rules_by_code()
+    known = list(registry)
+    config = _with_cli_overrides(load_config(args.config, known_codes=known), args, known)
+    return config.enabled_codes(known, [r.code for r in registry.values() if r.default_enabled])
+
+
+def _with_cli_overrides(config: LintConfig, args: argparse.Namespace, known: list[str] = ()) -> LintConfig:
     from dataclasses import replace
 
     changes = {}
@@ -153,8 +177,10 @@ def _with_cli_overrides(config: LintConfig, args: argparse.Namespace, known: lis
     return replace(config, **changes) if changes else config
 
 
-def _settings_key(config: LintConfig, enabled: list[str]) -> str:
-    return hashlib.sha256(f"{config.fingerprint()}|{','.join(enabled)}".encode()).hexdigest()[:20]
+def _settings_key(config: LintConfig) -> str:
+    """What selects a cache file (within a gpulint version's folder): the settings that change findings, command-line
+    overrides included. The codes they enable follow from them and the version's rules."""
+    return hashlib.sha256(config.fingerprint().encode()).hexdigest()[:20]
 
 
 def _display(file: Path, cwd: Path) -> str:

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import ast
 import gc
-import io
 import re
 import symtable
-import tokenize
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,30 +24,16 @@ from typing import Callable, Sequence
 import libcst as cst
 
 from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS, FileContext, may_be_step_work
+from gpulint.linter.finding import Edit, Finding, Fix
 from gpulint.linter.noqa import Suppressions
+from gpulint.linter.options import LintOptions
 from gpulint.linter.positions import positions_of
 from gpulint.linter.regions import Cut, prune
-from gpulint.linter.rule import Edit, Finding, Fix, InsertBefore, Replace, Report, Rule
+from gpulint.linter.rule import InsertBefore, Replace, Report, Rule
+from gpulint.linter.source import DecodeError, SourceFile, decode
 from gpulint.linter.syntax import child_fields, is_syntax
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
-
-
-@dataclass(frozen=True)
-class LintOptions:
-    hot_functions: tuple[str, ...] = ()
-    gate_names: tuple[str, ...] = ()
-    # Parse only the functions the enabled rules need (see regions.py); off only to check that pruning changes nothing.
-    prune: bool = True
-
-
-@dataclass
-class SourceFile:
-    """Decoded text of a file, with what a fix needs to write it back unchanged in style."""
-
-    text: str
-    encoding: str
-    newline: str
 
 
 @dataclass
@@ -57,36 +41,6 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     source: SourceFile | None = None
-
-
-def decode(data: bytes) -> SourceFile:
-    """Decode with the source's declared encoding (PEP 263, BOM). Raises ValueError with a one-line reason."""
-    if b"\x00" in data:
-        line = data[: data.index(b"\x00")].count(b"\n") + 1
-        raise _DecodeError("source contains a NUL byte", line)
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:
-        if "invalid or missing encoding declaration" not in exc.msg:
-            raise _DecodeError(f"bad encoding declaration: {exc.msg}", 1) from None
-        encoding = "utf-8"  # no declaration and undecodable first lines: let the decode below name the byte
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise _DecodeError(f"cannot decode as {encoding}: byte {data[exc.start]:#04x}", line) from None
-    except LookupError:
-        raise _DecodeError(f"unknown encoding {encoding!r}", 1) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    newline = "\r\n" if "\r\n" in text[:10000] else "\n"
-    return SourceFile(text=text, encoding=encoding, newline=newline)
-
-
-class _DecodeError(ValueError):
-    def __init__(self, message: str, line: int) -> None:
-        super().__init__(message)
-        self.line = line
 
 
 @lru_cache(maxsize=64)
@@ -115,7 +69,7 @@ def lint_bytes(path: str, data: bytes, rules: Sequence[type[Rule]], options: Lin
     result = FileResult(path=path)
     try:
         result.source = decode(data)
-    except _DecodeError as exc:
+    except DecodeError as exc:
         result.findings.append(parse_error(path, str(exc), exc.line, 1))
         return result
     result.findings = lint_text(path, result.source.text, rules, options)

@@ -7,7 +7,7 @@ from typing import Callable, Iterable, Sequence
 
 import libcst as cst
 
-from gpulint.linter.rule import Edit, Finding
+from gpulint.linter.finding import Edit, Finding
 
 MAX_PASSES = 10
 

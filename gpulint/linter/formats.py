@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from gpulint import __version__
-from gpulint.linter.rule import Finding, Rule
+from gpulint.linter.finding import Finding
+
+if TYPE_CHECKING:
+    from gpulint.linter.rule import Rule
 
 FORMATS = ("text", "json", "sarif", "github", "gitlab")
 SourceLines = Callable[[str], "list[str] | None"]

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Sequence, Union
 
 import libcst as cst
 
+from gpulint.linter.finding import rule_url
+
 if TYPE_CHECKING:
     from gpulint.linter.context import FileContext
 
-DOCS_URL = "https://github.com/gpulint/gpulint/blob/main/docs/rules.md#{anchor}"
 
 # When a reported node is a real finding (see gpulint.linter.context.ExecState):
 #   "per_step": it runs every training step and is not gated to every N steps (most GPL2xx-GPL5xx rules);
@@ -28,85 +29,6 @@ DOCS_URL = "https://github.com/gpulint/gpulint/blob/main/docs/rules.md#{anchor}"
 #   "training": anywhere except code known to be cold (eval, no_grad, __init__, sampling) — per-tensor loops, flags;
 #   "always":   wherever it appears.
 When = Literal["per_step", "in_step", "training", "always"]
-
-
-@dataclass(frozen=True)
-class Edit:
-    """Replace [line:column, end_line:end_column) with content. Lines and columns are 1-based; end is exclusive."""
-
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    content: str
-
-    def to_json(self) -> dict:
-        return {
-            "line": self.line,
-            "column": self.column,
-            "end_line": self.end_line,
-            "end_column": self.end_column,
-            "content": self.content,
-        }
-
-
-@dataclass(frozen=True)
-class Fix:
-    applicability: Literal["safe", "unsafe"]
-    edits: tuple[Edit, ...]
-
-    def to_json(self) -> dict:
-        return {"applicability": self.applicability, "edits": [e.to_json() for e in self.edits]}
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    name: str
-    message: str
-    severity: str
-    path: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    fix: Fix | None = None
-    url: str = ""
-
-    def sort_key(self) -> tuple:
-        return (self.path, self.line, self.column, self.code)
-
-    def to_json(self) -> dict:
-        return {
-            "code": self.code,
-            "name": self.name,
-            "message": self.message,
-            "severity": self.severity,
-            "path": self.path,
-            "line": self.line,
-            "column": self.column,
-            "end_line": self.end_line,
-            "end_column": self.end_column,
-            "fix": self.fix.to_json() if self.fix else None,
-            "url": self.url,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Finding":
-        fix = data.get("fix")
-        return cls(
-            code=data["code"],
-            name=data["name"],
-            message=data["message"],
-            severity=data["severity"],
-            path=data["path"],
-            line=data["line"],
-            column=data["column"],
-            end_line=data["end_line"],
-            end_column=data["end_column"],
-            fix=Fix(fix["applicability"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
-            url=data.get("url", ""),
-        )
 
 
 @dataclass(frozen=True)
@@ -210,7 +132,7 @@ class Rule:
 
     @classmethod
     def url(cls) -> str:
-        return DOCS_URL.format(anchor=f"{cls.code.lower()}-{cls.name}")
+        return rule_url(cls.code, cls.name)
 
     def report(
         self,
@@ -275,9 +197,6 @@ def rules_by_code() -> dict[str, type[Rule]]:
 
 
 __all__ = [
-    "Edit",
-    "Finding",
-    "Fix",
     "FixPart",
     "InsertBefore",
     "Invalid",

@@ -9,15 +9,12 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from gpulint.linter.cache import ResultCache, content_hash
-from gpulint.linter.engine import (
-    LintOptions,
-    SourceFile,
-    decode,
-    lint_bytes,
-    lint_text,
-)
-from gpulint.linter.fixes import fix_text
-from gpulint.linter.rule import Finding, rules_by_code
+from gpulint.linter.finding import Finding, rule_url
+from gpulint.linter.options import LintOptions
+from gpulint.linter.source import SourceFile, decode
+
+# The engine and the rules (and libcst) are imported by `process`, in the workers: a run whose every file is cached
+# never imports them, which is most of a warm run's time.
 
 IO_ERROR_CODE = "GPL002"
 # Below this many files to lint, starting worker processes costs more than it saves.
@@ -46,7 +43,6 @@ class FileOutcome:
 
 
 def io_error(display: str, reason: str) -> Finding:
-    rule = rules_by_code().get(IO_ERROR_CODE)
     return Finding(
         code=IO_ERROR_CODE,
         name="io-error",
@@ -57,12 +53,16 @@ def io_error(display: str, reason: str) -> Finding:
         column=1,
         end_line=1,
         end_column=1,
-        url=rule.url() if rule else "",
+        url=rule_url(IO_ERROR_CODE, "io-error"),
     )
 
 
 def process(task: FileTask) -> FileOutcome:
     """Lint (and, if asked, fix) one file. Never raises for a problem with the file itself."""
+    from gpulint.linter.engine import lint_bytes, lint_text
+    from gpulint.linter.fixes import fix_text
+    from gpulint.linter.rule import rules_by_code
+
     outcome = FileOutcome(task.display, task.path)
     try:
         data = Path(task.path).read_bytes()

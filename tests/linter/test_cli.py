@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from gpulint.linter.formats import github_command
-from gpulint.linter.rule import Finding
+from gpulint.linter.finding import Finding
 
 from .conftest import TRAIN
 
@@ -206,3 +206,27 @@ def test_python_dash_m(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gpulint", "check", "t.py", "--no-cache"], cwd=tmp_path,
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     assert proc.returncode == 1 and "GPL401" in proc.stdout
+
+
+def test_a_warm_run_imports_neither_the_rules_nor_libcst(run, project):
+    import subprocess
+    import sys
+
+    first = run(project, "check", ".", "--format", "json")
+    probe = (
+        "import sys\nfrom gpulint.cli import main\ncode = main(['check', '.', '--format', 'json'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('libcst', 'gpulint.rules'))), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == first[:2]
+    assert done.stderr.strip() == "[]"
+
+
+def test_codes_are_still_checked_when_a_cache_exists(run, project):
+    assert run(project, "check", ".")[0] == 1  # fills the cache for the default settings
+    code, _, err = run(project, "check", ".", "--ignore", "GPL9")
+    assert code == 2 and "GPL9" in err
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nselect = ["GPL4", "NOPE1"]\n')
+    code, _, err = run(project, "check", ".")
+    assert code == 2 and "NOPE1" in err and err.count("\n") == 1

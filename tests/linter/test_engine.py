@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gpulint.linter.engine import _one_finding_per_node, lint_text
-from gpulint.linter.rule import Finding, all_rules, rules_by_code
+from gpulint.linter.finding import Finding
+from gpulint.linter.rule import all_rules, rules_by_code
 
 
 def _f(code, line, column, end_line, end_column):

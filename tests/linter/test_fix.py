@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpulint.linter.fixes import apply_edits, fix_text
-from gpulint.linter.rule import Edit, Finding, Fix
+from gpulint.linter.finding import Edit, Finding, Fix
 
 SAFE = (
     "import torch\n\ndef train(model, loader, optimizer):\n    for batch in loader:\n"

@@ -7,7 +7,8 @@ import textwrap
 import libcst as cst
 
 from gpulint.linter import engine, positions
-from gpulint.linter.engine import LintOptions, lint_text
+from gpulint.linter.engine import lint_text
+from gpulint.linter.options import LintOptions
 from gpulint.linter.regions import code_of, prune
 from gpulint.linter.rule import all_rules
 

@@ -1,0 +1,92 @@
+"""What a lint reports: findings, and the fixes they carry (plain data, JSON round trip, no libcst)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DOCS_URL = "https://github.com/gpulint/gpulint/blob/main/docs/rules.md#{anchor}"
+
+
+def rule_url(code: str, name: str) -> str:
+    """Where a rule's documentation is (its section of docs/rules.md)."""
+    return DOCS_URL.format(anchor=f"{code.lower()}-{name}")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace [line:column, end_line:end_column) with content. Lines and columns are 1-based; end is exclusive."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+    def to_json(self) -> dict:
+        return {
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "content": self.content,
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    applicability: Literal["safe", "unsafe"]
+    edits: tuple[Edit, ...]
+
+    def to_json(self) -> dict:
+        return {"applicability": self.applicability, "edits": [e.to_json() for e in self.edits]}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    message: str
+    severity: str
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    fix: Fix | None = None
+    url: str = ""
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code)
+
+    def to_json(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "severity": self.severity,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "fix": self.fix.to_json() if self.fix else None,
+            "url": self.url,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Finding":
+        fix = data.get("fix")
+        return cls(
+            code=data["code"],
+            name=data["name"],
+            message=data["message"],
+            severity=data["severity"],
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            fix=Fix(fix["applicability"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
+            url=data.get("url", ""),
+        )
