@@ -6,8 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from gpulint.linter.formats import github_command
 from gpulint.linter.finding import Finding
+from gpulint.linter.formats import github_command
 
 from .conftest import TRAIN
 

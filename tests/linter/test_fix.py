@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpulint.linter.fixes import apply_edits, fix_text
 from gpulint.linter.finding import Edit, Finding, Fix
+from gpulint.linter.fixes import apply_edits, fix_text
 
 SAFE = (
     "import torch\n\ndef train(model, loader, optimizer):\n    for batch in loader:\n"
