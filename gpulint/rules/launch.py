@@ -16,6 +16,7 @@ from gpulint.rules.per_tensor import (
     PARAM_TRIGGERS,
     UPDATE_WORDS,
     binds_tensor_dict,
+    has_loop,
     in_step,
     name_parts,
     rarely_runs,
@@ -126,7 +127,7 @@ class PerParameterUpdateLoop(_WhereItRuns):
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         # The loop iterates a model's tensors, or a dict of them bound in the same function (`binds_tensor_dict`).
         return super().may_report_in(code, name, class_name) and (
-            PARAM_FOR_STATEMENT.search(code) is not None or _TENSOR_DICT.search(code) is not None
+            has_loop(PARAM_FOR_STATEMENT, code) or _TENSOR_DICT.search(code) is not None
         )
     docs = RuleDocs(
         what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "

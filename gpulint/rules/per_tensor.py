@@ -51,6 +51,24 @@ def loop_over(words: str, statements_only: bool = False) -> re.Pattern[str]:
     )
 
 
+_ONE_LINE_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
+_INDEXED = re.compile(r"[\w)\]]\s*\[\s*$")  # what comes before a string that is a subscript's key: `group[`
+
+
+def has_loop(pattern: re.Pattern[str], code: str) -> bool:
+    """Does `code` hold a loop `pattern` (from `loop_over`) finds, not counting words inside string literals
+    (`for old, new in (("gradient_checkpointing", ...), ...)`)? A string that is a subscript's key still counts:
+    `group["params"]` names a model's tensors."""
+    if pattern.search(code) is None:
+        return False
+
+    def blank(match: re.Match[str]) -> str:
+        indexed = _INDEXED.search(code, max(0, match.start() - 40), match.start()) is not None
+        return match.group() if indexed else '""'
+
+    return pattern.search(_ONE_LINE_STRING.sub(blank, code)) is not None
+
+
 # What `is_model_tensor_iterable` accepts always spells one of these words.
 PARAM_LOOP = loop_over("param|grad|state_dict|buffers")
 PARAM_FOR_STATEMENT = loop_over("param|grad|state_dict|buffers", statements_only=True)
@@ -590,7 +608,7 @@ class PerTensorNormRead(_PerTensorRule):
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return super().may_report_in(code, name, class_name) and PARAM_LOOP.search(code) is not None
+        return super().may_report_in(code, name, class_name) and has_loop(PARAM_LOOP, code)
     docs = RuleDocs(
         what_it_does="Flags a loop or comprehension over `parameters()`, `named_parameters()`, gradients or "
         "`state_dict()` values that computes a norm or other reduction for each tensor and reads the result on the host "
@@ -657,7 +675,7 @@ class PerTensorNormLoop(_PerTensorRule):
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return super().may_report_in(code, name, class_name) and PARAM_LOOP.search(code) is not None
+        return super().may_report_in(code, name, class_name) and has_loop(PARAM_LOOP, code)
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags a loop or comprehension over `parameters()`, gradients or `state_dict()` values that "

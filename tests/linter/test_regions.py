@@ -375,3 +375,13 @@ def test_positions_of_reports_on_compound_headers_match_libcst():
     found = positions.positions_of(source, module, context.reports)
     for report in context.reports:
         assert found[report.node] == truth[report.node], report.rule.code
+
+
+def test_a_model_tensor_loop_is_found_in_code_not_in_strings():
+    from gpulint.rules.per_tensor import PARAM_LOOP, has_loop
+
+    loops = ['for p in group["params"]:\n    pass', 'for p in group[ "params" ]:\n    pass',
+             "for p in model.parameters():\n    pass", "x = [p.grad for p in params]"]
+    assert all(has_loop(PARAM_LOOP, code) for code in loops)
+    strings = ['for old, new in (("gradient_ckpt", "x"),):\n    pass', 'for name in ["mirror", "offload_state_dict"]:\n    pass']
+    assert not any(has_loop(PARAM_LOOP, code) for code in strings)
