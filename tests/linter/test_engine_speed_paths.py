@@ -43,3 +43,14 @@ def test_a_lint_leaves_no_tree_alive_and_the_collector_on():
     assert [f.code for f in lint_text("train.py", SCRIPT, RULES)] == ["GPL411", "GPL401"]
     assert gc.isenabled()
     assert _trees_alive() == before  # no table of per-file state keeps a tree (and all it points to) for good
+
+
+def test_a_lint_frees_its_tree_without_the_cycle_collector():
+    gc.collect()
+    gc.disable()
+    try:
+        before = sum(1 for o in gc.get_objects() if type(o) is cst.Module)
+        lint_text("train.py", SCRIPT, RULES)
+        assert sum(1 for o in gc.get_objects() if type(o) is cst.Module) == before  # no cycle holds it
+    finally:
+        gc.enable()
