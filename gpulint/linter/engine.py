@@ -107,13 +107,11 @@ def _lint_text(path: str, text: str, rules: Sequence[type[Rule]], options: LintO
     words = tuple(w for r in active for w in r.triggers)
     if not words or not _trigger_pattern(words).search(text):
         return []
+    if not _step_evidence(options.hot_functions).search(text):  # no training step: the step-only rules stay out
+        active = [r for r in active if not r.hot_only]
     active = [r for r in active if _may_fire(r, text)]
     if not active:
         return []
-    if any(r.hot_only for r in active) and not _step_evidence(options.hot_functions).search(text):
-        active = [r for r in active if not r.hot_only]
-        if not active:
-            return []
     if _may_nest_too_deep(text):
         # libcst's native parser overflows its stack (a crash, not an exception) on nesting far deeper than Python
         # allows (200 brackets); Python's own parser rejects such files cleanly.
