@@ -1,9 +1,9 @@
 """Lint one file: decode, pre-filter, parse once, run every enabled rule in one traversal, resolve findings.
 
 The cost of a lint is parsing, so the engine parses as little as it can: a file holding no trigger word of an enabled
-rule is not parsed at all, and in the others only the functions some rule needs are (regions.py blanks the rest
-out, keeping lines and columns). The hot-path analysis runs only for files with reports, and positions are computed
-only for the statements that hold a finding (positions.py).
+rule is not parsed at all, and in the others only the functions some rule needs are (regions.py stands in for the
+rest with string literals over the same lines, keeping lines and columns). The hot-path analysis runs only for files
+with reports, and positions are computed only for the statements that hold a finding (positions.py).
 
 A syntax error in the code left out is still reported: Python's own parser checks that code (building no tree of
 Python objects, a fraction of the cost of parsing it with libcst).
@@ -89,10 +89,10 @@ def lint_text(
 
 @contextmanager
 def _collector_paused():
-    """Python's cycle collector off while one file is linted. A parse allocates about a million objects, and every
-    700 allocations the collector would run; its full passes walk the whole live tree again and again, which cost a
-    third of a lint (`python bench/lint_speed.py`). A libcst tree holds no cycles (children never point back), so
-    it is freed as soon as the file is done; the few cycles a lint leaves are collected after it, as usual."""
+    """Python's cycle collector off while one file is linted. A parse allocates up to a million objects, and every
+    700 allocations the collector would run, its passes walking the tree being built again and again. A libcst tree
+    holds no cycles (children never point back), and `_lint_parsed` breaks the rules' cycles, so the tree is freed
+    by reference counting as soon as the file is done."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -6,11 +6,12 @@ file, in which every top-level function or class, and every member of a top-leve
 replaced by an empty string literal spanning the same lines. Line numbers and columns are unchanged, so findings,
 fixes and `noqa` comments line up with the real file.
 
-A function (or method) is needed when its code (docstrings and comments removed) holds a trigger word of an enabled
-rule or a fact a rule reads elsewhere, or a sign of a training step (a step loop, a hot function, see the engine's
-`_hot_code` and `may_be_step_work`); when hot code calls it or it calls hot code (the hot path runs through helpers);
-and when it sets an attribute that needed code reads (`self.mask = torch.zeros(...)`, the
-rules learn there that `self.mask` is a tensor). Module-level statements are always kept.
+A function (or method) is needed when an enabled rule may report in it (`Rule.may_report_in`: by default, when its
+code, docstrings and comments removed, holds the rule's trigger words), when it holds a fact a rule reads elsewhere,
+or a sign of a training step (a step loop, a hot function, see the engine's `_hot_code` and `may_be_step_work`);
+when hot code calls it (as deep as the hot-path context follows calls) or it calls hot code; and when it sets an
+attribute that needed code reads (`self.mask = torch.zeros(...)`: the rules learn there that `self.mask` is a
+tensor). Module-level statements are always kept.
 
 The cut is made on lines, not on a parse: a definition starts at a line that begins with `def`, `async def`, `class`
 or `@` at the indentation of its body, and ends before the next line at that indentation or less. Lines inside a
@@ -38,9 +39,9 @@ _NOT_CODE = re.compile(r"(\"\"\"|''')[\s\S]*?\1|#[^\n]*")
 
 @dataclass
 class Cut:
-    """What the engine parses (`kept`: the lines with every unneeded definition blanked), and what it only checks
-    for syntax errors (`left_out`: the definitions blanked there, with the headers of their classes; the rest blank).
-    Both have the file's lines, so line and column numbers stay the file's."""
+    """What the engine parses (`kept`: the lines, each unneeded definition replaced by a string literal over its
+    lines), and what it only checks for syntax errors (`left_out`: those definitions, with the headers of their
+    classes; the rest blank). Both have the file's lines, so line and column numbers stay the file's."""
 
     kept: list[str]
     left_out: list[str]
@@ -70,13 +71,14 @@ def prune(
     named: set[str] = frozenset(),
     hot_name: Callable[[str, str], bool] = lambda name, class_name: False,
 ) -> Cut | None:
-    """The lines with every unneeded definition blanked, and the lines left out, or None when every definition is
-    needed.
+    """The file cut into what to parse (every unneeded definition stood in for) and what was left out, or None when
+    every definition is needed.
 
-    `needs(code, name, class_name)` says whether a definition's own code (docstrings and comments removed) holds
-    something a rule looks at; `hot(code)` whether it may run every step by itself (a step loop), and `hot_name(name, class_name)`
-    whether its name may make it hot; `named` are definitions needed by name (`collate_fn=pad_batch`). What hot
-    code calls is hot too, so is code that calls it, and so is a method setting an attribute needed code reads.
+    `needs(code, name, class_name)` says whether a rule looks at a definition, from its own code (docstrings and
+    comments removed), its name and its class's name; `hot(code)` whether it may run every step by itself (a step
+    loop), and `hot_name(name, class_name)` whether its name may make it hot; `named` are definitions needed by name
+    (`collate_fn=pad_batch`). What hot code calls is hot too, so is code that calls it, and so is a method setting
+    an attribute needed code reads.
     """
     units = _units(lines)
     if not units:
