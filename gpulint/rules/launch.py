@@ -30,8 +30,12 @@ if TYPE_CHECKING:
 
 # Calls that mark a loop as the training loop (`loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`).
 STEP_CALLS = frozenset({"backward", "zero_grad", "step"})
-# What `binds_tensor_dict` accepts: `model.state_dict()`, `dict(model.named_parameters())`.
-_TENSOR_DICT = re.compile(r"state_dict\(|dict\([^)]{0,200}?(?:param|grad|state_dict|buffers)", re.IGNORECASE)
+# An assignment of what `binds_tensor_dict` accepts: `sd = model.state_dict()`, `p = dict(model.named_parameters())`.
+_TENSOR_DICT = re.compile(
+    r"(?<![=!<>])=(?!=)[^\n]{0,100}?(?:(?<!\w)state_dict\(|(?<!\w)(?:Ordered)?[dD]ict\([^)]{0,200}?"
+    r"(?:param|grad|state_dict|buffers))",
+    re.IGNORECASE,
+)
 
 
 def one_time_branch(context: FileContext) -> bool:

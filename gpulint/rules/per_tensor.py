@@ -74,6 +74,8 @@ PARAM_LOOP = loop_over("param|grad|state_dict|buffers")
 PARAM_FOR_STATEMENT = loop_over("param|grad|state_dict|buffers", statements_only=True)
 # What `PerMetricLoggingLoop._metric_value_vars` accepts: `loss_dict.items()`, `zip(names, losses)`.
 METRIC_FOR_STATEMENT = loop_over(r"\.items\(|\.values\(|losses|metrics|dict", statements_only=True)
+# What `_ReadFinder` finds in a loop's body: a value read on the host, or logged as a scalar.
+_READ_WORDS = (".item(", ".tolist(", ".cpu(", ".numpy(", "add_scalar")
 # `**loss_dict`, `**self.metrics`: a dict of metrics unpacked into a call (`_names_metrics` of a `**` argument).
 METRICS_UNPACKED = re.compile(r"\*\*\s*[\w.]*(?:loss|metric)", re.IGNORECASE)
 # Parts that make such a name something else (`optimizer.param_groups` holds dicts of hyper-parameters).
@@ -769,10 +771,12 @@ class PerMetricLoggingLoop(_PerTensorRule):
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        # Reported: `logger.update(**loss_dict)`, or a loop over a dict or list of metrics.
-        return super().may_report_in(code, name, class_name) and (
-            METRICS_UNPACKED.search(code) is not None or METRIC_FOR_STATEMENT.search(code) is not None
-        )
+        # Reported: `logger.update(**loss_dict)`, or a loop over a dict or list of metrics that reads each value on
+        # the host (`_ReadFinder`).
+        unpacked = METRICS_UNPACKED.search(code) is not None and any(w in code for w in ("update(", "log(", "log_dict("))
+        return super().may_report_in(code, name, class_name) and (unpacked or (
+            METRIC_FOR_STATEMENT.search(code) is not None and any(w in code for w in _READ_WORDS)
+        ))
     docs = RuleDocs(
         what_it_does="Flags a `for` loop over a dict of tensors (`.items()` / `.values()`) or over a list named like "
         "`losses` / `metrics` that reads each value on the host (`.item()`, `float()`, `.tolist()`, `.cpu()`, "

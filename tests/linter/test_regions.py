@@ -271,6 +271,11 @@ NARROWED = [
     ("GPL103", "def update_meters(meters, **kwargs):\n    for k, v in kwargs.items():\n"
      "        if isinstance(v, torch.Tensor):\n            v = v.item()\n        meters[k].update(v)\n",
      "def merge(config, update):\n    config.update(update)\n    return config.items()\n"),
+    ("GPL103", "def training_step(logger, loss_dict):\n    logger.update(loss=1.0, **loss_dict)\n",
+     "def copy_into(target, source):\n    for k, v in source.items():\n        target.update({k: v})\n"),
+    ("GPL501", "def average(model, params):\n    current = dict(model.named_parameters())\n"
+     "    for k in current:\n        current[k].data.mul_(0.5)\n",
+     "def load(model, path):\n    state = loader.get_state_dict(path)\n    for k in state:\n        state[k] += 1\n"),
     ("GPL205", "def embed_all(encoder, chunks):\n    out = torch.empty(0, 8)\n    for chunk in chunks:\n"
      "        out = torch.cat((out, encoder(chunk)), dim=0)\n    return out\n",
      "def heads(layers, x):\n    for layer in layers:\n        x = layer(torch.cat([x, x.flip(1)], dim=1))\n    return x\n"),
