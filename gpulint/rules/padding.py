@@ -315,6 +315,8 @@ _BUFFER_METHODS = frozenset({"new_zeros", "new_ones", "new_full", "new_empty"})
 # `[pad_token_id] * n` or `n * [PAD]` (what `_is_pad_list` accepts), and `while len(ids) < ...` (`visit_While`).
 _PAD_LIST = re.compile(r"\[\s*[\w.]*pad[\w.]*\s*,?\s*\]\s*\*|\*\s*\[\s*[\w.]*pad[\w.]*\s*,?\s*\]", re.IGNORECASE)
 _WHILE_LEN = re.compile(r"while\b[\s(]*len\s*\(")  # no leading `\b`: it would slow the search down
+# What `_is_collate` accepts of a function's own name: `def collate_fn(`, `def my_collate(`, `def __getitem__(`.
+_COLLATE_DEF = re.compile(r"def\s+(?:\w*collate\w*|__getitem__)\s*\(", re.IGNORECASE)
 
 
 class PadToConstantInCollate(Rule):
@@ -322,15 +324,17 @@ class PadToConstantInCollate(Rule):
     name = "pad-to-constant-in-collate"
     message = "every example or batch is padded to the constant `{length}`; pad to the batch's longest sequence instead"
     triggers = ("collate", "Collat", "__getitem__", "pad", "while len(")
-    # A function passed as `collate_fn=` may size its buffers by a constant without naming padding at all.
+    # A function passed as `collate_fn=` may size its buffers by a constant without naming padding at all: it is
+    # parsed (`linked_by`), and so is the code passing it (`facts`), where the rule learns that it is a collate function.
     linked_by = ("collate_fn",)
+    facts = ("collate_fn",)
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         # A pad or a buffer is reported in a collate function or `__getitem__` (or one linked by `collate_fn=`,
         # which the engine keeps by name); a list padded up to a constant anywhere.
         return (
-            "collat" in code.lower() or "collat" in class_name.lower() or "__getitem__" in code
+            _COLLATE_DEF.search(code) is not None or ("collat" in class_name.lower() and "__call__" in code)
             or _PAD_LIST.search(code) is not None or _WHILE_LEN.search(code) is not None
         )
     docs = RuleDocs(
