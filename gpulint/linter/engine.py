@@ -320,18 +320,25 @@ def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> Cu
 
 _MAX_PYTHON_NESTING = 200
 _NOT_BRACKETS = re.compile(r"[^()\[\]{}]+")
+_NESTING_BLOCK = 4096
 
 
 def _may_nest_too_deep(text: str) -> bool:
-    """A cheap over-estimate of bracket depth (brackets in strings count too)."""
-    if text.count("(") + text.count("[") + text.count("{") <= _MAX_PYTHON_NESTING:
-        return False
-    depth = deepest = 0
-    for char in _NOT_BRACKETS.sub("", text):
-        depth += 1 if char in "([{" else -1
-        if depth > deepest:
-            deepest = depth
-    return deepest > _MAX_PYTHON_NESTING
+    """A cheap over-estimate of bracket depth (brackets in strings count too). Counted a block of text at a time:
+    inside a block the depth is at most the depth before it plus the block's opening brackets, so only a block that
+    could go too deep is looked at bracket by bracket."""
+    depth = 0
+    for start in range(0, len(text), _NESTING_BLOCK):
+        block = text[start:start + _NESTING_BLOCK]
+        opening = block.count("(") + block.count("[") + block.count("{")
+        if depth + opening <= _MAX_PYTHON_NESTING:
+            depth += opening - block.count(")") - block.count("]") - block.count("}")
+            continue
+        for char in _NOT_BRACKETS.sub("", block):
+            depth += 1 if char in "([{" else -1
+            if depth > _MAX_PYTHON_NESTING:
+                return True
+    return False
 
 
 def _syntax_error(path: str, text: str, exc: cst.ParserSyntaxError) -> Finding:

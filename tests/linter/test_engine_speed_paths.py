@@ -54,3 +54,11 @@ def test_a_lint_frees_its_tree_without_the_cycle_collector():
         assert sum(1 for o in gc.get_objects() if type(o) is cst.Module) == before  # no cycle holds it
     finally:
         gc.enable()
+
+
+def test_the_nesting_guard_counts_across_blocks():
+    pad = "x = 1\n" * 1000  # more than one block of text before the brackets
+    assert engine._may_nest_too_deep(pad + "(" * 201 + ")" * 201)
+    assert not engine._may_nest_too_deep(pad + "(" * 200 + ")" * 200)
+    assert not engine._may_nest_too_deep(")" * 300 + pad + "(" * 300)  # closing brackets first: depth never > 200
+    assert engine._may_nest_too_deep("(" * 150 + pad + "[" * 51 + pad)  # deep across two blocks
