@@ -30,6 +30,8 @@ _SOURCE_ORDER = {
     cst.IfExp: ("body", "test", "orelse"),
     cst.ExceptHandler: ("type", "name", "body"),
     cst.Parameters: ("posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"),
+    cst.Arg: ("keyword", "value"),
+    cst.MatchCase: ("pattern", "guard", "body"),
 }
 
 _SYNTAX_TYPES: dict[type, bool] = {}
