@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 import libcst as cst
 
@@ -195,7 +195,7 @@ class FileContext:
         self._step_flags: set[str] = set()
         self._step_functions: set[str] = set()  # functions that backward/step outside any loop of their own  # names assigned `step % N == 0`-like tests (`is_metric_step = ...`)
         self.reports: list[Report] = []
-        self.shared: dict[object, object] = {}  # state that several rules of a family share for this file
+        self.shared: dict[type, object] = {}  # the rules' shared helpers for this file (`helper`, `Rule.shared`)
         self._stack: list[cst.CSTNode] = []
         self._scopes: list[dict[str, Location]] = [{}]
         self._loops: dict[int, _LoopInfo] = {}
@@ -225,6 +225,14 @@ class FileContext:
         """The node `depth` levels above the node being visited (1 = its parent)."""
         index = len(self._stack) - 1 - depth
         return self._stack[index] if index >= 0 else None
+
+    def helper(self, kind: type) -> Any:
+        """The file's one instance of a helper several rules share (`Rule.shared`), made on first use. It is kept
+        here, not in a module-level table, so that it goes with the file."""
+        found = self.shared.get(kind)
+        if found is None:
+            found = self.shared[kind] = kind(self)
+        return found
 
     def add_report(self, report: "Report") -> None:
         self.reports.append(report)

@@ -109,7 +109,7 @@ def _lint_text(path: str, text: str, rules: Sequence[type[Rule]], options: LintO
         return []
     if not _step_evidence(options.hot_functions).search(text):  # no training step: the step-only rules stay out
         active = [r for r in active if not r.hot_only]
-    active = [r for r in active if _may_fire(r, text)]
+    active = [r for r in active if r.has_words_in(text)]
     if not active:
         return []
     if _may_nest_too_deep(text):
@@ -284,10 +284,6 @@ def _calls_backward(text: str) -> bool:
     return _starts_word(_BACKWARD_CALL, text)
 
 
-def _may_fire(rule: type[Rule], text: str) -> bool:
-    return any(w in text for w in rule.triggers) and all(any(w in text for w in group) for group in rule.requires)
-
-
 def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> Cut | None:
     """The file cut into the functions some active rule needs and the rest (see regions.py), or None to parse it
     whole.
@@ -315,7 +311,7 @@ def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> Cu
         name for r in active for keyword in r.linked_by if keyword in text
         for name in re.findall(rf"\b{re.escape(keyword)}\s*=\s*(?:self\.|cls\.)?(\w+)", text)
     }
-    return prune(text.split("\n"), needs, hot, linked, may_be_step_work)
+    return prune(text, needs, hot, linked, may_be_step_work)
 
 
 _MAX_PYTHON_NESTING = 200
@@ -457,11 +453,9 @@ class _Traversal:
         self.context = context
         self.visits: dict[type, list[Callable]] = {}
         self.leaves: dict[type, list[Callable]] = {}
-        helpers = {kind: None for rule in rules for kind in type(rule).shared}
-        for kind in helpers:  # the rules' shared helpers first: each node updates them once, before any rule looks
-            if kind not in context.shared:
-                context.shared[kind] = kind(context)
-        for rule in [*(context.shared[kind] for kind in helpers), *rules]:
+        # The rules' shared helpers first: each node updates them once, before any rule looks.
+        helpers = [context.helper(kind) for kind in dict.fromkeys(k for rule in rules for k in type(rule).shared)]
+        for rule in [*helpers, *rules]:
             for node_type, method_name in _handlers(type(rule), "visit_"):
                 self.visits.setdefault(node_type, []).append(getattr(rule, method_name))
             for node_type, method_name in _handlers(type(rule), "leave_"):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Callable
 
 _DEFINITION = re.compile(r"@|def\s|async\s+def\s|class\s")  # used with match(line, indent)
@@ -65,7 +66,7 @@ def code_of(text: str) -> str:
 
 
 def prune(
-    lines: list[str],
+    text: str,
     needs: Callable[[str, str, str], bool],
     hot: Callable[[str], bool],
     named: set[str] = frozenset(),
@@ -80,18 +81,19 @@ def prune(
     (`collate_fn=pad_batch`). What hot code calls is hot too, so is code that calls it, and so is a method setting
     an attribute needed code reads.
     """
-    units = _units(lines)
+    lines = text.split("\n")
+    units = _units(text, lines)
     if not units:
         return None
     codes = [code_of("\n".join(lines[u.start:u.end])) if not u.is_class else "" for u in units]
+    class_names = [units[u.owner].name if u.owner is not None else "" for u in units]
     hot_units = [
-        not u.is_class and (hot(code) or hot_name(u.name, units[u.owner].name if u.owner is not None else ""))
-        for u, code in zip(units, codes)
+        not u.is_class and (hot(code) or hot_name(u.name, class_name))
+        for u, code, class_name in zip(units, codes, class_names)
     ]
     _add_callers(units, codes, hot_units)
     _add_callees(units, codes, hot_units)
-    for unit, code, is_hot in zip(units, codes, hot_units):
-        class_name = units[unit.owner].name if unit.owner is not None else ""
+    for unit, code, class_name, is_hot in zip(units, codes, class_names, hot_units):
         unit.needed = is_hot or (not unit.is_class and (unit.name in named or needs(code, unit.name, class_name)))
     _add_attribute_makers(units, codes)
     classes_needed = {unit.owner for unit in units if unit.needed}
@@ -108,7 +110,7 @@ def prune(
     if not blanked:
         return None
     for index in classes_needed - {None}:  # members left out need their class's header (up to the first member)
-        members = [u for u in units if u.owner == index]
+        members = list(takewhile(lambda unit: unit.owner == index, units[index + 1:]))  # listed right after it
         if not all(member.needed for member in members):
             start, first = units[index].start, members[0].start
             left_out[start:first] = lines[start:first]
@@ -125,10 +127,10 @@ def _stand_in(first_line: str, count: int) -> list[str]:
     return [indent + '"""', *[""] * (count - 2), '"""']
 
 
-def _units(lines: list[str]) -> list[Unit]:
-    """Top-level definitions, and the members of top-level classes (each class listed before its members)."""
+def _units(text: str, lines: list[str]) -> list[Unit]:
+    """Top-level definitions, and the members of top-level classes (each class listed right before its members)."""
     units: list[Unit] = []
-    in_string = _lines_in_strings("\n".join(lines), len(lines))
+    in_string = _lines_in_strings(text, len(lines))
     for start, header, end in _blocks(lines, in_string, "", 0, len(lines)):
         name = _name_of(lines[header])
         members = _members(lines, in_string, header + 1, end) if lines[header].lstrip().startswith("class") else []

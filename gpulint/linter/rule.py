@@ -102,8 +102,8 @@ class Rule:
     facts: ClassVar[tuple[str, ...]] = ()
     # Keyword arguments whose value names a function the rule checks wherever it is (`collate_fn=pad_batch`).
     linked_by: ClassVar[tuple[str, ...]] = ()
-    # Helpers several rules share per file: classes made once per file with the context (`helper(context)`), kept in
-    # `context.shared[helper]`, whose visit_/leave_ methods the traversal calls once per node, before the rules'.
+    # Helpers several rules share per file: classes made once per file with the context (`context.helper(kind)`),
+    # whose visit_/leave_ methods the traversal calls once per node, before the rules'.
     shared: ClassVar[tuple[type, ...]] = ()
     valid: ClassVar[Sequence[str]] = ()
     invalid: ClassVar[Sequence[Invalid]] = ()
@@ -118,13 +118,19 @@ class Rule:
         self.context = context
 
     @classmethod
+    def has_words_in(cls, text: str) -> bool:
+        """Does `text` hold one of the rule's trigger words and a word of each `requires` group? The engine runs
+        a rule only on files that do."""
+        return any(w in text for w in cls.triggers) and all(any(w in text for w in group) for group in cls.requires)
+
+    @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         """Could the rule report inside the function `name` (a method of `class_name`, or "") whose code, without
         docstrings and comments, is `code`? The engine parses only the functions some rule may report in (see
-        regions.py); by default those holding a trigger word and a word of each `requires` group. A rule whose
-        trigger words are common (`pad`, `.to(`) narrows this to the shapes it reports. It must never answer False
-        where the rule can report: `python bench/prune_check.py` checks that on real code."""
-        return any(w in code for w in cls.triggers) and all(any(w in code for w in group) for group in cls.requires)
+        regions.py); by default those that have the rule's words (`has_words_in`). A rule whose trigger words are
+        common (`pad`, `.to(`) narrows this to the shapes it reports. It must never answer False where the rule can
+        report: `python bench/prune_check.py` checks that on real code."""
+        return cls.has_words_in(code)
 
     @classmethod
     def family(cls) -> str:

@@ -330,15 +330,6 @@ class _FileState:
         return not any(context.imports.imported(package) for package in _GPU_PACKAGES)
 
 
-def _state_of(context) -> _FileState:
-    """The file's one `_FileState`, kept on the context so that it goes with it (a module-level table keyed by the
-    context would keep every file's tree alive: the state points back at its context)."""
-    state = context.shared.get(_FileState)
-    if state is None:
-        state = context.shared[_FileState] = _FileState(context)
-    return state
-
-
 # Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
 _NOT_REPORTED = (
     " Never reported: error paths (an `except` handler, an `if` body ending in `raise`), first-step-only code "
@@ -359,7 +350,7 @@ class _SyncRule(Rule):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self.file = _state_of(context)
+        self.file: _FileState = context.helper(_FileState)
         self.tensors = self.file.tensors
 
     def leave_Module(self, node: cst.Module) -> None:

@@ -169,41 +169,43 @@ def fails_when_run() -> nn.Module:
 # --- ops whose output shape depends on values (planned by replaying the shapes one real run gives) ---------------
 
 
-class MaskedRows(nn.Module):
-    """Keeps the rows whose first feature is positive (`h[keep]`), gradients flowing through the kept rows."""
+class _SelectedRows(nn.Module):
+    """Five residual MLP layers around a selection of rows whose count depends on the batch's values (`select`),
+    gradients flowing through the kept rows."""
 
     def __init__(self) -> None:
         super().__init__()
         self.layers = nn.ModuleList(nn.Sequential(nn.Linear(32, 128), nn.Tanh(), nn.Linear(128, 32))
                                     for _ in range(5))
 
+    def select(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.layers[0](x)
-        h = h[x[:, 0] > 0]  # boolean mask from the batch's values
+        h = self.select(x, x + self.layers[0](x))
         for layer in self.layers[1:]:
             h = h + layer(h)
         return h.square().mean()
+
+
+class MaskedRows(_SelectedRows):
+    """Keeps the rows whose first feature is positive (`h[keep]`)."""
+
+    def select(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        h = h[x[:, 0] > 0]  # boolean mask from the batch's values
+        return h
 
 
 def masked_rows() -> nn.Module:
     return MaskedRows()
 
 
-class NonzeroRows(nn.Module):
-    """Gathers the rows `torch.nonzero` finds (a value-dependent count), gradients flowing through the gather."""
+class NonzeroRows(_SelectedRows):
+    """Gathers the rows `torch.nonzero` finds (a value-dependent count)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(32, 128), nn.Tanh(), nn.Linear(128, 32))
-                                    for _ in range(5))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.layers[0](x)
+    def select(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         rows = torch.nonzero(x[:, 1] > -0.5).squeeze(1)  # how many: known only from the values
-        h = h.index_select(0, rows)
-        for layer in self.layers[1:]:
-            h = h + layer(h)
-        return h.square().mean()
+        return h.index_select(0, rows)
 
 
 def nonzero_rows() -> nn.Module:

@@ -200,19 +200,35 @@ plan:
 """
 
 
-@pytest.mark.slow
-@needs_git
-def test_plan_patch_git_apply_and_train_the_same(tmp_path, capsys):
+def _plan_and_patch(tmp_path: Path, capsys, *flags: str) -> tuple[Path, str, str]:
+    """A repo with the example training script: its output before, then `gpulint plan --patch` for 90% of today's
+    peak (with `flags`). Returns the repo, that output and the patch the plan printed."""
     from gpulint.cli import main
 
     repo = make_repo(tmp_path, {"model.py": MODEL, "train.py": TRAIN, "gpulint.yaml": CONFIG})
     before = subprocess.run([sys.executable, "train.py"], cwd=repo, capture_output=True, text=True, check=True).stdout
-
     config = str(repo / "gpulint.yaml")
     assert main(["plan", config, "--format", "json", "--budget", "1GB"]) == 0
     today = json.loads(capsys.readouterr().out)["baseline"]["peak_bytes"]
-    assert main(["plan", config, "--budget", str(int(today * 0.9)), "--patch"]) == 0
-    out = capsys.readouterr().out
+    assert main(["plan", config, "--budget", str(int(today * 0.9)), "--patch", *flags]) == 0
+    return repo, before, capsys.readouterr().out
+
+
+def _train_patched(repo: Path, tmp_path: Path) -> str:
+    """Run the patched training script with gpulint importable from this checkout; its output."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    after = subprocess.run(
+        [sys.executable, "-W", "ignore", str(repo / "train.py")],
+        cwd=tmp_path, capture_output=True, text=True, env=env, check=False,
+    )
+    assert after.returncode == 0, after.stderr
+    return after.stdout
+
+
+@pytest.mark.slow
+@needs_git
+def test_plan_patch_git_apply_and_train_the_same(tmp_path, capsys):
+    repo, before, out = _plan_and_patch(tmp_path, capsys)
     assert (repo / "gpulint-plan.json").is_file()
     assert_applies(repo, out)  # the report after the diff is ignored by git apply
     patched = (repo / "train.py").read_text()
@@ -225,13 +241,7 @@ def test_plan_patch_git_apply_and_train_the_same(tmp_path, capsys):
     build_model = load_factory("model.py:build_model", repo)
     assert eager.applied_plan(eager.apply(build_model(), plan)).regions  # layers are checkpointed
 
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    after = subprocess.run(
-        [sys.executable, "-W", "ignore", str(repo / "train.py")],
-        cwd=tmp_path, capture_output=True, text=True, env=env, check=False,
-    )
-    assert after.returncode == 0, after.stderr
-    assert after.stdout == before
+    assert _train_patched(repo, tmp_path) == before
 
 
 def test_run_patch_writes_the_plan_and_warns_when_the_eager_step_exceeds_the_budget(tmp_path, capsys):
@@ -322,26 +332,12 @@ def test_patch_mode_is_in_the_help(capsys):
 @pytest.mark.slow
 @needs_git
 def test_plan_patch_compile_mode_git_apply_and_train_the_same(tmp_path, capsys):
-    from gpulint.cli import main
-
-    repo = make_repo(tmp_path, {"model.py": MODEL, "train.py": TRAIN, "gpulint.yaml": CONFIG})
-    before = subprocess.run([sys.executable, "train.py"], cwd=repo, capture_output=True, text=True, check=True).stdout
-
-    config = str(repo / "gpulint.yaml")
-    assert main(["plan", config, "--format", "json", "--budget", "1GB"]) == 0
-    today = json.loads(capsys.readouterr().out)["baseline"]["peak_bytes"]
-    assert main(["plan", config, "--budget", str(int(today * 0.9)), "--patch", "--patch-mode", "compile"]) == 0
-    assert_applies(repo, capsys.readouterr().out)
+    repo, before, out = _plan_and_patch(tmp_path, capsys, "--patch-mode", "compile")
+    assert_applies(repo, out)
     patched = (repo / "train.py").read_text()
     assert 'model = torch.compile(model, backend=gpulint_backend(Path(__file__).parent / "gpulint-plan.json"))' in patched
     plan = json.loads((repo / "gpulint-plan.json").read_text())
     assert any(d["action"] == "recompute" for d in plan["decisions"])
 
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    after = subprocess.run(
-        [sys.executable, "-W", "ignore", str(repo / "train.py")],
-        cwd=tmp_path, capture_output=True, text=True, env=env, check=False,
-    )
-    assert after.returncode == 0, after.stderr
-    losses = [float(x) for x in after.stdout.split()]
+    losses = [float(x) for x in _train_patched(repo, tmp_path).split()]
     assert losses == pytest.approx([float(x) for x in before.split()], rel=1e-6)
