@@ -3,7 +3,7 @@
 A fresh batch is a folder under bench/corpus/fresh/ with two files:
 
     repos.csv    repo,commit,kind            one row per repository, the commit it is linted at
-    labels.csv   the columns of bench/corpus/labels.csv plus `origin`:
+    labels*.csv  (one file or several, read together) the columns of bench/corpus/labels.csv plus `origin`:
                    finding   a finding gpulint made when the batch was scored, judged by reading its callers
                    reading   a real per-step cost found by reading the training loop and all it calls
                    grep      a line a naive grep flags that costs nothing per step (a negative)
@@ -125,6 +125,7 @@ class Outcome:
     missed: list[FreshLabel] = field(default_factory=list)
     false_findings: list[tuple[str, Found]] = field(default_factory=list)
     unjudged: list[tuple[str, Found]] = field(default_factory=list)
+    stale: list[tuple[FreshLabel, str]] = field(default_factory=list)
     files: int = 0
     lines: int = 0
     seconds: float = 0.0
@@ -156,20 +157,21 @@ def load_batch(folder: Path) -> Batch:
         raise CorpusError(f"{folder / 'repos.csv'}: no repositories")
     commits = {r.repo: r.commit for r in repos}
     labels, seen = [], set()
-    labels_file = folder / "labels.csv"
-    for number, row in enumerate(_read_csv(labels_file, (*LABEL_COLUMNS, "origin")), start=2):
-        label = _parse_row(labels_file, number, row)
-        origin = (row.get("origin") or "").strip()
-        where = f"{labels_file}:{number}"
-        if origin not in ORIGINS:
-            raise CorpusError(f"{where}: field 'origin' must be one of {', '.join(ORIGINS)}, got {origin!r}")
-        if commits.get(label.repo) != label.commit:
-            raise CorpusError(f"{where}: {label.repo}@{label.commit[:12]} is not a row of repos.csv")
-        key = (label.repo, label.path, label.line, label.family)
-        if key in seen:
-            raise CorpusError(f"{where}: duplicate label for {label.repo}:{label.path}:{label.line} {label.family}")
-        seen.add(key)
-        labels.append(FreshLabel(label, origin))
+    # Every labels*.csv of the folder: people labelling different repositories at once each write their own file.
+    for labels_file in sorted(folder.glob("labels*.csv")):
+        for number, row in enumerate(_read_csv(labels_file, (*LABEL_COLUMNS, "origin")), start=2):
+            label = _parse_row(labels_file, number, row)
+            origin = (row.get("origin") or "").strip()
+            where = f"{labels_file}:{number}"
+            if origin not in ORIGINS:
+                raise CorpusError(f"{where}: field 'origin' must be one of {', '.join(ORIGINS)}, got {origin!r}")
+            if commits.get(label.repo) != label.commit:
+                raise CorpusError(f"{where}: {label.repo}@{label.commit[:12]} is not a row of repos.csv")
+            key = (label.repo, label.path, label.line, label.family)
+            if key in seen:
+                raise CorpusError(f"{where}: duplicate label for {label.repo}:{label.path}:{label.line} {label.family}")
+            seen.add(key)
+            labels.append(FreshLabel(label, origin))
     return Batch(folder, repos, labels)
 
 
@@ -220,6 +222,21 @@ def _line_counts(folder: Path) -> tuple[int, int]:
     return files, lines
 
 
+def stale_labels(labels: list[FreshLabel], folder: Path) -> list[tuple[FreshLabel, str]]:
+    """Labels whose `code` text is not on their line (a wrong line or commit): reported and left out."""
+    stale, texts = [], {}
+    for item in labels:
+        path = folder / item.label.path
+        if path not in texts:
+            texts[path] = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else None
+        lines = texts[path]
+        if lines is None:
+            stale.append((item, "<no such file>"))
+        elif item.label.line > len(lines) or item.label.code not in lines[item.label.line - 1]:
+            stale.append((item, lines[item.label.line - 1].strip() if item.label.line <= len(lines) else "<past the end>"))
+    return stale
+
+
 def score_repo(labels: list[FreshLabel], found: list[Found], repo: str, outcome: Outcome) -> None:
     by_line: dict[tuple[str, int], list[FreshLabel]] = {}
     for item in labels:
@@ -265,7 +282,11 @@ def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> Outcome:
         started = time.perf_counter()
         found = run_gpulint(command, folder)
         outcome.seconds += time.perf_counter() - started
-        score_repo([item for item in batch.labels if item.label.repo == row.repo], found, row.repo, outcome)
+        labels = [item for item in batch.labels if item.label.repo == row.repo]
+        stale = stale_labels(labels, folder)
+        outcome.stale += stale
+        usable = [item for item in labels if all(item is not s for s, _ in stale)]
+        score_repo(usable, found, row.repo, outcome)
     return outcome
 
 
@@ -288,7 +309,9 @@ def render(batch: Batch, outcome: Outcome) -> str:
         f"batch {batch.folder.name}: {len(batch.labels)} labels in {len(batch.repos)} repositories: {kinds}\n"
         f"linted whole: {outcome.files} files, {outcome.lines} lines, {outcome.seconds:.1f} s of gpulint"
     )
-    return intro + "\n" + "\n".join(rows)
+    notes = [f"stale label {i.label.repo}:{i.label.path}:{i.label.line} expects {i.label.code!r}, reads {actual!r}"
+             for i, actual in outcome.stale]
+    return "\n".join([*notes, intro, *rows])
 
 
 def details(outcome: Outcome) -> str:
