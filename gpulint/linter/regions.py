@@ -82,7 +82,7 @@ def prune(
     an attribute needed code reads.
     """
     lines = text.split("\n")
-    units = _units(text, lines)
+    units = split_units(text, lines)
     if not units:
         return None
     codes = [code_of("\n".join(lines[u.start:u.end])) if not u.is_class else "" for u in units]
@@ -104,7 +104,7 @@ def prune(
         if unit.is_class and index in classes_needed or unit.owner is not None and unit.owner not in classes_needed:
             continue  # a class some member of which is needed stays (its other members go), else it goes whole
         if not unit.needed:
-            kept[unit.start:unit.end] = _stand_in(lines[unit.start], unit.end - unit.start)
+            kept[unit.start:unit.end] = stand_in(lines[unit.start], unit.end - unit.start)
             left_out[unit.start:unit.end] = lines[unit.start:unit.end]
             blanked = True
     if not blanked:
@@ -117,7 +117,7 @@ def prune(
     return Cut(kept, left_out)
 
 
-def _stand_in(first_line: str, count: int) -> list[str]:
+def stand_in(first_line: str, count: int) -> list[str]:
     """What replaces a definition's `count` lines: an empty string literal spanning them, at the definition's own
     indentation. The parser reads it as one token, where blank lines would each become a node (an eighth of a
     parse), and lines stay where they were."""
@@ -127,7 +127,7 @@ def _stand_in(first_line: str, count: int) -> list[str]:
     return [indent + '"""', *[""] * (count - 2), '"""']
 
 
-def _units(text: str, lines: list[str]) -> list[Unit]:
+def split_units(text: str, lines: list[str]) -> list[Unit]:
     """Top-level definitions, and the members of top-level classes (each class listed right before its members)."""
     units: list[Unit] = []
     in_string = _lines_in_strings(text, len(lines))
