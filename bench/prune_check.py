@@ -23,6 +23,7 @@ from gpulint.linter.engine import lint_text
 from gpulint.linter.options import LintOptions
 from gpulint.linter.rule import all_rules
 from gpulint.linter.source import decode
+from gpulint.project import FileFacts, Project, outline
 
 RULES = [r for r in all_rules() if r.default_enabled]
 
@@ -41,11 +42,27 @@ def default_folders(work: Path) -> list[Path]:
     return folders
 
 
+def project_facts(folders: list[Path]) -> dict[Path, FileFacts]:
+    """The project model's facts for every file, each folder read as one project (as `gpulint check FOLDER`)."""
+    facts: dict[Path, FileFacts] = {}
+    for folder in folders:
+        files = sorted(folder.rglob("*.py"))
+        indexes = {}
+        for path in files:
+            try:
+                indexes[path] = outline(path.relative_to(folder).as_posix(), decode(path.read_bytes()).text)
+            except (OSError, ValueError):
+                continue
+        project = Project(indexes.values())
+        facts.update({path: project.file_facts(index.path) for path, index in indexes.items()})
+    return facts
+
+
 def finding_keys(findings) -> list[tuple]:
     return [(f.code, f.line, f.column, f.end_line, f.end_column, f.fix) for f in findings]
 
 
-def compare(files: list[Path]) -> tuple[int, int, list[str], float, float]:
+def compare(files: list[Path], facts: dict[Path, FileFacts]) -> tuple[int, int, list[str], float, float]:
     cpu = [0.0, 0.0]
     total, differ = 0, []
     for path in files:
@@ -56,7 +73,7 @@ def compare(files: list[Path]) -> tuple[int, int, list[str], float, float]:
         found = []
         for index, prune in enumerate((False, True)):
             start = time.process_time()
-            found.append(finding_keys(lint_text(str(path), text, RULES, LintOptions(prune=prune))))
+            found.append(finding_keys(lint_text(str(path), text, RULES, LintOptions(prune=prune), facts.get(path))))
             cpu[index] += time.process_time() - start
         total += len(found[0])
         if found[0] != found[1]:
@@ -64,7 +81,7 @@ def compare(files: list[Path]) -> tuple[int, int, list[str], float, float]:
     return len(files), total, differ, cpu[0], cpu[1]
 
 
-def cuts_that_fail(files: list[Path]) -> list[str]:
+def cuts_that_fail(files: list[Path], facts: dict[Path, FileFacts]) -> list[str]:
     """Files that parse whole but whose pruned text does not: the engine then parses them whole, which is correct
     but slow, so a cut that fails on real code is a bug worth seeing."""
     failing = []
@@ -75,7 +92,7 @@ def cuts_that_fail(files: list[Path]) -> list[str]:
         except Exception:  # unreadable or not Python: the engine reports it, no cut to check
             continue
         active = [r for r in RULES if r.triggers and r.has_words_in(text)]
-        cut = engine._pruned(text, active, LintOptions()) if active else None
+        cut = engine._pruned(text, active, facts.get(path) or FileFacts()) if active else None
         if cut is None:
             continue
         try:
@@ -85,14 +102,14 @@ def cuts_that_fail(files: list[Path]) -> list[str]:
     return failing
 
 
-def check_positions(files: list[Path]) -> tuple[int, list[str]]:
+def check_positions(files: list[Path], facts: dict[Path, FileFacts]) -> tuple[int, list[str]]:
     """Every node a report needs, positioned by `positions_of`, against libcst's whole-module positions."""
     checked, wrong = 0, []
     original = positions.positions_of
 
-    def checking(text, module, reports):
+    def checking(text, module, reports, tree):
         nonlocal checked
-        found = original(text, module, reports)
+        found = original(text, module, reports, tree)
         truth = positions._whole(module)
         for report in reports:
             for node in (report.node, *(part.node for part in report.fix)):
@@ -105,7 +122,7 @@ def check_positions(files: list[Path]) -> tuple[int, list[str]]:
     try:
         for current in files:
             try:
-                lint_text(str(current), decode(current.read_bytes()).text, RULES)
+                lint_text(str(current), decode(current.read_bytes()).text, RULES, facts=facts.get(current))
             except (OSError, ValueError):
                 continue
     finally:
@@ -120,9 +137,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gpulint-prune-") as tmp:
         folders = args.folders or default_folders(Path(tmp))
         files = [p for folder in folders for p in sorted(folder.rglob("*.py"))]
-        count, findings, differ, full, pruned = compare(files)
-        checked, wrong = check_positions(files)
-        failing = cuts_that_fail(files)
+        facts = project_facts(folders)
+        count, findings, differ, full, pruned = compare(files, facts)
+        checked, wrong = check_positions(files, facts)
+        failing = cuts_that_fail(files, facts)
     for line in differ + wrong + failing:
         print(line)
     print(f"files: {count}, findings: {findings}, files whose findings differ with pruning: {len(differ)}")

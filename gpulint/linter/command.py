@@ -25,6 +25,7 @@ from gpulint.linter.runner import (
     default_jobs,
     io_error,
     run_tasks,
+    with_project_facts,
 )
 from gpulint.linter.source import decode
 
@@ -113,7 +114,7 @@ def run_check(args: argparse.Namespace) -> int:
         codes = tuple(c for c in enabled if not any(c.startswith(p) for p in ignored))
         tasks.append(FileTask(_display(file, cwd), str(file), codes, options, fix=fixing, unsafe=unsafe))
 
-    outcomes = run_tasks(tasks, cache, args.jobs or default_jobs())
+    outcomes = run_tasks(with_project_facts(tasks), cache, args.jobs or default_jobs())
     cache.save()
 
     findings = [io_error(path, reason) for path, reason in found.errors]

@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 import libcst as cst
 
-from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS, FileContext, may_be_step_work
+from gpulint.linter.context import FileContext
 from gpulint.linter.finding import Edit, Finding, Fix
 from gpulint.linter.noqa import Suppressions
 from gpulint.linter.options import LintOptions
@@ -32,6 +32,9 @@ from gpulint.linter.regions import Cut, prune
 from gpulint.linter.rule import InsertBefore, Replace, Report, Rule
 from gpulint.linter.source import DecodeError, SourceFile, decode
 from gpulint.linter.syntax import child_fields, is_syntax
+from gpulint.project import single_file_facts
+from gpulint.project.facts import ExecState, FileFacts, state_at
+from gpulint.project.local import FileLocal, analyze
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
 
@@ -48,31 +51,17 @@ def _trigger_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)))
 
 
-def _hot_names(hot_functions: tuple[str, ...]) -> str:
-    """The hot functions' names as a regex alternation."""
-    return "|".join(re.escape(n) for n in sorted(DEFAULT_HOT_FUNCTIONS | set(hot_functions)))
-
-
-@lru_cache(maxsize=64)
-def _step_evidence(hot_functions: tuple[str, ...]) -> re.Pattern[str]:
-    """Text that any code the hot-path context can call per-step needs: a step marker, a loader, a hot function's
-    definition, or a definition hot by its name or class (`def compute_loss(`, `class SetCriterion`; see
-    `may_be_step_work`). A file without any of it has no training step: rules that only report there skip it."""
-    names = _hot_names(hot_functions)
-    return re.compile(
-        rf"backward\(|zero_grad\(|\.step\(|loader|Loader|batches|prefetcher|iterator|def\s+(?:{names})\s*\("
-        r"|def\s+\w*(?:loss|Loss|LOSS|clip|batch|Batch)\w*\s*\(|class\s+\w*(?:Loss|Criterion)\b"
-    )
-
-
-def lint_bytes(path: str, data: bytes, rules: Sequence[type[Rule]], options: LintOptions = LintOptions()) -> FileResult:
+def lint_bytes(
+    path: str, data: bytes, rules: Sequence[type[Rule]], options: LintOptions = LintOptions(),
+    facts: FileFacts | None = None,
+) -> FileResult:
     result = FileResult(path=path)
     try:
         result.source = decode(data)
     except DecodeError as exc:
         result.findings.append(parse_error(path, str(exc), exc.line, 1))
         return result
-    result.findings = lint_text(path, result.source.text, rules, options)
+    result.findings = lint_text(path, result.source.text, rules, options, facts)
     return result
 
 
@@ -81,10 +70,14 @@ def lint_text(
     text: str,
     rules: Sequence[type[Rule]],
     options: LintOptions = LintOptions(),
+    facts: FileFacts | None = None,
 ) -> list[Finding]:
-    """Findings of `rules` on `text`, sorted by line and column."""
+    """Findings of `rules` on `text`, sorted by line and column. `facts` are the project model's for this file;
+    without them the file is modelled alone (its own training loops, or its functions' names)."""
     with _collector_paused():
-        return _lint_text(path, text, rules, options)
+        if facts is None:
+            facts = single_file_facts(path, text, options.hot_functions, options.gate_names)
+        return _lint_text(path, text, rules, options, facts)
 
 
 @contextmanager
@@ -102,16 +95,21 @@ def _collector_paused():
             gc.enable()
 
 
-def _lint_text(path: str, text: str, rules: Sequence[type[Rule]], options: LintOptions) -> list[Finding]:
+def _lint_text(
+    path: str, text: str, rules: Sequence[type[Rule]], options: LintOptions, facts: FileFacts
+) -> list[Finding]:
+    if facts.problem is not None:  # Python's parser found it while the project was read: no rule can run
+        line, column, message = facts.problem
+        return [parse_error(path, f"syntax error: {message}", line, column)]
     active = [r for r in rules if r.triggers]
     words = tuple(w for r in active for w in r.triggers)
     if not words or not _trigger_pattern(words).search(text):
-        return []
-    if not _step_evidence(options.hot_functions).search(text):  # no training step: the step-only rules stay out
+        return _syntax_errors(path, text)
+    if not facts.step_code():  # nothing here runs in the training step: the step-only rules stay out
         active = [r for r in active if not r.hot_only]
     active = [r for r in active if r.has_words_in(text)]
     if not active:
-        return []
+        return _syntax_errors(path, text)
     if _may_nest_too_deep(text):
         # libcst's native parser overflows its stack (a crash, not an exception) on nesting far deeper than Python
         # allows (200 brackets); Python's own parser rejects such files cleanly.
@@ -121,7 +119,7 @@ def _lint_text(path: str, text: str, rules: Sequence[type[Rule]], options: LintO
             return [parse_error(path, "too deeply nested for the parser", 1, 1)]
         if error is not None:
             return [error]
-    cut = _pruned(text, active, options) if options.prune else None
+    cut = _pruned(text, active, facts) if options.prune else None
     if cut is not None:
         pruned = "\n".join(cut.kept)
         try:
@@ -130,7 +128,7 @@ def _lint_text(path: str, text: str, rules: Sequence[type[Rule]], options: LintO
             module = None
         if module is not None:
             error = _error_in_left_out_code(path, text, "\n".join(cut.left_out))
-            return [error] if error else _lint_parsed(path, text, pruned, module, active, options)
+            return [error] if error else _lint_parsed(path, text, pruned, module, active, options, facts)
     try:
         module = _parse(text)
     except cst.ParserSyntaxError as exc:
@@ -139,7 +137,14 @@ def _lint_text(path: str, text: str, rules: Sequence[type[Rule]], options: LintO
         return [parse_error(path, "too deeply nested for the parser", 1, 1)]
     except Exception as exc:  # the native parser can raise other errors on exotic input
         return [parse_error(path, f"could not parse: {type(exc).__name__}: {exc}", 1, 1)]
-    return _lint_parsed(path, text, text, module, active, options)
+    return _lint_parsed(path, text, text, module, active, options, facts)
+
+
+def _syntax_errors(path: str, text: str) -> list[Finding]:
+    """A file no rule reads is still checked for syntax errors ("all checks passed" would be a false promise), by
+    Python's symbol-table builder: its parser without a tree of Python objects."""
+    error = _error_in_left_out_code(path, text, text)
+    return [error] if error else []
 
 
 def _parse(text: str) -> cst.Module:
@@ -200,14 +205,15 @@ def _grammar_error(path: str, text: str) -> Finding | None:
 
 
 def _lint_parsed(
-    path: str, text: str, parsed_text: str, module: cst.Module, active: Sequence[type[Rule]], options: LintOptions
+    path: str, text: str, parsed_text: str, module: cst.Module, active: Sequence[type[Rule]], options: LintOptions,
+    facts: FileFacts,
 ) -> list[Finding]:
     """Run the rules over a parsed module. `parsed_text` is what was parsed: the file, or its pruned copy (same
     lines and columns), which positions are computed from; `noqa` comments are read from the file itself."""
-    context = FileContext(path, module, options.hot_functions, options.gate_names)
+    context = FileContext(path, module, options.gate_names, facts)
     instances = [rule(context) for rule in active]
     try:
-        return _run_rules(path, text, parsed_text, module, instances, context)
+        return _run_rules(path, text, parsed_text, module, instances, context, options)
     finally:
         # The file's rules, their helpers, its reports and its context point at one another and at its tree. Their
         # state dropped here, the tree is freed at once, not by the cycle collector's next pass over everything
@@ -217,7 +223,8 @@ def _lint_parsed(
 
 
 def _run_rules(
-    path: str, text: str, parsed_text: str, module: cst.Module, instances: Sequence[Rule], context: FileContext
+    path: str, text: str, parsed_text: str, module: cst.Module, instances: Sequence[Rule], context: FileContext,
+    options: LintOptions,
 ) -> list[Finding]:
     try:
         _Traversal(context, instances).walk(module)
@@ -225,11 +232,40 @@ def _run_rules(
         return [parse_error(path, "too deeply nested to analyse", 1, 1)]
     if not context.reports:
         return []
-    context.finalize()
-    kept = [r for r in context.reports if _applies(r, context)]
+    tree = _ast_tree(parsed_text)
+    positions = positions_of(parsed_text, module, context.reports, tree)
+    local = analyze(tree, options.gate_names) if tree is not None else None
+    lines = parsed_text.split("\n")
+    kept = []
+    for report in context.reports:
+        state = _state_of(report, positions, local, lines, context.facts)
+        if _applies(report, state):
+            kept.append((report, state))
     if not kept:
         return []
-    return _resolve(path, text, parsed_text, module, kept)
+    return _resolve(path, text, module, kept, positions)
+
+
+def _ast_tree(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences: Python 3.12 warns on stderr while parsing
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _state_of(report: Report, positions, local: FileLocal | None, lines: list[str], facts: FileFacts) -> ExecState:
+    """How often the reported node runs (the project model's facts and the regions around the node)."""
+    if local is None:
+        return ExecState(False, False, False, "not analysed", reached=False)
+    start = positions[report.node].start
+    text = lines[start.line - 1] if start.line <= len(lines) else ""
+    # ast counts columns in UTF-8 bytes, libcst in characters.
+    column = start.column if text.isascii() else len(text[: start.column].encode("utf-8"))
+    pos = (start.line, column)
+    scope = local.scope_at(pos)
+    return state_at(scope, pos, facts.functions.get(scope.qualname), facts)
 
 
 # A training script that calls backward and never names a device is CPU-only (GPL4xx rules stay silent there), so
@@ -238,29 +274,6 @@ _BACKWARD_CALL = re.compile(r"backward\s*\(")
 _DEVICE_WORDS = re.compile(
     r"cuda|device|gpu|accelerat|fabric|lightning|distributed|rank|xla|mps|xpu|npu|pin_memory|non_blocking"
 )
-
-
-@lru_cache(maxsize=64)
-def _hot_code(hot_functions: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    """Code that the hot-path context may find running every step by itself (context.py decides exactly): a step
-    marker, a loop over something named like a loader or fetching from one (`next(train_iter)`), a hot function's
-    definition or a call to one. (Functions hot by their name alone: `may_be_step_work`.)
-
-    Separate patterns, none starting with `\\b` or a lookbehind: each keeps a literal start the regex engine skips
-    ahead to. `_has_hot_code` checks that `for`, `next` and the names start a word."""
-    loader = r"loader|Loader|batches|iterator|prefetcher|(?<![A-Za-z0-9])(?:dl|data|train_data)(?![a-z0-9])|Dl\b"
-    # A loop header ends at its colon; the window is bounded so that the search stays linear.
-    return (
-        re.compile(r"backward\(|zero_grad\(|\.step\("),
-        re.compile(rf"for\b[^:]{{0,200}}?(?:{loader})"),
-        re.compile(rf"next\([^)]{{0,100}}?(?:{loader})"),
-        re.compile(rf"(?:{_hot_names(hot_functions)})\s*\("),
-    )
-
-
-def _has_hot_code(patterns: tuple[re.Pattern[str], ...], code: str) -> bool:
-    markers, *words = patterns
-    return markers.search(code) is not None or any(_starts_word(pattern, code) for pattern in words)
 
 
 def _starts_word(pattern: re.Pattern[str], text: str) -> bool:
@@ -284,34 +297,35 @@ def _calls_backward(text: str) -> bool:
     return _starts_word(_BACKWARD_CALL, text)
 
 
-def _pruned(text: str, active: Sequence[type[Rule]], options: LintOptions) -> Cut | None:
+def _pruned(text: str, active: Sequence[type[Rule]], facts: FileFacts) -> Cut | None:
     """The file cut into the functions some active rule needs and the rest (see regions.py), or None to parse it
     whole.
 
-    A step-only rule (`hot_only`) needs the functions that may run in the step; any other rule needs the functions
-    it may report in (`Rule.may_report_in`); every rule needs those holding its `facts`."""
+    A step-only rule (`hot_only`) needs the functions the project model says run in the step; any other rule needs
+    the functions it may report in (`Rule.may_report_in`); every rule needs those holding its `facts`."""
     anywhere = [r for r in active if not r.hot_only]
     step_only = any(r.hot_only for r in active)
     fact_words = tuple(w for r in active for w in r.facts)
-    facts = _trigger_pattern(fact_words) if fact_words else None
+    facts_pattern = _trigger_pattern(fact_words) if fact_words else None
     devices = _DEVICE_WORDS if step_only and _calls_backward(text) else None
-    hot_code = _hot_code(options.hot_functions)
+    in_step = facts.step_code()
 
     def needs(code: str, name: str, class_name: str) -> bool:
         return bool(
             any(r.may_report_in(code, name, class_name) for r in anywhere)
-            or (facts is not None and facts.search(code))
+            or (facts_pattern is not None and facts_pattern.search(code))
             or (devices is not None and devices.search(code))
         )
 
-    def hot(code: str) -> bool:  # also for rules that run anywhere: some report only what runs every step
-        return _has_hot_code(hot_code, code)
+    def hot(qualname: str) -> bool:  # also for rules that run anywhere: some report only what runs every step
+        prefix = qualname + "."
+        return any(name == qualname or name.startswith(prefix) for name in in_step)
 
     linked = {
         name for r in active for keyword in r.linked_by if keyword in text
         for name in re.findall(rf"\b{re.escape(keyword)}\s*=\s*(?:self\.|cls\.)?(\w+)", text)
     }
-    return prune(text, needs, hot, linked, may_be_step_work)
+    return prune(text, needs, hot, linked)
 
 
 _MAX_PYTHON_NESTING = 200
@@ -368,10 +382,9 @@ def parse_error(path: str, message: str, line: int, column: int) -> Finding:
     )
 
 
-def _applies(report: Report, context: FileContext) -> bool:
+def _applies(report: Report, state: ExecState) -> bool:
     if report.when == "always":
         return True
-    state = context.state_of(report)
     if report.when == "per_step":
         return state.per_step
     if report.when == "in_step":
@@ -379,11 +392,12 @@ def _applies(report: Report, context: FileContext) -> bool:
     return not state.cold  # "training"
 
 
-def _resolve(path: str, text: str, parsed_text: str, module: cst.Module, reports: list[Report]) -> list[Finding]:
-    positions = positions_of(parsed_text, module, reports)
+def _resolve(
+    path: str, text: str, module: cst.Module, reports: list[tuple[Report, ExecState]], positions
+) -> list[Finding]:
     suppressions = Suppressions.from_text(text)
     findings: dict[tuple, Finding] = {}
-    for report in reports:
+    for report, state in reports:
         span = positions[report.node]
         line, column = span.start.line, span.start.column + 1
         end_line, end_column = span.end.line, span.end.column + 1
@@ -401,6 +415,8 @@ def _resolve(path: str, text: str, parsed_text: str, module: cst.Module, reports
             end_column=end_column,
             fix=_fix_of(report, module, positions),
             url=report.rule.url(),
+            confidence=state.confidence,
+            chain=state.chain,
         )
         # Two visits of the same node by one rule give one finding.
         findings.setdefault((finding.code, line, column, end_line, end_column), finding)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpulint.project.facts import Frame
+
 DOCS_URL = "https://github.com/gpulint/gpulint/blob/main/docs/rules.md#{anchor}"
 
 
@@ -55,6 +57,10 @@ class Finding:
     end_column: int
     fix: Fix | None = None
     url: str = ""
+    # How sure gpulint is that the code runs every step: "certain" when the training step reaches it through calls
+    # it resolved, "likely" through a guess (an object of unknown class, a callback, a name, an opt-in flag).
+    confidence: str = "certain"
+    chain: tuple = ()  # Frames (gpulint.project.facts) from the training entry point to the finding's function
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code)
@@ -72,6 +78,8 @@ class Finding:
             "end_column": self.end_column,
             "fix": self.fix.to_json() if self.fix else None,
             "url": self.url,
+            "confidence": self.confidence,
+            "chain": [frame.to_json() for frame in self.chain],
         }
 
     @classmethod
@@ -89,4 +97,6 @@ class Finding:
             end_column=data["end_column"],
             fix=Fix(fix["applicability"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
             url=data.get("url", ""),
+            confidence=data.get("confidence", "certain"),
+            chain=tuple(Frame(f["path"], f["line"], f["name"]) for f in data.get("chain", ())),
         )

@@ -25,13 +25,12 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from gpulint.linter.rule import Report
 
 
-def positions_of(text: str, module: cst.Module, reports: Sequence[Report]) -> Mapping[cst.CSTNode, CodeRange]:
-    """Positions of every report's node and fix nodes; `text` is the code `module` was parsed from."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences: Python 3.12 warns on stderr while parsing
-            tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+def positions_of(
+    text: str, module: cst.Module, reports: Sequence[Report], tree: ast.Module | None
+) -> Mapping[cst.CSTNode, CodeRange]:
+    """Positions of every report's node and fix nodes; `text` is the code `module` was parsed from, `tree` its ast
+    (None when ast could not parse it)."""
+    if tree is None:
         return _whole(module)
     lines = text.split("\n")
     positions: dict[cst.CSTNode, CodeRange] = {}

@@ -8,10 +8,9 @@ fixes and `noqa` comments line up with the real file.
 
 A function (or method) is needed when an enabled rule may report in it (`Rule.may_report_in`: by default, when its
 code, docstrings and comments removed, holds the rule's trigger words), when it holds a fact a rule reads elsewhere,
-or a sign of a training step (a step loop, a hot function, see the engine's `_hot_code` and `may_be_step_work`);
-when hot code calls it (as deep as the hot-path context follows calls) or it calls hot code; and when it sets an
-attribute that needed code reads (`self.mask = torch.zeros(...)`: the rules learn there that `self.mask` is a
-tensor). Module-level statements are always kept.
+when the project model says it runs in the training step (it, or a function nested in it, is reached from a step
+loop, or holds one), and when it sets an attribute that needed code reads (`self.mask = torch.zeros(...)`: the rules
+learn there that `self.mask` is a tensor). Module-level statements are always kept.
 
 The cut is made on lines, not on a parse: a definition starts at a line that begins with `def`, `async def`, `class`
 or `@` at the indentation of its body, and ends before the next line at that indentation or less. Lines inside a
@@ -30,7 +29,6 @@ from typing import Callable
 _DEFINITION = re.compile(r"@|def\s|async\s+def\s|class\s")  # used with match(line, indent)
 _NAME = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")
 _MEMBER_INDENT = re.compile(r"^([ \t]+)(?:@|def\s|async\s+def\s|class\s)")
-_CALLED = re.compile(r"(\w+)\s*\(")
 # No leading `\b` (it would stop the regex engine from skipping ahead to `self.`): `myself.x` counting is harmless.
 _ATTRIBUTE_READ = re.compile(r"self\.(\w+)")
 _ATTRIBUTE_SET = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?=(?!=)|register_(?:buffer|parameter)\(\s*[\"'](\w+)")
@@ -70,16 +68,14 @@ def prune(
     needs: Callable[[str, str, str], bool],
     hot: Callable[[str], bool],
     named: set[str] = frozenset(),
-    hot_name: Callable[[str, str], bool] = lambda name, class_name: False,
 ) -> Cut | None:
     """The file cut into what to parse (every unneeded definition stood in for) and what was left out, or None when
     every definition is needed.
 
     `needs(code, name, class_name)` says whether a rule looks at a definition, from its own code (docstrings and
-    comments removed), its name and its class's name; `hot(code)` whether it may run every step by itself (a step
-    loop), and `hot_name(name, class_name)` whether its name may make it hot; `named` are definitions needed by name
-    (`collate_fn=pad_batch`). What hot code calls is hot too, so is code that calls it, and so is a method setting
-    an attribute needed code reads.
+    comments removed), its name and its class's name; `hot(qualname)` whether the project model says it (or a
+    function nested in it) runs in the training step; `named` are definitions needed by name (`collate_fn=pad_batch`).
+    A method setting an attribute needed code reads is needed too.
     """
     lines = text.split("\n")
     units = split_units(text, lines)
@@ -87,14 +83,11 @@ def prune(
         return None
     codes = [code_of("\n".join(lines[u.start:u.end])) if not u.is_class else "" for u in units]
     class_names = [units[u.owner].name if u.owner is not None else "" for u in units]
-    hot_units = [
-        not u.is_class and (hot(code) or hot_name(u.name, class_name))
-        for u, code, class_name in zip(units, codes, class_names)
-    ]
-    _add_callers(units, codes, hot_units)
-    _add_callees(units, codes, hot_units)
-    for unit, code, class_name, is_hot in zip(units, codes, class_names, hot_units):
-        unit.needed = is_hot or (not unit.is_class and (unit.name in named or needs(code, unit.name, class_name)))
+    for unit, code, class_name in zip(units, codes, class_names):
+        qualname = f"{class_name}.{unit.name}" if class_name else unit.name
+        unit.needed = not unit.is_class and (
+            hot(qualname) or unit.name in named or needs(code, unit.name, class_name)
+        )
     _add_attribute_makers(units, codes)
     classes_needed = {unit.owner for unit in units if unit.needed}
     kept = list(lines)
@@ -217,37 +210,6 @@ def _header_line(lines: list[str], start: int, end: int) -> int:
 def _name_of(header: str) -> str:
     match = _NAME.match(header)
     return match.group(1) if match else ""
-
-
-def _add_callers(units: list[Unit], codes: list[str], hot: list[bool]) -> None:
-    """Mark hot the definitions that call a hot one by name: a loop calling `self.update(batch)`, where `update`
-    runs backward, is a step loop."""
-    names = {u.name for u, is_hot in zip(units, hot) if is_hot and u.name}
-    if not names:
-        return
-    calls = re.compile(r"(?<!\w)(?:%s)\s*\(" % "|".join(re.escape(n) for n in sorted(names)))
-    for index, (unit, code) in enumerate(zip(units, codes)):
-        if not hot[index] and not unit.is_class and calls.search(code):
-            hot[index] = True
-
-
-# The hot-path context follows calls from the step this many levels deep (context.py, `finalize`).
-CALL_DEPTH = 2
-
-
-def _add_callees(units: list[Unit], codes: list[str], hot: list[bool]) -> None:
-    """Mark hot the definitions that hot code calls (`helper(`, `self.helper(`), as deep as the context looks."""
-    pending = [i for i, u in enumerate(units) if not hot[i] and not u.is_class and u.name]
-    frontier = "\n".join(code for code, is_hot in zip(codes, hot) if is_hot)
-    for _ in range(CALL_DEPTH):
-        if not frontier or not pending:
-            break
-        called = set(_CALLED.findall(frontier))
-        newly = [i for i in pending if units[i].name in called]
-        for index in newly:
-            hot[index] = True
-        pending = [i for i in pending if not hot[i]]
-        frontier = "\n".join(codes[i] for i in newly)
 
 
 def _add_attribute_makers(units: list[Unit], codes: list[str]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -12,6 +12,7 @@ from gpulint.linter.cache import ResultCache, content_hash
 from gpulint.linter.finding import Finding, rule_url
 from gpulint.linter.options import LintOptions
 from gpulint.linter.source import SourceFile, decode
+from gpulint.project import FileFacts, Project, outline
 
 # The engine and the rules (and libcst) are imported by `process`, in the workers: a run whose every file is cached
 # never imports them, which is most of a warm run's time.
@@ -29,6 +30,7 @@ class FileTask:
     options: LintOptions
     fix: bool = False
     unsafe: bool = False
+    facts: FileFacts | None = None  # the project model's facts for this file (None: model it alone)
 
 
 @dataclass
@@ -73,23 +75,41 @@ def process(task: FileTask) -> FileOutcome:
     registry = rules_by_code()
     rules = [registry[c] for c in task.codes]
     if not task.fix:
-        outcome.findings = lint_bytes(task.display, data, rules, task.options).findings
+        outcome.findings = lint_bytes(task.display, data, rules, task.options, task.facts).findings
         return outcome
     try:
         source = decode(data)
     except ValueError:
-        outcome.findings = lint_bytes(task.display, data, rules, task.options).findings
+        outcome.findings = lint_bytes(task.display, data, rules, task.options, task.facts).findings
         return outcome
     outcome.original = source
 
     def lint(text: str) -> list[Finding]:
-        return lint_text(task.display, text, rules, task.options)
+        return lint_text(task.display, text, rules, task.options, task.facts)
 
     new_text, fixed = fix_text(source.text, lint, task.unsafe, newline=source.newline)
     if fixed:
         outcome.fixed_text, outcome.fixed = new_text, fixed
     outcome.findings = lint(new_text)
     return outcome
+
+
+def with_project_facts(tasks: Sequence[FileTask]) -> list[FileTask]:
+    """The tasks, each with the project model's facts for its file: every task's file is read and outlined, and the
+    model built over all of them (gpulint/project/). A file that cannot be read or decoded is left to its worker,
+    which reports it."""
+    if not tasks:
+        return list(tasks)
+    indexes = []
+    for task in tasks:
+        try:
+            indexes.append(outline(task.display, decode(Path(task.path).read_bytes()).text))
+        except (OSError, ValueError):
+            continue
+    options = tasks[0].options
+    project = Project(indexes, options.hot_functions, options.gate_names)
+    known = set(project.files)
+    return [replace(t, facts=project.file_facts(t.display)) if t.display in known else t for t in tasks]
 
 
 def run_tasks(tasks: Sequence[FileTask], cache: ResultCache, jobs: int) -> list[FileOutcome]:

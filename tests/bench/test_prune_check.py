@@ -36,9 +36,10 @@ def test_compare_and_positions_on_a_small_folder(tmp_path):
     (tmp_path / "broken.py").write_bytes(b"\xff\xfe not utf-8")
     prune_check = load()
     files = sorted(tmp_path.rglob("*.py"))
-    count, findings, differ, _, _ = prune_check.compare(files)
+    facts = prune_check.project_facts([tmp_path])
+    count, findings, differ, _, _ = prune_check.compare(files, facts)
     assert count == 2 and findings >= 3 and differ == []
-    checked, wrong = prune_check.check_positions(files)
+    checked, wrong = prune_check.check_positions(files, facts)
     assert checked >= 3 and wrong == []
 
 
@@ -47,8 +48,8 @@ def test_a_difference_is_reported(tmp_path, monkeypatch):
     prune_check = load()
     real = prune_check.lint_text
     # A broken pruning (drops every finding) must show up as a difference.
-    monkeypatch.setattr(prune_check, "lint_text", lambda p, t, r, o: real(p, t, r, o) if not o.prune else [])
-    _, _, differ, _, _ = prune_check.compare([tmp_path / "train.py"])
+    monkeypatch.setattr(prune_check, "lint_text", lambda p, t, r, o, f: real(p, t, r, o, f) if not o.prune else [])
+    _, _, differ, _, _ = prune_check.compare([tmp_path / "train.py"], prune_check.project_facts([tmp_path]))
     assert len(differ) == 1
 
 
@@ -61,6 +62,6 @@ def test_a_cut_that_does_not_parse_is_reported(tmp_path):
     )
     (tmp_path / "train.py").write_text(source)
     prune_check = load()
-    assert prune_check.cuts_that_fail([tmp_path / "train.py"]) == []
+    assert prune_check.cuts_that_fail([tmp_path / "train.py"], prune_check.project_facts([tmp_path])) == []
     (tmp_path / "fooled.py").write_text('import torch\n\nT = "\\\ndef f():\\\n  x"\n\n\n' + TRAIN_PY.replace("import torch\n", ""))
-    assert len(prune_check.cuts_that_fail([tmp_path / "fooled.py"])) == 1
+    assert len(prune_check.cuts_that_fail([tmp_path / "fooled.py"], prune_check.project_facts([tmp_path]))) == 1

@@ -44,7 +44,7 @@ def test_json_is_sorted_and_one_based(run, project):
     data = json.loads(out)
     assert [(d["path"], d["line"]) for d in data] == sorted((d["path"], d["line"]) for d in data)
     first = data[0]
-    assert set(first) == {"code", "name", "message", "severity", "path", "line", "column", "end_line", "end_column", "fix", "url"}
+    assert set(first) == {"code", "name", "message", "severity", "path", "line", "column", "end_line", "end_column", "fix", "url", "confidence", "chain"}
     assert first["column"] == 17 and first["end_column"] == 28  # 1-based, end exclusive
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import libcst as cst
 
 from gpulint.linter.context import FileContext
-from gpulint.linter.engine import _Traversal
+from gpulint.linter.engine import _state_of, _Traversal
+from gpulint.linter.positions import positions_of
 from gpulint.linter.rule import Invalid, Rule, RuleDocs
+from gpulint.project import single_file_facts
+from gpulint.project.local import analyze
 
 
 class Probe(Rule):
@@ -28,14 +32,19 @@ class Probe(Rule):
             self.report(node, label, when="always")
 
 
-def states(source: str, **options) -> dict[str, str]:
-    module = cst.parse_module(textwrap.dedent(source))
-    context = FileContext("t.py", module, **options)
+def states(source: str, gate_names=(), hot_functions=()) -> dict[str, str]:
+    """How often each `probe("label")` of a file read alone runs, as the engine decides it for a report there."""
+    text = textwrap.dedent(source)
+    facts = single_file_facts("t.py", text, hot_functions, gate_names)
+    module = cst.parse_module(text)
+    context = FileContext("t.py", module, gate_names, facts)
     _Traversal(context, [Probe(context)]).walk(module)
-    context.finalize()
+    tree = ast.parse(text)
+    positions = positions_of(text, module, context.reports, tree)
+    local = analyze(tree, gate_names)
     result = {}
     for report in context.reports:
-        state = context.state_of(report)
+        state = _state_of(report, positions, local, text.split("\n"), facts)
         result[report.message] = (
             "cold" if state.cold else "gated" if state.gated and state.hot else "per_step" if state.hot else "neutral"
         )
@@ -99,7 +108,7 @@ def test_configured_gate_names():
     assert states(source, gate_names=["chatty"]) == {"custom gate": "gated"}
 
 
-def test_functions_called_from_the_step_two_calls_deep():
+def test_functions_called_from_the_step_at_any_depth():
     assert states(
         """
         def level3():
@@ -130,7 +139,7 @@ def test_functions_called_from_the_step_two_calls_deep():
                         log_metrics()
         """
     ) == {
-        "three deep": "neutral",
+        "three deep": "per_step",
         "two deep": "per_step",
         "one deep": "per_step",
         "called under a gate": "gated",

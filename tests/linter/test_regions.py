@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import libcst as cst
@@ -9,6 +10,7 @@ import libcst as cst
 from gpulint.linter import engine, positions
 from gpulint.linter.engine import lint_text
 from gpulint.linter.options import LintOptions
+from gpulint.project import single_file_facts
 from gpulint.linter.regions import code_of, prune
 from gpulint.linter.rule import all_rules
 
@@ -32,7 +34,7 @@ def reports_placed_as_libcst_does(source: str) -> list:
     context = engine.FileContext("t.py", module)
     engine._Traversal(context, [rule(context) for rule in RULES if rule.triggers]).walk(module)
     truth = positions._whole(module)
-    found = positions.positions_of(source, module, context.reports)
+    found = positions.positions_of(source, module, context.reports, ast.parse(source))
     for report in context.reports:
         assert found[report.node] == truth[report.node], report.rule.code
     return context.reports
@@ -41,16 +43,16 @@ def reports_placed_as_libcst_does(source: str) -> list:
 def pruned_text(source: str) -> str | None:
     text = textwrap.dedent(source)
     active = [r for r in RULES if r.triggers and r.has_words_in(text)]
-    cut = engine._pruned(text, active, LintOptions())
+    cut = engine._pruned(text, active, single_file_facts("t.py", text))
     return None if cut is None else "\n".join(cut.kept)
 
 
 def test_prune_stands_in_for_unneeded_definitions_and_keeps_lines():
     lines = ["import torch", "", "def setup():", "    return 1", "", "def step(x):", "    return x.item()", ""]
-    cut = prune("\n".join(lines), needs=lambda code, name, class_name: ".item(" in code, hot=lambda code: False)
+    cut = prune("\n".join(lines), needs=lambda code, name, class_name: ".item(" in code, hot=lambda qualname: False)
     assert cut.kept == ["import torch", "", '"""', "", '"""', "def step(x):", "    return x.item()", ""]
     assert cut.left_out == ["", "", "def setup():", "    return 1", "", "", "", ""]
-    assert prune("\n".join(lines), needs=lambda code, name, class_name: True, hot=lambda code: False) is None
+    assert prune("\n".join(lines), needs=lambda code, name, class_name: True, hot=lambda qualname: False) is None
 
 
 def test_class_members_are_cut_one_by_one_and_attribute_makers_stay():
@@ -71,7 +73,7 @@ def test_class_members_are_cut_one_by_one_and_attribute_makers_stay():
                 return (x * self.mask + self.queue).item()
         """
     ).split("\n")
-    cut = prune("\n".join(lines), needs=lambda code, name, class_name: ".item(" in code, hot=lambda code: False)
+    cut = prune("\n".join(lines), needs=lambda code, name, class_name: ".item(" in code, hot=lambda qualname: False)
     assert cut is not None and len(cut.kept) == len(cut.left_out) == len(lines)
     text = "\n".join(cut.kept)
     assert "self.mask = make()" in text and 'register_buffer("queue"' in text  # they say what forward reads

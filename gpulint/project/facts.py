@@ -1,0 +1,158 @@
+"""What the project model tells the engine about one file, and how often a piece of code runs.
+
+The model (model.py) decides, for every function it reaches, how the training step reaches it: every step, on some
+steps (a gate), in the training program but not per step (setup, epoch ends), or only from cold code; with what
+confidence, through which calls (the chain a finding shows), and which of its loops are step loops. `state_at` then
+says how often the code at one position runs, from that and the local regions (local.py) around it. The model uses
+it for call sites while it propagates; the engine for the nodes rules report.
+
+Everything here is plain data (sent to the worker processes) and imports no parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpulint.project.local import Pos, Region, Scope
+from gpulint.project.vocab import is_cold_function_name
+
+PER_STEP, GATED, PROGRAM, COLD = 0, 1, 2, 3
+RANK_NAMES = {PER_STEP: "per step", GATED: "gated", PROGRAM: "in the training program", COLD: "cold"}
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One step of a chain: the code at path:line, and what it is (`loop over train_loader`, `Trainer.step()`)."""
+
+    path: str
+    line: int
+    label: str
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "line": self.line, "name": self.label}
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} {self.label}"
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How the training step reaches a function."""
+
+    rank: int
+    likely: bool = False  # through a guess: a call the model could not resolve, a callback, a name
+    chain: tuple[Frame, ...] = ()
+    flags: tuple[str, ...] = ()  # opt-in configuration switches on the way (`use_ema`)
+    reason: str = ""
+
+    def better_than(self, other: "Reach | None") -> bool:
+        if other is None:
+            return True
+        return (self.rank, self.likely, len(self.chain)) < (other.rank, other.likely, len(other.chain))
+
+
+@dataclass(frozen=True)
+class FunctionFacts:
+    reach: Reach | None  # None: no training code reaches it
+    step_loops: frozenset[int] = frozenset()  # its loops (by index) that are step loops
+    loop_frames: tuple[tuple[int, Frame], ...] = ()  # the entry frame of each step loop
+    epoch: bool = False  # it loops over a loader: code outside that loop runs once per epoch
+    gate_params: frozenset[str] = frozenset()  # parameters every caller binds to an interval test
+    param_kinds: tuple[tuple[str, str], ...] = ()  # parameters every caller passes a host (or device) value
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """The model's facts for the functions of one file (keyed by qualified name)."""
+
+    functions: dict[str, FunctionFacts] = field(default_factory=dict)
+    # True when the project has training entry points: code none of them reaches is not per step. False: the model
+    # knows no entry (a lone module, a library), and functions named like step work are taken as likely per step.
+    entries: bool = False
+    hot_names: frozenset[str] = frozenset()
+    # Calls in this file (the callee as written) of project functions whose value lives on the host or device.
+    return_kinds: tuple[tuple[str, str], ...] = ()
+    on_flags: frozenset[str] = frozenset()  # configuration switches whose default is on (argparse, dataclasses)
+    problem: tuple[int, int, str] | None = None  # Python's syntax error in the file: (line, column, message)
+
+    def step_code(self) -> frozenset[str]:
+        """The functions (qualified names) with code that may run in the training step: reached every step or on
+        some steps, or holding a step loop."""
+        return frozenset(
+            name for name, f in self.functions.items()
+            if f.step_loops or (f.reach is not None and f.reach.rank <= GATED)
+        )
+
+
+@dataclass(frozen=True)
+class ExecState:
+    hot: bool
+    gated: bool
+    cold: bool
+    reason: str
+    reached: bool = True  # some training code reaches it (or the model knows no entry point)
+    likely: bool = False
+    chain: tuple[Frame, ...] = ()
+    flags: tuple[str, ...] = ()
+    by_name: bool = False  # cold only because its function is named for evaluation, setup or sampling
+
+    @property
+    def per_step(self) -> bool:
+        return self.hot and not self.gated and not self.cold
+
+    @property
+    def confidence(self) -> str:
+        return "likely" if self.likely or self.flags else "certain"
+
+
+NEUTRAL = ExecState(hot=False, gated=False, cold=False, reason="not on the training path", reached=False)
+_COLD_REASONS = {
+    "backend": "in a branch for another device",
+    "error": "in an error handler",
+    "eval": "in the evaluation branch of a module",
+}
+
+
+def regions_at(scope: Scope, pos: Pos) -> list[Region]:
+    """The regions of `scope` holding `pos`, innermost first."""
+    return sorted((r for r in scope.regions if r.holds(pos)), key=lambda r: r.start, reverse=True)
+
+
+def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: FileFacts) -> ExecState:
+    """How often the code at `pos` in `scope` runs: its regions, innermost first (a gate, a switch, a branch for
+    another device, a step loop), then how the step reaches its function."""
+    if scope.kind == "class":
+        return NEUTRAL
+    facts = facts or FunctionFacts(None)
+    gated = False
+    flags: list[str] = []
+    for region in regions_at(scope, pos):
+        kind = region.kind
+        if kind in ("gate", "exit") or (kind == "param" and region.flags[0] in facts.gate_params):
+            gated = True
+        elif kind == "switch":
+            # An opt-in feature: on every step once switched on, but off unless the user asks (or no default is known).
+            flags.extend(f for f in region.flags if not f.startswith("!") and f not in file_facts.on_flags)
+        elif kind in _COLD_REASONS:
+            return ExecState(False, gated, True, _COLD_REASONS[kind])
+        elif kind == "loop" and region.loop in facts.step_loops:
+            frame = dict(facts.loop_frames).get(region.loop)
+            return ExecState(True, gated, False, "inside the training loop", chain=(frame,) if frame else (),
+                             flags=tuple(flags))
+    reach = facts.reach
+    name = scope.name
+    # Named for evaluation, sampling, saving or setup: such code runs once or behind a test the model cannot read
+    # (`if not exists(self.GAN): self.init_GAN()`, `if divisible_by(step, save_every): self.save()`).
+    if is_cold_function_name(name) and name not in file_facts.hot_names:
+        return ExecState(False, gated, True, f"in `{name}`, which does not run every step", by_name=True)
+    if reach is None:
+        return NEUTRAL
+    if facts.epoch:
+        return ExecState(False, gated, False, f"in `{name}` outside its loop over batches (once per epoch)")
+    if reach.rank == COLD:
+        return ExecState(False, gated, True, reach.reason or f"in `{name}`, reached only from code that is not training")
+    if reach.rank == PROGRAM:
+        return ExecState(False, gated, False, reach.reason or f"in `{name}`, which runs once, not every step",
+                         likely=reach.likely, chain=reach.chain)
+    return ExecState(True, gated or reach.rank == GATED, False, reach.reason or f"in `{name}`, which runs every step",
+                     likely=reach.likely, chain=reach.chain, flags=tuple(dict.fromkeys((*reach.flags, *flags))))

@@ -1,0 +1,154 @@
+"""Every Python file of the project, outlined cheaply; each definition analysed only when the model reaches it.
+
+Reading every file with `ast` costs about half a cold lint (ast builds an object per node), so a file is read in
+two parts:
+
+- its *outline*, for every file: the line-based definitions of gpulint/linter/regions.py (top-level functions and
+  classes, and the members of top-level classes), and a *skeleton*, the file with every definition stood in for by
+  a string literal over its lines, parsed with `ast` and analysed (local.py). The skeleton holds what runs at import
+  and in a script's main body: imports, class headers and their bases, module-level loops and calls;
+- each definition's own analysis, made when the model first needs it (a function that no training code reaches is
+  never analysed). A member of a class is parsed inside a stand-in class of the same name, after blank lines, so
+  its lines and qualified names are the file's own.
+
+Module names follow the folders: `pkg/sub/mod.py` is `pkg.sub.mod`, and also `sub.mod` and `mod` (a script that
+imports a module beside it, a folder put on `sys.path`). The model picks among such candidates.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass, field
+
+from gpulint.linter.regions import code_of, split_units, stand_in
+from gpulint.project.local import MODULE_SCOPE, FileLocal, Scope, analyze, import_aliases
+
+# Text that can make a definition an entry of the training step by itself (a step marker, a loop over a loader,
+# fetching from one): only definitions holding some of it are analysed before anything reaches them.
+_ENTRY_TEXT = re.compile(
+    r"backward\s*\(|zero_grad\s*\(|\.step\s*\(|for\b[^:\n]{0,200}?(?:loader|Loader|batches|iterator|prefetcher|data)"
+    r"|next\([^)\n]{0,100}?(?:loader|Loader|batches|iterator|prefetcher|data)"
+)
+
+
+@dataclass
+class Definition:
+    qualname: str  # "train", "Trainer.step", "Outer.Inner"
+    name: str
+    cls: str  # the class it is a member of ("" for a top-level function or class)
+    start: int  # 0-based first line (decorators included)
+    end: int  # 0-based line after it
+    is_class: bool
+    code: str = ""  # its text without docstrings and comments
+
+    @property
+    def may_enter(self) -> bool:
+        return not self.is_class and _ENTRY_TEXT.search(self.code) is not None
+
+
+@dataclass
+class SyntaxProblem:
+    line: int
+    column: int
+    message: str
+
+
+@dataclass
+class ModuleIndex:
+    path: str  # as gpulint displays it, '/'-separated, relative to where it was run
+    text: str
+    definitions: dict[str, Definition] = field(default_factory=dict)
+    skeleton: FileLocal | None = None
+    problem: SyntaxProblem | None = None
+    aliases: dict[str, str] = field(default_factory=dict)  # module-level absolute import aliases
+    _analysed: dict[str, dict[str, Scope]] = field(default_factory=dict)
+
+    @property
+    def module_scope(self) -> Scope | None:
+        return self.skeleton.scopes.get(MODULE_SCOPE) if self.skeleton else None
+
+    def scopes_of(self, definition: Definition) -> dict[str, Scope]:
+        """The analysis of one definition: its own scope and those nested in it, keyed by qualified name."""
+        found = self._analysed.get(definition.qualname)
+        if found is None:
+            found = self._analysed[definition.qualname] = self._analyse(definition)
+        return found
+
+    def scope(self, qualname: str) -> Scope | None:
+        """The scope of a function, method or class by qualified name (analysing its definition if needed)."""
+        head = qualname
+        while head not in self.definitions and "." in head:
+            head = head.rsplit(".", 1)[0]
+        definition = self.definitions.get(head)
+        if definition is not None and not definition.is_class:
+            return self.scopes_of(definition).get(qualname)
+        return self.skeleton.scopes.get(qualname) if self.skeleton else None
+
+    def _analyse(self, definition: Definition) -> dict[str, Scope]:
+        lines = self.text.split("\n")[definition.start:definition.end]
+        if definition.cls:
+            # Blank lines, then a stand-in class of the member's own class, so the member sits on its own lines.
+            padded = "\n" * (definition.start - 1) + f"class {definition.cls}:\n" + "\n".join(lines)
+        else:
+            padded = "\n" * definition.start + "\n".join(lines)
+        tree = _parse(padded)
+        if tree is None:
+            return {}
+        aliases = dict(self.aliases)
+        import_aliases(ast.walk(tree), aliases)
+        local = analyze(tree, aliases=aliases)
+        # Without the padding's module and stand-in class.
+        return {q: s for q, s in local.scopes.items() if s.kind != "module" and q != definition.cls}
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences: not gpulint's business
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def outline(path: str, text: str) -> ModuleIndex:
+    """The outline of one file: its definitions and its analysed skeleton (see the module docstring)."""
+    index = ModuleIndex(path, text)
+    lines = text.split("\n")
+    units = split_units(text, lines)
+    skeleton = list(lines)
+    for unit in units:
+        owner = units[unit.owner] if unit.owner is not None else None
+        qualname = f"{owner.name}.{unit.name}" if owner else unit.name
+        code = "" if unit.is_class else code_of("\n".join(lines[unit.start:unit.end]))
+        index.definitions[qualname] = Definition(
+            qualname, unit.name, owner.name if owner else "", unit.start, unit.end, unit.is_class, code
+        )
+        if not unit.is_class:
+            skeleton[unit.start:unit.end] = stand_in(lines[unit.start], unit.end - unit.start)
+    tree = _parse("\n".join(skeleton))
+    if tree is None:
+        index.problem = _syntax_problem(path, text)
+        if index.problem is None:  # the cut was fooled by a string: read the file whole
+            tree = _parse(text)
+            index.definitions = {}
+    if tree is not None:
+        import_aliases(tree.body, index.aliases)
+        for statement in tree.body:  # imports under `if` / `try` at module level too
+            if isinstance(statement, (ast.If, ast.Try)):
+                import_aliases(ast.walk(statement), index.aliases)
+        index.skeleton = analyze(tree, aliases=index.aliases)
+    return index
+
+
+def _syntax_problem(path: str, text: str) -> SyntaxProblem | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        return SyntaxProblem(exc.lineno or 1, exc.offset or 1, exc.msg)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return SyntaxProblem(1, 1, f"could not parse: {type(exc).__name__}")
+    return None

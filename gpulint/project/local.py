@@ -1,0 +1,818 @@
+"""Where code runs inside each function of one file, read on Python's `ast`: the local half of the project model.
+
+For every function, method and class body, and for the module's own statements (`<module>`), `analyze` records:
+
+- its loops, with what can make one a step loop: a step-marker call directly in it (`loss.backward()`,
+  `optimizer.step()`, `zero_grad()`), iterating a loader (`for batch in train_loader:`), fetching from one
+  (`next(train_iter)`), and whether it runs under `no_grad` (an evaluation loop over a loader is no step loop);
+- its regions, the stretches that run on fewer steps than the code around them, or on none:
+    gate      the body of a step gate (`if step % N == 0:`, `if should_log:`, a name assigned an interval test)
+    exit      the statements after an early exit on most steps (`if step % N != 0: continue`)
+    switch    the body of a configuration switch (`if args.use_ema:`): every step once the feature is on
+    backend   the body of a branch for another device (`if device.type == "mps":`, `if not torch.cuda.is_available():`)
+    error     an `except` handler (an error path, such as the CPU fallback after an out-of-memory error)
+    eval      the branch a module takes outside training (`if not self.training:`)
+    loop      a loop's body (the model decides which loops are step loops)
+- its calls, with their position, innermost loop, the value kinds of their arguments and the arguments that are
+  interval tests (`log_metrics(..., should_log=step % 10 == 0)` gates `if should_log:` in the callee);
+- what it assigns from calls (which classes an object holds), what it returns, and the names it passes around
+  without calling them (callbacks).
+
+Positions are (line, column) as `ast` gives them: columns count UTF-8 bytes. Nothing here imports libcst: the
+model reads these on the text of the project, the engine on the text it lints, through the same code.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from gpulint.project.vocab import (
+    CONFIG_ROOTS,
+    CPU_FACTORIES,
+    DEFAULT_GATE_PARTS,
+    EVAL_LOADER_PARTS,
+    HOST_BUILTINS,
+    HOST_METHODS,
+    HOST_MODULE_PREFIXES,
+    ITERABLE_WRAPPERS,
+    LOADER_PARTS,
+    METADATA_ATTRS,
+    METADATA_METHODS,
+    NO_GRAD,
+    OPTIMIZER_RECEIVER,
+    RESUME_PARTS,
+    SAME_PLACE_METHODS,
+    STEP_METHODS,
+    VALUE_BUILTINS,
+    name_parts,
+)
+
+Pos = tuple[int, int]
+Kind = str  # "host" | "device" | "unknown": where a value lives
+
+MODULE_SCOPE = "<module>"
+# Devices other than CUDA: code in a branch for them is not the GPU training a user ships.
+_OTHER_BACKENDS = frozenset({"cpu", "mps", "xla", "xpu", "npu", "hpu", "tpu", "mlu"})
+
+
+@dataclass
+class Region:
+    kind: str
+    start: Pos
+    end: Pos
+    loop: int = -1  # for "loop": the index of the loop in its scope
+    flags: tuple[str, ...] = ()  # for "switch": the configuration attributes tested, "!name" when negated
+
+    def holds(self, pos: Pos) -> bool:
+        return self.start <= pos < self.end
+
+
+@dataclass
+class Loop:
+    line: int
+    start: Pos
+    label: str = ""  # what it iterates, as a dotted name (`train_loader`), when it is one
+    has_marker: bool = False
+    iterates_loader: bool = False
+    fetches: bool = False
+    no_grad: bool = False
+
+
+@dataclass
+class Call:
+    line: int
+    pos: Pos
+    func: str  # the callee as a dotted name ("self.step", "utils.log", "model", "super().step"), "" when none
+    loop: int  # innermost loop of its scope holding it, -1 when none
+    arg_kinds: tuple[Kind, ...] = ()
+    kw_kinds: tuple[tuple[str, Kind], ...] = ()
+    interval_args: tuple[str, ...] = ()  # "0", "1"... for positional arguments, else the keyword
+    first_arg: str = ""  # the first argument as a dotted name (`DDP(model)` wraps `model`)
+    marker: bool = False  # a step marker (backward, optimizer step, zero_grad)
+    name_args: tuple[str, ...] = ()  # arguments that are dotted names (a function passed is a callback)
+
+
+@dataclass
+class Assign:
+    target: str  # "model", "self.model"
+    callee: str = ""  # assigned a call of this dotted name
+    first_arg: str = ""
+    source: str = ""  # assigned another dotted name (an alias)
+    element_of: str = ""  # a loop variable over this dotted name (`for block in self.blocks:`)
+    calls: tuple[str, ...] = ()  # every call in the value (`nn.ModuleList([Block(c) for c in cfgs])`)
+
+
+@dataclass
+class Scope:
+    qualname: str
+    name: str
+    kind: str  # "function" | "class" | "module"
+    parent: str  # the enclosing scope's qualname ("" for the module)
+    cls: str = ""  # for a method, its class's qualname
+    line: int = 0  # the `def`/`class` line
+    start: Pos = (0, 0)  # decorators included
+    end: Pos = (0, 0)
+    params: tuple[str, ...] = ()
+    decorators: tuple[str, ...] = ()
+    decorator_args: tuple[str, ...] = ()  # dotted names passed to its decorators (`@trainer.on(Events.X)`)
+    bases: tuple[str, ...] = ()  # for a class
+    loops: list[Loop] = field(default_factory=list)
+    regions: list[Region] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    assigns: list[Assign] = field(default_factory=list)
+    returns: list[Kind] = field(default_factory=list)
+    returned_calls: list[str] = field(default_factory=list)  # `return helper(x)`: the helper's kind is returned
+    returned_names: list[str] = field(default_factory=list)  # `return model`: what `model` holds is returned
+    refs: set[str] = field(default_factory=set)
+    imports: list[tuple[str, str, str, int]] = field(default_factory=list)  # (local name, module, name or "", level)
+    marker_outside_loop: bool = False  # backward / optimizer step outside any loop of its own: one step's work
+    no_grad_decorated: bool = False
+
+    def loop_regions_at(self, pos: Pos) -> list[Region]:
+        return [r for r in self.regions if r.kind == "loop" and r.holds(pos)]
+
+
+@dataclass
+class FileLocal:
+    scopes: dict[str, Scope]
+    step_flags: set[str]  # names assigned an interval test anywhere in the file (`is_log_step = step % 10 == 0`)
+    aliases: dict[str, str]  # module-level import aliases: local name -> qualified name
+
+    def scope_at(self, pos: Pos) -> Scope:
+        """The innermost function or class whose text holds `pos` (decorators included), else the module."""
+        best = self.scopes[MODULE_SCOPE]
+        for scope in self.scopes.values():
+            if scope.kind != "module" and scope.start <= pos < scope.end and scope.start >= best.start:
+                best = scope
+        return best
+
+
+# ---------------------------------------------------------------------------------------------------------- names
+def dotted(node: ast.AST) -> str | None:
+    """`a.b.c` for a Name/Attribute chain; `super().x` for an attribute of `super()`; else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super" and parts:
+        parts.append("super()")
+    else:
+        return None
+    return ".".join(reversed(parts))
+
+
+def last_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def resolve(name: str, aliases: dict[str, str]) -> str:
+    head, _, rest = name.partition(".")
+    full = aliases.get(head, head)
+    return f"{full}.{rest}" if rest else full
+
+
+def import_aliases(statements: Iterable[ast.stmt], into: dict[str, str]) -> None:
+    """Record `import torch as t` / `from torch import distributed as dist` (absolute imports only: relative ones
+    name project modules, which the model resolves itself)."""
+    for node in statements:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    into[alias.asname] = alias.name
+                else:
+                    head = alias.name.split(".", 1)[0]
+                    into.setdefault(head, head)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for alias in node.names:
+                if alias.name != "*":
+                    into[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+
+# ---------------------------------------------------------------------------------------------------------- gates
+def is_step_modulo(node: ast.AST) -> bool:
+    """`step % N`, not `x.size(0) % world_size` (a divisibility check on a size says nothing about the step)."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)):
+        return False
+    left = node.left
+    if isinstance(left, ast.Subscript):
+        left = left.value
+    if isinstance(left, ast.Call):
+        return last_name(left.func) not in METADATA_METHODS | {"len"}
+    if isinstance(left, ast.Constant):  # "%d" % x: string formatting
+        return False
+    return not (isinstance(left, ast.Attribute) and left.attr in METADATA_ATTRS)
+
+
+def modulo_form(test: ast.AST) -> str | None:
+    """"inverted" for `a % n` and `a % n != 0` (true on most steps), "equal" for `a % n == 0`, else None."""
+    if is_step_modulo(test):
+        return "inverted"
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and is_step_modulo(test.left):
+        if isinstance(test.ops[0], ast.NotEq):
+            return "inverted"
+        if isinstance(test.ops[0], ast.Eq):
+            return "equal"
+    return None
+
+
+def is_interval_test(expr: ast.AST) -> bool:
+    """`step % N == 0`, `(i % n == 0) or last_batch`: true once every N steps."""
+    if isinstance(expr, ast.BoolOp):
+        return any(is_interval_test(v) for v in expr.values)
+    return modulo_form(expr) == "equal"
+
+
+def _gate_word(name: str, extra: frozenset[str]) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return name in extra or last in extra or bool(name_parts(last) & DEFAULT_GATE_PARTS)
+
+
+def names_a_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
+    """Does an `if` test name a logging/interval gate or take a step modulo? Inside a call only the callee's name
+    counts (`loss.item() > x` is no gate)."""
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and is_step_modulo(node):
+            return True
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name is not None and _gate_word(name, extra):
+                return True
+            if name is None:
+                stack.append(node.func)
+            continue
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = dotted(node)
+            if name is not None:
+                if _gate_word(name, extra):
+                    return True
+                continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def is_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
+    """Does `if test:` run its body only on some steps? `if step % N:` / `!= 0` run on most steps: not a gate."""
+    return names_a_gate(test, extra) and modulo_form(test) != "inverted"
+
+
+def switch_flags(test: ast.AST) -> tuple[str, ...] | None:
+    """The configuration attributes a switch tests (`args.use_ema` -> ("use_ema",), `not cfg.fast` -> ("!fast",)),
+    or None when `test` is not only attributes of a configuration object (its root name has a part like
+    args/config/cfg, possibly under `self.`), with no comparison or arithmetic."""
+    if isinstance(test, ast.BoolOp):
+        flags: list[str] = []
+        for value in test.values:
+            found = switch_flags(value)
+            if found is None:
+                return None
+            flags.extend(found)
+        return tuple(flags)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = switch_flags(test.operand)
+        return None if inner is None else tuple(f[1:] if f.startswith("!") else "!" + f for f in inner)
+    name = dotted(test) if isinstance(test, ast.Attribute) else None
+    if name is None:
+        return None
+    parts = name.split(".")[:-1]
+    if parts and parts[0] == "self":
+        parts = parts[1:]
+    if parts and name_parts(parts[0]) & CONFIG_ROOTS:
+        return (name.rsplit(".", 1)[-1],)
+    return None
+
+
+def is_step_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
+    """A gate that skips steps. A configuration switch (`if args.print_loss:`) is no gate: when on, it runs every
+    step."""
+    return is_gate(test, extra) and switch_flags(test) is None
+
+
+def _mentions_resume(test: ast.AST) -> bool:
+    for node in ast.walk(test):
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = dotted(node)
+            if name and name_parts(name.rsplit(".", 1)[-1]) & RESUME_PARTS:
+                return True
+    return False
+
+
+def is_exit_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
+    """Does `if test: continue` skip most steps? `if step % N != 0: continue` does; `if step % N == 0: continue` and
+    `if resuming and step < start: continue` (skipping batches already trained on) do not."""
+    form = modulo_form(test)
+    if form is not None:
+        return form == "inverted"
+    if _mentions_resume(test):
+        return False
+    return is_gate(test, extra)
+
+
+def _ends_with_exit(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Continue, ast.Return, ast.Break))
+
+
+def backend_branch(test: ast.AST) -> str | None:
+    """Which branch of `if test:` is for a device other than CUDA: "body", "orelse", or None.
+
+    `device.type == "mps"`, `args.device == "cpu"`, `torch.backends.mps.is_available()` and `not
+    torch.cuda.is_available()` choose another device in the body; `torch.cuda.is_available()` and
+    `device.type == "cuda"` in the `else`."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = backend_branch(test.operand)
+        return {"body": "orelse", "orelse": "body"}.get(inner or "")
+    if isinstance(test, ast.Call):
+        name = dotted(test.func) or ""
+        if name.endswith("is_available"):
+            parts = set(name.split("."))
+            if parts & _OTHER_BACKENDS:
+                return "body"
+            if "cuda" in parts:
+                return "orelse"
+        return None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        literal = _string_of(test.comparators[0]) or _string_of(test.left)
+        subject = test.left if _string_of(test.comparators[0]) is not None else test.comparators[0]
+        words = name_parts(dotted(subject) or "") | ({"device"} if isinstance(subject, ast.Call) else set())
+        if literal is None or not words & {"device", "type", "backend", "accelerator"}:
+            return None
+        backend = literal.split(":")[0].lower()
+        equal = isinstance(test.ops[0], (ast.Eq, ast.Is))
+        differ = isinstance(test.ops[0], (ast.NotEq, ast.IsNot))
+        if backend in _OTHER_BACKENDS:
+            return "body" if equal else "orelse" if differ else None
+        if backend == "cuda":
+            return "orelse" if equal else "body" if differ else None
+    return None
+
+
+def _string_of(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _eval_branch(test: ast.AST) -> str | None:
+    """`if not self.training:` is the evaluation branch of a module ("body"); `if self.training:` has it in "orelse"."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    subject = test.operand if negated else test
+    if isinstance(subject, ast.Attribute) and subject.attr == "training":
+        return "body" if negated else "orelse"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------- values
+_LITERALS = (ast.Constant, ast.JoinedStr)
+
+
+class _Values:
+    """Where values live, as the scope's statements bind them in order (the ast twin of the engine's libcst
+    provenance: a literal, `.item()`, `.cpu()`, a size are on the host; `.to(device)`, `.cuda()` on the device)."""
+
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+        self.scopes: list[dict[str, Kind]] = [{}]
+
+    def kind_of(self, expr: ast.AST) -> Kind:
+        if isinstance(expr, _LITERALS):
+            return "host"
+        if isinstance(expr, ast.Name):
+            for scope in reversed(self.scopes):
+                if expr.id in scope:
+                    return scope[expr.id]
+            return "unknown"
+        if isinstance(expr, ast.Call):
+            return self._call_kind(expr)
+        if isinstance(expr, ast.Attribute):
+            return "host" if expr.attr in METADATA_ATTRS else "unknown"
+        if isinstance(expr, ast.Subscript):
+            return "host" if self.kind_of(expr.value) == "host" else "unknown"
+        if isinstance(expr, ast.UnaryOp):
+            return self.kind_of(expr.operand)
+        if isinstance(expr, ast.BinOp):
+            left, right = self.kind_of(expr.left), self.kind_of(expr.right)
+            if left == right:
+                return left
+            return "device" if "device" in (left, right) else "unknown"
+        if isinstance(expr, ast.Compare) and any(_string_of(c) is not None for c in (expr.left, *expr.comparators)):
+            return "host"  # `args.loss == "l1"`: no tensor compares to a string
+        if isinstance(expr, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return "host" if self.kind_of(expr.elt) == "host" else "unknown"
+        if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+            kinds = {self.kind_of(e) for e in expr.elts if not isinstance(e, ast.Starred)}
+            return "host" if kinds <= {"host"} else "unknown"
+        return "unknown"
+
+    def _call_kind(self, call: ast.Call) -> Kind:
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            method = func.attr
+            if method in HOST_METHODS or method in METADATA_METHODS:
+                return "host"
+            if method == "to" and call.args and _is_cpu_literal(call.args[0]):
+                return "host"
+            if method in ("to", "cuda"):
+                return "device"
+            if method in SAME_PLACE_METHODS:
+                return self.kind_of(func.value)
+        name = dotted(func) or ""
+        resolved = resolve(name, self.aliases) if name else ""
+        if isinstance(func, ast.Name) and func.id not in self.scopes[-1]:
+            if func.id in HOST_BUILTINS:
+                return "host"
+            if func.id in VALUE_BUILTINS:
+                return "host" if all(self.kind_of(a) == "host" for a in call.args) else "unknown"
+        if resolved in CPU_FACTORIES:
+            device = next((k.value for k in call.keywords if k.arg == "device"), None)
+            return "host" if device is None or _is_cpu_literal(device) else "device"
+        if resolved.startswith(HOST_MODULE_PREFIXES):
+            return "host"
+        return "unknown"
+
+    def bind(self, target: ast.AST, kind: Kind) -> None:
+        if isinstance(target, ast.Name):
+            self.scopes[-1][target.id] = kind
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self.bind(element.value if isinstance(element, ast.Starred) else element,
+                          "unknown" if kind == "device" else kind)
+
+
+def _is_cpu_literal(expr: ast.AST) -> bool:
+    text = _string_of(expr)
+    if text is not None:
+        return text.split(":")[0] == "cpu"
+    if isinstance(expr, ast.Call) and last_name(expr.func) == "device" and expr.args:
+        return _is_cpu_literal(expr.args[0])
+    return False
+
+
+# ---------------------------------------------------------------------------------------------------------- the walk
+def _pos(node: ast.AST) -> Pos:
+    return (node.lineno, node.col_offset)
+
+
+def _end(node: ast.AST) -> Pos:
+    return (node.end_lineno or node.lineno, node.end_col_offset or 0)
+
+
+def _body_span(body: list[ast.stmt]) -> tuple[Pos, Pos]:
+    return _pos(body[0]), _end(body[-1])
+
+
+class _Walker:
+    """One pass over a file's tree in source order, building a Scope per function, class and the module."""
+
+    def __init__(self, aliases: dict[str, str], extra_gates: frozenset[str], step_flags: set[str]) -> None:
+        self.aliases = aliases
+        self.gates = extra_gates | frozenset(step_flags)
+        self.values = _Values(aliases)
+        self.scopes: dict[str, Scope] = {}
+        self.stack: list[Scope] = []
+        self.loop_stack: list[list[int]] = []  # per scope: indices of the loops enclosing the current node
+        self.no_grad_depth = 0
+
+    @property
+    def scope(self) -> Scope:
+        return self.stack[-1]
+
+    # -- scopes
+    def run(self, tree: ast.Module) -> dict[str, Scope]:
+        module = Scope(MODULE_SCOPE, MODULE_SCOPE, "module", "", start=(1, 0), end=(10**9, 0))
+        self._enter(module)
+        self._block(tree.body)
+        self._leave()
+        return self.scopes
+
+    def _enter(self, scope: Scope) -> None:
+        base = scope.qualname
+        count = 1
+        while scope.qualname in self.scopes:  # a name defined twice (under `if`, or redefined): keep both
+            count += 1
+            scope.qualname = f"{base}#{count}"
+        self.scopes[scope.qualname] = scope
+        self.stack.append(scope)
+        self.loop_stack.append([])
+
+    def _leave(self) -> None:
+        self.stack.pop()
+        self.loop_stack.pop()
+
+    def _child_qualname(self, name: str) -> str:
+        parent = self.scope
+        return name if parent.kind == "module" else f"{parent.qualname.split('#')[0]}.{name}"
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for decorator in node.decorator_list:
+            self._expr(decorator)
+        for default in (*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)):
+            self._expr(default)
+        parent = self.scope
+        decorators = tuple(dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list)
+        decorator_args = tuple(
+            n for d in node.decorator_list if isinstance(d, ast.Call)
+            for n in (dotted(a) for a in (*d.args, *(k.value for k in d.keywords))) if n is not None
+        )
+        args = node.args
+        params = tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+        start = _pos(node.decorator_list[0]) if node.decorator_list else _pos(node)
+        scope = Scope(
+            self._child_qualname(node.name), node.name, "function", parent.qualname,
+            cls=parent.qualname if parent.kind == "class" else "", line=node.lineno, start=start, end=_end(node),
+            params=params, decorators=decorators, decorator_args=decorator_args,
+            no_grad_decorated=any(resolve(d, self.aliases) in NO_GRAD for d in decorators if d),
+        )
+        self._enter(scope)
+        self.values.scopes.append({name: "unknown" for name in params})
+        saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
+        self._block(node.body)
+        self.no_grad_depth = saved_depth
+        self.values.scopes.pop()
+        self._leave()
+
+    def _class(self, node: ast.ClassDef) -> None:
+        for decorator in node.decorator_list:
+            self._expr(decorator)
+        for base in node.bases:
+            self._expr(base)
+        parent = self.scope
+        start = _pos(node.decorator_list[0]) if node.decorator_list else _pos(node)
+        scope = Scope(
+            self._child_qualname(node.name), node.name, "class", parent.qualname, line=node.lineno, start=start,
+            end=_end(node), bases=tuple(dotted(b) or "" for b in node.bases),
+        )
+        self._enter(scope)
+        self.values.scopes.append({})
+        self._block(node.body)
+        self.values.scopes.pop()
+        self._leave()
+
+    # -- statements
+    def _block(self, body: list[ast.stmt]) -> None:
+        exit_seen = False
+        for index, statement in enumerate(body):
+            self._statement(statement)
+            if (
+                not exit_seen and isinstance(statement, ast.If) and not statement.orelse
+                and _ends_with_exit(statement.body) and is_exit_gate(statement.test, self.gates)
+                and index + 1 < len(body)
+            ):
+                exit_seen = True  # the first such `if` of a block gates the statements after it
+                self.scope.regions.append(Region("exit", _pos(body[index + 1]), _end(body[-1])))
+
+    def _statement(self, node: ast.stmt) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._function(node)
+        elif isinstance(node, ast.ClassDef):
+            self._class(node)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            self._loop(node)
+        elif isinstance(node, ast.If):
+            self._if(node)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            self._with(node)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            self._block(node.body)
+            for handler in node.handlers:
+                if handler.type is not None:
+                    self._expr(handler.type)
+                if handler.body:
+                    self.scope.regions.append(Region("error", *_body_span(handler.body)))
+                self._block(handler.body)
+            self._block(node.orelse)
+            self._block(node.finalbody)
+        elif isinstance(node, ast.Assign):
+            self._expr(node.value)
+            kind = self.values.kind_of(node.value)
+            for target in node.targets:
+                self._expr_targets(target)
+                self._record_assign(target, node.value)
+                if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
+                        and len(target.elts) == len(node.value.elts):
+                    for name, value in zip(target.elts, node.value.elts):
+                        self.values.bind(name, self.values.kind_of(value))
+                    continue
+                self.values.bind(target, kind)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self._expr(node.value)
+                self._record_assign(node.target, node.value)
+                self.values.bind(node.target, self.values.kind_of(node.value))
+        elif isinstance(node, ast.AugAssign):
+            self._expr(node.value)
+            if isinstance(node.target, ast.Name):
+                current, added = self.values.kind_of(node.target), self.values.kind_of(node.value)
+                merged = current if current == added else "unknown" if "unknown" in (current, added) else "device"
+                self.values.bind(node.target, merged)
+        elif isinstance(node, ast.Return):
+            if node.value is not None:
+                self._expr(node.value)
+                self.scope.returns.append(self.values.kind_of(node.value))
+                if isinstance(node.value, ast.Call):
+                    self.scope.returned_calls.append(dotted(node.value.func) or "")
+                elif (name := dotted(node.value)) is not None:
+                    self.scope.returned_names.append(name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".", 1)[0]
+                target = alias.name if alias.asname else local
+                self.scope.imports.append((local, target, "", 0))
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                self.scope.imports.append((alias.asname or alias.name, node.module or "", alias.name, node.level))
+        elif isinstance(node, ast.Match):
+            self._expr(node.subject)
+            for case in node.cases:
+                if case.guard is not None:
+                    self._expr(case.guard)
+                self._block(case.body)
+        else:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self._expr(child)
+
+    def _expr_targets(self, target: ast.AST) -> None:
+        """Calls inside an assignment target (`x[idx()] = ...`)."""
+        if isinstance(target, (ast.Subscript, ast.Attribute)):
+            self._expr(target)
+
+    def _record_assign(self, target: ast.AST, value: ast.AST) -> None:
+        name = dotted(target)
+        if name is None:
+            return
+        if isinstance(value, ast.Call):
+            callee = dotted(value.func) or ""
+            first = dotted(value.args[0]) or "" if value.args else ""
+            calls = tuple(dotted(n.func) or "" for n in ast.walk(value) if isinstance(n, ast.Call))
+            self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls))
+        elif (source := dotted(value)) is not None:
+            self.scope.assigns.append(Assign(name, source=source))
+
+    def _loop(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
+        scope = self.scope
+        is_for = not isinstance(node, ast.While)
+        self._expr(node.iter if is_for else node.test)
+        loop = Loop(node.lineno, _pos(node), no_grad=self.no_grad_depth > 0)
+        if is_for:
+            loop.iterates_loader = iterates_loader(node.iter)
+            loop.label = dotted(_unwrapped(node.iter)) or ""
+            if isinstance(node.target, ast.Name) and loop.label:
+                scope.assigns.append(Assign(node.target.id, element_of=loop.label))
+            self.values.bind(node.target, "host" if self.values.kind_of(node.iter) == "host" else "unknown")
+        index = len(scope.loops)
+        scope.loops.append(loop)
+        if node.body:
+            scope.regions.append(Region("loop", *_body_span(node.body), loop=index))
+        self.loop_stack[-1].append(index)
+        self._block(node.body)
+        self.loop_stack[-1].pop()
+        self._block(node.orelse)
+
+    def _if(self, node: ast.If) -> None:
+        self._expr(node.test)
+        scope = self.scope
+        test = node.test
+        flags = switch_flags(test)
+        branch = backend_branch(test) or ""
+        evaluation = _eval_branch(test) or ""
+        for part, body in (("body", node.body), ("orelse", node.orelse)):
+            if not body:
+                continue
+            span = _body_span(body)
+            if part == "body" and is_gate(test, self.gates) and flags is None:
+                scope.regions.append(Region("gate", *span))
+            if part == "body" and flags:
+                scope.regions.append(Region("switch", *span, flags=flags))
+            if part == "body" and isinstance(test, ast.Name) and test.id in scope.params:
+                # `if should_sync:` on a parameter: a gate when every caller passes an interval test.
+                scope.regions.append(Region("param", *span, flags=(test.id,)))
+            if branch == part:
+                scope.regions.append(Region("backend", *span))
+            if evaluation == part:
+                scope.regions.append(Region("eval", *span))
+            self._block(body)
+
+    def _with(self, node: ast.With | ast.AsyncWith) -> None:
+        no_grad = False
+        for item in node.items:
+            self._expr(item.context_expr)
+            target = item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr
+            name = dotted(target)
+            if name is not None and resolve(name, self.aliases) in NO_GRAD:
+                no_grad = True
+        self.no_grad_depth += no_grad
+        self._block(node.body)
+        self.no_grad_depth -= no_grad
+
+    # -- expressions
+    def _expr(self, node: ast.AST) -> None:
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, ast.Call):
+                self._call(current)
+            elif isinstance(current, ast.Lambda):
+                stack.append(current.body)
+                continue
+            elif isinstance(current, (ast.Name, ast.Attribute)) and isinstance(current.ctx, ast.Load):
+                name = dotted(current)
+                if name is not None:
+                    self.scope.refs.add(name)
+                    continue
+            stack.extend(reversed(list(ast.iter_child_nodes(current))))
+
+    def _call(self, node: ast.Call) -> None:
+        scope = self.scope
+        func = dotted(node.func) or ""
+        loops = self.loop_stack[-1]
+        loop = loops[-1] if loops else -1
+        call = Call(node.lineno, _pos(node), func, loop)
+        call.arg_kinds = tuple(self.values.kind_of(a) for a in node.args if not isinstance(a, ast.Starred))
+        call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) for k in node.keywords if k.arg)
+        call.interval_args = tuple(
+            [str(i) for i, a in enumerate(node.args) if is_interval_test(a)]
+            + [k.arg for k in node.keywords if k.arg and is_interval_test(k.value)]
+        )
+        if node.args:
+            call.first_arg = dotted(node.args[0]) or ""
+        method = last_name(node.func)
+        if method is not None and is_step_marker(node, method):
+            call.marker = True
+            if loop >= 0:
+                scope.loops[loop].has_marker = True
+            elif method != "zero_grad":
+                scope.marker_outside_loop = True
+        if method == "next" and isinstance(node.func, ast.Name) and node.args and iterates_loader(node.args[0]) \
+                and loop >= 0:
+            # `while True: batch = next(train_iter)` steps through a loader as surely as `for batch in loader:`.
+            scope.loops[loop].fetches = True
+        call.name_args = tuple(
+            n for n in (dotted(a) for a in (*node.args, *(k.value for k in node.keywords))) if n is not None
+        )
+        scope.calls.append(call)
+        # The callee itself is no reference; its receiver and arguments may hold calls.
+        inner = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+        if not isinstance(node.func, (ast.Name, ast.Attribute)):
+            inner.append(node.func)
+        for child in (*inner, *node.args, *(k.value for k in node.keywords)):
+            if not isinstance(child, (ast.Name, ast.Attribute)) or dotted(child) is None:
+                self._expr(child)
+
+
+def is_step_marker(call: ast.Call, name: str) -> bool:
+    if name in STEP_METHODS:
+        return True
+    if name == "step" and isinstance(call.func, ast.Attribute):
+        receiver = last_name(call.func.value) or ""
+        return bool(OPTIMIZER_RECEIVER.search(receiver)) and "sched" not in receiver.lower()
+    return False
+
+
+def _unwrapped(expr: ast.AST) -> ast.AST:
+    """What `enumerate(loader)`, `tqdm(iter(loader))` iterate."""
+    while isinstance(expr, ast.Call) and expr.args and last_name(expr.func) in ITERABLE_WRAPPERS:
+        expr = expr.args[0]
+    return expr
+
+
+def iterates_loader(expr: ast.AST) -> bool:
+    expr = _unwrapped(expr)
+    if isinstance(expr, ast.Call) and any(_names_loader(a) for a in expr.args[:1]):
+        return True  # `metric_logger.log_every(data_loader, 10)`, `prefetch(loader)`: a loader, wrapped
+    return _names_loader(expr)
+
+
+def _names_loader(expr: ast.AST) -> bool:
+    name = last_name(expr.func) if isinstance(expr, ast.Call) else last_name(expr)
+    if name is None:
+        return False
+    lowered = name.lower()
+    if name_parts(lowered) & EVAL_LOADER_PARTS:  # `val_loader`, `eval_dataloader`, `test_dl`
+        return False
+    return bool(name_parts(lowered) & LOADER_PARTS) or lowered.endswith("loader") or lowered in ("train_data", "data")
+
+
+def step_flags(tree: ast.AST) -> set[str]:
+    """Names assigned an interval test anywhere in the file (`is_log_step = step % 10 == 0`)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and is_interval_test(node.value):
+            found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return found
+
+
+def analyze(tree: ast.Module, extra_gates: Iterable[str] = (), aliases: dict[str, str] | None = None) -> FileLocal:
+    """Every scope of a parsed file, with its loops, regions and calls."""
+    if aliases is None:
+        aliases = {}
+        import_aliases(ast.walk(tree), aliases)
+    flags = step_flags(tree)
+    scopes = _Walker(aliases, frozenset(extra_gates), flags).run(tree)
+    return FileLocal(scopes, flags, aliases)

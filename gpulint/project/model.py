@@ -1,0 +1,794 @@
+"""The training step, project-wide: which code runs every step, on some steps, once, or never, and why.
+
+1. Entry points, found in every file that may be training (not tests, demos, benchmarks, inference or export
+   scripts: vocab.is_training_path): loops that call backward or an optimizer or scaler step, iterate a loader or
+   fetch from one, or call a function that does one step's work; functions that do a step's work without a loop of
+   their own; functions frameworks call per batch (`training_step`, `compute_loss`, `on_train_batch_end`, the
+   configured `hot-functions`).
+2. Reachability: from the entry points through the calls, across modules. Imports are resolved to project files
+   (relative imports, package re-exports, aliases, star imports); `self.method()` and `super().method()` through the
+   class hierarchy; `self.attr.method()` and `obj.method()` through the classes the object is assigned
+   (`self.ema = ModelEMA(model)`, `model = DDP(GPT(cfg))`); calling a module object reaches its `forward`. Each
+   call carries where it is in its function (local.py: in a step loop, under a gate, a configuration switch, a
+   branch for another device, an error handler), so a function learns the best way the step reaches it: every step,
+   on some steps, once (setup, epoch ends), or only from cold code.
+3. What the model cannot resolve it guesses, and says so (`likely`): a call of an object of unknown class reaches the
+   `forward` of the project's modules; an unknown receiver's `.update()` reaches the `update` of classes the program
+   builds; a function passed to a call that names an iteration event is a per-step callback.
+4. Values across calls: which parameters every caller passes a host (or device) value, and which functions return
+   one.
+
+When the project has no entry point at all (a lone module, a library without a training loop), functions named
+like step work (`forward`, a loss, `training_step`) are taken as likely per step, as a single-file linter would.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Iterable
+
+from gpulint.project.facts import (
+    COLD,
+    GATED,
+    PER_STEP,
+    PROGRAM,
+    ExecState,
+    FileFacts,
+    Frame,
+    FunctionFacts,
+    Reach,
+    state_at,
+)
+from gpulint.project.index import Definition, ModuleIndex
+from gpulint.project.local import MODULE_SCOPE, Call, Scope
+from gpulint.project.vocab import (
+    DEFAULT_HOT_FUNCTIONS,
+    MODULE_CALL_METHODS,
+    PER_BATCH_HOOKS,
+    STEP_NAME_PARTS,
+    is_cold_function_name,
+    in_loss_class,
+    is_training_path,
+    may_be_step_work,
+    name_parts,
+)
+
+Key = tuple[str, str]  # (path, qualified name)
+
+# Calls that return their first argument wrapped: the object keeps its class (`DDP(model)`, `torch.compile(model)`).
+_WRAPPERS = frozenset(
+    {"DDP", "DistributedDataParallel", "DataParallel", "FSDP", "FullyShardedDataParallel", "compile", "prepare",
+     "setup", "setup_module", "to", "cuda", "half", "float", "bfloat16", "train", "eval", "wrap", "convert_sync_batchnorm",
+     "deepcopy", "copy", "initialize", "prepare_model"}
+)
+# Methods of Python containers and strings: an unknown receiver's `.append()` says nothing about project classes.
+_COMMON_METHODS = frozenset(
+    {"append", "extend", "insert", "pop", "get", "items", "keys", "values", "setdefault", "copy", "format", "join",
+     "split", "strip", "replace", "startswith", "endswith", "lower", "upper", "add", "discard", "remove", "clear",
+     "sort", "index", "count", "read", "write", "close", "info", "warning", "error", "debug", "__init__", "to",
+     "item", "size", "view", "reshape", "mean", "sum", "numpy", "cpu", "cuda", "detach", "clone", "tolist"}
+)
+_EVENT_PARTS = frozenset({"iteration", "iter", "step", "batch"})
+_NOT_PER_STEP_EVENT_PARTS = frozenset({"epoch", "eval", "evaluation", "validation", "start", "started", "end", "ended",
+                                       "completed_epoch", "exception", "terminate"})
+_BUILTINS = frozenset(dir(__builtins__) if isinstance(__builtins__, dict) is False else __builtins__)
+_ON_FLAG = re.compile(
+    r"add_argument\(\s*[\"']-{0,2}([\w-]+)[\"'][^()]*?(?:default\s*=\s*True|action\s*=\s*[\"']store_false)"
+    r"|^\s*(\w+)\s*:\s*bool\s*=\s*(?:True|field\(\s*default\s*=\s*True)",
+    re.MULTILINE,
+)
+_PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")
+
+
+@dataclass(frozen=True)
+class Target:
+    path: str
+    qualname: str  # "" for a module
+    is_class: bool = False
+
+
+@dataclass
+class _Resolved:
+    """The functions a call reaches, whether surely, and how their parameters line up with the arguments."""
+
+    targets: list[Target] = field(default_factory=list)
+    certain: bool = True
+    bound: bool = False  # the first parameter is `self` (a method called on an object, or a class instantiated)
+    instantiates: list[Target] = field(default_factory=list)
+
+
+def module_names(path: str) -> list[str]:
+    """`pkg/sub/mod.py` -> ["pkg.sub.mod", "sub.mod", "mod"]; a package's `__init__.py` names the package."""
+    parts = path.removesuffix(".pyi").removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    parts = [p for p in parts if p not in ("", ".")]
+    return [".".join(parts[i:]) for i in range(len(parts))]
+
+
+class Project:
+    def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = ()):
+        self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
+        self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
+        self.gate_names = frozenset(gate_names)
+        self._modules: dict[str, list[str]] = {}
+        for path in self.files:
+            for name in module_names(path):
+                self._modules.setdefault(name, []).append(path)
+        self._globals: dict[tuple[str, str], list[Target]] = {}
+        self._bases: dict[Key, list[Target]] = {}
+        self._attr_types: dict[tuple[str, str, str], set[Target]] = {}
+        self._step_loops: dict[Key, frozenset[int]] = {}
+        self.reach: dict[Key, Reach] = {}
+        self.instantiated: set[Target] = set()
+        self._param_kinds: dict[Key, dict[str, set[str]]] = {}
+        self._gate_votes: dict[Key, dict[str, bool]] = {}
+        self._return_kinds: dict[Key, str] = {}
+        self.on_flags = frozenset(
+            (a or b).replace("-", "_") for ix in self.files.values() for a, b in _ON_FLAG.findall(ix.text)
+        )
+        self.entries = False
+        self._run()
+
+    # ------------------------------------------------------------------------------------------- module names
+    def find_module(self, name: str, importer: str, level: int = 0) -> str | None:
+        """The project file a module name means in `importer` (None: not a project module)."""
+        if level:
+            base = importer.split("/")[:-1]
+            if level > 1:
+                base = base[: len(base) - (level - 1)] if level - 1 <= len(base) else []
+            parts = [*base, *(name.split(".") if name else [])]
+            stem = "/".join(parts)
+            for candidate in (f"{stem}.py", f"{stem}/__init__.py", f"{stem}.pyi"):
+                if candidate.removeprefix("/") in self.files:
+                    return candidate.removeprefix("/")
+            return None
+        candidates = self._modules.get(name)
+        if not candidates:
+            return None
+        if len(candidates) == 1:
+            return candidates[0]
+        folder = importer.rsplit("/", 1)[0] if "/" in importer else ""
+        stem = name.replace(".", "/")
+        for candidate in (f"{folder}/{stem}.py", f"{folder}/{stem}/__init__.py", f"{stem}.py", f"{stem}/__init__.py"):
+            if candidate.removeprefix("/") in candidates:
+                return candidate.removeprefix("/")
+        # The candidate sharing the longest folder prefix with the importer.
+        return max(candidates, key=lambda c: (_common_prefix(c, importer), -len(c)))
+
+    # ------------------------------------------------------------------------------------------- global names
+    def resolve_global(self, path: str, name: str, _seen: frozenset = frozenset()) -> list[Target]:
+        """What a module-level name of `path` is: a function or class of the project, a module, or nothing known."""
+        key = (path, name)
+        if key in self._globals:
+            return self._globals[key]
+        if key in _seen:
+            return []
+        seen = _seen | {key}
+        found = self._resolve_global(path, name, seen)
+        if not _seen:
+            self._globals[key] = found
+        return found
+
+    def _resolve_global(self, path: str, name: str, seen: frozenset) -> list[Target]:
+        ix = self.files.get(path)
+        if ix is None:
+            return []
+        definition = ix.definitions.get(name)
+        if definition is not None and not definition.cls:
+            return [Target(path, name, definition.is_class or self._is_class(ix, name))]
+        module = ix.module_scope
+        if module is None:
+            return []
+        scope = ix.skeleton.scopes.get(name)
+        if scope is not None and scope.kind != "module":  # a definition under a module-level `if`/`try`
+            return [Target(path, name, scope.kind == "class")]
+        for local, module_name, imported, level in module.imports:
+            if local != name:
+                continue
+            if not imported:  # `import pkg.mod as m`
+                target = self.find_module(module_name, path, level)
+                return [Target(target, "")] if target else []
+            target = self.find_module(module_name, path, level)
+            if target is None:
+                continue
+            found = self.resolve_global(target, imported, seen)
+            if found:
+                return found
+            submodule = self.find_module(f"{module_name}.{imported}" if module_name else imported, path, level)
+            if submodule:
+                return [Target(submodule, "")]
+        for assign in module.assigns:
+            if assign.target == name and assign.source:
+                return self.resolve_dotted_global(path, assign.source, seen)
+        for local, module_name, imported, level in module.imports:
+            if imported == "*":
+                target = self.find_module(module_name, path, level)
+                if target and (found := self.resolve_global(target, name, seen)):
+                    return found
+        return []
+
+    def resolve_dotted_global(self, path: str, dotted_name: str, seen: frozenset = frozenset()) -> list[Target]:
+        """`utils.log_metrics`, `models.gpt.GPT`, `Trainer.step` at module level of `path`."""
+        head, *rest = dotted_name.split(".")
+        targets = self.resolve_global(path, head, seen)
+        for part in rest:
+            if not targets:
+                return []
+            target = targets[0]
+            if target.qualname == "":
+                targets = self.resolve_global(target.path, part, seen)
+                if not targets:
+                    sub = self.find_module(part, target.path, 1) if target.path.endswith("__init__.py") else None
+                    targets = [Target(sub, "")] if sub else []
+            elif target.is_class:
+                method = self.find_method(target, part)
+                targets = [method] if method else []
+            else:
+                return []
+        return targets
+
+    @staticmethod
+    def _is_class(ix: ModuleIndex, qualname: str) -> bool:
+        scope = ix.scope(qualname)
+        return scope is not None and scope.kind == "class"
+
+    # ------------------------------------------------------------------------------------------- classes
+    def bases(self, cls: Target) -> list[Target]:
+        key = (cls.path, cls.qualname)
+        if key not in self._bases:
+            self._bases[key] = []
+            scope = self.files[cls.path].scope(cls.qualname)
+            found = []
+            for base in scope.bases if scope else ():
+                found += [t for t in self.resolve_dotted_global(cls.path, base) if t.is_class]
+            self._bases[key] = found
+        return self._bases[key]
+
+    def mro(self, cls: Target) -> list[Target]:
+        order, stack, seen = [], [cls], set()
+        while stack:
+            current = stack.pop(0)
+            if current in seen:
+                continue
+            seen.add(current)
+            order.append(current)
+            stack[0:0] = self.bases(current)
+        return order
+
+    def find_method(self, cls: Target, name: str, *, after: Target | None = None) -> Target | None:
+        """`name` defined in `cls` or a base (after `after` in the order, for `super()`)."""
+        order = self.mro(cls)
+        if after is not None and after in order:
+            order = order[order.index(after) + 1:]
+        for klass in order:
+            ix = self.files[klass.path]
+            qualname = f"{klass.qualname}.{name}"
+            if qualname in ix.definitions or (self._nested(klass) and ix.scope(qualname) is not None):
+                return Target(klass.path, qualname)
+        return None
+
+    @staticmethod
+    def _nested(cls: Target) -> bool:
+        return "." in cls.qualname
+
+    def attr_types(self, cls: Target, attr: str) -> set[Target]:
+        """The project classes `self.<attr>` is assigned in `cls` and its bases (`self.ema = ModelEMA(...)`)."""
+        key = (cls.path, cls.qualname, attr)
+        if key in self._attr_types:
+            return self._attr_types[key]
+        self._attr_types[key] = set()
+        found: set[Target] = set()
+        pattern = re.compile(rf"self\.{re.escape(attr)}\s*(?::[^=\n]*)?=(?!=)")
+        for klass in self.mro(cls):
+            ix = self.files[klass.path]
+            for definition in ix.definitions.values():
+                if definition.cls == klass.qualname and pattern.search(definition.code):
+                    scope = ix.scope(definition.qualname)
+                    if scope is not None:
+                        found |= self._assigned_types(klass.path, scope, f"self.{attr}", depth=1)
+        self._attr_types[key] = found
+        return found
+
+    # ------------------------------------------------------------------------------------------- objects
+    def types_of(self, path: str, scope: Scope, name: str, depth: int = 0) -> set[Target]:
+        """The project classes the object named `name` in `scope` may be (empty: unknown)."""
+        if depth > 4:
+            return set()
+        if name.startswith("self.") and scope.cls and name.count(".") == 1:
+            cls = Target(path, scope.cls, True)
+            return self.attr_types(cls, name[5:])
+        if "." in name:
+            owner, attr = name.rsplit(".", 1)
+            owners = self.types_of(path, scope, owner, depth + 1)
+            found: set[Target] = set()
+            for cls in owners:
+                found |= self.attr_types(cls, attr)
+            # `self.transformer.h`, where `self.transformer = nn.ModuleDict(dict(h=nn.ModuleList([Block(c)])))`: the
+            # classes built inside a container stand for what its entries hold.
+            return found or owners
+        ix = self.files[path]
+        current: Scope | None = scope
+        while current is not None:
+            found = self._assigned_types(path, current, name, depth + 1)
+            if found or any(a.target == name for a in current.assigns) or name in current.params:
+                return found
+            current = ix.scope(current.parent) if current.parent else None
+        return set()
+
+    def _assigned_types(self, path: str, scope: Scope, target: str, depth: int) -> set[Target]:
+        found: set[Target] = set()
+        for assign in scope.assigns:
+            if assign.target != target:
+                continue
+            if assign.source:
+                found |= self.types_of(path, scope, assign.source, depth + 1)
+            elif assign.element_of:
+                found |= self.types_of(path, scope, assign.element_of, depth + 1)
+            elif assign.callee:
+                last = assign.callee.rsplit(".", 1)[-1]
+                if last in _WRAPPERS and assign.first_arg:
+                    found |= self.types_of(path, scope, assign.first_arg, depth + 1)
+                for callee in assign.calls:
+                    for target_ in self._callable_targets(path, scope, callee):
+                        if target_.is_class:
+                            found.add(target_)
+                        elif target_.qualname and depth < 4:
+                            found |= self.returned_types(target_, depth + 1)  # `model = build_model(cfg)`
+        return found
+
+    def returned_types(self, function: Target, depth: int = 0) -> set[Target]:
+        """The project classes a function returns instances of (`return GPT(cfg)`, `model = X(); return model`)."""
+        scope = self.files[function.path].scope(function.qualname)
+        if scope is None or depth > 4:
+            return set()
+        found: set[Target] = set()
+        for callee in scope.returned_calls:
+            for target in self._callable_targets(function.path, scope, callee):
+                if target.is_class:
+                    found.add(target)
+                elif target.qualname:
+                    found |= self.returned_types(target, depth + 1)
+        for name in scope.returned_names:
+            found |= self.types_of(function.path, scope, name, depth + 1)
+        return found
+
+    def _callable_targets(self, path: str, scope: Scope, func: str) -> list[Target]:
+        """Functions or classes a dotted callee names, by scope then module (not objects' methods)."""
+        if not func or func.startswith("super()"):
+            return []
+        head = func.split(".", 1)[0]
+        ix = self.files[path]
+        # A function defined in an enclosing function (a closure) or in the scope itself.
+        current: Scope | None = scope
+        while current is not None and current.kind != "module":
+            nested = f"{current.qualname.split('#')[0]}.{head}"
+            found = ix.scope(nested)
+            if found is not None and "." not in func:
+                return [Target(path, nested, found.kind == "class")]
+            if head in current.params or any(a.target == head for a in current.assigns):
+                return []  # a local variable: an object, not a definition
+            current = ix.scope(current.parent) if current.parent and current.parent != MODULE_SCOPE else None
+        for local, module_name, imported, level in scope.imports:  # imports inside the function
+            if local == head:
+                target = self.find_module(module_name, path, level)
+                if target is not None:
+                    base = self.resolve_global(target, imported) if imported else [Target(target, "")]
+                    if "." not in func:
+                        return base
+                    return self._descend(base, func.split(".")[1:])
+        return self.resolve_dotted_global(path, func)
+
+    def _descend(self, targets: list[Target], parts: list[str]) -> list[Target]:
+        for part in parts:
+            if not targets:
+                return []
+            target = targets[0]
+            if target.qualname == "":
+                targets = self.resolve_global(target.path, part)
+            elif target.is_class:
+                method = self.find_method(target, part)
+                targets = [method] if method else []
+            else:
+                return []
+        return targets
+
+    # ------------------------------------------------------------------------------------------- calls
+    def resolve_call(self, path: str, scope: Scope, call: Call, per_step: bool) -> _Resolved:
+        """The project functions a call reaches. `per_step`: guess for calls the model cannot resolve."""
+        func = call.func
+        out = _Resolved()
+        if not func:
+            return out
+        if func.startswith("super()."):
+            if scope.cls:
+                cls = Target(path, scope.cls, True)
+                for base in self.bases(cls):
+                    method = self.find_method(base, func.split(".", 1)[1])
+                    if method:
+                        out.targets.append(method)
+                        out.bound = True
+                        break
+            return out
+        parts = func.split(".")
+        if parts[0] in ("self", "cls") and scope.cls:
+            cls = Target(path, scope.cls, True)
+            if len(parts) == 2:
+                method = self.find_method(cls, parts[1])
+                if method is not None:
+                    out.targets.append(method)
+                    out.bound = parts[0] == "self" or self._is_classmethod(method)
+                    return out
+                return self._object_call(path, scope, func, per_step)  # `self.model(x)`
+            return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
+        targets = self._callable_targets(path, scope, func)
+        if targets:
+            for target in targets:
+                if target.qualname == "":
+                    continue
+                if target.is_class:
+                    out.instantiates.append(target)
+                    init = self.find_method(target, "__init__")
+                    if init is not None:
+                        out.targets.append(init)
+                    out.bound = True
+                else:
+                    out.targets.append(target)
+                    out.bound = "." in target.qualname and not self._is_static(target) and len(parts) > 1 \
+                        and not self._is_module_path(path, scope, parts[0])
+            return out
+        if parts[0] in _BUILTINS or self._is_external(path, scope, parts[0]):
+            return out
+        if len(parts) == 1:
+            return self._object_call(path, scope, func, per_step)
+        return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
+
+    def _object_call(self, path: str, scope: Scope, name: str, per_step: bool) -> _Resolved:
+        """Calling an object: a module's `forward` (or a class's `__call__`)."""
+        out = _Resolved(bound=True)
+        types = self.types_of(path, scope, name)
+        for cls in types:
+            method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")
+            if method is not None:
+                out.targets.append(method)
+        if not types and per_step:
+            out.targets = list(self._all_forwards())
+            out.certain = False
+        return out
+
+    def _method_call(self, path: str, scope: Scope, receiver: str, method: str, per_step: bool) -> _Resolved:
+        out = _Resolved(bound=True)
+        types = self.types_of(path, scope, receiver)
+        for cls in types:
+            found = self.find_method(cls, method)
+            if found is not None:
+                out.targets.append(found)
+        if not types and per_step and method not in _COMMON_METHODS and not method.startswith("__"):
+            out.targets = [m for cls in self.instantiated if (m := self.find_method(cls, method)) is not None]
+            out.certain = False
+        return out
+
+    def _is_external(self, path: str, scope: Scope, head: str) -> bool:
+        """`torch`, `np`, `F`: a name imported from outside the project."""
+        ix = self.files[path]
+        for imports in (scope.imports, ix.module_scope.imports if ix.module_scope else []):
+            for local, module_name, imported, level in imports:
+                if local == head:
+                    return self.find_module(module_name, path, level) is None
+        return False
+
+    def _is_module_path(self, path: str, scope: Scope, head: str) -> bool:
+        found = self._callable_targets(path, scope, head)
+        return bool(found) and found[0].qualname == ""
+
+    def _is_static(self, target: Target) -> bool:
+        scope = self.files[target.path].scope(target.qualname)
+        return scope is not None and any(d.endswith("staticmethod") for d in scope.decorators)
+
+    def _is_classmethod(self, target: Target) -> bool:
+        scope = self.files[target.path].scope(target.qualname)
+        return scope is not None and any(d.endswith("classmethod") for d in scope.decorators)
+
+    def _all_forwards(self) -> list[Target]:
+        if not hasattr(self, "_forwards"):
+            # Not a `forward` that runs a training loop itself (a trainer module's), which is no module's forward.
+            self._forwards = [
+                Target(path, d.qualname) for path, ix in self.files.items() if is_training_path(path)
+                for d in ix.definitions.values() if d.cls and d.name == "forward" and not d.may_enter
+            ]
+        return self._forwards
+
+    # ------------------------------------------------------------------------------------------- entry points
+    def step_loops(self, path: str, scope: Scope) -> frozenset[int]:
+        key = (path, scope.qualname)
+        if key not in self._step_loops:
+            self._step_loops[key] = frozenset()  # a loop calling its own function is no step loop by that call
+            self._step_loops[key] = self._find_step_loops(path, scope)
+        return self._step_loops[key]
+
+    def _find_step_loops(self, path: str, scope: Scope) -> frozenset[int]:
+        if not scope.loops or not is_training_path(path) or is_cold_function_name(scope.name):
+            return frozenset()
+        found = set()
+        for index, loop in enumerate(scope.loops):
+            if loop.has_marker or (loop.iterates_loader or loop.fetches) and not loop.no_grad:
+                found.add(index)
+        for call in scope.calls:
+            if call.loop >= 0 and call.loop not in found and self._calls_step_work(path, scope, call):
+                found.add(call.loop)
+        return frozenset(found)
+
+    def _calls_step_work(self, path: str, scope: Scope, call: Call) -> bool:
+        """Does the call run one step's work (`train_step(batch)`, `self.update(x)` doing backward)? A call of a
+        function looping over batches itself (`train_one_epoch(...)`) makes its caller's loop an epoch loop."""
+        name = call.func.rsplit(".", 1)[-1]
+        if "epoch" in name_parts(name):
+            return False
+        if name in self.hot_names and name not in MODULE_CALL_METHODS:
+            return True
+        for target in self.resolve_call(path, scope, call, per_step=False).targets:
+            callee = self.files[target.path].scope(target.qualname)
+            if callee is not None and callee.marker_outside_loop and not is_cold_function_name(callee.name) \
+                    and not any(loop.iterates_loader for loop in callee.loops):
+                return True
+        return False
+
+    def _roots(self) -> list[tuple[Key, Reach]]:
+        roots: list[tuple[Key, Reach]] = []
+        named: list[tuple[Key, Reach]] = []
+        modules: list[tuple[Key, Reach]] = []
+        for path, ix in self.files.items():
+            training = is_training_path(path)
+            module = ix.module_scope
+            if module is not None and training and self.step_loops(path, module):
+                roots.append(((path, MODULE_SCOPE), Reach(PROGRAM, chain=(Frame(path, 1, "script"),))))
+                self.entries = True
+            for definition in ix.definitions.values():
+                if definition.is_class:
+                    continue
+                key = (path, definition.qualname)
+                frame = Frame(path, definition.start + 1, _label(definition.qualname))
+                name = definition.name
+                if training and definition.may_enter:
+                    roots += self._entries_in(path, ix, definition)
+                hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
+                if hooked and not is_cold_function_name(name):
+                    roots.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
+                    self.entries = self.entries or training
+                elif _PER_STEP_DECORATOR.search(ix.text[_line_offset(ix.text, definition.start):
+                                                        _line_offset(ix.text, definition.start + 3)]):
+                    roots.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
+                                             reason=f"in `{name}`, a handler of an iteration event")))
+                elif may_be_step_work(name, definition.cls):
+                    named.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
+                                             reason=f"in `{name}`, named like per-step work")))
+                elif name in MODULE_CALL_METHODS:
+                    modules.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
+                                               reason=f"in `{name}`, which runs when its module is called")))
+        # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):
+        # the callers of such functions are read too.
+        workers = {key[1].rsplit(".", 1)[-1] for key, reach in roots if reach.rank == PER_STEP}
+        if workers:
+            calls = re.compile(r"(?<![\w.])(?:self\.|cls\.)?(?:%s)\s*\(" % "|".join(map(re.escape, sorted(workers))))
+            for path, ix in self.files.items():
+                if not is_training_path(path):
+                    continue
+                for definition in ix.definitions.values():
+                    if not definition.is_class and not definition.may_enter and calls.search(definition.code):
+                        roots += self._entries_in(path, ix, definition)
+        if not self.entries:
+            roots += named + modules  # no entry point: names are all there is
+        else:
+            self._named_fallback = named
+        return roots
+
+    def _entries_in(self, path: str, ix: ModuleIndex, definition: Definition) -> list[tuple[Key, Reach]]:
+        """The entry points in one definition: its functions holding a step loop (the loop is the entry; the
+        function runs in the program), and those doing one step's work without a loop of their own."""
+        found = []
+        for scope in ix.scopes_of(definition).values():
+            if scope.kind != "function":
+                continue
+            key = (path, scope.qualname)
+            frame = Frame(path, scope.line, _label(scope.qualname))
+            if self.step_loops(path, scope):
+                found.append((key, Reach(PROGRAM, chain=(frame,))))
+                self.entries = True
+            if scope.marker_outside_loop and not is_cold_function_name(scope.name):
+                found.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{scope.name}`, one training step")))
+                self.entries = True
+        return found
+
+    # ------------------------------------------------------------------------------------------- propagation
+    def _run(self) -> None:
+        heap: list = []
+        counter = count()
+
+        def push(key: Key, reach: Reach) -> None:
+            if reach.better_than(self.reach.get(key)):
+                heapq.heappush(heap, (reach.rank, reach.likely, len(reach.chain), next(counter), key, reach))
+
+        for key, reach in self._roots():
+            push(key, reach)
+        while heap:
+            *_, key, reach = heapq.heappop(heap)
+            if not reach.better_than(self.reach.get(key)):
+                continue
+            self.reach[key] = reach
+            self._visit(key, reach, push)
+        # Named like step work and reached by nothing: likely per step (a loss function no call resolved to).
+        for key, reach in getattr(self, "_named_fallback", []):
+            scope = self.files[key[0]].scope(key[1])
+            if key in self.reach or scope is None:
+                continue
+            if scope.no_grad_decorated and not in_loss_class(scope.name, scope.cls):  # `estimate_loss`: an eval
+                continue
+            push(key, reach)
+        while heap:
+            *_, key, reach = heapq.heappop(heap)
+            if not reach.better_than(self.reach.get(key)):
+                continue
+            self.reach[key] = reach
+            self._visit(key, reach, push)
+
+    def _visit(self, key: Key, reach: Reach, push) -> None:
+        path, qualname = key
+        ix = self.files[path]
+        scope = ix.scope(qualname)
+        if scope is None:
+            return
+        facts = self.function_facts(path, scope)
+        file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags)
+        for call in scope.calls:
+            state = state_at(scope, call.pos, facts, file_facts)
+            rank = _rank_of(state, reach)
+            resolved = self.resolve_call(path, scope, call, per_step=rank <= GATED)
+            if rank <= PROGRAM:
+                self.instantiated.update(resolved.instantiates)
+            chain = state.chain or reach.chain
+            for target in resolved.targets:
+                callee_reach = Reach(
+                    rank, likely=state.likely or reach.likely and rank != PER_STEP or not resolved.certain,
+                    chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))),
+                    flags=state.flags,
+                )
+                tkey = (target.path, target.qualname)
+                if rank <= GATED:
+                    self._record_arguments(tkey, call, resolved.bound)
+                push(tkey, callee_reach)
+            self._callbacks(path, scope, call, rank, state, chain, push)
+        for child in self._nested_scopes(ix, scope):
+            if child.kind == "function" and child.decorator_args and rank_ok(reach):
+                words = set().union(*(name_parts(a) for a in child.decorator_args))
+                if words & _EVENT_PARTS and not words & _NOT_PER_STEP_EVENT_PARTS:
+                    push((path, child.qualname), Reach(PER_STEP, likely=True, chain=(
+                        *reach.chain, Frame(path, child.line, _label(child.qualname))),
+                        reason=f"in `{child.name}`, a handler of an iteration event"))
+
+    def _callbacks(self, path: str, scope: Scope, call: Call, rank: int, state: ExecState, chain, push) -> None:
+        """Functions passed to a call: a handler of an iteration event runs every step, other callbacks once."""
+        if rank > PROGRAM or not call.name_args:
+            return
+        words = set().union(*(name_parts(a) for a in call.name_args)) | name_parts(call.func)
+        per_iteration = bool(words & _EVENT_PARTS) and not words & _NOT_PER_STEP_EVENT_PARTS
+        for name in call.name_args:
+            for target in self._callable_targets(path, scope, name) if not name.startswith("self.") else \
+                    ([m] if scope.cls and (m := self.find_method(Target(path, scope.cls, True), name[5:])) else []):
+                if target.is_class or target.qualname == "":
+                    continue
+                callee_rank = PER_STEP if per_iteration else max(rank, PROGRAM)
+                push((target.path, target.qualname), Reach(
+                    callee_rank, likely=True,
+                    chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))),
+                    reason=f"in `{target.qualname.rsplit('.', 1)[-1]}`, a callback" +
+                           (" of an iteration event" if per_iteration else ""),
+                ))
+
+    def _nested_scopes(self, ix: ModuleIndex, scope: Scope) -> list[Scope]:
+        if scope.kind == "module":
+            return []
+        definition = _definition_holding(ix, scope.qualname)
+        if definition is None:
+            return []
+        return [s for s in ix.scopes_of(definition).values() if s.parent == scope.qualname]
+
+    def _line_of(self, target: Target) -> int:
+        scope = self.files[target.path].scope(target.qualname)
+        return scope.line if scope is not None else 1
+
+    def _record_arguments(self, key: Key, call: Call, bound: bool) -> None:
+        callee = self.files[key[0]].scope(key[1])
+        if callee is None:
+            return
+        params = list(callee.params[1:] if bound and callee.params else callee.params)
+        kinds = self._param_kinds.setdefault(key, {})
+        votes = self._gate_votes.setdefault(key, {})
+        for index, kind in enumerate(call.arg_kinds):
+            if index < len(params):
+                kinds.setdefault(params[index], set()).add(kind)
+        for keyword, kind in call.kw_kinds:
+            kinds.setdefault(keyword, set()).add(kind)
+        interval = set(call.interval_args)
+        for index, param in enumerate(params[: len(call.arg_kinds)]):
+            votes[param] = votes.get(param, True) and str(index) in interval
+        for keyword, _ in call.kw_kinds:
+            votes[keyword] = votes.get(keyword, True) and keyword in interval
+
+    # ------------------------------------------------------------------------------------------- facts
+    def function_facts(self, path: str, scope: Scope) -> FunctionFacts:
+        key = (path, scope.qualname)
+        loops = self.step_loops(path, scope)
+        frames = tuple(
+            (i, Frame(path, scope.loops[i].line, f"loop over {scope.loops[i].label}" if scope.loops[i].label
+                      else "training loop"))
+            for i in sorted(loops)
+        )
+        epoch = any(scope.loops[i].iterates_loader and not scope.loops[i].no_grad for i in loops) and not (
+            name_parts(scope.name) & STEP_NAME_PARTS
+        )
+        kinds = self._param_kinds.get(key, {})
+        param_kinds = tuple(sorted((p, k.pop()) for p, k in ((p, set(v)) for p, v in kinds.items())
+                                   if len(k) == 1 and next(iter(k)) != "unknown"))
+        votes = self._gate_votes.get(key, {})
+        return FunctionFacts(
+            self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds
+        )
+
+    def file_facts(self, path: str) -> FileFacts:
+        ix = self.files[path]
+        functions = {}
+        scopes = [*(ix.skeleton.scopes.values() if ix.skeleton else ()),
+                  *(s for found in ix._analysed.values() for s in found.values())]
+        for scope in scopes:
+            if scope.kind in ("function", "module"):
+                functions[scope.qualname] = self.function_facts(path, scope)
+        problem = (ix.problem.line, ix.problem.column, ix.problem.message) if ix.problem else None
+        return FileFacts(functions, self.entries, self.hot_names, on_flags=self.on_flags, problem=problem)
+
+
+def rank_ok(reach: Reach) -> bool:
+    return reach.rank <= PROGRAM
+
+
+def _rank_of(state: ExecState, reach: Reach) -> int:
+    if reach.rank == COLD or state.cold and not state.by_name:
+        return COLD
+    if state.cold:
+        return PROGRAM  # `__init__`, `evaluate()`: not per step, but what they call is built or run by the program
+    if state.hot:
+        return GATED if state.gated else PER_STEP
+    return PROGRAM
+
+
+def _label(qualname: str) -> str:
+    return "script" if qualname == MODULE_SCOPE else f"{qualname.split('#')[0]}()"
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a.split("/"), b.split("/")):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _line_offset(text: str, line: int) -> int:
+    offset = 0
+    for _ in range(line):
+        found = text.find("\n", offset)
+        if found == -1:
+            return len(text)
+        offset = found + 1
+    return offset
+
+
+def _definition_holding(ix: ModuleIndex, qualname: str) -> Definition | None:
+    head = qualname.split("#")[0]
+    while head not in ix.definitions and "." in head:
+        head = head.rsplit(".", 1)[0]
+    definition = ix.definitions.get(head)
+    return definition if definition is not None and not definition.is_class else None

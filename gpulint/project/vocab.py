@@ -1,0 +1,169 @@
+"""The words that say where code runs: names of step work, of cold code, of gates, loaders and host values.
+
+One place for this knowledge: the project model (what runs every step, across modules) reads it on Python's `ast`,
+and the rules' device provenance (gpulint/linter/context.py) on libcst. Nothing here imports a parser.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_SEPARATORS = re.compile(r"[_.]+")
+
+
+@lru_cache(maxsize=8192)
+def name_parts(name: str) -> frozenset[str]:
+    """The lower-case parts of an identifier or dotted name: `args.log_interval` -> {"args", "log", "interval"}."""
+    return frozenset(p for p in _SEPARATORS.split(name.lower()) if p)
+
+
+# Functions that run every training step by their name alone (frameworks call them per batch), plus `hot-functions`
+# from the configuration. `forward` and `__call__` are here for code whose callers the model cannot see (a library
+# with no training loop of its own); where it sees them, a forward counts only when the step reaches it.
+DEFAULT_HOT_FUNCTIONS = frozenset(
+    {
+        "train_step", "training_step", "_train_step", "train_one_epoch", "train_epoch", "_run_batch", "run_batch",
+        "compute_loss", "train_batch", "train_on_batch", "forward_backward", "forward_backward_step", "fwd_bwd",
+        "train_iter", "train_iteration", "optimizer_step", "update_step", "inner_loop", "forward", "__call__",
+    }
+)
+# Called per call of a module object (`model(x)` runs `forward`): hot only when reached.
+MODULE_CALL_METHODS = frozenset({"forward", "__call__"})
+# Hooks a framework calls once per batch (Lightning, Hugging Face TrainerCallback, mmengine, Keras-like callbacks).
+PER_BATCH_HOOKS = frozenset(
+    {
+        "on_train_batch_start", "on_train_batch_end", "on_before_backward", "on_after_backward",
+        "on_before_optimizer_step", "on_before_zero_grad", "on_step_begin", "on_step_end", "on_substep_end",
+        "on_batch_begin", "on_batch_end", "before_train_iter", "after_train_iter", "before_train_step",
+        "after_train_step", "on_optimizer_step", "training_step_end", "on_train_step_end",
+    }
+)
+# Split on "_": a function is cold when one of its name's parts is one of these (`evaluate_model`, `__init__`).
+COLD_NAME_PARTS = frozenset(
+    {
+        "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "testing", "predict",
+        "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
+        "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
+        "detect",
+    }
+)
+# Identifier parts that make an `if` test a gate (`should_log`, `log_interval`, `args.print_freq`). Rank guards
+# (`if master_process:`, `is_main_process()`) are not gates: rank 0 still runs the body every step.
+DEFAULT_GATE_PARTS = frozenset(
+    {
+        "log", "logging", "logger", "print", "report", "display", "verbose", "debug", "interval", "every", "freq",
+        "frequency", "period", "eval", "evaluate", "save", "checkpoint", "ckpt",
+        "wandb", "tensorboard", "writer", "summary", "visualize", "sample", "tick",
+    }
+)
+STEP_NAME_PARTS = frozenset({"step", "batch", "iter", "iteration", "microbatch"})
+EVAL_LOADER_PARTS = frozenset({"eval", "val", "valid", "validation", "test", "testing", "dev"})
+LOADER_PARTS = frozenset({"loader", "dataloader", "dl", "batches", "iterator", "train_iter", "data_iter", "prefetcher"})
+# Wrappers of an iterable that iterate what they wrap: `enumerate(loader)`, `tqdm(loader)`.
+ITERABLE_WRAPPERS = frozenset({"enumerate", "tqdm", "zip", "iter", "islice", "track", "progress_bar"})
+STEP_METHODS = frozenset({"backward", "manual_backward", "zero_grad"})
+OPTIMIZER_RECEIVER = re.compile(r"(optim|opt$|^opt|scaler|solver)", re.IGNORECASE)
+NO_GRAD = frozenset(
+    {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
+)
+# Roots of configuration objects: `if args.log_grad_norm:` switches a feature on for every step, it is no gate.
+CONFIG_ROOTS = frozenset({"args", "config", "cfg", "conf", "opts", "options", "hparams", "flags", "settings"})
+# `if resuming and step < start: continue` skips batches already trained on: no gate.
+RESUME_PARTS = frozenset({"resume", "resumed", "skip", "skipped"})
+
+# Values on the host: what reading them costs nothing.
+HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
+METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "names", "layout"})
+METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "nelement", "stride", "get_device", "data_ptr"})
+HOST_BUILTINS = frozenset(
+    {"len", "float", "int", "bool", "str", "round", "range", "enumerate", "zip", "list",
+     "tuple", "dict", "set", "sorted", "repr", "format", "isinstance", "getattr", "hasattr"}
+)
+# `sum(losses)`, `max(a, b)`, `abs(t)` of tensors are tensors: host only when every argument is.
+VALUE_BUILTINS = frozenset({"abs", "min", "max", "sum"})
+# torch factories make a CPU tensor unless given a `device=` (reading it back is free).
+CPU_FACTORIES = frozenset(
+    {"torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.arange", "torch.linspace",
+     "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.eye", "torch.from_numpy"}
+)
+# Tensor methods whose result lives where their receiver does.
+SAME_PLACE_METHODS = frozenset(
+    {"detach", "clone", "float", "half", "double", "long", "int", "bool", "mean", "sum", "median", "max", "min",
+     "std", "var", "norm", "abs", "squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "prod"}
+)
+HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
+
+
+def is_cold_function_name(name: str) -> bool:
+    parts = name_parts(name)
+    # `train_validate`, `train_and_evaluate`: the training half runs every step.
+    return bool(parts & COLD_NAME_PARTS) and not parts & {"train", "training", "fit"}
+
+
+# Named like per-step work, beyond the exact names above, unless the name also says it logs, plots or evaluates
+# (`log_losses`, `eval_loss`): a loss (`compute_loss`, `loss_labels`, `_calc_losses`), gradient clipping
+# (`clip_gradients`, `clip_grad_norm`), or preparing one batch (`parse_batch`, `prepare_batch`, `preprocess_batch`).
+LOSS_NAME_PARTS = frozenset({"loss", "losses"})
+_CLIP_GRAD_PARTS = frozenset({"grad", "grads", "gradient", "gradients"})
+_BATCH_VERB_PARTS = frozenset({"parse", "prepare", "process", "preprocess", "feed", "move", "transfer", "unpack"})
+LOSS_CLASS = re.compile(r"(Loss|Criterion)$")
+
+
+def is_hot_function_name(name: str) -> bool:
+    parts = name_parts(name)
+    per_step = (
+        bool(parts & LOSS_NAME_PARTS)
+        or ("clip" in parts and bool(parts & _CLIP_GRAD_PARTS))
+        or ("batch" in parts and bool(parts & _BATCH_VERB_PARTS))
+    )
+    return per_step and not parts & DEFAULT_GATE_PARTS and not is_cold_function_name(name)
+
+
+def in_loss_class(name: str, class_name: str) -> bool:
+    """A method of `class BiEncoderNllLoss` / `class SetCriterion` doing the loss's work (its matching and metrics
+    too, even under no_grad), not its constructor, logging or evaluation."""
+    return bool(class_name and LOSS_CLASS.search(class_name)) and not (
+        name.startswith("__") or name_parts(name) & DEFAULT_GATE_PARTS or is_cold_function_name(name)
+    )
+
+
+def may_be_step_work(name: str, class_name: str = "") -> bool:
+    """Could a definition of this name (in this class) be hot by its name alone? (A method of a loss class, a
+    function named like a loss, gradient clipping or batch preparation.)"""
+    return in_loss_class(name, class_name) or is_hot_function_name(name)
+
+
+def is_test_path(path: str) -> bool:
+    """A test module or a file under a tests/test_utils folder: `tests/x.py`, `test_x.py`, `x_test.py`, `conftest.py`."""
+    parts = path.replace("\\", "/").split("/")
+    base = parts[-1]
+    return (
+        base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
+        or any(p in ("tests", "test", "testing", "test_utils") for p in parts[:-1])
+    )
+
+
+# File and folder name parts of code that is not training: its loops that call backward are a demo or a test, not the
+# training a user ships (`demo/`, `inference.py`, `sample_images.py`, `export_onnx.py`). A benchmark of training
+# steps (`bench.py`) runs training steps: it is training.
+NOT_TRAINING_PARTS = frozenset(
+    {"demo", "demos", "inference", "infer", "sample", "sampling", "generate",
+     "generation", "export", "eval", "evaluate", "evaluation", "predict", "prediction", "test", "tests", "testing",
+     "visualize", "visualization", "convert", "deploy", "serve", "server", "app", "gradio",
+     "streamlit", "notebook", "notebooks", "docs", "doc", "playground"}
+)
+
+
+def is_training_path(path: str) -> bool:
+    """Could a training loop in this file be the training a user ships? Not in tests, demos, benchmarks, inference,
+    sampling, export or evaluation scripts (by the file's and its folders' names)."""
+    if is_test_path(path):
+        return False
+    parts = path.replace("\\", "/").removesuffix(".py").split("/")
+    words = set()
+    for part in parts:
+        words |= name_parts(part)
+    if words & {"train", "training", "trainer", "finetune", "pretrain", "fit"}:
+        return True
+    return not words & NOT_TRAINING_PARTS
