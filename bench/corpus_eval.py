@@ -138,8 +138,9 @@ class Finding:
 @dataclass
 class Layout:
     root: Path
-    # file_key -> number of lines
+    # file_key -> number of lines, for every laid-out file
     line_counts: dict[str, int] = field(default_factory=dict)
+    repos: list[str] = field(default_factory=list)  # the laid-out repository folders (owner+name)
     # (label, what its line really reads)
     stale: list[tuple[Label, str]] = field(default_factory=list)
     missing_repos: list[str] = field(default_factory=list)
@@ -225,33 +226,74 @@ def git_show(git_dir: Path, commit: str, path: str) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
+def lay_out_repo(git_dir: Path, commit: str, target: Path) -> bool:
+    """Every Python file of the repository at `commit`, written under `target`; False when the commit is missing.
+    (Blob by blob: a snapshot may lack its large data files, which `git archive` would stop at.)"""
+    listing = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit], capture_output=True, check=False
+    )
+    if listing.returncode != 0:
+        return False
+    wanted = []
+    for entry in listing.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        meta, _, path = entry.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[1] == "blob" and path.endswith((".py", ".pyi")):
+            wanted.append((parts[2], path))
+    request = "".join(f"{sha}\n" for sha, _ in wanted).encode()
+    batch = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "cat-file", "--batch"], input=request, capture_output=True, check=False
+    )
+    data, offset = batch.stdout, 0
+    target.mkdir(parents=True, exist_ok=True)
+    for _, path in wanted:
+        header_end = data.index(b"\n", offset)
+        header = data[offset:header_end].split()
+        if len(header) < 3 or header[1] == b"missing":
+            offset = header_end + 1
+            continue
+        size = int(header[2])
+        body = data[header_end + 1: header_end + 1 + size]
+        offset = header_end + 1 + size + 1
+        destination = target / path
+        if ".." in Path(path).parts:
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(body)
+    return True
+
+
 def lay_out(
     labels: list[Label], mirrors: Path, root: Path
 ) -> tuple[Layout, list[Label]]:
-    """Write each labelled file into `root` from its mirror; return the layout and the labels that could be used.
+    """Write each labelled repository, whole (every Python file at the label's commit), into `root/owner+name`, so
+    that gpulint sees every caller as a user's run does; return the layout and the labels that could be used.
 
     A label whose `code` text is not on its line is stale (wrong line or wrong commit) and is left out, with a note.
     """
     layout = Layout(root=root)
     usable: list[Label] = []
     files: dict[str, list[str] | None] = {}
-    git_dirs: dict[str, Path | None] = {}
+    laid_out: dict[str, bool] = {}
     for label in labels:
-        if label.repo not in git_dirs:
-            git_dirs[label.repo] = mirror_git_dir(mirrors, label.repo)
-            if git_dirs[label.repo] is None:
+        if label.repo not in laid_out:
+            git_dir = mirror_git_dir(mirrors, label.repo)
+            if git_dir is None:
                 layout.missing_repos.append(label.repo)
-        git_dir = git_dirs[label.repo]
-        if git_dir is None:
+            folder = root / label.repo.replace("/", "+")
+            laid_out[label.repo] = git_dir is not None and lay_out_repo(git_dir, label.commit, folder)
+            if laid_out[label.repo]:
+                layout.repos.append(folder.name)
+                for path in folder.rglob("*.py"):
+                    key = path.relative_to(root).as_posix()
+                    layout.line_counts[key] = path.read_bytes().count(b"\n")
+        if not laid_out[label.repo]:
             continue
         if label.file_key not in files:
-            text = git_show(git_dir, label.commit, label.path)
-            files[label.file_key] = None if text is None else text.splitlines()
-            if text is not None:
-                target = root / label.file_key
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text, encoding="utf-8")
-                layout.line_counts[label.file_key] = len(files[label.file_key])
+            path = root / label.file_key
+            files[label.file_key] = (
+                path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else None
+            )
         lines = files[label.file_key]
         if lines is None:
             layout.stale.append(
@@ -311,48 +353,31 @@ def _relative(path: str, root: Path) -> str:
 
 
 def run_gpulint(command: str, layout: Layout) -> tuple[list[Finding] | None, str]:
-    """Run the linter on the laid-out folders; (None, why) when it could not produce findings."""
-    folders = sorted({key.split("/", 1)[0] for key in layout.line_counts})
+    """Run the linter on each laid-out repository, one run per repository as its own project; (None, why) when it
+    could not produce findings."""
     argv = shlex.split(command)
     if argv and argv[0] == "python":
         # The evaluator's own interpreter (the venv's), even when the venv is not activated.
         argv[0] = sys.executable
-    argv += [
-        "check",
-        "--format",
-        "json",
-        "--no-cache",
-        "--exit-zero",
-        *folders,
-    ]
-    try:
-        # The linter runs inside the layout so finding paths are `owner+name/...`; keep this checkout importable.
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
-            ),
-        }
-        result = subprocess.run(
-            argv,
-            check=False,
-            cwd=layout.root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"could not run {command!r}: {exc}"
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return None, f"{command!r} check exited {result.returncode}: {last}"
-    try:
-        return parse_findings(
-            json.loads(result.stdout or "[]"), layout.root, command
-        ), ""
-    except (json.JSONDecodeError, CorpusError) as exc:
-        return None, f"{command!r} check printed no findings JSON: {exc}"
+    # The linter runs inside the layout so finding paths are `owner+name/...`; keep this checkout importable.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    findings: list[Finding] = []
+    for folder in layout.repos:
+        try:
+            result = subprocess.run(
+                [*argv, "check", "--format", "json", "--no-cache", "--exit-zero", folder],
+                check=False, cwd=layout.root, env=env, capture_output=True, text=True, timeout=1800,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"could not run {command!r}: {exc}"
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+            return None, f"{command!r} check {folder} exited {result.returncode}: {last}"
+        try:
+            findings += parse_findings(json.loads(result.stdout or "[]"), layout.root, command)
+        except (json.JSONDecodeError, CorpusError) as exc:
+            return None, f"{command!r} check printed no findings JSON: {exc}"
+    return findings, ""
 
 
 def grep_findings(layout: Layout) -> list[Finding]:

@@ -33,14 +33,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -57,6 +55,7 @@ from corpus_eval import (  # noqa: E402  (bench/ is a folder of scripts, not a p
     _parse_row,
     mirror_git_dir,
 )
+from corpus_eval import lay_out_repo as lay_out_whole  # noqa: E402
 
 ORIGINS = ("finding", "reading", "grep")
 REPO_COLUMNS = ("repo", "commit", "kind")
@@ -181,16 +180,9 @@ def lay_out_repo(mirrors: Path, repo: str, commit: str, root: Path) -> Path:
     git_dir = mirror_git_dir(mirrors, repo)
     if git_dir is None:
         raise CorpusError(f"missing mirror for {repo}: run the fetch tool with github:{repo} (expected under {mirrors})")
-    archive = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "archive", "--format=tar", commit], capture_output=True, check=False
-    )
-    if archive.returncode != 0:
-        raise CorpusError(f"{repo}: commit {commit[:12]} is not in the mirror ({archive.stderr.decode()[:120].strip()})")
     target = root / repo.replace("/", "+")
-    target.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        members = [m for m in tar.getmembers() if m.isfile() and m.name.endswith((".py", ".pyi", ".toml", ".cfg"))]
-        tar.extractall(target, members=members, filter="data")
+    if not lay_out_whole(git_dir, commit, target):
+        raise CorpusError(f"{repo}: commit {commit[:12]} is not in the mirror")
     return target
 
 

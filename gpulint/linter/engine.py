@@ -34,7 +34,7 @@ from gpulint.linter.source import DecodeError, SourceFile, decode
 from gpulint.linter.syntax import child_fields, is_syntax
 from gpulint.project import single_file_facts
 from gpulint.project.facts import ExecState, FileFacts, state_at
-from gpulint.project.local import FileLocal, analyze
+from gpulint.project.local import Scope, holder_at, module_aliases, read_scope, text_step_flags
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
 
@@ -234,11 +234,10 @@ def _run_rules(
         return []
     tree = _ast_tree(parsed_text)
     positions = positions_of(parsed_text, module, context.reports, tree)
-    local = analyze(tree, options.gate_names) if tree is not None else None
-    lines = parsed_text.split("\n")
+    where = _Where(tree, parsed_text, options.gate_names) if tree is not None else None
     kept = []
     for report in context.reports:
-        state = _state_of(report, positions, local, lines, context.facts)
+        state = _state_of(report, positions, where, context.facts)
         if _applies(report, state):
             kept.append((report, state))
     if not kept:
@@ -255,16 +254,37 @@ def _ast_tree(text: str) -> ast.Module | None:
         return None
 
 
-def _state_of(report: Report, positions, local: FileLocal | None, lines: list[str], facts: FileFacts) -> ExecState:
+class _Where:
+    """The scopes of the parsed text that hold reports, each read once (local.read_scope), and positions in ast's
+    columns."""
+
+    def __init__(self, tree: ast.Module, text: str, gate_names: Sequence[str]) -> None:
+        self.tree = tree
+        self.lines = text.split("\n")
+        self.gates = tuple(gate_names)
+        self.aliases = module_aliases(tree)
+        self.flags = text_step_flags(text)
+        self.scopes: dict[int, Scope] = {}
+
+    def position(self, line: int, column: int) -> tuple[int, int]:
+        text = self.lines[line - 1] if line <= len(self.lines) else ""
+        # ast counts columns in UTF-8 bytes, libcst in characters.
+        return line, column if text.isascii() else len(text[:column].encode("utf-8"))
+
+    def scope(self, pos: tuple[int, int]) -> Scope:
+        node, parents = holder_at(self.tree, pos)
+        if id(node) not in self.scopes:
+            self.scopes[id(node)] = read_scope(node, parents, self.gates, self.aliases, self.flags)
+        return self.scopes[id(node)]
+
+
+def _state_of(report: Report, positions, where: _Where | None, facts: FileFacts) -> ExecState:
     """How often the reported node runs (the project model's facts and the regions around the node)."""
-    if local is None:
+    if where is None:
         return ExecState(False, False, False, "not analysed", reached=False)
     start = positions[report.node].start
-    text = lines[start.line - 1] if start.line <= len(lines) else ""
-    # ast counts columns in UTF-8 bytes, libcst in characters.
-    column = start.column if text.isascii() else len(text[: start.column].encode("utf-8"))
-    pos = (start.line, column)
-    scope = local.scope_at(pos)
+    pos = where.position(start.line, start.column)
+    scope = where.scope(pos)
     return state_at(scope, pos, facts.functions.get(scope.qualname), facts)
 
 

@@ -23,7 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from gpulint.linter.regions import code_of, split_units, stand_in
-from gpulint.project.local import MODULE_SCOPE, FileLocal, Scope, analyze, import_aliases
+from gpulint.project.local import MODULE_SCOPE, FileLocal, Scope, analyze, module_aliases, text_step_flags
 
 # Text that can make a definition an entry of the training step by itself (a step marker, a loop over a loader,
 # fetching from one): only definitions holding some of it are analysed before anything reaches them.
@@ -63,7 +63,10 @@ class ModuleIndex:
     skeleton: FileLocal | None = None
     problem: SyntaxProblem | None = None
     aliases: dict[str, str] = field(default_factory=dict)  # module-level absolute import aliases
+    step_flags: frozenset[str] = frozenset()  # names assigned an interval test anywhere in the file
+    lines: list[str] = field(default_factory=list)
     _analysed: dict[str, dict[str, Scope]] = field(default_factory=dict)
+    _scopes: dict[str, Scope | None] = field(default_factory=dict)
 
     @property
     def module_scope(self) -> Scope | None:
@@ -78,6 +81,11 @@ class ModuleIndex:
 
     def scope(self, qualname: str) -> Scope | None:
         """The scope of a function, method or class by qualified name (analysing its definition if needed)."""
+        if qualname not in self._scopes:
+            self._scopes[qualname] = self._find_scope(qualname)
+        return self._scopes[qualname]
+
+    def _find_scope(self, qualname: str) -> Scope | None:
         head = qualname
         while head not in self.definitions and "." in head:
             head = head.rsplit(".", 1)[0]
@@ -87,7 +95,7 @@ class ModuleIndex:
         return self.skeleton.scopes.get(qualname) if self.skeleton else None
 
     def _analyse(self, definition: Definition) -> dict[str, Scope]:
-        lines = self.text.split("\n")[definition.start:definition.end]
+        lines = self.lines[definition.start:definition.end]
         if definition.cls:
             # Blank lines, then a stand-in class of the member's own class, so the member sits on its own lines.
             padded = "\n" * (definition.start - 1) + f"class {definition.cls}:\n" + "\n".join(lines)
@@ -96,9 +104,8 @@ class ModuleIndex:
         tree = _parse(padded)
         if tree is None:
             return {}
-        aliases = dict(self.aliases)
-        import_aliases(ast.walk(tree), aliases)
-        local = analyze(tree, aliases=aliases)
+        local = analyze(tree, aliases=self.aliases, step_flags=self.step_flags,
+                        local_imports=any("import" in line for line in lines))
         # Without the padding's module and stand-in class.
         return {q: s for q, s in local.scopes.items() if s.kind != "module" and q != definition.cls}
 
@@ -114,8 +121,8 @@ def _parse(text: str) -> ast.Module | None:
 
 def outline(path: str, text: str) -> ModuleIndex:
     """The outline of one file: its definitions and its analysed skeleton (see the module docstring)."""
-    index = ModuleIndex(path, text)
     lines = text.split("\n")
+    index = ModuleIndex(path, text, lines=lines, step_flags=text_step_flags(text))
     units = split_units(text, lines)
     skeleton = list(lines)
     for unit in units:
@@ -134,11 +141,8 @@ def outline(path: str, text: str) -> ModuleIndex:
             tree = _parse(text)
             index.definitions = {}
     if tree is not None:
-        import_aliases(tree.body, index.aliases)
-        for statement in tree.body:  # imports under `if` / `try` at module level too
-            if isinstance(statement, (ast.If, ast.Try)):
-                import_aliases(ast.walk(statement), index.aliases)
-        index.skeleton = analyze(tree, aliases=index.aliases)
+        index.aliases = module_aliases(tree)
+        index.skeleton = analyze(tree, aliases=index.aliases, step_flags=index.step_flags)
     return index
 
 

@@ -25,6 +25,7 @@ model reads these on the text of the project, the engine on the text it lints, t
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -125,7 +126,6 @@ class Scope:
     returns: list[Kind] = field(default_factory=list)
     returned_calls: list[str] = field(default_factory=list)  # `return helper(x)`: the helper's kind is returned
     returned_names: list[str] = field(default_factory=list)  # `return model`: what `model` holds is returned
-    refs: set[str] = field(default_factory=set)
     imports: list[tuple[str, str, str, int]] = field(default_factory=list)  # (local name, module, name or "", level)
     marker_outside_loop: bool = False  # backward / optimizer step outside any loop of its own: one step's work
     no_grad_decorated: bool = False
@@ -470,7 +470,11 @@ def _body_span(body: list[ast.stmt]) -> tuple[Pos, Pos]:
 class _Walker:
     """One pass over a file's tree in source order, building a Scope per function, class and the module."""
 
-    def __init__(self, aliases: dict[str, str], extra_gates: frozenset[str], step_flags: set[str]) -> None:
+    def __init__(
+        self, aliases: dict[str, str], extra_gates: frozenset[str], step_flags: set[str] | frozenset[str],
+        shallow: bool = False,
+    ) -> None:
+        self.shallow = shallow  # walk one scope only, not the functions and classes nested in it
         self.aliases = aliases
         self.gates = extra_gates | frozenset(step_flags)
         self.values = _Values(aliases)
@@ -509,7 +513,24 @@ class _Walker:
         parent = self.scope
         return name if parent.kind == "module" else f"{parent.qualname.split('#')[0]}.{name}"
 
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+    def run_one(self, node: ast.AST, parents: list[ast.AST]) -> Scope:
+        """Only the scope of `node` (a def, a class, or the module), nested in `parents` (outermost first)."""
+        module = Scope(MODULE_SCOPE, MODULE_SCOPE, "module", "", start=(1, 0), end=(10**9, 0))
+        self._enter(module)
+        if isinstance(node, ast.Module):
+            self._block(node.body)
+            return module
+        for parent in parents:  # stand-ins, so that the scope gets its qualified name and class
+            kind = "class" if isinstance(parent, ast.ClassDef) else "function"
+            self._enter(Scope(self._child_qualname(parent.name), parent.name, kind, self.scope.qualname))
+        before = set(self.scopes)
+        if isinstance(node, ast.ClassDef):
+            self._class(node, shallow=True)
+        else:
+            self._function(node, shallow=True)
+        return next(self.scopes[q] for q in self.scopes if q not in before)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, shallow: bool = False) -> None:
         for decorator in node.decorator_list:
             self._expr(decorator)
         for default in (*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)):
@@ -532,12 +553,14 @@ class _Walker:
         self._enter(scope)
         self.values.scopes.append({name: "unknown" for name in params})
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
+        saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)
+        self.shallow = saved_shallow
         self.no_grad_depth = saved_depth
         self.values.scopes.pop()
         self._leave()
 
-    def _class(self, node: ast.ClassDef) -> None:
+    def _class(self, node: ast.ClassDef, shallow: bool = False) -> None:
         for decorator in node.decorator_list:
             self._expr(decorator)
         for base in node.bases:
@@ -550,7 +573,9 @@ class _Walker:
         )
         self._enter(scope)
         self.values.scopes.append({})
+        saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)
+        self.shallow = saved_shallow
         self.values.scopes.pop()
         self._leave()
 
@@ -568,6 +593,8 @@ class _Walker:
                 self.scope.regions.append(Region("exit", _pos(body[index + 1]), _end(body[-1])))
 
     def _statement(self, node: ast.stmt) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and self.shallow:
+            return
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self._function(node)
         elif isinstance(node, ast.ClassDef):
@@ -713,20 +740,17 @@ class _Walker:
 
     # -- expressions
     def _expr(self, node: ast.AST) -> None:
+        """Record the calls inside an expression (a call records those in its own receiver and arguments)."""
         stack = [node]
         while stack:
             current = stack.pop()
-            if isinstance(current, ast.Call):
+            kind = type(current)
+            if kind is ast.Call:
                 self._call(current)
-            elif isinstance(current, ast.Lambda):
-                stack.append(current.body)
-                continue
-            elif isinstance(current, (ast.Name, ast.Attribute)) and isinstance(current.ctx, ast.Load):
-                name = dotted(current)
-                if name is not None:
-                    self.scope.refs.add(name)
-                    continue
-            stack.extend(reversed(list(ast.iter_child_nodes(current))))
+            elif kind is ast.Attribute:
+                stack.append(current.value)
+            elif kind is not ast.Name and kind is not ast.Constant:
+                stack.extend(ast.iter_child_nodes(current))
 
     def _call(self, node: ast.Call) -> None:
         scope = self.scope
@@ -799,7 +823,73 @@ def _names_loader(expr: ast.AST) -> bool:
     return bool(name_parts(lowered) & LOADER_PARTS) or lowered.endswith("loader") or lowered in ("train_data", "data")
 
 
-def step_flags(tree: ast.AST) -> set[str]:
+def holder_at(tree: ast.Module, pos: Pos) -> tuple[ast.AST, list[ast.AST]]:
+    """The innermost function or class whose text holds `pos` (or the module), and those it is nested in."""
+    parents: list[ast.AST] = []
+    found: ast.AST = tree
+    body: list[ast.stmt] = tree.body
+    while True:
+        holder = next((s for s in body if _start(s) <= pos < _end(s)), None)
+        if holder is None:
+            return found, parents
+        if isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if found is not tree:
+                parents.append(found)
+            found = holder
+            body = holder.body
+        else:
+            body = [s for part in _sub_bodies(holder) for s in part]
+
+
+def read_scope(
+    node: ast.AST, parents: list[ast.AST], extra_gates: Iterable[str], aliases: dict[str, str],
+    step_flags: Iterable[str],
+) -> Scope:
+    """One function, class or module read alone: its own loops and regions, not those of what is nested in it. (The
+    engine needs the scopes that hold reports, not the whole file.)"""
+    return _Walker(aliases, frozenset(extra_gates), set(step_flags), shallow=True).run_one(node, parents)
+
+
+def _start(node: ast.stmt) -> Pos:
+    decorators = getattr(node, "decorator_list", None)
+    return _pos(decorators[0]) if decorators else _pos(node)
+
+
+def _sub_bodies(node: ast.stmt) -> list[list[ast.stmt]]:
+    parts = [getattr(node, name) for name in ("body", "orelse", "finalbody") if isinstance(getattr(node, name, None), list)]
+    parts += [h.body for h in getattr(node, "handlers", ())]
+    parts += [c.body for c in getattr(node, "cases", ())]
+    return parts
+
+
+def module_aliases(tree: ast.Module) -> dict[str, str]:
+    """The module's import aliases, those under a module-level `if` or `try` included."""
+    aliases: dict[str, str] = {}
+    import_aliases(tree.body, aliases)
+    for statement in tree.body:
+        if isinstance(statement, (ast.If, ast.Try)):
+            import_aliases(ast.walk(statement), aliases)
+    return aliases
+
+
+# `is_log_step = step % 10 == 0`, `do_sync = (i + 1) % accum == 0 or last`: a name for an interval test. Looked
+# for only on the lines holding `== 0` (a search of every line costs more than reading the rest of a file's outline).
+_EQUALS_ZERO = re.compile(r"==\s*0\b")
+_STEP_FLAG = re.compile(r"[ \t]*(\w+)\s*=\s*\(?[^=\n#]*%[^=\n#]*==\s*0")
+
+
+def text_step_flags(text: str) -> frozenset[str]:
+    """Names assigned an interval test anywhere in the file's text."""
+    found = set()
+    for match in _EQUALS_ZERO.finditer(text):
+        start = text.rfind("\n", 0, match.start()) + 1
+        flag = _STEP_FLAG.match(text, start, match.end())
+        if flag:
+            found.add(flag.group(1))
+    return frozenset(found)
+
+
+def find_step_flags(tree: ast.AST) -> set[str]:
     """Names assigned an interval test anywhere in the file (`is_log_step = step % 10 == 0`)."""
     found = set()
     for node in ast.walk(tree):
@@ -808,11 +898,18 @@ def step_flags(tree: ast.AST) -> set[str]:
     return found
 
 
-def analyze(tree: ast.Module, extra_gates: Iterable[str] = (), aliases: dict[str, str] | None = None) -> FileLocal:
-    """Every scope of a parsed file, with its loops, regions and calls."""
+def analyze(
+    tree: ast.Module, extra_gates: Iterable[str] = (), aliases: dict[str, str] | None = None,
+    step_flags: Iterable[str] | None = None, local_imports: bool = False,
+) -> FileLocal:
+    """Every scope of a parsed file (or of one definition parsed alone: `local_imports` adds the aliases its own
+    imports make to the module's `aliases`), with its loops, regions and calls."""
     if aliases is None:
         aliases = {}
         import_aliases(ast.walk(tree), aliases)
-    flags = step_flags(tree)
+    elif local_imports:
+        aliases = dict(aliases)
+        import_aliases((n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))), aliases)
+    flags = set(step_flags) if step_flags is not None else find_step_flags(tree)
     scopes = _Walker(aliases, frozenset(extra_gates), flags).run(tree)
     return FileLocal(scopes, flags, aliases)

@@ -80,7 +80,7 @@ _ON_FLAG = re.compile(
     r"|^\s*(\w+)\s*:\s*bool\s*=\s*(?:True|field\(\s*default\s*=\s*True)",
     re.MULTILINE,
 )
-_PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")
+_PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,7 @@ class _Resolved:
     targets: list[Target] = field(default_factory=list)
     certain: bool = True
     bound: bool = False  # the first parameter is `self` (a method called on an object, or a class instantiated)
+    guess: str = ""  # for an uncertain resolution, what was guessed: "forward", or the method name
     instantiates: list[Target] = field(default_factory=list)
 
 
@@ -131,6 +132,7 @@ class Project:
             (a or b).replace("-", "_") for ix in self.files.values() for a, b in _ON_FLAG.findall(ix.text)
         )
         self.entries = False
+        self._guesses: set[tuple] = set()
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -456,7 +458,7 @@ class Project:
                 out.targets.append(method)
         if not types and per_step:
             out.targets = list(self._all_forwards())
-            out.certain = False
+            out.certain, out.guess = False, "forward"
         return out
 
     def _method_call(self, path: str, scope: Scope, receiver: str, method: str, per_step: bool) -> _Resolved:
@@ -468,7 +470,7 @@ class Project:
                 out.targets.append(found)
         if not types and per_step and method not in _COMMON_METHODS and not method.startswith("__"):
             out.targets = [m for cls in self.instantiated if (m := self.find_method(cls, method)) is not None]
-            out.certain = False
+            out.certain, out.guess = False, method
         return out
 
     def _is_external(self, path: str, scope: Scope, head: str) -> bool:
@@ -558,8 +560,7 @@ class Project:
                 if hooked and not is_cold_function_name(name):
                     roots.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
                     self.entries = self.entries or training
-                elif _PER_STEP_DECORATOR.search(ix.text[_line_offset(ix.text, definition.start):
-                                                        _line_offset(ix.text, definition.start + 3)]):
+                elif definition.code.startswith("@") and _PER_STEP_DECORATOR.match(definition.code):
                     roots.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
                                              reason=f"in `{name}`, a handler of an iteration event")))
                 elif may_be_step_work(name, definition.cls):
@@ -649,14 +650,21 @@ class Project:
             if rank <= PROGRAM:
                 self.instantiated.update(resolved.instantiates)
             chain = state.chain or reach.chain
+            likely = state.likely or reach.likely and rank != PER_STEP or not resolved.certain
+            if not resolved.certain:
+                # A guess fans out to many functions (every module's `forward`): made once per way of reaching them.
+                guess = (resolved.guess, len(resolved.targets), rank, likely, tuple(state.flags))
+                if guess in self._guesses:
+                    continue
+                self._guesses.add(guess)
             for target in resolved.targets:
                 callee_reach = Reach(
-                    rank, likely=state.likely or reach.likely and rank != PER_STEP or not resolved.certain,
+                    rank, likely=likely,
                     chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))),
                     flags=state.flags,
                 )
                 tkey = (target.path, target.qualname)
-                if rank <= GATED:
+                if rank <= GATED and resolved.certain:
                     self._record_arguments(tkey, call, resolved.bound)
                 push(tkey, callee_reach)
             self._callbacks(path, scope, call, rank, state, chain, push)
@@ -774,16 +782,6 @@ def _common_prefix(a: str, b: str) -> int:
             break
         n += 1
     return n
-
-
-def _line_offset(text: str, line: int) -> int:
-    offset = 0
-    for _ in range(line):
-        found = text.find("\n", offset)
-        if found == -1:
-            return len(text)
-        offset = found + 1
-    return offset
 
 
 def _definition_holding(ix: ModuleIndex, qualname: str) -> Definition | None:

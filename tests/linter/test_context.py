@@ -8,11 +8,10 @@ import textwrap
 import libcst as cst
 
 from gpulint.linter.context import FileContext
-from gpulint.linter.engine import _state_of, _Traversal
+from gpulint.linter.engine import _state_of, _Traversal, _Where
 from gpulint.linter.positions import positions_of
 from gpulint.linter.rule import Invalid, Rule, RuleDocs
 from gpulint.project import single_file_facts
-from gpulint.project.local import analyze
 
 
 class Probe(Rule):
@@ -41,10 +40,10 @@ def states(source: str, gate_names=(), hot_functions=()) -> dict[str, str]:
     _Traversal(context, [Probe(context)]).walk(module)
     tree = ast.parse(text)
     positions = positions_of(text, module, context.reports, tree)
-    local = analyze(tree, gate_names)
+    where = _Where(tree, text, gate_names)
     result = {}
     for report in context.reports:
-        state = _state_of(report, positions, local, text.split("\n"), facts)
+        state = _state_of(report, positions, where, facts)
         result[report.message] = (
             "cold" if state.cold else "gated" if state.gated and state.hot else "per_step" if state.hot else "neutral"
         )
