@@ -114,7 +114,7 @@ def test_markdown_helpers():
     assert md.fence("```\n").startswith("````\n")
     assert md.fence("x").startswith("```\n")
     assert md.link(md.text("x"), "javascript:alert(1)") == "x"
-    assert md.text("@me #1 <!--") == "&#64;me &#35;1 &lt;\\!--"
+    assert md.text("@me #1 <!--") == "@\u200bme #\u200b1 &lt;\\!--"
     assert md.message("use `a|b` now") == "use `a\\|b` now"
 
 
@@ -132,7 +132,7 @@ def test_apply_edits_multiline():
         ("{not json", "not valid JSON"),
         (json.dumps({"a": 1}), "must be a JSON list"),
         (json.dumps([{"code": "GPL1"}]), "findings[0].line: missing"),
-        (json.dumps([_finding(line="3")]), "findings[0].line: expected int"),
+        (json.dumps([_finding(line="3")]), "findings[0].line: expected an integer, got str"),
     ],
 )
 def test_bad_findings_name_the_field(tmp_path, content, fragment):

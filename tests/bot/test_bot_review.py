@@ -121,9 +121,16 @@ def test_at_most_30_comments_per_review_most_severe_first(fake_dotcom, clock, tm
 
 
 def test_422_outside_the_diff_retries_without_it(fake, clock, tmp_path):
+    """The PR was pushed to between reading its diff and posting: GitHub refuses the whole review (422), the bot
+    re-reads the diff, drops the comment that no longer fits and posts the rest."""
     _setup(fake)
-    fs = _load(tmp_path, [finding(57), finding(100)])  # 100 is outside every hunk
-    r = _review(fake, clock, fs, mode="nofilter")
+    gh = make_client(fake, clock)
+    target = ops.Target(f"{fake.owner}/{fake.repo}", fake.number, fake.head_sha)
+    diff = ops.pull_diff(gh, target)
+    fs = _load(tmp_path, [finding(57), finding(60)])
+    fake.files = [{"filename": "src/train.py", "status": "modified",
+                   "patch": "@@ -55,2 +55,3 @@\n" + "".join(f"+{SOURCE[n]}\n" for n in (55, 56, 57))}]
+    r = ops.post_review(gh, target, LOGIN, diff.filter(fs, "added"), diff)
     assert (r["posted"], r["dropped"]) == (1, 1)
     assert len(fake.calls("create_review")) == 2
     assert [c["line"] for c in fake.review_comments.values()] == [57]
