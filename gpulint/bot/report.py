@@ -232,13 +232,15 @@ def _blocks(data: ReportInput) -> _Blocks:
     return _Blocks(rows, patches)
 
 
-def _context(data: ReportInput, blocks: _Blocks, shown: int, patches_shown: int) -> dict:
+def _context(data: ReportInput, blocks: _Blocks, shown: int, picked: list[int]) -> dict:
+    """The template's variables with the first `shown` findings and the patches `picked` (indices into
+    blocks.patches)."""
     plan = data.plan
     counts = {s: 0 for s in ("error", "warning", "info")}
     for f in data.findings:
         if f.severity in counts:
             counts[f.severity] += 1
-    patches = [b for i, b in blocks.patches if i < shown][:patches_shown]
+    patches = [blocks.patches[k][1] for k in picked]
     patches_possible = sum(1 for i, _ in blocks.patches if i < shown)
     ctx = {
         "marker": md.Md(MARKER),
@@ -301,29 +303,28 @@ def render_markdown(data: ReportInput, template: str = "pr_comment.md.j2", limit
     once, so the time is linear in the number of findings however much is left out."""
     tpl = _environment(markdown=True).get_template(template)
     blocks = _blocks(data)
-    n, n_patches = len(blocks.rows), len(blocks.patches)
-    body = tpl.render(_context(data, blocks, n, n_patches))
+    n = len(blocks.rows)
+    body = tpl.render(_context(data, blocks, n, list(range(len(blocks.patches)))))
     if len(body) <= limit:
         return body
     # The fixed parts, with the notes about what was left out at their longest.
-    room = limit - len(tpl.render(_context(data, blocks, 0, 0))) - 200
+    room = limit - len(tpl.render(_context(data, blocks, 0, []))) - 200
     shown, used = 0, 0
     while shown < n and used + len(blocks.rows[shown]) + 1 <= room:
         used += len(blocks.rows[shown]) + 1
         shown += 1
-    patches_shown = 0
-    for i, block in blocks.patches:
-        if i >= shown or used + len(block) + 2 > room:
-            break
-        used += len(block) + 2
-        patches_shown += 1
-    body = tpl.render(_context(data, blocks, shown, patches_shown))
-    while len(body) > limit and (patches_shown or shown):  # the estimate was short (never expected)
-        if patches_shown:
-            patches_shown -= 1
+    picked = []
+    for k, (i, block) in enumerate(blocks.patches):  # every patch that still fits, in the findings' order
+        if i < shown and used + len(block) + 2 <= room:
+            used += len(block) + 2
+            picked.append(k)
+    body = tpl.render(_context(data, blocks, shown, picked))
+    while len(body) > limit and (picked or shown):  # the estimate was short (never expected)
+        if picked:
+            picked.pop()
         else:
             shown -= 1
-        body = tpl.render(_context(data, blocks, shown, patches_shown))
+        body = tpl.render(_context(data, blocks, shown, picked))
     if len(body) > limit:  # the plan section alone is too long (never expected): cut hard but keep the marker
         note = "\n\n… report cut to fit GitHub's size limit; see " + data.full_report + "\n"
         body = body[: limit - len(note)] + note
@@ -331,7 +332,7 @@ def render_markdown(data: ReportInput, template: str = "pr_comment.md.j2", limit
 
 
 def render_html(data: ReportInput) -> str:
-    ctx = _context(data, _Blocks([], []), len(data.findings), 0)
+    ctx = _context(data, _Blocks([], []), len(data.findings), [])
     ctx["rows"] = [_row(data, f) for f in data.findings]
     ctx["patches"] = [p for _, p in _patch_items(data)]
     ctx["svg_timeline"] = svg_timeline(data.plan) if data.plan else None

@@ -11,7 +11,9 @@ Fault injection, for the tests of what the bot does when GitHub or the network m
 - `Fault(..., after_handling=True)` does the work first, then fails or drops the answer (a write that landed, whose
   answer was lost);
 - `page_sizes[operation] = k` forces pages of at most k items whatever `per_page` asks;
-- `deny_writes = Fault(403, ...)` answers every write with that fault (a token that may only read).
+- `deny_writes = Fault(403, ...)` answers every write with that fault (a token that may only read);
+- `meanwhile(operation, change)` changes the state just before the next call of `operation` is served (a person or
+  another run acting between two of the bot's requests).
 The server is threaded: concurrent runs of the bot share its state under one lock.
 """
 
@@ -174,6 +176,7 @@ class FakeGitHub:
         self.check_runs: dict[int, dict] = {}
         self.faults: dict[str, list[Fault]] = {}
         self.nth_faults: dict[tuple[str | None, int], Fault] = {}
+        self.changes: dict[str, list] = {}
         self.counts: dict[str | None, int] = {}  # requests served so far, per operation and (None) in all
         self.log: list[tuple[str, str, dict | None]] = []  # (method, path, json body)
         self.request_errors: list[str] = []
@@ -200,8 +203,15 @@ class FakeGitHub:
         """Answer the n-th request (1-based, counted from the server's start) of `operation`, or of any, with `fault`."""
         self.nth_faults[(operation, n)] = fault
 
+    def meanwhile(self, operation: str, change) -> None:
+        """Call `change()` just before the next call of `operation` is served."""
+        self.changes.setdefault(operation, []).append(change)
+
     def _fault_for(self, method: str, operation: str) -> Fault | None:
-        """Count this request and pick its fault (called under the lock)."""
+        """Count this request, apply what happens meanwhile, and pick its fault (called under the lock)."""
+        pending = self.changes.get(operation)
+        if pending:
+            pending.pop(0)()
         for key in (operation, None):
             self.counts[key] = self.counts.get(key, 0) + 1
         fault = self.nth_faults.pop((operation, self.counts[operation]), None) or self.nth_faults.pop(
