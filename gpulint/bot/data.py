@@ -193,7 +193,9 @@ def _field(obj: dict, key: str, kind, where: str, *, optional: bool = False, def
         except UnicodeEncodeError as exc:
             raise BotInputError(f"{name}: not valid text (a lone surrogate at character {exc.start})") from None
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise BotInputError(f"{name}: {_shown(obj[key])} is out of range ({lo:g} to {hi:g})")
+        bounds = f"{lo:g} to {hi:g}" if lo is not None and hi is not None else f"at least {lo:g}" if lo is not None \
+            else f"at most {hi:g}"
+        raise BotInputError(f"{name}: {_shown(obj[key])} is out of range ({bounds})")
     return value
 
 

@@ -199,9 +199,10 @@ def html_message(value: str) -> markupsafe.Markup:
 
 @dataclass
 class _Blocks:
-    """The report's parts that grow with the input, each rendered once: trimming only chooses how many to show."""
+    """The report's parts that grow with the input, each rendered once: trimming only chooses how many to show.
+    Rows are rendered in order until they fill the size limit: a row past it could never be shown."""
 
-    rows: list[md.Md]
+    rows: list[md.Md]  # the first findings' rows (all of them when they fit the limit)
     patches: list[tuple[int, md.Md]]  # (index of the finding, block)
 
 
@@ -225,9 +226,14 @@ def _patch_items(data: ReportInput) -> list[tuple[int, dict]]:
     return out
 
 
-def _blocks(data: ReportInput) -> _Blocks:
+def _blocks(data: ReportInput, limit: int) -> _Blocks:
     macros = _environment(markdown=True).get_template("_blocks.md.j2").module
-    rows = [md.Md(macros.row({**_row(data, f), "chain": chain_markdown(f, data.link_base)})) for f in data.findings]
+    rows, used = [], 0
+    for f in data.findings:
+        if used > limit:
+            break
+        rows.append(md.Md(macros.row({**_row(data, f), "chain": chain_markdown(f, data.link_base)})))
+        used += len(rows[-1]) + 1
     patches = [(i, md.Md(macros.patch(p))) for i, p in _patch_items(data)]
     return _Blocks(rows, patches)
 
@@ -300,13 +306,15 @@ def _plan_context(data: ReportInput, plan: Plan) -> dict:
 def render_markdown(data: ReportInput, template: str = "pr_comment.md.j2", limit: int = COMMENT_LIMIT) -> str:
     """The PR comment (or job summary) under `limit` characters. Findings come first: patches are left out before
     any finding is, then the least severe findings (they are sorted most severe first). Each row and patch is rendered
-    once, so the time is linear in the number of findings however much is left out."""
+    at most once, and no row past the limit is rendered at all: the time grows with the limit, not with the number of
+    findings left out."""
     tpl = _environment(markdown=True).get_template(template)
-    blocks = _blocks(data)
+    blocks = _blocks(data, limit)
     n = len(blocks.rows)
-    body = tpl.render(_context(data, blocks, n, list(range(len(blocks.patches)))))
-    if len(body) <= limit:
-        return body
+    if n == len(data.findings):
+        body = tpl.render(_context(data, blocks, n, list(range(len(blocks.patches)))))
+        if len(body) <= limit:
+            return body
     # The fixed parts, with the notes about what was left out at their longest.
     room = limit - len(tpl.render(_context(data, blocks, 0, []))) - 200
     shown, used = 0, 0

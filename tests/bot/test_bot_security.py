@@ -11,7 +11,6 @@ import pytest
 
 from gpulint.bot import commands
 from gpulint.bot import github as ops
-from gpulint.bot import markdown as md
 from gpulint.bot.cli import _load_inputs, add_bot_arguments
 from gpulint.bot.client import GitHub, GitHubConfigError, GitHubError
 from gpulint.bot.data import load_findings
