@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpulint.bot.data import BotInputError, load_findings, load_plan
+from gpulint.bot.data import BotInputError, load_findings, load_plan, workspace_root
 from gpulint.bot.diff import FILTER_MODES, from_git
 from gpulint.bot.report import (
     COMMENT_LIMIT,
@@ -62,7 +62,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    root = args.source_root or os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
+    root = workspace_root(args.source_root, os.environ)
     data = _load_inputs(args, root)
     data.link_base = args.link_base
     data.source_root = Path(root)
@@ -70,9 +70,7 @@ def run_report(args: argparse.Namespace) -> int:
         diff = from_git(args.diff_base, cwd=args.source_root)
         data.total_findings = len(data.findings)
         data.changed_only = args.filter_mode != "nofilter"
-        elsewhere = diff.unmatched(data.findings)
-        if elsewhere and data.changed_only:
-            data.unmatched, data.unmatched_example = len(elsewhere), elsewhere[0].path
+        data.note_unmatched(diff.unmatched(data.findings))
         data.findings = diff.filter(data.findings, args.filter_mode)
     if args.format == "html":
         text = render_html(data)

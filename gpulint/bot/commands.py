@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from gpulint.bot import github as gh_ops
 from gpulint.bot.client import DEFAULT_API_URL, DEFAULT_DEADLINE_S, GitHub, GitHubError
+from gpulint.bot.data import workspace_root
 from gpulint.bot.diff import FILTER_MODES, PullDiff
 from gpulint.bot.report import (
     COMMENT_LIMIT,
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace, load_inputs, *, env: dict | None = None, clien
     if args.bot_command == "review" and not args.lint:
         # Without findings every earlier review comment would look fixed and be deleted.
         raise UsageError("gpulint bot review needs --lint FINDINGS.json")
-    data = load_inputs(args, args.root or env.get("GITHUB_WORKSPACE") or os.getcwd())
+    data = load_inputs(args, workspace_root(args.root, env))
     if args.bot_command == "comment" and args.mode == "off":
         print("gpulint: commenting is off (--mode off)", file=out)
         return 0
@@ -108,10 +109,10 @@ def _prepare(args, data: ReportInput, gh: GitHub, env: dict, out) -> tuple[gh_op
         full_report=data.full_report,
     )
     if diff is not None:
-        elsewhere = diff.unmatched(data.findings)
         report.files_listed = diff.listed
-        if elsewhere and report.changed_only:
-            report.unmatched, report.unmatched_example = len(elsewhere), elsewhere[0].path
+        elsewhere = diff.unmatched(data.findings)
+        report.note_unmatched(elsewhere)
+        if report.unmatched:
             print(f"gpulint: {len(elsewhere)} of {len(data.findings)} findings are in files this PR does not change "
                   f"(e.g. {elsewhere[0].path!r}; paths are matched relative to --root)", file=out)
         if diff.listed:

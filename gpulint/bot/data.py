@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,6 +203,11 @@ def _field(obj: dict, key: str, kind, where: str, *, optional: bool = False, def
 def _text(obj: dict, key: str, where: str, limit: int, **kw) -> str:
     value = _field(obj, key, str, where, **kw)
     return value[:limit] if isinstance(value, str) else value
+
+
+def workspace_root(flag: str | None, env) -> str:
+    """Where the findings' absolute paths are relative to: the flag, else GITHUB_WORKSPACE, else the current folder."""
+    return flag or env.get("GITHUB_WORKSPACE") or os.getcwd()
 
 
 def normalise_path(path: str, root: str | None) -> str:

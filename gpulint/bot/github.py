@@ -220,11 +220,6 @@ def find_stickies(gh: GitHub, target: Target, login: str) -> list[dict]:
     return sorted(found, key=lambda c: c["id"])
 
 
-def find_sticky(gh: GitHub, target: Target, login: str) -> dict | None:
-    stickies = find_stickies(gh, target, login)
-    return stickies[0] if stickies else None
-
-
 def post_sticky(gh: GitHub, target: Target, login: str, body: str, mode: str = "update", create: bool = True) -> str:
     """Create or update the one gpulint comment; returns what happened. With `create=False` (nothing to report) an
     existing comment is still updated, so that it stops showing fixed findings, but no new one is posted."""

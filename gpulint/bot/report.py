@@ -39,6 +39,11 @@ class ReportInput:
     unmatched_example: str = ""
     files_listed: tuple[int, int] | None = None  # (listed, changed) when GitHub listed only part of the PR's files
 
+    def note_unmatched(self, elsewhere: list[Finding]) -> None:
+        """Count the findings in no changed file (shown with one example path when only changed lines count)."""
+        if elsewhere and self.changed_only:
+            self.unmatched, self.unmatched_example = len(elsewhere), elsewhere[0].path
+
 
 # ---------------------------------------------------------------------------------------------- formatting
 

@@ -130,7 +130,7 @@ def test_5xx_gives_up_after_bounded_retries(fake_dotcom, clock):
     fake_dotcom.fail("list_comments", *[Fault(503) for _ in range(10)])
     gh = make_client(fake_dotcom, clock)
     with pytest.raises(GitHubError, match="after 5 attempts") as info:
-        ops.find_sticky(gh, _target(fake_dotcom), "github-actions[bot]")
+        ops.find_stickies(gh, _target(fake_dotcom), "github-actions[bot]")
     assert TOKEN not in str(info.value) and len(clock.sleeps) == 4
     assert clock.sleeps == sorted(clock.sleeps)  # exponential
 
@@ -147,7 +147,7 @@ def test_secondary_rate_limit_without_retry_after_waits_a_minute_then_doubles(fa
     limited = Fault(403, {}, {"message": "You have exceeded a secondary rate limit. Please wait."})
     fake_dotcom.fail("list_comments", limited, limited)
     gh = make_client(fake_dotcom, clock)
-    ops.find_sticky(gh, _target(fake_dotcom), "github-actions[bot]")
+    ops.find_stickies(gh, _target(fake_dotcom), "github-actions[bot]")
     assert clock.sleeps == [60.0, 120.0]
 
 
@@ -156,7 +156,7 @@ def test_primary_rate_limit_waits_until_reset(fake_dotcom, clock):
     fake_dotcom.fail("list_comments", Fault(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
                                             {"message": "API rate limit exceeded"}))
     gh = make_client(fake_dotcom, clock)
-    ops.find_sticky(gh, _target(fake_dotcom), "github-actions[bot]")
+    ops.find_stickies(gh, _target(fake_dotcom), "github-actions[bot]")
     assert clock.sleeps == [43.0] and clock.now >= reset
 
 
@@ -165,7 +165,7 @@ def test_primary_rate_limit_too_far_away_fails_clearly(fake_dotcom, clock):
     fake_dotcom.fail("list_comments", Fault(429, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
                                             {"message": "API rate limit exceeded"}))
     with pytest.raises(GitHubError, match="gave up: rate limit .* wait of 10801 s, and only 240 s") as info:
-        ops.find_sticky(make_client(fake_dotcom, clock), _target(fake_dotcom), "github-actions[bot]")
+        ops.find_stickies(make_client(fake_dotcom, clock), _target(fake_dotcom), "github-actions[bot]")
     assert clock.sleeps == [] and not info.value.is_permission
 
 
@@ -209,7 +209,7 @@ def test_token_never_in_output_or_errors(fake_dotcom, clock, capsys):
     fake_dotcom.fail("list_comments", Fault(502), Fault(403, {}, {"message": "Forbidden"}))
     gh = make_client(fake_dotcom, clock, logs)
     with pytest.raises(GitHubError) as info:
-        ops.find_sticky(gh, _target(fake_dotcom), "x")
+        ops.find_stickies(gh, _target(fake_dotcom), "x")
     captured = capsys.readouterr()
     for text in (str(info.value), repr(gh), captured.out, captured.err, *logs):
         assert TOKEN not in text

@@ -107,7 +107,7 @@ def test_review_comment_is_neutralised_too(tmp_path):
 def test_token_with_a_trailing_newline_works_and_is_never_shown(fake_dotcom, clock):
     gh = GitHub(token=TOKEN + "\n", api_url=fake_dotcom.base_url, sleep=clock.sleep, clock=clock.time)
     target = ops.Target(f"{fake_dotcom.owner}/{fake_dotcom.repo}", fake_dotcom.number, fake_dotcom.head_sha)
-    assert ops.find_sticky(gh, target, "github-actions[bot]") is None  # the header carried the stripped token
+    assert ops.find_stickies(gh, target, "github-actions[bot]") == []  # the header carried the stripped token
 
 
 @pytest.mark.parametrize("token", ["ghs_abc def", "ghs_abc\nsecond", "ghs_\u00e9t\u00e9", "ghs_abc\x00"])
@@ -124,7 +124,7 @@ def test_error_bodies_that_echo_the_token_are_redacted(fake_dotcom, clock, statu
     logs: list[str] = []
     gh = make_client(fake_dotcom, clock, logs)
     with pytest.raises(GitHubError) as info:
-        ops.find_sticky(gh, ops.Target(f"{fake_dotcom.owner}/{fake_dotcom.repo}", 7, "a" * 40), "x")
+        ops.find_stickies(gh, ops.Target(f"{fake_dotcom.owner}/{fake_dotcom.repo}", 7, "a" * 40), "x")
     shown = [str(info.value), *logs, *capsys.readouterr()]
     assert all(TOKEN not in text for text in shown)
     assert "***" in str(info.value)
