@@ -2,8 +2,8 @@
 
 The job that holds a write token must not install whatever a registry serves today. It installs, with
 `pip install --require-hashes --no-deps --only-binary :all:`, exactly these wheels: gpulint (the wheel built here from
-the committed tree, reproducibly: SOURCE_DATE_EPOCH is the commit's time, so anyone can rebuild it and compare; the
-release uploads this very file) and what `gpulint bot` imports (not libcst or pyyaml: the bot needs neither), at the
+the committed tree, reproducibly: SOURCE_DATE_EPOCH is the time of the last commit that changed what goes into it, so
+anyone can rebuild it and compare; the release uploads this very file) and what `gpulint bot` imports (not libcst or pyyaml: the bot needs neither), at the
 versions of this environment, for CPython 3.11 on x86_64 and aarch64 Linux runners. The list is written into
 .github/workflows/gpulint-comment.yml between its BEGIN/END lines.
 """
@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "gpulint-comment.yml"
 BOT_NEEDS = ["jinja2", "markupsafe", "requests", "certifi", "charset-normalizer", "idna", "urllib3"]
 PLATFORMS = ["manylinux2014_x86_64", "manylinux2014_aarch64"]
+WHEEL_INPUTS = ["gpulint", "pyproject.toml", "README.md"]  # what the wheel is built from (its files and metadata)
 BLOCK = re.compile(r"(# BEGIN gpulint-bot-requirements\n)(.*?)( *# END gpulint-bot-requirements)", re.DOTALL)
 
 
@@ -31,8 +32,9 @@ def _sha256(path: Path) -> str:
 
 
 def _gpulint_wheel(work: Path) -> Path:
-    env = {**os.environ, "SOURCE_DATE_EPOCH": subprocess.check_output(
-        ["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], text=True).strip()}
+    changed = subprocess.check_output(["git", "-C", str(ROOT), "log", "-1", "--format=%ct", "--", *WHEEL_INPUTS],
+                                      text=True).strip()
+    env = {**os.environ, "SOURCE_DATE_EPOCH": changed}
     src = work / "src"
     src.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], check=True, capture_output=True).stdout
