@@ -2,7 +2,7 @@
 
 The job that holds a write token must not install whatever a registry serves today. It installs, with
 `pip install --require-hashes --no-deps --only-binary :all:`, exactly these wheels: gpulint (the wheel built here from
-the committed tree, reproducibly: SOURCE_DATE_EPOCH is the time of the last commit that changed what goes into it, so
+the committed tree, reproducibly: SOURCE_DATE_EPOCH is the author time of the last commit that changed what goes into it (a rebase keeps it), so
 anyone can rebuild it and compare; the release uploads this very file) and what `gpulint bot` imports (not libcst or pyyaml: the bot needs neither), at the
 versions of this environment, for CPython 3.11 on x86_64 and aarch64 Linux runners. The list is written into
 .github/workflows/gpulint-comment.yml between its BEGIN/END lines.
@@ -32,7 +32,7 @@ def _sha256(path: Path) -> str:
 
 
 def _gpulint_wheel(work: Path) -> Path:
-    changed = subprocess.check_output(["git", "-C", str(ROOT), "log", "-1", "--format=%ct", "--", *WHEEL_INPUTS],
+    changed = subprocess.check_output(["git", "-C", str(ROOT), "log", "-1", "--format=%at", "--", *WHEEL_INPUTS],
                                       text=True).strip()
     env = {**os.environ, "SOURCE_DATE_EPOCH": changed}
     src = work / "src"
