@@ -8,7 +8,7 @@ OCTOKIT_SPEC := $(OCTOKIT_DIR)/node_modules/@octokit/openapi/generated/api.githu
 OCTOKIT_VERSION := 23.0.2
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: demo test test-slow bench bench-lint bench-corpus bench-planner bench-apply sync-debug setup clean
+.PHONY: bot-lock demo test test-slow bench bench-lint bench-corpus bench-planner bench-apply sync-debug setup clean
 
 setup: $(STAMP)
 
@@ -38,6 +38,10 @@ test: $(STAMP) $(OCTOKIT_SPEC)
 
 test-slow: $(STAMP) $(OCTOKIT_SPEC)
 	$(PYTEST) -q -m slow || [ $$? -eq 5 ]
+
+# At each release, after the version bump: pin the comment workflow's gpulint wheel and what the bot imports, with hashes.
+bot-lock: $(STAMP)
+	$(BIN)/python .github/lock_bot_requirements.py
 
 # Benchmarks print their figures (and ratios against the peers); they are not tests.
 bench: bench-lint bench-planner bench-apply

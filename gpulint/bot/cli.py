@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from gpulint.bot.data import BotInputError, load_findings, load_plan
+from gpulint.bot.data import BotInputError, load_findings, load_plan, workspace_root
 from gpulint.bot.diff import FILTER_MODES, from_git
 from gpulint.bot.report import (
     COMMENT_LIMIT,
@@ -30,11 +31,12 @@ def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _load_inputs(args: argparse.Namespace) -> ReportInput:
+def _load_inputs(args: argparse.Namespace, root: str | None) -> ReportInput:
+    """The findings (absolute paths made relative to `root`, the workspace) and the plan."""
     if not args.lint and not args.plan:
         raise BotInputError("nothing to report: give --lint FINDINGS.json and/or --plan PLAN.json")
     return ReportInput(
-        findings=load_findings(args.lint) if args.lint else [],
+        findings=load_findings(args.lint, root) if args.lint else [],
         plan=load_plan(args.plan) if args.plan else None,
         full_report=args.full_report,
     )
@@ -51,7 +53,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--link-base", metavar="URL",
                         help="link findings to source, e.g. https://github.com/OWNER/REPO/blob/SHA/")
     parser.add_argument("--source-root", metavar="DIR",
-                        help="read files here to show fixes as diffs (default: the current folder)")
+                        help="read files here to show fixes as diffs, and make the findings' absolute paths "
+                             "relative to it (default: $GITHUB_WORKSPACE, else the current folder)")
     parser.add_argument("--diff-base", metavar="REF",
                         help="report only findings on lines changed since REF (`git diff REF...HEAD`)")
     parser.add_argument("--filter-mode", choices=FILTER_MODES, default="added",
@@ -59,13 +62,16 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    data = _load_inputs(args)
+    root = workspace_root(args.source_root, os.environ)
+    data = _load_inputs(args, root)
     data.link_base = args.link_base
-    data.source_root = Path(args.source_root or ".")
+    data.source_root = Path(root)
     if args.diff_base:
+        diff = from_git(args.diff_base, cwd=args.source_root)
         data.total_findings = len(data.findings)
-        data.findings = from_git(args.diff_base, cwd=args.source_root).filter(data.findings, args.filter_mode)
         data.changed_only = args.filter_mode != "nofilter"
+        data.note_unmatched(diff.unmatched(data.findings))
+        data.findings = diff.filter(data.findings, args.filter_mode)
     if args.format == "html":
         text = render_html(data)
     elif args.format == "summary":

@@ -8,17 +8,29 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulint.cli import UsageError
+from gpulint.errors import UsageError
+from gpulint.linter.finding import rule_url
 
 MAX_FILE_BYTES = 32 * 1024 * 1024  # an artifact larger than this is refused, not parsed
 MAX_FINDINGS = 20_000
 MAX_TEXT = 4_000  # longest message kept from one finding (for display; fix contents are never cut)
+MAX_NAME = 200  # rule names, chain frame names, model and hardware names
+MAX_PATH = 1_000
+MAX_LINE = 10_000_000  # line and column numbers
+MAX_CHAIN = 16  # frames kept of one finding's call chain (the first and the last half)
 MAX_TIMELINE_POINTS = 5_000
+MAX_BYTES = 2**60  # about 1.15 EB: a plan's byte counts above this are not a real device's
+MAX_SECONDS = 1e7  # about 116 days for one training step
 PLAN_SCHEMA = "gpulint.plan/1"
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+CONFIDENCES = ("certain", "likely")
+_RULE_CODE = re.compile(r"^GPL\d{3}$")
+_RULE_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 class BotInputError(UsageError):
@@ -35,6 +47,15 @@ class Edit:
 
 
 @dataclass(frozen=True)
+class Frame:
+    """One step of the call chain that makes a finding run every step: where, and what (`step()`, `loop over ...`)."""
+
+    path: str
+    line: int
+    name: str
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     name: str
@@ -45,13 +66,22 @@ class Finding:
     column: int
     end_line: int
     end_column: int
-    url: str = ""
     fix_applicability: str | None = None
     edits: tuple[Edit, ...] = ()
+    confidence: str = "certain"
+    chain: tuple[Frame, ...] = ()
+    chain_elided: int = 0  # frames left out of the middle of a chain longer than MAX_CHAIN
 
     @property
     def rank(self) -> int:
         return SEVERITY_RANK.get(self.severity, len(SEVERITY_RANK))
+
+    @property
+    def url(self) -> str:
+        """The rule's documentation, as gpulint writes it; never a URL taken from the findings file."""
+        if _RULE_CODE.match(self.code) and _RULE_NAME.match(self.name):
+            return rule_url(self.code, self.name)
+        return ""
 
 
 @dataclass(frozen=True)
@@ -107,11 +137,35 @@ def _read_json(path: str | Path, what: str):
         raise BotInputError(f"{p}: {what} is {size} bytes, over the {MAX_FILE_BYTES} byte limit")
     try:
         return json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BotInputError(f"{p}: {what} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise BotInputError(f"{p}: {what} is nested too deeply to be gpulint's JSON") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and integers of over 4,300 digits
+        raise BotInputError(f"{p}: {what} is not valid JSON ({_one_line(exc)})") from None
+    except OSError as exc:
+        raise BotInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
 
 
-def _field(obj: dict, key: str, kind, where: str, *, optional: bool = False, default=None):
+def _one_line(value: object, limit: int = 200) -> str:
+    return " ".join(str(value).split())[:limit]
+
+
+def _shown(value: object) -> str:
+    """A value for an error message: short, one line, printable whatever it is."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return _one_line(repr(value), 40)
+
+
+def _kind_name(kind) -> str:
+    if isinstance(kind, tuple):
+        return " or ".join(k.__name__ for k in kind)
+    return {float: "a number", int: "an integer", str: "a string", bool: "true or false", list: "a list",
+            dict: "an object"}.get(kind, getattr(kind, "__name__", str(kind)))
+
+
+def _field(obj: dict, key: str, kind, where: str, *, optional: bool = False, default=None,
+           lo: float | None = None, hi: float | None = None):
+    """obj[key] checked for its type (and its range, for numbers); one line naming the field when it is wrong."""
     if not isinstance(obj, dict):
         raise BotInputError(f"{where}: expected an object")
     if key not in obj or obj[key] is None:
@@ -119,84 +173,161 @@ def _field(obj: dict, key: str, kind, where: str, *, optional: bool = False, def
             return default
         raise BotInputError(f"{where}.{key}: missing")
     value = obj[key]
+    name = f"{where}.{key}"
     if kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise BotInputError(f"{name}: expected a number, got {type(value).__name__}")
+        try:
+            value = float(value)
+        except OverflowError:
+            raise BotInputError(f"{name}: {_shown(obj[key])} is out of range") from None
+        if not math.isfinite(value):
+            raise BotInputError(f"{name}: expected a finite number, got {value}")
     elif kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, kind)
-    if not ok:
-        raise BotInputError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise BotInputError(f"{name}: expected an integer, got {type(value).__name__}")
+    elif not isinstance(value, kind):
+        raise BotInputError(f"{name}: expected {_kind_name(kind)}, got {type(value).__name__}")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise BotInputError(f"{name}: not valid text (a lone surrogate at character {exc.start})") from None
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = f"{lo:g} to {hi:g}" if lo is not None and hi is not None else f"at least {lo:g}" if lo is not None \
+            else f"at most {hi:g}"
+        raise BotInputError(f"{name}: {_shown(obj[key])} is out of range ({bounds})")
     return value
+
+
+def _text(obj: dict, key: str, where: str, limit: int, **kw) -> str:
+    value = _field(obj, key, str, where, **kw)
+    return value[:limit] if isinstance(value, str) else value
+
+
+def workspace_root(flag: str | None, env) -> str:
+    """Where the findings' absolute paths are relative to: the flag, else GITHUB_WORKSPACE, else the current folder."""
+    return flag or env.get("GITHUB_WORKSPACE") or os.getcwd()
+
+
+def normalise_path(path: str, root: str | None) -> str:
+    """A finding's path as the pull request names it: relative to the workspace root, `/`-separated, without `./`.
+    Absolute paths under `root` become relative; others stay absolute (and match no file of the PR)."""
+    p = path.replace("\\", "/")
+    if root:
+        base = root.replace("\\", "/").rstrip("/") + "/"
+        drive = re.match(r"^[A-Za-z]:/", base)
+        if p.startswith(base) or (drive and p.lower().startswith(base.lower())):
+            p = p[len(base):]
+    absolute = p.startswith("/") or bool(re.match(r"^[A-Za-z]:/", p))
+    parts = [part for part in p.split("/") if part not in ("", ".")]
+    return ("/" if p.startswith("/") else "") + "/".join(parts) if absolute else "/".join(parts)
 
 
 def _edit(raw: dict, where: str) -> Edit:
     return Edit(
-        line=_field(raw, "line", int, where),
-        column=_field(raw, "column", int, where),
-        end_line=_field(raw, "end_line", int, where),
-        end_column=_field(raw, "end_column", int, where),
+        line=_field(raw, "line", int, where, lo=1, hi=MAX_LINE),
+        column=_field(raw, "column", int, where, lo=0, hi=MAX_LINE),
+        end_line=_field(raw, "end_line", int, where, lo=1, hi=MAX_LINE),
+        end_column=_field(raw, "end_column", int, where, lo=0, hi=MAX_LINE),
         content=_field(raw, "content", str, where),
     )
 
 
-def _finding(raw: dict, where: str) -> Finding:
-    line = _field(raw, "line", int, where)
-    column = _field(raw, "column", int, where, optional=True, default=1)
-    if line < 1:
-        raise BotInputError(f"{where}.line: must be >= 1")
+def _frame(raw: dict, where: str, root: str | None) -> Frame:
+    path = _field(raw, "path", str, where)
+    if len(path) > MAX_PATH:
+        raise BotInputError(f"{where}.path: longer than {MAX_PATH} characters")
+    return Frame(
+        path=normalise_path(path, root),
+        line=_field(raw, "line", int, where, lo=1, hi=MAX_LINE),
+        name=_text(raw, "name", where, MAX_NAME),
+    )
+
+
+def _chain(raw: dict, where: str, root: str | None) -> tuple[tuple[Frame, ...], int]:
+    frames = _field(raw, "chain", list, where, optional=True, default=[])
+    elided = 0
+    if len(frames) > MAX_CHAIN:  # the entry point and the function holding the finding matter most
+        elided = len(frames) - MAX_CHAIN
+        frames = frames[: MAX_CHAIN // 2] + frames[-(MAX_CHAIN // 2):]
+    kept = tuple(_frame(f, f"{where}.chain[{i if i < MAX_CHAIN // 2 else i + elided}]", root)
+                 for i, f in enumerate(frames))
+    return kept, elided
+
+
+def _finding(raw: dict, where: str, root: str | None) -> Finding:
+    line = _field(raw, "line", int, where, lo=1, hi=MAX_LINE)
+    column = _field(raw, "column", int, where, optional=True, default=1, lo=0, hi=MAX_LINE)
     fix = _field(raw, "fix", dict, where, optional=True)
     edits: tuple[Edit, ...] = ()
     applicability = None
     if fix is not None:
-        applicability = _field(fix, "applicability", str, f"{where}.fix")
+        applicability = _text(fix, "applicability", f"{where}.fix", 16)
         edit_list = _field(fix, "edits", list, f"{where}.fix")
         edits = tuple(_edit(e, f"{where}.fix.edits[{i}]") for i, e in enumerate(edit_list[:50]))
+    path = _field(raw, "path", str, where)
+    if len(path) > MAX_PATH:
+        raise BotInputError(f"{where}.path: longer than {MAX_PATH} characters")
+    confidence = _field(raw, "confidence", str, where, optional=True, default="certain")
+    if confidence not in CONFIDENCES:
+        raise BotInputError(f"{where}.confidence: expected 'certain' or 'likely', got {_shown(confidence)}")
+    _field(raw, "url", str, where, optional=True)  # checked for shape only: links come from the rule's code
+    chain, elided = _chain(raw, where, root)
     return Finding(
-        code=_field(raw, "code", str, where)[:32],
-        name=_field(raw, "name", str, where, optional=True, default="")[:200],
-        message=_field(raw, "message", str, where)[:MAX_TEXT],
-        severity=_field(raw, "severity", str, where, optional=True, default="warning"),
-        path=_field(raw, "path", str, where),
+        code=_text(raw, "code", where, 32),
+        name=_text(raw, "name", where, MAX_NAME, optional=True, default=""),
+        message=_text(raw, "message", where, MAX_TEXT),
+        severity=_text(raw, "severity", where, 16, optional=True, default="warning"),
+        path=normalise_path(path, root),
         line=line,
         column=column,
-        end_line=max(line, _field(raw, "end_line", int, where, optional=True, default=line)),
-        end_column=_field(raw, "end_column", int, where, optional=True, default=column),
-        url=_field(raw, "url", str, where, optional=True, default=""),
+        end_line=max(line, _field(raw, "end_line", int, where, optional=True, default=line, lo=1, hi=MAX_LINE)),
+        end_column=_field(raw, "end_column", int, where, optional=True, default=column, lo=0, hi=MAX_LINE),
         fix_applicability=applicability,
         edits=edits,
+        confidence=confidence,
+        chain=chain,
+        chain_elided=elided,
     )
 
 
-def load_findings(path: str | Path) -> list[Finding]:
-    """The list `gpulint check --format json` prints, sorted by severity then location."""
+def load_findings(path: str | Path, root: str | None = None) -> list[Finding]:
+    """The list `gpulint check --format json` prints, sorted by severity then location; paths made relative to
+    `root` (the workspace) where they are absolute."""
     raw = _read_json(path, "findings")
     if not isinstance(raw, list):
         raise BotInputError(f"{path}: findings must be a JSON list of findings")
     if len(raw) > MAX_FINDINGS:
         raise BotInputError(f"{path}: {len(raw)} findings, over the limit of {MAX_FINDINGS}")
-    findings = [_finding(item, f"{path}: findings[{i}]") for i, item in enumerate(raw)]
+    findings = [_finding(item, f"{path}: findings[{i}]", root) for i, item in enumerate(raw)]
     return sorted(findings, key=lambda f: (f.rank, f.path, f.line, f.column, f.code))
 
 
 def _figures(raw: dict, where: str) -> Figures:
     return Figures(
-        peak_bytes=_field(raw, "peak_bytes", float, where),
-        step_time_s=_field(raw, "step_time_s", float, where),
-        recompute_time_s=_field(raw, "recompute_time_s", float, where, optional=True),
+        peak_bytes=_bytes(raw, "peak_bytes", where),
+        step_time_s=_seconds(raw, "step_time_s", where),
+        recompute_time_s=_seconds(raw, "recompute_time_s", where, optional=True),
     )
+
+
+def _bytes(raw: dict, key: str, where: str, **kw) -> float:
+    return _field(raw, key, float, where, lo=0, hi=MAX_BYTES, **kw)
+
+
+def _seconds(raw: dict, key: str, where: str, **kw) -> float:
+    return _field(raw, key, float, where, lo=0, hi=MAX_SECONDS, **kw)
 
 
 def _series(values, where: str) -> list[float]:
     if not isinstance(values, list) or len(values) > MAX_TIMELINE_POINTS:
-        raise BotInputError(f"{where}: expected a list of at most {MAX_TIMELINE_POINTS} numbers")
+        raise BotInputError(f"{where}: expected a list of at most {MAX_TIMELINE_POINTS} numbers of bytes")
     out = []
-    for v in values:
-        if isinstance(v, (list, tuple)) and len(v) == 2:  # [x, bytes] pairs are accepted too
+    for i, v in enumerate(values):
+        if isinstance(v, list) and len(v) == 2:  # [x, bytes] pairs are accepted too
             v = v[1]
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-            raise BotInputError(f"{where}: expected numbers (bytes), got {v!r:.40}")
-        out.append(float(v))
+        out.append(_bytes({f"[{i}]": v}, f"[{i}]", where))
     return out
 
 
@@ -223,6 +354,13 @@ def _timeline(raw, where: str) -> tuple[list[float], list[float]]:
     raise BotInputError(f"{where}: expected an object or a list")
 
 
+def _decision_id(d: dict, where: str) -> str:
+    value = _field(d, "id", (str, int), where)
+    if isinstance(value, int):
+        return str(_field(d, "id", int, where, lo=0, hi=MAX_BYTES))
+    return value[:MAX_NAME]
+
+
 def load_plan(path: str | Path) -> Plan:
     raw = _read_json(path, "plan")
     where = f"{path}: plan"
@@ -235,18 +373,18 @@ def load_plan(path: str | Path) -> Plan:
         w = f"{where}.decisions[{i}]"
         action = _field(d, "action", str, w)
         if action not in ("save", "recompute"):
-            raise BotInputError(f"{w}.action: expected 'save' or 'recompute', got {action!r:.40}")
+            raise BotInputError(f"{w}.action: expected 'save' or 'recompute', got {_shown(action)}")
         if action != "recompute":
             continue
         source = _field(d, "source", dict, w, optional=True, default={})
         recomputed.append(
             Decision(
-                id=str(_field(d, "id", (str, int), w)),
-                op=_field(d, "op", str, w),
-                bytes=_field(d, "bytes", int, w),
-                module=_field(d, "module", str, w, optional=True, default=""),
-                path=_field(source, "path", str, f"{w}.source", optional=True),
-                line=_field(source, "line", int, f"{w}.source", optional=True),
+                id=_decision_id(d, w),
+                op=_text(d, "op", w, MAX_NAME),
+                bytes=_field(d, "bytes", int, w, lo=0, hi=MAX_BYTES),
+                module=_text(d, "module", w, MAX_NAME, optional=True, default=""),
+                path=_text(source, "path", f"{w}.source", MAX_PATH, optional=True),
+                line=_field(source, "line", int, f"{w}.source", optional=True, lo=1, hi=MAX_LINE),
             )
         )
     recomputed.sort(key=lambda d: -d.bytes)
@@ -254,27 +392,27 @@ def load_plan(path: str | Path) -> Plan:
     measured = _field(raw, "measured", dict, where, optional=True)
     if measured is not None:
         measured = {
-            "peak_bytes": _field(measured, "peak_bytes", float, f"{where}.measured"),
-            "step_time_s": _field(measured, "step_time_s", float, f"{where}.measured"),
-            "device": _field(measured, "device", str, f"{where}.measured", optional=True, default=""),
+            "peak_bytes": _bytes(measured, "peak_bytes", f"{where}.measured"),
+            "step_time_s": _seconds(measured, "step_time_s", f"{where}.measured"),
+            "device": _text(measured, "device", f"{where}.measured", MAX_NAME, optional=True, default=""),
         }
     sweep = []
     for i, s in enumerate(_field(raw, "sweep", list, where, optional=True, default=[])[:1000]):
         w = f"{where}.sweep[{i}]"
         sweep.append(
             SweepPoint(
-                budget_bytes=_field(s, "budget_bytes", float, w),
-                peak_bytes=_field(s, "peak_bytes", float, w),
-                step_time_s=_field(s, "step_time_s", float, w),
+                budget_bytes=_bytes(s, "budget_bytes", w),
+                peak_bytes=_bytes(s, "peak_bytes", w),
+                step_time_s=_seconds(s, "step_time_s", w),
                 feasible=_field(s, "feasible", bool, w, optional=True, default=True),
             )
         )
     return Plan(
-        model=_field(raw, "model", str, where),
-        hardware=_field(raw, "hardware", str, where),
-        dtype=_field(raw, "dtype", str, where),
-        budget_bytes=_field(raw, "budget_bytes", float, where, optional=True),
-        lowest_peak_bytes=_field(raw, "lowest_peak_bytes", float, where, optional=True),
+        model=_text(raw, "model", where, MAX_NAME),
+        hardware=_text(raw, "hardware", where, MAX_NAME),
+        dtype=_text(raw, "dtype", where, 32),
+        budget_bytes=_bytes(raw, "budget_bytes", where, optional=True),
+        lowest_peak_bytes=_bytes(raw, "lowest_peak_bytes", where, optional=True),
         baseline=_figures(_field(raw, "baseline", dict, where), f"{where}.baseline"),
         planned=_figures(_field(raw, "planned", dict, where), f"{where}.planned"),
         feasible=_field(raw, "feasible", bool, where),

@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from gpulint.bot.data import Finding
-from gpulint.cli import UsageError
+from gpulint.errors import UsageError
 
 FILTER_MODES = ("added", "diff_context", "file", "nofilter")
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
@@ -28,10 +28,19 @@ class FileDiff:
         """Both ends inside the same hunk (a review comment may not span two)."""
         return any(lo <= start and end <= hi for lo, hi in self.hunks)
 
+    def hunk_end(self, line: int) -> int | None:
+        """The last line of the hunk holding `line`."""
+        return next((hi for lo, hi in self.hunks if lo <= line <= hi), None)
+
 
 @dataclass
 class PullDiff:
     files: dict[str, FileDiff] = field(default_factory=dict)
+    listed: tuple[int, int] | None = None  # (files listed, files changed) when GitHub listed only some
+
+    def unmatched(self, findings: list[Finding]) -> list[Finding]:
+        """Findings in no file this diff changes (a path the PR does not touch, or written differently)."""
+        return [f for f in findings if f.path not in self.files]
 
     def keep(self, finding: Finding, mode: str) -> bool:
         if mode == "nofilter":

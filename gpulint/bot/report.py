@@ -12,7 +12,7 @@ import jinja2
 import markupsafe
 
 from gpulint.bot import markdown as md
-from gpulint.bot.data import Finding, Plan
+from gpulint.bot.data import Finding, Frame, Plan
 
 MARKER = "<!-- gpulint:report -->"
 COMMENT_LIMIT = 65_536  # issue comment and review bodies
@@ -21,6 +21,7 @@ JOB_SUMMARY_LIMIT = 1024 * 1024
 CHART_POINTS = 24
 TOP_DECISIONS = 10
 MAX_PATCHES = 20
+CHAIN_SHOWN = 6  # frames of a call chain shown in a comment: the first two and the last three around an ellipsis
 SEVERITY_ICON = {"error": "🛑", "warning": "⚠️", "info": "ℹ️"}
 DEFAULT_FULL_REPORT = "the workflow run's job summary and its `gpulint-report` artifact"
 
@@ -34,6 +35,14 @@ class ReportInput:
     link_base: str | None = None  # https://github.com/o/r/blob/<sha>/ ; no links when None
     source_root: Path | None = None  # where to read files for patch previews (None: show replacements)
     full_report: str = DEFAULT_FULL_REPORT
+    unmatched: int = 0  # findings in no file the PR changes (with changed_only)
+    unmatched_example: str = ""
+    files_listed: tuple[int, int] | None = None  # (listed, changed) when GitHub listed only part of the PR's files
+
+    def note_unmatched(self, elsewhere: list[Finding]) -> None:
+        """Count the findings in no changed file (shown with one example path when only changed lines count)."""
+        if elsewhere and self.changed_only:
+            self.unmatched, self.unmatched_example = len(elsewhere), elsewhere[0].path
 
 
 # ---------------------------------------------------------------------------------------------- formatting
@@ -76,9 +85,32 @@ def downsample(values: list[float], points: int) -> list[float]:
 
 
 def source_link(base: str | None, path: str, line: int | None) -> str | None:
-    if not base or path.startswith(("/", "..")) or ".." in Path(path).parts:
+    """A link to a line of the repository: only for a plain relative path (no scheme, no `..`, no query)."""
+    if not base or not re.fullmatch(r"[\w.@+=,~ -]+(?:/[\w.@+=,~ -]+)*", path) or ".." in path.split("/"):
         return None
-    return f"{base.rstrip('/')}/{path}" + (f"#L{line}" if line else "")
+    return f"{base.rstrip('/')}/{path.replace(' ', '%20')}" + (f"#L{line}" if line else "")
+
+
+def chain_markdown(f: Finding, base: str | None) -> md.Md | None:
+    """`per step via train.py:120 loop over train_loader → trainer.py:88 step()`, each place linked to its line."""
+    if not f.chain:
+        return None
+    frames: list[Frame | None] = list(f.chain)
+    hidden = f.chain_elided
+    if len(frames) > CHAIN_SHOWN:
+        hidden += len(frames) - 5
+        frames = frames[:2] + [None] + frames[-3:]
+    elif hidden:
+        half = len(frames) // 2
+        frames = frames[:half] + [None] + frames[half:]
+    parts = []
+    for fr in frames:
+        if fr is None:
+            parts.append(md.text(f"… {hidden} more …"))
+        else:
+            where = md.link(md.code(f"{fr.path}:{fr.line}"), source_link(base, fr.path, fr.line))
+            parts.append(md.Md(f"{where} {md.text(fr.name)}".rstrip()))
+    return md.Md("per step via " + " → ".join(parts))
 
 
 # ---------------------------------------------------------------------------------------------- patches
@@ -170,34 +202,71 @@ def html_message(value: str) -> markupsafe.Markup:
     return markupsafe.Markup("").join(out)
 
 
-def _context(data: ReportInput, shown: int) -> dict:
-    findings = data.findings[:shown]
-    plan = data.plan
-    counts = {s: sum(1 for f in data.findings if f.severity == s) for s in ("error", "warning", "info")}
-    rows = [
-        {
-            "f": f,
-            "icon": SEVERITY_ICON.get(f.severity, "•"),
-            "where": f"{f.path}:{f.line}",
-            "where_url": source_link(data.link_base, f.path, f.line),
-        }
-        for f in findings
-    ]
-    patches = []
-    for f in findings:
-        if f.edits and len(patches) < MAX_PATCHES:
+@dataclass
+class _Blocks:
+    """The report's parts that grow with the input, each rendered once: trimming only chooses how many to show.
+    Rows are rendered in order until they fill the size limit: a row past it could never be shown."""
+
+    rows: list[md.Md]  # the first findings' rows (all of them when they fit the limit)
+    patches: list[tuple[int, md.Md]]  # (index of the finding, block)
+
+
+def _row(data: ReportInput, f: Finding) -> dict:
+    return {
+        "f": f,
+        "icon": SEVERITY_ICON.get(f.severity, "•"),
+        "where": f"{f.path}:{f.line}",
+        "where_url": source_link(data.link_base, f.path, f.line),
+        "chain_links": [(fr, source_link(data.link_base, fr.path, fr.line)) for fr in f.chain],
+    }
+
+
+def _patch_items(data: ReportInput) -> list[tuple[int, dict]]:
+    """(index of the finding, patch) for the first MAX_PATCHES findings that carry a fix."""
+    out = []
+    for i, f in enumerate(data.findings):
+        if f.edits and len(out) < MAX_PATCHES:
             kind, body = patch_preview(f, data.source_root)
-            patches.append({"f": f, "kind": kind, "body": body})
+            out.append((i, {"f": f, "kind": kind, "body": body}))
+    return out
+
+
+def _blocks(data: ReportInput, limit: int) -> _Blocks:
+    macros = _environment(markdown=True).get_template("_blocks.md.j2").module
+    rows, used = [], 0
+    for f in data.findings:
+        if used > limit:
+            break
+        rows.append(md.Md(macros.row({**_row(data, f), "chain": chain_markdown(f, data.link_base)})))
+        used += len(rows[-1]) + 1
+    patches = [(i, md.Md(macros.patch(p))) for i, p in _patch_items(data)]
+    return _Blocks(rows, patches)
+
+
+def _context(data: ReportInput, blocks: _Blocks, shown: int, picked: list[int]) -> dict:
+    """The template's variables with the first `shown` findings and the patches `picked` (indices into
+    blocks.patches)."""
+    plan = data.plan
+    counts = {s: 0 for s in ("error", "warning", "info")}
+    for f in data.findings:
+        if f.severity in counts:
+            counts[f.severity] += 1
+    patches = [blocks.patches[k][1] for k in picked]
+    patches_possible = sum(1 for i, _ in blocks.patches if i < shown)
     ctx = {
         "marker": md.Md(MARKER),
-        "rows": rows,
+        "rows": blocks.rows[:shown],
         "patches": patches,
+        "patches_omitted": patches_possible - len(patches),
         "counts": counts,
         "total": len(data.findings),
         "scan_total": data.total_findings if data.total_findings is not None else len(data.findings),
         "changed_only": data.changed_only,
-        "omitted": len(data.findings) - len(findings),
+        "omitted": len(data.findings) - shown,
         "full_report": md.Md(data.full_report),
+        "unmatched": data.unmatched,
+        "unmatched_example": data.unmatched_example,
+        "files_listed": data.files_listed,
         "plan": plan,
     }
     if plan is not None:
@@ -240,20 +309,35 @@ def _plan_context(data: ReportInput, plan: Plan) -> dict:
 
 
 def render_markdown(data: ReportInput, template: str = "pr_comment.md.j2", limit: int = COMMENT_LIMIT) -> str:
-    """The PR comment (or job summary), trimmed under `limit` by leaving out the least severe findings first."""
+    """The PR comment (or job summary) under `limit` characters. Findings come first: patches are left out before
+    any finding is, then the least severe findings (they are sorted most severe first). Each row and patch is rendered
+    at most once, and no row past the limit is rendered at all: the time grows with the limit, not with the number of
+    findings left out."""
     tpl = _environment(markdown=True).get_template(template)
-    shown = len(data.findings)
-    body = tpl.render(_context(data, shown))
-    if len(body) <= limit:
-        return body
-    lo, hi = 0, shown  # largest count that fits: findings are sorted most severe first
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if len(tpl.render(_context(data, mid))) <= limit:
-            lo = mid
+    blocks = _blocks(data, limit)
+    n = len(blocks.rows)
+    if n == len(data.findings):
+        body = tpl.render(_context(data, blocks, n, list(range(len(blocks.patches)))))
+        if len(body) <= limit:
+            return body
+    # The fixed parts, with the notes about what was left out at their longest.
+    room = limit - len(tpl.render(_context(data, blocks, 0, []))) - 200
+    shown, used = 0, 0
+    while shown < n and used + len(blocks.rows[shown]) + 1 <= room:
+        used += len(blocks.rows[shown]) + 1
+        shown += 1
+    picked = []
+    for k, (i, block) in enumerate(blocks.patches):  # every patch that still fits, in the findings' order
+        if i < shown and used + len(block) + 2 <= room:
+            used += len(block) + 2
+            picked.append(k)
+    body = tpl.render(_context(data, blocks, shown, picked))
+    while len(body) > limit and (picked or shown):  # the estimate was short (never expected)
+        if picked:
+            picked.pop()
         else:
-            hi = mid - 1
-    body = tpl.render(_context(data, lo))
+            shown -= 1
+        body = tpl.render(_context(data, blocks, shown, picked))
     if len(body) > limit:  # the plan section alone is too long (never expected): cut hard but keep the marker
         note = "\n\n… report cut to fit GitHub's size limit; see " + data.full_report + "\n"
         body = body[: limit - len(note)] + note
@@ -261,7 +345,9 @@ def render_markdown(data: ReportInput, template: str = "pr_comment.md.j2", limit
 
 
 def render_html(data: ReportInput) -> str:
-    ctx = _context(data, len(data.findings))
+    ctx = _context(data, _Blocks([], []), len(data.findings), [])
+    ctx["rows"] = [_row(data, f) for f in data.findings]
+    ctx["patches"] = [p for _, p in _patch_items(data)]
     ctx["svg_timeline"] = svg_timeline(data.plan) if data.plan else None
     ctx["svg_frontier"] = svg_frontier(data.plan) if data.plan else None
     return _environment(markdown=False).get_template("report.html.j2").render(ctx)

@@ -3,7 +3,18 @@
 Every request is validated strictly (unknown body fields refused) against GitHub's official OpenAPI description
 (`@octokit/openapi` from the npm registry) with openapi-core; responses start from the description's own examples,
 with the server's state (comments, reviews, check runs) laid over them, and are validated tolerantly (problems are
-recorded, not fatal: the description lags what GitHub returns). Faults can be queued per operation.
+recorded, not fatal: the description lags what GitHub returns).
+
+Fault injection, for the tests of what the bot does when GitHub or the network misbehaves:
+- `fail(operation, *faults)` queues faults for the next calls of one operation;
+- `fail_nth(n, fault, operation=None)` answers the n-th request (of one operation, or of any) with a status and headers;
+- `Fault(..., after_handling=True)` does the work first, then fails or drops the answer (a write that landed, whose
+  answer was lost);
+- `page_sizes[operation] = k` forces pages of at most k items whatever `per_page` asks;
+- `deny_writes = Fault(403, ...)` answers every write with that fault (a token that may only read);
+- `meanwhile(operation, change)` changes the state just before the next call of `operation` is served (a person or
+  another run acting between two of the bot's requests).
+The server is threaded: concurrent runs of the bot share its state under one lock.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ OPERATIONS = {
     ("delete", "/repos/{owner}/{repo}/issues/comments/{comment_id}"): "delete_comment",
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"): "list_review_comments",
     ("delete", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"): "delete_review_comment",
+    ("patch", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"): "update_review_comment",
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"): "list_reviews",
     ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"): "create_review",
     ("post", "/repos/{owner}/{repo}/check-runs"): "create_check_run",
@@ -115,6 +127,20 @@ class Fault:
     body: dict = field(default_factory=lambda: {"message": "Bad Gateway"})
     after_handling: bool = False  # do the work, then fail (a write that happened but whose answer was lost)
 
+    @classmethod
+    def dropped(cls) -> Fault:
+        """The work is done, then the connection closes without an answer."""
+        return cls(None, after_handling=True)
+
+    @classmethod
+    def secondary_limit(cls, retry_after: str | None = None) -> Fault:
+        headers = {"retry-after": retry_after} if retry_after is not None else {}
+        return cls(403, headers, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."})
+
+
+DENIED = Fault(403, {}, {"message": "Resource not accessible by integration", "status": "403"})
+WRITES = ("POST", "PATCH", "PUT", "DELETE")
+
 
 class FakeGitHub:
     def __init__(self, spec: dict, base_path: str = ""):
@@ -134,16 +160,24 @@ class FakeGitHub:
                        for m, t in OPERATIONS]
         # state
         self.owner, self.repo, self.number, self.head_sha = "octo-org", "train", 7, "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+        self.repo_id = 1296269
+        self.head_ref, self.head_repo = "speed-up", "octo-org/train"  # a fork PR has another head_repo
+        self.other_pulls: list[dict] = [{"number": 3, "sha": "0" * 40, "ref": "docs", "repo": "octo-org/train"}]
         self.token_login: str | None = None  # None: GET /user answers 403, as for an Actions GITHUB_TOKEN
         self.writer_login = "github-actions[bot]"
-        self.read_only = False  # True: writes answer 403 (a fork PR's token)
-        self.page_size = 100
+        self.deny_writes: Fault | None = None  # DENIED: a fork PR's token
+        self.page_size = 100  # GitHub's own cap on per_page
+        self.page_sizes: dict[str, int] = {}  # forced page size per operation
+        self.files_limit = 3000  # GitHub lists at most 3,000 files of a pull request
         self.files: list[dict] = []
         self.comments: dict[int, dict] = {}
         self.review_comments: dict[int, dict] = {}
         self.reviews: list[dict] = []
         self.check_runs: dict[int, dict] = {}
         self.faults: dict[str, list[Fault]] = {}
+        self.nth_faults: dict[tuple[str | None, int], Fault] = {}
+        self.changes: dict[str, list] = {}
+        self.counts: dict[str | None, int] = {}  # requests served so far, per operation and (None) in all
         self.log: list[tuple[str, str, dict | None]] = []  # (method, path, json body)
         self.request_errors: list[str] = []
         self.response_problems: list[str] = []
@@ -162,7 +196,39 @@ class FakeGitHub:
     # ------------------------------------------------------------------------------------------ test helpers
 
     def fail(self, operation: str, *faults: Fault) -> None:
+        """Answer the next calls of `operation` with these faults, in order."""
         self.faults.setdefault(operation, []).extend(faults)
+
+    def fail_nth(self, n: int, fault: Fault, operation: str | None = None) -> None:
+        """Answer the n-th request (1-based, counted from the server's start) of `operation`, or of any, with `fault`."""
+        self.nth_faults[(operation, n)] = fault
+
+    def meanwhile(self, operation: str, change) -> None:
+        """Call `change()` just before the next call of `operation` is served."""
+        self.changes.setdefault(operation, []).append(change)
+
+    def _fault_for(self, method: str, operation: str) -> Fault | None:
+        """Count this request, apply what happens meanwhile, and pick its fault (called under the lock)."""
+        pending = self.changes.get(operation)
+        if pending:
+            pending.pop(0)()
+        for key in (operation, None):
+            self.counts[key] = self.counts.get(key, 0) + 1
+        fault = self.nth_faults.pop((operation, self.counts[operation]), None) or self.nth_faults.pop(
+            (None, self.counts[None]), None)
+        queued = self.faults.get(operation)
+        if fault is None and queued:
+            fault = queued.pop(0)
+        if fault is None and self.deny_writes is not None and method in WRITES:
+            fault = self.deny_writes
+        return fault
+
+    def add_review_comment(self, body: str, login: str, path: str = "src/train.py", line: int = 57,
+                           in_reply_to: int | None = None) -> dict:
+        cid = next(self.ids)
+        self.review_comments[cid] = {"id": cid, "body": body, "path": path, "line": line, "start_line": None,
+                                     "login": login, "in_reply_to_id": in_reply_to}
+        return self.review_comments[cid]
 
     def add_comment(self, body: str, login: str) -> dict:
         cid = next(self.ids)
@@ -188,19 +254,17 @@ class FakeGitHub:
 
     def handle(self, method: str, raw_path: str, query: dict, body, operation: str, params: dict):
         """-> (status, json body or None, headers)"""
-        write = method != "GET"
-        if write and self.read_only and operation not in ("get_user",):
-            return 403, {"message": "Resource not accessible by integration", "status": "403"}, {}
         fn = getattr(self, "op_" + operation)
         return fn(params, query, body)
 
-    def _page(self, items: list, query: dict, path: str):
+    def _page(self, items: list, query: dict, path: str, operation: str):
         page = int(query.get("page", ["1"])[0])
-        per = min(int(query.get("per_page", ["30"])[0]), self.page_size)
+        per = min(int(query.get("per_page", ["30"])[0]), self.page_sizes.get(operation, self.page_size))
         chunk = items[(page - 1) * per: page * per]
         headers = {}
         if page * per < len(items):
-            headers["Link"] = f'<{self.origin}{path}?per_page={per}&page={page + 1}>; rel="next"'
+            extra = "".join(f"&{k}={v[0]}" for k, v in sorted(query.items()) if k not in ("page", "per_page"))
+            headers["Link"] = f'<{self.origin}{path}?per_page={per}&page={page + 1}{extra}>; rel="next"'
         return chunk, headers
 
     # each op_* returns (status, body, headers)
@@ -213,24 +277,37 @@ class FakeGitHub:
     def _pull(self) -> dict:
         pull = self.example("get", "/repos/{owner}/{repo}/pulls/{pull_number}", "200")
         pull["number"] = self.number
-        pull["head"]["sha"] = self.head_sha
+        pull["head"].update(sha=self.head_sha, ref=self.head_ref)
+        pull["head"]["repo"] = {**pull["head"]["repo"], "full_name": self.head_repo}
+        pull["base"]["repo"] = {**pull["base"]["repo"], "id": self.repo_id, "full_name": f"{self.owner}/{self.repo}"}
+        pull["changed_files"] = len(self.files)
         return pull
 
     def op_list_pulls(self, params, query, body):
-        other = self.example("get", "/repos/{owner}/{repo}/pulls", "200")[0]
-        other = {**other, "number": 3, "head": {**other["head"], "sha": "0" * 40}}
-        mine = {**other, "number": self.number, "head": {**other["head"], "sha": self.head_sha}}
-        chunk, headers = self._page([other, mine], query, f"{self.base_path}/repos/{self.owner}/{self.repo}/pulls")
+        template = self.example("get", "/repos/{owner}/{repo}/pulls", "200")[0]
+
+        def simple(number, sha, ref, repo):
+            head = {**template["head"], "sha": sha, "ref": ref, "repo": {**template["head"]["repo"], "full_name": repo}}
+            return {**template, "number": number, "head": head}
+
+        pulls = [simple(p["number"], p["sha"], p["ref"], p["repo"]) for p in self.other_pulls]
+        pulls.append(simple(self.number, self.head_sha, self.head_ref, self.head_repo))
+        if "head" in query:  # owner:branch
+            owner, _, ref = query["head"][0].partition(":")
+            pulls = [p for p in pulls if p["head"]["ref"] == ref and p["head"]["repo"]["full_name"].split("/")[0] == owner]
+        chunk, headers = self._page(pulls, query, f"{self.base_path}/repos/{self.owner}/{self.repo}/pulls", "list_pulls")
         return 200, chunk, headers
 
     def op_get_pull(self, params, query, body):
+        if int(params["pull_number"]) != self.number:
+            return 404, {"message": "Not Found"}, {}
         return 200, self._pull(), {}
 
     def op_list_files(self, params, query, body):
         template = self.example("get", "/repos/{owner}/{repo}/pulls/{pull_number}/files", "200")[0]
-        items = [{**template, **f} for f in self.files]
+        items = [{**template, **f} for f in self.files[: self.files_limit]]
         path = f"{self.base_path}/repos/{self.owner}/{self.repo}/pulls/{self.number}/files"
-        chunk, headers = self._page(items, query, path)
+        chunk, headers = self._page(items, query, path, "list_files")
         return 200, chunk, headers
 
     def _comment_json(self, c: dict) -> dict:
@@ -240,7 +317,7 @@ class FakeGitHub:
     def op_list_comments(self, params, query, body):
         items = [self._comment_json(c) for c in sorted(self.comments.values(), key=lambda c: c["id"])]
         path = f"{self.base_path}/repos/{self.owner}/{self.repo}/issues/{self.number}/comments"
-        chunk, headers = self._page(items, query, path)
+        chunk, headers = self._page(items, query, path, "list_comments")
         return 200, chunk, headers
 
     def op_create_comment(self, params, query, body):
@@ -261,18 +338,31 @@ class FakeGitHub:
 
     def _review_comment_json(self, c: dict) -> dict:
         template = self.example("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "200")[0]
-        return {**template, "id": c["id"], "body": c["body"], "path": c["path"], "line": c["line"],
-                "user": self._user(template["user"], c["login"])}
+        out = {**template, "id": c["id"], "body": c["body"], "path": c["path"], "line": c["line"],
+               "user": self._user(template["user"], c["login"])}
+        out.pop("in_reply_to_id", None)
+        if c.get("in_reply_to_id"):
+            out["in_reply_to_id"] = c["in_reply_to_id"]
+        return out
 
     def op_list_review_comments(self, params, query, body):
         items = [self._review_comment_json(c) for c in sorted(self.review_comments.values(), key=lambda c: c["id"])]
         path = f"{self.base_path}/repos/{self.owner}/{self.repo}/pulls/{self.number}/comments"
-        chunk, headers = self._page(items, query, path)
+        chunk, headers = self._page(items, query, path, "list_review_comments")
         return 200, chunk, headers
 
     def op_delete_review_comment(self, params, query, body):
         gone = self.review_comments.pop(int(params["comment_id"]), None)
         return (204, None, {}) if gone else (404, {"message": "Not Found"}, {})
+
+    def op_update_review_comment(self, params, query, body):
+        c = self.review_comments.get(int(params["comment_id"]))
+        if c is None:
+            return 404, {"message": "Not Found"}, {}
+        if c["login"] != self.writer_login:
+            return 403, {"message": "Must have admin rights to Repository."}, {}
+        c["body"] = body["body"]
+        return 200, self._review_comment_json(c), {}
 
     def _in_diff(self, path: str, start: int, end: int) -> bool:
         from gpulint.bot.diff import parse_patch
@@ -284,7 +374,9 @@ class FakeGitHub:
         template = self.example("get", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "200")[0]
         items = [{**template, "id": r["id"], "body": r["body"], "user": self._user(template["user"], r["login"])}
                  for r in self.reviews]
-        return 200, items, {}
+        path = f"{self.base_path}/repos/{self.owner}/{self.repo}/pulls/{self.number}/reviews"
+        chunk, headers = self._page(items, query, path, "list_reviews")
+        return 200, chunk, headers
 
     def op_create_review(self, params, query, body):
         comments = body.get("comments", [])
@@ -297,7 +389,8 @@ class FakeGitHub:
         for c in comments:
             cid = next(self.ids)
             self.review_comments[cid] = {"id": cid, "body": c["body"], "path": c["path"], "line": c["line"],
-                                         "start_line": c.get("start_line"), "login": self.writer_login}
+                                         "start_line": c.get("start_line"), "login": self.writer_login,
+                                         "in_reply_to_id": None}
         review = self.example("post", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "200")
         return 200, {**review, "id": rid, "body": body.get("body", "")}, {}
 
@@ -361,8 +454,8 @@ def _handler(fake: FakeGitHub):
                     fake.request_errors.append(problem)
                 return self._send(400, {"message": problem}, {})
             operation, params = route
-            faults = fake.faults.get(operation) or []
-            fault = faults.pop(0) if faults else None
+            with fake.lock:
+                fault = fake._fault_for(method, operation)
             if fault and not fault.after_handling:
                 return self._fail(fault)
             with fake.lock:

@@ -15,7 +15,7 @@ from gpulint.bot.cli import _load_inputs, add_bot_arguments
 from gpulint.bot.client import GitHubError
 from gpulint.bot.report import COMMENT_LIMIT, MARKER
 
-from .fakegithub import TOKEN, Fault, make_client
+from .fakegithub import DENIED, TOKEN, Fault, make_client
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PATCH = "@@ -50,6 +50,9 @@ def train(model, loader):\n" + "".join(
@@ -53,7 +53,8 @@ def test_comment_three_times_leaves_one_sticky_comment(fake, tmp_path):
         assert code == 0
     ours = [c for c in fake.comments.values() if c["login"] == "github-actions[bot]"]
     assert len(ours) == 1 and ours[0]["body"].startswith(MARKER)
-    assert len(fake.calls("list_comments")) == 2 + 3 + 3  # 4 comments in 2 pages, then ours on page 3
+    # 4 comments in 2 pages; after creating, a look for a copy from an overlapping run; then ours on page 3, twice
+    assert len(fake.calls("list_comments")) == 2 + 3 + 3 + 3
     assert "GPL401" in ours[0]["body"]  # on an added line (57)
     assert "GPL301" not in ours[0]["body"]  # examples/data.py is not in the PR
     assert "**Peak memory 31.6 GB → 22.1 GB**" in ours[0]["body"]
@@ -76,7 +77,7 @@ def test_changed_body_updates_in_place_and_recreate_mode(fake, tmp_path):
     _bot(fake, tmp_path, "comment", "--lint", lint, "--mode", "recreate")
     assert len(fake.comments) == 1 and first not in fake.comments
     code, out = _bot(fake, tmp_path, "comment", "--lint", lint, "--mode", "off")
-    assert code == 0 and "off" in out and len(fake.calls("list_comments")) == 3
+    assert code == 0 and "off" in out and len(fake.calls("list_comments")) == 4
 
 
 def test_app_token_login_is_configurable(fake, tmp_path):
@@ -92,11 +93,11 @@ def test_app_token_login_is_configurable(fake, tmp_path):
 
 
 def test_read_only_token_falls_back_to_annotations_and_summary(fake, tmp_path):
-    fake.read_only = True
+    fake.deny_writes = DENIED
     fake.files = [{"filename": "examples/train.py", "status": "modified", "patch": PATCH}]
     code, out = _bot(fake, tmp_path, "comment", "--lint", str(FIXTURES / "findings.json"))
     assert code == 0
-    assert out.startswith("::warning title=gpulint::gpulint cannot write to this pull request (403)")
+    assert "\n::warning title=gpulint::gpulint cannot write to this pull request (403)" in out
     assert "::warning file=examples/train.py,line=57,endLine=57,col=20,title=GPL401 scalar-sync-in-step::" in out
     assert "GPL401" in (tmp_path / "summary.md").read_text()
     assert fake.comments == {}
@@ -129,7 +130,7 @@ def test_5xx_gives_up_after_bounded_retries(fake_dotcom, clock):
     fake_dotcom.fail("list_comments", *[Fault(503) for _ in range(10)])
     gh = make_client(fake_dotcom, clock)
     with pytest.raises(GitHubError, match="after 5 attempts") as info:
-        ops.find_sticky(gh, _target(fake_dotcom), "github-actions[bot]")
+        ops.find_stickies(gh, _target(fake_dotcom), "github-actions[bot]")
     assert TOKEN not in str(info.value) and len(clock.sleeps) == 4
     assert clock.sleeps == sorted(clock.sleeps)  # exponential
 
@@ -146,7 +147,7 @@ def test_secondary_rate_limit_without_retry_after_waits_a_minute_then_doubles(fa
     limited = Fault(403, {}, {"message": "You have exceeded a secondary rate limit. Please wait."})
     fake_dotcom.fail("list_comments", limited, limited)
     gh = make_client(fake_dotcom, clock)
-    ops.find_sticky(gh, _target(fake_dotcom), "github-actions[bot]")
+    ops.find_stickies(gh, _target(fake_dotcom), "github-actions[bot]")
     assert clock.sleeps == [60.0, 120.0]
 
 
@@ -155,7 +156,7 @@ def test_primary_rate_limit_waits_until_reset(fake_dotcom, clock):
     fake_dotcom.fail("list_comments", Fault(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
                                             {"message": "API rate limit exceeded"}))
     gh = make_client(fake_dotcom, clock)
-    ops.find_sticky(gh, _target(fake_dotcom), "github-actions[bot]")
+    ops.find_stickies(gh, _target(fake_dotcom), "github-actions[bot]")
     assert clock.sleeps == [43.0] and clock.now >= reset
 
 
@@ -163,9 +164,9 @@ def test_primary_rate_limit_too_far_away_fails_clearly(fake_dotcom, clock):
     reset = int(clock.now) + 3 * 3600
     fake_dotcom.fail("list_comments", Fault(429, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
                                             {"message": "API rate limit exceeded"}))
-    with pytest.raises(GitHubError, match="rate limited"):
-        ops.find_sticky(make_client(fake_dotcom, clock), _target(fake_dotcom), "github-actions[bot]")
-    assert clock.sleeps == []
+    with pytest.raises(GitHubError, match="gave up: rate limit .* wait of 10801 s, and only 240 s") as info:
+        ops.find_stickies(make_client(fake_dotcom, clock), _target(fake_dotcom), "github-actions[bot]")
+    assert clock.sleeps == [] and not info.value.is_permission
 
 
 def test_connection_reset_mid_post_creates_no_second_comment(fake_dotcom, clock):
@@ -208,7 +209,7 @@ def test_token_never_in_output_or_errors(fake_dotcom, clock, capsys):
     fake_dotcom.fail("list_comments", Fault(502), Fault(403, {}, {"message": "Forbidden"}))
     gh = make_client(fake_dotcom, clock, logs)
     with pytest.raises(GitHubError) as info:
-        ops.find_sticky(gh, _target(fake_dotcom), "x")
+        ops.find_stickies(gh, _target(fake_dotcom), "x")
     captured = capsys.readouterr()
     for text in (str(info.value), repr(gh), captured.out, captured.err, *logs):
         assert TOKEN not in text

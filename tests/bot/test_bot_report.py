@@ -114,7 +114,7 @@ def test_markdown_helpers():
     assert md.fence("```\n").startswith("````\n")
     assert md.fence("x").startswith("```\n")
     assert md.link(md.text("x"), "javascript:alert(1)") == "x"
-    assert md.text("@me #1 <!--") == "&#64;me &#35;1 &lt;\\!--"
+    assert md.text("@me #1 <!--") == "@\u200bme #\u200b1 &lt;\\!--"
     assert md.message("use `a|b` now") == "use `a\\|b` now"
 
 
@@ -132,7 +132,7 @@ def test_apply_edits_multiline():
         ("{not json", "not valid JSON"),
         (json.dumps({"a": 1}), "must be a JSON list"),
         (json.dumps([{"code": "GPL1"}]), "findings[0].line: missing"),
-        (json.dumps([_finding(line="3")]), "findings[0].line: expected int"),
+        (json.dumps([_finding(line="3")]), "findings[0].line: expected an integer, got str"),
     ],
 )
 def test_bad_findings_name_the_field(tmp_path, content, fragment):
@@ -225,3 +225,40 @@ def test_report_against_a_local_git_diff(tmp_path):
     assert "**1 finding on changed lines**" in body and "2 in the files scanned" in body
     with pytest.raises(UsageError, match="--diff-base nope"):
         run_report(parser.parse_args(["--lint", str(findings), "--diff-base", "nope", "--source-root", str(repo)]))
+
+
+def test_a_huge_patch_is_left_out_before_any_finding(tmp_path):
+    """One 72 kB fix must not empty the findings table: findings come first, patches are trimmed before them."""
+    items = [_finding(line=i, severity="info", message=f"small {i}") for i in range(1, 11)]
+    items.append(_finding(line=50, severity="error", message="the only error", fix={"applicability": "safe", "edits": [
+        {"line": 50, "column": 1, "end_line": 50, "end_column": 5, "content": "x = 1\n" * 12_000}]}))
+    items.append(_finding(line=60, severity="warning", message="small fix", fix={"applicability": "safe", "edits": [
+        {"line": 60, "column": 1, "end_line": 60, "end_column": 5, "content": "y = 2"}]}))
+    body = render_markdown(ReportInput(load_findings(_write(tmp_path, "f.json", items)), full_report="the artifact"))
+    assert len(body) <= COMMENT_LIMIT
+    assert "left out to fit" in body and "less severe finding" not in body
+    assert "the only error" in body and all(f"small {i}" in body for i in range(1, 11))
+    assert "1 suggested patch left out to fit GitHub's size limit (the findings come first); see the artifact" in body
+    assert "y = 2" in body  # the patch that fits is still shown
+
+
+def test_rendering_stops_at_the_size_limit(tmp_path, monkeypatch):
+    """Each finding's row is rendered at most once, and none past the size limit (20,000 findings took ~20 s when
+    every trimming step rendered the table again)."""
+    many = [_finding(line=i, severity="info", message="x" * 300) for i in range(1, 2001)]
+    data = ReportInput(load_findings(_write(tmp_path, "f.json", many)))
+    calls = []
+    real = md.message
+    monkeypatch.setattr(md, "message", lambda v: calls.append(v) or real(v))
+    from gpulint.bot import report
+
+    report._environment.cache_clear()
+    try:
+        body = render_markdown(data)
+    finally:
+        report._environment.cache_clear()
+    assert len(body) <= COMMENT_LIMIT
+    left_out = int(re.search(r"(\d+) less severe findings left out", body).group(1))
+    shown = body.count("| ℹ️ |")
+    assert shown + left_out == len(many)
+    assert len(calls) <= shown + COMMENT_LIMIT // 300  # the rows shown, and a limit's worth past them at most

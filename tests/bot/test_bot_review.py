@@ -121,9 +121,16 @@ def test_at_most_30_comments_per_review_most_severe_first(fake_dotcom, clock, tm
 
 
 def test_422_outside_the_diff_retries_without_it(fake, clock, tmp_path):
+    """The PR was pushed to between reading its diff and posting: GitHub refuses the whole review (422), the bot
+    re-reads the diff, drops the comment that no longer fits and posts the rest."""
     _setup(fake)
-    fs = _load(tmp_path, [finding(57), finding(100)])  # 100 is outside every hunk
-    r = _review(fake, clock, fs, mode="nofilter")
+    gh = make_client(fake, clock)
+    target = ops.Target(f"{fake.owner}/{fake.repo}", fake.number, fake.head_sha)
+    diff = ops.pull_diff(gh, target)
+    fs = _load(tmp_path, [finding(57), finding(60)])
+    fake.files = [{"filename": "src/train.py", "status": "modified",
+                   "patch": "@@ -55,2 +55,3 @@\n" + "".join(f"+{SOURCE[n]}\n" for n in (55, 56, 57))}]
+    r = ops.post_review(gh, target, LOGIN, diff.filter(fs, "added"), diff)
     assert (r["posted"], r["dropped"]) == (1, 1)
     assert len(fake.calls("create_review")) == 2
     assert [c["line"] for c in fake.review_comments.values()] == [57]
@@ -202,3 +209,48 @@ def test_a_fix_too_large_for_a_review_comment_is_left_out(tmp_path):
     assert len(c.body) <= COMMENT_LIMIT and "suggestion" not in c.body and (c.start_line, c.line) == (57, 57)
     (small,) = _load(tmp_path, [finding(57, fix=ITEM_FIX)])
     assert "```suggestion" in ops.review_comment(small, fd).body
+
+
+def test_two_findings_with_one_message_on_one_line_are_both_posted(fake_dotcom, clock, tmp_path):
+    _setup(fake_dotcom)
+    first = {"applicability": "safe", "edits": [{"line": 57, "column": 5, "end_line": 57, "end_column": 12,
+                                                 "content": "total"}]}
+    second = {"applicability": "safe", "edits": [{"line": 57, "column": 16, "end_line": 57, "end_column": 27,
+                                                  "content": "loss.detach()"}]}
+    items = [{**finding(57, fix=first, message="same words"), "column": 5},
+             {**finding(57, fix=second, message="same words"), "column": 16}]
+    r = _review(fake_dotcom, clock, _load(tmp_path, items))
+    assert r["posted"] == 2
+    bodies = sorted(c["body"] for c in fake_dotcom.review_comments.values())
+    assert "    total += loss.item()" in bodies[0] + bodies[1]
+    assert "    running += loss.detach()" in bodies[0] + bodies[1]
+
+
+def test_a_finding_running_past_its_hunk_is_anchored_inside_it(fake_dotcom, clock, tmp_path):
+    """Starts on added line 66, ends on 75, past the hunk (50-69): commented on 66-69, not dropped."""
+    _setup(fake_dotcom)
+    r = _review(fake_dotcom, clock, _load(tmp_path, [finding(66, end_line=75)]))
+    assert (r["posted"], r["dropped"]) == (1, 0)
+    (c,) = fake_dotcom.calls("create_review")[0][2]["comments"]
+    assert (c["start_line"], c["line"]) == (66, 69)
+
+
+def test_diff_context_mode_still_comments_only_on_added_lines(fake_dotcom, clock, tmp_path):
+    _setup(fake_dotcom)
+    r = _review(fake_dotcom, clock, _load(tmp_path, [finding(52), finding(57)]), mode="diff_context")
+    assert (r["posted"], r["dropped"]) == (1, 1)
+    assert [c["line"] for c in fake_dotcom.review_comments.values()] == [57]
+
+
+def test_chain_and_likely_in_the_inline_comment(tmp_path):
+    fd = parse_patch("src/train.py", PATCH)
+    chain = [{"path": "train.py", "line": 120, "name": "loop over train_loader"},
+             {"path": "src/train.py", "line": 57, "name": "step()"}]
+    (f,) = _load(tmp_path, [{**finding(57), "confidence": "likely", "chain": chain}])
+    body = ops.review_comment(f, fd, "https://github.com/o/r/blob/abc/").body
+    assert "scalar-sync-in-step** *(likely)*:" in body
+    assert ("<sub>per step via [`train.py:120`](https://github.com/o/r/blob/abc/train.py#L120) loop over "
+            "train\\_loader → [`src/train.py:57`](https://github.com/o/r/blob/abc/src/train.py#L57) step()</sub>") in body
+    annotation = ops.annotation(f)
+    assert annotation["title"].endswith("(likely)")
+    assert annotation["raw_details"] == "per step via train.py:120 loop over train_loader → src/train.py:57 step()"

@@ -40,7 +40,7 @@ def _permissions_write(perms) -> bool:
 
 
 def check_comment_workflow(wf: dict) -> list[str]:
-    problems = []
+    problems = check_job_permissions(wf)
     if set(wf["on"]) != {"workflow_run"}:
         problems.append(f"comment workflow must run only on workflow_run, not {sorted(wf['on'])}")
     for name, _, step in _steps(wf):
@@ -57,15 +57,24 @@ def check_comment_workflow(wf: dict) -> list[str]:
     return problems
 
 
-def check_analysis_workflow(wf: dict) -> list[str]:
+def check_job_permissions(wf: dict) -> list[str]:
+    """zizmor's advice: the workflow grants nothing (`permissions: {}`), each job asks for what it needs."""
     problems = []
+    if wf.get("permissions") != {}:
+        problems.append(f"workflow-level permissions must be {{}}, not {wf.get('permissions')!r}")
+    for name, job in wf["jobs"].items():
+        if "permissions" not in job:
+            problems.append(f"job {name}: no permissions of its own")
+    return problems
+
+
+def check_analysis_workflow(wf: dict) -> list[str]:
+    problems = check_job_permissions(wf)
     if "pull_request_target" in wf["on"] or "workflow_run" in wf["on"]:
         problems.append("analysis workflow must run on pull_request, never pull_request_target/workflow_run")
-    if _permissions_write(wf.get("permissions")):
-        problems.append(f"analysis workflow permissions are not read-only: {wf.get('permissions')!r}")
     for name, job in wf["jobs"].items():
-        if "permissions" in job and _permissions_write(job["permissions"]):
-            problems.append(f"job {name}: asks for write permissions {job['permissions']!r}")
+        if _permissions_write(job.get("permissions")):
+            problems.append(f"job {name}: asks for write permissions {job.get('permissions')!r}")
         if "self-hosted" in json.dumps(job.get("runs-on", "")):
             cond = str(job.get("if", ""))
             if "labeled" not in cond and "workflow_dispatch" not in cond:
@@ -87,12 +96,12 @@ def test_comment_workflow_never_runs_pr_code_nor_splices_values():
 def test_analysis_workflow_is_read_only():
     wf = _load(WORKFLOWS / "gpulint.yml")
     assert check_analysis_workflow(wf) == []
-    assert wf["permissions"] == {"contents": "read"}
+    assert wf["jobs"]["lint"]["permissions"] == {"contents": "read"}
 
 
 def test_comment_workflow_has_only_the_write_it_needs():
     wf = _load(WORKFLOWS / "gpulint-comment.yml")
-    writes = {k for k, v in wf["permissions"].items() if v == "write"}
+    writes = {k for k, v in wf["jobs"]["comment"]["permissions"].items() if v == "write"}
     assert writes == {"pull-requests", "checks"}
     assert wf["on"]["workflow_run"]["workflows"] == ["gpulint"]
 
@@ -117,8 +126,9 @@ def test_the_comment_check_catches_unsafe_edits(mutation, expected):
 @pytest.mark.parametrize(
     "mutation, expected",
     [
-        (lambda wf: wf.__setitem__("permissions", {"contents": "read", "pull-requests": "write"}), "not read-only"),
-        (lambda wf: wf.pop("permissions"), "not read-only"),
+        (lambda wf: wf.__setitem__("permissions", {"contents": "read"}), "workflow-level permissions must be {}"),
+        (lambda wf: wf["jobs"]["lint"].pop("permissions"), "job lint: no permissions of its own"),
+        (lambda wf: wf["jobs"]["plan"]["permissions"].__setitem__("pull-requests", "write"), "asks for write"),
         (lambda wf: wf["jobs"]["lint"].__setitem__("permissions", "write-all"), "asks for write"),
         (lambda wf: wf["jobs"]["plan"].__setitem__("if", "always()"), "self-hosted"),
         (lambda wf: wf["on"].__setitem__("pull_request_target", {}), "never pull_request_target"),
@@ -143,7 +153,8 @@ def test_action_passes_inputs_through_env_only():
 def test_own_ci_runs_make_test():
     ci = _load(WORKFLOWS / "ci.yml")
     runs = [s.get("run", "") for _, _, s in _steps(ci)]
-    assert "make test" in runs and not _permissions_write(ci["permissions"])
+    assert "make test" in runs and check_job_permissions(ci) == []
+    assert not _permissions_write(ci["jobs"]["test"]["permissions"])
 
 
 def test_problem_matcher_matches_the_text_format():
@@ -156,3 +167,191 @@ def test_problem_matcher_matches_the_text_format():
     assert m.group(pattern["column"]) == "9" and m.group(pattern["code"]) == "GPL401"
     assert m.group(pattern["message"]).startswith("`loss.item()`")
     assert re.match(pattern["regexp"], "Found 3 findings in 2 files") is None
+
+
+# ---------------------------------------------------------------------------------------------- hardening (zizmor)
+
+SHIPPED = [WORKFLOWS / "gpulint.yml", WORKFLOWS / "gpulint-comment.yml", WORKFLOWS / "ci.yml", ROOT / "action.yml"]
+USES = re.compile(r"^\s*(?:-\s*)?uses:\s*(\S+)(.*)$", re.MULTILINE)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_actions_are_pinned_by_commit_sha_with_the_tag_in_a_comment(path):
+    found = USES.findall(path.read_text())
+    assert found
+    for ref, rest in found:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), f"{path.name}: {ref} is not pinned by commit SHA"
+        assert re.fullmatch(r"\s+# v\d+\.\d+\.\d+", rest), f"{path.name}: {ref} has no `# vX.Y.Z` comment"
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_pip_runs_isolated_from_the_checkout(path):
+    """`python -m pip` puts the working folder first on sys.path: a PR adding `pip/__main__.py` would run its code."""
+    text = path.read_text()
+    for line in re.findall(r"^.*\bpip install\b.*$", text, re.MULTILINE):
+        assert "python -I -m pip install" in line, f"{path.name}: {line.strip()}"
+
+
+def test_isolated_pip_does_not_run_a_pip_folder_from_the_working_folder(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "pip").mkdir()
+    (tmp_path / "pip" / "__init__.py").write_text("")
+    (tmp_path / "pip" / "__main__.py").write_text("open('pwned', 'w').write('PR code ran')\n")
+    subprocess.run([sys.executable, "-I", "-m", "pip", "--version"], cwd=tmp_path, capture_output=True, check=True)
+    assert not (tmp_path / "pwned").exists()
+    subprocess.run([sys.executable, "-m", "pip", "--version"], cwd=tmp_path, capture_output=True)
+    assert (tmp_path / "pwned").exists()  # what `python -I` prevents
+
+
+def test_comment_workflow_runs_one_at_a_time_per_pull_request():
+    wf = _load(WORKFLOWS / "gpulint-comment.yml")
+    group = wf["concurrency"]["group"]
+    assert "workflow_run.head_repository.full_name" in group and "workflow_run.head_branch" in group
+    assert wf["concurrency"]["cancel-in-progress"] is False  # never stop a run half-way through posting
+    assert wf["jobs"]["comment"]["timeout-minutes"] * 60 >= 3 * 240 + 60  # three commands at --deadline 240
+
+
+def _step(wf: dict, job: str, name_part: str) -> dict:
+    return next(s for s in wf["jobs"][job]["steps"] if name_part in s.get("name", ""))
+
+
+def test_the_write_token_job_installs_pinned_gpulint_with_hashes():
+    import gpulint
+
+    step = _step(_load(WORKFLOWS / "gpulint-comment.yml"), "comment", "Install gpulint")
+    script = step["run"]
+    assert re.search(r"python -I -m pip install .*--no-deps --require-hashes --only-binary :all:", script)
+    block = script.split("# BEGIN gpulint-bot-requirements\n")[1].split("# END gpulint-bot-requirements")[0]
+    pins = {}
+    for line in block.strip().splitlines():
+        m = re.fullmatch(r"([a-z0-9-]+)==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)", line.strip())
+        assert m, f"not pinned with a hash: {line!r}"
+        pins[m.group(1)] = m.group(2)
+    assert pins["gpulint"] == gpulint.__version__, "run `make bot-lock` after a version bump"
+    assert {"jinja2", "markupsafe", "requests", "certifi", "charset-normalizer", "idna", "urllib3"} <= set(pins)
+
+
+def test_the_artifact_is_never_extracted_by_download_artifact():
+    wf = _load(WORKFLOWS / "gpulint-comment.yml")
+    assert not any("download-artifact" in s.get("uses", "") for _, _, s in _steps(wf))
+
+
+GH_STUB = """#!{python}
+import os, pathlib, sys
+stub = pathlib.Path(os.environ["STUB_DIR"])
+with open(stub / "calls.log", "a") as log:
+    log.write(" ".join(sys.argv[1:]) + "\\n")
+path = next(a for a in sys.argv[2:] if not a.startswith("-"))
+for name, answer in [("artifacts?name=", "artifacts.txt"), ("/zip", "artifact.zip"), ("/reviews", "reviews.json"),
+                     ("/pulls/", "head.txt")]:
+    if name in path:
+        sys.stdout.buffer.write((stub / answer).read_bytes())
+        break
+"""
+
+
+def _run_step(step: dict, tmp_path, env: dict) -> "subprocess.CompletedProcess":
+    """Run a workflow step's script as the runner does (`shell: bash`), with `gh` answered from files."""
+    import os
+    import subprocess
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    gh = bin_dir / "gh"
+    gh.write_text(GH_STUB.format(python=sys.executable))
+    gh.chmod(0o755)
+    script = tmp_path / "step.sh"
+    script.write_text(step["run"])
+    path = f"{bin_dir}:{os.path.dirname(sys.executable)}:{os.environ['PATH']}"
+    (tmp_path / "runner").mkdir(exist_ok=True)
+    full_env = {"PATH": path, "RUNNER_TEMP": str(tmp_path / "runner"), "STUB_DIR": str(tmp_path), "GH_TOKEN": "t",
+                "REPO": "o/r", **env}
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], env=full_env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _artifact(tmp_path, files: dict[str, bytes], declared: int | None = None) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "artifact.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    size = declared if declared is not None else (tmp_path / "artifact.zip").stat().st_size
+    (tmp_path / "artifacts.txt").write_text(f"42 {size}\n")
+
+
+def _download(tmp_path):
+    step = _step(_load(WORKFLOWS / "gpulint-comment.yml"), "comment", "Download the report")
+    return _run_step(step, tmp_path, {"RUN_ID": "7", "REPORT_DIR": str(tmp_path / "report")})
+
+
+def test_download_extracts_only_the_two_reports(tmp_path):
+    _artifact(tmp_path, {"findings.json": b"[]", "plan.json": b"{}", "run.sh": b"rm -rf /", "../up.json": b"x"})
+    done = _download(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["findings.json", "plan.json"]
+    assert not (tmp_path / "up.json").exists()
+
+
+def test_download_checks_the_size_before_downloading(tmp_path):
+    _artifact(tmp_path, {"findings.json": b"[]"}, declared=40 * 1024 * 1024)
+    done = _download(tmp_path)
+    assert done.returncode != 0 and "over the 33554432 byte cap" in done.stdout
+    assert "/zip" not in (tmp_path / "calls.log").read_text()  # never fetched
+    assert not (tmp_path / "report").exists()
+
+
+def test_download_refuses_a_zip_bomb_before_writing_it(tmp_path):
+    _artifact(tmp_path, {"findings.json": b" " * (40 * 1024 * 1024)})  # 40 MB of spaces: about 40 kB zipped
+    done = _download(tmp_path)
+    assert done.returncode != 0 and "findings.json unpacks to over 33554432 bytes" in done.stdout + done.stderr
+    assert not (tmp_path / "report" / "findings.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------- the plan label race
+
+SHA = "1" * 40
+
+
+def _approval(tmp_path, head: str, reviews: list[dict], event="pull_request", sha=SHA):
+    wf = _load(WORKFLOWS / "gpulint.yml")
+    steps = wf["jobs"]["plan"]["steps"]
+    check = steps[0]
+    assert "reviewed" in check["name"] and steps[1]["uses"].startswith("actions/checkout@")  # checked before checkout
+    assert steps[1]["with"]["ref"] == "${{ github.event.pull_request.head.sha || inputs.sha }}"
+    (tmp_path / "head.txt").write_text(head + "\n")
+    half = len(reviews) // 2  # two pages, as `gh api --paginate` prints them
+    (tmp_path / "reviews.json").write_text(json.dumps(reviews[:half]) + "\n" + json.dumps(reviews[half:]) + "\n")
+    return _run_step(check, tmp_path, {"EVENT": event, "PR": "7", "HEAD_SHA": sha})
+
+
+def _review(commit, state="APPROVED", who="MEMBER"):
+    return {"state": state, "commit_id": commit, "author_association": who}
+
+
+def test_the_label_plans_the_approved_head(tmp_path):
+    done = _approval(tmp_path, SHA, [_review("0" * 40, "COMMENTED"), _review(SHA)])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "head, reviews, expected",
+    [
+        ("2" * 40, [_review(SHA)], "head is now 2222"),  # pushed to after the label
+        (SHA, [_review("0" * 40)], f"no maintainer approved {SHA}"),  # approved an older commit, then a push
+        (SHA, [_review(SHA, who="CONTRIBUTOR")], "no maintainer approved"),
+        (SHA, [_review(SHA, state="CHANGES_REQUESTED")], "no maintainer approved"),
+    ],
+)
+def test_the_label_refuses_an_unreviewed_head(tmp_path, head, reviews, expected):
+    done = _approval(tmp_path, head, reviews)
+    assert done.returncode != 0 and expected in done.stdout + done.stderr
+
+
+def test_a_dispatch_plans_the_commit_it_names_while_it_is_the_head(tmp_path):
+    assert _approval(tmp_path, SHA, [], event="workflow_dispatch").returncode == 0
+    done = _approval(tmp_path, SHA, [], event="workflow_dispatch", sha="main")
+    assert done.returncode != 0 and "full SHA" in done.stdout
