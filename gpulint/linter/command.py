@@ -54,6 +54,11 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: all cores)")
     parser.add_argument("--force-exclude", action="store_true", help="apply exclusions to files named on the command line too (for pre-commit)")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output (auto: on a terminal, unless NO_COLOR is set)")
+    parser.add_argument(
+        "--confidence", choices=("likely", "certain"), default="likely",
+        help="show findings at least this sure to run every step: `certain` hides those reached through a guess "
+             "(an object of unknown class, a callback, a name, an opt-in flag); default: likely (all)",
+    )
     parser.set_defaults(fix=False)
 
 
@@ -129,6 +134,8 @@ def run_check(args: argparse.Namespace) -> int:
         else:
             _write_fixed(outcome)
         fixed_total += outcome.fixed
+    if args.confidence == "certain":
+        findings = [f for f in findings if f.confidence == "certain"]
     findings.sort(key=Finding.sort_key)
 
     if args.add_noqa:

@@ -51,6 +51,9 @@ def text(findings: Sequence[Finding], source_lines: SourceLines, color: bool = F
         lines = source_lines(finding.path)
         if lines and 0 < finding.line <= len(lines):
             out.extend(_frame(finding, lines, style))
+        why = why_per_step(finding)
+        if why:
+            out.append(f"  {style('=', '1;34')} {why}")
     fixable = sum(1 for f in findings if f.fix is not None)
     safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability == "safe")
     summary = []
@@ -65,6 +68,16 @@ def text(findings: Sequence[Finding], source_lines: SourceLines, color: bool = F
     elif not fixed:
         summary.append("All checks passed.")
     return "\n".join(out + ([""] if out else []) + summary) + "\n"
+
+
+def why_per_step(finding: Finding) -> str:
+    """`per step via train.py:120 loop over loader -> trainer.py:88 Trainer.step() (likely)`: how the training step
+    reaches the finding, so a reader can check it in seconds; "" when there is nothing to say."""
+    if not finding.chain and finding.confidence == "certain":
+        return ""
+    chain = " -> ".join(str(frame) for frame in finding.chain)
+    text = f"per step via {chain}" if chain else "per step"
+    return text + (" (likely)" if finding.confidence == "likely" else "")
 
 
 def _frame(finding: Finding, lines: list[str], style: _Style) -> list[str]:
@@ -207,7 +220,23 @@ def _sarif_result(finding: Finding, rule_index: int, print_: str) -> dict:
             }
         ],
         "partialFingerprints": {"gpulint/v1": print_},
+        "properties": {"confidence": finding.confidence},
     }
+    if finding.chain:
+        # The calls from the training entry point to the finding's function, as a thread flow a viewer can step.
+        result["codeFlows"] = [{"threadFlows": [{"locations": [
+            {
+                "location": {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": frame.path, "uriBaseId": "%SRCROOT%"},
+                        "region": {"startLine": frame.line},
+                    },
+                    "message": {"text": frame.label},
+                },
+                "nestingLevel": depth,
+            }
+            for depth, frame in enumerate(finding.chain)
+        ]}]}]
     if finding.fix is not None:
         result["fixes"] = [
             {

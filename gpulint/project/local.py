@@ -56,6 +56,7 @@ Kind = str  # "host" | "device" | "unknown": where a value lives
 MODULE_SCOPE = "<module>"
 # Devices other than CUDA: code in a branch for them is not the GPU training a user ships.
 _OTHER_BACKENDS = frozenset({"cpu", "mps", "xla", "xpu", "npu", "hpu", "tpu", "mlu"})
+_CUDA = frozenset({"cuda", "gpu"})
 
 
 @dataclass
@@ -341,16 +342,14 @@ def backend_branch(test: ast.AST) -> str | None:
         return None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         literal = _string_of(test.comparators[0]) or _string_of(test.left)
-        subject = test.left if _string_of(test.comparators[0]) is not None else test.comparators[0]
-        words = name_parts(dotted(subject) or "") | ({"device"} if isinstance(subject, ast.Call) else set())
-        if literal is None or not words & {"device", "type", "backend", "accelerator"}:
+        if literal is None:  # `mode == "cpu"`, `args.device == "mps"`, `x.device.type != "cuda"`: a device's name
             return None
         backend = literal.split(":")[0].lower()
         equal = isinstance(test.ops[0], (ast.Eq, ast.Is))
         differ = isinstance(test.ops[0], (ast.NotEq, ast.IsNot))
         if backend in _OTHER_BACKENDS:
             return "body" if equal else "orelse" if differ else None
-        if backend == "cuda":
+        if backend in _CUDA:
             return "orelse" if equal else "body" if differ else None
     return None
 

@@ -123,6 +123,7 @@ class Project:
         self._bases: dict[Key, list[Target]] = {}
         self._attr_types: dict[tuple[str, str, str], set[Target]] = {}
         self._step_loops: dict[Key, frozenset[int]] = {}
+        self._loader_loops: dict[Key, set[int]] = {}  # loops that only consume a loader, by function
         self.reach: dict[Key, Reach] = {}
         self.instantiated: set[Target] = set()
         self._param_kinds: dict[Key, dict[str, set[str]]] = {}
@@ -512,15 +513,28 @@ class Project:
         return self._step_loops[key]
 
     def _find_step_loops(self, path: str, scope: Scope) -> frozenset[int]:
+        """Loops that call backward or an optimizer step, or call a function doing one step's work. A loop that only
+        consumes a loader is a candidate (`_loader_loops`): the training loop itself when nothing else reaches
+        its function, else a loop the training runs at some other rhythm (a rollout, an evaluation)."""
         if not scope.loops or not is_training_path(path) or is_cold_function_name(scope.name):
             return frozenset()
-        found = set()
-        for index, loop in enumerate(scope.loops):
-            if loop.has_marker or (loop.iterates_loader or loop.fetches) and not loop.no_grad:
-                found.add(index)
+        found = {index for index, loop in enumerate(scope.loops) if loop.has_marker}
         for call in scope.calls:
             if call.loop >= 0 and call.loop not in found and self._calls_step_work(path, scope, call):
                 found.add(call.loop)
+        candidates = {
+            index for index, loop in enumerate(scope.loops)
+            if index not in found and (loop.iterates_loader or loop.fetches) and not loop.no_grad
+        }
+        # A loop fetching the batch around a loop that steps (over phases or micro-batches) is the step loop.
+        bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
+        for index in list(candidates):
+            body = bodies.get(index)
+            if body is not None and any(body.holds(scope.loops[inner].start) for inner in found):
+                found.add(index)
+                candidates.discard(index)
+        if candidates:
+            self._loader_loops[(path, scope.qualname)] = candidates
         return frozenset(found)
 
     def _calls_step_work(self, path: str, scope: Scope, call: Call) -> bool:
@@ -538,7 +552,8 @@ class Project:
                 return True
         return False
 
-    def _roots(self) -> list[tuple[Key, Reach]]:
+    def _roots(self) -> tuple[list[tuple[Key, Reach]], list[tuple[Key, Reach]], list[tuple[Key, Reach]]]:
+        """The entry points; then the functions named like step work, and the modules' `forward`s (fallbacks)."""
         roots: list[tuple[Key, Reach]] = []
         named: list[tuple[Key, Reach]] = []
         modules: list[tuple[Key, Reach]] = []
@@ -580,11 +595,7 @@ class Project:
                 for definition in ix.definitions.values():
                     if not definition.is_class and not definition.may_enter and calls.search(definition.code):
                         roots += self._entries_in(path, ix, definition)
-        if not self.entries:
-            roots += named + modules  # no entry point: names are all there is
-        else:
-            self._named_fallback = named
-        return roots
+        return roots, named, modules
 
     def _entries_in(self, path: str, ix: ModuleIndex, definition: Definition) -> list[tuple[Key, Reach]]:
         """The entry points in one definition: its functions holding a step loop (the loop is the entry; the
@@ -612,28 +623,38 @@ class Project:
             if reach.better_than(self.reach.get(key)):
                 heapq.heappush(heap, (reach.rank, reach.likely, len(reach.chain), next(counter), key, reach))
 
-        for key, reach in self._roots():
+        def drain() -> None:
+            while heap:
+                *_, key, reach = heapq.heappop(heap)
+                if not reach.better_than(self.reach.get(key)):
+                    continue
+                self.reach[key] = reach
+                self._visit(key, reach, push)
+
+        roots, named, modules = self._roots()
+        for key, reach in roots:
             push(key, reach)
-        while heap:
-            *_, key, reach = heapq.heappop(heap)
-            if not reach.better_than(self.reach.get(key)):
-                continue
-            self.reach[key] = reach
-            self._visit(key, reach, push)
-        # Named like step work and reached by nothing: likely per step (a loss function no call resolved to).
-        for key, reach in getattr(self, "_named_fallback", []):
+        drain()
+        # Loops that only consume a loader are the training loop where nothing else reaches their function (a
+        # script's loop calling a train step the model cannot resolve); where training code reaches the function
+        # (a rollout in `make_experience`, an evaluation), they run at its rhythm.
+        for key, loops in sorted(self._loader_loops.items()):
+            if key not in self.reach:
+                self._step_loops[key] = self._step_loops.get(key, frozenset()) | frozenset(loops)
+                scope = self.files[key[0]].scope(key[1])
+                push(key, Reach(PROGRAM, chain=(Frame(key[0], scope.line if scope else 1, _label(key[1])),)))
+                self.entries = True
+        drain()
+        # Named like step work and reached by nothing: likely per step (a loss function no call resolved to). With
+        # no entry point at all, a module's `forward` too: names are all there is.
+        for key, reach in named if self.entries else [*named, *modules]:
             scope = self.files[key[0]].scope(key[1])
             if key in self.reach or scope is None:
                 continue
             if scope.no_grad_decorated and not in_loss_class(scope.name, scope.cls):  # `estimate_loss`: an eval
                 continue
             push(key, reach)
-        while heap:
-            *_, key, reach = heapq.heappop(heap)
-            if not reach.better_than(self.reach.get(key)):
-                continue
-            self.reach[key] = reach
-            self._visit(key, reach, push)
+        drain()
 
     def _visit(self, key: Key, reach: Reach, push) -> None:
         path, qualname = key

@@ -1,0 +1,357 @@
+"""The project model on small multi-file projects: what runs every step across modules, and why."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpulint.cli import main
+from gpulint.project import Project, outline
+from gpulint.project.facts import GATED, PER_STEP, PROGRAM
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+@pytest.fixture
+def check(monkeypatch, capsys):
+    """`gpulint check . --format json` in a folder made of `files`: [(path, line, code, confidence, chain)]."""
+
+    def run(root: Path, files: dict[str, str], *args: str) -> list[tuple]:
+        write(root, files)
+        monkeypatch.chdir(root)
+        main(["check", ".", "--format", "json", "--no-cache", "--exit-zero", *args])
+        found = json.loads(capsys.readouterr().out)
+        return [
+            (f["path"], f["line"], f["code"], f["confidence"], " -> ".join(c["name"] for c in f["chain"]))
+            for f in found
+        ]
+
+    return run
+
+
+def model(root: Path, files: dict[str, str]) -> Project:
+    write(root, files)
+    return Project(outline(name, (root / name).read_text()) for name in files)
+
+
+TRAIN_LOOP = """
+    import torch
+    from helpers.logging import log_metrics
+    from . import steps
+
+    def train(model, loader, optimizer):
+        for step, batch in enumerate(loader):
+            loss = steps.compute(model, batch)
+            loss.backward()
+            optimizer.step()
+            log_metrics(loss)
+"""
+
+
+def test_a_helper_in_another_module_is_reached_every_step_with_its_chain(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": TRAIN_LOOP,
+        "steps.py": """
+            def compute(model, batch):
+                return model(batch).mean()
+        """,
+        "helpers/__init__.py": "",
+        "helpers/logging.py": """
+            def log_metrics(loss):
+                print(loss.item())
+        """,
+    })
+    assert found == [("helpers/logging.py", 3, "GPL401", "certain", "loop over loader -> log_metrics()")]
+
+
+def test_reexports_aliases_and_relative_imports(tmp_path):
+    project = model(tmp_path, {
+        "pkg/__init__.py": "from .core.util import helper as exported\n",
+        "pkg/core/__init__.py": "",
+        "pkg/core/util.py": "def helper(x):\n    return x\n",
+        "pkg/train.py": """
+            from pkg import exported
+            from .core import util as u
+
+            def train(loader, opt):
+                for batch in loader:
+                    exported(batch)
+                    u.helper(batch)
+                    opt.step()
+        """,
+    })
+    assert project.reach[("pkg/core/util.py", "helper")].rank == PER_STEP
+
+
+def test_methods_through_the_class_hierarchy_super_and_attributes(tmp_path):
+    project = model(tmp_path, {
+        "ema.py": """
+            class ModelEMA:
+                def __init__(self, model):
+                    self.model = model
+
+                def update(self, model):
+                    self._blend(model)
+
+                def _blend(self, model):
+                    pass
+        """,
+        "base.py": """
+            class Base:
+                def log(self):
+                    pass
+
+                def step_hook(self):
+                    pass
+        """,
+        "trainer.py": """
+            from base import Base
+            from ema import ModelEMA
+
+            class Trainer(Base):
+                def __init__(self, model):
+                    self.ema = ModelEMA(model)
+
+                def step_hook(self):
+                    super().step_hook()
+
+                def fit(self, loader, opt):
+                    for batch in loader:
+                        opt.step()
+                        self.ema.update(self.model)
+                        self.log()
+                        self.step_hook()
+        """,
+    })
+    reach = project.reach
+    assert reach[("ema.py", "ModelEMA._blend")].rank == PER_STEP and not reach[("ema.py", "ModelEMA._blend")].likely
+    assert reach[("base.py", "Base.log")].rank == PER_STEP
+    assert reach[("base.py", "Base.step_hook")].rank == PER_STEP
+
+
+def test_calling_a_module_reaches_its_forward_surely_when_its_class_is_known(tmp_path):
+    project = model(tmp_path, {
+        "model.py": """
+            import torch
+
+            class Block(torch.nn.Module):
+                def forward(self, x):
+                    return x
+
+            class Unused(torch.nn.Module):
+                def forward(self, x):
+                    return x
+
+            class GPT(torch.nn.Module):
+                def __init__(self):
+                    self.blocks = torch.nn.ModuleList([Block() for _ in range(4)])
+
+                def forward(self, x):
+                    for block in self.blocks:
+                        x = block(x)
+                    return x
+
+            def build():
+                return GPT()
+        """,
+        "train.py": """
+            import torch
+            from model import build
+
+            model = torch.compile(build())
+            for batch in loader:
+                model(batch).backward()
+                opt.step()
+        """,
+    })
+    reach = project.reach
+    assert not reach[("model.py", "GPT.forward")].likely
+    assert not reach[("model.py", "Block.forward")].likely
+    assert ("model.py", "Unused.forward") not in reach
+
+
+def test_calling_an_object_of_unknown_class_reaches_the_forwards_as_a_guess(tmp_path):
+    project = model(tmp_path, {
+        "model.py": "import torch\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+        "train.py": """
+            def train(model, loader, opt):
+                for batch in loader:
+                    model(batch).backward()
+                    opt.step()
+        """,
+    })
+    reach = project.reach[("model.py", "Net.forward")]
+    assert reach.rank == PER_STEP and reach.likely
+
+
+def test_an_interval_test_passed_as_an_argument_gates_the_callee(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            from metrics import report
+
+            def train(model, loader, opt):
+                for step, batch in enumerate(loader):
+                    loss = model(batch)
+                    loss.backward()
+                    opt.step()
+                    report(loss, step % 100 == 0)
+                    report(loss, do_it=step % 100 == 0)
+        """,
+        "metrics.py": """
+            def report(loss, do_it):
+                if do_it:
+                    print(loss.item())
+        """,
+    })
+    assert found == []
+
+
+def test_branches_for_another_device_error_paths_and_eval_branches_are_cold(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def train(model, loader, opt, device, mode="gpu"):
+                for batch in loader:
+                    loss = model(batch)
+                    if device.type == "mps":
+                        torch.mps.synchronize()
+                        print(loss.item())
+                    if mode == "cpu":
+                        print(loss.cpu())
+                    try:
+                        loss.backward()
+                    except torch.cuda.OutOfMemoryError:
+                        print(loss.item())
+                    opt.step()
+                    if not torch.cuda.is_available():
+                        print(loss.item())
+                    else:
+                        print(loss.item())
+        """,
+    })
+    assert [(line, code) for _, line, code, *_ in found] == [(20, "GPL401")]
+
+
+def test_an_opt_in_flag_makes_a_finding_likely_and_a_default_on_flag_does_not(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import argparse
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--log_norms", action="store_true")
+            parser.add_argument("--sync", type=bool, default=True)
+
+            def train(model, loader, opt, args):
+                model.cuda()
+                for batch in loader:
+                    loss = model(batch)
+                    loss.backward()
+                    opt.step()
+                    if args.log_norms:
+                        print(loss.item())
+                    if args.sync:
+                        print(loss.item())
+        """,
+    })
+    assert [(line, confidence) for _, line, _, confidence, _ in found] == [(15, "likely"), (17, "certain")]
+
+
+def test_tests_and_demos_are_no_entry_points_and_unreached_code_gets_no_per_step_finding(tmp_path, check):
+    loop = """
+        def run(model, loader, opt):
+            model.cuda()
+            for batch in loader:
+                model(batch).backward()
+                opt.step()
+                print(model.weight.sum().item())
+    """
+    found = check(tmp_path, {
+        "train.py": loop,
+        "tests/test_train.py": loop,
+        "demo/demo.py": loop,
+        "tools/unused.py": "def helper(x):\n    return x.sum().item()\n",
+    })
+    assert [path for path, *_ in found] == ["train.py"]
+
+
+def test_host_values_across_calls(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            from meter import on_host, on_device, as_number
+
+            def train(model, loader, opt):
+                model.cuda()
+                for batch in loader:
+                    loss = model(batch)
+                    loss.backward()
+                    opt.step()
+                    on_host(torch.tensor([1.0, 2.0]))
+                    on_device(loss)
+                    if as_number(loss) > 10:
+                        break
+        """,
+        "meter.py": """
+            def on_host(values):
+                print(values.cpu())
+
+            def on_device(values):
+                print(values.cpu())
+
+            def as_number(loss):
+                return loss.item()
+        """,
+    })
+    # Every caller of `on_host` passes a CPU tensor: `.cpu()` there costs nothing. `as_number` returns a host value:
+    # comparing it is no tensor condition; its `.item()` is the sync.
+    assert [(path, line, code) for path, line, code, *_ in found] == [
+        ("meter.py", 6, "GPL403"), ("meter.py", 9, "GPL401"),
+    ]
+
+
+def test_a_gated_call_makes_the_callee_gated(tmp_path):
+    project = model(tmp_path, {
+        "train.py": """
+            def log_all(model):
+                pass
+
+            def train(model, loader, opt):
+                for step, batch in enumerate(loader):
+                    opt.step()
+                    if step % 50 == 0:
+                        log_all(model)
+        """,
+    })
+    assert project.reach[("train.py", "log_all")].rank == GATED
+
+
+def test_a_rollout_loop_reached_from_the_training_program_is_no_step_loop(tmp_path):
+    project = model(tmp_path, {
+        "trainer.py": """
+            class Trainer:
+                def make_experience(self, n):
+                    while len(self.store) < n:
+                        batch = next(self.prompt_iterator)
+                        self.store.append(self.generate(batch))
+
+                def learn(self, loader, opt):
+                    for epoch in range(10):
+                        for batch in loader:
+                            self.loss(batch).backward()
+                            opt.step()
+                        self.make_experience(64)
+        """,
+    })
+    scope = project.files["trainer.py"].scope("Trainer.make_experience")
+    assert project.reach[("trainer.py", "Trainer.make_experience")].rank == PROGRAM
+    assert project.step_loops("trainer.py", scope) == frozenset()
