@@ -21,6 +21,7 @@ import ast
 import re
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gpulint.linter.regions import code_of, split_units, stand_in
 from gpulint.project.local import MODULE_SCOPE, FileLocal, Scope, analyze, module_aliases, text_step_flags
@@ -33,6 +34,12 @@ _ENTRY_TEXT = re.compile(
 )
 
 
+_SETS_ATTRIBUTE = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?=(?!=)")
+
+
+_ENTRY_WORDS = ("backward", "zero_grad", ".step", "next(", "oader", "batches", "iterator", "prefetcher", "data")
+
+
 @dataclass
 class Definition:
     qualname: str  # "train", "Trainer.step", "Outer.Inner"
@@ -43,9 +50,17 @@ class Definition:
     is_class: bool
     code: str = ""  # its text without docstrings and comments
 
-    @property
+    @cached_property
     def may_enter(self) -> bool:
-        return not self.is_class and _ENTRY_TEXT.search(self.code) is not None
+        code = self.code
+        if self.is_class or not any(word in code for word in _ENTRY_WORDS):
+            return False
+        return _ENTRY_TEXT.search(code) is not None
+
+    @cached_property
+    def sets_attributes(self) -> frozenset[str]:
+        """The attributes it assigns (`self.ema = ...`): where to look for the classes an object holds."""
+        return frozenset(_SETS_ATTRIBUTE.findall(self.code)) if "self." in self.code else frozenset()
 
 
 @dataclass
@@ -97,16 +112,18 @@ class ModuleIndex:
     def _analyse(self, definition: Definition) -> dict[str, Scope]:
         lines = self.lines[definition.start:definition.end]
         if definition.cls:
-            # Blank lines, then a stand-in class of the member's own class, so the member sits on its own lines.
-            padded = "\n" * (definition.start - 1) + f"class {definition.cls}:\n" + "\n".join(lines)
+            # Inside a stand-in class of the member's own class, so that it gets its qualified name; the walker
+            # adds the lines before it.
+            tree = _parse(f"class {definition.cls}:\n" + "\n".join(lines))
+            offset = definition.start - 1
         else:
-            padded = "\n" * definition.start + "\n".join(lines)
-        tree = _parse(padded)
+            tree = _parse("\n".join(lines))
+            offset = definition.start
         if tree is None:
             return {}
         local = analyze(tree, aliases=self.aliases, step_flags=self.step_flags,
-                        local_imports=any("import" in line for line in lines))
-        # Without the padding's module and stand-in class.
+                        local_imports=any("import" in line for line in lines), line_offset=offset)
+        # Without the stand-in's module and class.
         return {q: s for q, s in local.scopes.items() if s.kind != "module" and q != definition.cls}
 
 

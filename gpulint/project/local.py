@@ -474,6 +474,7 @@ class _Walker:
         shallow: bool = False,
     ) -> None:
         self.shallow = shallow  # walk one scope only, not the functions and classes nested in it
+        self.offset = 0  # added to every line: a definition parsed alone sits this many lines into its file
         self.aliases = aliases
         self.gates = extra_gates | frozenset(step_flags)
         self.values = _Values(aliases)
@@ -485,6 +486,15 @@ class _Walker:
     @property
     def scope(self) -> Scope:
         return self.stack[-1]
+
+    def _pos(self, node: ast.AST) -> Pos:
+        return (node.lineno + self.offset, node.col_offset)
+
+    def _end(self, node: ast.AST) -> Pos:
+        return ((node.end_lineno or node.lineno) + self.offset, node.end_col_offset or 0)
+
+    def _span(self, body: list[ast.stmt]) -> tuple[Pos, Pos]:
+        return self._pos(body[0]), self._end(body[-1])
 
     # -- scopes
     def run(self, tree: ast.Module) -> dict[str, Scope]:
@@ -542,10 +552,10 @@ class _Walker:
         )
         args = node.args
         params = tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
-        start = _pos(node.decorator_list[0]) if node.decorator_list else _pos(node)
+        start = self._pos(node.decorator_list[0]) if node.decorator_list else self._pos(node)
         scope = Scope(
             self._child_qualname(node.name), node.name, "function", parent.qualname,
-            cls=parent.qualname if parent.kind == "class" else "", line=node.lineno, start=start, end=_end(node),
+            cls=parent.qualname if parent.kind == "class" else "", line=node.lineno + self.offset, start=start, end=self._end(node),
             params=params, decorators=decorators, decorator_args=decorator_args,
             no_grad_decorated=any(resolve(d, self.aliases) in NO_GRAD for d in decorators if d),
         )
@@ -565,10 +575,10 @@ class _Walker:
         for base in node.bases:
             self._expr(base)
         parent = self.scope
-        start = _pos(node.decorator_list[0]) if node.decorator_list else _pos(node)
+        start = self._pos(node.decorator_list[0]) if node.decorator_list else self._pos(node)
         scope = Scope(
-            self._child_qualname(node.name), node.name, "class", parent.qualname, line=node.lineno, start=start,
-            end=_end(node), bases=tuple(dotted(b) or "" for b in node.bases),
+            self._child_qualname(node.name), node.name, "class", parent.qualname, line=node.lineno + self.offset, start=start,
+            end=self._end(node), bases=tuple(dotted(b) or "" for b in node.bases),
         )
         self._enter(scope)
         self.values.scopes.append({})
@@ -589,7 +599,7 @@ class _Walker:
                 and index + 1 < len(body)
             ):
                 exit_seen = True  # the first such `if` of a block gates the statements after it
-                self.scope.regions.append(Region("exit", _pos(body[index + 1]), _end(body[-1])))
+                self.scope.regions.append(Region("exit", self._pos(body[index + 1]), self._end(body[-1])))
 
     def _statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and self.shallow:
@@ -610,7 +620,7 @@ class _Walker:
                 if handler.type is not None:
                     self._expr(handler.type)
                 if handler.body:
-                    self.scope.regions.append(Region("error", *_body_span(handler.body)))
+                    self.scope.regions.append(Region("error", *self._span(handler.body)))
                 self._block(handler.body)
             self._block(node.orelse)
             self._block(node.finalbody)
@@ -685,7 +695,7 @@ class _Walker:
         scope = self.scope
         is_for = not isinstance(node, ast.While)
         self._expr(node.iter if is_for else node.test)
-        loop = Loop(node.lineno, _pos(node), no_grad=self.no_grad_depth > 0)
+        loop = Loop(node.lineno + self.offset, self._pos(node), no_grad=self.no_grad_depth > 0)
         if is_for:
             loop.iterates_loader = iterates_loader(node.iter)
             loop.label = dotted(_unwrapped(node.iter)) or ""
@@ -695,7 +705,7 @@ class _Walker:
         index = len(scope.loops)
         scope.loops.append(loop)
         if node.body:
-            scope.regions.append(Region("loop", *_body_span(node.body), loop=index))
+            scope.regions.append(Region("loop", *self._span(node.body), loop=index))
         self.loop_stack[-1].append(index)
         self._block(node.body)
         self.loop_stack[-1].pop()
@@ -711,7 +721,7 @@ class _Walker:
         for part, body in (("body", node.body), ("orelse", node.orelse)):
             if not body:
                 continue
-            span = _body_span(body)
+            span = self._span(body)
             if part == "body" and is_gate(test, self.gates) and flags is None:
                 scope.regions.append(Region("gate", *span))
             if part == "body" and flags:
@@ -756,7 +766,7 @@ class _Walker:
         func = dotted(node.func) or ""
         loops = self.loop_stack[-1]
         loop = loops[-1] if loops else -1
-        call = Call(node.lineno, _pos(node), func, loop)
+        call = Call(node.lineno + self.offset, self._pos(node), func, loop)
         call.arg_kinds = tuple(self.values.kind_of(a) for a in node.args if not isinstance(a, ast.Starred))
         call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) for k in node.keywords if k.arg)
         call.interval_args = tuple(
@@ -899,7 +909,7 @@ def find_step_flags(tree: ast.AST) -> set[str]:
 
 def analyze(
     tree: ast.Module, extra_gates: Iterable[str] = (), aliases: dict[str, str] | None = None,
-    step_flags: Iterable[str] | None = None, local_imports: bool = False,
+    step_flags: Iterable[str] | None = None, local_imports: bool = False, line_offset: int = 0,
 ) -> FileLocal:
     """Every scope of a parsed file (or of one definition parsed alone: `local_imports` adds the aliases its own
     imports make to the module's `aliases`), with its loops, regions and calls."""
@@ -910,5 +920,6 @@ def analyze(
         aliases = dict(aliases)
         import_aliases((n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))), aliases)
     flags = set(step_flags) if step_flags is not None else find_step_flags(tree)
-    scopes = _Walker(aliases, frozenset(extra_gates), flags).run(tree)
-    return FileLocal(scopes, flags, aliases)
+    walker = _Walker(aliases, frozenset(extra_gates), flags)
+    walker.offset = line_offset
+    return FileLocal(walker.run(tree), flags, aliases)

@@ -130,7 +130,8 @@ class Project:
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         self._return_kinds: dict[Key, str] = {}
         self.on_flags = frozenset(
-            (a or b).replace("-", "_") for ix in self.files.values() for a, b in _ON_FLAG.findall(ix.text)
+            (a or b).replace("-", "_") for ix in self.files.values() if "True" in ix.text or "store_false" in ix.text
+            for a, b in _ON_FLAG.findall(ix.text)
         )
         self.entries = False
         self._guesses: set[tuple] = set()
@@ -285,11 +286,10 @@ class Project:
             return self._attr_types[key]
         self._attr_types[key] = set()
         found: set[Target] = set()
-        pattern = re.compile(rf"self\.{re.escape(attr)}\s*(?::[^=\n]*)?=(?!=)")
         for klass in self.mro(cls):
             ix = self.files[klass.path]
             for definition in ix.definitions.values():
-                if definition.cls == klass.qualname and pattern.search(definition.code):
+                if definition.cls == klass.qualname and attr in definition.sets_attributes:
                     scope = ix.scope(definition.qualname)
                     if scope is not None:
                         found |= self._assigned_types(klass.path, scope, f"self.{attr}", depth=1)
