@@ -169,14 +169,16 @@ _registry: list[type[Rule]] | None = None
 
 
 def all_rules() -> list[type[Rule]]:
-    """Every rule class in the modules of the `gpulint.rules` package, sorted by code (imported once)."""
+    """Every rule class in the modules of the `gpulint.rules` package and its family sub-packages (`gpulint.rules.sync`),
+    sorted by code (imported once)."""
     global _registry
     if _registry is None:
         import gpulint.rules as package
 
         found: dict[str, type[Rule]] = {}
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            module = importlib.import_module(f"{package.__name__}.{info.name}")
+        modules = pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")
+        for info in sorted(modules, key=lambda i: i.name):
+            module = importlib.import_module(info.name)
             for obj in vars(module).values():
                 if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__ and "code" in vars(obj):
                     _check_rule_class(obj, found)
