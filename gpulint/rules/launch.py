@@ -9,19 +9,18 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from gpulint.linter.context import is_cold_function_name
-from gpulint.linter.names import last_name
+from gpulint.linter.names import last_name, name_parts, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
+from gpulint.rules.common import is_false, is_true, keyword_arg, new_keyword_arg
+from gpulint.rules.examples import training_script
 from gpulint.rules.per_tensor import (
     PARAM_FOR_STATEMENT,
     PARAM_TRIGGERS,
     UPDATE_WORDS,
     binds_tensor_dict,
     has_loop,
-    in_step,
-    name_parts,
-    rarely_runs,
+    in_test_error_or_one_off_code,
     scan_model_tensor_for,
-    target_names,
 )
 
 if TYPE_CHECKING:
@@ -95,7 +94,7 @@ class _WhereItRuns(Rule):
         self, node: cst.CSTNode, message: str | None = None, fix: Sequence[Replace] = (), unsafe: bool = False
     ) -> None:
         function = self.context.enclosing_function()
-        if rarely_runs(self.context):
+        if in_test_error_or_one_off_code(self.context):
             return
         if function is None:
             self.report(node, message, when="per_step", fix=fix, unsafe_fix=unsafe)
@@ -159,29 +158,29 @@ class PerParameterUpdateLoop(_WhereItRuns):
         "functions, loops that sort tensors into lists for a `torch._foreach_*` call, and loops under a logging gate.",
     )
     valid = (
-        in_step("with torch.no_grad():\n"
+        training_script("with torch.no_grad():\n"
                 "    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 0.001)"),
         ("import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
          "        for p in self.parameters():\n            p.data.mul_(0.5)\n"),
-        in_step("for p in model.parameters():\n    p.grad = None"),
-        in_step("grads = []\nfor p in model.parameters():\n    if p.grad is not None:\n        grads.append(p.grad)\n"
+        training_script("for p in model.parameters():\n    p.grad = None"),
+        training_script("grads = []\nfor p in model.parameters():\n    if p.grad is not None:\n        grads.append(p.grad)\n"
                 "torch._foreach_mul_(grads, 0.5)"),
         ("import torch\n\ndef load_weights(dst, src):\n    for a, b in zip(dst.parameters(), src.parameters()):\n"
          "        a.copy_(b)\n"),
-        in_step("for group in optimizer.param_groups:\n    group[\"lr\"] = group[\"lr\"] * 0.99"),
+        training_script("for group in optimizer.param_groups:\n    group[\"lr\"] = group[\"lr\"] * 0.99"),
         ("import torch\n\ndef scale_module(module, scale):\n    for p in module.parameters():\n"
          "        p.detach().mul_(scale)\n    return module\n"),
     )
     invalid = (
-        Invalid(in_step("with torch.no_grad():\n    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
+        Invalid(training_script("with torch.no_grad():\n    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
                         "        ema_p.mul_(0.999).add_(p, alpha=0.001)")),
-        Invalid(in_step("with torch.no_grad():\n    for p in model.parameters():\n        p.data -= 0.01 * p.grad")),
+        Invalid(training_script("with torch.no_grad():\n    for p in model.parameters():\n        p.data -= 0.01 * p.grad")),
         Invalid(
             "import torch\n\nclass ModelEma:\n    def update(self, model, decay):\n        with torch.no_grad():\n"
             "            for ema_v, model_v in zip(self.module.state_dict().values(), model.state_dict().values()):\n"
             "                ema_v.copy_(ema_v * decay + (1.0 - decay) * model_v)\n"
         ),
-        Invalid(in_step("for p in model.parameters():\n    if p.grad is not None:\n        p.grad.zero_()")),
+        Invalid(training_script("for p in model.parameters():\n    if p.grad is not None:\n        p.grad.zero_()")),
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -209,29 +208,6 @@ class PerParameterUpdateLoop(_WhereItRuns):
         zipped = isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip" and len(node.iter.args) >= 2
         if scan.touches_grad or scan.blends or zipped or scan.stores_state or scan.in_update_function:
             self._report_where_it_runs(node.iter)
-
-
-def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
-
-
-_TIGHT_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-
-
-def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
-    """`name=value`, spelled the PEP 8 way."""
-    return cst.Arg(value, keyword=cst.Name(name), equal=_TIGHT_EQUAL)
-
-
-def _is_false(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "False"
-
-
-def _is_true(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "True"
 
 
 def _without_arg(call: cst.Call, removed: cst.Arg) -> cst.Call:
@@ -272,8 +248,8 @@ class ForeachDisabled(Rule):
             fixed="import torch\n\noptimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)\n",
         ),
         Invalid(
-            in_step("torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)"),
-            fixed=in_step("torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
+            training_script("torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)"),
+            fixed=training_script("torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
         ),
         Invalid(
             "import torch\n\nopt = torch.optim.SGD(\n    model.parameters(),\n    foreach=False,\n    lr=0.1,\n)\n",
@@ -282,16 +258,18 @@ class ForeachDisabled(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        arg = _keyword(node, "foreach")
-        if arg is not None and _is_false(arg.value) and not self.context.in_tests:
+        arg = keyword_arg(node, "foreach")
+        if arg is not None and is_false(arg.value) and not self.context.in_tests:
             self.report(arg, when="always", fix=[Replace(node, _without_arg(node, arg))], unsafe_fix=True)
 
 
 def _zeroing_step(zero_grad: str) -> str:
-    """A training loop that zeroes the gradients with `zero_grad` at the start of each step."""
+    """A training script (as `training_script`'s, for the same harnesses) that zeroes the gradients with `zero_grad` at
+    the start of each step."""
     return (
-        "import torch\n\ndef train(model, loader, optimizer, writer):\n    for step, batch in enumerate(loader):\n"
-        f"        {zero_grad}\n        loss = model(batch)\n        loss.backward()\n        optimizer.step()\n"
+        "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer, device):\n"
+        "    for step, (x, y) in enumerate(loader):\n"
+        f"        {zero_grad}\n        loss = F.cross_entropy(model(x), y)\n        loss.backward()\n        optimizer.step()\n"
     )
 
 
@@ -331,10 +309,10 @@ class ZeroGradKeepsTensors(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if last_name(node.func) != "zero_grad" or not isinstance(node.func, cst.Attribute) or self.context.in_tests:
             return
-        arg = _keyword(node, "set_to_none")
+        arg = keyword_arg(node, "set_to_none")
         if arg is None and node.args and node.args[0].keyword is None:
             arg = node.args[0]
-        if arg is not None and _is_false(arg.value):
+        if arg is not None and is_false(arg.value):
             self.report(node, when="training", fix=[Replace(arg.value, "True")], unsafe_fix=True)
 
 
@@ -405,24 +383,24 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         "named like a dtype it is not flagged. Zero-element tensors and pinned staging buffers are skipped.",
     )
     valid = (
-        in_step("pos = torch.arange(128, device=\"cuda\")"),
+        training_script("pos = torch.arange(128, device=\"cuda\")"),
         "import torch\n\nbuf = torch.zeros(1024).cuda()\n",
-        in_step("x = torch.zeros(4).to(torch.float16)"),
-        in_step("x = torch.tensor([1, 2, 3]).to(\"cpu\")"),
+        training_script("x = torch.zeros(4).to(torch.float16)"),
+        training_script("x = torch.tensor([1, 2, 3]).to(\"cpu\")"),
         ("import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
          "        return x + torch.arange(x.size(1), device=x.device)\n"),
         ("import torch\n\ndef train(model, loader, opt, rank):\n    total = torch.zeros(2).to(rank)\n"
          "    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"),
-        in_step("out = torch.empty(0).to(batch.device)"),
-        in_step("buf = torch.ByteTensor(storage).to(\"cuda\")"),
-        in_step("pos = torch.arange(64, device=batch.device).type_as(loss)"),
-        in_step("if len(state) == 0:\n    state[\"row\"] = torch.zeros(64).to(loss)"),
-        in_step("labels = torch.arange(8)\nlabels = batch_labels\nlabels = labels.to(device)"),
+        training_script("out = torch.empty(0).to(x.device)"),
+        training_script("buf = torch.ByteTensor(storage).to(\"cuda\")"),
+        training_script("pos = torch.arange(64, device=x.device).type_as(loss)"),
+        training_script("if len(state) == 0:\n    state[\"row\"] = torch.zeros(64).to(loss)"),
+        training_script("labels = torch.arange(8)\nlabels = batch_labels\nlabels = labels.to(device)"),
     )
     invalid = (
         Invalid(
-            in_step("mask = torch.ones(8, 8).cuda()"),
-            fixed=in_step("mask = torch.ones(8, 8, device=\"cuda\")"),
+            training_script("mask = torch.ones(8, 8).cuda()"),
+            fixed=training_script("mask = torch.ones(8, 8, device=\"cuda\")"),
         ),
         Invalid(
             "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
@@ -431,21 +409,21 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
             "        return x + torch.arange(x.size(1), device=x.device)\n",
         ),
         Invalid(
-            in_step("noise = torch.randn(4, 16).to(device, non_blocking=True)"),
-            fixed=in_step("noise = torch.randn(4, 16, device=device)"),
+            training_script("noise = torch.randn(4, 16).to(device, non_blocking=True)"),
+            fixed=training_script("noise = torch.randn(4, 16, device=device)"),
         ),
         Invalid(
-            in_step("acc = torch.zeros(2).cuda(local_rank)"),
-            fixed=in_step("acc = torch.zeros(2, device=local_rank)"),
+            training_script("acc = torch.zeros(2).cuda(local_rank)"),
+            fixed=training_script("acc = torch.zeros(2, device=local_rank)"),
         ),
-        Invalid(in_step("z = torch.zeros(3, device=\"cpu\").cuda()")),
-        Invalid(in_step("target = torch.LongTensor(16).random_(8).to(device)")),
+        Invalid(training_script("z = torch.zeros(3, device=\"cpu\").cuda()")),
+        Invalid(training_script("target = torch.LongTensor(16).random_(8).to(device)")),
         Invalid(
-            in_step("idx = torch.arange(16).view(-1, 1).to(device)"),
-            fixed=in_step("idx = torch.arange(16, device=device).view(-1, 1)"),
+            training_script("idx = torch.arange(16).view(-1, 1).to(device)"),
+            fixed=training_script("idx = torch.arange(16, device=device).view(-1, 1)"),
         ),
-        Invalid(in_step("labels = (torch.arange(8, dtype=torch.long) + 8 * rank).cuda()")),
-        Invalid(in_step("labels = torch.cat([torch.arange(8) for _ in range(2)])\n"
+        Invalid(training_script("labels = (torch.arange(8, dtype=torch.long) + 8 * rank).cuda()")),
+        Invalid(training_script("labels = torch.cat([torch.arange(8) for _ in range(2)])\n"
                         "labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()\nlabels = labels.to(device)")),
         Invalid(
             "import numpy as np\nimport torch\n\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
@@ -480,7 +458,7 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
         if device is None:
             return
         fix: list[Replace] = []
-        if kind and _keyword(factory, "device") is None and isinstance(device, cst.BaseExpression):
+        if kind and keyword_arg(factory, "device") is None and isinstance(device, cst.BaseExpression):
             on_device = self._with_device(factory, node, func.attr.value, device)
             created = func.value  # the factory call, or the factory followed by reshapes / casts
             fix = [Replace(node, on_device if created is factory else created.deep_replace(factory, on_device))]
@@ -567,9 +545,9 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
             return None  # `torch.ByteTensor(storage)` copies data; only a fill after it (above) makes it a factory
         if kind not in DETERMINISTIC_FACTORIES and kind not in RANDOM_FACTORIES:
             return None
-        if _keyword(expr, "pin_memory") is not None:
+        if keyword_arg(expr, "pin_memory") is not None:
             return None  # staged in pinned memory on purpose
-        device = _keyword(expr, "device")
+        device = keyword_arg(expr, "device")
         if device is not None and self._device_verdict(device.value) is not None:
             return None  # already created on a device; the move is a cast (`.type_as(x)`) or a no-op
         if expr.args and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0" and kind != "full":
@@ -582,12 +560,12 @@ class CreatedOnCpuThenMoved(_WhereItRuns):
 
     @staticmethod
     def _with_device(factory: cst.Call, move: cst.Call, method: str, device: cst.BaseExpression) -> cst.Call:
-        extra = [_kwarg("device", device)]
+        extra = [new_keyword_arg("device", device)]
         if method == "type_as":
             other = move.args[0].value
             extra = [
-                _kwarg("dtype", cst.Attribute(other, cst.Name("dtype"))),
-                _kwarg("device", cst.Attribute(other, cst.Name("device"))),
+                new_keyword_arg("dtype", cst.Attribute(other, cst.Name("dtype"))),
+                new_keyword_arg("device", cst.Attribute(other, cst.Name("device"))),
             ]
         args = list(factory.args)
         if args:
@@ -669,12 +647,12 @@ class ConstructionInStep(Rule):
     valid = (
         ("import torch\n\ndef train(model, loader):\n    opt = torch.optim.AdamW(model.parameters())\n"
          "    model = torch.compile(model)\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"),
-        in_step("if step == 1000:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)"),
-        in_step("if compiled is None:\n    compiled = torch.compile(model)"),
+        training_script("if step == 1000:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)"),
+        training_script("if compiled is None:\n    compiled = torch.compile(model)"),
     )
     invalid = (
-        Invalid(in_step("fast = torch.compile(model)")),
-        Invalid(in_step("opt2 = torch.optim.Adam(model.parameters(), lr=1e-3)")),
+        Invalid(training_script("fast = torch.compile(model)")),
+        Invalid(training_script("opt2 = torch.optim.Adam(model.parameters(), lr=1e-3)")),
         Invalid(
             "import torch\nfrom torch.utils.data import DataLoader\n\ndef train(model, dataset, opt):\n"
             "    for epoch in range(3):\n        for i in range(100):\n"
@@ -750,12 +728,12 @@ class AnomalyDetectionOn(Rule):
         if self.context.in_tests or _under_any_if(self.context):
             return
         if name == "torch.autograd.set_detect_anomaly":
-            mode = _keyword(node, "mode") or (node.args[0] if node.args and node.args[0].keyword is None else None)
-            if mode is not None and _is_true(mode.value):
+            mode = keyword_arg(node, "mode") or (node.args[0] if node.args and node.args[0].keyword is None else None)
+            if mode is not None and is_true(mode.value):
                 self.report(node, when="always", fix=[Replace(mode.value, "False")], unsafe_fix=True)
         elif name in ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"):
-            check = _keyword(node, "check_nan")
-            if check is None or not _is_false(check.value):
+            check = keyword_arg(node, "check_nan")
+            if check is None or not is_false(check.value):
                 self.report(node, when="always")
 
 
@@ -806,9 +784,9 @@ class AlwaysOnProfiler(Rule):
             return
         if self.context.in_tests or _under_any_if(self.context):
             return
-        if _keyword(node, "schedule") is not None:
+        if keyword_arg(node, "schedule") is not None:
             return
-        enabled = _keyword(node, "enabled")
-        if enabled is not None and not _is_true(enabled.value):
+        enabled = keyword_arg(node, "enabled")
+        if enabled is not None and not is_true(enabled.value):
             return
         self.report(node, when="training")

@@ -10,21 +10,7 @@ import libcst as cst
 from gpulint.linter.names import callee_method, dotted_name, last_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
-
-_TRAIN_LOOP = """import torch
-
-def train(model, loader, optimizer, criterion, device):
-    total = 0.0
-    for step, (x, y) in enumerate(loader):
-        x, y = x.to(device), y.to(device)
-        optimizer.zero_grad()
-        out = model(x)
-        loss = criterion(out, y)
-        loss.backward()
-        optimizer.step()
-{body}
-    return total
-"""
+from gpulint.rules.examples import training_script
 
 
 class _MetricRule(Rule):
@@ -55,11 +41,6 @@ def _in_parameter_loop(ancestors) -> bool:
         if isinstance(node, (cst.FunctionDef, cst.While)):
             return False
     return False
-
-
-def _in_loop(body: str, header: str = "") -> str:
-    """A small training script whose step loop ends with `body` (indented into the loop)."""
-    return header + _TRAIN_LOOP.format(body="\n".join("        " + line for line in body.splitlines()))
 
 
 # Tensor methods whose result is still a tensor on the receiver's device.
@@ -221,21 +202,21 @@ class ItemAccumulator(_MetricRule):
         "loop that is not the training step but is called from it with a name gpulint cannot see is cold.",
     )
     valid = (
-        _in_loop("total += loss.detach()\nif step % 100 == 0:\n    print(total.item() / 100)"),
-        _in_loop("if step % 100 == 0:\n    total += loss.item()"),
-        _in_loop("host = loss.detach().cpu()\ntotal += host.item()"),
-        _in_loop("total += x.size(0)"),
-        _in_loop("sqsum = 0.0\nfor p in model.parameters():\n    sqsum += (p.grad ** 2).sum().item()"),
+        training_script("total += loss.detach()\nif step % 100 == 0:\n    print(total.item() / 100)"),
+        training_script("if step % 100 == 0:\n    total += loss.item()"),
+        training_script("host = loss.detach().cpu()\ntotal += host.item()"),
+        training_script("total += x.size(0)"),
+        training_script("sqsum = 0.0\nfor p in model.parameters():\n    sqsum += (p.grad ** 2).sum().item()"),
         "import torch\n\ndef evaluate(model, loader, criterion):\n    total = 0.0\n    with torch.no_grad():\n"
         "        for x, y in loader:\n            total += criterion(model(x), y).item()\n    return total\n",
     )
     invalid = (
-        Invalid(_in_loop("total += loss.item()"), fixed=_in_loop("total += loss.detach()")),
-        Invalid(_in_loop("total += float(loss)"), fixed=_in_loop("total += loss.detach()")),
-        Invalid(_in_loop("total = total + loss.item()"), fixed=_in_loop("total = total + loss.detach()")),
-        Invalid(_in_loop("total += x.size(0) * loss.item()")),
-        Invalid(_in_loop("step_loss = loss.detach().clone().item()\ntotal += step_loss")),
-        Invalid(_in_loop("total += loss.detach().cpu().numpy()")),
+        Invalid(training_script("total += loss.item()"), fixed=training_script("total += loss.detach()")),
+        Invalid(training_script("total += float(loss)"), fixed=training_script("total += loss.detach()")),
+        Invalid(training_script("total = total + loss.item()"), fixed=training_script("total = total + loss.detach()")),
+        Invalid(training_script("total += x.size(0) * loss.item()")),
+        Invalid(training_script("step_loss = loss.detach().clone().item()\ntotal += step_loss")),
+        Invalid(training_script("total += loss.detach().cpu().numpy()")),
     )
 
     def __init__(self, context) -> None:
@@ -334,29 +315,29 @@ class ItemIntoMeter(_MetricRule):
         "`update` is itself a logger call every step are a GPL4xx sync as well.",
     )
     valid = (
-        _in_loop("losses.update(loss.detach(), x.size(0))"),
-        _in_loop("if step % 10 == 0:\n    losses.update(loss.item(), x.size(0))"),
-        _in_loop("history.append(step)"),
-        _in_loop("running_loss.update(loss.detach())\nmetric_logger.update(lr=optimizer.param_groups[0]['lr'])"),
-        _in_loop("loss_meter.update(loss.detach())\nmetric_logger.update(loss_scale_value=scaler.get_scale())"),
-        _in_loop("wandb_log_metrics({'loss': loss.item()})"),
-        _in_loop("cache = {}\ncache['loss'] = loss.detach()\nlosses = {}\nlosses['n'] = x.size(0)"),
+        training_script("losses.update(loss.detach(), x.size(0))"),
+        training_script("if step % 10 == 0:\n    losses.update(loss.item(), x.size(0))"),
+        training_script("history.append(step)"),
+        training_script("running_loss.update(loss.detach())\nmetric_logger.update(lr=optimizer.param_groups[0]['lr'])"),
+        training_script("loss_meter.update(loss.detach())\nmetric_logger.update(loss_scale_value=scaler.get_scale())"),
+        training_script("wandb_log_metrics({'loss': loss.item()})"),
+        training_script("cache = {}\ncache['loss'] = loss.detach()\nlosses = {}\nlosses['n'] = x.size(0)"),
         "import torch\n\n@torch.no_grad()\ndef validate(model, loader, criterion, losses):\n    for x, y in loader:\n"
         "        losses.update(criterion(model(x), y).item(), x.size(0))\n",
     )
     invalid = (
-        Invalid(_in_loop("losses.update(loss.item(), x.size(0))")),
-        Invalid(_in_loop("metric_logger.update(loss=loss.item())")),
-        Invalid(_in_loop("history.append(loss.item())")),
-        Invalid(_in_loop("preds.extend(out.argmax(1).tolist())")),
-        Invalid(_in_loop("losses.update(loss.item() * accum_steps, x.size(0))")),
-        Invalid(_in_loop("loss_value = loss.item()\nmetric_logger.update(loss=loss_value)")),
-        Invalid(_in_loop("if mixup is None:\n    class_acc = (out.argmax(-1) == y).float().mean()\nelse:\n"
+        Invalid(training_script("losses.update(loss.item(), x.size(0))")),
+        Invalid(training_script("metric_logger.update(loss=loss.item())")),
+        Invalid(training_script("history.append(loss.item())")),
+        Invalid(training_script("preds.extend(out.argmax(1).tolist())")),
+        Invalid(training_script("losses.update(loss.item() * accum_steps, x.size(0))")),
+        Invalid(training_script("loss_value = loss.item()\nmetric_logger.update(loss=loss_value)")),
+        Invalid(training_script("if mixup is None:\n    class_acc = (out.argmax(-1) == y).float().mean()\nelse:\n"
                          "    class_acc = None\nmetric_logger.update(class_acc=class_acc)")),
-        Invalid(_in_loop("stats = self._stats(x.size(0), loss.sum().item())")),
-        Invalid(_in_loop("n_correct = (out.argmax(-1) == y).sum().item()\nreport = Statistics(n_correct, x.size(0))")),
-        Invalid(_in_loop("l, a = loss.item(), out.max().item()\nmeter.update_stats(l, a)"), count=2),
-        Invalid(_in_loop("logs = {}\nlogs['train/loss'] = loss.item()\nif step % 10 == 0:\n    print(logs)")),
+        Invalid(training_script("stats = self._stats(x.size(0), loss.sum().item())")),
+        Invalid(training_script("n_correct = (out.argmax(-1) == y).sum().item()\nreport = Statistics(n_correct, x.size(0))")),
+        Invalid(training_script("l, a = loss.item(), out.max().item()\nmeter.update_stats(l, a)"), count=2),
+        Invalid(training_script("logs = {}\nlogs['train/loss'] = loss.item()\nif step % 10 == 0:\n    print(logs)")),
     )
 
     def __init__(self, context) -> None:
@@ -572,15 +553,15 @@ class PerClassMetricLoop(_LoopFactsRule):
         "transfer in the same function.",
     )
     valid = (
-        _in_loop("correct += (out.argmax(1) == y).sum()"),
-        _in_loop("labels = y.tolist()\npreds = out.argmax(1).tolist()\nfor p, t in zip(preds, labels):\n    if p == t:\n"
+        training_script("correct += (out.argmax(1) == y).sum()"),
+        training_script("labels = y.tolist()\npreds = out.argmax(1).tolist()\nfor p, t in zip(preds, labels):\n    if p == t:\n"
                  "        hits += 1"),
-        _in_loop("for c in range(10):\n    print(c)"),
-        _in_loop("for r in range(rounds):\n    sync = r == rounds - 1\n    out.sum().backward()"),
+        training_script("for c in range(10):\n    print(c)"),
+        training_script("for r in range(rounds):\n    sync = r == rounds - 1\n    out.sum().backward()"),
     )
     invalid = (
-        Invalid(_in_loop("pred = out.argmax(1)\nfor c in range(10):\n    correct[c] += ((pred == c) & (y == c)).sum()")),
-        Invalid(_in_loop("pred = out.argmax(1)\nfor p, t in zip(pred, y):\n    if p == t:\n        hits += 1")),
+        Invalid(training_script("pred = out.argmax(1)\nfor c in range(10):\n    correct[c] += ((pred == c) & (y == c)).sum()")),
+        Invalid(training_script("pred = out.argmax(1)\nfor p, t in zip(pred, y):\n    if p == t:\n        hits += 1")),
     )
 
     def wants(self, node: cst.For) -> bool:
@@ -622,21 +603,21 @@ class PerElementLoop(_LoopFactsRule):
         "sequential by nature and not flagged.",
     )
     valid = (
-        _in_loop("losses = criterion(out, y)"),
-        _in_loop("names = batch_names\nfor i in range(len(names)):\n    print(names[i])"),
-        _in_loop("grid = x.cpu().numpy()\nfor i, n in enumerate(lengths):\n    grid[i, n:] = 0"),
-        _in_loop("chain = x[0]\nfor i in range(1, x.shape[0]):\n    chain = x[i] @ chain"),
+        training_script("losses = criterion(out, y)"),
+        training_script("names = batch_names\nfor i in range(len(names)):\n    print(names[i])"),
+        training_script("grid = x.cpu().numpy()\nfor i, n in enumerate(lengths):\n    grid[i, n:] = 0"),
+        training_script("chain = x[0]\nfor i in range(1, x.shape[0]):\n    chain = x[i] @ chain"),
         "import torch\n\nclass TextCollate:\n    def __call__(self, batch):\n"
         "        padded = torch.zeros(len(batch), 50, dtype=torch.long)\n        for i, text in enumerate(batch):\n"
         "            padded[i, :text.size(0)] = text\n        return padded\n",
         "import torch\n\ndef evaluate(model, x):\n    for i in range(x.size(0)):\n        print(model(x[i]))\n",
     )
     invalid = (
-        Invalid(_in_loop("for i in range(out.size(0)):\n    total = total + criterion(out[i], y[i])")),
-        Invalid(_in_loop("for i in range(x.shape[0]):\n    x[i] = x[i] / x[i].norm()")),
-        Invalid(_in_loop("labels = y.clone()\nfor i, n in enumerate(lengths):\n    labels[i, n:] = -100")),
-        Invalid(_in_loop("bs = x.size(0)\nfor b in range(bs):\n    picks.append(torch.multinomial(out[b].softmax(-1), 1))")),
-        Invalid(_in_loop("n, t, d = out.shape\nfor i in range(n):\n    kept = out[i][y[i] > 0]")),
+        Invalid(training_script("for i in range(out.size(0)):\n    total = total + criterion(out[i], y[i])")),
+        Invalid(training_script("for i in range(x.shape[0]):\n    x[i] = x[i] / x[i].norm()")),
+        Invalid(training_script("labels = y.clone()\nfor i, n in enumerate(lengths):\n    labels[i, n:] = -100")),
+        Invalid(training_script("bs = x.size(0)\nfor b in range(bs):\n    picks.append(torch.multinomial(out[b].softmax(-1), 1))")),
+        Invalid(training_script("n, t, d = out.shape\nfor i in range(n):\n    kept = out[i][y[i] > 0]")),
     )
 
     row_message = "`{tensor}[i, ...] = ...` in a Python loop writes one row per iteration, a kernel launch each; build the mask or values once and write them in one op"
@@ -806,16 +787,16 @@ class TensorGrownByCat(_MetricRule):
         "algorithm); a loop known to run only a couple of times is harmless.",
     )
     valid = (
-        _in_loop("parts.append(out.argmax(1))"),
+        training_script("parts.append(out.argmax(1))"),
         "import torch\n\ndef train(model, loader, optimizer):\n    for x, y in loader:\n        x = torch.cat([x, x])\n"
         "        model(x).sum().backward()\n        optimizer.step()\n",
         "import torch\n\ndef evaluate(model, loader):\n    preds = torch.empty(0)\n    for x, y in loader:\n"
         "        preds = torch.cat([preds, model(x)])\n    return preds\n",
-        _in_loop("if step % 250 == 0:\n    seq = x[:1]\n    with torch.no_grad():\n        while seq.size(1) < 64:\n"
+        training_script("if step % 250 == 0:\n    seq = x[:1]\n    with torch.no_grad():\n        while seq.size(1) < 64:\n"
                  "            seq = torch.cat((seq, model(seq)[:, -1:].argmax(-1)), dim=1)"),
     )
     invalid = (
-        Invalid(_in_loop("preds = torch.cat([preds, out.argmax(1)])")),
+        Invalid(training_script("preds = torch.cat([preds, out.argmax(1)])")),
         Invalid(
             "import torch\n\ndef embed_all(encoder, chunks):\n    out = torch.empty(0, 8)\n    for chunk in chunks:\n"
             "        out = torch.cat((out, encoder(chunk)), dim=0)\n    return out\n"
@@ -890,13 +871,13 @@ class TensorFromScalars(_MetricRule):
         "element named like a loss whose value is in fact a Python float would be.",
     )
     valid = (
-        _in_loop("stats = torch.stack([loss.detach(), out.sum().detach()])"),
-        _in_loop("counts = torch.tensor([step, x.size(0)], device='cuda')"),
+        training_script("stats = torch.stack([loss.detach(), out.sum().detach()])"),
+        training_script("counts = torch.tensor([step, x.size(0)], device='cuda')"),
         "import torch\n\ndef setup(n):\n    return torch.tensor([0.5, n])\n",
     )
     invalid = (
-        Invalid(_in_loop("stats = torch.tensor([loss.item(), x.size(0)], device='cuda')")),
-        Invalid(_in_loop("stats = torch.tensor([loss, out.sum()])")),
+        Invalid(training_script("stats = torch.tensor([loss.item(), x.size(0)], device='cuda')")),
+        Invalid(training_script("stats = torch.tensor([loss, out.sum()])")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -961,18 +942,18 @@ class HostMetricEveryStep(_MetricRule):
         "fed to numpy functions are not flagged; sklearn metrics in the step always are.",
     )
     valid = (
-        _in_loop("acc = (out.argmax(1) == y).float().mean()"),
-        _in_loop("if step % 100 == 0:\n    acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
+        training_script("acc = (out.argmax(1) == y).float().mean()"),
+        training_script("if step % 100 == 0:\n    acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
                  header="from sklearn.metrics import accuracy_score\n"),
         "import numpy as np\nimport torch\n\ndef evaluate(model, loader):\n    with torch.no_grad():\n"
         "        for x, y in loader:\n            print(np.mean(model(x).cpu().numpy() == y.numpy()))\n",
     )
     invalid = (
-        Invalid(_in_loop("acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
+        Invalid(training_script("acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
                          header="from sklearn.metrics import accuracy_score\n")),
-        Invalid(_in_loop("acc = np.mean(out.argmax(1).cpu().numpy() == y.cpu().numpy())", header="import numpy as np\n")),
-        Invalid(_in_loop("acc = (out.argmax(1).cpu().numpy() == y.cpu().numpy()).mean()")),
-        Invalid(_in_loop("for t, l in zip(y.cpu().numpy(), out.detach().cpu().numpy()):\n    meters[int(t)].add(l)")),
+        Invalid(training_script("acc = np.mean(out.argmax(1).cpu().numpy() == y.cpu().numpy())", header="import numpy as np\n")),
+        Invalid(training_script("acc = (out.argmax(1).cpu().numpy() == y.cpu().numpy()).mean()")),
+        Invalid(training_script("for t, l in zip(y.cpu().numpy(), out.detach().cpu().numpy()):\n    meters[int(t)].add(l)")),
     )
 
     def __init__(self, context) -> None:

@@ -15,6 +15,7 @@ import libcst as cst
 from gpulint.linter.names import callee_method, dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, Replace, Report, Rule, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor, descendants
+from gpulint.rules.common import is_true, keyword_arg
 
 # A name that says it holds a sequence length (`MAX_LEN`, `max_seq_length`, `self.max_length`, `SEQ_LEN`).
 _LENGTH_PARTS = frozenset({"len", "length", "seq", "seqlen", "maxlen", "tokens", "words"})
@@ -100,13 +101,6 @@ def _is_eval_split(name: str) -> bool:
     return bool({p for p in re.split(r"[^a-z]+", name.lower()) if p} & _EVAL_SPLIT_PARTS)
 
 
-def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
-
-
 # What `PadToMaxLength.visit_Call` reports: `padding="max_length"`, `padding=PaddingStrategy.MAX_LENGTH`,
 # `pad_to_max_length=True`.
 _MAX_LENGTH_ARGUMENT = re.compile(
@@ -183,7 +177,7 @@ class PadToMaxLength(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         self.lengths.record(node)
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and isinstance(node.value, cst.Call):
-            split = _keyword(node.value, "split")
+            split = keyword_arg(node.value, "split")
             if split is not None and isinstance(split.value, cst.SimpleString) and _is_eval_split(split.value.raw_value):
                 self._eval_datasets.add(node.targets[0].target.value)
 
@@ -199,7 +193,7 @@ class PadToMaxLength(Rule):
             if keyword == "padding" and self._is_max_length(value):
                 if not self._dynamic_max_length(node):
                     self.report(arg, when="training", fix=[Replace(value, "True")], unsafe_fix=True)
-            elif keyword == "pad_to_max_length" and isinstance(value, cst.Name) and value.value == "True":
+            elif keyword == "pad_to_max_length" and is_true(value):
                 if not self._dynamic_max_length(node):
                     self.report(arg, when="training", fix=[Replace(arg, "padding=True")], unsafe_fix=True)
 
@@ -240,7 +234,7 @@ class PadToMaxLength(Rule):
         return isinstance(value, cst.Attribute) and value.attr.value == "MAX_LENGTH"
 
     def _dynamic_max_length(self, call: cst.Call) -> bool:
-        arg = _keyword(call, "max_length")
+        arg = keyword_arg(call, "max_length")
         return arg is not None and self.lengths.is_dynamic_local(arg.value)
 
 
@@ -561,7 +555,7 @@ _MASKING_METHODS = frozenset({"masked_fill", "masked_select", "masked_fill_"})
 
 
 def _reduction_none(call: cst.Call) -> bool:
-    arg = _keyword(call, "reduction")
+    arg = keyword_arg(call, "reduction")
     return arg is not None and isinstance(arg.value, cst.SimpleString) and arg.value.raw_value == "none"
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpulint.linter.context import METADATA_ATTRS, METADATA_METHODS
+from gpulint.linter.context import HOST_METHODS, METADATA_ATTRS, METADATA_METHODS
 from gpulint.linter.names import (
     dotted_name,
     last_name,
@@ -27,6 +27,8 @@ from gpulint.linter.names import (
 )
 from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
+from gpulint.rules.common import keyword_arg
+from gpulint.rules.examples import training_script
 
 if TYPE_CHECKING:
     from gpulint.linter.context import FileContext
@@ -93,8 +95,7 @@ TORCH_REDUCTIONS = frozenset(
         "torch.any", "torch.all", "torch.count_nonzero",
     }
 )
-# Methods and functions that bring a device value to the host.
-HOST_READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
+# Functions that bring a device value to the host (the methods are `HOST_METHODS`).
 HOST_READ_FUNCTIONS = frozenset(
     {
         "float", "int", "bool", "print", "add_scalar", "add_scalars", "add_histogram", "log", "log_dict", "log_metrics",
@@ -335,7 +336,8 @@ class _LoopBodyScanner(SyntaxVisitor):
             self._reduction()
         elif not resolved.startswith("torch.") and _names_a_norm(last_name(func) or ""):
             self._reduction()  # a helper such as `unitwise_norm(p.grad)` or `get_grad_norm(g)`
-        if _keyword_value(node, "out") is not None and self._on_tensor(_keyword_value(node, "out")):
+        out = keyword_arg(node, "out")
+        if out is not None and self._on_tensor(out.value):
             self._inplace(node)  # `torch.nan_to_num(p.grad, out=p.grad)`
 
     def _on_tensor(self, expr: cst.BaseExpression) -> bool:
@@ -415,7 +417,7 @@ class _LoopBodyScanner(SyntaxVisitor):
             if isinstance(node, cst.Call):
                 name = last_name(node.func)
                 if child is node.func:
-                    if isinstance(node.func, cst.Attribute) and name in HOST_READ_METHODS:
+                    if isinstance(node.func, cst.Attribute) and name in HOST_METHODS:
                         return True
                     continue
                 resolved = self.context.resolve(node.func) or ""
@@ -445,13 +447,6 @@ def _chain_has_attribute(expr: cst.BaseExpression, attribute: str) -> bool:
             expr = expr.func
         else:
             return False
-
-
-def _keyword_value(call: cst.Call, keyword: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    return None
 
 
 def _names_a_norm(name: str) -> bool:
@@ -522,23 +517,6 @@ def scan_model_tensor_comprehension(node: cst.CSTNode, context: FileContext) -> 
     return scan
 
 
-_TRAIN = """import torch
-
-def train(model, loader, optimizer, writer):
-    for step, batch in enumerate(loader):
-        loss = model(batch)
-        loss.backward()
-{body}
-        optimizer.step()
-        optimizer.zero_grad()
-"""
-
-
-def in_step(body: str) -> str:
-    """A small training script with `body` inside its step loop (after backward, before the optimizer step)."""
-    return _TRAIN.format(body="\n".join("        " + line if line else "" for line in body.splitlines()))
-
-
 # Function-name parts of the data pipeline (tokenization, collation, dataset items): its tensors are CPU tensors,
 # built by the tokenizer or in loader workers, so reading them costs no device sync.
 DATA_PIPELINE_PARTS = frozenset(
@@ -565,7 +543,7 @@ ONE_OFF_PARTS = frozenset(
 )
 
 
-def rarely_runs(context: FileContext) -> bool:
+def in_test_error_or_one_off_code(context: FileContext) -> bool:
     """Test code, an `except` handler (an error path), or a function named for one-off work."""
     if context.in_tests:
         return True
@@ -592,7 +570,7 @@ class _PerTensorRule(Rule):
                 self._torch_bound = True
 
     def _report_ungated(self, node: cst.CSTNode, message: str | None = None, **kwargs) -> None:
-        if self.context.gated_here(switches_gate=False) or in_data_pipeline(self.context) or rarely_runs(self.context):
+        if self.context.gated_here(switches_gate=False) or in_data_pipeline(self.context) or in_test_error_or_one_off_code(self.context):
             return
         self.report(node, message, when="training", **kwargs)
 
@@ -630,9 +608,9 @@ class PerTensorNormRead(_PerTensorRule):
         "its callers there: add `# noqa: GPL101` on the `for` line.",
     )
     valid = (
-        in_step("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
+        training_script("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
                 "norms = torch.stack(torch._foreach_norm(grads)).tolist()"),
-        in_step("if step % 100 == 0:\n    for name, p in model.named_parameters():\n"
+        training_script("if step % 100 == 0:\n    for name, p in model.named_parameters():\n"
                 "        writer.add_scalar(name, p.grad.norm().item(), step)"),
         "import torch\n\ndef evaluate(model):\n    for p in model.parameters():\n        print(p.norm().item())\n",
         "import torch\n\nmodel = build()\nn_params = sum(p.numel() for p in model.parameters())\n",
@@ -646,10 +624,10 @@ class PerTensorNormRead(_PerTensorRule):
             "            clip_coef = clip / (param_norm + 1e-6)\n            if clip_coef < 1:\n"
             "                p.grad.data.mul_(clip_coef)\n    return norms\n"
         ),
-        Invalid(in_step("for name, p in model.named_parameters():\n"
+        Invalid(training_script("for name, p in model.named_parameters():\n"
                         "    writer.add_scalar(f\"grad/{name}\", p.grad.norm().item(), step)")),
-        Invalid(in_step("norms = [p.grad.norm().item() for p in model.parameters()]")),
-        Invalid(in_step("for g in grads:\n    if torch.isnan(g).any():\n        raise RuntimeError(\"nan\")")),
+        Invalid(training_script("norms = [p.grad.norm().item() for p in model.parameters()]")),
+        Invalid(training_script("for g in grads:\n    if torch.isnan(g).any():\n        raise RuntimeError(\"nan\")")),
     )
 
     def visit_For(self, node: cst.For) -> None:
@@ -697,22 +675,22 @@ class PerTensorNormLoop(_PerTensorRule):
         "step); loops under a logging gate in the same function are not flagged.",
     )
     valid = (
-        in_step("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
+        training_script("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
                 "total = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
-        in_step("if step % 50 == 0:\n    total = sum(p.grad.norm() ** 2 for p in model.parameters())"),
+        training_script("if step % 50 == 0:\n    total = sum(p.grad.norm() ** 2 for p in model.parameters())"),
         "import torch\n\ndef init_weights(model):\n    for p in model.parameters():\n        p.data /= p.data.norm()\n",
     )
     invalid = (
         Invalid(
-            in_step("total = torch.norm(torch.stack([torch.norm(p.grad, 2) for p in model.parameters()]), 2)"),
-            fixed=in_step("total = torch.norm(torch.stack(torch._foreach_norm([p.grad for p in model.parameters()], 2)), 2)"),
+            training_script("total = torch.norm(torch.stack([torch.norm(p.grad, 2) for p in model.parameters()]), 2)"),
+            fixed=training_script("total = torch.norm(torch.stack(torch._foreach_norm([p.grad for p in model.parameters()], 2)), 2)"),
         ),
         Invalid(
-            in_step("norms = torch.stack([p.grad.detach().norm() for p in model.parameters() if p.grad is not None])"),
-            fixed=in_step("norms = torch.stack(torch._foreach_norm([p.grad.detach() for p in model.parameters() if p.grad is not None]))"),
+            training_script("norms = torch.stack([p.grad.detach().norm() for p in model.parameters() if p.grad is not None])"),
+            fixed=training_script("norms = torch.stack(torch._foreach_norm([p.grad.detach() for p in model.parameters() if p.grad is not None]))"),
         ),
-        Invalid(in_step("sq = 0.0\nfor p in model.parameters():\n    sq = sq + p.grad.pow(2).sum()")),
-        Invalid(in_step("l2 = sum(p.pow(2).sum() for p in model.parameters())")),
+        Invalid(training_script("sq = 0.0\nfor p in model.parameters():\n    sq = sq + p.grad.pow(2).sum()")),
+        Invalid(training_script("l2 = sum(p.pow(2).sum() for p in model.parameters())")),
     )
 
     def visit_For(self, node: cst.For) -> None:
@@ -793,21 +771,21 @@ class PerMetricLoggingLoop(_PerTensorRule):
         "logging gate in the same function are not flagged.",
     )
     valid = (
-        in_step("loss_dict = {\"ce\": loss.detach()}\nif step % 10 == 0:\n    for k, v in loss_dict.items():\n"
+        training_script("loss_dict = {\"ce\": loss.detach()}\nif step % 10 == 0:\n    for k, v in loss_dict.items():\n"
                 "        writer.add_scalar(k, v.item(), step)"),
-        in_step("stats = {k: v for k, v in zip(names, values)}\nfor k, v in stats.items():\n    print(k, v)"),
-        in_step("values = torch.stack(list(loss_dict.values())).tolist()\nfor k, v in zip(loss_dict, values):\n"
+        training_script("stats = {k: v for k, v in zip(names, values)}\nfor k, v in stats.items():\n    print(k, v)"),
+        training_script("values = torch.stack(list(loss_dict.values())).tolist()\nfor k, v in zip(loss_dict, values):\n"
                 "    meters[k].update(v)"),
         "def metrics_format(metrics):\n    for k, v in metrics.items():\n        metrics[k] = f\"{int(v) >> 30}GF\"\n",
     )
     invalid = (
-        Invalid(in_step("loss_dict = criterion(out, batch)\nfor k, v in loss_dict.items():\n    meters[k].update(v.item())")),
+        Invalid(training_script("loss_dict = criterion(out, y)\nfor k, v in loss_dict.items():\n    meters[k].update(v.item())")),
         Invalid(
             "import torch\n\nclass MetricLogger:\n    def update(self, **kwargs):\n        for k, v in kwargs.items():\n"
             "            if isinstance(v, torch.Tensor):\n                v = v.item()\n            self.meters[k].update(v)\n"
         ),
-        Invalid(in_step("for name, l in zip(names, losses):\n    writer.add_scalar(name, l, step)")),
-        Invalid(in_step("loss_dict = criterion(out, batch)\nmetric_logger.update(loss=loss_value, **loss_dict)")),
+        Invalid(training_script("for name, l in zip(names, losses):\n    writer.add_scalar(name, l, step)")),
+        Invalid(training_script("loss_dict = criterion(out, y)\nmetric_logger.update(loss=loss_value, **loss_dict)")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -879,7 +857,7 @@ class _ReadFinder(SyntaxVisitor):
     def visit_Call(self, node: cst.Call) -> bool:
         func = node.func
         method_read = (
-            isinstance(func, cst.Attribute) and func.attr.value in HOST_READ_METHODS and root_name(func.value) in self.names
+            isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS and root_name(func.value) in self.names
         )
         logged = self.logged_counts and last_name(func) in ("add_scalar", "add_scalars") and any(
             isinstance(arg.value, cst.Name) and arg.value.value in self.names for arg in node.args
@@ -931,22 +909,22 @@ class ItemListComprehension(_PerTensorRule):
         "flagged.",
     )
     valid = (
-        in_step("values = torch.stack(losses).tolist()"),
-        in_step("host = losses.cpu()\nvalues = [t.item() for t in host]"),
-        in_step("if step % 100 == 0:\n    print([t.item() for t in losses])"),
+        training_script("values = torch.stack(losses).tolist()"),
+        training_script("host = losses.cpu()\nvalues = [t.item() for t in host]"),
+        training_script("if step % 100 == 0:\n    print([t.item() for t in losses])"),
         ("import torch\n\ndef _tokenize_fn(strings, tokenizer):\n"
          "    tokenized = [tokenizer(s, return_tensors=\"pt\") for s in strings]\n"
          "    return [t.input_ids.ne(tokenizer.pad_token_id).sum().item() for t in tokenized]\n"),
     )
     invalid = (
-        Invalid(in_step("values = [t.item() for t in losses]"), fixed=in_step("values = torch.stack(losses).tolist()")),
+        Invalid(training_script("values = [t.item() for t in losses]"), fixed=training_script("values = torch.stack(losses).tolist()")),
         Invalid(
-            in_step("values = [t.item() for t in loss_dict.values()]"),
-            fixed=in_step("values = torch.stack(list(loss_dict.values())).tolist()"),
+            training_script("values = [t.item() for t in loss_dict.values()]"),
+            fixed=training_script("values = torch.stack(list(loss_dict.values())).tolist()"),
         ),
-        Invalid(in_step("logs = {k: v.item() for k, v in loss_dict.items()}")),
-        Invalid(in_step("values = [x.item() for y, n in zip(gathered, sizes) for x in y[:n]]")),
-        Invalid(in_step("logs = {k: v.item() / world_size for k, v in loss_dict.items()}")),
+        Invalid(training_script("logs = {k: v.item() for k, v in loss_dict.items()}")),
+        Invalid(training_script("values = [x.item() for y, n in zip(gathered, sizes) for x in y[:n]]")),
+        Invalid(training_script("logs = {k: v.item() / world_size for k, v in loss_dict.items()}")),
     )
 
     def _visit_comprehension(self, node: cst.CSTNode) -> None:

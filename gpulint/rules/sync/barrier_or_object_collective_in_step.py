@@ -6,7 +6,8 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.sync.helpers import SyncRule, in_loop, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 _BLOCKING_DIST = frozenset(
     {
@@ -37,14 +38,14 @@ class BarrierOrObjectCollectiveInStep(SyncRule):
         "`# noqa: GPL421`."),
     )
     valid = (
-        in_loop("if step % 1000 == 0:\n    dist.barrier()", header="import torch.distributed as dist"),
+        training_script("if step % 1000 == 0:\n    dist.barrier()", header="import torch.distributed as dist"),
         ("import torch\nimport torch.distributed as dist\n\n\ndef train(model, loader, optimizer, device):\n"
         "    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
         "    dist.barrier()\n"),
     )
     invalid = (
-        Invalid(in_loop("dist.barrier()", header="import torch.distributed as dist")),
-        Invalid(in_loop("stats = [None, None]\ndist.all_gather_object(stats, {\"step\": step})",
+        Invalid(training_script("dist.barrier()", header="import torch.distributed as dist")),
+        Invalid(training_script("stats = [None, None]\ndist.all_gather_object(stats, {\"step\": step})",
                          header="import torch.distributed as dist")),
     )
 

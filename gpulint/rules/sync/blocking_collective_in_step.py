@@ -6,11 +6,13 @@ import re
 
 import libcst as cst
 
+from gpulint.linter.context import HOST_METHODS
 from gpulint.linter.names import dotted_name, last_name, root_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.rules.common import is_false, keyword_arg
-from gpulint.rules.sync.helpers import SyncRule, in_loop, iterates_tensors_of_model, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, iterates_tensors_of_model, known_false_positives
 
 _COLLECTIVES = frozenset(
     {
@@ -25,7 +27,6 @@ _WRAPPER_NAME = re.compile(
 # `accelerator.gather(loss)` / `fabric.all_reduce(x)`: Accelerate's and Fabric's collectives.
 _ACCELERATOR_COLLECTIVES = frozenset({"gather", "reduce", "all_reduce", "all_gather", "broadcast"})
 _ACCELERATOR = re.compile(r"accelerator|fabric", re.IGNORECASE)
-_HOST_READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 _LOOKAHEAD_STATEMENTS = 12
 LOOP_NODES = (cst.For, cst.While)
 _METADATA = frozenset({"shape", "ndim", "dtype", "device", "size", "dim", "numel", "is_cuda"})
@@ -62,26 +63,26 @@ class BlockingCollectiveInStep(SyncRule):
         "reduced tensor is not seen."),
     )
     valid = (
-        in_loop("dist.all_reduce(loss)\nrunning = loss.detach() / 2", header="import torch.distributed as dist"),
-        in_loop("if step % 100 == 0:\n    dist.all_reduce(loss)\n    print(loss.item())",
+        training_script("dist.all_reduce(loss)\nrunning = loss.detach() / 2", header="import torch.distributed as dist"),
+        training_script("if step % 100 == 0:\n    dist.all_reduce(loss)\n    print(loss.item())",
                  header="import torch.distributed as dist"),
-        in_loop("work = dist.all_reduce(loss, async_op=True)\nwork.wait()", header="import torch.distributed as dist"),
+        training_script("work = dist.all_reduce(loss, async_op=True)\nwork.wait()", header="import torch.distributed as dist"),
         ("import torch\nimport torch.distributed as dist\n\n\ndef train(model, loader, optimizer, device):\n"
         "    total = torch.zeros(1, device=device)\n    for x, y in loader:\n        loss = model(x).sum()\n"
         "        loss.backward()\n        optimizer.step()\n        total += loss.detach()\n"
         "    dist.all_reduce(total)\n    print(total.item())\n"),
-        in_loop("stats = {\"loss\": loss.detach()}\nstats = all_reduce_dict(stats)",
+        training_script("stats = {\"loss\": loss.detach()}\nstats = all_reduce_dict(stats)",
                  header="def all_reduce_dict(d):\n    return d"),
     )
     invalid = (
-        Invalid(in_loop("dist.all_reduce(loss)\nloss_value = loss.item()", header="import torch.distributed as dist")),
-        Invalid(in_loop("for p in model.parameters():\n    dist.all_reduce(p.data)",
+        Invalid(training_script("dist.all_reduce(loss)\nloss_value = loss.item()", header="import torch.distributed as dist")),
+        Invalid(training_script("for p in model.parameters():\n    dist.all_reduce(p.data)",
                          header="import torch.distributed as dist")),
-        Invalid(in_loop("loss_value = loss.item()\nreduced = all_reduce_mean(loss_value)",
+        Invalid(training_script("loss_value = loss.item()\nreduced = all_reduce_mean(loss_value)",
                          header="def all_reduce_mean(x):\n    return x")),
-        Invalid(in_loop("logs = {\"loss\": loss.item(), \"step\": step}\nlogs = all_reduce_dict(logs)",
+        Invalid(training_script("logs = {\"loss\": loss.item(), \"step\": step}\nlogs = all_reduce_dict(logs)",
                          header="def all_reduce_dict(d):\n    return d")),
-        Invalid(in_loop("avg = accelerator.gather(loss.detach()).mean()\nprint(avg.item())",
+        Invalid(training_script("avg = accelerator.gather(loss.detach()).mean()\nprint(avg.item())",
                          header="class Accelerator:\n    def gather(self, t):\n        return t\n\n\n"
                          "accelerator = Accelerator()")),
     )
@@ -176,7 +177,7 @@ class BlockingCollectiveInStep(SyncRule):
         chain = self.context.ancestors
         index = len(chain) - 2
         while index > 0 and isinstance(chain[index], cst.Attribute) and isinstance(chain[index - 1], cst.Call):
-            if chain[index].attr.value in _HOST_READ_METHODS:
+            if chain[index].attr.value in HOST_METHODS:
                 return True
             index -= 2
         return False
@@ -234,7 +235,7 @@ class _HostReadFinder(SyntaxVisitor):
 
     def visit_Call(self, node: cst.Call) -> bool:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _HOST_READ_METHODS:
+        if isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS:
             read = func.value
         elif isinstance(func, cst.Name) and func.value in ("float", "int", "bool") and node.args:
             read = node.args[0].value

@@ -9,7 +9,8 @@ import libcst as cst
 from gpulint.linter.names import dotted_name, last_name, target_names
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.rules.common import is_false, keyword_arg
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, in_loop, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
 from gpulint.rules.sync.tensors import MODULE_NAME
 
 _DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
@@ -52,11 +53,11 @@ class BlockingHostToDeviceCopy(SyncRule):
         "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device)."),
     )
     valid = (
-        in_loop("z = x.to(torch.float16)"),
+        training_script("z = x.to(torch.float16)"),
         ("import torch\n\n\nclass Head(torch.nn.Module):\n    def forward(self, hidden, labels):\n"
          "        logits = self.proj(hidden)\n        labels = labels.to(logits.device)\n"
          "        return torch.nn.functional.cross_entropy(logits, labels)\n"),
-        in_loop("w = y.to(device)"),
+        training_script("w = y.to(device)"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    device_type = \"cuda\"\n"
         "    for x, y in loader:\n        if device_type == \"cuda\":\n"
         "            x = x.pin_memory().to(device, non_blocking=True)\n        else:\n            x = x.to(device)\n"
@@ -65,7 +66,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    for x, y in loader:\n"
         "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
         "        optimizer.step()\n"),
-        in_loop("z = x.type(torch.half)"),
+        training_script("z = x.type(torch.half)"),
     )
     invalid = (
         Invalid(

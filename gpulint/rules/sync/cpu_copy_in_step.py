@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, in_loop, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
 
 
 class CpuCopyInStep(SyncRule):
@@ -28,15 +29,15 @@ class CpuCopyInStep(SyncRule):
         "reported by GPL2xx instead."),
     )
     valid = (
-        in_loop("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
-        in_loop("snapshot = torch.tensor([1.0, 2.0]).cpu()"),
+        training_script("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
+        training_script("snapshot = torch.tensor([1.0, 2.0]).cpu()"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for step, (x, y) in enumerate(loader):\n"
         "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
         "    torch.save(model.cpu().state_dict(), \"model.pt\")\n"),
     )
     invalid = (
-        Invalid(in_loop("history.append(loss.detach().cpu())", header="history = []")),
-        Invalid(in_loop("pred = model(x).argmax(1).to(\"cpu\")")),
+        Invalid(training_script("history.append(loss.detach().cpu())", header="history = []")),
+        Invalid(training_script("pred = model(x).argmax(1).to(\"cpu\")")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

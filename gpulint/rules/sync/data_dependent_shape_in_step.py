@@ -7,7 +7,8 @@ import libcst as cst
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import keyword_arg
-from gpulint.rules.sync.helpers import SyncRule, in_loop, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 
 class DataDependentShapeInStep(SyncRule):
@@ -32,19 +33,19 @@ class DataDependentShapeInStep(SyncRule):
         "indices does not sync): add `# noqa: GPL406`. Assignments `x[mask] = 0` are not flagged."),
     )
     valid = (
-        in_loop("logits = model(x)\nsafe = torch.where(y > 0, logits.sum(1), torch.zeros_like(y, dtype=logits.dtype))"),
-        in_loop("rep = x.repeat_interleave(2, dim=0)"),
-        in_loop("mask = y > 0\nx[mask] = 0.0"),
-        in_loop("if step % 100 == 0:\n    n_pos = (y > 0).nonzero().shape[0]"),
-        in_loop("index = torch.zeros_like(y > 0, dtype=torch.long)\nfirst_rows = x[index]"),
+        training_script("logits = model(x)\nsafe = torch.where(y > 0, logits.sum(1), torch.zeros_like(y, dtype=logits.dtype))"),
+        training_script("rep = x.repeat_interleave(2, dim=0)"),
+        training_script("mask = y > 0\nx[mask] = 0.0"),
+        training_script("if step % 100 == 0:\n    n_pos = (y > 0).nonzero().shape[0]"),
+        training_script("index = torch.zeros_like(y > 0, dtype=torch.long)\nfirst_rows = x[index]"),
     )
     invalid = (
-        Invalid(in_loop("idx = (y > 0).nonzero()")),
-        Invalid(in_loop("keep = y != 0\nkept = x[keep]")),
-        Invalid(in_loop("classes = torch.unique(y)")),
-        Invalid(in_loop("rep = torch.repeat_interleave(x, y, dim=0)")),
-        Invalid(in_loop("sel = x.masked_select(x > 0)")),
-        Invalid(in_loop("low, high = torch.stack((y > 0, y < 3))\nkept = x[low]")),
+        Invalid(training_script("idx = (y > 0).nonzero()")),
+        Invalid(training_script("keep = y != 0\nkept = x[keep]")),
+        Invalid(training_script("classes = torch.unique(y)")),
+        Invalid(training_script("rep = torch.repeat_interleave(x, y, dim=0)")),
+        Invalid(training_script("sel = x.masked_select(x > 0)")),
+        Invalid(training_script("low, high = torch.stack((y > 0, y < 3))\nkept = x[low]")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -9,34 +9,8 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.linter.rule import Report, Rule
-from gpulint.rules.common import keyword_arg
+from gpulint.rules.common import is_cpu_device, keyword_arg
 from gpulint.rules.sync.tensors import Tensors
-
-# Every example is a complete script the sync-debug harness (bench/sync_debug_check.py) can run: it defines
-# `train(model, loader, optimizer, device)`; the harness supplies a tiny model, a pinned loader and an SGD optimizer.
-_TRAIN_LOOP = """import torch
-import torch.nn.functional as F
-
-
-def train(model, loader, optimizer, device):
-    for step, (x, y) in enumerate(loader):
-        x = x.to(device, non_blocking=True)
-        y = y.to(device, non_blocking=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-{body}
-"""
-
-
-def in_loop(body: str, header: str = "") -> str:
-    """A training script with `body` at the end of the step loop (and `header` lines after the imports)."""
-    script = _TRAIN_LOOP.format(body="\n".join("        " + line if line else "" for line in body.splitlines()))
-    if header:
-        script = script.replace("\n\n\ndef train", "\n" + header + "\n\n\ndef train", 1)
-    return script
-
 
 # A training script (it calls backward) that never names a device, an accelerator or a distributed backend runs on
 # the CPU: nothing to sync with. Helper modules (losses, matchers) get their tensors from elsewhere and are checked.
@@ -144,20 +118,20 @@ class SyncRule(Rule):
         return isinstance(loop, cst.For) and iterates_tensors_of_model(loop.iter)
 
     def report(self, node, message=None, *, when="per_step", fix=(), unsafe_fix=False) -> None:
-        if not _rarely_runs(self.context.ancestors):
+        if not in_error_path_or_first_step(self.context.ancestors):
             super().report(node, message, when=when, fix=fix, unsafe_fix=unsafe_fix)
 
     def report_at(self, node: cst.CSTNode, message: str, ancestors: tuple[cst.CSTNode, ...], fix=(),
                   unsafe_fix: bool = False) -> None:
         """Report with ancestors saved earlier (for findings decided at the end of the file)."""
-        if not _rarely_runs(ancestors):
+        if not in_error_path_or_first_step(ancestors):
             self.context.add_report(Report(self, node, message, "per_step", ancestors, tuple(fix), unsafe_fix))
 
 
 _FIRST_STEP_PARTS = frozenset({"step", "steps", "iter", "iteration", "updates", "update", "epoch", "batch", "idx", "i"})
 
 
-def _rarely_runs(chain) -> bool:
+def in_error_path_or_first_step(chain) -> bool:
     """Error paths (an `except` handler, an `if` body that ends in `raise`) and first-step-only code
     (`if step == 0:`, `if self.get_num_updates() == 0:`) do not run every step."""
     for index in range(len(chain) - 2, -1, -1):
@@ -213,9 +187,4 @@ def cpu_target(call: cst.Call) -> bool:
     target = call.args[0].value if call.args and call.args[0].keyword is None else None
     keyword = keyword_arg(call, "device")
     target = keyword.value if keyword is not None else target
-    if isinstance(target, cst.SimpleString):
-        return target.raw_value.split(":")[0] == "cpu"
-    if isinstance(target, cst.Call) and last_name(target.func) == "device" and target.args:
-        value = target.args[0].value
-        return isinstance(value, cst.SimpleString) and value.raw_value.split(":")[0] == "cpu"
-    return False
+    return target is not None and is_cpu_device(target)

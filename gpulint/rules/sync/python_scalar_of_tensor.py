@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.sync.helpers import SyncRule, in_loop, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 
 class PythonScalarOfTensor(SyncRule):
@@ -29,15 +30,15 @@ class PythonScalarOfTensor(SyncRule):
         "GPL2xx instead."),
     )
     valid = (
-        in_loop("lr = float(optimizer.param_groups[0][\"lr\"])"),
-        in_loop("n = int(x.shape[0])"),
-        in_loop("if step % 10 == 0:\n    print(float(loss))"),
-        in_loop("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
+        training_script("lr = float(optimizer.param_groups[0][\"lr\"])"),
+        training_script("n = int(x.shape[0])"),
+        training_script("if step % 10 == 0:\n    print(float(loss))"),
+        training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
     )
     invalid = (
-        Invalid(in_loop("loss_f = float(loss)")),
-        Invalid(in_loop("ok = math.isfinite(loss)", header="import math")),
-        Invalid(in_loop("correct = int((model(x).argmax(1) == y).sum())")),
+        Invalid(training_script("loss_f = float(loss)")),
+        Invalid(training_script("ok = math.isfinite(loss)", header="import math")),
+        Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

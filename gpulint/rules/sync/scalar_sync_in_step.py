@@ -6,7 +6,8 @@ import libcst as cst
 
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.sync.helpers import SyncRule, in_loop, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 
 class ScalarSyncInStep(SyncRule):
@@ -31,15 +32,15 @@ class ScalarSyncInStep(SyncRule):
         "`[t.item() for t in ts]` / per-parameter loops by GPL1xx instead."),
     )
     valid = (
-        in_loop("if step % 100 == 0:\n    print(loss.item())"),
-        in_loop("if step % 10 != 0:\n    continue\nprint(loss.item())"),
-        in_loop("counts = torch.zeros(4)\nfirst = counts[0].item()"),
+        training_script("if step % 100 == 0:\n    print(loss.item())"),
+        training_script("if step % 10 != 0:\n    continue\nprint(loss.item())"),
+        training_script("counts = torch.zeros(4)\nfirst = counts[0].item()"),
         "import torch\n\n\ndef evaluate(model, loader):\n    for x, y in loader:\n        print(model(x).sum().item())\n",
     )
     invalid = (
-        Invalid(in_loop("loss_value = loss.item()")),
-        Invalid(in_loop("probs = F.softmax(model(x), dim=-1).tolist()")),
-        Invalid(in_loop("scaled = scaler.scale(loss)\nscale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
+        Invalid(training_script("loss_value = loss.item()")),
+        Invalid(training_script("probs = F.softmax(model(x), dim=-1).tolist()")),
+        Invalid(training_script("scaled = scaler.scale(loss)\nscale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
     )
 
     message_scaler = "`{call}` reads the loss scale with `.item()`: a device-to-host sync every step"

@@ -8,7 +8,8 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.sync.helpers import SyncRule, in_loop, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 _SYNC_FUNCTIONS = frozenset(
     {
@@ -38,16 +39,16 @@ class SynchronizeInStep(SyncRule):
         "(`if args.synchronize_step:`, which gpulint respects), gate it, or add `# noqa: GPL410`."),
     )
     valid = (
-        in_loop("if step % 50 == 0:\n    torch.cuda.synchronize()"),
-        in_loop("if synchronize_step:\n    torch.cuda.synchronize()", header="synchronize_step = False"),
+        training_script("if step % 50 == 0:\n    torch.cuda.synchronize()"),
+        training_script("if synchronize_step:\n    torch.cuda.synchronize()", header="synchronize_step = False"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
         "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n    torch.cuda.synchronize()\n"),
     )
     invalid = (
-        Invalid(in_loop("torch.cuda.synchronize()")),
-        Invalid(in_loop("torch.cuda.empty_cache()")),
-        Invalid(in_loop("torch.cuda.current_stream().synchronize()")),
-        Invalid(in_loop("done = torch.cuda.Event()\ndone.record()\ndone.synchronize()")),
+        Invalid(training_script("torch.cuda.synchronize()")),
+        Invalid(training_script("torch.cuda.empty_cache()")),
+        Invalid(training_script("torch.cuda.current_stream().synchronize()")),
+        Invalid(training_script("done = torch.cuda.Event()\ndone.record()\ndone.synchronize()")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.sync.helpers import SyncRule, in_loop, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 
 class TensorConditionInStep(SyncRule):
@@ -28,18 +29,18 @@ class TensorConditionInStep(SyncRule):
         "float named `loss`): add `# noqa: GPL405`. `x is None` and shape/size tests are never flagged."),
     )
     valid = (
-        in_loop("if x.shape[0] > 1:\n    pass"),
-        in_loop("lr = optimizer.param_groups[0][\"lr\"]\nif lr > 100:\n    break"),
-        in_loop("if step % 50 == 0:\n    assert torch.isfinite(loss)"),
-        in_loop("if optimizer is not None and step > 10:\n    pass"),
-        in_loop("if any(g[\"lr\"] > 1 for g in optimizer.param_groups):\n    break"),
+        training_script("if x.shape[0] > 1:\n    pass"),
+        training_script("lr = optimizer.param_groups[0][\"lr\"]\nif lr > 100:\n    break"),
+        training_script("if step % 50 == 0:\n    assert torch.isfinite(loss)"),
+        training_script("if optimizer is not None and step > 10:\n    pass"),
+        training_script("if any(g[\"lr\"] > 1 for g in optimizer.param_groups):\n    break"),
     )
     invalid = (
-        Invalid(in_loop("if loss > 100:\n    break")),
-        Invalid(in_loop("assert torch.isfinite(loss).all()")),
-        Invalid(in_loop("if torch.isnan(loss):\n    break")),
-        Invalid(in_loop("scale = 1.0 if loss.detach() < 1 else 0.5")),
-        Invalid(in_loop("if any(torch.isnan(t) for t in (loss, loss.detach())):\n    break")),
+        Invalid(training_script("if loss > 100:\n    break")),
+        Invalid(training_script("assert torch.isfinite(loss).all()")),
+        Invalid(training_script("if torch.isnan(loss):\n    break")),
+        Invalid(training_script("scale = 1.0 if loss.detach() < 1 else 0.5")),
+        Invalid(training_script("if any(torch.isnan(t) for t in (loss, loss.detach())):\n    break")),
     )
 
     def visit_If(self, node: cst.If) -> None:

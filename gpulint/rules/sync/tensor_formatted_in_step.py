@@ -6,7 +6,8 @@ import libcst as cst
 
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.sync.helpers import SyncRule, in_loop, known_false_positives
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 _LOG_METHODS = frozenset({"info", "debug", "warning", "warn", "error", "critical", "log", "exception"})
 _LOG_RECEIVER_PARTS = frozenset({"logger", "logging", "log", "_logger", "LOGGER"})
@@ -31,16 +32,16 @@ class TensorFormattedInStep(SyncRule):
         "float) can be flagged: convert where they are made, or add `# noqa: GPL404`."),
     )
     valid = (
-        in_loop("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
-        in_loop("lr = optimizer.param_groups[0][\"lr\"]\nprint(f\"lr {lr:.3f}\")"),
-        in_loop("print(f\"step {step} batch {x.shape}\")"),
-        in_loop("logger.info(\"step %d\", step)", header="import logging\nlogger = logging.getLogger(__name__)"),
+        training_script("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
+        training_script("lr = optimizer.param_groups[0][\"lr\"]\nprint(f\"lr {lr:.3f}\")"),
+        training_script("print(f\"step {step} batch {x.shape}\")"),
+        training_script("logger.info(\"step %d\", step)", header="import logging\nlogger = logging.getLogger(__name__)"),
     )
     invalid = (
-        Invalid(in_loop("print(loss)")),
-        Invalid(in_loop("print(f\"step {step} loss {loss:.4f}\")")),
-        Invalid(in_loop("logger.info(\"loss %s\", loss)", header="import logging\nlogger = logging.getLogger(__name__)")),
-        Invalid(in_loop("msg = \"loss {:.3f}\".format(loss)")),
+        Invalid(training_script("print(loss)")),
+        Invalid(training_script("print(f\"step {step} loss {loss:.4f}\")")),
+        Invalid(training_script("logger.info(\"loss %s\", loss)", header="import logging\nlogger = logging.getLogger(__name__)")),
+        Invalid(training_script("msg = \"loss {:.3f}\".format(loss)")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

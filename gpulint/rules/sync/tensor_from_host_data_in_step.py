@@ -5,8 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.common import keyword_arg
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, in_loop, known_false_positives
+from gpulint.rules.common import is_cpu_string, keyword_arg
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
 
 _DATA_CONSTRUCTORS = frozenset(
     {
@@ -43,13 +44,13 @@ class TensorFromHostDataInStep(SyncRule):
         "        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n"
         "        loss = torch.nn.functional.cross_entropy(model(x), y, weight=weights)\n        loss.backward()\n"
         "        optimizer.step()\n"),
-        in_loop("offsets = torch.tensor([0, 1, 2])"),
-        in_loop("offsets = torch.arange(4, device=device)"),
+        training_script("offsets = torch.tensor([0, 1, 2])"),
+        training_script("offsets = torch.arange(4, device=device)"),
     )
     invalid = (
-        Invalid(in_loop("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
-        Invalid(in_loop("sizes = [len(x), len(y)]\nt = torch.tensor(sizes).to(device)")),
-        Invalid(in_loop("sizes = x.shape\nt = torch.as_tensor(sizes, device=device)")),
+        Invalid(training_script("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
+        Invalid(training_script("sizes = [len(x), len(y)]\nt = torch.tensor(sizes).to(device)")),
+        Invalid(training_script("sizes = x.shape\nt = torch.as_tensor(sizes, device=device)")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -61,7 +62,7 @@ class TensorFromHostDataInStep(SyncRule):
         if resolved not in ("torch.tensor", "torch.as_tensor") or not node.args or node.args[0].keyword is not None:
             return
         device = keyword_arg(node, "device")
-        if device is None or _is_cpu_string(device.value):
+        if device is None or is_cpu_string(device.value):
             return
         data = node.args[0].value
         if not self.context.is_host_value(data) or self.in_per_tensor_loop():
@@ -79,7 +80,3 @@ class TensorFromHostDataInStep(SyncRule):
         if self.tensors.is_tensor(made.args[0].value):
             return  # a device tensor wrapped again is GPL2xx's finding (torch.tensor of step values)
         self.report(move, self.message_moved.format(func=resolved))
-
-
-def _is_cpu_string(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.SimpleString) and expr.raw_value.split(":")[0] == "cpu"
