@@ -75,12 +75,13 @@ class PerParameterUpdateLoop(WhereItRuns):
     )
     valid = (
         training_script("with torch.no_grad():\n"
-                "    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 0.001)"),
+                        "    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 0.001)"),
         ("import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
          "        for p in self.parameters():\n            p.data.mul_(0.5)\n"),
         training_script("for p in model.parameters():\n    p.grad = None"),
-        training_script("grads = []\nfor p in model.parameters():\n    if p.grad is not None:\n        grads.append(p.grad)\n"
-                "torch._foreach_mul_(grads, 0.5)"),
+        training_script("grads = []\nfor p in model.parameters():\n    if p.grad is not None:\n"
+                        "        grads.append(p.grad)\n"
+                        "torch._foreach_mul_(grads, 0.5)"),
         ("import torch\n\ndef load_weights(dst, src):\n    for a, b in zip(dst.parameters(), src.parameters()):\n"
          "        a.copy_(b)\n"),
         training_script("for group in optimizer.param_groups:\n    group[\"lr\"] = group[\"lr\"] * 0.99"),
@@ -88,9 +89,11 @@ class PerParameterUpdateLoop(WhereItRuns):
          "        p.detach().mul_(scale)\n    return module\n"),
     )
     invalid = (
-        Invalid(training_script("with torch.no_grad():\n    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
-                        "        ema_p.mul_(0.999).add_(p, alpha=0.001)")),
-        Invalid(training_script("with torch.no_grad():\n    for p in model.parameters():\n        p.data -= 0.01 * p.grad")),
+        Invalid(training_script("with torch.no_grad():\n"
+                                "    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
+                                "        ema_p.mul_(0.999).add_(p, alpha=0.001)")),
+        Invalid(training_script("with torch.no_grad():\n    for p in model.parameters():\n"
+                                "        p.data -= 0.01 * p.grad")),
         Invalid(
             "import torch\n\nclass ModelEma:\n    def update(self, model, decay):\n        with torch.no_grad():\n"
             "            for ema_v, model_v in zip(self.module.state_dict().values(), model.state_dict().values()):\n"

@@ -125,7 +125,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         ),
         Invalid(training_script("labels = (torch.arange(8, dtype=torch.long) + 8 * rank).cuda()")),
         Invalid(training_script("labels = torch.cat([torch.arange(8) for _ in range(2)])\n"
-                        "labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()\nlabels = labels.to(device)")),
+                                "labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()\nlabels = labels.to(device)")),
         Invalid(
             "import numpy as np\nimport torch\n\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
             "for imgs, _ in dataloader:\n    z = Tensor(np.random.normal(0, 1, (imgs.shape[0], 100)))\n"

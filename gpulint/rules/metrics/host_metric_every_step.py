@@ -40,7 +40,8 @@ class HostMetricEveryStep(MetricRule):
                          header="from sklearn.metrics import accuracy_score\n")),
         Invalid(training_script("acc = np.mean(out.argmax(1).cpu().numpy() == y.cpu().numpy())", header="import numpy as np\n")),
         Invalid(training_script("acc = (out.argmax(1).cpu().numpy() == y.cpu().numpy()).mean()")),
-        Invalid(training_script("for t, l in zip(y.cpu().numpy(), out.detach().cpu().numpy()):\n    meters[int(t)].add(l)")),
+        Invalid(training_script("for t, l in zip(y.cpu().numpy(), out.detach().cpu().numpy()):\n"
+                                "    meters[int(t)].add(l)")),
     )
 
     def __init__(self, context) -> None:

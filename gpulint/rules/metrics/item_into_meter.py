@@ -90,9 +90,10 @@ class ItemIntoMeter(MetricRule):
         Invalid(training_script("losses.update(loss.item() * accum_steps, x.size(0))")),
         Invalid(training_script("loss_value = loss.item()\nmetric_logger.update(loss=loss_value)")),
         Invalid(training_script("if mixup is None:\n    class_acc = (out.argmax(-1) == y).float().mean()\nelse:\n"
-                         "    class_acc = None\nmetric_logger.update(class_acc=class_acc)")),
+                                "    class_acc = None\nmetric_logger.update(class_acc=class_acc)")),
         Invalid(training_script("stats = self._stats(x.size(0), loss.sum().item())")),
-        Invalid(training_script("n_correct = (out.argmax(-1) == y).sum().item()\nreport = Statistics(n_correct, x.size(0))")),
+        Invalid(training_script("n_correct = (out.argmax(-1) == y).sum().item()\n"
+                                "report = Statistics(n_correct, x.size(0))")),
         Invalid(training_script("l, a = loss.item(), out.max().item()\nmeter.update_stats(l, a)"), count=2),
         Invalid(training_script("logs = {}\nlogs['train/loss'] = loss.item()\nif step % 10 == 0:\n    print(logs)")),
     )

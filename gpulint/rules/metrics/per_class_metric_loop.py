@@ -30,13 +30,15 @@ class PerClassMetricLoop(LoopFactsRule):
     )
     valid = (
         training_script("correct += (out.argmax(1) == y).sum()"),
-        training_script("labels = y.tolist()\npreds = out.argmax(1).tolist()\nfor p, t in zip(preds, labels):\n    if p == t:\n"
-                 "        hits += 1"),
+        training_script("labels = y.tolist()\npreds = out.argmax(1).tolist()\nfor p, t in zip(preds, labels):\n"
+                        "    if p == t:\n"
+                        "        hits += 1"),
         training_script("for c in range(10):\n    print(c)"),
         training_script("for r in range(rounds):\n    sync = r == rounds - 1\n    out.sum().backward()"),
     )
     invalid = (
-        Invalid(training_script("pred = out.argmax(1)\nfor c in range(10):\n    correct[c] += ((pred == c) & (y == c)).sum()")),
+        Invalid(training_script("pred = out.argmax(1)\nfor c in range(10):\n"
+                                "    correct[c] += ((pred == c) & (y == c)).sum()")),
         Invalid(training_script("pred = out.argmax(1)\nfor p, t in zip(pred, y):\n    if p == t:\n        hits += 1")),
     )
 

@@ -43,7 +43,8 @@ class PerElementLoop(LoopFactsRule):
         Invalid(training_script("for i in range(out.size(0)):\n    total = total + criterion(out[i], y[i])")),
         Invalid(training_script("for i in range(x.shape[0]):\n    x[i] = x[i] / x[i].norm()")),
         Invalid(training_script("labels = y.clone()\nfor i, n in enumerate(lengths):\n    labels[i, n:] = -100")),
-        Invalid(training_script("bs = x.size(0)\nfor b in range(bs):\n    picks.append(torch.multinomial(out[b].softmax(-1), 1))")),
+        Invalid(training_script("bs = x.size(0)\nfor b in range(bs):\n"
+                                "    picks.append(torch.multinomial(out[b].softmax(-1), 1))")),
         Invalid(training_script("n, t, d = out.shape\nfor i in range(n):\n    kept = out[i][y[i] > 0]")),
     )
 

@@ -94,8 +94,9 @@ class TensorGrownByCat(MetricRule):
         "        model(x).sum().backward()\n        optimizer.step()\n",
         "import torch\n\ndef evaluate(model, loader):\n    preds = torch.empty(0)\n    for x, y in loader:\n"
         "        preds = torch.cat([preds, model(x)])\n    return preds\n",
-        training_script("if step % 250 == 0:\n    seq = x[:1]\n    with torch.no_grad():\n        while seq.size(1) < 64:\n"
-                 "            seq = torch.cat((seq, model(seq)[:, -1:].argmax(-1)), dim=1)"),
+        training_script("if step % 250 == 0:\n    seq = x[:1]\n    with torch.no_grad():\n"
+                        "        while seq.size(1) < 64:\n"
+                        "            seq = torch.cat((seq, model(seq)[:, -1:].argmax(-1)), dim=1)"),
     )
     invalid = (
         Invalid(training_script("preds = torch.cat([preds, out.argmax(1)])")),

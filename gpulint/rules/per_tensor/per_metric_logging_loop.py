@@ -57,14 +57,15 @@ class PerMetricLoggingLoop(PerTensorRule):
     )
     valid = (
         training_script("loss_dict = {\"ce\": loss.detach()}\nif step % 10 == 0:\n    for k, v in loss_dict.items():\n"
-                "        writer.add_scalar(k, v.item(), step)"),
+                        "        writer.add_scalar(k, v.item(), step)"),
         training_script("stats = {k: v for k, v in zip(names, values)}\nfor k, v in stats.items():\n    print(k, v)"),
         training_script("values = torch.stack(list(loss_dict.values())).tolist()\nfor k, v in zip(loss_dict, values):\n"
-                "    meters[k].update(v)"),
+                        "    meters[k].update(v)"),
         "def metrics_format(metrics):\n    for k, v in metrics.items():\n        metrics[k] = f\"{int(v) >> 30}GF\"\n",
     )
     invalid = (
-        Invalid(training_script("loss_dict = criterion(out, y)\nfor k, v in loss_dict.items():\n    meters[k].update(v.item())")),
+        Invalid(training_script("loss_dict = criterion(out, y)\nfor k, v in loss_dict.items():\n"
+                                "    meters[k].update(v.item())")),
         Invalid(
             "import torch\n\nclass MetricLogger:\n    def update(self, **kwargs):\n        for k, v in kwargs.items():\n"
             "            if isinstance(v, torch.Tensor):\n                v = v.item()\n            self.meters[k].update(v)\n"

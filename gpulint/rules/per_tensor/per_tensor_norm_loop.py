@@ -50,7 +50,7 @@ class PerTensorNormLoop(PerTensorRule):
     )
     valid = (
         training_script("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
-                "total = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
+                        "total = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
         training_script("if step % 50 == 0:\n    total = sum(p.grad.norm() ** 2 for p in model.parameters())"),
         "import torch\n\ndef init_weights(model):\n    for p in model.parameters():\n        p.data /= p.data.norm()\n",
     )

@@ -51,9 +51,9 @@ class PerTensorNormRead(PerTensorRule):
     )
     valid = (
         training_script("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
-                "norms = torch.stack(torch._foreach_norm(grads)).tolist()"),
+                        "norms = torch.stack(torch._foreach_norm(grads)).tolist()"),
         training_script("if step % 100 == 0:\n    for name, p in model.named_parameters():\n"
-                "        writer.add_scalar(name, p.grad.norm().item(), step)"),
+                        "        writer.add_scalar(name, p.grad.norm().item(), step)"),
         "import torch\n\ndef evaluate(model):\n    for p in model.parameters():\n        print(p.norm().item())\n",
         "import torch\n\nmodel = build()\nn_params = sum(p.numel() for p in model.parameters())\n",
         "import torch\n\ndef report(model):\n    for name, p in model.named_parameters():\n        print(name, p.shape)\n",
@@ -67,7 +67,7 @@ class PerTensorNormRead(PerTensorRule):
             "                p.grad.data.mul_(clip_coef)\n    return norms\n"
         ),
         Invalid(training_script("for name, p in model.named_parameters():\n"
-                        "    writer.add_scalar(f\"grad/{name}\", p.grad.norm().item(), step)")),
+                                "    writer.add_scalar(f\"grad/{name}\", p.grad.norm().item(), step)")),
         Invalid(training_script("norms = [p.grad.norm().item() for p in model.parameters()]")),
         Invalid(training_script("for g in grads:\n    if torch.isnan(g).any():\n        raise RuntimeError(\"nan\")")),
     )

@@ -63,10 +63,12 @@ class BlockingCollectiveInStep(SyncRule):
         "reduced tensor is not seen."),
     )
     valid = (
-        training_script("dist.all_reduce(loss)\nrunning = loss.detach() / 2", header="import torch.distributed as dist"),
+        training_script("dist.all_reduce(loss)\n"
+                        "running = loss.detach() / 2", header="import torch.distributed as dist"),
         training_script("if step % 100 == 0:\n    dist.all_reduce(loss)\n    print(loss.item())",
                  header="import torch.distributed as dist"),
-        training_script("work = dist.all_reduce(loss, async_op=True)\nwork.wait()", header="import torch.distributed as dist"),
+        training_script("work = dist.all_reduce(loss, async_op=True)\n"
+                        "work.wait()", header="import torch.distributed as dist"),
         ("import torch\nimport torch.distributed as dist\n\n\ndef train(model, loader, optimizer, device):\n"
         "    total = torch.zeros(1, device=device)\n    for x, y in loader:\n        loss = model(x).sum()\n"
         "        loss.backward()\n        optimizer.step()\n        total += loss.detach()\n"
@@ -75,7 +77,8 @@ class BlockingCollectiveInStep(SyncRule):
                  header="def all_reduce_dict(d):\n    return d"),
     )
     invalid = (
-        Invalid(training_script("dist.all_reduce(loss)\nloss_value = loss.item()", header="import torch.distributed as dist")),
+        Invalid(training_script("dist.all_reduce(loss)\n"
+                                "loss_value = loss.item()", header="import torch.distributed as dist")),
         Invalid(training_script("for p in model.parameters():\n    dist.all_reduce(p.data)",
                          header="import torch.distributed as dist")),
         Invalid(training_script("loss_value = loss.item()\nreduced = all_reduce_mean(loss_value)",

@@ -33,7 +33,8 @@ class DataDependentShapeInStep(SyncRule):
         "indices does not sync): add `# noqa: GPL406`. Assignments `x[mask] = 0` are not flagged."),
     )
     valid = (
-        training_script("logits = model(x)\nsafe = torch.where(y > 0, logits.sum(1), torch.zeros_like(y, dtype=logits.dtype))"),
+        training_script("logits = model(x)\n"
+                        "safe = torch.where(y > 0, logits.sum(1), torch.zeros_like(y, dtype=logits.dtype))"),
         training_script("rep = x.repeat_interleave(2, dim=0)"),
         training_script("mask = y > 0\nx[mask] = 0.0"),
         training_script("if step % 100 == 0:\n    n_pos = (y > 0).nonzero().shape[0]"),

@@ -1,5 +1,5 @@
 """What the GPL4xx rules share: their base class, the per-file state every rule of the family reads, the
-precedence checks with other families, and the training-loop template of their examples."""
+precedence checks with other families, and the known false positives every rule of the family appends."""
 
 from __future__ import annotations
 

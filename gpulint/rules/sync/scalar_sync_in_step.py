@@ -40,7 +40,8 @@ class ScalarSyncInStep(SyncRule):
     invalid = (
         Invalid(training_script("loss_value = loss.item()")),
         Invalid(training_script("probs = F.softmax(model(x), dim=-1).tolist()")),
-        Invalid(training_script("scaled = scaler.scale(loss)\nscale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
+        Invalid(training_script("scaled = scaler.scale(loss)\n"
+                                "scale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
     )
 
     message_scaler = "`{call}` reads the loss scale with `.item()`: a device-to-host sync every step"

@@ -35,12 +35,14 @@ class TensorFormattedInStep(SyncRule):
         training_script("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nprint(f\"lr {lr:.3f}\")"),
         training_script("print(f\"step {step} batch {x.shape}\")"),
-        training_script("logger.info(\"step %d\", step)", header="import logging\nlogger = logging.getLogger(__name__)"),
+        training_script("logger.info(\"step %d\", step)", header="import logging\n"
+                        "logger = logging.getLogger(__name__)"),
     )
     invalid = (
         Invalid(training_script("print(loss)")),
         Invalid(training_script("print(f\"step {step} loss {loss:.4f}\")")),
-        Invalid(training_script("logger.info(\"loss %s\", loss)", header="import logging\nlogger = logging.getLogger(__name__)")),
+        Invalid(training_script("logger.info(\"loss %s\", loss)", header="import logging\n"
+                                "logger = logging.getLogger(__name__)")),
         Invalid(training_script("msg = \"loss {:.3f}\".format(loss)")),
     )
 
