@@ -1,4 +1,4 @@
-"""Knowledge several rule families share: reading a call's arguments and literal values.
+"""Knowledge several rule families share: reading and adding a call's arguments, and telling literal values.
 
 One place for each fact, so that two families never disagree on it (TorchFix keeps the same kind of helpers in
 `torchfix/common.py`).
@@ -19,12 +19,12 @@ def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
     return None
 
 
+_TIGHT_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
 def new_keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
     """`name=value`, spelled the PEP 8 way (for fixes that add an argument)."""
     return cst.Arg(value, keyword=cst.Name(name), equal=_TIGHT_EQUAL)
-
-
-_TIGHT_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 def is_true(expr: cst.BaseExpression | None) -> bool:
