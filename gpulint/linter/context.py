@@ -38,7 +38,7 @@ from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules impor
 )
 
 if TYPE_CHECKING:
-    from gpulint.linter.rule import Report
+    from gpulint.linter.reports import Report
 
 Location = Literal["host", "device", "unknown"]
 LOOPS = (cst.For, cst.While)

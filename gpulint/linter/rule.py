@@ -1,4 +1,4 @@
-"""What a rule is, what it reports, and how the engine finds every rule.
+"""What a rule is and how the engine finds every rule (what a rule reports is in reports.py).
 
 A rule is a class with a code (`GPL401`), a kebab-case name, trigger words for the pre-filter, documentation, and
 VALID / INVALID examples. It defines `visit_<Node>` / `leave_<Node>` methods like a libcst visitor; the engine calls
@@ -13,22 +13,15 @@ import importlib
 import pkgutil
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal, Sequence, Union
+from typing import TYPE_CHECKING, ClassVar, Sequence
 
 import libcst as cst
 
 from gpulint.linter.finding import rule_url
+from gpulint.linter.reports import FixPart, InsertBefore, Replace, Report, When
 
 if TYPE_CHECKING:
     from gpulint.linter.context import FileContext
-
-
-# When a reported node is a real finding (see gpulint.linter.context.ExecState):
-#   "per_step": it runs every training step and is not gated to every N steps (most GPL2xx-GPL5xx rules);
-#   "in_step":  it runs inside the training step, gated or not (e.g. building an optimizer inside the loop);
-#   "training": anywhere except code known to be cold (eval, no_grad, __init__, sampling) — per-tensor loops, flags;
-#   "always":   wherever it appears.
-When = Literal["per_step", "in_step", "training", "always"]
 
 
 @dataclass(frozen=True)
@@ -51,38 +44,6 @@ class Invalid:
     code: str
     fixed: str | None = None
     count: int = 1
-
-
-@dataclass(frozen=True)
-class Replace:
-    """One part of a fix: replace `node` with a new node or with source text (an expression or a simple statement)."""
-
-    node: cst.CSTNode
-    new: Union[cst.CSTNode, str]
-
-
-@dataclass(frozen=True)
-class InsertBefore:
-    """One part of a fix: insert a line of source text before statement `node` (same indentation)."""
-
-    node: cst.CSTNode
-    text: str
-
-
-FixPart = Union[Replace, InsertBefore]
-
-
-@dataclass
-class Report:
-    """A rule's raw report, before the engine resolves execution state, positions, suppressions and fixes."""
-
-    rule: "Rule"
-    node: cst.CSTNode
-    message: str
-    when: When
-    ancestors: tuple[cst.CSTNode, ...]
-    fix: tuple[FixPart, ...] = ()
-    unsafe_fix: bool = False
 
 
 class Rule:
@@ -169,14 +130,16 @@ _registry: list[type[Rule]] | None = None
 
 
 def all_rules() -> list[type[Rule]]:
-    """Every rule class in the modules of the `gpulint.rules` package, sorted by code (imported once)."""
+    """Every rule class in the modules of the `gpulint.rules` package and its family sub-packages (`gpulint.rules.sync`),
+    sorted by code (imported once)."""
     global _registry
     if _registry is None:
         import gpulint.rules as package
 
         found: dict[str, type[Rule]] = {}
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            module = importlib.import_module(f"{package.__name__}.{info.name}")
+        modules = pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")
+        for info in sorted(modules, key=lambda i: i.name):
+            module = importlib.import_module(info.name)
             for obj in vars(module).values():
                 if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__ and "code" in vars(obj):
                     _check_rule_class(obj, found)

@@ -346,7 +346,7 @@ def test_lines_in_strings_agree_with_python_tokenizer():
 
 
 def test_grown_by_cat_finds_the_target_on_its_line_or_the_line_before():
-    from gpulint.rules.metrics import _grows_by_cat
+    from gpulint.rules.metrics.tensor_grown_by_cat import _grows_by_cat
 
     grows = ["x = torch.cat([x, y])", "x = (torch.cat([x, y]))", "self.buf = (\n    torch.cat([self.buf, y])\n)",
              "x[i] = torch.cat((x[i], y))", "x = torch.cat([model(x), x])", "x = \\\n    torch.cat([x, y])",
@@ -382,7 +382,7 @@ def test_positions_of_reports_on_compound_headers_match_libcst():
 
 
 def test_a_model_tensor_loop_is_found_in_code_not_in_strings():
-    from gpulint.rules.per_tensor import PARAM_LOOP, has_loop
+    from gpulint.rules.per_tensor.helpers import PARAM_LOOP, has_loop
 
     loops = ['for p in group["params"]:\n    pass', 'for p in group[ "params" ]:\n    pass',
              "for p in model.parameters():\n    pass", "x = [p.grad for p in params]"]

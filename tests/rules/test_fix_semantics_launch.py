@@ -16,7 +16,7 @@ from gpulint.linter.rule import rules_by_code
 
 torch = pytest.importorskip("torch")
 
-from .fix_semantics import TinyModel, execute, train_locals  # noqa: E402
+from .fix_semantics import TinyClassifier, TinyModel, batches, execute, train_locals  # noqa: E402
 
 FIXABLE = ("GPL502", "GPL503", "GPL504", "GPL506")
 CASES = [
@@ -31,22 +31,22 @@ def on_cpu(source: str) -> str:
     return source.replace(".cuda(local_rank)", ".to(local_rank)").replace(".cuda()", ".cpu()").replace('"cuda"', '"cpu"')
 
 
-def fresh_namespace(with_unused: bool = False) -> dict:
+def fresh_namespace(model_class: type = TinyModel, **kwargs) -> dict:
     torch.manual_seed(0)
-    model = TinyModel(with_unused)
+    model = model_class(**kwargs)
     return {"model": model, "device": "cpu", "local_rank": "cpu", "params": list(model.parameters())}
 
 
 def run_training_function(source: str, with_unused: bool = False) -> dict:
-    """Exec `source`, call its `train(model, loader, optimizer, writer)`, return that call's locals and the model's
+    """Exec `source`, call its `train(model, loader, optimizer, device)`, return that call's locals and the model's
     parameters afterwards."""
-    namespace = fresh_namespace(with_unused)
+    namespace = fresh_namespace(TinyClassifier, with_unused=with_unused)
     model = namespace["model"]
     execute(on_cpu(source), namespace)
-    loader = [torch.randn(5, 4) for _ in range(3)]
+    loader = batches()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
-    captured = train_locals(namespace["train"], model, loader, optimizer, None)
-    drop = {"model", "loader", "optimizer", "writer", "batch", "loss"}
+    captured = train_locals(namespace["train"], model, loader, optimizer, "cpu")
+    drop = {"model", "loader", "optimizer", "device", "loss"}
     values = {name: value for name, value in captured.items() if name not in drop}
     values["parameters"] = [p.detach().clone() for p in model.parameters()]
     return values

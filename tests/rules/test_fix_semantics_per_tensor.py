@@ -12,7 +12,7 @@ from gpulint.linter.rule import rules_by_code
 
 torch = pytest.importorskip("torch")
 
-from .fix_semantics import TinyModel, execute, train_locals  # noqa: E402
+from .fix_semantics import TinyClassifier, batches, execute, train_locals  # noqa: E402
 
 FIXABLE = ("GPL102", "GPL104")
 CASES = [
@@ -24,18 +24,18 @@ CASES = [
 
 
 def run_training_function(source: str) -> dict:
-    """Exec `source`, call its `train(model, loader, optimizer, writer)` with fixed seeds, and return the locals of
+    """Exec `source`, call its `train(model, loader, optimizer, device)` with fixed seeds, and return the locals of
     that call when it returns."""
     torch.manual_seed(0)
-    model = TinyModel()
-    loader = [torch.randn(5, 4) for _ in range(3)]
+    model = TinyClassifier()
+    loader = batches()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     namespace = {
         "losses": [torch.tensor(1.5), torch.tensor(-2.25), torch.tensor(0.125)],
         "loss_dict": {"ce": torch.tensor(0.5), "l1": torch.tensor(3.0)},
     }
     execute(source, namespace)
-    return train_locals(namespace["train"], model, loader, optimizer, None)
+    return train_locals(namespace["train"], model, loader, optimizer, "cpu")
 
 
 def assert_same(original, fixed) -> None:
@@ -57,7 +57,7 @@ def test_fix_computes_the_same_values(code, index):
     example = rules_by_code()[code].invalid[index]
     original = run_training_function(example.code)
     fixed = run_training_function(example.fixed)
-    compared = set(original) - {"model", "loader", "optimizer", "writer", "batch"}
+    compared = set(original) - {"model", "loader", "optimizer", "device"}
     assert compared, "the example leaves no value to compare"
     assert set(fixed) >= compared
     for name in sorted(compared):

@@ -1,13 +1,5 @@
-"""GPL1xx: per-tensor logging and reduction loops.
-
-A Python loop over a model's parameters (or their gradients, or `state_dict()` values) that computes a norm or another
-reduction per tensor launches one or more small kernels per tensor; reading each result on the host adds one
-device-to-host round trip per tensor. The same holds for loops that log a dict of metric tensors one `.item()` at a time.
-`torch._foreach_norm` computes every norm in a few launches and `torch.stack(...).tolist()` reads them in one transfer.
-
-The loop analysis here (`scan_tensor_loop`) is shared with the GPL5xx launch-overhead rules, which take the loops that
-do optimizer/EMA arithmetic per parameter instead of reading a reduction.
-"""
+"""What the GPL1xx rules share: the analysis of loops over a model's tensors (`scan_tensor_loop`, also read by
+the GPL5xx rules), the words that pre-filter such loops, and the base class `PerTensorRule`."""
 
 from __future__ import annotations
 
@@ -17,19 +9,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpulint.linter.context import METADATA_ATTRS, METADATA_METHODS
-from gpulint.linter.names import (
-    dotted_name,
-    last_name,
-    name_parts,
-    root_name,
-    target_names,
-)
-from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+from gpulint.linter.context import HOST_METHODS, METADATA_ATTRS, METADATA_METHODS
+from gpulint.linter.names import dotted_name, last_name, name_parts, root_name, target_names
+from gpulint.linter.rule import Rule
 from gpulint.linter.syntax import SyntaxVisitor
+from gpulint.rules.common import keyword_arg
 
 if TYPE_CHECKING:
     from gpulint.linter.context import FileContext
+
 
 # Identifier parts that name a collection of model tensors (`model_params`, `self.grads`, `trainable_parameters`).
 PARAM_WORDS = frozenset({"param", "params", "parameters", "grad", "grads", "gradients"})
@@ -72,12 +60,7 @@ def has_loop(pattern: re.Pattern[str], code: str) -> bool:
 # What `is_model_tensor_iterable` accepts always spells one of these words.
 PARAM_LOOP = loop_over("param|grad|state_dict|buffers")
 PARAM_FOR_STATEMENT = loop_over("param|grad|state_dict|buffers", statements_only=True)
-# What `PerMetricLoggingLoop._metric_value_vars` accepts: `loss_dict.items()`, `zip(names, losses)`.
-METRIC_FOR_STATEMENT = loop_over(r"\.items\(|\.values\(|losses|metrics|dict", statements_only=True)
-# What `_ReadFinder` finds in a loop's body: a value read on the host, or logged as a scalar.
-_READ_WORDS = (".item(", ".tolist(", ".cpu(", ".numpy(", "add_scalar")
-# `**loss_dict`, `**self.metrics`: a dict of metrics unpacked into a call (`_names_metrics` of a `**` argument).
-METRICS_UNPACKED = re.compile(r"\*\*\s*[\w.]*(?:loss|metric)", re.IGNORECASE)
+
 # Parts that make such a name something else (`optimizer.param_groups` holds dicts of hyper-parameters).
 NOT_PARAM_WORDS = frozenset({"groups", "group", "names", "name", "count", "counts", "numel", "shapes", "keys"})
 # Iterables passed through unchanged by these wrappers: `enumerate(model.parameters())`, `zip(a.parameters(), ...)`.
@@ -93,8 +76,7 @@ TORCH_REDUCTIONS = frozenset(
         "torch.any", "torch.all", "torch.count_nonzero",
     }
 )
-# Methods and functions that bring a device value to the host.
-HOST_READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
+# Functions that bring a device value to the host (the methods are `HOST_METHODS`).
 HOST_READ_FUNCTIONS = frozenset(
     {
         "float", "int", "bool", "print", "add_scalar", "add_scalars", "add_histogram", "log", "log_dict", "log_metrics",
@@ -125,12 +107,6 @@ UPDATE_NAME_PARTS = frozenset(
     {"update", "updates", "step", "ema", "sync", "apply", "swap", "average", "momentum", "accumulate"}
 )
 CONVERSIONS = frozenset({"to", "detach", "cuda", "float", "half", "bfloat16", "double", "type", "type_as", "contiguous"})
-
-
-
-
-
-
 
 
 def tensor_targets(target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
@@ -335,7 +311,8 @@ class _LoopBodyScanner(SyntaxVisitor):
             self._reduction()
         elif not resolved.startswith("torch.") and _names_a_norm(last_name(func) or ""):
             self._reduction()  # a helper such as `unitwise_norm(p.grad)` or `get_grad_norm(g)`
-        if _keyword_value(node, "out") is not None and self._on_tensor(_keyword_value(node, "out")):
+        out = keyword_arg(node, "out")
+        if out is not None and self._on_tensor(out.value):
             self._inplace(node)  # `torch.nan_to_num(p.grad, out=p.grad)`
 
     def _on_tensor(self, expr: cst.BaseExpression) -> bool:
@@ -415,7 +392,7 @@ class _LoopBodyScanner(SyntaxVisitor):
             if isinstance(node, cst.Call):
                 name = last_name(node.func)
                 if child is node.func:
-                    if isinstance(node.func, cst.Attribute) and name in HOST_READ_METHODS:
+                    if isinstance(node.func, cst.Attribute) and name in HOST_METHODS:
                         return True
                     continue
                 resolved = self.context.resolve(node.func) or ""
@@ -445,13 +422,6 @@ def _chain_has_attribute(expr: cst.BaseExpression, attribute: str) -> bool:
             expr = expr.func
         else:
             return False
-
-
-def _keyword_value(call: cst.Call, keyword: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    return None
 
 
 def _names_a_norm(name: str) -> bool:
@@ -522,23 +492,6 @@ def scan_model_tensor_comprehension(node: cst.CSTNode, context: FileContext) -> 
     return scan
 
 
-_TRAIN = """import torch
-
-def train(model, loader, optimizer, writer):
-    for step, batch in enumerate(loader):
-        loss = model(batch)
-        loss.backward()
-{body}
-        optimizer.step()
-        optimizer.zero_grad()
-"""
-
-
-def in_step(body: str) -> str:
-    """A small training script with `body` inside its step loop (after backward, before the optimizer step)."""
-    return _TRAIN.format(body="\n".join("        " + line if line else "" for line in body.splitlines()))
-
-
 # Function-name parts of the data pipeline (tokenization, collation, dataset items): its tensors are CPU tensors,
 # built by the tokenizer or in loader workers, so reading them costs no device sync.
 DATA_PIPELINE_PARTS = frozenset(
@@ -565,7 +518,7 @@ ONE_OFF_PARTS = frozenset(
 )
 
 
-def rarely_runs(context: FileContext) -> bool:
+def in_test_error_or_one_off_code(context: FileContext) -> bool:
     """Test code, an `except` handler (an error path), or a function named for one-off work."""
     if context.in_tests:
         return True
@@ -577,7 +530,7 @@ def rarely_runs(context: FileContext) -> bool:
     return False
 
 
-class _PerTensorRule(Rule):
+class PerTensorRule(Rule):
     """Shared by the GPL1xx rules: they report only outside gated code (a gated log every N steps is cheap) and
     outside the data pipeline. A configuration switch (`if args.log_grad_norm:`) is not a gate: when it is on, the
     loop runs every step."""
@@ -592,260 +545,9 @@ class _PerTensorRule(Rule):
                 self._torch_bound = True
 
     def _report_ungated(self, node: cst.CSTNode, message: str | None = None, **kwargs) -> None:
-        if self.context.gated_here(switches_gate=False) or in_data_pipeline(self.context) or rarely_runs(self.context):
+        if self.context.gated_here(switches_gate=False) or in_data_pipeline(self.context) or in_test_error_or_one_off_code(self.context):
             return
         self.report(node, message, when="training", **kwargs)
-
-
-class PerTensorNormRead(_PerTensorRule):
-    code = "GPL101"
-    name = "per-tensor-norm-read"
-    message = (
-        "this loop computes a norm per parameter and reads each one on the host: one kernel and one device-to-host "
-        "sync per tensor; use `torch._foreach_norm` + `torch.stack(...)` and read once"
-    )
-    # What `is_model_tensor_iterable` accepts: `*param*`/`*grad*` names (`ema_param_list`), state dicts, buffers.
-    triggers = PARAM_TRIGGERS
-    requires = (REDUCTION_WORDS,)  # a reported loop computes a reduction: `.norm(`, `torch.sum(`, `grad_norm(`
-
-    @classmethod
-    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return super().may_report_in(code, name, class_name) and has_loop(PARAM_LOOP, code)
-    docs = RuleDocs(
-        what_it_does="Flags a loop or comprehension over `parameters()`, `named_parameters()`, gradients or "
-        "`state_dict()` values that computes a norm or other reduction for each tensor and reads the result on the host "
-        "(`.item()`, `float()`, `print`, a logger call, an `if` on it).",
-        why_slow="Each `p.grad.norm()` is one or two small kernel launches, and each `.item()` (or `if norm > x`) is a "
-        "device-to-host copy that waits for the GPU to drain its queue. A model with 300 parameter tensors pays 300 "
-        "round trips per step: the CPU can no longer run ahead, so the GPU idles between every launch.",
-        example="norms = []\nfor name, p in model.named_parameters():\n    if p.grad is not None:\n"
-        "        norms.append(p.grad.norm(2).item())",
-        use_instead="grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
-        "norms = torch.stack(torch._foreach_norm(grads, 2)).tolist()  # a few launches, one transfer\n"
-        "# or, for the total norm: total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)",
-        fix_safety="No automatic fix: the loop usually mixes the read with other work (clipping, logging by name), "
-        "which needs a hand-written rewrite.",
-        false_positives="Loops under a logging gate (`if step % 100 == 0:`) in the same function are not flagged; a "
-        "helper that is only ever called under a gate in another function or module is, since the rule cannot see "
-        "its callers there: add `# noqa: GPL101` on the `for` line.",
-    )
-    valid = (
-        in_step("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
-                "norms = torch.stack(torch._foreach_norm(grads)).tolist()"),
-        in_step("if step % 100 == 0:\n    for name, p in model.named_parameters():\n"
-                "        writer.add_scalar(name, p.grad.norm().item(), step)"),
-        "import torch\n\ndef evaluate(model):\n    for p in model.parameters():\n        print(p.norm().item())\n",
-        "import torch\n\nmodel = build()\nn_params = sum(p.numel() for p in model.parameters())\n",
-        "import torch\n\ndef report(model):\n    for name, p in model.named_parameters():\n        print(name, p.shape)\n",
-    )
-    invalid = (
-        Invalid(
-            "import torch\n\ndef clip_gradients(model, clip):\n    norms = []\n"
-            "    for name, p in model.named_parameters():\n        if p.grad is not None:\n"
-            "            param_norm = p.grad.data.norm(2)\n            norms.append(param_norm.item())\n"
-            "            clip_coef = clip / (param_norm + 1e-6)\n            if clip_coef < 1:\n"
-            "                p.grad.data.mul_(clip_coef)\n    return norms\n"
-        ),
-        Invalid(in_step("for name, p in model.named_parameters():\n"
-                        "    writer.add_scalar(f\"grad/{name}\", p.grad.norm().item(), step)")),
-        Invalid(in_step("norms = [p.grad.norm().item() for p in model.parameters()]")),
-        Invalid(in_step("for g in grads:\n    if torch.isnan(g).any():\n        raise RuntimeError(\"nan\")")),
-    )
-
-    def visit_For(self, node: cst.For) -> None:
-        scan = scan_model_tensor_for(node, self.context)
-        if scan is not None and scan.kind == "norm-read":
-            self._report_ungated(node.iter)
-
-    def _visit_comprehension(self, node: cst.CSTNode) -> None:
-        scan = scan_model_tensor_comprehension(node, self.context)
-        if scan is not None and scan.kind == "norm-read":
-            self._report_ungated(node)
-
-    visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = _visit_comprehension
-
-
-class PerTensorNormLoop(_PerTensorRule):
-    code = "GPL102"
-    name = "per-tensor-norm-loop"
-    message = (
-        "one norm/reduction kernel per parameter tensor; `torch._foreach_norm` computes them all in a few launches"
-    )
-    # What `is_model_tensor_iterable` accepts: `*param*`/`*grad*` names (`ema_param_list`), state dicts, buffers.
-    triggers = PARAM_TRIGGERS
-    requires = (REDUCTION_WORDS,)  # a reported loop computes a reduction: `.norm(`, `torch.sum(`, `grad_norm(`
-
-    @classmethod
-    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return super().may_report_in(code, name, class_name) and has_loop(PARAM_LOOP, code)
-    fixable = True
-    docs = RuleDocs(
-        what_it_does="Flags a loop or comprehension over `parameters()`, gradients or `state_dict()` values that "
-        "computes a norm or other reduction per tensor without reading it on the host (the values are stacked or "
-        "summed on the device).",
-        why_slow="Kernel launch count: every `torch.norm(p.grad)` is a separate launch of a tiny kernel (plus the "
-        "`pow`/`add` around it). With hundreds of parameter tensors the step spends milliseconds of CPU time issuing "
-        "launches that each keep the GPU busy for microseconds. `torch._foreach_norm` does the same work in a handful "
-        "of multi-tensor launches.",
-        example="total = torch.norm(torch.stack([torch.norm(p.grad, 2) for p in params]), 2)",
-        use_instead="total = torch.norm(torch.stack(torch._foreach_norm([p.grad for p in params], 2)), 2)\n"
-        "# or, when clipping anyway: total = torch.nn.utils.clip_grad_norm_(params, max_norm)",
-        fix_safety="Unsafe, offered only for `torch.stack([torch.norm(x, ord) for ...])` (or `x.norm(ord)`): "
-        "`torch._foreach_norm` is a private API, accepts only numeric orders (not `'fro'`/`'nuc'`), and its results "
-        "can differ from per-tensor `norm` in the last bits because the reduction order differs.",
-        false_positives="Reductions that are not per-step (a one-off parameter summary in a helper nobody calls per "
-        "step); loops under a logging gate in the same function are not flagged.",
-    )
-    valid = (
-        in_step("grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
-                "total = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
-        in_step("if step % 50 == 0:\n    total = sum(p.grad.norm() ** 2 for p in model.parameters())"),
-        "import torch\n\ndef init_weights(model):\n    for p in model.parameters():\n        p.data /= p.data.norm()\n",
-    )
-    invalid = (
-        Invalid(
-            in_step("total = torch.norm(torch.stack([torch.norm(p.grad, 2) for p in model.parameters()]), 2)"),
-            fixed=in_step("total = torch.norm(torch.stack(torch._foreach_norm([p.grad for p in model.parameters()], 2)), 2)"),
-        ),
-        Invalid(
-            in_step("norms = torch.stack([p.grad.detach().norm() for p in model.parameters() if p.grad is not None])"),
-            fixed=in_step("norms = torch.stack(torch._foreach_norm([p.grad.detach() for p in model.parameters() if p.grad is not None]))"),
-        ),
-        Invalid(in_step("sq = 0.0\nfor p in model.parameters():\n    sq = sq + p.grad.pow(2).sum()")),
-        Invalid(in_step("l2 = sum(p.pow(2).sum() for p in model.parameters())")),
-    )
-
-    def visit_For(self, node: cst.For) -> None:
-        scan = scan_model_tensor_for(node, self.context)
-        if scan is not None and scan.kind == "norm":
-            self._report_ungated(node.iter)
-
-    def _visit_comprehension(self, node: cst.CSTNode) -> None:
-        scan = scan_model_tensor_comprehension(node, self.context)
-        if scan is not None and scan.kind == "norm":
-            fix = self._foreach_fix(node)
-            self._report_ungated(node, fix=fix, unsafe_fix=True)
-
-    visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = _visit_comprehension
-
-    def _foreach_fix(self, node: cst.CSTNode) -> list[Replace]:
-        """`torch.stack([torch.norm(x, o) for p in ps])` -> `torch.stack(torch._foreach_norm([x for p in ps], o))`."""
-        parent = self.context.parent(2)  # ListComp <- Arg <- Call
-        if not (
-            self._torch_bound
-            and isinstance(node, cst.ListComp)
-            and isinstance(parent, cst.Call)
-            and self.context.resolve(parent.func) == "torch.stack"
-            and parent.args
-            and parent.args[0].value is node
-        ):
-            return []
-        element = node.elt
-        if not isinstance(element, cst.Call) or any(a.star or (a.keyword and a.keyword.value not in ("p", "ord")) for a in element.args):
-            return []
-        if self.context.resolve(element.func) in ("torch.norm", "torch.linalg.vector_norm"):
-            tensor, orders = element.args[0].value if element.args else None, element.args[1:]
-        elif isinstance(element.func, cst.Attribute) and element.func.attr.value == "norm":
-            tensor, orders = element.func.value, element.args
-        else:
-            return []
-        if tensor is None or len(orders) > 1:
-            return []
-        args = [cst.Arg(node.with_changes(elt=tensor))]
-        if orders:
-            args.append(cst.Arg(orders[0].value))
-        call = cst.Call(cst.Attribute(cst.Name("torch"), cst.Name("_foreach_norm")), args)
-        return [Replace(node, call)]
-
-
-class PerMetricLoggingLoop(_PerTensorRule):
-    code = "GPL103"
-    name = "per-metric-logging-loop"
-    message = (
-        "this loop reads a dict of metric tensors one value at a time: one device-to-host sync per metric; stack them "
-        "and transfer once"
-    )
-    triggers = (".items()", ".values()", "losses", "metrics", "**")
-    # A reported loop reads each value (`.item()`, `add_scalar`, ...); a reported call hands `**dict` to `update`/`log`.
-    requires = (("update(", "log(", "log_dict(", ".item(", ".tolist(", ".cpu(", ".numpy(", "add_scalar"),)
-
-    @classmethod
-    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        # Reported: `logger.update(**loss_dict)`, or a loop over a dict or list of metrics that reads each value on
-        # the host (`_ReadFinder`).
-        unpacked = METRICS_UNPACKED.search(code) is not None and any(w in code for w in ("update(", "log(", "log_dict("))
-        return super().may_report_in(code, name, class_name) and (unpacked or (
-            METRIC_FOR_STATEMENT.search(code) is not None and any(w in code for w in _READ_WORDS)
-        ))
-    docs = RuleDocs(
-        what_it_does="Flags a `for` loop over a dict of tensors (`.items()` / `.values()`) or over a list named like "
-        "`losses` / `metrics` that reads each value on the host (`.item()`, `float()`, `.tolist()`, `.cpu()`, "
-        "`add_scalar`), and a step that hands a dict of tensors to a metric logger as keyword arguments "
-        "(`metric_logger.update(**loss_dict)`), whose `update` reads them one by one.",
-        why_slow="Each read is a device-to-host copy that blocks until the GPU finishes all queued work. Logging ten "
-        "loss terms every step costs ten round trips where one would do, and each one stalls the launch queue.",
-        example="for k, v in loss_dict.items():\n    meters[k].update(v.item())",
-        use_instead="keys = list(loss_dict)\nvalues = torch.stack([loss_dict[k].detach().float() for k in keys]).tolist()"
-        "  # one transfer\nfor k, v in zip(keys, values):\n    meters[k].update(v)",
-        fix_safety="No automatic fix: the values may have different shapes or dtypes, which `torch.stack` rejects "
-        "or promotes.",
-        false_positives="Dicts whose values are already Python numbers (then `.item()` would fail anyway); loops under a "
-        "logging gate in the same function are not flagged.",
-    )
-    valid = (
-        in_step("loss_dict = {\"ce\": loss.detach()}\nif step % 10 == 0:\n    for k, v in loss_dict.items():\n"
-                "        writer.add_scalar(k, v.item(), step)"),
-        in_step("stats = {k: v for k, v in zip(names, values)}\nfor k, v in stats.items():\n    print(k, v)"),
-        in_step("values = torch.stack(list(loss_dict.values())).tolist()\nfor k, v in zip(loss_dict, values):\n"
-                "    meters[k].update(v)"),
-        "def metrics_format(metrics):\n    for k, v in metrics.items():\n        metrics[k] = f\"{int(v) >> 30}GF\"\n",
-    )
-    invalid = (
-        Invalid(in_step("loss_dict = criterion(out, batch)\nfor k, v in loss_dict.items():\n    meters[k].update(v.item())")),
-        Invalid(
-            "import torch\n\nclass MetricLogger:\n    def update(self, **kwargs):\n        for k, v in kwargs.items():\n"
-            "            if isinstance(v, torch.Tensor):\n                v = v.item()\n            self.meters[k].update(v)\n"
-        ),
-        Invalid(in_step("for name, l in zip(names, losses):\n    writer.add_scalar(name, l, step)")),
-        Invalid(in_step("loss_dict = criterion(out, batch)\nmetric_logger.update(loss=loss_value, **loss_dict)")),
-    )
-
-    def visit_Call(self, node: cst.Call) -> None:
-        # `metric_logger.update(**loss_dict)`: the logger's update() loops over the dict calling .item() on each.
-        func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("update", "log", "log_dict"):
-            return
-        receiver = name_parts(last_name(func.value) or "")
-        if not receiver & {"logger", "meter", "meters", "metrics", "tracker"}:
-            return
-        for arg in node.args:
-            if arg.star == "**" and not self.context.is_host_value(arg.value) and _names_metrics(arg.value):
-                self.report(node, when="per_step")
-                return
-
-    def visit_For(self, node: cst.For) -> None:
-        value_vars = self._metric_value_vars(node)
-        if not value_vars or is_model_tensor_iterable(node.iter):
-            return
-        if iterates_host_values(node.iter, self.context):
-            return
-        if _reads_each(value_vars, node.body, logged_counts=_names_losses(node.iter)):
-            self._report_ungated(node.iter)
-
-    def _metric_value_vars(self, node: cst.For) -> set[str]:
-        iterable = node.iter
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
-            method = iterable.func.attr.value
-            if method == "items" and isinstance(node.target, cst.Tuple) and len(node.target.elements) == 2:
-                return target_names(node.target.elements[1].value)
-            if method == "values":
-                return target_names(node.target)
-        is_zip = isinstance(iterable, cst.Call) and last_name(iterable.func) == "zip"
-        if is_zip and any(_names_metrics(arg.value) for arg in iterable.args):
-            return target_names(node.target)
-        if _names_metrics(iterable):
-            return target_names(node.target)
-        return set()
 
 
 def iterates_host_values(iterable: cst.BaseExpression, context: FileContext) -> bool:
@@ -853,159 +555,3 @@ def iterates_host_values(iterable: cst.BaseExpression, context: FileContext) -> 
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate"):
         return all(context.is_host_value(arg.value) for arg in iterable.args)
     return context.is_host_value(iterable)
-
-
-def _names_metrics(expr: cst.BaseExpression) -> bool:
-    name = last_name(expr)
-    if name is None:
-        return False
-    parts = name_parts(name)
-    return bool(parts & {"losses", "metrics"}) or ("dict" in parts and bool(parts & {"loss", "metric", "losses"}))
-
-
-class _ReadFinder(SyntaxVisitor):
-    """Is one of `names` surely a tensor read on the host: `v.item()`, `v.tolist()`, `v.cpu()`, `v.numpy()`, or
-    `writer.add_scalar(k, v)` of a loss? (`float(v)` / `int(v)` are not counted: the dict may hold Python numbers.)"""
-
-    def __init__(self, names: set[str], logged_counts: bool) -> None:
-        super().__init__()
-        self.names = names
-        self.logged_counts = logged_counts  # only for dicts named for losses: others may hold Python numbers
-        self.found = False
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Call(self, node: cst.Call) -> bool:
-        func = node.func
-        method_read = (
-            isinstance(func, cst.Attribute) and func.attr.value in HOST_READ_METHODS and root_name(func.value) in self.names
-        )
-        logged = self.logged_counts and last_name(func) in ("add_scalar", "add_scalars") and any(
-            isinstance(arg.value, cst.Name) and arg.value.value in self.names for arg in node.args
-        )
-        self.found = self.found or method_read or logged
-        return not self.found
-
-
-def _names_losses(iterable: cst.BaseExpression) -> bool:
-    """Does the loop iterate something named for losses (`loss_dict.items()`, `zip(names, losses)`)?"""
-    while isinstance(iterable, cst.Call):
-        if isinstance(iterable.func, cst.Name) and iterable.args:
-            return any(_names_losses(arg.value) for arg in iterable.args)
-        if not isinstance(iterable.func, cst.Attribute):
-            return False
-        iterable = iterable.func.value
-    return bool(name_parts(last_name(iterable) or "") & {"loss", "losses"})
-
-
-def _reads_each(names: set[str], body: cst.CSTNode, logged_counts: bool) -> bool:
-    finder = _ReadFinder(names, logged_counts)
-    finder.walk(body)
-    return finder.found
-
-
-class ItemListComprehension(_PerTensorRule):
-    code = "GPL104"
-    name = "item-per-element-comprehension"
-    message = (
-        "`.item()` per element of a comprehension: one device-to-host sync per tensor; "
-        "`torch.stack(tensors).tolist()` reads them all in one transfer"
-    )
-    triggers = (".item()",)
-    fixable = True
-    docs = RuleDocs(
-        what_it_does="Flags comprehensions such as `[t.item() for t in losses]` and `{k: v.item() / n for k, v in "
-        "d.items()}` that call `.item()` on each element (also inside arithmetic or `round`), outside the data "
-        "pipeline (tokenize/collate/dataset functions hold CPU tensors).",
-        why_slow="Every `.item()` is a separate device-to-host copy that waits for the GPU queue to drain; N elements "
-        "cost N round trips (each one a full host-device latency plus the lost CPU lead), where one `tolist()` on a stacked "
-        "tensor costs one.",
-        example="values = [t.item() for t in losses]\nlogs = {k: v.item() / world_size for k, v in loss_dict.items()}",
-        use_instead="values = torch.stack(losses).tolist()",
-        fix_safety="Unsafe, offered for list comprehensions of the form `[t.item() for t in ts]`: `torch.stack` needs "
-        "tensors of one shape on one device (an element of shape `(1,)` among scalars fails, or yields nested lists "
-        "when all are `(1,)`), raises on an empty list, and promotes mixed dtypes (ints become floats next to floats).",
-        false_positives="Elements that are already on the host (the comprehension iterates a `.cpu()`/`.tolist()` "
-        "result) are skipped when gpulint can see it; comprehensions under a logging gate in the same function are not "
-        "flagged.",
-    )
-    valid = (
-        in_step("values = torch.stack(losses).tolist()"),
-        in_step("host = losses.cpu()\nvalues = [t.item() for t in host]"),
-        in_step("if step % 100 == 0:\n    print([t.item() for t in losses])"),
-        ("import torch\n\ndef _tokenize_fn(strings, tokenizer):\n"
-         "    tokenized = [tokenizer(s, return_tensors=\"pt\") for s in strings]\n"
-         "    return [t.input_ids.ne(tokenizer.pad_token_id).sum().item() for t in tokenized]\n"),
-    )
-    invalid = (
-        Invalid(in_step("values = [t.item() for t in losses]"), fixed=in_step("values = torch.stack(losses).tolist()")),
-        Invalid(
-            in_step("values = [t.item() for t in loss_dict.values()]"),
-            fixed=in_step("values = torch.stack(list(loss_dict.values())).tolist()"),
-        ),
-        Invalid(in_step("logs = {k: v.item() for k, v in loss_dict.items()}")),
-        Invalid(in_step("values = [x.item() for y, n in zip(gathered, sizes) for x in y[:n]]")),
-        Invalid(in_step("logs = {k: v.item() / world_size for k, v in loss_dict.items()}")),
-    )
-
-    def _visit_comprehension(self, node: cst.CSTNode) -> None:
-        comp_for = node.for_in
-        if iterates_host_values(comp_for.iter, self.context):
-            return
-        element = comprehension_element(node)
-        names: set[str] = set()
-        inner = comp_for
-        while inner is not None:  # `[x.item() for y in ys for x in y]`
-            names |= target_names(inner.target)
-            inner = inner.inner_for_in
-        if not _reads_item_of(element, names):
-            return
-        if is_model_tensor_iterable(comp_for.iter):
-            scan = scan_model_tensor_comprehension(node, self.context)
-            if scan is not None and scan.kind is not None:
-                return  # a per-parameter reduction read: GPL101's finding
-        self._report_ungated(node, fix=self._stack_fix(node), unsafe_fix=True)
-
-    visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = _visit_comprehension
-
-    def _stack_fix(self, node: cst.CSTNode) -> list[Replace]:
-        comp_for = node.for_in
-        element = node.elt if isinstance(node, cst.ListComp) else None
-        if (
-            not self._torch_bound
-            or element is None
-            or comp_for.ifs
-            or comp_for.inner_for_in is not None
-            or not isinstance(comp_for.target, cst.Name)
-            or not (isinstance(element.func.value, cst.Name) and element.func.value.value == comp_for.target.value)
-        ):
-            return []
-        iterable = comp_for.iter
-        if not isinstance(iterable, (cst.Name, cst.Attribute, cst.List, cst.Tuple)):
-            iterable = cst.Call(cst.Name("list"), [cst.Arg(iterable)])
-        stacked = cst.Call(cst.Attribute(cst.Name("torch"), cst.Name("stack")), [cst.Arg(iterable)])
-        return [Replace(node, cst.Call(cst.Attribute(stacked, cst.Name("tolist"))))]
-
-
-def _is_item_of(expr: cst.BaseExpression, names: set[str]) -> bool:
-    return (
-        isinstance(expr, cst.Call)
-        and not expr.args
-        and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value == "item"
-        and root_name(expr.func.value) in names
-    )
-
-
-def _reads_item_of(expr: cst.BaseExpression, names: set[str]) -> bool:
-    """`t.item()`, or arithmetic / rounding around it: `v.item() / world_size`, `round(v.item(), 4)`."""
-    if _is_item_of(expr, names):
-        return True
-    if isinstance(expr, cst.BinaryOperation):
-        return _reads_item_of(expr.left, names) or _reads_item_of(expr.right, names)
-    if isinstance(expr, cst.UnaryOperation):
-        return _reads_item_of(expr.expression, names)
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("round", "float", "abs"):
-        return bool(expr.args) and _reads_item_of(expr.args[0].value, names)
-    return False

@@ -1,0 +1,49 @@
+"""Knowledge several rule families share: reading and adding a call's arguments, and telling literal values.
+
+One place for each fact, so that two families never disagree on it (TorchFix keeps the same kind of helpers in
+`torchfix/common.py`).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.names import last_name
+
+
+def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
+    """The argument `name=...` of `call`, or None."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+_TIGHT_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def new_keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    """`name=value`, spelled the PEP 8 way (for fixes that add an argument)."""
+    return cst.Arg(value, keyword=cst.Name(name), equal=_TIGHT_EQUAL)
+
+
+def is_true(expr: cst.BaseExpression | None) -> bool:
+    """The literal `True`."""
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def is_false(expr: cst.BaseExpression | None) -> bool:
+    """The literal `False`."""
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def is_cpu_string(expr: cst.BaseExpression) -> bool:
+    """`"cpu"` or `"cpu:0"`."""
+    return isinstance(expr, cst.SimpleString) and expr.raw_value.split(":")[0] == "cpu"
+
+
+def is_cpu_device(expr: cst.BaseExpression) -> bool:
+    """`"cpu"`, `"cpu:0"` or `torch.device("cpu")`."""
+    if isinstance(expr, cst.Call) and last_name(expr.func) == "device" and expr.args:
+        return is_cpu_string(expr.args[0].value)
+    return is_cpu_string(expr)

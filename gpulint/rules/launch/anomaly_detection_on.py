@@ -1,0 +1,57 @@
+"""GPL506 anomaly-detection-on."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+from gpulint.rules.common import is_false, is_true, keyword_arg
+from gpulint.rules.launch.helpers import under_any_if
+
+
+class AnomalyDetectionOn(Rule):
+    code = "GPL506"
+    name = "anomaly-detection-on"
+    message = "autograd anomaly detection is switched on unconditionally: it slows every backward pass and syncs"
+    triggers = ("detect_anomaly",)
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags `torch.autograd.set_detect_anomaly(True)` and `torch.autograd.detect_anomaly()` outside "
+        "test files, unless they sit under an `if` (a debug flag).",
+        why_slow="Anomaly mode records a Python stack trace for every autograd node in the forward pass and checks "
+        "every backward output for NaN, which reads values back to the host: backward runs several times slower and "
+        "synchronizes the device repeatedly.",
+        example="torch.autograd.set_detect_anomaly(True)",
+        use_instead="if args.detect_anomaly:\n    torch.autograd.set_detect_anomaly(True)",
+        fix_safety="Unsafe, offered for `set_detect_anomaly(True)` only: the fix turns it off (`False`). Values are "
+        "unchanged, but a NaN in backward no longer raises with the forward trace that produced it.",
+        false_positives="Debugging scripts that are never run for real training: add `# noqa: GPL506`.",
+    )
+    valid = (
+        "import torch\n\nif args.debug:\n    torch.autograd.set_detect_anomaly(True)\n",
+        "import torch\n\ntorch.autograd.set_detect_anomaly(False)\n",
+        "import torch\n\ntorch.autograd.set_detect_anomaly(args.debug)\n",
+    )
+    invalid = (
+        Invalid(
+            "import torch\n\ntorch.autograd.set_detect_anomaly(True)\n",
+            fixed="import torch\n\ntorch.autograd.set_detect_anomaly(False)\n",
+        ),
+        Invalid(
+            "import torch\n\ndef train(model, loader, opt):\n    with torch.autograd.detect_anomaly():\n"
+            "        for batch in loader:\n            model(batch).backward()\n            opt.step()\n"
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.context.resolve(node.func) or ""
+        if self.context.in_tests or under_any_if(self.context):
+            return
+        if name == "torch.autograd.set_detect_anomaly":
+            mode = keyword_arg(node, "mode") or (node.args[0] if node.args and node.args[0].keyword is None else None)
+            if mode is not None and is_true(mode.value):
+                self.report(node, when="always", fix=[Replace(mode.value, "False")], unsafe_fix=True)
+        elif name in ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"):
+            check = keyword_arg(node, "check_nan")
+            if check is None or not is_false(check.value):
+                self.report(node, when="always")

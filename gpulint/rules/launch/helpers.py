@@ -1,0 +1,112 @@
+"""What the GPL5xx rules share: the base class `WhereItRuns` (where a per-step construct runs) and the one-time
+branches that do not run every step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from gpulint.linter.context import is_cold_function_name
+from gpulint.linter.names import last_name, name_parts
+from gpulint.linter.rule import Replace, Report, Rule
+from gpulint.rules.per_tensor.helpers import in_test_error_or_one_off_code
+
+if TYPE_CHECKING:
+    from gpulint.linter.context import FileContext
+
+
+# Calls that mark a loop as the training loop (`loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`).
+STEP_CALLS = frozenset({"backward", "zero_grad", "step"})
+
+
+def one_time_branch(context: FileContext) -> bool:
+    """Under `if x == N:` or `if x is None:` in the same function: a switch (`if step == warmup:`), a lazy build or
+    a first-step state init (`if len(state) == 0:`), not per step."""
+    chain = context.ancestors
+    for index in range(len(chain) - 2, -1, -1):
+        node = chain[index]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(node, cst.If) and chain[index + 1] is node.body and _tests_one_time(node.test):
+            return True
+    return False
+
+
+def _tests_one_time(test: cst.BaseExpression) -> bool:
+    """`x == N`, `x is None`, or one of them and-ed with other conditions (`n_iter == 0 and state_dict`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_one_time(test.left) or _tests_one_time(test.right)
+    return isinstance(test, cst.Comparison) and any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in test.comparisons)
+
+
+def _singular(name: str) -> str:
+    return "_".join(part.removesuffix("s") for part in name.split("_"))
+
+
+class WhereItRuns(Rule):
+    """Decides, per function, when a finding counts. Code in a function that holds the training loop counts only
+    inside that loop ("per_step": the setup before it runs once); code at module level likewise; code in a helper
+    without a training loop (a forward-like method, an EMA `update`, a per-step utility in another module) counts
+    wherever it is not known to be cold ("training"). Findings in a function wait for the end of the function, where
+    that is known."""
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._pending: dict[int, list[Report]] = {}
+        self._training_functions: set[int] = set()
+
+    def _track_call(self, node: cst.Call) -> None:
+        if last_name(node.func) in STEP_CALLS and isinstance(node.func, cst.Attribute) and self.context.innermost_loop():
+            self._note_training_function()
+
+    def _track_for(self, node: cst.For) -> None:
+        iterable = node.iter
+        while isinstance(iterable, cst.Call) and iterable.args and last_name(iterable.func) in ("enumerate", "tqdm", "iter"):
+            iterable = iterable.args[0].value
+        name = last_name(iterable.func if isinstance(iterable, cst.Call) else iterable) or ""
+        if "loader" in name.lower():
+            self._note_training_function()
+
+    def _note_training_function(self) -> None:
+        function = self.context.enclosing_function()
+        if function is not None:
+            self._training_functions.add(id(function))
+
+    def _report_where_it_runs(
+        self, node: cst.CSTNode, message: str | None = None, fix: Sequence[Replace] = (), unsafe: bool = False
+    ) -> None:
+        function = self.context.enclosing_function()
+        if in_test_error_or_one_off_code(self.context):
+            return
+        if function is None:
+            self.report(node, message, when="per_step", fix=fix, unsafe_fix=unsafe)
+        elif "forward" in name_parts(function.name.value):
+            self.report(node, message, when="training", fix=fix, unsafe_fix=unsafe)
+        elif is_cold_function_name(_singular(function.name.value)):
+            return  # `print_samples`, `save_checkpoints`: the plural of a cold name is cold too
+        else:
+            snapshot = self.context.ancestors_snapshot()
+            report = Report(self, node, message or self.message, "training", snapshot, tuple(fix), unsafe)
+            self._pending.setdefault(id(function), []).append(report)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        pending = self._pending.pop(id(original_node), ())
+        when = "per_step" if id(original_node) in self._training_functions else "training"
+        for report in pending:
+            self.context.add_report(
+                Report(self, report.node, report.message, when, report.ancestors, report.fix, report.unsafe_fix)
+            )
+
+
+def under_any_if(context: FileContext) -> bool:
+    """Inside the body of any `if` in the same function (`if args.debug:`): switched by a flag, not always on."""
+    chain = context.ancestors
+    for index in range(len(chain) - 2, -1, -1):
+        node = chain[index]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(node, (cst.If, cst.IfExp)) and chain[index + 1] is not node.test:
+            return True
+    return False

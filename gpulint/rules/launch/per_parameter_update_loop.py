@@ -1,0 +1,129 @@
+"""GPL501 per-parameter-update-loop."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from gpulint.linter.names import last_name, target_names
+from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.examples import training_script
+from gpulint.rules.launch.helpers import WhereItRuns
+from gpulint.rules.per_tensor.helpers import (
+    PARAM_FOR_STATEMENT,
+    PARAM_TRIGGERS,
+    UPDATE_WORDS,
+    binds_tensor_dict,
+    has_loop,
+    scan_model_tensor_for,
+)
+
+if TYPE_CHECKING:
+    from gpulint.linter.context import FileContext
+
+
+# An assignment of what `binds_tensor_dict` accepts: `sd = model.state_dict()`, `p = dict(model.named_parameters())`.
+_TENSOR_DICT = re.compile(
+    r"(?<![=!<>])=(?!=)[^\n]{0,100}?(?:(?<!\w)state_dict\(|(?<!\w)(?:Ordered)?[dD]ict\([^)]{0,200}?"
+    r"(?:param|grad|state_dict|buffers))",
+    re.IGNORECASE,
+)
+
+
+class PerParameterUpdateLoop(WhereItRuns):
+    code = "GPL501"
+    name = "per-parameter-update-loop"
+    message = (
+        "a Python loop does in-place arithmetic on each parameter: one or more kernel launches per tensor every step; "
+        "use `torch._foreach_*` (e.g. `_foreach_lerp_` for EMA) or a fused/foreach optimizer"
+    )
+    triggers = PARAM_TRIGGERS
+    requires = (UPDATE_WORDS,)  # a reported loop updates its tensors
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        # The loop iterates a model's tensors, or a dict of them bound in the same function (`binds_tensor_dict`).
+        return super().may_report_in(code, name, class_name) and (
+            has_loop(PARAM_FOR_STATEMENT, code) or _TENSOR_DICT.search(code) is not None
+        )
+    docs = RuleDocs(
+        what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
+        "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "
+        "`dict(model.named_parameters())` whose body updates each tensor: in-place arithmetic (`add_`, `mul_`, "
+        "`lerp_`, `addcdiv_`, `copy_`, `p.grad.zero_()`, `torch.nan_to_num(g, out=g)`), `p.data = ...`, or per-parameter "
+        "state stored in a dict. Only per-step shapes count: the loop reads gradients, blends one set of tensors into "
+        "another (EMA), keeps per-parameter state, or sits in a function named like an update (`update`, `step`, "
+        "`ema`, `accumulate`). Hand-written optimizers, EMA/teacher updates, gradient scaling and manual zeroing are "
+        "the usual cases. In a function that holds the training loop, only loops inside it count.",
+        why_slow="Kernel launch count: each in-place op on each tensor is its own launch. An EMA update of a 300-tensor "
+        "model with `mul_` + `add_` is 600 launches per step, each paying Python and dispatcher time on the CPU for a "
+        "tiny amount of GPU work, so the GPU waits on the Python loop. The `torch._foreach_*` ops and `foreach=True`/`fused=True` "
+        "optimizers process whole tensor lists in a few multi-tensor kernels.",
+        example="with torch.no_grad():\n    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
+        "        ema_p.mul_(decay).add_(p, alpha=1 - decay)",
+        use_instead="with torch.no_grad():\n    ema_params = list(ema.parameters())\n"
+        "    torch._foreach_lerp_(ema_params, list(model.parameters()), 1 - decay)\n"
+        "# hand-written SGD: torch.optim.SGD(params, lr=lr, foreach=True) or torch._foreach_add_(params, grads, alpha=-lr)",
+        fix_safety="No automatic fix: the loop body often mixes the update with conditions per tensor (frozen layers, "
+        "buffers vs parameters) that a rewrite must keep.",
+        false_positives="Weight loading or averaging that runs once but sits in a helper named like an update, and "
+        "CPU-only toy models (no launches to save). Skipped: functions named like `init`/`setup`/`checkpoint`, loops "
+        "that scale weights by a constant (initialisation), loops that only copy tensors unchanged outside update "
+        "functions, loops that sort tensors into lists for a `torch._foreach_*` call, and loops under a logging gate.",
+    )
+    valid = (
+        training_script("with torch.no_grad():\n"
+                        "    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 0.001)"),
+        ("import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+         "        for p in self.parameters():\n            p.data.mul_(0.5)\n"),
+        training_script("for p in model.parameters():\n    p.grad = None"),
+        training_script("grads = []\nfor p in model.parameters():\n    if p.grad is not None:\n"
+                        "        grads.append(p.grad)\n"
+                        "torch._foreach_mul_(grads, 0.5)"),
+        ("import torch\n\ndef load_weights(dst, src):\n    for a, b in zip(dst.parameters(), src.parameters()):\n"
+         "        a.copy_(b)\n"),
+        training_script("for group in optimizer.param_groups:\n    group[\"lr\"] = group[\"lr\"] * 0.99"),
+        ("import torch\n\ndef scale_module(module, scale):\n    for p in module.parameters():\n"
+         "        p.detach().mul_(scale)\n    return module\n"),
+    )
+    invalid = (
+        Invalid(training_script("with torch.no_grad():\n"
+                                "    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
+                                "        ema_p.mul_(0.999).add_(p, alpha=0.001)")),
+        Invalid(training_script("with torch.no_grad():\n    for p in model.parameters():\n"
+                                "        p.data -= 0.01 * p.grad")),
+        Invalid(
+            "import torch\n\nclass ModelEma:\n    def update(self, model, decay):\n        with torch.no_grad():\n"
+            "            for ema_v, model_v in zip(self.module.state_dict().values(), model.state_dict().values()):\n"
+            "                ema_v.copy_(ema_v * decay + (1.0 - decay) * model_v)\n"
+        ),
+        Invalid(training_script("for p in model.parameters():\n    if p.grad is not None:\n        p.grad.zero_()")),
+    )
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._tensor_dicts: dict[int, set[str]] = {}  # per function: names bound to dicts of model tensors
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if binds_tensor_dict(node.value):
+            names = self._tensor_dicts.setdefault(id(self.context.enclosing_function()), set())
+            for target in node.targets:
+                names |= target_names(target.target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._track_call(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._track_for(node)
+        known = frozenset(self._tensor_dicts.get(id(self.context.enclosing_function()), ()))
+        scan = scan_model_tensor_for(node, self.context, known)
+        if scan is None or scan.kind != "arithmetic" or self.context.gated_here(switches_gate=False):
+            return
+        # A per-step update reads gradients, blends two sets of tensors (EMA: `zip(ema..., model...)`), keeps state
+        # per parameter, or lives in an update/step function. Scaling weights by a constant (`scale_module`) is
+        # initialisation.
+        zipped = isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip" and len(node.iter.args) >= 2
+        if scan.touches_grad or scan.blends or zipped or scan.stores_state or scan.in_update_function:
+            self._report_where_it_runs(node.iter)

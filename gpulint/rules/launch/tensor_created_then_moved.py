@@ -1,0 +1,321 @@
+"""GPL504 tensor-created-then-moved."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from gpulint.linter.names import last_name, name_parts
+from gpulint.linter.rule import Invalid, Replace, RuleDocs
+from gpulint.rules.common import keyword_arg, new_keyword_arg
+from gpulint.rules.examples import training_script
+from gpulint.rules.launch.helpers import WhereItRuns, one_time_branch
+
+if TYPE_CHECKING:
+    from gpulint.linter.context import FileContext
+
+
+# Factories whose values do not depend on the device (zeros on the CPU are zeros on the GPU).
+DETERMINISTIC_FACTORIES = frozenset(
+    {"zeros", "ones", "empty", "full", "arange", "eye", "linspace", "logspace", "tril_indices", "triu_indices"}
+)
+# Random factories draw from a different generator on each device: moving the creation changes the numbers.
+RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "normal"})
+DTYPE_NAMES = frozenset(
+    {"float", "float16", "float32", "float64", "bfloat16", "half", "double", "long", "int", "int8", "int16", "int32",
+     "int64", "uint8", "bool", "complex64", "complex128", "cfloat", "cdouble", "short"}
+)
+# Legacy typed constructors allocate on the CPU: `torch.LongTensor(n)`.
+LEGACY_CONSTRUCTORS = frozenset(
+    {"FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
+     "ByteTensor", "CharTensor", "BoolTensor", "Tensor"}
+)
+# Reshapes and casts between a factory and the move: `torch.arange(n).view(-1, 1).to(device)`.
+RESHAPES = frozenset(
+    {"view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "flatten", "t", "transpose", "permute",
+     "contiguous", "long", "float", "int", "half", "bool", "double", "tril", "triu"}
+)
+# In-place fills applied right after creation: `torch.LongTensor(n).random_(8)`.
+FILLS = frozenset({"random_", "uniform_", "normal_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_"})
+CREATION_WORDS = tuple(
+    f"{name}(" for name in sorted(DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS)
+) + ("random.",)
+NUMPY_RANDOM_MESSAGE = (
+    "random numbers drawn with numpy on the CPU and copied to the device; draw them on the device with "
+    "`torch.randn(..., device=...)` / `torch.rand(..., device=...)`"
+)
+_DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
+
+
+class CreatedOnCpuThenMoved(WhereItRuns):
+    code = "GPL504"
+    name = "tensor-created-then-moved"
+    message = (
+        "the tensor is created on the CPU and then copied to the device; pass `device=` to the factory so it is "
+        "created there"
+    )
+    triggers = (".cuda(", ".to(", ".type_as(", "random.")
+    # What is moved was made here by a torch factory (`torch.zeros(`, `torch.LongTensor(n).random_(`), or by numpy's
+    # random module.
+    requires = (CREATION_WORDS,)
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags `torch.zeros(...).cuda()`, `torch.arange(n).view(-1, 1).to(device)`, "
+        "`(torch.arange(n) + offset).cuda()`, `torch.LongTensor(n).random_(k).to(device)` and the like (factories "
+        "`zeros`, `ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`), and numpy random numbers wrapped in a "
+        "device tensor type (`Tensor(np.random.normal(...))` with `Tensor = torch.cuda.FloatTensor`). It counts code "
+        "inside the training loop, in a `forward`, and in helpers that hold no training loop; the setup before a "
+        "training loop is not flagged.",
+        why_slow="Host-device round trip: the tensor is allocated and filled by the CPU, then copied from pageable "
+        "memory with a host-to-device transfer that blocks the Python thread until the copy is done, and the CPU "
+        "buffer is thrown away. With `device=` the GPU allocates it from its cache and fills it with one kernel, "
+        "asynchronously.",
+        example="mask = torch.ones(seq_len, seq_len).tril().cuda()\npos = torch.arange(t).to(x.device)",
+        use_instead="pos = torch.arange(t, device=x.device)",
+        fix_safety="Safe for deterministic factories (`zeros`, `ones`, `full`, `arange`, `eye`, `linspace`, `empty`): "
+        "the fix adds `device=` and removes the move, values are identical. Unsafe for random factories (`rand`, "
+        "`randn`, `randint`, `randperm`): the numbers then come from the device's generator, not the CPU's, so a "
+        "seeded run draws different values. No fix when the factory already names a device or the move also changes "
+        "the dtype.",
+        false_positives="A helper called only at setup or every N steps from another module (gpulint cannot see the "
+        "caller): add `# noqa: GPL504`. `.to(x)` with `x` named like a tensor is flagged without a fix; with `x` "
+        "named like a dtype it is not flagged. Zero-element tensors and pinned staging buffers are skipped.",
+    )
+    valid = (
+        training_script("pos = torch.arange(128, device=\"cuda\")"),
+        "import torch\n\nbuf = torch.zeros(1024).cuda()\n",
+        training_script("x = torch.zeros(4).to(torch.float16)"),
+        training_script("x = torch.tensor([1, 2, 3]).to(\"cpu\")"),
+        ("import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+         "        return x + torch.arange(x.size(1), device=x.device)\n"),
+        ("import torch\n\ndef train(model, loader, opt, rank):\n    total = torch.zeros(2).to(rank)\n"
+         "    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"),
+        training_script("out = torch.empty(0).to(x.device)"),
+        training_script("buf = torch.ByteTensor(storage).to(\"cuda\")"),
+        training_script("pos = torch.arange(64, device=x.device).type_as(loss)"),
+        training_script("if len(state) == 0:\n    state[\"row\"] = torch.zeros(64).to(loss)"),
+        training_script("labels = torch.arange(8)\nlabels = batch_labels\nlabels = labels.to(device)"),
+    )
+    invalid = (
+        Invalid(
+            training_script("mask = torch.ones(8, 8).cuda()"),
+            fixed=training_script("mask = torch.ones(8, 8, device=\"cuda\")"),
+        ),
+        Invalid(
+            "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return x + torch.arange(x.size(1)).to(x.device)\n",
+            fixed="import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return x + torch.arange(x.size(1), device=x.device)\n",
+        ),
+        Invalid(
+            training_script("noise = torch.randn(4, 16).to(device, non_blocking=True)"),
+            fixed=training_script("noise = torch.randn(4, 16, device=device)"),
+        ),
+        Invalid(
+            training_script("acc = torch.zeros(2).cuda(local_rank)"),
+            fixed=training_script("acc = torch.zeros(2, device=local_rank)"),
+        ),
+        Invalid(training_script("z = torch.zeros(3, device=\"cpu\").cuda()")),
+        Invalid(training_script("target = torch.LongTensor(16).random_(8).to(device)")),
+        Invalid(
+            training_script("idx = torch.arange(16).view(-1, 1).to(device)"),
+            fixed=training_script("idx = torch.arange(16, device=device).view(-1, 1)"),
+        ),
+        Invalid(training_script("labels = (torch.arange(8, dtype=torch.long) + 8 * rank).cuda()")),
+        Invalid(training_script("labels = torch.cat([torch.arange(8) for _ in range(2)])\n"
+                                "labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()\nlabels = labels.to(device)")),
+        Invalid(
+            "import numpy as np\nimport torch\n\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+            "for imgs, _ in dataloader:\n    z = Tensor(np.random.normal(0, 1, (imgs.shape[0], 100)))\n"
+            "    loss = model(imgs, z)\n    loss.backward()\n    optimizer.step()\n"
+        ),
+        Invalid(
+            "import torch\n\nclass Resampler:\n    def gather(self, local_ts, sizes):\n"
+            "        return [torch.zeros(max(sizes)).to(local_ts) for _ in sizes]\n"
+        ),
+    )
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._cpu_built: dict[int, set[str]] = {}  # per function: names of tensors built on the CPU from factories
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._track_call(node)
+        func = node.func
+        if self._numpy_random_to_device(node):
+            self._report_where_it_runs(node, NUMPY_RANDOM_MESSAGE)
+            return
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as"):
+            return
+        created = self._cpu_creation(func.value)
+        if created is None and self._built_here(func.value):
+            created = (func.value, "")  # `labels = torch.cat([torch.arange(n), ...])` ... `labels.to(device)`
+        if created is None or one_time_branch(self.context):
+            return
+        factory, kind = created
+        device = self._target_device(node, func.attr.value)
+        if device is None:
+            return
+        fix: list[Replace] = []
+        if kind and keyword_arg(factory, "device") is None and isinstance(device, cst.BaseExpression):
+            on_device = self._with_device(factory, node, func.attr.value, device)
+            created = func.value  # the factory call, or the factory followed by reshapes / casts
+            fix = [Replace(node, on_device if created is factory else created.deep_replace(factory, on_device))]
+        self._report_where_it_runs(node, fix=fix, unsafe=kind in RANDOM_FACTORIES)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._track_for(node)
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        # Names bound to tensors built on the CPU in this function (factories and what is computed from them only).
+        built = self._cpu_built.setdefault(id(self.context.enclosing_function()), set())
+        on_cpu = self._is_cpu_built(original_node.value, built)
+        for target in original_node.targets:
+            if isinstance(target.target, cst.Name):
+                (built.add if on_cpu else built.discard)(target.target.value)
+
+    def _built_here(self, expr: cst.BaseExpression) -> bool:
+        built = self._cpu_built.get(id(self.context.enclosing_function()), set())
+        return isinstance(expr, cst.Name) and expr.value in built
+
+    def _is_cpu_built(self, expr: cst.BaseExpression, built: set[str]) -> bool:
+        """A tensor built on the CPU from torch factories: `torch.arange(n)`, `torch.cat([torch.arange(n)] * 2)`,
+        `(labels.unsqueeze(0) == labels.unsqueeze(1)).float()` with `labels` built so."""
+        if isinstance(expr, cst.Name):
+            return expr.value in built
+        if isinstance(expr, cst.Comparison):
+            return self._is_cpu_built(expr.left, built) and all(
+                self._is_cpu_built(c.comparator, built) for c in expr.comparisons
+            )
+        if isinstance(expr, cst.BinaryOperation):
+            return self._is_cpu_built(expr.left, built) and self._is_cpu_built(expr.right, built)
+        if not isinstance(expr, cst.Call):
+            return False
+        if self._cpu_creation(expr) is not None:
+            return True
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in RESHAPES:
+            return self._is_cpu_built(func.value, built)
+        if self.context.resolve(func) in ("torch.cat", "torch.stack") and expr.args:
+            parts = expr.args[0].value
+            if isinstance(parts, (cst.ListComp, cst.GeneratorExp)):
+                return self._is_cpu_built(parts.elt, built)
+            if isinstance(parts, (cst.List, cst.Tuple)) and parts.elements:
+                return all(self._is_cpu_built(e.value, built) for e in parts.elements)
+        return False
+
+    def _numpy_random_to_device(self, call: cst.Call) -> bool:
+        """`Tensor(np.random.normal(...))` with `Tensor` a device tensor type (`torch.cuda.FloatTensor`, or an alias
+        of it chosen at run time): random numbers drawn by numpy on the CPU, then copied to the device."""
+        if not call.args or not isinstance(call.args[0].value, cst.Call):
+            return False
+        source = self.context.resolve(call.args[0].value.func) or ""
+        if not source.startswith(("numpy.random.", "np.random.")):
+            return False
+        target = self.context.resolve(call.func) or ""
+        if target.startswith("torch.cuda.") and target.endswith("Tensor"):
+            return True
+        # A local alias (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`), not torch's CPU types.
+        return isinstance(call.func, cst.Name) and target.endswith("Tensor") and not target.startswith("torch.")
+
+    def _cpu_creation(self, expr: cst.BaseExpression) -> tuple[cst.Call, str] | None:
+        """(factory call, factory kind) when `expr` creates a tensor on the CPU: `torch.zeros(n)`,
+        `torch.LongTensor(n).random_(8)` (kind "" for legacy constructors, which the fix does not rewrite)."""
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in FILLS:
+            inner = expr.func.value
+            if isinstance(inner, cst.Call) and self._is_legacy_constructor(inner):
+                return inner, ""
+            created = self._cpu_creation(inner) if isinstance(inner, cst.Call) else None
+            return (created[0], "") if created else None
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in RESHAPES:
+            # `torch.arange(n).view(-1, 1).to(device)`: the fix moves `device=` into the factory, the reshape stays.
+            return self._cpu_creation(expr.func.value)
+        if isinstance(expr, cst.BinaryOperation):
+            # `(torch.arange(n) + offset).cuda()`: built on the CPU, then moved (no fix: the arithmetic stays).
+            created = self._cpu_creation(expr.left) or self._cpu_creation(expr.right)
+            return (created[0], "") if created else None
+        if not isinstance(expr, cst.Call):
+            return None
+        resolved = self.context.resolve(expr.func) or ""
+        if not resolved.startswith("torch.") or resolved.count(".") != 1:
+            return None
+        kind = resolved.rsplit(".", 1)[-1]
+        if kind in LEGACY_CONSTRUCTORS:
+            return None  # `torch.ByteTensor(storage)` copies data; only a fill after it (above) makes it a factory
+        if kind not in DETERMINISTIC_FACTORIES and kind not in RANDOM_FACTORIES:
+            return None
+        if keyword_arg(expr, "pin_memory") is not None:
+            return None  # staged in pinned memory on purpose
+        device = keyword_arg(expr, "device")
+        if device is not None and self._device_verdict(device.value) is not None:
+            return None  # already created on a device; the move is a cast (`.type_as(x)`) or a no-op
+        if expr.args and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0" and kind != "full":
+            return None  # zero elements: nothing is copied
+        return expr, kind
+
+    def _is_legacy_constructor(self, call: cst.Call) -> bool:
+        resolved = self.context.resolve(call.func) or ""
+        return resolved.startswith("torch.") and resolved.rsplit(".", 1)[-1] in LEGACY_CONSTRUCTORS
+
+    @staticmethod
+    def _with_device(factory: cst.Call, move: cst.Call, method: str, device: cst.BaseExpression) -> cst.Call:
+        extra = [new_keyword_arg("device", device)]
+        if method == "type_as":
+            other = move.args[0].value
+            extra = [
+                new_keyword_arg("dtype", cst.Attribute(other, cst.Name("dtype"))),
+                new_keyword_arg("device", cst.Attribute(other, cst.Name("device"))),
+            ]
+        args = list(factory.args)
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return factory.with_changes(args=args + extra)
+
+    def _target_device(self, move: cst.Call, method: str) -> cst.BaseExpression | bool | None:
+        """The device expression the move targets; True when it surely or probably moves to an accelerator but the
+        fix cannot express it (`.to(other_tensor)`, `.to(device, dtype)`); None when it is not a device move."""
+        args = [a for a in move.args if not (a.keyword and a.keyword.value in ("non_blocking", "copy"))]
+        if method == "cuda":
+            if not args:
+                return cst.SimpleString('"cuda"')
+            if len(args) == 1 and (args[0].keyword is None or args[0].keyword.value == "device"):
+                return args[0].value
+            return True
+        if method == "type_as":
+            other = move.args[0].value if len(move.args) == 1 else None
+            return other if isinstance(other, (cst.Name, cst.Attribute)) else None
+        if not args:
+            return None
+        first = args[0]
+        if first.keyword is not None and first.keyword.value != "device":
+            return None
+        verdict = self._device_verdict(first.value)
+        if verdict is None:
+            return None
+        if verdict == "device" and len(args) == 1:
+            return first.value
+        return True
+
+    def _device_verdict(self, expr: cst.BaseExpression) -> str | None:
+        """"device" for a device (`"cuda"`, `0`, `device`, `x.device`, `torch.device("cuda")`), "tensor" for what is
+        probably another tensor (`.to(local_ts)` moves to its device and dtype), None for a dtype or the CPU."""
+        if isinstance(expr, cst.SimpleString):
+            return None if expr.raw_value.split(":")[0] in ("cpu", "meta") else "device"
+        if isinstance(expr, cst.Integer):
+            return "device"
+        if isinstance(expr, cst.Call):
+            name = self.context.resolve(expr.func)
+            if name == "torch.device" and expr.args and self._device_verdict(expr.args[0].value) == "device":
+                return "device"
+            return None
+        resolved = self.context.resolve(expr) or ""
+        if resolved.startswith("torch.") and resolved.rsplit(".", 1)[-1] in DTYPE_NAMES:
+            return None
+        name = last_name(expr)
+        if name is None:
+            return None
+        if name_parts(name) & {"dtype", "type", "cpu", "precision"} or name in DTYPE_NAMES:
+            return None
+        return "device" if _DEVICE_WORD.search(name) else "tensor"

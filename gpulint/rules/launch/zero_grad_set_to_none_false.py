@@ -1,0 +1,62 @@
+"""GPL503 zero-grad-set-to-none-false."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.names import last_name
+from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+from gpulint.rules.common import is_false, keyword_arg
+
+
+def _zeroing_step(zero_grad: str) -> str:
+    """A training script (as `training_script`'s, for the same harnesses) that zeroes the gradients with `zero_grad` at
+    the start of each step."""
+    return (
+        "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer, device):\n"
+        "    for step, (x, y) in enumerate(loader):\n"
+        f"        {zero_grad}\n        loss = F.cross_entropy(model(x), y)\n        loss.backward()\n        optimizer.step()\n"
+    )
+
+
+class ZeroGradKeepsTensors(Rule):
+    code = "GPL503"
+    name = "zero-grad-set-to-none-false"
+    message = "`zero_grad(set_to_none=False)` launches a memset per gradient every step; the default frees them instead"
+    triggers = ("zero_grad(",)
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags `optimizer.zero_grad(set_to_none=False)` and `model.zero_grad(False)`.",
+        why_slow="Kernel launch count and memory traffic: zeroing keeps every gradient allocated and launches one "
+        "memset (or `zero_` kernel) per parameter tensor every step, then the backward pass reads the zeros back to "
+        "accumulate into them. `set_to_none=True` (the default since PyTorch 2.0) launches nothing and lets backward "
+        "write the first gradient directly.",
+        example="optimizer.zero_grad(set_to_none=False)",
+        use_instead="optimizer.zero_grad()  # set_to_none=True",
+        fix_safety="Unsafe: after the fix, a parameter that gets no gradient in the next backward has `p.grad is None` "
+        "instead of zeros, so optimizers skip it (no weight decay or momentum step for it that iteration), and code "
+        "that reads or updates `p.grad` in place (`p.grad.add_(...)`) before backward fails.",
+        false_positives="Code that accumulates into `p.grad` by hand before the backward pass needs the zeros: add "
+        "`# noqa: GPL503`.",
+    )
+    valid = (
+        _zeroing_step("optimizer.zero_grad(set_to_none=True)"),
+        _zeroing_step("model.zero_grad()"),
+        "import torch\n\ndef evaluate(model):\n    model.zero_grad(set_to_none=False)\n",
+    )
+    invalid = (
+        Invalid(
+            _zeroing_step("optimizer.zero_grad(set_to_none=False)"),
+            fixed=_zeroing_step("optimizer.zero_grad(set_to_none=True)"),
+        ),
+        Invalid(_zeroing_step("model.zero_grad(False)"), fixed=_zeroing_step("model.zero_grad(True)")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if last_name(node.func) != "zero_grad" or not isinstance(node.func, cst.Attribute) or self.context.in_tests:
+            return
+        arg = keyword_arg(node, "set_to_none")
+        if arg is None and node.args and node.args[0].keyword is None:
+            arg = node.args[0]
+        if arg is not None and is_false(arg.value):
+            self.report(node, when="training", fix=[Replace(arg.value, "True")], unsafe_fix=True)

@@ -1,0 +1,81 @@
+"""What the GPL3xx rules share: which lengths are data-dependent and which are constants (`LengthTracker`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.names import callee_method, dotted_name, name_parts
+from gpulint.linter.syntax import SyntaxVisitor
+
+# A name that says it holds a sequence length (`MAX_LEN`, `max_seq_length`, `self.max_length`, `SEQ_LEN`).
+_LENGTH_PARTS = frozenset({"len", "length", "seq", "seqlen", "maxlen", "tokens", "words"})
+
+
+def _is_length_name(name: str) -> bool:
+    return bool(name_parts(name) & _LENGTH_PARTS)
+
+
+def _calls_max_or_len(expr: cst.BaseExpression) -> bool:
+    """True when the expression computes something from the data (`max(len(s) for s in batch)`, `x.size(1)`)."""
+    finder = _DataSizes()
+    finder.walk(expr)
+    return finder.found
+
+
+class _DataSizes(SyntaxVisitor):
+    found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.found = self.found or callee_method(node) in ("max", "len", "size", "amax")
+        return not self.found
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self.found = self.found or node.attr.value == "shape"
+        return not self.found
+
+
+class LengthTracker:
+    """Which names hold a constant sequence length: config attributes (`self.max_len`, `args.max_seq_length`),
+    length-named constants and parameters not computed in the function (`MAX_LEN`, `max_seq_length`), and locals
+    assigned from one of those. A local assigned from the batch (`max_len = max(len(s) for s in batch)`) is dynamic; the amount that
+    pads up to a constant (`pad_len = MAX_LEN - len(ids)`) counts as constant: it is what padding to MAX_LEN looks like."""
+
+    def __init__(self, context) -> None:
+        self.context = context
+        self._locals: dict[tuple[int, str], bool] = {}  # (id(function), name) -> constant?
+
+    def record(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        name = node.targets[0].target.value
+        function = self.context.enclosing_function()
+        if function is not None:  # module-level names are judged by their name alone
+            self._locals[(id(function), name)] = self.is_constant(node.value)
+
+    def is_constant(self, expr: cst.BaseExpression) -> bool:
+        """True when `expr` is (arithmetic on) a constant length and nothing computed from the data."""
+        if isinstance(expr, cst.Integer):
+            return True
+        if isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, cst.Subtract):
+                return self.is_constant(expr.left)
+            sides = (expr.left, expr.right)
+            return any(self.is_constant(s) for s in sides) and not any(_calls_max_or_len(s) for s in sides)
+        if isinstance(expr, cst.Name):
+            function = self.context.enclosing_function()
+            local = self._locals.get((id(function), expr.value)) if function is not None else None
+            if local is not None:
+                return local
+            return _is_length_name(expr.value)
+        if isinstance(expr, cst.Attribute):
+            return _is_length_name(expr.attr.value) and dotted_name(expr) is not None
+        return False
+
+    def is_dynamic_local(self, expr: cst.BaseExpression) -> bool:
+        """True when `expr` is (arithmetic on) a local computed from the data in this function."""
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_dynamic_local(expr.left) or self.is_dynamic_local(expr.right)
+        if isinstance(expr, cst.Name):
+            function = self.context.enclosing_function()
+            return function is not None and self._locals.get((id(function), expr.value)) is False
+        return _calls_max_or_len(expr)

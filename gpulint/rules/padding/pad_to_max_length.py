@@ -1,0 +1,155 @@
+"""GPL301 pad-to-max-length."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+from gpulint.rules.common import is_true, keyword_arg
+from gpulint.rules.padding.helpers import LengthTracker
+
+_EVAL_SPLIT_PARTS = frozenset({"test", "validation", "valid", "val", "eval", "dev"})
+
+
+def _is_eval_split(name: str) -> bool:
+    """`"test[:400]"`, `"validation"`, `eval_dataset`, `val_ds`: a split or dataset used only to evaluate."""
+    return bool({p for p in re.split(r"[^a-z]+", name.lower()) if p} & _EVAL_SPLIT_PARTS)
+
+
+# What `PadToMaxLength.visit_Call` reports: `padding="max_length"`, `padding=PaddingStrategy.MAX_LENGTH`,
+# `pad_to_max_length=True`.
+_MAX_LENGTH_ARGUMENT = re.compile(
+    r"\bpadding\s*=\s*(?:[rRuU]?[\"']max_length[\"']|[\w.]*\bMAX_LENGTH\b)|\bpad_to_max_length\s*=\s*True\b"
+)
+
+
+class PadToMaxLength(Rule):
+    code = "GPL301"
+    name = "pad-to-max-length"
+    message = "padding every batch to `max_length` spends attention and MLP FLOPs on pad tokens; pad per batch instead"
+    triggers = ("max_length", "pad_to_max_length", "MAX_LENGTH")
+    requires = (("padding", "pad_to_max_length"),)  # reported: a `padding=` or `pad_to_max_length=` argument
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return _MAX_LENGTH_ARGUMENT.search(code) is not None
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags tokenizer calls with `padding=\"max_length\"`, `padding=PaddingStrategy.MAX_LENGTH` or "
+        "`pad_to_max_length=True` outside eval code, unless `max_length=` is computed from the batch itself.",
+        why_slow="Every sequence is padded to the model's maximum length, so a batch of 60-token sentences padded to 512 "
+        "runs 8.5x the linear-layer FLOPs and 70x the attention FLOPs it needs; the pad positions are then masked out of "
+        "the loss. The GPU is busy, but on nothing.",
+        example="enc = tokenizer(texts, padding=\"max_length\", truncation=True, max_length=512)",
+        use_instead="`padding=True` (\"longest\") in the collate function, or `DataCollatorWithPadding(tokenizer)`, so "
+        "each batch is padded only to its own longest sequence; add length-bucketed sampling for more.",
+        fix_safety="Unsafe: the fix switches to `padding=True`. Code that relies on a fixed sequence length (static "
+        "shapes for XLA/CUDA graphs, a model that requires exactly max_length, tokenising a whole dataset into one "
+        "rectangular array before batching) must keep the constant padding. With an attention mask and pad labels "
+        "ignored, the model's outputs at real tokens and the loss are unchanged (tested).",
+        false_positives="Fixed-shape pipelines on purpose (TPU/XLA, CUDA graphs), and tokenization done once offline. "
+        "Files that import `diffusers` are skipped: diffusion models condition on the text encoder's full fixed-length "
+        "output (CLIP's 77 tokens), a model-mandated length. "
+        "A `padding=\"max_length\" if args.pad_to_max_length else False` option is not flagged (it is opt-in), nor is "
+        "tokenisation mapped over an evaluation split (`raw[\"validation\"].map(...)`, a `split=\"test\"` dataset), "
+        "nor test files (`tests/`, `test_*.py`).",
+    )
+    valid = (
+        'enc = tokenizer(texts, padding=True, truncation=True, max_length=512)\n',
+        'def evaluate():\n    enc = tokenizer(texts, padding="max_length")\n',
+        'padding = "max_length" if args.pad_to_max_length else False\nenc = tokenizer(texts, padding=padding)\n',
+        'def collate_fn(examples):\n    max_length = max(len(e["input_ids"]) for e in examples)\n'
+        '    return tokenizer.pad(examples, padding="max_length", max_length=max_length + 1)\n',
+        'from diffusers import UNet2DConditionModel\n'
+        'ids = tokenizer(prompt, padding="max_length", max_length=tokenizer.model_max_length).input_ids\n',
+        'pixels = processor(images=image, padding="max_length", return_tensors="pt")\n',
+        'test_ds = load_dataset("wikitext", split="test[:400]")\n'
+        'test_ds = test_ds.map(lambda x: tokenizer(x["text"], padding="max_length", max_length=256), batched=True)\n',
+        'raw["validation"].map(lambda x: tokenizer(x["text"], padding="max_length"), batched=True)\n',
+    )
+    invalid = (
+        Invalid(
+            'enc = tokenizer(texts, padding="max_length", truncation=True, max_length=512)\n',
+            fixed='enc = tokenizer(texts, padding=True, truncation=True, max_length=512)\n',
+        ),
+        Invalid(
+            "enc = tokenizer.batch_encode_plus(texts, pad_to_max_length=True)\n",
+            fixed="enc = tokenizer.batch_encode_plus(texts, padding=True)\n",
+        ),
+        Invalid(
+            "from transformers.utils import PaddingStrategy\n\ndef collate(batch):\n"
+            "    return tokenizer.pad(batch, padding=PaddingStrategy.MAX_LENGTH, max_length=args.max_seq_length)\n",
+            fixed="from transformers.utils import PaddingStrategy\n\ndef collate(batch):\n"
+            "    return tokenizer.pad(batch, padding=True, max_length=args.max_seq_length)\n",
+        ),
+    )
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.lengths = LengthTracker(context)
+        self._eval_datasets: set[str] = set()  # names bound to `load_dataset(..., split="test")` and the like
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.lengths.record(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and isinstance(node.value, cst.Call):
+            split = keyword_arg(node.value, "split")
+            if split is not None and isinstance(split.value, cst.SimpleString) and _is_eval_split(split.value.raw_value):
+                self._eval_datasets.add(node.targets[0].target.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.context.in_tests or self.context.imports.imported("diffusers"):
+            return
+        if self._no_text(node) or self._maps_eval_split():
+            return
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            keyword, value = arg.keyword.value, arg.value
+            if keyword == "padding" and self._is_max_length(value):
+                if not self._dynamic_max_length(node):
+                    self.report(arg, when="training", fix=[Replace(value, "True")], unsafe_fix=True)
+            elif keyword == "pad_to_max_length" and is_true(value):
+                if not self._dynamic_max_length(node):
+                    self.report(arg, when="training", fix=[Replace(arg, "padding=True")], unsafe_fix=True)
+
+    def _maps_eval_split(self) -> bool:
+        """True inside `<eval split>.map(...)`: `raw["validation"].map(f)`, `test_ds.filter(g).map(lambda x: ...)`."""
+        for node in reversed(self.context.ancestors[:-1]):
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "map"):
+                continue
+            receiver: cst.BaseExpression = node.func.value
+            while True:
+                if isinstance(receiver, cst.Subscript):
+                    key = receiver.slice[0].slice
+                    if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
+                        if _is_eval_split(key.value.raw_value):
+                            return True
+                    receiver = receiver.value
+                elif isinstance(receiver, cst.Call):
+                    receiver = receiver.func
+                elif isinstance(receiver, cst.Attribute):
+                    receiver = receiver.value
+                else:
+                    break
+            if isinstance(receiver, cst.Name):
+                return receiver.value in self._eval_datasets or _is_eval_split(receiver.value)
+        return False
+
+    @staticmethod
+    def _no_text(call: cst.Call) -> bool:
+        """A processor call on images only (`processor(images=img, padding="max_length")`) pads no tokens."""
+        keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+        positional = any(a.keyword is None for a in call.args)
+        return not positional and "images" in keywords and "text" not in keywords
+
+    @staticmethod
+    def _is_max_length(value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.SimpleString):
+            return value.raw_value == "max_length"
+        return isinstance(value, cst.Attribute) and value.attr.value == "MAX_LENGTH"
+
+    def _dynamic_max_length(self, call: cst.Call) -> bool:
+        arg = keyword_arg(call, "max_length")
+        return arg is not None and self.lengths.is_dynamic_local(arg.value)

@@ -1,0 +1,298 @@
+"""GPL411 blocking-host-to-device-copy."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from gpulint.linter.names import dotted_name, last_name, target_names
+from gpulint.linter.rule import Invalid, Replace, RuleDocs
+from gpulint.rules.common import is_false, keyword_arg
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
+from gpulint.rules.sync.tensors import MODULE_NAME
+
+_DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
+# Project helpers that move a (nested) batch with plain `.to(device)` (OLMo, Accelerate's send_to_device default).
+_MOVE_HELPERS = frozenset({"move_to_device", "to_device", "send_to_device", "batch_to_device", "move_to_cuda"})
+# `x.type(torch.cuda.FloatTensor)` is a host-to-device copy too (old scripts use it to move batches).
+_CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z]*Tensor$")
+
+
+class BlockingHostToDeviceCopy(SyncRule):
+    code = "GPL411"
+    name = "blocking-host-to-device-copy"
+    message = "`{call}` of a batch without `non_blocking=True` is a synchronous copy: the host waits for the GPU queue"
+    message_unpinned = (
+        "`non_blocking=True` has no effect here: this file's DataLoader does not set `pin_memory=True`, so the copy "
+        "from pageable memory is synchronous"
+    )
+    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(")
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
+        "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
+        "as `move_to_device(batch, device)`) without `non_blocking=True`, and `non_blocking=True` copies in a file "
+        "whose DataLoader does not pin memory.",
+        why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
+        "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
+        "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
+        example="train_loader = DataLoader(dataset, batch_size=64, shuffle=True)\nfor x, y in train_loader:\n"
+        "    x, y = x.to(device), y.to(device)\n    loss = F.cross_entropy(model(x), y)",
+        use_instead="`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)`.",
+        fix_safety="Unsafe: the fix adds `non_blocking=True` to `.to()` / `.cuda()` / `.type()` (helpers get no fix: "
+        "they may not take the argument). Same values whenever the source tensor is not written again before the copy completes; a "
+        "pinned host buffer that the code refills in place right after the call (a hand-written prefetcher reusing one "
+        "buffer) could be overwritten while the copy is still in flight. Without `pin_memory=True` the flag changes "
+        "nothing, so pin the loader too.",
+        false_positives=known_false_positives("Copies in a branch gpulint cannot tell is CPU-only (a `device` variable that is the CPU). "
+        "`.to(dtype)`, `.to(other_tensor)`, `.to(other_tensor.device)` in a module's `forward` (a move between "
+        "devices of a split model, such as `labels.to(logits.device)`: the batch's copy from the host happens in the "
+        "step) and moves of tensors already on the device are not flagged, nor are files "
+        "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device)."),
+    )
+    valid = (
+        training_script("z = x.to(torch.float16)"),
+        ("import torch\n\n\nclass Head(torch.nn.Module):\n    def forward(self, hidden, labels):\n"
+         "        logits = self.proj(hidden)\n        labels = labels.to(logits.device)\n"
+         "        return torch.nn.functional.cross_entropy(logits, labels)\n"),
+        training_script("w = y.to(device)"),
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    device_type = \"cuda\"\n"
+        "    for x, y in loader:\n        if device_type == \"cuda\":\n"
+        "            x = x.pin_memory().to(device, non_blocking=True)\n        else:\n            x = x.to(device)\n"
+        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"),
+        ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+        "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    for x, y in loader:\n"
+        "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
+        "        optimizer.step()\n"),
+        training_script("z = x.type(torch.half)"),
+    )
+    invalid = (
+        Invalid(
+            "import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        x, y = x.to(device), y.to(device)\n        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+            fixed="import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+            count=2,
+        ),
+        Invalid(
+            "import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        x = x.cuda()\n        y = y.cuda()\n        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+            fixed="import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        x = x.cuda(non_blocking=True)\n        y = y.cuda(non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+            count=2,
+        ),
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+            "    loader = DataLoader(dataset, batch_size=4, shuffle=True)\n    for x, y in loader:\n"
+            "        x = x.to(device, non_blocking=True)\n        y = y.to(device, non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        loss.backward()\n"
+            "        optimizer.step()\n        optimizer.zero_grad()\n",
+            count=2,
+        ),
+        Invalid(
+            "import torch\n\nTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor\n\n\n"
+            "def train(model, loader, optimizer, device):\n    for x, y in loader:\n        x = x.type(Tensor)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+            fixed="import torch\n\nTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor\n\n\n"
+            "def train(model, loader, optimizer, device):\n    for x, y in loader:\n        x = x.type(Tensor, non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        ),
+        Invalid(
+            "import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        x = x.pin_memory().to(device)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+            fixed="import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        x = x.pin_memory().to(device, non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        ),
+    )
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._pinned_loader = False
+        self._unpinned_loader = False
+        self._prepared = False  # accelerate / Fabric place the batches on the device themselves
+        self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
+        self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
+        self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        # `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` (the classic GAN scripts' idiom)
+        if self._is_cuda_type(node.value):
+            for target in node.targets:
+                self._cuda_type_names |= target_names(target.target)
+
+    def _is_cuda_type(self, expr: cst.BaseExpression) -> bool:
+        """`torch.cuda.FloatTensor`, `"torch.cuda.LongTensor"`, a name bound to one, or `a if c else b` with one."""
+        if isinstance(expr, cst.IfExp):
+            return self._is_cuda_type(expr.body) or self._is_cuda_type(expr.orelse)
+        if isinstance(expr, cst.SimpleString):
+            return bool(_CUDA_TENSOR_TYPE.match(expr.raw_value))
+        if isinstance(expr, cst.Name) and expr.value in self._cuda_type_names:
+            return True
+        return bool(_CUDA_TENSOR_TYPE.match(self.context.resolve(expr) or ""))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        method = last_name(func)
+        if isinstance(func, cst.Attribute) and (method == "setup_dataloaders" or method in ("prepare", "prepare_data_loader")
+                                                and re.search(r"accelerator|fabric", last_name(func.value) or "", re.IGNORECASE)):
+            self._prepared = True
+            return
+        if method == "DataLoader":
+            pin = keyword_arg(node, "pin_memory")
+            if any(arg.star == "**" for arg in node.args):
+                self._pinned_loader = True  # `**kwargs` may set pin_memory: do not claim it is unpinned
+            elif pin is None or is_false(pin.value):
+                self._unpinned_loader = True
+            else:
+                self._pinned_loader = True
+            return
+        if method in _MOVE_HELPERS and len(node.args) >= 2 and keyword_arg(node, "non_blocking") is None:
+            if not self._on_cpu_branch():
+                self._blocking.append((node, f"{method}(batch, device)", self.context.ancestors_snapshot()))
+            return
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda", "type"):
+            return
+        if func.attr.value == "to" and not self._device_target(node):
+            return
+        if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
+            return
+        pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
+        if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch():
+            return
+        non_blocking = keyword_arg(node, "non_blocking")
+        if non_blocking is not None and not is_false(non_blocking.value):
+            if not pinned:
+                self._nonblocking.append((node, self.context.ancestors_snapshot()))
+            return
+        call = {"cuda": "x.cuda()", "to": "x.to(device)", "type": "x.type(torch.cuda.FloatTensor)"}[func.attr.value]
+        if non_blocking is None:
+            self._blocking.append((node, call, self.context.ancestors_snapshot()))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._emit()
+        super().leave_Module(node)
+
+    def _emit(self) -> None:
+        if self._prepared:
+            return
+        for call, text, ancestors in self._blocking:
+            # Helpers may not take `non_blocking`: only `.to()` / `.cuda()` get the fix.
+            fix = [] if last_name(call.func) in _MOVE_HELPERS else [Replace(call, _with_non_blocking(call))]
+            self.report_at(call, self.message.format(call=text), ancestors, fix=fix, unsafe_fix=True)
+        if self._unpinned_loader and not self._pinned_loader:
+            for call, ancestors in self._nonblocking:
+                self.report_at(call, self.message_unpinned, ancestors)
+
+    def _device_target(self, call: cst.Call) -> bool:
+        """`.to(device)`, `.to("cuda")`, `.to(local_rank)`, `.to(device=...)`: a move to an accelerator."""
+        if cpu_target(call):
+            return False
+        keyword = keyword_arg(call, "device")
+        if keyword is not None:
+            return not self._to_other_tensors_device(dotted_name(keyword.value) or "")
+        if not call.args or call.args[0].keyword is not None:
+            return False
+        target = call.args[0].value
+        if isinstance(target, cst.SimpleString):
+            return target.raw_value.split(":")[0] in ("cuda", "xpu", "mps")
+        if isinstance(target, cst.Integer):
+            return True
+        name = dotted_name(target.func) if isinstance(target, cst.Call) else dotted_name(target)  # `dist_util.dev()`
+        if name is None or "dtype" in name or re.search(r"accelerator|fabric", name):
+            return False  # accelerate / Fabric move batches themselves; `x.to(accelerator.device)` is a no-op
+        if self._to_other_tensors_device(name):
+            return False
+        return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
+
+    def _to_other_tensors_device(self, target: str) -> bool:
+        """`labels.to(logits.device)` in a module's forward: a move between the devices of a split model (a no-op
+        on one device), not the copy of a batch from the host, which the training step makes."""
+        owner, _, attribute = target.rpartition(".")
+        function = self.context.enclosing_function()
+        return (
+            attribute == "device" and "." not in owner and owner not in ("self", "cls", "args", "")
+            and not MODULE_NAME.search(owner) and function is not None and function.name.value == "forward"
+        )
+
+    def _moves_device_value(self, receiver: cst.BaseExpression) -> bool:
+        """Already on the device (or a gradient), a module, or a CPU tensor built in the step (GPL5xx's `device=`
+        finding)."""
+        if self.context.location_of(receiver) == "device" or _mentions_grad(receiver) or self._built_by_torch(receiver):
+            return True
+        return bool(MODULE_NAME.search(last_name(receiver) or ""))
+
+    def _built_by_torch(self, expr: cst.BaseExpression) -> bool:
+        """`torch.arange(n) + offset`, `torch.ones(k).float()`: a tensor made in the step, not a batch."""
+        if isinstance(expr, cst.BinaryOperation):
+            return self._built_by_torch(expr.left) or self._built_by_torch(expr.right)
+        if isinstance(expr, cst.Call):
+            if (self.context.resolve(expr.func) or "").startswith("torch."):
+                return True
+            if isinstance(expr.func, cst.Attribute):
+                return self._built_by_torch(expr.func.value)
+        return False
+
+    def _on_cpu_branch(self) -> bool:
+        """Inside the `else` of `if device_type == "cuda":` (or the body of `if device == "cpu":`)."""
+        chain = self.context.ancestors
+        for index in range(len(chain) - 2, -1, -1):
+            node, child = chain[index], chain[index + 1]
+            if isinstance(node, cst.FunctionDef):
+                return False
+            if isinstance(node, cst.If):
+                compared = _compared_device_literal(node.test)
+                if compared == "cuda" and child is node.orelse or compared == "cpu" and child is node.body:
+                    return True
+        return False
+
+
+def _mentions_grad(expr: cst.BaseExpression) -> bool:
+    """`p.grad.detach().abs().max()`: gradients are where their parameters are."""
+    while True:
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value == "grad":
+                return True
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        else:
+            return False
+
+
+def _compared_device_literal(test: cst.BaseExpression) -> str | None:
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.operator, cst.Equal) and isinstance(target.comparator, cst.SimpleString):
+            value = target.comparator.raw_value.split(":")[0]
+            return value if value in ("cuda", "cpu") else None
+    return None
+
+
+def _is_pinned_call(receiver: cst.BaseExpression) -> bool:
+    return isinstance(receiver, cst.Call) and last_name(receiver.func) == "pin_memory"
+
+
+def _with_non_blocking(call: cst.Call) -> cst.Call:
+    args = list(call.args)
+    if args:
+        last = args[-1]
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    args.append(cst.Arg(keyword=cst.Name("non_blocking"), value=cst.Name("True"),
+                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+    return call.with_changes(args=args)

@@ -1,0 +1,69 @@
+"""GPL403 cpu-copy-in-step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
+
+
+class CpuCopyInStep(SyncRule):
+    code = "GPL403"
+    name = "cpu-copy-in-step"
+    message = "`{call}` copies a device tensor to host memory every step, waiting for the GPU to finish"
+    triggers = (".cpu(", "cpu\"", "cpu'")
+    docs = RuleDocs(
+        what_it_does="Flags `.cpu()` and `.to(\"cpu\")` on tensors in code that runs every training step and is not "
+        "gated (`.numpy()` needs a CPU tensor, so the copy before it is what is flagged).",
+        why_slow="A device-to-host copy into pageable memory is synchronous: the host waits for the copy, and the copy "
+        "waits for every kernel queued before it. The CPU loses its lead and the GPU idles between steps.",
+        example="for x, y in loader:\n    out = model(x)\n    loss = F.cross_entropy(out, y)\n    loss.backward()\n"
+        "    optimizer.step()\n    all_preds.append(out.argmax(1).cpu())",
+        use_instead="Keep per-step results on the device (`preds.append(out.argmax(1))`, or a running device tensor) "
+        "and move them once at the end of the epoch or at a logging interval.",
+        fix_safety="No fix: where the host copy should move (epoch end, log interval) depends on how the result is used.",
+        false_positives=known_false_positives("Code that must hand results to the host every step (a replay buffer, an environment "
+        "simulator) pays the copy on purpose: add `# noqa: GPL403`. Numpy/sklearn metrics on `.cpu().numpy()` are "
+        "reported by GPL2xx instead."),
+    )
+    valid = (
+        training_script("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
+        training_script("snapshot = torch.tensor([1.0, 2.0]).cpu()"),
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for step, (x, y) in enumerate(loader):\n"
+        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
+        "    torch.save(model.cpu().state_dict(), \"model.pt\")\n"),
+    )
+    invalid = (
+        Invalid(training_script("history.append(loss.detach().cpu())", header="history = []")),
+        Invalid(training_script("pred = model(x).argmax(1).to(\"cpu\")")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        method = func.attr.value
+        if method == "cpu" and not node.args:
+            call = ".cpu()"
+        elif method == "to" and node.args and cpu_target(node):
+            call = ".to(\"cpu\")"
+        else:
+            return
+        if self.context.is_host_value(func.value) or self._feeds_numpy_metric() or self.in_per_tensor_loop():
+            return
+        self.report(node, self.message.format(call=call))
+
+    def _feeds_numpy_metric(self) -> bool:
+        """`metric(y, t.cpu().numpy())`: numpy/sklearn metrics on the host are GPL2xx's finding."""
+        chain = self.context.ancestors
+        if len(chain) < 5:
+            return False
+        attribute, call, arg, outer = chain[-2], chain[-3], chain[-4], chain[-5]
+        if not (isinstance(attribute, cst.Attribute) and attribute.attr.value == "numpy" and isinstance(call, cst.Call)):
+            return False
+        if not (isinstance(arg, cst.Arg) and isinstance(outer, cst.Call)):
+            return False
+        resolved = self.context.resolve(outer.func) or ""
+        return resolved.startswith(("sklearn.", "numpy.", "np.", "scipy."))

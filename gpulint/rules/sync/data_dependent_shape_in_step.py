@@ -1,0 +1,92 @@
+"""GPL406 data-dependent-shape-in-step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.names import last_name
+from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.common import keyword_arg
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
+
+
+class DataDependentShapeInStep(SyncRule):
+    code = "GPL406"
+    name = "data-dependent-shape-in-step"
+    message = "`{what}` has an output size that depends on tensor values: the host waits for the GPU to learn it"
+    triggers = ("nonzero", "masked_select", "unique", "repeat_interleave", "where(", "argwhere", "torch")
+    docs = RuleDocs(
+        what_it_does="Flags operations whose output shape depends on tensor data: `nonzero`, `argwhere`, single-argument "
+        "`torch.where`, `masked_select`, `unique`, `repeat_interleave` with tensor repeats and no `output_size`, and "
+        "boolean-mask indexing `x[mask]` (masks are followed through `torch.stack` / `torch.cat`, `.T` and tuple "
+        "unpacking), in code that runs every step, ungated.",
+        why_slow="To allocate the result PyTorch must know how many elements it has, so it copies a count from the "
+        "device and waits for it: a hidden device-to-host sync that also breaks CUDA graphs and `torch.compile` "
+        "(graph break).",
+        example="for x, y in loader:\n    logits = model(x)\n    keep = y != -1\n"
+        "    loss = F.cross_entropy(logits[keep], y[keep])",
+        use_instead="Keep shapes static: weight by the mask (`(loss * mask).sum() / mask.sum()`), use `ignore_index`, "
+        "`torch.where(mask, a, b)`, `masked_fill`, or pass `output_size=` to `repeat_interleave`.",
+        fix_safety="No fix: static-shape rewrites (masking, `ignore_index`, `output_size=`) need knowledge of the data.",
+        false_positives=known_false_positives("Masks gpulint takes for booleans that are integer index tensors (`x[mask_idx]` with long "
+        "indices does not sync): add `# noqa: GPL406`. Assignments `x[mask] = 0` are not flagged."),
+    )
+    valid = (
+        training_script("logits = model(x)\n"
+                        "safe = torch.where(y > 0, logits.sum(1), torch.zeros_like(y, dtype=logits.dtype))"),
+        training_script("rep = x.repeat_interleave(2, dim=0)"),
+        training_script("mask = y > 0\nx[mask] = 0.0"),
+        training_script("if step % 100 == 0:\n    n_pos = (y > 0).nonzero().shape[0]"),
+        training_script("index = torch.zeros_like(y > 0, dtype=torch.long)\nfirst_rows = x[index]"),
+    )
+    invalid = (
+        Invalid(training_script("idx = (y > 0).nonzero()")),
+        Invalid(training_script("keep = y != 0\nkept = x[keep]")),
+        Invalid(training_script("classes = torch.unique(y)")),
+        Invalid(training_script("rep = torch.repeat_interleave(x, y, dim=0)")),
+        Invalid(training_script("sel = x.masked_select(x > 0)")),
+        Invalid(training_script("low, high = torch.stack((y > 0, y < 3))\nkept = x[low]")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        method = last_name(func)
+        resolved = self.context.resolve(func) or ""
+        is_torch = resolved.startswith("torch.")
+        is_method = isinstance(func, cst.Attribute) and not is_torch
+        positional = [a for a in node.args if a.keyword is None]
+        what = None
+        if method in ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive") and (is_torch or is_method):
+            what = method
+        elif method == "where" and is_torch and len(node.args) == 1:
+            what = "torch.where(condition)"
+        elif method == "repeat_interleave" and (is_torch or is_method) and keyword_arg(node, "output_size") is None:
+            repeats = keyword_arg(node, "repeats")
+            if repeats is None:
+                index = 1 if is_torch else 0
+                if len(positional) > index:
+                    repeats = positional[index]
+                elif is_torch and positional:
+                    repeats = positional[0]  # `torch.repeat_interleave(repeats)`
+            if repeats is not None and self.tensors.is_tensor(repeats.value):
+                what = "repeat_interleave"
+        if what is None:
+            return
+        if is_method and self.context.is_host_value(func.value):  # numpy arrays and CPU tensors
+            return
+        self.report(node, self.message.format(what=what))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return
+        index = node.slice[0].slice.value
+        if not self.tensors.is_mask(index) or self.context.is_host_value(node.value) or self._is_store(node):
+            return
+        self.report(node, self.message.format(what="x[mask]"))
+
+    def _is_store(self, node: cst.Subscript) -> bool:
+        parent = self.context.parent()
+        if isinstance(parent, cst.AssignTarget) and parent.target is node:
+            return True
+        return isinstance(parent, cst.AugAssign) and parent.target is node

@@ -1,0 +1,190 @@
+"""What the GPL4xx rules share: their base class, the per-file state every rule of the family reads, the
+precedence checks with other families, and the known false positives every rule of the family appends."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from gpulint.linter.names import dotted_name, last_name, name_parts
+from gpulint.linter.rule import Report, Rule
+from gpulint.rules.common import is_cpu_device, keyword_arg
+from gpulint.rules.sync.tensors import Tensors
+
+# A training script (it calls backward) that never names a device, an accelerator or a distributed backend runs on
+# the CPU: nothing to sync with. Helper modules (losses, matchers) get their tensors from elsewhere and are checked.
+_GPU_EVIDENCE = re.compile(
+    r"cuda|device|gpu|accelerat|fabric|lightning|distributed|(?<![a-z])rank|(?<![a-z])(xla|mps|xpu|npu)(?![a-z])"
+)
+_GPU_PACKAGES = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "torch.distributed",
+                 "torch_xla", "apex", "torch.cuda")
+
+
+class FileState:
+    """What all GPL4xx rules of one file share: the tensor tracker and whether the file shows any sign of a GPU.
+    It is one of the rules' `shared` helpers: the engine walks it once per file, before the rules (so each node
+    updates it once, and every rule sees the update)."""
+
+    def __init__(self, context) -> None:
+        self.tensors = Tensors(context)
+        self.gpu = False
+        self.backward = False
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        self.tensors.assigned(node)
+
+    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.tensors.assigned(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.tensors.loop_target(node)
+
+    def leave_Call(self, node: cst.Call) -> None:
+        self.tensors.buffer_registered(node)
+        self.saw_call(node)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.saw_param(node)
+
+    def saw_call(self, call: cst.Call) -> None:
+        method = last_name(call.func)
+        if method == "backward":
+            self.backward = True
+        if self.gpu:
+            return
+        if method in ("to", "cuda") or _GPU_EVIDENCE.search(dotted_name(call.func) or ""):
+            self.gpu = True
+            return
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in ("device", "non_blocking", "pin_memory"):
+                self.gpu = True
+                return
+
+    def saw_param(self, param: cst.Param) -> None:
+        if not self.gpu and _GPU_EVIDENCE.search(param.name.value):
+            self.gpu = True  # `def train(model, loader, device)`
+
+    def cpu_only(self, context) -> bool:
+        if self.gpu or not self.backward:
+            return False
+        return not any(context.imports.imported(package) for package in _GPU_PACKAGES)
+
+
+# Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
+_NOT_REPORTED = (
+    " Never reported: error paths (an `except` handler, an `if` body ending in `raise`), first-step-only code "
+    "(`if step == 0:`), and training scripts that never name a device (CPU-only)."
+)
+
+
+def known_false_positives(text: str) -> str:
+    return text + _NOT_REPORTED
+
+
+class SyncRule(Rule):
+    """Shared plumbing: tensor tracking, the precedence checks the families agreed on, and no findings in files that
+    never touch a device (a CPU-only script has no GPU to wait for)."""
+
+    hot_only = True  # every GPL4xx finding is reported with when="per_step"
+    shared = (FileState,)
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self.file: FileState = context.helper(FileState)
+        self.tensors = self.file.tensors
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """Drop this rule's reports in a CPU-only training script (known only once the whole file is seen)."""
+        if self.file.cpu_only(self.context):
+            self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
+
+    # -- precedence: shapes that belong to other families
+    def in_accumulator(self) -> bool:
+        """Inside the value of `total += ...` (GPL2xx accumulators)."""
+        for node in reversed(self.context.ancestors[:-1]):
+            if isinstance(node, cst.AugAssign):
+                return True
+            if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+        return False
+
+    def in_per_tensor_loop(self) -> bool:
+        """Inside a loop over parameters / grads / state_dict values, or a comprehension element (GPL1xx)."""
+        parent = self.context.parent()
+        if isinstance(parent, (cst.ListComp, cst.GeneratorExp, cst.SetComp)) and parent.elt is self.context.ancestors[-1]:
+            return True
+        loop = self.context.innermost_loop()
+        return isinstance(loop, cst.For) and iterates_tensors_of_model(loop.iter)
+
+    def report(self, node, message=None, *, when="per_step", fix=(), unsafe_fix=False) -> None:
+        if not in_error_path_or_first_step(self.context.ancestors):
+            super().report(node, message, when=when, fix=fix, unsafe_fix=unsafe_fix)
+
+    def report_at(self, node: cst.CSTNode, message: str, ancestors: tuple[cst.CSTNode, ...], fix=(),
+                  unsafe_fix: bool = False) -> None:
+        """Report with ancestors saved earlier (for findings decided at the end of the file)."""
+        if not in_error_path_or_first_step(ancestors):
+            self.context.add_report(Report(self, node, message, "per_step", ancestors, tuple(fix), unsafe_fix))
+
+
+_FIRST_STEP_PARTS = frozenset({"step", "steps", "iter", "iteration", "updates", "update", "epoch", "batch", "idx", "i"})
+
+
+def in_error_path_or_first_step(chain) -> bool:
+    """Error paths (an `except` handler, an `if` body that ends in `raise`) and first-step-only code
+    (`if step == 0:`, `if self.get_num_updates() == 0:`) do not run every step."""
+    for index in range(len(chain) - 2, -1, -1):
+        node, child = chain[index], chain[index + 1]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(node, cst.ExceptHandler):
+            return True
+        if isinstance(node, cst.If) and child is node.body and (_ends_with_raise(node.body) or _is_first_step_test(node.test)):
+            return True
+    return False
+
+
+def _ends_with_raise(body: cst.BaseSuite) -> bool:
+    last = body.body[-1] if body.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, cst.Raise)
+
+
+def _is_first_step_test(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _is_first_step_test(test.left) or _is_first_step_test(test.right)
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    comparison = test.comparisons[0]
+    if not isinstance(comparison.operator, cst.Equal):
+        return False
+    if not (isinstance(comparison.comparator, cst.Integer) and comparison.comparator.value in ("0", "1")):
+        return False
+    left = test.left.func if isinstance(test.left, cst.Call) else test.left
+    name = dotted_name(left) or ""
+    return bool(name_parts(name.rsplit(".", 1)[-1]) & _FIRST_STEP_PARTS)
+
+
+def iterates_tensors_of_model(expr: cst.BaseExpression) -> bool:
+    while isinstance(expr, cst.Call) and last_name(expr.func) in ("enumerate", "zip", "list", "sorted", "filter"):
+        if not expr.args:
+            return False
+        expr = expr.args[0].value
+    if isinstance(expr, cst.Call):
+        method = last_name(expr.func)
+        if method in ("parameters", "named_parameters", "buffers", "named_buffers"):
+            return True
+        if method in ("items", "values") and isinstance(expr.func, cst.Attribute):
+            inner = expr.func.value
+            return isinstance(inner, cst.Call) and last_name(inner.func) == "state_dict"
+    return False
+
+
+def cpu_target(call: cst.Call) -> bool:
+    """`.to("cpu")`, `.to(device="cpu")`, `.to(torch.device("cpu"))`."""
+    target = call.args[0].value if call.args and call.args[0].keyword is None else None
+    keyword = keyword_arg(call, "device")
+    target = keyword.value if keyword is not None else target
+    return target is not None and is_cpu_device(target)

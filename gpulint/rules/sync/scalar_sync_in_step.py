@@ -1,0 +1,62 @@
+"""GPL401 scalar-sync-in-step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.names import last_name
+from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
+
+
+class ScalarSyncInStep(SyncRule):
+    code = "GPL401"
+    name = "scalar-sync-in-step"
+    message = "`.{method}()` copies a device tensor to the host every step and blocks until the GPU catches up"
+    triggers = (".item(", ".tolist(", ".get_scale(", "scaler.state_dict(")
+    docs = RuleDocs(
+        what_it_does="Flags `.item()` and `.tolist()` on a tensor in code that runs every training step and is not "
+        "gated to a logging interval, and `GradScaler.get_scale()` / `scaler.state_dict()`, which call `.item()`.",
+        why_slow="Reading a device value on the host is a device-to-host copy that waits for every kernel queued before "
+        "it: the CPU stops launching work, the GPU drains its queue and idles until the next launch. One sync per step "
+        "removes the CPU's lead over the GPU, which is what keeps small-kernel models busy.",
+        example="for batch in loader:\n    loss = model(batch)\n    loss.backward()\n    optimizer.step()\n"
+        "    print(loss.item())",
+        use_instead="Keep the value on the device (`running += loss.detach()`) and read it only every N steps under "
+        "`if step % log_interval == 0:`.",
+        fix_safety="No fix: the replacement (a device accumulator read at an interval) changes the program's structure.",
+        false_positives=known_false_positives("`.item()` on a value that is already on the host (after `.cpu()`, `.tolist()`, a numpy array, "
+        "a tensor built by `torch.tensor(...)` without `device=`) costs nothing; gpulint follows assignments within a "
+        "function but not across functions. `total += loss.item()` accumulators are reported by GPL2xx and "
+        "`[t.item() for t in ts]` / per-parameter loops by GPL1xx instead."),
+    )
+    valid = (
+        training_script("if step % 100 == 0:\n    print(loss.item())"),
+        training_script("if step % 10 != 0:\n    continue\nprint(loss.item())"),
+        training_script("counts = torch.zeros(4)\nfirst = counts[0].item()"),
+        "import torch\n\n\ndef evaluate(model, loader):\n    for x, y in loader:\n        print(model(x).sum().item())\n",
+    )
+    invalid = (
+        Invalid(training_script("loss_value = loss.item()")),
+        Invalid(training_script("probs = F.softmax(model(x), dim=-1).tolist()")),
+        Invalid(training_script("scaled = scaler.scale(loss)\n"
+                                "scale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
+    )
+
+    message_scaler = "`{call}` reads the loss scale with `.item()`: a device-to-host sync every step"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or node.args:
+            return
+        method = func.attr.value
+        if method in ("get_scale", "state_dict") and "scaler" in (last_name(func.value) or "").lower():
+            # GradScaler.get_scale() and .state_dict() call `self._scale.item()`.
+            self.report(node, self.message_scaler.format(call=f"{last_name(func.value)}.{method}()"))
+            return
+        if method not in ("item", "tolist"):
+            return
+        if self.context.is_host_value(func.value) or self.in_accumulator() or self.in_per_tensor_loop():
+            return
+        self.report(node, self.message.format(method=method))

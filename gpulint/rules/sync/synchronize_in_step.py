@@ -1,0 +1,80 @@
+"""GPL410 synchronize-in-step."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from gpulint.linter.names import dotted_name, last_name, name_parts
+from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
+
+_SYNC_FUNCTIONS = frozenset(
+    {
+        "torch.cuda.synchronize", "torch.cuda.empty_cache", "torch.accelerator.synchronize", "torch.mps.synchronize",
+        "torch.xpu.synchronize", "torch.mps.empty_cache", "torch.xpu.empty_cache",
+    }
+)
+
+
+class SynchronizeInStep(SyncRule):
+    code = "GPL410"
+    name = "synchronize-in-step"
+    message = "`{name}()` blocks the host until all queued GPU work finishes, every step"
+    triggers = ("synchronize", "empty_cache")
+    docs = RuleDocs(
+        what_it_does="Flags `torch.cuda.synchronize()`, `torch.cuda.empty_cache()` and stream/event `synchronize()` "
+        "calls in code that runs every training step.",
+        why_slow="A device-wide synchronize drains the GPU queue and stops the CPU from running ahead: every kernel launch "
+        "after it is exposed as idle GPU time. `empty_cache()` also synchronizes and returns cached blocks that the next "
+        "step must allocate again with `cudaMalloc`, which is itself synchronous.",
+        example="for batch in loader:\n    loss = model(batch)\n    loss.backward()\n    optimizer.step()\n"
+        "    torch.cuda.synchronize()",
+        use_instead="Time with `torch.cuda.Event(enable_timing=True)` read every N steps, or with the profiler; "
+        "let the caching allocator keep its blocks.",
+        fix_safety="No fix: removing a synchronize can change what a timing measures.",
+        false_positives=known_false_positives("Benchmark loops that time each step on purpose: put the call under an opt-in flag "
+        "(`if args.synchronize_step:`, which gpulint respects), gate it, or add `# noqa: GPL410`."),
+    )
+    valid = (
+        training_script("if step % 50 == 0:\n    torch.cuda.synchronize()"),
+        training_script("if synchronize_step:\n    torch.cuda.synchronize()", header="synchronize_step = False"),
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n    torch.cuda.synchronize()\n"),
+    )
+    invalid = (
+        Invalid(training_script("torch.cuda.synchronize()")),
+        Invalid(training_script("torch.cuda.empty_cache()")),
+        Invalid(training_script("torch.cuda.current_stream().synchronize()")),
+        Invalid(training_script("done = torch.cuda.Event()\ndone.record()\ndone.synchronize()")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = self.context.resolve(func)
+        if self._opted_in():
+            return
+        if name in _SYNC_FUNCTIONS:
+            self.report(node, self.message.format(name=name))
+            return
+        if not isinstance(func, cst.Attribute) or func.attr.value != "synchronize":
+            return
+        receiver = func.value
+        receiver_name = last_name(receiver.func) if isinstance(receiver, cst.Call) else last_name(receiver)
+        if receiver_name and re.search(r"stream|event|done|start|end", receiver_name, re.IGNORECASE):
+            self.report(node, self.message.format(name=(dotted_name(receiver) or receiver_name) + ".synchronize"))
+
+    def _opted_in(self) -> bool:
+        """Under `if args.synchronize_step:` / `if timing:`: a sync the user asked for with a flag."""
+        chain = self.context.ancestors
+        for index in range(len(chain) - 2, -1, -1):
+            node, child = chain[index], chain[index + 1]
+            if isinstance(node, cst.FunctionDef):
+                return False
+            if isinstance(node, cst.If) and child is node.body:
+                name = dotted_name(node.test) or ""
+                if name_parts(name.rsplit(".", 1)[-1]) & {"sync", "synchronize", "timing", "time", "benchmark", "profile"}:
+                    return True
+        return False

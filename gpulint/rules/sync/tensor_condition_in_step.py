@@ -1,0 +1,74 @@
+"""GPL405 tensor-condition-in-step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
+
+
+class TensorConditionInStep(SyncRule):
+    code = "GPL405"
+    name = "tensor-condition-in-step"
+    message = "`{kind}` on a tensor value makes the host wait for the GPU to decide a Python branch, every step"
+    triggers = ("torch",)
+    docs = RuleDocs(
+        what_it_does="Flags `if`, `while`, `assert` and conditional expressions whose test is a tensor (`if loss > 10:`, "
+        "`assert torch.isfinite(loss)`, `if mask.any():`) or `any()` / `all()` over tensors "
+        "(`if any(torch.isnan(l) for l in losses):`) in code that runs every step, ungated.",
+        why_slow="Python needs a bool, so the tensor is copied to the host (`Tensor.__bool__` calls `.item()`): a "
+        "device-to-host round trip that drains the GPU queue before the branch can be taken.",
+        example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    if loss > 100:\n"
+        "        continue\n    loss.backward()\n    optimizer.step()",
+        use_instead="Make the decision on the device (`torch.where`, multiply by a mask, `torch._assert_async`), or "
+        "check every N steps.",
+        fix_safety="No fix: a device-side rewrite (`torch.where`, masking, `torch._assert_async`) changes control flow.",
+        false_positives=known_false_positives("Tests on names gpulint takes for tensors but that hold Python numbers (a helper returning a "
+        "float named `loss`): add `# noqa: GPL405`. `x is None` and shape/size tests are never flagged."),
+    )
+    valid = (
+        training_script("if x.shape[0] > 1:\n    pass"),
+        training_script("lr = optimizer.param_groups[0][\"lr\"]\nif lr > 100:\n    break"),
+        training_script("if step % 50 == 0:\n    assert torch.isfinite(loss)"),
+        training_script("if optimizer is not None and step > 10:\n    pass"),
+        training_script("if any(g[\"lr\"] > 1 for g in optimizer.param_groups):\n    break"),
+    )
+    invalid = (
+        Invalid(training_script("if loss > 100:\n    break")),
+        Invalid(training_script("assert torch.isfinite(loss).all()")),
+        Invalid(training_script("if torch.isnan(loss):\n    break")),
+        Invalid(training_script("scale = 1.0 if loss.detach() < 1 else 0.5")),
+        Invalid(training_script("if any(torch.isnan(t) for t in (loss, loss.detach())):\n    break")),
+    )
+
+    def visit_If(self, node: cst.If) -> None:
+        self._check(node.test, "if")
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(node.test, "while")
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._check(node.test, "assert")
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._check(node.test, "x if ... else y")
+
+    def _check(self, test: cst.BaseExpression, kind: str) -> None:
+        if self._reads_tensor(test):
+            self.report(test, self.message.format(kind=kind))
+
+    def _reads_tensor(self, test: cst.BaseExpression) -> bool:
+        """A tensor test, or `any(torch.isnan(l) for l in losses)`: the builtin calls `bool()` on each tensor."""
+        if self.tensors.is_tensor(test):
+            return True
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._reads_tensor(test.expression)
+        if isinstance(test, cst.BooleanOperation):
+            return self._reads_tensor(test.left) or self._reads_tensor(test.right)
+        if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in ("any", "all")):
+            return False
+        if len(test.args) == 1 and isinstance(test.args[0].value, (cst.GeneratorExp, cst.ListComp)):
+            return self.tensors.is_tensor(test.args[0].value.elt)
+        return False

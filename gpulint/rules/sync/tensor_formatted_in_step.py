@@ -1,0 +1,97 @@
+"""GPL404 tensor-formatted-in-step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.names import last_name
+from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
+
+_LOG_METHODS = frozenset({"info", "debug", "warning", "warn", "error", "critical", "log", "exception"})
+_LOG_RECEIVER_PARTS = frozenset({"logger", "logging", "log", "_logger", "LOGGER"})
+
+
+class TensorFormattedInStep(SyncRule):
+    code = "GPL404"
+    name = "tensor-formatted-in-step"
+    message = "formatting a tensor as text ({how}) reads its values on the host every step: a blocking copy"
+    triggers = ("torch",)  # `%` formatting and logger calls are too common to pre-filter on
+    docs = RuleDocs(
+        what_it_does="Flags `print(t)`, f-strings and `.format()` / `%` of tensors, logger calls with tensor "
+        "arguments, and `SummaryWriter.add_scalar` / `wandb.log` of tensors in code that runs every step, ungated.",
+        why_slow="Turning a tensor into text (or a logged scalar) copies its values to the host, and that copy waits "
+        "for all queued GPU work: each step ends in a full host-device round trip before the next launch.",
+        example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n"
+        "    optimizer.step()\n    print(f\"loss {loss}\")",
+        use_instead="Log under `if step % log_interval == 0:`; between logs keep a running device sum "
+        "(`running += loss.detach()`).",
+        fix_safety="No fix: choosing a logging interval is the author's call; gating the line changes what is printed.",
+        false_positives=known_false_positives("Objects named like tensors that are Python numbers (a `loss` returned by a helper as a "
+        "float) can be flagged: convert where they are made, or add `# noqa: GPL404`."),
+    )
+    valid = (
+        training_script("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
+        training_script("lr = optimizer.param_groups[0][\"lr\"]\nprint(f\"lr {lr:.3f}\")"),
+        training_script("print(f\"step {step} batch {x.shape}\")"),
+        training_script("logger.info(\"step %d\", step)", header="import logging\n"
+                        "logger = logging.getLogger(__name__)"),
+    )
+    invalid = (
+        Invalid(training_script("print(loss)")),
+        Invalid(training_script("print(f\"step {step} loss {loss:.4f}\")")),
+        Invalid(training_script("logger.info(\"loss %s\", loss)", header="import logging\n"
+                                "logger = logging.getLogger(__name__)")),
+        Invalid(training_script("msg = \"loss {:.3f}\".format(loss)")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value == "print":
+            how = "print"
+        elif isinstance(func, cst.Attribute) and func.attr.value in _LOG_METHODS and _is_logger(func.value):
+            how = "a logger call"
+        elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "add_scalars"):
+            how = "add_scalar"
+        elif isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, cst.SimpleString):
+            how = "str.format"
+        elif self.context.resolve(func) == "wandb.log":
+            how = "wandb.log"
+        else:
+            return
+        if any(self._tensor_arg(arg.value) for arg in node.args):
+            self.report(node, self.message.format(how=how))
+
+    def _tensor_arg(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Dict):
+            return any(isinstance(e, cst.DictElement) and self.tensors.is_tensor(e.value) for e in value.elements)
+        return self.tensors.is_tensor(value)
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        # `print(f"{loss}")` is one finding, on the f-string: the print's argument is a host string.
+        for part in node.parts:
+            if isinstance(part, cst.FormattedStringExpression) and self.tensors.is_tensor(part.expression):
+                self.report(node, self.message.format(how="f-string"))
+                return
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Modulo) and _is_string_expression(node.left):
+            right = node.right
+            values = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+            if any(self.tensors.is_tensor(v) for v in values):
+                self.report(node, self.message.format(how="% formatting"))
+
+
+def _is_string_expression(expr: cst.BaseExpression) -> bool:
+    """A string literal, or arithmetic on one (`("%11s" * 2 + "%11.4g" * 5)`)."""
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Multiply)):
+        return _is_string_expression(expr.left) or _is_string_expression(expr.right)
+    return False
+
+
+def _is_logger(receiver: cst.BaseExpression) -> bool:
+    name = last_name(receiver)
+    return name is not None and (name in _LOG_RECEIVER_PARTS or name.lower().endswith("logger"))

@@ -1,0 +1,82 @@
+"""GPL412 tensor-from-host-data-in-step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.common import is_cpu_string, keyword_arg
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
+
+_DATA_CONSTRUCTORS = frozenset(
+    {
+        "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.LongTensor", "torch.IntTensor",
+        "torch.FloatTensor", "torch.BoolTensor", "torch.ByteTensor",
+    }
+)
+
+
+class TensorFromHostDataInStep(SyncRule):
+    code = "GPL412"
+    name = "tensor-from-host-data-in-step"
+    message = "`{func}(..., device=...)` from host data is a synchronous pageable copy every step"
+    message_moved = "`{func}(host data)` then moved to the device: a synchronous pageable copy every step"
+    triggers = ("device=", ".to(", ".cuda(")
+    docs = RuleDocs(
+        what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
+        "(Python lists and numbers, numpy arrays), and host data wrapped then moved "
+        "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`), in code that runs every step, ungated.",
+        why_slow="The data is copied from pageable host memory, which CUDA does synchronously: the host waits until "
+        "the copy, queued behind all earlier kernels, is done. It is a sync hidden in a constructor.",
+        example="for x, y in loader:\n    weights = torch.tensor(class_weights, device=\"cuda\")\n"
+        "    loss = F.cross_entropy(model(x), y, weight=weights)",
+        use_instead="Build constants once before the loop; for per-step host data use "
+        "`torch.tensor(data).pin_memory().to(device, non_blocking=True)`, or create the values on the device.",
+        fix_safety="No fix: the remedy (hoist a constant out of the loop, or pin and copy asynchronously) depends on "
+        "whether the data changes between steps.",
+        false_positives=known_false_positives("A list that holds device tensors is GPL2xx's finding (`torch.tensor([...])` of step values), "
+        "not this rule's."),
+    )
+    valid = (
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n"
+        "    weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)\n    for x, y in loader:\n"
+        "        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n"
+        "        loss = torch.nn.functional.cross_entropy(model(x), y, weight=weights)\n        loss.backward()\n"
+        "        optimizer.step()\n"),
+        training_script("offsets = torch.tensor([0, 1, 2])"),
+        training_script("offsets = torch.arange(4, device=device)"),
+    )
+    invalid = (
+        Invalid(training_script("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
+        Invalid(training_script("sizes = [len(x), len(y)]\nt = torch.tensor(sizes).to(device)")),
+        Invalid(training_script("sizes = x.shape\nt = torch.as_tensor(sizes, device=device)")),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and isinstance(func.value, cst.Call):
+            self._check_moved(node, func.value)
+            return
+        resolved = self.context.resolve(func)
+        if resolved not in ("torch.tensor", "torch.as_tensor") or not node.args or node.args[0].keyword is not None:
+            return
+        device = keyword_arg(node, "device")
+        if device is None or is_cpu_string(device.value):
+            return
+        data = node.args[0].value
+        if not self.context.is_host_value(data) or self.in_per_tensor_loop():
+            return
+        self.report(node, self.message.format(func=resolved))
+
+    def _check_moved(self, move: cst.Call, made: cst.Call) -> None:
+        """`torch.tensor(host_list).to(device)`, `torch.LongTensor(lengths).cuda()`: host data, then a blocking copy
+        (factories without data, `torch.zeros(n).cuda()`, are GPL5xx's: create them on the device)."""
+        resolved = self.context.resolve(made.func) or ""
+        if resolved not in _DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None:
+            return
+        if keyword_arg(move, "non_blocking") is not None or (move.func.attr.value == "to" and cpu_target(move)):
+            return
+        if self.tensors.is_tensor(made.args[0].value):
+            return  # a device tensor wrapped again is GPL2xx's finding (torch.tensor of step values)
+        self.report(move, self.message_moved.format(func=resolved))

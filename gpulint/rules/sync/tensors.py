@@ -1,0 +1,228 @@
+"""Which expressions of training code hold tensors whose data may live on the device (shared by the GPL4xx rules).
+
+`Tensors` answers per function from the assignments seen so far, on top of the engine's device provenance
+(`context.location_of`): host values are never tensors, and a value is a tensor when it comes from torch, a tensor
+method, a parameter/gradient, or a name bound to one of those in the same function.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from gpulint.linter.names import last_name, name_parts
+from gpulint.rules.common import keyword_arg
+
+# Tensor methods that return a tensor. The first group exists only on tensors; the second also on numpy arrays and
+# other containers, so it makes a tensor only when its receiver is one.
+_TENSOR_ONLY_METHODS = frozenset(
+    {
+        "detach", "norm", "cuda", "softmax", "log_softmax", "argmax", "argmin", "eq", "ne", "gt", "lt", "ge", "le",
+        "isnan", "isinf", "isfinite", "logical_and", "logical_or", "logical_not", "masked_fill", "float", "half",
+        "bfloat16", "long", "sigmoid", "relu", "amax", "amin", "unsqueeze", "contiguous", "type_as", "view",
+        "nansum", "nanmean", "topk", "square", "rsqrt", "clamp", "clamp_min", "clamp_max", "squeeze", "expand",
+    }
+)
+_TENSOR_METHODS = _TENSOR_ONLY_METHODS | frozenset(
+    {
+        "sum", "mean", "max", "min", "std", "var", "abs", "sqrt", "exp", "log", "pow", "neg", "clip", "double",
+        "int", "bool", "clone", "reshape", "flatten", "any", "all", "prod", "cumsum", "to", "mul", "add", "sub", "div",
+        "matmul", "t", "transpose", "permute", "sort", "median", "round", "data",
+    }
+)
+# torch.* functions that return something other than a tensor (or a tensor that is not the data: `torch.device`).
+_TORCH_NON_TENSOR = frozenset(
+    {
+        "device", "dtype", "Size", "Generator", "no_grad", "enable_grad", "inference_mode", "autocast", "manual_seed",
+        "save", "load", "compile", "numel", "typename", "set_grad_enabled", "finfo", "iinfo", "get_default_dtype",
+        "use_deterministic_algorithms", "set_float32_matmul_precision", "get_rng_state", "seed", "initial_seed",
+    }
+)
+# Names of nn.Modules (moved to the device too, but their attributes are Python values).
+MODULE_NAME = re.compile(r"model|module|net$|network|criterion|encoder|decoder", re.IGNORECASE)
+_TORCH_TENSOR_FUNCTIONS = frozenset({"nn.utils.clip_grad_norm_", "nn.utils.get_total_norm"})
+# Names that hold tensors in training code: `loss`, `total_loss`, `ce_loss`, `logits`; not flags or helpers named
+# after them (`return_loss`, `loss_fn`, `loss_name`, `grad_accum_steps`).
+_TENSOR_LAST_PARTS = frozenset({"loss", "losses", "logits"})
+_FLAG_FIRST_PARTS = frozenset({"return", "use", "compute", "with", "has", "is", "should", "enable", "need", "calc"})
+_TENSOR_NAMES = frozenset({"grad", "grads", "grad_norm", "total_norm", "param_norm"})
+_TENSOR_ATTRS = frozenset({"grad", "loss", "logits"})
+
+
+class Tensors:
+    """Which names hold tensors, per function, from the assignments seen so far; and `is_tensor(expr)`.
+
+    One per rule instance: it only reads assignments (O(1) each), so keeping several is cheaper than sharing state.
+    """
+
+    def __init__(self, context) -> None:
+        self.context = context
+        self._bound: dict[tuple[int, str], bool] = {}
+        self._masks: set[tuple[int, str]] = set()
+        self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
+
+    def _key(self, name: str) -> tuple[int, str]:
+        return (id(self.context.enclosing_function()), name)
+
+    # -- updates, called from the rule's leave_Assign / visit_For
+    def assigned(self, node: cst.Assign | cst.AnnAssign) -> None:
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        value = node.value
+        if value is None:
+            return
+        for target in targets:
+            if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) and (
+                len(target.elements) == len(value.elements)
+            ):
+                for name, element in zip(target.elements, value.elements):
+                    self._bind(name.value, element.value)
+            elif isinstance(target, (cst.Tuple, cst.List)) and self.is_mask(value):
+                for element in target.elements:  # `j, k = mask_pair.T`: each row is a mask
+                    if isinstance(element.value, cst.Name):
+                        key = self._key(element.value.value)
+                        self._bound[key] = True
+                        self._masks.add(key)
+            else:
+                self._bind(target, value)
+
+    def buffer_registered(self, call: cst.Call) -> None:
+        """`self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))`."""
+        if last_name(call.func) in ("register_buffer", "register_parameter") and call.args:
+            name = call.args[0].value
+            if isinstance(name, cst.SimpleString):
+                self._tensor_attributes.add(name.raw_value)
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            if self.is_tensor(value) and not isinstance(value, cst.Name):
+                self._tensor_attributes.add(target.attr.value)
+            return
+        if not isinstance(target, cst.Name):
+            return
+        key = self._key(target.value)
+        self._bound[key] = self.is_tensor(value)
+        if self.is_mask(value):
+            self._masks.add(key)
+        else:
+            self._masks.discard(key)
+
+    def loop_target(self, node: cst.For) -> None:
+        # `for p in model.parameters()` / `for name, p in model.named_parameters()`: p is a tensor.
+        if not isinstance(node.iter, cst.Call):
+            return
+        method = last_name(node.iter.func)
+        target = node.target
+        if method in ("parameters", "buffers") and isinstance(target, cst.Name):
+            self._bound[self._key(target.value)] = True
+        elif method in ("named_parameters", "named_buffers") and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            second = target.elements[1].value
+            if isinstance(second, cst.Name):
+                self._bound[self._key(second.value)] = True
+
+    # -- queries
+    def is_tensor(self, expr: cst.BaseExpression) -> bool:
+        """True when `expr` is (very likely) a tensor whose data may live on the device."""
+        location = self.context.location_of(expr)
+        if location == "host":
+            return False
+        if location == "device":
+            return True
+        if isinstance(expr, cst.Name):
+            bound = self._bound.get(self._key(expr.value))
+            if bound is not None:
+                return bound
+            return _tensor_name(expr.value)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in _TENSOR_ATTRS:
+                return True
+            if isinstance(expr.value, cst.Name) and expr.value.value == "self" and expr.attr.value in self._tensor_attributes:
+                return True
+            if self.context.location_of(expr.value) == "device" and not MODULE_NAME.search(last_name(expr.value) or ""):
+                return True  # `batch.y`, `data.train_mask` of a batch moved to the device (not `net.label_dim`)
+            return expr.attr.value == "data" and self.is_tensor(expr.value)
+        if isinstance(expr, cst.Subscript):
+            key = _string_index(expr)
+            if key is not None and _tensor_name(key):
+                return True
+            return self.is_tensor(expr.value)
+        if isinstance(expr, cst.Call):
+            return self._call_is_tensor(expr)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_tensor(expr.left) or self.is_tensor(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.is_tensor(expr.expression)
+        if isinstance(expr, cst.Comparison):
+            if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
+                return False
+            return self.is_tensor(expr.left) or any(self.is_tensor(c.comparator) for c in expr.comparisons)
+        if isinstance(expr, cst.BooleanOperation):
+            return self.is_tensor(expr.left) or self.is_tensor(expr.right)
+        return False
+
+    def _call_is_tensor(self, call: cst.Call) -> bool:
+        func = call.func
+        resolved = self.context.resolve(func) or ""
+        if resolved.startswith("torch."):
+            rest = resolved[len("torch."):]
+            if rest.startswith(("nn.functional.", "linalg.", "special.", "fft.")) or rest in _TORCH_TENSOR_FUNCTIONS:
+                return True
+            return not ("." in rest or rest in _TORCH_NON_TENSOR or rest.startswith(("is_", "get_", "set_")))
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in _TENSOR_ONLY_METHODS:
+                return True
+            if method in _TENSOR_METHODS:
+                return self.is_tensor(func.value)
+        return False
+
+    def is_mask(self, expr: cst.BaseExpression) -> bool:
+        """A boolean tensor: a comparison of tensors, `.bool()`, `~t`, `isnan(t)`, or a name bound to one."""
+        if isinstance(expr, cst.Name):
+            key = self._key(expr.value)
+            if key in self._masks:
+                return True
+            if key in self._bound or self.context.location_of(expr) == "host":
+                return False
+            return "mask" in name_parts(expr.value)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in ("T", "mT"):  # `j, k = ((gxy % 1 < g) & (gxy > 1)).T`
+                return self.is_mask(expr.value)
+            return "mask" in name_parts(expr.attr.value) and self.context.location_of(expr) != "host"
+        if isinstance(expr, cst.Comparison):
+            return self.is_tensor(expr)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+            return self.is_mask(expr.expression) or self.is_tensor(expr.expression)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
+            return self.is_mask(expr.left) or self.is_mask(expr.right)
+        if isinstance(expr, cst.Call) and expr.args and keyword_arg(expr, "dtype") is None:
+            # `torch.stack((torch.ones_like(j), j, k))`: stacking or copying masks makes a mask
+            resolved = self.context.resolve(expr.func)
+            first = expr.args[0].value
+            if resolved in ("torch.stack", "torch.cat") and isinstance(first, (cst.List, cst.Tuple)):
+                return any(self.is_mask(e.value) for e in first.elements if isinstance(e, cst.Element))
+            if resolved in ("torch.ones_like", "torch.zeros_like"):
+                return self.is_mask(first)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            method = expr.func.attr.value
+            if method == "bool":
+                return self.is_tensor(expr.func.value) or self.is_mask(expr.func.value)
+            if method in ("isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and",
+                          "logical_or"):
+                return True
+        return False
+
+
+def _tensor_name(name: str) -> bool:
+    parts = [p for p in re.split(r"[_.]+", name.lower()) if p]
+    if not parts:
+        return False
+    return name in _TENSOR_NAMES or (parts[-1] in _TENSOR_LAST_PARTS and parts[0] not in _FLAG_FIRST_PARTS)
+
+
+def _string_index(node: cst.Subscript) -> str | None:
+    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        value = node.slice[0].slice.value
+        if isinstance(value, cst.SimpleString):
+            return value.raw_value
+    return None
