@@ -142,11 +142,11 @@ def _bodies(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
     """The statement lists directly inside a compound statement, in the order `_ast_bodies` gives ast's."""
     if type(statement) is cst.SimpleStatementLine:
         return []
+    if isinstance(statement, cst.Match):  # no body of its own: its cases' bodies
+        return [_suite(case.body) for case in statement.cases]
     found: list[Sequence[cst.CSTNode]] = [_suite(statement.body)]
     if isinstance(statement, (cst.Try, cst.TryStar)):
         found.extend(_suite(handler.body) for handler in statement.handlers)
-    if isinstance(statement, cst.Match):
-        return [_suite(case.body) for case in statement.cases]
     orelse = getattr(statement, "orelse", None)
     if isinstance(orelse, cst.If):  # `elif`: ast holds it as a one-statement else body
         found.append((orelse,))

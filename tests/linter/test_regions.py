@@ -389,3 +389,25 @@ def test_a_model_tensor_loop_is_found_in_code_not_in_strings():
     assert all(has_loop(PARAM_LOOP, code) for code in loops)
     strings = ['for old, new in (("gradient_ckpt", "x"),):\n    pass', 'for name in ["mirror", "offload_state_dict"]:\n    pass']
     assert not any(has_loop(PARAM_LOOP, code) for code in strings)
+
+
+def test_reports_inside_a_match_statement_are_placed():
+    # A `match` has no body of its own, only its cases' bodies: the statement finder must not ask it for one.
+    source = textwrap.dedent(
+        """\
+        import torch
+
+        def train(model, loader, opt, mode):
+            model.cuda()
+            for x in loader:
+                match mode:
+                    case "log":
+                        print(x.sum().item())
+                    case _:
+                        pass
+                model(x).backward()
+                opt.step()
+        """
+    )
+    assert len(reports_placed_as_libcst_does(source)) >= 1
+    assert [f.code for f in lint_text("t.py", source, RULES)] == ["GPL401"]
