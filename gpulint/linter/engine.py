@@ -34,7 +34,7 @@ from gpulint.linter.source import DecodeError, SourceFile, decode
 from gpulint.linter.syntax import child_fields, is_syntax
 from gpulint.project import single_file_facts
 from gpulint.project.facts import ExecState, FileFacts, state_at
-from gpulint.project.local import Scope, holder_at, module_aliases, read_scope, text_step_flags
+from gpulint.project.local import MODULE_SCOPE, Scope, holder_at, module_aliases, read_scope, text_step_flags
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
 
@@ -230,19 +230,45 @@ def _run_rules(
         _Traversal(context, instances).walk(module)
     except RecursionError:
         return [parse_error(path, "too deeply nested to analyse", 1, 1)]
-    if not context.reports:
+    reports = _may_apply(context.reports, context.facts)
+    if not reports:
         return []
     tree = _ast_tree(parsed_text)
-    positions = positions_of(parsed_text, module, context.reports, tree)
+    positions = positions_of(parsed_text, module, reports, tree)
     where = _Where(tree, parsed_text, options.gate_names) if tree is not None else None
     kept = []
-    for report in context.reports:
+    for report in reports:
         state = _state_of(report, positions, where, context.facts)
-        if _applies(report, state):
+        if _applies(report, state, context.facts):
             kept.append((report, state))
     if not kept:
         return []
     return _resolve(path, text, module, kept, positions)
+
+
+def _may_apply(reports: Sequence[Report], facts: FileFacts) -> list[Report]:
+    """The reports that can be findings, judged by their function alone, before anything is placed: a per-step
+    report needs a function the step runs (or a step loop in it), a training report one the program runs (when the
+    project has entry points). Placing a report costs a regeneration of its statement."""
+    step, program = facts.step_code(), facts.program_code()
+    kept = []
+    for report in reports:
+        if report.when == "always":
+            kept.append(report)
+            continue
+        function = _qualname_of(report)
+        if report.when in ("per_step", "in_step"):
+            if function in step:
+                kept.append(report)
+        elif function in program or not facts.entries:
+            kept.append(report)
+    return kept
+
+
+def _qualname_of(report: Report) -> str:
+    """The qualified name of the function (or class body, or the module) a report is in, as the model names it."""
+    names = [node.name.value for node in report.ancestors if type(node) in (cst.FunctionDef, cst.ClassDef)]
+    return ".".join(names) if names else MODULE_SCOPE
 
 
 def _ast_tree(text: str) -> ast.Module | None:
@@ -323,23 +349,31 @@ def _pruned(text: str, active: Sequence[type[Rule]], facts: FileFacts) -> Cut | 
 
     A step-only rule (`hot_only`) needs the functions the project model says run in the step; any other rule needs
     the functions it may report in (`Rule.may_report_in`); every rule needs those holding its `facts`."""
-    anywhere = [r for r in active if not r.hot_only]
+    # Where the project has entry points, a rule looks only at what the training program runs (its findings
+    # elsewhere are dropped), except a rule with findings real wherever they are.
+    anywhere = [r for r in active if r.reports_anywhere or (not r.hot_only and not facts.entries)]
+    in_program = [r for r in active if not r.hot_only and r not in anywhere]
     step_only = any(r.hot_only for r in active)
     fact_words = tuple(w for r in active for w in r.facts)
     facts_pattern = _trigger_pattern(fact_words) if fact_words else None
     devices = _DEVICE_WORDS if step_only and _calls_backward(text) else None
-    in_step = facts.step_code()
+    in_step, program = facts.step_code(), facts.program_code()
+
+    def holds(names: frozenset[str], qualname: str) -> bool:
+        prefix = qualname + "."
+        return any(name == qualname or name.startswith(prefix) for name in names)
 
     def needs(code: str, name: str, class_name: str) -> bool:
+        qualname = f"{class_name}.{name}" if class_name else name
         return bool(
             any(r.may_report_in(code, name, class_name) for r in anywhere)
+            or (in_program and holds(program, qualname) and any(r.may_report_in(code, name, class_name) for r in in_program))
             or (facts_pattern is not None and facts_pattern.search(code))
             or (devices is not None and devices.search(code))
         )
 
     def hot(qualname: str) -> bool:  # also for rules that run anywhere: some report only what runs every step
-        prefix = qualname + "."
-        return any(name == qualname or name.startswith(prefix) for name in in_step)
+        return holds(in_step, qualname)
 
     linked = {
         name for r in active for keyword in r.linked_by if keyword in text
@@ -402,14 +436,15 @@ def parse_error(path: str, message: str, line: int, column: int) -> Finding:
     )
 
 
-def _applies(report: Report, state: ExecState) -> bool:
+def _applies(report: Report, state: ExecState, facts: FileFacts) -> bool:
     if report.when == "always":
         return True
     if report.when == "per_step":
         return state.per_step
     if report.when == "in_step":
         return state.hot and not state.cold
-    return not state.cold  # "training"
+    # "training": code the training program runs; with no entry point in sight, anything not cold.
+    return not state.cold and (state.reached or not facts.entries)
 
 
 def _resolve(

@@ -74,6 +74,9 @@ class Rule:
     # True when every finding of the rule is in code that runs in the training step (reported with when="per_step" or
     # "in_step"): the engine then skips the rule in files that show no sign of a training step at all.
     hot_only: ClassVar[bool] = False
+    # True when some findings of the rule are real wherever the code is (reported with when="always"): the engine
+    # then parses the functions holding its words even where no training code reaches them.
+    reports_anywhere: ClassVar[bool] = False
 
     def __init__(self, context: "FileContext") -> None:
         self.context = context

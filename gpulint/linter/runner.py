@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -107,9 +108,14 @@ def with_project_facts(tasks: Sequence[FileTask]) -> list[FileTask]:
         except (OSError, ValueError):
             continue
     options = tasks[0].options
-    project = Project(indexes, options.hot_functions, options.gate_names)
-    known = set(project.files)
-    return [replace(t, facts=project.file_facts(t.display)) if t.display in known else t for t in tasks]
+    try:
+        project = Project(indexes, options.hot_functions, options.gate_names)
+        known = set(project.files)
+        return [replace(t, facts=project.file_facts(t.display)) if t.display in known else t for t in tasks]
+    except Exception as exc:  # noqa: BLE001  (a bug of the model must not lose the lint: each file is read alone)
+        print(f"gpulint: warning: the project model failed ({type(exc).__name__}: {exc}); files are read one by one "
+              "(please report this)", file=sys.stderr)
+        return list(tasks)
 
 
 def run_tasks(tasks: Sequence[FileTask], cache: ResultCache, jobs: int) -> list[FileOutcome]:

@@ -83,6 +83,13 @@ class FileFacts:
             if f.step_loops or (f.reach is not None and f.reach.rank <= GATED)
         )
 
+    def program_code(self) -> frozenset[str]:
+        """The functions the training program runs (setup and epoch code too), and those holding a step loop."""
+        return frozenset(
+            name for name, f in self.functions.items()
+            if f.step_loops or (f.reach is not None and f.reach.rank <= PROGRAM)
+        )
+
 
 @dataclass(frozen=True)
 class ExecState:

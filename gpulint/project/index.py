@@ -121,8 +121,11 @@ class ModuleIndex:
             offset = definition.start
         if tree is None:
             return {}
-        local = analyze(tree, aliases=self.aliases, step_flags=self.step_flags,
-                        local_imports=any("import" in line for line in lines), line_offset=offset)
+        try:
+            local = analyze(tree, aliases=self.aliases, step_flags=self.step_flags,
+                            local_imports=any("import" in line for line in lines), line_offset=offset)
+        except RecursionError:  # nesting too deep to walk: the definition stays unknown to the model
+            return {}
         # Without the stand-in's module and class.
         return {q: s for q, s in local.scopes.items() if s.kind != "module" and q != definition.cls}
 

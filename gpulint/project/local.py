@@ -94,6 +94,7 @@ class Call:
     first_arg: str = ""  # the first argument as a dotted name (`DDP(model)` wraps `model`)
     marker: bool = False  # a step marker (backward, optimizer step, zero_grad)
     name_args: tuple[str, ...] = ()  # arguments that are dotted names (a function passed is a callback)
+    periodic: bool = False  # an argument sets a period (`Events.ITERATION_COMPLETED(every=100)`)
 
 
 @dataclass
@@ -119,6 +120,7 @@ class Scope:
     params: tuple[str, ...] = ()
     decorators: tuple[str, ...] = ()
     decorator_args: tuple[str, ...] = ()  # dotted names passed to its decorators (`@trainer.on(Events.X)`)
+    decorator_periodic: bool = False  # a decorator's arguments set a period (`every=100`)
     bases: tuple[str, ...] = ()  # for a class
     loops: list[Loop] = field(default_factory=list)
     regions: list[Region] = field(default_factory=list)
@@ -546,9 +548,10 @@ class _Walker:
             self._expr(default)
         parent = self.scope
         decorators = tuple(dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list)
-        decorator_args = tuple(
+        decorator_args = tuple(  # every name in a decorator's arguments: `Events.ITERATION_COMPLETED(every=10)`
             n for d in node.decorator_list if isinstance(d, ast.Call)
-            for n in (dotted(a) for a in (*d.args, *(k.value for k in d.keywords))) if n is not None
+            for a in (*d.args, *(k.value for k in d.keywords)) for sub in ast.walk(a)
+            if isinstance(sub, (ast.Name, ast.Attribute)) and (n := dotted(sub)) is not None
         )
         args = node.args
         params = tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
@@ -557,6 +560,7 @@ class _Walker:
             self._child_qualname(node.name), node.name, "function", parent.qualname,
             cls=parent.qualname if parent.kind == "class" else "", line=node.lineno + self.offset, start=start, end=self._end(node),
             params=params, decorators=decorators, decorator_args=decorator_args,
+            decorator_periodic=any(_sets_period(d) for d in node.decorator_list if isinstance(d, ast.Call)),
             no_grad_decorated=any(resolve(d, self.aliases) in NO_GRAD for d in decorators if d),
         )
         self._enter(scope)
@@ -789,6 +793,7 @@ class _Walker:
         call.name_args = tuple(
             n for n in (dotted(a) for a in (*node.args, *(k.value for k in node.keywords))) if n is not None
         )
+        call.periodic = _sets_period(node)
         scope.calls.append(call)
         # The callee itself is no reference; its receiver and arguments may hold calls.
         inner = [node.func.value] if isinstance(node.func, ast.Attribute) else []
@@ -797,6 +802,19 @@ class _Walker:
         for child in (*inner, *node.args, *(k.value for k in node.keywords)):
             if not isinstance(child, (ast.Name, ast.Attribute)) or dotted(child) is None:
                 self._expr(child)
+
+
+_PERIOD_KEYWORDS = frozenset({"every", "period", "interval", "freq", "frequency", "every_n_steps", "every_n_iters"})
+
+
+def _sets_period(call: ast.Call) -> bool:
+    """Does a call (or one in its arguments) pass a period other than 1: `Events.ITERATION_COMPLETED(every=100)`?"""
+    for node in ast.walk(call):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg in _PERIOD_KEYWORDS and not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 1):
+                    return True
+    return False
 
 
 def is_step_marker(call: ast.Call, name: str) -> bool:

@@ -24,6 +24,7 @@ like step work (`forward`, a loss, `training_step`) are taken as likely per step
 
 from __future__ import annotations
 
+import builtins
 import heapq
 import re
 from dataclasses import dataclass, field
@@ -71,15 +72,17 @@ _COMMON_METHODS = frozenset(
      "sort", "index", "count", "read", "write", "close", "info", "warning", "error", "debug", "__init__", "to",
      "item", "size", "view", "reshape", "mean", "sum", "numpy", "cpu", "cuda", "detach", "clone", "tolist"}
 )
+_PROTOCOL_METHODS = ("__getitem__", "__iter__", "__next__", "__len__", "__call__")
 _EVENT_PARTS = frozenset({"iteration", "iter", "step", "batch"})
-_NOT_PER_STEP_EVENT_PARTS = frozenset({"epoch", "eval", "evaluation", "validation", "start", "started", "end", "ended",
-                                       "completed_epoch", "exception", "terminate"})
-_BUILTINS = frozenset(dir(__builtins__) if isinstance(__builtins__, dict) is False else __builtins__)
-_ON_FLAG = re.compile(
-    r"add_argument\(\s*[\"']-{0,2}([\w-]+)[\"'][^()]*?(?:default\s*=\s*True|action\s*=\s*[\"']store_false)"
-    r"|^\s*(\w+)\s*:\s*bool\s*=\s*(?:True|field\(\s*default\s*=\s*True)",
-    re.MULTILINE,
+_NOT_PER_STEP_EVENT_PARTS = frozenset(
+    {"epoch", "eval", "evaluation", "validation", "start", "started", "end", "ended", "exception", "terminate"}
 )
+_BUILTINS = frozenset(dir(builtins))
+# Configuration switches whose default is on: `add_argument("--amp", default=True)`, `store_false`, `amp: bool = True`.
+_ON_ARGUMENT = re.compile(
+    r"add_argument\(\s*[\"']-{0,2}([\w-]+)[\"'][^()]*?(?:default\s*=\s*True|action\s*=\s*[\"']store_false)"
+)
+_ON_FIELD = re.compile(r"(\w+)\s*:\s*bool\s*=\s*(?:True|field\(\s*default\s*=\s*True)")
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
@@ -130,8 +133,9 @@ class Project:
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         self._return_kinds: dict[Key, str] = {}
         self.on_flags = frozenset(
-            (a or b).replace("-", "_") for ix in self.files.values() if "True" in ix.text or "store_false" in ix.text
-            for a, b in _ON_FLAG.findall(ix.text)
+            name.replace("-", "_") for ix in self.files.values()
+            for pattern, word in ((_ON_ARGUMENT, "add_argument"), (_ON_FIELD, "bool")) if word in ix.text
+            for name in pattern.findall(ix.text)
         )
         self.entries = False
         self._guesses: set[tuple] = set()
@@ -560,9 +564,10 @@ class Project:
         for path, ix in self.files.items():
             training = is_training_path(path)
             module = ix.module_scope
-            if module is not None and training and self.step_loops(path, module):
+            if module is not None and training:
+                # A script's body, a module's top level: what runs when the program starts or imports it.
                 roots.append(((path, MODULE_SCOPE), Reach(PROGRAM, chain=(Frame(path, 1, "script"),))))
-                self.entries = True
+                self.entries = self.entries or bool(self.step_loops(path, module))
             for definition in ix.definitions.values():
                 if definition.is_class:
                     continue
@@ -593,7 +598,10 @@ class Project:
                 if not is_training_path(path):
                     continue
                 for definition in ix.definitions.values():
-                    if not definition.is_class and not definition.may_enter and calls.search(definition.code):
+                    code = definition.code
+                    if definition.is_class or definition.may_enter or not any(w in code for w in workers):
+                        continue
+                    if calls.search(code):
                         roots += self._entries_in(path, ix, definition)
         return roots, named, modules
 
@@ -635,11 +643,13 @@ class Project:
         for key, reach in roots:
             push(key, reach)
         drain()
-        # Loops that only consume a loader are the training loop where nothing else reaches their function (a
-        # script's loop calling a train step the model cannot resolve); where training code reaches the function
-        # (a rollout in `make_experience`, an evaluation), they run at its rhythm.
+        # Loops that only consume a loader are the training loop where no training code reaches their function (a
+        # script's loop calling a train step the model cannot resolve, reached from the script's body if at all);
+        # where training code reaches the function (a rollout in `make_experience`, an evaluation), they run at its
+        # rhythm.
         for key, loops in sorted(self._loader_loops.items()):
-            if key not in self.reach:
+            reach = self.reach.get(key)
+            if reach is None or key[1] == MODULE_SCOPE or reach.chain and reach.chain[0].label == "script":
                 self._step_loops[key] = self._step_loops.get(key, frozenset()) | frozenset(loops)
                 scope = self.files[key[0]].scope(key[1])
                 push(key, Reach(PROGRAM, chain=(Frame(key[0], scope.line if scope else 1, _label(key[1])),)))
@@ -668,9 +678,12 @@ class Project:
             state = state_at(scope, call.pos, facts, file_facts)
             rank = _rank_of(state, reach)
             resolved = self.resolve_call(path, scope, call, per_step=rank <= GATED)
-            if rank <= PROGRAM:
-                self.instantiated.update(resolved.instantiates)
             chain = state.chain or reach.chain
+            if rank <= PROGRAM:
+                for cls in resolved.instantiates:
+                    if cls not in self.instantiated:
+                        self.instantiated.add(cls)
+                        self._protocol_methods(cls, chain, push)
             likely = state.likely or reach.likely and rank != PER_STEP or not resolved.certain
             if not resolved.certain:
                 # A guess fans out to many functions (every module's `forward`): made once per way of reaching them.
@@ -693,9 +706,20 @@ class Project:
             if child.kind == "function" and child.decorator_args and rank_ok(reach):
                 words = set().union(*(name_parts(a) for a in child.decorator_args))
                 if words & _EVENT_PARTS and not words & _NOT_PER_STEP_EVENT_PARTS:
-                    push((path, child.qualname), Reach(PER_STEP, likely=True, chain=(
+                    push((path, child.qualname), Reach(GATED if child.decorator_periodic else PER_STEP, likely=True, chain=(
                         *reach.chain, Frame(path, child.line, _label(child.qualname))),
                         reason=f"in `{child.name}`, a handler of an iteration event"))
+
+    def _protocol_methods(self, cls: Target, chain: tuple[Frame, ...], push) -> None:
+        """An object the program builds is used through Python's protocols too: a dataset's `__getitem__`, an
+        iterator's `__next__`, a collator's `__call__` run when a loader or a caller asks, not through a call the
+        model sees. They run in the program, at a rhythm the model cannot tell (likely)."""
+        for name in _PROTOCOL_METHODS:
+            method = self.find_method(cls, name)
+            if method is not None:
+                push((method.path, method.qualname), Reach(
+                    PROGRAM, likely=True, chain=(*chain, Frame(method.path, self._line_of(method), _label(method.qualname))),
+                ))
 
     def _callbacks(self, path: str, scope: Scope, call: Call, rank: int, state: ExecState, chain, push) -> None:
         """Functions passed to a call: a handler of an iteration event runs every step, other callbacks once."""
@@ -708,7 +732,7 @@ class Project:
                     ([m] if scope.cls and (m := self.find_method(Target(path, scope.cls, True), name[5:])) else []):
                 if target.is_class or target.qualname == "":
                     continue
-                callee_rank = PER_STEP if per_iteration else max(rank, PROGRAM)
+                callee_rank = (GATED if call.periodic else PER_STEP) if per_iteration else max(rank, PROGRAM)
                 push((target.path, target.qualname), Reach(
                     callee_rank, likely=True,
                     chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))),

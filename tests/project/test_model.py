@@ -355,3 +355,50 @@ def test_a_rollout_loop_reached_from_the_training_program_is_no_step_loop(tmp_pa
     scope = project.files["trainer.py"].scope("Trainer.make_experience")
     assert project.reach[("trainer.py", "Trainer.make_experience")].rank == PROGRAM
     assert project.step_loops("trainer.py", scope) == frozenset()
+
+
+def test_callbacks_of_iteration_events_run_every_step_and_other_callbacks_once(tmp_path):
+    project = model(tmp_path, {
+        "train.py": """
+            from ignite.engine import Engine, Events
+
+            def log_loss(engine):
+                pass
+
+            def save(engine):
+                pass
+
+            def collate(items):
+                return items
+
+            def main(model, opt, data):
+                def step(engine, batch):
+                    model(batch).backward()
+                    opt.step()
+
+                trainer = Engine(step)
+                trainer.add_event_handler(Events.ITERATION_COMPLETED, log_loss)
+                trainer.add_event_handler(Events.EPOCH_COMPLETED, save)
+                loader = DataLoader(data, collate_fn=collate)
+
+                @trainer.on(Events.ITERATION_COMPLETED(every=1))
+                def show(engine):
+                    pass
+
+                @trainer.on(Events.ITERATION_COMPLETED(every=100))
+                def show_sometimes(engine):
+                    pass
+
+                trainer.run(loader)
+
+            if __name__ == "__main__":
+                main(None, None, None)
+        """,
+    })
+    reach = project.reach
+    assert reach[("train.py", "log_loss")].rank == PER_STEP and reach[("train.py", "log_loss")].likely
+    assert reach[("train.py", "main.show")].rank == PER_STEP
+    assert reach[("train.py", "main.show_sometimes")].rank == GATED
+    assert reach[("train.py", "save")].rank == PROGRAM
+    assert reach[("train.py", "collate")].rank == PROGRAM
+    assert reach[("train.py", "main.step")].rank == PER_STEP

@@ -15,6 +15,7 @@ class AnomalyDetectionOn(Rule):
     message = "autograd anomaly detection is switched on unconditionally: it slows every backward pass and syncs"
     triggers = ("detect_anomaly",)
     fixable = True
+    reports_anywhere = True  # a setting, wherever it is set
     docs = RuleDocs(
         what_it_does="Flags `torch.autograd.set_detect_anomaly(True)` and `torch.autograd.detect_anomaly()` outside "
         "test files, unless they sit under an `if` (a debug flag).",

@@ -23,6 +23,7 @@ class ForeachDisabled(Rule):
     message = "`foreach=False` makes the optimizer (or clipping) launch kernels one tensor at a time"
     triggers = ("foreach=False", "foreach = False")
     fixable = True
+    reports_anywhere = True  # a setting, wherever it is set
     docs = RuleDocs(
         what_it_does="Flags `foreach=False` passed to an optimizer, `clip_grad_norm_` or any other call that accepts "
         "it.",
