@@ -350,8 +350,8 @@ def _watch(args: argparse.Namespace) -> int:
                     _check(args, stdin=False)
                 except UsageError as exc:
                     print(f"gpulint: error: {exc}", file=sys.stderr)
+                last = _snapshot(args)  # after --fix wrote its fixes, and before saying so: a change after it is new
                 print(f"[{time.strftime('%H:%M:%S')}] Watching for file changes (Ctrl-C stops).", flush=True)
-                last = _snapshot(args)  # after --fix wrote its fixes
             time.sleep(WATCH_POLL_S)
     except KeyboardInterrupt:
         return EXIT_OK

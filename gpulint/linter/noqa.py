@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from gpulint.linter.finding import Edit, Finding, Fix, rule_url
 
-_CODES = r"(?P<codes>[A-Za-z]+[0-9]*(?:\s*,\s*[A-Za-z]+[0-9]*)*)"
+# A code is a word (`GPL401`, `E501`; a mistyped `GPL4O1` stays one unknown code rather than `GPL4` and a tail).
+_CODES = r"(?P<codes>[A-Za-z][A-Za-z0-9]*(?:\s*,\s*[A-Za-z][A-Za-z0-9]*)*)"
 LINE_NOQA = re.compile(r"#\s*noqa(?::\s*" + _CODES + r")?", re.IGNORECASE)
 FILE_NOQA = re.compile(r"^\s*#\s*gpulint:\s*noqa(?::\s*" + _CODES + r")?\s*$", re.IGNORECASE | re.MULTILINE)
 ALL = frozenset({"*"})
