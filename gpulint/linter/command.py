@@ -179,10 +179,11 @@ def _check(args: argparse.Namespace, stdin: bool) -> int:
         outcomes = run_tasks(with_project_facts(tasks), cache, args.jobs or default_jobs(), progress.advance)
     cache.save()
     if args.verbose:
-        _note(f"settings from {config.source or 'the defaults'}; {len(tasks)} file{'s' * (len(tasks) != 1)} checked "
-              f"in {time.monotonic() - started:.2f} s")
+        files = f"{len(tasks)} file{'s' * (len(tasks) != 1)}"
+        _note(f"gpulint: settings from {config.source or 'the defaults'}; {files} checked in "
+              f"{time.monotonic() - started:.2f} s")
     if not found.files and not found.errors and not args.quiet:
-        _note("warning: no Python files found under the given paths")
+        _note("gpulint: warning: no Python files found under the given paths")
 
     findings = [io_error(path, reason) for path, reason in found.errors]
     fixed: dict[str, tuple[str, ...]] = {}
@@ -326,7 +327,7 @@ def _settings_text(config: LintConfig, enabled: list[str], options: LintOptions,
 
 
 def _note(message: str) -> None:
-    print(message if message[:1].isupper() else f"gpulint: {message}", file=sys.stderr)
+    print(message, file=sys.stderr)
 
 
 # --watch polls: a stat of each file every half second costs milliseconds on thousands of files, and needs no

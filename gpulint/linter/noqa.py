@@ -78,9 +78,10 @@ class Suppressions:
         if not self.directives:
             return False
         lines = [n for n in range(line, end_line + 1) if n in self.directives]
-        string_end = self.string_ends().get(end_line)
-        if string_end is not None and string_end in self.directives:
-            lines.append(string_end)
+        if max(self.directives) > end_line:  # a directive below could close a string the finding is inside
+            string_end = self.string_ends().get(end_line)
+            if string_end is not None and string_end in self.directives:
+                lines.append(string_end)
         hit = False
         for number in lines:
             directive = self.directives[number]
@@ -106,8 +107,10 @@ class Suppressions:
 
 def check_directives(path: str, findings: list[Finding], suppressions: Suppressions, enabled: set[str]) -> list[Finding]:
     """`findings` with GPL003's added when that rule is enabled (nothing is judged in a file that did not parse)."""
-    if UNUSED_NOQA_CODE not in enabled or not suppressions.directives or any(f.code == "GPL001" for f in findings):
+    if UNUSED_NOQA_CODE not in enabled or any(f.code == "GPL001" for f in findings):
         return findings
+    if not any(c.startswith(OWN_PREFIX) for d in suppressions.directives.values() for c in d.codes):
+        return findings  # most `# noqa` comments are other tools' (`E501`): no need to tokenize the file
     from gpulint.linter.rule import rules_by_code
 
     extra = unused_directives(path, suppressions, enabled, set(rules_by_code()))
