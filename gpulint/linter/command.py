@@ -38,7 +38,7 @@ from gpulint.progress import Progress
 # whose settings no cache knows yet, or linting a file that is not cached. A warm run imports neither.
 
 
-def _code_list(value: str) -> list[str]:
+def _comma_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
@@ -47,9 +47,9 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="settings file (default: nearest pyproject.toml with [tool.gpulint])")
 
     rules = parser.add_argument_group("rule selection")
-    rules.add_argument("--select", type=_code_list, metavar="CODES", help="comma list of codes or prefixes to enable, replacing the config's")
-    rules.add_argument("--extend-select", type=_code_list, metavar="CODES", help="codes or prefixes to enable in addition")
-    rules.add_argument("--ignore", type=_code_list, metavar="CODES", help="codes or prefixes to disable")
+    rules.add_argument("--select", type=_comma_list, metavar="CODES", help="comma list of codes or prefixes to enable, replacing the config's")
+    rules.add_argument("--extend-select", type=_comma_list, metavar="CODES", help="codes or prefixes to enable in addition")
+    rules.add_argument("--ignore", type=_comma_list, metavar="CODES", help="codes or prefixes to disable")
     rules.add_argument(
         "--confidence", choices=("likely", "certain"), default="likely",
         help="show findings at least this sure to run every step: `certain` hides those reached through a guess "
@@ -58,8 +58,8 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     rules.add_argument("--ignore-noqa", action="store_true", help="report findings that `# noqa` comments would suppress")
 
     files = parser.add_argument_group("files")
-    files.add_argument("--exclude", type=_code_list, metavar="GLOBS", help="comma list of globs to exclude, replacing the config's `exclude`")
-    files.add_argument("--extend-exclude", type=_code_list, metavar="GLOBS", help="globs to exclude in addition")
+    files.add_argument("--exclude", type=_comma_list, metavar="GLOBS", help="comma list of globs to exclude, replacing the config's `exclude`")
+    files.add_argument("--extend-exclude", type=_comma_list, metavar="GLOBS", help="globs to exclude in addition")
     files.add_argument("--force-exclude", action="store_true", help="apply exclusions to files named on the command line too (for pre-commit)")
     files.add_argument("--stdin-filename", metavar="PATH", help="lint standard input as this file (its settings and per-file ignores apply)")
     files.add_argument("--show-files", action="store_true", help="list the files that would be checked, and check nothing")
