@@ -51,8 +51,7 @@ class Suppressions:
     directives: dict[int, Directive] = field(default_factory=dict)
     file_codes: frozenset[str] | None = None  # None: no file-level suppression
     text: str = ""
-    _string_ends: dict[int, int] | None = None  # built on first need, with _comments
-    _comments: dict[int, int] = field(default_factory=dict)  # line -> column where its comment starts
+    _tokens: tuple[dict[int, int], dict[int, int]] | None = None  # `_scan(text)`, made on first need
 
     @classmethod
     def from_text(cls, text: str) -> "Suppressions":
@@ -79,7 +78,7 @@ class Suppressions:
             return False
         lines = [n for n in range(line, end_line + 1) if n in self.directives]
         if max(self.directives) > end_line:  # a directive below could close a string the finding is inside
-            string_end = self.string_ends().get(end_line)
+            string_end = self._scanned()[0].get(end_line)
             if string_end is not None and string_end in self.directives:
                 lines.append(string_end)
         hit = False
@@ -94,15 +93,15 @@ class Suppressions:
                     hit = True
         return hit
 
-    def string_ends(self) -> dict[int, int]:
-        if self._string_ends is None:
-            self._string_ends, self._comments = _scan(self.text)
-        return self._string_ends
-
     def is_comment(self, directive: Directive) -> bool:
         """Is the directive in a comment (not in a string that happens to say `# noqa`)?"""
-        self.string_ends()
-        return self._comments.get(directive.line, directive.start + 1) <= directive.start
+        comment_start = self._scanned()[1].get(directive.line)
+        return comment_start is not None and comment_start <= directive.start
+
+    def _scanned(self) -> tuple[dict[int, int], dict[int, int]]:
+        if self._tokens is None:
+            self._tokens = _scan(self.text)
+        return self._tokens
 
 
 def check_directives(path: str, findings: list[Finding], suppressions: Suppressions, enabled: set[str]) -> list[Finding]:
