@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
 from gpulint.linter.finding import Edit, Finding, Fix
 from gpulint.linter.fixes import apply_edits, fix_text
 
@@ -13,6 +18,7 @@ SAFE = (
 SAFE_FIXED = SAFE.replace("torch.ones(8, 8).cuda()", 'torch.ones(8, 8, device="cuda")')
 SELECT = ("--select", "GPL504,GPL301")
 UNSAFE = 'enc = tokenizer(texts, padding="max_length", truncation=True)\n'
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 UNSAFE_FIXED = "enc = tokenizer(texts, padding=True, truncation=True)\n"
 
 
@@ -97,3 +103,39 @@ def test_overlapping_fixes_apply_one_per_pass():
     text = "abcdef\n"
     edits = [Edit(1, 1, 1, 4, "X"), Edit(1, 3, 1, 6, "Y"), Edit(1, 6, 1, 7, "Z")]
     assert apply_edits(text, edits) == "XdeZ\n"
+
+
+UNPINNED = (
+    "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+    "    loader = DataLoader(dataset, batch_size=4, shuffle=True)\n    for x, y in loader:\n"
+    "        x, y = x.to(device), y.to(device)\n        loss = model(x, y)\n        loss.backward()\n"
+    "        optimizer.step()\n"
+)
+
+
+def test_the_non_blocking_fix_pins_the_files_loader_too(run, tmp_path):
+    # `non_blocking=True` alone, from pageable memory, changes nothing and draws GPL411's other finding: a
+    # `gpulint-fix` hook with unsafe fixes could never pass.
+    (tmp_path / "a.py").write_text(UNPINNED)
+    code, out, _ = run(tmp_path, "check", "a.py", "--no-cache", "--fix", "--unsafe-fixes")
+    assert code == 0, out
+    assert (tmp_path / "a.py").read_text() == UNPINNED.replace(
+        "shuffle=True)", "shuffle=True, pin_memory=True)"
+    ).replace("x.to(device), y.to(device)", "x.to(device, non_blocking=True), y.to(device, non_blocking=True)")
+
+
+def test_no_non_blocking_fix_where_the_loader_turns_pinning_off(run, tmp_path):
+    (tmp_path / "a.py").write_text(UNPINNED.replace("shuffle=True)", "shuffle=True, pin_memory=False)"))
+    code, out, _ = run(tmp_path, "check", "a.py", "--no-cache", "--select", "GPL411", "--output-format", "json")
+    findings = json.loads(out)
+    assert code == 1 and [f["fix"] for f in findings] == [None, None]
+
+
+def test_unsafe_fixes_of_the_example_script_make_no_new_finding(run, tmp_path):
+    for name in ("train.py", "model.py"):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    before = Counter(f["code"] for f in json.loads(run(tmp_path, "check", ".", "--no-cache", "--output-format", "json")[1]))
+    run(tmp_path, "check", ".", "--no-cache", "--fix", "--unsafe-fixes")
+    after = Counter(f["code"] for f in json.loads(run(tmp_path, "check", ".", "--no-cache", "--output-format", "json")[1]))
+    assert after - before == Counter() and sum(after.values()) < sum(before.values())
+    assert "pin_memory=True" in (tmp_path / "train.py").read_text()
