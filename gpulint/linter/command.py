@@ -242,8 +242,8 @@ def _check_stdin(args: argparse.Namespace, config: LintConfig, enabled: list[str
         source = outcome.original
         sys.stdout.buffer.write(outcome.fixed_text.encode(source.encoding) if fixed and source else data)
         sys.stdout.flush()
-    return _report(args, sorted(_at_confidence(outcome.findings, args), key=Finding.sort_key), fixed, diffs, sources, checked=1,
-                   stream=sys.stderr if writes_source else None)
+    findings = sorted(_at_confidence(outcome.findings, args), key=Finding.sort_key)
+    return _report(args, findings, fixed, diffs, sources, checked=1, stream=sys.stderr if writes_source else None)
 
 
 def _report(args: argparse.Namespace, findings: list[Finding], fixed: dict[str, tuple[str, ...]], diffs: list[str],
@@ -288,7 +288,7 @@ def _diff_summary(fixed_total: int, findings: list[Finding]) -> str:
 
 
 def _fixes_listing(fixed: dict[str, tuple[str, ...]]) -> str:
-    """--show-fixes: the fixes applied, by file, then code (`2 × GPL504 (tensor-created-on-cpu)`)."""
+    """--show-fixes: the fixes applied, by file, then code (`2 × GPL504 (tensor-created-then-moved)`)."""
     names = {code: rule.name for code, rule in _rules_by_code().items()}
     total = sum(len(codes) for codes in fixed.values())
     out = [f"Fixed {total} finding{'s' * (total != 1)}:"]
