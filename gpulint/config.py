@@ -37,6 +37,7 @@ class LintConfig:
     extend_select: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
     hot_functions: tuple[str, ...] = ()
     log_gates: tuple[str, ...] = ()
     unsafe_fixes: bool = False
@@ -68,7 +69,7 @@ class LintConfig:
         return tuple(prefixes)
 
     def is_excluded(self, relative_path: str) -> bool:
-        return any(path_matches(relative_path, pattern) for pattern in self.exclude)
+        return any(path_matches(relative_path, pattern) for pattern in self.exclude + self.extend_exclude)
 
 
 def _selected(code: str, patterns: Sequence[str], default_codes: Sequence[str]) -> bool:
@@ -189,8 +190,8 @@ def _from_table(table: dict[str, Any], path: Path, known_codes: Sequence[str]) -
         ignore=codes("ignore"),
         extend_select=codes("extend-select"),
         per_file_ignores=tuple(per_file_ignores),
-        exclude=_string_list(table.get("exclude", []), where, "exclude")
-        + _string_list(table.get("extend-exclude", []), where, "extend-exclude"),
+        exclude=_string_list(table.get("exclude", []), where, "exclude"),
+        extend_exclude=_string_list(table.get("extend-exclude", []), where, "extend-exclude"),
         hot_functions=_string_list(table.get("hot-functions", []), where, "hot-functions"),
         log_gates=_string_list(table.get("log-gates", []), where, "log-gates"),
         unsafe_fixes=unsafe,

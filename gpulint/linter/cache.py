@@ -18,6 +18,7 @@ from gpulint.fileio import atomic_write
 from gpulint.linter.finding import Finding
 
 CACHE_DIR = ".gpulint_cache"
+CACHE_MARKER = "# created by gpulint"  # first line of the .gitignore in every cache folder (`gpulint clean` checks it)
 
 
 def content_hash(data: bytes) -> str:
@@ -72,7 +73,7 @@ class ResultCache:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             gitignore = self.file.parent.parent / ".gitignore"
             if not gitignore.exists():
-                gitignore.write_text("# created by gpulint\n*\n", encoding="utf-8")
+                gitignore.write_text(f"{CACHE_MARKER}\n*\n", encoding="utf-8")
             data = {"codes": self.codes, "files": self.entries}
             atomic_write(self.file, json.dumps(data, separators=(",", ":")).encode("utf-8"))
         except OSError as exc:

@@ -45,7 +45,7 @@ def discover(paths: list[str], config: LintConfig, force_exclude: bool = False) 
             for file in _walk(path, config):
                 _add(found, seen, file)
             continue
-        if force_exclude and _excluded(path, config):
+        if force_exclude and excluded(path, config):
             continue
         _add(found, seen, path)
     return found
@@ -58,7 +58,8 @@ def _add(found: Discovery, seen: set[Path], path: Path) -> None:
         found.files.append(path)
 
 
-def _excluded(path: Path, config: LintConfig) -> bool:
+def excluded(path: Path, config: LintConfig) -> bool:
+    """Does the config exclude `path` (by its globs, or a default folder such as .venv on its way)?"""
     relative = relative_to_root(path, config.root)
     parts = Path(relative).parts[:-1]
     return config.is_excluded(relative) or any(part in DEFAULT_EXCLUDE for part in parts)

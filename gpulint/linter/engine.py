@@ -25,7 +25,7 @@ import libcst as cst
 
 from gpulint.linter.context import FileContext
 from gpulint.linter.finding import Edit, Finding, Fix
-from gpulint.linter.noqa import Suppressions
+from gpulint.linter.noqa import Suppressions, check_directives
 from gpulint.linter.options import LintOptions
 from gpulint.linter.positions import positions_of
 from gpulint.linter.regions import Cut, prune
@@ -74,10 +74,12 @@ def lint_text(
 ) -> list[Finding]:
     """Findings of `rules` on `text`, sorted by line and column. `facts` are the project model's for this file;
     without them the file is modelled alone (its own training loops, or its functions' names)."""
+    suppressions = Suppressions(text=text) if options.ignore_noqa else Suppressions.from_text(text)
     with _collector_paused():
         if facts is None:
             facts = single_file_facts(path, text, options.hot_functions, options.gate_names)
-        return _lint_text(path, text, rules, options, facts)
+        findings = _lint_text(path, text, rules, options, facts, suppressions)
+    return check_directives(path, findings, suppressions, {r.code for r in rules})
 
 
 @contextmanager
@@ -96,7 +98,8 @@ def _collector_paused():
 
 
 def _lint_text(
-    path: str, text: str, rules: Sequence[type[Rule]], options: LintOptions, facts: FileFacts
+    path: str, text: str, rules: Sequence[type[Rule]], options: LintOptions, facts: FileFacts,
+    suppressions: Suppressions,
 ) -> list[Finding]:
     if facts.problem is not None:  # Python's parser found it while the project was read: no rule can run
         line, column, message = facts.problem
@@ -128,7 +131,7 @@ def _lint_text(
             module = None
         if module is not None:
             error = _error_in_left_out_code(path, text, "\n".join(cut.left_out))
-            return [error] if error else _lint_parsed(path, text, pruned, module, active, options, facts)
+            return [error] if error else _lint_parsed(path, suppressions, pruned, module, active, options, facts)
     try:
         module = _parse(text)
     except cst.ParserSyntaxError as exc:
@@ -137,7 +140,7 @@ def _lint_text(
         return [parse_error(path, "too deeply nested for the parser", 1, 1)]
     except Exception as exc:  # the native parser can raise other errors on exotic input
         return [parse_error(path, f"could not parse: {type(exc).__name__}: {exc}", 1, 1)]
-    return _lint_parsed(path, text, text, module, active, options, facts)
+    return _lint_parsed(path, suppressions, text, module, active, options, facts)
 
 
 def _syntax_errors(path: str, text: str) -> list[Finding]:
@@ -205,15 +208,15 @@ def _grammar_error(path: str, text: str) -> Finding | None:
 
 
 def _lint_parsed(
-    path: str, text: str, parsed_text: str, module: cst.Module, active: Sequence[type[Rule]], options: LintOptions,
-    facts: FileFacts,
+    path: str, suppressions: Suppressions, parsed_text: str, module: cst.Module, active: Sequence[type[Rule]],
+    options: LintOptions, facts: FileFacts,
 ) -> list[Finding]:
     """Run the rules over a parsed module. `parsed_text` is what was parsed: the file, or its pruned copy (same
-    lines and columns), which positions are computed from; `noqa` comments are read from the file itself."""
+    lines and columns), which positions are computed from; `suppressions` were read from the file itself."""
     context = FileContext(path, module, options.gate_names, facts)
     instances = [rule(context) for rule in active]
     try:
-        return _run_rules(path, text, parsed_text, module, instances, context, options)
+        return _run_rules(path, suppressions, parsed_text, module, instances, context, options)
     finally:
         # The file's rules, their helpers, its reports and its context point at one another and at its tree. Their
         # state dropped here, the tree is freed at once, not by the cycle collector's next pass over everything
@@ -223,8 +226,8 @@ def _lint_parsed(
 
 
 def _run_rules(
-    path: str, text: str, parsed_text: str, module: cst.Module, instances: Sequence[Rule], context: FileContext,
-    options: LintOptions,
+    path: str, suppressions: Suppressions, parsed_text: str, module: cst.Module, instances: Sequence[Rule],
+    context: FileContext, options: LintOptions,
 ) -> list[Finding]:
     try:
         _Traversal(context, instances).walk(module)
@@ -243,7 +246,7 @@ def _run_rules(
             kept.append((report, state))
     if not kept:
         return []
-    return _resolve(path, text, module, kept, positions)
+    return _resolve(path, suppressions, module, kept, positions)
 
 
 def _may_apply(reports: Sequence[Report], facts: FileFacts) -> list[Report]:
@@ -448,9 +451,8 @@ def _applies(report: Report, state: ExecState, facts: FileFacts) -> bool:
 
 
 def _resolve(
-    path: str, text: str, module: cst.Module, reports: list[tuple[Report, ExecState]], positions
+    path: str, suppressions: Suppressions, module: cst.Module, reports: list[tuple[Report, ExecState]], positions
 ) -> list[Finding]:
-    suppressions = Suppressions.from_text(text)
     findings: dict[tuple, Finding] = {}
     for report, state in reports:
         span = positions[report.node]

@@ -47,34 +47,34 @@ def fixable(finding: Finding, unsafe: bool) -> bool:
 
 def fix_text(
     text: str, lint: Callable[[str], Sequence[Finding]], unsafe: bool, newline: str = "\n"
-) -> tuple[str, int]:
+) -> tuple[str, list[str]]:
     """Lint and apply fixes until nothing fixable is left or MAX_PASSES is reached.
 
-    Returns the new text and the number of fixes applied. A pass whose result does not parse is discarded, and fixing
+    Returns the new text and the codes of the fixes applied (one per fix). A pass whose result does not parse is discarded, and fixing
     stops there: gpulint never writes code it cannot parse.
     """
-    applied = 0
+    applied: list[str] = []
     for _ in range(MAX_PASSES):
         findings = [f for f in lint(text) if fixable(f, unsafe)]
         if not findings:
             break
-        edits, count = _first_fix_per_region(findings)
+        edits, codes = _first_fix_per_region(findings)
         if newline != "\n":  # keep the file's newline style in inserted lines
             edits = [replace(e, content=e.content.replace("\r\n", "\n").replace("\n", newline)) for e in edits]
         new_text = apply_edits(text, edits)
         if new_text == text or not parses(new_text):
             break
-        applied += count
+        applied += codes
         text = new_text
     return text, applied
 
 
-def _first_fix_per_region(findings: Sequence[Finding]) -> tuple[list[Edit], int]:
-    """Edits of whole fixes that do not overlap an earlier fix (a fix is applied completely or not at all), and how
-    many fixes they make up."""
+def _first_fix_per_region(findings: Sequence[Finding]) -> tuple[list[Edit], list[str]]:
+    """Edits of whole fixes that do not overlap an earlier fix (a fix is applied completely or not at all), and the
+    codes of the findings they fix."""
     taken: list[tuple[int, int, int, int]] = []
     chosen: list[Edit] = []
-    count = 0
+    codes: list[str] = []
     for finding in sorted(findings, key=Finding.sort_key):
         edits = finding.fix.edits  # type: ignore[union-attr]
         spans = [(e.line, e.column, e.end_line, e.end_column) for e in edits]
@@ -82,8 +82,8 @@ def _first_fix_per_region(findings: Sequence[Finding]) -> tuple[list[Edit], int]
             continue
         taken.extend(spans)
         chosen.extend(edits)
-        count += 1
-    return chosen, count
+        codes.append(finding.code)
+    return chosen, codes
 
 
 def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:

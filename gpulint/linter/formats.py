@@ -1,9 +1,12 @@
-"""Output formats for findings: text (with code frames), json, sarif, github, gitlab."""
+"""Output formats for findings: text (with code frames; `full` is its ruff name), concise (one line each), json,
+sarif, github, gitlab, junit; and the `--statistics` table."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
+from xml.etree import ElementTree
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from gpulint import __version__
@@ -12,7 +15,7 @@ from gpulint.linter.finding import Finding
 if TYPE_CHECKING:
     from gpulint.linter.rule import Rule
 
-FORMATS = ("text", "json", "sarif", "github", "gitlab")
+FORMATS = ("text", "full", "concise", "json", "sarif", "github", "gitlab", "junit")
 SourceLines = Callable[[str], "list[str] | None"]
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 _GITLAB_SEVERITY = {"error": "critical", "warning": "major", "info": "minor"}
@@ -27,7 +30,9 @@ class _Style:
 
 
 def render(fmt: str, findings: Sequence[Finding], rules: dict[str, type[Rule]], source_lines: SourceLines,
-           color: bool = False, fixed: int = 0) -> str:
+           color: bool = False, fixed: int = 0, checked: int = 1, summary: bool = True) -> str:
+    """The report in format `fmt`. For text: `fixed` fixes were applied, `checked` files were linted (none: say so
+    rather than that all checks passed), and `summary` is False under `-q`."""
     if fmt == "json":
         return json.dumps([f.to_json() for f in findings], indent=2) + "\n"
     if fmt == "sarif":
@@ -36,24 +41,38 @@ def render(fmt: str, findings: Sequence[Finding], rules: dict[str, type[Rule]], 
         return "".join(github_command(f) + "\n" for f in findings)
     if fmt == "gitlab":
         return json.dumps(gitlab(findings), indent=2) + "\n"
-    return text(findings, source_lines, color, fixed)
+    if fmt == "junit":
+        return junit(findings)
+    frames = source_lines if fmt != "concise" else None
+    return text(findings, frames, color, fixed, checked, summary)
 
 
-def text(findings: Sequence[Finding], source_lines: SourceLines, color: bool = False, fixed: int = 0) -> str:
+def text(findings: Sequence[Finding], source_lines: SourceLines | None, color: bool = False, fixed: int = 0,
+         checked: int = 1, summary: bool = True) -> str:
+    """One line per finding, each followed by a code frame when `source_lines` is given, then a summary line."""
     style = _Style(color)
     out: list[str] = []
     for finding in findings:
-        marker = " [*]" if finding.fix and finding.fix.applicability == "safe" else ""
         out.append(
             f"{style(finding.path, '1')}:{finding.line}:{finding.column}: "
-            f"{style(finding.code, '1;31' if finding.severity == 'error' else '1;33')}{marker} {finding.message}"
+            f"{style(finding.code, '1;31' if finding.severity == 'error' else '1;33')}{_marker(finding)} {finding.message}"
         )
-        lines = source_lines(finding.path)
+        lines = source_lines(finding.path) if source_lines else None
         if lines and 0 < finding.line <= len(lines):
             out.extend(_frame(finding, lines, style))
-        why = why_per_step(finding)
+        why = why_per_step(finding) if source_lines else None
         if why:
             out.append(f"  {style('=', '1;34')} {why}")
+    if not summary:
+        return "".join(line + "\n" for line in out)
+    return "\n".join(out + ([""] if out and source_lines else []) + _summary(findings, fixed, checked)) + "\n"
+
+
+def _marker(finding: Finding) -> str:
+    return " [*]" if finding.fix and finding.fix.applicability == "safe" else ""
+
+
+def _summary(findings: Sequence[Finding], fixed: int, checked: int) -> list[str]:
     fixable = sum(1 for f in findings if f.fix is not None)
     safe = sum(1 for f in findings if f.fix is not None and f.fix.applicability == "safe")
     summary = []
@@ -65,9 +84,56 @@ def text(findings: Sequence[Finding], source_lines: SourceLines, color: bool = F
         if fixable:
             line += f" ({safe} fixable with --fix" + (f", {fixable - safe} more with --unsafe-fixes" if fixable > safe else "") + ")"
         summary.append(line + ".")
+    elif not checked:
+        summary.append("No Python files were checked.")
     elif not fixed:
         summary.append("All checks passed.")
-    return "\n".join(out + ([""] if out else []) + summary) + "\n"
+    return summary
+
+
+def statistics(findings: Sequence[Finding], as_json: bool = False) -> str:
+    """`--statistics`: how many findings of each code, most frequent first, `[*]` where a safe fix exists."""
+    counts = Counter(f.code for f in findings)
+    first = {}
+    safe = set()
+    for finding in findings:
+        first.setdefault(finding.code, finding)
+        if _marker(finding):
+            safe.add(finding.code)
+    order = sorted(counts, key=lambda code: (-counts[code], code))
+    if as_json:
+        rows = [{"code": c, "name": first[c].name, "count": counts[c], "fixable": c in safe} for c in order]
+        return json.dumps(rows, indent=2) + "\n"
+    width = max((len(str(n)) for n in counts.values()), default=1)
+    return "".join(
+        f"{counts[c]:>{width}}  {c}  {'[*]' if c in safe else '   '} {first[c].name}\n" for c in order
+    )
+
+
+def junit(findings: Sequence[Finding]) -> str:
+    """JUnit XML, as CI systems read test reports: a test suite per file, a failed test case per finding."""
+    root = ElementTree.Element("testsuites", name="gpulint", tests=str(max(len(findings), 1)),
+                               failures=str(len(findings)), errors="0")
+    by_path: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_path.setdefault(finding.path, []).append(finding)
+    if not by_path:
+        suite = ElementTree.SubElement(root, "testsuite", name="gpulint", tests="1", failures="0", errors="0")
+        ElementTree.SubElement(suite, "testcase", name="No findings", classname="gpulint")
+    for path, items in by_path.items():
+        suite = ElementTree.SubElement(root, "testsuite", name=path, tests=str(len(items)),
+                                       failures=str(len(items)), errors="0")
+        for finding in items:
+            case = ElementTree.SubElement(
+                suite, "testcase", name=f"{finding.code} {finding.name}", classname=path,
+                file=path, line=str(finding.line), column=str(finding.column),
+            )
+            failure = ElementTree.SubElement(case, "failure", message=finding.message, type=finding.severity)
+            failure.text = f"{path}:{finding.line}:{finding.column}: {finding.code} {finding.message}"
+            if finding.url:
+                failure.text += f"\n{finding.url}"
+    ElementTree.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
 
 
 def why_per_step(finding: Finding) -> str:

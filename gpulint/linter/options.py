@@ -11,3 +11,4 @@ class LintOptions:
     gate_names: tuple[str, ...] = ()
     # Parse only the functions the enabled rules need (see regions.py); off only to check that pruning changes nothing.
     prune: bool = True
+    ignore_noqa: bool = False  # report what `# noqa` comments would suppress (--ignore-noqa)

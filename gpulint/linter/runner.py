@@ -7,7 +7,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from gpulint.linter.cache import ResultCache, content_hash
 from gpulint.linter.finding import Finding, rule_url
@@ -42,7 +42,11 @@ class FileOutcome:
     digest: str | None = None
     original: SourceFile | None = None
     fixed_text: str | None = None  # set when fixes changed the file
-    fixed: int = 0
+    fixed_codes: tuple[str, ...] = ()  # the code of each fix applied
+
+    @property
+    def fixed(self) -> int:
+        return len(self.fixed_codes)
 
 
 def io_error(display: str, reason: str) -> Finding:
@@ -62,16 +66,20 @@ def io_error(display: str, reason: str) -> Finding:
 
 def process(task: FileTask) -> FileOutcome:
     """Lint (and, if asked, fix) one file. Never raises for a problem with the file itself."""
+    try:
+        data = Path(task.path).read_bytes()
+    except OSError as exc:
+        return FileOutcome(task.display, task.path, [io_error(task.display, exc.strerror or str(exc))])
+    return process_bytes(task, data)
+
+
+def process_bytes(task: FileTask, data: bytes) -> FileOutcome:
+    """Lint (and, if asked, fix) the contents of one file (read from disk, or standard input)."""
     from gpulint.linter.engine import lint_bytes, lint_text
     from gpulint.linter.fixes import fix_text
     from gpulint.linter.rule import rules_by_code
 
     outcome = FileOutcome(task.display, task.path)
-    try:
-        data = Path(task.path).read_bytes()
-    except OSError as exc:
-        outcome.findings = [io_error(task.display, exc.strerror or str(exc))]
-        return outcome
     outcome.digest = content_hash(data)
     registry = rules_by_code()
     rules = [registry[c] for c in task.codes]
@@ -90,7 +98,7 @@ def process(task: FileTask) -> FileOutcome:
 
     new_text, fixed = fix_text(source.text, lint, task.unsafe, newline=source.newline)
     if fixed:
-        outcome.fixed_text, outcome.fixed = new_text, fixed
+        outcome.fixed_text, outcome.fixed_codes = new_text, tuple(fixed)
     outcome.findings = lint(new_text)
     return outcome
 
@@ -118,17 +126,21 @@ def with_project_facts(tasks: Sequence[FileTask]) -> list[FileTask]:
         return list(tasks)
 
 
-def run_tasks(tasks: Sequence[FileTask], cache: ResultCache, jobs: int) -> list[FileOutcome]:
-    """Outcomes in the order of `tasks`. Cached results are used for plain lint runs whose file bytes are unchanged."""
+def run_tasks(
+    tasks: Sequence[FileTask], cache: ResultCache, jobs: int, done: Callable[[], None] = lambda: None
+) -> list[FileOutcome]:
+    """Outcomes in the order of `tasks`. Cached results are used for plain lint runs whose file bytes are unchanged.
+    `done` is called once per file as its outcome arrives (a progress counter)."""
     outcomes: dict[int, FileOutcome] = {}
     pending: list[tuple[int, FileTask]] = []
     for index, task in enumerate(tasks):
         cached = None if task.fix else _cached(task, cache)
         if cached is not None:
             outcomes[index] = cached
+            done()
         else:
             pending.append((index, task))
-    for (index, task), outcome in zip(pending, _map(process, [t for _, t in pending], jobs)):
+    for (index, task), outcome in zip(pending, _map(process, [t for _, t in pending], jobs, done)):
         outcomes[index] = outcome
         if not task.fix and outcome.digest is not None:
             cache.put(_cache_key(task), outcome.digest, outcome.findings)
@@ -153,19 +165,24 @@ def _cached(task: FileTask, cache: ResultCache) -> FileOutcome | None:
     return FileOutcome(task.display, task.path, findings, digest)
 
 
-def _map(function, tasks: list[FileTask], jobs: int) -> Iterable[FileOutcome]:
+def _map(function, tasks: list[FileTask], jobs: int, done: Callable[[], None]) -> Iterable[FileOutcome]:
     if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
-        return [function(t) for t in tasks]
+        return [_counted(function(t), done) for t in tasks]
     # Largest files first, in small chunks, so that the workers finish together rather than one of them starting
     # a big file when the rest is done (longest-processing-time-first scheduling).
     order = sorted(range(len(tasks)), key=lambda i: _size(tasks[i].path), reverse=True)
     chunk = max(1, min(8, len(tasks) // (jobs * 32)))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(function, [tasks[i] for i in order], chunksize=chunk))
+        results = [_counted(r, done) for r in pool.map(function, [tasks[i] for i in order], chunksize=chunk)]
     outcomes: list[FileOutcome] = [None] * len(tasks)  # type: ignore[list-item]
     for index, outcome in zip(order, results):
         outcomes[index] = outcome
     return outcomes
+
+
+def _counted(outcome: FileOutcome, done: Callable[[], None]) -> FileOutcome:
+    done()
+    return outcome
 
 
 def _size(path: str) -> int:
@@ -182,4 +199,4 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-__all__ = ["FileOutcome", "FileTask", "default_jobs", "io_error", "process", "run_tasks"]
+__all__ = ["FileOutcome", "FileTask", "default_jobs", "io_error", "process", "process_bytes", "run_tasks"]

@@ -46,3 +46,35 @@ class IoError(Rule):
     )
     valid = ("x = 1\n",)
     invalid = ()
+
+
+class UnusedNoqa(Rule):
+    """Reported by the engine, which reads the `# noqa` directives (gpulint/linter/noqa.py)."""
+
+    code = "GPL003"
+    name = "unused-noqa"
+    message = "`noqa` directive suppresses nothing"
+    triggers = ()
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Reports a `# noqa` directive that lists a GPL code naming no rule (`# noqa: GPL999`, often a "
+        "typo), or a GPL code that suppressed no finding in this run (the code it silenced was fixed or moved).",
+        why_slow="Not a performance finding: a stale suppression hides the next real finding on its line, and a "
+        "mistyped one suppresses nothing while looking as if it did.",
+        example="value = loss.item()  # noqa: GPL999",
+        use_instead="value = loss.item()  # noqa: GPL401",
+        fix_safety="Safe: the fix removes only the codes reported (the whole comment when none is left; an explanation "
+        "after it goes too). Codes of other tools (`E501`) and a bare `# noqa` are never touched.",
+        false_positives="A code is judged unused only when every rule it names ran on the file: a code of a rule turned "
+        "off by `select`, `ignore` or `per-file-ignores` is left alone, as are GPL0xx codes. With `--ignore-noqa` "
+        "nothing is reported.",
+    )
+    valid = (
+        "x = 1  # noqa: E501\n",
+        "import torch\n\ndef train(model, loader, opt, device=\"cuda\"):\n    for batch in loader:\n        loss = model(batch)\n"
+        "        loss.backward()\n        opt.step()\n        value = loss.item()  # noqa: GPL401\n",
+    )
+    invalid = (
+        Invalid("x = 1  # noqa: GPL999\n", fixed="x = 1\n"),
+        Invalid("x = 1  # noqa: E501, GPL999\n", fixed="x = 1  # noqa: E501\n"),
+    )

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
 from gpulint.linter.finding import Edit, Finding, Fix
 from gpulint.linter.fixes import apply_edits, fix_text
 
@@ -13,6 +18,7 @@ SAFE = (
 SAFE_FIXED = SAFE.replace("torch.ones(8, 8).cuda()", 'torch.ones(8, 8, device="cuda")')
 SELECT = ("--select", "GPL504,GPL301")
 UNSAFE = 'enc = tokenizer(texts, padding="max_length", truncation=True)\n'
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 UNSAFE_FIXED = "enc = tokenizer(texts, padding=True, truncation=True)\n"
 
 
@@ -80,7 +86,7 @@ def _finding(line, column, end_column, content, applicability="safe"):
 def test_fix_loop_stops_when_a_fix_breaks_the_code():
     text = "x = 1\n"
     broken = lambda t: [_finding(1, 5, 6, "(")] if t == text else []  # noqa: E731
-    assert fix_text(text, broken, unsafe=False) == (text, 0)
+    assert fix_text(text, broken, unsafe=False) == (text, [])
 
 
 def test_fix_loop_repeats_until_stable_and_is_bounded():
@@ -89,11 +95,47 @@ def test_fix_loop_repeats_until_stable_and_is_bounded():
         value = int(t.split("=")[1])
         return [_finding(1, 5, 5 + len(str(value)), str(value + 1))]
 
-    text, count = fix_text("x = 1\n", lint, unsafe=False)
-    assert text == "x = 11\n" and count == 10
+    text, codes = fix_text("x = 1\n", lint, unsafe=False)
+    assert text == "x = 11\n" and codes == ["GPL999"] * 10
 
 
 def test_overlapping_fixes_apply_one_per_pass():
     text = "abcdef\n"
     edits = [Edit(1, 1, 1, 4, "X"), Edit(1, 3, 1, 6, "Y"), Edit(1, 6, 1, 7, "Z")]
     assert apply_edits(text, edits) == "XdeZ\n"
+
+
+UNPINNED = (
+    "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+    "    loader = DataLoader(dataset, batch_size=4, shuffle=True)\n    for x, y in loader:\n"
+    "        x, y = x.to(device), y.to(device)\n        loss = model(x, y)\n        loss.backward()\n"
+    "        optimizer.step()\n"
+)
+
+
+def test_the_non_blocking_fix_pins_the_files_loader_too(run, tmp_path):
+    # `non_blocking=True` alone, from pageable memory, changes nothing and draws GPL411's other finding: a
+    # `gpulint-fix` hook with unsafe fixes could never pass.
+    (tmp_path / "a.py").write_text(UNPINNED)
+    code, out, _ = run(tmp_path, "check", "a.py", "--no-cache", "--fix", "--unsafe-fixes")
+    assert code == 0, out
+    assert (tmp_path / "a.py").read_text() == UNPINNED.replace(
+        "shuffle=True)", "shuffle=True, pin_memory=True)"
+    ).replace("x.to(device), y.to(device)", "x.to(device, non_blocking=True), y.to(device, non_blocking=True)")
+
+
+def test_no_non_blocking_fix_where_the_loader_turns_pinning_off(run, tmp_path):
+    (tmp_path / "a.py").write_text(UNPINNED.replace("shuffle=True)", "shuffle=True, pin_memory=False)"))
+    code, out, _ = run(tmp_path, "check", "a.py", "--no-cache", "--select", "GPL411", "--output-format", "json")
+    findings = json.loads(out)
+    assert code == 1 and [f["fix"] for f in findings] == [None, None]
+
+
+def test_unsafe_fixes_of_the_example_script_make_no_new_finding(run, tmp_path):
+    for name in ("train.py", "model.py"):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    before = Counter(f["code"] for f in json.loads(run(tmp_path, "check", ".", "--no-cache", "--output-format", "json")[1]))
+    run(tmp_path, "check", ".", "--no-cache", "--fix", "--unsafe-fixes")
+    after = Counter(f["code"] for f in json.loads(run(tmp_path, "check", ".", "--no-cache", "--output-format", "json")[1]))
+    assert after - before == Counter() and sum(after.values()) < sum(before.values())
+    assert "pin_memory=True" in (tmp_path / "train.py").read_text()

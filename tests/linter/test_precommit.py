@@ -56,3 +56,28 @@ def test_pre_commit_hook(tmp_path):
     # The hook's own environment must not have pulled PyTorch in.
     envs = list((tmp_path / "cache").rglob("site-packages/torch"))
     assert envs == []
+
+
+@pytest.mark.slow
+def test_the_readme_pre_commit_block_runs_as_written(tmp_path):
+    """The README's snippet works today (no release tag exists for a `rev:` to name): with the gpulint installed
+    from source on PATH, it fails on a bad file and passes on a good one."""
+    import re
+
+    pre_commit = shutil.which("pre-commit") or str(Path(sys.executable).parent / "pre-commit")
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### pre-commit", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", section, re.DOTALL).group(1)
+    project = tmp_path / "project"
+    project.mkdir()
+    _git(project, "init", "-q")
+    (project / ".pre-commit-config.yaml").write_text(block)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for text, expected in ((TRAIN, 1), (CLEAN, 0)):
+        (project / "train.py").write_text(text)
+        _git(project, "add", "-A")
+        done = subprocess.run([pre_commit, "run", "--all-files"], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == expected, done.stdout + done.stderr
+        assert ("GPL401" in done.stdout) == (expected == 1)

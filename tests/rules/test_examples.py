@@ -39,8 +39,8 @@ def test_invalid_example_fix(rule, index):
         return
     assert fixed == example.fixed
     assert _codes(fixed, rule) == [], "the fixed code must be clean for the rule"
-    again, count = fix_text(fixed, lambda text: lint_text("example.py", text, [rule]), unsafe=True)
-    assert again == fixed and count == 0, "fixing twice must change nothing the second time"
+    again, codes = fix_text(fixed, lambda text: lint_text("example.py", text, [rule]), unsafe=True)
+    assert again == fixed and codes == [], "fixing twice must change nothing the second time"
 
 
 def test_every_rule_has_docs_and_examples():

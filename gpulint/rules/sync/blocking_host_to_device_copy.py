@@ -41,11 +41,13 @@ class BlockingHostToDeviceCopy(SyncRule):
         example="train_loader = DataLoader(dataset, batch_size=64, shuffle=True)\nfor x, y in train_loader:\n"
         "    x, y = x.to(device), y.to(device)\n    loss = F.cross_entropy(model(x), y)",
         use_instead="`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)`.",
-        fix_safety="Unsafe: the fix adds `non_blocking=True` to `.to()` / `.cuda()` / `.type()` (helpers get no fix: "
-        "they may not take the argument). Same values whenever the source tensor is not written again before the copy completes; a "
-        "pinned host buffer that the code refills in place right after the call (a hand-written prefetcher reusing one "
-        "buffer) could be overwritten while the copy is still in flight. Without `pin_memory=True` the flag changes "
-        "nothing, so pin the loader too.",
+        fix_safety="Unsafe: the fix adds `non_blocking=True` to `.to()` / `.cuda()` / `.type()`, and `pin_memory=True` "
+        "to this file's DataLoaders that do not set it (without pinned memory the flag changes nothing, and this rule "
+        "would report the fixed copy). Helpers get no fix (they may not take the argument), nor does a file whose "
+        "DataLoader sets `pin_memory=False`. Same values whenever the source tensor is not written again before the "
+        "copy completes; a pinned host buffer that the code refills in place right after the call (a hand-written "
+        "prefetcher reusing one buffer) could be overwritten while the copy is still in flight. Pinned batches take "
+        "page-locked host memory, a little per worker.",
         false_positives=known_false_positives("Copies in a branch gpulint cannot tell is CPU-only (a `device` variable that is the CPU). "
         "`.to(dtype)`, `.to(other_tensor)`, `.to(other_tensor.device)` in a module's `forward` (a move between "
         "devices of a split model, such as `labels.to(logits.device)`: the batch's copy from the host happens in the "
@@ -117,12 +119,23 @@ class BlockingHostToDeviceCopy(SyncRule):
             "        loss = torch.nn.functional.cross_entropy(model(x), y.to(device, non_blocking=True))\n"
             "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n",
         ),
+        Invalid(
+            "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+            "    loader = DataLoader(dataset, batch_size=4, shuffle=True)\n    for x, y in loader:\n"
+            "        x = x.to(device)\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n",
+            fixed="import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+            "    loader = DataLoader(dataset, batch_size=4, shuffle=True, pin_memory=True)\n    for x, y in loader:\n"
+            "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
+            "        optimizer.step()\n",
+        ),
     )
 
     def __init__(self, context) -> None:
         super().__init__(context)
         self._pinned_loader = False
         self._unpinned_loader = False
+        self._loaders_to_pin: list[cst.Call] = []  # DataLoaders that do not say `pin_memory`
+        self._unpinned_on_purpose = False  # a DataLoader says `pin_memory=False`
         self._prepared = False  # accelerate / Fabric place the batches on the device themselves
         self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
@@ -155,8 +168,11 @@ class BlockingHostToDeviceCopy(SyncRule):
             pin = keyword_arg(node, "pin_memory")
             if any(arg.star == "**" for arg in node.args):
                 self._pinned_loader = True  # `**kwargs` may set pin_memory: do not claim it is unpinned
-            elif pin is None or is_false(pin.value):
+            elif pin is None:
                 self._unpinned_loader = True
+                self._loaders_to_pin.append(node)
+            elif is_false(pin.value):
+                self._unpinned_loader = self._unpinned_on_purpose = True
             else:
                 self._pinned_loader = True
             return
@@ -190,12 +206,33 @@ class BlockingHostToDeviceCopy(SyncRule):
         if self._prepared:
             return
         for call, text, ancestors in self._blocking:
-            # Helpers may not take `non_blocking`: only `.to()` / `.cuda()` get the fix.
-            fix = [] if last_name(call.func) in _MOVE_HELPERS else [Replace(call, _with_non_blocking(call))]
-            self.report_at(call, self.message.format(call=text), ancestors, fix=fix, unsafe_fix=True)
+            self.report_at(call, self.message.format(call=text), ancestors, fix=self._fix(call), unsafe_fix=True)
         if self._unpinned_loader and not self._pinned_loader:
             for call, ancestors in self._nonblocking:
                 self.report_at(call, self.message_unpinned, ancestors)
+
+    def _fix(self, call: cst.Call) -> list[Replace]:
+        """`non_blocking=True` on the copy, and `pin_memory=True` on this file's loaders that do not set it: from
+        pageable memory the flag alone changes nothing, and this rule would report the fixed copy. None for a helper
+        (it may not take the argument), or where a loader turns pinning off on purpose."""
+        if last_name(call.func) in _MOVE_HELPERS:
+            return []
+        copy = [Replace(call, _with_non_blocking(call))]
+        if self._pinned_loader or _is_pinned_call(call.func.value):  # type: ignore[attr-defined]
+            return copy
+        pins = [self._pinned(loader) for loader in self._loaders_to_pin]
+        if self._unpinned_on_purpose or None in pins:
+            return []
+        return copy + pins
+
+    def _pinned(self, loader: cst.Call) -> Replace | None:
+        """`pin_memory=True` after the loader's last argument, as text: libcst would write a whole call that spans
+        lines without its block's indentation. None when the last argument spans lines itself (or there is none)."""
+        if not loader.args:
+            return None
+        last = loader.args[-1].value
+        code = self.context.module.code_for_node(last)
+        return None if "\n" in code else Replace(last, f"{code}, pin_memory=True")
 
     def _device_target(self, call: cst.Call) -> bool:
         """`.to(device)`, `.to("cuda")`, `.to(local_rank)`, `.to(device=...)`: a move to an accelerator."""
