@@ -176,7 +176,7 @@ def _check(args: argparse.Namespace, stdin: bool) -> int:
         return EXIT_OK
     tasks = [_task(_display(file, cwd), str(file), config, enabled, options, args, unsafe) for file in found.files]
     with Progress("fixing" if args.fix else "checking", len(tasks), enabled=not args.quiet) as progress:
-        outcomes = run_tasks(with_project_facts(tasks), cache, args.jobs or default_jobs(), progress.advance)
+        outcomes = run_tasks(with_project_facts(tasks, cache), cache, args.jobs or default_jobs(), progress.advance)
     cache.save()
     if args.verbose:
         files = f"{len(tasks)} file{'s' * (len(tasks) != 1)}"

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from gpulint.linter.cache import ResultCache, content_hash
+from gpulint.linter.cache import ProjectStore, ResultCache, content_hash
 from gpulint.linter.finding import Finding, rule_url
 from gpulint.linter.options import LintOptions
 from gpulint.linter.source import SourceFile, decode
 from gpulint.project import FileFacts, Project, outline
+from gpulint.project.store import dump_facts, dump_index, facts_digest, load_facts, load_index
 
 # The engine and the rules (and libcst) are imported by `process`, in the workers: a run whose every file is cached
 # never imports them, which is most of a warm run's time.
@@ -32,6 +33,7 @@ class FileTask:
     fix: bool = False
     unsafe: bool = False
     facts: FileFacts | None = None  # the project model's facts for this file (None: model it alone)
+    facts_digest: str = ""  # what cached findings must agree on besides the file's bytes
 
 
 @dataclass
@@ -103,27 +105,70 @@ def process_bytes(task: FileTask, data: bytes) -> FileOutcome:
     return outcome
 
 
-def with_project_facts(tasks: Sequence[FileTask]) -> list[FileTask]:
+def with_project_facts(tasks: Sequence[FileTask], cache: ResultCache) -> list[FileTask]:
     """The tasks, each with the project model's facts for its file: every task's file is read and outlined, and the
     model built over all of them (gpulint/project/). A file that cannot be read or decoded is left to its worker,
-    which reports it."""
+    which reports it.
+
+    With a cache: when no file changed since the last run, its facts are reused as they are; else the files that
+    did not change are taken from their stored outlines (with the definitions the model read), and only the others
+    are read anew."""
     if not tasks:
         return list(tasks)
-    indexes = []
+    texts: dict[str, tuple[str, str]] = {}
     for task in tasks:
         try:
-            indexes.append(outline(task.display, decode(Path(task.path).read_bytes()).text))
+            data = Path(task.path).read_bytes()
+            texts[task.display] = (content_hash(data), decode(data).text)
         except (OSError, ValueError):
             continue
+    run_key = content_hash("\0".join(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())).encode())
+    stored = _stored_facts(cache, run_key, texts)
+    if stored is not None:
+        facts, digests = stored
+    else:
+        facts = _model_facts(tasks, cache, texts)
+        if facts is None:
+            return list(tasks)
+        dumped = {d: dump_facts(f) for d, f in facts.items()}
+        digests = {d: facts_digest(f) for d, f in facts.items()}
+        cache.run = {"key": run_key, "facts": dumped, "digests": digests}
+        cache.dirty = True
+    return [replace(t, facts=facts[t.display], facts_digest=digests[t.display]) if t.display in facts else t
+            for t in tasks]
+
+
+def _stored_facts(cache: ResultCache, run_key: str, texts: dict) -> tuple[dict, dict] | None:
+    """The last run's facts and their digests, when it read these very files."""
+    run = cache.run if cache.enabled and cache.run.get("key") == run_key else {}
+    stored, digests = run.get("facts"), run.get("digests")
+    if not isinstance(stored, dict) or not isinstance(digests, dict) or set(stored) != set(texts):
+        return None
+    try:
+        return {display: load_facts(data) for display, data in stored.items()}, digests
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def _model_facts(tasks: Sequence[FileTask], cache: ResultCache, texts: dict) -> dict[str, FileFacts] | None:
+    store = ProjectStore(cache)
+    indexes = []
+    for display, (digest, text) in texts.items():
+        stored = store.entry(display, digest)
+        try:
+            indexes.append(load_index(display, text, stored) if stored is not None else outline(display, text))
+        except (KeyError, TypeError, ValueError, IndexError):  # a stored entry of another shape: read it anew
+            indexes.append(outline(display, text))
     options = tasks[0].options
     try:
         project = Project(indexes, options.hot_functions, options.gate_names)
-        known = set(project.files)
-        return [replace(t, facts=project.file_facts(t.display)) if t.display in known else t for t in tasks]
+        facts = {display: project.file_facts(display) for display in project.files}
     except Exception as exc:  # noqa: BLE001  (a bug of the model must not lose the lint: each file is read alone)
         print(f"gpulint: warning: the project model failed ({type(exc).__name__}: {exc}); files are read one by one "
               "(please report this)", file=sys.stderr)
-        return list(tasks)
+        return None
+    store.save({ix.path: (texts[ix.path][0], dump_index(ix)) for ix in indexes})
+    return facts
 
 
 def run_tasks(
@@ -143,7 +188,7 @@ def run_tasks(
     for (index, task), outcome in zip(pending, _map(process, [t for _, t in pending], jobs, done)):
         outcomes[index] = outcome
         if not task.fix and outcome.digest is not None:
-            cache.put(_cache_key(task), outcome.digest, outcome.findings)
+            cache.put(_cache_key(task), outcome.digest + task.facts_digest, outcome.findings)
     return [outcomes[i] for i in range(len(tasks))]
 
 
@@ -159,7 +204,7 @@ def _cached(task: FileTask, cache: ResultCache) -> FileOutcome | None:
     except OSError:
         return None
     digest = content_hash(data)
-    findings = cache.get(_cache_key(task), digest)
+    findings = cache.get(_cache_key(task), digest + task.facts_digest)
     if findings is None:
         return None
     return FileOutcome(task.display, task.path, findings, digest)

@@ -153,7 +153,7 @@ def test_config_hot_functions_and_log_gates(run, tmp_path):
 def test_cache_hit_and_invalidation(run, project):
     first = run(project, "check", ".", "--format", "json")
     cache_files = list((project / ".gpulint_cache").rglob("*.json"))
-    assert len(cache_files) == 1
+    assert sorted(f.name.startswith("project-") for f in cache_files) == [False, True]  # results, project model
     assert run(project, "check", ".", "--format", "json") == first
     (project / "train.py").write_text(TRAIN + "\n# changed\n")
     assert run(project, "check", ".", "--format", "json")[0] == 1

@@ -1,0 +1,135 @@
+"""The project model kept between runs, as JSON: each file's outline and the definitions the model has read, keyed by
+the file's content, and the facts of the last run, keyed by the content of every file.
+
+A warm run with no file changed reuses the facts as they are; a run after some files changed reads only those files
+anew (an outline, and the definitions the model reaches) and runs the model over the rest as stored. JSON, not
+pickle: the cache folder lives in the user's checkout, where a pull request could plant a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
+from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
+from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
+
+FORMAT = "gpulint.project/1"
+
+
+# ---------------------------------------------------------------------------------------------------- scopes
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _plain(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+def _pos(value: list) -> tuple[int, int]:
+    return (value[0], value[1])
+
+
+def scope_from(data: dict) -> Scope:
+    return Scope(
+        **{
+            **data,
+            "start": _pos(data["start"]),
+            "end": _pos(data["end"]),
+            "params": tuple(data["params"]),
+            "decorators": tuple(data["decorators"]),
+            "decorator_args": tuple(data["decorator_args"]),
+            "bases": tuple(data["bases"]),
+            "loops": [Loop(**{**loop, "start": _pos(loop["start"])}) for loop in data["loops"]],
+            "regions": [
+                Region(r["kind"], _pos(r["start"]), _pos(r["end"]), r["loop"], tuple(r["flags"])) for r in data["regions"]
+            ],
+            "calls": [
+                Call(**{
+                    **call, "pos": _pos(call["pos"]), "arg_kinds": tuple(call["arg_kinds"]),
+                    "kw_kinds": tuple(tuple(k) for k in call["kw_kinds"]),
+                    "interval_args": tuple(call["interval_args"]), "name_args": tuple(call["name_args"]),
+                })
+                for call in data["calls"]
+            ],
+            "assigns": [Assign(**{**a, "calls": tuple(a["calls"])}) for a in data["assigns"]],
+            "imports": [tuple(i) for i in data["imports"]],
+        }
+    )
+
+
+def _scopes_from(data: dict) -> dict[str, Scope]:
+    return {name: scope_from(scope) for name, scope in data.items()}
+
+
+# ---------------------------------------------------------------------------------------------------- outlines
+def dump_index(index: ModuleIndex) -> dict:
+    return {
+        "definitions": [
+            [d.qualname, d.name, d.cls, d.start, d.end, d.is_class, d.code] for d in index.definitions.values()
+        ],
+        "skeleton": _plain(index.skeleton.scopes) if index.skeleton else None,
+        "problem": _plain(index.problem) if index.problem else None,
+        "aliases": index.aliases,
+        "step_flags": sorted(index.step_flags),
+        "analysed": {name: _plain(scopes) for name, scopes in index._analysed.items()},
+    }
+
+
+def load_index(path: str, text: str, data: dict) -> ModuleIndex:
+    lines = text.split("\n")
+    index = ModuleIndex(path, text, aliases=dict(data["aliases"]), step_flags=frozenset(data["step_flags"]),
+                        lines=lines)
+    for qualname, name, cls, start, end, is_class, code in data["definitions"]:
+        index.definitions[qualname] = Definition(qualname, name, cls, start, end, is_class, code)
+    if data["skeleton"] is not None:
+        index.skeleton = FileLocal(_scopes_from(data["skeleton"]), set(index.step_flags), index.aliases)
+    if data["problem"] is not None:
+        index.problem = SyntaxProblem(**data["problem"])
+    index._analysed = {name: _scopes_from(scopes) for name, scopes in data["analysed"].items()}
+    return index
+
+
+# ---------------------------------------------------------------------------------------------------- facts
+def _frames(data: list) -> tuple[Frame, ...]:
+    return tuple(Frame(*frame) for frame in data)
+
+
+def dump_facts(facts: FileFacts) -> dict:
+    return _plain(facts)
+
+
+def load_facts(data: dict) -> FileFacts:
+    functions = {}
+    for name, f in data["functions"].items():
+        reach = f["reach"]
+        functions[name] = FunctionFacts(
+            Reach(reach["rank"], reach["likely"], _frames(
+                [[fr["path"], fr["line"], fr["label"]] for fr in reach["chain"]]
+            ), tuple(reach["flags"]), reach["reason"]) if reach else None,
+            frozenset(f["step_loops"]),
+            tuple((index, Frame(frame["path"], frame["line"], frame["label"])) for index, frame in f["loop_frames"]),
+            f["epoch"],
+            frozenset(f["gate_params"]),
+            tuple(tuple(pair) for pair in f["param_kinds"]),
+        )
+    return FileFacts(
+        functions,
+        data["entries"],
+        frozenset(data["hot_names"]),
+        tuple(tuple(pair) for pair in data["return_kinds"]),
+        frozenset(data["on_flags"]),
+        tuple(data["problem"]) if data["problem"] else None,
+    )
+
+
+def facts_digest(facts: FileFacts) -> str:
+    """What a file's cached findings depend on besides its own text."""
+    return hashlib.blake2b(json.dumps(dump_facts(facts), sort_keys=True).encode(), digest_size=16).hexdigest()
