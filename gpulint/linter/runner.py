@@ -130,10 +130,10 @@ def with_project_facts(tasks: Sequence[FileTask], cache: ResultCache) -> list[Fi
         facts = _model_facts(tasks, cache, texts)
         if facts is None:
             return list(tasks)
-        dumped = {d: dump_facts(f) for d, f in facts.items()}
-        digests = {d: facts_digest(f) for d, f in facts.items()}
-        cache.run = {"key": run_key, "facts": dumped, "digests": digests}
-        cache.dirty = True
+        digests = {d: facts_digest(f) for d, f in facts.items()} if cache.enabled else {d: "" for d in facts}
+        if cache.enabled:
+            cache.run = {"key": run_key, "facts": {d: dump_facts(f) for d, f in facts.items()}, "digests": digests}
+            cache.dirty = True
     return [replace(t, facts=facts[t.display], facts_digest=digests[t.display]) if t.display in facts else t
             for t in tasks]
 
@@ -167,7 +167,8 @@ def _model_facts(tasks: Sequence[FileTask], cache: ResultCache, texts: dict) -> 
         print(f"gpulint: warning: the project model failed ({type(exc).__name__}: {exc}); files are read one by one "
               "(please report this)", file=sys.stderr)
         return None
-    store.save({ix.path: (texts[ix.path][0], dump_index(ix)) for ix in indexes})
+    if cache.enabled:
+        store.save({ix.path: (texts[ix.path][0], dump_index(ix)) for ix in indexes})
     return facts
 
 
