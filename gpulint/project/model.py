@@ -161,7 +161,9 @@ class Project:
             return candidates[0]
         folder = importer.rsplit("/", 1)[0] if "/" in importer else ""
         stem = name.replace(".", "/")
-        for candidate in (f"{folder}/{stem}.py", f"{folder}/{stem}/__init__.py", f"{stem}.py", f"{stem}/__init__.py"):
+        # Beside the importer first (a script's folder is on sys.path), then from the top; a package before a module
+        # of the same name, as Python's path finder takes them.
+        for candidate in (f"{folder}/{stem}/__init__.py", f"{folder}/{stem}.py", f"{stem}/__init__.py", f"{stem}.py"):
             if candidate.removeprefix("/") in candidates:
                 return candidate.removeprefix("/")
         # The candidate sharing the longest folder prefix with the importer.
