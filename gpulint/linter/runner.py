@@ -14,6 +14,7 @@ from gpulint.linter.finding import Finding, rule_url
 from gpulint.linter.options import LintOptions
 from gpulint.linter.source import SourceFile, decode
 from gpulint.project import FileFacts, Project, outline
+from gpulint.project.index import ModuleIndex
 from gpulint.project.store import dump_facts, dump_index, facts_digest, load_facts, load_index
 
 # The engine and the rules (and libcst) are imported by `process`, in the workers: a run whose every file is cached
@@ -105,7 +106,37 @@ def process_bytes(task: FileTask, data: bytes) -> FileOutcome:
     return outcome
 
 
-def with_project_facts(tasks: Sequence[FileTask], cache: ResultCache) -> list[FileTask]:
+class Workers:
+    """The process pool a run shares between reading the project and linting its files: started on first use, only
+    for work large enough to pay for it."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self.pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> "Workers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+    def map(self, function, items: list, chunksize: int = 1) -> Iterable:
+        if self.jobs <= 1 or len(items) < PARALLEL_THRESHOLD:
+            return map(function, items)
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs)
+        return self.pool.map(function, items, chunksize=chunksize)
+
+
+def _outline(item: tuple[str, str]) -> ModuleIndex:
+    """A file's outline, made in a worker; its text stays with the caller, which has it (see `with_project_facts`)."""
+    index = outline(*item)
+    index.text, index.lines = "", []
+    return index
+
+
+def with_project_facts(tasks: Sequence[FileTask], cache: ResultCache, workers: Workers) -> list[FileTask]:
     """The tasks, each with the project model's facts for its file: every task's file is read and outlined, and the
     model built over all of them (gpulint/project/). A file that cannot be read or decoded is left to its worker,
     which reports it.
@@ -127,7 +158,7 @@ def with_project_facts(tasks: Sequence[FileTask], cache: ResultCache) -> list[Fi
     if stored is not None:
         facts, digests = stored
     else:
-        facts = _model_facts(tasks, cache, texts)
+        facts = _model_facts(tasks, cache, texts, workers)
         if facts is None:
             return list(tasks)
         digests = {d: facts_digest(f) for d, f in facts.items()} if cache.enabled else {d: "" for d in facts}
@@ -150,15 +181,23 @@ def _stored_facts(cache: ResultCache, run_key: str, texts: dict) -> tuple[dict, 
         return None
 
 
-def _model_facts(tasks: Sequence[FileTask], cache: ResultCache, texts: dict) -> dict[str, FileFacts] | None:
+def _model_facts(
+    tasks: Sequence[FileTask], cache: ResultCache, texts: dict, workers: Workers
+) -> dict[str, FileFacts] | None:
     store = ProjectStore(cache)
     indexes = []
+    unread = []
     for display, (digest, text) in texts.items():
         stored = store.entry(display, digest)
         try:
-            indexes.append(load_index(display, text, stored) if stored is not None else outline(display, text))
+            indexes.append(load_index(display, text, stored)) if stored is not None else unread.append(display)
         except (KeyError, TypeError, ValueError, IndexError):  # a stored entry of another shape: read it anew
-            indexes.append(outline(display, text))
+            unread.append(display)
+    chunk = max(1, min(16, len(unread) // (workers.jobs * 8)))
+    for index in workers.map(_outline, [(d, texts[d][1]) for d in unread], chunksize=chunk):
+        index.text = texts[index.path][1]
+        index.lines = index.text.split("\n")
+        indexes.append(index)
     options = tasks[0].options
     try:
         project = Project(indexes, options.hot_functions, options.gate_names)
@@ -173,7 +212,7 @@ def _model_facts(tasks: Sequence[FileTask], cache: ResultCache, texts: dict) -> 
 
 
 def run_tasks(
-    tasks: Sequence[FileTask], cache: ResultCache, jobs: int, done: Callable[[], None] = lambda: None
+    tasks: Sequence[FileTask], cache: ResultCache, workers: Workers, done: Callable[[], None] = lambda: None
 ) -> list[FileOutcome]:
     """Outcomes in the order of `tasks`. Cached results are used for plain lint runs whose file bytes are unchanged.
     `done` is called once per file as its outcome arrives (a progress counter)."""
@@ -186,7 +225,7 @@ def run_tasks(
             done()
         else:
             pending.append((index, task))
-    for (index, task), outcome in zip(pending, _map(process, [t for _, t in pending], jobs, done)):
+    for (index, task), outcome in zip(pending, _map(process, [t for _, t in pending], workers, done)):
         outcomes[index] = outcome
         if not task.fix and outcome.digest is not None:
             cache.put(_cache_key(task), outcome.digest + task.facts_digest, outcome.findings)
@@ -211,15 +250,12 @@ def _cached(task: FileTask, cache: ResultCache) -> FileOutcome | None:
     return FileOutcome(task.display, task.path, findings, digest)
 
 
-def _map(function, tasks: list[FileTask], jobs: int, done: Callable[[], None]) -> Iterable[FileOutcome]:
-    if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
-        return [_counted(function(t), done) for t in tasks]
+def _map(function, tasks: list[FileTask], workers: Workers, done: Callable[[], None]) -> Iterable[FileOutcome]:
     # Largest files first, in small chunks, so that the workers finish together rather than one of them starting
     # a big file when the rest is done (longest-processing-time-first scheduling).
     order = sorted(range(len(tasks)), key=lambda i: _size(tasks[i].path), reverse=True)
-    chunk = max(1, min(8, len(tasks) // (jobs * 32)))
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        results = [_counted(r, done) for r in pool.map(function, [tasks[i] for i in order], chunksize=chunk)]
+    chunk = max(1, min(8, len(tasks) // (workers.jobs * 32)))
+    results = [_counted(r, done) for r in workers.map(function, [tasks[i] for i in order], chunksize=chunk)]
     outcomes: list[FileOutcome] = [None] * len(tasks)  # type: ignore[list-item]
     for index, outcome in zip(order, results):
         outcomes[index] = outcome
@@ -245,4 +281,7 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-__all__ = ["FileOutcome", "FileTask", "default_jobs", "io_error", "process", "process_bytes", "run_tasks"]
+__all__ = [
+    "FileOutcome", "FileTask", "Workers", "default_jobs", "io_error", "process", "process_bytes", "run_tasks",
+    "with_project_facts",
+]
