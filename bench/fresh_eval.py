@@ -81,6 +81,7 @@ class Found:
     end_line: int
     code: str
     message: str
+    confidence: str = "certain"
 
     @property
     def family(self) -> str:
@@ -202,7 +203,7 @@ def run_gpulint(command: str, folder: Path) -> list[Found]:
             continue
         line = int(item["line"])
         found.append(Found(item["path"].removeprefix("./"), line, max(line, int(item.get("end_line") or line)),
-                           item["code"], item.get("message", "")))
+                           item["code"], item.get("message", ""), item.get("confidence", "certain")))
     return found
 
 
@@ -265,8 +266,10 @@ def score_repo(labels: list[FreshLabel], found: list[Found], repo: str, outcome:
             outcome.missed.append(item)
 
 
-def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> Outcome:
+def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> tuple[Outcome, Outcome]:
+    """The scores of every finding, and of the `certain` ones only (what `--confidence certain` shows)."""
     outcome = Outcome(tallies={key: Tally() for key in (*FAMILIES, "all")})
+    certain = Outcome(tallies={key: Tally() for key in (*FAMILIES, "all")})
     for row in batch.repos:
         folder = lay_out_repo(mirrors, row.repo, row.commit, root)
         files, lines = _line_counts(folder)
@@ -280,7 +283,8 @@ def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> Outcome:
         outcome.stale += stale
         usable = [item for item in labels if all(item is not s for s, _ in stale)]
         score_repo(usable, found, row.repo, outcome)
-    return outcome
+        score_repo(usable, [f for f in found if f.confidence == "certain"], row.repo, certain)
+    return outcome, certain
 
 
 def _ratio(value: float | None) -> str:
@@ -347,10 +351,10 @@ def main(argv: list[str] | None = None) -> int:
             if root.exists() and any(root.iterdir()):
                 raise CorpusError(f"{root}: --layout folder must be empty or absent")
             root.mkdir(parents=True, exist_ok=True)
-            outcome = evaluate(batch, Path(args.mirrors), args.gpulint, root)
+            outcome, certain = evaluate(batch, Path(args.mirrors), args.gpulint, root)
         else:
             with tempfile.TemporaryDirectory(prefix="gpulint-fresh-") as tmp:
-                outcome = evaluate(batch, Path(args.mirrors), args.gpulint, Path(tmp))
+                outcome, certain = evaluate(batch, Path(args.mirrors), args.gpulint, Path(tmp))
     except CorpusError as exc:
         print(f"fresh_eval: error: {exc}", file=sys.stderr)
         return 2
@@ -358,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(f"{f.code} {repo}:{f.path}:{f.line}:{f.end_line}  {f.message}" for repo, f in outcome.unjudged))
         return 0
     print(render(batch, outcome))
+    t = certain.tallies["all"]
+    print(f"certain findings only (--confidence certain): {t.findings} findings, {t.real} real, {t.false} false, "
+          f"{t.unjudged} unjudged, precision {_ratio(t.precision)}, recall {_ratio(t.recall)}")
     if args.details:
         print(details(outcome))
     return 0

@@ -139,6 +139,7 @@ class Project:
         )
         self.entries = False
         self._guesses: set[tuple] = set()
+        self._children: dict[Target, list[Target]] | None = None
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -280,6 +281,33 @@ class Project:
             if qualname in ix.definitions or (self._nested(klass) and ix.scope(qualname) is not None):
                 return Target(klass.path, qualname)
         return None
+
+    def overrides(self, cls: Target, name: str) -> list[Target]:
+        """`name` as the project's subclasses of `cls` (at any depth) define it."""
+        found = []
+        stack, seen = list(self._subclasses().get(cls, ())), {cls}
+        while stack:
+            sub = stack.pop()
+            if sub in seen:
+                continue
+            seen.add(sub)
+            qualname = f"{sub.qualname}.{name}"
+            if qualname in self.files[sub.path].definitions:
+                found.append(Target(sub.path, qualname))
+            stack.extend(self._subclasses().get(sub, ()))
+        return found
+
+    def _subclasses(self) -> dict[Target, list[Target]]:
+        """Each top-level class of the project, with the project classes that name it as a base."""
+        if self._children is None:
+            self._children = {}
+            for path, ix in self.files.items():
+                for definition in ix.definitions.values():
+                    if definition.is_class:
+                        cls = Target(path, definition.qualname, True)
+                        for base in self.bases(cls):
+                            self._children.setdefault(base, []).append(cls)
+        return self._children
 
     @staticmethod
     def _nested(cls: Target) -> bool:
@@ -427,9 +455,11 @@ class Project:
             cls = Target(path, scope.cls, True)
             if len(parts) == 2:
                 method = self.find_method(cls, parts[1])
-                if method is not None:
-                    out.targets.append(method)
-                    out.bound = parts[0] == "self" or self._is_classmethod(method)
+                overrides = self.overrides(cls, parts[1])
+                if method is not None or overrides:
+                    # `self.post_epoch_callback()` in a base class runs a subclass's override too.
+                    out.targets += [m for m in (method, *overrides) if m is not None]
+                    out.bound = parts[0] == "self" or (method is not None and self._is_classmethod(method))
                     return out
                 return self._object_call(path, scope, func, per_step)  # `self.model(x)`
             return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
@@ -476,8 +506,13 @@ class Project:
             if found is not None:
                 out.targets.append(found)
         if not types and per_step and method not in _COMMON_METHODS and not method.startswith("__"):
-            out.targets = [m for cls in self.instantiated if (m := self.find_method(cls, method)) is not None]
-            out.certain, out.guess = False, method
+            # An object of unknown class: the classes the program builds that define the method and whose name
+            # the receiver's echoes (`ema.update()`: ModelEMA; `loss_meter.update()`: AverageMeter).
+            out.targets = [
+                m for cls in self.instantiated
+                if _names_alike(receiver, cls.qualname) and (m := self.find_method(cls, method)) is not None
+            ]
+            out.certain, out.guess = False, f"{receiver}.{method}"
         return out
 
     def _is_external(self, path: str, scope: Scope, head: str) -> bool:
@@ -802,6 +837,15 @@ class Project:
                 functions[scope.qualname] = self.function_facts(path, scope)
         problem = (ix.problem.line, ix.problem.column, ix.problem.message) if ix.problem else None
         return FileFacts(functions, self.entries, self.hot_names, on_flags=self.on_flags, problem=problem)
+
+
+def _names_alike(receiver: str, class_name: str) -> bool:
+    """Does an object's name echo its class's: a part of three letters or more of one inside the other?"""
+    owner = class_name.rsplit(".", 1)[-1].lower()
+    name = receiver.rsplit(".", 1)[-1].lower().strip("_")
+    return bool(name) and (name in owner or owner in name or any(
+        len(part) >= 3 and part in owner for part in name_parts(name)
+    ))
 
 
 def rank_ok(reach: Reach) -> bool:

@@ -402,3 +402,35 @@ def test_callbacks_of_iteration_events_run_every_step_and_other_callbacks_once(t
     assert reach[("train.py", "save")].rank == PROGRAM
     assert reach[("train.py", "collate")].rank == PROGRAM
     assert reach[("train.py", "main.step")].rank == PER_STEP
+
+
+def test_a_base_class_calling_self_method_reaches_the_subclass_override(tmp_path):
+    project = model(tmp_path, {
+        "base.py": """
+            class BaseTrainer:
+                def post_epoch(self):
+                    pass
+
+                def learn(self, loader, opt):
+                    for epoch in range(3):
+                        for batch in loader:
+                            self.loss(batch).backward()
+                            opt.step()
+                        self.post_epoch()
+        """,
+        "ppo.py": """
+            from base import BaseTrainer
+
+            class PPOTrainer(BaseTrainer):
+                def post_epoch(self):
+                    self.make_experience()
+
+                def make_experience(self):
+                    while True:
+                        batch = next(self.prompt_iterator)
+        """,
+    })
+    assert project.reach[("ppo.py", "PPOTrainer.post_epoch")].rank == PROGRAM
+    assert project.reach[("ppo.py", "PPOTrainer.make_experience")].rank == PROGRAM
+    scope = project.files["ppo.py"].scope("PPOTrainer.make_experience")
+    assert project.step_loops("ppo.py", scope) == frozenset()
