@@ -140,6 +140,8 @@ class Project:
         self.entries = False
         self._guesses: set[tuple] = set()
         self._children: dict[Target, list[Target]] | None = None
+        self._optimizer_steps: list[Target] | None = None
+        self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -506,14 +508,39 @@ class Project:
             if found is not None:
                 out.targets.append(found)
         if not types and per_step and method not in _COMMON_METHODS and not method.startswith("__"):
-            # An object of unknown class: the classes the program builds that define the method and whose name
-            # the receiver's echoes (`ema.update()`: ModelEMA; `loss_meter.update()`: AverageMeter).
-            out.targets = [
-                m for cls in self.instantiated
-                if _names_alike(receiver, cls.qualname) and (m := self.find_method(cls, method)) is not None
-            ]
+            out.targets = self._method_guess(receiver, method)
             out.certain, out.guess = False, f"{receiver}.{method}"
         return out
+
+    def _method_guess(self, receiver: str, method: str) -> list[Target]:
+        """An object of unknown class: the classes the program builds that define the method and whose name the
+        receiver's echoes (`ema.update()`: ModelEMA; `loss_meter.update()`: AverageMeter), else the one built class
+        defining a method of that name."""
+        defining = [(cls, m) for cls in self.instantiated if (m := self.find_method(cls, method)) is not None]
+        alike = [m for cls, m in defining if _names_alike(receiver, cls.qualname)]
+        if alike:
+            return alike
+        return [m for _, m in defining] if len({m for _, m in defining}) == 1 else []
+
+    def optimizer_steps(self) -> list[Target]:
+        """The `step` of the project's optimizers (classes deriving from an `...Optimizer`): what `optimizer.step()`
+        and `scaler.step(optimizer)` run."""
+        if self._optimizer_steps is None:
+            self._optimizer_steps = []
+            for path, ix in self.files.items():
+                for definition in ix.definitions.values():
+                    if definition.is_class:
+                        cls = Target(path, definition.qualname, True)
+                        if self._is_optimizer(cls) and (step := self.find_method(cls, "step")) is not None:
+                            self._optimizer_steps.append(step)
+        return self._optimizer_steps
+
+    def _is_optimizer(self, cls: Target) -> bool:
+        for klass in self.mro(cls):
+            scope = self.files[klass.path].scope(klass.qualname)
+            if scope is not None and any(base.rsplit(".", 1)[-1].endswith("Optimizer") for base in scope.bases):
+                return True
+        return False
 
     def _is_external(self, path: str, scope: Scope, head: str) -> bool:
         """`torch`, `np`, `F`: a name imported from outside the project."""
@@ -676,10 +703,18 @@ class Project:
                 self.reach[key] = reach
                 self._visit(key, reach, push)
 
+        def settle() -> None:
+            drain()
+            for _ in range(3):  # a guessed method can build more classes, whose methods the next guesses reach
+                if not self._deferred:
+                    break
+                self._guess_again(push)
+                drain()
+
         roots, named, modules = self._roots()
         for key, reach in roots:
             push(key, reach)
-        drain()
+        settle()
         # Loops that only consume a loader are the training loop where no training code reaches their function (a
         # script's loop calling a train step the model cannot resolve, reached from the script's body if at all);
         # where training code reaches the function (a rollout in `make_experience`, an evaluation), they run at its
@@ -691,7 +726,7 @@ class Project:
                 scope = self.files[key[0]].scope(key[1])
                 push(key, Reach(PROGRAM, chain=(Frame(key[0], scope.line if scope else 1, _label(key[1])),)))
                 self.entries = True
-        drain()
+        settle()
         # Named like step work and reached by nothing: likely per step (a loss function no call resolved to). With
         # no entry point at all, a module's `forward` too: names are all there is.
         for key, reach in named if self.entries else [*named, *modules]:
@@ -701,7 +736,7 @@ class Project:
             if scope.no_grad_decorated and not in_loss_class(scope.name, scope.cls):  # `estimate_loss`: an eval
                 continue
             push(key, reach)
-        drain()
+        settle()
 
     def _visit(self, key: Key, reach: Reach, push) -> None:
         path, qualname = key
@@ -722,22 +757,21 @@ class Project:
                         self.instantiated.add(cls)
                         self._protocol_methods(cls, chain, push)
             likely = state.likely or reach.likely and rank != PER_STEP or not resolved.certain
+            if call.marker and call.func.endswith(".step") and rank <= GATED:
+                # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step.
+                self._reach_all(self.optimizer_steps(), rank, True, chain, state.flags, push)
             if not resolved.certain:
+                if "." in resolved.guess:  # a method of an object of unknown class: guess again when more is built
+                    self._deferred.append((resolved.guess, rank, likely, chain, state.flags))
                 # A guess fans out to many functions (every module's `forward`): made once per way of reaching them.
                 guess = (resolved.guess, len(resolved.targets), rank, likely, tuple(state.flags))
                 if guess in self._guesses:
                     continue
                 self._guesses.add(guess)
-            for target in resolved.targets:
-                callee_reach = Reach(
-                    rank, likely=likely,
-                    chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))),
-                    flags=state.flags,
-                )
-                tkey = (target.path, target.qualname)
-                if rank <= GATED and resolved.certain:
-                    self._record_arguments(tkey, call, resolved.bound)
-                push(tkey, callee_reach)
+            if resolved.certain and rank <= GATED:
+                for target in resolved.targets:
+                    self._record_arguments((target.path, target.qualname), call, resolved.bound)
+            self._reach_all(resolved.targets, rank, likely, chain, state.flags, push)
             self._callbacks(path, scope, call, rank, state, chain, push)
         for child in self._nested_scopes(ix, scope):
             if child.kind == "function" and child.decorator_args and rank_ok(reach):
@@ -746,6 +780,19 @@ class Project:
                     push((path, child.qualname), Reach(GATED if child.decorator_periodic else PER_STEP, likely=True, chain=(
                         *reach.chain, Frame(path, child.line, _label(child.qualname))),
                         reason=f"in `{child.name}`, a handler of an iteration event"))
+
+    def _reach_all(self, targets: list[Target], rank: int, likely: bool, chain, flags, push) -> None:
+        for target in targets:
+            frame = Frame(target.path, self._line_of(target), _label(target.qualname))
+            push((target.path, target.qualname), Reach(rank, likely=likely, chain=(*chain, frame), flags=flags))
+
+    def _guess_again(self, push) -> None:
+        """Methods of objects of unknown class, guessed anew with every class the program has built by now (the
+        per-step code is read before the setup code that builds, say, the EMA it updates)."""
+        deferred, self._deferred = self._deferred, []
+        for guess, rank, likely, chain, flags in deferred:
+            receiver, method = guess.rsplit(".", 1)
+            self._reach_all(self._method_guess(receiver, method), rank, likely, chain, flags, push)
 
     def _protocol_methods(self, cls: Target, chain: tuple[Frame, ...], push) -> None:
         """An object the program builds is used through Python's protocols too: a dataset's `__getitem__`, an

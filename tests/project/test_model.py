@@ -434,3 +434,60 @@ def test_a_base_class_calling_self_method_reaches_the_subclass_override(tmp_path
     assert project.reach[("ppo.py", "PPOTrainer.make_experience")].rank == PROGRAM
     scope = project.files["ppo.py"].scope("PPOTrainer.make_experience")
     assert project.step_loops("ppo.py", scope) == frozenset()
+
+
+def test_optimizer_step_reaches_the_projects_optimizers_and_late_built_objects_are_guessed(tmp_path):
+    project = model(tmp_path, {
+        "optim.py": """
+            import torch
+
+            class Lamb(torch.optim.Optimizer):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        self._update(group)
+
+                @staticmethod
+                def _update(group):
+                    pass
+        """,
+        "ema.py": """
+            class ModelEma:
+                def __init__(self, model):
+                    self.model = model
+
+                def update(self, model):
+                    pass
+
+            class Tracker:
+                def __init__(self):
+                    pass
+
+                def record_all(self, values):
+                    pass
+        """,
+        "train.py": """
+            from optim import Lamb
+            from ema import ModelEma, Tracker
+
+            def train_one_epoch(model, loader, optimizer, model_ema, tracker):
+                for batch in loader:
+                    model(batch).backward()
+                    optimizer.step()
+                    model_ema.update(model)
+                    tracker.record_all(batch)
+
+            def main(model, loader):
+                optimizer = Lamb(model.parameters())
+                model_ema = ModelEma(model)
+                tracker = Tracker()
+                train_one_epoch(model, loader, optimizer, model_ema, tracker)
+
+            if __name__ == "__main__":
+                main(None, None)
+        """,
+    })
+    reach = project.reach
+    assert reach[("optim.py", "Lamb.step")].rank == PER_STEP
+    assert reach[("optim.py", "Lamb._update")].rank == PER_STEP
+    assert reach[("ema.py", "ModelEma.update")].rank == PER_STEP  # the receiver's name echoes the class's
+    assert reach[("ema.py", "Tracker.record_all")].rank == PER_STEP  # the one built class with that method
