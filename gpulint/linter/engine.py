@@ -463,7 +463,7 @@ def _resolve(
         finding = Finding(
             code=report.rule.code,
             name=report.rule.name,
-            message=report.message,
+            message=report.message + _opt_in(state),
             severity=report.rule.severity,
             path=path,
             line=line,
@@ -496,6 +496,15 @@ def _one_finding_per_node(findings: list[Finding]) -> list[Finding]:
             outer.line, outer.column, outer.end_line, outer.end_column)
 
     return [f for f in findings if not (f.code.startswith("GPL4") and any(inside(f, o) for o in others))]
+
+
+def _opt_in(state: ExecState) -> str:
+    """The configuration switches a finding needs on (`if args.log_norms:`): said in the message, so that a reader
+    knows the cost is there only when they are set."""
+    if not state.flags:
+        return ""
+    names = ", ".join(f"`{flag}`" for flag in state.flags)
+    return f" (when {names} {'is' if len(state.flags) == 1 else 'are'} on)"
 
 
 def _fix_of(report: Report, module: cst.Module, positions) -> Fix | None:
