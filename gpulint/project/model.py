@@ -344,7 +344,7 @@ class Project:
             owner, attr = name.rsplit(".", 1)
             owners = self.types_of(path, scope, owner, depth + 1)
             found: set[Target] = set()
-            for cls in owners:
+            for cls in sorted(owners, key=_order):
                 found |= self.attr_types(cls, attr)
             # `self.transformer.h`, where `self.transformer = nn.ModuleDict(dict(h=nn.ModuleList([Block(c)])))`: the
             # classes built inside a container stand for what its entries hold.
@@ -491,7 +491,7 @@ class Project:
         """Calling an object: a module's `forward` (or a class's `__call__`)."""
         out = _Resolved(bound=True)
         types = self.types_of(path, scope, name)
-        for cls in types:
+        for cls in sorted(types, key=_order):
             method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")
             if method is not None:
                 out.targets.append(method)
@@ -503,7 +503,7 @@ class Project:
     def _method_call(self, path: str, scope: Scope, receiver: str, method: str, per_step: bool) -> _Resolved:
         out = _Resolved(bound=True)
         types = self.types_of(path, scope, receiver)
-        for cls in types:
+        for cls in sorted(types, key=_order):
             found = self.find_method(cls, method)
             if found is not None:
                 out.targets.append(found)
@@ -516,7 +516,9 @@ class Project:
         """An object of unknown class: the classes the program builds that define the method and whose name the
         receiver's echoes (`ema.update()`: ModelEMA; `loss_meter.update()`: AverageMeter), else the one built class
         defining a method of that name."""
-        defining = [(cls, m) for cls in self.instantiated if (m := self.find_method(cls, method)) is not None]
+        defining = [
+            (cls, m) for cls in sorted(self.instantiated, key=_order) if (m := self.find_method(cls, method)) is not None
+        ]
         alike = [m for cls, m in defining if _names_alike(receiver, cls.qualname)]
         if alike:
             return alike
@@ -884,6 +886,12 @@ class Project:
                 functions[scope.qualname] = self.function_facts(path, scope)
         problem = (ix.problem.line, ix.problem.column, ix.problem.message) if ix.problem else None
         return FileFacts(functions, self.entries, self.hot_names, on_flags=self.on_flags, problem=problem)
+
+
+def _order(target: Target) -> tuple[str, str]:
+    """Sets of classes are walked in this order: the model's answer (a chain, a guess) must not change from one run
+    to the next, or cached findings would not serve."""
+    return (target.path, target.qualname)
 
 
 def _names_alike(receiver: str, class_name: str) -> bool:

@@ -68,3 +68,33 @@ def test_a_broken_project_store_is_read_anew(tmp_path, monkeypatch, capsys):
         file.write_text('{"format": "gpulint.project/1", "files": {"helpers.py": {"hash": "x", "index": 5}}}')
     (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN) + "\n# changed\n")
     assert lint(tmp_path, monkeypatch, capsys) == [("helpers.py", 3)]
+
+
+def test_the_model_gives_the_same_facts_whatever_the_hash_seed(tmp_path):
+    # Cached findings serve only if the facts (chains, guesses) do not change from one run to the next.
+    import subprocess
+    import sys
+
+    # Two classes the object may hold, whose forwards both call one helper: which chain the helper gets must not
+    # depend on the order Python happens to walk a set of classes in.
+    names = [f"Net{i}" for i in range(8)]
+    classes = "".join(f"class {n}:\n    def forward(self, x):\n        return helper(x)\n\n" for n in names)
+    (tmp_path / "nets.py").write_text("def helper(x):\n    return x.sum().item()\n\n" + classes)
+    build = "".join(f"    if flag == {i}:\n        return {n}()\n" for i, n in enumerate(names))
+    (tmp_path / "train.py").write_text(
+        f"from nets import {', '.join(names)}\n\ndef build(flag):\n{build}\n"
+        "def train(loader, opt, flag):\n    model = build(flag)\n"
+        "    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"
+    )
+    script = (
+        "import json, sys\nfrom pathlib import Path\nfrom gpulint.project import Project, outline\n"
+        "from gpulint.project.store import dump_facts\nroot = Path(sys.argv[1])\n"
+        "ixs = [outline(p.name, p.read_text()) for p in sorted(root.glob('*.py'))]\nproject = Project(ixs)\n"
+        "print(json.dumps({ix.path: dump_facts(project.file_facts(ix.path)) for ix in ixs}, sort_keys=True))\n"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True,
+                       env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3", "4")
+    }
+    assert len(outputs) == 1
