@@ -161,10 +161,13 @@ def with_project_facts(tasks: Sequence[FileTask], cache: ResultCache, workers: W
         facts = _model_facts(tasks, cache, texts, workers)
         if facts is None:
             return list(tasks)
-        digests = {d: facts_digest(f) for d, f in facts.items()} if cache.enabled else {d: "" for d in facts}
         if cache.enabled:
-            cache.run = {"key": run_key, "facts": {d: dump_facts(f) for d, f in facts.items()}, "digests": digests}
+            dumped = {d: dump_facts(f) for d, f in facts.items()}
+            digests = {d: facts_digest(data) for d, data in dumped.items()}
+            cache.run = {"key": run_key, "facts": dumped, "digests": digests}
             cache.dirty = True
+        else:
+            digests = {d: "" for d in facts}
     return [replace(t, facts=facts[t.display], facts_digest=digests[t.display]) if t.display in facts else t
             for t in tasks]
 
@@ -206,8 +209,9 @@ def _model_facts(
         print(f"gpulint: warning: the project model failed ({type(exc).__name__}: {exc}); files are read one by one "
               "(please report this)", file=sys.stderr)
         return None
-    if cache.enabled:
-        store.save({ix.path: (texts[ix.path][0], dump_index(ix)) for ix in indexes})
+    if cache.enabled:  # what was read or analysed anew is dumped; the rest is written back as it was stored
+        store.save({ix.path: (texts[ix.path][0], dump_index(ix) if ix.changed else store.entry(ix.path, texts[ix.path][0]))
+                    for ix in indexes})
     return facts
 
 

@@ -79,6 +79,8 @@ class ModuleIndex:
     problem: SyntaxProblem | None = None
     aliases: dict[str, str] = field(default_factory=dict)  # module-level absolute import aliases
     step_flags: frozenset[str] = frozenset()  # names assigned an interval test anywhere in the file
+    on_flags: frozenset[str] = frozenset()  # configuration switches it defines with a default that is on
+    changed: bool = True  # read or analysed anew in this run (its stored form must be written again)
     lines: list[str] = field(default_factory=list)
     _analysed: dict[str, dict[str, Scope]] = field(default_factory=dict)
     _scopes: dict[str, Scope | None] = field(default_factory=dict)
@@ -92,6 +94,7 @@ class ModuleIndex:
         found = self._analysed.get(definition.qualname)
         if found is None:
             found = self._analysed[definition.qualname] = self._analyse(definition)
+            self.changed = True
         return found
 
     def scope(self, qualname: str) -> Scope | None:
@@ -142,7 +145,7 @@ def _parse(text: str) -> ast.Module | None:
 def outline(path: str, text: str) -> ModuleIndex:
     """The outline of one file: its definitions and its analysed skeleton (see the module docstring)."""
     lines = text.split("\n")
-    index = ModuleIndex(path, text, lines=lines, step_flags=text_step_flags(text))
+    index = ModuleIndex(path, text, lines=lines, step_flags=text_step_flags(text), on_flags=on_flags(text))
     units = split_units(text, lines)
     skeleton = list(lines)
     for unit in units:
@@ -164,6 +167,22 @@ def outline(path: str, text: str) -> ModuleIndex:
         index.aliases = module_aliases(tree)
         index.skeleton = analyze(tree, aliases=index.aliases, step_flags=index.step_flags)
     return index
+
+
+# Configuration switches whose default is on: `add_argument("--amp", default=True)`, `store_false`, `amp: bool = True`.
+_ON_ARGUMENT = re.compile(
+    r"add_argument\(\s*[\"']-{0,2}([\w-]+)[\"'][^()]*?(?:default\s*=\s*True|action\s*=\s*[\"']store_false)"
+)
+_ON_FIELD = re.compile(r"(\w+)\s*:\s*bool\s*=\s*(?:True|field\(\s*default\s*=\s*True)")
+
+
+def on_flags(text: str) -> frozenset[str]:
+    """The configuration switches a file defines whose default is on (argparse, dataclasses)."""
+    found = set()
+    for pattern, word in ((_ON_ARGUMENT, "add_argument"), (_ON_FIELD, "bool")):
+        if word in text:
+            found.update(name.replace("-", "_") for name in pattern.findall(text))
+    return frozenset(found)
 
 
 def _syntax_problem(path: str, text: str) -> SyntaxProblem | None:

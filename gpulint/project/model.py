@@ -78,11 +78,6 @@ _NOT_PER_STEP_EVENT_PARTS = frozenset(
     {"epoch", "eval", "evaluation", "validation", "start", "started", "end", "ended", "exception", "terminate"}
 )
 _BUILTINS = frozenset(dir(builtins))
-# Configuration switches whose default is on: `add_argument("--amp", default=True)`, `store_false`, `amp: bool = True`.
-_ON_ARGUMENT = re.compile(
-    r"add_argument\(\s*[\"']-{0,2}([\w-]+)[\"'][^()]*?(?:default\s*=\s*True|action\s*=\s*[\"']store_false)"
-)
-_ON_FIELD = re.compile(r"(\w+)\s*:\s*bool\s*=\s*(?:True|field\(\s*default\s*=\s*True)")
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
@@ -132,14 +127,12 @@ class Project:
         self._param_kinds: dict[Key, dict[str, set[str]]] = {}
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         self._return_kinds: dict[Key, str] = {}
-        self.on_flags = frozenset(
-            name.replace("-", "_") for ix in self.files.values()
-            for pattern, word in ((_ON_ARGUMENT, "add_argument"), (_ON_FIELD, "bool")) if word in ix.text
-            for name in pattern.findall(ix.text)
-        )
+        self.on_flags = frozenset().union(*(ix.on_flags for ix in self.files.values()))
         self.entries = False
         self._guesses: set[tuple] = set()
         self._children: dict[Target, list[Target]] | None = None
+        self._methods: dict[tuple[Target, str], Target | None] = {}
+        self._mros: dict[Target, list[Target]] = {}
         self._optimizer_steps: list[Target] | None = None
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         self._run()
@@ -262,6 +255,13 @@ class Project:
         return self._bases[key]
 
     def mro(self, cls: Target) -> list[Target]:
+        """The class and its project bases, depth first (left to right), each once."""
+        found = self._mros.get(cls)
+        if found is None:
+            found = self._mros[cls] = self._mro(cls)
+        return found
+
+    def _mro(self, cls: Target) -> list[Target]:
         order, stack, seen = [], [cls], set()
         while stack:
             current = stack.pop(0)
@@ -274,6 +274,14 @@ class Project:
 
     def find_method(self, cls: Target, name: str, *, after: Target | None = None) -> Target | None:
         """`name` defined in `cls` or a base (after `after` in the order, for `super()`)."""
+        if after is None:
+            key = (cls, name)
+            if key not in self._methods:
+                self._methods[key] = self._find_method(cls, name, None)
+            return self._methods[key]
+        return self._find_method(cls, name, after)
+
+    def _find_method(self, cls: Target, name: str, after: Target | None) -> Target | None:
         order = self.mro(cls)
         if after is not None and after in order:
             order = order[order.index(after) + 1:]

@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/1"
+FORMAT = "gpulint.project/2"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -79,6 +79,7 @@ def dump_index(index: ModuleIndex) -> dict:
         "problem": _plain(index.problem) if index.problem else None,
         "aliases": index.aliases,
         "step_flags": sorted(index.step_flags),
+        "on_flags": sorted(index.on_flags),
         "analysed": {name: _plain(scopes) for name, scopes in index._analysed.items()},
     }
 
@@ -86,7 +87,7 @@ def dump_index(index: ModuleIndex) -> dict:
 def load_index(path: str, text: str, data: dict) -> ModuleIndex:
     lines = text.split("\n")
     index = ModuleIndex(path, text, aliases=dict(data["aliases"]), step_flags=frozenset(data["step_flags"]),
-                        lines=lines)
+                        on_flags=frozenset(data["on_flags"]), lines=lines, changed=False)
     for qualname, name, cls, start, end, is_class, code in data["definitions"]:
         index.definitions[qualname] = Definition(qualname, name, cls, start, end, is_class, code)
     if data["skeleton"] is not None:
@@ -130,6 +131,6 @@ def load_facts(data: dict) -> FileFacts:
     )
 
 
-def facts_digest(facts: FileFacts) -> str:
-    """What a file's cached findings depend on besides its own text."""
-    return hashlib.blake2b(json.dumps(dump_facts(facts), sort_keys=True).encode(), digest_size=16).hexdigest()
+def facts_digest(dumped: dict) -> str:
+    """What a file's cached findings depend on besides its own text (its dumped facts, `dump_facts`)."""
+    return hashlib.blake2b(json.dumps(dumped, sort_keys=True).encode(), digest_size=16).hexdigest()
