@@ -176,9 +176,11 @@ def _check(args: argparse.Namespace, stdin: bool) -> int:
         _emit("".join(f"{_display(file, cwd)}\n" for file in found.files), args.output_file)
         return EXIT_OK
     tasks = [_task(_display(file, cwd), str(file), config, enabled, options, args, unsafe) for file in found.files]
-    with Progress("fixing" if args.fix else "checking", len(tasks), enabled=not args.quiet) as progress, \
-            Workers(args.jobs or default_jobs()) as workers:
-        outcomes = run_tasks(with_project_facts(tasks, cache, workers), cache, workers, progress.advance)
+    with Workers(args.jobs or default_jobs()) as workers:
+        with Progress("reading", len(tasks), enabled=not args.quiet) as reading:
+            tasks = with_project_facts(tasks, cache, workers, reading.advance)
+        with Progress("fixing" if args.fix else "checking", len(tasks), enabled=not args.quiet) as progress:
+            outcomes = run_tasks(tasks, cache, workers, progress.advance)
     cache.save()
     if args.verbose:
         files = f"{len(tasks)} file{'s' * (len(tasks) != 1)}"

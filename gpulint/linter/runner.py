@@ -136,7 +136,9 @@ def _outline(item: tuple[str, str]) -> ModuleIndex:
     return index
 
 
-def with_project_facts(tasks: Sequence[FileTask], cache: ResultCache, workers: Workers) -> list[FileTask]:
+def with_project_facts(
+    tasks: Sequence[FileTask], cache: ResultCache, workers: Workers, done: Callable[[], None] = lambda: None
+) -> list[FileTask]:
     """The tasks, each with the project model's facts for its file: every task's file is read and outlined, and the
     model built over all of them (gpulint/project/). A file that cannot be read or decoded is left to its worker,
     which reports it.
@@ -153,6 +155,8 @@ def with_project_facts(tasks: Sequence[FileTask], cache: ResultCache, workers: W
             texts[task.display] = (content_hash(data), decode(data).text)
         except (OSError, ValueError):
             continue
+        finally:
+            done()
     run_key = content_hash("\0".join(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())).encode())
     stored = _stored_facts(cache, run_key, texts)
     if stored is not None:
