@@ -814,6 +814,13 @@ class Project:
                 push((method.path, method.qualname), Reach(
                     PROGRAM, likely=True, chain=(*chain, Frame(method.path, self._line_of(method), _label(method.qualname))),
                 ))
+        # An optimizer is built to be stepped every step, by the loop or by the engine it is handed to (DeepSpeed's
+        # `model.step()`, Lightning).
+        if self._is_optimizer(cls) and (step := self.find_method(cls, "step")) is not None:
+            push((step.path, step.qualname), Reach(
+                PER_STEP, likely=True, chain=(*chain, Frame(step.path, self._line_of(step), _label(step.qualname))),
+                reason="in an optimizer's `step`, which runs every step",
+            ))
 
     def _callbacks(self, path: str, scope: Scope, call: Call, rank: int, state: ExecState, chain, push) -> None:
         """Functions passed to a call: a handler of an iteration event runs every step, other callbacks once."""

@@ -156,14 +156,16 @@ NOT_TRAINING_PARTS = frozenset(
 
 
 def is_training_path(path: str) -> bool:
-    """Could a training loop in this file be the training a user ships? Not in tests, demos, benchmarks, inference,
-    sampling, export or evaluation scripts (by the file's and its folders' names)."""
+    """Could a training loop in this file be the training a user ships? Not in tests, demos, inference, sampling,
+    export or evaluation scripts: by the words of the file's name (`sample_images.py`), and by folders named for
+    one of them as a whole (`demo/`, `inference/`; not `conditional_generation/`, a task's name)."""
     if is_test_path(path):
         return False
-    parts = path.replace("\\", "/").removesuffix(".py").split("/")
-    words = set()
-    for part in parts:
-        words |= name_parts(part)
-    if words & {"train", "training", "trainer", "finetune", "pretrain", "fit"}:
+    *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
+    words = name_parts(name)
+    if words & TRAINING_PARTS or any(name_parts(folder) & TRAINING_PARTS for folder in folders):
         return True
-    return not words & NOT_TRAINING_PARTS
+    return not (words & NOT_TRAINING_PARTS or any(folder.lower() in NOT_TRAINING_PARTS for folder in folders))
+
+
+TRAINING_PARTS = frozenset({"train", "training", "trainer", "finetune", "pretrain", "fit"})
