@@ -44,11 +44,15 @@ class Reach:
     chain: tuple[Frame, ...] = ()
     flags: tuple[str, ...] = ()  # opt-in configuration switches on the way (`use_ema`)
     reason: str = ""
+    # Reached only through a guess that fans out (every module's `forward` where the class is unknown): such a
+    # function's calls are followed on its text, by name, instead of reading it (a library's hundreds of forwards).
+    guessed: bool = False
 
     def better_than(self, other: "Reach | None") -> bool:
         if other is None:
             return True
-        return (self.rank, self.likely, len(self.chain)) < (other.rank, other.likely, len(other.chain))
+        mine = (self.rank, self.likely, self.guessed, len(self.chain))
+        return mine < (other.rank, other.likely, other.guessed, len(other.chain))
 
 
 @dataclass(frozen=True)

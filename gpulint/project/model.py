@@ -133,6 +133,7 @@ class Project:
         self._children: dict[Target, list[Target]] | None = None
         self._methods: dict[tuple[Target, str], Target | None] = {}
         self._mros: dict[Target, list[Target]] = {}
+        self._by_file: dict[str, list[str]] | None = None
         self._optimizer_steps: list[Target] | None = None
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         self._run()
@@ -749,6 +750,9 @@ class Project:
         settle()
 
     def _visit(self, key: Key, reach: Reach, push) -> None:
+        if reach.guessed:
+            self._visit_by_text(key, reach, push)
+            return
         path, qualname = key
         ix = self.files[path]
         scope = ix.scope(qualname)
@@ -781,7 +785,8 @@ class Project:
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound)
-            self._reach_all(resolved.targets, rank, likely, chain, state.flags, push)
+            self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
+                            guessed=reach.guessed or resolved.guess == "forward")
             self._callbacks(path, scope, call, rank, state, chain, push)
         for child in self._nested_scopes(ix, scope):
             if child.kind == "function" and child.decorator_args and rank_ok(reach):
@@ -791,10 +796,31 @@ class Project:
                         *reach.chain, Frame(path, child.line, _label(child.qualname))),
                         reason=f"in `{child.name}`, a handler of an iteration event"))
 
-    def _reach_all(self, targets: list[Target], rank: int, likely: bool, chain, flags, push) -> None:
+    def _reach_all(
+        self, targets: list[Target], rank: int, likely: bool, chain, flags, push, guessed: bool = False
+    ) -> None:
         for target in targets:
             frame = Frame(target.path, self._line_of(target), _label(target.qualname))
-            push((target.path, target.qualname), Reach(rank, likely=likely, chain=(*chain, frame), flags=flags))
+            push((target.path, target.qualname),
+                 Reach(rank, likely=likely, chain=(*chain, frame), flags=flags, guessed=guessed))
+
+    def _visit_by_text(self, key: Key, reach: Reach, push) -> None:
+        """A function reached only through a fanned-out guess: the functions of its file it calls by name
+        (`helper(x)`, `self.helper(x)`) are reached the same way, without reading it."""
+        path, qualname = key
+        ix = self.files[path]
+        definition = ix.definitions.get(qualname)
+        if definition is None or definition.is_class:
+            return
+        owner = Target(path, definition.cls, True) if definition.cls else None
+        targets = []
+        for name in sorted(set(_CALLED_NAME.findall(definition.code))):
+            found = self.find_method(owner, name) if owner is not None else None
+            if found is None and name in ix.definitions and not ix.definitions[name].is_class:
+                found = Target(path, name)
+            if found is not None and found.qualname != qualname:
+                targets.append(found)
+        self._reach_all(targets, reach.rank, True, reach.chain, reach.flags, push, guessed=True)
 
     def _guess_again(self, push) -> None:
         """Methods of objects of unknown class, guessed anew with every class the program has built by now (the
@@ -891,6 +917,13 @@ class Project:
             self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds
         )
 
+    def _reached_by_file(self) -> dict[str, list[str]]:
+        if self._by_file is None:
+            self._by_file = {}
+            for path, qualname in self.reach:
+                self._by_file.setdefault(path, []).append(qualname)
+        return self._by_file
+
     def file_facts(self, path: str) -> FileFacts:
         ix = self.files[path]
         functions = {}
@@ -899,8 +932,13 @@ class Project:
         for scope in scopes:
             if scope.kind in ("function", "module"):
                 functions[scope.qualname] = self.function_facts(path, scope)
+        for qualname in self._reached_by_file().get(path, ()):  # reached by a guess, never read
+            functions.setdefault(qualname, FunctionFacts(self.reach[(path, qualname)]))
         problem = (ix.problem.line, ix.problem.column, ix.problem.message) if ix.problem else None
         return FileFacts(functions, self.entries, self.hot_names, on_flags=self.on_flags, problem=problem)
+
+
+_CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
 
 
 def _order(target: Target) -> tuple[str, str]:

@@ -114,7 +114,7 @@ def load_facts(data: dict) -> FileFacts:
         functions[name] = FunctionFacts(
             Reach(reach["rank"], reach["likely"], _frames(
                 [[fr["path"], fr["line"], fr["label"]] for fr in reach["chain"]]
-            ), tuple(reach["flags"]), reach["reason"]) if reach else None,
+            ), tuple(reach["flags"]), reach["reason"], reach["guessed"]) if reach else None,
             frozenset(f["step_loops"]),
             tuple((index, Frame(frame["path"], frame["line"], frame["label"])) for index, frame in f["loop_frames"]),
             f["epoch"],
