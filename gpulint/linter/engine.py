@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState  # to generate a node with its block's indentation
 
 from gpulint.linter.context import FileContext
 from gpulint.linter.finding import Edit, Finding, Fix
@@ -246,7 +247,7 @@ def _run_rules(
             kept.append((report, state))
     if not kept:
         return []
-    return _resolve(path, suppressions, module, kept, positions)
+    return _resolve(path, suppressions, module, kept, positions, parsed_text.split("\n"))
 
 
 def _may_apply(reports: Sequence[Report], facts: FileFacts) -> list[Report]:
@@ -451,7 +452,8 @@ def _applies(report: Report, state: ExecState, facts: FileFacts) -> bool:
 
 
 def _resolve(
-    path: str, suppressions: Suppressions, module: cst.Module, reports: list[tuple[Report, ExecState]], positions
+    path: str, suppressions: Suppressions, module: cst.Module, reports: list[tuple[Report, ExecState]], positions,
+    lines: list[str],
 ) -> list[Finding]:
     findings: dict[tuple, Finding] = {}
     for report, state in reports:
@@ -470,7 +472,7 @@ def _resolve(
             column=column,
             end_line=end_line,
             end_column=end_column,
-            fix=_fix_of(report, module, positions),
+            fix=_fix_of(report, module, positions, lines),
             url=report.rule.url(),
             confidence=state.confidence,
             chain=state.chain,
@@ -507,14 +509,14 @@ def _opt_in(state: ExecState) -> str:
     return f" (when {names} {'is' if len(state.flags) == 1 else 'are'} on)"
 
 
-def _fix_of(report: Report, module: cst.Module, positions) -> Fix | None:
+def _fix_of(report: Report, module: cst.Module, positions, lines: list[str]) -> Fix | None:
     if not report.fix:
         return None
     edits = []
     for part in report.fix:
         span = positions[part.node]
         if isinstance(part, Replace):
-            content = part.new if isinstance(part.new, str) else module.code_for_node(part.new)
+            content = part.new if isinstance(part.new, str) else _code_in_place(module, part.new, lines, span.start.line)
             edits.append(Edit(span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, content))
         elif isinstance(part, InsertBefore):
             indent = " " * span.start.column
@@ -522,6 +524,16 @@ def _fix_of(report: Report, module: cst.Module, positions) -> Fix | None:
                 Edit(span.start.line, span.start.column + 1, span.start.line, span.start.column + 1, f"{part.text}\n{indent}")
             )
     return Fix("unsafe" if report.unsafe_fix else "safe", tuple(edits))
+
+
+def _code_in_place(module: cst.Module, node: cst.CSTNode, lines: list[str], line: int) -> str:
+    """The code of a replacement node as it reads where it goes: the lines it continues inside brackets are indented
+    by its statement's block (libcst's `code_for_node` alone drops that indentation)."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+    state.indent_tokens = [text[: len(text) - len(text.lstrip())]]
+    node._codegen(state)
+    return "".join(state.tokens)
 
 
 class _Traversal:

@@ -139,3 +139,19 @@ def test_unsafe_fixes_of_the_example_script_make_no_new_finding(run, tmp_path):
     after = Counter(f["code"] for f in json.loads(run(tmp_path, "check", ".", "--no-cache", "--output-format", "json")[1]))
     assert after - before == Counter() and sum(after.values()) < sum(before.values())
     assert "pin_memory=True" in (tmp_path / "train.py").read_text()
+
+
+def test_a_fix_of_a_call_spanning_lines_keeps_its_block_indentation():
+    # libcst regenerates a replacement node alone without the block's indentation: its continuation lines would
+    # move left of where they were.
+    import libcst as cst
+
+    from gpulint.linter.engine import _code_in_place
+
+    source = "def f():\n    loader = DataLoader(\n        ds,\n        batch_size=4,\n    )\n"
+    module = cst.parse_module(source)
+    call = module.body[0].body.body[0].body[0].value
+    added = call.with_changes(args=[*call.args, cst.Arg(cst.Name("True"), keyword=cst.Name("pin_memory"))])
+    assert _code_in_place(module, added, source.split("\n"), 2) == (
+        "DataLoader(\n        ds,\n        batch_size=4,\n    pin_memory = True)"
+    )
