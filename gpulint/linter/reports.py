@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 # When a reported node is a real finding (see gpulint.project.facts.ExecState):
 #   "per_step": it runs every training step and is not gated to every N steps (most GPL2xx-GPL5xx rules);
 #   "in_step":  it runs inside the training step, gated or not (e.g. building an optimizer inside the loop);
-#   "training": in code the training program runs (setup included), not known to be cold (eval, no_grad, __init__,
-#               sampling): per-tensor loops, flags. Where the project has no training entry point the model can
-#               see, anywhere not cold;
+#   "training": in code the training program runs (setup included), not gated to every N steps (here or in a
+#               caller) nor known to be cold (eval, no_grad, __init__, sampling): per-tensor loops, flags. Where the
+#               project has no training entry point the model can see, anywhere not cold;
 #   "always":   wherever it appears.
 When = Literal["per_step", "in_step", "training", "always"]
 

@@ -491,3 +491,25 @@ def test_optimizer_step_reaches_the_projects_optimizers_and_late_built_objects_a
     assert reach[("optim.py", "Lamb._update")].rank == PER_STEP
     assert reach[("ema.py", "ModelEma.update")].rank == PER_STEP  # the receiver's name echoes the class's
     assert reach[("ema.py", "Tracker.record_all")].rank == PER_STEP  # the one built class with that method
+
+
+def test_a_per_tensor_loop_reached_only_under_a_callers_gate_is_no_finding(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            from logs import log_norms
+
+            def train(model, loader, opt):
+                model.cuda()
+                for step, batch in enumerate(loader):
+                    model(batch).backward()
+                    opt.step()
+                    if step % 100 == 0:
+                        log_norms(model)
+        """,
+        "logs.py": """
+            def log_norms(model):
+                for name, p in model.named_parameters():
+                    print(name, p.grad.norm().item())
+        """,
+    })
+    assert found == []
