@@ -22,6 +22,8 @@ _TENSOR_ONLY_METHODS = frozenset(
         "isnan", "isinf", "isfinite", "logical_and", "logical_or", "logical_not", "masked_fill", "float", "half",
         "bfloat16", "long", "sigmoid", "relu", "amax", "amin", "unsqueeze", "contiguous", "type_as", "view",
         "nansum", "nanmean", "topk", "square", "rsqrt", "clamp", "clamp_min", "clamp_max", "squeeze", "expand",
+        "nonzero", "argwhere", "masked_select", "index_select", "gather", "new_zeros", "new_ones", "new_full",
+        "new_empty", "new_tensor", "expand_as", "view_as", "reshape_as", "cumprod", "logsumexp",
     }
 )
 _TENSOR_METHODS = _TENSOR_ONLY_METHODS | frozenset(
@@ -48,6 +50,15 @@ _TENSOR_LAST_PARTS = frozenset({"loss", "losses", "logits"})
 _FLAG_FIRST_PARTS = frozenset({"return", "use", "compute", "with", "has", "is", "should", "enable", "need", "calc"})
 _TENSOR_NAMES = frozenset({"grad", "grads", "grad_norm", "total_norm", "param_norm"})
 _TENSOR_ATTRS = frozenset({"grad", "loss", "logits"})
+# Methods whose result is a mask when their receiver is one (`fg_mask.clone()`, `keep.view(-1)`).
+_MASK_KEEPING_METHODS = frozenset(
+    {"clone", "detach", "contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
+     "to", "cuda", "repeat", "t", "transpose", "permute"}
+)
+# Reductions that give a tensor whatever the receiver's dtype: `x.sum(dim=1)` (numpy says `axis=`, Python's
+# builtins take no `dim`).
+_DIM_KEYWORDS = ("dim", "keepdim")
+_UNKNOWN_SOURCES = frozenset({cst.Subscript, cst.Attribute, cst.Call})
 
 
 class Tensors:
@@ -58,7 +69,7 @@ class Tensors:
 
     def __init__(self, context) -> None:
         self.context = context
-        self._bound: dict[tuple[int, str], bool] = {}
+        self._bound: dict[tuple[int, str], bool | None] = {}  # None: bound to a part of an unknown value
         self._masks: set[tuple[int, str]] = set()
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
 
@@ -83,6 +94,12 @@ class Tensors:
                         key = self._key(element.value.value)
                         self._bound[key] = True
                         self._masks.add(key)
+            elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call) and self.is_tensor(value):
+                for element in target.elements:  # `values, indices = torch.min(cost, dim=0)`: each part is a tensor
+                    if isinstance(element.value, cst.Name):
+                        key = self._key(element.value.value)
+                        self._bound[key] = True
+                        self._masks.discard(key)
             else:
                 self._bind(target, value)
 
@@ -101,7 +118,10 @@ class Tensors:
         if not isinstance(target, cst.Name):
             return
         key = self._key(target.value)
-        self._bound[key] = self.is_tensor(value)
+        # What comes from something unknown (`labels.dones[:, :-1]`, `criterion(out, y)`) is judged by its name
+        # later, as an unbound name is: `loss = criterion(out, y)` is a tensor, `n = count(batch)` is not known to be.
+        unknown = type(value) in _UNKNOWN_SOURCES and self.context.location_of(value) == "unknown"
+        self._bound[key] = self.is_tensor(value) or (None if unknown else False)
         if self.is_mask(value):
             self._masks.add(key)
         else:
@@ -136,6 +156,8 @@ class Tensors:
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _TENSOR_ATTRS:
                 return True
+            if expr.attr.value in ("values", "indices") and isinstance(expr.value, cst.Call):
+                return self.is_tensor(expr.value)  # `x.min(dim=-1).values`
             if isinstance(expr.value, cst.Name) and expr.value.value == "self" and expr.attr.value in self._tensor_attributes:
                 return True
             if self.context.location_of(expr.value) == "device" and not MODULE_NAME.search(last_name(expr.value) or ""):
@@ -173,7 +195,9 @@ class Tensors:
             if method in _TENSOR_ONLY_METHODS:
                 return True
             if method in _TENSOR_METHODS:
-                return self.is_tensor(func.value)
+                if any(keyword_arg(call, word) is not None for word in _DIM_KEYWORDS):
+                    return self.context.location_of(func.value) != "host"  # `x.sum(dim=1)`: only tensors say `dim=`
+                return self.is_tensor(func.value) or self.is_mask(func.value)  # `mask.sum()`: masks are tensors
         return False
 
     def is_mask(self, expr: cst.BaseExpression) -> bool:
@@ -182,7 +206,7 @@ class Tensors:
             key = self._key(expr.value)
             if key in self._masks:
                 return True
-            if key in self._bound or self.context.location_of(expr) == "host":
+            if self._bound.get(key, None) is not None or self.context.location_of(expr) == "host":
                 return False
             return "mask" in name_parts(expr.value)
         if isinstance(expr, cst.Attribute):
@@ -201,12 +225,19 @@ class Tensors:
             first = expr.args[0].value
             if resolved in ("torch.stack", "torch.cat") and isinstance(first, (cst.List, cst.Tuple)):
                 return any(self.is_mask(e.value) for e in first.elements if isinstance(e, cst.Element))
+            if resolved in ("torch.stack", "torch.cat") and isinstance(first, cst.Name):
+                return bool(name_parts(first.value) & {"mask", "masks"})  # `torch.cat(fg_masks, 0)`: a list of masks
             if resolved in ("torch.ones_like", "torch.zeros_like"):
                 return self.is_mask(first)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
-            if method == "bool":
-                return self.is_tensor(expr.func.value) or self.is_mask(expr.func.value)
+            receiver = expr.func.value
+            if method == "bool":  # a tensor method: numpy arrays and Python values have no `.bool()`
+                return self.context.location_of(receiver) != "host"
+            if method in _MASK_KEEPING_METHODS:
+                return self.is_mask(receiver)
+            if method in ("any", "all") and expr.args:  # `is_in.any(dim=0)`
+                return self.is_tensor(receiver) or self.is_mask(receiver)
             if method in ("isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and",
                           "logical_or"):
                 return True
