@@ -6,7 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.common import is_false
+from gpulint.rules.common import is_false, is_true
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
@@ -49,10 +49,13 @@ class TensorConditionInStep(SyncRule):
         Invalid(training_script("if any(torch.isnan(t) for t in (loss, loss.detach())):\n    break")),
         Invalid(training_script("count = max(1, (y > 0).sum())")),
         Invalid(training_script("if model.training and loss > 100:\n    break")),
+        Invalid(training_script("trimmed = False\nif trimmed or out.argmax(1)[-1] == 2:\n    continue")),
     )
 
     def visit_If(self, node: cst.If) -> None:
+        self._latches = _names_set_true(node.body)
         self._check(node.test, "if")
+        self._latches = frozenset()
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node.test, "while")
@@ -92,13 +95,16 @@ class TensorConditionInStep(SyncRule):
             return self.tensors.is_tensor(test.args[0].value.elt)
         return False
 
+    _latches: frozenset[str] = frozenset()
+
     def _short_circuits(self, test: cst.BooleanOperation) -> bool:
-        """Is the right side skipped in training? `not self.training and ...` (eval only), and `flag or ...`: the
-        tensor is read only while a Python flag is off (`if use_queue or not torch.all(queue == 0):`)."""
+        """Is the right side skipped in training? `not self.training and ...` (eval only), and `flag or ...` where
+        the `if` sets the flag: the tensor is read only until the flag latches
+        (`if use_queue or not torch.all(queue == 0):` followed by `use_queue = True`)."""
         left = test.left
         if isinstance(test.operator, cst.And):
             return _is_eval_test(left)
-        return isinstance(left, (cst.Name, cst.Attribute)) and not self.tensors.is_tensor(left) and not self.tensors.is_mask(left)
+        return isinstance(left, cst.Name) and left.value in self._latches
 
 
 def _is_eval_test(test: cst.BaseExpression) -> bool:
@@ -109,3 +115,13 @@ def _is_eval_test(test: cst.BaseExpression) -> bool:
         comparison = test.comparisons[0]
         return isinstance(comparison.operator, (cst.Is, cst.Equal)) and is_false(comparison.comparator)
     return False
+
+
+def _names_set_true(body: cst.BaseSuite) -> frozenset[str]:
+    """Names the block's own statements set to `True` (`use_queue = True`)."""
+    names = set()
+    for statement in body.body:
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign) and is_true(small.value):
+                names |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
+    return frozenset(names)
