@@ -7,10 +7,10 @@ import re
 import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name, target_names
-from gpulint.linter.rule import Invalid, Replace, RuleDocs
+from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, in_error_path_or_first_step, known_false_positives
 from gpulint.rules.sync.tensors import MODULE_NAME
 
 _DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
@@ -25,16 +25,22 @@ class BlockingHostToDeviceCopy(SyncRule):
     name = "blocking-host-to-device-copy"
     message = "`{call}` of a batch without `non_blocking=True` is a synchronous copy: the host waits for the GPU queue"
     message_unpinned = (
-        "`non_blocking=True` has no effect here: this file's DataLoader does not set `pin_memory=True`, so the copy "
-        "from pageable memory is synchronous"
+        "this DataLoader does not set `pin_memory=True`, and the training step copies its batches to the device with "
+        "`non_blocking=True`: from pageable memory that copy is synchronous every step"
     )
     triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(")
+    facts = ("DataLoader(",)  # the loaders whose batches the step copies, wherever in the file they are built
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return cls.has_words_in(code) or "DataLoader(" in code
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
         "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
-        "as `move_to_device(batch, device)`) without `non_blocking=True`, and `non_blocking=True` copies in a file "
-        "whose DataLoader does not pin memory.",
+        "as `move_to_device(batch, device)`) without `non_blocking=True`; and a DataLoader that does not set "
+        "`pin_memory` in a file whose training step copies batches with `non_blocking=True` (the finding is on the "
+        "DataLoader: that is where the fix goes, and one loader feeds every copy of the step).",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
         "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
@@ -42,7 +48,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         "    x, y = x.to(device), y.to(device)\n    loss = F.cross_entropy(model(x), y)",
         use_instead="`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)`.",
         fix_safety="Unsafe: the fix adds `non_blocking=True` to `.to()` / `.cuda()` / `.type()`, and `pin_memory=True` "
-        "to this file's DataLoaders that do not set it (without pinned memory the flag changes nothing, and this rule "
+        "to this file's DataLoaders that do not set it (on a reported DataLoader, only the latter) (without pinned memory the flag changes nothing, and this rule "
         "would report the fixed copy). Helpers get no fix (they may not take the argument), nor does a file whose "
         "DataLoader sets `pin_memory=False`. Same values whenever the source tensor is not written again before the "
         "copy completes; a pinned host buffer that the code refills in place right after the call (a hand-written "
@@ -97,7 +103,11 @@ class BlockingHostToDeviceCopy(SyncRule):
             "        x = x.to(device, non_blocking=True)\n        y = y.to(device, non_blocking=True)\n"
             "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        loss.backward()\n"
             "        optimizer.step()\n        optimizer.zero_grad()\n",
-            count=2,
+            fixed="import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+            "    loader = DataLoader(dataset, batch_size=4, shuffle=True, pin_memory=True)\n    for x, y in loader:\n"
+            "        x = x.to(device, non_blocking=True)\n        y = y.to(device, non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        loss.backward()\n"
+            "        optimizer.step()\n        optimizer.zero_grad()\n",
         ),
         Invalid(
             "import torch\n\nTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor\n\n\n"
@@ -133,8 +143,9 @@ class BlockingHostToDeviceCopy(SyncRule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self._pinned_loader = False
-        self._unpinned_loader = False
         self._loaders_to_pin: list[cst.Call] = []  # DataLoaders that do not say `pin_memory`
+        # DataLoaders that do not pin memory (no `pin_memory`, or `pin_memory=False`), with their ancestors
+        self._unpinned_loaders: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._unpinned_on_purpose = False  # a DataLoader says `pin_memory=False`
         self._prepared = False  # accelerate / Fabric place the batches on the device themselves
         self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
@@ -169,10 +180,11 @@ class BlockingHostToDeviceCopy(SyncRule):
             if any(arg.star == "**" for arg in node.args):
                 self._pinned_loader = True  # `**kwargs` may set pin_memory: do not claim it is unpinned
             elif pin is None:
-                self._unpinned_loader = True
                 self._loaders_to_pin.append(node)
+                self._unpinned_loaders.append((node, self.context.ancestors_snapshot()))
             elif is_false(pin.value):
-                self._unpinned_loader = self._unpinned_on_purpose = True
+                self._unpinned_on_purpose = True
+                self._unpinned_loaders.append((node, self.context.ancestors_snapshot()))
             else:
                 self._pinned_loader = True
             return
@@ -207,9 +219,14 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         for call, text, ancestors in self._blocking:
             self.report_at(call, self.message.format(call=text), ancestors, fix=self._fix(call), unsafe_fix=True)
-        if self._unpinned_loader and not self._pinned_loader:
-            for call, ancestors in self._nonblocking:
-                self.report_at(call, self.message_unpinned, ancestors)
+        if self._nonblocking and not self._pinned_loader:
+            # Built once, at setup: the loader is real wherever the training program builds it ("training"); the
+            # copies that make it slow are in the step, in this file.
+            for loader, ancestors in self._unpinned_loaders:
+                pinned = self._pinned(loader) if loader in self._loaders_to_pin else None
+                fix = (pinned,) if pinned is not None else ()
+                if not in_error_path_or_first_step(ancestors):
+                    self.context.add_report(Report(self, loader, self.message_unpinned, "training", ancestors, fix, True))
 
     def _fix(self, call: cst.Call) -> list[Replace]:
         """`non_blocking=True` on the copy, and `pin_memory=True` on this file's loaders that do not set it: from
