@@ -10,7 +10,13 @@ from gpulint.linter.names import dotted_name, last_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, in_error_path_or_first_step, known_false_positives
+from gpulint.rules.sync.helpers import (
+    SyncRule,
+    cpu_target,
+    holds_training_loop,
+    in_error_path_or_first_step,
+    known_false_positives,
+)
 from gpulint.rules.sync.tensors import MODULE_NAME
 
 _DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
@@ -55,9 +61,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         "prefetcher reusing one buffer) could be overwritten while the copy is still in flight. Pinned batches take "
         "page-locked host memory, a little per worker.",
         false_positives=known_false_positives("Copies in a branch gpulint cannot tell is CPU-only (a `device` variable that is the CPU). "
-        "`.to(dtype)`, `.to(other_tensor)`, `.to(other_tensor.device)` in a module's `forward` (a move between "
-        "devices of a split model, such as `labels.to(logits.device)`: the batch's copy from the host happens in the "
-        "step) and moves of tensors already on the device are not flagged, nor are files "
+        "`.to(dtype)`, `.to(other_tensor)`, `.to(other_tensor.device)` or `.to(self.head.weight.device)` in a module's "
+        "`forward` or any function without a training loop (a move between devices of a split model, such as "
+        "`labels.to(logits.device)`: the batch's copy from the host happens in the loop) and moves of tensors "
+        "already on the device (registered buffers included) are not flagged, nor are files "
         "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device)."),
     )
     valid = (
@@ -151,6 +158,13 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
+        self._buffers: set[str] = set()  # `self.register_buffer("bias", ...)`: attributes that move with the module
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        if last_name(original_node.func) in ("register_buffer", "register_parameter") and original_node.args:
+            name = original_node.args[0].value
+            if isinstance(name, cst.SimpleString):
+                self._buffers.add(name.raw_value)
 
     def leave_Assign(self, node: cst.Assign) -> None:
         # `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` (the classic GAN scripts' idiom)
@@ -273,20 +287,26 @@ class BlockingHostToDeviceCopy(SyncRule):
         return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
 
     def _to_other_tensors_device(self, target: str) -> bool:
-        """`labels.to(logits.device)` in a module's forward: a move between the devices of a split model (a no-op
-        on one device), not the copy of a batch from the host, which the training step makes."""
+        """`labels.to(logits.device)`, `hidden.to(self.lm_head.weight.device)` in model code (a `forward`, or any
+        function that holds no training loop): a move between the devices of a split model (a no-op on one device),
+        not the copy of a batch from the host, which the training loop makes."""
         owner, _, attribute = target.rpartition(".")
+        if attribute != "device" or owner in ("self", "cls", "args", ""):
+            return False
+        if owner.rsplit(".", 1)[-1] not in ("weight", "bias") and ("." in owner or MODULE_NAME.search(owner)):
+            return False
         function = self.context.enclosing_function()
-        return (
-            attribute == "device" and "." not in owner and owner not in ("self", "cls", "args", "")
-            and not MODULE_NAME.search(owner) and function is not None and function.name.value == "forward"
-        )
+        if function is None:
+            return False
+        return function.name.value == "forward" or not holds_training_loop(self.context, function)
 
     def _moves_device_value(self, receiver: cst.BaseExpression) -> bool:
-        """Already on the device (or a gradient), a module, or a CPU tensor built in the step (GPL5xx's `device=`
-        finding)."""
+        """Already on the device (or a gradient, or a registered buffer), a module, or a CPU tensor built in the step
+        (GPL5xx's `device=` finding)."""
         if self.context.location_of(receiver) == "device" or _mentions_grad(receiver) or self._built_by_torch(receiver):
             return True
+        if self._buffers and _self_attribute(receiver) in self._buffers:
+            return True  # `self.bias[None, :n].to(device)`: buffers move with the module
         return bool(MODULE_NAME.search(last_name(receiver) or ""))
 
     def _built_by_torch(self, expr: cst.BaseExpression) -> bool:
@@ -335,6 +355,20 @@ def _compared_device_literal(test: cst.BaseExpression) -> str | None:
         if isinstance(target.operator, cst.Equal) and isinstance(target.comparator, cst.SimpleString):
             value = target.comparator.raw_value.split(":")[0]
             return value if value in ("cuda", "cpu") else None
+    return None
+
+
+def _self_attribute(expr: cst.BaseExpression) -> str | None:
+    """`bias` for `self.bias`, `self.bias[None, :n]`, `self.bias.view(...)`."""
+    while isinstance(expr, (cst.Subscript, cst.Call)):
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        else:
+            return None
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        return expr.attr.value
     return None
 
 

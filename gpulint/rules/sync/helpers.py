@@ -182,6 +182,18 @@ def iterates_tensors_of_model(expr: cst.BaseExpression) -> bool:
     return False
 
 
+def holds_training_loop(context, function: cst.FunctionDef) -> bool:
+    """Does `function` hold a training loop (a step loop, or a loop over a loader)? The project model's answer;
+    without it, True (the cautious answer for a rule that stays quiet outside training loops)."""
+    names = [n.name.value for n in context.ancestors if type(n) is cst.FunctionDef or type(n) is cst.ClassDef]
+    while names and names[-1] != function.name.value:
+        names.pop()
+    facts = context.facts.functions.get(".".join(names))
+    if facts is None:
+        return True
+    return bool(facts.step_loops) or facts.epoch
+
+
 def cpu_target(call: cst.Call) -> bool:
     """`.to("cpu")`, `.to(device="cpu")`, `.to(torch.device("cpu"))`."""
     target = call.args[0].value if call.args and call.args[0].keyword is None else None
