@@ -10,7 +10,7 @@ from gpulint.linter.context import HOST_METHODS
 from gpulint.linter.names import dotted_name, last_name, root_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
-from gpulint.rules.common import is_false, keyword_arg
+from gpulint.rules.common import is_false, is_true, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, iterates_tensors_of_model, known_false_positives
 
@@ -42,7 +42,8 @@ class BlockingCollectiveInStep(SyncRule):
     docs = RuleDocs(
         what_it_does="Flags collectives (`all_reduce`, `all_gather`, `broadcast`, ...) in the training step, ungated, "
         "whose result is read on the host later in the same step (`.item()`, `.tolist()`, `float()`, `.cpu()`, an "
-        "f-string; up to 12 statements on, following values computed from it, reads under a logging gate excepted), "
+        "f-string, `wandb.log` / `accelerator.log` of it or of a dict built from it, Lightning's "
+        "`self.log(..., prog_bar=True)`; up to 12 statements on, following values computed from it, reads under a logging gate excepted), "
         "or tested in an `if` / `while` / `assert`, that run once per tensor in a Python loop, and project helpers "
         "(`all_reduce_mean(loss_value)`, `reduce_tensor(loss).item()`, `reduce_dict(losses)`) and Accelerate's "
         "`accelerator.gather(loss)` / `accelerator.reduce(x)` called on host values (a number, or a dict of numbers "
@@ -85,6 +86,9 @@ class BlockingCollectiveInStep(SyncRule):
                          header="def all_reduce_mean(x):\n    return x")),
         Invalid(training_script("logs = {\"loss\": loss.item(), \"step\": step}\nlogs = all_reduce_dict(logs)",
                          header="def all_reduce_dict(d):\n    return d")),
+        Invalid(training_script("mean_loss = loss.detach()\ndist.broadcast(mean_loss, 0)\n"
+                                "logs = dict(loss=mean_loss, step=step)\nwandb.log(logs)",
+                                header="import torch.distributed as dist\nimport wandb")),
         Invalid(training_script("avg = accelerator.gather(loss.detach()).mean()\nprint(avg.item())",
                          header="class Accelerator:\n    def gather(self, t):\n        return t\n\n\n"
                          "accelerator = Accelerator()")),
@@ -242,6 +246,8 @@ class _HostReadFinder(SyntaxVisitor):
             read = func.value
         elif isinstance(func, cst.Name) and func.value in ("float", "int", "bool") and node.args:
             read = node.args[0].value
+        elif _logs_to_host(node):  # `wandb.log(logs)`, `self.log("loss", x, prog_bar=True)` read each tensor
+            read = cst.Tuple([cst.Element(arg.value) for arg in node.args])
         else:
             return True
         if _mentions_names(read, self.names):
@@ -289,6 +295,19 @@ class _HostReadFinder(SyntaxVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
+
+
+def _logs_to_host(call: cst.Call) -> bool:
+    """A logger call that converts its tensors to Python numbers: `wandb.log(...)`, `accelerator.log(...)`, and
+    Lightning's `self.log(..., prog_bar=True)` (the progress bar reads it every refresh)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in ("log", "log_dict"):
+        return False
+    owner = last_name(func.value)
+    if owner in ("wandb", "accelerator"):
+        return True
+    prog_bar = keyword_arg(call, "prog_bar")
+    return owner == "self" and prog_bar is not None and is_true(prog_bar.value)
 
 
 def _bool_of_names(test: cst.BaseExpression, names: set[str]) -> bool:

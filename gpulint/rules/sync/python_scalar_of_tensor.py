@@ -91,7 +91,7 @@ class PythonScalarOfTensor(SyncRule):
             arg = positional[index] if len(positional) > index else None
         if arg is not None and self._is_device_int(arg.value) and not self.in_per_tensor_loop():
             label = resolved if resolved.startswith("torch.") else f".{last_name(node.func)}"
-            self.report(arg.value, self.message_argument.format(func=label, name=name))
+            self.report(node, self.message_argument.format(func=label, name=name))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
