@@ -87,8 +87,9 @@ class BlockingCollectiveInStep(SyncRule):
         Invalid(training_script("logs = {\"loss\": loss.item(), \"step\": step}\nlogs = all_reduce_dict(logs)",
                          header="def all_reduce_dict(d):\n    return d")),
         Invalid(training_script("mean_loss = loss.detach()\ndist.broadcast(mean_loss, 0)\n"
-                                "logs = dict(loss=mean_loss, step=step)\nwandb.log(logs)",
-                                header="import torch.distributed as dist\nimport wandb")),
+                                "logs = dict(loss=mean_loss, step=step)\naccelerator.log(logs)",
+                                header="import torch.distributed as dist\n\n\nclass Accelerator:\n"
+                                "    def log(self, values, step=None):\n        pass\n\n\naccelerator = Accelerator()")),
         Invalid(training_script("avg = accelerator.gather(loss.detach()).mean()\nprint(avg.item())",
                          header="class Accelerator:\n    def gather(self, t):\n        return t\n\n\n"
                          "accelerator = Accelerator()")),

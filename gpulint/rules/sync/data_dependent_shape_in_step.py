@@ -52,7 +52,7 @@ class DataDependentShapeInStep(SyncRule):
         Invalid(training_script("sel = x.masked_select(x > 0)")),
         Invalid(training_script("low, high = torch.stack((y > 0, y < 3))\nkept = x[low]")),
         Invalid(training_script("scores = model(x)\nvisible = scores.sum(dim=0) > 0\nkept = scores[:, visible]")),
-        Invalid(training_script("logits = model(x)\nhits = logits > 0\nhits[hits.clone()] = logits.argmax(1) > 0")),
+        Invalid(training_script("logits = model(x)\nkeep = y >= 0\nkeep[keep.clone()] = logits.argmax(1) >= 0")),
         Invalid(training_script("logits = model(x)\nlogits[:, y > 0] *= 0")),
     )
 

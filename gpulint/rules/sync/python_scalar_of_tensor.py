@@ -58,14 +58,14 @@ class PythonScalarOfTensor(SyncRule):
         training_script("n = int(x.shape[0])"),
         training_script("if step % 10 == 0:\n    print(float(loss))"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
-        training_script("ends = (y > 0).sum(dim=0).tolist()\nfor i in range(4):\n    head = out[i, :ends[i]]"),
+        training_script("half = out.shape[1] // 2\nhead, tail = out[:, :half], out[:, half:]"),
         training_script("best, where = torch.topk(out, k=min(5, out.shape[1]))"),
     )
     invalid = (
         Invalid(training_script("loss_f = float(loss)")),
         Invalid(training_script("ok = math.isfinite(loss)", header="import math")),
         Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),
-        Invalid(training_script("ends = (y > 0).sum(dim=0)\nfor i in range(4):\n    head = out[i, :ends[i]]"), count=1),
+        Invalid(training_script("ends = (out > 0).sum(dim=1)\nfor i in range(out.shape[0]):\n    head = out[i, :ends[i]]")),
         Invalid(training_script("ks = torch.clamp(out.sum(1).int(), min=1)\n"
                                 "best, where = torch.topk(out[0], k=ks[0])")),
     )

@@ -39,7 +39,11 @@ class TensorConditionInStep(SyncRule):
         training_script("if any(g[\"lr\"] > 1 for g in optimizer.param_groups):\n    break"),
         training_script("count = (y > 0).sum().clamp(min=1)\nn = max(1, x.shape[0])"),
         training_script("if not model.training and loss > 100:\n    break"),
-        training_script("if use_cache or not torch.all(y == 0):\n    use_cache = True", header="use_cache = False"),
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    queue_full = False\n"
+         "    for x, y in loader:\n        y = y.to(device, non_blocking=True)\n"
+         "        loss = model(x.to(device, non_blocking=True)).sum()\n"
+         "        if queue_full or not torch.all(y == -1):\n            queue_full = True\n"
+         "        loss.backward()\n        optimizer.step()\n"),
     )
     invalid = (
         Invalid(training_script("if loss > 100:\n    break")),
