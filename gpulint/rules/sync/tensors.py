@@ -69,7 +69,7 @@ class Tensors:
 
     def __init__(self, context) -> None:
         self.context = context
-        self._bound: dict[tuple[int, str], bool | None] = {}  # None: bound to a part of an unknown value
+        self._bound: dict[tuple[int, str], bool | None] = {}  # None: bound to an unknown value, judged by name
         self._masks: set[tuple[int, str]] = set()
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
 
