@@ -17,6 +17,7 @@ from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 _NAMED_SLICE_BOUND = re.compile(r"\[[^\[\]\n]*:[ \t]*[A-Za-z_(]|[\w\])][ \t]*:[ \t]*[\],]")
 # Arguments that PyTorch converts to a Python int: `torch.topk(x, k)` / `x.topk(k)` (position in the function form).
 _INT_ARGUMENTS = {"topk": ("k", 1), "kthvalue": ("k", 1)}
+_CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(")
 
 
 class PythonScalarOfTensor(SyncRule):
@@ -27,11 +28,11 @@ class PythonScalarOfTensor(SyncRule):
         "a tensor used as a slice bound is converted to a Python int every step: a blocking device-to-host copy"
     )
     message_argument = "`{func}({name}=tensor)` converts the tensor to a Python int every step: a blocking device-to-host copy"
-    triggers = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(", ":")
+    triggers = _CALL_WORDS + (":",)  # a slice; a function is parsed only when a bound is not a number (below)
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return any(w in code for w in cls.triggers[:-1]) or _NAMED_SLICE_BOUND.search(code) is not None
+        return any(w in code for w in _CALL_WORDS) or _NAMED_SLICE_BOUND.search(code) is not None
 
     docs = RuleDocs(
         what_it_does="Flags `float(t)`, `int(t)`, `bool(t)` and `math.*(t)` (`math.isfinite(loss)`) on a tensor, "

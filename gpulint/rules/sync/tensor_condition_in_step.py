@@ -17,6 +17,7 @@ class TensorConditionInStep(SyncRule):
     message = "`{kind}` on a tensor value makes the host wait for the GPU to decide a Python branch, every step"
     message_compare = "`{func}()` compares a tensor on the host: a device-to-host sync every step"
     triggers = ("torch", "max(", "min(")
+    _latches: frozenset[str] = frozenset()  # names the `if` being checked sets to True (see `_short_circuits`)
     docs = RuleDocs(
         what_it_does="Flags `if`, `while`, `assert` and conditional expressions whose test is a tensor (`if loss > 10:`, "
         "`assert torch.isfinite(loss)`, `if mask.any():`) or `any()` / `all()` over tensors "
@@ -99,8 +100,6 @@ class TensorConditionInStep(SyncRule):
             return self.tensors.is_tensor(test.args[0].value.elt)
         return False
 
-    _latches: frozenset[str] = frozenset()
-
     def _short_circuits(self, test: cst.BooleanOperation) -> bool:
         """Is the right side skipped in training? `not self.training and ...` (eval only), and `flag or ...` where
         the `if` sets the flag: the tensor is read only until the flag latches
@@ -123,9 +122,12 @@ def _is_eval_test(test: cst.BaseExpression) -> bool:
 
 def _names_set_true(body: cst.BaseSuite) -> frozenset[str]:
     """Names the block's own statements set to `True` (`use_queue = True`)."""
+    if isinstance(body, cst.SimpleStatementSuite):  # `if flag or t.any(): flag = True`
+        smalls = list(body.body)
+    else:
+        smalls = [s for line in body.body if isinstance(line, cst.SimpleStatementLine) for s in line.body]
     names = set()
-    for statement in body.body:
-        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.Assign) and is_true(small.value):
-                names |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
+    for small in smalls:
+        if isinstance(small, cst.Assign) and is_true(small.value):
+            names |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
     return frozenset(names)
