@@ -36,10 +36,6 @@ class BlockingHostToDeviceCopy(SyncRule):
     )
     triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(")
     facts = ("DataLoader(",)  # the loaders whose batches the step copies, wherever in the file they are built
-
-    @classmethod
-    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return cls.has_words_in(code) or "DataLoader(" in code
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
@@ -54,8 +50,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "    x, y = x.to(device), y.to(device)\n    loss = F.cross_entropy(model(x), y)",
         use_instead="`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)`.",
         fix_safety="Unsafe: the fix adds `non_blocking=True` to `.to()` / `.cuda()` / `.type()`, and `pin_memory=True` "
-        "to this file's DataLoaders that do not set it (on a reported DataLoader, only the latter) (without pinned memory the flag changes nothing, and this rule "
-        "would report the fixed copy). Helpers get no fix (they may not take the argument), nor does a file whose "
+        "to this file's DataLoaders that do not set it (without pinned memory the flag changes nothing, and this rule "
+        "would report the fixed copy); on a reported DataLoader, only `pin_memory=True`. Helpers get no fix (they may not take the argument), nor does a file whose "
         "DataLoader sets `pin_memory=False`. Same values whenever the source tensor is not written again before the "
         "copy completes; a pinned host buffer that the code refills in place right after the call (a hand-written "
         "prefetcher reusing one buffer) could be overwritten while the copy is still in flight. Pinned batches take "
@@ -146,6 +142,10 @@ class BlockingHostToDeviceCopy(SyncRule):
             "        optimizer.step()\n",
         ),
     )
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return cls.has_words_in(code) or "DataLoader(" in code  # an unpinned loader is reported where it is built
 
     def __init__(self, context) -> None:
         super().__init__(context)
