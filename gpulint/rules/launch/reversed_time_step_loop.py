@@ -105,10 +105,10 @@ class ReversedTimeStepLoop(WhereItRuns):
         if any(self.context.is_host_value(base) for base in body.bases):
             return  # numpy arrays or Python lists: no kernels
         tensors = any(self.tensors.is_tensor(base) for base in body.bases)
-        if tensors or self._stacked_later(node, body.collected):
+        if tensors or self._stacked_later(body.collected):
             self._report_where_it_runs(node.iter)
 
-    def _stacked_later(self, loop: cst.For, collected: set[str]) -> bool:
+    def _stacked_later(self, collected: set[str]) -> bool:
         """Are the lists the loop appends to joined by `torch.stack` / `torch.cat` in the same function?"""
         function = self.context.enclosing_function()
         if not collected or function is None:
