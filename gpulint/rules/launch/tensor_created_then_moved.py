@@ -114,6 +114,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         training_script("buf = torch.ByteTensor(storage).to(\"cuda\")"),
         training_script("pos = torch.arange(64, device=x.device).type_as(loss)"),
         training_script("if len(state) == 0:\n    state[\"row\"] = torch.zeros(64).to(loss)"),
+        ("import torch\n\nclass Loss(torch.nn.Module):\n    def forward(self, x):\n        if self.eye is None:\n"
+         "            self.eye = torch.eye(x.shape[0]).to(x.device)\n        return (x * self.eye).sum()\n"),
         training_script("labels = torch.arange(8)\nlabels = batch_labels\nlabels = labels.to(device)"),
         training_script("window = torch.hann_window(400, device=x.device)"),
         training_script("scale = x.new_tensor(step_sizes)\nhalf = x.new_tensor(0.5)"),
@@ -156,6 +158,14 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                                 "counts[:2] = torch.randint(1, n_levels, (2,))\ncounts = counts.to(x.device)",
                                 header="n_levels = 8")),
         Invalid(training_script("strides = torch.zeros(1, out.shape[1]).fill_(8).type_as(x[0])")),
+        Invalid(
+            "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, features, mask=None):\n"
+            "        if mask is None:\n            mask = torch.eye(features.shape[0]).to(features.device)\n"
+            "        return (features @ features.T * mask).sum()\n",
+            fixed="import torch\n\nclass M(torch.nn.Module):\n    def forward(self, features, mask=None):\n"
+            "        if mask is None:\n            mask = torch.eye(features.shape[0], device=features.device)\n"
+            "        return (features @ features.T * mask).sum()\n",
+        ),
         Invalid(training_script("mean = x.new_tensor([0.485, 0.456, 0.406]).view(-1, 1, 1)\nx = x - mean")),
         Invalid(
             "import numpy as np\nimport torch\n\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
