@@ -41,7 +41,8 @@ class ReversedTimeStepLoop(WhereItRuns):
         "calls a model or any other function is not flagged: there the per-step launches are not the cost.",
         why_slow="Kernel launch count: each time step launches a few kernels on slices of a handful of elements "
         "(a subtraction, two multiplications, an addition, a copy), so a 512-token response costs about 2,000 "
-        "launches, each taking microseconds of CPU time for nanoseconds of GPU work. The GPU waits on the Python loop.",
+        "launches, each paying Python and launch overhead on the CPU for a kernel that touches a few elements. The GPU "
+        "waits on the Python loop.",
         example="lastgaelam = 0\nadvantages_reversed = []\nfor t in reversed(range(T)):\n"
         "    nextvalues = values[:, t + 1] if t < T - 1 else 0.0\n"
         "    delta = rewards[:, t] + gamma * nextvalues - values[:, t]\n"
