@@ -46,6 +46,7 @@ class FileState:
 
     def visit_Param(self, node: cst.Param) -> None:
         self.saw_param(node)
+        self.tensors.annotated(node)
 
     def saw_call(self, call: cst.Call) -> None:
         method = last_name(call.func)

@@ -59,6 +59,9 @@ _MASK_KEEPING_METHODS = frozenset(
 # builtins take no `dim`).
 _DIM_KEYWORDS = ("dim", "keepdim")
 _UNKNOWN_SOURCES = frozenset({cst.Subscript, cst.Attribute, cst.Call})
+# Annotations naming torch's tensor types (`torch.Tensor`, `Tensor`, `torch.LongTensor`), and sequences of them.
+_TENSOR_ANNOTATION = re.compile(r"(?<![\w.])(?:torch\.)?(?:[A-Z][a-z]+)?Tensor\b")
+_SEQUENCE_ANNOTATION = re.compile(r"^(?:typing\.)?(?:List|Sequence|Iterable|Tuple|list|tuple)\[")
 
 
 class Tensors:
@@ -72,6 +75,7 @@ class Tensors:
         self._bound: dict[tuple[int, str], bool | None] = {}  # None: bound to an unknown value, judged by name
         self._masks: set[tuple[int, str]] = set()
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
+        self._tensor_sequences: set[tuple[int, str]] = set()  # parameters annotated `List[torch.Tensor]`
 
     def _key(self, name: str) -> tuple[int, str]:
         return (id(self.context.enclosing_function()), name)
@@ -127,7 +131,35 @@ class Tensors:
         else:
             self._masks.discard(key)
 
+    def annotated(self, param: cst.Param) -> None:
+        """`ids: torch.Tensor`, `mask: Optional[Tensor]` bind a tensor; `samples: List[torch.LongTensor]` a sequence
+        of tensors (its elements are tensors)."""
+        if param.annotation is None:
+            return
+        text = self.context.module.code_for_node(param.annotation.annotation)
+        if not _TENSOR_ANNOTATION.search(text):
+            return
+        key = self._key(param.name.value)
+        if _SEQUENCE_ANNOTATION.match(text):
+            self._tensor_sequences.add(key)
+        else:
+            self._bound[key] = True
+
+    def _elements_are_tensors(self, iterable: cst.BaseExpression) -> bool:
+        """`for t in samples` with `samples: List[Tensor]`, or a tensor (iterating one yields its rows)."""
+        if isinstance(iterable, cst.Name) and self._key(iterable.value) in self._tensor_sequences:
+            return True
+        return self.is_tensor(iterable)
+
     def loop_target(self, node: cst.For) -> None:
+        # `for sample in samples` (a tensor, or a list of tensors); `zip(prompts, samples)` element by element.
+        if isinstance(node.target, cst.Name) and self._elements_are_tensors(node.iter):
+            self._bound[self._key(node.target.value)] = True
+        elif isinstance(node.target, cst.Tuple) and isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip":
+            if len(node.target.elements) == len(node.iter.args):
+                for element, arg in zip(node.target.elements, node.iter.args):
+                    if isinstance(element.value, cst.Name) and self._elements_are_tensors(arg.value):
+                        self._bound[self._key(element.value.value)] = True
         # `for p in model.parameters()` / `for name, p in model.named_parameters()`: p is a tensor.
         if not isinstance(node.iter, cst.Call):
             return
