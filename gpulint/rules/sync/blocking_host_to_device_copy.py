@@ -6,6 +6,7 @@ import re
 
 import libcst as cst
 
+from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
 from gpulint.linter.names import dotted_name, last_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.rules.common import is_false, keyword_arg
@@ -282,8 +283,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         name = dotted_name(target.func) if isinstance(target, cst.Call) else dotted_name(target)  # `dist_util.dev()`
         if name is None or "dtype" in name or re.search(r"accelerator|fabric", name):
             return False  # accelerate / Fabric move batches themselves; `x.to(accelerator.device)` is a no-op
-        if self._to_other_tensors_device(name):
-            return False
+        if not isinstance(target, cst.Call) and self._to_other_tensors_device(name):
+            return False  # `x.to(logits.device)`; a call (`idist.device()`) names the run's device, not a tensor's
         return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
 
     def _to_other_tensors_device(self, target: str) -> bool:
@@ -298,7 +299,16 @@ class BlockingHostToDeviceCopy(SyncRule):
         function = self.context.enclosing_function()
         if function is None:
             return False
-        return function.name.value == "forward" or not holds_training_loop(self.context, function)
+        if function.name.value == "forward":
+            return True
+        return not holds_training_loop(self.context, function) and not self._is_step_function(function)
+
+    def _is_step_function(self, function: cst.FunctionDef) -> bool:
+        """A training step the framework loops over (`def train_step(engine, batch)`): it copies the batch from the
+        host, though it holds no loop."""
+        if function.name.value in DEFAULT_HOT_FUNCTIONS and function.name.value not in ("forward", "__call__"):
+            return True
+        return ".backward(" in self.context.module.code_for_node(function.body)
 
     def _moves_device_value(self, receiver: cst.BaseExpression) -> bool:
         """Already on the device (or a gradient, or a registered buffer), a module, or a CPU tensor built in the step
