@@ -52,7 +52,8 @@ class PythonScalarOfTensor(SyncRule):
         false_positives=known_false_positives("Values gpulint cannot see are host values (a function's return value that is a Python float "
         "but named like `loss`): move the conversion or add `# noqa: GPL402`. `total += float(loss)` is reported by "
         "GPL2xx instead. Slice bounds are flagged only when gpulint takes them for tensors (an index or a count computed "
-        "by torch); a bound read by `.item()` or `.tolist()` first is a host value."),
+        "by torch); a bound read by `.item()` or `.tolist()` first is a host value. A conversion in the branch an "
+        "`isinstance(x, torch.Tensor)` test sends non-tensors to (`... else float(x)`) is not flagged."),
     )
     valid = (
         training_script("lr = float(optimizer.param_groups[0][\"lr\"])"),
@@ -61,6 +62,8 @@ class PythonScalarOfTensor(SyncRule):
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
         training_script("half = out.shape[1] // 2\nhead, tail = out[:, :half], out[:, half:]"),
         training_script("best, where = torch.topk(out, k=min(5, out.shape[1]))"),
+        training_script("grad_norm = optimizer.param_groups[0].get(\"grad_norm\", 0.0)\n"
+                        "norm = grad_norm.item() if isinstance(grad_norm, torch.Tensor) else float(grad_norm)"),
     )
     invalid = (
         Invalid(training_script("loss_f = float(loss)")),
@@ -110,6 +113,9 @@ class PythonScalarOfTensor(SyncRule):
             if not resolved.startswith("math."):
                 return
             label = resolved
-        if not self.tensors.is_tensor(node.args[0].value) or self.in_accumulator() or self.in_per_tensor_loop():
+        value = node.args[0].value
+        if not self.tensors.is_tensor(value) or self.in_accumulator() or self.in_per_tensor_loop():
+            return
+        if self.ruled_out_as_tensor(value):
             return
         self.report(node, self.message.format(func=label))
