@@ -132,9 +132,10 @@ class Tensors:
             self._masks.discard(key)
 
     def annotated(self, param: cst.Param) -> None:
-        """`ids: torch.Tensor`, `mask: Optional[Tensor]` bind a tensor; `samples: List[torch.LongTensor]` a sequence
-        of tensors (its elements are tensors)."""
-        if param.annotation is None:
+        """`ids: torch.Tensor` binds a tensor; `samples: List[torch.LongTensor]` a sequence of tensors (its elements are
+        tensors). A parameter that defaults to None (`input_pos: Optional[Tensor] = None`) is an optional input, often
+        given only on another path (generation's cache positions): left to its name."""
+        if param.annotation is None or (isinstance(param.default, cst.Name) and param.default.value == "None"):
             return
         text = self.context.module.code_for_node(param.annotation.annotation)
         if not _TENSOR_ANNOTATION.search(text):
