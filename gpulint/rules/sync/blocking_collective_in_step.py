@@ -24,6 +24,9 @@ _COLLECTIVES = frozenset(
 _WRAPPER_NAME = re.compile(
     r"all_?reduce|all_?gather|^reduce_(tensor|mean|sum|dict|value|loss|losses|scalar)|^sync_tensor", re.IGNORECASE
 )
+# Helpers that gather Python objects (`all_gather_list(sample_size)`): they pickle into a device buffer, gather and
+# unpickle on the host, whatever they are given.
+_PICKLING_WRAPPER = re.compile(r"gather_(list|object)|broadcast_object", re.IGNORECASE)
 # `accelerator.gather(loss)` / `fabric.all_reduce(x)`: Accelerate's and Fabric's collectives.
 _ACCELERATOR_COLLECTIVES = frozenset({"gather", "reduce", "all_reduce", "all_gather", "broadcast"})
 _ACCELERATOR = re.compile(r"accelerator|fabric", re.IGNORECASE)
@@ -47,7 +50,8 @@ class BlockingCollectiveInStep(SyncRule):
         "or tested in an `if` / `while` / `assert`, that run once per tensor in a Python loop, and project helpers "
         "(`all_reduce_mean(loss_value)`, `reduce_tensor(loss).item()`, `reduce_dict(losses)`) and Accelerate's "
         "`accelerator.gather(loss)` / `accelerator.reduce(x)` called on host values (a number, or a dict of numbers "
-        "such as `{\"loss\": loss.item()}`) or read on the host the same way.",
+        "such as `{\"loss\": loss.item()}`) or read on the host the same way, and helpers that gather Python objects "
+        "(`all_gather_list(sample_size)`, which pickle whatever they are given).",
         why_slow="The collective is queued behind the step's kernels and waits for every rank; reading its result on "
         "the host turns that into a host stall on the slowest rank, every step. Per-tensor collectives launch N small "
         "NCCL calls where one flattened (bucketed) call would do, each paying latency rather than bandwidth.",
@@ -86,6 +90,10 @@ class BlockingCollectiveInStep(SyncRule):
                          header="def all_reduce_mean(x):\n    return x")),
         Invalid(training_script("logs = {\"loss\": loss.item(), \"step\": step}\nlogs = all_reduce_dict(logs)",
                          header="def all_reduce_dict(d):\n    return d")),
+        Invalid(training_script("count = optimizer.param_groups[0].get(\"count\", 1)\n"
+                                "sizes = sum(all_gather_list(count, device))",
+                                header="def all_gather_list(data, device):\n"
+                                "    return torch.tensor([data], device=device).tolist()")),
         Invalid(training_script("mean_loss = loss.detach()\ndist.broadcast(mean_loss, 0)\n"
                                 "logs = dict(loss=mean_loss, step=step)\naccelerator.log(logs)",
                                 header="import torch.distributed as dist\n\n\nclass Accelerator:\n"
@@ -169,7 +177,7 @@ class BlockingCollectiveInStep(SyncRule):
             self.report(node, self.message_loop.format(name=name))
         elif self._read_in_chain():
             self.report(node, self.message.format(name=name))  # `reduce_tensor(loss).item()`
-        elif self.context.is_host_value(argument) or self._host_dict(argument):
+        elif self.context.is_host_value(argument) or self._host_dict(argument) or _PICKLING_WRAPPER.search(name):
             self.report(node, self.message_host.format(name=name))
         else:
             results: set[str] = set()
