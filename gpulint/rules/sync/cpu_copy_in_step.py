@@ -32,7 +32,8 @@ class CpuCopyInStep(SyncRule):
         fix_safety="No fix: where the host copy should move (epoch end, log interval) depends on how the result is used.",
         false_positives=known_false_positives("Code that must hand results to the host every step (a replay buffer, an environment "
         "simulator) pays the copy on purpose: add `# noqa: GPL403`. Functions named for experience collection "
-        "(`make_experience`, `collect_rollouts`) fill a host rollout store by design and are not flagged. Numpy/sklearn metrics on `.cpu().numpy()` are "
+        "(`make_experience`, `collect_rollouts`) fill a host rollout store by design: their whole-batch copies are not "
+        "flagged, their copies once per sample in a loop are. Numpy/sklearn metrics on `.cpu().numpy()` are "
         "reported by GPL2xx instead."),
     )
     valid = (
@@ -64,8 +65,8 @@ class CpuCopyInStep(SyncRule):
         if self.context.is_host_value(func.value) or self._feeds_numpy_metric() or self.in_per_tensor_loop():
             return
         function = self.context.enclosing_function()
-        if function is not None and name_parts(function.name.value) & _EXPERIENCE_PARTS:
-            return
+        if function is not None and name_parts(function.name.value) & _EXPERIENCE_PARTS and not self.context.innermost_loop():
+            return  # the rollout's batch copied once into the host store; one copy per sample in a loop still counts
         self.report(node, self.message.format(call=call))
 
     def _feeds_numpy_metric(self) -> bool:
