@@ -36,7 +36,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`non_blocking=True`: from pageable memory that copy is synchronous every step"
     )
     triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(")
-    facts = ("DataLoader(",)  # the loaders whose batches the step copies, wherever in the file they are built
+    # Read wherever they are in the file: the loaders whose batches the step copies, and a hand-over of the loaders
+    # to Accelerate or Fabric (the batches then arrive on the device).
+    facts = ("DataLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(")
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
