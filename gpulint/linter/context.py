@@ -102,7 +102,7 @@ class FileContext:
         self._stack.append(node)
         kind = type(node)
         if kind is cst.For:
-            self._bind(node.target, "host" if self.location_of(node.iter) == "host" else "unknown")
+            self._bind_loop_target(node.target, node.iter)
         elif kind is cst.FunctionDef:
             self._names.append(node.name.value)
             facts = self.facts.functions.get(".".join(self._names))
@@ -162,6 +162,36 @@ class FileContext:
         return None
 
     # ------------------------------------------------------------------ device provenance
+    def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        """`for x in xs`: x is on the host when xs is. `zip(a, b)` and `enumerate(a)` are host objects whatever they
+        wrap: their elements are where the wrapped values' elements are (`for i, t in enumerate(losses)`: i on the
+        host, t unknown)."""
+        parts = self._zipped(iterable)
+        if parts is None:
+            self._bind(target, "host" if self.location_of(iterable) == "host" else "unknown")
+            return
+        located: list[Location] = ["host" if p is None or self.location_of(p) == "host" else "unknown" for p in parts]
+        if type(target) in (cst.Tuple, cst.List) and len(target.elements) == len(parts):
+            for element, location in zip(target.elements, located):
+                self._bind(element.value, location)
+        else:
+            self._bind(target, "host" if set(located) == {"host"} else "unknown")
+
+    def _zipped(self, iterable: cst.BaseExpression) -> list[cst.BaseExpression | None] | None:
+        """What `zip(a, b)` (a, b) or `enumerate(a)` (the index, None, then a) yields element by element; None for
+        any other iterable."""
+        if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name:
+            return None
+        wrapper = iterable.func.value
+        args = iterable.args
+        if wrapper in self._scopes[-1] or any(a.keyword is not None or a.star for a in args) or not args:
+            return None
+        if wrapper == "zip":
+            return [a.value for a in args]
+        if wrapper == "enumerate" and len(args) == 1:
+            return [None, args[0].value]
+        return None
+
     def _bind(self, target: cst.BaseExpression, location: Location) -> None:
         if isinstance(target, cst.Name):
             self._scopes[-1][target.value] = location

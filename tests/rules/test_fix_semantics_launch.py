@@ -141,3 +141,16 @@ def test_cases_cover_every_fixable_rule_of_the_family():
     fixable = {r.code for r in rules_by_code().values() if r.fixable and r.code.startswith("GPL5")}
     assert fixable == set(FIXABLE)
     assert {case.values[0] for case in CASES} == fixable
+
+
+def test_gpl508_use_instead_computes_the_loop_s_advantages():
+    # GPL508 offers no fix, but its docs' vectorised form must compute what the reversed loop computes.
+    rule = rules_by_code()["GPL508"]
+    namespace: dict = {}
+    exec(rule.invalid[0].code, namespace)  # defines advantages(values, rewards, gamma, lam)
+    torch.manual_seed(0)
+    values, rewards = torch.randn(3, 17, dtype=torch.float64), torch.randn(3, 17, dtype=torch.float64)
+    looped = namespace["advantages"](values, rewards, 0.99, 0.95)
+    inputs = {"torch": torch, "values": values, "rewards": rewards, "gamma": 0.99, "lam": 0.95, "T": 17}
+    exec(rule.docs.use_instead, inputs)
+    torch.testing.assert_close(inputs["advantages"], looped)

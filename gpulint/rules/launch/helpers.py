@@ -23,22 +23,36 @@ STEP_CALLS = frozenset({"backward", "zero_grad", "step"})
 
 def one_time_branch(context: FileContext) -> bool:
     """Under `if x == N:` or `if x is None:` in the same function: a switch (`if step == warmup:`), a lazy build or
-    a first-step state init (`if len(state) == 0:`), not per step."""
+    a first-step state init (`if len(state) == 0:`), not per step. A parameter tested against None
+    (`if mask is None:` with `mask=None` in the signature) is the caller's choice, made again on every call."""
     chain = context.ancestors
+    function = context.enclosing_function()
+    params = _parameter_names(function) if function is not None else frozenset()
     for index in range(len(chain) - 2, -1, -1):
         node = chain[index]
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
-        if isinstance(node, cst.If) and chain[index + 1] is node.body and _tests_one_time(node.test):
+        if isinstance(node, cst.If) and chain[index + 1] is node.body and _tests_one_time(node.test, params):
             return True
     return False
 
 
-def _tests_one_time(test: cst.BaseExpression) -> bool:
-    """`x == N`, `x is None`, or one of them and-ed with other conditions (`n_iter == 0 and state_dict`)."""
+def _tests_one_time(test: cst.BaseExpression, params: frozenset[str]) -> bool:
+    """`x == N`, `x is None` (x not a parameter), or one of them and-ed with other conditions
+    (`n_iter == 0 and state_dict`)."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _tests_one_time(test.left) or _tests_one_time(test.right)
-    return isinstance(test, cst.Comparison) and any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in test.comparisons)
+        return _tests_one_time(test.left, params) or _tests_one_time(test.right, params)
+    if not isinstance(test, cst.Comparison):
+        return False
+    if isinstance(test.left, cst.Name) and test.left.value in params:
+        return any(isinstance(t.operator, cst.Equal) for t in test.comparisons)
+    return any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in test.comparisons)
+
+
+def _parameter_names(function: cst.FunctionDef) -> frozenset[str]:
+    params = function.params
+    every = (*params.posonly_params, *params.params, *params.kwonly_params)
+    return frozenset(p.name.value for p in every)
 
 
 def _singular(name: str) -> str:

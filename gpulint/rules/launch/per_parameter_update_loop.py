@@ -51,7 +51,8 @@ class PerParameterUpdateLoop(WhereItRuns):
     docs = RuleDocs(
         what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
         "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "
-        "`dict(model.named_parameters())` whose body updates each tensor: in-place arithmetic (`add_`, `mul_`, "
+        "`dict(model.named_parameters())` whose body updates each tensor, or its counterpart found by the "
+        "parameter's name (`ema[name].mul_(d)`, `self.shadow[name].lerp_(p, w)`): in-place arithmetic (`add_`, `mul_`, "
         "`lerp_`, `addcdiv_`, `copy_`, `p.grad.zero_()`, `torch.nan_to_num(g, out=g)`), `p.data = ...`, or per-parameter "
         "state stored in a dict. Only per-step shapes count: the loop reads gradients, blends one set of tensors into "
         "another (EMA), keeps per-parameter state, or sits in a function named like an update (`update`, `step`, "
@@ -87,6 +88,10 @@ class PerParameterUpdateLoop(WhereItRuns):
         training_script("for group in optimizer.param_groups:\n    group[\"lr\"] = group[\"lr\"] * 0.99"),
         ("import torch\n\ndef scale_module(module, scale):\n    for p in module.parameters():\n"
          "        p.detach().mul_(scale)\n    return module\n"),
+        ("import torch\n\nclass Shadow:\n    @torch.no_grad()\n    def update(self, model):\n"
+         "        names = [name for name, _ in model.named_parameters()]\n"
+         "        mine = [self.shadow[name] for name in names]\n"
+         "        torch._foreach_lerp_(mine, [p for _, p in model.named_parameters()], 1 - self.decay)\n"),
     )
     invalid = (
         Invalid(training_script("with torch.no_grad():\n"
@@ -100,6 +105,16 @@ class PerParameterUpdateLoop(WhereItRuns):
             "                ema_v.copy_(ema_v * decay + (1.0 - decay) * model_v)\n"
         ),
         Invalid(training_script("for p in model.parameters():\n    if p.grad is not None:\n        p.grad.zero_()")),
+        Invalid(
+            "import torch\n\nclass Shadow:\n    @torch.no_grad()\n    def update(self, model):\n"
+            "        for name, p in model.named_parameters():\n"
+            "            self.shadow[name].mul_(self.decay).add_(p, alpha=1 - self.decay)\n"
+        ),
+        Invalid(
+            "import torch\n\n@torch.no_grad()\ndef average_into(averaged, model, decay):\n"
+            "    current = dict(model.named_parameters())\n    target = dict(averaged.named_parameters())\n"
+            "    for name, p in current.items():\n        target[name].lerp_(p, 1 - decay)\n"
+        ),
     )
 
     def __init__(self, context: FileContext) -> None:

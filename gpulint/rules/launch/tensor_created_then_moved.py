@@ -19,7 +19,14 @@ if TYPE_CHECKING:
 
 # Factories whose values do not depend on the device (zeros on the CPU are zeros on the GPU).
 DETERMINISTIC_FACTORIES = frozenset(
-    {"zeros", "ones", "empty", "full", "arange", "eye", "linspace", "logspace", "tril_indices", "triu_indices"}
+    {"zeros", "ones", "empty", "full", "arange", "eye", "linspace", "logspace", "tril_indices", "triu_indices",
+     "hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"}
+)
+# torch functions whose result lives where their tensor argument does: `torch.exp(torch.arange(n))` is on the CPU.
+SAME_DEVICE_FUNCTIONS = frozenset(
+    {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "sqrt", "rsqrt", "pow", "sigmoid", "tanh", "abs",
+     "neg", "reciprocal", "floor", "ceil", "round", "outer", "polar", "sinc", "clamp", "cumsum", "cumprod", "tril",
+     "triu", "flip", "roll", "diag", "square"}
 )
 # Random factories draw from a different generator on each device: moving the creation changes the numbers.
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "normal"})
@@ -41,10 +48,16 @@ RESHAPES = frozenset(
 FILLS = frozenset({"random_", "uniform_", "normal_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_"})
 CREATION_WORDS = tuple(
     f"{name}(" for name in sorted(DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS)
-) + ("random.",)
+) + ("random.", "new_tensor(")
 NUMPY_RANDOM_MESSAGE = (
     "random numbers drawn with numpy on the CPU and copied to the device; draw them on the device with "
     "`torch.randn(..., device=...)` / `torch.rand(..., device=...)`"
+)
+# Factories whose first argument is a value, not a size: `torch.arange(0, n)`, `torch.randint(0, 10, (n,))`.
+_FIRST_ARGUMENT_NOT_A_SIZE = frozenset({"full", "arange", "linspace", "logspace", "randint"})
+CONSTANT_NEW_TENSOR_MESSAGE = (
+    "`new_tensor` of constant host data copies it to the device on every call; build it once (a registered buffer, "
+    "or a module-level tensor moved to the device once)"
 )
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
@@ -56,7 +69,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "the tensor is created on the CPU and then copied to the device; pass `device=` to the factory so it is "
         "created there"
     )
-    triggers = (".cuda(", ".to(", ".type_as(", "random.")
+    triggers = (".cuda(", ".to(", ".type_as(", "random.", "new_tensor(")
     # What is moved was made here by a torch factory (`torch.zeros(`, `torch.LongTensor(n).random_(`), or by numpy's
     # random module.
     requires = (CREATION_WORDS,)
@@ -64,7 +77,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
     docs = RuleDocs(
         what_it_does="Flags `torch.zeros(...).cuda()`, `torch.arange(n).view(-1, 1).to(device)`, "
         "`(torch.arange(n) + offset).cuda()`, `torch.LongTensor(n).random_(k).to(device)` and the like (factories "
-        "`zeros`, `ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`), and numpy random numbers wrapped in a "
+        "`zeros`, `ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`, the window functions such as "
+        "`hann_window`), what is computed from them on the CPU before the move (`torch.exp(torch.arange(n)).to(dev)`, "
+        "`counts = torch.ones(n) * k` then `counts.to(z.device)`, `torch.zeros(n).fill_(s).type_as(x[0])`), "
+        "`x.new_tensor([0.5, 0.25])` of constant host data, and numpy random numbers wrapped in a "
         "device tensor type (`Tensor(np.random.normal(...))` with `Tensor = torch.cuda.FloatTensor`). It counts code "
         "inside the training loop, in a `forward`, and in helpers that hold no training loop; the setup before a "
         "training loop is not flagged.",
@@ -73,12 +89,14 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "buffer is thrown away. With `device=` the GPU allocates it from its cache and fills it with one kernel, "
         "asynchronously.",
         example="mask = torch.ones(seq_len, seq_len).tril().cuda()\npos = torch.arange(t).to(x.device)",
-        use_instead="pos = torch.arange(t, device=x.device)",
+        use_instead="pos = torch.arange(t, device=x.device)\n"
+        "# constants: self.register_buffer(\"mean\", torch.tensor([0.485, 0.456, 0.406]).view(-1, 1, 1))",
         fix_safety="Safe for deterministic factories (`zeros`, `ones`, `full`, `arange`, `eye`, `linspace`, `empty`): "
         "the fix adds `device=` and removes the move, values are identical. Unsafe for random factories (`rand`, "
         "`randn`, `randint`, `randperm`): the numbers then come from the device's generator, not the CPU's, so a "
         "seeded run draws different values. No fix when the factory already names a device or the move also changes "
-        "the dtype.",
+        "the dtype, when the tensor is computed from the factory before the move, and for `new_tensor` of constants "
+        "(hoisting it needs a place to keep it).",
         false_positives="A helper called only at setup or every N steps from another module (gpulint cannot see the "
         "caller): add `# noqa: GPL504`. `.to(x)` with `x` named like a tensor is flagged without a fix; with `x` "
         "named like a dtype it is not flagged. Zero-element tensors and pinned staging buffers are skipped.",
@@ -96,7 +114,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         training_script("buf = torch.ByteTensor(storage).to(\"cuda\")"),
         training_script("pos = torch.arange(64, device=x.device).type_as(loss)"),
         training_script("if len(state) == 0:\n    state[\"row\"] = torch.zeros(64).to(loss)"),
+        ("import torch\n\nclass Loss(torch.nn.Module):\n    def forward(self, x):\n        if self.eye is None:\n"
+         "            self.eye = torch.eye(x.shape[0]).to(x.device)\n        return (x * self.eye).sum()\n"),
         training_script("labels = torch.arange(8)\nlabels = batch_labels\nlabels = labels.to(device)"),
+        training_script("window = torch.hann_window(400, device=x.device)"),
+        training_script("scale = x.new_tensor(step_sizes)\nhalf = x.new_tensor(0.5)"),
+        training_script("counts = torch.ones(4, device=device) * x.shape[0]\ncounts = counts.to(x.device)"),
     )
     invalid = (
         Invalid(
@@ -127,6 +150,24 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         Invalid(training_script("labels = torch.cat([torch.arange(8) for _ in range(2)])\n"
                                 "labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()\nlabels = labels.to(device)")),
         Invalid(
+            training_script("window = torch.hann_window(400).to(x.device)"),
+            fixed=training_script("window = torch.hann_window(400, device=x.device)"),
+        ),
+        Invalid(training_script("freqs = torch.exp(-0.5 * torch.arange(0, 16, 2)).to(device)")),
+        Invalid(training_script("counts = torch.ones((x.shape[0],)) * n_levels + 1\n"
+                                "counts[:2] = torch.randint(1, n_levels, (2,))\ncounts = counts.to(x.device)",
+                                header="n_levels = 8")),
+        Invalid(training_script("strides = torch.zeros(1, out.shape[1]).fill_(8).type_as(x[0])")),
+        Invalid(
+            "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, features, mask=None):\n"
+            "        if mask is None:\n            mask = torch.eye(features.shape[0]).to(features.device)\n"
+            "        return (features @ features.T * mask).sum()\n",
+            fixed="import torch\n\nclass M(torch.nn.Module):\n    def forward(self, features, mask=None):\n"
+            "        if mask is None:\n            mask = torch.eye(features.shape[0], device=features.device)\n"
+            "        return (features @ features.T * mask).sum()\n",
+        ),
+        Invalid(training_script("mean = x.new_tensor([0.485, 0.456, 0.406]).view(-1, 1, 1)\nx = x - mean")),
+        Invalid(
             "import numpy as np\nimport torch\n\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
             "for imgs, _ in dataloader:\n    z = Tensor(np.random.normal(0, 1, (imgs.shape[0], 100)))\n"
             "    loss = model(imgs, z)\n    loss.backward()\n    optimizer.step()\n"
@@ -146,6 +187,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         func = node.func
         if self._numpy_random_to_device(node):
             self._report_where_it_runs(node, NUMPY_RANDOM_MESSAGE)
+            return
+        if self._constant_new_tensor(node):
+            if not one_time_branch(self.context):
+                self._report_where_it_runs(node, CONSTANT_NEW_TENSOR_MESSAGE)
             return
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as"):
             return
@@ -190,7 +235,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 self._is_cpu_built(c.comparator, built) for c in expr.comparisons
             )
         if isinstance(expr, cst.BinaryOperation):
-            return self._is_cpu_built(expr.left, built) and self._is_cpu_built(expr.right, built)
+            # `torch.ones(n) * self.n_codebooks + 1`: a CPU tensor and anything not on the device stay on the CPU.
+            left, right = self._is_cpu_built(expr.left, built), self._is_cpu_built(expr.right, built)
+            if left and right:
+                return True
+            other = expr.right if left else expr.left
+            return (left or right) and self._not_a_device_tensor(other)
         if not isinstance(expr, cst.Call):
             return False
         if self._cpu_creation(expr) is not None:
@@ -205,6 +255,22 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             if isinstance(parts, (cst.List, cst.Tuple)) and parts.elements:
                 return all(self._is_cpu_built(e.value, built) for e in parts.elements)
         return False
+
+    def _not_a_device_tensor(self, expr: cst.BaseExpression) -> bool:
+        """A number or a Python value (`1`, `self.n_codebooks`, `scale`), not a tensor that may live on the device."""
+        location = self.context.location_of(expr)
+        if location != "unknown":
+            return location == "host"
+        return isinstance(expr, cst.Name) or (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name))
+
+    def _constant_new_tensor(self, call: cst.Call) -> bool:
+        """`x.new_tensor([0.485, 0.456, 0.406])`: numbers written in the code, copied to x's device on every call."""
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "new_tensor" and call.args):
+            return False
+        data = call.args[0].value
+        return isinstance(data, (cst.List, cst.Tuple)) and len(data.elements) > 1 and all(
+            _is_number(e.value) for e in data.elements if isinstance(e, cst.Element)
+        )
 
     def _numpy_random_to_device(self, call: cst.Call) -> bool:
         """`Tensor(np.random.normal(...))` with `Tensor` a device tensor type (`torch.cuda.FloatTensor`, or an alias
@@ -242,6 +308,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if not resolved.startswith("torch.") or resolved.count(".") != 1:
             return None
         kind = resolved.rsplit(".", 1)[-1]
+        if kind in SAME_DEVICE_FUNCTIONS and expr.args:
+            # `torch.exp(torch.arange(n) * -0.5)`: computed on the CPU from a CPU factory (no fix: the call stays).
+            created = self._cpu_creation(expr.args[0].value)
+            return (created[0], "") if created else None
         if kind in LEGACY_CONSTRUCTORS:
             return None  # `torch.ByteTensor(storage)` copies data; only a fill after it (above) makes it a factory
         if kind not in DETERMINISTIC_FACTORIES and kind not in RANDOM_FACTORIES:
@@ -251,7 +321,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         device = keyword_arg(expr, "device")
         if device is not None and self._device_verdict(device.value) is not None:
             return None  # already created on a device; the move is a cast (`.type_as(x)`) or a no-op
-        if expr.args and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0" and kind != "full":
+        if expr.args and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0" and (
+            kind not in _FIRST_ARGUMENT_NOT_A_SIZE
+        ):
             return None  # zero elements: nothing is copied
         return expr, kind
 
@@ -285,7 +357,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return True
         if method == "type_as":
             other = move.args[0].value if len(move.args) == 1 else None
-            return other if isinstance(other, (cst.Name, cst.Attribute)) else None
+            return other if isinstance(other, (cst.Name, cst.Attribute, cst.Subscript)) else None
         if not args:
             return None
         first = args[0]
@@ -319,3 +391,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if name_parts(name) & {"dtype", "type", "cpu", "precision"} or name in DTYPE_NAMES:
             return None
         return "device" if _DEVICE_WORD.search(name) else "tensor"
+
+
+def _is_number(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        expr = expr.expression
+    return isinstance(expr, (cst.Integer, cst.Float))

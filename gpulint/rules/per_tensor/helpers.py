@@ -209,9 +209,10 @@ class LoopScan:
 class _LoopBodyScanner(SyntaxVisitor):
     """Walks a loop body (or a comprehension's element) once. Nested functions and classes are not part of it."""
 
-    def __init__(self, loop_vars: set[str], context: FileContext) -> None:
+    def __init__(self, loop_vars: set[str], context: FileContext, keys: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self.tensors = set(loop_vars)  # names that hold a tensor of the loop (the loop variables and what derives)
+        self.keys = keys  # loop variables that name each tensor: `ema[name]` is a tensor too
         self.context = context
         function = context.enclosing_function()
         # In a function named like a per-step update (`update`, `apply_update_`, `ema_step`), copying each tensor
@@ -326,6 +327,8 @@ class _LoopBodyScanner(SyntaxVisitor):
                     return False
                 expr = expr.value
             elif isinstance(expr, cst.Subscript):
+                if self.keys and _indexed_by(expr, self.keys):
+                    return True  # `ema[name]`, `self.shadow[name]`
                 expr = expr.value
             elif isinstance(expr, cst.BinaryOperation):
                 return self._on_tensor(expr.left) or self._on_tensor(expr.right)
@@ -409,6 +412,14 @@ class _LoopBodyScanner(SyntaxVisitor):
         return False
 
 
+def _indexed_by(node: cst.Subscript, keys: frozenset[str]) -> bool:
+    """`x[name]` with `name` one of `keys`."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return False
+    index = node.slice[0].slice.value
+    return isinstance(index, cst.Name) and index.value in keys
+
+
 def _chain_has_attribute(expr: cst.BaseExpression, attribute: str) -> bool:
     """Does the chain `p.grad.detach()` / `p.grad.data` access `.attribute` somewhere?"""
     while True:
@@ -437,8 +448,12 @@ def _is_plain_copy_source(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, (cst.Name, cst.Attribute))
 
 
-def scan_tensor_loop(loop_vars: set[str], body: cst.CSTNode, context: FileContext) -> LoopScan:
-    scanner = _LoopBodyScanner(loop_vars, context)
+def scan_tensor_loop(
+    loop_vars: set[str], body: cst.CSTNode, context: FileContext, keys: frozenset[str] = frozenset()
+) -> LoopScan:
+    """`keys`: loop variables naming each tensor (`name` of `named_parameters()`): what they index in the body
+    (`ema[name]`, `self.shadow[name]`) is that tensor's counterpart, a tensor too."""
+    scanner = _LoopBodyScanner(loop_vars, context, keys)
     scanner.walk(body)
     return scanner.scan
 
@@ -458,7 +473,9 @@ def scan_model_tensor_for(
     names bound to dicts of model tensors in the function (`par = dict(model.named_parameters())`): a loop over their
     keys indexes them (`par[k].mul_(d)`)."""
     if is_model_tensor_iterable(node.iter):
-        return scan_tensor_loop(tensor_targets(node.target, node.iter), node.body, context)
+        tensors = tensor_targets(node.target, node.iter)
+        keys = frozenset(target_names(node.target) - tensors)
+        return scan_tensor_loop(tensors | tensor_dicts, node.body, context, keys)
     iterated = node.iter.func.value if isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) else node.iter
     if tensor_dicts and isinstance(iterated, cst.Name) and iterated.value in tensor_dicts:
         return scan_tensor_loop(target_names(node.target) | tensor_dicts, node.body, context)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpulint.linter.names import dotted_name, last_name
+from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
@@ -15,6 +15,12 @@ _BLOCKING_DIST = frozenset(
         "scatter_object_list",
     }
 )
+
+
+# Function-name parts of moving weights or optimizer state between processes or memories (`_broadcast_to_vllm`,
+# `sync_weights`, `offload_states`): a barrier there completes the transfer and is required.
+_WEIGHT_TRANSFER_PARTS = frozenset({"weight", "weights", "broadcast", "offload", "reload", "vllm"})
+_BARRIERS = frozenset({"barrier", "monitored_barrier", "wait_for_everyone"})
 
 
 class BarrierOrObjectCollectiveInStep(SyncRule):
@@ -35,10 +41,15 @@ class BarrierOrObjectCollectiveInStep(SyncRule):
         "tensors with tensor collectives instead of Python objects.",
         fix_safety="No fix: whether ranks must agree every step is a property of the algorithm.",
         false_positives=known_false_positives("Code that must agree on a Python object every step (a dynamic schedule): gate it or add "
-        "`# noqa: GPL421`."),
+        "`# noqa: GPL421`. A barrier in a function that moves weights or optimizer state (`_broadcast_to_vllm`, "
+        "`sync_weights`, `offload_states`) is not flagged: it completes the transfer."),
     )
     valid = (
         training_script("if step % 1000 == 0:\n    dist.barrier()", header="import torch.distributed as dist"),
+        ("import torch\nimport torch.distributed as dist\n\n\ndef broadcast_weights(model, engines):\n"
+         "    for name, p in model.named_parameters():\n        dist.broadcast(p.data, 0)\n    dist.barrier()\n\n\n"
+         "def train(model, loader, optimizer, engines):\n    for x in loader:\n        model(x).sum().backward()\n"
+         "        optimizer.step()\n        broadcast_weights(model, engines)\n"),
         ("import torch\nimport torch.distributed as dist\n\n\ndef train(model, loader, optimizer, device):\n"
         "    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
         "    dist.barrier()\n"),
@@ -52,6 +63,8 @@ class BarrierOrObjectCollectiveInStep(SyncRule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         method = last_name(func)
+        if method in _BARRIERS and self._in_weight_transfer():
+            return
         if method == "wait_for_everyone" and isinstance(func, cst.Attribute):
             self.report(node, self.message.format(name="accelerator.wait_for_everyone"))
             return
@@ -60,3 +73,7 @@ class BarrierOrObjectCollectiveInStep(SyncRule):
         resolved = self.context.resolve(func) or ""
         if resolved.startswith("torch.distributed.") or (dotted_name(func) or "").startswith("dist."):
             self.report(node, self.message.format(name=resolved or method))
+
+    def _in_weight_transfer(self) -> bool:
+        function = self.context.enclosing_function()
+        return function is not None and bool(name_parts(function.name.value) & _WEIGHT_TRANSFER_PARTS)

@@ -10,7 +10,7 @@ from gpulint.linter.context import HOST_METHODS
 from gpulint.linter.names import dotted_name, last_name, root_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
-from gpulint.rules.common import is_false, keyword_arg
+from gpulint.rules.common import is_false, is_true, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, iterates_tensors_of_model, known_false_positives
 
@@ -24,6 +24,9 @@ _COLLECTIVES = frozenset(
 _WRAPPER_NAME = re.compile(
     r"all_?reduce|all_?gather|^reduce_(tensor|mean|sum|dict|value|loss|losses|scalar)|^sync_tensor", re.IGNORECASE
 )
+# Helpers that gather Python objects (`all_gather_list(sample_size)`): they pickle into a device buffer, gather and
+# unpickle on the host, whatever they are given.
+_PICKLING_WRAPPER = re.compile(r"gather_(list|object)|broadcast_object", re.IGNORECASE)
 # `accelerator.gather(loss)` / `fabric.all_reduce(x)`: Accelerate's and Fabric's collectives.
 _ACCELERATOR_COLLECTIVES = frozenset({"gather", "reduce", "all_reduce", "all_gather", "broadcast"})
 _ACCELERATOR = re.compile(r"accelerator|fabric", re.IGNORECASE)
@@ -42,11 +45,13 @@ class BlockingCollectiveInStep(SyncRule):
     docs = RuleDocs(
         what_it_does="Flags collectives (`all_reduce`, `all_gather`, `broadcast`, ...) in the training step, ungated, "
         "whose result is read on the host later in the same step (`.item()`, `.tolist()`, `float()`, `.cpu()`, an "
-        "f-string; up to 12 statements on, following values computed from it, reads under a logging gate excepted), "
+        "f-string, `wandb.log` / `accelerator.log` of it or of a dict built from it, Lightning's "
+        "`self.log(..., prog_bar=True)`; up to 12 statements on, following values computed from it, reads under a logging gate excepted), "
         "or tested in an `if` / `while` / `assert`, that run once per tensor in a Python loop, and project helpers "
         "(`all_reduce_mean(loss_value)`, `reduce_tensor(loss).item()`, `reduce_dict(losses)`) and Accelerate's "
         "`accelerator.gather(loss)` / `accelerator.reduce(x)` called on host values (a number, or a dict of numbers "
-        "such as `{\"loss\": loss.item()}`) or read on the host the same way.",
+        "such as `{\"loss\": loss.item()}`) or read on the host the same way, and helpers that gather Python objects "
+        "(`all_gather_list(sample_size)`, which pickle whatever they are given).",
         why_slow="The collective is queued behind the step's kernels and waits for every rank; reading its result on "
         "the host turns that into a host stall on the slowest rank, every step. Per-tensor collectives launch N small "
         "NCCL calls where one flattened (bucketed) call would do, each paying latency rather than bandwidth.",
@@ -85,6 +90,14 @@ class BlockingCollectiveInStep(SyncRule):
                          header="def all_reduce_mean(x):\n    return x")),
         Invalid(training_script("logs = {\"loss\": loss.item(), \"step\": step}\nlogs = all_reduce_dict(logs)",
                          header="def all_reduce_dict(d):\n    return d")),
+        Invalid(training_script("count = optimizer.param_groups[0].get(\"count\", 1)\n"
+                                "sizes = sum(all_gather_list(count, device))",
+                                header="def all_gather_list(data, device):\n"
+                                "    return torch.tensor([data], device=device).tolist()")),
+        Invalid(training_script("mean_loss = loss.detach()\ndist.broadcast(mean_loss, 0)\n"
+                                "logs = dict(loss=mean_loss, step=step)\naccelerator.log(logs)",
+                                header="import torch.distributed as dist\n\n\nclass Accelerator:\n"
+                                "    def log(self, values, step=None):\n        pass\n\n\naccelerator = Accelerator()")),
         Invalid(training_script("avg = accelerator.gather(loss.detach()).mean()\nprint(avg.item())",
                          header="class Accelerator:\n    def gather(self, t):\n        return t\n\n\n"
                          "accelerator = Accelerator()")),
@@ -164,7 +177,7 @@ class BlockingCollectiveInStep(SyncRule):
             self.report(node, self.message_loop.format(name=name))
         elif self._read_in_chain():
             self.report(node, self.message.format(name=name))  # `reduce_tensor(loss).item()`
-        elif self.context.is_host_value(argument) or self._host_dict(argument):
+        elif self.context.is_host_value(argument) or self._host_dict(argument) or _PICKLING_WRAPPER.search(name):
             self.report(node, self.message_host.format(name=name))
         else:
             results: set[str] = set()
@@ -242,6 +255,8 @@ class _HostReadFinder(SyntaxVisitor):
             read = func.value
         elif isinstance(func, cst.Name) and func.value in ("float", "int", "bool") and node.args:
             read = node.args[0].value
+        elif _logs_to_host(node):  # `wandb.log(logs)`, `self.log("loss", x, prog_bar=True)` read each tensor
+            read = cst.Tuple([cst.Element(arg.value) for arg in node.args])
         else:
             return True
         if _mentions_names(read, self.names):
@@ -289,6 +304,19 @@ class _HostReadFinder(SyntaxVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
+
+
+def _logs_to_host(call: cst.Call) -> bool:
+    """A logger call that converts its tensors to Python numbers: `wandb.log(...)`, `accelerator.log(...)`, and
+    Lightning's `self.log(..., prog_bar=True)` (the progress bar reads it every refresh)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in ("log", "log_dict"):
+        return False
+    owner = last_name(func.value)
+    if owner in ("wandb", "accelerator"):
+        return True
+    prog_bar = keyword_arg(call, "prog_bar")
+    return owner == "self" and prog_bar is not None and is_true(prog_bar.value)
 
 
 def _bool_of_names(test: cst.BaseExpression, names: set[str]) -> bool:

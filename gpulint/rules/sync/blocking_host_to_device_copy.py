@@ -6,11 +6,18 @@ import re
 
 import libcst as cst
 
+from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
 from gpulint.linter.names import dotted_name, last_name, target_names
-from gpulint.linter.rule import Invalid, Replace, RuleDocs
+from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
+from gpulint.rules.sync.helpers import (
+    SyncRule,
+    cpu_target,
+    holds_training_loop,
+    in_error_path_or_first_step,
+    known_false_positives,
+)
 from gpulint.rules.sync.tensors import MODULE_NAME
 
 _DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
@@ -25,16 +32,20 @@ class BlockingHostToDeviceCopy(SyncRule):
     name = "blocking-host-to-device-copy"
     message = "`{call}` of a batch without `non_blocking=True` is a synchronous copy: the host waits for the GPU queue"
     message_unpinned = (
-        "`non_blocking=True` has no effect here: this file's DataLoader does not set `pin_memory=True`, so the copy "
-        "from pageable memory is synchronous"
+        "this DataLoader does not set `pin_memory=True`, and the training step copies its batches to the device with "
+        "`non_blocking=True`: from pageable memory that copy is synchronous every step"
     )
     triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(")
+    # Read wherever they are in the file: the loaders whose batches the step copies, and a hand-over of the loaders
+    # to Accelerate or Fabric (the batches then arrive on the device).
+    facts = ("DataLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(")
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
         "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
-        "as `move_to_device(batch, device)`) without `non_blocking=True`, and `non_blocking=True` copies in a file "
-        "whose DataLoader does not pin memory.",
+        "as `move_to_device(batch, device)`) without `non_blocking=True`; and a DataLoader that does not set "
+        "`pin_memory` in a file whose training step copies batches with `non_blocking=True` (the finding is on the "
+        "DataLoader: that is where the fix goes, and one loader feeds every copy of the step).",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
         "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
@@ -43,15 +54,16 @@ class BlockingHostToDeviceCopy(SyncRule):
         use_instead="`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)`.",
         fix_safety="Unsafe: the fix adds `non_blocking=True` to `.to()` / `.cuda()` / `.type()`, and `pin_memory=True` "
         "to this file's DataLoaders that do not set it (without pinned memory the flag changes nothing, and this rule "
-        "would report the fixed copy). Helpers get no fix (they may not take the argument), nor does a file whose "
+        "would report the fixed copy); on a reported DataLoader, only `pin_memory=True`. Helpers get no fix (they may not take the argument), nor does a file whose "
         "DataLoader sets `pin_memory=False`. Same values whenever the source tensor is not written again before the "
         "copy completes; a pinned host buffer that the code refills in place right after the call (a hand-written "
         "prefetcher reusing one buffer) could be overwritten while the copy is still in flight. Pinned batches take "
         "page-locked host memory, a little per worker.",
         false_positives=known_false_positives("Copies in a branch gpulint cannot tell is CPU-only (a `device` variable that is the CPU). "
-        "`.to(dtype)`, `.to(other_tensor)`, `.to(other_tensor.device)` in a module's `forward` (a move between "
-        "devices of a split model, such as `labels.to(logits.device)`: the batch's copy from the host happens in the "
-        "step) and moves of tensors already on the device are not flagged, nor are files "
+        "`.to(dtype)`, `.to(other_tensor)`, `.to(other_tensor.device)` or `.to(self.head.weight.device)` in a module's "
+        "`forward` or any function without a training loop (a move between devices of a split model, such as "
+        "`labels.to(logits.device)`: the batch's copy from the host happens in the loop) and moves of tensors "
+        "already on the device (registered buffers included) are not flagged, nor are files "
         "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device)."),
     )
     valid = (
@@ -97,7 +109,11 @@ class BlockingHostToDeviceCopy(SyncRule):
             "        x = x.to(device, non_blocking=True)\n        y = y.to(device, non_blocking=True)\n"
             "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        loss.backward()\n"
             "        optimizer.step()\n        optimizer.zero_grad()\n",
-            count=2,
+            fixed="import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+            "    loader = DataLoader(dataset, batch_size=4, shuffle=True, pin_memory=True)\n    for x, y in loader:\n"
+            "        x = x.to(device, non_blocking=True)\n        y = y.to(device, non_blocking=True)\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        loss.backward()\n"
+            "        optimizer.step()\n        optimizer.zero_grad()\n",
         ),
         Invalid(
             "import torch\n\nTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor\n\n\n"
@@ -130,16 +146,28 @@ class BlockingHostToDeviceCopy(SyncRule):
         ),
     )
 
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return cls.has_words_in(code) or "DataLoader(" in code  # an unpinned loader is reported where it is built
+
     def __init__(self, context) -> None:
         super().__init__(context)
         self._pinned_loader = False
-        self._unpinned_loader = False
         self._loaders_to_pin: list[cst.Call] = []  # DataLoaders that do not say `pin_memory`
+        # DataLoaders that do not pin memory (no `pin_memory`, or `pin_memory=False`), with their ancestors
+        self._unpinned_loaders: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._unpinned_on_purpose = False  # a DataLoader says `pin_memory=False`
         self._prepared = False  # accelerate / Fabric place the batches on the device themselves
         self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
+        self._buffers: set[str] = set()  # `self.register_buffer("bias", ...)`: attributes that move with the module
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        if last_name(original_node.func) in ("register_buffer", "register_parameter") and original_node.args:
+            name = original_node.args[0].value
+            if isinstance(name, cst.SimpleString):
+                self._buffers.add(name.raw_value)
 
     def leave_Assign(self, node: cst.Assign) -> None:
         # `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` (the classic GAN scripts' idiom)
@@ -169,10 +197,11 @@ class BlockingHostToDeviceCopy(SyncRule):
             if any(arg.star == "**" for arg in node.args):
                 self._pinned_loader = True  # `**kwargs` may set pin_memory: do not claim it is unpinned
             elif pin is None:
-                self._unpinned_loader = True
                 self._loaders_to_pin.append(node)
+                self._unpinned_loaders.append((node, self.context.ancestors_snapshot()))
             elif is_false(pin.value):
-                self._unpinned_loader = self._unpinned_on_purpose = True
+                self._unpinned_on_purpose = True
+                self._unpinned_loaders.append((node, self.context.ancestors_snapshot()))
             else:
                 self._pinned_loader = True
             return
@@ -207,9 +236,14 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         for call, text, ancestors in self._blocking:
             self.report_at(call, self.message.format(call=text), ancestors, fix=self._fix(call), unsafe_fix=True)
-        if self._unpinned_loader and not self._pinned_loader:
-            for call, ancestors in self._nonblocking:
-                self.report_at(call, self.message_unpinned, ancestors)
+        if self._nonblocking and not self._pinned_loader:
+            # Built once, at setup: the loader is real wherever the training program builds it ("training"); the
+            # copies that make it slow are in the step, in this file.
+            for loader, ancestors in self._unpinned_loaders:
+                pinned = self._pinned(loader) if loader in self._loaders_to_pin else None
+                fix = (pinned,) if pinned is not None else ()
+                if not in_error_path_or_first_step(ancestors):
+                    self.context.add_report(Report(self, loader, self.message_unpinned, "training", ancestors, fix, True))
 
     def _fix(self, call: cst.Call) -> list[Replace]:
         """`non_blocking=True` on the copy, and `pin_memory=True` on this file's loaders that do not set it: from
@@ -251,25 +285,40 @@ class BlockingHostToDeviceCopy(SyncRule):
         name = dotted_name(target.func) if isinstance(target, cst.Call) else dotted_name(target)  # `dist_util.dev()`
         if name is None or "dtype" in name or re.search(r"accelerator|fabric", name):
             return False  # accelerate / Fabric move batches themselves; `x.to(accelerator.device)` is a no-op
-        if self._to_other_tensors_device(name):
-            return False
+        if not isinstance(target, cst.Call) and self._to_other_tensors_device(name):
+            return False  # `x.to(logits.device)`; a call (`idist.device()`) names the run's device, not a tensor's
         return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
 
     def _to_other_tensors_device(self, target: str) -> bool:
-        """`labels.to(logits.device)` in a module's forward: a move between the devices of a split model (a no-op
-        on one device), not the copy of a batch from the host, which the training step makes."""
+        """`labels.to(logits.device)`, `hidden.to(self.lm_head.weight.device)` in model code (a `forward`, or any
+        function that holds no training loop): a move between the devices of a split model (a no-op on one device),
+        not the copy of a batch from the host, which the training loop makes."""
         owner, _, attribute = target.rpartition(".")
+        if attribute != "device" or owner in ("self", "cls", "args", ""):
+            return False
+        if owner.rsplit(".", 1)[-1] not in ("weight", "bias") and ("." in owner or MODULE_NAME.search(owner)):
+            return False
         function = self.context.enclosing_function()
-        return (
-            attribute == "device" and "." not in owner and owner not in ("self", "cls", "args", "")
-            and not MODULE_NAME.search(owner) and function is not None and function.name.value == "forward"
-        )
+        if function is None:
+            return False
+        if function.name.value == "forward":
+            return True
+        return not holds_training_loop(self.context, function) and not self._is_step_function(function)
+
+    def _is_step_function(self, function: cst.FunctionDef) -> bool:
+        """A training step the framework loops over (`def train_step(engine, batch)`): it copies the batch from the
+        host, though it holds no loop."""
+        if function.name.value in DEFAULT_HOT_FUNCTIONS and function.name.value not in ("forward", "__call__"):
+            return True
+        return ".backward(" in self.context.module.code_for_node(function.body)
 
     def _moves_device_value(self, receiver: cst.BaseExpression) -> bool:
-        """Already on the device (or a gradient), a module, or a CPU tensor built in the step (GPL5xx's `device=`
-        finding)."""
+        """Already on the device (or a gradient, or a registered buffer), a module, or a CPU tensor built in the step
+        (GPL5xx's `device=` finding)."""
         if self.context.location_of(receiver) == "device" or _mentions_grad(receiver) or self._built_by_torch(receiver):
             return True
+        if self._buffers and _self_attribute(receiver) in self._buffers:
+            return True  # `self.bias[None, :n].to(device)`: buffers move with the module
         return bool(MODULE_NAME.search(last_name(receiver) or ""))
 
     def _built_by_torch(self, expr: cst.BaseExpression) -> bool:
@@ -318,6 +367,20 @@ def _compared_device_literal(test: cst.BaseExpression) -> str | None:
         if isinstance(target.operator, cst.Equal) and isinstance(target.comparator, cst.SimpleString):
             value = target.comparator.raw_value.split(":")[0]
             return value if value in ("cuda", "cpu") else None
+    return None
+
+
+def _self_attribute(expr: cst.BaseExpression) -> str | None:
+    """`bias` for `self.bias`, `self.bias[None, :n]`, `self.bias.view(...)`."""
+    while isinstance(expr, (cst.Subscript, cst.Call)):
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        else:
+            return None
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        return expr.attr.value
     return None
 
 

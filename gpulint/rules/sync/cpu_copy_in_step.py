@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpulint.linter.names import name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
+
+
+# Function-name parts of experience collection in RL (`make_experience`, `collect_rollouts`): the rollout is copied
+# to a host buffer by design, once per rollout, and the copy is the point.
+_EXPERIENCE_PARTS = frozenset({"experience", "experiences", "rollout", "rollouts"})
 
 
 class CpuCopyInStep(SyncRule):
@@ -25,12 +31,17 @@ class CpuCopyInStep(SyncRule):
         "and move them once at the end of the epoch or at a logging interval.",
         fix_safety="No fix: where the host copy should move (epoch end, log interval) depends on how the result is used.",
         false_positives=known_false_positives("Code that must hand results to the host every step (a replay buffer, an environment "
-        "simulator) pays the copy on purpose: add `# noqa: GPL403`. Numpy/sklearn metrics on `.cpu().numpy()` are "
+        "simulator) pays the copy on purpose: add `# noqa: GPL403`. Functions named for experience collection "
+        "(`make_experience`, `collect_rollouts`) fill a host rollout store by design: their whole-batch copies are not "
+        "flagged, their copies once per sample in a loop are. Numpy/sklearn metrics on `.cpu().numpy()` are "
         "reported by GPL2xx instead."),
     )
     valid = (
         training_script("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
         training_script("snapshot = torch.tensor([1.0, 2.0]).cpu()"),
+        ("import torch\n\n\nclass Trainer:\n    def make_experience(self, prompts):\n"
+         "        samples = self.model.generate(prompts)\n        logprobs = self.model(samples).log_softmax(-1)\n"
+         "        self.store.push(samples.cpu(), logprobs.cpu())\n"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for step, (x, y) in enumerate(loader):\n"
         "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
         "    torch.save(model.cpu().state_dict(), \"model.pt\")\n"),
@@ -53,6 +64,9 @@ class CpuCopyInStep(SyncRule):
             return
         if self.context.is_host_value(func.value) or self._feeds_numpy_metric() or self.in_per_tensor_loop():
             return
+        function = self.context.enclosing_function()
+        if function is not None and name_parts(function.name.value) & _EXPERIENCE_PARTS and not self.context.innermost_loop():
+            return  # the rollout's batch copied once into the host store; one copy per sample in a loop still counts
         self.report(node, self.message.format(call=call))
 
     def _feeds_numpy_metric(self) -> bool:

@@ -19,8 +19,10 @@ class DataDependentShapeInStep(SyncRule):
     docs = RuleDocs(
         what_it_does="Flags operations whose output shape depends on tensor data: `nonzero`, `argwhere`, single-argument "
         "`torch.where`, `masked_select`, `unique`, `repeat_interleave` with tensor repeats and no `output_size`, and "
-        "boolean-mask indexing `x[mask]` (masks are followed through `torch.stack` / `torch.cat`, `.T` and tuple "
-        "unpacking), in code that runs every step, ungated.",
+        "boolean-mask indexing in any position (`x[mask]`, `x[:, mask]`; masks are comparisons, `.bool()`, names bound "
+        "to them, parameters named like masks, followed through `clone`, `view`, `torch.stack` / `torch.cat`, `.T` and "
+        "tuple unpacking), and stores through a mask that go through `nonzero` (`x[m] = y[m]`, `x[rows, m] = 1`, "
+        "`x[:, m] *= 0`), in code that runs every step, ungated.",
         why_slow="To allocate the result PyTorch must know how many elements it has, so it copies a count from the "
         "device and waits for it: a hidden device-to-host sync that also breaks CUDA graphs and `torch.compile` "
         "(graph break).",
@@ -30,7 +32,8 @@ class DataDependentShapeInStep(SyncRule):
         "`torch.where(mask, a, b)`, `masked_fill`, or pass `output_size=` to `repeat_interleave`.",
         fix_safety="No fix: static-shape rewrites (masking, `ignore_index`, `output_size=`) need knowledge of the data.",
         false_positives=known_false_positives("Masks gpulint takes for booleans that are integer index tensors (`x[mask_idx]` with long "
-        "indices does not sync): add `# noqa: GPL406`. Assignments `x[mask] = 0` are not flagged."),
+        "indices does not sync): add `# noqa: GPL406`. Stores of a host scalar through one mask (`x[mask] = 0`, "
+        "`x[:, mask] = 0.0`) are not flagged: PyTorch runs them as `masked_fill_`."),
     )
     valid = (
         training_script("logits = model(x)\n"
@@ -39,6 +42,7 @@ class DataDependentShapeInStep(SyncRule):
         training_script("mask = y > 0\nx[mask] = 0.0"),
         training_script("if step % 100 == 0:\n    n_pos = (y > 0).nonzero().shape[0]"),
         training_script("index = torch.zeros_like(y > 0, dtype=torch.long)\nfirst_rows = x[index]"),
+        training_script("scores = model(x)\nscores[:, y < 0] = 0.0"),
     )
     invalid = (
         Invalid(training_script("idx = (y > 0).nonzero()")),
@@ -47,6 +51,9 @@ class DataDependentShapeInStep(SyncRule):
         Invalid(training_script("rep = torch.repeat_interleave(x, y, dim=0)")),
         Invalid(training_script("sel = x.masked_select(x > 0)")),
         Invalid(training_script("low, high = torch.stack((y > 0, y < 3))\nkept = x[low]")),
+        Invalid(training_script("scores = model(x)\nvisible = scores.sum(dim=0) > 0\nkept = scores[:, visible]")),
+        Invalid(training_script("logits = model(x)\nkeep = y >= 0\nkeep[keep.clone()] = logits.argmax(1) >= 0")),
+        Invalid(training_script("logits = model(x)\nlogits[:, y > 0] *= 0")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -78,15 +85,23 @@ class DataDependentShapeInStep(SyncRule):
         self.report(node, self.message.format(what=what))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        indices = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+        masks = [index for index in indices if self.tensors.is_mask(index)]
+        if not masks or self.context.is_host_value(node.value):
             return
-        index = node.slice[0].slice.value
-        if not self.tensors.is_mask(index) or self.context.is_host_value(node.value) or self._is_store(node):
+        if self._masked_fill(node, indices, masks):
             return
-        self.report(node, self.message.format(what="x[mask]"))
+        self.report(node, self.message.format(what="x[mask]" if len(node.slice) == 1 else "x[..., mask]"))
 
-    def _is_store(self, node: cst.Subscript) -> bool:
+    def _masked_fill(self, node: cst.Subscript, indices: list[cst.BaseExpression], masks: list) -> bool:
+        """`x[mask] = 0`, `x[:, mask] = 0.0`: PyTorch turns the store of a host scalar through one mask, the only
+        tensor index, into `masked_fill_`, with no sync. A tensor value (`x[m] = y[m]`), a second tensor index
+        (`x[rows, m] = 1`) or `x[m] *= 0` (which reads `x[m]` first) goes through `nonzero`."""
         parent = self.context.parent()
-        if isinstance(parent, cst.AssignTarget) and parent.target is node:
-            return True
-        return isinstance(parent, cst.AugAssign) and parent.target is node
+        if not (isinstance(parent, cst.AssignTarget) and parent.target is node):
+            return False
+        statement = self.context.parent(2)
+        if not isinstance(statement, cst.Assign) or self.tensors.is_tensor(statement.value):
+            return False
+        others = [index for index in indices if index is not masks[0]]
+        return len(masks) == 1 and not any(self.tensors.is_tensor(index) for index in others)

@@ -7,7 +7,7 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.names import dotted_name, last_name, name_parts
+from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Report, Rule
 from gpulint.rules.common import is_cpu_device, keyword_arg
 from gpulint.rules.sync.tensors import Tensors
@@ -46,6 +46,7 @@ class FileState:
 
     def visit_Param(self, node: cst.Param) -> None:
         self.saw_param(node)
+        self.tensors.annotated(node)
 
     def saw_call(self, call: cst.Call) -> None:
         method = last_name(call.func)
@@ -117,6 +118,22 @@ class SyncRule(Rule):
         loop = self.context.innermost_loop()
         return isinstance(loop, cst.For) and iterates_tensors_of_model(loop.iter)
 
+    def ruled_out_as_tensor(self, expr: cst.BaseExpression) -> bool:
+        """Is `expr` in the branch an `isinstance(x, torch.Tensor)` test sends non-tensors to
+        (`x.item() if isinstance(x, torch.Tensor) else float(x)`, `if not isinstance(x, Tensor): ... float(x)`)?"""
+        name = root_name(expr)
+        chain = self.context.ancestors
+        for index in range(len(chain) - 2, -1, -1):
+            node, child = chain[index], chain[index + 1]
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(node, (cst.If, cst.IfExp)) and child is not node.test:
+                tested = _isinstance_tensor(node.test)
+                if tested is not None and tested[0] == name:
+                    in_body = child is node.body
+                    return in_body != tested[1]  # the body of a positive test holds tensors, the else does not
+        return False
+
     def report(self, node, message=None, *, when="per_step", fix=(), unsafe_fix=False) -> None:
         if not in_error_path_or_first_step(self.context.ancestors):
             super().report(node, message, when=when, fix=fix, unsafe_fix=unsafe_fix)
@@ -180,6 +197,32 @@ def iterates_tensors_of_model(expr: cst.BaseExpression) -> bool:
             inner = expr.func.value
             return isinstance(inner, cst.Call) and last_name(inner.func) == "state_dict"
     return False
+
+
+def holds_training_loop(context, function: cst.FunctionDef) -> bool:
+    """Does `function` hold a training loop (a step loop, or a loop over a loader)? The project model's answer;
+    without it, True (the cautious answer for a rule that stays quiet outside training loops)."""
+    names = [n.name.value for n in context.ancestors if type(n) is cst.FunctionDef or type(n) is cst.ClassDef]
+    while names and names[-1] != function.name.value:
+        names.pop()
+    facts = context.facts.functions.get(".".join(names))
+    if facts is None:
+        return True
+    return bool(facts.step_loops) or facts.epoch
+
+
+def _isinstance_tensor(test: cst.BaseExpression) -> tuple[str, bool] | None:
+    """(x, True) for `isinstance(x, torch.Tensor)`, (x, False) for `not isinstance(x, torch.Tensor)`."""
+    positive = True
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, positive = test.expression, False
+    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"):
+        return None
+    if len(test.args) != 2 or not isinstance(test.args[0].value, cst.Name):
+        return None
+    if last_name(test.args[1].value) != "Tensor":
+        return None
+    return test.args[0].value.value, positive
 
 
 def cpu_target(call: cst.Call) -> bool:

@@ -2,47 +2,106 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
+from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.common import keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
+
+
+# A slice whose bound is not a number (`x[start:ends[i]]`, `x[:n]`): a tensor bound is read on the host.
+_NAMED_SLICE_BOUND = re.compile(r"\[[^\[\]\n]*:[ \t]*[A-Za-z_(]|[\w\])][ \t]*:[ \t]*[\],]")
+# Arguments that PyTorch converts to a Python int: `torch.topk(x, k)` / `x.topk(k)` (position in the function form).
+_INT_ARGUMENTS = {"topk": ("k", 1), "kthvalue": ("k", 1)}
+_CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(")
 
 
 class PythonScalarOfTensor(SyncRule):
     code = "GPL402"
     name = "python-scalar-of-tensor"
     message = "`{func}(tensor)` converts a device tensor to a Python value every step: a blocking device-to-host copy"
-    triggers = ("float(", "int(", "bool(", "math.")
+    message_slice = (
+        "a tensor used as a slice bound is converted to a Python int every step: a blocking device-to-host copy"
+    )
+    message_argument = "`{func}({name}=tensor)` converts the tensor to a Python int every step: a blocking device-to-host copy"
+    triggers = _CALL_WORDS + (":",)  # a slice; a function is parsed only when a bound is not a number (below)
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return any(w in code for w in _CALL_WORDS) or _NAMED_SLICE_BOUND.search(code) is not None
+
     docs = RuleDocs(
-        what_it_does="Flags `float(t)`, `int(t)`, `bool(t)` and `math.*(t)` (`math.isfinite(loss)`) on a tensor in "
-        "code that runs every step and is not gated.",
+        what_it_does="Flags `float(t)`, `int(t)`, `bool(t)` and `math.*(t)` (`math.isfinite(loss)`) on a tensor, "
+        "a tensor used as a slice bound (`x[start:ends[i]]`, `x[:n]` with `n = mask.sum()`), and a tensor passed "
+        "where PyTorch needs a Python int (`torch.topk(x, k=ks[i])`), in code that runs every step and is not gated. "
+        "Per-sample loops that do this once per sample are the usual case (a loss or reward function cutting each "
+        "sequence at its own length).",
         why_slow="Converting a tensor to a Python number calls `.item()` under the hood: a device-to-host copy that "
         "waits for the GPU to finish everything queued before it, so the CPU stops running ahead of the GPU.",
         example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n"
         "    optimizer.step()\n    if not math.isfinite(loss):\n        raise RuntimeError(\"diverged\")",
         use_instead="Keep the check on the device (`torch.isfinite(loss)` accumulated, read every N steps), or read "
-        "the value only under a logging gate.",
+        "the value only under a logging gate. For per-sample bounds read them all at once before the loop "
+        "(`ends = ends.tolist()`), or replace the slicing by a mask (`x * (arange < ends[:, None])`).",
         fix_safety="No fix: keeping the value on the device changes its type (tensor instead of float) for every later "
         "use.",
         false_positives=known_false_positives("Values gpulint cannot see are host values (a function's return value that is a Python float "
         "but named like `loss`): move the conversion or add `# noqa: GPL402`. `total += float(loss)` is reported by "
-        "GPL2xx instead."),
+        "GPL2xx instead. Slice bounds are flagged only when gpulint takes them for tensors (an index or a count computed "
+        "by torch); a bound read by `.item()` or `.tolist()` first is a host value. A conversion in the branch an "
+        "`isinstance(x, torch.Tensor)` test sends non-tensors to (`... else float(x)`) is not flagged."),
     )
     valid = (
         training_script("lr = float(optimizer.param_groups[0][\"lr\"])"),
         training_script("n = int(x.shape[0])"),
         training_script("if step % 10 == 0:\n    print(float(loss))"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
+        training_script("half = out.shape[1] // 2\nhead, tail = out[:, :half], out[:, half:]"),
+        training_script("best, where = torch.topk(out, k=min(5, out.shape[1]))"),
+        training_script("grad_norm = optimizer.param_groups[0].get(\"grad_norm\", 0.0)\n"
+                        "norm = grad_norm.item() if isinstance(grad_norm, torch.Tensor) else float(grad_norm)"),
     )
     invalid = (
         Invalid(training_script("loss_f = float(loss)")),
         Invalid(training_script("ok = math.isfinite(loss)", header="import math")),
         Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),
+        Invalid(training_script("ends = (out > 0).sum(dim=1)\nfor i in range(out.shape[0]):\n    head = out[i, :ends[i]]")),
+        Invalid(training_script("ks = torch.clamp(out.sum(1).int(), min=1)\n"
+                                "best, where = torch.topk(out[0], k=ks[0])")),
     )
+
+    def visit_Slice(self, node: cst.Slice) -> None:
+        for bound in (node.lower, node.upper, node.step):
+            if bound is not None and self._is_device_int(bound) and not self.in_per_tensor_loop():
+                self.report(bound, self.message_slice)
+
+    def _is_device_int(self, expr: cst.BaseExpression) -> bool:
+        """A tensor where Python needs an int (`__index__`): a tensor, or an element of one."""
+        return not self.context.is_host_value(expr) and self.tensors.is_tensor(expr)
+
+    def _int_argument(self, node: cst.Call) -> None:
+        name, position = _INT_ARGUMENTS[last_name(node.func) or ""]
+        resolved = self.context.resolve(node.func) or ""
+        if not resolved.startswith("torch.") and not isinstance(node.func, cst.Attribute):
+            return
+        arg = keyword_arg(node, name)
+        if arg is None:
+            positional = [a for a in node.args if a.keyword is None]
+            index = position if resolved.startswith("torch.") else position - 1
+            arg = positional[index] if len(positional) > index else None
+        if arg is not None and self._is_device_int(arg.value) and not self.in_per_tensor_loop():
+            label = resolved if resolved.startswith("torch.") else f".{last_name(node.func)}"
+            self.report(node, self.message_argument.format(func=label, name=name))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if last_name(func) in _INT_ARGUMENTS:
+            self._int_argument(node)
+            return
         if not node.args or node.args[0].keyword is not None:
             return
         if isinstance(func, cst.Name) and func.value in ("float", "int", "bool"):
@@ -54,6 +113,9 @@ class PythonScalarOfTensor(SyncRule):
             if not resolved.startswith("math."):
                 return
             label = resolved
-        if not self.tensors.is_tensor(node.args[0].value) or self.in_accumulator() or self.in_per_tensor_loop():
+        value = node.args[0].value
+        if not self.tensors.is_tensor(value) or self.in_accumulator() or self.in_per_tensor_loop():
+            return
+        if self.ruled_out_as_tensor(value):
             return
         self.report(node, self.message.format(func=label))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.common import is_false, is_true
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
@@ -13,7 +15,9 @@ class TensorConditionInStep(SyncRule):
     code = "GPL405"
     name = "tensor-condition-in-step"
     message = "`{kind}` on a tensor value makes the host wait for the GPU to decide a Python branch, every step"
-    triggers = ("torch",)
+    message_compare = "`{func}()` compares a tensor on the host: a device-to-host sync every step"
+    triggers = ("torch", "max(", "min(")
+    _latches: frozenset[str] = frozenset()  # names the `if` being checked sets to True (see `_short_circuits`)
     docs = RuleDocs(
         what_it_does="Flags `if`, `while`, `assert` and conditional expressions whose test is a tensor (`if loss > 10:`, "
         "`assert torch.isfinite(loss)`, `if mask.any():`) or `any()` / `all()` over tensors "
@@ -23,7 +27,7 @@ class TensorConditionInStep(SyncRule):
         example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    if loss > 100:\n"
         "        continue\n    loss.backward()\n    optimizer.step()",
         use_instead="Make the decision on the device (`torch.where`, multiply by a mask, `torch._assert_async`), or "
-        "check every N steps.",
+        "check every N steps. For `max(1, t)` use `t.clamp(min=1)` (`torch.clamp_min`), which stays on the device.",
         fix_safety="No fix: a device-side rewrite (`torch.where`, masking, `torch._assert_async`) changes control flow.",
         false_positives=known_false_positives("Tests on names gpulint takes for tensors but that hold Python numbers (a helper returning a "
         "float named `loss`): add `# noqa: GPL405`. `x is None` and shape/size tests are never flagged."),
@@ -34,6 +38,13 @@ class TensorConditionInStep(SyncRule):
         training_script("if step % 50 == 0:\n    assert torch.isfinite(loss)"),
         training_script("if optimizer is not None and step > 10:\n    pass"),
         training_script("if any(g[\"lr\"] > 1 for g in optimizer.param_groups):\n    break"),
+        training_script("count = (y > 0).sum().clamp(min=1)\nn = max(1, x.shape[0])"),
+        training_script("if not model.training and loss > 100:\n    break"),
+        ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    queue_full = False\n"
+         "    for x, y in loader:\n        y = y.to(device, non_blocking=True)\n"
+         "        loss = model(x.to(device, non_blocking=True)).sum()\n"
+         "        if queue_full or not torch.all(y == -1):\n            queue_full = True\n"
+         "        loss.backward()\n        optimizer.step()\n"),
     )
     invalid = (
         Invalid(training_script("if loss > 100:\n    break")),
@@ -41,10 +52,15 @@ class TensorConditionInStep(SyncRule):
         Invalid(training_script("if torch.isnan(loss):\n    break")),
         Invalid(training_script("scale = 1.0 if loss.detach() < 1 else 0.5")),
         Invalid(training_script("if any(torch.isnan(t) for t in (loss, loss.detach())):\n    break")),
+        Invalid(training_script("count = max(1, (y > 0).sum())")),
+        Invalid(training_script("if model.training and loss > 100:\n    break")),
+        Invalid(training_script("trimmed = False\nif trimmed or out.argmax(1)[-1] == 2:\n    continue")),
     )
 
     def visit_If(self, node: cst.If) -> None:
+        self._latches = _names_set_true(node.body)
         self._check(node.test, "if")
+        self._latches = frozenset()
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node.test, "while")
@@ -55,20 +71,63 @@ class TensorConditionInStep(SyncRule):
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self._check(node.test, "x if ... else y")
 
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Name) and func.value in ("max", "min")) or len(node.args) < 2:
+            return
+        if any(arg.keyword is not None or arg.star for arg in node.args):
+            return
+        if any(self.tensors.is_tensor(arg.value) for arg in node.args) and not self.in_accumulator():
+            self.report(node, self.message_compare.format(func=func.value))
+
     def _check(self, test: cst.BaseExpression, kind: str) -> None:
         if self._reads_tensor(test):
             self.report(test, self.message.format(kind=kind))
 
     def _reads_tensor(self, test: cst.BaseExpression) -> bool:
         """A tensor test, or `any(torch.isnan(l) for l in losses)`: the builtin calls `bool()` on each tensor."""
+        if isinstance(test, cst.BooleanOperation):
+            if self._reads_tensor(test.left):
+                return True
+            return not self._short_circuits(test) and self._reads_tensor(test.right)
         if self.tensors.is_tensor(test):
             return True
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             return self._reads_tensor(test.expression)
-        if isinstance(test, cst.BooleanOperation):
-            return self._reads_tensor(test.left) or self._reads_tensor(test.right)
         if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in ("any", "all")):
             return False
         if len(test.args) == 1 and isinstance(test.args[0].value, (cst.GeneratorExp, cst.ListComp)):
             return self.tensors.is_tensor(test.args[0].value.elt)
         return False
+
+    def _short_circuits(self, test: cst.BooleanOperation) -> bool:
+        """Is the right side skipped in training? `not self.training and ...` (eval only), and `flag or ...` where
+        the `if` sets the flag: the tensor is read only until the flag latches
+        (`if use_queue or not torch.all(queue == 0):` followed by `use_queue = True`)."""
+        left = test.left
+        if isinstance(test.operator, cst.And):
+            return _is_eval_test(left)
+        return isinstance(left, cst.Name) and left.value in self._latches
+
+
+def _is_eval_test(test: cst.BaseExpression) -> bool:
+    """`not self.training`, `self.training is False`, `model.training == False`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return last_name(test.expression) == "training"
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and last_name(test.left) == "training":
+        comparison = test.comparisons[0]
+        return isinstance(comparison.operator, (cst.Is, cst.Equal)) and is_false(comparison.comparator)
+    return False
+
+
+def _names_set_true(body: cst.BaseSuite) -> frozenset[str]:
+    """Names the block's own statements set to `True` (`use_queue = True`)."""
+    if isinstance(body, cst.SimpleStatementSuite):  # `if flag or t.any(): flag = True`
+        smalls = list(body.body)
+    else:
+        smalls = [s for line in body.body if isinstance(line, cst.SimpleStatementLine) for s in line.body]
+    names = set()
+    for small in smalls:
+        if isinstance(small, cst.Assign) and is_true(small.value):
+            names |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
+    return frozenset(names)

@@ -6,11 +6,16 @@ import libcst as cst
 
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.common import is_false, is_true, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 _LOG_METHODS = frozenset({"info", "debug", "warning", "warn", "error", "critical", "log", "exception"})
 _LOG_RECEIVER_PARTS = frozenset({"logger", "logging", "log", "_logger", "LOGGER"})
+
+
+# A stand-in for Accelerate's `Accelerator` in the examples (they run as they are in the harnesses).
+_ACCELERATOR = "class Accelerator:\n    def log(self, values, step=None):\n        pass\n\n\naccelerator = Accelerator()"
 
 
 class TensorFormattedInStep(SyncRule):
@@ -20,16 +25,21 @@ class TensorFormattedInStep(SyncRule):
     triggers = ("torch",)  # `%` formatting and logger calls are too common to pre-filter on
     docs = RuleDocs(
         what_it_does="Flags `print(t)`, f-strings and `.format()` / `%` of tensors, logger calls with tensor "
-        "arguments, and `SummaryWriter.add_scalar` / `wandb.log` of tensors in code that runs every step, ungated.",
+        "arguments, `SummaryWriter.add_scalar`, `wandb.log` and `accelerator.log` of tensors or of dicts holding them "
+        "(`logs = dict(outputs, loss=loss)`, `logs[\"scale\"] = scale`), and Lightning's `self.log` / `self.log_dict` "
+        "of a tensor with `prog_bar=True` (unless `on_step=False`), in code that runs every step, ungated.",
         why_slow="Turning a tensor into text (or a logged scalar) copies its values to the host, and that copy waits "
         "for all queued GPU work: each step ends in a full host-device round trip before the next launch.",
         example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n"
         "    optimizer.step()\n    print(f\"loss {loss}\")",
         use_instead="Log under `if step % log_interval == 0:`; between logs keep a running device sum "
-        "(`running += loss.detach()`).",
+        "(`running += loss.detach()`). In Lightning, leave `prog_bar` off for per-step values (the logger then reads "
+        "them every `log_every_n_steps`), or log them with `on_step=False, on_epoch=True`.",
         fix_safety="No fix: choosing a logging interval is the author's call; gating the line changes what is printed.",
         false_positives=known_false_positives("Objects named like tensors that are Python numbers (a `loss` returned by a helper as a "
-        "float) can be flagged: convert where they are made, or add `# noqa: GPL404`."),
+        "float) can be flagged: convert where they are made, or add `# noqa: GPL404`. A Lightning progress bar with a "
+        "`refresh_rate` above 1 reads the values less often than every step. Lightning's `self.log` without "
+        "`prog_bar` is not flagged."),
     )
     valid = (
         training_script("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
@@ -37,6 +47,10 @@ class TensorFormattedInStep(SyncRule):
         training_script("print(f\"step {step} batch {x.shape}\")"),
         training_script("logger.info(\"step %d\", step)", header="import logging\n"
                         "logger = logging.getLogger(__name__)"),
+        ("import torch\n\n\nclass Net(torch.nn.Module):\n"
+         "    def training_step(self, batch, batch_idx):\n        loss = self.model(batch).mean()\n"
+         "        self.log(\"train_loss\", loss)\n        self.log(\"epoch_loss\", loss, prog_bar=True, on_step=False)\n"
+         "        return loss\n"),
     )
     invalid = (
         Invalid(training_script("print(loss)")),
@@ -44,10 +58,40 @@ class TensorFormattedInStep(SyncRule):
         Invalid(training_script("logger.info(\"loss %s\", loss)", header="import logging\n"
                                 "logger = logging.getLogger(__name__)")),
         Invalid(training_script("msg = \"loss {:.3f}\".format(loss)")),
+        Invalid(training_script("logs = dict(loss=loss, lr=optimizer.param_groups[0][\"lr\"])\naccelerator.log(logs)",
+                                header=_ACCELERATOR)),
+        Invalid("import torch\n\n\nclass Net(torch.nn.Module):\n"
+                "    def training_step(self, batch, batch_idx):\n        loss = self.model(batch).mean()\n"
+                "        self.log(\"train_loss\", loss, prog_bar=True)\n        return loss\n"),
     )
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._tensor_dicts: dict[int, set[str]] = {}  # per function: names of dicts that hold a tensor
+
+    def leave_Assign(self, original_node: cst.Assign) -> None:
+        """`logs = {"loss": loss}`, `logs = dict(outputs, loss=loss)`, `logs["scale"] = scale`: a dict of tensors."""
+        holds = self._tensor_dicts.setdefault(id(self.context.enclosing_function()), set())
+        for target in original_node.targets:
+            name = target.target
+            if isinstance(name, cst.Subscript) and isinstance(name.value, cst.Name):
+                if self.tensors.is_tensor(original_node.value):
+                    holds.add(name.value.value)
+            elif isinstance(name, cst.Name):
+                (holds.add if self._holds_tensor(original_node.value) else holds.discard)(name.value)
+
+    def _holds_tensor(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Dict):
+            return any(isinstance(e, cst.DictElement) and self.tensors.is_tensor(e.value) for e in value.elements)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
+            return any(arg.keyword is not None and self.tensors.is_tensor(arg.value) for arg in value.args)
+        return False
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if _is_lightning_log(func):
+            self._lightning_log(node)
+            return
         if isinstance(func, cst.Name) and func.value == "print":
             how = "print"
         elif isinstance(func, cst.Attribute) and func.attr.value in _LOG_METHODS and _is_logger(func.value):
@@ -58,15 +102,31 @@ class TensorFormattedInStep(SyncRule):
             how = "str.format"
         elif self.context.resolve(func) == "wandb.log":
             how = "wandb.log"
+        elif isinstance(func, cst.Attribute) and func.attr.value == "log" and last_name(func.value) == "accelerator":
+            how = "accelerator.log"  # its trackers (wandb, tensorboard) convert each tensor to a Python number
         else:
             return
         if any(self._tensor_arg(arg.value) for arg in node.args):
             self.report(node, self.message.format(how=how))
 
     def _tensor_arg(self, value: cst.BaseExpression) -> bool:
-        if isinstance(value, cst.Dict):
-            return any(isinstance(e, cst.DictElement) and self.tensors.is_tensor(e.value) for e in value.elements)
+        if self._holds_tensor(value):
+            return True
+        if isinstance(value, cst.Name) and value.value in self._tensor_dicts.get(id(self.context.enclosing_function()), ()):
+            return True
         return self.tensors.is_tensor(value)
+
+    def _lightning_log(self, node: cst.Call) -> None:
+        """`self.log("loss", loss, prog_bar=True)` in a training step: the progress bar reads the value on every
+        refresh (every step by default); without `prog_bar` the logger reads it every `log_every_n_steps`."""
+        prog_bar, on_step = keyword_arg(node, "prog_bar"), keyword_arg(node, "on_step")
+        if prog_bar is None or not is_true(prog_bar.value) or (on_step is not None and is_false(on_step.value)):
+            return
+        method = node.func.attr.value  # type: ignore[attr-defined]
+        values = [a.value for a in node.args if a.keyword is None or a.keyword.value in ("value", "dictionary")]
+        logged = values[1:2] if method == "log" else values[:1]
+        if any(self._tensor_arg(value) for value in logged):
+            self.report(node, self.message.format(how=f"self.{method}(prog_bar=True)"))
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         # `print(f"{loss}")` is one finding, on the f-string: the print's argument is a host string.
@@ -95,3 +155,13 @@ def _is_string_expression(expr: cst.BaseExpression) -> bool:
 def _is_logger(receiver: cst.BaseExpression) -> bool:
     name = last_name(receiver)
     return name is not None and (name in _LOG_RECEIVER_PARTS or name.lower().endswith("logger"))
+
+
+def _is_lightning_log(func: cst.BaseExpression) -> bool:
+    """`self.log(...)` / `self.log_dict(...)` of a LightningModule."""
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in ("log", "log_dict")
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+    )

@@ -22,6 +22,8 @@ _TENSOR_ONLY_METHODS = frozenset(
         "isnan", "isinf", "isfinite", "logical_and", "logical_or", "logical_not", "masked_fill", "float", "half",
         "bfloat16", "long", "sigmoid", "relu", "amax", "amin", "unsqueeze", "contiguous", "type_as", "view",
         "nansum", "nanmean", "topk", "square", "rsqrt", "clamp", "clamp_min", "clamp_max", "squeeze", "expand",
+        "nonzero", "argwhere", "masked_select", "index_select", "gather", "new_zeros", "new_ones", "new_full",
+        "new_empty", "new_tensor", "expand_as", "view_as", "reshape_as", "cumprod", "logsumexp",
     }
 )
 _TENSOR_METHODS = _TENSOR_ONLY_METHODS | frozenset(
@@ -48,6 +50,18 @@ _TENSOR_LAST_PARTS = frozenset({"loss", "losses", "logits"})
 _FLAG_FIRST_PARTS = frozenset({"return", "use", "compute", "with", "has", "is", "should", "enable", "need", "calc"})
 _TENSOR_NAMES = frozenset({"grad", "grads", "grad_norm", "total_norm", "param_norm"})
 _TENSOR_ATTRS = frozenset({"grad", "loss", "logits"})
+# Methods whose result is a mask when their receiver is one (`fg_mask.clone()`, `keep.view(-1)`).
+_MASK_KEEPING_METHODS = frozenset(
+    {"clone", "detach", "contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
+     "to", "cuda", "repeat", "t", "transpose", "permute"}
+)
+# Reductions that give a tensor whatever the receiver's dtype: `x.sum(dim=1)` (numpy says `axis=`, Python's
+# builtins take no `dim`).
+_DIM_KEYWORDS = ("dim", "keepdim")
+_UNKNOWN_SOURCES = frozenset({cst.Subscript, cst.Attribute, cst.Call})
+# Annotations naming torch's tensor types (`torch.Tensor`, `Tensor`, `torch.LongTensor`), and sequences of them.
+_TENSOR_ANNOTATION = re.compile(r"(?<![\w.])(?:torch\.)?(?:[A-Z][a-z]+)?Tensor\b")
+_SEQUENCE_ANNOTATION = re.compile(r"^(?:typing\.)?(?:List|Sequence|Iterable|Tuple|list|tuple)\[")
 
 
 class Tensors:
@@ -58,9 +72,10 @@ class Tensors:
 
     def __init__(self, context) -> None:
         self.context = context
-        self._bound: dict[tuple[int, str], bool] = {}
+        self._bound: dict[tuple[int, str], bool | None] = {}  # None: bound to an unknown value, judged by name
         self._masks: set[tuple[int, str]] = set()
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
+        self._tensor_sequences: set[tuple[int, str]] = set()  # parameters annotated `List[torch.Tensor]`
 
     def _key(self, name: str) -> tuple[int, str]:
         return (id(self.context.enclosing_function()), name)
@@ -83,6 +98,12 @@ class Tensors:
                         key = self._key(element.value.value)
                         self._bound[key] = True
                         self._masks.add(key)
+            elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call) and self.is_tensor(value):
+                for element in target.elements:  # `values, indices = torch.min(cost, dim=0)`: each part is a tensor
+                    if isinstance(element.value, cst.Name):
+                        key = self._key(element.value.value)
+                        self._bound[key] = True
+                        self._masks.discard(key)
             else:
                 self._bind(target, value)
 
@@ -101,13 +122,45 @@ class Tensors:
         if not isinstance(target, cst.Name):
             return
         key = self._key(target.value)
-        self._bound[key] = self.is_tensor(value)
+        # What comes from something unknown (`labels.dones[:, :-1]`, `criterion(out, y)`) is judged by its name
+        # later, as an unbound name is: `loss = criterion(out, y)` is a tensor, `n = count(batch)` is not known to be.
+        unknown = type(value) in _UNKNOWN_SOURCES and self.context.location_of(value) == "unknown"
+        self._bound[key] = self.is_tensor(value) or (None if unknown else False)
         if self.is_mask(value):
             self._masks.add(key)
         else:
             self._masks.discard(key)
 
+    def annotated(self, param: cst.Param) -> None:
+        """`ids: torch.Tensor` binds a tensor; `samples: List[torch.LongTensor]` a sequence of tensors (its elements are
+        tensors). A parameter that defaults to None (`input_pos: Optional[Tensor] = None`) is an optional input, often
+        given only on another path (generation's cache positions): left to its name."""
+        if param.annotation is None or (isinstance(param.default, cst.Name) and param.default.value == "None"):
+            return
+        text = self.context.module.code_for_node(param.annotation.annotation)
+        if not _TENSOR_ANNOTATION.search(text):
+            return
+        key = self._key(param.name.value)
+        if _SEQUENCE_ANNOTATION.match(text):
+            self._tensor_sequences.add(key)
+        else:
+            self._bound[key] = True
+
+    def _elements_are_tensors(self, iterable: cst.BaseExpression) -> bool:
+        """`for t in samples` with `samples: List[Tensor]`, or a tensor (iterating one yields its rows)."""
+        if isinstance(iterable, cst.Name) and self._key(iterable.value) in self._tensor_sequences:
+            return True
+        return self.is_tensor(iterable)
+
     def loop_target(self, node: cst.For) -> None:
+        # `for sample in samples` (a tensor, or a list of tensors); `zip(prompts, samples)` element by element.
+        if isinstance(node.target, cst.Name) and self._elements_are_tensors(node.iter):
+            self._bound[self._key(node.target.value)] = True
+        elif isinstance(node.target, cst.Tuple) and isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip":
+            if len(node.target.elements) == len(node.iter.args):
+                for element, arg in zip(node.target.elements, node.iter.args):
+                    if isinstance(element.value, cst.Name) and self._elements_are_tensors(arg.value):
+                        self._bound[self._key(element.value.value)] = True
         # `for p in model.parameters()` / `for name, p in model.named_parameters()`: p is a tensor.
         if not isinstance(node.iter, cst.Call):
             return
@@ -136,6 +189,8 @@ class Tensors:
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _TENSOR_ATTRS:
                 return True
+            if expr.attr.value in ("values", "indices") and isinstance(expr.value, cst.Call):
+                return self.is_tensor(expr.value)  # `x.min(dim=-1).values`
             if isinstance(expr.value, cst.Name) and expr.value.value == "self" and expr.attr.value in self._tensor_attributes:
                 return True
             if self.context.location_of(expr.value) == "device" and not MODULE_NAME.search(last_name(expr.value) or ""):
@@ -173,7 +228,9 @@ class Tensors:
             if method in _TENSOR_ONLY_METHODS:
                 return True
             if method in _TENSOR_METHODS:
-                return self.is_tensor(func.value)
+                if any(keyword_arg(call, word) is not None for word in _DIM_KEYWORDS):
+                    return self.context.location_of(func.value) != "host"  # `x.sum(dim=1)`: only tensors say `dim=`
+                return self.is_tensor(func.value) or self.is_mask(func.value)  # `mask.sum()`: masks are tensors
         return False
 
     def is_mask(self, expr: cst.BaseExpression) -> bool:
@@ -182,7 +239,7 @@ class Tensors:
             key = self._key(expr.value)
             if key in self._masks:
                 return True
-            if key in self._bound or self.context.location_of(expr) == "host":
+            if self._bound.get(key, None) is not None or self.context.location_of(expr) == "host":
                 return False
             return "mask" in name_parts(expr.value)
         if isinstance(expr, cst.Attribute):
@@ -194,6 +251,14 @@ class Tensors:
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
             return self.is_mask(expr.expression) or self.is_tensor(expr.expression)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
+            if isinstance(expr.left, cst.Comparison) and isinstance(expr.right, cst.Comparison):
+                # `(y >= 0) & (y < n)`: element-wise logic on comparisons (Python code says `and` for numbers)
+                sides = (expr.left, expr.right)
+                return not any(
+                    self.context.is_host_value(side.left)
+                    or any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in side.comparisons)
+                    for side in sides
+                )
             return self.is_mask(expr.left) or self.is_mask(expr.right)
         if isinstance(expr, cst.Call) and expr.args and keyword_arg(expr, "dtype") is None:
             # `torch.stack((torch.ones_like(j), j, k))`: stacking or copying masks makes a mask
@@ -201,12 +266,19 @@ class Tensors:
             first = expr.args[0].value
             if resolved in ("torch.stack", "torch.cat") and isinstance(first, (cst.List, cst.Tuple)):
                 return any(self.is_mask(e.value) for e in first.elements if isinstance(e, cst.Element))
+            if resolved in ("torch.stack", "torch.cat") and isinstance(first, cst.Name):
+                return bool(name_parts(first.value) & {"mask", "masks"})  # `torch.cat(fg_masks, 0)`: a list of masks
             if resolved in ("torch.ones_like", "torch.zeros_like"):
                 return self.is_mask(first)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
-            if method == "bool":
-                return self.is_tensor(expr.func.value) or self.is_mask(expr.func.value)
+            receiver = expr.func.value
+            if method == "bool":  # a tensor method: numpy arrays and Python values have no `.bool()`
+                return self.context.location_of(receiver) != "host"
+            if method in _MASK_KEEPING_METHODS:
+                return self.is_mask(receiver)
+            if method in ("any", "all") and expr.args:  # `is_in.any(dim=0)`
+                return self.is_tensor(receiver) or self.is_mask(receiver)
             if method in ("isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and",
                           "logical_or"):
                 return True
