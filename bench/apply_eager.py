@@ -1,7 +1,7 @@
 """Eager application of gpulint plans: predicted vs measured peak and step time, and eager vs compiled peaks.
 
 For each model and budget: trace once, plan with the greedy planner, then
-  - predict the eager step (`gpulint.planner.eager.predict`: layer inputs kept, whole-layer recompute),
+  - predict the eager step (`gpulint.planner.eager_predict.predict`: layer inputs kept, whole-layer recompute),
   - measure the eager step with `gpulint.apply` (CPU: live-storage tracker, the planner's own measure),
   - measure the compiled step with the same plan (`gpulint.planner.backend`, the planner's measure_step).
 Budgets are shares of the range between the lowest reachable peak and today's peak.
@@ -14,7 +14,6 @@ Budgets are shares of the range between the lowest reachable peak and today's pe
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -26,12 +25,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gpulint.planner import eager
 from gpulint.planner.cost import node_times
 from gpulint.planner.greedy import GreedyPlanner
 from gpulint.planner.hardware import load_hardware
-from gpulint.planner.measure import measure_step
-from gpulint.planner.report import plan_dict
+from gpulint.planner.eager_predict import predict
+from gpulint.planner.measure import measure_eager, measure_step
+from gpulint.planner.planning import plan_from_result
 from gpulint.planner.trace import trace_step
 
 
@@ -82,8 +81,8 @@ MODELS = {"gpt": example_gpt, "bert": bert, "t5": t5, "vit": vit, "branchy": bra
 DEFAULT_MODELS = ["gpt", "bert"]
 
 
-def measure_eager(build, make_batch, plan, optimizer: str) -> tuple[int, float]:
-    result = eager.measure(build, make_batch, plan, optimizer=optimizer, device="cpu")
+def eager_figures(build, make_batch, plan, optimizer: str) -> tuple[int, float]:
+    result = measure_eager(build, make_batch, plan, optimizer=optimizer, device="cpu")
     return result.peak_bytes, result.step_time_s
 
 
@@ -99,7 +98,7 @@ def run_model(name: str, shares: list[float], optimizer: str) -> list[dict]:
     planner = GreedyPlanner(traced.graph, times, hardware.allocation_rounding)
     full = planner.run(None)
     rows = []
-    base_peak, base_time = measure_eager(build, make_batch, None, optimizer)
+    base_peak, base_time = eager_figures(build, make_batch, None, optimizer)
     print(f"\n{name}: {len(traced.graph.nodes)} ops; today's step: predicted {mib(full.baseline.peak)} MiB, "
           f"{full.baseline.step_time_s * 1e3:.1f} ms; measured eager {mib(base_peak)} MiB, {base_time * 1e3:.1f} ms")
     print(f"{'share':>5} {'budget':>9} | {'eager pred':>10} {'eager meas':>10} {'err %':>6} | {'time pred':>9} "
@@ -107,10 +106,9 @@ def run_model(name: str, shares: list[float], optimizer: str) -> list[dict]:
     for share in shares:
         budget = int(full.lowest_peak + share * (full.baseline.peak - full.lowest_peak))
         result = planner.for_budget(full, budget)
-        plan = json.loads(json.dumps({k: v for k, v in plan_dict(traced.graph, result, hardware="cpu").items()
-                                      if not k.startswith("_")}))
-        predicted = eager.predict(traced.graph, plan, build(), times)
-        peak, seconds = measure_eager(build, make_batch, plan, optimizer)
+        plan = plan_from_result(traced.graph, result, hardware="cpu")
+        predicted = predict(traced.graph, plan, build(), times)
+        peak, seconds = eager_figures(build, make_batch, plan, optimizer)
         # A step that reads tensor values has no single compiled graph: the compiled path refuses its plan.
         compiled = None if traced.data_dependent else measure_step(
             build, make_batch, plan, optimizer=optimizer, device="cpu", repeats=1).peak_bytes

@@ -17,10 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import planner_models
 
-from gpulint.planner.cli import floor_bytes
 from gpulint.planner.cost import node_times
 from gpulint.planner.greedy import GreedyPlanner
 from gpulint.planner.hardware import load_hardware
+from gpulint.planner.planning import floor_bytes
 from gpulint.planner.trace import trace_step
 
 

@@ -1,7 +1,8 @@
 """Read findings and plans as untrusted JSON data (the comment workflow gets them from a PR's artifact).
 
 The bot never imports the linter or the planner: it reads what they wrote, checks the shape and the size, and keeps
-only the fields it uses. Anything malformed is one clear line naming the file and the field.
+only the fields it uses. Anything malformed is one clear line naming the file and the field. Plans are read through
+`gpulint.planner.planfile`, the plan file's torch-free home (the one module of the planner the bot imports).
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulint.cli import UsageError
+from gpulint.planner import planfile
 
 MAX_FILE_BYTES = 32 * 1024 * 1024  # an artifact larger than this is refused, not parsed
 MAX_FINDINGS = 20_000
 MAX_TEXT = 4_000  # longest message kept from one finding (for display; fix contents are never cut)
-MAX_TIMELINE_POINTS = 5_000
-PLAN_SCHEMA = "gpulint.plan/1"
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
 
@@ -179,109 +179,34 @@ def load_findings(path: str | Path) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.rank, f.path, f.line, f.column, f.code))
 
 
-def _figures(raw: dict, where: str) -> Figures:
-    return Figures(
-        peak_bytes=_field(raw, "peak_bytes", float, where),
-        step_time_s=_field(raw, "step_time_s", float, where),
-        recompute_time_s=_field(raw, "recompute_time_s", float, where, optional=True),
-    )
-
-
-def _series(values, where: str) -> list[float]:
-    if not isinstance(values, list) or len(values) > MAX_TIMELINE_POINTS:
-        raise BotInputError(f"{where}: expected a list of at most {MAX_TIMELINE_POINTS} numbers")
-    out = []
-    for v in values:
-        if isinstance(v, (list, tuple)) and len(v) == 2:  # [x, bytes] pairs are accepted too
-            v = v[1]
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-            raise BotInputError(f"{where}: expected numbers (bytes), got {v!r:.40}")
-        out.append(float(v))
-    return out
-
-
-def _timeline(raw, where: str) -> tuple[list[float], list[float]]:
-    """Accepts {"baseline": [...], "planned": [...]} (bytes, or [x, bytes] pairs) or a list of
-    {"baseline_bytes"/"baseline", "planned_bytes"/"planned"} samples."""
-    if raw is None:
-        return [], []
-    if isinstance(raw, dict):
-        return (
-            _series(raw.get("baseline", []), f"{where}.baseline"),
-            _series(raw.get("planned", []), f"{where}.planned"),
-        )
-    if isinstance(raw, list):
-        base, planned = [], []
-        for i, point in enumerate(raw[:MAX_TIMELINE_POINTS]):
-            if not isinstance(point, dict):
-                raise BotInputError(f"{where}[{i}]: expected an object")
-            b = point.get("baseline_bytes", point.get("baseline"))
-            p = point.get("planned_bytes", point.get("planned"))
-            base += _series([b], f"{where}[{i}].baseline_bytes")
-            planned += _series([p], f"{where}[{i}].planned_bytes")
-        return base, planned
-    raise BotInputError(f"{where}: expected an object or a list")
-
-
 def load_plan(path: str | Path) -> Plan:
-    raw = _read_json(path, "plan")
-    where = f"{path}: plan"
-    schema = _field(raw, "schema", str, where)
-    if schema != PLAN_SCHEMA:
-        raise BotInputError(f"{where}.schema: expected {PLAN_SCHEMA!r}, got {schema!r}")
-    decisions = _field(raw, "decisions", list, where)
-    recomputed = []
-    for i, d in enumerate(decisions):
-        w = f"{where}.decisions[{i}]"
-        action = _field(d, "action", str, w)
-        if action not in ("save", "recompute"):
-            raise BotInputError(f"{w}.action: expected 'save' or 'recompute', got {action!r:.40}")
-        if action != "recompute":
-            continue
-        source = _field(d, "source", dict, w, optional=True, default={})
-        recomputed.append(
-            Decision(
-                id=str(_field(d, "id", (str, int), w)),
-                op=_field(d, "op", str, w),
-                bytes=_field(d, "bytes", int, w),
-                module=_field(d, "module", str, w, optional=True, default=""),
-                path=_field(source, "path", str, f"{w}.source", optional=True),
-                line=_field(source, "line", int, f"{w}.source", optional=True),
-            )
-        )
-    recomputed.sort(key=lambda d: -d.bytes)
-    base_tl, plan_tl = _timeline(raw.get("timeline"), f"{where}.timeline")
-    measured = _field(raw, "measured", dict, where, optional=True)
-    if measured is not None:
-        measured = {
-            "peak_bytes": _field(measured, "peak_bytes", float, f"{where}.measured"),
-            "step_time_s": _field(measured, "step_time_s", float, f"{where}.measured"),
-            "device": _field(measured, "device", str, f"{where}.measured", optional=True, default=""),
-        }
-    sweep = []
-    for i, s in enumerate(_field(raw, "sweep", list, where, optional=True, default=[])[:1000]):
-        w = f"{where}.sweep[{i}]"
-        sweep.append(
-            SweepPoint(
-                budget_bytes=_field(s, "budget_bytes", float, w),
-                peak_bytes=_field(s, "peak_bytes", float, w),
-                step_time_s=_field(s, "step_time_s", float, w),
-                feasible=_field(s, "feasible", bool, w, optional=True, default=True),
-            )
-        )
+    """The plan `gpulint plan --format json` writes, read through the plan file's own module (its one reader)."""
+    try:
+        raw = planfile.load(path, complete=True, max_bytes=MAX_FILE_BYTES)
+    except planfile.PlanFileError as exc:
+        raise BotInputError(str(exc)) from None
+    recomputed = [
+        Decision(id=d.id, op=d.op, bytes=d.bytes, module=d.module, path=d.source.path if d.source else None,
+                 line=d.source.line if d.source else None)
+        for d in raw.recomputed()
+    ]
+    measured = None
+    if raw.measured is not None:
+        measured = {"peak_bytes": raw.measured.peak_bytes, "step_time_s": raw.measured.step_time_s,
+                    "device": raw.measured.device}
     return Plan(
-        model=_field(raw, "model", str, where),
-        hardware=_field(raw, "hardware", str, where),
-        dtype=_field(raw, "dtype", str, where),
-        budget_bytes=_field(raw, "budget_bytes", float, where, optional=True),
-        lowest_peak_bytes=_field(raw, "lowest_peak_bytes", float, where, optional=True),
-        baseline=_figures(_field(raw, "baseline", dict, where), f"{where}.baseline"),
-        planned=_figures(_field(raw, "planned", dict, where), f"{where}.planned"),
-        feasible=_field(raw, "feasible", bool, where),
+        model=raw.model,
+        hardware=raw.hardware,
+        dtype=raw.dtype,
+        budget_bytes=raw.budget_bytes,
+        lowest_peak_bytes=raw.lowest_peak_bytes,
+        baseline=Figures(raw.baseline.peak_bytes, raw.baseline.step_time_s, raw.baseline.recompute_time_s),
+        planned=Figures(raw.planned.peak_bytes, raw.planned.step_time_s, raw.planned.recompute_time_s),
+        feasible=raw.feasible,
         recomputed=recomputed,
-        saved_count=len(decisions) - len(recomputed),
-        timeline_baseline=base_tl,
-        timeline_planned=plan_tl,
+        saved_count=len(raw.decisions) - len(recomputed),
+        timeline_baseline=[float(b) for _, b in raw.timeline.baseline],
+        timeline_planned=[float(b) for _, b in raw.timeline.planned],
         measured=measured,
-        sweep=sweep,
+        sweep=[SweepPoint(p.budget_bytes, p.peak_bytes, p.step_time_s, p.feasible) for p in raw.sweep],
     )

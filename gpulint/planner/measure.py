@@ -1,4 +1,7 @@
-"""Measure the real step (forward + backward) with and without a plan: peak bytes and step time.
+"""Measure the real step (forward + backward) with and without a plan: peak bytes and step time, in both forms.
+
+`measure_step` runs the compiled form (the planner's partitioner saves exactly the plan), `measure_eager` the eager
+form (`gpulint.apply`); both measure through `peak_and_best_time`, so their figures compare.
 
 CPU: a TorchDispatchMode tracks every storage an op returns with a weak reference and sums the live ones
 after each op; parameters, buffers, the batch and optimizer state are registered before the step. This
@@ -104,7 +107,7 @@ def measure_step(
     import torch.utils._pytree as pytree
 
     from gpulint.planner.backend import compile_step
-    from gpulint.planner.trace import cast_batch, cast_module, make_step_fn, torch_dtype
+    from gpulint.planner.step import cast_batch, cast_module, make_step_fn, torch_dtype
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(seed)
@@ -188,3 +191,54 @@ def peak_and_best_time(
         times.append(time.perf_counter() - start)
         finish()
     return int(peak), min(times), value
+
+
+def measure_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any], plan: Any, *,
+                  loss_fn: Callable[..., Any] | None = None, optimizer: str = "adamw", dtype: str = "fp32",
+                  device: str | None = None, repeats: int = 3) -> Measured:
+    """Run the real eager step with `gpulint.apply(model, plan)` (None: unplanned): peak bytes and best step time.
+
+    Measured like the compiled step: the second step's forward and backward, with parameters, batch and optimizer
+    state counted (CPU: live-storage tracker; CUDA: max_memory_allocated).
+    """
+    import warnings
+
+    import torch
+    import torch.utils._pytree as pytree
+
+    from gpulint.planner.eager_apply import apply
+    from gpulint.planner.step import cast_batch, cast_module, default_loss, split_batch, torch_dtype
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    model = build_model().train()
+    cast_module(model, torch_dtype(dtype))
+    model.to(device)
+    if plan is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # outside-layer decisions and KV cache: reported by apply() elsewhere
+            apply(model, plan)
+    batch = pytree.tree_map(
+        lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, cast_batch(make_batch(), torch_dtype(dtype))
+    )
+    args, kwargs = split_batch(batch)
+    opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+
+    def step() -> Any:
+        output = model(*args, **kwargs)
+        loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
+        del output  # like the traced step, keep nothing but the loss through backward
+        loss.backward()
+        return loss
+
+    def finish() -> None:
+        if opt is not None:
+            opt.step()
+        model.zero_grad(set_to_none=True)
+
+    def tracked() -> list[Any]:
+        return [list(model.parameters()), list(model.buffers()), batch, opt.state if opt else None]
+
+    # The warm-up step also validates the plan against the model.
+    peak, best, loss = peak_and_best_time(step, finish, tracked, device, repeats)
+    return Measured(peak_bytes=peak, step_time_s=best, device=device, loss=float(loss.detach().float()))

@@ -14,7 +14,7 @@ backward); a storage is freed when no live value refers to it. Static memory (pa
 optimizer state) is alive all step; gradients are backward outputs and stay alive to the end. For CUDA
 targets every storage is rounded up to the allocator's 512-byte block.
 
-`simulate` is public API: the eager applier (gpulint/planner/eager.py) adds its own costs on top of it.
+`simulate` is public API: the eager prediction (gpulint/planner/eager_predict.py) adds its own costs on top of it.
 """
 
 from __future__ import annotations

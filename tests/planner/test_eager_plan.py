@@ -15,13 +15,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpulint.planner import eager
+from gpulint.planner import eager_apply, planfile
+from gpulint.planner.eager_predict import predict
+from gpulint.planner.planning import eager_fitting_plan, plan_from_result
 from gpulint.planner.cost import node_times
 from gpulint.planner.errors import PlanError
 from gpulint.planner.greedy import GreedyPlanner
 from gpulint.planner.hardware import load_hardware
-from gpulint.planner.report import plan_dict
-from gpulint.planner.trace import default_loss, split_batch, trace_step
+from gpulint.planner.step import default_loss, split_batch
+from gpulint.planner.trace import trace_step
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SHARES = (0.0, 0.5, 0.9)  # budget = lowest reachable peak + share * (today's peak - lowest)
@@ -39,8 +41,8 @@ def plans_at_three_budgets(build, make_batch, loss_fn=None) -> list[dict]:
     plans = []
     for share in SHARES:
         result = planner.for_budget(full, int(bottom + share * (top - bottom)))
-        plan = plan_dict(traced.graph, result, hardware=hardware.name)
-        plans.append(json.loads(json.dumps({k: v for k, v in plan.items() if not k.startswith("_")})))
+        plan = plan_from_result(traced.graph, result, hardware=hardware.name)
+        plans.append(json.loads(planfile.dump(plan)))
     return plans
 
 
@@ -66,14 +68,14 @@ def assert_plans_apply_exactly(build, make_batch, loss_fn=None) -> None:
     for share, plan in zip(SHARES, plans):
         planned = copy.deepcopy(reference)
         planned.zero_grad(set_to_none=True)
-        eager.apply(planned, plan)
+        eager_apply.apply(planned, plan)
         loss = run_step(planned, batch, loss_fn, seed=1)
-        state = eager.applied_plan(planned)
+        state = eager_apply.applied_plan(planned)
         assert state.validated, share
         assert torch.equal(ref_loss, loss), share
         for (name, p), (_, q) in zip(reference.named_parameters(), planned.named_parameters()):
             assert (p.grad is None and q.grad is None) or torch.equal(p.grad, q.grad), (share, name)
-    assert eager.applied_plan(planned) is not None
+    assert eager_apply.applied_plan(planned) is not None
 
 
 def test_eager_peak_prediction_matches_the_measured_eager_step():
@@ -86,10 +88,10 @@ def test_eager_peak_prediction_matches_the_measured_eager_step():
     full = planner.run(None)
     for share in SHARES:
         result = planner.for_budget(full, int(full.lowest_peak + share * (full.baseline.peak - full.lowest_peak)))
-        plan = {k: v for k, v in plan_dict(traced.graph, result, hardware="cpu").items() if not k.startswith("_")}
-        predicted = eager.predict(traced.graph, plan, build())
+        plan = plan_from_result(traced.graph, result, hardware="cpu")
+        predicted = predict(traced.graph, plan, build())
         torch.manual_seed(0)
-        model = eager.apply(build(), plan)
+        model = eager_apply.apply(build(), plan)
         batch = make_batch()
         run_step(model, batch, None, seed=0)  # first step validates the plan
         model.zero_grad(set_to_none=True)
@@ -195,17 +197,18 @@ def test_eager_fitting_plan_holds_the_budget_in_eager_mode():
     full = planner.run(None)
 
     def eager_peak(plan):
-        return eager.predict(traced.graph, {k: v for k, v in plan.items() if not k.startswith("_")}, build()).peak_bytes
+        return predict(traced.graph, plan, build()).peak_bytes
 
     def plan_at(budget):
-        return plan_dict(traced.graph, planner.for_budget(full, budget), hardware="cpu")
+        return plan_from_result(traced.graph, planner.for_budget(full, budget), hardware="cpu")
 
     lowest, highest = eager_peak(plan_at(full.lowest_peak)), eager_peak(plan_at(full.baseline.peak))
     assert lowest < highest
     target = (lowest + highest) // 2
-    fitting = eager.eager_fitting_plan(traced.graph, build(), target, hardware)
+    fitting = eager_fitting_plan(traced.graph, build(), target, hardware)
     assert fitting is not None and eager_peak(fitting) <= target
     # apply() and predict() take the eager decisions when a plan carries them
-    carrier = {**plan_at(full.baseline.peak), "eager": {"decisions": fitting["decisions"]}}
+    carrier = plan_at(full.baseline.peak)
+    carrier.eager = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, decisions=fitting.decisions)
     assert eager_peak(carrier) == eager_peak(fitting)
-    assert eager.eager_fitting_plan(traced.graph, build(), lowest - 1, hardware) is None
+    assert eager_fitting_plan(traced.graph, build(), lowest - 1, hardware) is None

@@ -17,7 +17,8 @@ from gpulint.planner.errors import PlanError
 from gpulint.planner.greedy import GreedyPlanner
 from gpulint.planner.hardware import load_hardware
 from gpulint.planner.measure import measure_step
-from gpulint.planner.report import plan_dict
+from gpulint.planner import planfile
+from gpulint.planner.planning import plan_from_result
 from gpulint.planner.simulate import simulate
 from gpulint.planner.trace import trace_step
 
@@ -100,7 +101,7 @@ def test_random_ops_are_never_recomputed():
     for step in result.path:
         sched = simulate(graph, set(step.saved)).schedule
         assert not (sched.recomputed & set(rng))
-    plan = plan_dict(graph, result, hardware="cpu")
+    plan = planfile.to_dict(plan_from_result(graph, result, hardware="cpu"))
     assert {e["id"] for e in plan["excluded"]} == {graph.nodes[i].name for i in rng}
     assert all(d["id"] not in {e["id"] for e in plan["excluded"]} for d in plan["decisions"])
 
@@ -113,7 +114,7 @@ def _grads(model):
 def test_planned_step_gives_eager_loss_and_gradients(factory, batch):
     graph = trace_step(factory, batch, optimizer="none").graph
     result = GreedyPlanner(graph, node_times(graph, CPU)).run(None)  # recompute as much as the planner will
-    plan = plan_dict(graph, result, hardware="cpu")
+    plan = planfile.to_dict(plan_from_result(graph, result, hardware="cpu"))
     assert any(d["action"] == "recompute" for d in plan["decisions"])
     torch.manual_seed(1)
     model, data = factory(), batch()
@@ -135,7 +136,7 @@ def test_planned_step_gives_eager_loss_and_gradients(factory, batch):
 
 
 def test_plan_for_another_model_is_rejected(gpt):
-    plan = {"decisions": [{"id": "no_such_node", "action": "save"}]}
+    plan = {"schema": planfile.SCHEMA, "decisions": [{"id": "no_such_node", "op": "aten.mm.default", "action": "save"}]}
     with pytest.raises(PlanError, match="does not match"):
         measure_step(models.tiny_gpt, models.tiny_batch, saved_names(plan), repeats=1)
 
@@ -153,9 +154,9 @@ def test_roofline_charges_memory_bound_ops():
 @pytest.mark.slow
 def test_torch_compile_backend_applies_the_plan(gpt, full_run):
     from gpulint.planner import gpulint_backend
-    from gpulint.planner.trace import make_step_fn
+    from gpulint.planner.step import make_step_fn
 
-    plan = plan_dict(gpt, full_run, hardware="cpu")
+    plan = planfile.to_dict(plan_from_result(gpt, full_run, hardware="cpu"))
     torch.manual_seed(3)
     model, data = models.tiny_gpt(), models.tiny_batch()
     eager = model(**data).loss

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from gpulint.planner import planfile
 from gpulint.planner.report import render_markdown, render_text
 
 MiB = 2**20
 
 
-def _plan(**extra) -> dict:
+def _plan(**extra) -> planfile.Plan:
     plan = {
         "schema": "gpulint.plan/1", "model": "m", "hardware": "cpu", "dtype": "fp32", "budget_bytes": 100 * MiB,
         "feasible": True, "floor_bytes": 10 * MiB, "lowest_peak_bytes": 50 * MiB,
@@ -18,7 +19,7 @@ def _plan(**extra) -> dict:
         "excluded": [],
     }
     plan.update(extra)
-    return plan
+    return planfile.from_dict(plan, complete=True)
 
 
 EAGER = {"peak_bytes": 95 * MiB, "step_time_s": 0.013, "recompute_time_s": 0.003, "fits_budget": True,

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpulint.cli import main
-from gpulint.planner import eager
+from gpulint.planner import eager_apply, planfile
 from gpulint.planner.backend import compile as compile_plan
 from gpulint.planner.backend import gpulint_backend
 from gpulint.planner.errors import PlanError
@@ -87,11 +87,11 @@ def test_the_plan_applies_in_eager_mode_with_the_same_gradients(branchy_plan):
     _, plan = branchy_plan
     torch.manual_seed(0)
     reference = models.branchy()
-    planned = eager.apply(copy.deepcopy(reference), plan)
+    planned = eager_apply.apply(copy.deepcopy(reference), plan)
     batch = models.branchy_batch()
     for model in (reference, planned):
         model(batch).sum().backward()
-    assert eager.applied_plan(planned).validated
+    assert eager_apply.applied_plan(planned).validated
     for (name, p), (_, q) in zip(reference.named_parameters(), planned.named_parameters()):
         assert torch.equal(p.grad, q.grad), name
 
@@ -144,7 +144,7 @@ def test_a_forward_down_another_branch_warns_that_the_plan_does_not_hold():
     from gpulint.planner.cost import node_times
     from gpulint.planner.greedy import GreedyPlanner
     from gpulint.planner.hardware import load_hardware
-    from gpulint.planner.report import plan_dict
+    from gpulint.planner.planning import plan_from_result
     from gpulint.planner.trace import trace_step
     from tests.planner import models
 
@@ -152,11 +152,11 @@ def test_a_forward_down_another_branch_warns_that_the_plan_does_not_hold():
     assert [r["line"] for r in traced.data_dependent] == [_line_of("positive = bool(x.mean() > 0)")]
     cpu = load_hardware("cpu")
     result = GreedyPlanner(traced.graph, node_times(traced.graph, cpu), 1).run(None)  # the lowest peak
-    tightest = {k: v for k, v in plan_dict(traced.graph, result, hardware="cpu").items() if not k.startswith("_")}
+    tightest = plan_from_result(traced.graph, result, hardware="cpu")
     torch.manual_seed(0)
     reference = models.branch_in_layers()
-    planned = eager.apply(copy.deepcopy(reference), tightest)
-    assert eager.applied_plan(planned).regions
+    planned = eager_apply.apply(copy.deepcopy(reference), tightest)
+    assert eager_apply.applied_plan(planned).regions
     positive = models.positive_batch()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the planned branch, twice: no warning
