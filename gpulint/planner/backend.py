@@ -54,9 +54,11 @@ def make_partition_fn(saved: Iterable[str] | None) -> Callable[..., Any]:
     def partition(joint: Any, _inputs: Any, *, num_fwd_outputs: int, **_kw: Any) -> tuple[Any, Any]:
         from torch._functorch.partitioners import _extract_fwd_bwd_modules
 
+        from gpulint.planner import rng
         from gpulint.planner.graph import INPUT, PARAM, build_graph
         from gpulint.planner.simulate import schedule
 
+        rng.rewrite_random_ops(joint)  # random ops get their generator state: recomputing one replays it
         graph = build_graph(joint, num_fwd_outputs, [INPUT] * len(joint.graph.nodes))
         if wanted is None:
             saved_idx = graph.default_saved()
@@ -79,6 +81,7 @@ def make_partition_fn(saved: Iterable[str] | None) -> Callable[..., Any]:
         _drop_unscheduled(fw_module, {graph.nodes[i].name for i in sched.fw})
         _drop_unscheduled(bw_module, {graph.nodes[i].name for i in sched.bw})
         _reorder(bw_module, [graph.nodes[i].name for i in sched.bw])
+        rng.replay_recomputed(bw_module)
         return fw_module, bw_module
 
     return partition

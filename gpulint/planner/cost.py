@@ -43,25 +43,34 @@ def _sdpa_flops(q: Any, k: Any, backward: bool) -> float:
 def flops_and_bytes(fx_node: Any, creates_storage: bool) -> tuple[float, int]:
     """(FLOPs, bytes moved) of one FX call_function node, from its fake input/output values."""
     import torch
-    from torch.utils.flop_counter import flop_registry
+
+    from gpulint.planner import rng
 
     if fx_node.target is operator.getitem or not creates_storage:
         return 0.0, 0  # a view or alias: no kernel
+    if fx_node.target is rng.rng_state:
+        return 0.0, _tensor_bytes(fx_node.meta.get("val"))  # a copy of the generator state
     args = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in fx_node.args]
+    if fx_node.target is rng.run_random:
+        args = args[2:]  # (state, op, *the op's arguments)
     kwargs = {k: (v.meta.get("val") if isinstance(v, torch.fx.Node) else v) for k, v in fx_node.kwargs.items()}
-    out = fx_node.meta.get("val")
+    return op_flops_and_bytes(rng.wrapped_op(fx_node), args, kwargs, fx_node.meta.get("val"))
+
+
+def op_flops_and_bytes(func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> tuple[float, int]:
+    """(FLOPs, bytes moved) of one op call from its (fake or real) tensors: what the roofline charges."""
+    from torch.utils.flop_counter import flop_registry
+
     moved = _tensor_bytes(out) + sum(_tensor_bytes(a) for a in args) + sum(_tensor_bytes(v) for v in kwargs.values())
-    target = fx_node.target
-    name = str(target)
+    name = str(func)
     if "scaled_dot_product" in name and "attention" in name:
         return _sdpa_flops(args[0], args[1], backward="backward" in name), moved
-    packet = getattr(target, "overloadpacket", None)
-    counter = flop_registry.get(packet)
+    counter = flop_registry.get(getattr(func, "overloadpacket", None))
     if counter is None:
         return 0.0, moved
     try:
         return float(counter(*args, **kwargs, out_val=out)), moved
-    except Exception:  # a formula that does not accept these arguments: count the bytes only  # noqa: BLE001 - user code may raise anything; reported as one line
+    except Exception:  # noqa: BLE001 - a formula that does not accept these arguments: count the bytes only
         return 0.0, moved
 
 

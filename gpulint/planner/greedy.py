@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpulint.planner.graph import FWD, JointGraph
-from gpulint.planner.simulate import KEEP, Simulation, simulate, step_time
+from gpulint.planner.simulate import KEEP, Simulation, device_sizes, simulate, step_time
 
 
 @dataclass
@@ -105,7 +105,7 @@ class GreedyPlanner:
         self.times = times
         self.rounding = rounding
         self.progress = progress
-        self.sizes = [b if rounding <= 1 else -(-b // rounding) * rounding for b in graph.storage_bytes]
+        self.sizes = device_sizes(graph, rounding)
         static = graph.static_storages
         fwd_out = set(graph.fwd_outputs)
         # Candidate groups: a storage made by a forward op, with every saved node that refers to it.

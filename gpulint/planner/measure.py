@@ -94,7 +94,7 @@ def measure_step(
     make_batch: Callable[[], Any],
     plan: Any,
     *,
-    loss_fn: Callable[..., Any] | None = None,
+    loss_fn: Any = None,
     optimizer: str = "adamw",
     dtype: str = "fp32",
     device: str | None = None,
@@ -194,7 +194,7 @@ def peak_and_best_time(
 
 
 def measure_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any], plan: Any, *,
-                  loss_fn: Callable[..., Any] | None = None, optimizer: str = "adamw", dtype: str = "fp32",
+                  loss_fn: Any = None, optimizer: str = "adamw", dtype: str = "fp32",
                   device: str | None = None, repeats: int = 3) -> Measured:
     """Run the real eager step with `gpulint.apply(model, plan)` (None: unplanned): peak bytes and best step time.
 
@@ -207,7 +207,7 @@ def measure_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any],
     import torch.utils._pytree as pytree
 
     from gpulint.planner.eager_apply import apply
-    from gpulint.planner.step import cast_batch, cast_module, default_loss, split_batch, torch_dtype
+    from gpulint.planner.step import as_step, cast_batch, cast_module, torch_dtype
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
@@ -221,13 +221,11 @@ def measure_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any],
     batch = pytree.tree_map(
         lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, cast_batch(make_batch(), torch_dtype(dtype))
     )
-    args, kwargs = split_batch(batch)
+    user_step = as_step(loss_fn)
     opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
 
     def step() -> Any:
-        output = model(*args, **kwargs)
-        loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
-        del output  # like the traced step, keep nothing but the loss through backward
+        loss = user_step(model, batch)  # like the traced step, keeps nothing but the loss through backward
         loss.backward()
         return loss
 

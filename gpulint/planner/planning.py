@@ -132,13 +132,15 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
     from gpulint.planner.cost import node_times
     from gpulint.planner.greedy import GreedyPlanner
     from gpulint.planner.hardware import load_hardware
-    from gpulint.planner.trace import trace_config
+    from gpulint.planner.trace import trace_step
 
     hw = load_hardware(hardware_name)
     say = progress if show_progress else None
     if say:
         say(f"tracing {config.model} ({config.dtype}, fake tensors)...")
-    traced = trace_config(config, progress=say)
+    build_model, make_batch, step = user_step(config)
+    traced = trace_step(build_model, make_batch, loss_fn=step, optimizer=config.optimizer, dtype=config.dtype,
+                        name=config.model, progress=say)
     graph = traced.graph
     if say:
         say(f"traced {len(graph.nodes)} ops in {traced.seconds:.1f} s; planning for {hw.name}...")
@@ -166,14 +168,16 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
     return Planned(plan, graph)
 
 
-def user_step(config: Any) -> tuple[Callable[[], Any], Callable[[], Any], Callable[..., Any] | None]:
-    """The model factory, batch factory and loss function a config names."""
+def user_step(config: Any) -> tuple[Callable[[], Any], Callable[[], Any], Any]:
+    """The model factory, batch factory and training step (a step.UserStep) a config names."""
     from gpulint.planner.config import load_factory
+    from gpulint.planner.step import UserStep
 
     build_model = load_factory(config.model, config.base_dir, "plan.model")
     make_batch = load_factory(config.batch, config.base_dir, "plan.batch")
     loss_fn = load_factory(config.loss, config.base_dir, "plan.loss") if config.loss else None
-    return build_model, make_batch, loss_fn
+    step_fn = load_factory(config.step, config.base_dir, "plan.step") if config.step else None
+    return build_model, make_batch, UserStep(loss_fn=loss_fn, step_fn=step_fn, inputs=config.inputs)
 
 
 def add_measurement(planned: Planned, config: Any, show_progress: bool = True) -> None:

@@ -112,6 +112,18 @@ def _emit(nodes: list, root: int, recomputed: set[int], emitted: set[int], out: 
                 stack.append((j, False))
 
 
+def device_sizes(graph: JointGraph, rounding: int = 1) -> list[int]:
+    """Device bytes of each storage. `rounding` 1 is a CPU host: exact sizes, with what CPU kernels really keep
+    (graph.CPU_INPUT_SIZED_RESULTS). Above 1 it is a GPU: each storage rounded up to the allocator's block, and
+    host storages (saved generator states) take none."""
+    if rounding <= 1:
+        if not graph.cpu_storage_bytes:
+            return graph.storage_bytes
+        return [graph.cpu_storage_bytes.get(s, b) for s, b in enumerate(graph.storage_bytes)]
+    host = graph.host_storages
+    return [0 if s in host else -(-b // rounding) * rounding for s, b in enumerate(graph.storage_bytes)]
+
+
 def static_bytes(graph: JointGraph, rounding: int = 1) -> int:
     def rnd(b: int) -> int:
         return b if rounding <= 1 else -(-b // rounding) * rounding
@@ -128,9 +140,7 @@ def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Sched
     recomputes a whole layer at once)."""
     sched = sched or schedule(graph, saved)
     nodes = graph.nodes
-    sizes = graph.storage_bytes
-    if rounding > 1:
-        sizes = [-(-b // rounding) * rounding for b in sizes]
+    sizes = device_sizes(graph, rounding)
     fw_len = len(sched.fw)
     order = [(i, 0) for i in sched.fw] + [(i, 1 if i in sched.recomputed else 0) for i in sched.bw]
 

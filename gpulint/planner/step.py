@@ -1,14 +1,16 @@
 """The training step as the planner runs it: the user's model, batch and loss, in the planned dtype.
 
-`make_step_fn(model, loss_fn)` is the one function that is traced (trace.py), compiled (backend.py) and measured
-(measure.py): `(params and buffers, batch) -> scalar loss`. The batch is passed to the model as keyword arguments
-(a dict), positional arguments (a tuple or list) or one argument.
+`UserStep` is what a config's `inputs:`, `loss:` and `step:` describe: `loss = step(model, batch)`. `make_step_fn`
+turns it into the one function that is traced (trace.py), compiled (backend.py) and measured (measure.py):
+`(params and buffers, batch) -> scalar loss`. The batch (or the part of it `inputs` names) is passed to the model as
+keyword arguments (a dict), positional arguments (a tuple or list) or one argument.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from gpulint.planner.errors import PlanError
@@ -39,7 +41,7 @@ def default_loss(output: Any) -> Any:
 
 
 def split_batch(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """A batch factory's result as (args, kwargs) for the model call."""
+    """A batch (or the part of it the model gets) as (args, kwargs) for the model call."""
     if isinstance(batch, dict):
         return (), dict(batch)
     if isinstance(batch, (tuple, list)):
@@ -59,28 +61,135 @@ def cast_batch(batch: Any, dtype: Any) -> Any:
     return batch
 
 
-def make_step_fn(model: Any, loss_fn: Callable[..., Any] | None) -> Callable[[dict, Any], Any]:
-    """The function that is traced and compiled: (params and buffers, batch) -> scalar loss."""
-    import torch
+Inputs = int | str | list[str] | None
 
-    def step(state: dict[str, Any], batch: Any) -> Any:
-        args, kwargs = split_batch(batch)
-        # The step is only ever run to be traced into a graph: say so, as torch.compile does, so that libraries
-        # (transformers' mask helpers) take their static, trace-friendly branches instead of data-dependent ones.
-        compiling = torch.compiler._is_compiling_flag
-        torch.compiler._is_compiling_flag = True
-        try:
-            with _identity_dropout():
-                output = torch.func.functional_call(model, state, args, kwargs)
-                loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
-        finally:
-            torch.compiler._is_compiling_flag = compiling
+
+def model_inputs(batch: Any, inputs: Inputs) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The model call's (args, kwargs): the whole batch (`inputs` None), one part of it (an index of a tuple batch
+    or a key of a dict batch), or some keys of a dict batch as keyword arguments."""
+    if inputs is None:
+        return split_batch(batch)
+    try:
+        if isinstance(inputs, list):
+            return (), {key: batch[key] for key in inputs}
+        return split_batch(batch[inputs])
+    except (KeyError, IndexError, TypeError):
+        raise PlanError(f"plan.inputs: {inputs!r} does not select a part of the batch "
+                        f"(a {type(batch).__name__}{_parts(batch)})") from None
+
+
+def _parts(batch: Any) -> str:
+    if isinstance(batch, dict):
+        return f" with keys {', '.join(map(str, batch))}"
+    if isinstance(batch, (tuple, list)):
+        return f" of {len(batch)}"
+    return ""
+
+
+@dataclass
+class UserStep:
+    """What one training step computes from the model and a batch: `loss = step(model, batch)`.
+
+    By default the model gets the whole batch (`inputs`) and the loss is `loss_fn(output, batch)`, else the output's
+    `.loss`, else its sum. A user's own step function (`step_fn(model, batch) -> loss`) replaces both.
+    """
+
+    loss_fn: Callable[..., Any] | None = None
+    step_fn: Callable[..., Any] | None = None
+    inputs: Inputs = None
+
+    def __call__(self, model: Any, batch: Any) -> Any:
+        import torch
+
+        if self.step_fn is not None:
+            loss, what = self.step_fn(model, batch), "plan.step"
+        else:
+            args, kwargs = model_inputs(batch, self.inputs)
+            output = model(*args, **kwargs)
+            loss = self.loss_fn(output, batch) if self.loss_fn is not None else default_loss(output)
+            what = "plan.loss"
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-            raise PlanError(f"plan.loss: the loss must be a scalar tensor, got {shape}")
+            raise PlanError(f"{what}: the loss must be a scalar tensor, got {shape}")
         return loss.reshape(())
 
-    return step
+
+def as_step(step: UserStep | Callable[..., Any] | None) -> UserStep:
+    """A UserStep from a UserStep, a loss function `(output, batch) -> loss`, or None (the default loss)."""
+    return step if isinstance(step, UserStep) else UserStep(loss_fn=step)
+
+
+def make_step_fn(model: Any, step: UserStep | Callable[..., Any] | None,
+                 compiling: bool = True) -> Callable[[dict, Any], Any]:
+    """The function that is traced and compiled: (params and buffers, batch) -> scalar loss.
+
+    `compiling`: run the step as torch.compile runs it (the compiled form): libraries see `is_compiling()` and take
+    their compile branches, and the user's own `torch.utils.checkpoint` calls run their function plainly (the
+    compiled form's partitioner decides what is saved). Without it the step runs the program eager mode runs.
+    """
+    import torch
+
+    holder = _step_module(model, as_step(step))
+
+    def run(state: dict[str, Any], batch: Any) -> Any:
+        prefixed = {f"model.{name}": value for name, value in state.items()}
+        with _compiling(compiling), _identity_dropout():
+            return torch.func.functional_call(holder, prefixed, (batch,))
+
+    return run
+
+
+def _step_module(model: Any, step: UserStep) -> Any:
+    """A module holding the model whose forward is the user's step, so that `functional_call` swaps the model's
+    parameters for the traced ones however the step calls it (the root, submodules, several times)."""
+    import torch
+
+    class StepModule(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, batch: Any) -> Any:
+            return step(self.model, batch)
+
+    return StepModule()
+
+
+@contextmanager
+def _compiling(enabled: bool) -> Iterator[None]:
+    """Say the step is being compiled (as torch.compile does), so that libraries take the branches they take under
+    torch.compile (static, trace-friendly), and run `torch.utils.checkpoint` regions plainly. The compiled form only
+    ever runs the step to trace it."""
+    import torch
+    import torch.utils.checkpoint as checkpoint
+
+    if not enabled:
+        yield
+        return
+    flag = torch.compiler._is_compiling_flag
+    reentrant, non_reentrant = checkpoint.CheckpointFunction, checkpoint._checkpoint_without_reentrant_generator
+    torch.compiler._is_compiling_flag = True
+    checkpoint.CheckpointFunction = _PlainCheckpointFunction
+    checkpoint._checkpoint_without_reentrant_generator = _plain_checkpoint_generator
+    try:
+        yield
+    finally:
+        torch.compiler._is_compiling_flag = flag
+        checkpoint.CheckpointFunction = reentrant
+        checkpoint._checkpoint_without_reentrant_generator = non_reentrant
+
+
+class _PlainCheckpointFunction:
+    """Stands in for torch's reentrant CheckpointFunction while the compiled form is traced: runs the function."""
+
+    @staticmethod
+    def apply(function: Callable[..., Any], _preserve_rng_state: bool, *args: Any) -> Any:
+        return function(*args)
+
+
+def _plain_checkpoint_generator(*_args: Any, **_kwargs: Any) -> Iterator[None]:
+    """Stands in for torch's non-reentrant checkpoint context while the compiled form is traced: does nothing."""
+    yield
 
 
 @contextmanager

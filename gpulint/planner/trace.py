@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpulint.planner import rng
 from gpulint.planner.errors import PlanError
 from gpulint.planner.graph import INPUT, PARAM, JointGraph, build_graph
 from gpulint.planner.step import cast_batch, cast_module, make_step_fn, torch_dtype
@@ -258,7 +259,7 @@ def trace_step(
     build_model: Callable[[], Any],
     make_batch: Callable[[], Any],
     *,
-    loss_fn: Callable[..., Any] | None = None,
+    loss_fn: Any = None,
     optimizer: str = "adamw",
     dtype: str = "fp32",
     name: str = "",
@@ -328,11 +329,13 @@ class _TensorMeta:
 @dataclass
 class _Recorded:
     """One replayed op as it ran for real: the op, the shapes of its tensor inputs (the trace must give the same),
-    and its output (a Python value for a read, `_TensorMeta` in place of each tensor for a value-dependent shape)."""
+    the user's source line it ran for, and its output (a Python value for a read, `_TensorMeta` in place of each
+    tensor for a value-dependent shape)."""
 
     func: Any
     inputs: list[tuple[int, ...]]
     output: Any
+    source: tuple[str, int] | None = None
 
 
 def _input_shapes(args: Any, kwargs: Any) -> list[tuple[int, ...]]:
@@ -343,7 +346,7 @@ def _input_shapes(args: Any, kwargs: Any) -> list[tuple[int, ...]]:
 
 
 def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], Any],
-                       loss_fn: Callable[..., Any] | None, dtype: str, *, backward: bool = False) -> list[_Recorded]:
+                       loss_fn: Any, dtype: str, *, backward: bool = False, compiling: bool = True) -> list[_Recorded]:
     """Run the step's forward and loss once for real (no grad; with `backward`, the backward too) and return each
     value it read and each value-dependent output shape, in order: what `_replay_fake_mode` answers with."""
     import torch
@@ -360,17 +363,20 @@ def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], 
             if _replayed(func):
                 output = pytree.tree_map_only(
                     torch.Tensor, lambda t: _TensorMeta(tuple(t.shape), tuple(t.stride()), t.dtype), out)
-                self.values.append(_Recorded(func, _input_shapes(args, kwargs), output))
+                source = stamp.last_source if stamp.phase != "backward" else None  # the backward has no line
+                self.values.append(_Recorded(func, _input_shapes(args, kwargs), output, source))
             return out
 
     model, batch = build_real(build_model, make_batch, dtype)
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     recorder = Record()
+    stamp = _SourceStamp(model)  # the user's line of each read: the trace must ask for it from the same line
     torch.manual_seed(0)
     try:
-        with torch.set_grad_enabled(backward), recorder:
-            loss = make_step_fn(model, loss_fn)(state, batch)
+        with torch.set_grad_enabled(backward), stamp.active(), recorder:
+            loss = make_step_fn(model, loss_fn, compiling=compiling)(state, batch)
             if backward:
+                stamp.phase = "backward"
                 loss.backward()
     except PlanError:
         raise
@@ -408,13 +414,18 @@ def _replay_fake_mode(values: list[_Recorded] | None) -> Any:
             if self.position >= len(values):
                 raise _NotRecorded(f"the step ran a data-dependent op ({func}){where} when traced that it did not "
                                    f"run for real: {_NOT_DETERMINISTIC}")
-            recorded = values[self.position]
             shapes = _input_shapes(args, kwargs)
-            if recorded.func != func or recorded.inputs != shapes:
+            # The real run may read values the trace never reads (CPU one_hot checks its indices with two
+            # `.item()` calls that the traced decomposition does not make): records from other lines are skipped.
+            found = next((k for k in range(self.position, len(values)) if values[k].func == func
+                          and values[k].inputs == shapes and values[k].source in (source, None)), None)
+            if found is None:
+                recorded = values[self.position]
                 raise _ReplayError(
                     f"the step's data-dependent ops differ between the real run and the trace{where} ({func} on "
                     f"inputs of shapes {shapes}, recorded: {recorded.func} on {recorded.inputs}): {_NOT_DETERMINISTIC}")
-            self.position += 1
+            recorded = values[found]
+            self.position = found + 1
             if not self.in_forward and (str(func), source) not in self.backward_ops:
                 self.backward_ops.append((str(func), source))
             device = next((x.device for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)),
@@ -436,7 +447,7 @@ def _current_source() -> tuple[str, int] | None:
     return custom.get("gpulint_src")
 
 
-def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_fn: Callable[..., Any] | None,
+def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_fn: Any,
            optimizer: str, dtype: str, name: str, device: str, *, values: list[_Recorded] | None) -> Traced:
     import torch
     import torch.utils._pytree as pytree
@@ -454,6 +465,7 @@ def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_f
     captured: dict[str, Any] = {}
 
     def capture(joint: Any, _inputs: Any, *, num_fwd_outputs: int, **_kw: Any) -> Any:
+        rng.rewrite_random_ops(joint)  # as the compile backend does before it partitions: the same graph
         captured["joint"], captured["num_fwd_outputs"] = joint, num_fwd_outputs
         raise _Captured
 
@@ -555,16 +567,3 @@ def build_real(build_model: Callable[[], Any], make_batch: Callable[[], Any], dt
     except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
         raise PlanError(f"plan.batch: the factory raised {type(exc).__name__}: {exc}") from None
     return model, cast_batch(batch, torch_dtype(dtype))
-
-
-def trace_config(cfg: Any, progress: Callable[[str], None] | None = None) -> Traced:
-    """Trace the step a PlanConfig describes."""
-    from gpulint.planner.config import load_factory
-
-    build_model = load_factory(cfg.model, cfg.base_dir, "plan.model")
-    make_batch = load_factory(cfg.batch, cfg.base_dir, "plan.batch")
-    loss_fn = load_factory(cfg.loss, cfg.base_dir, "plan.loss") if cfg.loss else None
-    return trace_step(
-        build_model, make_batch, loss_fn=loss_fn, optimizer=cfg.optimizer, dtype=cfg.dtype,
-        name=cfg.model, progress=progress,
-    )
