@@ -1,25 +1,29 @@
 """`gpulint.apply(model, plan)`: apply a plan to an eager model with selective activation checkpointing (SAC).
 
 A plan lists the forward activations that backward needs, each addressed by (module path, aten op, call index
-among that module's forward calls of the op; see address.py) and marked ``save`` or ``recompute``. ``apply``
-wraps every *layer* that holds a ``recompute`` decision in non-reentrant ``torch.utils.checkpoint.checkpoint``
-with a policy that MUST_SAVEs the planned saves, MUST_RECOMPUTEs the planned recomputes and recomputes
-everything else (autograd never needed it kept).
+among that module's forward calls of the op in one training step; see address.py) and marked ``save`` or
+``recompute``. ``apply`` wraps every *layer* that holds a ``recompute`` decision in non-reentrant
+``torch.utils.checkpoint.checkpoint`` with a policy that MUST_SAVEs the planned saves, MUST_RECOMPUTEs the
+planned recomputes and recomputes everything else (autograd never needed it kept).
 
 Why layers and not the decision's own module: checkpoint always keeps a region's inputs, so a region must
 contain both the producer and the consumers of a dropped activation. The layer is the shallowest module under a
-container (``transformer.h.0`` for ``transformer.h.0.mlp.c_fc``); a decision outside any layer cannot be applied
-in eager mode, stays saved, and ``apply`` warns (``AppliedPlan.unapplied`` lists them).
+container (``transformer.h.0`` for ``transformer.h.0.mlp.c_fc``).
 
-Random ops (dropout) recompute with the RNG state preserved (``preserve_rng_state=True``), so their masks and
-the gradients equal the unplanned step's. In-place ops are never cached (CPU dropout's ``div_``): the caller
-keeps using the tensor it mutated, so they are recomputed, which is exact for the same reason.
+**Applying a plan never fails a training run.** A decision that does not match the model is left out, with one
+warning that names it (`AppliedPlan.left_out` lists them all with the reason):
+- it names a module the model lacks, or has no eager address, or lies outside every layer (nothing to wrap);
+- its op does not happen where it says (another model, or another program than the planned one);
+- it would keep a tensor that the layer then writes in place (a router's ``topk`` divided with ``/=``): torch
+  refuses such a cached tensor in the backward, so it is recomputed instead.
+The first time a layer runs with gradients it runs fully recomputed (plain checkpointing: exact, and no more memory
+than the plan) while its ops are counted and checked; from its next call on it uses the plan. Random ops recompute
+with the RNG state preserved (``preserve_rng_state=True``), so masks and gradients equal the unplanned step's.
 
-The first forward after ``apply`` checks that every decision's address happens in the model's forward; a model
-the plan was not made for raises ``PlanMismatchError`` (one line). A later forward that misses planned ops of
-checkpointed layers (it branched on tensor values another way) warns once that the plan's figures do not hold.
-A plan with ``shapes`` (one per batch shape, see shapes.py) switches decisions by the shapes of each forward's
-inputs.
+Counting restarts with each training step: a layer entered after a backward went through it starts a new step.
+A later forward that misses planned ops of a checkpointed layer (it branched on tensor values another way) warns
+once that the plan's figures do not hold for it. A plan with ``shapes`` (one per batch shape, see shapes.py)
+switches decisions by the shapes of each forward's inputs.
 """
 
 from __future__ import annotations
@@ -33,9 +37,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.checkpoint import (
-    SAC_IGNORED_OPS,
     CheckpointPolicy,
     checkpoint,
     create_selective_checkpoint_contexts,
@@ -47,10 +50,6 @@ from gpulint.planner.errors import PlanMismatchError
 from gpulint.planner.shapes import call_signature
 
 _STATE_ATTR = "_gpulint_applied_plan"
-
-# Plan ops with no one-to-one eager counterpart, never matched against the eager forward: `getitem` (an FX tuple
-# projection, not an op) and CPU dropout (traced as one native_dropout; eager CPU runs bernoulli_, div_, mul).
-_UNMATCHED_OPS = {"getitem", "aten.native_dropout.default"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,27 @@ class Applied:
         return self.decision.action
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """A decision `apply` did not apply, and why."""
+
+    decision: planfile.Decision
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.decision.describe()} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the planner already knows of the model's eager step (from running it on fake tensors): every address
+    of its forward and the addresses whose outputs are later written in place. With it, `apply` needs no first
+    checking call per layer."""
+
+    addresses: frozenset[Address]
+    mutated: frozenset[Address]
+
+
 def applicable(decisions: list[planfile.Decision]) -> list[Applied]:
     """The decisions that carry an eager address (a decision written without a call index has none)."""
     out = []
@@ -78,20 +98,31 @@ def applicable(decisions: list[planfile.Decision]) -> list[Applied]:
             out.append(Applied(decision, address))
     return out
 
-class _ValidationMode(TorchDispatchMode):
-    """Records the address of every op of one forward pass, to check the plan against the model."""
 
-    def __init__(self, stack: ModuleStack) -> None:
-        super().__init__()
-        self.stack = stack
-        self.counter = OpCounter()
-        self.seen: set[Address] = set()
+def plan_regions(model: nn.Module, decisions: list[Applied]) -> tuple[list[str], list[Applied]]:
+    """The layers to checkpoint (those holding a recompute decision) and the recompute decisions in no layer."""
+    regions: set[str] = set()
+    outside: list[Applied] = []
+    for decision in decisions:
+        if decision.action != "recompute":
+            continue
+        layer = layer_of(model, decision.address.module)
+        if layer is None:
+            outside.append(decision)
+        else:
+            regions.add(layer)
+    return sorted(regions), outside
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func not in SAC_IGNORED_OPS:
-            self.seen.add(self.counter.address(self.stack.current, func))
-        return out
+
+@dataclass
+class _Plan:
+    """The decisions of one input signature (the plan's top level, or one bucket of a bucketed plan)."""
+
+    decisions: list[Applied]
+    by_region: dict[str, list[Applied]]
+    policy: dict[Address, CheckpointPolicy] = field(default_factory=dict)
+    validated: set[str] = field(default_factory=set)  # regions whose decisions were checked
+    expected: dict[str, set[Address]] = field(default_factory=dict)  # region -> planned addresses its check met
 
 
 @dataclass
@@ -99,25 +130,28 @@ class AppliedPlan:
     """What `apply` installed on a model; `remove()` restores the model."""
 
     model: nn.Module
-    decisions: list[Applied]
     regions: list[str]  # layer paths wrapped in selective checkpointing
-    unapplied: list[Applied]  # recompute decisions outside any layer: kept saved
-    validated: bool = False  # the decisions in use were all found in a forward
+    left_out: list[LeftOut] = field(default_factory=list)  # decisions not applied, with the reason
+    _plans: dict[Any, _Plan] = field(default_factory=dict)  # input signature (None: the top level) -> its plan
+    _key: Any = None  # the signature in use
     _stack: ModuleStack | None = None
-    _policy: dict[Address, CheckpointPolicy] = field(default_factory=dict)
-    # input signature (None: the plan's top level) -> (decisions, policy); see gpulint/planner/shapes.py
-    _shapes: dict[Any, tuple[list[Applied], dict[Address, CheckpointPolicy]]] = field(default_factory=dict)
-    _validated: set[Any] = field(default_factory=set)
-    _key: Any = None  # the signature whose decisions are in use
-    _warned_unplanned_shape: bool = False
     _counter: OpCounter = field(default_factory=OpCounter)
-    # Planned addresses the checkpoint policy met in this forward, and those it met in the validated first one
-    # (per input signature): a later forward that misses some took another path (a branch on tensor values).
-    _hits: set[Address] = field(default_factory=set)
-    _expected_hits: dict[Any, set[Address]] = field(default_factory=dict)
-    _warned_path: bool = False
+    _new_step: bool = True  # a backward ran since the last layer call: counting starts again
+    _hits: set[Address] = field(default_factory=set)  # planned addresses met since the step started
+    _warned: set[str] = field(default_factory=set)
     _originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
     _restore_cache: list[tuple[Any, bool]] = field(default_factory=list)  # configs whose use_cache apply turned off
+
+    @property
+    def decisions(self) -> list[Applied]:
+        """The decisions in use (those of the current input signature)."""
+        return self._plans[self._key].decisions
+
+    @property
+    def validated(self) -> bool:
+        """Every checkpointed layer of the decisions in use was checked against the running model."""
+        plan = self._plans[self._key]
+        return set(plan.by_region) <= plan.validated
 
     def remove(self) -> None:
         for path, forward in self._originals.items():
@@ -132,125 +166,88 @@ class AppliedPlan:
             config.use_cache = value
         self.model.__dict__.pop(_STATE_ATTR, None)
 
-    # called by the wrapped root forward
-    def _begin_forward(self) -> None:
-        self._stack.reset()
-        self._counter = OpCounter()
-        self._hits = set()
+    # --- called by the wrapped forwards ---------------------------------------------------------------------------
 
     def _select(self, sig: Any) -> None:
         """Use the decisions planned for input signature `sig`, else the plan's top level (its largest shape)."""
-        if sig not in self._shapes:
-            if not self._warned_unplanned_shape:
-                warnings.warn(f"gpulint: inputs of shapes {list(sig)} were not planned; using the largest "
-                              "shape's plan", stacklevel=4)
-                self._warned_unplanned_shape = True
+        if sig not in self._plans:
+            self._warn_once("shape", f"gpulint: inputs of shapes {list(sig)} were not planned; using the largest "
+                                     "shape's plan")
             sig = None
         self._key = sig
-        self.decisions, self._policy = self._shapes[sig]
-        self.validated = sig in self._validated
 
-    def _check(self, seen: set[Address]) -> None:
-        missing = [d for d in self.decisions if d.address not in seen and d.address.op not in _UNMATCHED_OPS]
-        if missing:
-            first = missing[0]
-            raise PlanMismatchError(
-                f"plan does not match this model: decision {first.id} ({first.address.describe()}) does not happen in "
-                f"its forward ({len(missing)} of {len(self.decisions)} decisions missing); re-run `gpulint plan`"
-            )
-        self._validated.add(self._key)
-        self._expected_hits[self._key] = set(self._hits)
-        self.validated = True
+    def _enter_region(self) -> None:
+        if self._new_step:
+            self._new_step = False
+            self._counter = OpCounter()
+            self._hits = set()
 
-    def _check_path(self) -> None:
-        """Warn (once) when a forward did not run planned ops that the validated forward ran in checkpointed
-        layers: the model branched on tensor values, and the plan's figures do not hold for this forward."""
-        missing = self._expected_hits.get(self._key, set()) - self._hits
-        if missing and not self._warned_path:
-            first = min(missing, key=lambda a: (a.module, a.op, a.call_index))
-            warnings.warn(
-                f"gpulint: this forward took another path than the one planned ({first.describe()} did not run; "
-                f"{len(missing)} planned op(s) missed): the plan's peak and time do not hold for it",
-                stacklevel=4,
-            )
-            self._warned_path = True
+    def _mark_step_end(self, _grad: Any) -> None:
+        self._new_step = True
+
+    def _left_out(self, items: list[LeftOut], when: str) -> None:
+        """Record decisions left out; warn with the first of them (once at `apply`, once when the layers run)."""
+        fresh = [item for item in items if item not in self.left_out]
+        if not fresh:
+            return
+        self.left_out.extend(fresh)
+        self._warn_once(f"left out at {when}",
+                        f"gpulint: left out {len(fresh)} plan decision(s) that do not match this model (first: "
+                        f"{fresh[0].describe()}; applied_plan(model).left_out lists all); the plan's figures assume "
+                        "them: re-run `gpulint plan` to re-predict")
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, stacklevel=3)
+
+    # --- the checkpoint policies --------------------------------------------------------------------------------
 
     def _policy_fn(self, ctx, op, *args, **kwargs) -> CheckpointPolicy:
         address = self._counter.address(self._stack.current, op)
-        if address in self._policy:
+        plan = self._plans[self._key]
+        policy = plan.policy.get(address)
+        if policy is not None:
             self._hits.add(address)
         if op._schema.is_mutable:
             # Never cache an in-place op (dropout's div_): its caller goes on using the argument it mutated, not
-            # the op's return value, so a cached result would be ignored by the recompute and the mask left
-            # unscaled. Recomputing it is exact (RNG state preserved) and cheap (elementwise).
+            # the op's return value, so a cached result would be ignored by the recompute. Recomputing it is
+            # exact (RNG state preserved) and cheap (elementwise).
             return CheckpointPolicy.PREFER_RECOMPUTE
-        return self._policy.get(address, CheckpointPolicy.PREFER_RECOMPUTE)
+        return policy or CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def plan_regions(model: nn.Module, decisions: list[Applied]) -> tuple[list[str], list[Applied]]:
-    """The layers to checkpoint (those holding a recompute decision) and the recompute decisions in no layer."""
-    regions: set[str] = set()
-    unapplied: list[Applied] = []
-    for decision in decisions:
-        if decision.action != "recompute":
-            continue
-        layer = layer_of(model, decision.address.module)
-        if layer is None:
-            unapplied.append(decision)
+class _Checking:
+    """The policy of a layer's first call: recompute everything (plain checkpointing) while counting the layer's
+    ops, and noting which op's output a later in-place op writes."""
+
+    def __init__(self, state: AppliedPlan) -> None:
+        self.state = state
+        self.seen: set[Address] = set()
+        self.mutated: set[Address] = set()
+        self.made_by: dict[StorageWeakRef, Address] = {}
+
+    def __call__(self, ctx, op, *args, **kwargs) -> CheckpointPolicy:
+        address = self.state._counter.address(self.state._stack.current, op)
+        self.seen.add(address)
+        outputs = [t for t in _flat_tensors(ctx.op_output)]
+        if op._schema.is_mutable:
+            for tensor in outputs:
+                maker = self.made_by.get(StorageWeakRef(tensor.untyped_storage()))
+                if maker is not None:
+                    self.mutated.add(maker)
         else:
-            regions.add(layer)
-    return sorted(regions), unapplied
+            for tensor in outputs:
+                self.made_by.setdefault(StorageWeakRef(tensor.untyped_storage()), address)
+        return CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def apply(model: nn.Module, plan: str | Path | Mapping[str, Any] | planfile.Plan) -> nn.Module:
-    """Install the plan's selective activation checkpointing on `model` (in place) and return `model`.
-
-    `plan` is a path to a ``gpulint-plan.json``, its loaded dict, or a `planfile.Plan`. Raises PlanMismatchError
-    when the plan names modules the model lacks, and on the first forward when an addressed op does not happen.
-    Undo with ``gpulint.planner.eager_apply.remove(model)``.
-    """
-    if not isinstance(model, nn.Module):
-        raise PlanMismatchError(f"gpulint.apply expects an nn.Module, got {type(model).__name__}")
-    if _STATE_ATTR in model.__dict__:
-        raise PlanMismatchError("a gpulint plan is already applied to this model; remove(model) first")
-    if any(getattr(module, "gradient_checkpointing", False) is True for module in model.modules()):
-        raise PlanMismatchError(
-            "the model has transformers' gradient checkpointing enabled; disable it (it would checkpoint twice)"
-        )
-    plan = planfile.coerce(plan)
-    decisions = applicable(plan.eager_decisions())
-    by_shape = {tuple(tuple(s) for s in shape.signature): applicable(shape.decisions) for shape in plan.shapes}
-    every = decisions + [d for shape_decisions in by_shape.values() for d in shape_decisions]
-    modules = dict(model.named_modules())
-    for decision in every:
-        if decision.address.module not in modules:
-            raise PlanMismatchError(
-                f"plan does not match this model: decision {decision.id} names module "
-                f"'{decision.address.module}', which the model does not have; re-run `gpulint plan`"
-            )
-
-    regions, unapplied = plan_regions(model, every)
-    if unapplied:
-        warnings.warn(
-            f"gpulint: {len(unapplied)} recompute decision(s) lie outside any layer (first: "
-            f"{unapplied[0].address.describe()}) and stay saved in eager mode; the compiled path applies them",
-            stacklevel=2,
-        )
-
-    state = AppliedPlan(model, decisions, regions, unapplied)
-    state._shapes = {None: (decisions, _policy_of(decisions))}
-    state._shapes.update({sig: (d, _policy_of(d)) for sig, d in by_shape.items()})
-    state._select(None)
-    state._stack = ModuleStack(model)
-    if state.regions:
-        state._restore_cache = disable_kv_cache(model)
-        if state._restore_cache:
-            warnings.warn("gpulint: turned off the model's KV cache (use_cache=False) for checkpointing", stacklevel=2)
-    for path in state.regions:
-        _wrap_region(state, path)
-    _wrap_root(state)
-    model.__dict__[_STATE_ATTR] = state
-    return model
+def _flat_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _flat_tensors(item)]
+    return []
 
 
 def _policy_of(decisions: list[Applied]) -> dict[Address, CheckpointPolicy]:
@@ -262,6 +259,83 @@ def _policy_of(decisions: list[Applied]) -> dict[Address, CheckpointPolicy]:
         else:
             policy.setdefault(decision.address, CheckpointPolicy.MUST_RECOMPUTE)
     return policy
+
+
+def _checked(plan: _Plan, region: str, seen: set[Address], mutated: set[Address]) -> list[LeftOut]:
+    """Settle a region's decisions against what its first call ran: the missing and the mutated are left out."""
+    left_out = []
+    kept = []
+    for decision in plan.by_region.get(region, []):
+        if decision.address not in seen:
+            left_out.append(LeftOut(decision.decision, "its op does not happen there"))
+        elif decision.action == "save" and decision.address in mutated:
+            left_out.append(LeftOut(decision.decision, "the layer writes its output in place later: recomputed"))
+        else:
+            kept.append(decision)
+    plan.by_region[region] = kept
+    plan.policy = _policy_of([d for decisions in plan.by_region.values() for d in decisions])
+    plan.validated.add(region)
+    plan.expected[region] = {d.address for d in kept}
+    return left_out
+
+
+def apply(model: nn.Module, plan: str | Path | Mapping[str, Any] | planfile.Plan, *,
+          known: Known | None = None) -> nn.Module:
+    """Install the plan's selective activation checkpointing on `model` (in place) and return `model`.
+
+    `plan` is a path to a ``gpulint-plan.json``, its loaded dict, or a `planfile.Plan`. A plan file that cannot be
+    read raises PlanFileError (one line). Decisions that do not match the model are left out with a warning (see
+    the module docstring); nothing else about the model can make it fail. `known` (the planner's record of the
+    model's eager step) settles the decisions at once instead of on each layer's first call.
+    Undo with ``gpulint.planner.eager_apply.remove(model)``.
+    """
+    if not isinstance(model, nn.Module):
+        raise PlanMismatchError(f"gpulint.apply expects an nn.Module, got {type(model).__name__}")
+    if _STATE_ATTR in model.__dict__:
+        raise PlanMismatchError("a gpulint plan is already applied to this model; remove(model) first")
+    plan = planfile.coerce(plan)
+    state = AppliedPlan(model, regions=[])
+    signatures = {None: plan.eager_decisions()}
+    signatures.update({tuple(tuple(s) for s in shape.signature): shape.decisions for shape in plan.shapes})
+    modules = dict(model.named_modules())
+    left_out: list[LeftOut] = []
+    regions: set[str] = set()
+    for sig, decisions in signatures.items():
+        usable = []
+        for decision in decisions:
+            address = decision_address(decision.module, decision.op, decision.call_index)
+            if address is None:
+                if decision.action == "recompute":
+                    left_out.append(LeftOut(decision, "no eager address"))
+            elif address.module not in modules:
+                left_out.append(LeftOut(decision, f"the model has no module '{address.module}'"))
+            else:
+                usable.append(Applied(decision, address))
+        wrapped, outside = plan_regions(model, usable)
+        left_out += [LeftOut(d.decision, "outside every layer: stays saved in eager mode") for d in outside]
+        by_region: dict[str, list[Applied]] = {}
+        for decision in usable:
+            layer = layer_of(model, decision.address.module)
+            if layer in wrapped:
+                by_region.setdefault(layer, []).append(decision)
+        state._plans[sig] = _Plan(usable, by_region, _policy_of([d for ds in by_region.values() for d in ds]))
+        regions.update(wrapped)
+    state.regions = sorted(regions)
+    if known is not None:
+        for entry in state._plans.values():
+            for region in list(entry.by_region):
+                left_out += _checked(entry, region, set(known.addresses), set(known.mutated))
+    state._stack = ModuleStack(model)
+    if state.regions:
+        state._restore_cache = disable_kv_cache(model)
+        if state._restore_cache:
+            warnings.warn("gpulint: turned off the model's KV cache (use_cache=False) for checkpointing", stacklevel=2)
+    for path in state.regions:
+        _wrap_region(state, path)
+    _wrap_root(state)
+    model.__dict__[_STATE_ATTR] = state
+    state._left_out(left_out, "apply")
+    return model
 
 
 def disable_kv_cache(model: nn.Module) -> list[tuple[Any, bool]]:
@@ -318,38 +392,51 @@ def _set_forward(state: AppliedPlan, path: str, module: nn.Module, forward: Call
 # of the model (an EMA copy) then gets forwards bound to the copy's own modules and plan state.
 
 
-def _checkpointed_forward(state: AppliedPlan, inner: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _checkpointed_forward(state: AppliedPlan, path: str, inner: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if not torch.is_grad_enabled():
         return inner(*args, **kwargs)
-    context_fn = functools.partial(create_selective_checkpoint_contexts, state._policy_fn)
+    state._enter_region()
+    plan = state._plans[state._key]
     kwargs = _without_kv_cache(kwargs)
-    return checkpoint(inner, *args, use_reentrant=False, context_fn=context_fn, preserve_rng_state=True, **kwargs)
+    checking = None
+    if path in plan.by_region and path not in plan.validated:
+        checking = _Checking(state)
+        policy = checking
+    else:
+        policy = state._policy_fn
+    context_fn = functools.partial(create_selective_checkpoint_contexts, policy)
+    out = checkpoint(inner, *args, use_reentrant=False, context_fn=context_fn, preserve_rng_state=True, **kwargs)
+    if checking is not None:
+        state._left_out(_checked(plan, path, checking.seen, checking.mutated), "run")
+    else:
+        _check_path(state, plan, path)
+    first = next((t for t in _flat_tensors(out) if t.requires_grad), None)
+    if first is not None:
+        first.register_hook(state._mark_step_end)  # the backward reaching this layer ends the step
+    return out
+
+
+def _check_path(state: AppliedPlan, plan: _Plan, path: str) -> None:
+    """Warn (once) when a layer's call did not run planned ops that its checked first call ran: the model branched
+    on tensor values, and the plan's figures do not hold for this step."""
+    missing = plan.expected.get(path, set()) - state._hits
+    if missing:
+        first = min(missing, key=lambda a: (a.module, a.op, a.call_index))
+        state._warn_once("path", f"gpulint: this forward took another path than the one planned ({first.describe()} "
+                                 f"did not run; {len(missing)} planned op(s) missed): the plan's peak and time do not "
+                                 "hold for it")
 
 
 def _planned_forward(state: AppliedPlan, inner: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    state._begin_forward()
-    if len(state._shapes) > 1:
+    if len(state._plans) > 1 and torch.is_grad_enabled():
         state._select(call_signature(args, kwargs))
-    if not torch.is_grad_enabled():
-        return inner(*args, **kwargs)
-    if state.validated:
-        out = inner(*args, **kwargs)
-        state._check_path()
-        return out
-    with _ValidationMode(state._stack) as mode:
-        out = inner(*args, **kwargs)
-    state._check(mode.seen)
-    return out
+    return inner(*args, **kwargs)
 
 
 def _wrap_region(state: AppliedPlan, path: str) -> None:
     module = state.model.get_submodule(path)
-    _set_forward(state, path, module, functools.partial(_checkpointed_forward, state, module.forward))
+    _set_forward(state, path, module, functools.partial(_checkpointed_forward, state, path, module.forward))
 
 
 def _wrap_root(state: AppliedPlan) -> None:
     _set_forward(state, "", state.model, functools.partial(_planned_forward, state, state.model.forward))
-
-
-# --- what eager autograd saves ---------------------------------------------------------------------------------
-

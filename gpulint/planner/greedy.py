@@ -26,6 +26,7 @@ import itertools
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -100,8 +101,13 @@ class _Search:
 
 
 class GreedyPlanner:
-    def __init__(self, graph: JointGraph, times: list[float], rounding: int = 1, progress: bool = False) -> None:
+    """`simulator` replaces the compiled form's simulation (eager_sim.EagerSimulator: the eager step under
+    selective checkpointing); its `candidate(node)` says which saved values a plan may drop."""
+
+    def __init__(self, graph: JointGraph, times: list[float], rounding: int = 1, progress: bool = False,
+                 simulator: Any = None) -> None:
         self.graph = graph
+        self.simulator = simulator
         self.times = times
         self.rounding = rounding
         self.progress = progress
@@ -113,7 +119,7 @@ class GreedyPlanner:
             n.index: n.storages[0]
             for n in graph.nodes
             if n.kind == FWD and n.is_tensor and n.storages and n.storages[0] not in static and n.index not in fwd_out
-            and not n.excluded
+            and not n.excluded and (simulator is None or simulator.candidate(n.index))
         }
         # The node that allocates each storage: outputs of one multi-output op (layer norm's out, mean, rstd)
         # are recomputed together, so re-saving one of them alone rarely saves anything.
@@ -127,7 +133,10 @@ class GreedyPlanner:
         self.effort = max(40, min(400, 200_000 // max(1, len(graph.nodes))))
 
     def _step(self, saved: set[int]) -> tuple[Step, Simulation]:
-        sim = simulate(self.graph, self.graph.alias_closure(saved), self.rounding)
+        if self.simulator is not None:
+            sim = self.simulator.simulate(saved)
+        else:
+            sim = simulate(self.graph, self.graph.alias_closure(saved), self.rounding)
         total, recompute = step_time(self.graph, sim.schedule, self.times)
         return Step(frozenset(sim.schedule.saved), sim.peak, total, recompute), sim
 
@@ -407,7 +416,7 @@ class GreedyPlanner:
             chosen, chosen_sim = self._finish(full.path[first], explored, budget)
         else:
             chosen = min(full.path, key=lambda s: (s.peak, s.step_time_s))
-            chosen_sim = simulate(self.graph, set(chosen.saved), self.rounding)
+            chosen_sim = self._step(set(chosen.saved))[1]
         return PlanResult(
             budget=budget, feasible=first is not None, chosen=chosen, baseline=full.baseline,
             simulation=chosen_sim, baseline_simulation=full.baseline_simulation, lowest_peak=full.lowest_peak,

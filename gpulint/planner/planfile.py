@@ -44,6 +44,21 @@ class Source:
     path: str
     line: int
 
+    @classmethod
+    def of(cls, where: tuple[str, int] | None) -> Source | None:
+        """A traced (file, line), its path made relative to the working folder when it lies below it."""
+        import os
+
+        if not where:
+            return None
+        path, line = where
+        try:
+            relative = os.path.relpath(path)
+            path = path if relative.startswith("..") else relative
+        except ValueError:  # another drive (Windows)
+            pass
+        return cls(path=path, line=int(line))
+
 
 @dataclass
 class Decision:
@@ -121,6 +136,7 @@ class EagerForm:
     planned_for_bytes: int | None = None  # the budget its own decisions were planned for
     unapplied: list[str] = field(default_factory=list)  # decisions eager mode leaves out, as `Decision.describe()`
     measured: Measured | None = None
+    error: str | None = None  # why the eager form could not be planned (its figures are then 0)
 
 
 @dataclass
@@ -349,6 +365,7 @@ def _eager(r: _Reader | None) -> EagerForm | None:
         planned_for_bytes=r.get("planned_for_bytes", float, None, convert=_count),
         unapplied=[_checked(x, str, w) for x, w in r.items("unapplied")],
         measured=_measured(r.child("measured")),
+        error=r.get("error", str, None),
     )
 
 

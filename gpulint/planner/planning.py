@@ -1,8 +1,7 @@
 """`gpulint plan` from end to end: trace the step, plan it under the budget, predict both forms, measure them.
 
-    planned = make_plan(config, budget, hardware)       # trace + greedy plan -> Planned (the plan and its graph)
-    add_eager_figures(planned, config)                 # the eager form under gpulint.apply
-    add_measurement(planned, config)                   # --measure: the real compiled step with and without the plan
+    planned = make_plan(config, budget, hardware)       # trace both forms, plan each -> Planned (the plan, what made it)
+    add_measurement(planned, config)                   # --measure: both forms' real steps, with and without the plan
 
 Everything here returns or fills a `planfile.Plan`; cli.py renders and writes it.
 """
@@ -25,10 +24,12 @@ TIMELINE_POINTS = 200
 
 @dataclass
 class Planned:
-    """A plan and what it was made from: the traced graph of the step (for --measure and the eager figures)."""
+    """A plan and what it was made from (for --measure): the compiled form's traced graph and the eager form's
+    recorded program."""
 
     plan: planfile.Plan
     graph: JointGraph
+    program: Any = None
 
 
 def progress(message: str) -> None:
@@ -43,20 +44,6 @@ def floor_bytes(graph: JointGraph, rounding: int) -> int:
     grads = {s for i in graph.grad_outputs for s in graph.nodes[i].storages}
     rnd = (lambda b: b) if rounding <= 1 else (lambda b: -(-b // rounding) * rounding)
     return static_bytes(graph, rounding) + sum(rnd(sizes[s]) for s in grads)
-
-
-def _source(graph_node: Any) -> planfile.Source | None:
-    import os
-
-    if not graph_node.source:
-        return None
-    path, line = graph_node.source
-    try:
-        rel = os.path.relpath(path)
-        path = path if rel.startswith("..") else rel
-    except ValueError:
-        pass
-    return planfile.Source(path=path, line=int(line))
 
 
 def _sample(timeline: Any, points: int = TIMELINE_POINTS) -> list[list[int]]:
@@ -99,11 +86,11 @@ def plan_from_result(graph: JointGraph, result: PlanResult, *, hardware: str, tr
         decisions.append(planfile.Decision(
             id=nodes[rep].name, op=maker.op, bytes=int(graph.storage_bytes[storage]),
             action="save" if storage in kept else "recompute", module=maker.module,
-            call_index=None if address is None else address.call_index, source=_source(maker),
+            call_index=None if address is None else address.call_index, source=planfile.Source.of(maker.source),
         ))
     excluded = [
         planfile.Excluded(id=n.name, op=n.op, reason=n.excluded, module=n.module, call_index=n.call_index,
-                          source=_source(n))
+                          source=planfile.Source.of(n.source))
         for n in nodes if n.kind == FWD and n.excluded
     ]
     return planfile.Plan(
@@ -127,9 +114,14 @@ def plan_from_result(graph: JointGraph, result: PlanResult, *, hardware: str, tr
 
 def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 0,
               show_progress: bool = True) -> Planned:
-    """Trace, plan and (optionally) sweep."""
+    """Trace both forms of the step, plan each under the budget, and (optionally) sweep the compiled form.
+
+    Today's step is the eager one, as the user runs it now (their own checkpointing included): both forms are
+    planned for min(budget, today's peak), so no plan is worse than today.
+    """
     from gpulint.planner.config import format_bytes
     from gpulint.planner.cost import node_times
+    from gpulint.planner.eager_trace import trace_eager
     from gpulint.planner.greedy import GreedyPlanner
     from gpulint.planner.hardware import load_hardware
     from gpulint.planner.trace import trace_step
@@ -142,8 +134,6 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
     traced = trace_step(build_model, make_batch, loss_fn=step, optimizer=config.optimizer, dtype=config.dtype,
                         name=config.model, progress=say)
     graph = traced.graph
-    if say:
-        say(f"traced {len(graph.nodes)} ops in {traced.seconds:.1f} s; planning for {hw.name}...")
     floor = floor_bytes(graph, hw.allocation_rounding)
     if budget is None:
         budget = hw.memory_capacity
@@ -152,11 +142,36 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
             f"budget {format_bytes(budget)} is below the floor of {format_bytes(floor)} (parameters, gradients, "
             f"optimizer state and batch); no recomputation plan can reach it"
         )
+    if say:
+        say(f"traced {len(graph.nodes)} ops in {traced.seconds:.1f} s; running the step eagerly on fake tensors...")
+    try:
+        program = trace_eager(build_model, make_batch, loss_fn=step, optimizer=config.optimizer, dtype=config.dtype,
+                              name=config.model)
+    except PlanError as exc:  # the compiled form is still planned; the plan says why the eager one is not
+        program, eager_error = None, str(exc)
+    if program is not None:
+        today, today_timeline = today_figures(program, hw)
+        target = min(budget, today.peak_bytes)
+    else:
+        target = budget
+    if say:
+        say(f"today's step peaks at {format_bytes(today.peak_bytes)}; planning for {hw.name}..." if program is not None
+            else f"the eager step could not be run ({eager_error}); planning the compiled form for {hw.name}...")
     planner = GreedyPlanner(graph, node_times(graph, hw), hw.allocation_rounding, progress=show_progress)
-    full = planner.run(None if sweep else budget)
-    result = planner.for_budget(full, budget) if sweep else full
+    full = planner.run(None if sweep else target)
+    result = planner.for_budget(full, target) if sweep else full
     plan = plan_from_result(graph, result, hardware=hw.name, trace_seconds=traced.seconds, floor=floor)
-    plan.data_dependent = [planfile.ValueRead(**read) for read in traced.data_dependent]
+    plan.budget_bytes = budget
+    plan.feasible = result.chosen.peak <= budget
+    reads = traced.data_dependent
+    if program is not None:
+        plan.baseline, plan.timeline.baseline = today, today_timeline
+        plan.eager = plan_eager(program, hw, budget, target)
+        plan.stats.plan_seconds = round(plan.stats.plan_seconds + program.seconds, 3)
+        reads = reads or program.data_dependent
+    else:
+        plan.eager = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, fits_budget=False, error=eager_error)
+    plan.data_dependent = [planfile.ValueRead(**read) for read in reads]
     if sweep:
         top, bottom = full.baseline.peak, full.lowest_peak
         for k in range(sweep):
@@ -165,7 +180,56 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
             plan.sweep.append(planfile.SweepPoint(budget_bytes=b, peak_bytes=r.chosen.peak,
                                                   step_time_s=r.chosen.step_time_s,
                                                   recompute_time_s=r.chosen.recompute_time_s, feasible=r.feasible))
-    return Planned(plan, graph)
+    return Planned(plan, graph, program)
+
+
+def today_figures(program: Any, hw: Any) -> tuple[planfile.Figures, list[list[int]]]:
+    """Today's eager step on `hw`: its peak (tracked op by op; on a GPU, each storage rounded to the allocator's
+    block), its predicted time, and its memory over the step."""
+    from gpulint.planner.cost import node_times
+    from gpulint.planner.eager_sim import EagerSimulator
+    from gpulint.planner.eager_trace import run_step
+    from gpulint.planner.simulate import step_time
+
+    rounding = hw.allocation_rounding
+    simulator = EagerSimulator(program, rounding)
+    simulation = simulator.simulate(simulator.baseline)
+    total, _recompute = step_time(program.graph, simulation.schedule, node_times(program.graph, hw))
+    peak = program.peak_bytes if rounding <= 1 else run_step(program, None, rounding)[1]
+    return planfile.Figures(peak, total), _sample(simulation.timeline)
+
+
+def plan_eager(program: Any, hw: Any, budget: int, target: int, attempts: int = 3) -> planfile.EagerForm:
+    """The eager form's own plan: greedy on the eager program's simulation, then the chosen plan run on fake tensors
+    under `gpulint.apply`; its tracked peak is the figure. When the run peaks above the target (the simulation is a
+    model), the plan is made again for a target lower by the difference, `attempts` times at most."""
+    from gpulint.planner.cost import node_times
+    from gpulint.planner.eager_sim import EagerSimulator
+    from gpulint.planner.eager_trace import run_step
+    from gpulint.planner.greedy import GreedyPlanner
+
+    rounding = hw.allocation_rounding
+    simulator = EagerSimulator(program, rounding)
+    times = node_times(program.graph, hw)
+    planner = GreedyPlanner(program.graph, times, rounding, simulator=simulator)
+    goal = target
+    for _attempt in range(attempts):
+        result = planner.run(goal)
+        decisions = simulator.decisions(set(result.chosen.saved))
+        form = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, decisions=decisions)
+        state, peak = run_step(program, planfile.Plan(decisions=[], eager=form), rounding)
+        if peak <= target or not result.feasible:
+            break
+        goal -= max(1, peak - target)
+    if not any(d.action == "recompute" for d in decisions):
+        state = None
+    form.peak_bytes, form.step_time_s = peak, result.chosen.step_time_s
+    form.recompute_time_s = result.chosen.recompute_time_s
+    form.layers = list(state.regions) if state is not None else []
+    form.unapplied = [item.describe() for item in state.left_out] if state is not None else []
+    form.fits_budget = peak <= budget
+    form.planned_for_bytes = goal
+    return form
 
 
 def user_step(config: Any) -> tuple[Callable[[], Any], Callable[[], Any], Any]:
@@ -181,114 +245,70 @@ def user_step(config: Any) -> tuple[Callable[[], Any], Callable[[], Any], Any]:
 
 
 def add_measurement(planned: Planned, config: Any, show_progress: bool = True) -> None:
-    """Run the real compiled step with and without the plan; record measured and on-device predicted figures."""
+    """`--measure`: run both forms' real steps with and without the plan, each on its own: a form that cannot run
+    records why (`Measured.error`) and the other is still measured."""
+    build_model, make_batch, step = user_step(config)
+    plan = planned.plan
+    if plan.data_dependent:
+        plan.measured = _failed("the step reads tensor values: one static compiled graph cannot run it "
+                                "(torch.compile breaks its graph there); apply the plan in eager mode")
+    else:
+        if show_progress:
+            progress("measuring the compiled step, without and with the plan...")
+        plan.measured = _measured_or_error(lambda: _measure_compiled(planned, build_model, make_batch, step, config))
+    if planned.program is not None:
+        if show_progress:
+            progress("measuring the eager step (gpulint.apply), without and with the plan...")
+        plan.eager.measured = _measured_or_error(lambda: _measure_eager(planned, build_model, make_batch, step,
+                                                                        config))
+
+
+def _failed(reason: str) -> planfile.Measured:
+    return planfile.Measured(peak_bytes=0, step_time_s=0.0, device="", error=reason)
+
+
+def _measured_or_error(run: Callable[[], planfile.Measured]) -> planfile.Measured:
+    try:
+        return run()
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything; recorded as one line, the rest goes on
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return _failed(f"{type(exc).__name__}: {text}")
+
+
+def _measure_compiled(planned: Planned, build_model: Any, make_batch: Any, step: Any, config: Any) -> planfile.Measured:
     from gpulint.planner.measure import measure_step
     from gpulint.planner.simulate import simulate
 
     graph, plan = planned.graph, planned.plan
-    build_model, make_batch, loss_fn = user_step(config)
-    kwargs = {"loss_fn": loss_fn, "optimizer": config.optimizer, "dtype": config.dtype}
-    if show_progress:
-        progress("measuring today's step...")
+    kwargs = {"loss_fn": step, "optimizer": config.optimizer, "dtype": config.dtype}
     base = measure_step(build_model, make_batch, None, **kwargs)
-    if show_progress:
-        progress("measuring the planned step...")
     names = plan.saved_ids()
     measured = measure_step(build_model, make_batch, names, **kwargs)
     rounding = 512 if measured.device.startswith("cuda") else 1
-    predicted = simulate(graph, graph.alias_closure({graph.by_name[n] for n in names}), rounding).peak
-    predicted_base = simulate(graph, graph.default_saved(), rounding).peak
-    plan.measured = planfile.Measured(
+    return planfile.Measured(
         peak_bytes=measured.peak_bytes, step_time_s=measured.step_time_s, device=measured.device,
-        predicted_peak_bytes=predicted, baseline_peak_bytes=base.peak_bytes,
-        baseline_predicted_peak_bytes=predicted_base, baseline_step_time_s=base.step_time_s,
+        predicted_peak_bytes=simulate(graph, graph.alias_closure({graph.by_name[n] for n in names}), rounding).peak,
+        baseline_peak_bytes=base.peak_bytes,
+        baseline_predicted_peak_bytes=simulate(graph, graph.default_saved(), rounding).peak,
+        baseline_step_time_s=base.step_time_s, loss=measured.loss, baseline_loss=base.loss,
+    )
+
+
+def _measure_eager(planned: Planned, build_model: Any, make_batch: Any, step: Any, config: Any) -> planfile.Measured:
+    from gpulint.planner.eager_trace import run_step
+    from gpulint.planner.measure import measure_eager
+
+    plan, program = planned.plan, planned.program
+    kwargs = {"loss_fn": step, "optimizer": config.optimizer, "dtype": config.dtype}
+    base = measure_eager(build_model, make_batch, None, **kwargs)
+    measured = measure_eager(build_model, make_batch, plan, **kwargs)
+    rounding = 512 if measured.device.startswith("cuda") else 1  # the device measured, not the target
+    return planfile.Measured(
+        peak_bytes=measured.peak_bytes, step_time_s=measured.step_time_s, device=measured.device,
+        predicted_peak_bytes=run_step(program, plan, rounding)[1], baseline_peak_bytes=base.peak_bytes,
+        baseline_predicted_peak_bytes=run_step(program, None, rounding)[1], baseline_step_time_s=base.step_time_s,
         loss=measured.loss, baseline_loss=base.loss,
     )
-
-
-# --- the eager form ----------------------------------------------------------------------------------------------
-
-
-def eager_fitting_plan(graph: JointGraph, structure: Any, budget: int, hardware: Any) -> planfile.Plan | None:
-    """The plan for the largest budget whose eager step peaks within `budget` (None: no plan does).
-
-    Walks the planner's path (each step lowers the compiled peak) by bisection, predicting each step's eager peak.
-    """
-    from gpulint.planner.cost import node_times
-    from gpulint.planner.eager_predict import predict
-    from gpulint.planner.greedy import GreedyPlanner
-
-    planner = GreedyPlanner(graph, node_times(graph, hardware), hardware.allocation_rounding)
-    full = planner.run(None)
-    path = sorted(full.path, key=lambda step: -step.peak)
-    plans: dict[int, planfile.Plan] = {}
-
-    def fits(position: int) -> bool:
-        plans[position] = plan_from_result(graph, planner.for_budget(full, path[position].peak), hardware=hardware.name)
-        return predict(graph, plans[position], structure, rounding=hardware.allocation_rounding).peak_bytes <= budget
-
-    low, high = 0, len(path) - 1
-    if not fits(high):
-        return None
-    while low < high:
-        middle = (low + high) // 2
-        if fits(middle):
-            high = middle
-        else:
-            low = middle + 1
-    fits(low)
-    return plans[low]
-
-
-def add_eager_figures(planned: Planned, config: Any, measured: bool = False) -> None:
-    """Fill `plan.eager`: the predicted (and, with `measured`, the measured) eager step under this plan.
-
-    The model's module tree is built under fake tensors (no memory) to find the layers apply() would checkpoint.
-    """
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from gpulint.planner.eager_apply import applicable, plan_regions
-    from gpulint.planner.cost import node_times
-    from gpulint.planner.eager_predict import predict
-    from gpulint.planner.hardware import load_hardware
-    from gpulint.planner.measure import measure_eager
-    from gpulint.planner.trace import build_fake_model
-
-    graph, plan = planned.graph, planned.plan
-    hardware = load_hardware(plan.hardware)
-    times = node_times(graph, hardware)
-    build_model, make_batch, loss_fn = user_step(config)
-    with FakeTensorMode(), torch.device("cpu"):
-        structure = build_fake_model(build_model)
-    plan.eager = None
-    predicted = predict(graph, plan, structure, times, hardware.allocation_rounding)
-    budget = plan.budget_bytes
-    own: tuple[list[planfile.Decision], int | None] | None = None
-    if budget is not None and predicted.peak_bytes > budget:
-        # Eager mode keeps layer inputs and recomputes whole layers: pick the plan whose eager step fits.
-        fitting = eager_fitting_plan(graph, structure, budget, hardware)
-        if fitting is not None:
-            own = (fitting.decisions, fitting.budget_bytes)
-            plan.eager = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, decisions=own[0], planned_for_bytes=own[1])
-            predicted = predict(graph, plan, structure, times, hardware.allocation_rounding)
-    plan.eager = planfile.EagerForm(
-        peak_bytes=predicted.peak_bytes,
-        step_time_s=predicted.step_time_s,
-        recompute_time_s=predicted.recompute_time_s,
-        layers=plan_regions(structure, applicable(own[0] if own else plan.decisions))[0],
-        fits_budget=budget is None or predicted.peak_bytes <= budget,
-        decisions=own[0] if own else None,
-        planned_for_bytes=own[1] if own else None,
-    )
-    if measured:
-        result = measure_eager(build_model, make_batch, plan, loss_fn=loss_fn, optimizer=config.optimizer,
-                               dtype=config.dtype)
-        rounding = 512 if result.device.startswith("cuda") else 1  # the device measured, not the target
-        plan.eager.measured = planfile.Measured(
-            peak_bytes=result.peak_bytes, step_time_s=result.step_time_s, device=result.device,
-            predicted_peak_bytes=predict(graph, plan, structure, rounding=rounding).peak_bytes,
-        )
 
 
 # --- several batch shapes ----------------------------------------------------------------------------------------

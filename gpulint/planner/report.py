@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 from gpulint.planner.config import format_bytes
-from gpulint.planner.planfile import Decision, EagerForm, Plan, SweepPoint
+from gpulint.planner.planfile import Decision, EagerForm, Measured, Plan, SweepPoint
 
 
 def _recomputed(plan: Plan, top: int) -> list[Decision]:
@@ -28,28 +28,24 @@ def render_text(plan: Plan, top: int = 10) -> str:
         "",
         f"  {'':10}{'peak memory':>14}{'step time':>14}{'recompute':>14}",
         (f"  {'today':10}{format_bytes(plan.baseline.peak_bytes):>14}"
-         f"{_time(plan.baseline.step_time_s):>14}{'-':>14}"),
-        (f"  {'planned':10}{format_bytes(plan.planned.peak_bytes):>14}"
-         f"{_time(plan.planned.step_time_s):>14}{_time(plan.planned.recompute_time_s):>14}"),
+         f"{_time(plan.baseline.step_time_s):>14}{'-':>14}  (the step as it runs now)"),
+        (f"  {'compiled':10}{format_bytes(plan.planned.peak_bytes):>14}"
+         f"{_time(plan.planned.step_time_s):>14}{_time(plan.planned.recompute_time_s):>14}"
+         "  (gpulint.planner.compile, gpulint_backend)"),
     ]
-    measured = plan.measured
-    if measured:
-        lines.append(
-            f"  {'measured':10}{format_bytes(measured.peak_bytes):>14}{_time(measured.step_time_s):>14}"
-            f"{'':>14}  ({measured.device}; predicted there {format_bytes(measured.predicted_peak_bytes)}, "
-            f"today measured {format_bytes(measured.baseline_peak_bytes)})"
-        )
+    lines += _measured_row(plan.measured)
     lines += _eager_rows(plan)
     lines.append("")
     if budget is None:
         lines.append("no budget: the plan recomputes down to the lowest reachable peak")
     elif plan.feasible:
-        lines.append(f"fits the budget ({format_bytes(budget)})")
+        lines.append(f"compiled: fits the budget ({format_bytes(budget)})")
     else:
         lines.append(
-            f"does NOT fit the budget ({format_bytes(budget)}): the lowest peak reachable is "
+            f"compiled: does NOT fit the budget ({format_bytes(budget)}): the lowest peak reachable is "
             f"{format_bytes(plan.lowest_peak_bytes)}"
         )
+    lines += _eager_notes(plan)
     lines.append(f"floor (parameters, gradients, optimizer state, batch): {format_bytes(plan.floor_bytes)}")
     rows = _recomputed(plan, top)
     n_re = sum(d.action == "recompute" for d in plan.decisions)
@@ -65,7 +61,6 @@ def render_text(plan: Plan, top: int = 10) -> str:
         for e in plan.excluded:
             reasons[e.reason] = reasons.get(e.reason, 0) + 1
         lines.append("never recomputed: " + "; ".join(f"{c} x {r}" for r, c in sorted(reasons.items())))
-    lines += _eager_notes(plan)
     lines += _data_dependent_lines(plan)
     for row in plan.sweep:
         if row is plan.sweep[0]:
@@ -77,22 +72,30 @@ def render_text(plan: Plan, top: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _measured_row(measured: Measured | None) -> list[str]:
+    """A form's measured step under its predicted one (or why it could not run)."""
+    if measured is None:
+        return []
+    if measured.error:
+        return [f"  {'  measured':10}  could not run: {measured.error}"]
+    today = (f", today measured {format_bytes(measured.baseline_peak_bytes)}"
+             if measured.baseline_peak_bytes is not None else "")
+    return [f"  {'  measured':10}{format_bytes(measured.peak_bytes):>14}{_time(measured.step_time_s):>14}"
+            f"{'':>14}  ({measured.device}; predicted there {format_bytes(measured.predicted_peak_bytes)}{today})"]
+
+
 def _eager_rows(plan: Plan) -> list[str]:
-    """The eager path's predicted (and measured) step under `gpulint.apply(model, plan)`, as table rows."""
+    """The eager form's predicted (and measured) step under `gpulint.apply(model, plan)`, as table rows."""
     figures = plan.eager
     if not figures:
         return []
+    if figures.error:
+        return [f"  {'eager':10}  could not be planned: {figures.error}"]
     rows = [(
         f"  {'eager':10}{format_bytes(figures.peak_bytes):>14}{_time(figures.step_time_s):>14}"
         f"{_time(figures.recompute_time_s):>14}  (gpulint.apply: {_layers(figures)})"
     )]
-    measured = figures.measured
-    if measured:
-        rows.append(
-            f"  {'  measured':10}{format_bytes(measured.peak_bytes):>14}{_time(measured.step_time_s):>14}"
-            f"{'':>14}  ({measured.device}; predicted there {format_bytes(measured.predicted_peak_bytes)})"
-        )
-    return rows
+    return rows + _measured_row(figures.measured)
 
 
 def _layers(figures: EagerForm) -> str:
@@ -104,19 +107,16 @@ def _layers(figures: EagerForm) -> str:
 
 
 def _eager_notes(plan: Plan) -> list[str]:
-    """Why the eager figures differ from the compiled plan, and whether they hold the budget."""
+    """Whether the eager form holds the budget, and what it leaves out."""
     figures = plan.eager
-    if not figures:
+    if not figures or figures.error:
         return []
     notes = []
-    if figures.planned_for_bytes is not None:
-        notes.append(
-            f"eager mode keeps each checkpointed layer's inputs and recomputes whole layers, so it applies the "
-            f"plan made for {format_bytes(figures.planned_for_bytes)} (its own decisions, in the plan file)"
-        )
-    if not figures.fits_budget:
-        notes.append(f"eager mode does NOT fit the budget ({format_bytes(plan.budget_bytes)}): "
-                     "apply the plan with the compiled backend, or raise the budget")
+    if plan.budget_bytes is not None:
+        verdict = "fits" if figures.fits_budget else "does NOT fit"
+        notes.append(f"eager: {verdict} the budget ({format_bytes(plan.budget_bytes)})")
+    if figures.unapplied:
+        notes.append(f"eager mode leaves out {len(figures.unapplied)} decision(s), e.g. {figures.unapplied[0]}")
     return notes
 
 
@@ -139,27 +139,24 @@ def render_markdown(plan: Plan, top: int = 10) -> str:
         "| | peak memory | step time | recompute |",
         "|---|---:|---:|---:|",
         f"| today | {format_bytes(plan.baseline.peak_bytes)} | {_time(plan.baseline.step_time_s)} | - |",
-        (f"| planned | {format_bytes(plan.planned.peak_bytes)} | {_time(plan.planned.step_time_s)} "
-         f"| {_time(plan.planned.recompute_time_s)} |"),
+        (f"| compiled (`gpulint.planner.compile`) | {format_bytes(plan.planned.peak_bytes)} | "
+         f"{_time(plan.planned.step_time_s)} | {_time(plan.planned.recompute_time_s)} |"),
     ]
-    if plan.measured:
-        m = plan.measured
-        out.append(f"| measured ({m.device}) | {format_bytes(m.peak_bytes)} | {_time(m.step_time_s)} | |")
+    out += _markdown_measured("compiled measured", plan.measured)
     figures = plan.eager
-    if figures:
+    if figures and not figures.error:
         out.append(f"| eager (`gpulint.apply`) | {format_bytes(figures.peak_bytes)} | {_time(figures.step_time_s)} "
                    f"| {_time(figures.recompute_time_s)} |")
-        if figures.measured:
-            m = figures.measured
-            out.append(f"| eager measured ({m.device}) | {format_bytes(m.peak_bytes)} | "
-                       f"{_time(m.step_time_s)} | |")
+        out += _markdown_measured("eager measured", figures.measured)
     out.append("")
     if budget is not None:
         verdict = "fits" if plan.feasible else f"does **not** fit (lowest reachable {format_bytes(plan.lowest_peak_bytes)})"
-        out.append(f"Budget {format_bytes(budget)}: {verdict}.")
-    if figures:
+        out.append(f"Budget {format_bytes(budget)}: compiled {verdict}.")
+    if figures and figures.error:
+        out.append(f"Eager mode could not be planned: {figures.error}.")
+    elif figures:
         out.append(f"Eager mode: {_layers(figures)}.")
-    out += [line.strip() for line in _eager_notes(plan)]
+    out += [note[0].upper() + note[1:] + "." for note in _eager_notes(plan)]
     reads = plan.data_dependent
     if reads:
         out.append("The step depends on tensor values (graph breaks) at " +
@@ -170,6 +167,14 @@ def render_markdown(plan: Plan, top: int = 10) -> str:
         out += ["", "| recomputed | op | module | source |", "|---:|---|---|---|"]
         out += [f"| {format_bytes(d.bytes)} | `{d.op}` | `{d.module}` | `{_where(d)}` |" for d in rows]
     return "\n".join(out) + "\n"
+
+
+def _markdown_measured(label: str, measured: Measured | None) -> list[str]:
+    if measured is None:
+        return []
+    if measured.error:
+        return [f"| {label} | could not run: {measured.error} | | |"]
+    return [f"| {label} ({measured.device}) | {format_bytes(measured.peak_bytes)} | {_time(measured.step_time_s)} | |"]
 
 
 def render_html(plan: Plan, top: int = 20) -> str:
@@ -188,7 +193,7 @@ def render_html(plan: Plan, top: int = 20) -> str:
         "<table border='1'><tr><th></th><th>peak memory</th><th>step time</th><th>recompute</th></tr>"
         f"<tr><td>today</td><td>{esc(format_bytes(plan.baseline.peak_bytes))}</td>"
         f"<td>{esc(_time(plan.baseline.step_time_s))}</td><td>-</td></tr>"
-        f"<tr><td>planned</td><td>{esc(format_bytes(plan.planned.peak_bytes))}</td>"
+        f"<tr><td>compiled</td><td>{esc(format_bytes(plan.planned.peak_bytes))}</td>"
         f"<td>{esc(_time(plan.planned.step_time_s))}</td>"
         f"<td>{esc(_time(plan.planned.recompute_time_s))}</td></tr></table>"
         f"<h2>Memory over the step</h2>{frontier_svg_timeline(plan)}"

@@ -133,11 +133,13 @@ def static_bytes(graph: JointGraph, rounding: int = 1) -> int:
     return static + sum(rnd(b) for b in graph.optimizer_state_sizes) + host
 
 
-def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Schedule | None = None) -> Simulation:
+def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Schedule | None = None,
+             hold: dict[int, int] | None = None) -> Simulation:
     """Simulate the step that saves `saved` (node indices); return live bytes after each op and the peak.
 
-    `sched` replaces the backend's schedule of `saved` (eager.py passes one where selective checkpointing
-    recomputes a whole layer at once)."""
+    `sched` replaces the backend's schedule of `saved` (eager_sim.py passes one where selective checkpointing
+    recomputes a whole layer at once). `hold` keeps a forward node's value alive at least until a forward position
+    (eager mode: a Python variable holds it past its last use)."""
     sched = sched or schedule(graph, saved)
     nodes = graph.nodes
     sizes = device_sizes(graph, rounding)
@@ -160,6 +162,8 @@ def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Sched
     for n in nodes:
         if n.kind == TANGENT:  # `loss.backward()` holds its seed gradient until the backward returns
             last_use[(n.index, 0)] = KEEP
+    for i, position in (hold or {}).items():
+        last_use[(i, 0)] = max(last_use.get((i, 0), position), position)
 
     static = graph.static_storages
     live = static_bytes(graph, rounding)

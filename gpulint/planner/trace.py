@@ -418,7 +418,8 @@ def _replay_fake_mode(values: list[_Recorded] | None) -> Any:
             # The real run may read values the trace never reads (CPU one_hot checks its indices with two
             # `.item()` calls that the traced decomposition does not make): records from other lines are skipped.
             found = next((k for k in range(self.position, len(values)) if values[k].func == func
-                          and values[k].inputs == shapes and values[k].source in (source, None)), None)
+                          and values[k].inputs == shapes and (source is None or values[k].source in (source, None))),
+                         None)
             if found is None:
                 recorded = values[self.position]
                 raise _ReplayError(

@@ -16,7 +16,6 @@ transformers = pytest.importorskip("transformers")
 from gpulint.planner import eager_apply, planfile
 from gpulint.planner.address import layer_of
 from gpulint.planner.eager_trace import saved_activations
-from gpulint.planner.errors import PlanMismatchError
 
 
 def gpt2():
@@ -144,23 +143,40 @@ def test_every_model_trains_five_steps_to_the_same_parameters(name):
     assert_same_training(name)
 
 
-def test_gpt2_plan_does_not_fit_a_deeper_gpt2():
+def _trains_like(reference, planned, batch) -> None:
+    """Two steps give the same loss and gradients as the model without the plan, bitwise."""
+    for seed in range(2):
+        for model in (reference, planned):
+            model.zero_grad(set_to_none=True)
+        a, b = loss_of(reference, batch, seed), loss_of(planned, batch, seed)
+        a.backward()
+        b.backward()
+        assert torch.equal(a, b)
+        assert all(torch.equal(p.grad, q.grad) for p, q in zip(reference.parameters(), planned.parameters()))
+
+
+def test_a_gpt2_plan_on_a_gpt2_with_another_activation_leaves_out_what_differs():
     small, batch = build("gpt2")
     plan = plan_for(small, batch, 0.6)
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=32, vocab_size=64, activation_function="relu")
-    other = transformers.GPT2LMHeadModel(config).train()
-    eager_apply.apply(other, plan)
-    with pytest.raises(PlanMismatchError, match="plan does not match this model"):
-        loss_of(other, batch, 0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=32, vocab_size=64,
+                                     activation_function="relu", use_cache=False)
+    reference = transformers.GPT2LMHeadModel(config).train()
+    planned = copy.deepcopy(reference)
+    eager_apply.apply(planned, plan)
+    with pytest.warns(UserWarning, match=r"left out .*\(its op does not happen there\)"):
+        _trains_like(reference, planned, batch)
 
 
-def test_gpt2_plan_does_not_fit_llama():
+def test_a_gpt2_plan_on_llama_leaves_everything_out_and_trains_as_before():
     small, batch = build("gpt2")
     plan = plan_for(small, batch, 0.6)
-    other, _ = build("llama")
-    with pytest.raises(PlanMismatchError, match="names module 'transformer"):
-        eager_apply.apply(other, plan)
+    reference, _ = build("llama")
+    planned = copy.deepcopy(reference)
+    with pytest.warns(UserWarning, match="the model has no module 'transformer"):
+        eager_apply.apply(planned, plan)
+    assert eager_apply.applied_plan(planned).regions == []
+    _trains_like(reference, planned, batch)
 
 
 def test_kv_cache_is_turned_off_with_a_warning_and_restored():
