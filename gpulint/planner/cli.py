@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             planned = planning.make_plan(config, budget, hardware, args.sweep)
         plan = planned.plan
         if args.measure:
-            planning.add_measurement(planned, config)  # each form on its own: a failure is recorded, not raised
+            planning.add_measurement(planned)  # each form on its own: a failure is recorded, not raised
     if args.patch or args.script:
         from gpulint.planner import patch
 

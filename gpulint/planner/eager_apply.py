@@ -16,8 +16,10 @@ warning that names it (`AppliedPlan.left_out` lists them all with the reason):
 - its op does not happen where it says (another model, or another program than the planned one);
 - it would keep a tensor that the layer then writes in place (a router's ``topk`` divided with ``/=``): torch
   refuses such a cached tensor in the backward, so it is recomputed instead.
-The first time a layer runs with gradients it runs fully recomputed (plain checkpointing: exact, and no more memory
-than the plan) while its ops are counted and checked; from its next call on it uses the plan. Random ops recompute
+A layer's recompute leaves its buffers as the forward left them: BatchNorm in train mode updates its running
+statistics when it runs, and the recompute runs it again, so the buffers are put back once the recompute is done.
+In the first training step a layer runs fully recomputed (plain checkpointing: exact, and no more memory than the
+plan) while its ops are counted and checked; from the next step on it uses the plan. Random ops recompute
 with the RNG state preserved (``preserve_rng_state=True``), so masks and gradients equal the unplanned step's.
 
 Counting restarts with each training step: a layer entered after a backward went through it starts a new step.
@@ -38,6 +40,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.checkpoint import (
     CheckpointPolicy,
     checkpoint,
@@ -123,6 +126,7 @@ class _Plan:
     policy: dict[Address, CheckpointPolicy] = field(default_factory=dict)
     validated: set[str] = field(default_factory=set)  # regions whose decisions were checked
     expected: dict[str, set[Address]] = field(default_factory=dict)  # region -> planned addresses its check met
+    checking: dict[str, _Checking] = field(default_factory=dict)  # regions checked in this (their first) step
 
 
 @dataclass
@@ -149,7 +153,9 @@ class AppliedPlan:
 
     @property
     def validated(self) -> bool:
-        """Every checkpointed layer of the decisions in use was checked against the running model."""
+        """Every checkpointed layer of the decisions in use was checked against the running model (a layer's check
+        spans its first step and is settled when the next step starts, or now, when this is asked)."""
+        self._settle_checks()
         plan = self._plans[self._key]
         return set(plan.by_region) <= plan.validated
 
@@ -181,6 +187,14 @@ class AppliedPlan:
             self._new_step = False
             self._counter = OpCounter()
             self._hits = set()
+            self._settle_checks()
+
+    def _settle_checks(self) -> None:
+        """Settle the decisions of the layers checked during the step that just ended (all their calls ran)."""
+        for plan in self._plans.values():
+            for region, checking in list(plan.checking.items()):
+                self._left_out(_checked(plan, region, checking.seen, checking.mutated), "run")
+            plan.checking.clear()
 
     def _mark_step_end(self, _grad: Any) -> None:
         self._new_step = True
@@ -398,22 +412,37 @@ def _checkpointed_forward(state: AppliedPlan, path: str, inner: Callable[..., An
     state._enter_region()
     plan = state._plans[state._key]
     kwargs = _without_kv_cache(kwargs)
-    checking = None
     if path in plan.by_region and path not in plan.validated:
-        checking = _Checking(state)
-        policy = checking
+        # The layer's first step: every call of it runs fully recomputed while its ops are counted; its decisions
+        # are settled when the next step starts (a layer may run several times in one step).
+        policy = plan.checking.setdefault(path, _Checking(state))
     else:
         policy = state._policy_fn
     context_fn = functools.partial(create_selective_checkpoint_contexts, policy)
-    out = checkpoint(inner, *args, use_reentrant=False, context_fn=context_fn, preserve_rng_state=True, **kwargs)
-    if checking is not None:
-        state._left_out(_checked(plan, path, checking.seen, checking.mutated), "run")
-    else:
+    layer = functools.partial(_run_layer, state.model.get_submodule(path), inner)
+    out = checkpoint(layer, *args, use_reentrant=False, context_fn=context_fn, preserve_rng_state=True, **kwargs)
+    if not isinstance(policy, _Checking):
         _check_path(state, plan, path)
     first = next((t for t in _flat_tensors(out) if t.requires_grad), None)
     if first is not None:
         first.register_hook(state._mark_step_end)  # the backward reaching this layer ends the step
     return out
+
+
+def _run_layer(module: nn.Module, inner: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A checkpointed layer's forward. Run again by the backward (the recompute), it puts the layer's buffers back
+    as they were: BatchNorm's running statistics must count each step once, as without the plan."""
+    if torch._C._current_graph_task_id() == -1:  # the forward
+        return inner(*args, **kwargs)
+    buffers = [b for b in module.buffers() if b is not None]
+    with torch.no_grad(), _disable_current_modes():  # outside the checkpoint's own dispatch mode: not recomputed ops
+        kept = [b.clone() for b in buffers]
+    try:
+        return inner(*args, **kwargs)
+    finally:
+        with torch.no_grad(), _disable_current_modes():
+            for buffer, value in zip(buffers, kept):
+                buffer.copy_(value)
 
 
 def _check_path(state: AppliedPlan, plan: _Plan, path: str) -> None:

@@ -66,7 +66,10 @@ class EagerSimulator:
                 by_storage[s].append(i)
         self.tied = {i: set(self.group.get(i, (i,))) | set(by_storage[nodes[i].storages[0]] if nodes[i].storages else ())
                      for i in self.baseline}
-        self.mutated = {i for i in self.fw if any(s in program.mutated for s in nodes[i].storages)}
+        # Values a checkpointed layer cannot keep: an op's outputs are kept together, so one written in place later
+        # makes them all unkeepable.
+        written = {i for i in self.fw if any(s in program.mutated for s in nodes[i].storages)}
+        self.mutated = {j for i in written for j in self.group.get(i, (i,))} | written
         # Droppable: saved inside a layer by ops of that layer only, with everything tied to it (a layer's output
         # that the next layer's first op saves stays saved whatever this layer does).
         self.droppable = set()
@@ -105,11 +108,12 @@ class EagerSimulator:
         op's outputs together) and the other values on its storage (a kept view holds the whole storage). So
         dropping one of them drops them all."""
         dropped = {i for i in self.baseline - saved if i in self.droppable}
-        for i in list(dropped):
-            dropped.update(j for j in self.tied[i] if j in self.droppable)
         regions = {self.layer[i] for i in dropped}
-        kept = {i for i in self.baseline - dropped if not (self.layer.get(i) in regions and i in self.mutated)}
-        return kept, regions
+        # A checkpointed layer never keeps a value it writes in place later: torch would refuse it in the backward.
+        dropped |= {i for i in self.baseline if i in self.mutated and self.layer.get(i) in regions}
+        for i in list(dropped):
+            dropped.update(j for j in self.tied.get(i, ()) if j in self.baseline)
+        return self.baseline - dropped, regions
 
     def simulate(self, saved: set[int]) -> Simulation:
         kept, regions = self.kept(saved)

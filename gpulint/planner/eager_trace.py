@@ -15,7 +15,8 @@ dropout's `bernoulli_`/`div_`/`mul`), the branches libraries take when they are 
 - how long Python itself holds each value (`held_until`): a value the simulator frees after its last use may stay
   alive in a local variable until its function returns.
 
-A step that reads tensor values is run once for real to record them, then replayed (as trace.py does). An op whose
+A step that reads tensor values is run once for real to record them, then replayed (as trace.py does); libraries
+that branch on fake tensors (transformers) are shown real ones, so they take their eager branches. An op whose
 fake kernel refuses inputs its real CPU kernel takes (grouped_mm's meta function wants bf16) runs for real on zeros
 of the same shapes, and its output is made fake again.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,7 +101,8 @@ def _record(build_model: Callable[[], Any], make_batch: Callable[[], Any], step:
             fake_mode.position = 0
             fake_mode.in_forward = True
         try:
-            with stamp.active(), recorder, torch.autograd.graph.saved_tensors_hooks(recorder.pack, recorder.unpack):
+            with _as_real_tensors(), stamp.active(), recorder, \
+                    torch.autograd.graph.saved_tensors_hooks(recorder.pack, recorder.unpack):
                 stamp.phase = "forward"
                 loss = step(model, batch)
                 recorder.begin_backward()
@@ -133,6 +136,30 @@ def _record(build_model: Callable[[], Any], make_batch: Callable[[], Any], step:
     if values is not None:
         program.data_dependent = stamp.data_dependent()
     return program
+
+
+@contextmanager
+def _as_real_tensors() -> Iterator[None]:
+    """Libraries that take other branches for fake tensors take their eager ones: transformers asks
+    `is_fake_tensor(x)` (through `is_tracing`) and, for fake tensors, skips the value checks eager mode makes (an
+    all-ones attention mask needs no mask). The values those branches read are replayed from one real run."""
+    import sys
+
+    module = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(module, "is_fake_tensor", None)
+    patched = [m for m in list(sys.modules.values()) if m is not None and m.__name__.startswith("transformers")
+               and original is not None and getattr(m, "is_fake_tensor", None) is original]
+    for m in patched:
+        m.is_fake_tensor = _never_fake
+    try:
+        yield
+    finally:
+        for m in patched:
+            m.is_fake_tensor = original
+
+
+def _never_fake(_value: Any) -> bool:
+    return False
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -249,7 +276,7 @@ class _Recorder(TorchDispatchMode):
             self.addresses[index] = address
         for sid in creates:
             self.creator[sid] = index
-        written = self._written(func, outputs, inputs)
+        written = self._written(func, args, kwargs)
         for sid in written:
             if self.kind == FWD and sid in self.creator and self.creator[sid] != index:
                 self.mutated.add(sid)
@@ -273,15 +300,19 @@ class _Recorder(TorchDispatchMode):
         sid = self.storage_ids.get(ref) if ref in self.live else None
         return None if sid is None else self.writer.get(sid)
 
-    def _written(self, func: Any, outputs: list[torch.Tensor], inputs: list[torch.Tensor]) -> set[int]:
+    def _written(self, func: Any, args: Any, kwargs: Any) -> set[int]:
         """Storages an in-place or out= op writes (its schema says which arguments it mutates)."""
         if func == "placeholder" or not func._schema.is_mutable:
             return set()
         out = set()
-        for tensor in outputs:
-            ref = StorageWeakRef(tensor.untyped_storage())
-            if ref in self.storage_ids:
-                out.add(self.storage_ids[ref])
+        for position, argument in enumerate(func._schema.arguments):
+            if argument.alias_info is None or not argument.alias_info.is_write:
+                continue
+            value = args[position] if position < len(args) else (kwargs or {}).get(argument.name)
+            for tensor in _tensors(value):
+                ref = StorageWeakRef(tensor.untyped_storage())
+                if ref in self.storage_ids:
+                    out.add(self.storage_ids[ref])
         return out
 
     def begin_backward(self) -> None:
@@ -424,12 +455,14 @@ def run_step(program: EagerProgram, plan: Any, rounding: int = 1) -> Any:
             eager_apply.apply(model, plan, known=known(program))
         state = eager_apply.applied_plan(model)
     tracker = _PeakTracker(rounding)
+    stack = ModuleStack(model)
     try:
         with fake_mode:
-            if hasattr(fake_mode, "position"):
-                fake_mode.position = 0
+            if hasattr(fake_mode, "position"):  # a step that reads values: replayed, and again for recomputes
+                fake_mode.position, fake_mode.answered, fake_mode.again = 0, {}, {}
+                fake_mode.context = lambda: stack.current
             tracker.register([*model.parameters(), *model.buffers(), *_tensors(batch)])
-            with tracker:
+            with _as_real_tensors(), tracker:
                 torch.manual_seed(0)
                 loss = program.step(model, batch)
                 loss.backward()
@@ -437,6 +470,7 @@ def run_step(program: EagerProgram, plan: Any, rounding: int = 1) -> Any:
             for p in model.parameters():
                 p.grad = None
     finally:
+        stack.remove()
         if plan is not None:
             eager_apply.remove(model)
     graph = program.graph

@@ -50,7 +50,7 @@ class OpNode:
 class JointGraph:
     nodes: list[OpNode]
     storage_bytes: list[int]  # raw bytes per storage id
-    fwd_outputs: list[int]  # node indices returned by the forward (the loss first)
+    fwd_outputs: list[int]  # node indices returned by the forward: the new values of mutated buffers, then the loss
     grad_outputs: list[int]  # node indices returned by the backward (gradients)
     param_bytes: int = 0
     input_bytes: int = 0
@@ -182,6 +182,27 @@ def _integer_gather(node: Any) -> bool:
                                 and v.dtype not in (torch.bool, torch.uint8) for v in values)
 
 
+STATE_UPDATE = "updates a buffer the step writes back (BatchNorm's running statistics): recomputing it would read "\
+    "the buffer after the step wrote it"
+
+
+def _exclude_state_updates(graph: JointGraph) -> None:
+    """Never recompute an op whose output is a buffer's new value (aot_autograd's forward returns the new values of
+    the inputs it mutates before the loss, and the step writes them back into the buffers): a recompute in the
+    backward would read the buffer already written, which torch refuses (its version moved), and would compute its
+    update again."""
+    nodes = graph.nodes
+    for index in graph.fwd_outputs[:-1]:
+        node = nodes[index]
+        maker = nodes[node.inputs[0]] if node.op == "getitem" and node.inputs else node
+        if maker.kind != FWD:
+            continue
+        maker.excluded = STATE_UPDATE
+        for other in nodes[maker.index + 1:]:
+            if other.op == "getitem" and other.inputs == [maker.index]:
+                other.excluded = STATE_UPDATE
+
+
 def cpu_storage_bytes(nodes: list[OpNode], storage_bytes: list[int]) -> dict[int, int]:
     """The storages a CPU kernel makes larger than their tensor: the 0-d losses of CPU_INPUT_SIZED_RESULTS."""
     out = {}
@@ -270,6 +291,7 @@ def build_graph(joint: Any, num_fwd_outputs: int, primal_kinds: list[str]) -> Jo
         index_of[fx_node] = node.index
         nodes.append(node)
     graph = JointGraph(nodes=nodes, storage_bytes=storage_bytes, fwd_outputs=fwd_outputs, grad_outputs=grad_outputs)
+    _exclude_state_updates(graph)
     graph.host_storages = {s for n in nodes if n.op == "rng_state" for s in n.creates}
     graph.cpu_storage_bytes = cpu_storage_bytes(nodes, storage_bytes)
     static = graph.static_storages

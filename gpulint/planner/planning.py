@@ -24,12 +24,18 @@ TIMELINE_POINTS = 200
 
 @dataclass
 class Planned:
-    """A plan and what it was made from (for --measure): the compiled form's traced graph and the eager form's
-    recorded program."""
+    """A plan and the traced forms it was made from (for --measure)."""
 
     plan: planfile.Plan
-    graph: JointGraph
-    program: Any = None
+    forms: Forms
+
+    @property
+    def graph(self) -> JointGraph:
+        return self.forms.traced.graph
+
+    @property
+    def program(self) -> Any:
+        return self.forms.program
 
 
 def progress(message: str) -> None:
@@ -112,27 +118,67 @@ def plan_from_result(graph: JointGraph, result: PlanResult, *, hardware: str, tr
     )
 
 
+@dataclass
+class Forms:
+    """Both forms of one training step, traced: what `plan_forms` plans and `add_measurement` runs."""
+
+    build_model: Callable[[], Any]
+    make_batch: Callable[[], Any]
+    step: Any  # step.UserStep
+    optimizer: str
+    dtype: str
+    traced: Any  # trace.Traced: the compiled form
+    program: Any  # eager_trace.EagerProgram: the eager form (None when it cannot run: `eager_error` says why)
+    eager_error: str | None = None
+
+
+def trace_forms(build_model: Callable[[], Any], make_batch: Callable[[], Any], step: Any, *, optimizer: str = "adamw",
+                dtype: str = "fp32", name: str = "", show_progress: bool = False) -> Forms:
+    """Trace the compiled form (aot_autograd, fake tensors) and record the eager form (the step run eagerly on fake
+    tensors). The eager form failing is no error: the compiled form is still planned, and the plan says why."""
+    from gpulint.planner.eager_trace import trace_eager
+    from gpulint.planner.trace import trace_step
+
+    say = progress if show_progress else None
+    if say:
+        say(f"tracing {name} ({dtype}, fake tensors)...")
+    traced = trace_step(build_model, make_batch, loss_fn=step, optimizer=optimizer, dtype=dtype, name=name,
+                        progress=say)
+    if say:
+        say(f"traced {len(traced.graph.nodes)} ops in {traced.seconds:.1f} s; running the step eagerly on fake "
+            "tensors...")
+    forms = Forms(build_model, make_batch, step, optimizer, dtype, traced, None)
+    try:
+        forms.program = trace_eager(build_model, make_batch, loss_fn=step, optimizer=optimizer, dtype=dtype,
+                                    name=name)
+    except PlanError as exc:
+        forms.eager_error = str(exc)
+    return forms
+
+
 def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 0,
               show_progress: bool = True) -> Planned:
-    """Trace both forms of the step, plan each under the budget, and (optionally) sweep the compiled form.
+    """`gpulint plan`: trace both forms of the config's step and plan each under the budget."""
+    build_model, make_batch, step = user_step(config)
+    forms = trace_forms(build_model, make_batch, step, optimizer=config.optimizer, dtype=config.dtype,
+                        name=config.model, show_progress=show_progress)
+    return plan_forms(forms, budget, hardware_name, sweep, show_progress)
+
+
+def plan_forms(forms: Forms, budget: int | None, hardware_name: str, sweep: int = 0,
+               show_progress: bool = False) -> Planned:
+    """Plan both forms under the budget, and (optionally) sweep the compiled form.
 
     Today's step is the eager one, as the user runs it now (their own checkpointing included): both forms are
     planned for min(budget, today's peak), so no plan is worse than today.
     """
     from gpulint.planner.config import format_bytes
     from gpulint.planner.cost import node_times
-    from gpulint.planner.eager_trace import trace_eager
     from gpulint.planner.greedy import GreedyPlanner
     from gpulint.planner.hardware import load_hardware
-    from gpulint.planner.trace import trace_step
 
     hw = load_hardware(hardware_name)
-    say = progress if show_progress else None
-    if say:
-        say(f"tracing {config.model} ({config.dtype}, fake tensors)...")
-    build_model, make_batch, step = user_step(config)
-    traced = trace_step(build_model, make_batch, loss_fn=step, optimizer=config.optimizer, dtype=config.dtype,
-                        name=config.model, progress=say)
+    traced, program = forms.traced, forms.program
     graph = traced.graph
     floor = floor_bytes(graph, hw.allocation_rounding)
     if budget is None:
@@ -142,36 +188,28 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
             f"budget {format_bytes(budget)} is below the floor of {format_bytes(floor)} (parameters, gradients, "
             f"optimizer state and batch); no recomputation plan can reach it"
         )
-    if say:
-        say(f"traced {len(graph.nodes)} ops in {traced.seconds:.1f} s; running the step eagerly on fake tensors...")
-    try:
-        program = trace_eager(build_model, make_batch, loss_fn=step, optimizer=config.optimizer, dtype=config.dtype,
-                              name=config.model)
-    except PlanError as exc:  # the compiled form is still planned; the plan says why the eager one is not
-        program, eager_error = None, str(exc)
+    target = budget
     if program is not None:
         today, today_timeline = today_figures(program, hw)
         target = min(budget, today.peak_bytes)
-    else:
-        target = budget
-    if say:
-        say(f"today's step peaks at {format_bytes(today.peak_bytes)}; planning for {hw.name}..." if program is not None
-            else f"the eager step could not be run ({eager_error}); planning the compiled form for {hw.name}...")
+    if show_progress:
+        progress(f"today's step peaks at {format_bytes(today.peak_bytes)}; planning for {hw.name}..."
+                 if program is not None else
+                 f"the eager step could not be run ({forms.eager_error}); planning the compiled form for {hw.name}...")
     planner = GreedyPlanner(graph, node_times(graph, hw), hw.allocation_rounding, progress=show_progress)
     full = planner.run(None if sweep else target)
     result = planner.for_budget(full, target) if sweep else full
     plan = plan_from_result(graph, result, hardware=hw.name, trace_seconds=traced.seconds, floor=floor)
     plan.budget_bytes = budget
     plan.feasible = result.chosen.peak <= budget
-    reads = traced.data_dependent
     if program is not None:
         plan.baseline, plan.timeline.baseline = today, today_timeline
         plan.eager = plan_eager(program, hw, budget, target)
-        plan.stats.plan_seconds = round(plan.stats.plan_seconds + program.seconds, 3)
-        reads = reads or program.data_dependent
+        plan.stats.trace_seconds = round(traced.seconds + program.seconds, 3)
     else:
-        plan.eager = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, fits_budget=False, error=eager_error)
-    plan.data_dependent = [planfile.ValueRead(**read) for read in reads]
+        plan.eager = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, fits_budget=False, error=forms.eager_error)
+    # Where the compiled form's step reads values (graph breaks): eager mode reads them as it runs, with no harm.
+    plan.data_dependent = [planfile.ValueRead(**read) for read in traced.data_dependent]
     if sweep:
         top, bottom = full.baseline.peak, full.lowest_peak
         for k in range(sweep):
@@ -180,7 +218,7 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
             plan.sweep.append(planfile.SweepPoint(budget_bytes=b, peak_bytes=r.chosen.peak,
                                                   step_time_s=r.chosen.step_time_s,
                                                   recompute_time_s=r.chosen.recompute_time_s, feasible=r.feasible))
-    return Planned(plan, graph, program)
+    return Planned(plan, forms)
 
 
 def today_figures(program: Any, hw: Any) -> tuple[planfile.Figures, list[list[int]]]:
@@ -244,10 +282,9 @@ def user_step(config: Any) -> tuple[Callable[[], Any], Callable[[], Any], Any]:
     return build_model, make_batch, UserStep(loss_fn=loss_fn, step_fn=step_fn, inputs=config.inputs)
 
 
-def add_measurement(planned: Planned, config: Any, show_progress: bool = True) -> None:
+def add_measurement(planned: Planned, show_progress: bool = True) -> None:
     """`--measure`: run both forms' real steps with and without the plan, each on its own: a form that cannot run
     records why (`Measured.error`) and the other is still measured."""
-    build_model, make_batch, step = user_step(config)
     plan = planned.plan
     if plan.data_dependent:
         plan.measured = _failed("the step reads tensor values: one static compiled graph cannot run it "
@@ -255,12 +292,11 @@ def add_measurement(planned: Planned, config: Any, show_progress: bool = True) -
     else:
         if show_progress:
             progress("measuring the compiled step, without and with the plan...")
-        plan.measured = _measured_or_error(lambda: _measure_compiled(planned, build_model, make_batch, step, config))
+        plan.measured = _measured_or_error(lambda: _measure_compiled(planned))
     if planned.program is not None:
         if show_progress:
             progress("measuring the eager step (gpulint.apply), without and with the plan...")
-        plan.eager.measured = _measured_or_error(lambda: _measure_eager(planned, build_model, make_batch, step,
-                                                                        config))
+        plan.eager.measured = _measured_or_error(lambda: _measure_eager(planned))
 
 
 def _failed(reason: str) -> planfile.Measured:
@@ -275,15 +311,15 @@ def _measured_or_error(run: Callable[[], planfile.Measured]) -> planfile.Measure
         return _failed(f"{type(exc).__name__}: {text}")
 
 
-def _measure_compiled(planned: Planned, build_model: Any, make_batch: Any, step: Any, config: Any) -> planfile.Measured:
+def _measure_compiled(planned: Planned) -> planfile.Measured:
     from gpulint.planner.measure import measure_step
     from gpulint.planner.simulate import simulate
 
-    graph, plan = planned.graph, planned.plan
-    kwargs = {"loss_fn": step, "optimizer": config.optimizer, "dtype": config.dtype}
-    base = measure_step(build_model, make_batch, None, **kwargs)
+    graph, plan, forms = planned.graph, planned.plan, planned.forms
+    kwargs = {"loss_fn": forms.step, "optimizer": forms.optimizer, "dtype": forms.dtype}
+    base = measure_step(forms.build_model, forms.make_batch, None, **kwargs)
     names = plan.saved_ids()
-    measured = measure_step(build_model, make_batch, names, **kwargs)
+    measured = measure_step(forms.build_model, forms.make_batch, names, **kwargs)
     rounding = 512 if measured.device.startswith("cuda") else 1
     return planfile.Measured(
         peak_bytes=measured.peak_bytes, step_time_s=measured.step_time_s, device=measured.device,
@@ -294,14 +330,14 @@ def _measure_compiled(planned: Planned, build_model: Any, make_batch: Any, step:
     )
 
 
-def _measure_eager(planned: Planned, build_model: Any, make_batch: Any, step: Any, config: Any) -> planfile.Measured:
+def _measure_eager(planned: Planned) -> planfile.Measured:
     from gpulint.planner.eager_trace import run_step
     from gpulint.planner.measure import measure_eager
 
-    plan, program = planned.plan, planned.program
-    kwargs = {"loss_fn": step, "optimizer": config.optimizer, "dtype": config.dtype}
-    base = measure_eager(build_model, make_batch, None, **kwargs)
-    measured = measure_eager(build_model, make_batch, plan, **kwargs)
+    plan, program, forms = planned.plan, planned.program, planned.forms
+    kwargs = {"loss_fn": forms.step, "optimizer": forms.optimizer, "dtype": forms.dtype}
+    base = measure_eager(forms.build_model, forms.make_batch, None, **kwargs)
+    measured = measure_eager(forms.build_model, forms.make_batch, plan, **kwargs)
     rounding = 512 if measured.device.startswith("cuda") else 1  # the device measured, not the target
     return planfile.Measured(
         peak_bytes=measured.peak_bytes, step_time_s=measured.step_time_s, device=measured.device,

@@ -21,12 +21,13 @@ STATE_REASON = "generator state of a random op (saved whenever the op is recompu
 
 
 def rng_state(like: Any) -> Any:
-    """The default generator's state for `like`'s device (a uint8 tensor on the host)."""
+    """The default generator's state for `like`'s device (a uint8 tensor on the host). Copied through an op, so that
+    a tracker of live storages (measure.py on CPU) sees the memory it takes, as the simulation counts it."""
     import torch
 
     if like.device.type == "cuda":
-        return torch.cuda.get_rng_state(like.device)
-    return torch.get_rng_state()
+        return torch.cuda.get_rng_state(like.device).clone()
+    return torch.get_rng_state().clone()
 
 
 def run_random(_state: Any, op: Any, *args: Any, **kwargs: Any) -> Any:

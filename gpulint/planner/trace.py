@@ -403,6 +403,10 @@ def _replay_fake_mode(values: list[_Recorded] | None) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.position = 0
+            # (module, op, input shapes) -> the answers given, for a recompute to ask again (eager_trace.run_step)
+            self.answered: dict[tuple[str, Any, str], list[_Recorded]] = {}
+            self.again: dict[tuple[str, Any, str], int] = {}
+            self.context: Callable[[], str] = lambda: ""  # the module running (set where a recompute may ask)
             self.in_forward = False  # set by `_trace` while the step's forward and loss run
             self.backward_ops: list[tuple[str, tuple[str, int] | None]] = []  # replayed in the backward: (op, source)
 
@@ -411,22 +415,31 @@ def _replay_fake_mode(values: list[_Recorded] | None) -> Any:
                 return super().__torch_dispatch__(func, types, args, kwargs)
             source = _current_source()
             where = f" at {_relative(source[0])}:{source[1]}" if source else ""
-            if self.position >= len(values):
-                raise _NotRecorded(f"the step ran a data-dependent op ({func}){where} when traced that it did not "
-                                   f"run for real: {_NOT_DETERMINISTIC}")
             shapes = _input_shapes(args, kwargs)
             # The real run may read values the trace never reads (CPU one_hot checks its indices with two
             # `.item()` calls that the traced decomposition does not make): records from other lines are skipped.
             found = next((k for k in range(self.position, len(values)) if values[k].func == func
                           and values[k].inputs == shapes and (source is None or values[k].source in (source, None))),
                          None)
-            if found is None:
+            key = (self.context(), func, str(shapes))
+            if found is not None:
+                recorded = values[found]
+                self.position = found + 1
+                self.answered.setdefault(key, []).append(recorded)
+            elif key in self.answered:
+                # A checkpointed layer's recompute runs the module's ops again, in order, on the same inputs: the
+                # same answers, in the same order.
+                answers = self.answered[key]
+                recorded = answers[self.again.get(key, 0) % len(answers)]
+                self.again[key] = self.again.get(key, 0) + 1
+            elif self.position >= len(values):
+                raise _NotRecorded(f"the step ran a data-dependent op ({func}){where} when traced that it did not "
+                                   f"run for real: {_NOT_DETERMINISTIC}")
+            else:
                 recorded = values[self.position]
                 raise _ReplayError(
                     f"the step's data-dependent ops differ between the real run and the trace{where} ({func} on "
                     f"inputs of shapes {shapes}, recorded: {recorded.func} on {recorded.inputs}): {_NOT_DETERMINISTIC}")
-            recorded = values[found]
-            self.position = found + 1
             if not self.in_forward and (str(func), source) not in self.backward_ops:
                 self.backward_ops.append((str(func), source))
             device = next((x.device for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)),
