@@ -217,7 +217,8 @@ class _Recorder(TorchDispatchMode):
         address = None
         if self.kind == FWD and func not in SAC_IGNORED_OPS:
             address = self.counter.address(self.stack.current, func)
-        self._add(self.kind, func, outputs, inputs, address, args=args, kwargs=kwargs, out=out)
+        if outputs:  # an op returning no tensor (`x.device`, a value read) holds no memory: no node, only its count
+            self._add(self.kind, func, outputs, inputs, address, args=args, kwargs=kwargs, out=out)
         return out
 
     def _sample(self) -> None:

@@ -68,7 +68,11 @@ class JointGraph:
 
     @property
     def static_storages(self) -> set[int]:
-        return {s for n in self.nodes if n.kind in (PARAM, INPUT) for s in n.storages}
+        """Storages alive all step: parameters, buffers, the batch (computed once: nodes do not change)."""
+        cached = getattr(self, "_static", None)
+        if cached is None:
+            cached = self._static = {s for n in self.nodes if n.kind in (PARAM, INPUT) for s in n.storages}
+        return cached
 
     def default_saved(self) -> set[int]:
         """What a plain (non-recomputing) partition saves: every forward tensor a backward node reads."""

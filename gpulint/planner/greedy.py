@@ -130,7 +130,7 @@ class GreedyPlanner:
             if i in self.storage_of:
                 self.groups.setdefault(self.storage_of[i], []).append(i)
         # Simulations a local search may spend: about the same work on any graph size (~2e5 node visits).
-        self.effort = max(40, min(400, 200_000 // max(1, len(graph.nodes))))
+        self.effort = max(40, min(400, 60_000 // max(1, len(graph.nodes))))
 
     def _step(self, saved: set[int]) -> tuple[Step, Simulation]:
         if self.simulator is not None:
@@ -181,7 +181,13 @@ class GreedyPlanner:
         out.sort(key=lambda c: (c[0], c[1], -len(c[2])))
         return out
 
-    def run(self, budget: int | None = None, max_tries: int = 6) -> PlanResult:
+    def run(self, budget: int | None = None, max_tries: int = 3, width: int = 3) -> PlanResult:
+        """Descend from the plain partition until the simulated peak holds `budget` (None: as low as it goes).
+
+        Each step simulates the `max_tries` best candidates by estimate and keeps the one with the least added time
+        per byte of peak gained. When several of them lower the peak, dropping the best `width` of them together is
+        simulated too, and kept when it costs at most a quarter more per byte than the best alone: one step then
+        does the work of several (a 12-layer model has a dozen equal drops in a row)."""
         start = time.perf_counter()
         baseline, base_sim = self._step(self.graph.default_saved())
         current, sim = baseline, base_sim
@@ -194,10 +200,15 @@ class GreedyPlanner:
             tried: list[tuple] = []
             # The estimate ranks; a full simulation of the best few decides (estimates miss shared chains).
             candidates = self._candidates(sim)
+            drops: list[set[int]] = []
             for n_tried, (_score, _est, members) in enumerate(candidates):
                 if (n_tried >= max_tries and tried) or n_tried >= 4 * max_tries:
                     break  # the best few by estimate decide; a few more are tried only when none of those helps
-                tried += self._try_drop(sim, set(members), current, count)
+                result = self._try_drop(sim, set(members), current, count)
+                tried += result
+                drops += [set(members)] * len(result)
+            if len(tried) >= 2 and width >= 2:
+                tried += self._together(sim, current, count, tried, drops, width)
             if not tried:
                 tried = self._pair_moves(sim, current, count, candidates)
             if not tried and swaps_left > 0:
@@ -237,6 +248,22 @@ class GreedyPlanner:
         """Keep a simulated plan for the finish unless one found as early is as low and as fast."""
         if not any(s.peak <= step.peak and s.step_time_s <= step.step_time_s for _k, s in explored):
             explored.append((tag, step))
+
+    def _together(self, sim: Simulation, current: Step, count: int, tried: list[tuple], drops: list[set[int]],
+                  width: int) -> list[tuple]:
+        """The best `width` drops that each lowered the peak, simulated together: kept as a candidate when it lowers
+        the peak more than the best alone, at most a quarter dearer per byte."""
+        ranked = sorted(range(len(tried)), key=lambda k: tried[k][0])
+        helping = [k for k in ranked if tried[k][0][0] == 0][:width]
+        if len(helping) < 2:
+            return []
+        best = tried[helping[0]]
+        together = self._try_drop(sim, set().union(*(drops[k] for k in helping)), current, count)
+        if together and together[0][0][0] == 0 and together[0][1].peak < best[1].peak \
+                and together[0][0][1] <= 1.25 * best[0][1] + 1e-15:
+            _key, step, simulation = together[0]
+            return [((-1, 0.0), step, simulation)]  # kept: it ranks before every single drop
+        return []
 
     def _pair_moves(self, sim: Simulation, current: Step, count: int, candidates: list, top: int = 8) -> list[tuple]:
         """When no single drop lowers the peak (two storages hold it together), try pairs of the best few."""
