@@ -4,6 +4,7 @@ measured (`gpulint plan --measure`): one row per model and budget.
     python bench/planner_families.py                          # every family (about 15 minutes on 2 cores)
     python bench/planner_families.py --families unet mixtral  # some of them
     python bench/planner_families.py --out bench/results      # also write planner_families.csv there
+    python bench/planner_families.py --calibrate              # times predicted by this machine's `gpulint calibrate`
 
 Each family is traced once (both forms: the compiled step and the eager step), then, for each budget, planned and
 measured for real on CPU (fp32, dropout on wherever the family has it). A row passes when:
@@ -13,6 +14,10 @@ measured for real on CPU (fp32, dropout on wherever the family has it). A row pa
   - the planned step's loss and every gradient equal the unplanned step's bitwise, over two steps (dropout on).
 A family whose step reads tensor values (value-loop) has no single compiled graph: its compiled form is refused by
 design (gpulint says to apply that plan in eager mode) and its row is judged on the eager form.
+
+Step times: each row also prints predicted / measured step time for both forms. With --calibrate the machine is
+first measured (`gpulint calibrate`, one thread, as the steps run) and the predictions use that profile; the summary
+counts the predictions within 25% of the measured time.
 
 Families (bench/planner_models.py PLAN_FAMILIES): decoder LLMs (GPT-NeoX, Mistral, Phi), a mixture of experts
 (Mixtral), an encoder (DistilBERT), audio encoder-decoder (Whisper), two-tower (CLIP), convolutional with BatchNorm
@@ -120,6 +125,14 @@ def judge_form(measured, predicted: int, fits: bool, budget: int, tolerance: flo
     return not problems, ", ".join(problems) or "ok"
 
 
+def _times(form: str, predicted: float, measured) -> dict:
+    """Predicted and measured step time of a form, and their ratio."""
+    if measured is None or measured.error or not measured.step_time_s:
+        return {f"{form}_time_ms": "-", f"{form}_time_ratio": "-"}
+    return {f"{form}_time_ms": f"{predicted * 1e3:.1f}/{measured.step_time_s * 1e3:.1f}",
+            f"{form}_time_ratio": f"{predicted / measured.step_time_s:.2f}"}
+
+
 def run_family(name: str, shares: tuple[float, ...], hardware: str) -> list[dict]:
     family = planner_models.PLAN_FAMILIES[name]()
     start = time.perf_counter()
@@ -141,6 +154,8 @@ def run_family(name: str, shares: tuple[float, ...], hardware: str) -> list[dict
         compiled_refused = bool(plan.data_dependent)
         row = {"family": name, "kind": family.kind, "share": share, "budget_mib": mib(budget),
                "plan_s": round(trace_seconds + plan_seconds, 1)}
+        row.update(_times("compiled", plan.planned.step_time_s, plan.measured))
+        row.update(_times("eager", plan.eager.step_time_s, plan.eager.measured))
         if compiled_refused:
             c_ok, c_note = True, "refused by design: the step reads tensor values"
             row.update(compiled_fits="-", compiled_predicted_mib="-", compiled_measured_mib="-", compiled_error="-")
@@ -169,6 +184,7 @@ def run_family(name: str, shares: tuple[float, ...], hardware: str) -> list[dict
               f" pred {row['compiled_predicted_mib']:>7} meas {row['compiled_measured_mib']:>7} ({row['compiled_error']:>7})"
               f" | eager {'fits' if eager.fits_budget else 'over'} pred {row['eager_predicted_mib']:>7}"
               f" meas {row['eager_measured_mib']:>7} ({row['eager_error']:>7}) {row['eager_layers']} layers"
+              f" | time x{row['compiled_time_ratio']}/x{row['eager_time_ratio']}"
               f" | {row['plan_s']:5.1f} s | {'PASS' if row['passed'] else 'FAIL'}: {row['note']}", flush=True)
     return rows
 
@@ -179,10 +195,20 @@ def main() -> int:
                         choices=list(planner_models.PLAN_FAMILIES))
     parser.add_argument("--shares", nargs="+", type=float, default=list(SHARES))
     parser.add_argument("--hardware", default="cpu", help="hardware profile (default: cpu; see gpulint calibrate)")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="measure this machine first (gpulint calibrate) and predict step times with that profile")
     parser.add_argument("--out", help="folder for planner_families.csv")
     args = parser.parse_args()
     torch.set_num_threads(1)  # one thread: timings and measurements do not depend on the other engineers' load
     warnings.filterwarnings("ignore", category=UserWarning)
+    if args.calibrate:
+        from gpulint.planner.calibrate import calibrate, to_yaml
+
+        profile = calibrate("cpu")
+        args.hardware = str(Path(args.out or "/tmp") / "planner_families_hardware.yaml")
+        Path(args.hardware).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.hardware).write_text(to_yaml(profile, "bench/planner_families.py --calibrate"))
+        print(f"calibrated: {args.hardware}")
     rows = []
     for name in args.families:
         try:
@@ -194,6 +220,12 @@ def main() -> int:
                      for share in args.shares]
     passed = sum(1 for row in rows if row.get("passed"))
     print(f"\n{passed} of {len(rows)} rows pass ({len(args.families)} families x {len(args.shares)} budgets)")
+    ratios = [float(row[key]) for row in rows for key in ("compiled_time_ratio", "eager_time_ratio")
+              if row.get(key, "-") != "-"]
+    if ratios:
+        within = sum(1 for r in ratios if 0.75 <= r <= 1.25)
+        print(f"step time predicted within 25% of measured: {within} of {len(ratios)} (profile {args.hardware}; "
+              f"predicted / measured from {min(ratios):.2f} to {max(ratios):.2f})")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -142,6 +142,7 @@ class AppliedPlan:
     _counter: OpCounter = field(default_factory=OpCounter)
     _new_step: bool = True  # a backward ran since the last layer call: counting starts again
     _hits: set[Address] = field(default_factory=set)  # planned addresses met since the step started
+    _ran: set[str] = field(default_factory=set)  # layers run with the plan's policy since the step started
     _warned: set[str] = field(default_factory=set)
     _originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
     _restore_cache: list[tuple[Any, bool]] = field(default_factory=list)  # configs whose use_cache apply turned off
@@ -186,7 +187,7 @@ class AppliedPlan:
         if self._new_step:
             self._new_step = False
             self._counter = OpCounter()
-            self._hits = set()
+            self._hits, self._ran = set(), set()
             self._settle_checks()
 
     def _settle_checks(self) -> None:
@@ -197,7 +198,21 @@ class AppliedPlan:
             plan.checking.clear()
 
     def _mark_step_end(self, _grad: Any) -> None:
-        self._new_step = True
+        """The backward reached a checkpointed layer's output: the step's forward is over."""
+        if not self._new_step:
+            self._new_step = True
+            self._check_paths()
+
+    def _check_paths(self) -> None:
+        """Warn (once) when the forward did not run planned ops that the layers' checked first step ran: the model
+        branched on tensor values, and the plan's figures do not hold for this step."""
+        plan = self._plans[self._key]
+        missing = {a for region in self._ran for a in plan.expected.get(region, ())} - self._hits
+        if missing:
+            first = min(missing, key=lambda a: (a.module, a.op, a.call_index))
+            self._warn_once("path", f"gpulint: this forward took another path than the one planned "
+                                    f"({first.describe()} did not run; {len(missing)} planned op(s) missed): the plan's "
+                                    "peak and time do not hold for it")
 
     def _left_out(self, items: list[LeftOut], when: str) -> None:
         """Record decisions left out; warn with the first of them (once at `apply`, once when the layers run)."""
@@ -422,7 +437,7 @@ def _checkpointed_forward(state: AppliedPlan, path: str, inner: Callable[..., An
     layer = functools.partial(_run_layer, state.model.get_submodule(path), inner)
     out = checkpoint(layer, *args, use_reentrant=False, context_fn=context_fn, preserve_rng_state=True, **kwargs)
     if not isinstance(policy, _Checking):
-        _check_path(state, plan, path)
+        state._ran.add(path)
     first = next((t for t in _flat_tensors(out) if t.requires_grad), None)
     if first is not None:
         first.register_hook(state._mark_step_end)  # the backward reaching this layer ends the step
@@ -443,17 +458,6 @@ def _run_layer(module: nn.Module, inner: Callable[..., Any], *args: Any, **kwarg
         with torch.no_grad(), _disable_current_modes():
             for buffer, value in zip(buffers, kept):
                 buffer.copy_(value)
-
-
-def _check_path(state: AppliedPlan, plan: _Plan, path: str) -> None:
-    """Warn (once) when a layer's call did not run planned ops that its checked first call ran: the model branched
-    on tensor values, and the plan's figures do not hold for this step."""
-    missing = plan.expected.get(path, set()) - state._hits
-    if missing:
-        first = min(missing, key=lambda a: (a.module, a.op, a.call_index))
-        state._warn_once("path", f"gpulint: this forward took another path than the one planned ({first.describe()} "
-                                 f"did not run; {len(missing)} planned op(s) missed): the plan's peak and time do not "
-                                 "hold for it")
 
 
 def _planned_forward(state: AppliedPlan, inner: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -64,6 +64,15 @@ class EagerProgram:
     seconds: float = 0.0
     data_dependent: list[dict[str, Any]] = field(default_factory=list)
     extra_static_bytes: int = 0  # optimizer state: resident all step, absent from the fake run
+    _simulators: dict[int, Any] = field(default_factory=dict)
+
+    def simulator(self, rounding: int = 1) -> Any:
+        """The eager step under selective checkpointing, simulated (eager_sim.py); one per allocator rounding."""
+        from gpulint.planner.eager_sim import EagerSimulator
+
+        if rounding not in self._simulators:
+            self._simulators[rounding] = EagerSimulator(self, rounding)
+        return self._simulators[rounding]
 
 
 def trace_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any], *, loss_fn: Any = None,
@@ -270,8 +279,8 @@ class _Recorder(TorchDispatchMode):
             source=self.stamp.last_source if (kind == FWD and self.stamp is not None) else None,
             call_index=address.call_index if address is not None else 0,
         )
-        if creates and func != "placeholder":
-            node.flops, node.bytes_moved = cost.op_flops_and_bytes(func, args, kwargs or {}, out)
+        if func != "placeholder" and (creates or self._written(func, args, kwargs)):  # views do no work
+            node.work = cost.op_work(func, args, kwargs or {}, out)
         self.nodes.append(node)
         if address is not None:
             self.addresses[index] = address

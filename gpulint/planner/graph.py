@@ -13,6 +13,8 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpulint.planner.cost import Work
+
 # Node kinds, in the order a step runs them.
 PARAM, INPUT, TANGENT, FWD, BWD = "param", "input", "tangent", "fwd", "bwd"
 
@@ -37,8 +39,7 @@ class OpNode:
     creates: list[int]  # storage ids this node allocates (subset of `storages`)
     is_tensor: bool  # a single tensor value (only those can be saved for backward)
     nbytes: int  # bytes of the storages it creates (0 for views)
-    flops: float = 0.0
-    bytes_moved: int = 0  # bytes read + written by its kernel (0 for views)
+    work: Work = field(default_factory=Work)  # what its kernel does: the cost model's input (none for views)
     dtype: str = "fp32"
     module: str = ""  # module path from the forward, e.g. "h.0.attn"
     source: tuple[str, int] | None = None  # (file, line) of the user code that produced it
@@ -287,7 +288,7 @@ def build_graph(joint: Any, num_fwd_outputs: int, primal_kinds: list[str]) -> Jo
         if kind == FWD and op == "getitem" and inputs and nodes[inputs[0]].excluded:
             node.excluded = nodes[inputs[0]].excluded  # an element of an unsafe multi-output op is saved instead
         if kind in (FWD, BWD) and fx_node.op == "call_function":
-            node.flops, node.bytes_moved = cost.flops_and_bytes(fx_node, creates_storage=bool(creates))
+            node.work = cost.fx_work(fx_node, creates_storage=bool(creates))
         if kind == FWD:
             key = (module, op)
             node.call_index = calls.get(key, 0)

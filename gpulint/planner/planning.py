@@ -222,18 +222,15 @@ def plan_forms(forms: Forms, budget: int | None, hardware_name: str, sweep: int 
 
 
 def today_figures(program: Any, hw: Any) -> tuple[planfile.Figures, list[list[int]]]:
-    """Today's eager step on `hw`: its peak (tracked op by op; on a GPU, each storage rounded to the allocator's
-    block), its predicted time, and its memory over the step."""
+    """Today's eager step on `hw`: its peak (tracked op by op on CPU; on a GPU, the simulation with each storage
+    rounded to the allocator's block), its predicted time, and its memory over the step."""
     from gpulint.planner.cost import node_times
-    from gpulint.planner.eager_sim import EagerSimulator
-    from gpulint.planner.eager_trace import run_step
     from gpulint.planner.simulate import step_time
 
-    rounding = hw.allocation_rounding
-    simulator = EagerSimulator(program, rounding)
+    simulator = program.simulator(hw.allocation_rounding)
     simulation = simulator.simulate(simulator.baseline)
-    total, _recompute = step_time(program.graph, simulation.schedule, node_times(program.graph, hw))
-    peak = program.peak_bytes if rounding <= 1 else run_step(program, None, rounding)[1]
+    total, _recompute = step_time(program.graph, simulation.schedule, node_times(program.graph, hw, eager=True))
+    peak = program.peak_bytes if hw.allocation_rounding <= 1 else simulation.peak
     return planfile.Figures(peak, total), _sample(simulation.timeline)
 
 
@@ -242,13 +239,12 @@ def plan_eager(program: Any, hw: Any, budget: int, target: int, attempts: int = 
     under `gpulint.apply`; its tracked peak is the figure. When the run peaks above the target (the simulation is a
     model), the plan is made again for a target lower by the difference, `attempts` times at most."""
     from gpulint.planner.cost import node_times
-    from gpulint.planner.eager_sim import EagerSimulator
     from gpulint.planner.eager_trace import run_step
     from gpulint.planner.greedy import GreedyPlanner
 
     rounding = hw.allocation_rounding
-    simulator = EagerSimulator(program, rounding)
-    times = node_times(program.graph, hw)
+    simulator = program.simulator(rounding)
+    times = node_times(program.graph, hw, eager=True)
     planner = GreedyPlanner(program.graph, times, rounding, simulator=simulator)
     goal = target
     for _attempt in range(attempts):

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from gpulint.planner import compile as gpulint_compile
 from gpulint.planner.backend import saved_names
-from gpulint.planner.cost import node_times, op_time
+from gpulint.planner.cost import Work, node_times, op_time
 from gpulint.planner.errors import PlanError
 from gpulint.planner.greedy import GreedyPlanner
 from gpulint.planner.hardware import load_hardware
@@ -131,11 +131,11 @@ def test_plan_for_another_model_is_rejected(gpt):
 def test_roofline_charges_memory_bound_ops():
     h100 = load_hardware("h100-sxm")
     # A pointwise op on 1 GB: no FLOPs, but it must take at least bytes / bandwidth.
-    assert op_time(0.0, 10**9, "bf16", h100) >= 10**9 / h100.memory_bandwidth
+    assert op_time(Work(0.0, 10**9), "bf16", h100) >= 10**9 / h100.memory_bandwidth
     # A large matmul is compute bound.
     flops = 2 * 8192**3
-    assert op_time(flops, 3 * 8192 * 8192 * 2, "bf16", h100) == pytest.approx(flops / h100.flops["bf16"] + 5e-6)
-    assert op_time(0.0, 0, "fp32", h100) == 0.0
+    assert op_time(Work(flops, 3 * 8192 * 8192 * 2), "bf16", h100) == pytest.approx(flops / h100.flops["bf16"] + 5e-6)
+    assert op_time(Work(), "fp32", h100) == 0.0
 
 
 @pytest.mark.slow
