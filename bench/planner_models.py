@@ -328,7 +328,7 @@ def checkpointed_reentrant() -> Family:
 
 
 class ValueLoop(nn.Module):
-    """Refines its input until its norm falls under a threshold: how many layers run depends on the values."""
+    """Runs its layers as many times as the batch's values say: a Python loop over a value read from a tensor."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -337,10 +337,9 @@ class ValueLoop(nn.Module):
         self.drop = nn.Dropout(0.1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        steps = 0
-        while x.norm() > 100.0 and steps < 6:  # reads a value: torch.compile would break the graph here
-            x = 0.5 * x + 0.1 * self.drop(self.layers[steps % 2](x))
-            steps += 1
+        rounds = int((x.abs() > 7.0).sum()) % 3 + 2  # reads a value: torch.compile would break the graph here
+        for step in range(rounds):
+            x = 0.5 * x + 0.1 * self.drop(self.layers[step % 2](x))
         return x.square().mean()
 
 

@@ -189,7 +189,9 @@ def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Sched
         else:
             for u in inputs[i]:
                 last_use[(u, 1) if u in recomputed else (u, 0)] = pos
-    for i in graph.fwd_outputs:
+    for i in graph.fwd_outputs[:-1]:  # buffers' new values: written back into the buffers as the forward returns
+        last_use[(i, 0)] = max(last_use.get((i, 0), 0), fw_len - 1)
+    for i in graph.fwd_outputs[-1:]:  # the loss
         last_use[(i, 0)] = KEEP
     for i in graph.grad_outputs:
         last_use[(i, 0)] = KEEP
