@@ -87,8 +87,16 @@ def trace_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any], *
     try:
         program = _record(build_model, make_batch, step, optimizer, dtype, name, values=None)
     except (DataDependentOutputException, DynamicOutputShapeException):
-        values = trace.record_value_reads(build_model, make_batch, step, dtype, backward=True, compiling=False)
-        program = _record(build_model, make_batch, step, optimizer, dtype, name, values=values)
+        # The values come from running the step for real, as little of it as the reads need: up to its first read
+        # (often of the inputs, before any layer ran), else the forward, else forward and backward.
+        for attempt in ({"first_only": True}, {}, {"backward": True}):
+            values = trace.record_value_reads(build_model, make_batch, step, dtype, compiling=False, **attempt)
+            try:
+                program = _record(build_model, make_batch, step, optimizer, dtype, name, values=values)
+                break
+            except trace._NotRecorded:
+                if attempt.get("backward"):
+                    raise
     program.seconds = time.perf_counter() - start
     return program
 

@@ -346,9 +346,11 @@ def _input_shapes(args: Any, kwargs: Any) -> list[tuple[int, ...]]:
 
 
 def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], Any],
-                       loss_fn: Any, dtype: str, *, backward: bool = False, compiling: bool = True) -> list[_Recorded]:
+                       loss_fn: Any, dtype: str, *, backward: bool = False, compiling: bool = True,
+                       first_only: bool = False) -> list[_Recorded]:
     """Run the step's forward and loss once for real (no grad; with `backward`, the backward too) and return each
-    value it read and each value-dependent output shape, in order: what `_replay_fake_mode` answers with."""
+    value it read and each value-dependent output shape, in order: what `_replay_fake_mode` answers with.
+    `first_only`: stop the real run at its first read (a read of the inputs, early in the forward, costs no more)."""
     import torch
     import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -365,6 +367,8 @@ def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], 
                     torch.Tensor, lambda t: _TensorMeta(tuple(t.shape), tuple(t.stride()), t.dtype), out)
                 source = stamp.last_source if stamp.phase != "backward" else None  # the backward has no line
                 self.values.append(_Recorded(func, _input_shapes(args, kwargs), output, source))
+                if first_only:
+                    raise _Enough
             return out
 
     model, batch = build_real(build_model, make_batch, dtype)
@@ -378,11 +382,17 @@ def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], 
             if backward:
                 stamp.phase = "backward"
                 loss.backward()
+    except _Enough:
+        pass
     except PlanError:
         raise
     except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
         raise PlanError(f"the step failed when run for real to read its values: {type(exc).__name__}: {exc}") from None
     return recorder.values
+
+
+class _Enough(Exception):
+    """Stops a real run that has read what was asked of it."""
 
 
 _NOT_DETERMINISTIC = "it is not deterministic enough to plan (the same shapes and branches on every run)"
