@@ -41,11 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import planner_models  # noqa: E402
+import planner_models
 
-from gpulint.planner import eager_apply, planning  # noqa: E402
-from gpulint.planner.backend import compile as compile_plan  # noqa: E402
-from gpulint.planner.step import as_step  # noqa: E402
+from gpulint.planner import eager_apply, planning
+from gpulint.planner.backend import compile as compile_plan
+from gpulint.planner.step import as_step
 
 SHARES = (0.8, 0.6, 0.45)
 COMPILED_TOLERANCE, EAGER_TOLERANCE = 0.01, 0.02
@@ -55,14 +55,22 @@ def mib(n: float | None) -> str:
     return "-" if n is None else f"{n / 2**20:.2f}"
 
 
-def compiled_equal(family, plan) -> bool:
+def _on(device: str, family):
+    """The family's model and batch on `device`."""
+    import torch.utils._pytree as pytree
+
+    torch.manual_seed(0)
+    model = family.build().train().to(device)
+    batch = pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), family.batch())
+    return model, batch
+
+
+def compiled_equal(family, plan, device: str = "cpu") -> bool:
     """Two compiled steps under the plan give the unplanned compiled step's losses and gradients, bitwise."""
     step = as_step(family.step)
-    torch.manual_seed(0)
-    planned = family.build().train()
+    planned, batch = _on(device, family)
     reference = copy.deepcopy(planned)
     steps = [compile_plan(reference, None, step), compile_plan(planned, plan, step)]
-    batch = family.batch()
     for seed in (1, 2):
         results = []
         for model, run in zip((reference, planned), steps):
@@ -76,17 +84,15 @@ def compiled_equal(family, plan) -> bool:
     return True
 
 
-def eager_equal(family, plan) -> bool:
+def eager_equal(family, plan, device: str = "cpu") -> bool:
     """Two eager steps under gpulint.apply give the unplanned eager step's losses and gradients, bitwise (the first
     step checks each layer, the second runs the plan)."""
     step = as_step(family.step)
-    torch.manual_seed(0)
-    reference = family.build().train()
+    reference, batch = _on(device, family)
     planned = copy.deepcopy(reference)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         eager_apply.apply(planned, plan)
-    batch = family.batch()
     for seed in (1, 2):
         results = []
         for model in (reference, planned):

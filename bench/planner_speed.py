@@ -23,13 +23,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import planner_models  # noqa: E402
+import planner_models
 
-from gpulint.planner.cost import node_times  # noqa: E402
-from gpulint.planner.greedy import GreedyPlanner  # noqa: E402
-from gpulint.planner.hardware import load_hardware  # noqa: E402
-from gpulint.planner.planning import floor_bytes, plan_eager  # noqa: E402
-from gpulint.planner.trace import trace_step  # noqa: E402
+from gpulint.planner.cost import node_times
+from gpulint.planner.greedy import GreedyPlanner
+from gpulint.planner.hardware import load_hardware
+from gpulint.planner.planning import floor_bytes, plan_eager
+from gpulint.planner.trace import trace_step
 
 
 def example_plan() -> None:

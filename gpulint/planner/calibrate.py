@@ -33,6 +33,7 @@ from typing import Any
 
 DTYPES = ("fp32", "bf16", "fp16")
 DEFAULT_OUT = "gpulint-hardware.yaml"
+_SLOW = 0.1  # seconds: a single call slower than this ends a curve (larger sizes run no faster)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,12 +130,14 @@ def _matmul_curve(device: str, dtype: Any, sizes: tuple[int, ...], quick: bool) 
                 return []
             flops = 2.0 * left[0] * left[1] * right[1]
             try:
-                seconds = _best_seconds(lambda: torch.mm(a, b), device, 3 if quick else 5,
+                seconds = _best_seconds(lambda a=a, b=b: torch.mm(a, b), device, 3 if quick else 5,
                                         max(1, int(2e8 // flops)))
             except RuntimeError:  # a dtype this device has no matmul kernel for
                 return []
             rates.append(flops / seconds)
         curve.append([n, min(rates)])
+        if 2.0 * m * m * n / curve[-1][1] > _SLOW:
+            break  # a dtype this device runs slowly (fp16 on most CPUs): its rate has stopped changing
     return curve
 
 
@@ -150,10 +153,13 @@ def _batched_curve(device: str, dtype: Any, sizes: tuple[int, ...], quick: bool)
             a = torch.randn(32, t, n, device=device).to(dtype)
             b = torch.randn(32, n, t, device=device).to(dtype)
             flops = 2.0 * 32 * t * n * t
-            seconds = _best_seconds(lambda: torch.bmm(a, b), device, 3 if quick else 5, max(1, int(2e8 // flops)))
+            seconds = _best_seconds(lambda a=a, b=b: torch.bmm(a, b), device, 3 if quick else 5,
+                                    max(1, int(2e8 // flops)))
         except RuntimeError:
             return []
         curve.append([n, flops / seconds])
+        if seconds > _SLOW:
+            break
     return curve
 
 
@@ -168,11 +174,13 @@ def _conv_curve(device: str, dtype: Any, quick: bool) -> list[list[float]]:
             x = torch.randn(16, c, 32, 32, device=device).to(dtype)
             w = torch.randn(c, c, 3, 3, device=device).to(dtype)
             flops = 2.0 * 16 * c * 32 * 32 * c * 9
-            seconds = _best_seconds(lambda: F.conv2d(x, w, padding=1), device, 3 if quick else 5,
+            seconds = _best_seconds(lambda x=x, w=w: F.conv2d(x, w, padding=1), device, 3 if quick else 5,
                                     max(1, int(2e8 // flops)))
         except RuntimeError:
             return []
         curve.append([c, flops / seconds])
+        if seconds > _SLOW:
+            break
     return curve
 
 

@@ -76,8 +76,15 @@ class EagerProgram:
 
 
 def trace_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any], *, loss_fn: Any = None,
-                optimizer: str = "adamw", dtype: str = "fp32", name: str = "") -> EagerProgram:
-    """Run the step as eager mode runs it, on fake tensors, and record it (see the module docstring)."""
+                optimizer: str = "adamw", dtype: str = "fp32", name: str = "", device: str = "cpu") -> EagerProgram:
+    """Run the step as eager mode runs it, on fake tensors, and record it (see the module docstring).
+
+    `device="cuda"` records the CUDA program (its kernels: fused dropout, flash attention); only where torch has
+    CUDA (trace.trace_step says why)."""
+    import torch
+
+    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
+        raise PlanError(f"cannot record the eager step on {device!r} here: this torch has no CUDA")
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
     from gpulint.planner import trace
@@ -85,14 +92,14 @@ def trace_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any], *
     start = time.perf_counter()
     step = as_step(loss_fn)
     try:
-        program = _record(build_model, make_batch, step, optimizer, dtype, name, values=None)
+        program = _record(build_model, make_batch, step, optimizer, dtype, name, device, values=None)
     except (DataDependentOutputException, DynamicOutputShapeException):
         # The values come from running the step for real, as little of it as the reads need: up to its first read
         # (often of the inputs, before any layer ran), else the forward, else forward and backward.
         for attempt in ({"first_only": True}, {}, {"backward": True}):
             values = trace.record_value_reads(build_model, make_batch, step, dtype, compiling=False, **attempt)
             try:
-                program = _record(build_model, make_batch, step, optimizer, dtype, name, values=values)
+                program = _record(build_model, make_batch, step, optimizer, dtype, name, device, values=values)
                 break
             except trace._NotRecorded:
                 if attempt.get("backward"):
@@ -102,11 +109,11 @@ def trace_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any], *
 
 
 def _record(build_model: Callable[[], Any], make_batch: Callable[[], Any], step: Any, optimizer: str, dtype: str,
-            name: str, *, values: Any) -> EagerProgram:
+            name: str, device: str, *, values: Any) -> EagerProgram:
     from gpulint.planner import trace
 
     fake_mode = trace._replay_fake_mode(values)
-    model, batch = trace.build_fake(build_model, make_batch, dtype, fake_mode)
+    model, batch = trace.build_fake(build_model, make_batch, dtype, fake_mode, device)
     model.train()
     recorder = _Recorder(model)
     stamp = trace._SourceStamp(model)
@@ -147,8 +154,10 @@ def _record(build_model: Callable[[], Any], make_batch: Callable[[], Any], step:
     del static
     program = EagerProgram(
         graph=graph, model=model, batch=batch, step=step, fake_mode=fake_mode, saved=recorder.saved_nodes,
-        mutated=recorder.mutated, addresses=recorder.addresses, packed_by=recorder.packed_by, held_until=recorder.held_until(), peak_bytes=recorder.peak + graph.optimizer_state_bytes
-        + graph.optimizer_host_bytes, extra_static_bytes=graph.optimizer_state_bytes + graph.optimizer_host_bytes,
+        mutated=recorder.mutated, addresses=recorder.addresses, packed_by=recorder.packed_by,
+        held_until=recorder.held_until(),
+        peak_bytes=recorder.peak + graph.optimizer_state_bytes + graph.optimizer_host_bytes,
+        extra_static_bytes=graph.optimizer_state_bytes + graph.optimizer_host_bytes,
     )
     if values is not None:
         program.data_dependent = stamp.data_dependent()
@@ -433,8 +442,9 @@ def _run_for_real(func: Any, args: Any, kwargs: Any) -> Any:
 
     def real(t: Any) -> Any:
         if isinstance(t, torch.Tensor):
-            return torch.zeros(t.shape, dtype=t.dtype).as_strided(t.shape, t.stride()) if t.numel() else \
-                torch.empty(t.shape, dtype=t.dtype)
+            if not t.numel():
+                return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+            return torch.zeros(t.shape, dtype=t.dtype, device=t.device).as_strided(t.shape, t.stride())
         return t
 
     with unset_fake_temporarily():

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ class Hardware:
             return self.flops[dtype]
         if min_dim <= curve[0][0]:
             return curve[0][1]
-        for (d0, r0), (d1, r1) in zip(curve, curve[1:]):
+        for (d0, r0), (d1, r1) in itertools.pairwise(curve):
             if min_dim <= d1:
                 t = (math.log(min_dim) - math.log(d0)) / (math.log(d1) - math.log(d0))
                 return math.exp(math.log(r0) + t * (math.log(r1) - math.log(r0)))

@@ -280,7 +280,7 @@ def _kind(value: Any) -> str:
 
 def _count(value: float) -> int:
     """Byte counts are integers; a writer that printed 2.4e10 meant 24000000000."""
-    return int(round(value))
+    return round(value)
 
 
 def _source(raw: Any, where: str) -> Source | None:

@@ -133,9 +133,10 @@ class Forms:
 
 
 def trace_forms(build_model: Callable[[], Any], make_batch: Callable[[], Any], step: Any, *, optimizer: str = "adamw",
-                dtype: str = "fp32", name: str = "", show_progress: bool = False) -> Forms:
+                dtype: str = "fp32", name: str = "", show_progress: bool = False, device: str = "cpu") -> Forms:
     """Trace the compiled form (aot_autograd, fake tensors) and record the eager form (the step run eagerly on fake
-    tensors). The eager form failing is no error: the compiled form is still planned, and the plan says why."""
+    tensors). The eager form failing is no error: the compiled form is still planned, and the plan says why.
+    `device="cuda"` traces both as the GPU runs them (where torch has CUDA: bench/gpu_validate.py)."""
     from gpulint.planner.eager_trace import trace_eager
     from gpulint.planner.trace import trace_step
 
@@ -143,14 +144,14 @@ def trace_forms(build_model: Callable[[], Any], make_batch: Callable[[], Any], s
     if say:
         say(f"tracing {name} ({dtype}, fake tensors)...")
     traced = trace_step(build_model, make_batch, loss_fn=step, optimizer=optimizer, dtype=dtype, name=name,
-                        progress=say)
+                        progress=say, device=device)
     if say:
         say(f"traced {len(traced.graph.nodes)} ops in {traced.seconds:.1f} s; running the step eagerly on fake "
             "tensors...")
     forms = Forms(build_model, make_batch, step, optimizer, dtype, traced, None)
     try:
         forms.program = trace_eager(build_model, make_batch, loss_fn=step, optimizer=optimizer, dtype=dtype,
-                                    name=name)
+                                    name=name, device=device)
     except PlanError as exc:
         forms.eager_error = str(exc)
     return forms

@@ -80,8 +80,8 @@ def _measured_row(measured: Measured | None) -> list[str]:
         return [f"  {'  measured':10}  could not run: {measured.error}"]
     today = (f", today measured {format_bytes(measured.baseline_peak_bytes)}"
              if measured.baseline_peak_bytes is not None else "")
-    return [f"  {'  measured':10}{format_bytes(measured.peak_bytes):>14}{_time(measured.step_time_s):>14}"
-            f"{'':>14}  ({measured.device}; predicted there {format_bytes(measured.predicted_peak_bytes)}{today})"]
+    return [(f"  {'  measured':10}{format_bytes(measured.peak_bytes):>14}{_time(measured.step_time_s):>14}"
+             f"{'':>14}  ({measured.device}; predicted there {format_bytes(measured.predicted_peak_bytes)}{today})")]
 
 
 def _eager_rows(plan: Plan) -> list[str]:

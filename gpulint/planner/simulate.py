@@ -15,7 +15,7 @@ the timeline is a prefix sum over storage lifetimes: the planner simulates thous
 optimizer state) is alive all step; gradients are backward outputs and stay alive to the end. For CUDA
 targets every storage is rounded up to the allocator's 512-byte block.
 
-`simulate` is public API: the eager prediction (gpulint/planner/eager_predict.py) adds its own costs on top of it.
+`simulate` is public API: the eager simulation (gpulint/planner/eager_sim.py) builds its own schedule and calls it.
 """
 
 from __future__ import annotations
@@ -242,8 +242,7 @@ def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Sched
                     if span is None or key_of.get((u, 0, s), (s, 1))[1] != 0:
                         continue
                     if not backward:
-                        if at > span[0]:
-                            span[0] = at
+                        span[0] = max(span[0], at)
                     elif span[1] < 0:
                         span[1] = at
 

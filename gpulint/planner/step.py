@@ -161,7 +161,7 @@ def _compiling(enabled: bool) -> Iterator[None]:
     torch.compile (static, trace-friendly), and run `torch.utils.checkpoint` regions plainly. The compiled form only
     ever runs the step to trace it."""
     import torch
-    import torch.utils.checkpoint as checkpoint
+    from torch.utils import checkpoint
 
     if not enabled:
         yield

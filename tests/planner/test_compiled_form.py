@@ -77,7 +77,7 @@ class Gather(nn.Module):
 
 
 def test_an_integer_gather_is_recomputed_from_its_saved_indices():
-    batch = lambda: torch.randint(0, 64, (256,), generator=torch.Generator().manual_seed(0))  # noqa: E731
+    batch = lambda: torch.randint(0, 64, (256,), generator=torch.Generator().manual_seed(0))
     graph = trace_step(Gather, batch, optimizer="none").graph
     gathers = [n for n in graph.nodes if n.op == "aten.index.Tensor" and n.kind == "fwd"]
     assert gathers and not any(n.excluded for n in gathers)
@@ -148,8 +148,8 @@ def test_a_unet_style_loss_is_sized_as_the_cpu_keeps_it():
     def mse(output, batch):
         return F.mse_loss(output, batch)
 
-    make = lambda: torch.randn(64, 32, generator=torch.Generator().manual_seed(0))  # noqa: E731
-    build = lambda: nn.Sequential(nn.Linear(32, 256), nn.Tanh(), nn.Linear(256, 32))  # noqa: E731
+    make = lambda: torch.randn(64, 32, generator=torch.Generator().manual_seed(0))
+    build = lambda: nn.Sequential(nn.Linear(32, 256), nn.Tanh(), nn.Linear(256, 32))
     graph = trace_step(build, make, loss_fn=mse, optimizer="none").graph
     measured = measure_step(build, make, None, loss_fn=mse, optimizer="none", repeats=1)
     assert simulate(graph, graph.default_saved()).peak == measured.peak_bytes

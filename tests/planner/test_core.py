@@ -188,5 +188,5 @@ def test_the_core_imports_without_torch():
         "import gpulint.planner.planfile, gpulint.planner.report, gpulint.planner.address\n"
         "import gpulint.planner\n"
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr

@@ -16,10 +16,10 @@ torch = pytest.importorskip("torch")
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
-import planner_families  # noqa: E402
-import planner_models  # noqa: E402
+import planner_families
+import planner_models
 
-from gpulint.planner import planning  # noqa: E402
+from gpulint.planner import planning
 
 HELD_OUT = {"neox", "mistral", "phi", "distilbert", "whisper", "clip", "mamba"}
 

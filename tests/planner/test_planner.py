@@ -11,13 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpulint.planner import compile as gpulint_compile
+from gpulint.planner import planfile
 from gpulint.planner.backend import saved_names
 from gpulint.planner.cost import Work, node_times, op_time
 from gpulint.planner.errors import PlanError
 from gpulint.planner.greedy import GreedyPlanner
 from gpulint.planner.hardware import load_hardware
 from gpulint.planner.measure import measure_step
-from gpulint.planner import planfile
 from gpulint.planner.planning import plan_from_result
 from gpulint.planner.simulate import simulate
 from gpulint.planner.trace import trace_step

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpulint.cli import main
-from gpulint.planner import eager_apply, planfile
+from gpulint.planner import eager_apply
 from gpulint.planner.backend import compile as compile_plan
 from gpulint.planner.backend import gpulint_backend
 from gpulint.planner.errors import PlanError
