@@ -17,7 +17,9 @@ design (gpulint says to apply that plan in eager mode) and its row is judged on 
 
 Step times: each row also prints predicted / measured step time for both forms. With --calibrate the machine is
 first measured (`gpulint calibrate`, one thread, as the steps run) and the predictions use that profile; the summary
-counts the predictions within 25% of the measured time.
+counts the predictions within 25% of the measured time. Steps run on one thread and are timed by the CPU time they
+take (`time.process_time`, best of 3): on a shared machine, wall time also counts the time other processes held the
+core, and swings by tens of percent.
 
 Families (bench/planner_models.py PLAN_FAMILIES): decoder LLMs (GPT-NeoX, Mistral, Phi), a mixture of experts
 (Mixtral), an encoder (DistilBERT), audio encoder-decoder (Whisper), two-tower (CLIP), convolutional with BatchNorm
@@ -155,7 +157,7 @@ def run_family(name: str, shares: tuple[float, ...], hardware: str) -> list[dict
         start = time.perf_counter()
         planned = planning.plan_forms(forms, budget, hardware)
         plan_seconds = time.perf_counter() - start
-        planning.add_measurement(planned, show_progress=False)
+        planning.add_measurement(planned, show_progress=False, clock=time.process_time)
         plan = planned.plan
         compiled_refused = bool(plan.data_dependent)
         row = {"family": name, "kind": family.kind, "share": share, "budget_mib": mib(budget),

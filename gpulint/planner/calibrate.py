@@ -13,7 +13,8 @@ Micro-benchmarks, each timed best of several runs at the current thread count (t
   more than the bytes they move;
 - overhead per op: a training step of a model too small to do any work, divided by the ops it runs, compiled
   (`launch_overhead_s`: the FX graphs gpulint compiles run op by op) and eager (`eager_overhead_s`: Python modules
-  and autograd recording on top).
+  and autograd recording on top); and what selective checkpointing adds to each op it sees, in the forward and
+  again in the recompute (`checkpoint_overhead_s`: its policy runs in a Python dispatch mode).
 
 The shipped profiles (gpulint/planner/hardware/) hold vendors' dense peak figures; a calibrated one holds what
 this machine did, so a prediction can be checked against `--measure` on the same machine.
@@ -215,8 +216,11 @@ def _overheads(device: str, quick: bool) -> dict[str, float]:
     the cost model charges (views are free)."""
     import torch
 
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
     from gpulint.planner.backend import compile_step
     from gpulint.planner.eager_trace import trace_eager
+    from gpulint.planner.graph import FWD
     from gpulint.planner.step import make_step_fn
     from gpulint.planner.trace import trace_step
 
@@ -238,10 +242,22 @@ def _overheads(device: str, quick: bool) -> dict[str, float]:
     def eager_step() -> None:
         model(x).sum().backward()
 
+    def policy(_ctx: Any, _op: Any, *_args: Any, **_kwargs: Any) -> Any:
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    def checkpointed_step() -> None:  # as gpulint.apply runs a layer: non-reentrant, a policy on every op
+        checkpoint(model, x, use_reentrant=False,
+                   context_fn=lambda: create_selective_checkpoint_contexts(policy)).sum().backward()
+
     compiled_ops = sum(1 for n in trace_step(build, batch, optimizer="none").graph.nodes if n.work.bytes_moved)
-    eager_ops = sum(1 for n in trace_eager(build, batch, optimizer="none").graph.nodes if n.work.bytes_moved)
+    eager_graph = trace_eager(build, batch, optimizer="none").graph
+    eager_ops = sum(1 for n in eager_graph.nodes if n.work.bytes_moved)
+    forward_ops = sum(1 for n in eager_graph.nodes if n.kind == FWD and n.op != "getitem")
+    forward_work = sum(1 for n in eager_graph.nodes if n.kind == FWD and n.work.bytes_moved)
+    eager = _best_seconds(eager_step, device, repeats) / eager_ops
+    extra = _best_seconds(checkpointed_step, device, repeats) - eager * (eager_ops + forward_work)  # + the recompute
     return {"launch_overhead_s": _best_seconds(compiled_step, device, repeats) / compiled_ops,
-            "eager_overhead_s": _best_seconds(eager_step, device, repeats) / eager_ops}
+            "eager_overhead_s": eager, "checkpoint_overhead_s": max(0.0, extra / (2 * forward_ops))}
 
 
 def _capacity(device: str) -> int:
@@ -280,6 +296,7 @@ def to_yaml(profile: dict[str, Any], command: str = "gpulint calibrate") -> str:
         f"memory_capacity: {profile['memory_capacity']}",
         f"launch_overhead_s: {profile['launch_overhead_s']:.4g}",
         f"eager_overhead_s: {profile['eager_overhead_s']:.4g}",
+        f"checkpoint_overhead_s: {profile['checkpoint_overhead_s']:.4g}",
         f"allocation_rounding: {profile['allocation_rounding']}",
     ]
     return "\n".join(lines) + "\n"

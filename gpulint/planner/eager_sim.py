@@ -64,7 +64,8 @@ class EagerSimulator:
         for i in self.baseline:
             for s in nodes[i].storages[:1]:
                 by_storage[s].append(i)
-        self.tied = {i: set(self.group.get(i, (i,))) | set(by_storage[nodes[i].storages[0]] if nodes[i].storages else ())
+        self.tied = {i: set(self.group.get(i, (i,)))
+                     | set(by_storage[nodes[i].storages[0]] if nodes[i].storages else ())
                      for i in self.baseline}
         # Values a checkpointed layer cannot keep: an op's outputs are kept together, so one written in place later
         # makes them all unkeepable.
@@ -88,6 +89,11 @@ class EagerSimulator:
                          and any(layer_of(program.model, m) == layers[i] for m in program.packed_by.get(i, ()))}
         self.end = {layer: max((i for i in members if i in packed_inside), default=-1)
                     for layer, members in self.members.items()}
+        # Ops (not tuple indexing) per layer, and up to its early stop: what the checkpoint policy sees.
+        self.ops = {layer: sum(1 for i in members if nodes[i].op != "getitem")
+                    for layer, members in self.members.items()}
+        self.ops_to_end = {layer: sum(1 for i in members if nodes[i].op != "getitem" and i <= self.end[layer])
+                           for layer, members in self.members.items()}
         self.inputs: dict[str, set[int]] = defaultdict(set)
         for layer, members in self.members.items():
             inside = set(members)
@@ -122,18 +128,21 @@ class EagerSimulator:
             held |= self.inputs[layer]
         recompute: dict[int, list[int]] = {}  # backward node -> the layer recompute that runs just before it
         recomputed: set[int] = set()
+        checkpointed = 0  # ops that go through the checkpoint policy: the layer's forward, then its recompute
         for layer in regions:
+            checkpointed += self.ops[layer]
             start = self.first_use.get(layer)
             if start is None:
                 continue
             again = [i for i in self.members[layer] if i <= self.end[layer] and i not in kept]
             recompute.setdefault(start, []).extend(again)
             recomputed.update(again)
+            checkpointed += self.ops_to_end[layer]
         bw: list[int] = []
         for i in self.bw:
             bw.extend(sorted(recompute.get(i, ())))
             bw.append(i)
-        sched = Schedule(fw=self.fw, bw=bw, saved=kept, recomputed=recomputed)
+        sched = Schedule(fw=self.fw, bw=bw, saved=kept, recomputed=recomputed, checkpointed_ops=checkpointed)
         return simulate(self.graph, held, self.rounding, sched=sched, hold=self.hold)
 
     def decisions(self, saved: set[int]) -> list[planfile.Decision]:

@@ -105,9 +105,10 @@ class GreedyPlanner:
     selective checkpointing); its `candidate(node)` says which saved values a plan may drop."""
 
     def __init__(self, graph: JointGraph, times: list[float], rounding: int = 1, progress: bool = False,
-                 simulator: Any = None) -> None:
+                 simulator: Any = None, checkpoint_overhead_s: float = 0.0) -> None:
         self.graph = graph
         self.simulator = simulator
+        self.checkpoint_overhead_s = checkpoint_overhead_s
         self.times = times
         self.rounding = rounding
         self.progress = progress
@@ -137,7 +138,7 @@ class GreedyPlanner:
             sim = self.simulator.simulate(saved)
         else:
             sim = simulate(self.graph, self.graph.alias_closure(saved), self.rounding)
-        total, recompute = step_time(self.graph, sim.schedule, self.times)
+        total, recompute = step_time(self.graph, sim.schedule, self.times, self.checkpoint_overhead_s)
         return Step(frozenset(sim.schedule.saved), sim.peak, total, recompute), sim
 
     def _candidates(self, sim: Simulation) -> list[tuple[float, int, list[int]]]:

@@ -32,6 +32,7 @@ class Hardware:
     element_rates: dict[str, float] = field(default_factory=dict)
     threads: int | None = None  # the torch thread count it was measured with
     eager_overhead_s: float | None = None  # per op of an eager step (Python modules, autograd); None: launch_overhead_s
+    checkpoint_overhead_s: float = 0.0  # more per op that gpulint.apply's checkpoint policy sees (forward, recompute)
 
     def flops_rate(self, kernel: str, min_dim: int, dtype: str) -> float:
         """FLOP/s of a `kernel` whose smallest dimension is `min_dim`: read off the measured curve (log-log between
@@ -82,6 +83,7 @@ def load_hardware(name: str) -> Hardware:
             element_rates={str(k): float(v) for k, v in (data.get("element_rates") or {}).items()},
             threads=int(data["threads"]) if data.get("threads") else None,
             eager_overhead_s=float(data["eager_overhead_s"]) if data.get("eager_overhead_s") is not None else None,
+            checkpoint_overhead_s=float(data.get("checkpoint_overhead_s") or 0.0),
         )
     except (yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         raise PlanError(f"{path}: bad hardware profile ({type(exc).__name__}: {exc})") from None

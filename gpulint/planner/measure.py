@@ -99,6 +99,7 @@ def measure_step(
     dtype: str = "fp32",
     device: str | None = None,
     repeats: int = 3,
+    clock: Callable[[], float] | None = None,
     seed: int = 0,
     partition_fn: Callable[..., Any] | None = None,
 ) -> Measured:
@@ -147,13 +148,14 @@ def measure_step(
         return [list(state().values()), batch, opt.state if opt is not None else None]
 
     # The first step compiles and lets the optimizer create its state.
-    peak, best, loss = peak_and_best_time(train_step, finish_step, tracked, device, repeats)
+    peak, best, loss = peak_and_best_time(train_step, finish_step, tracked, device, repeats, clock)
     value = float(loss.detach().float())
     return Measured(peak_bytes=peak, step_time_s=best, device=device, loss=value)
 
 
 def peak_and_best_time(
-    step: Callable[[], Any], finish: Callable[[], None], tracked: Callable[[], list[Any]], device: str, repeats: int
+    step: Callable[[], Any], finish: Callable[[], None], tracked: Callable[[], list[Any]], device: str, repeats: int,
+    clock: Callable[[], float] | None = None,
 ) -> tuple[int, float, Any]:
     """Measure a training step the same way for every path (compiled, eager, unplanned).
 
@@ -161,6 +163,8 @@ def peak_and_best_time(
     `max_memory_allocated`; CPU: a live-storage tracker that also counts what `tracked()` holds: parameters, batch,
     optimizer state), then the best wall time of `repeats` more steps. `finish()` (optimizer step, zero_grad) runs
     after every step and is not timed. Returns (peak bytes, best seconds, what the measured step returned).
+    `clock` is what times a step (default `time.perf_counter`: wall time); on a shared CPU, a single-threaded step
+    timed by `time.process_time` does not count the time other processes took the core.
     """
     import torch
 
@@ -180,22 +184,24 @@ def peak_and_best_time(
             value = step()
         peak = tracker.peak
     finish()
+    clock = clock or time.perf_counter
     times = []
     for _ in range(max(1, repeats)):
         if cuda:
             torch.cuda.synchronize()
-        start = time.perf_counter()
+        start = clock()
         step()
         if cuda:
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
         finish()
     return int(peak), min(times), value
 
 
 def measure_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any], plan: Any, *,
                   loss_fn: Any = None, optimizer: str = "adamw", dtype: str = "fp32",
-                  device: str | None = None, repeats: int = 3) -> Measured:
+                  device: str | None = None, repeats: int = 3,
+                  clock: Callable[[], float] | None = None) -> Measured:
     """Run the real eager step with `gpulint.apply(model, plan)` (None: unplanned): peak bytes and best step time.
 
     Measured like the compiled step: the second step's forward and backward, with parameters, batch and optimizer
@@ -238,5 +244,5 @@ def measure_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any],
         return [list(model.parameters()), list(model.buffers()), batch, opt.state if opt else None]
 
     # The warm-up step also validates the plan against the model.
-    peak, best, loss = peak_and_best_time(step, finish, tracked, device, repeats)
+    peak, best, loss = peak_and_best_time(step, finish, tracked, device, repeats, clock)
     return Measured(peak_bytes=peak, step_time_s=best, device=device, loss=float(loss.detach().float()))

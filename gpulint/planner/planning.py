@@ -246,7 +246,8 @@ def plan_eager(program: Any, hw: Any, budget: int, target: int, attempts: int = 
     rounding = hw.allocation_rounding
     simulator = program.simulator(rounding)
     times = node_times(program.graph, hw, eager=True)
-    planner = GreedyPlanner(program.graph, times, rounding, simulator=simulator)
+    planner = GreedyPlanner(program.graph, times, rounding, simulator=simulator,
+                            checkpoint_overhead_s=hw.checkpoint_overhead_s)
     goal = target
     for _attempt in range(attempts):
         result = planner.run(goal)
@@ -279,9 +280,9 @@ def user_step(config: Any) -> tuple[Callable[[], Any], Callable[[], Any], Any]:
     return build_model, make_batch, UserStep(loss_fn=loss_fn, step_fn=step_fn, inputs=config.inputs)
 
 
-def add_measurement(planned: Planned, show_progress: bool = True) -> None:
+def add_measurement(planned: Planned, show_progress: bool = True, clock: Callable[[], float] | None = None) -> None:
     """`--measure`: run both forms' real steps with and without the plan, each on its own: a form that cannot run
-    records why (`Measured.error`) and the other is still measured."""
+    records why (`Measured.error`) and the other is still measured. `clock` times the steps (measure.py)."""
     plan = planned.plan
     if plan.data_dependent:
         plan.measured = _failed("the step reads tensor values: one static compiled graph cannot run it "
@@ -289,11 +290,11 @@ def add_measurement(planned: Planned, show_progress: bool = True) -> None:
     else:
         if show_progress:
             progress("measuring the compiled step, without and with the plan...")
-        plan.measured = _measured_or_error(lambda: _measure_compiled(planned))
+        plan.measured = _measured_or_error(lambda: _measure_compiled(planned, clock))
     if planned.program is not None:
         if show_progress:
             progress("measuring the eager step (gpulint.apply), without and with the plan...")
-        plan.eager.measured = _measured_or_error(lambda: _measure_eager(planned))
+        plan.eager.measured = _measured_or_error(lambda: _measure_eager(planned, clock))
 
 
 def _failed(reason: str) -> planfile.Measured:
@@ -308,12 +309,12 @@ def _measured_or_error(run: Callable[[], planfile.Measured]) -> planfile.Measure
         return _failed(f"{type(exc).__name__}: {text}")
 
 
-def _measure_compiled(planned: Planned) -> planfile.Measured:
+def _measure_compiled(planned: Planned, clock: Callable[[], float] | None = None) -> planfile.Measured:
     from gpulint.planner.measure import measure_step
     from gpulint.planner.simulate import simulate
 
     graph, plan, forms = planned.graph, planned.plan, planned.forms
-    kwargs = {"loss_fn": forms.step, "optimizer": forms.optimizer, "dtype": forms.dtype}
+    kwargs = {"loss_fn": forms.step, "optimizer": forms.optimizer, "dtype": forms.dtype, "clock": clock}
     base = measure_step(forms.build_model, forms.make_batch, None, **kwargs)
     names = plan.saved_ids()
     measured = measure_step(forms.build_model, forms.make_batch, names, **kwargs)
@@ -327,12 +328,12 @@ def _measure_compiled(planned: Planned) -> planfile.Measured:
     )
 
 
-def _measure_eager(planned: Planned) -> planfile.Measured:
+def _measure_eager(planned: Planned, clock: Callable[[], float] | None = None) -> planfile.Measured:
     from gpulint.planner.eager_trace import run_step
     from gpulint.planner.measure import measure_eager
 
     plan, program, forms = planned.plan, planned.program, planned.forms
-    kwargs = {"loss_fn": forms.step, "optimizer": forms.optimizer, "dtype": forms.dtype}
+    kwargs = {"loss_fn": forms.step, "optimizer": forms.optimizer, "dtype": forms.dtype, "clock": clock}
     base = measure_eager(forms.build_model, forms.make_batch, None, **kwargs)
     measured = measure_eager(forms.build_model, forms.make_batch, plan, **kwargs)
     rounding = 512 if measured.device.startswith("cuda") else 1  # the device measured, not the target

@@ -11,8 +11,8 @@ not saved is recomputed right before its first use (depth first, its own unsaved
 Liveness is keyed by storage: a value is alive from the op that makes it until its last reader ran (FX
 frees each value after its last use; aot_autograd frees saved tensors after their last use in the
 backward); a storage is freed when no live value refers to it. Per-node facts are computed once per graph and
-the timeline is a prefix sum over storage lifetimes: the planner simulates thousands of saved sets. Static memory (parameters, buffers, the batch,
-optimizer state) is alive all step; gradients are backward outputs and stay alive to the end. For CUDA
+the timeline is a prefix sum over storage lifetimes: the planner simulates thousands of saved sets. Static memory
+(parameters, buffers, the batch, optimizer state) is alive all step; gradients are backward outputs and stay alive to the end. For CUDA
 targets every storage is rounded up to the allocator's 512-byte block.
 
 `simulate` is public API: the eager simulation (gpulint/planner/eager_sim.py) builds its own schedule and calls it.
@@ -35,6 +35,7 @@ class Schedule:
     bw: list[int]  # node indices run by the backward graph, in order (recomputed forward nodes included)
     saved: set[int]  # the saved set actually used (unused entries dropped, excluded ops the backward needs added)
     recomputed: set[int]  # forward nodes the backward recomputes
+    checkpointed_ops: int = 0  # eager form: ops run under selective checkpointing (forward and recompute)
 
 
 @dataclass
@@ -266,8 +267,11 @@ def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Sched
     )
 
 
-def step_time(graph: JointGraph, sched: Schedule, times: list[float]) -> tuple[float, float]:
-    """(predicted step time, of which recomputation) in seconds, from per-node times."""
-    recompute = sum(times[i] for i in sched.recomputed)
-    total = sum(times[i] for i in sched.fw) + sum(times[i] for i in sched.bw)
+def step_time(graph: JointGraph, sched: Schedule, times: list[float],
+              checkpoint_overhead_s: float = 0.0) -> tuple[float, float]:
+    """(predicted step time, of which recomputation) in seconds, from per-node times; in the eager form, each op run
+    under selective checkpointing also costs `checkpoint_overhead_s` (its policy's Python dispatch mode)."""
+    extra = sched.checkpointed_ops * checkpoint_overhead_s
+    recompute = sum(times[i] for i in sched.recomputed) + extra
+    total = sum(times[i] for i in sched.fw) + sum(times[i] for i in sched.bw) + extra
     return total, recompute

@@ -44,3 +44,4 @@ def test_calibrate_writes_a_profile_the_planner_loads(tmp_path, capsys):
     assert profile.name == "this-box" and profile.kind == "cpu" and profile.allocation_rounding == 1
     assert profile.curves["matmul"]["fp32"] and profile.element_rates["random"] > 0
     assert profile.launch_overhead_s > 0 and profile.eager_overhead_s > 0 and profile.memory_bandwidth > 0
+    assert profile.checkpoint_overhead_s > 0  # the checkpoint policy's dispatch mode, per op it sees

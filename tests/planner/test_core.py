@@ -155,6 +155,16 @@ def test_greedy_drops_what_lowers_the_peak_for_the_least_time(seconds, budget, d
     assert recompute == pytest.approx(sum(seconds[int(n[1:])] for n in dropped))
 
 
+def test_ops_under_selective_checkpointing_cost_their_overhead():
+    graph = independent([100, 200, 300])
+    times = [1.0 if n.name.startswith("a") else 0.0 for n in graph.nodes]
+    sched = simulate(graph, set()).schedule
+    plain, plain_recompute = step_time(graph, sched, times)
+    sched.checkpointed_ops = 6  # three ops in the forward, three in the recompute
+    total, recompute = step_time(graph, sched, times, checkpoint_overhead_s=0.5)
+    assert total == pytest.approx(plain + 3.0) and recompute == pytest.approx(plain_recompute + 3.0)
+
+
 def test_an_unreachable_budget_is_reported_with_the_lowest_peak():
     graph = independent([100, 200, 300])
     times = [1.0 if n.name.startswith("a") else 0.0 for n in graph.nodes]
