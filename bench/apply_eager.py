@@ -1,38 +1,32 @@
-"""Eager application of gpulint plans: predicted vs measured peak and step time, and eager vs compiled peaks.
+"""Eager application of gpulint plans: the eager form's predicted vs measured peak, next to the compiled form's.
 
-For each model and budget: trace once, plan with the greedy planner, then
-  - predict the eager step (`gpulint.planner.eager.predict`: layer inputs kept, whole-layer recompute),
-  - measure the eager step with `gpulint.apply` (CPU: live-storage tracker, the planner's own measure),
-  - measure the compiled step with the same plan (`gpulint.planner.backend`, the planner's measure_step).
-Budgets are shares of the range between the lowest reachable peak and today's peak.
+For each model and budget: trace both forms once (`planning.trace_forms`), plan both under the budget
+(`planning.plan_forms`), then measure both (`planning.add_measurement`):
+  - eager: the step run with `gpulint.apply` (CPU: the live-storage tracker), predicted by running the same step on
+    fake tensors under the same plan (`eager_trace.run_step`);
+  - compiled: the step compiled with `gpulint.planner.backend` and the plan's saved set.
+Budgets are shares of today's eager peak. bench/planner_families.py runs the same comparison over 14 families; this
+script keeps the models the README quoted before (example GPT, BERT, T5, ViT, and a step that reads values).
 
-    python bench/apply_eager.py                 # example GPT + BERT, 4 budgets each (a few minutes on 2 cores)
-    python bench/apply_eager.py --models gpt --shares 0 0.5
-    python bench/apply_eager.py --models t5 vit branchy --shares 0 0.5   # branchy reads tensor values in forward
+    python bench/apply_eager.py                 # example GPT + BERT, 3 budgets each (a few minutes on 2 cores)
+    python bench/apply_eager.py --models gpt --shares 0.8 0.5
+    python bench/apply_eager.py --models t5 vit branchy --shares 0.7   # branchy reads tensor values in forward
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
-
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gpulint.planner import eager
-from gpulint.planner.cost import node_times
-from gpulint.planner.greedy import GreedyPlanner
-from gpulint.planner.hardware import load_hardware
-from gpulint.planner.measure import measure_step
-from gpulint.planner.report import plan_dict
-from gpulint.planner.trace import trace_step
+from gpulint.planner import planning
+from gpulint.planner.step import UserStep
 
 
 def example_gpt():
@@ -43,20 +37,9 @@ def example_gpt():
 
 
 def bert():
-    import transformers
+    import planner_models
 
-    def build():
-        config = transformers.BertConfig(
-            hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4, vocab_size=512,
-            max_position_embeddings=128,
-        )
-        return transformers.BertForMaskedLM(config)
-
-    def batch():
-        ids = torch.randint(0, 512, (4, 128), generator=torch.Generator().manual_seed(0))
-        return {"input_ids": ids, "labels": ids}
-
-    return build, batch
+    return planner_models.bert(n_layer=4, d=128, seq=128, batch=4, vocab=512)
 
 
 def t5():
@@ -72,7 +55,7 @@ def vit():
 
 
 def branchy():
-    """A step that reads tensor values (`if x.sum() > 0`, `.item()`): planned whole, applied in eager mode only."""
+    """A step that reads tensor values (`if x.sum() > 0`, `.item()`): the compiled form is refused, eager applies."""
     from tests.planner import models
 
     return models.branchy, models.branchy_batch
@@ -82,60 +65,56 @@ MODELS = {"gpt": example_gpt, "bert": bert, "t5": t5, "vit": vit, "branchy": bra
 DEFAULT_MODELS = ["gpt", "bert"]
 
 
-def measure_eager(build, make_batch, plan, optimizer: str) -> tuple[int, float]:
-    result = eager.measure(build, make_batch, plan, optimizer=optimizer, device="cpu")
-    return result.peak_bytes, result.step_time_s
-
-
-def mib(n: float) -> str:
-    return f"{n / 2**20:8.2f}"
+def mib(n: float | None) -> str:
+    return f"{n / 2**20:8.2f}" if n else "       -"
 
 
 def run_model(name: str, shares: list[float], optimizer: str) -> list[dict]:
     build, make_batch = MODELS[name]()
-    hardware = load_hardware("cpu")
-    traced = trace_step(build, make_batch, optimizer=optimizer)
-    times = node_times(traced.graph, hardware)
-    planner = GreedyPlanner(traced.graph, times, hardware.allocation_rounding)
-    full = planner.run(None)
+    forms = planning.trace_forms(build, make_batch, UserStep(), optimizer=optimizer, name=name)
+    if forms.program is None:
+        raise RuntimeError(f"the eager form could not be recorded: {forms.eager_error}")
+    today = forms.program.peak_bytes
+    print(f"\n{name}: {len(forms.traced.graph.nodes)} compiled ops, {len(forms.program.graph.nodes)} eager ops; "
+          f"today's eager peak {mib(today)} MiB")
+    print(f"{'share':>5} {'budget':>9} | {'eager pred':>10} {'eager meas':>10} {'err %':>6} {'layers':>6} | "
+          f"{'compiled pred':>13} {'compiled meas':>13} | time eager/compiled (ms)")
     rows = []
-    base_peak, base_time = measure_eager(build, make_batch, None, optimizer)
-    print(f"\n{name}: {len(traced.graph.nodes)} ops; today's step: predicted {mib(full.baseline.peak)} MiB, "
-          f"{full.baseline.step_time_s * 1e3:.1f} ms; measured eager {mib(base_peak)} MiB, {base_time * 1e3:.1f} ms")
-    print(f"{'share':>5} {'budget':>9} | {'eager pred':>10} {'eager meas':>10} {'err %':>6} | {'time pred':>9} "
-          f"{'time meas':>9} | {'compiled pred':>13} {'compiled meas':>13}   (MiB, ms)")
     for share in shares:
-        budget = int(full.lowest_peak + share * (full.baseline.peak - full.lowest_peak))
-        result = planner.for_budget(full, budget)
-        plan = json.loads(json.dumps({k: v for k, v in plan_dict(traced.graph, result, hardware="cpu").items()
-                                      if not k.startswith("_")}))
-        predicted = eager.predict(traced.graph, plan, build(), times)
-        peak, seconds = measure_eager(build, make_batch, plan, optimizer)
-        # A step that reads tensor values has no single compiled graph: the compiled path refuses its plan.
-        compiled = None if traced.data_dependent else measure_step(
-            build, make_batch, plan, optimizer=optimizer, device="cpu", repeats=1).peak_bytes
-        error = (predicted.peak_bytes - peak) / peak * 100
-        print(f"{share:5.2f} {mib(budget)} | {mib(predicted.peak_bytes):>10} {mib(peak):>10} {error:6.2f} | "
-              f"{predicted.step_time_s * 1e3:9.1f} {seconds * 1e3:9.1f} | {mib(result.chosen.peak):>13} "
-              f"{mib(compiled) if compiled is not None else 'refused':>13}")
-        rows.append({"model": name, "share": share, "budget": budget, "eager_predicted": predicted.peak_bytes,
-                     "eager_measured": peak, "error_pct": error, "compiled_predicted": result.chosen.peak,
-                     "compiled_measured": compiled})
+        budget = int(today * share)
+        planned = planning.plan_forms(forms, budget, "cpu")
+        planning.add_measurement(planned, show_progress=False)
+        plan = planned.plan
+        eager = plan.eager.measured
+        if eager is None or eager.error:
+            print(f"{share:5.2f} {mib(budget)} | eager not measured: {eager.error if eager else 'no eager form'}")
+            continue
+        error = (eager.predicted_peak_bytes - eager.peak_bytes) / eager.peak_bytes * 100
+        compiled = plan.measured
+        compiled_meas = compiled.peak_bytes if compiled is not None and not compiled.error else None
+        compiled_time = f"{compiled.step_time_s * 1e3:.1f}" if compiled_meas else "refused"
+        print(f"{share:5.2f} {mib(budget)} | {mib(eager.predicted_peak_bytes):>10} {mib(eager.peak_bytes):>10} "
+              f"{error:6.2f} {len(plan.eager.layers):6d} | {mib(plan.planned.peak_bytes):>13} "
+              f"{mib(compiled_meas):>13} | "
+              f"{eager.step_time_s * 1e3:.1f}/{compiled_time}")
+        rows.append({"model": name, "share": share, "budget": budget, "eager_predicted": eager.predicted_peak_bytes,
+                     "eager_measured": eager.peak_bytes, "error_pct": error,
+                     "compiled_predicted": plan.planned.peak_bytes,
+                     "compiled_measured": compiled_meas})
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS, choices=list(MODELS))
-    parser.add_argument("--shares", nargs="+", type=float, default=[0.0, 0.3, 0.6, 0.9])
+    parser.add_argument("--shares", nargs="+", type=float, default=[0.8, 0.6, 0.45])
     parser.add_argument("--optimizer", default="adamw")
     args = parser.parse_args()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     rows = []
     for name in args.models:
         try:
             rows += run_model(name, args.shares, args.optimizer)
-        except Exception as exc:  # noqa: BLE001 -- a model the planner cannot handle yet: say so, measure the others
+        except Exception as exc:  # noqa: BLE001 -- a model the planner cannot handle: say so, measure the others
             print(f"\n{name}: not measured: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     if not rows:
         sys.exit("no model could be measured")

@@ -3,13 +3,17 @@
     python bench/gpu_validate.py [--out bench/results]         # on a machine with CUDA
     python bench/gpu_validate.py --device cpu --small           # smoke test of this script on CPU
 
-For GPT-2 (12 layers, d=768, seq 1024, batch 8) and a Llama-shaped model (8 layers, d=2048, seq 2048,
-batch 2), bf16, AdamW: trace with fake CUDA tensors, plan today's step and budgets at 75% and 50% of the way
-from the lowest reachable peak to today's, run each for real and compare
-  predicted peak  vs torch.cuda.max_memory_allocated   (target within 5%)
-  predicted time  vs measured forward+backward time     (target within 15%; FX graphs run op by op, no fusion)
-The hardware profile is picked from the device name (H200, H100, A100, L4, T4). Results print and, with
---out, go to <out>/gpu_validate_<profile>.txt (commit that file after a GPU run).
+First the GPU is calibrated (`gpulint calibrate --device cuda`: matmul, batched-matmul and convolution FLOP/s,
+memory bandwidth, element rates, per-op overheads) into a profile. Then, for GPT-2 (12 layers, d=768, seq 1024,
+batch 8) and a Llama-shaped model (8 layers, d=2048, seq 2048, batch 2), bf16, AdamW, dropout on: both forms of the
+step are traced as the GPU runs them (fake CUDA tensors: its kernels), planned at today's peak and at 75% and 50%
+of the way from the floor to it, and run for real (`--measure`), comparing
+  predicted peak  vs torch.cuda.max_memory_allocated   (target within 5%: cuBLAS and attention workspaces come from
+                                                        the same allocator and the model does not count them)
+  predicted time  vs measured forward+backward time     (target within 25%, as on CPU with a calibrated profile)
+for the compiled form (gpulint.planner.compile) and the eager form (gpulint.apply), and the losses and gradients of
+both against the unplanned step (bitwise, dropout on). Results print and, with --out, go to
+<out>/gpu_validate_<device>.txt (commit that file after a GPU run).
 """
 
 from __future__ import annotations
@@ -19,71 +23,108 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import planner_families
 import planner_models
 
-from gpulint.planner.cost import node_times
-from gpulint.planner.greedy import GreedyPlanner
-from gpulint.planner.hardware import load_hardware
-from gpulint.planner.measure import measure_step
-from gpulint.planner.trace import trace_step
+from gpulint.planner import planning
+from gpulint.planner.calibrate import calibrate, to_yaml
 
-PROFILES = [("H200", "h200"), ("H100", "h100-sxm"), ("A100", "a100-80gb"), ("L4", "l4"), ("T4", "t4")]
+MEMORY_TOLERANCE, TIME_TOLERANCE = 0.05, 0.25
 
 
-def profile_for(device: str) -> str:
+def _family(build, make) -> planner_models.Family:
+    return planner_models.Family(build, make, "transformers")
+
+
+def _cases(small: bool) -> dict[str, planner_models.Family]:
+    if small:
+        return {"gpt2": _family(*planner_models.gpt2()), "llama": _family(*planner_models.llama())}
+    return {
+        "gpt2": _family(*planner_models.gpt2(n_layer=12, d=768, seq=1024, batch=8, vocab=50257)),
+        "llama": _family(*planner_models.llama(n_layer=8, d=2048, seq=2048, batch=2, vocab=32000, ffn=5632)),
+    }
+
+
+def _row(name: str, label: str, form: str, predicted: int, predicted_time: float, measured,
+         equal: bool) -> tuple[str, bool]:
+    if measured is None or measured.error:
+        return f"{name:6} {label:6} {form:8} could not run: {measured.error if measured else 'not measured'}", False
+    memory = (predicted - measured.peak_bytes) / measured.peak_bytes
+    time_error = (predicted_time - measured.step_time_s) / measured.step_time_s
+    passed = abs(memory) <= MEMORY_TOLERANCE and abs(time_error) <= TIME_TOLERANCE and equal
+    return (f"{name:6} {label:6} {form:8} predicted {predicted / 2**30:7.3f} GiB / {predicted_time * 1e3:8.2f} ms   "
+            f"measured {measured.peak_bytes / 2**30:7.3f} GiB / {measured.step_time_s * 1e3:8.2f} ms   "
+            f"memory {memory:+.2%}  time {time_error:+.1%}  bitwise {'yes' if equal else 'NO'}  "
+            f"{'PASS' if passed else 'FAIL'}"), passed
+
+
+def _bitwise(check, family, plan, device: str) -> bool:
+    """A bitwise check, on CUDA with deterministic kernels (index_add, embedding backward and scatter use atomics
+    otherwise, which would differ between two unplanned runs as well)."""
     import torch
 
-    if device == "cpu":
-        return "cpu"
-    name = torch.cuda.get_device_name()
-    return next((p for key, p in PROFILES if key in name), "h100-sxm")
+    if not device.startswith("cuda"):
+        return check(family, plan, device)
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        return check(family, plan, device)
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--small", action="store_true", help="tiny sizes (smoke test)")
-    parser.add_argument("--out", help="folder for gpu_validate_<profile>.txt")
+    parser.add_argument("--out", help="folder for gpu_validate_<device>.txt and the calibrated profile")
     args = parser.parse_args()
     import torch
 
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
+    cuda = args.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
         print("gpu_validate: no CUDA device here; run this on a GPU machine (or --device cpu --small)")
         return 2
-    hw = load_hardware(profile_for(args.device))
+    out = Path(args.out or "/tmp")
+    out.mkdir(parents=True, exist_ok=True)
+    device_name = torch.cuda.get_device_name() if cuda else "cpu"
+    profile = calibrate("cuda" if cuda else "cpu", quick=args.small)
+    hardware = out / f"gpu_validate_{'cuda' if cuda else 'cpu'}_hardware.yaml"
+    hardware.write_text(to_yaml(profile, "bench/gpu_validate.py"))
     dtype = "bf16"
-    if args.small:
-        cases = {"gpt2": planner_models.gpt2(), "llama": planner_models.llama()}
-    else:
-        cases = {
-            "gpt2": planner_models.gpt2(n_layer=12, d=768, seq=1024, batch=8, vocab=50257),
-            "llama": planner_models.llama(n_layer=8, d=2048, seq=2048, batch=2, vocab=32000, ffn=5632),
-        }
-    lines = [f"device {torch.cuda.get_device_name() if args.device != 'cpu' else 'cpu'}, profile {hw.name}, {dtype}"]
+    lines = [f"device {device_name}, calibrated profile {hardware}, {dtype}, AdamW"]
+    print(lines[0], flush=True)
     ok = True
-    for name, (build, make) in cases.items():
-        traced = trace_step(build, make, optimizer="adamw", dtype=dtype, name=name, device=args.device)
-        planner = GreedyPlanner(traced.graph, node_times(traced.graph, hw), hw.allocation_rounding)
-        full = planner.run(None)
-        lo, hi = full.lowest_peak, full.baseline.peak
-        for label, budget in (("today", hi), ("75%", int(lo + 0.75 * (hi - lo))), ("50%", int(lo + 0.5 * (hi - lo)))):
-            r = planner.for_budget(full, budget)
-            names = {traced.graph.nodes[i].name for i in r.chosen.saved}
-            m = measure_step(build, make, names, optimizer="adamw", dtype=dtype, device=args.device, repeats=5)
-            mem_err = (r.chosen.peak - m.peak_bytes) / m.peak_bytes
-            time_err = (r.chosen.step_time_s - m.step_time_s) / m.step_time_s
-            passed = abs(mem_err) <= 0.05 and abs(time_err) <= 0.15
+    for name, family in _cases(args.small).items():
+        forms = planning.trace_forms(family.build, family.batch, family.step, optimizer="adamw", dtype=dtype,
+                                     name=name, device="cuda" if cuda else "cpu")
+        if forms.program is None:
+            lines.append(f"{name}: the eager step could not be recorded: {forms.eager_error}")
+            ok = False
+            continue
+        today = forms.program.peak_bytes
+        floor = planning.floor_bytes(forms.traced.graph, profile["allocation_rounding"])
+        for label, budget in (("today", today), ("75%", int(floor + 0.75 * (today - floor))),
+                              ("50%", int(floor + 0.5 * (today - floor)))):
+            planned = planning.plan_forms(forms, budget, str(hardware))
+            planning.add_measurement(planned, show_progress=False)
+            plan = planned.plan
+            measured = plan.measured
+            text, passed = _row(name, label, "compiled", measured.predicted_peak_bytes if measured else 0,
+                                plan.planned.step_time_s, measured,
+                                _bitwise(planner_families.compiled_equal, family, plan, args.device))
+            lines.append(text)
             ok &= passed
-            lines.append(
-                f"{name:6} {label:6} predicted {r.chosen.peak / 2**30:7.3f} GiB / {r.chosen.step_time_s * 1e3:8.2f} ms"
-                f"   measured {m.peak_bytes / 2**30:7.3f} GiB / {m.step_time_s * 1e3:8.2f} ms"
-                f"   memory {mem_err:+.2%}  time {time_err:+.1%}  {'PASS' if passed else 'FAIL'}"
-            )
-            print(lines[-1], flush=True)
+            print(text, flush=True)
+            eager = plan.eager.measured
+            text, passed = _row(name, label, "eager", eager.predicted_peak_bytes if eager else 0,
+                                plan.eager.step_time_s, eager,
+                                _bitwise(planner_families.eager_equal, family, plan, args.device))
+            lines.append(text)
+            ok &= passed
+            print(text, flush=True)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"gpu_validate_{hw.name}.txt").write_text("\n".join(lines) + "\n")
+        (out / f"gpu_validate_{'cuda' if cuda else 'cpu'}.txt").write_text("\n".join(lines) + "\n")
     return 0 if ok else 1
 
 

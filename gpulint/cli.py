@@ -1,4 +1,4 @@
-"""Command-line entry: check | fix | rules | rule | clean | server | plan | report | bot.
+"""Command-line entry: check | fix | rules | rule | clean | server | plan | calibrate | report | bot.
 
 Each subsystem owns its own arguments: this module only wires the subcommands together and turns a user's
 mistake into one line on stderr and exit code 2 (never a traceback).
@@ -61,6 +61,8 @@ SUBSYSTEMS = (
      "gpulint.server", "add_arguments", "run"),
     ("plan", "trace a training step and plan recomputation under an absolute memory budget",
      "gpulint.planner.cli", "add_arguments", "run"),
+    ("calibrate", "measure this machine (matmul FLOP/s, memory bandwidth, launch overhead) into a hardware profile",
+     "gpulint.planner.calibrate", "add_arguments", "run"),
     ("report", "render findings and a plan as a PR comment (md) or an HTML report",
      "gpulint.bot.cli", "add_report_arguments", "run_report"),
     ("bot", "GitHub integration: sticky PR comment, review suggestions, check run",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpulint.errors import UsageError
 from gpulint.linter.finding import rule_url
+from gpulint.planner import planfile
 
 MAX_FILE_BYTES = 32 * 1024 * 1024  # an artifact larger than this is refused, not parsed
 MAX_FINDINGS = 20_000
@@ -26,7 +27,7 @@ MAX_CHAIN = 16  # frames kept of one finding's call chain (the first and the las
 MAX_TIMELINE_POINTS = 5_000
 MAX_BYTES = 2**60  # about 1.15 EB: a plan's byte counts above this are not a real device's
 MAX_SECONDS = 1e7  # about 116 days for one training step
-PLAN_SCHEMA = "gpulint.plan/1"
+PLAN_SCHEMA = planfile.SCHEMA  # one home for the schema string; planfile imports no torch
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 CONFIDENCES = ("certain", "likely")
 _RULE_CODE = re.compile(r"^GPL\d{3}$")

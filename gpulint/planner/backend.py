@@ -12,31 +12,39 @@ Supported torch: 2.13 (the private partitioner helpers move between releases; te
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from gpulint.planner.errors import PlanError
 
 
+def saved_names(plan: Any) -> set[str] | None:
+    """The node names a plan saves; `plan` is a plan (planfile.Plan, its dict, or a plan file's path), an iterable
+    of names, or None (save what the backward reads directly: no recompute). A plan that reads tensor values
+    (graph breaks) holds the branch its sample batch took: one static compiled graph cannot apply it, so it is
+    refused with the place and a pointer to eager mode."""
+    from gpulint.planner import planfile
+
+    if plan is None:
+        return None
+    if isinstance(plan, (planfile.Plan, Mapping, str, Path)):
+        plan = planfile.coerce(plan)
+        refuse_data_dependent(plan)
+        # Excluded ops (collectives, ...) need no entry: the schedule saves them whenever they are needed.
+        return plan.saved_ids()
+    return set(plan)
+
+
 def refuse_data_dependent(plan: Any) -> None:
-    """A plan made for a step that reads tensor values (graph breaks) holds the branch its sample batch took:
-    one static compiled graph cannot apply it, so say where and point to eager mode."""
-    reads = plan.get("data_dependent") if isinstance(plan, dict) else None
-    if reads:
-        first = reads[0]
+    """Refuse a plan made for a step that reads tensor values (see `saved_names`)."""
+    if plan.data_dependent:
+        first = plan.data_dependent[0]
         raise PlanError(
-            f"the step depends on tensor values ({first['op']} at {first['path']}:{first['line']}; "
-            f"{len(reads)} place(s)), where torch.compile breaks its graph: apply this plan in eager mode "
+            f"the step depends on tensor values ({first.op} at {first.path}:{first.line}; "
+            f"{len(plan.data_dependent)} place(s)), where torch.compile breaks its graph: apply this plan in eager mode "
             "with gpulint.apply(model, plan)"
         )
-
-
-def saved_names(plan: Any) -> set[str]:
-    """The node names a plan saves: a plan dict (gpulint.plan/1) or an iterable of names."""
-    if isinstance(plan, dict):
-        # Excluded ops (RNG, collectives, ...) need no entry: the schedule saves them whenever they are needed.
-        return {d["id"] for d in plan.get("decisions", []) if d.get("action") == "save"}
-    return set(plan)
 
 
 def make_partition_fn(saved: Iterable[str] | None) -> Callable[..., Any]:
@@ -46,9 +54,11 @@ def make_partition_fn(saved: Iterable[str] | None) -> Callable[..., Any]:
     def partition(joint: Any, _inputs: Any, *, num_fwd_outputs: int, **_kw: Any) -> tuple[Any, Any]:
         from torch._functorch.partitioners import _extract_fwd_bwd_modules
 
+        from gpulint.planner import rng
         from gpulint.planner.graph import INPUT, PARAM, build_graph
         from gpulint.planner.simulate import schedule
 
+        rng.rewrite_random_ops(joint)  # random ops get their generator state: recomputing one replays it
         graph = build_graph(joint, num_fwd_outputs, [INPUT] * len(joint.graph.nodes))
         if wanted is None:
             saved_idx = graph.default_saved()
@@ -71,6 +81,7 @@ def make_partition_fn(saved: Iterable[str] | None) -> Callable[..., Any]:
         _drop_unscheduled(fw_module, {graph.nodes[i].name for i in sched.fw})
         _drop_unscheduled(bw_module, {graph.nodes[i].name for i in sched.bw})
         _reorder(bw_module, [graph.nodes[i].name for i in sched.bw])
+        rng.replay_recomputed(bw_module)
         return fw_module, bw_module
 
     return partition
@@ -110,18 +121,18 @@ def compile_step(step: Callable[..., Any], plan: Any) -> Callable[..., Any]:
     from torch._dynamo.backends.debugging import boxed_nop
     from torch._functorch.aot_autograd import aot_function
 
-    refuse_data_dependent(plan)
-    names = None if plan is None else saved_names(plan)
-    return aot_function(step, fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=make_partition_fn(names))
+    return aot_function(step, fw_compiler=boxed_nop, bw_compiler=boxed_nop,
+                        partition_fn=make_partition_fn(saved_names(plan)))
 
 
 def compile(model: Any, plan: Any, loss_fn: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """A training-step callable for `model` under `plan`: `step(batch) -> loss`; call `.backward()` on the loss.
 
-    `plan` is a gpulint.plan/1 dict (or a set of saved node names) made for this model, batch shape and dtype;
+    `plan` is a plan (or its dict, or its file's path, or a set of saved node names) made for this model, batch
+    shape and dtype;
     `loss_fn(output, batch)` must be the one the plan was made with (default: output.loss, else output.sum()).
     """
-    from gpulint.planner.trace import make_step_fn
+    from gpulint.planner.step import make_step_fn
 
     compiled = compile_step(make_step_fn(model, loss_fn), plan)
 
@@ -135,19 +146,12 @@ def compile(model: Any, plan: Any, loss_fn: Callable[..., Any] | None = None) ->
 def gpulint_backend(plan: Any) -> Callable[..., Any]:
     """A torch.compile backend applying `plan`: `torch.compile(step_fn, backend=gpulint_backend(plan))`.
 
-    `plan` is a gpulint.plan/1 dict, the path of a plan file, or a set of saved node names. Compile the same
+    `plan` is a plan, its dict, the path of a plan file, or a set of saved node names. Compile the same
     step the plan traced (forward and loss); a graph whose node names differ from the planned ones is
     rejected with a PlanError.
     """
-    from pathlib import Path
-
     from torch._dynamo.backends.common import aot_autograd
     from torch._dynamo.backends.debugging import boxed_nop
 
-    if isinstance(plan, (str, Path)):
-        from gpulint.planner.eager import load_plan  # checks the file and its schema, errors name the file
-
-        plan = load_plan(plan)
-    refuse_data_dependent(plan)
-    names = None if plan is None else saved_names(plan)
+    names = saved_names(plan)  # a plan file is read (and checked) now, not at the first compiled call
     return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=make_partition_fn(names))

@@ -3,13 +3,17 @@
     plan:
       model: examples/model.py:build_model     # or package.module:factory; returns an nn.Module
       batch: examples/model.py:make_batch      # returns the step's inputs: dict (kwargs), tuple/list (args) or a tensor
-      loss: null                               # optional factory(output, batch) -> scalar; default output.loss, else sum
+      inputs: null                             # the part of the batch the model gets: an index (0 of `(x, y)`), a key,
+                                               # or a list of keys (keyword arguments); default: the whole batch
+      loss: null                               # optional function(output, batch) -> scalar; default output.loss, else sum
+      step: null                               # optional function(model, batch) -> scalar loss: your own training step
+                                               # (instead of inputs and loss)
       optimizer: adamw                         # none | sgd | sgd-momentum | adam | adamw (its state counts in the peak)
       dtype: fp32                              # fp32 | bf16 | fp16 (parameters and activations)
       hardware: h100-sxm                       # a name in gpulint/planner/hardware/ or a YAML path
       budget: 24GB                             # 24GB = 24e9 bytes, 24GiB = 24 * 2**30 bytes
 
-Paths in `model`, `batch` and `loss` are relative to the YAML file's folder.
+Paths in `model`, `batch`, `loss` and `step` are relative to the YAML file's folder.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class PlanConfig:
     model: str
     batch: str
     loss: str | None = None
+    step: str | None = None
+    inputs: int | str | list[str] | None = None
     optimizer: str = "adamw"
     dtype: str = "fp32"
     hardware: str = "h100-sxm"
@@ -92,7 +98,7 @@ def load_plan_config(path: str | Path) -> PlanConfig:
     if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
         raise PlanError(f"{path}: no `plan:` section (a mapping with at least `model` and `batch`)")
     section = data["plan"]
-    known = {"model", "batch", "loss", "optimizer", "dtype", "hardware", "budget"}
+    known = {"model", "batch", "inputs", "loss", "step", "optimizer", "dtype", "hardware", "budget"}
     for key in section:
         if key not in known:
             raise PlanError(f"{path}: plan.{key}: unknown field (known: {', '.join(sorted(known))})")
@@ -102,6 +108,18 @@ def load_plan_config(path: str | Path) -> PlanConfig:
     loss = section.get("loss")
     if loss is not None and (not isinstance(loss, str) or ":" not in loss):
         raise PlanError(f"{path}: plan.loss: expected 'path/file.py:function' taking (output, batch)")
+    step = section.get("step")
+    if step is not None and (not isinstance(step, str) or ":" not in step):
+        raise PlanError(f"{path}: plan.step: expected 'path/file.py:function' taking (model, batch)")
+    if step is not None and (loss is not None or section.get("inputs") is not None):
+        raise PlanError(f"{path}: plan.step: your step function computes the loss from the model and the batch; "
+                        "leave out plan.loss and plan.inputs")
+    inputs = section.get("inputs")
+    valid_inputs = (inputs is None or (isinstance(inputs, (int, str)) and not isinstance(inputs, bool))
+                    or (isinstance(inputs, list) and inputs and all(isinstance(k, str) for k in inputs)))
+    if not valid_inputs:
+        raise PlanError(f"{path}: plan.inputs: expected an index (0), a key (input_ids) or a list of keys, "
+                        f"got {inputs!r}")
     optimizer = str(section.get("optimizer", "adamw")).lower()
     if optimizer not in OPTIMIZERS:
         raise PlanError(f"{path}: plan.optimizer: {optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
@@ -113,6 +131,8 @@ def load_plan_config(path: str | Path) -> PlanConfig:
         model=section["model"],
         batch=section["batch"],
         loss=loss,
+        step=step,
+        inputs=inputs,
         optimizer=optimizer,
         dtype=dtype,
         hardware=str(section.get("hardware", "h100-sxm")),

@@ -13,8 +13,19 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpulint.planner.cost import Work
+
 # Node kinds, in the order a step runs them.
 PARAM, INPUT, TANGENT, FWD, BWD = "param", "input", "tangent", "fwd", "bwd"
+
+# Ops whose CPU kernel returns a 0-d loss that keeps the whole elementwise buffer it reduced alive (its storage is
+# the size of the first input), for reductions other than "none". Measured on torch 2.13 CPU; on CUDA the result's
+# storage is its own size as far as is known (no GPU has checked it yet). tests/planner/test_trace_models.py probes
+# these kernels, so the list fails loudly when torch changes.
+CPU_INPUT_SIZED_RESULTS = frozenset({
+    "aten.mse_loss.default", "aten.smooth_l1_loss.default", "aten.binary_cross_entropy.default",
+    "aten.soft_margin_loss.default",
+})
 
 
 @dataclass
@@ -28,8 +39,7 @@ class OpNode:
     creates: list[int]  # storage ids this node allocates (subset of `storages`)
     is_tensor: bool  # a single tensor value (only those can be saved for backward)
     nbytes: int  # bytes of the storages it creates (0 for views)
-    flops: float = 0.0
-    bytes_moved: int = 0  # bytes read + written by its kernel (0 for views)
+    work: Work = field(default_factory=Work)  # what its kernel does: the cost model's input (none for views)
     dtype: str = "fp32"
     module: str = ""  # module path from the forward, e.g. "h.0.attn"
     source: tuple[str, int] | None = None  # (file, line) of the user code that produced it
@@ -41,13 +51,15 @@ class OpNode:
 class JointGraph:
     nodes: list[OpNode]
     storage_bytes: list[int]  # raw bytes per storage id
-    fwd_outputs: list[int]  # node indices returned by the forward (the loss first)
+    fwd_outputs: list[int]  # node indices returned by the forward: the new values of mutated buffers, then the loss
     grad_outputs: list[int]  # node indices returned by the backward (gradients)
     param_bytes: int = 0
     input_bytes: int = 0
     optimizer_state_bytes: int = 0  # per-parameter state (momentum, Adam moments), resident all step
     optimizer_state_sizes: list[int] = field(default_factory=list)  # one entry per state tensor
     optimizer_host_bytes: int = 0  # Adam's per-parameter `step` counters: host tensors, device memory on CPU only
+    host_storages: set[int] = field(default_factory=set)  # host memory on a GPU (saved generator states)
+    cpu_storage_bytes: dict[int, int] = field(default_factory=dict)  # where a CPU kernel keeps more (see above)
     dtype: str = "fp32"
     model: str = ""
     by_name: dict[str, int] = field(default_factory=dict)
@@ -57,7 +69,11 @@ class JointGraph:
 
     @property
     def static_storages(self) -> set[int]:
-        return {s for n in self.nodes if n.kind in (PARAM, INPUT) for s in n.storages}
+        """Storages alive all step: parameters, buffers, the batch (computed once: nodes do not change)."""
+        cached = getattr(self, "_static", None)
+        if cached is None:
+            cached = self._static = {s for n in self.nodes if n.kind in (PARAM, INPUT) for s in n.storages}
+        return cached
 
     def default_saved(self) -> set[int]:
         """What a plain (non-recomputing) partition saves: every forward tensor a backward node reads."""
@@ -117,30 +133,27 @@ def _val_tensors(val: Any) -> list[Any]:
 
 
 def _op_name(node: Any) -> str:
+    from gpulint.planner import rng
+
     if node.op == "placeholder":
         return "placeholder"
     if node.target is operator.getitem:
         return "getitem"
-    return str(node.target)
-
-
-def _dropout_p(node: Any) -> float | None:
-    """The `dropout_p` argument of an attention op (0.0 means it draws no random numbers), else None."""
-    schema = node.target._schema
-    for i, arg in enumerate(schema.arguments):
-        if arg.name == "dropout_p":
-            if i < len(node.args):
-                return float(node.args[i])
-            if "dropout_p" in node.kwargs:
-                return float(node.kwargs["dropout_p"])
-            return float(arg.default_value) if arg.has_default_value() else None
-    return None
+    if node.target is rng.rng_state:
+        return "rng_state"
+    return str(rng.wrapped_op(node))
 
 
 def excluded_reason(node: Any) -> str | None:
     """Why an FX node must never be recomputed, or None when recomputing it is safe."""
     import torch
 
+    from gpulint.planner import rng
+
+    if node.target is rng.rng_state:
+        return rng.STATE_REASON
+    if node.target is rng.run_random:
+        return None  # recomputed by replaying its saved generator state
     target = node.target
     if node.op != "call_function" or target is operator.getitem:
         return None
@@ -150,13 +163,60 @@ def excluded_reason(node: Any) -> str | None:
     if namespace in ("_c10d_functional", "c10d_functional", "c10d", "_dtensor"):
         return "collective communication"
     tags = set(target.tags)
-    if torch.Tag.nondeterministic_seeded in tags and _dropout_p(node) != 0.0:
-        return "random op (recomputing it would draw a new mask)"
+    if torch.Tag.nondeterministic_seeded in tags and rng.draws(node):
+        return "random op with its own generator or no tensor input (its draws cannot be replayed)"
+    if _integer_gather(node):
+        return None  # a gather by saved integer indices: its output shape is the indices', recomputing it is exact
     if torch.Tag.data_dependent_output in tags or torch.Tag.dynamic_output_shape in tags:
         return "data-dependent output"
     if target._schema.is_mutable:
         return "mutates an input in place"
     return None
+
+
+def _integer_gather(node: Any) -> bool:
+    """`x[idx]` with integer index tensors (`aten.index.Tensor`): tagged as having a value-dependent shape because a
+    boolean mask would, but with integer indices the shape is known and the result depends only on saved inputs."""
+    import torch
+
+    if node.target is not torch.ops.aten.index.Tensor or len(node.args) < 2:
+        return False
+    indices = [i for i in node.args[1] if i is not None]
+    values = [i.meta.get("val") if isinstance(i, torch.fx.Node) else i for i in indices]
+    return bool(values) and all(isinstance(v, torch.Tensor) and not v.is_floating_point()
+                                and v.dtype not in (torch.bool, torch.uint8) for v in values)
+
+
+STATE_UPDATE = "updates a buffer the step writes back (BatchNorm's running statistics): recomputing it would read "\
+    "the buffer after the step wrote it"
+
+
+def _exclude_state_updates(graph: JointGraph) -> None:
+    """Never recompute an op whose output is a buffer's new value (aot_autograd's forward returns the new values of
+    the inputs it mutates before the loss, and the step writes them back into the buffers): a recompute in the
+    backward would read the buffer already written, which torch refuses (its version moved), and would compute its
+    update again."""
+    nodes = graph.nodes
+    for index in graph.fwd_outputs[:-1]:
+        node = nodes[index]
+        maker = nodes[node.inputs[0]] if node.op == "getitem" and node.inputs else node
+        if maker.kind != FWD:
+            continue
+        maker.excluded = STATE_UPDATE
+        for other in nodes[maker.index + 1:]:
+            if other.op == "getitem" and other.inputs == [maker.index]:
+                other.excluded = STATE_UPDATE
+
+
+def cpu_storage_bytes(nodes: list[OpNode], storage_bytes: list[int]) -> dict[int, int]:
+    """The storages a CPU kernel makes larger than their tensor: the 0-d losses of CPU_INPUT_SIZED_RESULTS."""
+    out = {}
+    for node in nodes:
+        if node.op in CPU_INPUT_SIZED_RESULTS and node.creates and node.inputs:
+            source = nodes[node.inputs[0]]
+            size = max((storage_bytes[s] for s in source.storages), default=0)
+            out[node.creates[0]] = max(storage_bytes[node.creates[0]], size)
+    return out
 
 
 def build_graph(joint: Any, num_fwd_outputs: int, primal_kinds: list[str]) -> JointGraph:
@@ -228,7 +288,7 @@ def build_graph(joint: Any, num_fwd_outputs: int, primal_kinds: list[str]) -> Jo
         if kind == FWD and op == "getitem" and inputs and nodes[inputs[0]].excluded:
             node.excluded = nodes[inputs[0]].excluded  # an element of an unsafe multi-output op is saved instead
         if kind in (FWD, BWD) and fx_node.op == "call_function":
-            node.flops, node.bytes_moved = cost.flops_and_bytes(fx_node, creates_storage=bool(creates))
+            node.work = cost.fx_work(fx_node, creates_storage=bool(creates))
         if kind == FWD:
             key = (module, op)
             node.call_index = calls.get(key, 0)
@@ -236,6 +296,9 @@ def build_graph(joint: Any, num_fwd_outputs: int, primal_kinds: list[str]) -> Jo
         index_of[fx_node] = node.index
         nodes.append(node)
     graph = JointGraph(nodes=nodes, storage_bytes=storage_bytes, fwd_outputs=fwd_outputs, grad_outputs=grad_outputs)
+    _exclude_state_updates(graph)
+    graph.host_storages = {s for n in nodes if n.op == "rng_state" for s in n.creates}
+    graph.cpu_storage_bytes = cpu_storage_bytes(nodes, storage_bytes)
     static = graph.static_storages
     graph.param_bytes = sum(storage_bytes[s] for n in nodes if n.kind == PARAM for s in n.creates if s in static)
     graph.input_bytes = sum(storage_bytes[s] for n in nodes if n.kind == INPUT for s in n.creates if s in static)

@@ -26,11 +26,12 @@ import itertools
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from gpulint.planner.graph import FWD, JointGraph
-from gpulint.planner.simulate import KEEP, Simulation, simulate, step_time
+from gpulint.planner.simulate import KEEP, Simulation, device_sizes, simulate, step_time
 
 
 @dataclass
@@ -100,12 +101,18 @@ class _Search:
 
 
 class GreedyPlanner:
-    def __init__(self, graph: JointGraph, times: list[float], rounding: int = 1, progress: bool = False) -> None:
+    """`simulator` replaces the compiled form's simulation (eager_sim.EagerSimulator: the eager step under
+    selective checkpointing); its `candidate(node)` says which saved values a plan may drop."""
+
+    def __init__(self, graph: JointGraph, times: list[float], rounding: int = 1, progress: bool = False,
+                 simulator: Any = None, checkpoint_overhead_s: float = 0.0) -> None:
         self.graph = graph
+        self.simulator = simulator
+        self.checkpoint_overhead_s = checkpoint_overhead_s
         self.times = times
         self.rounding = rounding
         self.progress = progress
-        self.sizes = [b if rounding <= 1 else -(-b // rounding) * rounding for b in graph.storage_bytes]
+        self.sizes = device_sizes(graph, rounding)
         static = graph.static_storages
         fwd_out = set(graph.fwd_outputs)
         # Candidate groups: a storage made by a forward op, with every saved node that refers to it.
@@ -113,7 +120,7 @@ class GreedyPlanner:
             n.index: n.storages[0]
             for n in graph.nodes
             if n.kind == FWD and n.is_tensor and n.storages and n.storages[0] not in static and n.index not in fwd_out
-            and not n.excluded
+            and not n.excluded and (simulator is None or simulator.candidate(n.index))
         }
         # The node that allocates each storage: outputs of one multi-output op (layer norm's out, mean, rstd)
         # are recomputed together, so re-saving one of them alone rarely saves anything.
@@ -124,11 +131,14 @@ class GreedyPlanner:
             if i in self.storage_of:
                 self.groups.setdefault(self.storage_of[i], []).append(i)
         # Simulations a local search may spend: about the same work on any graph size (~2e5 node visits).
-        self.effort = max(40, min(400, 200_000 // max(1, len(graph.nodes))))
+        self.effort = max(40, min(400, 60_000 // max(1, len(graph.nodes))))
 
     def _step(self, saved: set[int]) -> tuple[Step, Simulation]:
-        sim = simulate(self.graph, self.graph.alias_closure(saved), self.rounding)
-        total, recompute = step_time(self.graph, sim.schedule, self.times)
+        if self.simulator is not None:
+            sim = self.simulator.simulate(saved)
+        else:
+            sim = simulate(self.graph, self.graph.alias_closure(saved), self.rounding)
+        total, recompute = step_time(self.graph, sim.schedule, self.times, self.checkpoint_overhead_s)
         return Step(frozenset(sim.schedule.saved), sim.peak, total, recompute), sim
 
     def _candidates(self, sim: Simulation) -> list[tuple[float, int, list[int]]]:
@@ -172,7 +182,22 @@ class GreedyPlanner:
         out.sort(key=lambda c: (c[0], c[1], -len(c[2])))
         return out
 
-    def run(self, budget: int | None = None, max_tries: int = 6) -> PlanResult:
+    def run(self, budget: int | None = None, max_tries: int | None = None, width: int | None = None) -> PlanResult:
+        """Descend from the plain partition until the simulated peak holds `budget` (None: as low as it goes).
+
+        Each step simulates the `max_tries` best candidates by estimate and keeps the one with the least added time
+        per byte of peak gained. When several of them lower the peak, dropping the best `width` of them together is
+        simulated too, and kept when their gains add up (see `_together`): one step then does the work of several
+        (a 12-layer model has a dozen equal drops in a row). A run for a budget starts fast (3 tries, 3 together);
+        when that descent stops above the budget, it is run again carefully (6 tries, one at a time), as a run to
+        the lowest peak (no budget) always is: the fast descent can take a path that ends higher."""
+        if max_tries is None:
+            if budget is not None:
+                fast = self.run(budget, max_tries=3, width=3)
+                if fast.feasible:
+                    return fast
+            max_tries, width = 6, 1
+        width = width or 1
         start = time.perf_counter()
         baseline, base_sim = self._step(self.graph.default_saved())
         current, sim = baseline, base_sim
@@ -185,10 +210,15 @@ class GreedyPlanner:
             tried: list[tuple] = []
             # The estimate ranks; a full simulation of the best few decides (estimates miss shared chains).
             candidates = self._candidates(sim)
+            drops: list[set[int]] = []
             for n_tried, (_score, _est, members) in enumerate(candidates):
-                if (n_tried >= max_tries and tried) or n_tried >= 4 * max_tries:
-                    break  # the best few by estimate decide; a few more are tried only when none of those helps
-                tried += self._try_drop(sim, set(members), current, count)
+                if (n_tried >= max_tries and tried) or n_tried >= 24:
+                    break  # the best few by estimate decide; more are tried only when none of those helps
+                result = self._try_drop(sim, set(members), current, count)
+                tried += result
+                drops += [set(members)] * len(result)
+            if len(tried) >= 2 and width >= 2:
+                tried += self._together(sim, current, count, tried, drops, width)
             if not tried:
                 tried = self._pair_moves(sim, current, count, candidates)
             if not tried and swaps_left > 0:
@@ -228,6 +258,24 @@ class GreedyPlanner:
         """Keep a simulated plan for the finish unless one found as early is as low and as fast."""
         if not any(s.peak <= step.peak and s.step_time_s <= step.step_time_s for _k, s in explored):
             explored.append((tag, step))
+
+    def _together(self, sim: Simulation, current: Step, count: int, tried: list[tuple], drops: list[set[int]],
+                  width: int) -> list[tuple]:
+        """The best `width` drops that each lowered the peak, simulated together: kept as a candidate when their gains
+        add up (they lower the peak by at least 90% of the sum of what each did alone: independent drops, as in the
+        layers of a deep model) at most a quarter dearer per byte than the best alone."""
+        ranked = sorted(range(len(tried)), key=lambda k: tried[k][0])
+        helping = [k for k in ranked if tried[k][0][0] == 0][:width]
+        if len(helping) < 2:
+            return []
+        best = tried[helping[0]]
+        together = self._try_drop(sim, set().union(*(drops[k] for k in helping)), current, count)
+        alone = sum(current.peak - tried[k][1].peak for k in helping)
+        if together and together[0][0][0] == 0 and current.peak - together[0][1].peak >= 0.9 * alone \
+                and together[0][0][1] <= 1.25 * best[0][1] + 1e-15:
+            _key, step, simulation = together[0]
+            return [((-1, 0.0), step, simulation)]  # kept: it ranks before every single drop
+        return []
 
     def _pair_moves(self, sim: Simulation, current: Step, count: int, candidates: list, top: int = 8) -> list[tuple]:
         """When no single drop lowers the peak (two storages hold it together), try pairs of the best few."""
@@ -407,7 +455,7 @@ class GreedyPlanner:
             chosen, chosen_sim = self._finish(full.path[first], explored, budget)
         else:
             chosen = min(full.path, key=lambda s: (s.peak, s.step_time_s))
-            chosen_sim = simulate(self.graph, set(chosen.saved), self.rounding)
+            chosen_sim = self._step(set(chosen.saved))[1]
         return PlanResult(
             budget=budget, feasible=first is not None, chosen=chosen, baseline=full.baseline,
             simulation=chosen_sim, baseline_simulation=full.baseline_simulation, lowest_peak=full.lowest_peak,

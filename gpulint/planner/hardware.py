@@ -1,8 +1,11 @@
-"""Hardware profiles: one YAML per device in `gpulint/planner/hardware/` with dense (not sparse) figures."""
+"""Hardware profiles: one YAML per device in `gpulint/planner/hardware/` with dense (not sparse) figures, or one
+`gpulint calibrate` measured on this machine (with the matmul FLOP/s at each size it ran)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -11,6 +14,7 @@ from gpulint.planner.errors import PlanError
 
 HARDWARE_DIR = Path(__file__).parent / "hardware"
 DTYPES = ("fp32", "bf16", "fp16")
+KERNELS = ("matmul", "batched_matmul", "conv")  # the FLOP curves a calibrated profile holds
 
 
 @dataclass(frozen=True)
@@ -22,10 +26,35 @@ class Hardware:
     memory_capacity: int  # bytes
     launch_overhead_s: float
     allocation_rounding: int  # the allocator rounds each block up to this many bytes
+    # Measured profiles (calibrate.py): per kind of kernel (matmul, batched_matmul, conv) and dtype, its smallest
+    # dimension -> the FLOP/s it reached, ascending; elements per second of random and of transcendental ops.
+    curves: dict[str, dict[str, tuple[tuple[float, float], ...]]] = field(default_factory=dict)
+    element_rates: dict[str, float] = field(default_factory=dict)
+    threads: int | None = None  # the torch thread count it was measured with
+    eager_overhead_s: float | None = None  # per op of an eager step (Python modules, autograd); None: launch_overhead_s
+    checkpoint_overhead_s: float = 0.0  # more per op that gpulint.apply's checkpoint policy sees (forward, recompute)
+
+    def flops_rate(self, kernel: str, min_dim: int, dtype: str) -> float:
+        """FLOP/s of a `kernel` whose smallest dimension is `min_dim`: read off the measured curve (log-log between
+        its points, its ends beyond), else the peak (a shipped profile, or an op of no known kernel)."""
+        curve = self.curves.get(kernel, {}).get(dtype)
+        if not curve or min_dim <= 0:
+            return self.flops[dtype]
+        if min_dim <= curve[0][0]:
+            return curve[0][1]
+        for (d0, r0), (d1, r1) in itertools.pairwise(curve):
+            if min_dim <= d1:
+                t = (math.log(min_dim) - math.log(d0)) / (math.log(d1) - math.log(d0))
+                return math.exp(math.log(r0) + t * (math.log(r1) - math.log(r0)))
+        return curve[-1][1]
 
     def round_up(self, nbytes: int) -> int:
         r = self.allocation_rounding
         return nbytes if r <= 1 else -(-nbytes // r) * r
+
+
+def _curves(raw: dict | None) -> dict[str, tuple[tuple[float, float], ...]]:
+    return {str(k): tuple(sorted((float(f), float(r)) for f, r in v)) for k, v in (raw or {}).items() if v}
 
 
 def available() -> list[str]:
@@ -50,6 +79,11 @@ def load_hardware(name: str) -> Hardware:
             memory_capacity=int(data["memory_capacity"]),
             launch_overhead_s=float(data.get("launch_overhead_s", 5e-6)),
             allocation_rounding=int(data.get("allocation_rounding", 1)),
+            curves={kernel: _curves(data.get(kernel)) for kernel in KERNELS if data.get(kernel)},
+            element_rates={str(k): float(v) for k, v in (data.get("element_rates") or {}).items()},
+            threads=int(data["threads"]) if data.get("threads") else None,
+            eager_overhead_s=float(data["eager_overhead_s"]) if data.get("eager_overhead_s") is not None else None,
+            checkpoint_overhead_s=float(data.get("checkpoint_overhead_s") or 0.0),
         )
     except (yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         raise PlanError(f"{path}: bad hardware profile ({type(exc).__name__}: {exc})") from None

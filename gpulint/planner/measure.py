@@ -1,4 +1,7 @@
-"""Measure the real step (forward + backward) with and without a plan: peak bytes and step time.
+"""Measure the real step (forward + backward) with and without a plan: peak bytes and step time, in both forms.
+
+`measure_step` runs the compiled form (the planner's partitioner saves exactly the plan), `measure_eager` the eager
+form (`gpulint.apply`); both measure through `peak_and_best_time`, so their figures compare.
 
 CPU: a TorchDispatchMode tracks every storage an op returns with a weak reference and sums the live ones
 after each op; parameters, buffers, the batch and optimizer state are registered before the step. This
@@ -91,11 +94,12 @@ def measure_step(
     make_batch: Callable[[], Any],
     plan: Any,
     *,
-    loss_fn: Callable[..., Any] | None = None,
+    loss_fn: Any = None,
     optimizer: str = "adamw",
     dtype: str = "fp32",
     device: str | None = None,
     repeats: int = 3,
+    clock: Callable[[], float] | None = None,
     seed: int = 0,
     partition_fn: Callable[..., Any] | None = None,
 ) -> Measured:
@@ -104,7 +108,7 @@ def measure_step(
     import torch.utils._pytree as pytree
 
     from gpulint.planner.backend import compile_step
-    from gpulint.planner.trace import cast_batch, cast_module, make_step_fn, torch_dtype
+    from gpulint.planner.step import cast_batch, cast_module, make_step_fn, torch_dtype
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(seed)
@@ -144,13 +148,14 @@ def measure_step(
         return [list(state().values()), batch, opt.state if opt is not None else None]
 
     # The first step compiles and lets the optimizer create its state.
-    peak, best, loss = peak_and_best_time(train_step, finish_step, tracked, device, repeats)
+    peak, best, loss = peak_and_best_time(train_step, finish_step, tracked, device, repeats, clock)
     value = float(loss.detach().float())
     return Measured(peak_bytes=peak, step_time_s=best, device=device, loss=value)
 
 
 def peak_and_best_time(
-    step: Callable[[], Any], finish: Callable[[], None], tracked: Callable[[], list[Any]], device: str, repeats: int
+    step: Callable[[], Any], finish: Callable[[], None], tracked: Callable[[], list[Any]], device: str, repeats: int,
+    clock: Callable[[], float] | None = None,
 ) -> tuple[int, float, Any]:
     """Measure a training step the same way for every path (compiled, eager, unplanned).
 
@@ -158,6 +163,8 @@ def peak_and_best_time(
     `max_memory_allocated`; CPU: a live-storage tracker that also counts what `tracked()` holds: parameters, batch,
     optimizer state), then the best wall time of `repeats` more steps. `finish()` (optimizer step, zero_grad) runs
     after every step and is not timed. Returns (peak bytes, best seconds, what the measured step returned).
+    `clock` is what times a step (default `time.perf_counter`: wall time); on a shared CPU, a single-threaded step
+    timed by `time.process_time` does not count the time other processes took the core.
     """
     import torch
 
@@ -177,14 +184,65 @@ def peak_and_best_time(
             value = step()
         peak = tracker.peak
     finish()
+    clock = clock or time.perf_counter
     times = []
     for _ in range(max(1, repeats)):
         if cuda:
             torch.cuda.synchronize()
-        start = time.perf_counter()
+        start = clock()
         step()
         if cuda:
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
         finish()
     return int(peak), min(times), value
+
+
+def measure_eager(build_model: Callable[[], Any], make_batch: Callable[[], Any], plan: Any, *,
+                  loss_fn: Any = None, optimizer: str = "adamw", dtype: str = "fp32",
+                  device: str | None = None, repeats: int = 3,
+                  clock: Callable[[], float] | None = None) -> Measured:
+    """Run the real eager step with `gpulint.apply(model, plan)` (None: unplanned): peak bytes and best step time.
+
+    Measured like the compiled step: the second step's forward and backward, with parameters, batch and optimizer
+    state counted (CPU: live-storage tracker; CUDA: max_memory_allocated).
+    """
+    import warnings
+
+    import torch
+    import torch.utils._pytree as pytree
+
+    from gpulint.planner.eager_apply import apply
+    from gpulint.planner.step import as_step, cast_batch, cast_module, torch_dtype
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    model = build_model().train()
+    cast_module(model, torch_dtype(dtype))
+    model.to(device)
+    if plan is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # outside-layer decisions and KV cache: reported by apply() elsewhere
+            apply(model, plan)
+    batch = pytree.tree_map(
+        lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, cast_batch(make_batch(), torch_dtype(dtype))
+    )
+    user_step = as_step(loss_fn)
+    opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+
+    def step() -> Any:
+        loss = user_step(model, batch)  # like the traced step, keeps nothing but the loss through backward
+        loss.backward()
+        return loss
+
+    def finish() -> None:
+        if opt is not None:
+            opt.step()
+        model.zero_grad(set_to_none=True)
+
+    def tracked() -> list[Any]:
+        return [list(model.parameters()), list(model.buffers()), batch, opt.state if opt else None]
+
+    # The warm-up step also validates the plan against the model.
+    peak, best, loss = peak_and_best_time(step, finish, tracked, device, repeats, clock)
+    return Measured(peak_bytes=peak, step_time_s=best, device=device, loss=float(loss.detach().float()))

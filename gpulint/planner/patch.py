@@ -33,6 +33,7 @@ from typing import Any
 
 import libcst as cst
 
+from gpulint.planner import planfile
 from gpulint.planner.errors import PlanError
 
 DEFAULT_PLAN_NAME = "gpulint-plan.json"
@@ -66,9 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_patch(args: argparse.Namespace, plan: dict[str, Any]) -> None:
+def run_patch(args: argparse.Namespace, plan: planfile.Plan) -> None:
     """Write the plan file the patch points to, then print the diff (the report follows it on stdout)."""
-    from gpulint.planner.cli import write_atomic
     from gpulint.planner.config import load_plan_config
 
     config = load_plan_config(args.config)
@@ -82,22 +82,22 @@ def run_patch(args: argparse.Namespace, plan: dict[str, Any]) -> None:
     plan_path = Path(args.out) / "plan.json" if args.out else config.base_dir / DEFAULT_PLAN_NAME
     note = f"gpulint plan {args.config}" + (f" --budget {args.budget}" if args.budget else "")
     diff = make_patch(script, plan_path, factory=factory, regenerate=note, mode=mode)
-    write_atomic(plan_path, json.dumps(plan, indent=2) + "\n")
+    planfile.save(plan, plan_path)
     print(diff, end="")
-    if mode == "compile":
+    eager = plan.eager
+    if mode == "compile" or eager is None:
         return
-    eager = plan.get("eager") or {}
-    if eager.get("decisions") is not None and eager.get("fits_budget"):
+    if eager.decisions is not None and eager.fits_budget:
         print(
             f"gpulint: note: in eager mode gpulint.apply uses the plan's eager decisions (planned for "
-            f"{eager['planned_for_bytes']:,} B): checkpointed layers keep their inputs and recompute whole, and so "
-            f"the eager step peaks at {eager['peak_bytes']:,} B, within the budget",
+            f"{eager.planned_for_bytes:,} B): checkpointed layers keep their inputs and recompute whole, and so "
+            f"the eager step peaks at {eager.peak_bytes:,} B, within the budget",
             file=sys.stderr,
         )
-    elif eager.get("fits_budget") is False:
+    elif not eager.fits_budget:
         print(
             f"gpulint: note: no plan holds the budget in eager mode: the patched step peaks at "
-            f"{eager['peak_bytes']:,} B; use the compiled path (gpulint.planner.compile) or a larger budget",
+            f"{eager.peak_bytes:,} B; use the compiled path (gpulint.planner.compile) or a larger budget",
             file=sys.stderr,
         )
 

@@ -10,11 +10,12 @@ not saved is recomputed right before its first use (depth first, its own unsaved
 
 Liveness is keyed by storage: a value is alive from the op that makes it until its last reader ran (FX
 frees each value after its last use; aot_autograd frees saved tensors after their last use in the
-backward); a storage is freed when no live value refers to it. Static memory (parameters, buffers, the batch,
-optimizer state) is alive all step; gradients are backward outputs and stay alive to the end. For CUDA
+backward); a storage is freed when no live value refers to it. Per-node facts are computed once per graph and
+the timeline is a prefix sum over storage lifetimes: the planner simulates thousands of saved sets. Static memory
+(parameters, buffers, the batch, optimizer state) is alive all step; gradients are backward outputs and stay alive to the end. For CUDA
 targets every storage is rounded up to the allocator's 512-byte block.
 
-`simulate` is public API: the eager applier (gpulint/planner/eager.py) adds its own costs on top of it.
+`simulate` is public API: the eager simulation (gpulint/planner/eager_sim.py) builds its own schedule and calls it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Schedule:
     bw: list[int]  # node indices run by the backward graph, in order (recomputed forward nodes included)
     saved: set[int]  # the saved set actually used (unused entries dropped, excluded ops the backward needs added)
     recomputed: set[int]  # forward nodes the backward recomputes
+    checkpointed_ops: int = 0  # eager form: ops run under selective checkpointing (forward and recompute)
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Simulation:
 
 
 def schedule(graph: JointGraph, saved: set[int]) -> Schedule:
+    inputs, _sources, is_fwd, _tangents, kinds, descending = _structure(graph)
     nodes = graph.nodes
     effective: set[int] = set()
     recomputed: set[int] = set()
@@ -63,53 +66,88 @@ def schedule(graph: JointGraph, saved: set[int]) -> Schedule:
         if i in seen:
             continue
         seen.add(i)
-        n = nodes[i]
-        if n.kind in (PARAM, INPUT, TANGENT):
+        kind = kinds[i]
+        if kind in (PARAM, INPUT, TANGENT):
             continue
-        if n.kind == FWD:
-            if i in saved or n.excluded:
+        if kind == FWD:
+            if i in saved or nodes[i].excluded:
                 # A node that is unsafe to recompute is saved whenever the backward needs it.
-                if not n.is_tensor:
-                    raise ValueError(f"{n.name} ({n.op}) cannot be recomputed and is not a single tensor")
+                if not nodes[i].is_tensor:
+                    raise ValueError(f"{nodes[i].name} ({nodes[i].op}) cannot be recomputed and is not a single tensor")
                 effective.add(i)
                 continue
             recomputed.add(i)
         else:
             needed_bw.add(i)
-        stack.extend(n.inputs)
+        stack.extend(inputs[i])
     # Forward: everything the loss and the saved values depend on, in traced order.
     fw_needed: set[int] = set()
-    stack = [i for i in graph.fwd_outputs if nodes[i].kind == FWD] + sorted(effective)
+    stack = [i for i in graph.fwd_outputs if is_fwd[i]] + sorted(effective)
     while stack:
         i = stack.pop()
-        if i in fw_needed or nodes[i].kind != FWD:
+        if i in fw_needed or not is_fwd[i]:
             continue
         fw_needed.add(i)
-        stack.extend(nodes[i].inputs)
+        stack.extend(inputs[i])
     fw = sorted(fw_needed)
-    # Backward: traced order, each recomputed node emitted just before its first consumer.
+    # Backward: traced order, each recomputed node emitted just before its first consumer (its own recomputed
+    # inputs first, in traced order: an iterative post-order).
     bw: list[int] = []
     emitted: set[int] = set()
-    for i in sorted(needed_bw):
-        _emit(nodes, i, recomputed, emitted, bw)
+    for root in sorted(needed_bw):
+        pending: list[tuple[int, bool]] = [(root, False)]
+        while pending:
+            i, expanded = pending.pop()
+            if i in emitted:
+                continue
+            if expanded:
+                emitted.add(i)
+                bw.append(i)
+                continue
+            pending.append((i, True))
+            pending.extend((j, False) for j in descending[i] if j in recomputed and j not in emitted)
     return Schedule(fw=fw, bw=bw, saved=effective, recomputed=recomputed)
 
 
-def _emit(nodes: list, root: int, recomputed: set[int], emitted: set[int], out: list[int]) -> None:
-    """Append `root` after its not-yet-emitted recomputed inputs (iterative post-order, inputs in traced order)."""
-    stack: list[tuple[int, bool]] = [(root, False)]
-    while stack:
-        i, expanded = stack.pop()
-        if i in emitted:
-            continue
-        if expanded:
-            emitted.add(i)
-            out.append(i)
-            continue
-        stack.append((i, True))
-        for j in sorted(nodes[i].inputs, reverse=True):
-            if j in recomputed and j not in emitted:
-                stack.append((j, False))
+def _structure(graph: JointGraph) -> tuple:
+    """Per-node facts every simulation of a graph reads, computed once per graph: its inputs (also in descending
+    order), the storages it refers to that are not static with the input it has each from (-1: it creates it), and
+    its kind."""
+    cached = getattr(graph, "_structure", None)
+    if cached is None:
+        static = graph.static_storages
+        nodes = graph.nodes
+        sources = []
+        for n in nodes:
+            pairs = []
+            for s in n.storages:
+                if s in static:
+                    continue
+                source = -1 if s in n.creates else next((u for u in n.inputs if s in nodes[u].storages), -1)
+                pairs.append((s, source))
+            sources.append(tuple(pairs))
+        cached = (
+            [tuple(n.inputs) for n in nodes],
+            sources,
+            [n.kind == FWD for n in nodes],
+            [n.index for n in nodes if n.kind == TANGENT],
+            [n.kind for n in nodes],
+            [tuple(sorted(n.inputs, reverse=True)) for n in nodes],
+        )
+        graph._structure = cached
+    return cached
+
+
+def device_sizes(graph: JointGraph, rounding: int = 1) -> list[int]:
+    """Device bytes of each storage. `rounding` 1 is a CPU host: exact sizes, with what CPU kernels really keep
+    (graph.CPU_INPUT_SIZED_RESULTS). Above 1 it is a GPU: each storage rounded up to the allocator's block, and
+    host storages (saved generator states) take none."""
+    if rounding <= 1:
+        if not graph.cpu_storage_bytes:
+            return graph.storage_bytes
+        return [graph.cpu_storage_bytes.get(s, b) for s, b in enumerate(graph.storage_bytes)]
+    host = graph.host_storages
+    return [0 if s in host else -(-b // rounding) * rounding for s, b in enumerate(graph.storage_bytes)]
 
 
 def static_bytes(graph: JointGraph, rounding: int = 1) -> int:
@@ -121,117 +159,119 @@ def static_bytes(graph: JointGraph, rounding: int = 1) -> int:
     return static + sum(rnd(b) for b in graph.optimizer_state_sizes) + host
 
 
-def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Schedule | None = None) -> Simulation:
+def simulate(graph: JointGraph, saved: set[int], rounding: int = 1, sched: Schedule | None = None,
+             hold: dict[int, int] | None = None) -> Simulation:
     """Simulate the step that saves `saved` (node indices); return live bytes after each op and the peak.
 
-    `sched` replaces the backend's schedule of `saved` (eager.py passes one where selective checkpointing
-    recomputes a whole layer at once)."""
+    `sched` replaces the backend's schedule of `saved` (eager_sim.py passes one where selective checkpointing
+    recomputes a whole layer at once). `hold` keeps a forward node's value alive at least until a forward position
+    (eager mode: a Python variable holds it past its last use).
+
+    A value is (node, phase): phase 1 for a forward node recomputed in the backward. A value refers to storages by
+    key (storage, phase of the value that allocated it). A key lives from the position that allocates it to the last
+    use of the last value referring to it, so the timeline is a prefix sum of +size at allocation and -size after
+    death.
+    """
     sched = sched or schedule(graph, saved)
-    nodes = graph.nodes
-    sizes = graph.storage_bytes
-    if rounding > 1:
-        sizes = [-(-b // rounding) * rounding for b in sizes]
+    inputs, sources, is_fwd, tangents, _kinds, _descending = _structure(graph)
+    sizes = device_sizes(graph, rounding)
+    recomputed = sched.recomputed
     fw_len = len(sched.fw)
-    order = [(i, 0) for i in sched.fw] + [(i, 1 if i in sched.recomputed else 0) for i in sched.bw]
+    order = [(i, 0) for i in sched.fw] + [(i, 1 if i in recomputed else 0) for i in sched.bw]
+    length = len(order)
 
-    def source(u: int, in_backward: bool) -> tuple[int, int]:
-        return (u, 1) if in_backward and u in sched.recomputed else (u, 0)
-
-    # Last use of every value: the position of its last reader (or KEEP for the step's outputs).
+    # Last use of every value: the position of its last reader (KEEP for the step's outputs).
     last_use: dict[tuple[int, int], int] = {}
-    for pos, (i, _phase) in enumerate(order):
-        in_bw = pos >= fw_len
-        for u in nodes[i].inputs:
-            last_use[source(u, in_bw)] = pos
-    for i in graph.fwd_outputs:
+    for pos in range(length):
+        i = order[pos][0]
+        if pos < fw_len:
+            for u in inputs[i]:
+                last_use[(u, 0)] = pos
+        else:
+            for u in inputs[i]:
+                last_use[(u, 1) if u in recomputed else (u, 0)] = pos
+    for i in graph.fwd_outputs[:-1]:  # buffers' new values: written back into the buffers as the forward returns
+        last_use[(i, 0)] = max(last_use.get((i, 0), 0), fw_len - 1)
+    for i in graph.fwd_outputs[-1:]:  # the loss
         last_use[(i, 0)] = KEEP
     for i in graph.grad_outputs:
         last_use[(i, 0)] = KEEP
-    for n in nodes:
-        if n.kind == TANGENT:  # `loss.backward()` holds its seed gradient until the backward returns
-            last_use[(n.index, 0)] = KEEP
+    for t in tangents:  # `loss.backward()` holds its seed gradient until the backward returns
+        last_use[(t, 0)] = KEEP
+    for i, position in (hold or {}).items():
+        last_use[(i, 0)] = max(last_use.get((i, 0), position), position)
 
-    static = graph.static_storages
-    live = static_bytes(graph, rounding)
-    refcount: dict[tuple[int, int], int] = {}
-    value_keys: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    deaths: dict[int, list[tuple[int, int]]] = {}
-    timeline = np.zeros(len(order) + 1, dtype=np.int64)
+    # Keys: where each is allocated and until when some value refers to it. A storage a node does not create is
+    # the storage of one of its inputs (`sources`): the key that input's value holds for it.
+    alloc: dict[tuple[int, int], int] = {}
+    death: dict[tuple[int, int], int] = {}
+    key_of: dict[tuple[int, int, int], tuple[int, int]] = {}  # (node, phase, storage) -> key
     spans: dict[int, list[int]] = {}
-    tangents = [n.index for n in nodes if n.kind == TANGENT]
 
-    def define(value: tuple[int, int], pos: int) -> None:
-        nonlocal live
-        i, phase = value
-        n = nodes[i]
-        keys: list[tuple[int, int]] = []
-        for s in n.storages:
-            if s in static:
-                continue
-            if s in n.creates:
+    for pos in range(length + len(tangents)):
+        # autograd hands the backward its seed gradient(s) just before the backward's first op
+        if pos < fw_len:
+            i, phase, at = order[pos][0], order[pos][1], pos
+        elif pos < fw_len + len(tangents):
+            i, phase, at = tangents[pos - fw_len], 0, fw_len
+        else:
+            i, phase = order[pos - len(tangents)]
+            at = pos - len(tangents)
+        backward = at >= fw_len
+        end = last_use.get((i, phase), at)  # a value nobody reads dies right after it is made
+        for s, u in sources[i]:
+            if u < 0:
                 key = (s, phase)
             else:
-                key = next(
-                    (k for u in n.inputs for k in value_keys.get(source(u, pos >= fw_len), ()) if k[0] == s),
-                    (s, phase),
-                )
-            if key not in refcount or refcount[key] == 0:
-                live += sizes[s]
-                refcount[key] = 0
-            refcount[key] += 1
-            keys.append(key)
-        value_keys[value] = keys
-        end = last_use.get(value, pos)  # a value nobody reads dies right after it is made
-        deaths.setdefault(end, []).append(value)
-
-    def release(pos: int) -> None:
-        nonlocal live
-        for value in deaths.pop(pos, ()):
-            for key in value_keys.pop(value, ()):
-                refcount[key] -= 1
-                if refcount[key] == 0:
-                    live -= sizes[key[0]]
-
-    for pos, value in enumerate(order):
-        if pos == fw_len:
-            for t in tangents:  # autograd hands the backward its seed gradient
-                define((t, 0), pos)
-        define(value, pos)
-        timeline[pos] = live
-        i, phase = value
-        if phase == 0 and nodes[i].kind == FWD:
-            for key in value_keys[value]:
-                if key[1] == 0:
-                    span = spans.setdefault(key[0], [pos, -1, sizes[key[0]]])
-                    if pos < fw_len:
-                        span[0] = pos
-        in_bw = pos >= fw_len
-        for u in nodes[i].inputs:
-            val = source(u, in_bw)
-            if val[1] == 0 and nodes[u].kind == FWD:
-                for key in value_keys.get(val, ()):
-                    if key[1] != 0 or key[0] not in spans:
+                key = key_of.get((u, 1 if backward and u in recomputed else 0, s), (s, phase))
+            key_of[(i, phase, s)] = key
+            if key not in alloc:
+                alloc[key] = at
+                death[key] = end
+            elif end > death[key]:
+                death[key] = end
+            if phase == 0 and is_fwd[i] and key[1] == 0:
+                span = spans.setdefault(s, [at, -1, sizes[s]])
+                if not backward:
+                    span[0] = at
+        if pos < fw_len or pos >= fw_len + len(tangents):
+            for u in inputs[i]:
+                if not is_fwd[u] or (backward and u in recomputed):
+                    continue
+                for s, _source in sources[u]:
+                    span = spans.get(s)
+                    if span is None or key_of.get((u, 0, s), (s, 1))[1] != 0:
                         continue
-                    span = spans[key[0]]
-                    if not in_bw:
-                        span[0] = max(span[0], pos)
+                    if not backward:
+                        span[0] = max(span[0], at)
                     elif span[1] < 0:
-                        span[1] = pos
-        release(pos)
-    timeline[len(order)] = live  # after the step: static memory, gradients and the loss
+                        span[1] = at
+
+    deltas = np.zeros(length + 2, dtype=np.int64)
+    for key, start in alloc.items():
+        size = sizes[key[0]]
+        deltas[start] += size
+        end = death[key]
+        if end < length:
+            deltas[end + 1] -= size
+    base = static_bytes(graph, rounding)
+    timeline = base + np.cumsum(deltas[: length + 1])
     peak_position = int(np.argmax(timeline))
     return Simulation(
         schedule=sched,
         peak=int(timeline[peak_position]),
         peak_position=peak_position,
-        static_bytes=static_bytes(graph, rounding),
+        static_bytes=base,
         timeline=timeline,
         storage_spans={s: (a, b, c) for s, (a, b, c) in spans.items()},
     )
 
 
-def step_time(graph: JointGraph, sched: Schedule, times: list[float]) -> tuple[float, float]:
-    """(predicted step time, of which recomputation) in seconds, from per-node times."""
-    recompute = sum(times[i] for i in sched.recomputed)
-    total = sum(times[i] for i in sched.fw) + sum(times[i] for i in sched.bw)
+def step_time(graph: JointGraph, sched: Schedule, times: list[float],
+              checkpoint_overhead_s: float = 0.0) -> tuple[float, float]:
+    """(predicted step time, of which recomputation) in seconds, from per-node times; in the eager form, each op run
+    under selective checkpointing also costs `checkpoint_overhead_s` (its policy's Python dispatch mode)."""
+    extra = sched.checkpointed_ops * checkpoint_overhead_s
+    recompute = sum(times[i] for i in sched.recomputed) + extra
+    total = sum(times[i] for i in sched.fw) + sum(times[i] for i in sched.bw) + extra
     return total, recompute

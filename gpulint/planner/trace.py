@@ -24,10 +24,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpulint.planner import rng
 from gpulint.planner.errors import PlanError
 from gpulint.planner.graph import INPUT, PARAM, JointGraph, build_graph
+from gpulint.planner.step import cast_batch, cast_module, make_step_fn, torch_dtype
 
-TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 _GPULINT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -47,99 +48,6 @@ class Traced:
     # the sizes of that run. Each entry: {"op", "path", "line"} (an op only the backward runs: "<aten op> in the
     # backward", with the line of the forward op it differentiates).
     data_dependent: list[dict[str, Any]] = field(default_factory=list)
-
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return getattr(torch, TORCH_DTYPES[name])
-
-
-def default_loss(output: Any) -> Any:
-    """`output.loss` (HF style, or a dict's "loss"), else the sum of the output tensor."""
-    import torch
-
-    loss = getattr(output, "loss", None)
-    if loss is None and isinstance(output, dict):
-        loss = output.get("loss")
-    if loss is None and isinstance(output, torch.Tensor):
-        loss = output.sum()
-    if loss is None and isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
-        loss = output[0].sum()
-    if loss is None:
-        raise PlanError(f"plan.loss: the model returned {type(output).__name__} with no `.loss`; name a loss function")
-    return loss
-
-
-def split_batch(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """A batch factory's result as (args, kwargs) for the model call."""
-    if isinstance(batch, dict):
-        return (), dict(batch)
-    if isinstance(batch, (tuple, list)):
-        return tuple(batch), {}
-    return (batch,), {}
-
-
-def cast_batch(batch: Any, dtype: Any) -> Any:
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return batch.to(dtype) if batch.is_floating_point() else batch
-    if isinstance(batch, dict):
-        return {k: cast_batch(v, dtype) for k, v in batch.items()}
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(cast_batch(v, dtype) for v in batch)
-    return batch
-
-
-def make_step_fn(model: Any, loss_fn: Callable[..., Any] | None) -> Callable[[dict, Any], Any]:
-    """The function that is traced and compiled: (params and buffers, batch) -> scalar loss."""
-    import torch
-
-    def step(state: dict[str, Any], batch: Any) -> Any:
-        args, kwargs = split_batch(batch)
-        # The step is only ever run to be traced into a graph: say so, as torch.compile does, so that libraries
-        # (transformers' mask helpers) take their static, trace-friendly branches instead of data-dependent ones.
-        compiling = torch.compiler._is_compiling_flag
-        torch.compiler._is_compiling_flag = True
-        try:
-            with _identity_dropout():
-                output = torch.func.functional_call(model, state, args, kwargs)
-                loss = loss_fn(output, batch) if loss_fn is not None else default_loss(output)
-        finally:
-            torch.compiler._is_compiling_flag = compiling
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-            raise PlanError(f"plan.loss: the loss must be a scalar tensor, got {shape}")
-        return loss.reshape(())
-
-    return step
-
-
-@contextmanager
-def _identity_dropout() -> Iterator[None]:
-    """Dropout that drops nothing (p=0, or not training) returns its input, as eager mode does.
-
-    Traced, it would become a copy (`aten.clone`) that eager never makes: the plan would then hold a tensor
-    eager does not have and predict a copy's memory it never spends. Other dropouts trace as usual.
-    """
-    import torch
-    import torch.nn.functional as F
-    from torch.overrides import TorchFunctionMode
-
-    class Mode(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if func is F.dropout or func is torch.dropout:
-                defaults = (0.5, True) if func is F.dropout else (None, None)
-                p = args[1] if len(args) > 1 else kwargs.get("p", defaults[0])
-                training = args[2] if len(args) > 2 else kwargs.get("training", kwargs.get("train", defaults[1]))
-                if isinstance(args[0], torch.Tensor) and (p == 0 or training is False):
-                    return args[0]
-            return func(*args, **kwargs)
-
-    with Mode():
-        yield
 
 
 def optimizer_state_sizes(param_sizes: list[int], optimizer: str) -> list[int]:
@@ -266,18 +174,6 @@ def _value_read(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], caller
     return _VALUE_READS.get(name)
 
 
-def cast_module(model: Any, dtype: Any) -> None:
-    """Cast floating parameters and buffers in place (Module.to() cannot swap fake tensors)."""
-    import torch
-
-    for module in model.modules():
-        for name, p in list(module._parameters.items()):
-            if p is not None and p.is_floating_point() and p.dtype != dtype:
-                module._parameters[name] = torch.nn.Parameter(p.detach().to(dtype), requires_grad=p.requires_grad)
-        for name, b in list(module._buffers.items()):
-            if b is not None and b.is_floating_point() and b.dtype != dtype:
-                module._buffers[name] = b.to(dtype)
-
 
 def _build_on_meta(build_model: Callable[[], Any], device: str) -> Any:
     """Build on the meta device (initialisers do nothing there), then give every parameter and buffer a fake
@@ -363,7 +259,7 @@ def trace_step(
     build_model: Callable[[], Any],
     make_batch: Callable[[], Any],
     *,
-    loss_fn: Callable[..., Any] | None = None,
+    loss_fn: Any = None,
     optimizer: str = "adamw",
     dtype: str = "fp32",
     name: str = "",
@@ -433,11 +329,13 @@ class _TensorMeta:
 @dataclass
 class _Recorded:
     """One replayed op as it ran for real: the op, the shapes of its tensor inputs (the trace must give the same),
-    and its output (a Python value for a read, `_TensorMeta` in place of each tensor for a value-dependent shape)."""
+    the user's source line it ran for, and its output (a Python value for a read, `_TensorMeta` in place of each
+    tensor for a value-dependent shape)."""
 
     func: Any
     inputs: list[tuple[int, ...]]
     output: Any
+    source: tuple[str, int] | None = None
 
 
 def _input_shapes(args: Any, kwargs: Any) -> list[tuple[int, ...]]:
@@ -448,9 +346,11 @@ def _input_shapes(args: Any, kwargs: Any) -> list[tuple[int, ...]]:
 
 
 def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], Any],
-                       loss_fn: Callable[..., Any] | None, dtype: str, *, backward: bool = False) -> list[_Recorded]:
+                       loss_fn: Any, dtype: str, *, backward: bool = False, compiling: bool = True,
+                       first_only: bool = False) -> list[_Recorded]:
     """Run the step's forward and loss once for real (no grad; with `backward`, the backward too) and return each
-    value it read and each value-dependent output shape, in order: what `_replay_fake_mode` answers with."""
+    value it read and each value-dependent output shape, in order: what `_replay_fake_mode` answers with.
+    `first_only`: stop the real run at its first read (a read of the inputs, early in the forward, costs no more)."""
     import torch
     import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -465,23 +365,34 @@ def record_value_reads(build_model: Callable[[], Any], make_batch: Callable[[], 
             if _replayed(func):
                 output = pytree.tree_map_only(
                     torch.Tensor, lambda t: _TensorMeta(tuple(t.shape), tuple(t.stride()), t.dtype), out)
-                self.values.append(_Recorded(func, _input_shapes(args, kwargs), output))
+                source = stamp.last_source if stamp.phase != "backward" else None  # the backward has no line
+                self.values.append(_Recorded(func, _input_shapes(args, kwargs), output, source))
+                if first_only:
+                    raise _Enough
             return out
 
     model, batch = build_real(build_model, make_batch, dtype)
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     recorder = Record()
+    stamp = _SourceStamp(model)  # the user's line of each read: the trace must ask for it from the same line
     torch.manual_seed(0)
     try:
-        with torch.set_grad_enabled(backward), recorder:
-            loss = make_step_fn(model, loss_fn)(state, batch)
+        with torch.set_grad_enabled(backward), stamp.active(), recorder:
+            loss = make_step_fn(model, loss_fn, compiling=compiling)(state, batch)
             if backward:
+                stamp.phase = "backward"
                 loss.backward()
+    except _Enough:
+        pass
     except PlanError:
         raise
     except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
         raise PlanError(f"the step failed when run for real to read its values: {type(exc).__name__}: {exc}") from None
     return recorder.values
+
+
+class _Enough(Exception):
+    """Stops a real run that has read what was asked of it."""
 
 
 _NOT_DETERMINISTIC = "it is not deterministic enough to plan (the same shapes and branches on every run)"
@@ -502,6 +413,10 @@ def _replay_fake_mode(values: list[_Recorded] | None) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.position = 0
+            # (module, op, input shapes) -> the answers given, for a recompute to ask again (eager_trace.run_step)
+            self.answered: dict[tuple[str, Any, str], list[_Recorded]] = {}
+            self.again: dict[tuple[str, Any, str], int] = {}
+            self.context: Callable[[], str] = lambda: ""  # the module running (set where a recompute may ask)
             self.in_forward = False  # set by `_trace` while the step's forward and loss run
             self.backward_ops: list[tuple[str, tuple[str, int] | None]] = []  # replayed in the backward: (op, source)
 
@@ -510,16 +425,31 @@ def _replay_fake_mode(values: list[_Recorded] | None) -> Any:
                 return super().__torch_dispatch__(func, types, args, kwargs)
             source = _current_source()
             where = f" at {_relative(source[0])}:{source[1]}" if source else ""
-            if self.position >= len(values):
+            shapes = _input_shapes(args, kwargs)
+            # The real run may read values the trace never reads (CPU one_hot checks its indices with two
+            # `.item()` calls that the traced decomposition does not make): records from other lines are skipped.
+            found = next((k for k in range(self.position, len(values)) if values[k].func == func
+                          and values[k].inputs == shapes and (source is None or values[k].source in (source, None))),
+                         None)
+            key = (self.context(), func, str(shapes))
+            if found is not None:
+                recorded = values[found]
+                self.position = found + 1
+                self.answered.setdefault(key, []).append(recorded)
+            elif key in self.answered:
+                # A checkpointed layer's recompute runs the module's ops again, in order, on the same inputs: the
+                # same answers, in the same order.
+                answers = self.answered[key]
+                recorded = answers[self.again.get(key, 0) % len(answers)]
+                self.again[key] = self.again.get(key, 0) + 1
+            elif self.position >= len(values):
                 raise _NotRecorded(f"the step ran a data-dependent op ({func}){where} when traced that it did not "
                                    f"run for real: {_NOT_DETERMINISTIC}")
-            recorded = values[self.position]
-            shapes = _input_shapes(args, kwargs)
-            if recorded.func != func or recorded.inputs != shapes:
+            else:
+                recorded = values[self.position]
                 raise _ReplayError(
                     f"the step's data-dependent ops differ between the real run and the trace{where} ({func} on "
                     f"inputs of shapes {shapes}, recorded: {recorded.func} on {recorded.inputs}): {_NOT_DETERMINISTIC}")
-            self.position += 1
             if not self.in_forward and (str(func), source) not in self.backward_ops:
                 self.backward_ops.append((str(func), source))
             device = next((x.device for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)),
@@ -541,7 +471,7 @@ def _current_source() -> tuple[str, int] | None:
     return custom.get("gpulint_src")
 
 
-def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_fn: Callable[..., Any] | None,
+def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_fn: Any,
            optimizer: str, dtype: str, name: str, device: str, *, values: list[_Recorded] | None) -> Traced:
     import torch
     import torch.utils._pytree as pytree
@@ -559,6 +489,7 @@ def _trace(build_model: Callable[[], Any], make_batch: Callable[[], Any], loss_f
     captured: dict[str, Any] = {}
 
     def capture(joint: Any, _inputs: Any, *, num_fwd_outputs: int, **_kw: Any) -> Any:
+        rng.rewrite_random_ops(joint)  # as the compile backend does before it partitions: the same graph
         captured["joint"], captured["num_fwd_outputs"] = joint, num_fwd_outputs
         raise _Captured
 
@@ -660,16 +591,3 @@ def build_real(build_model: Callable[[], Any], make_batch: Callable[[], Any], dt
     except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
         raise PlanError(f"plan.batch: the factory raised {type(exc).__name__}: {exc}") from None
     return model, cast_batch(batch, torch_dtype(dtype))
-
-
-def trace_config(cfg: Any, progress: Callable[[str], None] | None = None) -> Traced:
-    """Trace the step a PlanConfig describes."""
-    from gpulint.planner.config import load_factory
-
-    build_model = load_factory(cfg.model, cfg.base_dir, "plan.model")
-    make_batch = load_factory(cfg.batch, cfg.base_dir, "plan.batch")
-    loss_fn = load_factory(cfg.loss, cfg.base_dir, "plan.loss") if cfg.loss else None
-    return trace_step(
-        build_model, make_batch, loss_fn=loss_fn, optimizer=cfg.optimizer, dtype=cfg.dtype,
-        name=cfg.model, progress=progress,
-    )

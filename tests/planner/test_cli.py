@@ -40,7 +40,7 @@ def test_text_sweep_and_out(tmp_path, capsys):
     out = tmp_path / "report"
     assert main(["plan", _config(tmp_path), "--sweep", "4", "--out", str(out), "--format", "md"]) == 0
     text = capsys.readouterr().out
-    assert "| today |" in text and "| planned |" in text
+    assert "| today |" in text and "| compiled (`gpulint.planner.compile`) |" in text
     plan = json.loads((out / "plan.json").read_text())
     assert len(plan["sweep"]) == 4
     peaks = [row["peak_bytes"] for row in plan["sweep"]]

@@ -87,3 +87,25 @@ def test_hardware_profiles_are_dense_figures():
     assert h100.round_up(1) == 512 and load_hardware("cpu").round_up(1) == 1
     with pytest.raises(PlanError, match="unknown hardware 'b200'"):
         load_hardware("b200")
+
+
+def test_inputs_and_a_step_function(tmp_path):
+    cfg = load_plan_config(_write(tmp_path, "plan:\n  model: m.py:build\n  batch: m.py:batch\n  inputs: 0\n"
+                                            "  loss: m.py:criterion\n"))
+    assert cfg.inputs == 0 and cfg.loss == "m.py:criterion" and cfg.step is None
+    cfg = load_plan_config(_write(tmp_path, "plan:\n  model: m.py:build\n  batch: m.py:batch\n"
+                                            "  inputs: [input_ids, attention_mask]\n"))
+    assert cfg.inputs == ["input_ids", "attention_mask"]
+    cfg = load_plan_config(_write(tmp_path, "plan:\n  model: m.py:build\n  batch: m.py:batch\n  step: train.py:compute_loss\n"))
+    assert cfg.step == "train.py:compute_loss"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("  step: compute_loss\n", r"plan\.step: expected 'path/file\.py:function' taking \(model, batch\)"),
+    ("  step: t.py:s\n  loss: t.py:l\n", r"plan\.step: .* leave out plan\.loss and plan\.inputs"),
+    ("  inputs: [0, 1]\n", r"plan\.inputs: expected an index \(0\), a key \(input_ids\) or a list of keys"),
+    ("  inputs: true\n", r"plan\.inputs"),
+])
+def test_bad_step_and_inputs_name_the_field(tmp_path, extra, message):
+    with pytest.raises(PlanError, match=message):
+        load_plan_config(_write(tmp_path, "plan:\n  model: m.py:build\n  batch: m.py:batch\n" + extra))

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpulint.cli import main
-from gpulint.planner import eager
+from gpulint.planner import eager_apply
 from gpulint.planner.backend import compile as compile_plan
 from gpulint.planner.backend import gpulint_backend
 from gpulint.planner.errors import PlanError
@@ -76,9 +76,8 @@ def test_the_whole_step_is_planned_and_the_eager_peak_is_predicted(planned):
     assert plan["feasible"] and plan["planned"]["peak_bytes"] <= plan["budget_bytes"] < today["baseline"]["peak_bytes"]
     assert any(d["action"] == "recompute" for d in plan["decisions"])
     figures = plan["eager"]
-    assert figures["layers"] and "measured" not in plan  # measured in eager mode: the compiled path refuses
-    measured = figures["measured"]["peak_bytes"]
-    assert abs(figures["measured"]["predicted_peak_bytes"] - measured) <= 0.02 * measured
+    assert figures["layers"] and "tensor values" in plan["measured"]["error"]  # the compiled path refuses
+    assert figures["measured"]["peak_bytes"] == figures["measured"]["predicted_peak_bytes"] == figures["peak_bytes"]
 
 
 def test_the_plan_applies_in_eager_mode_with_the_same_loss_and_gradients(planned):
@@ -88,11 +87,11 @@ def test_the_plan_applies_in_eager_mode_with_the_same_loss_and_gradients(planned
     build, batch = getattr(models, name), getattr(models, CASES[name][0])()
     torch.manual_seed(0)
     reference = build()
-    applied = eager.apply(copy.deepcopy(reference), plan)
+    applied = eager_apply.apply(copy.deepcopy(reference), plan)
     losses = [model(batch) for model in (reference, applied)]
     for loss in losses:
         loss.backward()
-    assert eager.applied_plan(applied).validated
+    assert eager_apply.applied_plan(applied).validated
     assert torch.equal(losses[0], losses[1])
     for (param, p), (_, q) in zip(reference.named_parameters(), applied.named_parameters()):
         assert torch.equal(p.grad, q.grad), param
@@ -136,7 +135,7 @@ def test_a_later_batch_with_another_count_keeps_the_gradients(planned):
     build, batch = getattr(models, name), -getattr(models, CASES[name][0])()
     torch.manual_seed(0)
     reference = build()
-    applied = eager.apply(copy.deepcopy(reference), plan)
+    applied = eager_apply.apply(copy.deepcopy(reference), plan)
     for model in (reference, applied):
         model(batch).backward()
     for (param, p), (_, q) in zip(reference.named_parameters(), applied.named_parameters()):

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpulint.planner import eager, shapes
+from gpulint.planner import eager_apply, planfile, planning, shapes
 from gpulint.planner.errors import PlanError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -43,11 +43,12 @@ def buckets():
 
 @pytest.fixture(scope="module")
 def bucketed_plan():
-    everything = shapes.plan_buckets(build, buckets, budget=10**12, hardware="cpu", optimizer="none")
-    largest = everything["shapes"][-1]["baseline"]["peak_bytes"]
-    smallest = everything["shapes"][0]["baseline"]["peak_bytes"]
+    everything = planning.plan_buckets(build, buckets, budget=10**12, hardware="cpu", optimizer="none")
+    largest = everything.shapes[-1].baseline.peak_bytes
+    smallest = everything.shapes[0].baseline.peak_bytes
     budget = (largest + smallest) // 2  # the small buckets fit as they are, the largest must recompute
-    return shapes.plan_buckets(build, buckets, budget=budget, hardware="cpu", optimizer="none")
+    plan = planning.plan_buckets(build, buckets, budget=budget, hardware="cpu", optimizer="none")
+    return planfile.to_dict(plan)  # as read back from the file
 
 
 def recomputes(decisions) -> int:
@@ -77,13 +78,13 @@ def step(model, batch, seed=0):
 def test_apply_picks_the_plan_of_each_shape_and_stays_exact(bucketed_plan, length):
     torch.manual_seed(0)
     reference = build().train()
-    planned = eager.apply(copy.deepcopy(reference), bucketed_plan)
-    state = eager.applied_plan(planned)
+    planned = eager_apply.apply(copy.deepcopy(reference), bucketed_plan)
+    state = eager_apply.applied_plan(planned)
     batch = batch_of(length)
     ref_loss, loss = step(reference, batch), step(planned, batch)
     index = LENGTHS.index(length)
-    expected = eager.parse_decisions({"decisions": bucketed_plan["shapes"][index]["decisions"]})
-    assert state.decisions == expected and state.validated
+    expected = planfile.from_dict({**bucketed_plan, "decisions": bucketed_plan["shapes"][index]["decisions"]})
+    assert state.decisions == eager_apply.applicable(expected.decisions) and state.validated
     assert torch.equal(ref_loss, loss)
     for p, q in zip(reference.parameters(), planned.parameters()):
         assert torch.equal(p.grad, q.grad)
@@ -92,17 +93,18 @@ def test_apply_picks_the_plan_of_each_shape_and_stays_exact(bucketed_plan, lengt
 def test_an_unplanned_shape_uses_the_largest_plan_with_a_warning(bucketed_plan):
     torch.manual_seed(0)
     reference = build().train()
-    planned = eager.apply(copy.deepcopy(reference), bucketed_plan)
+    planned = eager_apply.apply(copy.deepcopy(reference), bucketed_plan)
     batch = batch_of(24)
     with pytest.warns(UserWarning, match="were not planned"):
         loss = step(planned, batch)
-    assert eager.applied_plan(planned).decisions == eager.parse_decisions(bucketed_plan)
+    expected = eager_apply.applicable(planfile.from_dict(bucketed_plan).decisions)
+    assert eager_apply.applied_plan(planned).decisions == expected
     assert torch.equal(step(reference, batch), loss)
 
 
 def test_bad_shapes_field_names_it():
     with pytest.raises(PlanError, match=r"shapes\[0\]"):
-        shapes.shape_plans({"shapes": [{"decisions": []}]})
+        planfile.from_dict({"schema": planfile.SCHEMA, "decisions": [], "shapes": [{"decisions": []}]})
 
 
 def test_generator_that_yields_nothing():
@@ -119,7 +121,7 @@ def test_two_buckets_with_the_same_shape_are_refused():
         yield batch_of(8)
 
     with pytest.raises(PlanError, match="same shapes"):
-        shapes.plan_buckets(build, twice, budget=10**12, hardware="cpu", optimizer="none")
+        planning.plan_buckets(build, twice, budget=10**12, hardware="cpu", optimizer="none")
 
 
 FACTORIES = '''\

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.planner import patch
+from gpulint.planner import patch, planfile
 
 ROOT = Path(__file__).resolve().parents[2]
 GIT = shutil.which("git")
@@ -235,11 +235,11 @@ def test_plan_patch_git_apply_and_train_the_same(tmp_path, capsys):
     assert "gpulint.apply(model, Path(__file__).parent / \"gpulint-plan.json\")" in patched
     plan = json.loads((repo / "gpulint-plan.json").read_text())
     assert any(d["action"] == "recompute" for d in plan["decisions"])
-    from gpulint.planner import eager
+    from gpulint.planner import eager_apply
     from gpulint.planner.config import load_factory
 
     build_model = load_factory("model.py:build_model", repo)
-    assert eager.applied_plan(eager.apply(build_model(), plan)).regions  # layers are checkpointed
+    assert eager_apply.applied_plan(eager_apply.apply(build_model(), plan)).regions  # layers are checkpointed
 
     assert _train_patched(repo, tmp_path) == before
 
@@ -253,11 +253,11 @@ def test_run_patch_writes_the_plan_and_warns_when_the_eager_step_exceeds_the_bud
     plan = {"schema": "gpulint.plan/1", "budget_bytes": 1000, "decisions": [],
             "eager": {"peak_bytes": 1200, "fits_budget": False}}
     args = argparse.Namespace(config=str(tmp_path / "gpulint.yaml"), script=None, out=None, budget="1000", patch=True)
-    patch.run_patch(args, plan)
+    patch.run_patch(args, planfile.from_dict(plan))
     captured = capsys.readouterr()
     assert captured.out.startswith("diff --git a/")
     assert "gpulint.apply(model" in captured.out
-    assert json.loads((tmp_path / "gpulint-plan.json").read_text()) == plan
+    assert planfile.load(tmp_path / "gpulint-plan.json") == planfile.from_dict(plan)
     assert "no plan holds the budget in eager mode: the patched step peaks at 1,200 B" in captured.err
 
 
@@ -317,7 +317,7 @@ def test_compile_mode_refuses_a_plan_with_value_reads_and_writes_nothing(tmp_pat
     args = argparse.Namespace(config=str(tmp_path / "gpulint.yaml"), script=None, out=None, budget=None, patch=True,
                               patch_mode="compile")
     with pytest.raises(patch.PlanError, match=r"model.py:9.*eager mode"):
-        patch.run_patch(args, plan)
+        patch.run_patch(args, planfile.from_dict(plan))
     assert not (tmp_path / "gpulint-plan.json").exists()
 
 

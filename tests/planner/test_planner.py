@@ -11,13 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpulint.planner import compile as gpulint_compile
+from gpulint.planner import planfile
 from gpulint.planner.backend import saved_names
-from gpulint.planner.cost import node_times, op_time
+from gpulint.planner.cost import Work, node_times, op_time
 from gpulint.planner.errors import PlanError
 from gpulint.planner.greedy import GreedyPlanner
 from gpulint.planner.hardware import load_hardware
 from gpulint.planner.measure import measure_step
-from gpulint.planner.report import plan_dict
+from gpulint.planner.planning import plan_from_result
 from gpulint.planner.simulate import simulate
 from gpulint.planner.trace import trace_step
 
@@ -92,19 +93,6 @@ def test_plans_are_within_five_percent_of_the_exact_optimum_and_monotone():
     assert all(a[0] <= b[0] and a[1] >= b[1] * (1 - 1e-9) for a, b in itertools.pairwise(rows))
 
 
-def test_random_ops_are_never_recomputed():
-    graph = trace_step(models.dropout_mlp, models.dropout_batch, optimizer="none").graph
-    rng = [n.index for n in graph.nodes if n.excluded]
-    assert rng and all("random" in graph.nodes[i].excluded for i in rng)
-    result = GreedyPlanner(graph, node_times(graph, CPU)).run(None)
-    for step in result.path:
-        sched = simulate(graph, set(step.saved)).schedule
-        assert not (sched.recomputed & set(rng))
-    plan = plan_dict(graph, result, hardware="cpu")
-    assert {e["id"] for e in plan["excluded"]} == {graph.nodes[i].name for i in rng}
-    assert all(d["id"] not in {e["id"] for e in plan["excluded"]} for d in plan["decisions"])
-
-
 def _grads(model):
     return [p.grad.clone() for p in model.parameters()]
 
@@ -113,7 +101,7 @@ def _grads(model):
 def test_planned_step_gives_eager_loss_and_gradients(factory, batch):
     graph = trace_step(factory, batch, optimizer="none").graph
     result = GreedyPlanner(graph, node_times(graph, CPU)).run(None)  # recompute as much as the planner will
-    plan = plan_dict(graph, result, hardware="cpu")
+    plan = planfile.to_dict(plan_from_result(graph, result, hardware="cpu"))
     assert any(d["action"] == "recompute" for d in plan["decisions"])
     torch.manual_seed(1)
     model, data = factory(), batch()
@@ -135,7 +123,7 @@ def test_planned_step_gives_eager_loss_and_gradients(factory, batch):
 
 
 def test_plan_for_another_model_is_rejected(gpt):
-    plan = {"decisions": [{"id": "no_such_node", "action": "save"}]}
+    plan = {"schema": planfile.SCHEMA, "decisions": [{"id": "no_such_node", "op": "aten.mm.default", "action": "save"}]}
     with pytest.raises(PlanError, match="does not match"):
         measure_step(models.tiny_gpt, models.tiny_batch, saved_names(plan), repeats=1)
 
@@ -143,19 +131,19 @@ def test_plan_for_another_model_is_rejected(gpt):
 def test_roofline_charges_memory_bound_ops():
     h100 = load_hardware("h100-sxm")
     # A pointwise op on 1 GB: no FLOPs, but it must take at least bytes / bandwidth.
-    assert op_time(0.0, 10**9, "bf16", h100) >= 10**9 / h100.memory_bandwidth
+    assert op_time(Work(0.0, 10**9), "bf16", h100) >= 10**9 / h100.memory_bandwidth
     # A large matmul is compute bound.
     flops = 2 * 8192**3
-    assert op_time(flops, 3 * 8192 * 8192 * 2, "bf16", h100) == pytest.approx(flops / h100.flops["bf16"] + 5e-6)
-    assert op_time(0.0, 0, "fp32", h100) == 0.0
+    assert op_time(Work(flops, 3 * 8192 * 8192 * 2), "bf16", h100) == pytest.approx(flops / h100.flops["bf16"] + 5e-6)
+    assert op_time(Work(), "fp32", h100) == 0.0
 
 
 @pytest.mark.slow
 def test_torch_compile_backend_applies_the_plan(gpt, full_run):
     from gpulint.planner import gpulint_backend
-    from gpulint.planner.trace import make_step_fn
+    from gpulint.planner.step import make_step_fn
 
-    plan = plan_dict(gpt, full_run, hardware="cpu")
+    plan = planfile.to_dict(plan_from_result(gpt, full_run, hardware="cpu"))
     torch.manual_seed(3)
     model, data = models.tiny_gpt(), models.tiny_batch()
     eager = model(**data).loss
