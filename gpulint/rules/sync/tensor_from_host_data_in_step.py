@@ -46,6 +46,8 @@ class TensorFromHostDataInStep(SyncRule):
         "        optimizer.step()\n"),
         training_script("offsets = torch.tensor([0, 1, 2])"),
         training_script("offsets = torch.arange(4, device=device)"),
+        # No elements, nothing to copy: an empty placeholder for a batch with no matches.
+        training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
     )
     invalid = (
         Invalid(training_script("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
@@ -65,7 +67,7 @@ class TensorFromHostDataInStep(SyncRule):
         if device is None or is_cpu_string(device.value):
             return
         data = node.args[0].value
-        if not self.context.is_host_value(data) or self.in_per_tensor_loop():
+        if _is_empty_literal(data) or not self.context.is_host_value(data) or self.in_per_tensor_loop():
             return
         self.report(node, self.message.format(func=resolved))
 
@@ -77,6 +79,13 @@ class TensorFromHostDataInStep(SyncRule):
             return
         if keyword_arg(move, "non_blocking") is not None or (move.func.attr.value == "to" and cpu_target(move)):
             return
+        if _is_empty_literal(made.args[0].value):
+            return
         if self.tensors.is_tensor(made.args[0].value):
             return  # a device tensor wrapped again is GPL2xx's finding (torch.tensor of step values)
         self.report(move, self.message_moved.format(func=resolved))
+
+
+def _is_empty_literal(data: cst.BaseExpression) -> bool:
+    """`[]`, `()`: a tensor of no elements copies nothing."""
+    return isinstance(data, (cst.List, cst.Tuple)) and not data.elements
