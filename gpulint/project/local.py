@@ -45,6 +45,7 @@ from gpulint.project.vocab import (
     OPTIMIZER_RECEIVER,
     RESUME_PARTS,
     SAME_PLACE_METHODS,
+    ACCUMULATION_PARTS,
     STEP_METHODS,
     VALUE_BUILTINS,
     name_parts,
@@ -80,6 +81,7 @@ class Loop:
     iterates_loader: bool = False
     fetches: bool = False
     no_grad: bool = False
+    evaluates: bool = False  # iterates an evaluation loader (`val_loader`): its steps are no training steps
 
 
 @dataclass
@@ -228,9 +230,24 @@ def modulo_form(test: ast.AST) -> str | None:
 
 def is_interval_test(expr: ast.AST) -> bool:
     """`step % N == 0`, `(i % n == 0) or last_batch`: true once every N steps."""
+    if accumulation_boundary(expr):
+        return False
     if isinstance(expr, ast.BoolOp):
         return any(is_interval_test(v) for v in expr.values)
     return modulo_form(expr) == "equal"
+
+
+def accumulation_boundary(test: ast.AST) -> bool:
+    """`(i + 1) % grad_accum == 0` (or `!= 0`, or `... or is_last_batch`): the test of the optimizer step under
+    gradient accumulation, true on every step the optimizer takes. Joined with `and` to another test it may gate."""
+    if isinstance(test, ast.BoolOp):
+        return isinstance(test.op, ast.Or) and any(accumulation_boundary(v) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        test = test.left
+    if not (isinstance(test, ast.BinOp) and isinstance(test.op, ast.Mod)):
+        return False
+    divisor = dotted(test.right)
+    return divisor is not None and bool(name_parts(divisor.rsplit(".", 1)[-1]) & ACCUMULATION_PARTS)
 
 
 def _gate_word(name: str, extra: frozenset[str]) -> bool:
@@ -265,7 +282,7 @@ def names_a_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
 
 def is_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
     """Does `if test:` run its body only on some steps? `if step % N:` / `!= 0` run on most steps: not a gate."""
-    return names_a_gate(test, extra) and modulo_form(test) != "inverted"
+    return names_a_gate(test, extra) and modulo_form(test) != "inverted" and not accumulation_boundary(test)
 
 
 def switch_flags(test: ast.AST) -> tuple[str, ...] | None:
@@ -314,7 +331,7 @@ def is_exit_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
     `if resuming and step < start: continue` (skipping batches already trained on) do not."""
     form = modulo_form(test)
     if form is not None:
-        return form == "inverted"
+        return form == "inverted" and not accumulation_boundary(test)
     if _mentions_resume(test):
         return False
     return is_gate(test, extra)
@@ -702,6 +719,7 @@ class _Walker:
         loop = Loop(node.lineno + self.offset, self._pos(node), no_grad=self.no_grad_depth > 0)
         if is_for:
             loop.iterates_loader = iterates_loader(node.iter)
+            loop.evaluates = iterates_eval_loader(node.iter)
             loop.label = dotted(_unwrapped(node.iter)) or ""
             if isinstance(node.target, ast.Name) and loop.label:
                 scope.assigns.append(Assign(node.target.id, element_of=loop.label))
@@ -782,7 +800,9 @@ class _Walker:
         method = last_name(node.func)
         if method is not None and is_step_marker(node, method):
             call.marker = True
-            if loop >= 0:
+            if loop >= 0 and method != "zero_grad":
+                # zero_grad alone makes no step loop: an epoch loop clears gradients before its loop over batches,
+                # and validation loops call it too.
                 scope.loops[loop].has_marker = True
             elif method != "zero_grad":
                 scope.marker_outside_loop = True
@@ -790,8 +810,10 @@ class _Walker:
                 and loop >= 0:
             # `while True: batch = next(train_iter)` steps through a loader as surely as `for batch in loader:`.
             scope.loops[loop].fetches = True
-        call.name_args = tuple(
-            n for n in (dotted(a) for a in (*node.args, *(k.value for k in node.keywords))) if n is not None
+        # `register_hook(partial(fn, x))` hands `fn` to `register_hook`: the consumer decides when it runs.
+        call.name_args = () if method == "partial" else tuple(
+            n for n in (dotted(_unpartial(a)) for a in (*node.args, *(k.value for k in node.keywords)))
+            if n is not None
         )
         call.periodic = _sets_period(node)
         scope.calls.append(call)
@@ -802,6 +824,13 @@ class _Walker:
         for child in (*inner, *node.args, *(k.value for k in node.keywords)):
             if not isinstance(child, (ast.Name, ast.Attribute)) or dotted(child) is None:
                 self._expr(child)
+
+
+def _unpartial(arg: ast.AST) -> ast.AST:
+    """`partial(fn, ...)` -> `fn`."""
+    if isinstance(arg, ast.Call) and last_name(arg.func) == "partial" and arg.args:
+        return arg.args[0]
+    return arg
 
 
 _PERIOD_KEYWORDS = frozenset({"every", "period", "interval", "freq", "frequency", "every_n_steps", "every_n_iters"})
@@ -838,6 +867,17 @@ def iterates_loader(expr: ast.AST) -> bool:
     if isinstance(expr, ast.Call) and any(_names_loader(a) for a in expr.args[:1]):
         return True  # `metric_logger.log_every(data_loader, 10)`, `prefetch(loader)`: a loader, wrapped
     return _names_loader(expr)
+
+
+def iterates_eval_loader(expr: ast.AST) -> bool:
+    """`for batch in val_dataloader:`, `enumerate(tqdm(test_loader))`: a loop over an evaluation split."""
+    expr = _unwrapped(expr)
+    name = last_name(expr.func) if isinstance(expr, ast.Call) else last_name(expr)
+    return name is not None and bool(name_parts(name.lower()) & EVAL_LOADER_PARTS) and _loader_like(name.lower())
+
+
+def _loader_like(lowered: str) -> bool:
+    return bool(name_parts(lowered) & LOADER_PARTS) or lowered.endswith(("loader", "data", "dataset", "set"))
 
 
 def _names_loader(expr: ast.AST) -> bool:
@@ -903,6 +943,7 @@ def module_aliases(tree: ast.Module) -> dict[str, str]:
 # for only on the lines holding `== 0` (a search of every line costs more than reading the rest of a file's outline).
 _EQUALS_ZERO = re.compile(r"==\s*0\b")
 _STEP_FLAG = re.compile(r"[ \t]*(\w+)\s*=\s*\(?[^=\n#]*%[^=\n#]*==\s*0")
+_ACCUMULATION_TEXT = re.compile(r"%\s*[\w.]*acc(?:um|_)", re.IGNORECASE)
 
 
 def text_step_flags(text: str) -> frozenset[str]:
@@ -911,7 +952,7 @@ def text_step_flags(text: str) -> frozenset[str]:
     for match in _EQUALS_ZERO.finditer(text):
         start = text.rfind("\n", 0, match.start()) + 1
         flag = _STEP_FLAG.match(text, start, match.end())
-        if flag:
+        if flag and not _ACCUMULATION_TEXT.search(text, start, match.end()):
             found.add(flag.group(1))
     return frozenset(found)
 

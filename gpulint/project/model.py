@@ -77,7 +77,12 @@ _EVENT_PARTS = frozenset({"iteration", "iter", "step", "batch"})
 _NOT_PER_STEP_EVENT_PARTS = frozenset(
     {"epoch", "eval", "evaluation", "validation", "start", "started", "end", "ended", "exception", "terminate"}
 )
+# Callbacks registered for saving or loading (`_register_state_dict_hook(fn)`, `register_load_state_dict_post_hook`)
+# run when a checkpoint is written or read: periodic at most.
+_SAVE_LOAD_EVENT_PARTS = frozenset({"state", "save", "load", "checkpoint", "ckpt", "pickle", "export", "serialize"})
 _BUILTINS = frozenset(dir(builtins))
+# Code that builds objects from names written elsewhere (a YAML config): a class no Python file names may still run.
+_BUILT_BY_NAME = ("instantiate", "get_obj_from_str", "_target_", "locate(")
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
@@ -597,9 +602,13 @@ class Project:
         its function, else a loop the training runs at some other rhythm (a rollout, an evaluation)."""
         if not scope.loops or not is_training_path(path) or is_cold_function_name(scope.name):
             return frozenset()
-        found = {index for index, loop in enumerate(scope.loops) if loop.has_marker}
+        # A loop under no_grad or over an evaluation split may call zero_grad (or a helper that steps when it
+        # trains), but its iterations are no training steps: StyleTTS2's validation loop calls optimizer.zero_grad().
+        found = {index for index, loop in enumerate(scope.loops)
+                 if loop.has_marker and not loop.no_grad and not loop.evaluates}
         for call in scope.calls:
-            if call.loop >= 0 and call.loop not in found and self._calls_step_work(path, scope, call):
+            if call.loop >= 0 and call.loop not in found and not scope.loops[call.loop].no_grad \
+                    and not scope.loops[call.loop].evaluates and self._calls_step_work(path, scope, call):
                 found.add(call.loop)
         candidates = {
             index for index, loop in enumerate(scope.loops)
@@ -740,14 +749,34 @@ class Project:
         settle()
         # Named like step work and reached by nothing: likely per step (a loss function no call resolved to). With
         # no entry point at all, a module's `forward` too: names are all there is.
-        for key, reach in named if self.entries else [*named, *modules]:
+        fallbacks = named if self.entries else [*named, *modules]
+        # Where the training program is in sight, a loss nothing names is not built by it (a file linted alone
+        # is no program: what names its classes is elsewhere).
+        in_sight = self.entries and len(self.files) > 1
+        unused = self._unreferenced({_owner_name(key[1]) for key, _ in fallbacks if key not in self.reach}) \
+            if in_sight else set()
+        for key, reach in fallbacks:
+            if key in self.reach or _owner_name(key[1]) in unused:  # a loss class nothing names is never built
+                continue
             scope = self.files[key[0]].scope(key[1])
-            if key in self.reach or scope is None:
+            if scope is None:
                 continue
             if scope.no_grad_decorated and not in_loss_class(scope.name, scope.cls):  # `estimate_loss`: an eval
                 continue
             push(key, reach)
         settle()
+
+    def _unreferenced(self, names: set[str]) -> set[str]:
+        """The names that occur nowhere in the project but where they are defined (one occurrence in all its
+        text): yolov7's `APLoss`, which no script builds."""
+        if not names or any(word in ix.text for ix in self.files.values() for word in _BUILT_BY_NAME):
+            return set()  # classes may be built from a config by their name (Hydra, ldm's instantiate_from_config)
+        counts = dict.fromkeys(names, 0)
+        pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(names))))
+        for ix in self.files.values():
+            for found in pattern.findall(ix.text):
+                counts[found] += 1
+        return {name for name, n in counts.items() if n <= 1}
 
     def _visit(self, key: Key, reach: Reach, push) -> None:
         if reach.guessed:
@@ -814,7 +843,8 @@ class Project:
             return
         owner = Target(path, definition.cls, True) if definition.cls else None
         targets = []
-        for name in sorted(set(_CALLED_NAME.findall(definition.code))):
+        # Strings and comments left out: an error message that says "call rope_init() first" calls nothing.
+        for name in sorted(set(_CALLED_NAME.findall(_STRING_OR_COMMENT.sub(" ", definition.code)))):
             found = self.find_method(owner, name) if owner is not None else None
             if found is None and name in ix.definitions and not ix.definitions[name].is_class:
                 found = Target(path, name)
@@ -854,17 +884,22 @@ class Project:
             return
         words = set().union(*(name_parts(a) for a in call.name_args)) | name_parts(call.func)
         per_iteration = bool(words & _EVENT_PARTS) and not words & _NOT_PER_STEP_EVENT_PARTS
+        at_checkpoint = not per_iteration and bool(name_parts(call.func) & _SAVE_LOAD_EVENT_PARTS)
         for name in call.name_args:
             for target in self._callable_targets(path, scope, name) if not name.startswith("self.") else \
                     ([m] if scope.cls and (m := self.find_method(Target(path, scope.cls, True), name[5:])) else []):
                 if target.is_class or target.qualname == "":
                     continue
-                callee_rank = (GATED if call.periodic else PER_STEP) if per_iteration else max(rank, PROGRAM)
+                name = target.qualname.rsplit('.', 1)[-1]
+                if per_iteration:
+                    callee_rank, reason = GATED if call.periodic else PER_STEP, f"in `{name}`, a callback of an iteration event"
+                elif at_checkpoint:  # runs when a checkpoint is written or read, whatever the code around does
+                    callee_rank, reason = COLD, f"in `{name}`, a hook of saving or loading state"
+                else:
+                    callee_rank, reason = max(rank, PROGRAM), f"in `{name}`, a callback"
                 push((target.path, target.qualname), Reach(
                     callee_rank, likely=True,
-                    chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))),
-                    reason=f"in `{target.qualname.rsplit('.', 1)[-1]}`, a callback" +
-                           (" of an iteration event" if per_iteration else ""),
+                    chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))), reason=reason,
                 ))
 
     def _nested_scopes(self, ix: ModuleIndex, scope: Scope) -> list[Scope]:
@@ -939,6 +974,12 @@ class Project:
 
 
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
+_STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
+
+
+def _owner_name(qualname: str) -> str:
+    """`Loss.forward` -> `Loss`; `compute_loss` -> `compute_loss`: the name code must use to run it."""
+    return qualname.split(".", 1)[0]
 
 
 def _order(target: Target) -> tuple[str, str]:

@@ -45,7 +45,7 @@ COLD_NAME_PARTS = frozenset(
         "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "testing", "predict",
         "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
         "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
-        "detect",
+        "detect", "compile", "configure", "register",
     }
 )
 # Identifier parts that make an `if` test a gate (`should_log`, `log_interval`, `args.print_freq`). Rank guards
@@ -58,6 +58,9 @@ DEFAULT_GATE_PARTS = frozenset(
     }
 )
 STEP_NAME_PARTS = frozenset({"step", "batch", "iter", "iteration", "microbatch"})
+# Gradient accumulation: `if (i + 1) % grad_accum_steps == 0:` holds the optimizer step, so it is true on every
+# training step the optimizer takes (`acc_step == 0` too): the step itself, not a gate.
+ACCUMULATION_PARTS = frozenset({"acc", "accum", "accumulate", "accumulation", "accumulations", "accumulated"})
 EVAL_LOADER_PARTS = frozenset({"eval", "val", "valid", "validation", "test", "testing", "dev"})
 LOADER_PARTS = frozenset({"loader", "dataloader", "dl", "batches", "iterator", "train_iter", "data_iter", "prefetcher"})
 # Wrappers of an iterable that iterate what they wrap: `enumerate(loader)`, `tqdm(loader)`.
@@ -165,7 +168,9 @@ def is_training_path(path: str) -> bool:
     words = name_parts(name)
     if words & TRAINING_PARTS or any(name_parts(folder) & TRAINING_PARTS for folder in folders):
         return True
-    return not (words & NOT_TRAINING_PARTS or any(folder.lower() in NOT_TRAINING_PARTS for folder in folders))
+    # A private folder (`_export/`) is named by what follows its underscores.
+    return not (words & NOT_TRAINING_PARTS
+                or any(folder.lower().strip("_") in NOT_TRAINING_PARTS for folder in folders))
 
 
 TRAINING_PARTS = frozenset({"train", "training", "trainer", "finetune", "pretrain", "fit"})

@@ -513,3 +513,126 @@ def test_a_per_tensor_loop_reached_only_under_a_callers_gate_is_no_finding(tmp_p
         """,
     })
     assert found == []
+
+
+def test_a_validation_loop_calling_zero_grad_is_no_step_loop(tmp_path, check):
+    found = check(tmp_path, {"train.py": """
+        import torch
+
+        def train(model, loader, val_loader, optimizer, device):
+            for batch in loader:
+                batch = batch.to(device, non_blocking=True)
+                model(batch).mean().backward()
+                optimizer.step()
+            with torch.no_grad():
+                for batch in val_loader:
+                    optimizer.zero_grad()
+                    print(model(batch.to(device, non_blocking=True)).mean().item())
+            for batch in val_loader:
+                optimizer.zero_grad()
+                print(model(batch.to(device, non_blocking=True)).mean().item())
+    """})
+    assert found == []
+
+
+def test_the_gradient_accumulation_boundary_runs_every_optimizer_step(tmp_path, check):
+    found = check(tmp_path, {"train.py": """
+        import torch
+
+        def train(model, loader, optimizer, accum_steps, log_every, state, args, device):
+            for idx, batch in enumerate(loader):
+                model(batch.to(device, non_blocking=True)).mean().backward()
+                if (idx + 1) % accum_steps == 0:
+                    optimizer.step()
+                    print(torch.cuda.max_memory_allocated(), batch.sum().item())
+                state.acc_step = (state.acc_step + 1) % args.grad_acc_steps
+                if state.acc_step == 0:
+                    print(batch.mean().item())
+                if idx % log_every == 0:
+                    print(batch.max().item())
+    """})
+    assert [(line, code) for _, line, code, _, _ in found] == [(9, "GPL401"), (12, "GPL401")]
+
+
+def test_a_hook_for_saving_state_is_not_training_code(tmp_path, check):
+    found = check(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/hooks.py": """
+            def cast_hook(state_dict, *args, dtype=None):
+                for k, v in state_dict.items():
+                    state_dict[k] = v.to(dtype)
+        """,
+        "pkg/build.py": """
+            from functools import partial
+            from pkg.hooks import cast_hook
+
+            def build(model):
+                model._register_state_dict_hook(partial(cast_hook, dtype=None))
+                return model
+        """,
+        "train.py": """
+            from pkg.build import build
+
+            def main(model, loader, optimizer, device):
+                model = build(model)
+                for batch in loader:
+                    model(batch.to(device, non_blocking=True)).mean().backward()
+                    optimizer.step()
+        """,
+    })
+    assert found == []
+
+
+def test_text_in_strings_calls_nothing_when_a_guess_is_followed_by_name(tmp_path):
+    project = model(tmp_path, {"rope.py": """
+        import torch
+
+        class RoPE(torch.nn.Module):
+            def rope_init(self):
+                self.cache = torch.ones(4)
+
+            def forward(self, x):
+                if self.cache is None:
+                    raise RuntimeError("cache missing: call rope_init() first")  # or rope_init() here
+                return x * self.cache
+    """, "train.py": """
+        def train(layer, loader, optimizer):
+            for batch in loader:
+                layer(batch).sum().backward()
+                optimizer.step()
+    """})
+    reached = {key[1] for key in project.reach}
+    assert "RoPE.forward" in reached and "RoPE.rope_init" not in reached
+
+
+def test_a_loss_class_nothing_names_is_never_built(tmp_path, check):
+    files = {
+        "losses.py": """
+            import torch
+
+            class FocalLoss(torch.nn.Module):
+                def forward(self, x, y):
+                    return float((x - y).abs().mean().item())
+
+            class UnusedLoss(torch.nn.Module):
+                def forward(self, x, y):
+                    return float((x - y).abs().mean().item())
+        """,
+        "train.py": """
+            import torch
+            from losses import FocalLoss
+
+            def train(model, loader, optimizer, device):
+                criterion = FocalLoss()
+                for x, y in loader:
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                    torch.tensor(criterion(x, y)).backward()
+                    optimizer.step()
+        """,
+    }
+    found = check(tmp_path, files)
+    assert [(path, line) for path, line, *_ in found] == [("losses.py", 6)]
+    # Built from a config by its name, a class no Python file names may run: then it is kept.
+    files["train.py"] += "            # instantiate_from_config(config.loss)\n"
+    found = check(tmp_path / "by-name", files)
+    assert [(path, line) for path, line, *_ in found] == [("losses.py", 6), ("losses.py", 10)]

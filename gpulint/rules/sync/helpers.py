@@ -8,6 +8,7 @@ import re
 import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
+from gpulint.project.vocab import ACCUMULATION_PARTS
 from gpulint.linter.rule import Report, Rule
 from gpulint.rules.common import is_cpu_device, keyword_arg
 from gpulint.rules.sync.tensors import Tensors
@@ -181,7 +182,9 @@ def _is_first_step_test(test: cst.BaseExpression) -> bool:
         return False
     left = test.left.func if isinstance(test.left, cst.Call) else test.left
     name = dotted_name(left) or ""
-    return bool(name_parts(name.rsplit(".", 1)[-1]) & _FIRST_STEP_PARTS)
+    parts = name_parts(name.rsplit(".", 1)[-1])
+    # `acc_step == 0` counts micro-batches modulo the accumulation: true on every optimizer step, not the first.
+    return bool(parts & _FIRST_STEP_PARTS) and not parts & ACCUMULATION_PARTS
 
 
 def iterates_tensors_of_model(expr: cst.BaseExpression) -> bool:
