@@ -26,8 +26,7 @@ from gpulint.linter.finding import Cost
 from gpulint.planner import planfile
 from gpulint.planner.planfile import Launch
 
-FOREACH_TENSORS_PER_KERNEL = 36  # as planner/launch.py: one multi_tensor_apply launch per 36 tensors
-EMA_KERNELS_PER_TENSOR = 2  # `mul_` and `add_` (or `sub_` and a scaled gradient) per tensor
+EMA_OPS_PER_TENSOR = 2  # `mul_` and `add_` (or `sub_` and a scaled gradient) per tensor
 MIN_SHOWN_SHARE = 0.05  # a CUDA Graphs saving or a copy below this share of the step is not worth a recommendation
 
 # Lint codes that name a host-device sync (each one forfeits the host's lead over the device), and those that name
@@ -64,28 +63,26 @@ def sync_seconds(launch: Launch, syncs: int = 1) -> float:
     return launch.sync_overhead_s + overlap / (max(1, syncs) + 1)
 
 
-def _foreach_launches(tensors: int, ops: int = 1) -> int:
-    return ops * max(1, math.ceil(tensors / FOREACH_TENSORS_PER_KERNEL))
-
-
 def price(code: str, launch: Launch, syncs: int = 1) -> tuple[float, str] | None:
     """(seconds per step, how they were estimated) for a finding of rule `code` among `syncs` host syncs in the
     step; None when the trace cannot price it."""
     n = launch.parameter_tensors
-    launch_s = launch.overhead_per_kernel_s
+    op = launch.overhead_per_kernel_s if not launch.op_overhead_s else launch.op_overhead_s
+    per_op = f"{_time(op)} ({launch.op_source or launch.overhead_source})"
+    foreach = f"the foreach form's {_time(launch.foreach_op_s)}"
     sync = sync_seconds(launch, syncs)
     sync_how = (f"one host-device round trip ({_time(launch.sync_overhead_s)}: {launch.sync_source or 'profile'})"
                 + (f" plus the overlap of host and device it forfeits (1/{max(1, syncs) + 1} of the step's: "
                    f"{syncs} sync{'s' * (syncs != 1)} found)" if launch.kind == "cuda" else ""))
     if code == "GPL101":
-        return (n * (launch_s + launch.sync_overhead_s) + sync - launch.sync_overhead_s,
-                f"{n} parameter tensors (the trace's) x (one launch at {_time(launch_s)} + one round trip at "
-                f"{_time(launch.sync_overhead_s)}), and the queue the first read drains")
+        return (max(0.0, n * op - launch.foreach_op_s) + (n - 1) * launch.sync_overhead_s + sync
+                - launch.sync_overhead_s,
+                f"{n} parameter tensors (the trace's) x (one op at {per_op} + one round trip at "
+                f"{_time(launch.sync_overhead_s)}), and the queue the first read drains, less {foreach} "
+                "(torch._foreach_norm) and its one read")
     if code == "GPL102":
-        extra = n - _foreach_launches(n)
-        return (max(0, extra) * launch_s,
-                f"{n} parameter tensors x one launch at {_time(launch_s)}, less the {_foreach_launches(n)} launches "
-                "of torch._foreach_norm")
+        return (max(0.0, n * op - launch.foreach_op_s),
+                f"{n} parameter tensors x one op at {per_op}, less {foreach} (torch._foreach_norm)")
     if code in SYNC_CODES:
         return sync, sync_how
     if code == "GPL411":
@@ -101,20 +98,19 @@ def price(code: str, launch: Launch, syncs: int = 1) -> tuple[float, str] | None
         return seconds, (f"one all-reduce of the gradients ({_bytes(launch.parameter_bytes)}, twice over the "
                          f"interconnect: {launch.interconnect_source}) per micro-step that no_sync would skip")
     if code == "GPL501":
-        kernels = EMA_KERNELS_PER_TENSOR * n - _foreach_launches(n, EMA_KERNELS_PER_TENSOR)
-        return (max(0, kernels) * launch_s,
-                f"{n} parameter tensors x {EMA_KERNELS_PER_TENSOR} launches (an EMA's or a hand-written update's "
-                f"mul_ and add_) at {_time(launch_s)}, less the foreach form's launches")
-    if code == "GPL502" and launch.optimizer_kernels_per_tensor:
-        kernels = n * launch.optimizer_kernels_per_tensor - launch.optimizer_foreach_kernels
-        return (max(0, kernels) * launch_s,
-                f"{n} parameter tensors x {launch.optimizer_kernels_per_tensor} launches of {launch.optimizer}'s "
-                f"for-loop step (counted by running it) at {_time(launch_s)}, less its foreach form's "
-                f"{launch.optimizer_foreach_kernels}")
+        loop = EMA_OPS_PER_TENSOR * (n * op - launch.foreach_op_s)
+        return (max(0.0, loop),
+                f"{n} parameter tensors x {EMA_OPS_PER_TENSOR} ops (an EMA's or a hand-written update's mul_ and "
+                f"add_) at {per_op}, less {foreach} for each")
+    if code == "GPL502" and launch.optimizer_loop_host_s:
+        return (max(0.0, launch.optimizer_loop_host_s - launch.optimizer_host_s),
+                f"{launch.optimizer}'s for-loop step over {n} parameter tensors ({_time(launch.optimizer_loop_host_s)}"
+                f" of ops at {per_op}, counted by running it) less its foreach form's "
+                f"({_time(launch.optimizer_host_s)})")
     if code == "GPL503" and launch.memory_bandwidth:
-        return (_foreach_launches(n) * launch_s + launch.parameter_bytes / launch.memory_bandwidth,
+        return (launch.foreach_op_s + launch.parameter_bytes / launch.memory_bandwidth,
                 f"zeroing {_bytes(launch.parameter_bytes)} of gradients at {_rate(launch.memory_bandwidth)} and "
-                "its foreach launches, which set_to_none skips")
+                f"{foreach} zero_, which set_to_none skips")
     if code in PADDING_CODES and launch.padding is not None:
         pad = launch.padding
         return (pad.share * launch.device_time_s,
@@ -165,7 +161,7 @@ def profile_text(launch: Launch, findings: Sequence[_Located], where: Callable[[
     step = launch.step_time_s
     lines = [
         f"Launch profile ({launch.kind}, a model estimate from the trace): {launch.kernels} kernels per step "
-        f"({launch.optimizer_foreach_kernels} of them the {launch.optimizer or 'no'} optimizer's foreach step), "
+        f"({launch.optimizer_ops} of them the {launch.optimizer or 'no'} optimizer's foreach step), "
         f"{launch.small_kernels} of them shorter than their launch",
         f"  device {_time(launch.device_time_s)} of kernels; host {_time(launch.host_time_s)} dispatching them at "
         f"{_time(launch.overhead_per_kernel_s)} each ({launch.overhead_source})",

@@ -36,6 +36,8 @@ class Hardware:
     # What the launch profile (launch.py) prices beyond the kernels: a host-device round trip (`.item()` on a ready
     # value), a kernel inside a replayed CUDA graph, host-to-device copies of the batch, collectives. Each `*_source`
     # says where its figure comes from (a spec sheet, an assumption, or a measurement), for the report to state.
+    op_overhead_s: float | None = None  # per tensor op called from Python, no module or autograd; None: launch's
+    foreach_tensor_overhead_s: float | None = None  # on a CPU, per tensor of a foreach op (a loop in C++ there)
     sync_overhead_s: float = 0.0
     sync_source: str = ""
     graph_kernel_overhead_s: float = 0.0
@@ -105,6 +107,9 @@ def load_hardware(name: str) -> Hardware:
             threads=int(data["threads"]) if data.get("threads") else None,
             eager_overhead_s=float(data["eager_overhead_s"]) if data.get("eager_overhead_s") is not None else None,
             checkpoint_overhead_s=float(data.get("checkpoint_overhead_s") or 0.0),
+            op_overhead_s=float(data["op_overhead_s"]) if data.get("op_overhead_s") is not None else None,
+            foreach_tensor_overhead_s=(float(data["foreach_tensor_overhead_s"])
+                                       if data.get("foreach_tensor_overhead_s") is not None else None),
             sync_overhead_s=float(data.get("sync_overhead_s") or 0.0),
             sync_source=str(data.get("sync_source") or ""),
             graph_kernel_overhead_s=float(data.get("graph_kernel_overhead_s") or 0.0),

@@ -5,8 +5,9 @@ the trace, without a GPU and without a profiler.
     launch.launch_bound, launch.graph_saving_s, launch.blockers
 
 The model, stated plainly (every figure it prints is a model estimate):
-- Kernels: every op of the traced step that moves memory or does FLOPs (views launch nothing), plus the optimizer
-  step's, counted by running the optimizer once on small tensors (`optimizer_kernels`).
+- Kernels: every op of the traced step that moves memory or does FLOPs (views launch nothing), plus the ops of the
+  optimizer's step (its default foreach form), counted by running the optimizer once on small tensors
+  (`optimizer_ops`); those are plain tensor ops called from Python, at the profile's `op_overhead_s` each.
 - Each kernel's device time is its roofline time (cost.py) with no overhead; the host spends the profile's eager
   overhead per kernel dispatching it (`eager_overhead_s`, measured by `gpulint calibrate`; the shipped GPU profiles
   have none, so their `launch_overhead_s` stands in, and the report says which it was).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from gpulint.planner import planfile
@@ -45,14 +47,15 @@ def launch_profile(graph: JointGraph, hw: Hardware, *, optimizer: str = "adamw",
                    data_dependent: Iterable[planfile.ValueRead] = (), shapes: int = 1) -> planfile.Launch:
     """The launch profile of the step traced as `graph` on `hw` (see the module docstring)."""
     overhead, overhead_source = dispatch_overhead(hw)
+    op, op_source = op_overhead(hw)
     times = [kernel_time(n.work, n.dtype, hw) for n in graph.nodes if _launches(n)]
     params = [n for n in graph.nodes if n.kind == PARAM]
     param_bytes = sum(graph.storage_bytes[s] for n in params for s in n.creates)
-    per_tensor, foreach_ops, bytes_per_byte = optimizer_kernels(optimizer)
-    optimizer_kernels_now = foreach_ops * max(1, math.ceil(len(params) / FOREACH_TENSORS_PER_KERNEL))
-    kernels = len(times) + (optimizer_kernels_now if params else 0)
-    device = sum(times) + param_bytes * bytes_per_byte / hw.memory_bandwidth
-    host = kernels * overhead
+    ops = optimizer_ops(optimizer) if params else OptimizerOps()
+    optimizer_host = ops.host_seconds(len(params), hw)
+    kernels = len(times) + ops.dispatches(len(params))
+    device = sum(times) + param_bytes * ops.bytes_per_param_byte / hw.memory_bandwidth
+    host = len(times) * overhead + optimizer_host
     gpu = hw.kind == "cuda"
     step = max(host, device) if gpu else host + device
     share = (step - device) / step if step > 0 else 0.0
@@ -67,8 +70,10 @@ def launch_profile(graph: JointGraph, hw: Hardware, *, optimizer: str = "adamw",
         graph_step_time_s=graph_step, graph_saving_s=max(0.0, step - graph_step) if gpu else 0.0,
         graph_source=hw.graph_source if gpu else "",
         blockers=blockers(graph, optimizer, data_dependent, shapes) if gpu else [],
-        parameter_tensors=len(params), parameter_bytes=param_bytes, optimizer=optimizer,
-        optimizer_kernels_per_tensor=per_tensor, optimizer_foreach_kernels=optimizer_kernels_now,
+        parameter_tensors=len(params), parameter_bytes=param_bytes, op_overhead_s=op, op_source=op_source,
+        foreach_op_s=foreach_op_seconds(len(params), hw),
+        optimizer=optimizer, optimizer_ops=ops.dispatches(len(params)), optimizer_host_s=optimizer_host,
+        optimizer_loop_host_s=ops.host_seconds(len(params), hw, foreach=False),
         sync_overhead_s=hw.sync_overhead_s, sync_source=hw.sync_source,
         batch_bytes=batch, h2d_bandwidth=hw.h2d_bandwidth, h2d_source=hw.h2d_source,
         h2d_time_s=batch / hw.h2d_bandwidth if hw.h2d_bandwidth else 0.0,
@@ -125,49 +130,100 @@ def blockers(graph: JointGraph, optimizer: str, data_dependent: Iterable[planfil
     return out
 
 
-_OPTIMIZER_KERNELS: dict[str, tuple[int, int, float]] = {}
+@dataclass(frozen=True)
+class OptimizerOps:
+    """The ops a torch optimizer dispatches per step, counted by running it (`optimizer_ops`): its for-loop form
+    (foreach=False) and its foreach form, each as fixed + per parameter tensor (host reads of Adam's step counters
+    are per tensor in both), the foreach form's multi-tensor ops, and the bytes its step moves per parameter byte."""
+
+    loop_fixed: int = 0
+    loop_per_tensor: int = 0
+    foreach_fixed: int = 0
+    foreach_per_tensor: int = 0
+    foreach_ops: int = 0
+    bytes_per_param_byte: float = 0.0
+
+    def host_seconds(self, tensors: int, hw: Hardware, foreach: bool = True) -> float:
+        """The host's time dispatching one step over `tensors` parameter tensors: every op at `op_overhead`; a
+        foreach op launches a kernel per FOREACH_TENSORS_PER_KERNEL tensors on a GPU and, on a CPU, loops over its
+        tensors in C++ (`foreach_tensor_overhead_s` each)."""
+        op, _source = op_overhead(hw)
+        if not foreach:
+            return (self.loop_fixed + self.loop_per_tensor * tensors) * op
+        return ((self.foreach_fixed + self.foreach_per_tensor * tensors) * op
+                + self.foreach_ops * foreach_op_seconds(tensors, hw))
+
+    def dispatches(self, tensors: int) -> int:
+        """Ops the foreach form dispatches for `tensors` parameter tensors."""
+        return self.foreach_fixed + self.foreach_per_tensor * tensors + self.foreach_ops
 
 
-def optimizer_kernels(optimizer: str) -> tuple[int, int, float]:
-    """(kernels per parameter tensor of the optimizer's for-loop form, foreach ops of its foreach form for one
-    chunk of tensors, bytes its step moves per byte of parameters), counted by running torch's optimizer once
-    on small CPU tensors under a dispatch mode that counts the ops doing work."""
-    if optimizer not in _OPTIMIZER_KERNELS:
-        _OPTIMIZER_KERNELS[optimizer] = _count_optimizer(optimizer)
-    return _OPTIMIZER_KERNELS[optimizer]
+def foreach_op_seconds(tensors: int, hw: Hardware) -> float:
+    """The host's time for one foreach op over `tensors` tensors: on a GPU a launch per FOREACH_TENSORS_PER_KERNEL
+    tensors; on a CPU a loop over them in C++ (`foreach_tensor_overhead_s` each, else `op_overhead_s`)."""
+    op, _source = op_overhead(hw)
+    if hw.kind == "cuda":
+        return op * max(1, math.ceil(tensors / FOREACH_TENSORS_PER_KERNEL))
+    return max(1, tensors) * (hw.foreach_tensor_overhead_s or op)
 
 
-def _count_optimizer(optimizer: str) -> tuple[int, int, float]:
+def op_overhead(hw: Hardware) -> tuple[float, str]:
+    """Seconds per tensor op called from Python with no module or autograd (optimizer steps, per-tensor loops)."""
+    if hw.op_overhead_s is not None:
+        return hw.op_overhead_s, f"op_overhead_s of {hw.name}, measured by gpulint calibrate"
+    return hw.launch_overhead_s, f"launch_overhead_s of {hw.name}"
+
+
+_OPTIMIZER_OPS: dict[str, OptimizerOps] = {}
+
+
+def optimizer_ops(optimizer: str) -> OptimizerOps:
+    """The ops of torch's `optimizer` (a config name), counted once by running it on small CPU tensors under a
+    dispatch mode (views and the profiler's markers left out)."""
+    if optimizer not in _OPTIMIZER_OPS:
+        _OPTIMIZER_OPS[optimizer] = _count_optimizer(optimizer)
+    return _OPTIMIZER_OPS[optimizer]
+
+
+def _count_optimizer(optimizer: str) -> OptimizerOps:
     if optimizer == "none":
-        return 0, 0, 0.0
-    one_loop, loop_bytes = _run_optimizer(optimizer, tensors=1, foreach=False)
-    two_loop, _ = _run_optimizer(optimizer, tensors=2, foreach=False)
-    foreach, _ = _run_optimizer(optimizer, tensors=2, foreach=True)
-    return two_loop - one_loop, foreach, loop_bytes / (1024 * 4)
+        return OptimizerOps()
+    loop1, loop_bytes = _run_optimizer(optimizer, tensors=1, foreach=False)
+    loop2, _ = _run_optimizer(optimizer, tensors=2, foreach=False)
+    each1, _ = _run_optimizer(optimizer, tensors=1, foreach=True)
+    each2, _ = _run_optimizer(optimizer, tensors=2, foreach=True)
+    multi = sum(1 for name in each1 if name.startswith("aten._foreach_"))
+    single1, single2 = len(each1) - multi, len(each2) - multi
+    return OptimizerOps(
+        loop_fixed=2 * len(loop1) - len(loop2), loop_per_tensor=len(loop2) - len(loop1),
+        foreach_fixed=2 * single1 - single2, foreach_per_tensor=single2 - single1, foreach_ops=multi,
+        bytes_per_param_byte=loop_bytes / (_PARAMETER_ELEMENTS * 4),
+    )
 
 
-def _run_optimizer(optimizer: str, tensors: int, foreach: bool) -> tuple[int, int]:
-    """Ops doing work and the bytes they move in the second step of `optimizer` (the first makes its state)."""
+_PARAMETER_ELEMENTS = 1024
+
+
+def _run_optimizer(optimizer: str, tensors: int, foreach: bool) -> tuple[list[str], int]:
+    """The ops of the second step of `optimizer` (the first makes its state), and the bytes they move."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from gpulint.planner.cost import op_work
 
-    params = [torch.nn.Parameter(torch.ones(1024)) for _ in range(tensors)]
-    kind = {"sgd": (torch.optim.SGD, {}), "sgd-momentum": (torch.optim.SGD, {"momentum": 0.9}),
-            "adam": (torch.optim.Adam, {}), "adamw": (torch.optim.AdamW, {})}[optimizer]
-    opt = kind[0](params, lr=1e-3, foreach=foreach, **kind[1])
+    params = [torch.nn.Parameter(torch.ones(_PARAMETER_ELEMENTS)) for _ in range(tensors)]
+    kind, options = {"sgd": (torch.optim.SGD, {}), "sgd-momentum": (torch.optim.SGD, {"momentum": 0.9}),
+                     "adam": (torch.optim.Adam, {}), "adamw": (torch.optim.AdamW, {})}[optimizer]
+    opt = kind(params, lr=1e-3, foreach=foreach, **options)
+    names: list[str] = []
+    moved = [0]
 
     class Count(TorchDispatchMode):
-        ops = 0
-        moved = 0
-
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            work = op_work(func, args, kwargs or {}, out)
-            if work.bytes_moved and not _is_view(func):
-                Count.ops += 1
-                Count.moved += work.bytes_moved
+            if func.namespace != "profiler" and not _is_view(func):
+                names.append(str(func))
+                moved[0] += op_work(func, args, kwargs or {}, out).bytes_moved
             return out
 
     for p in params:
@@ -175,7 +231,7 @@ def _run_optimizer(optimizer: str, tensors: int, foreach: bool) -> tuple[int, in
     opt.step()
     with Count():
         opt.step()
-    return Count.ops, Count.moved
+    return names, moved[0]
 
 
 def _is_view(func: Any) -> bool:

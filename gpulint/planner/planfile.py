@@ -230,9 +230,13 @@ class Launch:
     blockers: list[Blocker] = field(default_factory=list)
     parameter_tensors: int = 0
     parameter_bytes: int = 0
+    op_overhead_s: float = 0.0  # a tensor op called from Python with no module or autograd (loops, optimizers)
+    op_source: str = ""
+    foreach_op_s: float = 0.0  # one foreach op over all the parameter tensors
     optimizer: str = ""
-    optimizer_kernels_per_tensor: int = 0  # the optimizer's for-loop form (foreach=False), per parameter tensor
-    optimizer_foreach_kernels: int = 0  # its foreach form, for all tensors together
+    optimizer_ops: int = 0  # ops its step dispatches (the foreach form: torch's default), among `kernels`
+    optimizer_host_s: float = 0.0  # the host's time dispatching them, in `host_time_s`
+    optimizer_loop_host_s: float = 0.0  # the same step's for-loop form (foreach=False)
     sync_overhead_s: float = 0.0
     sync_source: str = ""
     batch_bytes: int = 0
@@ -536,9 +540,10 @@ def launch_from_dict(raw: Any, where: str = "plan.launch") -> Launch | None:
         graph_saving_s=time("graph_saving_s"), graph_source=r.get("graph_source", str, ""),
         blockers=[_blocker(b, w) for b, w in r.items("blockers", limit=MAX_BLOCKERS)],
         parameter_tensors=r.get("parameter_tensors", int, 0), parameter_bytes=r.get("parameter_bytes", int, 0),
-        optimizer=r.get("optimizer", str, ""),
-        optimizer_kernels_per_tensor=r.get("optimizer_kernels_per_tensor", int, 0),
-        optimizer_foreach_kernels=r.get("optimizer_foreach_kernels", int, 0),
+        op_overhead_s=time("op_overhead_s"), op_source=r.get("op_source", str, ""),
+        foreach_op_s=time("foreach_op_s"),
+        optimizer=r.get("optimizer", str, ""), optimizer_ops=r.get("optimizer_ops", int, 0),
+        optimizer_host_s=time("optimizer_host_s"), optimizer_loop_host_s=time("optimizer_loop_host_s"),
         sync_overhead_s=time("sync_overhead_s"), sync_source=r.get("sync_source", str, ""),
         batch_bytes=r.get("batch_bytes", int, 0), h2d_bandwidth=rate("h2d_bandwidth"),
         h2d_source=r.get("h2d_source", str, ""), h2d_time_s=time("h2d_time_s"),
