@@ -160,9 +160,9 @@ def profile_text(launch: Launch, findings: Sequence[_Located], where: Callable[[
     where = where or (lambda f: f"{f.path}:{f.line} {f.code}")
     step = launch.step_time_s
     lines = [
-        f"Launch profile ({launch.kind}, a model estimate from the trace): {launch.kernels} kernels per step "
-        f"({launch.optimizer_ops} of them the {launch.optimizer or 'no'} optimizer's foreach step), "
-        f"{launch.small_kernels} of them shorter than their launch",
+        f"Launch profile ({launch.kind}, a model estimate from the trace): {launch.kernels} ops launched per step "
+        f"({launch.optimizer_ops} of them the {launch.optimizer or 'no'} optimizer's foreach step, its host reads "
+        f"included); {launch.small_kernels} of the step's kernels run shorter than their launch",
         f"  device {_time(launch.device_time_s)} of kernels; host {_time(launch.host_time_s)} dispatching them at "
         f"{_time(launch.overhead_per_kernel_s)} each ({launch.overhead_source})",
         f"  step {_time(step)} ({'the longer of the two: the host runs ahead' if launch.kind == 'cuda' else 'their sum'}"
@@ -244,4 +244,6 @@ def _bytes(n: float) -> str:
 
 
 def _rate(bandwidth: float | None) -> str:
-    return "?" if not bandwidth else f"{bandwidth / 1e9:.3g} GB/s"
+    if not bandwidth:
+        return "?"
+    return f"{bandwidth / 1e12:.3g} TB/s" if bandwidth >= 1e12 else f"{bandwidth / 1e9:.3g} GB/s"

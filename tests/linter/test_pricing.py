@@ -12,8 +12,6 @@ from gpulint.linter.pricing import costs, price, priced, profile_text, sync_seco
 from gpulint.planner import planfile
 from gpulint.planner.planfile import Blocker, Launch, Padding
 
-from .conftest import TRAIN
-
 US = 1e-6
 
 
@@ -160,7 +158,7 @@ def test_check_with_a_plan_prices_findings_and_prints_the_launch_profile(run, pr
 
 
 def test_check_with_a_bad_plan_is_one_line(run, project, tmp_path):
-    code, out, err = run(project, "check", ".", "--no-cache", "--plan", str(tmp_path / "missing.json"))
+    code, _, err = run(project, "check", ".", "--no-cache", "--plan", str(tmp_path / "missing.json"))
     assert code == 2 and err.count("\n") == 1 and "missing.json: plan file not found" in err
     old = _plan_file(tmp_path, None)
     code, _, err = run(project, "check", ".", "--no-cache", "--plan", str(old))
