@@ -16,7 +16,7 @@ Torch-free: the linter and the bot import it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
@@ -67,19 +67,17 @@ def price(code: str, launch: Launch, syncs: int = 1) -> tuple[float, str] | None
     """(seconds per step, how they were estimated) for a finding of rule `code` among `syncs` host syncs in the
     step; None when the trace cannot price it."""
     n = launch.parameter_tensors
-    op = launch.overhead_per_kernel_s if not launch.op_overhead_s else launch.op_overhead_s
-    per_op = f"{_time(op)} ({launch.op_source or launch.overhead_source})"
+    op = launch.op_overhead_s
+    per_op = f"{_time(op)} ({launch.op_source})"
     foreach = f"the foreach form's {_time(launch.foreach_op_s)}"
     sync = sync_seconds(launch, syncs)
     sync_how = (f"one host-device round trip ({_time(launch.sync_overhead_s)}: {launch.sync_source or 'profile'})"
                 + (f" plus the overlap of host and device it forfeits (1/{max(1, syncs) + 1} of the step's: "
                    f"{syncs} sync{'s' * (syncs != 1)} found)" if launch.kind == "cuda" else ""))
-    if code == "GPL101":
-        return (max(0.0, n * op - launch.foreach_op_s) + (n - 1) * launch.sync_overhead_s + sync
-                - launch.sync_overhead_s,
+    if code == "GPL101":  # the fix reads once: its one sync (and the queue that drains) stays
+        return (max(0.0, n * op - launch.foreach_op_s) + (n - 1) * launch.sync_overhead_s,
                 f"{n} parameter tensors (the trace's) x (one op at {per_op} + one round trip at "
-                f"{_time(launch.sync_overhead_s)}), and the queue the first read drains, less {foreach} "
-                "(torch._foreach_norm) and its one read")
+                f"{_time(launch.sync_overhead_s)}), less {foreach} (torch._foreach_norm) and its one read")
     if code == "GPL102":
         return (max(0.0, n * op - launch.foreach_op_s),
                 f"{n} parameter tensors x one op at {per_op}, less {foreach} (torch._foreach_norm)")
@@ -154,10 +152,9 @@ def blocker_links(launch: Launch, findings: Sequence[_Located]) -> list[tuple[pl
     return out
 
 
-def profile_text(launch: Launch, findings: Sequence[_Located], where: Callable[[_Located], str] | None = None) -> str:
+def profile_text(launch: Launch, findings: Sequence[_Located]) -> str:
     """The launch profile as text: kernels, launch share and verdict; CUDA Graphs with their saving and what blocks
-    capture; the batch's copy against compute; collectives. `where` names a finding (default path:line code)."""
-    where = where or (lambda f: f"{f.path}:{f.line} {f.code}")
+    capture (each with the lint findings that name it); the batch's copy against compute; collectives."""
     step = launch.step_time_s
     lines = [
         f"Launch profile ({launch.kind}, a model estimate from the trace): {launch.kernels} ops launched per step "
@@ -170,17 +167,20 @@ def profile_text(launch: Launch, findings: Sequence[_Located], where: Callable[[
         + ("launch-bound" if launch.launch_bound else "not launch-bound"),
     ]
     if launch.kind == "cuda":
-        lines += _graphs_text(launch, findings, where)
+        lines += _graphs_text(launch, findings)
         lines += _streams_text(launch)
+    if launch.collectives:
+        lines.append(f"  Collectives: {launch.collectives} in the step, {_bytes(launch.collective_bytes)}, holding it "
+                     f"{_time(launch.collective_time_s)} when blocking ({launch.interconnect_source})")
     return "\n".join(lines) + "\n"
 
 
-def _graphs_text(launch: Launch, findings: Sequence[_Located], where: Callable[[_Located], str]) -> list[str]:
+def _graphs_text(launch: Launch, findings: Sequence[_Located]) -> list[str]:
     saving, step = launch.graph_saving_s, launch.step_time_s
     if not (launch.launch_bound and step and saving / step >= MIN_SHOWN_SHARE):
         return [f"  CUDA Graphs: not worth it here (replayed as one graph the step would take "
                 f"{_time(launch.graph_step_time_s)})"]
-    lines = [f"  CUDA Graphs: capture the step (torch.compile(mode=\"reduce-overhead\"), or torch.cuda.graphs) to save "
+    lines = [f"  CUDA Graphs: capture the step (torch.compile(mode=\"reduce-overhead\"), or torch.cuda.graph) to save "
              f"~{_time(saving)} per step ({saving / step:.0%}): one launch and {_time(_graph_kernel(launch))} per kernel "
              f"instead of the host's dispatch ({launch.graph_source})"]
     blockers = blocker_links(launch, findings)
@@ -188,7 +188,8 @@ def _graphs_text(launch: Launch, findings: Sequence[_Located], where: Callable[[
         lines.append("    nothing in the trace blocks capture")
     for blocker, named in blockers:
         at = f" at {blocker.path}:{blocker.line}" if blocker.path else ""
-        see = f" (see {', '.join(where(f) for f in named[:3])}{' ...' if len(named) > 3 else ''})" if named else ""
+        shown = ", ".join(f"{f.path}:{f.line} {f.code}" for f in named[:3])
+        see = f" (see {shown}{' ...' if len(named) > 3 else ''})" if named else ""
         lines.append(f"    blocks capture: {blocker.kind}{at}: {blocker.reason}{see}")
     return lines
 
@@ -211,9 +212,6 @@ def _streams_text(launch: Launch) -> list[str]:
                      f"save ~{_time(hidden)}")
     else:
         lines.append("    small next to the step: streams would save little")
-    if launch.collectives:
-        lines.append(f"  Collectives: {launch.collectives} in the step, {_bytes(launch.collective_bytes)}, holding it "
-                     f"{_time(launch.collective_time_s)} when blocking ({launch.interconnect_source})")
     return lines
 
 

@@ -210,6 +210,7 @@ def _run_optimizer(optimizer: str, tensors: int, foreach: bool) -> tuple[list[st
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from gpulint.planner.cost import op_work
+    from gpulint.planner.eager_trace import _is_view
 
     params = [torch.nn.Parameter(torch.ones(_PARAMETER_ELEMENTS)) for _ in range(tensors)]
     kind, options = {"sgd": (torch.optim.SGD, {}), "sgd-momentum": (torch.optim.SGD, {"momentum": 0.9}),
@@ -232,10 +233,6 @@ def _run_optimizer(optimizer: str, tensors: int, foreach: bool) -> tuple[list[st
     with Count():
         opt.step()
     return names, moved[0]
-
-
-def _is_view(func: Any) -> bool:
-    return any(a.alias_info is not None and not a.alias_info.is_write for a in func._schema.returns)
 
 
 def padding_share(padded_length: int, mean_length: float) -> planfile.Padding:

@@ -393,18 +393,22 @@ def plan_buckets(build_model: Callable[[], Any], make_batch: Callable[[], Any], 
         result = GreedyPlanner(traced.graph, node_times(traced.graph, hw), hw.allocation_rounding).run(budget)
         plan = plan_from_result(traced.graph, result, hardware=hw.name, trace_seconds=traced.seconds)
         plan.data_dependent = [planfile.ValueRead(**read) for read in traced.data_dependent]
-        buckets.append((sig, plan))
-    signatures = [sig for sig, _ in buckets]
+        buckets.append((sig, plan, traced.graph))
+    signatures = [sig for sig, _, _ in buckets]
     if len(set(signatures)) != len(signatures):
         raise PlanError("plan.batch: two yielded batches have the same shapes; yield one batch per shape bucket")
-    largest_sig, combined = max(buckets, key=lambda item: size(item[0]))
+    largest_sig, combined, graph = max(buckets, key=lambda item: size(item[0]))
+    from gpulint.planner.launch import launch_profile
+
+    combined.launch = launch_profile(graph, hw, optimizer=optimizer, data_dependent=combined.data_dependent,
+                                     shapes=len(buckets))
     combined.shapes = [
         planfile.ShapePlan(signature=[list(shape) for shape in sig], feasible=plan.feasible, baseline=plan.baseline,
                            planned=plan.planned, decisions=plan.decisions)
-        for sig, plan in buckets
+        for sig, plan, _ in buckets
     ]
     combined.largest_signature = [list(shape) for shape in largest_sig]
-    combined.feasible = all(plan.feasible for _, plan in buckets)
+    combined.feasible = all(plan.feasible for _, plan, _ in buckets)
     return combined
 
 

@@ -99,3 +99,16 @@ def test_padding_share_and_its_config(tmp_path):
     config.write_text("plan:\n  model: m.py:f\n  batch: m.py:g\n  padding: 12\n")
     with pytest.raises(PlanError, match=r"plan\.padding: expected"):
         load_plan_config(config)
+
+
+def test_a_batch_in_several_shapes_blocks_one_graph():
+    from gpulint.planner.planning import plan_buckets
+
+    def buckets():
+        for batch in (1, 2):
+            yield torch.ones(batch, 8)
+
+    plan = plan_buckets(_mlp(8), buckets, budget=None, hardware="h100-sxm", optimizer="sgd")
+    assert plan.launch is not None
+    assert [b.reason for b in plan.launch.blockers if b.kind == "dynamic-shape"] == [
+        "the batch comes in 2 shapes: a graph is captured per shape (or pad the batches to a few lengths)"]
