@@ -29,6 +29,7 @@ demo: $(STAMP)
 	$(BIN)/gpulint check examples/ --exit-zero
 	$(BIN)/gpulint check examples/ --format json --output-file out/findings.json --exit-zero --no-cache
 	$(BIN)/gpulint plan examples/gpulint.yaml --budget 200MB --format text --out out
+	$(BIN)/gpulint check examples/ --plan out/plan.json --format concise --exit-zero --no-cache
 	$(BIN)/gpulint report --lint out/findings.json --plan out/plan.json --format md --output out/pr-comment.md
 	$(BIN)/gpulint report --lint out/findings.json --plan out/plan.json --format html --output out/report.html
 	@echo "demo: wrote out/findings.json out/plan.json out/pr-comment.md out/report.html"

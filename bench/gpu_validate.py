@@ -12,8 +12,12 @@ of the way from the floor to it, and run for real (`--measure`), comparing
                                                         the same allocator and the model does not count them)
   predicted time  vs measured forward+backward time     (target within 25%, as on CPU with a calibrated profile)
 for the compiled form (gpulint.planner.compile) and the eager form (gpulint.apply), and the losses and gradients of
-both against the unplanned step (bitwise, dropout on). Results print and, with --out, go to
-<out>/gpu_validate_<device>.txt (commit that file after a GPU run).
+both against the unplanned step (bitwise, dropout on). Before the models, the launch profile is checked on the
+GPU (bench/launch_overhead.py with the calibrated profile): a small MLP at batch 1 with AdamW (capturable), its
+predicted eager step against the measured one, and the same step captured as a CUDA graph and replayed against
+the predicted graph step; GPL101's price against a per-tensor norm loop less its foreach form (target within a
+factor of 1.5 each). Results print and, with --out, go to <out>/gpu_validate_<device>.txt (commit that file after
+a GPU run).
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import launch_overhead
 import planner_families
 import planner_models
 
 from gpulint.planner import planning
 from gpulint.planner.calibrate import calibrate, to_yaml
+from gpulint.planner.hardware import load_hardware
 
 MEMORY_TOLERANCE, TIME_TOLERANCE = 0.05, 0.25
 
@@ -94,7 +100,9 @@ def main() -> int:
     dtype = "bf16"
     lines = [f"device {device_name}, calibrated profile {hardware}, {dtype}, AdamW"]
     print(lines[0], flush=True)
-    ok = True
+    launch_lines, ok = launch_overhead.report(load_hardware(str(hardware)), "cuda" if cuda else "cpu")
+    lines += launch_lines
+    print("\n".join(launch_lines), flush=True)
     for name, family in _cases(args.small).items():
         forms = planning.trace_forms(family.build, family.batch, family.step, optimizer="adamw", dtype=dtype,
                                      name=name, device="cuda" if cuda else "cpu")

@@ -126,6 +126,7 @@ class Plan:
     measured: dict | None = None
     sweep: list[SweepPoint] = field(default_factory=list)
     lowest_peak_bytes: float | None = None
+    launch: planfile.Launch | None = None  # the step's launch profile: prices the findings
 
 
 def _read_json(path: str | Path, what: str):
@@ -408,7 +409,12 @@ def load_plan(path: str | Path) -> Plan:
                 feasible=_field(s, "feasible", bool, w, optional=True, default=True),
             )
         )
+    try:
+        launch = planfile.launch_from_dict(raw.get("launch"), f"{where}.launch")
+    except planfile.PlanFileError as exc:
+        raise BotInputError(str(exc)) from None
     return Plan(
+        launch=launch,
         model=_text(raw, "model", where, MAX_NAME),
         hardware=_text(raw, "hardware", where, MAX_NAME),
         dtype=_text(raw, "dtype", where, 32),

@@ -84,6 +84,10 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     verbosity = output.add_mutually_exclusive_group()
     verbosity.add_argument("-q", "--quiet", action="store_true", help="print the findings only: no summary, hints, warnings or progress")
     verbosity.add_argument("-v", "--verbose", action="store_true", help="also say where the settings came from and how long the run took")
+    output.add_argument("--plan", metavar="PLAN_JSON",
+                        help="a plan from `gpulint plan` for this training step: price each finding (estimated ms per "
+                             "step and share of the step, a model estimate from the trace), sort them by cost, and "
+                             "print the step's launch profile (CUDA Graphs, batch copy)")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     output.add_argument("--exit-non-zero-on-fix", action="store_true", help="exit 1 when fixes were applied, even if nothing is left")
 
@@ -155,6 +159,10 @@ def _reads_stdin(args: argparse.Namespace) -> bool:
 
 def _check(args: argparse.Namespace, stdin: bool) -> int:
     config = _with_cli_overrides(load_config(args.config), args)  # codes are checked below, against the rules
+    if args.plan:
+        from gpulint.linter.pricing import load_launch
+
+        args.launch = load_launch(args.plan)  # a bad plan is one line before any file is read
     options = LintOptions(hot_functions=config.hot_functions, gate_names=config.log_gates, ignore_noqa=args.ignore_noqa)
     cache = ResultCache(config.root, _settings_key(config, options), enabled=not (args.no_cache or stdin))
     if cache.codes is None:
@@ -254,6 +262,11 @@ def _report(args: argparse.Namespace, findings: list[Finding], fixed: dict[str, 
             sources: "_SourceLines", checked: int, stream: TextIO | None = None) -> int:
     """Print what the run found (or would fix) and return the exit code. `stream` replaces stdout (stdin --fix)."""
     fixed_total = sum(len(codes) for codes in fixed.values())
+    launch = getattr(args, "launch", None)
+    if launch is not None:
+        from gpulint.linter.pricing import priced
+
+        findings = priced(findings, launch)
     if args.diff:
         _emit("".join(diffs), args.output_file, stream)
         if not args.quiet:
@@ -272,7 +285,8 @@ def _report(args: argparse.Namespace, findings: list[Finding], fixed: dict[str, 
             registry = _rules_by_code() if args.format == "sarif" else {}  # SARIF describes every rule
             report = formats.render(args.format, findings, registry, sources, color=color,
                                     fixed=fixed_total if args.fix else 0, checked=checked, summary=not args.quiet)
-        _emit(report + (listing if text_format else ""), args.output_file, stream)
+        profile = _launch_text(launch, findings) if launch is not None and text_format and not args.quiet else ""
+        _emit(report + (listing if text_format else "") + profile, args.output_file, stream)
         if listing and not text_format:
             sys.stderr.write(listing)
     if args.exit_non_zero_on_fix and fixed_total:
@@ -280,6 +294,12 @@ def _report(args: argparse.Namespace, findings: list[Finding], fixed: dict[str, 
     if findings and not args.exit_zero and not args.fix_only:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _launch_text(launch, findings: list[Finding]) -> str:
+    from gpulint.linter.pricing import profile_text
+
+    return "\n" + profile_text(launch, findings)
 
 
 def _diff_summary(fixed_total: int, findings: list[Finding]) -> str:

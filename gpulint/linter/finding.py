@@ -45,6 +45,18 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """A finding's estimated cost per training step (gpulint check --plan; linter/pricing.py): a model estimate."""
+
+    seconds: float
+    share: float  # of the predicted step
+    method: str  # how the estimate was made, in words
+
+    def to_json(self) -> dict:
+        return {"seconds": self.seconds, "share": self.share, "method": self.method}
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     name: str
@@ -61,12 +73,13 @@ class Finding:
     # it resolved, "likely" through a guess (an object of unknown class, a callback, a name, an opt-in flag).
     confidence: str = "certain"
     chain: tuple = ()  # Frames (gpulint.project.facts) from the training entry point to the finding's function
+    cost: Cost | None = None  # with --plan: what it costs per step
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code)
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "code": self.code,
             "name": self.name,
             "message": self.message,
@@ -81,6 +94,9 @@ class Finding:
             "confidence": self.confidence,
             "chain": [frame.to_json() for frame in self.chain],
         }
+        if self.cost is not None:
+            out["cost"] = self.cost.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "Finding":
@@ -99,4 +115,5 @@ class Finding:
             url=data.get("url", ""),
             confidence=data.get("confidence", "certain"),
             chain=tuple(Frame(f["path"], f["line"], f["name"]) for f in data.get("chain", ())),
+            cost=Cost(**data["cost"]) if data.get("cost") else None,
         )

@@ -63,9 +63,17 @@ def text(findings: Sequence[Finding], source_lines: SourceLines | None, color: b
         why = why_per_step(finding) if source_lines else None
         if why:
             out.append(f"  {style('=', '1;34')} {why}")
+        if finding.cost is not None:
+            out.append(f"  {style('=', '1;34')} costs {_cost(finding.cost)}")
     if not summary:
         return "".join(line + "\n" for line in out)
     return "\n".join(out + ([""] if out and source_lines else []) + _summary(findings, fixed, checked)) + "\n"
+
+
+def _cost(cost) -> str:
+    from gpulint.linter.pricing import cost_text
+
+    return f"{cost_text(cost)}: {cost.method}"
 
 
 def _marker(finding: Finding) -> str:

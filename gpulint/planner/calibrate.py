@@ -14,7 +14,12 @@ Micro-benchmarks, each timed best of several runs at the current thread count (t
 - overhead per op: a training step of a model too small to do any work, divided by the ops it runs, compiled
   (`launch_overhead_s`: the FX graphs gpulint compiles run op by op) and eager (`eager_overhead_s`: Python modules
   and autograd recording on top); and what selective checkpointing adds to each op it sees, in the forward and
-  again in the recompute (`checkpoint_overhead_s`: its policy runs in a Python dispatch mode).
+  again in the recompute (`checkpoint_overhead_s`: its policy runs in a Python dispatch mode);
+- what the launch profile prices beyond kernels: a tensor op called from Python with no module or autograd
+  (`op_overhead_s`: per-tensor loops and optimizer steps run those), on a CPU a foreach op's cost per tensor
+  (`foreach_tensor_overhead_s`: CPU foreach ops loop over their tensors), a host-device round trip
+  (`sync_overhead_s`: `.item()` of a ready value) and, on a GPU, a pinned host-to-device copy (`h2d_bandwidth`) and a kernel of a replayed CUDA graph
+  (`graph_kernel_overhead_s`).
 
 The shipped profiles (gpulint/planner/hardware/) hold vendors' dense peak figures; a calibrated one holds what
 this machine did, so a prediction can be checked against `--measure` on the same machine.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
 import os
 import sys
@@ -92,6 +98,7 @@ def calibrate(device: str = "cpu", *, quick: bool = False, name: str | None = No
         "element_rates": _element_rates(device, quick),
         "memory_capacity": _capacity(device),
         **_overheads(device, quick),
+        **_launch_figures(device, quick),
         "allocation_rounding": 512 if device == "cuda" else 1,
     }
 
@@ -260,6 +267,43 @@ def _overheads(device: str, quick: bool) -> dict[str, float]:
             "eager_overhead_s": eager, "checkpoint_overhead_s": max(0.0, extra / (2 * forward_ops))}
 
 
+def _launch_figures(device: str, quick: bool) -> dict[str, Any]:
+    """A host-device round trip; on a GPU, a pinned host-to-device copy's bandwidth and the time per kernel of a
+    replayed CUDA graph of tiny kernels (what a captured step pays instead of a launch)."""
+    import torch
+
+    repeats = 5 if quick else 20
+    ready = torch.ones(1, device=device)
+    tensors = [torch.ones(1, device=device) for _ in range(64)]
+    with torch.no_grad():
+        op = _best_seconds(lambda: ready.mul(2), device, repeats, calls=100)  # allocates, as most ops do
+        foreach = _best_seconds(lambda: torch._foreach_add_(tensors, 1), device, repeats, calls=10)
+    out: dict[str, Any] = {"op_overhead_s": op,
+                           "sync_overhead_s": _best_seconds(ready.item, device, repeats, calls=100),
+                           "sync_source": "measured by gpulint calibrate: `.item()` of a ready tensor"}
+    if device != "cuda":
+        return {**out, "foreach_tensor_overhead_s": foreach / len(tensors)}
+    host = torch.empty((16 if quick else 64) * 2**20, dtype=torch.uint8).pin_memory()
+    target = torch.empty_like(host, device=device)
+    seconds = _best_seconds(lambda: target.copy_(host, non_blocking=True), device, 3 if quick else 7)
+    kernels = 64
+    x = torch.zeros(1, device=device)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):  # warm up on a side stream, as capture wants
+            x.add_(1)
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.cuda.graph(graph):
+        for _ in range(kernels):
+            x.add_(1)
+    replay = _best_seconds(graph.replay, device, repeats)
+    return {**out, "h2d_bandwidth": host.numel() / seconds,
+            "h2d_source": "measured by gpulint calibrate: a pinned host-to-device copy",
+            "graph_kernel_overhead_s": replay / kernels,
+            "graph_source": "measured by gpulint calibrate: a replayed CUDA graph of 64 one-element kernels"}
+
+
 def _capacity(device: str) -> int:
     import torch
 
@@ -297,6 +341,10 @@ def to_yaml(profile: dict[str, Any], command: str = "gpulint calibrate") -> str:
         f"launch_overhead_s: {profile['launch_overhead_s']:.4g}",
         f"eager_overhead_s: {profile['eager_overhead_s']:.4g}",
         f"checkpoint_overhead_s: {profile['checkpoint_overhead_s']:.4g}",
+        *(f"{key}: {profile[key]:.4g}" for key in ("op_overhead_s", "foreach_tensor_overhead_s", "sync_overhead_s",
+                                                   "graph_kernel_overhead_s", "h2d_bandwidth") if key in profile),
+        *(f"{key}: {json.dumps(profile[key])}" for key in ("sync_source", "graph_source", "h2d_source")
+          if key in profile),
         f"allocation_rounding: {profile['allocation_rounding']}",
     ]
     return "\n".join(lines) + "\n"

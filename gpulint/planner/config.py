@@ -12,6 +12,8 @@
       dtype: fp32                              # fp32 | bf16 | fp16 (parameters and activations)
       hardware: h100-sxm                       # a name in gpulint/planner/hardware/ or a YAML path
       budget: 24GB                             # 24GB = 24e9 bytes, 24GiB = 24 * 2**30 bytes
+      padding: null                            # optional: {padded_length: 512, mean_length: 180} (or `lengths:`, a
+                                               # sample of real sequence lengths): prices padding findings
 
 Paths in `model`, `batch`, `loss` and `step` are relative to the YAML file's folder.
 """
@@ -49,6 +51,7 @@ class PlanConfig:
     dtype: str = "fp32"
     hardware: str = "h100-sxm"
     budget: int | None = None
+    padding: tuple[int, float] | None = None  # (the length batches are padded to, the mean real length)
     base_dir: Path = Path(".")
     source: str = "<config>"  # the file this came from, for messages
 
@@ -98,7 +101,7 @@ def load_plan_config(path: str | Path) -> PlanConfig:
     if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
         raise PlanError(f"{path}: no `plan:` section (a mapping with at least `model` and `batch`)")
     section = data["plan"]
-    known = {"model", "batch", "inputs", "loss", "step", "optimizer", "dtype", "hardware", "budget"}
+    known = {"model", "batch", "inputs", "loss", "step", "optimizer", "dtype", "hardware", "budget", "padding"}
     for key in section:
         if key not in known:
             raise PlanError(f"{path}: plan.{key}: unknown field (known: {', '.join(sorted(known))})")
@@ -137,9 +140,33 @@ def load_plan_config(path: str | Path) -> PlanConfig:
         dtype=dtype,
         hardware=str(section.get("hardware", "h100-sxm")),
         budget=None if budget is None else parse_budget(budget, f"{path}: plan.budget"),
+        padding=_padding(section.get("padding"), f"{path}: plan.padding"),
         base_dir=path.resolve().parent,
         source=str(path),
     )
+
+
+def _padding(raw: Any, where: str) -> tuple[int, float] | None:
+    """`{padded_length: 512, mean_length: 180}` or `{padded_length: 512, lengths: [120, 512, 80]}`."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"padded_length", "mean_length", "lengths"}:
+        raise PlanError(f"{where}: expected {{padded_length: N, mean_length: M}} or {{padded_length: N, lengths: "
+                        f"[...]}}, got {raw!r:.80}")
+    padded = raw.get("padded_length")
+    if isinstance(padded, bool) or not isinstance(padded, int) or padded <= 0:
+        raise PlanError(f"{where}.padded_length: expected a positive integer, got {padded!r}")
+    lengths = raw.get("lengths")
+    if lengths is not None:
+        if (not isinstance(lengths, list) or not lengths
+                or not all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= padded for n in lengths)):
+            raise PlanError(f"{where}.lengths: expected a list of lengths between 1 and padded_length ({padded})")
+        return padded, sum(lengths) / len(lengths)
+    mean = raw.get("mean_length")
+    if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not 0 < mean <= padded:
+        raise PlanError(f"{where}.mean_length: expected a number between 0 and padded_length ({padded}), "
+                        f"got {mean!r}")
+    return padded, float(mean)
 
 
 def load_factory(spec: str, base_dir: Path | str = ".", field: str = "factory") -> Callable[..., Any]:

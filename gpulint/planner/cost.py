@@ -154,13 +154,18 @@ def op_time(work: Work, dtype: str, hw: Hardware, eager: bool = False) -> float:
     if not work.flops and not work.bytes_moved:
         return 0.0
     overhead = hw.eager_overhead_s if eager and hw.eager_overhead_s is not None else hw.launch_overhead_s
+    return kernel_time(work, dtype, hw) + overhead
+
+
+def kernel_time(work: Work, dtype: str, hw: Hardware) -> float:
+    """Seconds the device spends on one op's kernel: its roofline time, with no launch overhead (0 for views)."""
     seconds = work.bytes_moved / hw.memory_bandwidth
     if work.flops:
         seconds = max(seconds, work.flops / hw.flops_rate(work.kernel, work.min_dim, dtype))
     rate = hw.element_rates.get(work.special) if work.special else None
     if rate:
         seconds = max(seconds, work.elements / rate)
-    return seconds + overhead
+    return seconds
 
 
 def node_times(graph: Any, hw: Hardware, eager: bool = False) -> list[float]:

@@ -33,6 +33,19 @@ class Hardware:
     threads: int | None = None  # the torch thread count it was measured with
     eager_overhead_s: float | None = None  # per op of an eager step (Python modules, autograd); None: launch_overhead_s
     checkpoint_overhead_s: float = 0.0  # more per op that gpulint.apply's checkpoint policy sees (forward, recompute)
+    # What the launch profile (launch.py) prices beyond the kernels: a host-device round trip (`.item()` on a ready
+    # value), a kernel inside a replayed CUDA graph, host-to-device copies of the batch, collectives. Each `*_source`
+    # says where its figure comes from (a spec sheet, an assumption, or a measurement), for the report to state.
+    op_overhead_s: float | None = None  # per tensor op called from Python, no module or autograd; None: launch's
+    foreach_tensor_overhead_s: float | None = None  # on a CPU, per tensor of a foreach op (a loop in C++ there)
+    sync_overhead_s: float = 0.0
+    sync_source: str = ""
+    graph_kernel_overhead_s: float = 0.0
+    graph_source: str = ""
+    h2d_bandwidth: float | None = None  # bytes/s of a pinned host-to-device copy; None: the host is the device
+    h2d_source: str = ""
+    interconnect_bandwidth: float | None = None  # bytes/s one GPU sends to its peers; None: collectives unpriced
+    interconnect_source: str = ""
 
     def flops_rate(self, kernel: str, min_dim: int, dtype: str) -> float:
         """FLOP/s of a `kernel` whose smallest dimension is `min_dim`: read off the measured curve (log-log between
@@ -55,6 +68,16 @@ class Hardware:
 
 def _curves(raw: dict | None) -> dict[str, tuple[tuple[float, float], ...]]:
     return {str(k): tuple(sorted((float(f), float(r)) for f, r in v)) for k, v in (raw or {}).items() if v}
+
+
+def _optional_rate(value: object) -> float | None:
+    """A bandwidth that may be left out (None); a rate of 0 or less is an error, not "unknown"."""
+    if value is None:
+        return None
+    rate = float(value)  # type: ignore[arg-type]
+    if rate <= 0:
+        raise ValueError(f"a bandwidth must be positive, got {value!r}")
+    return rate
 
 
 def available() -> list[str]:
@@ -84,6 +107,17 @@ def load_hardware(name: str) -> Hardware:
             threads=int(data["threads"]) if data.get("threads") else None,
             eager_overhead_s=float(data["eager_overhead_s"]) if data.get("eager_overhead_s") is not None else None,
             checkpoint_overhead_s=float(data.get("checkpoint_overhead_s") or 0.0),
+            op_overhead_s=float(data["op_overhead_s"]) if data.get("op_overhead_s") is not None else None,
+            foreach_tensor_overhead_s=(float(data["foreach_tensor_overhead_s"])
+                                       if data.get("foreach_tensor_overhead_s") is not None else None),
+            sync_overhead_s=float(data.get("sync_overhead_s") or 0.0),
+            sync_source=str(data.get("sync_source") or ""),
+            graph_kernel_overhead_s=float(data.get("graph_kernel_overhead_s") or 0.0),
+            graph_source=str(data.get("graph_source") or ""),
+            h2d_bandwidth=_optional_rate(data.get("h2d_bandwidth")),
+            h2d_source=str(data.get("h2d_source") or ""),
+            interconnect_bandwidth=_optional_rate(data.get("interconnect_bandwidth")),
+            interconnect_source=str(data.get("interconnect_source") or ""),
         )
     except (yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         raise PlanError(f"{path}: bad hardware profile ({type(exc).__name__}: {exc})") from None

@@ -185,6 +185,74 @@ class Stats:
 
 
 @dataclass
+class Blocker:
+    """What keeps the step from being captured as one CUDA graph (launch.py): `kind` is "sync" (the host reads a
+    device value), "dynamic-shape", "cpu-op" (host tensors the step updates) or "rng" (a generator of its own)."""
+
+    kind: str
+    reason: str
+    path: str = ""
+    line: int = 0
+
+
+@dataclass
+class Padding:
+    """The share of the step's work spent on pad positions, from the config's length distribution."""
+
+    padded_length: int
+    mean_length: float
+    share: float
+
+
+@dataclass
+class Launch:
+    """The step's launch profile on the plan's hardware (launch.py), and what pricing findings needs from the trace.
+
+    `host_time_s` is the host's dispatch time (kernels x overhead per kernel), `device_time_s` the kernels' roofline
+    time with no overhead; `step_time_s` overlaps them on a GPU (the host runs ahead of the device) and adds them on
+    a CPU (the host runs the kernels). `launch_share` is the part of the step the device spends waiting on launches.
+    Every `*_source` says where its figure came from.
+    """
+
+    kind: str  # the hardware's kind: "cuda" | "cpu"
+    kernels: int
+    small_kernels: int  # kernels whose roofline time is below the overhead of launching them
+    device_time_s: float
+    overhead_per_kernel_s: float
+    overhead_source: str
+    host_time_s: float
+    step_time_s: float
+    launch_share: float
+    launch_bound: bool
+    graph_step_time_s: float = 0.0  # the step replayed as one CUDA graph (0: not a CUDA target)
+    graph_saving_s: float = 0.0
+    graph_source: str = ""
+    blockers: list[Blocker] = field(default_factory=list)
+    parameter_tensors: int = 0
+    parameter_bytes: int = 0
+    op_overhead_s: float = 0.0  # a tensor op called from Python with no module or autograd (loops, optimizers)
+    op_source: str = ""
+    foreach_op_s: float = 0.0  # one foreach op over all the parameter tensors
+    optimizer: str = ""
+    optimizer_ops: int = 0  # ops its step dispatches (the foreach form: torch's default), among `kernels`
+    optimizer_host_s: float = 0.0  # the host's time dispatching them, in `host_time_s`
+    optimizer_loop_host_s: float = 0.0  # the same step's for-loop form (foreach=False)
+    sync_overhead_s: float = 0.0
+    sync_source: str = ""
+    batch_bytes: int = 0
+    h2d_bandwidth: float | None = None
+    h2d_source: str = ""
+    h2d_time_s: float = 0.0
+    collectives: int = 0
+    collective_bytes: int = 0
+    collective_time_s: float = 0.0
+    interconnect_bandwidth: float | None = None
+    interconnect_source: str = ""
+    memory_bandwidth: float = 0.0
+    padding: Padding | None = None
+
+
+@dataclass
 class Plan:
     """A whole plan. `baseline` is today's step, `planned` the compiled form under the plan, `eager` the eager form.
 
@@ -210,6 +278,7 @@ class Plan:
     shapes: list[ShapePlan] = field(default_factory=list)
     largest_signature: list[list[int]] | None = None
     sweep: list[SweepPoint] = field(default_factory=list)
+    launch: Launch | None = None
 
     def eager_decisions(self) -> list[Decision]:
         """What `gpulint.apply` applies: the eager form's own decisions when it has them, else the plan's."""
@@ -436,7 +505,61 @@ def from_dict(raw: Any, where: str = "plan", *, complete: bool = False) -> Plan:
         shapes=[_shape(s, w) for s, w in r.items("shapes")],
         largest_signature=None if largest is None else _signature(largest, f"{where}.largest_signature"),
         sweep=[_sweep_point(s, w) for s, w in r.items("sweep", limit=MAX_SWEEP_POINTS)],
+        launch=launch_from_dict(r.raw.get("launch"), f"{where}.launch"),
     )
+
+
+MAX_BLOCKERS = 1_000
+
+
+def launch_from_dict(raw: Any, where: str = "plan.launch") -> Launch | None:
+    """A plan's launch profile from its JSON object (None when the plan has none)."""
+    if raw is None:
+        return None
+    r = _Reader(raw, where)
+    padding = r.child("padding")
+
+    def time(key: str) -> float:
+        value = r.get(key, float, 0.0)
+        if value < 0:
+            raise PlanFileError(f"{where}.{key}: must be >= 0, got {value}")
+        return value
+
+    def rate(key: str) -> float | None:
+        value = r.get(key, float, None)
+        if value is not None and value <= 0:
+            raise PlanFileError(f"{where}.{key}: must be positive, got {value}")
+        return value
+
+    return Launch(
+        kind=r.get("kind", str), kernels=r.get("kernels", int), small_kernels=r.get("small_kernels", int, 0),
+        device_time_s=time("device_time_s"), overhead_per_kernel_s=time("overhead_per_kernel_s"),
+        overhead_source=r.get("overhead_source", str, ""), host_time_s=time("host_time_s"),
+        step_time_s=time("step_time_s"), launch_share=time("launch_share"),
+        launch_bound=r.get("launch_bound", bool, False), graph_step_time_s=time("graph_step_time_s"),
+        graph_saving_s=time("graph_saving_s"), graph_source=r.get("graph_source", str, ""),
+        blockers=[_blocker(b, w) for b, w in r.items("blockers", limit=MAX_BLOCKERS)],
+        parameter_tensors=r.get("parameter_tensors", int, 0), parameter_bytes=r.get("parameter_bytes", int, 0),
+        op_overhead_s=time("op_overhead_s"), op_source=r.get("op_source", str, ""),
+        foreach_op_s=time("foreach_op_s"),
+        optimizer=r.get("optimizer", str, ""), optimizer_ops=r.get("optimizer_ops", int, 0),
+        optimizer_host_s=time("optimizer_host_s"), optimizer_loop_host_s=time("optimizer_loop_host_s"),
+        sync_overhead_s=time("sync_overhead_s"), sync_source=r.get("sync_source", str, ""),
+        batch_bytes=r.get("batch_bytes", int, 0), h2d_bandwidth=rate("h2d_bandwidth"),
+        h2d_source=r.get("h2d_source", str, ""), h2d_time_s=time("h2d_time_s"),
+        collectives=r.get("collectives", int, 0), collective_bytes=r.get("collective_bytes", int, 0),
+        collective_time_s=time("collective_time_s"), interconnect_bandwidth=rate("interconnect_bandwidth"),
+        interconnect_source=r.get("interconnect_source", str, ""), memory_bandwidth=time("memory_bandwidth"),
+        padding=None if padding is None else Padding(
+            padded_length=padding.get("padded_length", int), mean_length=padding.get("mean_length", float),
+            share=padding.get("share", float)),
+    )
+
+
+def _blocker(raw: Any, where: str) -> Blocker:
+    r = _Reader(raw, where)
+    return Blocker(kind=r.get("kind", str), reason=r.get("reason", str), path=r.get("path", str, ""),
+                   line=r.get("line", int, 0))
 
 
 def _excluded(raw: Any, where: str) -> Excluded:
@@ -527,6 +650,7 @@ def to_dict(plan: Plan) -> dict[str, Any]:
         "shapes": [{**_plain(s), "decisions": [_decision_dict(d) for d in s.decisions]} for s in plan.shapes],
         "largest_signature": plan.largest_signature,
         "sweep": [_plain(s) for s in plan.sweep],
+        "launch": _plain(plan.launch),
     }
     out.update({key: value for key, value in optional.items() if value})
     return out

@@ -163,7 +163,12 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
     build_model, make_batch, step = user_step(config)
     forms = trace_forms(build_model, make_batch, step, optimizer=config.optimizer, dtype=config.dtype,
                         name=config.model, show_progress=show_progress)
-    return plan_forms(forms, budget, hardware_name, sweep, show_progress)
+    planned = plan_forms(forms, budget, hardware_name, sweep, show_progress)
+    if getattr(config, "padding", None) is not None and planned.plan.launch is not None:
+        from gpulint.planner.launch import padding_share
+
+        planned.plan.launch.padding = padding_share(*config.padding)
+    return planned
 
 
 def plan_forms(forms: Forms, budget: int | None, hardware_name: str, sweep: int = 0,
@@ -211,6 +216,7 @@ def plan_forms(forms: Forms, budget: int | None, hardware_name: str, sweep: int 
         plan.eager = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, fits_budget=False, error=forms.eager_error)
     # Where the compiled form's step reads values (graph breaks): eager mode reads them as it runs, with no harm.
     plan.data_dependent = [planfile.ValueRead(**read) for read in traced.data_dependent]
+    plan.launch = step_launch(forms, hw, plan.data_dependent)
     if sweep:
         top, bottom = full.baseline.peak, full.lowest_peak
         for k in range(sweep):
@@ -220,6 +226,20 @@ def plan_forms(forms: Forms, budget: int | None, hardware_name: str, sweep: int 
                                                   step_time_s=r.chosen.step_time_s,
                                                   recompute_time_s=r.chosen.recompute_time_s, feasible=r.feasible))
     return Planned(plan, forms)
+
+
+def step_launch(forms: Forms, hw: Any, data_dependent: list[planfile.ValueRead]) -> planfile.Launch:
+    """The launch profile of today's step: the eager one as the user runs it, else the compiled form's."""
+    from gpulint.planner.launch import launch_profile
+
+    program = forms.program
+    graph = program.graph if program is not None else forms.traced.graph
+    batch = None
+    if program is not None:
+        from gpulint.planner.eager_trace import _tensors
+
+        batch = sum(t.untyped_storage().nbytes() for t in _tensors(program.batch))
+    return launch_profile(graph, hw, optimizer=forms.optimizer, batch_bytes=batch, data_dependent=data_dependent)
 
 
 def today_figures(program: Any, hw: Any) -> tuple[planfile.Figures, list[list[int]]]:
@@ -373,18 +393,22 @@ def plan_buckets(build_model: Callable[[], Any], make_batch: Callable[[], Any], 
         result = GreedyPlanner(traced.graph, node_times(traced.graph, hw), hw.allocation_rounding).run(budget)
         plan = plan_from_result(traced.graph, result, hardware=hw.name, trace_seconds=traced.seconds)
         plan.data_dependent = [planfile.ValueRead(**read) for read in traced.data_dependent]
-        buckets.append((sig, plan))
-    signatures = [sig for sig, _ in buckets]
+        buckets.append((sig, plan, traced.graph))
+    signatures = [sig for sig, _, _ in buckets]
     if len(set(signatures)) != len(signatures):
         raise PlanError("plan.batch: two yielded batches have the same shapes; yield one batch per shape bucket")
-    largest_sig, combined = max(buckets, key=lambda item: size(item[0]))
+    largest_sig, combined, graph = max(buckets, key=lambda item: size(item[0]))
+    from gpulint.planner.launch import launch_profile
+
+    combined.launch = launch_profile(graph, hw, optimizer=optimizer, data_dependent=combined.data_dependent,
+                                     shapes=len(buckets))
     combined.shapes = [
         planfile.ShapePlan(signature=[list(shape) for shape in sig], feasible=plan.feasible, baseline=plan.baseline,
                            planned=plan.planned, decisions=plan.decisions)
-        for sig, plan in buckets
+        for sig, plan, _ in buckets
     ]
     combined.largest_signature = [list(shape) for shape in largest_sig]
-    combined.feasible = all(plan.feasible for _, plan in buckets)
+    combined.feasible = all(plan.feasible for _, plan, _ in buckets)
     return combined
 
 
