@@ -239,8 +239,8 @@ def score_repo(labels: list[FreshLabel], found: list[Found], repo: str, outcome:
     for finding in found:
         hits = [item for line in range(finding.line, finding.end_line + 1) for item in by_line.get((finding.path, line), ())]
         covered.update(id(item) for item in hits)
-        for key in (finding.family, "all"):
-            tally = outcome.tallies[key]
+        for key in (finding.family, "all", repo):
+            tally = outcome.tallies.setdefault(key, Tally())
             tally.findings += 1
             if any(item.label.verdict == "pos" for item in hits):
                 tally.real += 1
@@ -254,8 +254,8 @@ def score_repo(labels: list[FreshLabel], found: list[Found], repo: str, outcome:
             outcome.unjudged.append((repo, finding))
     for item in labels:
         hit = id(item) in covered
-        for key in (item.label.family, "all"):
-            tally = outcome.tallies[key]
+        for key in (item.label.family, "all", repo):
+            tally = outcome.tallies.setdefault(key, Tally())
             if item.label.verdict == "pos":
                 tally.positives += 1
                 tally.hits += hit
@@ -301,6 +301,7 @@ def render(batch: Batch, outcome: Outcome) -> str:
             f"{title:<28} {t.positives:>4} {t.negatives:>8} {_ratio(t.recall):>7} {_ratio(t.false_alarm_rate):>8} | "
             f"{t.findings:>8} {t.real:>5} {t.false:>5} {t.unjudged:>8} {_ratio(t.precision):>9}"
         )
+    rows += ["", *by_repository(batch, outcome)]
     kinds = ", ".join(f"{r.repo} ({r.kind})" for r in batch.repos)
     intro = (
         f"batch {batch.folder.name}: {len(batch.labels)} labels in {len(batch.repos)} repositories: {kinds}\n"
@@ -309,6 +310,26 @@ def render(batch: Batch, outcome: Outcome) -> str:
     notes = [f"stale label {i.label.repo}:{i.label.path}:{i.label.line} expects {i.label.code!r}, reads {actual!r}"
              for i, actual in outcome.stale]
     return "\n".join([*notes, intro, *rows])
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def by_repository(batch: Batch, outcome: Outcome) -> list[str]:
+    """Each repository's precision and recall, and their mean: one large repository can carry the pooled figure."""
+    header = f"{'repository':<36} {'pos':>4} {'recall':>7} | {'findings':>8} {'real':>5} {'false':>5} {'precision':>9}"
+    rows = [header, "-" * len(header)]
+    precisions, recalls = [], []
+    for row in batch.repos:
+        t = outcome.tallies.get(row.repo, Tally())
+        rows.append(f"{row.repo:<36} {t.positives:>4} {_ratio(t.recall):>7} | {t.findings:>8} {t.real:>5} {t.false:>5} "
+                    f"{_ratio(t.precision):>9}")
+        precisions += [t.precision] if t.precision is not None else []
+        recalls += [t.recall] if t.recall is not None else []
+    rows.append(f"{'mean over repositories':<36} {'':>4} {_ratio(_mean(recalls)):>7} | {'':>8} {'':>5} {'':>5} "
+                f"{_ratio(_mean(precisions)):>9}")
+    return rows
 
 
 def details(outcome: Outcome) -> str:
