@@ -165,14 +165,15 @@ def layer_of(module: str) -> str:
 
 
 def _keyed(decisions: list[Decision]) -> dict[tuple, Decision]:
-    """Each activation under its eager address; one without a call index is numbered among its module's calls of
-    its op in file order (the planner's own order)."""
-    seen: dict[tuple[str, str], int] = defaultdict(int)
+    """Each activation under its eager address and its rank among the decisions sharing it, in file order (the
+    planner's own order): an op with several outputs (layer norm's result, mean and rstd) saves several, and a
+    decision without a call index is told apart from its module's other calls of its op the same way."""
+    seen: dict[tuple, int] = defaultdict(int)
     out = {}
     for d in decisions:
-        n = seen[(d.module, d.op)]
-        seen[(d.module, d.op)] += 1
-        out[(d.module, d.op, d.call_index if d.call_index is not None else f"#{n}")] = d
+        address = (d.module, d.op, d.call_index)
+        out[(*address, seen[address])] = d
+        seen[address] += 1
     return out
 
 

@@ -208,3 +208,46 @@ def test_an_oversized_plan_patch_is_refused_before_reading(tmp_path):
     path.write_bytes(b"x" * (planpatch.MAX_PATCH_BYTES + 1))
     with pytest.raises(BotInputError, match="over the 1048576 byte limit"):
         planpatch.load(path)
+
+
+# ---------------------------------------------------------------------------------------------- against fake GitHub
+
+TRAIN_PR = ("@@ -119,4 +120,4 @@\n     device = cpu\n     cfg = GPTConfig()\n-    model = old()\n"
+            "+    model = build_model(cfg).to(device)\n     optimizer = make_optimizer(model)\n")
+
+
+@pytest.mark.parametrize("head_layers, budget, conclusion", [(4, 90_000_000, "success"), (6, 90_000_000, "failure")])
+def test_one_sticky_comment_with_delta_and_plan_patch_and_the_gate_as_a_check_run(
+        fake_dotcom, tmp_path, head_layers, budget, conclusion):
+    from .test_bot_comment import _bot
+
+    fake_dotcom.files = [{"filename": "examples/train.py", "status": "modified", "patch": TRAIN_PR}]
+    head = plan_dict(head_layers, budget=budget)
+    args = ["--plan", write(tmp_path, "plan.json", head),
+            "--base-plan", write(tmp_path, "base.json", plan_dict(4, budget=budget)),
+            "--plan-patch", write(tmp_path, "plan.diff", PATCH)]
+    for _ in range(2):  # a re-run edits the one comment
+        code, out = _bot(fake_dotcom, tmp_path, "comment", *args)
+        assert code == 0
+    (body,) = [c["body"] for c in fake_dotcom.comments.values()]
+    assert body.index("### Memory: base → head") < body.index("### Suggested patches")
+    assert "gpulint.apply(model" in body and "The memory plan: peak" in body
+    verdict = "passes" if conclusion == "success" else "fails"
+    assert f"**`gpulint/memory` {verdict}**" in body
+
+    code, out = _bot(fake_dotcom, tmp_path, "check", *args)
+    assert code == 0
+    (run,) = fake_dotcom.check_runs.values()  # no --lint: only the memory check
+    assert run["name"] == "gpulint/memory" and run["conclusion"] == conclusion
+    assert "\n" not in run["output"]["title"]
+    assert ("Peak memory 98 MB even with the plan, over the 90 MB budget" in run["output"]["title"]) == (
+        conclusion == "failure")
+
+    lint = write(tmp_path, "findings.json", "[]")
+    code, out = _bot(fake_dotcom, tmp_path, "review", "--lint", lint, *args)
+    assert code == 0 and "review: 1 new" in out and "1 of them the memory plan's" in out
+    (comment,) = fake_dotcom.review_comments.values()
+    assert comment["path"] == "examples/train.py" and comment["line"] == 122
+    assert "```suggestion\n    model = build_model(cfg).to(device)\n    # gpulint" in comment["body"]
+    code, out = _bot(fake_dotcom, tmp_path, "review", "--lint", lint, *args)
+    assert "review: 0 new, 1 already posted" in out
