@@ -24,15 +24,24 @@ $(STAMP): pyproject.toml
 $(OCTOKIT_SPEC):
 	npm install --silent --no-audit --no-fund --prefix $(OCTOKIT_DIR) @octokit/openapi@$(OCTOKIT_VERSION)
 
+# The PR comment of a pull request that adds two layers to the example GPT: examples/ is the base, out/head/ the head.
 demo: $(STAMP)
 	mkdir -p out
 	$(BIN)/gpulint check examples/ --exit-zero
 	$(BIN)/gpulint check examples/ --format json --output-file out/findings.json --exit-zero --no-cache
 	$(BIN)/gpulint plan examples/gpulint.yaml --budget 200MB --format text --out out
 	$(BIN)/gpulint check examples/ --plan out/plan.json --format concise --exit-zero --no-cache
-	$(BIN)/gpulint report --lint out/findings.json --plan out/plan.json --format md --output out/pr-comment.md
-	$(BIN)/gpulint report --lint out/findings.json --plan out/plan.json --format html --output out/report.html
-	@echo "demo: wrote out/findings.json out/plan.json out/pr-comment.md out/report.html"
+	rm -rf out/head && mkdir -p out/head && cp -r examples out/head/ && git init -q out/head  # a checkout of its own: the patch names examples/train.py
+	sed -i.orig 's/n_layer: int = 4/n_layer: int = 6/' out/head/examples/model.py && rm out/head/examples/model.py.orig
+	grep -q 'n_layer: int = 6' out/head/examples/model.py
+	cd out/head && ../../$(BIN)/gpulint plan examples/gpulint.yaml --budget 200MB --format json --out . --patch >/dev/null
+	$(BIN)/gpulint report --lint out/findings.json --plan out/head/plan.json --base-plan out/plan.json \
+		--plan-patch out/head/plan.diff --format md --output out/pr-comment.md
+	$(BIN)/gpulint report --lint out/findings.json --plan out/head/plan.json --base-plan out/plan.json \
+		--plan-patch out/head/plan.diff --format html --output out/report.html
+	$(BIN)/gpulint report --plan out/head/plan.json --base-plan out/plan.json --format delta --output out/delta.json
+	@echo "demo: wrote out/findings.json out/plan.json (base) out/head/plan.json out/head/plan.diff (head: two more layers)"
+	@echo "      out/pr-comment.md out/report.html out/delta.json"
 
 test: $(STAMP) $(OCTOKIT_SPEC)
 	$(PYTEST) -q -n 2
