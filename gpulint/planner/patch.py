@@ -51,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--patch",
         action="store_true",
-        help="print a unified diff (for `git apply`) that applies the plan to the training script",
+        help="print a unified diff (for `git apply`) that applies the plan to the training script (with --out, "
+        "also written to DIR/plan.diff)",
     )
     parser.add_argument(
         "--script",
