@@ -33,7 +33,8 @@ def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
                              "figures it buys (and offered as suggestions by `bot review`)")
     parser.add_argument("--memory-threshold", default=DEFAULT_THRESHOLD, metavar="PERCENT",
                         help="the gpulint/memory gate fails when today's peak grows by more than this "
-                             f"(default: {DEFAULT_THRESHOLD.replace('%', '%%')}), or when the head's plan does not fit its budget")
+                             f"(default: {DEFAULT_THRESHOLD.replace('%', '%%')}), or when the head's plan does not "
+                             "fit its budget")
     parser.add_argument(
         "--full-report",
         metavar="WHERE",

@@ -11,8 +11,8 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
-from gpulint.bot import markdown as md
 from gpulint.bot import delta as delta_mod
+from gpulint.bot import markdown as md
 from gpulint.bot.data import Finding, Frame, Plan
 from gpulint.bot.delta import Delta, Gate
 from gpulint.bot.diff import PullDiff
