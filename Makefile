@@ -34,7 +34,7 @@ demo: $(STAMP)
 	rm -rf out/head && mkdir -p out/head && cp -r examples out/head/ && git init -q out/head  # a checkout of its own: the patch names examples/train.py
 	sed -i.orig 's/n_layer: int = 4/n_layer: int = 6/' out/head/examples/model.py && rm out/head/examples/model.py.orig
 	grep -q 'n_layer: int = 6' out/head/examples/model.py
-	cd out/head && ../../$(BIN)/gpulint plan examples/gpulint.yaml --budget 200MB --format json --out . --patch >/dev/null
+	cd out/head && $(abspath $(BIN))/gpulint plan examples/gpulint.yaml --budget 200MB --format json --out . --patch >/dev/null
 	$(BIN)/gpulint report --lint out/findings.json --plan out/head/plan.json --base-plan out/plan.json \
 		--plan-patch out/head/plan.diff --format md --output out/pr-comment.md
 	$(BIN)/gpulint report --lint out/findings.json --plan out/head/plan.json --base-plan out/plan.json \

@@ -166,4 +166,6 @@ def _cannot_post(exc: GitHubError, report: ReportInput, env: dict, out) -> int:
         raise BotApiError(str(exc)) from None
     summary = render_markdown(report, "job_summary.md.j2", JOB_SUMMARY_LIMIT)
     gh_ops.fallback(report.findings, summary, f"gpulint cannot write to this pull request ({exc.status})", env, out)
+    if report.gate is not None and not report.gate.passed:  # the check run could not be posted: say it here
+        print(f"::error title=gpulint/memory::{gh_ops.escape_data(report.gate.reason)}", file=out)
     return 0

@@ -548,12 +548,12 @@ def post_memory_check(gh: GitHub, target: Target, gate: Gate, data: ReportInput)
 # ---------------------------------------------------------------------------------------------- fallback
 
 
-def _escape_data(s: str) -> str:
+def escape_data(s: str) -> str:
     return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _escape_property(s: str) -> str:
-    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+    return escape_data(s).replace(":", "%3A").replace(",", "%2C")
 
 
 def workflow_command(f: Finding) -> str:
@@ -562,13 +562,13 @@ def workflow_command(f: Finding) -> str:
     level = {"error": "error", "warning": "warning"}.get(f.severity, "notice")
     props = f"file={_escape_property(f.path)},line={f.line},endLine={f.end_line},col={f.column}"
     props += f",title={_escape_property(f'{f.code} {f.name}'.strip())}"
-    return f"::{level} {props}::{_escape_data(f.message)}"
+    return f"::{level} {props}::{escape_data(f.message)}"
 
 
 def fallback(findings: list[Finding], summary: str, reason: str, env: dict, out) -> None:
     """The token cannot write here (a fork PR, a read-only token): annotations through workflow commands and the
     report in the job summary instead."""
-    print(f"::warning title=gpulint::{_escape_data(reason)}; findings are shown as annotations and in the job summary",
+    print(f"::warning title=gpulint::{escape_data(reason)}; findings are shown as annotations and in the job summary",
           file=out)
     for f in findings[:ANNOTATIONS_PER_REQUEST]:
         print(workflow_command(f), file=out)

@@ -130,6 +130,10 @@ def test_comment_opens_with_the_delta(tmp_path):
     assert "**Where the peak changed**: `h.4` +16 MB (3 new); `h.5` +16 MB (3 new)." in body
     assert "[`examples/model.py:52`](https://github.com/o/r/blob/abc/examples/model.py#L52)" in body
     assert "title \"Memory over one training step (MB): base, head, budget\"" in body
+    assert "made for different settings" not in body
+    base.hardware = "a100-80gb"
+    assert "> The two plans were made for different settings: base a100-80gb, fp32, budget 90 MB; head h100-sxm" in \
+        render_markdown(data)
     html = render_html(data)
     assert "Memory: base → head" in html and "fitted, now does not" in html
 
@@ -251,3 +255,17 @@ def test_one_sticky_comment_with_delta_and_plan_patch_and_the_gate_as_a_check_ru
     assert "```suggestion\n    model = build_model(cfg).to(device)\n    # gpulint" in comment["body"]
     code, out = _bot(fake_dotcom, tmp_path, "review", "--lint", lint, *args)
     assert "review: 0 new, 1 already posted" in out
+
+
+def test_a_read_only_token_still_says_the_gate_failed(fake_dotcom, tmp_path):
+    from .fakegithub import DENIED
+    from .test_bot_comment import _bot
+
+    fake_dotcom.deny_writes = DENIED
+    fake_dotcom.files = [{"filename": "examples/train.py", "status": "modified", "patch": TRAIN_PR}]
+    code, out = _bot(fake_dotcom, tmp_path, "check", "--plan", write(tmp_path, "h.json", plan_dict(6)),
+                     "--base-plan", write(tmp_path, "b.json", plan_dict(4)))
+    assert code == 0 and fake_dotcom.check_runs == {}
+    # A workflow command escapes `%` as %25; GitHub shows "28.1%".
+    assert "\n::error title=gpulint/memory::peak memory grew 28.1%25 (114 MB → 146 MB), over the 2%25 threshold\n" in out
+    assert "### Memory: base → head" in (tmp_path / "summary.md").read_text()

@@ -147,7 +147,8 @@ def test_action_passes_inputs_through_env_only():
     assert action["runs"]["using"] == "composite"
     for step in action["runs"]["steps"]:
         assert not EXPRESSION.search(step.get("run", "")), f"step {step.get('name')} splices an expression"
-    assert {"paths", "config", "budget", "hardware", "comment-mode"} <= set(action["inputs"])
+    assert {"paths", "config", "budget", "hardware", "comment-mode", "base-plan", "memory-threshold"} <= set(
+        action["inputs"])
 
 
 def test_own_ci_runs_make_test():
