@@ -8,7 +8,7 @@ OCTOKIT_SPEC := $(OCTOKIT_DIR)/node_modules/@octokit/openapi/generated/api.githu
 OCTOKIT_VERSION := 23.0.2
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: bot-lock demo test test-slow bench bench-lint bench-corpus bench-planner bench-apply sync-debug setup clean
+.PHONY: bot-lock demo test test-slow bench bench-lint bench-corpus bench-planner bench-apply bench-ci sync-debug setup clean
 
 setup: $(STAMP)
 
@@ -77,6 +77,10 @@ bench-planner: $(STAMP)
 
 bench-apply: $(STAMP)
 	$(BIN)/python bench/apply_eager.py
+
+# What the memory delta costs a pull request on a CPU runner (docs/ci.md): base and head planned, comment rendered.
+bench-ci: $(STAMP)
+	$(BIN)/python bench/ci_cost.py --gpt2
 
 # On a CUDA machine: every GPL4xx example under torch.cuda.set_sync_debug_mode("error").
 sync-debug: $(STAMP)
