@@ -6,8 +6,8 @@ compares:
 - the figures: peak memory and step time of today's step (PyTorch's default saved set) and of the step with the
   plan, base then head, and each plan's verdict against its budget;
 - the activations (every decision of a plan, saved or recomputed): matched by their eager address (module, op,
-  call index), which stays put when layers are added elsewhere, and named as new, grown, shrunk or gone, with their
-  source line. Activations on lines the pull request changed come first, then the largest changes;
+  call index; and rank, for an op with several outputs), which stays put when layers are added elsewhere, and named
+  as new, grown, shrunk or gone, with their source line. Activations on lines the pull request changed come first, then the largest changes;
 - the layers behind the change: each activation's module cut after its first numbered part (`h.4.fc` counts for
   `h.4`, the way ModuleList and Sequential name their children), so an added layer is named as one contributor.
 
@@ -29,17 +29,18 @@ from gpulint.errors import UsageError
 
 SCHEMA = "gpulint.delta/1"
 CHECK_NAME = "gpulint/memory"
-DEFAULT_THRESHOLD = "2%"
+DEFAULT_THRESHOLD_PERCENT = 2.0
+DEFAULT_THRESHOLD = f"{DEFAULT_THRESHOLD_PERCENT:g}%"
 MAX_THRESHOLD_PERCENT = 1000.0
 STATUSES = ("new", "grown", "shrunk", "gone")
 
 
-def parse_threshold(text: str, flag: str = "--memory-threshold") -> float:
+def parse_threshold(text: str) -> float:
     """"2%" -> 2.0: how much today's peak may grow before the gate fails."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", str(text))
     if not m or float(m.group(1)) > MAX_THRESHOLD_PERCENT:
-        raise UsageError(f"{flag}: expected a percentage from 0% to {MAX_THRESHOLD_PERCENT:g}%, such as 2%, "
-                         f"got {str(text)[:40]!r}")
+        raise UsageError(f"--memory-threshold: expected a percentage from 0% to {MAX_THRESHOLD_PERCENT:g}%, "
+                         f"such as 2%, got {str(text)[:40]!r}")
     return float(m.group(1))
 
 

@@ -46,7 +46,7 @@ class ReportInput:
     unmatched_example: str = ""
     files_listed: tuple[int, int] | None = None  # (listed, changed) when GitHub listed only part of the PR's files
     base_plan: Plan | None = None
-    threshold_percent: float = 2.0  # the memory gate's threshold on the growth of today's peak
+    threshold_percent: float = delta_mod.DEFAULT_THRESHOLD_PERCENT  # how much today's peak may grow (the gate)
     delta: Delta | None = None  # the base's plan against the head's (`plan`): made by `compare_plans`
     gate: Gate | None = None  # the memory gate: the delta's, or the head plan's alone when there is no base
     plan_patch: PlanPatch | None = None  # `gpulint plan --patch` output, shown first under "Suggested patches"
