@@ -7,7 +7,8 @@ compares:
   plan, base then head, and each plan's verdict against its budget;
 - the activations (every decision of a plan, saved or recomputed): matched by their eager address (module, op,
   call index; and rank, for an op with several outputs), which stays put when layers are added elsewhere, and named
-  as new, grown, shrunk or gone, with their source line. Activations on lines the pull request changed come first, then the largest changes;
+  as new, grown, shrunk or gone, with their source line. Activations on lines the pull request changed come first,
+  then the largest changes;
 - the layers behind the change: each activation's module cut after its first numbered part (`h.4.fc` counts for
   `h.4`, the way ModuleList and Sequential name their children), so an added layer is named as one contributor.
 

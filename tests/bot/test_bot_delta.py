@@ -267,5 +267,6 @@ def test_a_read_only_token_still_says_the_gate_failed(fake_dotcom, tmp_path):
                      "--base-plan", write(tmp_path, "b.json", plan_dict(4)))
     assert code == 0 and fake_dotcom.check_runs == {}
     # A workflow command escapes `%` as %25; GitHub shows "28.1%".
-    assert "\n::error title=gpulint/memory::peak memory grew 28.1%25 (114 MB → 146 MB), over the 2%25 threshold\n" in out
+    expected = "::error title=gpulint/memory::peak memory grew 28.1%25 (114 MB → 146 MB), over the 2%25 threshold"
+    assert f"\n{expected}\n" in out
     assert "### Memory: base → head" in (tmp_path / "summary.md").read_text()
