@@ -57,7 +57,7 @@ def test_make_demo_writes_the_delta_and_the_plan_patch(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     comment = (tmp_path / "out" / "pr-comment.md").read_text()
     assert comment.index("### Memory: base → head") < comment.index("### Suggested patches")
-    assert "**Where the peak changed**: `h.4` " in comment and "`h.5` " in comment
+    assert "**Saved activations behind the change, by layer**: `h.4` " in comment and "`h.5` " in comment
     assert "The memory plan: peak " in comment and "+    gpulint.apply(model" in comment
     assert "diff --git a/examples/train.py b/examples/train.py" in comment
     assert not (tmp_path / "examples" / "gpulint-plan.json").exists()  # the base is planned, not patched

@@ -127,7 +127,7 @@ def test_comment_opens_with_the_delta(tmp_path):
     assert "| Peak memory today | 114 MB | 146 MB | **+28.1%** |" in body
     assert "**fitted, now does not** 🛑" in body
     assert "🛑 **`gpulint/memory` fails**: peak memory 98 MB even with the plan" in body
-    assert "**Where the peak changed**: `h.4` +16 MB (3 new); `h.5` +16 MB (3 new)." in body
+    assert "**Saved activations behind the change, by layer**: `h.4` +16 MB (3 new); `h.5` +16 MB (3 new)." in body
     assert "[`examples/model.py:52`](https://github.com/o/r/blob/abc/examples/model.py#L52)" in body
     assert "title \"Memory over one training step (MB): base, head, budget\"" in body
     assert "made for different settings" not in body
