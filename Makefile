@@ -8,7 +8,7 @@ OCTOKIT_SPEC := $(OCTOKIT_DIR)/node_modules/@octokit/openapi/generated/api.githu
 OCTOKIT_VERSION := 23.0.2
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: bot-lock demo test test-slow bench bench-lint bench-corpus bench-planner bench-apply sync-debug setup clean
+.PHONY: bot-lock demo test test-slow bench bench-lint bench-corpus bench-planner bench-apply bench-ci sync-debug setup clean
 
 setup: $(STAMP)
 
@@ -24,15 +24,24 @@ $(STAMP): pyproject.toml
 $(OCTOKIT_SPEC):
 	npm install --silent --no-audit --no-fund --prefix $(OCTOKIT_DIR) @octokit/openapi@$(OCTOKIT_VERSION)
 
+# The PR comment of a pull request that adds two layers to the example GPT: examples/ is the base, out/head/ the head.
 demo: $(STAMP)
 	mkdir -p out
 	$(BIN)/gpulint check examples/ --exit-zero
 	$(BIN)/gpulint check examples/ --format json --output-file out/findings.json --exit-zero --no-cache
 	$(BIN)/gpulint plan examples/gpulint.yaml --budget 200MB --format text --out out
 	$(BIN)/gpulint check examples/ --plan out/plan.json --format concise --exit-zero --no-cache
-	$(BIN)/gpulint report --lint out/findings.json --plan out/plan.json --format md --output out/pr-comment.md
-	$(BIN)/gpulint report --lint out/findings.json --plan out/plan.json --format html --output out/report.html
-	@echo "demo: wrote out/findings.json out/plan.json out/pr-comment.md out/report.html"
+	rm -rf out/head && mkdir -p out/head && cp -r examples out/head/ && git init -q out/head  # a checkout of its own: the patch names examples/train.py
+	sed -i.orig 's/n_layer: int = 4/n_layer: int = 6/' out/head/examples/model.py && rm out/head/examples/model.py.orig
+	grep -q 'n_layer: int = 6' out/head/examples/model.py
+	cd out/head && $(abspath $(BIN))/gpulint plan examples/gpulint.yaml --budget 200MB --format json --out . --patch >/dev/null
+	$(BIN)/gpulint report --lint out/findings.json --plan out/head/plan.json --base-plan out/plan.json \
+		--plan-patch out/head/plan.diff --format md --output out/pr-comment.md
+	$(BIN)/gpulint report --lint out/findings.json --plan out/head/plan.json --base-plan out/plan.json \
+		--plan-patch out/head/plan.diff --format html --output out/report.html
+	$(BIN)/gpulint report --plan out/head/plan.json --base-plan out/plan.json --format delta --output out/delta.json
+	@echo "demo: wrote out/findings.json out/plan.json (base) out/head/plan.json out/head/plan.diff (head: two more layers)"
+	@echo "      out/pr-comment.md out/report.html out/delta.json"
 
 test: $(STAMP) $(OCTOKIT_SPEC)
 	$(PYTEST) -q -n 2
@@ -68,6 +77,10 @@ bench-planner: $(STAMP)
 
 bench-apply: $(STAMP)
 	$(BIN)/python bench/apply_eager.py
+
+# What the memory delta costs a pull request on a CPU runner (docs/ci.md): base and head planned, comment rendered.
+bench-ci: $(STAMP)
+	$(BIN)/python bench/ci_cost.py --gpt2
 
 # On a CUDA machine: every GPL4xx example under torch.cuda.set_sync_debug_mode("error").
 sync-debug: $(STAMP)

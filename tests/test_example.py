@@ -46,3 +46,18 @@ def test_walk_through_same_losses_lower_peak(tmp_path):
     assert len(losses(before)) == 4 and losses(after) == losses(before)
     assert peak(after) < peak(before)
     assert peak(before) - peak(after) > 50  # the plan removes about 100 MiB of saved activations
+
+
+@pytest.mark.slow
+def test_make_demo_writes_the_delta_and_the_plan_patch(tmp_path):
+    shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("gpulint-plan.json"))
+    bin_dir = Path(sys.executable).parent  # this environment's gpulint, instead of the Makefile's .venv
+    done = subprocess.run(["make", "-f", str(ROOT / "Makefile"), "demo", "STAMP=", f"BIN={bin_dir}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    comment = (tmp_path / "out" / "pr-comment.md").read_text()
+    assert comment.index("### Memory: base → head") < comment.index("### Suggested patches")
+    assert "**Saved activations behind the change, by layer**: `h.4` " in comment and "`h.5` " in comment
+    assert "The memory plan: peak " in comment and "+    gpulint.apply(model" in comment
+    assert "diff --git a/examples/train.py b/examples/train.py" in comment
+    assert not (tmp_path / "examples" / "gpulint-plan.json").exists()  # the base is planned, not patched

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 
 from gpulint.bot import github as gh_ops
+from gpulint.bot import planpatch
 from gpulint.bot.client import DEFAULT_API_URL, DEFAULT_DEADLINE_S, GitHub, GitHubError
 from gpulint.bot.data import workspace_root
 from gpulint.bot.diff import FILTER_MODES, PullDiff
@@ -15,6 +16,7 @@ from gpulint.bot.report import (
     COMMENT_LIMIT,
     JOB_SUMMARY_LIMIT,
     ReportInput,
+    plan_patch_figures,
     render_markdown,
 )
 from gpulint.errors import UsageError
@@ -99,15 +101,21 @@ def _prepare(args, data: ReportInput, gh: GitHub, env: dict, out) -> tuple[gh_op
                                                                             ReportInput]:
     """The PR, its diff, and the report restricted to the findings `--filter-mode` keeps."""
     target = gh_ops.resolve_target(gh, env, args.repo, args.pr, args.head_sha)
-    diff = gh_ops.pull_diff(gh, target) if data.findings else None
+    # The plans' delta puts activations on changed lines first; the plan's patch is suggested on them.
+    needs_diff = data.findings or data.base_plan is not None or data.plan_patch is not None
+    diff = gh_ops.pull_diff(gh, target) if needs_diff else None
     report = ReportInput(
         findings=diff.filter(data.findings, args.filter_mode) if diff else [],
         plan=data.plan,
+        base_plan=data.base_plan,
+        plan_patch=data.plan_patch,
+        threshold_percent=data.threshold_percent,
         changed_only=args.filter_mode != "nofilter",
         total_findings=len(data.findings),
         link_base=gh_ops.link_base(gh.api_url, env, target),
         full_report=data.full_report,
     )
+    report.compare_plans(diff)
     if diff is not None:
         report.files_listed = diff.listed
         elsewhere = diff.unmatched(data.findings)
@@ -130,16 +138,25 @@ def _post(args, gh: GitHub, target: gh_ops.Target, diff: PullDiff | None, report
         print(f"gpulint: PR #{target.number} comment {what}", file=out)
     elif args.bot_command == "review":
         login = gh_ops.own_login(gh, args.login)
-        r = gh_ops.post_review(gh, target, login, report.findings, diff or gh_ops.pull_diff(gh, target),
-                               report.link_base)
-        print(f"gpulint: PR #{target.number} review: {r['posted']} new, {r['already']} already posted, "
+        diff = diff or gh_ops.pull_diff(gh, target)
+        extra = []
+        if report.plan_patch is not None:
+            buys = plan_patch_figures(report.plan)
+            extra = [gh_ops.plan_patch_comment(s, buys) for s in planpatch.suggestions(report.plan_patch, diff.files)]
+        r = gh_ops.post_review(gh, target, login, report.findings, diff, report.link_base, extra)
+        suggested = f", {len(extra)} of them the memory plan's" if extra else ""
+        print(f"gpulint: PR #{target.number} review: {r['posted']} new, {r['already']} already posted{suggested}, "
               f"{r['deleted']} removed, {r['kept']} outdated kept for their replies, "
               f"{r['dropped']} not on added lines", file=out)
     else:
-        r = gh_ops.post_check(gh, target, report.findings, report)
-        left_out = f" ({r['left_out']} less severe left out)" if r["left_out"] else ""
-        print(f"gpulint: check run {r['id']} {r['conclusion']} with {r['annotations']} annotations{left_out}",
-              file=out)
+        if args.lint or report.gate is None:
+            r = gh_ops.post_check(gh, target, report.findings, report)
+            left_out = f" ({r['left_out']} less severe left out)" if r["left_out"] else ""
+            print(f"gpulint: check run {r['id']} {r['conclusion']} with {r['annotations']} annotations{left_out}",
+                  file=out)
+        if report.gate is not None:
+            r = gh_ops.post_memory_check(gh, target, report.gate, report)
+            print(f"gpulint: check run {r['id']} gpulint/memory {r['conclusion']}: {r['reason']}", file=out)
 
 
 def _cannot_post(exc: GitHubError, report: ReportInput, env: dict, out) -> int:
@@ -149,4 +166,6 @@ def _cannot_post(exc: GitHubError, report: ReportInput, env: dict, out) -> int:
         raise BotApiError(str(exc)) from None
     summary = render_markdown(report, "job_summary.md.j2", JOB_SUMMARY_LIMIT)
     gh_ops.fallback(report.findings, summary, f"gpulint cannot write to this pull request ({exc.status})", env, out)
+    if report.gate is not None and not report.gate.passed:  # the check run could not be posted: say it here
+        print(f"::error title=gpulint/memory::{gh_ops.escape_data(report.gate.reason)}", file=out)
     return 0

@@ -87,12 +87,16 @@ class Finding:
 
 @dataclass(frozen=True)
 class Decision:
+    """One saved activation of the plain step (the plan keeps it or recomputes it)."""
+
     id: str
     op: str
     bytes: int
     module: str
     path: str | None
     line: int | None
+    action: str = "recompute"
+    call_index: int | None = None  # with `module` and `op`, the address that stays put when other layers change
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,7 @@ class Plan:
     feasible: bool
     recomputed: list[Decision]
     saved_count: int
+    activations: list[Decision] = field(default_factory=list)  # every decision, saved or recomputed, in file order
     timeline_baseline: list[float] = field(default_factory=list)
     timeline_planned: list[float] = field(default_factory=list)
     measured: dict | None = None
@@ -370,16 +375,14 @@ def load_plan(path: str | Path) -> Plan:
     if schema != PLAN_SCHEMA:
         raise BotInputError(f"{where}.schema: expected {PLAN_SCHEMA!r}, got {schema!r}")
     decisions = _field(raw, "decisions", list, where)
-    recomputed = []
+    activations = []
     for i, d in enumerate(decisions):
         w = f"{where}.decisions[{i}]"
         action = _field(d, "action", str, w)
         if action not in ("save", "recompute"):
             raise BotInputError(f"{w}.action: expected 'save' or 'recompute', got {_shown(action)}")
-        if action != "recompute":
-            continue
         source = _field(d, "source", dict, w, optional=True, default={})
-        recomputed.append(
+        activations.append(
             Decision(
                 id=_decision_id(d, w),
                 op=_text(d, "op", w, MAX_NAME),
@@ -387,8 +390,11 @@ def load_plan(path: str | Path) -> Plan:
                 module=_text(d, "module", w, MAX_NAME, optional=True, default=""),
                 path=_text(source, "path", f"{w}.source", MAX_PATH, optional=True),
                 line=_field(source, "line", int, f"{w}.source", optional=True, lo=1, hi=MAX_LINE),
+                action=action,
+                call_index=_field(d, "call_index", int, w, optional=True, lo=0, hi=MAX_LINE),
             )
         )
+    recomputed = [d for d in activations if d.action == "recompute"]
     recomputed.sort(key=lambda d: -d.bytes)
     base_tl, plan_tl = _timeline(raw.get("timeline"), f"{where}.timeline")
     measured = _field(raw, "measured", dict, where, optional=True)
@@ -425,6 +431,7 @@ def load_plan(path: str | Path) -> Plan:
         feasible=_field(raw, "feasible", bool, where),
         recomputed=recomputed,
         saved_count=len(decisions) - len(recomputed),
+        activations=activations,
         timeline_baseline=base_tl,
         timeline_planned=plan_tl,
         measured=measured,

@@ -19,7 +19,10 @@ from urllib.parse import urlsplit
 from gpulint.bot import markdown as md
 from gpulint.bot.client import GitHub, GitHubConfigError, GitHubError
 from gpulint.bot.data import Finding
+from gpulint.bot.delta import CHECK_NAME as MEMORY_CHECK_NAME
+from gpulint.bot.delta import Gate
 from gpulint.bot.diff import FileDiff, PullDiff, from_pr_files
+from gpulint.bot.planpatch import Suggestion
 from gpulint.bot.report import (
     CHECK_SUMMARY_LIMIT,
     COMMENT_LIMIT,
@@ -286,7 +289,7 @@ def _tidy_stickies(gh: GitHub, target: Target, login: str, body: str) -> int:
 @dataclass
 class ReviewComment:
     fingerprint: str
-    finding: Finding
+    finding: Finding | None  # None: a change of the plan's patch
     path: str
     start_line: int
     line: int
@@ -345,6 +348,18 @@ def review_comment(finding: Finding, fd: FileDiff | None, base: str | None = Non
     return ReviewComment(fp, finding, finding.path, start, end, "\n".join(body))
 
 
+def plan_patch_comment(s: Suggestion, buys: str | None) -> ReviewComment:
+    """The memory plan's change to lines the PR added, as a one-click suggestion; fingerprinted by what it changes,
+    so a re-run with the same patch posts nothing new."""
+    key = "\0".join(["plan-patch", s.path, s.replacement])
+    fp = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    figures = f" ({md.text(buys)})" if buys else ""
+    body = "\n".join([f"<!-- gpulint:fp={fp} -->",
+                      f"**gpulint memory plan**{figures}: apply the plan here (from `gpulint plan --patch`).",
+                      "", md.fence(s.replacement, "suggestion")])
+    return ReviewComment(fp, None, s.path, s.start_line, s.line, body)
+
+
 @dataclass
 class _Existing:
     ids: dict[str, list[int]]  # fingerprint -> our comments carrying it, oldest first
@@ -389,10 +404,11 @@ def _retire(gh: GitHub, target: Target, existing: _Existing, cid: int) -> str:
 
 
 def post_review(gh: GitHub, target: Target, login: str, findings: list[Finding], diff: PullDiff,
-                base: str | None = None) -> dict:
+                base: str | None = None, extra: list[ReviewComment] = ()) -> dict:
     """One review with the new inline comments (at most 30) on lines the PR added; comments whose finding is gone
-    are deleted (or marked outdated when answered); copies left by a concurrent run are removed."""
-    wanted: dict[str, ReviewComment] = {}
+    are deleted (or marked outdated when answered); copies left by a concurrent run are removed. `extra` comments
+    (the plan's patch as suggestions) come first."""
+    wanted: dict[str, ReviewComment] = {c.fingerprint: c for c in extra}
     off_added = 0
     for f in findings:
         fd = diff.files.get(f.path)
@@ -510,15 +526,34 @@ def post_check(gh: GitHub, target: Target, findings: list[Finding], data: Report
             "left_out": len(findings) - len(notes)}
 
 
+def post_memory_check(gh: GitHub, target: Target, gate: Gate, data: ReportInput) -> dict:
+    """The `gpulint/memory` check run: its conclusion is the gate's, its title the one line that says why."""
+    summary = render_markdown(data, "job_summary.md.j2", CHECK_SUMMARY_LIMIT)
+    title = gate.reason[:1].upper() + gate.reason[1:]
+    external_id = hashlib.sha256((target.head_sha + gate.conclusion + gate.reason).encode("utf-8", "surrogatepass"))
+    external_id = external_id.hexdigest()[:32]
+
+    def recover():
+        runs = gh.json("GET", f"repos/{target.repo}/commits/{target.head_sha}/check-runs",
+                       params={"check_name": MEMORY_CHECK_NAME})
+        return next((r for r in _dict(runs).get("check_runs", []) if r.get("external_id") == external_id), None)
+
+    created = gh.json("POST", f"repos/{target.repo}/check-runs", recover=recover, json={
+        "name": MEMORY_CHECK_NAME, "head_sha": target.head_sha, "external_id": external_id, "status": "completed",
+        "conclusion": gate.conclusion, "output": {"title": title[:255], "summary": summary},
+    })
+    return {"id": created["id"], "conclusion": gate.conclusion, "reason": gate.reason}
+
+
 # ---------------------------------------------------------------------------------------------- fallback
 
 
-def _escape_data(s: str) -> str:
+def escape_data(s: str) -> str:
     return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _escape_property(s: str) -> str:
-    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+    return escape_data(s).replace(":", "%3A").replace(",", "%2C")
 
 
 def workflow_command(f: Finding) -> str:
@@ -527,13 +562,13 @@ def workflow_command(f: Finding) -> str:
     level = {"error": "error", "warning": "warning"}.get(f.severity, "notice")
     props = f"file={_escape_property(f.path)},line={f.line},endLine={f.end_line},col={f.column}"
     props += f",title={_escape_property(f'{f.code} {f.name}'.strip())}"
-    return f"::{level} {props}::{_escape_data(f.message)}"
+    return f"::{level} {props}::{escape_data(f.message)}"
 
 
 def fallback(findings: list[Finding], summary: str, reason: str, env: dict, out) -> None:
     """The token cannot write here (a fork PR, a read-only token): annotations through workflow commands and the
     report in the job summary instead."""
-    print(f"::warning title=gpulint::{_escape_data(reason)}; findings are shown as annotations and in the job summary",
+    print(f"::warning title=gpulint::{escape_data(reason)}; findings are shown as annotations and in the job summary",
           file=out)
     for f in findings[:ANNOTATIONS_PER_REQUEST]:
         print(workflow_command(f), file=out)

@@ -11,8 +11,12 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
+from gpulint.bot import delta as delta_mod
 from gpulint.bot import markdown as md
 from gpulint.bot.data import Finding, Frame, Plan
+from gpulint.bot.delta import Delta, Gate
+from gpulint.bot.diff import PullDiff
+from gpulint.bot.planpatch import PlanPatch
 
 MARKER = "<!-- gpulint:report -->"
 COMMENT_LIMIT = 65_536  # issue comment and review bodies
@@ -20,6 +24,9 @@ CHECK_SUMMARY_LIMIT = 65_535
 JOB_SUMMARY_LIMIT = 1024 * 1024
 CHART_POINTS = 24
 TOP_DECISIONS = 10
+TOP_DELTA = 10  # changed activations listed in the delta section
+TOP_LAYERS = 5
+PLAN_PATCH_SHOWN = 16_000  # characters of the plan's diff shown in a comment; a longer one is named, not shown
 MAX_PATCHES = 20
 CHAIN_SHOWN = 6  # frames of a call chain shown in a comment: the first two and the last three around an ellipsis
 SEVERITY_ICON = {"error": "🛑", "warning": "⚠️", "info": "ℹ️"}
@@ -38,6 +45,22 @@ class ReportInput:
     unmatched: int = 0  # findings in no file the PR changes (with changed_only)
     unmatched_example: str = ""
     files_listed: tuple[int, int] | None = None  # (listed, changed) when GitHub listed only part of the PR's files
+    base_plan: Plan | None = None
+    threshold_percent: float = delta_mod.DEFAULT_THRESHOLD_PERCENT  # how much today's peak may grow (the gate)
+    delta: Delta | None = None  # the base's plan against the head's (`plan`): made by `compare_plans`
+    gate: Gate | None = None  # the memory gate: the delta's, or the head plan's alone when there is no base
+    plan_patch: PlanPatch | None = None  # `gpulint plan --patch` output, shown first under "Suggested patches"
+
+    def compare_plans(self, diff: PullDiff | None = None) -> None:
+        """The delta (when there is a base plan) and the memory gate (when there is a plan), activations on lines
+        `diff` added first."""
+        if self.plan is None:
+            return
+        if self.base_plan is not None:
+            self.delta = delta_mod.compare(self.base_plan, self.plan, self.threshold_percent, diff)
+            self.gate = self.delta.gate
+        else:
+            self.gate = delta_mod.memory_gate(self.plan, None, self.threshold_percent)
 
     def note_unmatched(self, elsewhere: list[Finding]) -> None:
         """Count the findings in no changed file (shown with one example path when only changed lines count)."""
@@ -55,6 +78,11 @@ def human_bytes(n: float | None) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.3g} {unit}" if abs(n) / scale < 100 else f"{n / scale:.0f} {unit}"
     return f"{n:.0f} B"
+
+
+def signed_bytes(n: float) -> str:
+    """A change in bytes with its sign: +8.39 MB, −2.1 MB, 0 B."""
+    return ("+" if n > 0 else "−" if n < 0 else "") + human_bytes(abs(n))
 
 
 def human_time(s: float | None) -> str:
@@ -181,10 +209,11 @@ def _environment(markdown: bool) -> jinja2.Environment:
     else:
         env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
         env.filters["message"] = html_message
-    env.filters.update(bytes=human_bytes, time=human_time, change=percent_change)
+    env.filters.update(bytes=human_bytes, time=human_time, change=percent_change, signed_bytes=signed_bytes)
     if markdown:  # our own figures: digits and units, nothing to escape
         env.filters.update(
             bytes=lambda n: md.Md(human_bytes(n)),
+            signed_bytes=lambda n: md.Md(signed_bytes(n)),
             time=lambda s: md.Md(human_time(s)),
             change=lambda a, b: md.Md(percent_change(a, b)),
         )
@@ -282,7 +311,75 @@ def _context(data: ReportInput, blocks: _Blocks, shown: int, picked: list[int]) 
     }
     if plan is not None:
         ctx.update(_plan_context(data, plan))
+    ctx.update(_delta_context(data))
+    ctx["gate"] = data.gate
+    ctx["plan_patch"] = _plan_patch_context(data)
     return ctx
+
+
+def plan_patch_figures(plan: Plan | None) -> str | None:
+    """What applying the plan buys, from the head's plan: "peak 21.4 GB → 17.9 GB, +6.0% step time"."""
+    if plan is None:
+        return None
+    change = percent_change(plan.baseline.step_time_s, plan.planned.step_time_s) or "+0.0%"
+    return f"peak {human_bytes(plan.baseline.peak_bytes)} → {human_bytes(plan.planned.peak_bytes)}, {change} step time"
+
+
+def _plan_patch_context(data: ReportInput) -> dict | None:
+    if data.plan_patch is None:
+        return None
+    text = data.plan_patch.text
+    return {"text": text if len(text) <= PLAN_PATCH_SHOWN else None, "chars": len(text),
+            "buys": plan_patch_figures(data.plan)}
+
+
+def _delta_context(data: ReportInput) -> dict:
+    delta = data.delta
+    if delta is None:
+        return {"delta": None}
+    b, h = delta.base, delta.head
+    rows = []
+    for a in delta.activations[:TOP_DELTA]:
+        url = source_link(data.link_base, a.path, a.line) if a.path and a.status != "gone" else None
+        rows.append({"a": a, "url": url, "where": f"{a.path}:{a.line}" if a.path else None})
+
+    def verdict(p: Plan) -> str:
+        if not p.budget_bytes:
+            return "no budget"
+        return "fits ✅" if p.feasible else "does not fit 🛑"
+
+    series = [("base", downsample(b.timeline_baseline, CHART_POINTS)),
+              ("head", downsample(h.timeline_baseline, CHART_POINTS))]
+    return {
+        "delta": delta,
+        "delta_rows": rows,
+        "delta_more": max(0, len(delta.activations) - TOP_DELTA),
+        "delta_layers": delta.contributors[:TOP_LAYERS],
+        "delta_verdicts": (verdict(b), verdict(h)),
+        "delta_chart": _line_chart(series, h.budget_bytes),
+    }
+
+
+def _line_chart(series: list[tuple[str, list[float]]], budget: float | None) -> dict | None:
+    """Mermaid xychart data: each series resampled onto the same 0-100% progress axis, and the budget line."""
+    series = [(name, values) for name, values in series if len(values) >= 2]
+    if not series:
+        return None
+    n = max(len(values) for _, values in series)
+    peak = max([v for _, values in series for v in values] + ([budget] if budget else []))
+    unit, scale = ("GB", 1e9) if peak >= 1e9 else ("MB", 1e6)
+
+    def resampled(values: list[float]) -> list[float]:
+        return [round(values[round(i * (len(values) - 1) / (n - 1))] / scale, 3) for i in range(n)]
+
+    return {
+        "unit": unit,
+        "x": [round(i * 100 / (n - 1)) for i in range(n)],
+        "names": [name for name, _ in series],
+        "lines": [resampled(values) for _, values in series],
+        "budget": [round(budget / scale, 3)] * n if budget else None,
+        "ymax": f"{peak / scale * 1.1:.3g}",
+    }
 
 
 def _plan_context(data: ReportInput, plan: Plan) -> dict:
@@ -361,6 +458,7 @@ def render_html(data: ReportInput) -> str:
     ctx["patches"] = [p for _, p in _patch_items(data)]
     ctx["svg_timeline"] = svg_timeline(data.plan) if data.plan else None
     ctx["svg_frontier"] = svg_frontier(data.plan) if data.plan else None
+    ctx["svg_delta"] = svg_delta(data.delta) if data.delta else None
     return _environment(markdown=False).get_template("report.html.j2").render(ctx)
 
 
@@ -397,6 +495,27 @@ def svg_timeline(plan: Plan) -> dict | None:
         "x1": W - PAD_R,
         "y0": H - PAD_B,
         "yticks": [(f"{ty:.1f}", label) for ty, label in ticks],
+    }
+
+
+def svg_delta(delta: Delta) -> dict | None:
+    """Today's memory over the step at the base and at the head (each over the whole width), and the budget."""
+    base, head = delta.base.timeline_baseline, delta.head.timeline_baseline
+    if len(base) < 2 or len(head) < 2:
+        return None
+    budget = delta.head.budget_bytes
+    ymax = max([*base, *head, budget or 0]) * 1.08
+    y = _scale(0, ymax, H - PAD_B, PAD_T)
+
+    def points(values):
+        x = _scale(0, len(values) - 1, PAD_L, W - PAD_R)
+        return " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+
+    return {
+        "w": W, "h": H, "x0": PAD_L, "x1": W - PAD_R, "y0": H - PAD_B,
+        "base": points(base), "head": points(head),
+        "budget_y": f"{y(budget):.1f}" if budget else None,
+        "yticks": [(f"{y(ymax * k / 4):.1f}", human_bytes(ymax * k / 4)) for k in range(5)],
     }
 
 

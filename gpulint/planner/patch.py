@@ -51,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--patch",
         action="store_true",
-        help="print a unified diff (for `git apply`) that applies the plan to the training script",
+        help="print a unified diff (for `git apply`) that applies the plan to the training script (with --out, "
+        "also written to DIR/plan.diff)",
     )
     parser.add_argument(
         "--script",
@@ -83,6 +84,10 @@ def run_patch(args: argparse.Namespace, plan: planfile.Plan) -> None:
     note = f"gpulint plan {args.config}" + (f" --budget {args.budget}" if args.budget else "")
     diff = make_patch(script, plan_path, factory=factory, regenerate=note, mode=mode)
     planfile.save(plan, plan_path)
+    if args.out:  # for `gpulint bot comment --plan-patch`: the diff alone, without the report that follows it
+        from gpulint.fileio import atomic_write
+
+        atomic_write(Path(args.out) / "plan.diff", diff)
     print(diff, end="")
     eager = plan.eager
     if mode == "compile" or eager is None:

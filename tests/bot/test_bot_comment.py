@@ -274,5 +274,7 @@ def test_review_and_check_through_the_cli(fake_dotcom, tmp_path):
     assert code == 0 and "review: 1 new" in out  # GPL401 on line 57; the others are outside the added lines
     code, out = _bot(fake_dotcom, tmp_path, "check", "--lint", lint, "--plan", str(FIXTURES / "plan.json"))
     assert code == 0 and "neutral with 1 annotations" in out
-    (run,) = fake_dotcom.check_runs.values()
+    runs = {r["name"]: r for r in fake_dotcom.check_runs.values()}
+    run = runs["gpulint"]
     assert run["head_sha"] == fake_dotcom.head_sha and "Peak memory" in run["output"]["summary"]
+    assert runs["gpulint/memory"]["conclusion"] == "success"  # the plan fits its budget; no base to compare with

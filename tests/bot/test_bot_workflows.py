@@ -147,7 +147,8 @@ def test_action_passes_inputs_through_env_only():
     assert action["runs"]["using"] == "composite"
     for step in action["runs"]["steps"]:
         assert not EXPRESSION.search(step.get("run", "")), f"step {step.get('name')} splices an expression"
-    assert {"paths", "config", "budget", "hardware", "comment-mode"} <= set(action["inputs"])
+    assert {"paths", "config", "budget", "hardware", "comment-mode", "base-plan", "memory-threshold"} <= set(
+        action["inputs"])
 
 
 def test_own_ci_runs_make_test():
@@ -180,7 +181,8 @@ def test_actions_are_pinned_by_commit_sha_with_the_tag_in_a_comment(path):
     found = USES.findall(path.read_text())
     assert found
     for ref, rest in found:
-        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), f"{path.name}: {ref} is not pinned by commit SHA"
+        pinned = re.fullmatch(r"[\w.-]+/[\w.-]+(?:/[\w.-]+)*@[0-9a-f]{40}", ref)  # actions/cache/restore@...
+        assert pinned, f"{path.name}: {ref} is not pinned by commit SHA"
         assert re.fullmatch(r"\s+# v\d+\.\d+\.\d+", rest), f"{path.name}: {ref} has no `# vX.Y.Z` comment"
 
 
@@ -355,3 +357,31 @@ def test_a_dispatch_plans_the_commit_it_names_while_it_is_the_head(tmp_path):
     assert _approval(tmp_path, SHA, [], event="workflow_dispatch").returncode == 0
     done = _approval(tmp_path, SHA, [], event="workflow_dispatch", sha="main")
     assert done.returncode != 0 and "full SHA" in done.stdout
+
+
+def test_base_and_head_are_planned_on_the_cpu_runner_and_the_base_cached_before_pr_code_runs():
+    wf = _load(WORKFLOWS / "gpulint.yml")
+    lint = wf["jobs"]["lint"]
+    assert lint["runs-on"] == "ubuntu-latest" and lint["permissions"] == {"contents": "read"}
+    names = [s.get("name", s.get("uses", "")) for s in lint["steps"]]
+    find = next(s for s in lint["steps"] if s.get("name") == "Find the base and head to plan")
+    assert "if [ ! -f gpulint.yaml ]" in find["run"] and "download.pytorch.org/whl/cpu" in find["run"]
+    # The PR's code runs only in "Plan the head": the base's cache entry is written before it.
+    assert names.index("Cache the base's plan") < names.index("Plan the head")
+    head = lint["steps"][names.index("Plan the head")]
+    assert "--patch" in head["run"] and "base-plan.json" in head["run"] and head["timeout-minutes"] <= 30
+    assert any("upload-artifact" in n for n in names[names.index("Plan the head"):])
+    base_job = wf["jobs"]["base-plan"]
+    assert "default_branch" in base_job["if"] and base_job["permissions"] == {"contents": "read"}
+    assert "--measure" not in json.dumps(lint) and "--measure" in json.dumps(wf["jobs"]["plan"])
+
+
+def test_the_comment_workflow_passes_base_plan_patch_and_threshold():
+    wf = _load(WORKFLOWS / "gpulint-comment.yml")
+    text = json.dumps(wf)
+    for name in ("base-plan.json", "plan.diff"):
+        assert name in text
+    post = next(s for s in wf["jobs"]["comment"]["steps"] if s.get("name", "").startswith("Post"))
+    assert "--base-plan" in post["run"] and "--plan-patch" in post["run"]
+    assert "--memory-threshold \"$MEMORY_THRESHOLD\"" in post["run"] and "vars.GPULINT_MEMORY_THRESHOLD" in \
+        post["env"]["MEMORY_THRESHOLD"]

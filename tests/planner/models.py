@@ -282,3 +282,15 @@ class ValueShapeOp(nn.Module):
 
 def value_shape_batch() -> torch.Tensor:
     return torch.randn(16, 16, generator=torch.Generator().manual_seed(0))
+
+
+TINY_DEEPER = example.GPTConfig(vocab_size=64, n_layer=3, n_head=2, d_model=32, seq_len=16, batch_size=2)
+
+
+def tiny_gpt_deeper() -> nn.Module:
+    """TINY with one more layer: the head of a pull request that adds a layer (tests of the plans' delta)."""
+    return example.build_model(TINY_DEEPER)
+
+
+def tiny_batch_deeper() -> dict[str, torch.Tensor]:
+    return example.make_batch(TINY_DEEPER)
