@@ -25,7 +25,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState  # to generate a node with its block's indentation
 
 from gpulint.linter.context import FileContext
-from gpulint.linter.finding import Edit, Finding, Fix
+from gpulint.linter.finding import Edit, Finding, Fix, one_line
 from gpulint.linter.noqa import Suppressions, check_directives
 from gpulint.linter.options import LintOptions
 from gpulint.linter.positions import positions_of
@@ -466,7 +466,7 @@ def _resolve(
         finding = Finding(
             code=report.rule.code,
             name=report.rule.name,
-            message=report.message + _opt_in(state),
+            message=one_line(report.message + _opt_in(state)),
             severity=report.rule.severity,
             path=path,
             line=line,

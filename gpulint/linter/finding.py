@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -13,6 +14,14 @@ DOCS_URL = "https://github.com/gpulint/gpulint/blob/main/docs/rules.md#{anchor}"
 def rule_url(code: str, name: str) -> str:
     """Where a rule's documentation is (its section of docs/rules.md)."""
     return DOCS_URL.format(anchor=f"{code.lower()}-{name}")
+
+
+def one_line(message: str) -> str:
+    """A message quoting a multi-line expression, on one line: `f(\n    a,\n)` reads `f(a)`. A line break inside
+    brackets goes with its indent (and a trailing comma before the closing bracket); any other becomes one space."""
+    message = re.sub(r"([(\[{])\s*\n\s*", r"\1", message)
+    message = re.sub(r",?\s*\n\s*([)\]}])", r"\1", message)
+    return re.sub(r"\s*\n\s*", " ", message)
 
 
 @dataclass(frozen=True)

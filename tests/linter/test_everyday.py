@@ -318,3 +318,26 @@ def test_server_without_pygls_is_one_line(run, tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "gpulint.server.lsp", raising=False)
     code, out, err = run(tmp_path, "server")
     assert code == 2 and err.startswith("gpulint: error: the language server needs pygls") and "gpulint[server]" in err
+
+
+# ---- a finding's message is one line ----
+
+def test_a_finding_on_a_multi_line_expression_has_a_one_line_message(run, tmp_path):
+    (tmp_path / "train.py").write_text(
+        "def train(model, loader, optimizer):\n"
+        "    running_loss = 0.0\n"
+        "    for batch in loader:\n"
+        "        model(batch).loss.backward()\n"
+        "        optimizer.step()\n"
+        "        running_loss += model(\n"
+        "            batch,\n"
+        "            labels=batch,\n"
+        "        ).loss.item()\n"
+    )
+    code, out, _ = run(tmp_path, "check", ".", "--no-cache", "--output-format", "json")
+    finding = next(f for f in json.loads(out) if f["code"] == "GPL201")
+    assert finding["message"].startswith("accumulating `model(batch, labels=batch).loss.item()` on the host")
+    assert (finding["line"], finding["end_line"]) == (6, 9)  # the span still covers the whole expression
+    from gpulint.linter.finding import one_line
+
+    assert one_line("`f(\n    a,\n    b,\n)` and\n  more") == "`f(a, b)` and more"
