@@ -83,7 +83,7 @@ def run_model(name: str, shares: list[float], optimizer: str) -> list[dict]:
     for share in shares:
         budget = int(today * share)
         planned = planning.plan_forms(forms, budget, "cpu")
-        planning.add_measurement(planned, show_progress=False)
+        planning.add_measurement(planned)
         plan = planned.plan
         eager = plan.eager.measured
         if eager is None or eager.error:

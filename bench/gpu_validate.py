@@ -115,7 +115,7 @@ def main() -> int:
         for label, budget in (("today", today), ("75%", int(floor + 0.75 * (today - floor))),
                               ("50%", int(floor + 0.5 * (today - floor)))):
             planned = planning.plan_forms(forms, budget, str(hardware))
-            planning.add_measurement(planned, show_progress=False)
+            planning.add_measurement(planned)
             plan = planned.plan
             measured = plan.measured
             text, passed = _row(name, label, "compiled", measured.predicted_peak_bytes if measured else 0,

@@ -157,7 +157,7 @@ def run_family(name: str, shares: tuple[float, ...], hardware: str) -> list[dict
         start = time.perf_counter()
         planned = planning.plan_forms(forms, budget, hardware)
         plan_seconds = time.perf_counter() - start
-        planning.add_measurement(planned, show_progress=False, clock=time.process_time)
+        planning.add_measurement(planned, clock=time.process_time)
         plan = planned.plan
         compiled_refused = bool(plan.data_dependent)
         row = {"family": name, "kind": family.kind, "share": share, "budget_mib": mib(budget),

@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import planner_models
 
+from gpulint import charts
 from gpulint.planner.cost import node_times
 from gpulint.planner.graph import FWD
 from gpulint.planner.greedy import GreedyPlanner
@@ -51,27 +52,14 @@ def torch_partition(ratio: float, solver: str, seen: dict):
     return partition
 
 
-def svg(series: dict[str, list[tuple[float, float]]], title: str, w: int = 640, h: int = 420, pad: int = 60) -> str:
-    pts = [p for s in series.values() for p in s]
-    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
-    y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
-    sx = lambda x: pad + (x - x0) / ((x1 - x0) or 1) * (w - 2 * pad)
-    sy = lambda y: h - pad - (y - y0) / ((y1 - y0) or 1) * (h - 2 * pad)
-    colors = {"none": "#000", "full checkpointing": "#888", "torch dp": "#d62728", "torch ilp": "#ff7f0e",
-              "gpulint": "#1f6feb"}
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-size='11'>",
-           f"<text x='{pad}' y='20' font-size='13'>{title}: measured peak (MiB, x) vs predicted step time (ms, y)</text>",
-           f"<text x='{pad}' y='{h - 20}'>{x0:.2f} .. {x1:.2f} MiB</text>",
-           f"<text x='5' y='{pad - 10}'>{y0 * 1e3:.3f} .. {y1 * 1e3:.3f} ms</text>"]
-    for k, (name, s) in enumerate(series.items()):
-        color = colors.get(name, "#333")
-        for x, y in s:
-            out.append(f"<circle cx='{sx(x):.1f}' cy='{sy(y):.1f}' r='4' fill='{color}'/>")
-        if name == "gpulint":
-            poly = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(s))
-            out.append(f"<polyline fill='none' stroke='{color}' points='{poly}'/>")
-        out.append(f"<text x='{w - 150}' y='{40 + 15 * k}' fill='{color}'>{name}</text>")
-    return "\n".join(out + ["</svg>\n"])
+def svg(series: dict[str, list[tuple[float, float]]], title: str) -> str:
+    """Peak (MiB) against predicted step time (ms) per method; the legend sits above the plot, off the data."""
+    styles = {"none": charts.GREY, "full checkpointing": charts.YELLOW, "torch dp": charts.RED,
+              "torch ilp": charts.ORANGE, "gpulint": charts.BLUE}
+    drawn = [charts.Series(name, [(peak, t * 1e3) for peak, t in points], styles.get(name), line=name == "gpulint",
+                           markers=True) for name, points in series.items()]
+    return charts.svg_chart(drawn, title=f"{title}: measured peak against predicted step time",
+                            x_label="measured peak memory (MiB)", y_label="predicted step time (ms)")
 
 
 def bench_model(name: str, points: int, out_dir: Path) -> dict:

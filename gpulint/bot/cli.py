@@ -55,6 +55,7 @@ def _load_inputs(args: argparse.Namespace, root: str | None) -> ReportInput:
         base_plan=load_plan(args.base_plan) if args.base_plan else None,
         plan_patch=planpatch.load(args.plan_patch) if args.plan_patch else None,
         threshold_percent=parse_threshold(args.memory_threshold),
+        linted=bool(args.lint),
         full_report=args.full_report,
     )
 

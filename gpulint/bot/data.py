@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulint import units
 from gpulint.errors import UsageError
 from gpulint.linter.finding import rule_url
 from gpulint.planner import planfile
@@ -114,6 +115,20 @@ class SweepPoint:
     feasible: bool
 
 
+@dataclass(frozen=True)
+class EagerFigures:
+    """The eager form (`gpulint.apply`): its predicted step, whether it holds the budget, and why it could not be
+    planned (`error`; its figures are then 0)."""
+
+    peak_bytes: float
+    step_time_s: float
+    recompute_time_s: float
+    fits_budget: bool
+    layers: int  # layers wrapped in selective checkpointing
+    error: str | None = None
+    measured: dict | None = None
+
+
 @dataclass
 class Plan:
     model: str
@@ -132,6 +147,8 @@ class Plan:
     sweep: list[SweepPoint] = field(default_factory=list)
     lowest_peak_bytes: float | None = None
     launch: planfile.Launch | None = None  # the step's launch profile: prices the findings
+    budget_unit: str | None = None  # the unit the budget was written in: the report shows peaks in it
+    eager: EagerFigures | None = None
 
 
 def _read_json(path: str | Path, what: str):
@@ -361,6 +378,42 @@ def _timeline(raw, where: str) -> tuple[list[float], list[float]]:
     raise BotInputError(f"{where}: expected an object or a list")
 
 
+def _measured(raw: dict, where: str) -> dict | None:
+    """A form's measured step (None when not measured, or when it could not run: the report shows predictions)."""
+    measured = _field(raw, "measured", dict, where, optional=True)
+    if measured is None or _text(measured, "error", f"{where}.measured", MAX_TEXT, optional=True):
+        return None
+    return {
+        "peak_bytes": _bytes(measured, "peak_bytes", f"{where}.measured"),
+        "step_time_s": _seconds(measured, "step_time_s", f"{where}.measured"),
+        "device": _text(measured, "device", f"{where}.measured", MAX_NAME, optional=True, default=""),
+    }
+
+
+def _unit(raw: dict, where: str) -> str | None:
+    unit = _field(raw, "budget_unit", str, where, optional=True)
+    if unit is not None and unit not in units.UNITS:
+        raise BotInputError(f"{where}.budget_unit: expected one of {', '.join(units.UNITS)}, got {_shown(unit)}")
+    return unit
+
+
+def _eager(raw: dict, where: str) -> EagerFigures | None:
+    eager = _field(raw, "eager", dict, where, optional=True)
+    if eager is None:
+        return None
+    w = f"{where}.eager"
+    layers = _field(eager, "layers", list, w, optional=True, default=[])
+    return EagerFigures(
+        peak_bytes=_bytes(eager, "peak_bytes", w, optional=True, default=0.0),
+        step_time_s=_seconds(eager, "step_time_s", w, optional=True, default=0.0),
+        recompute_time_s=_seconds(eager, "recompute_time_s", w, optional=True, default=0.0),
+        fits_budget=_field(eager, "fits_budget", bool, w, optional=True, default=True),
+        layers=len(layers),
+        error=_one_line(_text(eager, "error", w, MAX_TEXT, optional=True), MAX_TEXT) if eager.get("error") else None,
+        measured=_measured(eager, w),
+    )
+
+
 def _decision_id(d: dict, where: str) -> str:
     value = _field(d, "id", (str, int), where)
     if isinstance(value, int):
@@ -397,13 +450,7 @@ def load_plan(path: str | Path) -> Plan:
     recomputed = [d for d in activations if d.action == "recompute"]
     recomputed.sort(key=lambda d: -d.bytes)
     base_tl, plan_tl = _timeline(raw.get("timeline"), f"{where}.timeline")
-    measured = _field(raw, "measured", dict, where, optional=True)
-    if measured is not None:
-        measured = {
-            "peak_bytes": _bytes(measured, "peak_bytes", f"{where}.measured"),
-            "step_time_s": _seconds(measured, "step_time_s", f"{where}.measured"),
-            "device": _text(measured, "device", f"{where}.measured", MAX_NAME, optional=True, default=""),
-        }
+    measured = _measured(raw, where)
     sweep = []
     for i, s in enumerate(_field(raw, "sweep", list, where, optional=True, default=[])[:1000]):
         w = f"{where}.sweep[{i}]"
@@ -425,6 +472,8 @@ def load_plan(path: str | Path) -> Plan:
         hardware=_text(raw, "hardware", where, MAX_NAME),
         dtype=_text(raw, "dtype", where, 32),
         budget_bytes=_bytes(raw, "budget_bytes", where, optional=True),
+        budget_unit=_unit(raw, where),
+        eager=_eager(raw, where),
         lowest_peak_bytes=_bytes(raw, "lowest_peak_bytes", where, optional=True),
         baseline=_figures(_field(raw, "baseline", dict, where), f"{where}.baseline"),
         planned=_figures(_field(raw, "planned", dict, where), f"{where}.planned"),

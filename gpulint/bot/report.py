@@ -11,12 +11,14 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
+from gpulint import charts, units
 from gpulint.bot import delta as delta_mod
 from gpulint.bot import markdown as md
 from gpulint.bot.data import Finding, Frame, Plan
 from gpulint.bot.delta import Delta, Gate
 from gpulint.bot.diff import PullDiff
 from gpulint.bot.planpatch import PlanPatch
+from gpulint.verdict import Verdict
 
 MARKER = "<!-- gpulint:report -->"
 COMMENT_LIMIT = 65_536  # issue comment and review bodies
@@ -37,6 +39,7 @@ DEFAULT_FULL_REPORT = "the workflow run's job summary and its `gpulint-report` a
 class ReportInput:
     findings: list[Finding] = field(default_factory=list)
     plan: Plan | None = None
+    linted: bool = True  # False when no findings file was given: the report says nothing about findings
     changed_only: bool = False  # True when `findings` were filtered to the PR's changed lines
     total_findings: int | None = None  # before that filter
     link_base: str | None = None  # https://github.com/o/r/blob/<sha>/ ; no links when None
@@ -71,28 +74,14 @@ class ReportInput:
 # ---------------------------------------------------------------------------------------------- formatting
 
 
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "–"
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}" if abs(n) / scale < 100 else f"{n / scale:.0f} {unit}"
-    return f"{n:.0f} B"
+# Kept under their old names for callers written before units.py: every figure is formatted there.
+human_bytes = units.format_bytes
+human_time = units.format_time
 
 
-def signed_bytes(n: float) -> str:
-    """A change in bytes with its sign: +8.39 MB, −2.1 MB, 0 B."""
-    return ("+" if n > 0 else "−" if n < 0 else "") + human_bytes(abs(n))
-
-
-def human_time(s: float | None) -> str:
-    if s is None:
-        return "–"
-    if s >= 1:
-        return f"{s:.3g} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs"
+def signed_bytes(n: float, unit: str | None = None) -> str:
+    """A change in bytes with its sign: +8.00 MiB, −2.10 MiB, 0 B."""
+    return ("+" if n > 0 else "−" if n < 0 else "") + units.format_bytes(abs(n), unit)
 
 
 def percent_change(before: float, after: float) -> str:
@@ -209,15 +198,22 @@ def _environment(markdown: bool) -> jinja2.Environment:
     else:
         env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
         env.filters["message"] = html_message
-    env.filters.update(bytes=human_bytes, time=human_time, change=percent_change, signed_bytes=signed_bytes)
+    # bytes(unit): a peak or budget in the plan's one unit; size(unit): an activation's size in that unit's family.
+    figures = {
+        "bytes": lambda n, unit=None: units.format_bytes(n, unit),
+        "size": lambda n, unit=None: units.format_bytes(n, like=unit),
+        "signed_bytes": signed_bytes,
+        "time": units.format_time,
+        "change": percent_change,
+    }
     if markdown:  # our own figures: digits and units, nothing to escape
-        env.filters.update(
-            bytes=lambda n: md.Md(human_bytes(n)),
-            signed_bytes=lambda n: md.Md(signed_bytes(n)),
-            time=lambda s: md.Md(human_time(s)),
-            change=lambda a, b: md.Md(percent_change(a, b)),
-        )
+        figures = {name: _safe_markdown(f) for name, f in figures.items()}
+    env.filters.update(figures)
     return env
+
+
+def _safe_markdown(format_figure):
+    return lambda *args: md.Md(format_figure(*args))
 
 
 def html_message(value: str) -> markupsafe.Markup:
@@ -307,6 +303,7 @@ def _context(data: ReportInput, blocks: _Blocks, shown: int, picked: list[int]) 
         "unmatched": data.unmatched,
         "unmatched_example": data.unmatched_example,
         "files_listed": data.files_listed,
+        "linted": data.linted,
         "plan": plan,
     }
     if plan is not None:
@@ -348,38 +345,43 @@ def _delta_context(data: ReportInput) -> dict:
             return "no budget"
         return "fits ✅" if p.feasible else "does not fit 🛑"
 
-    series = [("base", downsample(b.timeline_baseline, CHART_POINTS)),
-              ("head", downsample(h.timeline_baseline, CHART_POINTS))]
     return {
         "delta": delta,
         "delta_rows": rows,
         "delta_more": max(0, len(delta.activations) - TOP_DELTA),
         "delta_layers": delta.contributors[:TOP_LAYERS],
         "delta_verdicts": (verdict(b), verdict(h)),
-        "delta_chart": _line_chart(series, h.budget_bytes),
+        "delta_chart": _delta_chart(delta),
+        "delta_unit": verdict(h).unit,  # the head's budget's unit, as the head's plan report
     }
 
 
-def _line_chart(series: list[tuple[str, list[float]]], budget: float | None) -> dict | None:
-    """Mermaid xychart data: each series resampled onto the same 0-100% progress axis, and the budget line."""
-    series = [(name, values) for name, values in series if len(values) >= 2]
+def _delta_series(delta: Delta, unit: str, points: int | None = None) -> list[charts.Series]:
+    """Today's memory over the step at the base (purple) and at the head (red), in `unit`."""
+    thin = (lambda values: downsample(values, points)) if points else list
+    return charts.timeline_series([("base", thin(delta.base.timeline_baseline), charts.PURPLE),
+                                   ("head", thin(delta.head.timeline_baseline), charts.RED)], unit)
+
+
+def _delta_chart(delta: Delta) -> md.Md | None:
+    """The comment's Mermaid chart of the base and the head over the step, with the budget and its legend line."""
+    unit = verdict(delta.head).unit
+    series = _delta_series(delta, unit, CHART_POINTS)
     if not series:
         return None
-    n = max(len(values) for _, values in series)
-    peak = max([v for _, values in series for v in values] + ([budget] if budget else []))
-    unit, scale = ("GB", 1e9) if peak >= 1e9 else ("MB", 1e6)
+    return md.Md(charts.mermaid_line_chart(
+        series, title=f"Memory over one training step ({unit}): base and head", x_label="progress through the step (%)",
+        y_label=unit, rules=charts.budget_rules(delta.head.budget_bytes, unit)))
 
-    def resampled(values: list[float]) -> list[float]:
-        return [round(values[round(i * (len(values) - 1) / (n - 1))] / scale, 3) for i in range(n)]
 
-    return {
-        "unit": unit,
-        "x": [round(i * 100 / (n - 1)) for i in range(n)],
-        "names": [name for name, _ in series],
-        "lines": [resampled(values) for _, values in series],
-        "budget": [round(budget / scale, 3)] * n if budget else None,
-        "ymax": f"{peak / scale * 1.1:.3g}",
-    }
+def verdict(plan: Plan) -> Verdict:
+    """Which form fits the budget, as the planner's own reports say it."""
+    eager = plan.eager
+    unit = units.display_unit(plan.budget_unit, plan.budget_bytes, plan.baseline.peak_bytes)
+    return Verdict.of(plan.budget_bytes, unit,
+                      compiled_peak=plan.planned.peak_bytes, compiled_fits=plan.feasible,
+                      lowest_peak_bytes=plan.lowest_peak_bytes,
+                      eager=(eager.peak_bytes, eager.fits_budget, eager.error) if eager is not None else None)
 
 
 def _plan_context(data: ReportInput, plan: Plan) -> dict:
@@ -387,33 +389,48 @@ def _plan_context(data: ReportInput, plan: Plan) -> dict:
         {"d": d, "url": source_link(data.link_base, d.path, d.line) if d.path else None}
         for d in plan.recomputed[:TOP_DECISIONS]
     ]
-    base = downsample(plan.timeline_baseline, CHART_POINTS)
-    planned = downsample(plan.timeline_planned, CHART_POINTS)
-    n = max(len(base), len(planned))
-    chart = None
-    if n >= 2:
-        budget = [plan.budget_bytes] if plan.budget_bytes else []
-        peak = max([*base, *planned, *budget])
-        unit, scale = ("GB", 1e9) if peak >= 1e9 else ("MB", 1e6)
-        scaled = lambda xs: [round(x / scale, 3) for x in xs]
-        xs = [round(i * 100 / (n - 1)) for i in range(n)]
-        chart = {
-            "unit": unit,
-            "x": xs,
-            "baseline": scaled(base),
-            "planned": scaled(planned),
-            "budget": scaled(budget * n) if budget else None,
-            "ymax": f"{peak / scale * 1.1:.3g}",
-            "rows": [
-                (xs[i], base[i] if i < len(base) else None, planned[i] if i < len(planned) else None)
-                for i in range(0, n, max(1, n // 8))
-            ],
-        }
+    said = verdict(plan)
+    # The headline's "today -> planned" figures: the recommended form's, else the compiled form's (the lowest peak).
+    eager_shown = plan.eager is not None and said.recommended is not None and said.recommended.name == "eager"
+    headline = plan.eager if eager_shown else plan.planned
     return {
         "top": top,
         "more_decisions": max(0, len(plan.recomputed) - TOP_DECISIONS),
-        "chart": chart,
+        "unit": said.unit,
+        "verdict": said,
+        "headline": {"form": "eager" if eager_shown else "compiled", "peak_bytes": headline.peak_bytes,
+                     "step_time_s": headline.step_time_s},
+        "chart": mermaid_timeline(plan, said.unit),
+        "chart_rows": _chart_rows(plan),
     }
+
+
+def _timeline_series(plan: Plan, unit: str, points: int | None = None) -> list[charts.Series]:
+    """Today's and the compiled plan's memory over the step (at most `points` samples each)."""
+    thin = (lambda values: downsample(values, points)) if points else list
+    return charts.timeline_series([("today", thin(plan.timeline_baseline), charts.RED),
+                                   ("with the plan (compiled form)", thin(plan.timeline_planned), charts.BLUE)], unit)
+
+
+def mermaid_timeline(plan: Plan, unit: str) -> md.Md | None:
+    """The PR comment's chart of memory over the step (Mermaid, with its legend line), or None without a timeline."""
+    series = _timeline_series(plan, unit, CHART_POINTS)
+    if not series:
+        return None
+    return md.Md(charts.mermaid_line_chart(
+        series, title=f"Memory over one training step ({unit})", x_label="progress through the step (%)",
+        y_label=unit, rules=charts.budget_rules(plan.budget_bytes, unit)))
+
+
+def _chart_rows(plan: Plan) -> list[tuple[int, float | None, float | None]]:
+    """The chart's figures as a table (for readers who cannot see the chart): eight points along the step."""
+    base = downsample(plan.timeline_baseline, CHART_POINTS)
+    planned = downsample(plan.timeline_planned, CHART_POINTS)
+    n = max(len(base), len(planned))
+    if n < 2:
+        return []
+    return [(round(i * 100 / (n - 1)), base[i] if i < len(base) else None, planned[i] if i < len(planned) else None)
+            for i in range(0, n, max(1, n // 8))]
 
 
 def render_markdown(data: ReportInput, template: str = "pr_comment.md.j2", limit: int = COMMENT_LIMIT) -> str:
@@ -464,80 +481,27 @@ def render_html(data: ReportInput) -> str:
 
 # ---------------------------------------------------------------------------------------------- SVG charts
 
-W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 300, 64, 16, 16, 40
+
+def svg_timeline(plan: Plan) -> markupsafe.Markup | None:
+    """Memory over the step, today and with the plan, against the budget (charts.svg_chart escapes every text)."""
+    unit = verdict(plan).unit
+    series = _timeline_series(plan, unit)
+    return markupsafe.Markup(charts.timeline_svg(series, plan.budget_bytes, unit)) if series else None
 
 
-def _scale(lo: float, hi: float, a: float, b: float):
-    span = (hi - lo) or 1.0
-    return lambda v: a + (v - lo) / span * (b - a)
-
-
-def svg_timeline(plan: Plan) -> dict | None:
-    """Polylines (unplanned, planned) and the budget line, in a W x H box; numbers only, no text from data."""
-    series = [s for s in (plan.timeline_baseline, plan.timeline_planned) if len(s) >= 2]
-    if not series:
-        return None
-    ymax = max([*plan.timeline_baseline, *plan.timeline_planned, plan.budget_bytes or 0]) * 1.08
-    y = _scale(0, ymax, H - PAD_B, PAD_T)
-
-    def points(values):
-        x = _scale(0, len(values) - 1, PAD_L, W - PAD_R)
-        return " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
-
-    ticks = [(y(ymax * k / 4), human_bytes(ymax * k / 4)) for k in range(5)]
-    return {
-        "w": W,
-        "h": H,
-        "baseline": points(plan.timeline_baseline) if len(plan.timeline_baseline) >= 2 else None,
-        "planned": points(plan.timeline_planned) if len(plan.timeline_planned) >= 2 else None,
-        "budget_y": f"{y(plan.budget_bytes):.1f}" if plan.budget_bytes else None,
-        "x0": PAD_L,
-        "x1": W - PAD_R,
-        "y0": H - PAD_B,
-        "yticks": [(f"{ty:.1f}", label) for ty, label in ticks],
-    }
-
-
-def svg_delta(delta: Delta) -> dict | None:
+def svg_delta(delta: Delta) -> markupsafe.Markup | None:
     """Today's memory over the step at the base and at the head (each over the whole width), and the budget."""
-    base, head = delta.base.timeline_baseline, delta.head.timeline_baseline
-    if len(base) < 2 or len(head) < 2:
+    unit = verdict(delta.head).unit
+    series = _delta_series(delta, unit)
+    if len(series) < 2:
         return None
-    budget = delta.head.budget_bytes
-    ymax = max([*base, *head, budget or 0]) * 1.08
-    y = _scale(0, ymax, H - PAD_B, PAD_T)
-
-    def points(values):
-        x = _scale(0, len(values) - 1, PAD_L, W - PAD_R)
-        return " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
-
-    return {
-        "w": W, "h": H, "x0": PAD_L, "x1": W - PAD_R, "y0": H - PAD_B,
-        "base": points(base), "head": points(head),
-        "budget_y": f"{y(budget):.1f}" if budget else None,
-        "yticks": [(f"{y(ymax * k / 4):.1f}", human_bytes(ymax * k / 4)) for k in range(5)],
-    }
+    return markupsafe.Markup(charts.timeline_svg(series, delta.head.budget_bytes, unit))
 
 
-def svg_frontier(plan: Plan) -> dict | None:
-    """Peak memory (x) against step time (y) for each budget of a sweep."""
-    pts = [p for p in plan.sweep if p.feasible]
-    if len(pts) < 2:
+def svg_frontier(plan: Plan) -> markupsafe.Markup | None:
+    """The frontier of a sweep: a point per budget, today's step and the budget."""
+    if len(plan.sweep) < 2:
         return None
-    xs = [p.peak_bytes for p in pts]
-    ts = [p.step_time_s for p in pts]
-    x = _scale(min(xs) * 0.95, max(xs) * 1.05, PAD_L, W - PAD_R)
-    y = _scale(min(ts) * 0.95, max(ts) * 1.05, H - PAD_B, PAD_T)
-    ordered = sorted(pts, key=lambda p: p.peak_bytes)
-    return {
-        "w": W,
-        "h": H,
-        "points": [(f"{x(p.peak_bytes):.1f}", f"{y(p.step_time_s):.1f}", human_bytes(p.peak_bytes),
-                    human_time(p.step_time_s), human_bytes(p.budget_bytes)) for p in ordered],
-        "line": " ".join(f"{x(p.peak_bytes):.1f},{y(p.step_time_s):.1f}" for p in ordered),
-        "x0": PAD_L,
-        "x1": W - PAD_R,
-        "y0": H - PAD_B,
-        "xlabels": [(f"{x(v):.1f}", human_bytes(v)) for v in (min(xs), max(xs))],
-        "ylabels": [(f"{y(v):.1f}", human_time(v)) for v in (min(ts), max(ts))],
-    }
+    points = [charts.FrontierPoint(p.budget_bytes, p.peak_bytes, p.step_time_s, p.feasible) for p in plan.sweep]
+    today = (plan.baseline.peak_bytes, plan.baseline.step_time_s)
+    return markupsafe.Markup(charts.frontier_svg(points, today, plan.budget_bytes, verdict(plan).unit))

@@ -11,7 +11,7 @@
       optimizer: adamw                         # none | sgd | sgd-momentum | adam | adamw (its state counts in the peak)
       dtype: fp32                              # fp32 | bf16 | fp16 (parameters and activations)
       hardware: h100-sxm                       # a name in gpulint/planner/hardware/ or a YAML path
-      budget: 24GB                             # 24GB = 24e9 bytes, 24GiB = 24 * 2**30 bytes
+      budget: 24GB                             # 24GB = 24G = 24e9 bytes, 24GiB = 24Gi = 24 * 2**30 bytes
       padding: null                            # optional: {padded_length: 512, mean_length: 180} (or `lengths:`, a
                                                # sample of real sequence lengths): prices padding findings
 
@@ -32,12 +32,10 @@ from typing import Any
 import yaml
 
 from gpulint.planner.errors import PlanError
+from gpulint.units import Size, parse_size
 
 OPTIMIZERS = ("none", "sgd", "sgd-momentum", "adam", "adamw")
 DTYPES = ("fp32", "bf16", "fp16")
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-_BUDGET = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
 @dataclass
@@ -50,40 +48,26 @@ class PlanConfig:
     optimizer: str = "adamw"
     dtype: str = "fp32"
     hardware: str = "h100-sxm"
-    budget: int | None = None
+    budget: Size | None = None  # bytes, and the unit the user wrote it in
     padding: tuple[int, float] | None = None  # (the length batches are padded to, the mean real length)
     base_dir: Path = Path(".")
     source: str = "<config>"  # the file this came from, for messages
 
 
-def parse_budget(value: Any, field: str = "budget") -> int:
-    """`24GB` -> 24e9, `24GiB` -> 24 * 2**30, `1.5e9` -> 1.5e9 bytes. Fractions of something are rejected."""
-    if isinstance(value, bool) or value is None:
-        raise PlanError(f"{field}: expected an absolute size such as 24GB or 24GiB, got {value!r}")
-    if isinstance(value, (int, float)):
-        text = repr(value)
-    else:
-        text = str(value)
-    match = _BUDGET.match(text)
-    unitless = match is not None and not match.group(2)
-    if text.strip().endswith("%") or (unitless and 0 < float(match.group(1)) <= 1):
+def parse_budget(value: Any, field: str = "budget") -> Size:
+    """`24GB`, `24G`, `24 gb` -> 24e9 bytes, `24GiB` -> 24 * 2**30, `1.5e9` -> 1.5e9 (units.py reads sizes), with the
+    unit as written (reports show the budget in it). A fraction of something is refused with why."""
+    text = repr(value) if isinstance(value, float) else str(value)
+    number = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*", text) if isinstance(value, (int, float, str)) else None
+    if text.strip().endswith("%") or (number and not isinstance(value, bool) and 0 < float(number.group(1)) <= 1):
         raise PlanError(
             f"{field}: {value!r} looks like a fraction; gpulint budgets are absolute (e.g. 24GB or 24GiB), "
             "because a ratio of saved activations does not bound the peak"
         )
-    if not match or match.group(2).upper() not in _UNITS:
-        raise PlanError(f"{field}: cannot read {value!r}; write an absolute size such as 24GB, 24GiB or 512MiB")
-    nbytes = int(float(match.group(1)) * _UNITS[match.group(2).upper()])
-    if nbytes <= 0:
-        raise PlanError(f"{field}: must be positive, got {value!r}")
-    return nbytes
-
-
-def format_bytes(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise PlanError(f"{field}: {exc}") from None
 
 
 def load_plan_config(path: str | Path) -> PlanConfig:

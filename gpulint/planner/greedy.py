@@ -23,8 +23,8 @@ The path of accepted steps does not depend on the budget, so one run down to the
 from __future__ import annotations
 
 import itertools
-import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,14 +104,15 @@ class GreedyPlanner:
     """`simulator` replaces the compiled form's simulation (eager_sim.EagerSimulator: the eager step under
     selective checkpointing); its `candidate(node)` says which saved values a plan may drop."""
 
-    def __init__(self, graph: JointGraph, times: list[float], rounding: int = 1, progress: bool = False,
-                 simulator: Any = None, checkpoint_overhead_s: float = 0.0) -> None:
+    def __init__(self, graph: JointGraph, times: list[float], rounding: int = 1,
+                 on_step: Callable[[int, int], None] | None = None, simulator: Any = None,
+                 checkpoint_overhead_s: float = 0.0) -> None:
         self.graph = graph
         self.simulator = simulator
         self.checkpoint_overhead_s = checkpoint_overhead_s
         self.times = times
         self.rounding = rounding
-        self.progress = progress
+        self.on_step = on_step  # on_step(baseline peak, current peak) after each step of the descent
         self.sizes = device_sizes(graph, rounding)
         static = graph.static_storages
         fwd_out = set(graph.fwd_outputs)
@@ -232,8 +233,8 @@ class GreedyPlanner:
             path.append(current)
             if current.peak < best.peak or (current.peak == best.peak and current.step_time_s < best.step_time_s):
                 best, best_sim = current, sim
-            if self.progress and len(path) % 25 == 0:
-                print(f"gpulint: plan: {len(path)} steps, peak {current.peak / 2**20:.1f} MiB", file=sys.stderr)
+            if self.on_step is not None:
+                self.on_step(baseline.peak, current.peak)
         lowest = min(s.peak for s in path)
         if budget is not None and current.peak <= budget:
             chosen, chosen_sim = self._finish(current, [s for _k, s in explored], budget)
@@ -463,9 +464,9 @@ class GreedyPlanner:
         )
 
 
-def plan(graph: JointGraph, budget: int | None, hw: object, progress: bool = False) -> PlanResult:
+def plan(graph: JointGraph, budget: int | None, hw: object) -> PlanResult:
     """Plan `graph` for `budget` bytes on hardware `hw` (a hardware.Hardware)."""
     from gpulint.planner.cost import node_times
 
-    planner = GreedyPlanner(graph, node_times(graph, hw), hw.allocation_rounding, progress)
+    planner = GreedyPlanner(graph, node_times(graph, hw), hw.allocation_rounding)
     return planner.run(budget)

@@ -92,17 +92,24 @@ def run_patch(args: argparse.Namespace, plan: planfile.Plan) -> None:
     eager = plan.eager
     if mode == "compile" or eager is None:
         return
+    from gpulint.planner.report import unit
+    from gpulint.units import format_bytes
+
+    shown = unit(plan)
     if eager.decisions is not None and eager.fits_budget:
         print(
             f"gpulint: note: in eager mode gpulint.apply uses the plan's eager decisions (planned for "
-            f"{eager.planned_for_bytes:,} B): checkpointed layers keep their inputs and recompute whole, and so "
-            f"the eager step peaks at {eager.peak_bytes:,} B, within the budget",
+            f"{format_bytes(eager.planned_for_bytes, shown)}): checkpointed layers keep their inputs and recompute "
+            f"whole, and so the eager step peaks at {format_bytes(eager.peak_bytes, shown)}, within the budget",
             file=sys.stderr,
         )
     elif not eager.fits_budget:
+        # Only a form that fits is ever recommended.
+        instead = ("the compiled form fits: `--patch-mode compile`" if plan.feasible else
+                   "no form fits: raise the budget")
         print(
             f"gpulint: note: no plan holds the budget in eager mode: the patched step peaks at "
-            f"{eager.peak_bytes:,} B; use the compiled path (gpulint.planner.compile) or a larger budget",
+            f"{format_bytes(eager.peak_bytes, shown)}; {instead}",
             file=sys.stderr,
         )
 

@@ -2,7 +2,7 @@
 
 Everyone who reads or writes a plan goes through this module: the planner writes it, `gpulint.apply` and the compile
 backend read its decisions, the patcher writes it beside the training script, and the bot renders it. It imports
-neither torch nor any other part of gpulint but the error types, so the bot may import it.
+neither torch nor any other part of gpulint but the error types and units.py, so the bot may import it.
 
 The JSON format is backward compatible within `gpulint.plan/1`: fields were only ever added, every added field is
 optional, and a reader ignores fields it does not know. A plan written by an older gpulint loads here; a plan
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpulint import units
 from gpulint.planner.errors import PlanFileError
 
 SCHEMA = "gpulint.plan/1"
@@ -264,6 +265,7 @@ class Plan:
     hardware: str = ""
     dtype: str = "fp32"
     budget_bytes: int | None = None  # None: no budget was given; the plan went to the lowest reachable peak
+    budget_unit: str | None = None  # the unit the budget was written in (`GB`, `MiB`): reports show peaks in it
     feasible: bool = True
     baseline: Figures | None = None
     planned: Figures | None = None
@@ -485,6 +487,7 @@ def from_dict(raw: Any, where: str = "plan", *, complete: bool = False) -> Plan:
         hardware=r.get("hardware", str, needed("")),
         dtype=r.get("dtype", str, needed("fp32")),
         budget_bytes=r.get("budget_bytes", float, None, convert=_count),
+        budget_unit=_unit(r.get("budget_unit", str, None), f"{where}.budget_unit"),
         feasible=r.get("feasible", bool, needed(True)),
         baseline=_figures(r.child("baseline")),
         planned=_figures(r.child("planned")),
@@ -560,6 +563,12 @@ def _blocker(raw: Any, where: str) -> Blocker:
     r = _Reader(raw, where)
     return Blocker(kind=r.get("kind", str), reason=r.get("reason", str), path=r.get("path", str, ""),
                    line=r.get("line", int, 0))
+
+
+def _unit(unit: str | None, where: str) -> str | None:
+    if unit is not None and unit not in units.UNITS:
+        raise PlanFileError(f"{where}: expected one of {', '.join(units.UNITS)}, got {unit!r:.20}")
+    return unit
 
 
 def _excluded(raw: Any, where: str) -> Excluded:
@@ -645,6 +654,7 @@ def to_dict(plan: Plan) -> dict[str, Any]:
             eager["decisions"] = [_decision_dict(d) for d in plan.eager.decisions]
         out["eager"] = eager
     optional = {
+        "budget_unit": plan.budget_unit,
         "measured": _plain(plan.measured),
         "data_dependent": [_plain(v) for v in plan.data_dependent],
         "shapes": [{**_plain(s), "decisions": [_decision_dict(d) for d in s.decisions]} for s in plan.shapes],

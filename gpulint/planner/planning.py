@@ -8,9 +8,9 @@ Everything here returns or fills a `planfile.Plan`; cli.py renders and writes it
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gpulint.planner import planfile
@@ -18,6 +18,8 @@ from gpulint.planner.address import graph_addresses
 from gpulint.planner.errors import PlanError
 from gpulint.planner.graph import FWD, JointGraph
 from gpulint.planner.greedy import PlanResult
+from gpulint.progress import Phases
+from gpulint.units import display_unit, format_bytes, written_unit
 
 TIMELINE_POINTS = 200
 
@@ -38,8 +40,23 @@ class Planned:
         return self.forms.program
 
 
-def progress(message: str) -> None:
-    print(f"gpulint: {message}", file=sys.stderr, flush=True)
+def phase_count(sweep: int = 0, measure: bool = False) -> int:
+    """How many phases `gpulint plan` shows: trace, record eager, plan compiled, plan eager, [sweep], [measure]."""
+    return 4 + bool(sweep) + bool(measure)
+
+
+def _descent(phases: Phases | None, goal: int) -> Callable[[int, int], None] | None:
+    """A greedy planner's step callback that shows how far the peak has come down towards `goal`."""
+    if phases is None:
+        return None
+
+    def on_step(baseline: int, peak: int) -> None:
+        unit = display_unit(None, None, baseline)
+        phases.update((baseline - peak) / max(1, baseline - goal),
+                      f"peak {format_bytes(peak, unit)} of {format_bytes(baseline, unit)}, "
+                      f"goal {format_bytes(goal, unit)}")
+
+    return on_step
 
 
 def floor_bytes(graph: JointGraph, rounding: int) -> int:
@@ -133,21 +150,21 @@ class Forms:
 
 
 def trace_forms(build_model: Callable[[], Any], make_batch: Callable[[], Any], step: Any, *, optimizer: str = "adamw",
-                dtype: str = "fp32", name: str = "", show_progress: bool = False, device: str = "cpu") -> Forms:
+                dtype: str = "fp32", name: str = "", phases: Phases | None = None, device: str = "cpu") -> Forms:
     """Trace the compiled form (aot_autograd, fake tensors) and record the eager form (the step run eagerly on fake
     tensors). The eager form failing is no error: the compiled form is still planned, and the plan says why.
     `device="cuda"` traces both as the GPU runs them (where torch has CUDA: bench/gpu_validate.py)."""
     from gpulint.planner.eager_trace import trace_eager
     from gpulint.planner.trace import trace_step
 
-    say = progress if show_progress else None
-    if say:
-        say(f"tracing {name} ({dtype}, fake tensors)...")
+    say = None
+    if phases is not None:
+        phases.start(f"tracing the compiled form of {name} ({dtype}, fake tensors)")
+        say = partial(phases.update, None)  # what tracing says: the re-run of a data-dependent step
     traced = trace_step(build_model, make_batch, loss_fn=step, optimizer=optimizer, dtype=dtype, name=name,
                         progress=say, device=device)
-    if say:
-        say(f"traced {len(traced.graph.nodes)} ops in {traced.seconds:.1f} s; running the step eagerly on fake "
-            "tensors...")
+    if phases is not None:
+        phases.start(f"recording the eager step ({len(traced.graph.nodes):,} ops traced)")
     forms = Forms(build_model, make_batch, step, optimizer, dtype, traced, None)
     try:
         forms.program = trace_eager(build_model, make_batch, loss_fn=step, optimizer=optimizer, dtype=dtype,
@@ -158,12 +175,12 @@ def trace_forms(build_model: Callable[[], Any], make_batch: Callable[[], Any], s
 
 
 def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 0,
-              show_progress: bool = True) -> Planned:
+              phases: Phases | None = None) -> Planned:
     """`gpulint plan`: trace both forms of the config's step and plan each under the budget."""
     build_model, make_batch, step = user_step(config)
     forms = trace_forms(build_model, make_batch, step, optimizer=config.optimizer, dtype=config.dtype,
-                        name=config.model, show_progress=show_progress)
-    planned = plan_forms(forms, budget, hardware_name, sweep, show_progress)
+                        name=config.model, phases=phases)
+    planned = plan_forms(forms, budget, hardware_name, sweep, phases)
     if getattr(config, "padding", None) is not None and planned.plan.launch is not None:
         from gpulint.planner.launch import padding_share
 
@@ -172,13 +189,12 @@ def make_plan(config: Any, budget: int | None, hardware_name: str, sweep: int = 
 
 
 def plan_forms(forms: Forms, budget: int | None, hardware_name: str, sweep: int = 0,
-               show_progress: bool = False) -> Planned:
+               phases: Phases | None = None) -> Planned:
     """Plan both forms under the budget, and (optionally) sweep the compiled form.
 
     Today's step is the eager one, as the user runs it now (their own checkpointing included): both forms are
     planned for min(budget, today's peak), so no plan is worse than today.
     """
-    from gpulint.planner.config import format_bytes
     from gpulint.planner.cost import node_times
     from gpulint.planner.greedy import GreedyPlanner
     from gpulint.planner.hardware import load_hardware
@@ -190,19 +206,19 @@ def plan_forms(forms: Forms, budget: int | None, hardware_name: str, sweep: int 
     if budget is None:
         budget = hw.memory_capacity
     if budget < floor:
+        unit = written_unit(budget)
         raise PlanError(
-            f"budget {format_bytes(budget)} is below the floor of {format_bytes(floor)} (parameters, gradients, "
-            f"optimizer state and batch); no recomputation plan can reach it"
+            f"budget {format_bytes(budget, unit)} is below the floor of {format_bytes(floor, unit)} (parameters, "
+            f"gradients, optimizer state and batch); no recomputation plan can reach it"
         )
     target = budget
     if program is not None:
         today, today_timeline = today_figures(program, hw)
         target = min(budget, today.peak_bytes)
-    if show_progress:
-        progress(f"today's step peaks at {format_bytes(today.peak_bytes)}; planning for {hw.name}..."
-                 if program is not None else
-                 f"the eager step could not be run ({forms.eager_error}); planning the compiled form for {hw.name}...")
-    planner = GreedyPlanner(graph, node_times(graph, hw), hw.allocation_rounding, progress=show_progress)
+    if phases is not None:
+        phases.start(f"planning the compiled form for {hw.name}")
+    goal = target if not sweep else floor
+    planner = GreedyPlanner(graph, node_times(graph, hw), hw.allocation_rounding, on_step=_descent(phases, goal))
     full = planner.run(None if sweep else target)
     result = planner.for_budget(full, target) if sweep else full
     plan = plan_from_result(graph, result, hardware=hw.name, trace_seconds=traced.seconds, floor=floor)
@@ -210,16 +226,24 @@ def plan_forms(forms: Forms, budget: int | None, hardware_name: str, sweep: int 
     plan.feasible = result.chosen.peak <= budget
     if program is not None:
         plan.baseline, plan.timeline.baseline = today, today_timeline
-        plan.eager = plan_eager(program, hw, budget, target)
+        if phases is not None:
+            phases.start("planning the eager form (gpulint.apply)")
+        plan.eager = plan_eager(program, hw, budget, target, phases=phases)
         plan.stats.trace_seconds = round(traced.seconds + program.seconds, 3)
     else:
+        if phases is not None:
+            phases.skip()
         plan.eager = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, fits_budget=False, error=forms.eager_error)
     # Where the compiled form's step reads values (graph breaks): eager mode reads them as it runs, with no harm.
     plan.data_dependent = [planfile.ValueRead(**read) for read in traced.data_dependent]
     plan.launch = step_launch(forms, hw, plan.data_dependent)
     if sweep:
         top, bottom = full.baseline.peak, full.lowest_peak
+        if phases is not None:
+            phases.start(f"sweeping {sweep} budgets")
         for k in range(sweep):
+            if phases is not None:
+                phases.update(k / sweep, f"budget {k + 1} of {sweep}")
             b = int(bottom + (top - bottom) * k / max(1, sweep - 1))
             r = planner.for_budget(full, b)
             plan.sweep.append(planfile.SweepPoint(budget_bytes=b, peak_bytes=r.chosen.peak,
@@ -255,7 +279,8 @@ def today_figures(program: Any, hw: Any) -> tuple[planfile.Figures, list[list[in
     return planfile.Figures(peak, total), _sample(simulation.timeline)
 
 
-def plan_eager(program: Any, hw: Any, budget: int, target: int, attempts: int = 3) -> planfile.EagerForm:
+def plan_eager(program: Any, hw: Any, budget: int, target: int, attempts: int = 3,
+               phases: Phases | None = None) -> planfile.EagerForm:
     """The eager form's own plan: greedy on the eager program's simulation, then the chosen plan run on fake tensors
     under `gpulint.apply`; its tracked peak is the figure. When the run peaks above the target (the simulation is a
     model), the plan is made again for a target lower by the difference, `attempts` times at most."""
@@ -269,10 +294,13 @@ def plan_eager(program: Any, hw: Any, budget: int, target: int, attempts: int = 
     planner = GreedyPlanner(program.graph, times, rounding, simulator=simulator,
                             checkpoint_overhead_s=hw.checkpoint_overhead_s)
     goal = target
-    for _attempt in range(attempts):
+    for attempt in range(attempts):
+        planner.on_step = _descent(phases, goal)
         result = planner.run(goal)
         decisions = simulator.decisions(set(result.chosen.saved))
         form = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, decisions=decisions)
+        if phases is not None:
+            phases.update(1.0, f"checking the plan on fake tensors under gpulint.apply (try {attempt + 1})")
         state, peak = run_step(program, planfile.Plan(decisions=[], eager=form), rounding)
         if peak <= target or not result.feasible:
             break
@@ -300,20 +328,23 @@ def user_step(config: Any) -> tuple[Callable[[], Any], Callable[[], Any], Any]:
     return build_model, make_batch, UserStep(loss_fn=loss_fn, step_fn=step_fn, inputs=config.inputs)
 
 
-def add_measurement(planned: Planned, show_progress: bool = True, clock: Callable[[], float] | None = None) -> None:
+def add_measurement(planned: Planned, phases: Phases | None = None,
+                    clock: Callable[[], float] | None = None) -> None:
     """`--measure`: run both forms' real steps with and without the plan, each on its own: a form that cannot run
     records why (`Measured.error`) and the other is still measured. `clock` times the steps (measure.py)."""
     plan = planned.plan
+    if phases is not None:
+        phases.start("measuring the real steps")
     if plan.data_dependent:
         plan.measured = _failed("the step reads tensor values: one static compiled graph cannot run it "
                                 "(torch.compile breaks its graph there); apply the plan in eager mode")
     else:
-        if show_progress:
-            progress("measuring the compiled step, without and with the plan...")
+        if phases is not None:
+            phases.update(0.0, "the compiled step, without and with the plan")
         plan.measured = _measured_or_error(lambda: _measure_compiled(planned, clock))
     if planned.program is not None:
-        if show_progress:
-            progress("measuring the eager step (gpulint.apply), without and with the plan...")
+        if phases is not None:
+            phases.update(0.5, "the eager step (gpulint.apply), without and with the plan")
         plan.eager.measured = _measured_or_error(lambda: _measure_eager(planned, clock))
 
 

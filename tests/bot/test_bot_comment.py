@@ -57,7 +57,7 @@ def test_comment_three_times_leaves_one_sticky_comment(fake, tmp_path):
     assert len(fake.calls("list_comments")) == 2 + 3 + 3 + 3
     assert "GPL401" in ours[0]["body"]  # on an added line (57)
     assert "GPL301" not in ours[0]["body"]  # examples/data.py is not in the PR
-    assert "**Peak memory 31.6 GB → 22.1 GB**" in ours[0]["body"]
+    assert "**Peak memory 31.60 GB → 22.06 GB**" in ours[0]["body"]
     assert fake.comments[human["id"]]["body"].startswith(MARKER + "\nI quoted")  # the human's comment untouched
     assert len(fake.calls("create_comment")) == 1
     assert len(fake.calls("update_comment")) == 0  # same body twice more: no request at all

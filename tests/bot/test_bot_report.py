@@ -48,8 +48,11 @@ def test_fixture_report_has_every_section():
     body = render_markdown(data)
     assert body.startswith(MARKER + "\n")
     assert "**4 findings**" in body
-    assert "**Peak memory 31.6 GB → 22.1 GB** against a 24 GB budget" in body
-    assert "```mermaid\nxychart-beta" in body
+    # One statement of which form fits, then the figures, all in the budget's unit (GB: 24e9 bytes).
+    assert "Budget 24.00 GB: compiled (`gpulint.planner.compile`) fits at 22.06 GB." in body
+    assert "**Peak memory 31.60 GB → 22.06 GB**" in body
+    assert "```mermaid\n%%{init:" in body and "\nxychart-beta\n" in body
+    assert "🟥 today · 🟦 with the plan (compiled form) · 🟩 budget 24.00 GB" in body  # the chart's legend
     assert "| Step progress | Today | Planned |" in body
     assert "[`examples/train.py:57`](https://github.com/o/r/blob/abc/examples/train.py#L57)" in body
     assert "### Suggested patches" in body and "<details>" in body
@@ -91,7 +94,7 @@ def test_html_is_escaped_and_self_contained(tmp_path):
     assert "<script>" not in html
     assert "&lt;script&gt;" in html
     assert "<svg" in html and "<polyline" in html  # timeline
-    assert html.count("<circle") == 9  # frontier from the sweep
+    assert html.count("<title>budget ") == 9  # frontier: a point per budget of the sweep
     assert "src=\"http" not in html and "<link " not in html  # nothing loaded from outside
 
 
@@ -181,8 +184,9 @@ def test_plan_without_budget_and_planner_timeline_pairs(tmp_path):
     plan["timeline"] = {k: [[i, v] for i, v in enumerate(vs)] for k, vs in plan["timeline"].items()}
     data = ReportInput(plan=load_plan(_write(tmp_path, "p.json", plan)))
     body = render_markdown(data)
-    assert "(no budget: the lowest reachable peak)" in body and "| Budget |" not in body
-    assert "line [9.61," in body and body.count("    line [") == 2  # no budget line in the chart
+    assert "No budget: each form recomputes down to its lowest peak" in body and "| Budget |" not in body
+    assert "line [8.95, 11.212," in body  # GiB: with no budget, binary units
+    assert body.count("    line [") == 2  # no budget line in the chart
     assert "stroke-dasharray" not in render_html(data)
 
 
@@ -262,3 +266,54 @@ def test_rendering_stops_at_the_size_limit(tmp_path, monkeypatch):
     shown = body.count("| ℹ️ |")
     assert shown + left_out == len(many)
     assert len(calls) <= shown + COMMENT_LIMIT // 300  # the rows shown, and a limit's worth past them at most
+
+
+def _report(argv: list[str], capsys) -> str:
+    import argparse
+
+    from gpulint.bot.cli import add_report_arguments, run_report
+
+    parser = argparse.ArgumentParser()
+    add_report_arguments(parser)
+    assert run_report(parser.parse_args(argv)) == 0
+    return capsys.readouterr().out
+
+
+def _planner_plan(tmp_path, **changes) -> Path:
+    """The fixture plan as the planner writes it now: with its eager form and the budget's unit."""
+    plan = json.loads((FIXTURES / "plan.json").read_text())
+    plan.update({"budget_unit": "GB", "eager": {"peak_bytes": 23_100_000_000, "step_time_s": 0.470,
+                                                "recompute_time_s": 0.058, "fits_budget": True,
+                                                "layers": ["h.0", "h.1", "h.2"]}}, **changes)
+    return _write(tmp_path, "planner.json", plan)
+
+
+def test_a_report_without_lint_says_nothing_about_findings(tmp_path, capsys):
+    for fmt in ("md", "html", "summary"):
+        text = _report(["--plan", str(FIXTURES / "plan.json"), "--format", fmt], capsys)
+        assert "No findings" not in text and "finding" not in text.split("Memory plan")[0], fmt
+    assert "No findings" in _report(["--lint", _write(tmp_path, "none.json", []).as_posix(),
+                                     "--plan", str(FIXTURES / "plan.json")], capsys)
+
+
+def test_markdown_and_html_reports_show_the_eager_form_in_the_budget_unit(tmp_path, capsys):
+    plan = _planner_plan(tmp_path)
+    markdown = _report(["--plan", str(plan)], capsys)
+    assert ("Budget 24.00 GB: both forms fit: eager (`gpulint.apply`) at 23.10 GB, compiled "
+            "(`gpulint.planner.compile`) at 22.06 GB.") in markdown
+    assert "Apply the eager form: `gpulint.apply(model, plan)`." in markdown
+    assert "**Peak memory 31.60 GB → 23.10 GB**" in markdown  # the recommended (eager) form's figures
+    assert "| Eager form (`gpulint.apply`, 3 layers checkpointed) ✅ | 23.10 GB | 470.00 ms (+14.1%) | 58.00 ms |" \
+        in markdown
+    html = _report(["--plan", str(plan), "--format", "html"], capsys)
+    assert "Eager form (<code>gpulint.apply</code>, 3 layers checkpointed)" in html and "23.10 GB" in html
+    assert "470.00 ms" in html and "Budget 24.00 GB: both forms fit" in html
+
+
+def test_no_form_fitting_is_said_first_and_no_form_is_recommended(tmp_path, capsys):
+    plan = _planner_plan(tmp_path, feasible=False, lowest_peak_bytes=25_000_000_000,
+                         planned={"peak_bytes": 25_000_000_000, "step_time_s": 0.5, "recompute_time_s": 0.09},
+                         eager={"peak_bytes": 26_000_000_000, "step_time_s": 0.5, "fits_budget": False})
+    markdown = _report(["--plan", str(plan)], capsys)
+    assert "🛑 Budget 24.00 GB is NOT met: no form fits" in markdown
+    assert "Apply the" not in markdown and "No form to apply" in markdown

@@ -334,7 +334,7 @@ def test_a_finding_on_a_multi_line_expression_has_a_one_line_message(run, tmp_pa
         "            labels=batch,\n"
         "        ).loss.item()\n"
     )
-    code, out, _ = run(tmp_path, "check", ".", "--no-cache", "--output-format", "json")
+    _, out, _ = run(tmp_path, "check", ".", "--no-cache", "--output-format", "json")
     finding = next(f for f in json.loads(out) if f["code"] == "GPL201")
     assert finding["message"].startswith("accumulating `model(batch, labels=batch).loss.item()` on the host")
     assert (finding["line"], finding["end_line"]) == (6, 9)  # the span still covers the whole expression

@@ -93,7 +93,7 @@ def test_a_launch_bound_step_gets_cuda_graphs_with_its_saving_and_blockers_linke
                                Blocker("cpu-op", "Adam keeps its step counters on the host")])
     findings = [_finding("GPL401", 8), _finding("GPL410", 20)]
     text = profile_text(launch, findings)
-    assert "CUDA Graphs: capture the step" in text and "600 us per step (30%)" in text
+    assert "CUDA Graphs: capture the step" in text and "0.600 ms per step (30%)" in text
     assert "blocks capture: sync at train.py:8: the host reads a value (see train.py:8 GPL401)" in text
     assert "blocks capture: cpu-op: Adam" in text
     assert "blocks capture: sync at train.py:20: a host-device sync in the step (see train.py:20 GPL410)" in text
@@ -108,7 +108,7 @@ def test_a_compute_bound_step_gets_no_cuda_graphs():
 
 def test_a_batch_copy_that_is_not_hidden_gets_streams_advice():
     text = profile_text(_launch(), [])
-    assert "Batch copy: 64 MB host to device in 2 ms at 32 GB/s (spec)" in text
+    assert "Batch copy: 64.00 MB host to device in 2.00 ms at 32 GB/s (spec)" in text
     assert "non_blocking=True" in text and "side stream" in text
     small = profile_text(_launch(h2d_time_s=1 * US, batch_bytes=32_000), [])
     assert "streams would save little" in small

@@ -84,3 +84,60 @@ def _write(tmp_path, text):
     path = tmp_path / "broken.yaml"
     path.write_text(textwrap.dedent(text))
     return str(path)
+
+
+def test_exit_1_when_no_form_meets_the_budget_and_the_verdict_comes_first(tmp_path, capsys):
+    # tiny_gpt: floor 481.7 kB, lowest compiled peak 499.7 kB, lowest eager peak 524.0 kB.
+    assert main(["plan", _config(tmp_path), "--budget", "490KB"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("Budget 490.00 kB is NOT met: no form fits: eager (gpulint.apply) peaks at ")
+    assert lines[2].startswith("No form to apply")
+    assert sum("fit" in line for line in lines) == 1  # said once, at the top
+    # The compiled form fits, the eager one does not: exit 0, and only the compiled form is recommended.
+    assert main(["plan", _config(tmp_path, budget="510KB")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("Budget 510.00 kB: eager (gpulint.apply) does NOT fit: it peaks at ")
+    assert "compiled (gpulint.planner.compile) fits at" in lines[1]
+    assert lines[2].startswith("Apply the compiled form: gpulint.planner.compile(model, plan)")
+
+
+def test_the_budget_and_peaks_are_shown_in_the_unit_written_and_no_progress_off_a_terminal(tmp_path, capsys):
+    assert main(["plan", _config(tmp_path), "--budget", "0.5M", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["budget_bytes"] == 500_000 and json.loads(out)["budget_unit"] == "MB"
+    assert err == ""  # stderr is no terminal here: no progress at all
+    assert main(["plan", _config(tmp_path, budget="0.5Mi"), "--format", "md", "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert "Budget 0.500 MiB" in out and "| today | 0.515 MiB |" in out and err == ""  # today: 539,532 B
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "openpty"), reason="pseudo-terminals")
+def test_phases_with_their_totals_on_a_real_pseudo_terminal(tmp_path):
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    leader, follower = pty.openpty()
+    command = [sys.executable, "-m", "gpulint", "plan", _config(tmp_path, budget="520KB"), "--sweep", "3"]
+    proc = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL,
+                            stderr=follower)
+    os.close(follower)
+    seen = b""
+    while select.select([leader], [], [], 120)[0]:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    text = seen.decode()
+    for phase in ("[1/5] tracing the compiled form", "[2/5] recording the eager step",
+                  "[3/5] planning the compiled form", "[4/5] planning the eager form", "[5/5] sweeping 3 budgets"):
+        assert phase in text, (phase, text)
+    assert text.endswith("\r") and "\n" not in text.strip(" \r")  # one line, redrawn, erased at the end

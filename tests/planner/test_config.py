@@ -7,14 +7,18 @@ import pytest
 from gpulint.planner.config import load_factory, load_plan_config, parse_budget
 from gpulint.planner.errors import PlanError
 from gpulint.planner.hardware import available, load_hardware
+from gpulint.units import Size
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("24GB", 24 * 10**9), ("24GiB", 24 * 2**30), ("512MiB", 512 * 2**20), ("1.5GB", 1_500_000_000),
-    ("2e9", 2 * 10**9), (3_000_000, 3_000_000), ("100 MB", 100 * 10**6),
+@pytest.mark.parametrize("text,expected,unit", [
+    ("24GB", 24 * 10**9, "GB"), ("24GiB", 24 * 2**30, "GiB"), ("512MiB", 512 * 2**20, "MiB"),
+    ("1.5GB", 1_500_000_000, "GB"), ("2e9", 2 * 10**9, "B"), (3_000_000, 3_000_000, "B"), ("100 MB", 100 * 10**6, "MB"),
+    # What people write: a bare G is decimal (the smaller reading), Gi binary, any case, with or without a space.
+    ("24G", 24 * 10**9, "GB"), ("24g", 24 * 10**9, "GB"), ("24 GB", 24 * 10**9, "GB"), ("24 gb", 24 * 10**9, "GB"),
+    ("24Gi", 24 * 2**30, "GiB"), ("512m", 512 * 10**6, "MB"), ("2T", 2 * 10**12, "TB"),
 ])
-def test_budgets_are_absolute(text, expected):
-    assert parse_budget(text) == expected
+def test_budgets_are_absolute(text, expected, unit):
+    assert parse_budget(text) == Size(expected, unit)
 
 
 @pytest.mark.parametrize("text", ["0.2", 0.5, "20%", 1])
@@ -45,7 +49,7 @@ plan:
   hardware: l4
   budget: 20GiB
 """))
-    assert (cfg.optimizer, cfg.dtype, cfg.hardware, cfg.budget) == ("sgd-momentum", "bf16", "l4", 20 * 2**30)
+    assert (cfg.optimizer, cfg.dtype, cfg.hardware, cfg.budget) == ("sgd-momentum", "bf16", "l4", Size(20 * 2**30, "GiB"))
     assert cfg.base_dir == tmp_path.resolve()
 
 

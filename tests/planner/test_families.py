@@ -29,7 +29,7 @@ def plan_and_measure(name: str, share: float = 0.6):
     forms = planning.trace_forms(family.build, family.batch, family.step, optimizer="adamw", name=name)
     budget = int(share * forms.program.peak_bytes)
     planned = planning.plan_forms(forms, budget, "cpu")
-    planning.add_measurement(planned, show_progress=False)
+    planning.add_measurement(planned)
     return family, forms, planned, budget
 
 

@@ -210,8 +210,10 @@ def _plan_and_patch(tmp_path: Path, capsys, *flags: str) -> tuple[Path, str, str
     config = str(repo / "gpulint.yaml")
     assert main(["plan", config, "--format", "json", "--budget", "1GB"]) == 0
     today = json.loads(capsys.readouterr().out)["baseline"]["peak_bytes"]
-    assert main(["plan", config, "--budget", str(int(today * 0.9)), "--patch", *flags]) == 0
-    return repo, before, capsys.readouterr().out
+    code = main(["plan", config, "--budget", str(int(today * 0.9)), "--patch", *flags])
+    out = capsys.readouterr().out
+    assert code == (1 if "is NOT met" in out else 0)  # the patch is written either way; exit 1 says no form fits
+    return repo, before, out
 
 
 def _train_patched(repo: Path, tmp_path: Path) -> str:
@@ -258,7 +260,10 @@ def test_run_patch_writes_the_plan_and_warns_when_the_eager_step_exceeds_the_bud
     assert captured.out.startswith("diff --git a/")
     assert "gpulint.apply(model" in captured.out
     assert planfile.load(tmp_path / "gpulint-plan.json") == planfile.from_dict(plan)
-    assert "no plan holds the budget in eager mode: the patched step peaks at 1,200 B" in captured.err
+    assert ("no plan holds the budget in eager mode: the patched step peaks at 1.20 kB; the compiled form fits: "
+            "`--patch-mode compile`") in captured.err  # in the budget's unit (1000 bytes: kB)
+    patch.run_patch(args, planfile.from_dict({**plan, "feasible": False}))
+    assert "peaks at 1.20 kB; no form fits: raise the budget" in capsys.readouterr().err  # never the compiled form
 
 
 def test_a_model_held_by_an_attribute(tmp_path):

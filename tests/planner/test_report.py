@@ -47,7 +47,9 @@ def test_text_shows_the_measured_eager_step_and_the_eager_plan_notes():
     lines = text.splitlines()
     measured = lines[lines.index(_row(text, "eager")) + 1]
     assert measured.strip().startswith("measured") and "96.00 MiB" in measured and "predicted there 95.00 MiB" in measured
-    assert "eager: does NOT fit the budget (100.00 MiB)" in text
+    assert text.splitlines()[1] == ("Budget 100.00 MiB: eager (gpulint.apply) does NOT fit: it peaks at 95.00 MiB; "
+                                    "compiled (gpulint.planner.compile) fits at 90.00 MiB.")
+    assert text.splitlines()[2] == "Apply the compiled form: gpulint.planner.compile(model, plan) (or torch.compile with gpulint_backend)."
     assert "eager mode leaves out 1 decision(s), e.g. aten.mm.default call 0 in module 'h.0.fc' (gone)" in text
 
 
