@@ -24,6 +24,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from gpulint import units
 from gpulint.bot.data import Decision, Plan
 from gpulint.bot.diff import PullDiff
 from gpulint.errors import UsageError
@@ -220,7 +221,10 @@ def contributors(changes: list[ActivationChange]) -> list[Contributor]:
 
 def memory_gate(head: Plan, base: Plan | None, threshold_percent: float) -> Gate:
     """Fails when the head's peak with the plan is over its budget, or today's peak grew past the threshold."""
-    from gpulint.bot.report import human_bytes  # the report imports this module
+    unit = units.display_unit(head.budget_unit, head.budget_bytes, head.baseline.peak_bytes)  # as the head's report
+
+    def human_bytes(n: float) -> str:
+        return units.format_bytes(n, unit)
 
     def fail(reason: str) -> Gate:
         return Gate("failure", reason, threshold_percent)

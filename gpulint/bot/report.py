@@ -319,7 +319,9 @@ def plan_patch_figures(plan: Plan | None) -> str | None:
     if plan is None:
         return None
     change = percent_change(plan.baseline.step_time_s, plan.planned.step_time_s) or "+0.0%"
-    return f"peak {human_bytes(plan.baseline.peak_bytes)} → {human_bytes(plan.planned.peak_bytes)}, {change} step time"
+    unit = verdict(plan).unit
+    return (f"peak {units.format_bytes(plan.baseline.peak_bytes, unit)} → "
+            f"{units.format_bytes(plan.planned.peak_bytes, unit)}, {change} step time")
 
 
 def _plan_patch_context(data: ReportInput) -> dict | None:
@@ -340,7 +342,7 @@ def _delta_context(data: ReportInput) -> dict:
         url = source_link(data.link_base, a.path, a.line) if a.path and a.status != "gone" else None
         rows.append({"a": a, "url": url, "where": f"{a.path}:{a.line}" if a.path else None})
 
-    def verdict(p: Plan) -> str:
+    def fits(p: Plan) -> str:
         if not p.budget_bytes:
             return "no budget"
         return "fits ✅" if p.feasible else "does not fit 🛑"
@@ -350,7 +352,7 @@ def _delta_context(data: ReportInput) -> dict:
         "delta_rows": rows,
         "delta_more": max(0, len(delta.activations) - TOP_DELTA),
         "delta_layers": delta.contributors[:TOP_LAYERS],
-        "delta_verdicts": (verdict(b), verdict(h)),
+        "delta_verdicts": (fits(b), fits(h)),
         "delta_chart": _delta_chart(delta),
         "delta_unit": verdict(h).unit,  # the head's budget's unit, as the head's plan report
     }

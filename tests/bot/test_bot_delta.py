@@ -84,7 +84,7 @@ def test_gate_fails_when_the_head_passes_the_budget_and_says_why(tmp_path):
     head = load_plan(write(tmp_path, "h.json", plan_dict(6, budget=90_000_000)))  # 98 MB
     gate = delta.memory_gate(head, base, 1000.0)  # growth alone would pass
     assert gate.conclusion == "failure"
-    assert gate.reason == "peak memory 98 MB even with the plan, over the 90 MB budget; the base fitted"
+    assert gate.reason == "peak memory 98.00 MB even with the plan, over the 90.00 MB budget; the base fitted"
     assert "\n" not in gate.reason
     d = delta.compare(base, head, 1000.0)
     assert d.budget_lost
@@ -94,7 +94,7 @@ def test_gate_passes_within_threshold_and_budget(tmp_path):
     base = load_plan(write(tmp_path, "b.json", plan_dict(4, budget=100_000_000)))
     head = load_plan(write(tmp_path, "h.json", plan_dict(4, budget=100_000_000, fc_bytes=8_100_000)))
     gate = delta.memory_gate(head, base, 2.0)
-    assert gate.passed and "within the 2% threshold" in gate.reason and "fits the 100 MB budget" in gate.reason
+    assert gate.passed and "within the 2% threshold" in gate.reason and "fits the 100.00 MB budget" in gate.reason
     assert not delta.memory_gate(head, base, 0.1).passed
 
 
@@ -124,15 +124,16 @@ def test_comment_opens_with_the_delta(tmp_path):
     data.compare_plans()
     body = render_markdown(data)
     assert body.index("### Memory: base → head") < body.index("No findings")
-    assert "| Peak memory today | 114 MB | 146 MB | **+28.1%** |" in body
+    assert "| Peak memory today | 114.00 MB | 146.00 MB | **+28.1%** |" in body
     assert "**fitted, now does not** 🛑" in body
-    assert "🛑 **`gpulint/memory` fails**: peak memory 98 MB even with the plan" in body
-    assert "**Saved activations behind the change, by layer**: `h.4` +16 MB (3 new); `h.5` +16 MB (3 new)." in body
+    assert "🛑 **`gpulint/memory` fails**: peak memory 98.00 MB even with the plan" in body
+    assert "**Saved activations behind the change, by layer**: `h.4` +16.00 MB (3 new); `h.5` +16.00 MB (3 new)." in body
     assert "[`examples/model.py:52`](https://github.com/o/r/blob/abc/examples/model.py#L52)" in body
-    assert "title \"Memory over one training step (MB): base, head, budget\"" in body
+    assert "title \"Memory over one training step (MB): base and head\"" in body
+    assert "🟪 base · 🟥 head · 🟩 budget 90.00 MB" in body  # the chart's legend
     assert "made for different settings" not in body
     base.hardware = "a100-80gb"
-    assert "> The two plans were made for different settings: base a100-80gb, fp32, budget 90 MB; head h100-sxm" in \
+    assert "> The two plans were made for different settings: base a100-80gb, fp32, budget 90.00 MB; head h100-sxm" in \
         render_markdown(data)
     html = render_html(data)
     assert "Memory: base → head" in html and "fitted, now does not" in html
@@ -178,7 +179,7 @@ def test_plan_patch_in_the_comment_with_the_figures_it_buys(tmp_path):
     data = ReportInput(plan=head, plan_patch=planpatch.load(write(tmp_path, "plan.diff", PATCH)))
     body = render_markdown(data)
     assert "### Suggested patches" in body
-    assert "The memory plan: peak 114 MB → 82 MB, +20.0% step time" in body
+    assert "The memory plan: peak 108.72 MiB → 78.20 MiB, +20.0% step time" in body
     assert "+    gpulint.apply(model, \"plan.json\")" in body
 
 
@@ -244,7 +245,7 @@ def test_one_sticky_comment_with_delta_and_plan_patch_and_the_gate_as_a_check_ru
     (run,) = fake_dotcom.check_runs.values()  # no --lint: only the memory check
     assert run["name"] == "gpulint/memory" and run["conclusion"] == conclusion
     assert "\n" not in run["output"]["title"]
-    assert ("Peak memory 98 MB even with the plan, over the 90 MB budget" in run["output"]["title"]) == (
+    assert ("Peak memory 98.00 MB even with the plan, over the 90.00 MB budget" in run["output"]["title"]) == (
         conclusion == "failure")
 
     lint = write(tmp_path, "findings.json", "[]")
@@ -267,6 +268,6 @@ def test_a_read_only_token_still_says_the_gate_failed(fake_dotcom, tmp_path):
                      "--base-plan", write(tmp_path, "b.json", plan_dict(4)))
     assert code == 0 and fake_dotcom.check_runs == {}
     # A workflow command escapes `%` as %25; GitHub shows "28.1%".
-    expected = "::error title=gpulint/memory::peak memory grew 28.1%25 (114 MB → 146 MB), over the 2%25 threshold"
+    expected = "::error title=gpulint/memory::peak memory grew 28.1%25 (108.72 MiB → 139.24 MiB), over the 2%25 threshold"
     assert f"\n{expected}\n" in out
     assert "### Memory: base → head" in (tmp_path / "summary.md").read_text()
