@@ -25,7 +25,8 @@ from gpulint.errors import UsageError
 from gpulint.linter.finding import Cost
 from gpulint.planner import planfile
 from gpulint.planner.planfile import Launch
-from gpulint.units import format_bytes, format_time
+from gpulint.units import format_bytes
+from gpulint.units import format_time as _time  # the one time formatter
 
 EMA_OPS_PER_TENSOR = 2  # `mul_` and `add_` (or `sub_` and a scaled gradient) per tensor
 MIN_SHOWN_SHARE = 0.05  # a CUDA Graphs saving or a copy below this share of the step is not worth a recommendation
@@ -69,16 +70,16 @@ def price(code: str, launch: Launch, syncs: int = 1) -> tuple[float, str] | None
     step; None when the trace cannot price it."""
     n = launch.parameter_tensors
     op = launch.op_overhead_s
-    per_op = f"{format_time(op)} ({launch.op_source})"
-    foreach = f"the foreach form's {format_time(launch.foreach_op_s)}"
+    per_op = f"{_time(op)} ({launch.op_source})"
+    foreach = f"the foreach form's {_time(launch.foreach_op_s)}"
     sync = sync_seconds(launch, syncs)
-    sync_how = (f"one host-device round trip ({format_time(launch.sync_overhead_s)}: {launch.sync_source or 'profile'})"
+    sync_how = (f"one host-device round trip ({_time(launch.sync_overhead_s)}: {launch.sync_source or 'profile'})"
                 + (f" plus the overlap of host and device it forfeits (1/{max(1, syncs) + 1} of the step's: "
                    f"{syncs} sync{'s' * (syncs != 1)} found)" if launch.kind == "cuda" else ""))
     if code == "GPL101":  # the fix reads once: its one sync (and the queue that drains) stays
         return (max(0.0, n * op - launch.foreach_op_s) + (n - 1) * launch.sync_overhead_s,
                 f"{n} parameter tensors (the trace's) x (one op at {per_op} + one round trip at "
-                f"{format_time(launch.sync_overhead_s)}), less {foreach} (torch._foreach_norm) and its one read")
+                f"{_time(launch.sync_overhead_s)}), less {foreach} (torch._foreach_norm) and its one read")
     if code == "GPL102":
         return (max(0.0, n * op - launch.foreach_op_s),
                 f"{n} parameter tensors x one op at {per_op}, less {foreach} (torch._foreach_norm)")
@@ -103,9 +104,9 @@ def price(code: str, launch: Launch, syncs: int = 1) -> tuple[float, str] | None
                 f"add_) at {per_op}, less {foreach} for each")
     if code == "GPL502" and launch.optimizer_loop_host_s:
         return (max(0.0, launch.optimizer_loop_host_s - launch.optimizer_host_s),
-                f"{launch.optimizer}'s for-loop step over {n} parameter tensors ({format_time(launch.optimizer_loop_host_s)}"
+                f"{launch.optimizer}'s for-loop step over {n} parameter tensors ({_time(launch.optimizer_loop_host_s)}"
                 f" of ops at {per_op}, counted by running it) less its foreach form's "
-                f"({format_time(launch.optimizer_host_s)})")
+                f"({_time(launch.optimizer_host_s)})")
     if code == "GPL503" and launch.memory_bandwidth:
         return (launch.foreach_op_s + launch.parameter_bytes / launch.memory_bandwidth,
                 f"zeroing {_bytes(launch.parameter_bytes)} of gradients at {_rate(launch.memory_bandwidth)} and "
@@ -161,9 +162,9 @@ def profile_text(launch: Launch, findings: Sequence[_Located]) -> str:
         f"Launch profile ({launch.kind}, a model estimate from the trace): {launch.kernels} ops launched per step "
         f"({launch.optimizer_ops} of them the {launch.optimizer or 'no'} optimizer's foreach step, its host reads "
         f"included); {launch.small_kernels} of the step's kernels run shorter than their launch",
-        f"  device {format_time(launch.device_time_s)} of kernels; host {format_time(launch.host_time_s)} dispatching them at "
-        f"{format_time(launch.overhead_per_kernel_s)} each ({launch.overhead_source})",
-        f"  step {format_time(step)} ({'the longer of the two: the host runs ahead' if launch.kind == 'cuda' else 'their sum'}"
+        f"  device {_time(launch.device_time_s)} of kernels; host {_time(launch.host_time_s)} dispatching them at "
+        f"{_time(launch.overhead_per_kernel_s)} each ({launch.overhead_source})",
+        f"  step {_time(step)} ({'the longer of the two: the host runs ahead' if launch.kind == 'cuda' else 'their sum'}"
         f"); launch share {launch.launch_share:.0%}: "
         + ("launch-bound" if launch.launch_bound else "not launch-bound"),
     ]
@@ -172,7 +173,7 @@ def profile_text(launch: Launch, findings: Sequence[_Located]) -> str:
         lines += _streams_text(launch)
     if launch.collectives:
         lines.append(f"  Collectives: {launch.collectives} in the step, {_bytes(launch.collective_bytes)}, holding it "
-                     f"{format_time(launch.collective_time_s)} when blocking ({launch.interconnect_source})")
+                     f"{_time(launch.collective_time_s)} when blocking ({launch.interconnect_source})")
     return "\n".join(lines) + "\n"
 
 
@@ -180,9 +181,9 @@ def _graphs_text(launch: Launch, findings: Sequence[_Located]) -> list[str]:
     saving, step = launch.graph_saving_s, launch.step_time_s
     if not (launch.launch_bound and step and saving / step >= MIN_SHOWN_SHARE):
         return [f"  CUDA Graphs: not worth it here (replayed as one graph the step would take "
-                f"{format_time(launch.graph_step_time_s)})"]
+                f"{_time(launch.graph_step_time_s)})"]
     lines = [f"  CUDA Graphs: capture the step (torch.compile(mode=\"reduce-overhead\"), or torch.cuda.graph) to save "
-             f"~{format_time(saving)} per step ({saving / step:.0%}): one launch and {format_time(_graph_kernel(launch))} per kernel "
+             f"~{_time(saving)} per step ({saving / step:.0%}): one launch and {_time(_graph_kernel(launch))} per kernel "
              f"instead of the host's dispatch ({launch.graph_source})"]
     blockers = blocker_links(launch, findings)
     if not blockers:
@@ -205,12 +206,12 @@ def _streams_text(launch: Launch) -> list[str]:
         return []
     copy, compute, step = launch.h2d_time_s, launch.device_time_s, launch.step_time_s
     hidden = min(copy, compute)
-    lines = [f"  Batch copy: {_bytes(launch.batch_bytes)} host to device in {format_time(copy)} at "
-             f"{_rate(launch.h2d_bandwidth)} ({launch.h2d_source}), against {format_time(compute)} of compute"]
+    lines = [f"  Batch copy: {_bytes(launch.batch_bytes)} host to device in {_time(copy)} at "
+             f"{_rate(launch.h2d_bandwidth)} ({launch.h2d_source}), against {_time(compute)} of compute"]
     if step and copy / step >= MIN_SHOWN_SHARE:
-        lines.append(f"    a blocking copy holds the step {format_time(copy)} ({copy / step:.0%}): pin the loader's memory "
+        lines.append(f"    a blocking copy holds the step {_time(copy)} ({copy / step:.0%}): pin the loader's memory "
                      f"(pin_memory=True), copy with non_blocking=True and prefetch the next batch on a side stream to "
-                     f"save ~{format_time(hidden)}")
+                     f"save ~{_time(hidden)}")
     else:
         lines.append("    small next to the step: streams would save little")
     return lines
@@ -220,7 +221,7 @@ def cost_text(cost: Cost | None) -> str:
     """How a finding's cost reads in a report: `~1.2 ms per step (34%)`; empty when it has none."""
     if cost is None:
         return ""
-    return f"~{format_time(cost.seconds)} per step ({_percent(cost.share)})"
+    return f"~{_time(cost.seconds)} per step ({_percent(cost.share)})"
 
 
 def _percent(share: float) -> str:

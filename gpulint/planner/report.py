@@ -201,8 +201,8 @@ def _markdown_measured(label: str, measured: Measured | None, fig: _Figures) -> 
         return []
     if measured.error:
         return [f"| {label} | could not run: {measured.error} | | |"]
-    return [f"| {label} ({measured.device}) | {fig.peak(measured.peak_bytes)} | "
-            f"{format_time(measured.step_time_s)} | |"]
+    return [(f"| {label} ({measured.device}) | {fig.peak(measured.peak_bytes)} | "
+             f"{format_time(measured.step_time_s)} | |")]
 
 
 def render_html(plan: Plan, top: int = 20) -> str:
