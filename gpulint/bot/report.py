@@ -74,11 +74,6 @@ class ReportInput:
 # ---------------------------------------------------------------------------------------------- formatting
 
 
-# Kept under their old names for callers written before units.py: every figure is formatted there.
-human_bytes = units.format_bytes
-human_time = units.format_time
-
-
 def signed_bytes(n: float, unit: str | None = None) -> str:
     """A change in bytes with its sign: +8.00 MiB, −2.10 MiB, 0 B."""
     return ("+" if n > 0 else "−" if n < 0 else "") + units.format_bytes(abs(n), unit)
