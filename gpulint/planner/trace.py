@@ -231,11 +231,31 @@ def build_fake(
         model = build_fake_model(build_model, device)
         cast_module(model, torch_dtype(dtype))
         try:
-            batch = make_batch()
+            batch = _make_fake_batch(make_batch, fake_mode)
         except Exception as exc:  # noqa: BLE001 - user code may raise anything; reported as one line
             raise PlanError(f"plan.batch: the factory raised {type(exc).__name__}: {exc}") from None
         batch = cast_batch(batch, torch_dtype(dtype))
     return model, batch
+
+
+def _make_fake_batch(make_batch: Callable[[], Any], fake_mode: Any) -> Any:
+    """The batch, made under the fake mode; a factory that reads tensor values (lengths drawn with `.item()`, a
+    model built to make the batch) is run for real and its tensors faked: the batch alone takes real memory."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, unset_fake_temporarily
+    from torch.utils._pytree import tree_map
+
+    try:
+        return make_batch()
+    except DataDependentOutputException:
+        with unset_fake_temporarily():
+            real = make_batch()
+        return tree_map(lambda x: fake_mode.from_tensor(x) if _is_tensor(x) else x, real)
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
 
 
 class _ReadsValues(Exception):

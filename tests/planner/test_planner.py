@@ -179,3 +179,17 @@ def test_fake_cuda_trace_is_refused_without_cuda():
     # Autograd on fake CUDA tensors aborts a CPU-only build's process; refuse before getting there.
     with pytest.raises(PlanError, match="no CUDA"):
         trace_step(models.mlp, models.mlp_batch, device="cuda")
+
+
+def test_a_batch_factory_that_reads_tensor_values_is_run_for_real_and_faked():
+    from gpulint.planner.eager_trace import trace_eager
+
+    def make_batch():  # picks its length with .item(), as data pipelines do; fake tensors cannot answer it
+        g = torch.Generator().manual_seed(0)
+        n = int(torch.randint(16, 33, (1,), generator=g).item())
+        return torch.randn(n, 8, generator=g)
+
+    compiled = trace_step(models.MLP, make_batch, optimizer="none")
+    eager = trace_eager(models.MLP, make_batch, optimizer="none")
+    rows = int(torch.randint(16, 33, (1,), generator=torch.Generator().manual_seed(0)).item())
+    assert compiled.graph.input_bytes == eager.graph.input_bytes == rows * 8 * 4  # the real batch's size, faked
