@@ -305,10 +305,17 @@ def plan_eager(program: Any, hw: Any, budget: int, target: int, attempts: int = 
         if peak <= target or not result.feasible:
             break
         goal -= max(1, peak - target)
+    chosen = result.chosen
+    if peak > program.peak_bytes:
+        # The simulation missed what the run keeps: a plan that peaks above today is no plan. Apply nothing, so
+        # the step stays as it is today.
+        decisions = []
+        form = planfile.EagerForm(peak_bytes=0, step_time_s=0.0, decisions=decisions)
+        state, peak, chosen = None, program.peak_bytes, result.baseline
     if not any(d.action == "recompute" for d in decisions):
         state = None
-    form.peak_bytes, form.step_time_s = peak, result.chosen.step_time_s
-    form.recompute_time_s = result.chosen.recompute_time_s
+    form.peak_bytes, form.step_time_s = peak, chosen.step_time_s
+    form.recompute_time_s = chosen.recompute_time_s
     form.layers = list(state.regions) if state is not None else []
     form.unapplied = [item.describe() for item in state.left_out] if state is not None else []
     form.fits_budget = peak <= budget

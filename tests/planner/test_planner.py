@@ -169,7 +169,9 @@ def test_torch_compile_backend_applies_the_plan(gpt, full_run):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     # A plan naming nodes this graph does not have is refused, not silently ignored.
     torch._dynamo.reset()
-    bad = torch.compile(make_step_fn(model, None), backend=gpulint_backend({"decisions": [{"id": "nope", "action": "save"}]}))
+    wrong = {"schema": planfile.SCHEMA, "decisions": [{"id": "nope", "op": "aten.mm.default", "bytes": 4,
+                                                        "action": "save"}]}
+    bad = torch.compile(make_step_fn(model, None), backend=gpulint_backend(wrong))
     with pytest.raises(Exception, match="does not match"):
         bad(dict(model.named_parameters()), data)
 
