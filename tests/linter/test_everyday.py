@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import select
 import subprocess
 import sys
 import time
@@ -141,27 +140,12 @@ def test_progress_on_a_terminal_only(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals")
 def test_progress_through_a_real_pseudo_terminal(tmp_path):
-    import pty
+    from tests.terminal import stderr_on_terminal
 
     _many(tmp_path)
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "gpulint", "check", ".", "--no-cache"], cwd=tmp_path, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=follower)
-    os.close(follower)
-    seen = b""
-    while True:
-        ready, _, _ = select.select([leader], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(leader)
-    assert proc.wait(timeout=60) == 1
+    code, seen = stderr_on_terminal([sys.executable, "-m", "gpulint", "check", ".", "--no-cache"], 60, cwd=tmp_path,
+                                    env=ENV)
+    assert code == 1
     assert b"checking 40/40 files (100%)" in seen
 
 

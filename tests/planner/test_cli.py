@@ -114,28 +114,14 @@ def test_the_budget_and_peaks_are_shown_in_the_unit_written_and_no_progress_off_
 @pytest.mark.skipif(not hasattr(__import__("os"), "openpty"), reason="pseudo-terminals")
 def test_phases_with_their_totals_on_a_real_pseudo_terminal(tmp_path):
     import os
-    import pty
-    import select
-    import subprocess
     import sys
 
+    from tests.terminal import stderr_on_terminal
+
     root = Path(__file__).resolve().parents[2]
-    leader, follower = pty.openpty()
     command = [sys.executable, "-m", "gpulint", "plan", _config(tmp_path, budget="520KB"), "--sweep", "3"]
-    proc = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL,
-                            stderr=follower)
-    os.close(follower)
-    seen = b""
-    while select.select([leader], [], [], 120)[0]:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(leader)
-    assert proc.wait(timeout=120) == 0
+    code, seen = stderr_on_terminal(command, 120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert code == 0
     text = seen.decode()
     for phase in ("[1/5] tracing the compiled form", "[2/5] recording the eager step",
                   "[3/5] planning the compiled form", "[4/5] planning the eager form", "[5/5] sweeping 3 budgets"):
