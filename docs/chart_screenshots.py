@@ -2,6 +2,8 @@
 and the slow test that checks every chart shows what it claims (tests/test_charts_browser.py).
 
     python docs/chart_screenshots.py [--plan out/plan.json] [--out docs/images/pr-comment-chart.png]
+    python docs/chart_screenshots.py --plan out/head/plan.json --base-plan out/plan.json \
+        --out docs/images/pr-delta-chart.png      # the chart of what a PR does to memory (base, head, budget)
 
 Needs Debian's `chromium` and Mermaid's bundle (`make mermaid` puts it under .cache/mermaid); nothing is downloaded
 at run time. The plan defaults to the one `make demo` writes.
@@ -86,13 +88,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", default=str(ROOT / "out" / "plan.json"), help="a plan (`make demo` writes one)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "pr-comment-chart.png"))
+    parser.add_argument("--base-plan", help="the PR base's plan: the delta's chart (base, head, budget) is drawn")
     parser.add_argument("--theme", choices=sorted(THEMES), default="light")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from gpulint.bot.data import load_plan
     from gpulint.bot.report import ReportInput, render_markdown
 
-    markdown = render_markdown(ReportInput(plan=load_plan(args.plan), linted=False))
+    report = ReportInput(plan=load_plan(args.plan), linted=False,
+                         base_plan=load_plan(args.base_plan) if args.base_plan else None)
+    report.compare_plans()
+    markdown = render_markdown(report)  # with a base plan, the delta's chart comes first
     render_pr_chart(markdown, Path(args.out), args.theme)
     print(f"wrote {args.out}")
     return 0
