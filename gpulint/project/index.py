@@ -173,15 +173,23 @@ def outline(path: str, text: str) -> ModuleIndex:
 _ON_ARGUMENT = re.compile(
     r"add_argument\(\s*[\"']-{0,2}([\w-]+)[\"'][^()]*?(?:default\s*=\s*True|action\s*=\s*[\"']store_false)"
 )
-_ON_FIELD = re.compile(r"(\w+)\s*:\s*bool\s*=\s*(?:True|field\(\s*default\s*=\s*True)")
+# Searched from its colon (a pattern that starts with `\w+` is tried at every letter of the file), then the name
+# before it is read.
+_ON_FIELD = re.compile(r":[ \t]*bool[ \t]*=[ \t]*(?:True|field\(\s*default\s*=\s*True)")
+_NAME_BEFORE = re.compile(r"(\w+)[ \t]*$")
 
 
 def on_flags(text: str) -> frozenset[str]:
     """The configuration switches a file defines whose default is on (argparse, dataclasses)."""
     found = set()
-    for pattern, word in ((_ON_ARGUMENT, "add_argument"), (_ON_FIELD, "bool")):
-        if word in text:
-            found.update(name.replace("-", "_") for name in pattern.findall(text))
+    if "add_argument" in text:
+        found.update(name.replace("-", "_") for name in _ON_ARGUMENT.findall(text))
+    if "bool" in text:
+        for match in _ON_FIELD.finditer(text):
+            start = text.rfind("\n", 0, match.start()) + 1
+            name = _NAME_BEFORE.search(text, start, match.start())
+            if name:
+                found.add(name.group(1))
     return frozenset(found)
 
 

@@ -911,7 +911,12 @@ class Project:
         return [s for s in ix.scopes_of(definition).values() if s.parent == scope.qualname]
 
     def _line_of(self, target: Target) -> int:
-        scope = self.files[target.path].scope(target.qualname)
+        """The `def`/`class` line, read off the outline: a function reached by a fanned-out guess is never read."""
+        ix = self.files[target.path]
+        definition = ix.definitions.get(target.qualname)
+        if definition is not None:
+            return definition.start + 1 + _decorator_lines(definition.code)
+        scope = ix.scope(target.qualname)
         return scope.line if scope is not None else 1
 
     def _record_arguments(self, key: Key, call: Call, bound: bool) -> None:
@@ -975,6 +980,17 @@ class Project:
 
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
+
+
+def _decorator_lines(code: str) -> int:
+    """How many lines a definition's text has before its `def`/`class` line (decorators, possibly multi-line)."""
+    for index, line in enumerate(code.split("\n")):
+        if _DEFINITION_LINE.match(line):
+            return index
+    return 0
+
+
+_DEFINITION_LINE = re.compile(r"\s*(?:async\s+def|def|class)\s")
 
 
 def _owner_name(qualname: str) -> str:
