@@ -19,7 +19,7 @@ import libcst as cst
 
 from gpulint.linter.names import ImportMap, dotted_name, last_name
 from gpulint.project.facts import FileFacts
-from gpulint.project.local import _ends_with_exit, is_exit_gate, is_gate, switch_flags
+from gpulint.project.local import is_exit_gate, is_gate, switch_flags
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
     CPU_FACTORIES,
     DEFAULT_GATE_PARTS,
