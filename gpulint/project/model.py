@@ -78,7 +78,7 @@ _NOT_PER_STEP_EVENT_PARTS = frozenset(
     {"epoch", "eval", "evaluation", "validation", "start", "started", "end", "ended", "exception", "terminate"}
 )
 # Callbacks registered for saving or loading (`_register_state_dict_hook(fn)`, `register_load_state_dict_post_hook`)
-# run when a checkpoint is written or read: periodic at most.
+# run when a checkpoint is written or read, never as part of a training step: no training finding there.
 _SAVE_LOAD_EVENT_PARTS = frozenset({"state", "save", "load", "checkpoint", "ckpt", "pickle", "export", "serialize"})
 _BUILTINS = frozenset(dir(builtins))
 # Code that builds objects from names written elsewhere (a YAML config): a class no Python file names may still run.
@@ -890,13 +890,14 @@ class Project:
                     ([m] if scope.cls and (m := self.find_method(Target(path, scope.cls, True), name[5:])) else []):
                 if target.is_class or target.qualname == "":
                     continue
-                name = target.qualname.rsplit('.', 1)[-1]
+                callee = target.qualname.rsplit(".", 1)[-1]
                 if per_iteration:
-                    callee_rank, reason = GATED if call.periodic else PER_STEP, f"in `{name}`, a callback of an iteration event"
+                    callee_rank = GATED if call.periodic else PER_STEP
+                    reason = f"in `{callee}`, a callback of an iteration event"
                 elif at_checkpoint:  # runs when a checkpoint is written or read, whatever the code around does
-                    callee_rank, reason = COLD, f"in `{name}`, a hook of saving or loading state"
+                    callee_rank, reason = COLD, f"in `{callee}`, a hook of saving or loading state"
                 else:
-                    callee_rank, reason = max(rank, PROGRAM), f"in `{name}`, a callback"
+                    callee_rank, reason = max(rank, PROGRAM), f"in `{callee}`, a callback"
                 push((target.path, target.qualname), Reach(
                     callee_rank, likely=True,
                     chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))), reason=reason,
