@@ -667,10 +667,10 @@ class Project:
                 elif definition.code.startswith("@") and _PER_STEP_DECORATOR.match(definition.code):
                     roots.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
                                              reason=f"in `{name}`, a handler of an iteration event")))
-                elif may_be_step_work(name, definition.cls):
+                elif training and may_be_step_work(name, definition.cls):  # not a test's `_test_loss_for_training`
                     named.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
                                              reason=f"in `{name}`, named like per-step work")))
-                elif name in MODULE_CALL_METHODS:
+                elif training and name in MODULE_CALL_METHODS:
                     modules.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
                                                reason=f"in `{name}`, which runs when its module is called")))
         # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):

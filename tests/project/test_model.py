@@ -636,3 +636,29 @@ def test_a_loss_class_nothing_names_is_never_built(tmp_path, check):
     files["train.py"] += "            # instantiate_from_config(config.loss)\n"
     found = check(tmp_path / "by-name", files)
     assert [(path, line) for path, line, *_ in found] == [("losses.py", 6), ("losses.py", 10)]
+
+
+def test_a_function_in_a_test_file_is_not_hot_by_its_name(tmp_path):
+    project = model(tmp_path, {
+        "train.py": """
+            def train(model, loader, optimizer, device):
+                for batch in loader:
+                    model(batch.to(device, non_blocking=True)).mean().backward()
+                    optimizer.step()
+        """,
+        "tests/test_loss.py": """
+            def _test_loss_for_training(batch_size):
+                return batch_size
+
+            def test_loss():
+                run_distributed(_test_loss_for_training, batch_size=2)
+        """,
+        "losses.py": """
+            def compute_loss(out):
+                return out.sum()
+
+            LOSSES = {"default": compute_loss}
+        """,
+    })
+    assert project.reach[("losses.py", "compute_loss")].rank == PER_STEP  # a loss no call reached: hot by its name
+    assert ("tests/test_loss.py", "_test_loss_for_training") not in project.reach
