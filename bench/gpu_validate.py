@@ -117,20 +117,15 @@ def main() -> int:
             planned = planning.plan_forms(forms, budget, str(hardware))
             planning.add_measurement(planned)
             plan = planned.plan
-            measured = plan.measured
-            text, passed = _row(name, label, "compiled", measured.predicted_peak_bytes if measured else 0,
-                                plan.planned.step_time_s, measured,
-                                _bitwise(planner_families.compiled_equal, family, plan, args.device))
-            lines.append(text)
-            ok &= passed
-            print(text, flush=True)
-            eager = plan.eager.measured
-            text, passed = _row(name, label, "eager", eager.predicted_peak_bytes if eager else 0,
-                                plan.eager.step_time_s, eager,
-                                _bitwise(planner_families.eager_equal, family, plan, args.device))
-            lines.append(text)
-            ok &= passed
-            print(text, flush=True)
+            for form, measured, step_time_s, equal in (
+                ("compiled", plan.measured, plan.planned.step_time_s, planner_families.compiled_equal),
+                ("eager", plan.eager.measured, plan.eager.step_time_s, planner_families.eager_equal),
+            ):
+                text, passed = _row(name, label, form, measured.predicted_peak_bytes if measured else 0,
+                                    step_time_s, measured, _bitwise(equal, family, plan, args.device))
+                lines.append(text)
+                ok &= passed
+                print(text, flush=True)
     if args.out:
         (out / f"gpu_validate_{'cuda' if cuda else 'cpu'}.txt").write_text("\n".join(lines) + "\n")
     return 0 if ok else 1

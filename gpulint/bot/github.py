@@ -510,15 +510,8 @@ def post_check(gh: GitHub, target: Target, findings: list[Finding], data: Report
         output["text"] = (f"Annotations mark the {len(notes)} most severe of the {len(findings)} findings; "
                           f"every finding is in {data.full_report}.")
 
-    def recover():
-        runs = gh.json("GET", f"repos/{target.repo}/commits/{target.head_sha}/check-runs",
-                       params={"check_name": CHECK_NAME})
-        return next((r for r in _dict(runs).get("check_runs", []) if r.get("external_id") == external_id), None)
-
-    created = gh.json("POST", f"repos/{target.repo}/check-runs", recover=recover, json={
-        "name": CHECK_NAME, "head_sha": target.head_sha, "external_id": external_id, "status": "completed",
-        "conclusion": conclusion, "output": {**output, "annotations": chunks[0]},
-    })
+    created = _create_check_run(gh, target, CHECK_NAME, external_id, conclusion,
+                                {**output, "annotations": chunks[0]})
     for chunk in chunks[1:]:
         gh.request("PATCH", f"repos/{target.repo}/check-runs/{created['id']}",
                    json={"output": {**output, "annotations": chunk}})
@@ -533,16 +526,23 @@ def post_memory_check(gh: GitHub, target: Target, gate: Gate, data: ReportInput)
     external_id = hashlib.sha256((target.head_sha + gate.conclusion + gate.reason).encode("utf-8", "surrogatepass"))
     external_id = external_id.hexdigest()[:32]
 
+    created = _create_check_run(gh, target, MEMORY_CHECK_NAME, external_id, gate.conclusion,
+                                {"title": title[:255], "summary": summary})
+    return {"id": created["id"], "conclusion": gate.conclusion, "reason": gate.reason}
+
+
+def _create_check_run(gh: GitHub, target: Target, name: str, external_id: str, conclusion: str, output: dict) -> dict:
+    """POST a completed check run; when the answer is lost, the run that was made is found again by `external_id`
+    (a retried POST would make a second one)."""
+
     def recover():
-        runs = gh.json("GET", f"repos/{target.repo}/commits/{target.head_sha}/check-runs",
-                       params={"check_name": MEMORY_CHECK_NAME})
+        runs = gh.json("GET", f"repos/{target.repo}/commits/{target.head_sha}/check-runs", params={"check_name": name})
         return next((r for r in _dict(runs).get("check_runs", []) if r.get("external_id") == external_id), None)
 
-    created = gh.json("POST", f"repos/{target.repo}/check-runs", recover=recover, json={
-        "name": MEMORY_CHECK_NAME, "head_sha": target.head_sha, "external_id": external_id, "status": "completed",
-        "conclusion": gate.conclusion, "output": {"title": title[:255], "summary": summary},
+    return gh.json("POST", f"repos/{target.repo}/check-runs", recover=recover, json={
+        "name": name, "head_sha": target.head_sha, "external_id": external_id, "status": "completed",
+        "conclusion": conclusion, "output": output,
     })
-    return {"id": created["id"], "conclusion": gate.conclusion, "reason": gate.reason}
 
 
 # ---------------------------------------------------------------------------------------------- fallback

@@ -985,13 +985,11 @@ _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|
 
 def _decorator_lines(code: str) -> int:
     """How many lines a definition's text has before its `def`/`class` line (decorators, possibly multi-line)."""
-    for index, line in enumerate(code.split("\n")):
-        if _DEFINITION_LINE.match(line):
-            return index
-    return 0
+    found = _DEFINITION_LINE.search(code)  # stops at the first line past the decorators: no split of the body
+    return code.count("\n", 0, found.start()) if found else 0
 
 
-_DEFINITION_LINE = re.compile(r"\s*(?:async\s+def|def|class)\s")
+_DEFINITION_LINE = re.compile(r"^[ \t]*(?:async\s+def|def|class)\s", re.MULTILINE)
 
 
 def _owner_name(qualname: str) -> str:
