@@ -241,6 +241,7 @@ def build_fake(
 def _make_fake_batch(make_batch: Callable[[], Any], fake_mode: Any) -> Any:
     """The batch, made under the fake mode; a factory that reads tensor values (lengths drawn with `.item()`, a
     model built to make the batch) is run for real and its tensors faked: the batch alone takes real memory."""
+    import torch
     from torch._subclasses.fake_tensor import DataDependentOutputException, unset_fake_temporarily
     from torch.utils._pytree import tree_map
 
@@ -249,13 +250,7 @@ def _make_fake_batch(make_batch: Callable[[], Any], fake_mode: Any) -> Any:
     except DataDependentOutputException:
         with unset_fake_temporarily():
             real = make_batch()
-        return tree_map(lambda x: fake_mode.from_tensor(x) if _is_tensor(x) else x, real)
-
-
-def _is_tensor(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
+        return tree_map(lambda x: fake_mode.from_tensor(x) if isinstance(x, torch.Tensor) else x, real)
 
 
 class _ReadsValues(Exception):

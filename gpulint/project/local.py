@@ -871,21 +871,21 @@ def iterates_loader(expr: ast.AST) -> bool:
 
 def iterates_eval_loader(expr: ast.AST) -> bool:
     """`for batch in val_dataloader:`, `enumerate(tqdm(test_loader))`: a loop over an evaluation split."""
-    expr = _unwrapped(expr)
+    lowered = _iterated_name(_unwrapped(expr))
+    return bool(lowered and name_parts(lowered) & EVAL_LOADER_PARTS) and (
+        bool(name_parts(lowered) & LOADER_PARTS) or lowered.endswith(("loader", "data", "dataset", "set"))
+    )
+
+
+def _iterated_name(expr: ast.AST) -> str:
+    """The lower-case last name of what is iterated (`self.val_loader` -> "val_loader"), "" when none."""
     name = last_name(expr.func) if isinstance(expr, ast.Call) else last_name(expr)
-    return name is not None and bool(name_parts(name.lower()) & EVAL_LOADER_PARTS) and _loader_like(name.lower())
-
-
-def _loader_like(lowered: str) -> bool:
-    return bool(name_parts(lowered) & LOADER_PARTS) or lowered.endswith(("loader", "data", "dataset", "set"))
+    return name.lower() if name else ""
 
 
 def _names_loader(expr: ast.AST) -> bool:
-    name = last_name(expr.func) if isinstance(expr, ast.Call) else last_name(expr)
-    if name is None:
-        return False
-    lowered = name.lower()
-    if name_parts(lowered) & EVAL_LOADER_PARTS:  # `val_loader`, `eval_dataloader`, `test_dl`
+    lowered = _iterated_name(expr)
+    if not lowered or name_parts(lowered) & EVAL_LOADER_PARTS:  # `val_loader`, `eval_dataloader`, `test_dl`
         return False
     return bool(name_parts(lowered) & LOADER_PARTS) or lowered.endswith("loader") or lowered in ("train_data", "data")
 
