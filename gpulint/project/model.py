@@ -114,7 +114,8 @@ def module_names(path: str) -> list[str]:
 
 
 class Project:
-    def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = ()):
+    def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = (),
+                 config_classes: Iterable[str] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
@@ -141,6 +142,9 @@ class Project:
         self._by_file: dict[str, list[str]] | None = None
         self._optimizer_steps: list[Target] | None = None
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
+        self.config_classes = frozenset(config_classes)  # class names the training configs build (`target: a.B`)
+        self._layers: frozenset[str] | None = None
+        self._named: frozenset[str] | None = None
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -510,7 +514,7 @@ class Project:
             if method is not None:
                 out.targets.append(method)
         if not types and per_step:
-            out.targets = list(self._all_forwards())
+            out.targets = self._forward_guess()
             out.certain, out.guess = False, "forward"
         return out
 
@@ -587,6 +591,39 @@ class Project:
                 for d in ix.definitions.values() if d.cls and d.name == "forward" and not d.may_enter
             ]
         return self._forwards
+
+    def _forward_guess(self) -> list[Target]:
+        """The forwards a call of a module of unknown class may run (`outputs = self.model(batch)` where the model
+        came from a factory or a config): those of the classes the program builds, or another file or a training
+        config names, that no module builds as its layer (a layer runs when the module holding it calls it, which the
+        model follows by name). Every module's forward when none is known."""
+        forwards = self._all_forwards()
+        layers, named = self._layer_names(), self._named_classes()
+        found = [f for f in forwards if (owner := f.qualname.rsplit(".", 1)[0]) not in layers and (
+            owner in named or Target(f.path, owner, True) in self.instantiated)]
+        return found or forwards
+
+    def _layer_names(self) -> frozenset[str]:
+        """Classes a module builds in its `__init__` (`self.attn = Attention(cfg)`): layers of another module."""
+        if self._layers is None:
+            found: set[str] = set()
+            for ix in self.files.values():
+                for definition in ix.definitions.values():
+                    if definition.name == "__init__" and f"{definition.cls}.forward" in ix.definitions:
+                        found.update(_CALLED_CLASS.findall(definition.code))
+            self._layers = frozenset(found)
+        return self._layers
+
+    def _named_classes(self) -> frozenset[str]:
+        """Class names written where code or a training config can build them: in two places of the project's text
+        or more (its definition is one), or in a training configuration file."""
+        if self._named is None:
+            counts: dict[str, int] = {}
+            for ix in self.files.values():
+                for name in _CLASS_LIKE_NAME.findall(ix.text):
+                    counts[name] = counts.get(name, 0) + 1
+            self._named = frozenset(name for name, n in counts.items() if n > 1) | self.config_classes
+        return self._named
 
     # ------------------------------------------------------------------------------------------- entry points
     def step_loops(self, path: str, scope: Scope) -> frozenset[int]:
@@ -804,18 +841,18 @@ class Project:
                 # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step.
                 self._reach_all(self.optimizer_steps(), rank, True, chain, state.flags, push)
             if not resolved.certain:
-                if "." in resolved.guess:  # a method of an object of unknown class: guess again when more is built
-                    self._deferred.append((resolved.guess, rank, likely, chain, state.flags))
-                # A guess fans out to many functions (every module's `forward`): made once per way of reaching them.
+                # A guess fans out to many functions (modules' `forward`s): made once per way of reaching them, and
+                # made again when the program has built more.
                 guess = (resolved.guess, len(resolved.targets), rank, likely, tuple(state.flags))
                 if guess in self._guesses:
                     continue
                 self._guesses.add(guess)
+                self._deferred.append((resolved.guess, rank, likely, chain, state.flags))
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound)
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
-                            guessed=reach.guessed or resolved.guess == "forward")
+                            guessed=reach.guessed or _fans_out(resolved))
             self._callbacks(path, scope, call, rank, state, chain, push)
         for child in self._nested_scopes(ix, scope):
             if child.kind == "function" and child.decorator_args and rank_ok(reach):
@@ -857,6 +894,10 @@ class Project:
         per-step code is read before the setup code that builds, say, the EMA it updates)."""
         deferred, self._deferred = self._deferred, []
         for guess, rank, likely, chain, flags in deferred:
+            if guess == "forward":
+                targets = self._forward_guess()
+                self._reach_all(targets, rank, likely, chain, flags, push, guessed=len(targets) > _READ_GUESSES)
+                continue
             receiver, method = guess.rsplit(".", 1)
             self._reach_all(self._method_guess(receiver, method), rank, likely, chain, flags, push)
 
@@ -980,7 +1021,18 @@ class Project:
 
 
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
+_CALLED_CLASS = re.compile(r"\b([A-Z]\w*)\s*\(")
+_CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
+
+
+# A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
+# resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
+_READ_GUESSES = 64
+
+
+def _fans_out(resolved: _Resolved) -> bool:
+    return resolved.guess == "forward" and len(resolved.targets) > _READ_GUESSES
 
 
 def _decorator_lines(code: str) -> int:

@@ -193,6 +193,49 @@ def test_calling_an_object_of_unknown_class_reaches_the_forwards_as_a_guess(tmp_
     assert reach.rank == PER_STEP and reach.likely
 
 
+def test_a_guessed_module_call_reaches_the_built_models_not_their_layers_or_unbuilt_classes(tmp_path):
+    """nanotron's `self.model(...)` from a factory reached every forward of the project: layers only an inference
+    branch calls, and classes only a sampling config builds."""
+    project = model(tmp_path, {
+        "model.py": """
+            import torch
+
+            class Rotary(torch.nn.Module):
+                def forward(self, x):
+                    return x
+
+            class GPT(torch.nn.Module):
+                def __init__(self):
+                    self.rotary = Rotary()
+                def forward(self, x, cache=None):
+                    if cache is not None:
+                        return self._forward_inference(x)
+                    return x
+                def _forward_inference(self, x):
+                    return self.rotary(x)
+
+            class SamplingOnlyEmbedder(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """,
+        "train.py": """
+            from model import GPT
+
+            MODELS = {"gpt": GPT}
+
+            def train(name, loader, opt):
+                model = build(MODELS[name])
+                for batch in loader:
+                    model(batch).backward()
+                    opt.step()
+        """,
+    })
+    assert project.reach[("model.py", "GPT.forward")].rank == PER_STEP
+    assert ("model.py", "SamplingOnlyEmbedder.forward") not in project.reach
+    rotary = project.reach.get(("model.py", "Rotary.forward"))
+    assert rotary is None or rotary.rank != PER_STEP
+
+
 def test_an_interval_test_passed_as_an_argument_gates_the_callee(tmp_path, check):
     found = check(tmp_path, {
         "train.py": """
