@@ -227,8 +227,9 @@ def git_show(git_dir: Path, commit: str, path: str) -> str | None:
 
 
 def lay_out_repo(git_dir: Path, commit: str, target: Path) -> bool:
-    """Every Python file of the repository at `commit`, written under `target`; False when the commit is missing.
-    (Blob by blob: a snapshot may lack its large data files, which `git archive` would stop at.)"""
+    """Every Python file of the repository at `commit`, and its YAML configs (which the project model reads for
+    the classes training builds), written under `target`; False when the commit is missing. (Blob by blob: a
+    snapshot may lack its large data files, which `git archive` would stop at.)"""
     listing = subprocess.run(
         ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit], capture_output=True, check=False
     )
@@ -238,7 +239,7 @@ def lay_out_repo(git_dir: Path, commit: str, target: Path) -> bool:
     for entry in listing.stdout.decode("utf-8", "surrogateescape").split("\0"):
         meta, _, path = entry.partition("\t")
         parts = meta.split()
-        if len(parts) == 3 and parts[1] == "blob" and path.endswith((".py", ".pyi")):
+        if len(parts) == 3 and parts[1] == "blob" and path.endswith((".py", ".pyi", ".yaml", ".yml")):
             wanted.append((parts[2], path))
     request = "".join(f"{sha}\n" for sha, _ in wanted).encode()
     batch = subprocess.run(

@@ -15,12 +15,15 @@ from pathlib import Path
 from gpulint.config import DEFAULT_EXCLUDE, LintConfig
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+# Configuration files that may build classes by name (`target: pkg.mod.Class`): read by the project model, not linted.
+CONFIG_SUFFIXES = (".yaml", ".yml")
 
 
 @dataclass
 class Discovery:
     files: list[Path] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (path, one-line reason)
+    configs: list[Path] = field(default_factory=list)  # YAML files under the given folders
 
 
 def relative_to_root(path: Path, root: Path) -> str:
@@ -42,8 +45,10 @@ def discover(paths: list[str], config: LintConfig, force_exclude: bool = False) 
             found.errors.append((raw, "no such file or directory"))
             continue
         if path.is_dir():
-            for file in _walk(path, config):
+            files, configs = _walk(path, config)
+            for file in files:
                 _add(found, seen, file)
+            found.configs += configs
             continue
         if force_exclude and excluded(path, config):
             continue
@@ -65,9 +70,11 @@ def excluded(path: Path, config: LintConfig) -> bool:
     return config.is_excluded(relative) or any(part in DEFAULT_EXCLUDE for part in parts)
 
 
-def _walk(folder: Path, config: LintConfig) -> list[Path]:
+def _walk(folder: Path, config: LintConfig) -> tuple[list[Path], list[Path]]:
+    """The Python files under `folder`, and its configuration files, that are not excluded or ignored."""
     tracked = _git_visible_files(folder)
     result: list[Path] = []
+    configs: list[Path] = []
     for current, dirs, files in os.walk(folder):
         here = Path(current)
         keep = []
@@ -78,15 +85,16 @@ def _walk(folder: Path, config: LintConfig) -> list[Path]:
             keep.append(name)
         dirs[:] = keep
         for name in sorted(files):
-            if not name.endswith(PYTHON_SUFFIXES):
+            python = name.endswith(PYTHON_SUFFIXES)
+            if not python and not name.endswith(CONFIG_SUFFIXES):
                 continue
             file = here / name
             if tracked is not None and file.resolve() not in tracked:
                 continue
             if config.is_excluded(relative_to_root(file, config.root)):
                 continue
-            result.append(file)
-    return result
+            (result if python else configs).append(file)
+    return result, configs
 
 
 def _git_visible_files(folder: Path) -> set[Path] | None:

@@ -137,7 +137,8 @@ def _outline(item: tuple[str, str]) -> ModuleIndex:
 
 
 def with_project_facts(
-    tasks: Sequence[FileTask], cache: ResultCache, workers: Workers, done: Callable[[], None] = lambda: None
+    tasks: Sequence[FileTask], cache: ResultCache, workers: Workers, done: Callable[[], None] = lambda: None,
+    config_classes: frozenset[str] = frozenset(),
 ) -> list[FileTask]:
     """The tasks, each with the project model's facts for its file: every task's file is read and outlined, and the
     model built over all of them (gpulint/project/). A file that cannot be read or decoded is left to its worker,
@@ -145,7 +146,7 @@ def with_project_facts(
 
     With a cache: when no file changed since the last run, its facts are reused as they are; else the files that
     did not change are taken from their stored outlines (with the definitions the model read), and only the others
-    are read anew."""
+    are read anew. `config_classes`: the classes the project's training configs build by name."""
     if not tasks:
         return list(tasks)
     texts: dict[str, tuple[str, str]] = {}
@@ -157,12 +158,13 @@ def with_project_facts(
             continue
         finally:
             done()
-    run_key = content_hash("\0".join(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())).encode())
+    run_key = content_hash("\0".join([*(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())), *sorted(config_classes)])
+                           .encode())
     stored = _stored_facts(cache, run_key, texts)
     if stored is not None:
         facts, digests = stored
     else:
-        facts = _model_facts(tasks, cache, texts, workers)
+        facts = _model_facts(tasks, cache, texts, workers, config_classes)
         if facts is None:
             return list(tasks)
         if cache.enabled:
@@ -189,7 +191,7 @@ def _stored_facts(cache: ResultCache, run_key: str, texts: dict) -> tuple[dict, 
 
 
 def _model_facts(
-    tasks: Sequence[FileTask], cache: ResultCache, texts: dict, workers: Workers
+    tasks: Sequence[FileTask], cache: ResultCache, texts: dict, workers: Workers, config_classes: frozenset[str]
 ) -> dict[str, FileFacts] | None:
     store = ProjectStore(cache)
     indexes = []
@@ -207,7 +209,7 @@ def _model_facts(
         indexes.append(index)
     options = tasks[0].options
     try:
-        project = Project(indexes, options.hot_functions, options.gate_names)
+        project = Project(indexes, options.hot_functions, options.gate_names, config_classes)
         facts = {display: project.file_facts(display) for display in project.files}
     except Exception as exc:  # noqa: BLE001  (a bug of the model must not lose the lint: each file is read alone)
         print(f"gpulint: warning: the project model failed ({type(exc).__name__}: {exc}); files are read one by one "

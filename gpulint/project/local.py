@@ -82,6 +82,7 @@ class Loop:
     fetches: bool = False
     no_grad: bool = False
     evaluates: bool = False  # iterates an evaluation loader (`val_loader`): its steps are no training steps
+    once: bool = False  # its body ends its first pass (`break` outside any branch): a one-batch init, no step loop
 
 
 @dataclass
@@ -377,13 +378,33 @@ def _string_of(node: ast.AST) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+# The state a model keeps only while it generates (a KV cache, fairseq's `incremental_state`, nanotron's `store`):
+# `if past_key_values is not None:` is the generation branch; training passes none.
+_GENERATION_STATE = frozenset(
+    {"store", "cache", "kv_cache", "kv_caches", "past", "past_key_values", "past_key_value", "layer_past",
+     "inference_params", "inference_cache", "incremental_state", "cache_params"}
+)
+
+
 def _eval_branch(test: ast.AST) -> str | None:
-    """`if not self.training:` is the evaluation branch of a module ("body"); `if self.training:` has it in "orelse"."""
+    """`if not self.training:` is the evaluation branch of a module ("body"); `if self.training:` has it in "orelse".
+    `if kv_cache is not None:` (or `if kv_cache:`) is generation ("body"); `if kv_cache is None:` has it in "orelse"."""
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
     subject = test.operand if negated else test
     if isinstance(subject, ast.Attribute) and subject.attr == "training":
         return "body" if negated else "orelse"
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None \
+            and _generation_state(test.left):
+        return "body" if isinstance(test.ops[0], ast.IsNot) else "orelse"
+    if _generation_state(subject):
+        return "orelse" if negated else "body"
     return None
+
+
+def _generation_state(expr: ast.AST) -> bool:
+    name = dotted(expr)
+    return name is not None and name.rsplit(".", 1)[-1] in _GENERATION_STATE
 
 
 # ---------------------------------------------------------------------------------------------------------- values
@@ -724,6 +745,7 @@ class _Walker:
             if isinstance(node.target, ast.Name) and loop.label:
                 scope.assigns.append(Assign(node.target.id, element_of=loop.label))
             self.values.bind(node.target, "host" if self.values.kind_of(node.iter) == "host" else "unknown")
+        loop.once = any(isinstance(statement, ast.Break) for statement in node.body)
         index = len(scope.loops)
         scope.loops.append(loop)
         if node.body:

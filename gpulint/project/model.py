@@ -50,6 +50,7 @@ from gpulint.project.vocab import (
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
     STEP_NAME_PARTS,
+    is_cold_class_name,
     is_cold_function_name,
     in_loss_class,
     is_training_path,
@@ -142,9 +143,11 @@ class Project:
         self._by_file: dict[str, list[str]] | None = None
         self._optimizer_steps: list[Target] | None = None
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
-        self.config_classes = frozenset(config_classes)  # class names the training configs build (`target: a.B`)
+        self.config_classes = frozenset(config_classes)  # dotted names the training configs build (`target: a.B`)
         self._layers: frozenset[str] | None = None
         self._named: frozenset[str] | None = None
+        self._by_name: bool | None = None
+        self._by_config: frozenset[Target] | None = None
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -594,14 +597,40 @@ class Project:
 
     def _forward_guess(self) -> list[Target]:
         """The forwards a call of a module of unknown class may run (`outputs = self.model(batch)` where the model
-        came from a factory or a config): those of the classes the program builds, or another file or a training
-        config names, that no module builds as its layer (a layer runs when the module holding it calls it, which the
-        model follows by name). Every module's forward when none is known."""
+        came from a factory or a config): those of the classes the program builds or names, but not of a layer that
+        another module builds (a layer runs when the module holding it calls it, which the model follows). Every
+        module's forward when none is known."""
         forwards = self._all_forwards()
-        layers, named = self._layer_names(), self._named_classes()
-        found = [f for f in forwards if (owner := f.qualname.rsplit(".", 1)[0]) not in layers and (
-            owner in named or Target(f.path, owner, True) in self.instantiated)]
+        layers = self._layer_names()
+        found = [f for f in forwards if (owner := Target(f.path, f.qualname.rsplit(".", 1)[0], True)).qualname
+                 not in layers and self._built(owner)]
         return found or forwards
+
+    def _built(self, cls: Target) -> bool:
+        """Does the program build `cls`: a call builds it, a training config names it (or a subclass) where the
+        program builds from configs, else another place of the project's text names it?"""
+        if cls in self.instantiated:
+            return True
+        by_config = self._config_built()
+        if by_config is not None:
+            return cls in by_config
+        return cls.qualname.rsplit(".", 1)[-1] in self._text_named()
+
+    def _config_built(self) -> frozenset[Target] | None:
+        """The project classes the training configs build, with their bases (whose `forward` a subclass may
+        inherit); None when the program builds nothing from configs, or no training config names a project class.
+        A name outside the project (`taming.modules.losses.VQLPIPSWithDiscriminator`) builds none of its classes."""
+        if self._by_config is None:
+            found: set[Target] = set()
+            if self.config_classes and self._builds_by_name():
+                for dotted in sorted(self.config_classes):
+                    module, _, name = dotted.rpartition(".")
+                    path = self.find_module(module, "") if module else None
+                    for target in self.resolve_global(path, name) if path else ():
+                        if target.is_class:
+                            found.update(self.mro(target))
+            self._by_config = frozenset(found)
+        return self._by_config or None
 
     def _layer_names(self) -> frozenset[str]:
         """Classes a module builds in its `__init__` (`self.attn = Attention(cfg)`): layers of another module."""
@@ -614,15 +643,14 @@ class Project:
             self._layers = frozenset(found)
         return self._layers
 
-    def _named_classes(self) -> frozenset[str]:
-        """Class names written where code or a training config can build them: in two places of the project's text
-        or more (its definition is one), or in a training configuration file."""
+    def _text_named(self) -> frozenset[str]:
+        """Class names written in two places of the project's text or more (its definition is one)."""
         if self._named is None:
             counts: dict[str, int] = {}
             for ix in self.files.values():
                 for name in _CLASS_LIKE_NAME.findall(ix.text):
                     counts[name] = counts.get(name, 0) + 1
-            self._named = frozenset(name for name, n in counts.items() if n > 1) | self.config_classes
+            self._named = frozenset(name for name, n in counts.items() if n > 1)
         return self._named
 
     # ------------------------------------------------------------------------------------------- entry points
@@ -637,19 +665,21 @@ class Project:
         """Loops that call backward or an optimizer step, or call a function doing one step's work. A loop that only
         consumes a loader is a candidate (`_loader_loops`): the training loop itself when nothing else reaches
         its function, else a loop the training runs at some other rhythm (a rollout, an evaluation)."""
-        if not scope.loops or not is_training_path(path) or is_cold_function_name(scope.name):
+        if not scope.loops or not is_training_path(path) or is_cold_function_name(scope.name) \
+                or scope.cls and is_cold_class_name(scope.cls):
             return frozenset()
         # A loop under no_grad or over an evaluation split may call zero_grad (or a helper that steps when it
         # trains), but its iterations are no training steps: StyleTTS2's validation loop calls optimizer.zero_grad().
         found = {index for index, loop in enumerate(scope.loops)
-                 if loop.has_marker and not loop.no_grad and not loop.evaluates}
+                 if loop.has_marker and not loop.no_grad and not loop.evaluates and not loop.once}
         for call in scope.calls:
             if call.loop >= 0 and call.loop not in found and not scope.loops[call.loop].no_grad \
-                    and not scope.loops[call.loop].evaluates and self._calls_step_work(path, scope, call):
+                    and not scope.loops[call.loop].evaluates and not scope.loops[call.loop].once \
+                    and self._calls_step_work(path, scope, call):
                 found.add(call.loop)
         candidates = {
             index for index, loop in enumerate(scope.loops)
-            if index not in found and (loop.iterates_loader or loop.fetches) and not loop.no_grad
+            if index not in found and (loop.iterates_loader or loop.fetches) and not loop.no_grad and not loop.once
         }
         # A loop fetching the batch around a loop that steps (over phases or micro-batches) is the step loop.
         bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
@@ -680,6 +710,7 @@ class Project:
     def _roots(self) -> tuple[list[tuple[Key, Reach]], list[tuple[Key, Reach]], list[tuple[Key, Reach]]]:
         """The entry points; then the functions named like step work, and the modules' `forward`s (fallbacks)."""
         roots: list[tuple[Key, Reach]] = []
+        hooks: list[tuple[Key, Reach]] = []
         named: list[tuple[Key, Reach]] = []
         modules: list[tuple[Key, Reach]] = []
         for path, ix in self.files.items():
@@ -699,7 +730,7 @@ class Project:
                     roots += self._entries_in(path, ix, definition)
                 hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
                 if hooked and not is_cold_function_name(name):
-                    roots.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
+                    hooks.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
                     self.entries = self.entries or training
                 elif definition.code.startswith("@") and _PER_STEP_DECORATOR.match(definition.code):
                     roots.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
@@ -710,6 +741,12 @@ class Project:
                 elif training and name in MODULE_CALL_METHODS:
                     modules.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
                                                reason=f"in `{name}`, which runs when its module is called")))
+        # A framework calls the hooks of the modules the program builds: not of a class nothing names (ldm's
+        # NoisyLatentImageClassifier, which no config builds).
+        if self.entries and len(self.files) > 1:
+            unused = self._unreferenced({_owner_name(key[1]) for key, _ in hooks if "." in key[1]})
+            hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
+        roots += hooks
         # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):
         # the callers of such functions are read too.
         workers = {key[1].rsplit(".", 1)[-1] for key, reach in roots if reach.rank == PER_STEP}
@@ -803,17 +840,29 @@ class Project:
             push(key, reach)
         settle()
 
+    def _builds_by_name(self) -> bool:
+        """Does the program build objects from names written elsewhere (Hydra, ldm's `instantiate_from_config`)?"""
+        if self._by_name is None:
+            self._by_name = any(word in ix.text for ix in self.files.values() for word in _BUILT_BY_NAME)
+        return self._by_name
+
     def _unreferenced(self, names: set[str]) -> set[str]:
         """The names that occur nowhere in the project but where they are defined (one occurrence in all its
         text): yolov7's `APLoss`, which no script builds."""
-        if not names or any(word in ix.text for ix in self.files.values() for word in _BUILT_BY_NAME):
-            return set()  # classes may be built from a config by their name (Hydra, ldm's instantiate_from_config)
+        if not names:
+            return set()
+        configured: set[str] = set()
+        if self._builds_by_name():  # classes may be built from a config by their name
+            built = self._config_built()
+            if built is None:  # and no training config in sight says which
+                return set()
+            configured = {_owner_name(cls.qualname) for cls in built}
         counts = dict.fromkeys(names, 0)
         pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(names))))
         for ix in self.files.values():
             for found in pattern.findall(ix.text):
                 counts[found] += 1
-        return {name for name, n in counts.items() if n <= 1}
+        return {name for name, n in counts.items() if n <= 1 and name not in configured}
 
     def _visit(self, key: Key, reach: Reach, push) -> None:
         if reach.guessed:

@@ -98,6 +98,17 @@ SAME_PLACE_METHODS = frozenset(
 HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
 
 
+_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# A class whose name says it evaluates: its loops over batches are evaluations (d3rlpy's `TDErrorEvaluator`).
+COLD_CLASS_PARTS = frozenset({"evaluator", "evaluators", "validator", "tester", "inferencer", "benchmark"})
+
+
+def is_cold_class_name(qualname: str) -> bool:
+    """`DiscountedSumOfAdvantageEvaluator`, `Validator`: a class that evaluates (CamelCase or snake_case parts)."""
+    name = qualname.rsplit(".", 1)[-1]
+    return bool({part.lower() for part in _CAMEL_PART.findall(name)} & COLD_CLASS_PARTS)
+
+
 def is_cold_function_name(name: str) -> bool:
     parts = name_parts(name)
     # `train_validate`, `train_and_evaluate`: the training half runs every step.

@@ -705,3 +705,123 @@ def test_a_function_in_a_test_file_is_not_hot_by_its_name(tmp_path):
     })
     assert project.reach[("losses.py", "compute_loss")].rank == PER_STEP  # a loss no call reached: hot by its name
     assert ("tests/test_loss.py", "_test_loss_for_training") not in project.reach
+
+
+def test_a_loop_that_breaks_after_its_first_batch_is_no_step_loop(tmp_path, check):
+    """glow-tts's init.py runs one batch through the model for data-dependent initialisation, then breaks."""
+    found = check(tmp_path, {
+        "init.py": """
+            import torch
+
+            def main(model, loader, optimizer):
+                for x, y in loader:
+                    x, y = x.cuda(), y.cuda()
+                    model(x).sum().backward()
+                    optimizer.step()
+                    break
+        """,
+    })
+    assert not [f for f in found if f[2] == "GPL411"]
+
+
+def test_a_loop_over_batches_in_an_evaluator_class_is_no_training_loop(tmp_path, check):
+    """d3rlpy's evaluators loop over batches after each epoch; nothing in training reaches them by a call."""
+    found = check(tmp_path, {
+        "metrics.py": """
+            class TDErrorEvaluator:
+                def __call__(self, algo, dataset):
+                    total = []
+                    for batch in self.loader:
+                        value = algo.predict_value(batch)
+                        total.append(value.item())
+                    return sum(total)
+        """,
+        "train.py": """
+            def fit(algo, loader, evaluators):
+                for batch in loader:
+                    loss = algo.update(batch)
+                    loss.backward()
+        """,
+    })
+    assert not [f for f in found if f[0] == "metrics.py"]
+
+
+def test_the_branch_that_fills_a_kv_cache_is_generation_not_training(tmp_path, check):
+    """nanotron's attention fills its KV cache only when a `store` is passed: generation, never a training step."""
+    found = check(tmp_path, {
+        "model.py": """
+            import torch
+
+            class Attention(torch.nn.Module):
+                def forward(self, x, mask, store=None):
+                    if store is not None:
+                        kept = x[mask]
+                        return kept
+                    if past_key_values is None:
+                        y = x * 2
+                    else:
+                        y = x[mask]
+                    return y
+        """,
+        "train.py": """
+            from model import Attention
+
+            def train(loader, optimizer):
+                attn = Attention()
+                for x, mask in loader:
+                    attn(x, mask).sum().backward()
+                    optimizer.step()
+        """,
+    })
+    assert not [f for f in found if f[0] == "model.py"]
+
+
+CONFIG_BUILT = {
+    "util.py": """
+        import importlib
+
+        def instantiate_from_config(config):
+            module, cls = config["target"].rsplit(".", 1)
+            return getattr(importlib.import_module(module), cls)(**config.get("params", {}))
+    """,
+    "models/embedders.py": """
+        import torch
+
+        class ClipEmbedder(torch.nn.Module):
+            def forward(self, text):
+                return self.tokenize(text).to("cuda")
+
+        class T5Embedder(torch.nn.Module):
+            def forward(self, text):
+                return self.tokenize(text).to("cuda")
+    """,
+    "models/classifier.py": """
+        import torch
+
+        class NoisyClassifier(torch.nn.Module):
+            def training_step(self, batch, batch_idx):
+                return self.loss(batch).to("cuda")
+    """,
+    "train.py": """
+        from util import instantiate_from_config
+
+        def train(config, loader, optimizer):
+            embedder = instantiate_from_config(config["embedder"])
+            for text in loader:
+                embedder(text).sum().backward()
+                optimizer.step()
+    """,
+    "configs/training/clip.yaml": "embedder:\n  target: models.embedders.ClipEmbedder\n",
+    "configs/inference/t5.yaml": "embedder:\n  target: models.embedders.T5Embedder\n",
+    "configs/training/vq.yaml": "loss:\n  target: taming.losses.NoisyClassifier\n",
+}
+
+
+def test_a_program_that_builds_from_configs_runs_the_classes_its_training_configs_name(tmp_path, check):
+    """generative-models builds its modules from YAML: a text embedder only an inference config names is not run by
+    training, a Lightning module no config (of this project) names neither; one a training config names is."""
+    found = check(tmp_path, CONFIG_BUILT)
+    lines = {(path, line) for path, line, *_ in found}
+    assert ("models/embedders.py", 6) in lines  # ClipEmbedder: configs/training/clip.yaml
+    assert ("models/embedders.py", 10) not in lines  # T5Embedder: configs/inference only
+    assert not [f for f in found if f[0] == "models/classifier.py"]  # `taming.losses.NoisyClassifier` is not ours

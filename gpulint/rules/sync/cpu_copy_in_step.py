@@ -6,6 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
 
@@ -39,6 +40,7 @@ class CpuCopyInStep(SyncRule):
     valid = (
         training_script("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
         training_script("snapshot = torch.tensor([1.0, 2.0]).cpu()"),
+        training_script("staged = model(x).detach().to(\"cpu\", non_blocking=True)"),
         ("import torch\n\n\nclass Trainer:\n    def make_experience(self, prompts):\n"
          "        samples = self.model.generate(prompts)\n        logprobs = self.model(samples).log_softmax(-1)\n"
          "        self.store.push(samples.cpu(), logprobs.cpu())\n"),
@@ -58,8 +60,8 @@ class CpuCopyInStep(SyncRule):
         method = func.attr.value
         if method == "cpu" and not node.args:
             call = ".cpu()"
-        elif method == "to" and node.args and cpu_target(node):
-            call = ".to(\"cpu\")"
+        elif method == "to" and node.args and cpu_target(node) and not _truthy(keyword_arg(node, "non_blocking")):
+            call = ".to(\"cpu\")"  # with `non_blocking=True` the copy goes to pinned memory and the host does not wait
         else:
             return
         if self.context.is_host_value(func.value) or self._feeds_numpy_metric() or self.in_per_tensor_loop():
@@ -81,3 +83,7 @@ class CpuCopyInStep(SyncRule):
             return False
         resolved = self.context.resolve(outer.func) or ""
         return resolved.startswith(("sklearn.", "numpy.", "np.", "scipy."))
+
+
+def _truthy(arg: cst.Arg | None) -> bool:
+    return arg is not None and not is_false(arg.value)

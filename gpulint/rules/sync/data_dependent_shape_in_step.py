@@ -8,6 +8,7 @@ from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import keyword_arg
 from gpulint.rules.examples import training_script
+from gpulint.project.vocab import HOST_MODULE_PREFIXES
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 
@@ -39,6 +40,7 @@ class DataDependentShapeInStep(SyncRule):
         training_script("logits = model(x)\n"
                         "safe = torch.where(y > 0, logits.sum(1), torch.zeros_like(y, dtype=logits.dtype))"),
         training_script("rep = x.repeat_interleave(2, dim=0)"),
+        training_script("ids, counts = np.unique(sample_ids, return_counts=True)", header="import numpy as np"),
         training_script("mask = y > 0\nx[mask] = 0.0"),
         training_script("if step % 100 == 0:\n    n_pos = (y > 0).nonzero().shape[0]"),
         training_script("index = torch.zeros_like(y > 0, dtype=torch.long)\nfirst_rows = x[index]"),
@@ -61,7 +63,8 @@ class DataDependentShapeInStep(SyncRule):
         method = last_name(func)
         resolved = self.context.resolve(func) or ""
         is_torch = resolved.startswith("torch.")
-        is_method = isinstance(func, cst.Attribute) and not is_torch
+        # `np.unique(indices)` runs on the host: no device value to wait for.
+        is_method = isinstance(func, cst.Attribute) and not is_torch and not resolved.startswith(HOST_MODULE_PREFIXES)
         positional = [a for a in node.args if a.keyword is None]
         what = None
         if method in ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive") and (is_torch or is_method):
