@@ -377,6 +377,19 @@ class Project:
             if found or any(a.target == name for a in current.assigns) or name in current.params:
                 return found
             current = ix.scope(current.parent) if current.parent else None
+        return self._imported_object_types(path, name, depth + 1)
+
+    def _imported_object_types(self, path: str, name: str, depth: int) -> set[Target]:
+        """`from nanotron.logging.timers import nanotron_timer`: the classes of the object another module builds
+        at its top level (`nanotron_timer = TimerManager()`)."""
+        module = self.files[path].module_scope
+        for local, module_name, imported, level in module.imports if module is not None else ():
+            if local != name or not imported or imported == "*":
+                continue
+            target = self.find_module(module_name, path, level)
+            other = self.files[target].module_scope if target is not None else None
+            if other is not None and target != path:
+                return self._assigned_types(target, other, imported, depth)
         return set()
 
     def _assigned_types(self, path: str, scope: Scope, target: str, depth: int) -> set[Target]:
@@ -517,8 +530,8 @@ class Project:
             if method is not None:
                 out.targets.append(method)
         if not types and per_step:
-            out.targets = self._forward_guess()
-            out.certain, out.guess = False, "forward"
+            out.certain, out.guess = False, _forward_guess_key(name)
+            out.targets = self._forward_guess(out.guess)
         return out
 
     def _method_call(self, path: str, scope: Scope, receiver: str, method: str, per_step: bool) -> _Resolved:
@@ -595,16 +608,20 @@ class Project:
             ]
         return self._forwards
 
-    def _forward_guess(self) -> list[Target]:
-        """The forwards a call of a module of unknown class may run (`outputs = self.model(batch)` where the model
-        came from a factory or a config): those of the classes the program builds or names, but not of a layer that
-        another module builds (a layer runs when the module holding it calls it, which the model follows). Every
-        module's forward when none is known."""
+    def _forward_guess(self, guess: str) -> list[Target]:
+        """The forwards a call of a module of unknown class may run (`outputs = model(batch)` where the model came
+        from a factory or a config): those of the classes the program builds or names. A call on a local object runs
+        a model, not a layer that another module builds (a layer runs where its module calls it, which the model
+        follows when it reads the model, or by its text beyond what can be read: `_layer_forward`); `self.matcher(...)`
+        runs the built classes its name echoes (HungarianMatcher) if any. Every module's forward when none is known."""
         forwards = self._all_forwards()
+        built = [f for f in forwards if self._built(Target(f.path, _class_of(f), True)) and not self._applied_only(f)
+                 and not is_cold_class_name(_class_of(f))]
+        receiver = guess.partition(" ")[2]
+        alike = [f for f in built if _names_alike(receiver, _class_of(f))] if receiver else []
         layers = self._layer_names()
-        found = [f for f in forwards if (owner := Target(f.path, f.qualname.rsplit(".", 1)[0], True)).qualname
-                 not in layers and self._built(owner)]
-        return found or forwards
+        models = [f for f in built if _class_of(f).rsplit(".", 1)[-1] not in layers]
+        return alike or models or built or forwards
 
     def _built(self, cls: Target) -> bool:
         """Does the program build `cls`: a call builds it, a training config names it (or a subclass) where the
@@ -633,15 +650,22 @@ class Project:
         return self._by_config or None
 
     def _layer_names(self) -> frozenset[str]:
-        """Classes a module builds in its `__init__` (`self.attn = Attention(cfg)`): layers of another module."""
+        """Classes a module's `__init__` names (`self.attn = Attention(cfg)`, `PipelineBlock(module_builder=
+        DecoderLayer)`, `norm_layer = ActNorm`): layers of another module."""
         if self._layers is None:
             found: set[str] = set()
             for ix in self.files.values():
                 for definition in ix.definitions.values():
                     if definition.name == "__init__" and f"{definition.cls}.forward" in ix.definitions:
-                        found.update(_CALLED_CLASS.findall(definition.code))
+                        found.update(_CLASS_LIKE_NAME.findall(definition.code))
+                        found.discard(definition.cls.rsplit(".", 1)[-1])
             self._layers = frozenset(found)
         return self._layers
+
+    def _applied_only(self, forward: Target) -> bool:
+        """An autograd Function's `forward` runs through `Function.apply`, never by calling an object."""
+        scope = self.files[forward.path].scope(_class_of(forward))
+        return scope is not None and any(base.rsplit(".", 1)[-1] == "Function" for base in scope.bases)
 
     def _text_named(self) -> frozenset[str]:
         """Class names written in two places of the project's text or more (its definition is one)."""
@@ -930,21 +954,36 @@ class Project:
         owner = Target(path, definition.cls, True) if definition.cls else None
         targets = []
         # Strings and comments left out: an error message that says "call rope_init() first" calls nothing.
-        for name in sorted(set(_CALLED_NAME.findall(_STRING_OR_COMMENT.sub(" ", definition.code)))):
+        code = _STRING_OR_COMMENT.sub(" ", definition.code)
+        for name in sorted(set(_CALLED_NAME.findall(code))):
             found = self.find_method(owner, name) if owner is not None else None
             if found is None and name in ix.definitions and not ix.definitions[name].is_class:
                 found = Target(path, name)
+            if found is None and owner is not None:  # `self.pos_embd(x)`: a layer of this file its `__init__` builds
+                found = self._layer_forward(owner, name)
             if found is not None and found.qualname != qualname:
                 targets.append(found)
         self._reach_all(targets, reach.rank, True, reach.chain, reach.flags, push, guessed=True)
+
+    def _layer_forward(self, owner: Target, attr: str) -> Target | None:
+        """The `forward` of the class of this file that `owner.__init__` assigns to `self.<attr>`, read off its text."""
+        init = self.find_method(owner, "__init__")
+        definition = self.files[init.path].definitions.get(init.qualname) if init is not None else None
+        if definition is None or f"self.{attr}" not in definition.code:
+            return None
+        built = re.search(rf"self\.{re.escape(attr)}\s*=\s*(\w+)\s*\(", definition.code)
+        ix = self.files[init.path]
+        if built is None or built.group(1) not in ix.definitions or not ix.definitions[built.group(1)].is_class:
+            return None
+        return self.find_method(Target(init.path, built.group(1), True), "forward")
 
     def _guess_again(self, push) -> None:
         """Methods of objects of unknown class, guessed anew with every class the program has built by now (the
         per-step code is read before the setup code that builds, say, the EMA it updates)."""
         deferred, self._deferred = self._deferred, []
         for guess, rank, likely, chain, flags in deferred:
-            if guess == "forward":
-                targets = self._forward_guess()
+            if _is_forward_guess(guess):
+                targets = self._forward_guess(guess)
                 self._reach_all(targets, rank, likely, chain, flags, push, guessed=len(targets) > _READ_GUESSES)
                 continue
             receiver, method = guess.rsplit(".", 1)
@@ -1070,7 +1109,6 @@ class Project:
 
 
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
-_CALLED_CLASS = re.compile(r"\b([A-Z]\w*)\s*\(")
 _CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
 
@@ -1081,7 +1119,27 @@ _READ_GUESSES = 64
 
 
 def _fans_out(resolved: _Resolved) -> bool:
-    return resolved.guess == "forward" and len(resolved.targets) > _READ_GUESSES
+    return _is_forward_guess(resolved.guess) and len(resolved.targets) > _READ_GUESSES
+
+
+def _is_forward_guess(guess: str) -> bool:
+    return guess == "forward" or guess.startswith("forward ")
+
+
+# Names of a model as a whole: `self.model(x)` may run any model the program builds, not the classes named alike.
+_MODEL_NAMES = frozenset({"model", "module", "net", "network", "models", "modules"})
+
+
+def _forward_guess_key(receiver: str) -> str:
+    """What a guessed module call is keyed by: "forward" for a local object (`model(x)`: any model built), with the
+    attribute for `self.matcher(...)` (the built classes its name echoes)."""
+    if receiver.startswith("self.") and receiver.count(".") == 1 and receiver[5:].strip("_") not in _MODEL_NAMES:
+        return f"forward {receiver}"
+    return "forward"
+
+
+def _class_of(method: Target) -> str:
+    return method.qualname.rsplit(".", 1)[0]
 
 
 def _decorator_lines(code: str) -> int:

@@ -100,7 +100,7 @@ HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "da
 
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # A class whose name says it evaluates: its loops over batches are evaluations (d3rlpy's `TDErrorEvaluator`).
-COLD_CLASS_PARTS = frozenset({"evaluator", "evaluators", "validator", "tester", "inferencer", "benchmark"})
+COLD_CLASS_PARTS = frozenset({"evaluator", "evaluators", "validator", "tester", "inference", "inferencer", "benchmark"})
 
 
 def is_cold_class_name(qualname: str) -> bool:

@@ -825,3 +825,77 @@ def test_a_program_that_builds_from_configs_runs_the_classes_its_training_config
     assert ("models/embedders.py", 6) in lines  # ClipEmbedder: configs/training/clip.yaml
     assert ("models/embedders.py", 10) not in lines  # T5Embedder: configs/inference only
     assert not [f for f in found if f[0] == "models/classifier.py"]  # `taming.losses.NoisyClassifier` is not ours
+
+
+def test_an_object_another_module_builds_at_its_top_level_is_of_that_class(tmp_path):
+    """nanotron's `nanotron_timer(...)` is a `TimerManager` built in its own module: not a module call to guess."""
+    project = model(tmp_path, {
+        "timers.py": """
+            class TimerManager:
+                def __call__(self, name):
+                    return name
+
+            nanotron_timer = TimerManager()
+        """,
+        "layers.py": "import torch\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+        "train.py": """
+            from timers import nanotron_timer
+            from layers import Net
+
+            def train(model, loader, opt):
+                for batch in loader:
+                    nanotron_timer("step")
+                    opt.step()
+        """,
+    })
+    assert project.reach[("timers.py", "TimerManager.__call__")].rank == PER_STEP
+    assert ("layers.py", "Net.forward") not in project.reach
+
+
+def test_a_guessed_attribute_call_runs_the_built_class_its_name_echoes_not_an_autograd_function(tmp_path):
+    """DETR's `self.matcher(outputs, targets)` (the matcher came in as an argument) runs HungarianMatcher, which a
+    model of the project also builds as a layer; an autograd Function's forward runs through `.apply` only."""
+    project = model(tmp_path, {
+        "matcher.py": """
+            import torch
+
+            class HungarianMatcher(torch.nn.Module):
+                def forward(self, outputs, targets):
+                    return outputs
+
+            class Scale(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x
+
+            class Detector(torch.nn.Module):
+                def __init__(self):
+                    self.matcher = HungarianMatcher()
+                def forward(self, x):
+                    return Scale.apply(x)
+
+            def build_matcher():
+                return HungarianMatcher()
+        """,
+        "criterion.py": """
+            import torch
+
+            class SetCriterion(torch.nn.Module):
+                def __init__(self, matcher):
+                    self.matcher = matcher
+                def forward(self, outputs, targets):
+                    return self.matcher(outputs, targets)
+        """,
+        "train.py": """
+            from criterion import SetCriterion
+            from matcher import build_matcher
+
+            def train(model, loader, opt):
+                criterion = SetCriterion(build_matcher())
+                for x, y in loader:
+                    criterion(model(x), y).backward()
+                    opt.step()
+        """,
+    })
+    assert project.reach[("matcher.py", "HungarianMatcher.forward")].rank == PER_STEP
+    assert ("matcher.py", "Scale.forward") not in project.reach

@@ -23,7 +23,8 @@ class CpuCopyInStep(SyncRule):
     triggers = (".cpu(", "cpu\"", "cpu'")
     docs = RuleDocs(
         what_it_does="Flags `.cpu()` and `.to(\"cpu\")` on tensors in code that runs every training step and is not "
-        "gated (`.numpy()` needs a CPU tensor, so the copy before it is what is flagged).",
+        "gated (`.numpy()` needs a CPU tensor, so the copy before it is what is flagged). `.to(\"cpu\", "
+        "non_blocking=True)` copies into pinned memory without waiting and is not flagged.",
         why_slow="A device-to-host copy into pageable memory is synchronous: the host waits for the copy, and the copy "
         "waits for every kernel queued before it. The CPU loses its lead and the GPU idles between steps.",
         example="for x, y in loader:\n    out = model(x)\n    loss = F.cross_entropy(out, y)\n    loss.backward()\n"

@@ -76,7 +76,8 @@ class FileState:
 # Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
 _NOT_REPORTED = (
     " Never reported: error paths (an `except` handler, an `if` body ending in `raise`), first-step-only code "
-    "(`if step == 0:`), and training scripts that never name a device (CPU-only)."
+    "(`if step == 0:`), fallbacks for empty or all-NaN tensors (the `else` of `x.mean() if x.numel() > 0`), and "
+    "training scripts that never name a device (CPU-only)."
 )
 
 
@@ -150,8 +151,9 @@ _FIRST_STEP_PARTS = frozenset({"step", "steps", "iter", "iteration", "updates", 
 
 
 def in_error_path_or_first_step(chain) -> bool:
-    """Error paths (an `except` handler, an `if` body that ends in `raise`) and first-step-only code
-    (`if step == 0:`, `if self.get_num_updates() == 0:`) do not run every step."""
+    """Error paths (an `except` handler, an `if` body that ends in `raise`), first-step-only code (`if step == 0:`,
+    `if self.get_num_updates() == 0:`) and fallbacks for empty or all-NaN tensors (`x.mean() if x.numel() > 0 else
+    torch.tensor(0.0, device=d)`) do not run every step."""
     for index in range(len(chain) - 2, -1, -1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
@@ -160,7 +162,40 @@ def in_error_path_or_first_step(chain) -> bool:
             return True
         if isinstance(node, cst.If) and child is node.body and (_ends_with_raise(node.body) or _is_first_step_test(node.test)):
             return True
+        if isinstance(node, (cst.If, cst.IfExp)) and child in (node.body, node.orelse) \
+                and _empty_branch(node.test) == ("body" if child is node.body else "orelse"):
+            return True
     return False
+
+
+def _empty_branch(test: cst.BaseExpression) -> str | None:
+    """Which branch of a test runs only for an empty (or all-NaN) tensor: `x.numel() == 0` and
+    `torch.isnan(x).all()` have it in the body, `x.numel() > 0` in the else."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _empty_branch(test.expression)
+        return {"body": "orelse", "orelse": "body"}.get(inner or "")
+    if isinstance(test, cst.Call) and last_name(test.func) == "all" and isinstance(test.func, cst.Attribute) \
+            and isinstance(test.func.value, cst.Call) and last_name(test.func.value.func) == "isnan":
+        return "body"
+    if _is_size_call(test):
+        return "orelse"
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and _is_size_call(test.left)):
+        return None
+    comparison = test.comparisons[0]
+    if not (isinstance(comparison.comparator, cst.Integer) and comparison.comparator.value in ("0", "1")):
+        return None
+    bound, operator = int(comparison.comparator.value), comparison.operator
+    if isinstance(operator, cst.Equal) and bound == 0 or isinstance(operator, cst.LessThan) and bound == 1 \
+            or isinstance(operator, cst.LessThanEqual) and bound == 0:
+        return "body"
+    if isinstance(operator, (cst.GreaterThan, cst.NotEqual)) or isinstance(operator, cst.GreaterThanEqual) and bound == 1:
+        return "orelse"
+    return None
+
+
+def _is_size_call(expr: cst.BaseExpression) -> bool:
+    """`x.numel()`, `len(x)`."""
+    return isinstance(expr, cst.Call) and last_name(expr.func) in ("numel", "len", "nelement")
 
 
 def _ends_with_raise(body: cst.BaseSuite) -> bool:

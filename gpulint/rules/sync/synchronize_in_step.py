@@ -41,6 +41,8 @@ class SynchronizeInStep(SyncRule):
     valid = (
         training_script("if step % 50 == 0:\n    torch.cuda.synchronize()"),
         training_script("if synchronize_step:\n    torch.cuda.synchronize()", header="synchronize_step = False"),
+        training_script("if is_torch_xpu_available():\n    torch.xpu.empty_cache()",
+                        header="from accelerate.utils import is_torch_xpu_available"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
         "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n    torch.cuda.synchronize()\n"),
     )

@@ -45,6 +45,8 @@ class TensorFromHostDataInStep(SyncRule):
         "        loss = torch.nn.functional.cross_entropy(model(x), y, weight=weights)\n        loss.backward()\n"
         "        optimizer.step()\n"),
         training_script("offsets = torch.tensor([0, 1, 2])"),
+        training_script("kept = model(x).flatten()\n"
+                        "mean = kept.mean() if kept.numel() > 0 else torch.tensor(0.0, device=device)"),
         training_script("offsets = torch.arange(4, device=device)"),
         # No elements, nothing to copy: an empty placeholder for a batch with no matches.
         training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
