@@ -44,9 +44,14 @@ def _tests_one_time(test: cst.BaseExpression, params: frozenset[str]) -> bool:
         return _tests_one_time(test.left, params) or _tests_one_time(test.right, params)
     if not isinstance(test, cst.Comparison):
         return False
+    # `self.type == "byol"` picks a configured mode, taken on every step once chosen: no switch of the step count.
+    comparisons = [t for t in test.comparisons if not isinstance(t.comparator, _STRINGS)]
     if isinstance(test.left, cst.Name) and test.left.value in params:
-        return any(isinstance(t.operator, cst.Equal) for t in test.comparisons)
-    return any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in test.comparisons)
+        return any(isinstance(t.operator, cst.Equal) for t in comparisons)
+    return any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in comparisons)
+
+
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
 def _parameter_names(function: cst.FunctionDef) -> frozenset[str]:

@@ -59,6 +59,12 @@ CONSTANT_NEW_TENSOR_MESSAGE = (
     "`new_tensor` of constant host data copies it to the device on every call; build it once (a registered buffer, "
     "or a module-level tensor moved to the device once)"
 )
+CPU_INDEX_MESSAGE = (
+    "a tensor built on the CPU indexes a tensor that may be on the device: the index is copied to the device on every "
+    "call; build it there (`torch.arange(n, device=x.device)`)"
+)
+# Factories whose tensors serve as indices (`logits[torch.arange(n), labels]`, `x[torch.randperm(n)]`).
+_INDEX_FACTORIES = frozenset({"arange", "randperm", "randint"})
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
 
@@ -80,7 +86,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "`zeros`, `ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`, the window functions such as "
         "`hann_window`), what is computed from them on the CPU before the move (`torch.exp(torch.arange(n)).to(dev)`, "
         "`counts = torch.ones(n) * k` then `counts.to(z.device)`, `torch.zeros(n).fill_(s).type_as(x[0])`), "
-        "`x.new_tensor([0.5, 0.25])` of constant host data, and numpy random numbers wrapped in a "
+        "`x.new_tensor([0.5, 0.25])` of constant host data, CPU-built index tensors that index a tensor not known to "
+        "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), and numpy random numbers wrapped in a "
         "device tensor type (`Tensor(np.random.normal(...))` with `Tensor = torch.cuda.FloatTensor`). It counts code "
         "inside the training loop, in a `forward`, and in helpers that hold no training loop; the setup before a "
         "training loop is not flagged.",
@@ -120,6 +127,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         training_script("window = torch.hann_window(400, device=x.device)"),
         training_script("scale = x.new_tensor(step_sizes)\nhalf = x.new_tensor(0.5)"),
         training_script("counts = torch.ones(4, device=device) * x.shape[0]\ncounts = counts.to(x.device)"),
+        training_script("picked = model(x)[torch.arange(len(y), device=x.device), y]"),
+        training_script("order = np.arange(8)\nsizes = [4, 5, 6][order[0]]", header="import numpy as np"),
     )
     invalid = (
         Invalid(
@@ -141,6 +150,16 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             fixed=training_script("acc = torch.zeros(2, device=local_rank)"),
         ),
         Invalid(training_script("z = torch.zeros(3, device=\"cpu\").cuda()")),
+        Invalid(training_script("logits = model(x)\npicked = logits[torch.arange(len(y)), y]")),
+        Invalid(training_script("rows = torch.arange(y.shape[0])\npicked = model(x)[rows, y]")),
+        Invalid(
+            "import torch\n\nclass M(torch.nn.Module):\n    kind = \"byol\"\n\n    def forward(self, x):\n"
+            "        if self.kind == \"byol\":\n            x = x + torch.ones((len(x), 1)).cuda()\n"
+            "        return x.sum()\n",
+            fixed="import torch\n\nclass M(torch.nn.Module):\n    kind = \"byol\"\n\n    def forward(self, x):\n"
+            "        if self.kind == \"byol\":\n            x = x + torch.ones((len(x), 1), device=\"cuda\")\n"
+            "        return x.sum()\n",
+        ),
         Invalid(training_script("target = torch.LongTensor(16).random_(8).to(device)")),
         Invalid(
             training_script("idx = torch.arange(16).view(-1, 1).to(device)"),
@@ -212,6 +231,18 @@ class CreatedOnCpuThenMoved(WhereItRuns):
 
     def visit_For(self, node: cst.For) -> None:
         self._track_for(node)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """`values[torch.arange(n), actions]`: indexing a device tensor with a CPU tensor copies the index over."""
+        if self.context.location_of(node.value) == "host":
+            return
+        for element in node.slice:
+            index = element.slice.value if isinstance(element.slice, cst.Index) else None
+            created = self._cpu_creation(index) if index is not None else None
+            if created is not None and created[1] in _INDEX_FACTORIES or index is not None and self._built_here(index):
+                if not one_time_branch(self.context):
+                    self._report_where_it_runs(index, CPU_INDEX_MESSAGE)
+                return
 
     def leave_Assign(self, original_node: cst.Assign) -> None:
         # Names bound to tensors built on the CPU in this function (factories and what is computed from them only).
