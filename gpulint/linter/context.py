@@ -13,6 +13,7 @@ being visited asks `gated_here`, which reads the gate on Python's ast, as the mo
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 import libcst as cst
@@ -47,6 +48,12 @@ _LITERALS = frozenset(
     {cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString}
 )
 
+
+# A numpy random Generator (`self.rng = np.random.default_rng(seed)`) and its draws, which live on the host.
+_RNG_NAME = re.compile(r"(^|_)(rng|np_random|random_state)$")
+_NUMPY_RANDOM_METHODS = frozenset(
+    {"choice", "integers", "permutation", "uniform", "normal", "random", "shuffle", "binomial", "beta", "randint", "rand"}
+)
 
 class FileContext:
     """Per-file state shared by the engine and every rule."""
@@ -119,6 +126,8 @@ class FileContext:
     def leave(self, node: cst.CSTNode) -> None:
         kind = type(node)
         if kind is cst.Assign:
+            if not self._names:
+                self._module_alias(node)
             location = self.location_of(node.value)
             for target in node.targets:
                 if _same_length_tuples(target.target, node.value):  # `x, y = x.to(dev), y.to(dev)`: element-wise
@@ -249,6 +258,8 @@ class FileContext:
                 return "device"
             if method in SAME_PLACE_METHODS:
                 return self.location_of(func.value)
+            if method in _NUMPY_RANDOM_METHODS and _RNG_NAME.search(last_name(func.value) or ""):
+                return "host"  # `self.rng.choice(n, size=k)`: a numpy Generator draws on the host
         resolved = self.imports.resolve(func) or ""
         if self._returns:  # a project function the model knows returns a host (or device) value
             written = dotted_name(func)
@@ -267,6 +278,19 @@ class FileContext:
         if resolved.startswith(HOST_MODULE_PREFIXES):
             return "host"
         return "unknown"
+
+    def _module_alias(self, node: cst.Assign) -> None:
+        """A module-level name bound to a torch function, on one branch of a conditional expression or plainly
+        (`synchronize = torch.cuda.synchronize if device_type == "cuda" else lambda: None`)."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        value = node.value
+        for option in (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,):
+            if isinstance(option, (cst.Attribute, cst.Name)):
+                full = self.imports.resolve(option) or ""
+                if full.startswith("torch.") and full.count(".") >= 2:
+                    self.imports.add_alias(node.targets[0].target.value, full)
+                    return
 
     def is_host_value(self, expr: cst.BaseExpression) -> bool:
         return self.location_of(expr) == "host"

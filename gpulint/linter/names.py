@@ -106,6 +106,10 @@ class ImportMap:
                 local = alias.asname.name.value
             self._aliases[local] = f"{module}.{alias.name.value}"
 
+    def add_alias(self, local: str, full: str) -> None:
+        """`synchronize = torch.cuda.synchronize if cuda else lambda: None`: the name stands for the torch function."""
+        self._aliases[local] = full
+
     def resolve(self, node: cst.CSTNode) -> str | None:
         """The qualified dotted name of a Name/Attribute chain, resolving its first part through the imports.
 

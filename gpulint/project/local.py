@@ -353,7 +353,7 @@ def backend_branch(test: ast.AST) -> str | None:
         return {"body": "orelse", "orelse": "body"}.get(inner or "")
     if isinstance(test, ast.Call):
         name = dotted(test.func) or ""
-        if name.endswith("available"):  # `torch.backends.mps.is_available()`, `is_torch_xpu_available()`
+        if name.endswith(("available", "installed")):  # `torch.backends.mps.is_available()`, `is_hpu_installed()`
             parts = set(re.split(r"[._]", name))
             if parts & _OTHER_BACKENDS:
                 return "body"

@@ -55,6 +55,7 @@ from gpulint.project.vocab import (
     in_loss_class,
     is_training_path,
     may_be_step_work,
+    named_for_training,
     name_parts,
 )
 
@@ -148,6 +149,7 @@ class Project:
         self._named: frozenset[str] | None = None
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
+        self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -714,6 +716,7 @@ class Project:
                 candidates.discard(index)
         if candidates:
             self._loader_loops[(path, scope.qualname)] = candidates
+        self._stepping = self._stepping or bool(found)
         return frozenset(found)
 
     def _calls_step_work(self, path: str, scope: Scope, call: Call) -> bool:
@@ -838,6 +841,8 @@ class Project:
         # where training code reaches the function (a rollout in `make_experience`, an evaluation), they run at its
         # rhythm.
         for key, loops in sorted(self._loader_loops.items()):
+            if self._stepping and not named_for_training(key[0]):
+                continue  # the project's training loops are in sight: a loop over batches elsewhere infers or evaluates
             reach = self.reach.get(key)
             if reach is None or key[1] == MODULE_SCOPE or reach.chain and reach.chain[0].label == "script":
                 self._step_loops[key] = self._step_loops.get(key, frozenset()) | frozenset(loops)
@@ -861,6 +866,8 @@ class Project:
                 continue
             if scope.no_grad_decorated and not in_loss_class(scope.name, scope.cls):  # `estimate_loss`: an eval
                 continue
+            if self._stepping and "batch" in name_parts(scope.name) and not named_for_training(key[0]):
+                continue  # the training loops are in sight and do not reach it: SAM2's mask generator `_process_batch`
             push(key, reach)
         settle()
 

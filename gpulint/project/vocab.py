@@ -37,6 +37,9 @@ PER_BATCH_HOOKS = frozenset(
         "on_before_optimizer_step", "on_before_zero_grad", "on_step_begin", "on_step_end", "on_substep_end",
         "on_batch_begin", "on_batch_end", "before_train_iter", "after_train_iter", "before_train_step",
         "after_train_step", "on_optimizer_step", "training_step_end", "on_train_step_end",
+        # Composer's events, which its Engine runs on every callback each batch.
+        "batch_start", "batch_end", "after_dataloader", "before_forward", "after_forward", "before_loss",
+        "after_loss", "before_backward", "after_backward", "before_train_batch", "after_train_batch",
     }
 )
 # Split on "_": a function is cold when one of its name's parts is one of these (`evaluate_model`, `__init__`).
@@ -185,3 +188,9 @@ def is_training_path(path: str) -> bool:
 
 
 TRAINING_PARTS = frozenset({"train", "training", "trainer", "finetune", "pretrain", "fit"})
+
+
+def named_for_training(path: str) -> bool:
+    """A file or a folder on its path named for training: `train.py`, `training/loop.py`, `finetune_lora.py`."""
+    *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
+    return bool(name_parts(name) & TRAINING_PARTS) or any(name_parts(folder) & TRAINING_PARTS for folder in folders)

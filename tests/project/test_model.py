@@ -899,3 +899,64 @@ def test_a_guessed_attribute_call_runs_the_built_class_its_name_echoes_not_an_au
     })
     assert project.reach[("matcher.py", "HungarianMatcher.forward")].rank == PER_STEP
     assert ("matcher.py", "Scale.forward") not in project.reach
+
+
+def test_a_loop_over_batches_outside_training_is_no_training_loop_where_training_loops_are_in_sight(tmp_path, check):
+    """SAM2's automatic mask generator loops over batches of points; its training loop is elsewhere."""
+    found = check(tmp_path, {
+        "training/trainer.py": """
+            def train(model, loader, optimizer):
+                for batch in loader:
+                    model(batch).sum().backward()
+                    optimizer.step()
+        """,
+        "generator.py": """
+            class MaskGenerator:
+                def _process_crop(self, points):
+                    masks = []
+                    for (batch,) in batch_iterator(64, points):
+                        masks.append(self._process_batch(batch))
+                    return masks
+
+                def _process_batch(self, batch):
+                    return self.model(batch).cpu()
+        """,
+    })
+    assert not [f for f in found if f[0] == "generator.py"]
+
+
+def test_composer_event_callbacks_and_hpu_branches(tmp_path, check):
+    """Composer runs `batch_end` of every callback each batch; a branch for Habana HPUs never runs on CUDA."""
+    found = check(tmp_path, {
+        "callbacks.py": """
+            import torch
+
+            class SpeedMonitor:
+                def batch_end(self, state, logger):
+                    logger.log({"flops": state.flops.item()})
+        """,
+        "dist.py": """
+            import torch
+            import torch.distributed as dist
+
+            def all_gather_object(obj, device):
+                if is_hpu_installed():
+                    t = torch.tensor(obj, device=device)
+                    dist.all_reduce(t)
+                    return t.tolist()
+                return obj
+        """,
+        "train.py": """
+            from dist import all_gather_object
+            from callbacks import SpeedMonitor
+
+            def fit(model, loader, optimizer, device):
+                monitor = SpeedMonitor()
+                for batch in loader:
+                    model(batch).backward()
+                    optimizer.step()
+                    all_gather_object([1], device)
+        """,
+    })
+    assert ("callbacks.py", 6) in {(f[0], f[1]) for f in found}
+    assert not [f for f in found if f[0] == "dist.py"]

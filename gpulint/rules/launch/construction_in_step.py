@@ -33,6 +33,9 @@ class ConstructionInStep(Rule):
         "None:`) is not flagged; other one-time conditions are: add `# noqa: GPL505`.",
     )
     valid = (
+        ("import torch\n\n\n@torch.compile(fullgraph=True)\ndef fused_update(p, g):\n    p.add_(g)\n\n\n"
+         "def train(model, loader, opt):\n    for batch in loader:\n        model(batch).backward()\n"
+         "        for p in model.parameters():\n            fused_update(p, p.grad)\n"),
         ("import torch\n\ndef train(model, loader):\n    opt = torch.optim.AdamW(model.parameters())\n"
          "    model = torch.compile(model)\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"),
         training_script("if step == 1000:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)"),
@@ -53,9 +56,17 @@ class ConstructionInStep(Rule):
         name = self.context.resolve(node.func) or ""
         if not (name in COMPILERS or name in DATA_LOADERS or self._is_optimizer(name)):
             return
-        if one_time_branch(self.context) or self.context.in_tests:
+        if one_time_branch(self.context) or self.context.in_tests or self._decorates_at_definition():
             return
         self.report(node, self.message.format(name=name), when="in_step")
+
+    def _decorates_at_definition(self) -> bool:
+        """`@torch.compile(...)` on a function of a module or class runs once, when the `def` runs at import."""
+        chain = self.context.ancestors
+        for index in range(len(chain) - 1, -1, -1):
+            if isinstance(chain[index], cst.Decorator):
+                return not any(isinstance(node, (cst.FunctionDef, cst.Lambda)) for node in chain[:index - 1])
+        return False
 
     @staticmethod
     def _is_optimizer(name: str) -> bool:

@@ -48,7 +48,8 @@ def _tests_one_time(test: cst.BaseExpression, params: frozenset[str]) -> bool:
     comparisons = [t for t in test.comparisons if not isinstance(t.comparator, _STRINGS)]
     if isinstance(test.left, cst.Name) and test.left.value in params:
         return any(isinstance(t.operator, cst.Equal) for t in comparisons)
-    return any(isinstance(t.operator, (cst.Equal, cst.Is)) for t in comparisons)
+    # `if key not in mel_basis_cache:` builds what the cache then serves on every later call.
+    return any(isinstance(t.operator, (cst.Equal, cst.Is, cst.NotIn)) for t in comparisons)
 
 
 _STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)

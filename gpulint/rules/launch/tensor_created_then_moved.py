@@ -128,6 +128,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         training_script("scale = x.new_tensor(step_sizes)\nhalf = x.new_tensor(0.5)"),
         training_script("counts = torch.ones(4, device=device) * x.shape[0]\ncounts = counts.to(x.device)"),
         training_script("picked = model(x)[torch.arange(len(y), device=x.device), y]"),
+        training_script("if key not in windows:\n    windows[key] = torch.hann_window(400).to(device)",
+                        header="windows = {}\nkey = 400"),
         training_script("order = np.arange(8)\nsizes = [4, 5, 6][order[0]]", header="import numpy as np"),
     )
     invalid = (

@@ -68,6 +68,9 @@ class BlockingCollectiveInStep(SyncRule):
         "reduced tensor is not seen."),
     )
     valid = (
+        ("import torch\n\n\nclass Loss(torch.nn.Module):\n    def forward(self, outputs, targets):\n"
+         "        losses = {\"loss_mask\": 0, \"loss_dice\": 0}\n        losses[\"core\"] = self.reduce_loss(losses)\n"
+         "        return losses\n\n    def reduce_loss(self, losses):\n        return sum(losses.values())\n"),
         training_script("dist.all_reduce(loss)\n"
                         "running = loss.detach() / 2", header="import torch.distributed as dist"),
         training_script("if step % 100 == 0:\n    dist.all_reduce(loss)\n    print(loss.item())",
@@ -121,8 +124,8 @@ class BlockingCollectiveInStep(SyncRule):
             if async_op is not None and not is_false(async_op.value):
                 return
             self._check_collective(node, resolved or method)
-        elif _WRAPPER_NAME.search(method) and not resolved.startswith("torch."):
-            self._check_wrapper(node, method)
+        elif _WRAPPER_NAME.search(method) and not resolved.startswith("torch.") and not _self_method(func):
+            self._check_wrapper(node, method)  # a method of the class itself (`self.reduce_loss`) sums, it does not gather
         elif method in _ACCELERATOR_COLLECTIVES and isinstance(func, cst.Attribute) and (
             _ACCELERATOR.search(last_name(func.value) or "")
         ):
@@ -375,3 +378,7 @@ def _mentions_any(expr: cst.BaseExpression, names: set[str]) -> bool:
     if isinstance(expr, (cst.List, cst.Tuple)):
         return any(_mentions_any(e.value, names) for e in expr.elements)
     return root_name(expr) in names
+
+
+def _self_method(func: cst.BaseExpression) -> bool:
+    return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"

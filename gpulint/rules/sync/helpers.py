@@ -160,7 +160,9 @@ def in_error_path_or_first_step(chain) -> bool:
             return False
         if isinstance(node, cst.ExceptHandler):
             return True
-        if isinstance(node, cst.If) and child is node.body and (_ends_with_raise(node.body) or _is_first_step_test(node.test)):
+        if isinstance(node, cst.If) and child is node.body and (
+            _ends_with_raise(node.body) or _is_first_step_test(node.test) or _is_non_finite_test(node.test)
+        ):
             return True
         if isinstance(node, (cst.If, cst.IfExp)) and child in (node.body, node.orelse) \
                 and _empty_branch(node.test) == ("body" if child is node.body else "orelse"):
@@ -203,6 +205,21 @@ def _ends_with_raise(body: cst.BaseSuite) -> bool:
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1] if last.body else None
     return isinstance(last, cst.Raise)
+
+
+_NON_FINITE_TESTS = frozenset({"isnan", "isinf"})
+
+
+def _is_non_finite_test(test: cst.BaseExpression) -> bool:
+    """`if not math.isfinite(loss.item()):`, `if torch.isnan(loss).any():`: the body handles a diverged run."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and last_name(inner.func) in ("all",):
+            inner = inner.func.value
+        return isinstance(inner, cst.Call) and last_name(inner.func) == "isfinite"
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and last_name(test.func) == "any":
+        test = test.func.value
+    return isinstance(test, cst.Call) and last_name(test.func) in _NON_FINITE_TESTS
 
 
 def _is_first_step_test(test: cst.BaseExpression) -> bool:

@@ -48,6 +48,8 @@ class SynchronizeInStep(SyncRule):
     )
     invalid = (
         Invalid(training_script("torch.cuda.synchronize()")),
+        Invalid(training_script("synchronize()",
+                                header="synchronize = torch.cuda.synchronize if torch.cuda.is_available() else None")),
         Invalid(training_script("torch.cuda.empty_cache()")),
         Invalid(training_script("torch.cuda.current_stream().synchronize()")),
         Invalid(training_script("done = torch.cuda.Event()\ndone.record()\ndone.synchronize()")),
