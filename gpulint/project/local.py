@@ -803,6 +803,11 @@ class _Walker:
             elif kind is ast.Attribute:
                 stack.append(current.value)
             elif kind is not ast.Name and kind is not ast.Constant:
+                if kind is ast.IfExp:  # `0 if kv_cache is None else kv_cache.get_pos()`: a generation branch
+                    evaluation = _eval_branch(current.test)
+                    branch = current.body if evaluation == "body" else current.orelse if evaluation == "orelse" else None
+                    if branch is not None:
+                        self.scope.regions.append(Region("eval", self._pos(branch), self._end(branch)))
                 stack.extend(ast.iter_child_nodes(current))
 
     def _call(self, node: ast.Call) -> None:

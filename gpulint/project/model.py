@@ -576,7 +576,7 @@ class Project:
     def _is_optimizer(self, cls: Target) -> bool:
         for klass in self.mro(cls):
             scope = self.files[klass.path].scope(klass.qualname)
-            if scope is not None and any(base.rsplit(".", 1)[-1].endswith("Optimizer") for base in scope.bases):
+            if scope is not None and any(_optimizer_base(base.rsplit(".", 1)[-1]) for base in scope.bases):
                 return True
         return False
 
@@ -1123,6 +1123,17 @@ _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
 _READ_GUESSES = 64
+
+
+# torch.optim's optimizers, which a project's optimizer may derive from (composer's `DecoupledSGDW(SGD)`).
+_TORCH_OPTIMIZERS = frozenset(
+    {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "ASGD", "LBFGS",
+     "SparseAdam", "Adafactor"}
+)
+
+
+def _optimizer_base(name: str) -> bool:
+    return name.endswith("Optimizer") or name in _TORCH_OPTIMIZERS
 
 
 def _fans_out(resolved: _Resolved) -> bool:

@@ -960,3 +960,42 @@ def test_composer_event_callbacks_and_hpu_branches(tmp_path, check):
     })
     assert ("callbacks.py", 6) in {(f[0], f[1]) for f in found}
     assert not [f for f in found if f[0] == "dist.py"]
+
+
+def test_an_optimizer_derived_from_a_torch_optimizer_is_stepped_and_a_cache_read_in_a_conditional_is_generation(
+        tmp_path, check):
+    """composer's `DecoupledSGDW(SGD)` steps every step through the trainer's `optimizer.step()`; nanochat's
+    `0 if kv_cache is None else kv_cache.get_pos()` reads the cache only when generating."""
+    found = check(tmp_path, {
+        "optim.py": """
+            import torch
+
+            class DecoupledSGDW(torch.optim.SGD):
+                def step(self, closure=None):
+                    for p in self.param_groups[0]["params"]:
+                        p.mul_(0.9)
+        """,
+        "model.py": """
+            import torch
+
+            class GPT(torch.nn.Module):
+                def forward(self, idx, kv_cache=None):
+                    start = 0 if kv_cache is None else kv_cache.seqlens[0].item()
+                    return self.wte(idx[:, start:])
+        """,
+        "train.py": """
+            from optim import DecoupledSGDW
+            from model import GPT
+
+            OPTIMIZERS = {"sgdw": DecoupledSGDW}
+
+            def train(loader, name):
+                model = GPT()
+                optimizer = OPTIMIZERS[name](model.parameters(), lr=0.1)
+                for x in loader:
+                    model(x).sum().backward()
+                    optimizer.step()
+        """,
+    })
+    assert ("optim.py", 6, "GPL501") in {(f[0], f[1], f[2]) for f in found}
+    assert not [f for f in found if f[0] == "model.py"]
