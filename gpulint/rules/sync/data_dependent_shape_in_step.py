@@ -40,7 +40,8 @@ class DataDependentShapeInStep(SyncRule):
         training_script("logits = model(x)\n"
                         "safe = torch.where(y > 0, logits.sum(1), torch.zeros_like(y, dtype=logits.dtype))"),
         training_script("rep = x.repeat_interleave(2, dim=0)"),
-        training_script("ids, counts = np.unique(sample_ids, return_counts=True)", header="import numpy as np"),
+        training_script("sample_ids = np.array([3, 1, 3])\nids, counts = np.unique(sample_ids, return_counts=True)",
+                        header="import numpy as np"),
         training_script("mask = y > 0\nx[mask] = 0.0"),
         training_script("if step % 100 == 0:\n    n_pos = (y > 0).nonzero().shape[0]"),
         training_script("index = torch.zeros_like(y > 0, dtype=torch.long)\nfirst_rows = x[index]"),

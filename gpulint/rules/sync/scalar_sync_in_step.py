@@ -35,7 +35,7 @@ class ScalarSyncInStep(SyncRule):
         training_script("if step % 100 == 0:\n    print(loss.item())"),
         training_script("if step % 10 != 0:\n    continue\nprint(loss.item())"),
         training_script("counts = torch.zeros(4)\nfirst = counts[0].item()"),
-        training_script("picks = self_rng.choice(8, size=2).tolist()", header="self_rng = np.random.default_rng(0)"),
+        training_script("picks = self_rng.choice(8, size=2).tolist()", header="import numpy as np\n\nself_rng = np.random.default_rng(0)"),
         training_script("if not torch.isfinite(loss).all():\n    print(f\"loss is {loss.item()}\")\n    break"),
         "import torch\n\n\ndef evaluate(model, loader):\n    for x, y in loader:\n        print(model(x).sum().item())\n",
     )

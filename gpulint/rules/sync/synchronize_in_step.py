@@ -42,14 +42,14 @@ class SynchronizeInStep(SyncRule):
         training_script("if step % 50 == 0:\n    torch.cuda.synchronize()"),
         training_script("if synchronize_step:\n    torch.cuda.synchronize()", header="synchronize_step = False"),
         training_script("if is_torch_xpu_available():\n    torch.xpu.empty_cache()",
-                        header="from accelerate.utils import is_torch_xpu_available"),
+                        header="def is_torch_xpu_available():\n    return False"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
         "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n    torch.cuda.synchronize()\n"),
     )
     invalid = (
         Invalid(training_script("torch.cuda.synchronize()")),
         Invalid(training_script("synchronize()",
-                                header="synchronize = torch.cuda.synchronize if torch.cuda.is_available() else None")),
+                                header="synchronize = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None")),
         Invalid(training_script("torch.cuda.empty_cache()")),
         Invalid(training_script("torch.cuda.current_stream().synchronize()")),
         Invalid(training_script("done = torch.cuda.Event()\ndone.record()\ndone.synchronize()")),
