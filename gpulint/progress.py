@@ -16,6 +16,25 @@ REDRAW_EVERY_S = 0.1
 ETA_AFTER_S = 1.0  # an estimate from the first instants of a run is noise
 
 
+class _RedrawnLine:
+    """One line of a terminal, drawn over itself in place and erased at the end (what Progress and Phases share)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.width = 0  # of the last text drawn, to erase it
+
+    def draw(self, text: str) -> None:
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def erase(self) -> None:
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+
+
 class Progress:
     def __init__(
         self,
@@ -33,7 +52,7 @@ class Progress:
         self.started = clock()
         self.drawn_at: float | None = None
         self.done = 0
-        self.width = 0  # of the last line drawn, to erase it
+        self._line = _RedrawnLine(self.stream)
 
     def advance(self, count: int = 1) -> None:
         self.done += count
@@ -45,10 +64,8 @@ class Progress:
 
     def close(self) -> None:
         """Erase the line (the report follows on a clean line)."""
-        if self.active and self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.stream.flush()
-            self.width = 0
+        if self.active:
+            self._line.erase()
 
     def __enter__(self) -> "Progress":
         return self
@@ -61,9 +78,7 @@ class Progress:
         elapsed = now - self.started
         if elapsed >= ETA_AFTER_S and 0 < self.done < self.total:
             line += f", about {_duration(elapsed / self.done * (self.total - self.done))} left"
-        self.stream.write("\r" + line.ljust(self.width))
-        self.stream.flush()
-        self.width = len(line)
+        self._line.draw(line)
         self.drawn_at = now
 
 
@@ -107,7 +122,7 @@ class Phases:
         self.detail = ""
         self.started = clock()
         self.drawn_at: float | None = None
-        self.width = 0
+        self._line = _RedrawnLine(self.stream)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -156,10 +171,8 @@ class Phases:
             self._ticker.join()
             self._ticker = None
         with self._lock:
-            if self.active and self.width:
-                self.stream.write("\r" + " " * self.width + "\r")
-                self.stream.flush()
-                self.width = 0
+            if self.active:
+                self._line.erase()
 
     def __enter__(self) -> "Phases":
         return self
@@ -170,10 +183,7 @@ class Phases:
     def _draw(self) -> None:
         if not self.active or not self.name:
             return
-        line = self.line()
-        self.stream.write("\r" + line.ljust(self.width))
-        self.stream.flush()
-        self.width = len(line)
+        self._line.draw(self.line())
         self.drawn_at = self.clock()
 
     def _tick(self) -> None:

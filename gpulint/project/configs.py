@@ -28,8 +28,7 @@ def classes_in(text: str) -> set[str]:
 
 def is_training_config(path: str) -> bool:
     """`configs/example_training/sd.yaml` is; `configs/inference/sv4d.yaml` and `sampling.yaml` are not."""
-    stem = path.replace("\\", "/").rsplit(".", 1)[0]
-    return is_training_path(stem + ".py")
+    return is_training_path(path.rsplit(".", 1)[0] + ".py")
 
 
 def training_config_classes(paths: Iterable[Path], display=str) -> frozenset[str]:

@@ -149,6 +149,7 @@ class Project:
         self._named: frozenset[str] | None = None
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
+        self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._run()
 
@@ -616,14 +617,21 @@ class Project:
         a model, not a layer that another module builds (a layer runs where its module calls it, which the model
         follows when it reads the model, or by its text beyond what can be read: `_layer_forward`); `self.matcher(...)`
         runs the built classes its name echoes (HungarianMatcher) if any. Every module's forward when none is known."""
-        forwards = self._all_forwards()
-        built = [f for f in forwards if self._built(Target(f.path, _class_of(f), True)) and not self._applied_only(f)
-                 and not is_cold_class_name(_class_of(f))]
+        built, models = self._guess_pool()
         receiver = guess.partition(" ")[2]
         alike = [f for f in built if _names_alike(receiver, _class_of(f))] if receiver else []
-        layers = self._layer_names()
-        models = [f for f in built if _class_of(f).rsplit(".", 1)[-1] not in layers]
-        return alike or models or built or forwards
+        return alike or models or built or self._all_forwards()
+
+    def _guess_pool(self) -> tuple[list[Target], list[Target]]:
+        """The forwards of the classes the program builds, and those of them no module builds as a layer; made anew
+        only when the program has built more classes (`instantiated` only grows), not at every guessed call."""
+        if self._pool is None or self._pool[0] != len(self.instantiated):
+            built = [f for f in self._all_forwards() if self._built(Target(f.path, _class_of(f), True))
+                     and not self._applied_only(f) and not is_cold_class_name(_class_of(f))]
+            layers = self._layer_names()
+            models = [f for f in built if _class_of(f).rsplit(".", 1)[-1] not in layers]
+            self._pool = (len(self.instantiated), built, models)
+        return self._pool[1], self._pool[2]
 
     def _built(self, cls: Target) -> bool:
         """Does the program build `cls`: a call builds it, a training config names it (or a subclass) where the

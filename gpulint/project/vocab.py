@@ -178,10 +178,10 @@ def is_training_path(path: str) -> bool:
     one of them as a whole (`demo/`, `inference/`; not `conditional_generation/`, a task's name)."""
     if is_test_path(path):
         return False
+    if named_for_training(path):
+        return True
     *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
     words = name_parts(name)
-    if words & TRAINING_PARTS or any(name_parts(folder) & TRAINING_PARTS for folder in folders):
-        return True
     # A private folder (`_export/`) is named by what follows its underscores.
     return not (words & NOT_TRAINING_PARTS
                 or any(folder.lower().strip("_") in NOT_TRAINING_PARTS for folder in folders))
