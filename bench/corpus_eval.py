@@ -25,6 +25,10 @@ import shlex
 import subprocess
 import sys
 import tempfile
+
+# The files a user's checkout gives gpulint: Python, and the configs, scripts and READMEs it reads for what the training
+# builds and the intervals it sets (gpulint.linter.discovery's suffixes).
+_LAID_OUT = (".py", ".pyi", ".yaml", ".yml", ".json", ".sh", ".md")
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -239,7 +243,7 @@ def lay_out_repo(git_dir: Path, commit: str, target: Path) -> bool:
     for entry in listing.stdout.decode("utf-8", "surrogateescape").split("\0"):
         meta, _, path = entry.partition("\t")
         parts = meta.split()
-        if len(parts) == 3 and parts[1] == "blob" and path.endswith((".py", ".pyi", ".yaml", ".yml")):
+        if len(parts) == 3 and parts[1] == "blob" and path.endswith(_LAID_OUT):
             wanted.append((parts[2], path))
     request = "".join(f"{sha}\n" for sha, _ in wanted).encode()
     batch = subprocess.run(

@@ -16,7 +16,7 @@ from gpulint.config import DEFAULT_EXCLUDE, LintConfig
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 # Configuration files that may build classes by name (`target: pkg.mod.Class`): read by the project model, not linted.
-CONFIG_SUFFIXES = (".yaml", ".yml")
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".sh", ".md")  # read for what they build and the intervals they set
 
 
 @dataclass

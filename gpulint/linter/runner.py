@@ -14,8 +14,10 @@ from gpulint.linter.finding import Finding, rule_url
 from gpulint.linter.options import LintOptions
 from gpulint.linter.source import SourceFile, decode
 from gpulint.project import FileFacts, Project, outline
+from gpulint.project.configs import TrainingConfigs, every_step_intervals, interval_settings
 from gpulint.project.index import ModuleIndex
 from gpulint.project.store import dump_facts, dump_index, facts_digest, load_facts, load_index
+from gpulint.project.vocab import is_training_path
 
 # The engine and the rules (and libcst) are imported by `process`, in the workers: a run whose every file is cached
 # never imports them, which is most of a warm run's time.
@@ -138,7 +140,7 @@ def _outline(item: tuple[str, str]) -> ModuleIndex:
 
 def with_project_facts(
     tasks: Sequence[FileTask], cache: ResultCache, workers: Workers, done: Callable[[], None] = lambda: None,
-    config_classes: frozenset[str] = frozenset(),
+    configs: TrainingConfigs = TrainingConfigs(),
 ) -> list[FileTask]:
     """The tasks, each with the project model's facts for its file: every task's file is read and outlined, and the
     model built over all of them (gpulint/project/). A file that cannot be read or decoded is left to its worker,
@@ -146,7 +148,8 @@ def with_project_facts(
 
     With a cache: when no file changed since the last run, its facts are reused as they are; else the files that
     did not change are taken from their stored outlines (with the definitions the model read), and only the others
-    are read anew. `config_classes`: the classes the project's training configs build by name."""
+    are read anew. `configs`: what the project's training configs build by name, and the values they give intervals
+    (with those its training files give, `configs.every_step_intervals`)."""
     if not tasks:
         return list(tasks)
     texts: dict[str, tuple[str, str]] = {}
@@ -158,13 +161,18 @@ def with_project_facts(
             continue
         finally:
             done()
-    run_key = content_hash("\0".join([*(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())), *sorted(config_classes)])
-                           .encode())
+    settings = set(configs.intervals)
+    for display, (_, text) in texts.items():
+        if is_training_path(display):  # not a test's `log_every=1`
+            settings |= interval_settings(text)
+    every_step = every_step_intervals(settings)
+    run_key = content_hash("\0".join([*(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())), *sorted(configs.classes),
+                                      "\0intervals", *sorted(every_step)]).encode())
     stored = _stored_facts(cache, run_key, texts)
     if stored is not None:
         facts, digests = stored
     else:
-        facts = _model_facts(tasks, cache, texts, workers, config_classes)
+        facts = _model_facts(tasks, cache, texts, workers, configs.classes, every_step)
         if facts is None:
             return list(tasks)
         if cache.enabled:
@@ -191,7 +199,8 @@ def _stored_facts(cache: ResultCache, run_key: str, texts: dict) -> tuple[dict, 
 
 
 def _model_facts(
-    tasks: Sequence[FileTask], cache: ResultCache, texts: dict, workers: Workers, config_classes: frozenset[str]
+    tasks: Sequence[FileTask], cache: ResultCache, texts: dict, workers: Workers, config_classes: frozenset[str],
+    every_step: frozenset[str],
 ) -> dict[str, FileFacts] | None:
     store = ProjectStore(cache)
     indexes = []
@@ -209,7 +218,7 @@ def _model_facts(
         indexes.append(index)
     options = tasks[0].options
     try:
-        project = Project(indexes, options.hot_functions, options.gate_names, config_classes)
+        project = Project(indexes, options.hot_functions, options.gate_names, config_classes, every_step)
         facts = {display: project.file_facts(display) for display in project.files}
     except Exception as exc:  # noqa: BLE001  (a bug of the model must not lose the lint: each file is read alone)
         print(f"gpulint: warning: the project model failed ({type(exc).__name__}: {exc}); files are read one by one "

@@ -1,24 +1,63 @@
-"""Classes a project's configuration files build by name: `target: sgm.models.diffusion.DiffusionEngine` (ldm's
-`instantiate_from_config`), Hydra's `_target_:`, Lightning CLI's `class_path:`.
+"""What a project's shipped configuration says, read as text (no YAML parser; nothing in a config is ever run):
 
-Where a program builds its modules from configs, no Python file names the model it trains; the project model takes
-the classes its *training* configs name as built. A class only a sampling or inference config names (a folder or file
-named for one, by `vocab.is_training_path`) is not built by training. YAML is read as text (a key and a dotted name on
-one line): no YAML parser, and nothing in a config is ever run.
+- the classes its configs build by name: `target: sgm.models.diffusion.DiffusionEngine` (ldm's
+  `instantiate_from_config`), Hydra's `_target_:`, Lightning CLI's `class_path:`. Where a program builds its modules
+  from configs, no Python file names the model it trains; the project model takes the classes its *training* configs
+  name as built. A class only a sampling or inference config names (a folder or file named for one, by
+  `vocab.is_training_path`) is not built by training;
+- the values it gives intervals (`log_every: 1`, `--logging_steps 1`, `default=10`, `log_interval = 50`): a logging
+  gate whose interval every shipped setting makes 1 runs every step (`every_step_intervals`).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from gpulint.project.vocab import is_training_path
+from gpulint.project.vocab import is_training_path, name_parts
 
 # A config larger than this is data (a vocabulary, a dataset index), not a description of what to build.
 MAX_CONFIG_BYTES = 512 * 1024
 _TARGET = re.compile(r"""^[ \t-]*["']?(?:_target_|target|class_path)["']?[ \t]*:[ \t]*["']?([A-Za-z_][\w.]*)""",
                      re.MULTILINE)
+
+
+# Names of intervals (`log_every`, `logging_steps`, `print_freq`, `log_interval`) and the settings that give them a
+# whole number: argparse defaults, assignments, keyword arguments and annotated fields (`x: int = 1`), YAML and JSON
+# keys, command-line options in scripts and READMEs.
+_INTERVAL_PARTS = frozenset({"every", "interval", "freq", "frequency", "steps", "step", "period", "iters", "iter"})
+_ARGPARSE_DEFAULT = re.compile(r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\bdefault\s*=\s*(\d+)\b(?![.\w])""")
+_ASSIGNED = re.compile(r"""\b([A-Za-z_]\w*)["']?[ \t]*(?::[ \t]*[\w\[\]|. ]*?[ \t]*=|[=:])[ \t]*(\d+)\b(?![.\w])""")
+_FIELD_DEFAULT = re.compile(r"\b([A-Za-z_]\w*)[ \t]*:[^=\n]*=[ \t]*field\(\s*default\s*=\s*(\d+)\b(?![.\w])")
+_OPTION = re.compile(r"--([A-Za-z][\w-]*)(?:[ \t]+|=)(\d+)\b(?![.\w])")
+
+
+def interval_settings(text: str) -> set[tuple[str, int]]:
+    """The whole-number values a text gives names of intervals: `{("log_every", 1), ("print_freq", 10)}`."""
+    found: set[tuple[str, int]] = set()
+    for pattern in (_ARGPARSE_DEFAULT, _FIELD_DEFAULT, _ASSIGNED, _OPTION):
+        for name, value in pattern.findall(text):
+            name = name.replace("-", "_")
+            if name_parts(name) & _INTERVAL_PARTS:
+                found.add((name, int(value)))
+    return found
+
+
+def every_step_intervals(settings: Iterable[tuple[str, int]]) -> frozenset[str]:
+    """The intervals every shipped setting makes 1: `step % args.logging_steps == 0` gates nothing where each training
+    script passes `--logging_steps 1`. One setting of another value (a default of 10) keeps the gate."""
+    values: dict[str, set[int]] = {}
+    for name, value in settings:
+        values.setdefault(name, set()).add(value)
+    return frozenset(name for name, found in values.items() if found == {1})
+
+
+@dataclass(frozen=True)
+class TrainingConfigs:
+    classes: frozenset[str] = frozenset()  # dotted names the training configs build
+    intervals: frozenset[tuple[str, int]] = frozenset()  # the values they give intervals (`interval_settings`)
 
 
 def classes_in(text: str) -> set[str]:
@@ -31,10 +70,11 @@ def is_training_config(path: str) -> bool:
     return is_training_path(path.rsplit(".", 1)[0] + ".py")
 
 
-def training_config_classes(paths: Iterable[Path], display=str) -> frozenset[str]:
-    """The dotted names of the classes the training configs among `paths` build. Unreadable or oversized files are skipped: a
-    config only narrows what the model guesses, it is never needed to lint."""
-    found: set[str] = set()
+def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs:
+    """What the training configs among `paths` build, and the values they give intervals. Unreadable or oversized
+    files are skipped: a config only narrows what the model guesses, it is never needed to lint."""
+    classes: set[str] = set()
+    intervals: set[tuple[str, int]] = set()
     for path in paths:
         if not is_training_config(display(path)):
             continue
@@ -45,5 +85,6 @@ def training_config_classes(paths: Iterable[Path], display=str) -> frozenset[str
         except OSError:
             continue
         if "target" in text or "class_path" in text:
-            found |= classes_in(text)
-    return frozenset(found)
+            classes |= classes_in(text)
+        intervals |= interval_settings(text)
+    return TrainingConfigs(frozenset(classes), frozenset(intervals))

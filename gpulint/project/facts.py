@@ -78,6 +78,7 @@ class FileFacts:
     return_kinds: tuple[tuple[str, str], ...] = ()
     on_flags: frozenset[str] = frozenset()  # configuration switches whose default is on (argparse, dataclasses)
     problem: tuple[int, int, str] | None = None  # Python's syntax error in the file: (line, column, message)
+    every_step_intervals: frozenset[str] = frozenset()  # intervals every shipped setting makes 1 (`log_every: 1`)
 
     def step_code(self) -> frozenset[str]:
         """The functions (qualified names) with code that may run in the training step: reached every step or on
@@ -139,6 +140,8 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     flags: list[str] = []
     for region in regions_at(scope, pos):
         kind = region.kind
+        if kind in ("gate", "exit") and region.flags and region.flags[0] in file_facts.every_step_intervals:
+            continue  # `step % args.log_every == 0` where every shipped configuration sets `log_every` to 1
         if kind in ("gate", "exit") or (kind == "param" and region.flags[0] in facts.gate_params):
             gated = True
         elif kind == "switch":

@@ -66,7 +66,9 @@ class Region:
     start: Pos
     end: Pos
     loop: int = -1  # for "loop": the index of the loop in its scope
-    flags: tuple[str, ...] = ()  # for "switch": the configuration attributes tested, "!name" when negated
+    # for "switch": the configuration attributes tested, "!name" when negated; for "gate" and "exit": the name of the
+    # interval the gate divides by ("" for none)
+    flags: tuple[str, ...] = ()
 
     def holds(self, pos: Pos) -> bool:
         return self.start <= pos < self.end
@@ -207,6 +209,8 @@ def is_step_modulo(node: ast.AST) -> bool:
     """`step % N`, not `x.size(0) % world_size` (a divisibility check on a size says nothing about the step)."""
     if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)):
         return False
+    if isinstance(node.right, ast.Constant) and node.right.value == 1:  # `(step + 1) % 1 == 0`: every step
+        return False
     left = node.left
     if isinstance(left, ast.Subscript):
         left = left.value
@@ -215,6 +219,16 @@ def is_step_modulo(node: ast.AST) -> bool:
     if isinstance(left, ast.Constant):  # "%d" % x: string formatting
         return False
     return not (isinstance(left, ast.Attribute) and left.attr in METADATA_ATTRS)
+
+
+def gate_interval(test: ast.AST) -> str:
+    """The name of the interval a gate's step modulo divides by (`step % args.log_every == 0` -> "log_every"); ""
+    when it has none. A shipped configuration may set that interval to 1 (`Project.every_step_intervals`)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BinOp) and is_step_modulo(node):
+            name = dotted(node.right)
+            return name.rsplit(".", 1)[-1] if name else ""
+    return ""
 
 
 def modulo_form(test: ast.AST) -> str | None:
@@ -388,7 +402,8 @@ _GENERATION_STATE = frozenset(
 
 def _eval_branch(test: ast.AST) -> str | None:
     """`if not self.training:` is the evaluation branch of a module ("body"); `if self.training:` has it in "orelse".
-    `if kv_cache is not None:` (or `if kv_cache:`) is generation ("body"); `if kv_cache is None:` has it in "orelse"."""
+    `if kv_cache is not None:` (or `if kv_cache:`) is generation ("body"); `if kv_cache is None:` has it in "orelse".
+    `if self.deploy:` and `if torch.onnx.is_in_onnx_export():` are export ("body")."""
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
     subject = test.operand if negated else test
     if isinstance(subject, ast.Attribute) and subject.attr == "training":
@@ -397,9 +412,20 @@ def _eval_branch(test: ast.AST) -> str | None:
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None \
             and _generation_state(test.left):
         return "body" if isinstance(test.ops[0], ast.IsNot) else "orelse"
-    if _generation_state(subject):
+    if _generation_state(subject) or _deploy_switch(subject):
         return "orelse" if negated else "body"
     return None
+
+
+# A model's export or deployment form (RepVGG-style `if self.deploy:`, `torch.onnx.is_in_onnx_export()`): not what
+# training runs.
+_DEPLOY_PARTS = frozenset({"deploy", "deployed", "export", "exporting", "onnx", "scripting", "tracing"})
+
+
+def _deploy_switch(expr: ast.AST) -> bool:
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    name = dotted(target)
+    return name is not None and bool(name_parts(name.rsplit(".", 1)[-1]) & _DEPLOY_PARTS)
 
 
 def _generation_state(expr: ast.AST) -> bool:
@@ -641,7 +667,8 @@ class _Walker:
                 and index + 1 < len(body)
             ):
                 exit_seen = True  # the first such `if` of a block gates the statements after it
-                self.scope.regions.append(Region("exit", self._pos(body[index + 1]), self._end(body[-1])))
+                self.scope.regions.append(Region("exit", self._pos(body[index + 1]), self._end(body[-1]),
+                                                 flags=(gate_interval(statement.test),)))
 
     def _statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and self.shallow:
@@ -767,7 +794,7 @@ class _Walker:
                 continue
             span = self._span(body)
             if part == "body" and is_gate(test, self.gates) and flags is None:
-                scope.regions.append(Region("gate", *span))
+                scope.regions.append(Region("gate", *span, flags=(gate_interval(test),)))
             if part == "body" and flags:
                 scope.regions.append(Region("switch", *span, flags=flags))
             if part == "body" and isinstance(test, ast.Name) and test.id in scope.params:

@@ -117,7 +117,7 @@ def module_names(path: str) -> list[str]:
 
 class Project:
     def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = (),
-                 config_classes: Iterable[str] = ()):
+                 config_classes: Iterable[str] = (), every_step_intervals: Iterable[str] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
@@ -136,6 +136,7 @@ class Project:
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         self._return_kinds: dict[Key, str] = {}
         self.on_flags = frozenset().union(*(ix.on_flags for ix in self.files.values()))
+        self.every_step_intervals = frozenset(every_step_intervals)  # see configs.every_step_intervals
         self.entries = False
         self._guesses: set[tuple] = set()
         self._children: dict[Target, list[Target]] | None = None
@@ -151,6 +152,9 @@ class Project:
         self._by_config: frozenset[Target] | None = None
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
+        self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
+        self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
+        self._by_import_name: bool | None = None
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -180,6 +184,65 @@ class Project:
                 return candidate.removeprefix("/")
         # The candidate sharing the longest folder prefix with the importer.
         return max(candidates, key=lambda c: (_common_prefix(c, importer), -len(c)))
+
+    def _imported(self) -> dict[str, frozenset[str]]:
+        """The project files each file imports, anywhere in it (a function's own `from .model_run import RWKV`
+        too), read off its text."""
+        if self._imports is None:
+            self._imports = {}
+            for path, ix in self.files.items():
+                found: set[str] = set()
+                if "import" in ix.text:
+                    for dots, module, names, plain in _IMPORT_STATEMENT.findall(ix.text):
+                        for name in self._import_names(module, names, plain):
+                            target = self.find_module(name, path, len(dots))
+                            if target is not None and target != path:
+                                found.add(target)
+                self._imports[path] = frozenset(found)
+        return self._imports
+
+    @staticmethod
+    def _import_names(module: str, names: str, plain: str) -> list[str]:
+        """The module names an import statement may load: `from a import b` loads `a` and maybe the module `a.b`;
+        `import a.b as c` loads `a` and `a.b`."""
+        if plain:
+            dotted = [part.split(" as ")[0].strip() for part in plain.split(",")]
+            return [".".join(d.split(".")[: i + 1]) for d in dotted if d for i in range(d.count(".") + 1)]
+        found = [module]
+        for part in names.strip("()").split(","):
+            name = part.split(" as ")[0].strip()
+            if name and name != "*":
+                found.append(f"{module}.{name}" if module else name)
+        return found
+
+    def _program(self, entry: str) -> frozenset[str]:
+        """The files that may run with `entry`: the training files importing it (a script that imports the module
+        holding a Lightning `training_step`), and all that these import. A guess made on the way stays in them: RWKV-v4neo's
+        trainer does not run RWKV-v3's inference model, which nothing it imports names."""
+        found = self._programs.get(entry)
+        if found is None:
+            imports = self._imported()
+            importers: dict[str, list[str]] = {}
+            for path, imported in imports.items():
+                if is_training_path(path):  # not the chat script that also imports the model
+                    for target in imported:
+                        importers.setdefault(target, []).append(path)
+            above = _closure([entry], importers)
+            found = self._programs[entry] = frozenset(_closure(above, imports))
+        return found
+
+    def _program_of(self, chain: tuple[Frame, ...]) -> frozenset[str] | None:
+        """The program of the chain's entry, where a guess made on the way must stay; None where the project loads
+        modules by a name the model cannot follow (Hydra's `_target_`, `importlib.import_module`)."""
+        if not chain or self._loads_by_name():
+            return None
+        return self._program(chain[0].path)
+
+    def _loads_by_name(self) -> bool:
+        if self._by_import_name is None:
+            self._by_import_name = self._builds_by_name() or any(
+                "import_module(" in ix.text or "__import__(" in ix.text for ix in self.files.values())
+        return self._by_import_name
 
     # ------------------------------------------------------------------------------------------- global names
     def resolve_global(self, path: str, name: str, _seen: frozenset = frozenset()) -> list[Target]:
@@ -490,6 +553,11 @@ class Project:
                         break
             return out
         parts = func.split(".")
+        if scope.cls and scope.params and parts[0] == scope.params[0] and parts[0] not in ("self", "cls") \
+                and len(parts) > 1 and "." not in scope.qualname.removeprefix(scope.cls + ".") \
+                and not any(d.endswith("staticmethod") for d in scope.decorators):
+            parts[0] = "self"  # `def forward(s, x): s.emb(x)`: the instance by another name
+            func = ".".join(parts)
         if parts[0] in ("self", "cls") and scope.cls:
             cls = Target(path, scope.cls, True)
             if len(parts) == 2:
@@ -549,12 +617,13 @@ class Project:
             out.certain, out.guess = False, f"{receiver}.{method}"
         return out
 
-    def _method_guess(self, receiver: str, method: str) -> list[Target]:
+    def _method_guess(self, receiver: str, method: str, program: frozenset[str] | None = None) -> list[Target]:
         """An object of unknown class: the classes the program builds that define the method and whose name the
         receiver's echoes (`ema.update()`: ModelEMA; `loss_meter.update()`: AverageMeter), else the one built class
-        defining a method of that name."""
+        defining a method of that name. Only classes in `program`, when it is known (`_program_of`)."""
         defining = [
-            (cls, m) for cls in sorted(self.instantiated, key=_order) if (m := self.find_method(cls, method)) is not None
+            (cls, m) for cls in sorted(self.instantiated, key=_order)
+            if (program is None or cls.path in program) and (m := self.find_method(cls, method)) is not None
         ]
         alike = [m for cls, m in defining if _names_alike(receiver, cls.qualname)]
         if alike:
@@ -611,16 +680,21 @@ class Project:
             ]
         return self._forwards
 
-    def _forward_guess(self, guess: str) -> list[Target]:
+    def _forward_guess(self, guess: str, program: frozenset[str] | None = None) -> list[Target]:
         """The forwards a call of a module of unknown class may run (`outputs = model(batch)` where the model came
         from a factory or a config): those of the classes the program builds or names. A call on a local object runs
         a model, not a layer that another module builds (a layer runs where its module calls it, which the model
         follows when it reads the model, or by its text beyond what can be read: `_layer_forward`); `self.matcher(...)`
-        runs the built classes its name echoes (HungarianMatcher) if any. Every module's forward when none is known."""
+        runs the built classes its name echoes (HungarianMatcher) if any. Every module's forward when none is known.
+        Only those in `program`, when it is known (`_program_of`) and holds any module (a library's trainer is handed
+        its model by a user's script the project does not hold)."""
         built, models = self._guess_pool()
+        forwards = self._all_forwards()
+        if program is not None and any(f.path in program for f in forwards):
+            built, models, forwards = ([f for f in pool if f.path in program] for pool in (built, models, forwards))
         receiver = guess.partition(" ")[2]
         alike = [f for f in built if _names_alike(receiver, _class_of(f))] if receiver else []
-        return alike or models or built or self._all_forwards()
+        return alike or models or built or forwards
 
     def _guess_pool(self) -> tuple[list[Target], list[Target]]:
         """The forwards of the classes the program builds, and those of them no module builds as a layer; made anew
@@ -913,7 +987,8 @@ class Project:
         if scope is None:
             return
         facts = self.function_facts(path, scope)
-        file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags)
+        file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
+                               every_step_intervals=self.every_step_intervals)
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
             rank = _rank_of(state, reach)
@@ -931,7 +1006,8 @@ class Project:
             if not resolved.certain:
                 # A guess fans out to many functions (modules' `forward`s): made once per way of reaching them, and
                 # made again when the program has built more.
-                guess = (resolved.guess, len(resolved.targets), rank, likely, tuple(state.flags))
+                program = self._program_of(chain)
+                guess = (resolved.guess, len(resolved.targets), rank, likely, tuple(state.flags), program)
                 if guess in self._guesses:
                     continue
                 self._guesses.add(guess)
@@ -939,6 +1015,8 @@ class Project:
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound)
+            if not resolved.certain and program is not None:
+                resolved.targets = self._guess_in(resolved.guess, program)
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
                             guessed=reach.guessed or _fans_out(resolved))
             self._callbacks(path, scope, call, rank, state, chain, push)
@@ -997,12 +1075,15 @@ class Project:
         per-step code is read before the setup code that builds, say, the EMA it updates)."""
         deferred, self._deferred = self._deferred, []
         for guess, rank, likely, chain, flags in deferred:
-            if _is_forward_guess(guess):
-                targets = self._forward_guess(guess)
-                self._reach_all(targets, rank, likely, chain, flags, push, guessed=len(targets) > _READ_GUESSES)
-                continue
-            receiver, method = guess.rsplit(".", 1)
-            self._reach_all(self._method_guess(receiver, method), rank, likely, chain, flags, push)
+            targets = self._guess_in(guess, self._program_of(chain))
+            self._reach_all(targets, rank, likely, chain, flags, push,
+                            guessed=_is_forward_guess(guess) and len(targets) > _READ_GUESSES)
+
+    def _guess_in(self, guess: str, program: frozenset[str] | None) -> list[Target]:
+        if _is_forward_guess(guess):
+            return self._forward_guess(guess, program)
+        receiver, method = guess.rsplit(".", 1)
+        return self._method_guess(receiver, method, program)
 
     def _protocol_methods(self, cls: Target, chain: tuple[Frame, ...], push) -> None:
         """An object the program builds is used through Python's protocols too: a dataset's `__getitem__`, an
@@ -1120,9 +1201,15 @@ class Project:
         for qualname in self._reached_by_file().get(path, ()):  # reached by a guess, never read
             functions.setdefault(qualname, FunctionFacts(self.reach[(path, qualname)]))
         problem = (ix.problem.line, ix.problem.column, ix.problem.message) if ix.problem else None
-        return FileFacts(functions, self.entries, self.hot_names, on_flags=self.on_flags, problem=problem)
+        return FileFacts(functions, self.entries, self.hot_names, on_flags=self.on_flags, problem=problem,
+                         every_step_intervals=self.every_step_intervals)
 
 
+# `from ..a.b import (c, d as e)` / `import a.b as c, d`: the dots, the module, the names; or the plain list.
+_IMPORT_STATEMENT = re.compile(
+    r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)|import[ \t]+([\w., \t]+))",
+    re.MULTILINE,
+)
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
 _CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
@@ -1195,6 +1282,17 @@ def _names_alike(receiver: str, class_name: str) -> bool:
     return bool(name) and (name in owner or owner in name or any(
         len(part) >= 3 and part in owner for part in name_parts(name)
     ))
+
+
+def _closure(start, edges: dict[str, Iterable[str]]) -> set[str]:
+    """`start` and all that `edges` lead to from it."""
+    found, todo = set(start), list(start)
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in found:
+                found.add(nxt)
+                todo.append(nxt)
+    return found
 
 
 def rank_ok(reach: Reach) -> bool:

@@ -128,6 +128,7 @@ def load_facts(data: dict) -> FileFacts:
         tuple(tuple(pair) for pair in data["return_kinds"]),
         frozenset(data["on_flags"]),
         tuple(data["problem"]) if data["problem"] else None,
+        frozenset(data["every_step_intervals"]),
     )
 
 

@@ -168,7 +168,7 @@ NOT_TRAINING_PARTS = frozenset(
     {"demo", "demos", "inference", "infer", "sample", "sampling", "generate",
      "generation", "export", "eval", "evaluate", "evaluation", "predict", "prediction", "test", "tests", "testing",
      "visualize", "visualization", "convert", "deploy", "serve", "server", "app", "gradio",
-     "streamlit", "notebook", "notebooks", "docs", "doc", "playground"}
+     "streamlit", "notebook", "notebooks", "docs", "doc", "playground", "verify"}
 )
 
 

@@ -193,6 +193,68 @@ def test_calling_an_object_of_unknown_class_reaches_the_forwards_as_a_guess(tmp_
     assert reach.rank == PER_STEP and reach.likely
 
 
+def test_a_guessed_module_call_stays_in_the_files_its_training_program_imports(tmp_path):
+    """RWKV-LM keeps several generations side by side: v4's trainer calling `self.emb(idx)` reached `Emb_ROSA` of a
+    v8 script, and the inference model of `model_run.py` that only `chat.py` and `verify.py` import."""
+    project = model(tmp_path, {
+        "v4/model.py": """
+            import torch
+            class RWKV(torch.nn.Module):
+                def __init__(self):
+                    self.emb = make_embedding()
+                def forward(self, idx):
+                    return self.emb(idx)
+        """,
+        "v4/model_run.py": """
+            import torch
+            class RWKV_RNN(torch.nn.Module):
+                def forward(self, x):
+                    return x.cpu()
+        """,
+        "v4/train.py": """
+            from model import RWKV
+            model = RWKV()
+            for batch in loader:
+                model(batch).backward()
+                opt.step()
+        """,
+        "v4/verify.py": "from model import RWKV\nfrom model_run import RWKV_RNN\nRWKV_RNN()(RWKV())\n",
+        "v8/rosa_train.py": """
+            import torch
+            class Emb_ROSA(torch.nn.Module):
+                def forward(s, x):
+                    return x.tolist()
+            class MODEL(torch.nn.Module):
+                def __init__(s):
+                    s.emb_rosa = Emb_ROSA()
+                def forward(s, x):
+                    return s.emb_rosa(x)
+            model = MODEL()
+            for step in range(10):
+                model(x).backward()
+                opt.step()
+        """,
+    })
+    emb = project.reach[("v8/rosa_train.py", "Emb_ROSA.forward")]
+    assert emb.chain[0].path == "v8/rosa_train.py"  # its own script's `s.emb_rosa(x)`, `s` being the instance
+    assert [f.label for f in emb.chain][1:] == ["MODEL.forward()", "Emb_ROSA.forward()"]
+    assert ("v4/model_run.py", "RWKV_RNN.forward") not in project.reach
+
+
+def test_a_guess_leaves_its_program_where_the_program_holds_no_module(tmp_path):
+    """A framework's trainer is handed the model by a user's script; the modules it may run are anywhere."""
+    project = model(tmp_path, {
+        "lib/trainer.py": """
+            def fit(model, loader, opt):
+                for batch in loader:
+                    model(batch).backward()
+                    opt.step()
+        """,
+        "models/net.py": "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+    })
+    assert project.reach[("models/net.py", "Net.forward")].rank == PER_STEP
+
+
 def test_a_guessed_module_call_reaches_the_built_models_not_their_layers_or_unbuilt_classes(tmp_path):
     """nanotron's `self.model(...)` from a factory reached every forward of the project: layers only an inference
     branch calls, and classes only a sampling config builds."""
@@ -999,3 +1061,89 @@ def test_an_optimizer_derived_from_a_torch_optimizer_is_stepped_and_a_cache_read
     })
     assert ("optim.py", 6, "GPL501") in {(f[0], f[1], f[2]) for f in found}
     assert not [f for f in found if f[0] == "model.py"]
+
+
+def test_a_deploy_branch_and_an_assert_message_are_not_per_step(tmp_path, check):
+    """D-FINE's `weighting_function(..., deploy)` builds its export table only when deploying (a RepVGG-style
+    switch); an assert's f-string is only formatted when the assert fails."""
+    found = check(tmp_path, {
+        "model.py": """
+            import torch
+
+            def weighting(reg_max, up, deploy):
+                if deploy:
+                    return torch.tensor([up.item()] * reg_max)
+                return up.abs() * torch.arange(reg_max, device=up.device)
+
+            class Head(torch.nn.Module):
+                def forward(self, x):
+                    w = weighting(16, self.up, self.deploy)
+                    y = x if not torch.onnx.is_in_onnx_export() else x.cpu()
+                    assert y.dim() == 2, f"expected a matrix, got {y}"
+                    return y * w.sum()
+        """,
+        "train.py": """
+            from model import Head
+
+            def train(loader, opt):
+                model = Head()
+                for x in loader:
+                    model(x).sum().backward()
+                    opt.step()
+        """,
+    })
+    assert not [f for f in found if f[0] == "model.py"]
+
+
+_LOGGED_EVERY = """
+    import argparse
+    import torch.nn.functional as F
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--log_every", type=int{default})
+    args = parser.parse_args()
+
+    def train(model, loader, opt, device):
+        for step, (x, y) in enumerate(loader):
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            if step % args.log_every == 0:
+                print(loss.item())
+            if (step + 1) % 1 == 0:
+                print(loss.mean().item())
+"""
+
+
+@pytest.mark.parametrize("default, script, logged_every_step", [
+    ("", "torchrun train.py --log_every 1\n", True),  # open-instruct's scripts: `--logging_steps 1` in every one
+    (", default=1", "", True),
+    (", default=1", "python train.py --log_every=50\n", False),  # one shipped setting of another value keeps the gate
+    (", default=10", "", False),
+    ("", "", False),  # nothing known: a gate
+])
+def test_a_gate_whose_interval_every_shipped_setting_makes_1_runs_every_step(
+        tmp_path, check, default, script, logged_every_step):
+    files = {"train.py": _LOGGED_EVERY.replace("{default}", default), "tests/test_train.py": "train(log_every=1)\n"}
+    if script:
+        files["scripts/run.sh"] = script
+    lines = {f[1] for f in check(tmp_path, files) if f[0] == "train.py"}
+    assert 17 in lines  # `% 1` is no gate, whatever the settings
+    assert (15 in lines) == logged_every_step
+
+
+def test_interval_settings_are_read_from_configs_scripts_and_code():
+    from gpulint.project.configs import every_step_intervals, interval_settings
+
+    text = """
+        parser.add_argument("--print-freq", type=int, default=10)
+        logging:
+          iteration_step_info_interval: 1
+        logging_steps: float = field(default=500, metadata={"help": "..."})
+        python train.py --eval_every=5 --lr 3e-4
+        {"save_steps": 200}
+        if step % log_interval == 0 and x == 1:
+    """
+    assert interval_settings(text) == {("print_freq", 10), ("iteration_step_info_interval", 1), ("logging_steps", 500),
+                                       ("eval_every", 5), ("save_steps", 200)}
+    assert every_step_intervals([("a_every", 1), ("b_every", 1), ("b_every", 10)]) == {"a_every"}

@@ -151,14 +151,16 @@ _FIRST_STEP_PARTS = frozenset({"step", "steps", "iter", "iteration", "updates", 
 
 
 def in_error_path_or_first_step(chain) -> bool:
-    """Error paths (an `except` handler, an `if` body that ends in `raise`), first-step-only code (`if step == 0:`,
-    `if self.get_num_updates() == 0:`) and fallbacks for empty or all-NaN tensors (`x.mean() if x.numel() > 0 else
+    """Error paths (an `except` handler, a `raise`, an `assert`'s message, an `if` body that ends in `raise`),
+    first-step-only code (`if step == 0:`, `if self.get_num_updates() == 0:`) and fallbacks for empty or all-NaN tensors (`x.mean() if x.numel() > 0 else
     torch.tensor(0.0, device=d)`) do not run every step."""
     for index in range(len(chain) - 2, -1, -1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             return False
-        if isinstance(node, cst.ExceptHandler):
+        if isinstance(node, (cst.ExceptHandler, cst.Raise)):
+            return True
+        if isinstance(node, cst.Assert) and child is node.msg:  # `assert ok, f"bad {x}"`: built when it fails
             return True
         if isinstance(node, cst.If) and child is node.body and (
             _ends_with_raise(node.body) or _is_first_step_test(node.test) or _is_non_finite_test(node.test)

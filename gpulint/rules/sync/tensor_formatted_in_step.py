@@ -45,6 +45,7 @@ class TensorFormattedInStep(SyncRule):
         training_script("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nprint(f\"lr {lr:.3f}\")"),
         training_script("print(f\"step {step} batch {x.shape}\")"),
+        training_script("assert loss.dim() == 0, f\"loss {loss} is not a scalar\"\nprint(step)"),
         training_script("logger.info(\"step %d\", step)", header="import logging\n"
                         "logger = logging.getLogger(__name__)"),
         ("import torch\n\n\nclass Net(torch.nn.Module):\n"
