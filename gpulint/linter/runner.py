@@ -161,10 +161,10 @@ def with_project_facts(
             continue
         finally:
             done()
-    settings = set(configs.intervals)
+    settings = list(configs.intervals)
     for display, (_, text) in texts.items():
         if is_training_path(display):  # not a test's `log_every=1`
-            settings |= interval_settings(text)
+            settings += interval_settings(text)
     every_step = every_step_intervals(settings)
     run_key = content_hash("\0".join([*(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())), *sorted(configs.classes),
                                       "\0intervals", *sorted(every_step)]).encode())

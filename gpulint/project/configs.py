@@ -45,19 +45,27 @@ def interval_settings(text: str) -> set[tuple[str, int]]:
     return found
 
 
+# The share of a name's shipped settings that must be 1 for its gate to run every step: open-instruct's 146 training
+# configs log every step, and three of its scripts every 10.
+_EVERY_STEP_SHARE = 0.8
+
+
 def every_step_intervals(settings: Iterable[tuple[str, int]]) -> frozenset[str]:
-    """The intervals every shipped setting makes 1: `step % args.logging_steps == 0` gates nothing where each training
-    script passes `--logging_steps 1`. One setting of another value (a default of 10) keeps the gate."""
-    values: dict[str, set[int]] = {}
+    """The intervals shipped settings make 1 (one setting per file that gives it, `interval_settings`):
+    `step % args.logging_steps == 0` gates nothing where the training scripts pass `--logging_steps 1`. Where more
+    than a few settings give another value (a default of 10, half the scripts), the gate stays."""
+    ones: dict[str, int] = {}
+    total: dict[str, int] = {}
     for name, value in settings:
-        values.setdefault(name, set()).add(value)
-    return frozenset(name for name, found in values.items() if found == {1})
+        total[name] = total.get(name, 0) + 1
+        ones[name] = ones.get(name, 0) + (value == 1)
+    return frozenset(name for name, n in total.items() if ones[name] >= _EVERY_STEP_SHARE * n)
 
 
 @dataclass(frozen=True)
 class TrainingConfigs:
     classes: frozenset[str] = frozenset()  # dotted names the training configs build
-    intervals: frozenset[tuple[str, int]] = frozenset()  # the values they give intervals (`interval_settings`)
+    intervals: tuple[tuple[str, int], ...] = ()  # the values they give intervals, each file's (`interval_settings`)
 
 
 def classes_in(text: str) -> set[str]:
@@ -74,7 +82,7 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
     """What the training configs among `paths` build, and the values they give intervals. Unreadable or oversized
     files are skipped: a config only narrows what the model guesses, it is never needed to lint."""
     classes: set[str] = set()
-    intervals: set[tuple[str, int]] = set()
+    intervals: list[tuple[str, int]] = []
     for path in paths:
         if not is_training_config(display(path)):
             continue
@@ -86,5 +94,5 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
             continue
         if "target" in text or "class_path" in text:
             classes |= classes_in(text)
-        intervals |= interval_settings(text)
-    return TrainingConfigs(frozenset(classes), frozenset(intervals))
+        intervals += sorted(interval_settings(text))
+    return TrainingConfigs(frozenset(classes), tuple(intervals))

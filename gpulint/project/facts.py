@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpulint.project.local import Pos, Region, Scope
-from gpulint.project.vocab import is_cold_function_name
+from gpulint.project.vocab import is_cold_method
 
 PER_STEP, GATED, PROGRAM, COLD = 0, 1, 2, 3
 RANK_NAMES = {PER_STEP: "per step", GATED: "gated", PROGRAM: "in the training program", COLD: "cold"}
@@ -157,7 +157,7 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     name = scope.name
     # Named for evaluation, sampling, saving or setup: such code runs once or behind a test the model cannot read
     # (`if not exists(self.GAN): self.init_GAN()`, `if divisible_by(step, save_every): self.save()`).
-    if is_cold_function_name(name) and name not in file_facts.hot_names:
+    if is_cold_method(name, scope.cls) and name not in file_facts.hot_names:
         return ExecState(False, gated, True, f"in `{name}`, which does not run every step", by_name=True)
     if reach is None:
         return NEUTRAL

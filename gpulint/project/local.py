@@ -110,6 +110,7 @@ class Assign:
     source: str = ""  # assigned another dotted name (an alias)
     element_of: str = ""  # a loop variable over this dotted name (`for block in self.blocks:`)
     calls: tuple[str, ...] = ()  # every call in the value (`nn.ModuleList([Block(c) for c in cfgs])`)
+    annotation: str = ""  # the class an annotation names (`ema: Optional[ModelEMA] = kwargs.get("ema")`)
 
 
 @dataclass
@@ -428,6 +429,22 @@ def _deploy_switch(expr: ast.AST) -> bool:
     return name is not None and bool(name_parts(name.rsplit(".", 1)[-1]) & _DEPLOY_PARTS)
 
 
+def annotated_class(annotation: ast.AST) -> str:
+    """The class an annotation names: `ModelEMA`, `Optional[ModelEMA]`, `ModelEMA | None`, `"ModelEMA"`; "" for
+    another shape (a union of classes, a container)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return ""
+    if isinstance(annotation, ast.Subscript) and dotted(annotation.value) in ("Optional", "typing.Optional"):
+        annotation = annotation.slice
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = [s for s in (annotation.left, annotation.right) if not (isinstance(s, ast.Constant) and s.value is None)]
+        annotation = sides[0] if len(sides) == 1 else annotation
+    return dotted(annotation) or "" if isinstance(annotation, (ast.Name, ast.Attribute)) else ""
+
+
 def _generation_state(expr: ast.AST) -> bool:
     name = dotted(expr)
     return name is not None and name.rsplit(".", 1)[-1] in _GENERATION_STATE
@@ -628,6 +645,9 @@ class _Walker:
             no_grad_decorated=any(resolve(d, self.aliases) in NO_GRAD for d in decorators if d),
         )
         self._enter(scope)
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+            if arg.annotation is not None and (annotated := annotated_class(arg.annotation)):
+                scope.assigns.append(Assign(arg.arg, annotation=annotated))  # `def train(ema: ModelEMA)`
         self.values.scopes.append({name: "unknown" for name in params})
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
@@ -706,6 +726,8 @@ class _Walker:
                     continue
                 self.values.bind(target, kind)
         elif isinstance(node, ast.AnnAssign):
+            if (name := dotted(node.target)) is not None and (annotated := annotated_class(node.annotation)):
+                self.scope.assigns.append(Assign(name, annotation=annotated))
             if node.value is not None:
                 self._expr(node.value)
                 self._record_assign(node.target, node.value)

@@ -463,7 +463,9 @@ class Project:
         for assign in scope.assigns:
             if assign.target != target:
                 continue
-            if assign.source:
+            if assign.annotation:
+                found |= {t for t in self._callable_targets(path, scope, assign.annotation) if t.is_class}
+            elif assign.source:
                 found |= self.types_of(path, scope, assign.source, depth + 1)
             elif assign.element_of:
                 found |= self.types_of(path, scope, assign.element_of, depth + 1)
@@ -570,6 +572,9 @@ class Project:
                     return out
                 return self._object_call(path, scope, func, per_step)  # `self.model(x)`
             return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
+        if len(parts) > 1 and parts[-1] == "apply" and (applied := self._function_passes(path, scope, parts[:-1])):
+            out.targets = applied  # `ROSA.apply(x, w)`: an autograd Function's forward, and its backward
+            return out
         targets = self._callable_targets(path, scope, func)
         if targets:
             for target in targets:
@@ -592,6 +597,15 @@ class Project:
             return self._object_call(path, scope, func, per_step)
         return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
 
+    def _function_passes(self, path: str, scope: Scope, receiver: list[str]) -> list[Target]:
+        """The `forward` and `backward` of the autograd Function `receiver` names: both run in every training step
+        that calls `Function.apply` (backward in the step's backward pass)."""
+        found = []
+        for cls in self._callable_targets(path, scope, ".".join(receiver)):
+            if cls.is_class and (forward := self.find_method(cls, "forward")) is not None and self._applied_only(forward):
+                found += [m for m in (forward, self.find_method(cls, "backward")) if m is not None]
+        return found
+
     def _object_call(self, path: str, scope: Scope, name: str, per_step: bool) -> _Resolved:
         """Calling an object: a module's `forward` (or a class's `__call__`)."""
         out = _Resolved(bound=True)
@@ -612,7 +626,9 @@ class Project:
             found = self.find_method(cls, method)
             if found is not None:
                 out.targets.append(found)
-        if not types and per_step and method not in _COMMON_METHODS and not method.startswith("__"):
+        # Classes that lack the method are no answer either (`self.config.method`, annotated `TRLConfig` upstream,
+        # holds a `PPOConfig` whose method runs).
+        if not out.targets and per_step and method not in _COMMON_METHODS and not method.startswith("__"):
             out.targets = self._method_guess(receiver, method)
             out.certain, out.guess = False, f"{receiver}.{method}"
         return out

@@ -112,6 +112,22 @@ def is_cold_class_name(qualname: str) -> bool:
     return bool({part.lower() for part in _CAMEL_PART.findall(name)} & COLD_CLASS_PARTS)
 
 
+# Classes whose `sample()` draws a training batch or a latent every step: a replay memory's `sample(batch_size)`, a
+# VAE posterior's `sample()`. Not a model's or a sampler's `sample()`, which generates.
+_DRAWN_FROM_PARTS = frozenset(
+    {"memory", "buffer", "replay", "storage", "distribution", "posterior", "categorical"}
+)
+
+
+def is_cold_method(name: str, cls: str) -> bool:
+    """A method named for eval, sampling or saving (`is_cold_function_name`), unless it draws data every step."""
+    if not is_cold_function_name(name):
+        return False
+    owner = cls.rsplit(".", 1)[-1]
+    drawn = {part.lower() for part in _CAMEL_PART.findall(owner)} | name_parts(owner)
+    return not (name_parts(name) & {"sample", "sampling"} and drawn & _DRAWN_FROM_PARTS)
+
+
 def is_cold_function_name(name: str) -> bool:
     parts = name_parts(name)
     # `train_validate`, `train_and_evaluate`: the training half runs every step.

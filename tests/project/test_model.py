@@ -10,7 +10,7 @@ import pytest
 
 from gpulint.cli import main
 from gpulint.project import Project, outline
-from gpulint.project.facts import GATED, PER_STEP, PROGRAM
+from gpulint.project.facts import GATED, PER_STEP, PROGRAM, state_at
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -1147,3 +1147,69 @@ def test_interval_settings_are_read_from_configs_scripts_and_code():
     assert interval_settings(text) == {("print_freq", 10), ("iteration_step_info_interval", 1), ("logging_steps", 500),
                                        ("eval_every", 5), ("save_steps", 200)}
     assert every_step_intervals([("a_every", 1), ("b_every", 1), ("b_every", 10)]) == {"a_every"}
+    assert every_step_intervals([("c_every", 1)] * 8 + [("c_every", 10)] * 2) == {"c_every"}  # most scripts log every step
+
+
+def test_annotations_autograd_functions_and_replay_memories_are_followed(tmp_path):
+    """D-FINE's `ema: ModelEMA = kwargs.get("ema")` (built from a config) is updated every step; RWKV-LM's
+    `ROSA.apply(x)` runs the Function's forward and backward; Rainbow's `memory.sample(batch_size)` draws a batch
+    every step (a model's `sample()` still generates); trlx's `self.config.method`, typed `Config` upstream, holds
+    the class whose method runs."""
+    project = model(tmp_path, {
+        "ema.py": """
+            class ModelEMA:
+                def update(self, model):
+                    pass
+        """,
+        "rosa.py": """
+            import torch
+            class ROSA(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x
+                @staticmethod
+                def backward(ctx, g):
+                    return g
+        """,
+        "memory.py": """
+            class ReplayMemory:
+                def sample(self, n):
+                    pass
+            class Diffusion:
+                def sample(self, n):
+                    pass
+        """,
+        "configs.py": """
+            class Config:
+                method: object = None
+            class PPOConfig:
+                def advantages(self, values):
+                    pass
+        """,
+        "train.py": """
+            from ema import ModelEMA
+            from rosa import ROSA
+            from memory import ReplayMemory, Diffusion
+            from configs import Config, PPOConfig
+
+            METHODS = {"ppo": PPOConfig()}
+
+            def train(model, loader, opt, config: Config, **kwargs):
+                ema: ModelEMA = kwargs.get("ema", None)
+                memory, diffusion = ReplayMemory(), Diffusion()
+                for x in loader:
+                    batch = memory.sample(32)
+                    ROSA.apply(model(x)).sum().backward()
+                    opt.step()
+                    ema.update(model)
+                    config.method.advantages(x)
+                    diffusion.sample(4)
+        """,
+    })
+    for key in [("ema.py", "ModelEMA.update"), ("rosa.py", "ROSA.forward"), ("rosa.py", "ROSA.backward"),
+                ("memory.py", "ReplayMemory.sample"), ("configs.py", "PPOConfig.advantages")]:
+        assert project.reach[key].rank == PER_STEP, key
+    facts = project.file_facts("memory.py")
+    scopes = {q: project.files["memory.py"].scope(q) for q in ("ReplayMemory.sample", "Diffusion.sample")}
+    hot = {q: state_at(s, s.start, facts.functions.get(q), facts).hot for q, s in scopes.items()}
+    assert hot == {"ReplayMemory.sample": True, "Diffusion.sample": False}
