@@ -119,13 +119,24 @@ _DRAWN_FROM_PARTS = frozenset(
 )
 
 
+# What a training step draws at random (`sample_timesteps`, `sample_orders`, `sample_noise`): not generation.
+_DRAWN_VALUE_PARTS = frozenset(
+    {"t", "time", "times", "timestep", "timesteps", "sigma", "sigmas", "noise", "order", "orders", "mask", "masks",
+     "idx", "indices", "index", "batch", "minibatch", "negatives", "pairs"}
+)
+
+
 def is_cold_method(name: str, cls: str) -> bool:
-    """A method named for eval, sampling or saving (`is_cold_function_name`), unless it draws data every step."""
+    """A method named for eval, sampling or saving (`is_cold_function_name`), unless it draws data every step: what
+    a training step draws (`sample_timesteps`), or a replay memory's or a distribution's `sample()`."""
     if not is_cold_function_name(name):
         return False
+    parts = name_parts(name)
+    if not parts & {"sample", "sampling"}:
+        return True
     owner = cls.rsplit(".", 1)[-1]
-    drawn = {part.lower() for part in _CAMEL_PART.findall(owner)} | name_parts(owner)
-    return not (name_parts(name) & {"sample", "sampling"} and drawn & _DRAWN_FROM_PARTS)
+    drawn_from = {part.lower() for part in _CAMEL_PART.findall(owner)} | name_parts(owner)
+    return not (drawn_from & _DRAWN_FROM_PARTS or parts & _DRAWN_VALUE_PARTS)
 
 
 def is_cold_function_name(name: str) -> bool:

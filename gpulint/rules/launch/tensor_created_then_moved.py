@@ -48,7 +48,7 @@ RESHAPES = frozenset(
 FILLS = frozenset({"random_", "uniform_", "normal_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_"})
 CREATION_WORDS = tuple(
     f"{name}(" for name in sorted(DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_CONSTRUCTORS)
-) + ("random.", "new_tensor(")
+) + ("random.", "new_tensor(", "[range(")
 NUMPY_RANDOM_MESSAGE = (
     "random numbers drawn with numpy on the CPU and copied to the device; draw them on the device with "
     "`torch.randn(..., device=...)` / `torch.rand(..., device=...)`"
@@ -118,6 +118,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         ("import torch\n\ndef train(model, loader, opt, rank):\n    total = torch.zeros(2).to(rank)\n"
          "    for batch in loader:\n        model(batch).backward()\n        opt.step()\n"),
         training_script("out = torch.empty(0).to(x.device)"),
+        training_script("probs = out.softmax(-1).cpu().numpy()\npicked = probs[range(len(probs)), y.cpu().numpy()]"),
         training_script("buf = torch.ByteTensor(storage).to(\"cuda\")"),
         training_script("pos = torch.arange(64, device=x.device).type_as(loss)"),
         training_script("if len(state) == 0:\n    state[\"row\"] = torch.zeros(64).to(loss)"),
@@ -178,6 +179,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         Invalid(training_script("counts = torch.ones((x.shape[0],)) * n_levels + 1\n"
                                 "counts[:2] = torch.randint(1, n_levels, (2,))\ncounts = counts.to(x.device)",
                                 header="n_levels = 8")),
+        Invalid(training_script("picked = out[range(out.shape[0]), y]")),
         Invalid(training_script("strides = torch.zeros(1, out.shape[1]).fill_(8).type_as(x[0])")),
         Invalid(
             "import torch\n\nclass M(torch.nn.Module):\n    def forward(self, features, mask=None):\n"
@@ -235,16 +237,24 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         self._track_for(node)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        """`values[torch.arange(n), actions]`: indexing a device tensor with a CPU tensor copies the index over."""
+        """`values[torch.arange(n), actions]`: indexing a device tensor with a CPU tensor copies the index over; so
+        does a Python `range` beside a tensor index (`log_ps[range(n), actions]`), which PyTorch makes a CPU tensor."""
         if self.context.location_of(node.value) == "host":
             return
-        for element in node.slice:
-            index = element.slice.value if isinstance(element.slice, cst.Index) else None
+        indices = [e.slice.value if isinstance(e.slice, cst.Index) else None for e in node.slice]
+        for index in indices:
             created = self._cpu_creation(index) if index is not None else None
-            if created is not None and created[1] in _INDEX_FACTORIES or index is not None and self._built_here(index):
+            if created is not None and created[1] in _INDEX_FACTORIES or index is not None and self._built_here(index) \
+                    or self._range_beside_tensor(index, indices):
                 if not one_time_branch(self.context):
                     self._report_where_it_runs(index, CPU_INDEX_MESSAGE)
                 return
+
+    def _range_beside_tensor(self, index: cst.BaseExpression | None, indices: list) -> bool:
+        if not (isinstance(index, cst.Call) and isinstance(index.func, cst.Name) and index.func.value == "range"):
+            return False
+        return any(isinstance(other, (cst.Name, cst.Attribute, cst.Subscript)) and other is not index
+                   and self.context.location_of(other) != "host" for other in indices)
 
     def leave_Assign(self, original_node: cst.Assign) -> None:
         # Names bound to tensors built on the CPU in this function (factories and what is computed from them only).

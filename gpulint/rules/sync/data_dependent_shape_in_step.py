@@ -52,6 +52,7 @@ class DataDependentShapeInStep(SyncRule):
         Invalid(training_script("keep = y != 0\nkept = x[keep]")),
         Invalid(training_script("classes = torch.unique(y)")),
         Invalid(training_script("rep = torch.repeat_interleave(x, y, dim=0)")),
+        Invalid(training_script("x[(x > 0) * (x < 1)] -= 1")),
         Invalid(training_script("sel = x.masked_select(x > 0)")),
         Invalid(training_script("low, high = torch.stack((y > 0, y < 3))\nkept = x[low]")),
         Invalid(training_script("scores = model(x)\nvisible = scores.sum(dim=0) > 0\nkept = scores[:, visible]")),

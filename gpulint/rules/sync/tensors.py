@@ -250,15 +250,18 @@ class Tensors:
             return self.is_tensor(expr)
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
             return self.is_mask(expr.expression) or self.is_tensor(expr.expression)
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.Multiply)):
             if isinstance(expr.left, cst.Comparison) and isinstance(expr.right, cst.Comparison):
-                # `(y >= 0) & (y < n)`: element-wise logic on comparisons (Python code says `and` for numbers)
+                # `(y >= 0) & (y < n)`, `(u > 0) * (l == u)`: element-wise logic on comparisons (Python code says
+                # `and` for numbers)
                 sides = (expr.left, expr.right)
                 return not any(
                     self.context.is_host_value(side.left)
                     or any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in side.comparisons)
                     for side in sides
                 )
+            if isinstance(expr.operator, cst.Multiply):
+                return False  # `mask * weight` is a number
             return self.is_mask(expr.left) or self.is_mask(expr.right)
         if isinstance(expr, cst.Call) and expr.args and keyword_arg(expr, "dtype") is None:
             # `torch.stack((torch.ones_like(j), j, k))`: stacking or copying masks makes a mask
