@@ -167,12 +167,12 @@ def with_project_facts(
             settings += interval_settings(text)
     every_step = every_step_intervals(settings)
     run_key = content_hash("\0".join([*(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())), *sorted(configs.classes),
-                                      "\0intervals", *sorted(every_step)]).encode())
+                                      "\0names", *sorted(configs.names), "\0intervals", *sorted(every_step)]).encode())
     stored = _stored_facts(cache, run_key, texts)
     if stored is not None:
         facts, digests = stored
     else:
-        facts = _model_facts(tasks, cache, texts, workers, configs.classes, every_step)
+        facts = _model_facts(tasks, cache, texts, workers, configs, every_step)
         if facts is None:
             return list(tasks)
         if cache.enabled:
@@ -199,7 +199,7 @@ def _stored_facts(cache: ResultCache, run_key: str, texts: dict) -> tuple[dict, 
 
 
 def _model_facts(
-    tasks: Sequence[FileTask], cache: ResultCache, texts: dict, workers: Workers, config_classes: frozenset[str],
+    tasks: Sequence[FileTask], cache: ResultCache, texts: dict, workers: Workers, configs: TrainingConfigs,
     every_step: frozenset[str],
 ) -> dict[str, FileFacts] | None:
     store = ProjectStore(cache)
@@ -218,7 +218,8 @@ def _model_facts(
         indexes.append(index)
     options = tasks[0].options
     try:
-        project = Project(indexes, options.hot_functions, options.gate_names, config_classes, every_step)
+        project = Project(indexes, options.hot_functions, options.gate_names, configs.classes, every_step,
+                          configs.names)
         facts = {display: project.file_facts(display) for display in project.files}
     except Exception as exc:  # noqa: BLE001  (a bug of the model must not lose the lint: each file is read alone)
         print(f"gpulint: warning: the project model failed ({type(exc).__name__}: {exc}); files are read one by one "

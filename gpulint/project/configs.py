@@ -4,7 +4,8 @@
   `instantiate_from_config`), Hydra's `_target_:`, Lightning CLI's `class_path:`. Where a program builds its modules
   from configs, no Python file names the model it trains; the project model takes the classes its *training* configs
   name as built. A class only a sampling or inference config names (a folder or file named for one, by
-  `vocab.is_training_path`) is not built by training;
+  `vocab.is_training_path`) is not built by training. A registry's configs name classes bare (`criterion:
+  DFINECriterion`): a registered class no training config names is not built;
 - the values it gives intervals (`log_every: 1`, `--logging_steps 1`, `default=10`, `log_interval = 50`): a logging
   gate whose interval every shipped setting makes 1 runs every step (`every_step_intervals`).
 """
@@ -62,9 +63,20 @@ def every_step_intervals(settings: Iterable[tuple[str, int]]) -> frozenset[str]:
     return frozenset(name for name, n in total.items() if ones[name] >= _EVERY_STEP_SHARE * n)
 
 
+# A class a registry builds by its bare name: `criterion: DFINECriterion`, `{type: RandomZoomOut, p: 0.5}`.
+_NAMED_CLASS = re.compile(r""":[ \t]*["']?([A-Z][A-Za-z0-9_]*[a-z][A-Za-z0-9_]*)["']?[ \t]*(?=[,}\]\n#]|$)""", re.MULTILINE)
+_NOT_CLASS_NAMES = frozenset({"True", "False", "None", "Null", "NULL", "TRUE", "FALSE"})
+
+
+def named_classes(text: str) -> set[str]:
+    """The bare class names a YAML or JSON config gives as values (for a registry to build)."""
+    return {name for name in _NAMED_CLASS.findall(text) if name not in _NOT_CLASS_NAMES}
+
+
 @dataclass(frozen=True)
 class TrainingConfigs:
     classes: frozenset[str] = frozenset()  # dotted names the training configs build
+    names: frozenset[str] = frozenset()  # bare class names they give a registry (`named_classes`)
     intervals: tuple[tuple[str, int], ...] = ()  # the values they give intervals, each file's (`interval_settings`)
 
 
@@ -82,6 +94,7 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
     """What the training configs among `paths` build, and the values they give intervals. Unreadable or oversized
     files are skipped: a config only narrows what the model guesses, it is never needed to lint."""
     classes: set[str] = set()
+    names: set[str] = set()
     intervals: list[tuple[str, int]] = []
     for path in paths:
         if not is_training_config(display(path)):
@@ -94,5 +107,7 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
             continue
         if "target" in text or "class_path" in text:
             classes |= classes_in(text)
+        if display(path).endswith((".yaml", ".yml", ".json")):
+            names |= named_classes(text)
         intervals += sorted(interval_settings(text))
-    return TrainingConfigs(frozenset(classes), tuple(intervals))
+    return TrainingConfigs(frozenset(classes), frozenset(names), tuple(intervals))

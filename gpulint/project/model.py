@@ -117,7 +117,8 @@ def module_names(path: str) -> list[str]:
 
 class Project:
     def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = (),
-                 config_classes: Iterable[str] = (), every_step_intervals: Iterable[str] = ()):
+                 config_classes: Iterable[str] = (), every_step_intervals: Iterable[str] = (),
+                 config_names: Iterable[str] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
@@ -146,6 +147,8 @@ class Project:
         self._optimizer_steps: list[Target] | None = None
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         self.config_classes = frozenset(config_classes)  # dotted names the training configs build (`target: a.B`)
+        self.config_names = frozenset(config_names)  # bare class names they give a registry (`criterion: DFINECriterion`)
+        self._by_registry: frozenset[Target] | None = None
         self._layers: frozenset[str] | None = None
         self._named: frozenset[str] | None = None
         self._by_name: bool | None = None
@@ -728,10 +731,48 @@ class Project:
         program builds from configs, else another place of the project's text names it?"""
         if cls in self.instantiated:
             return True
+        by_registry = self._registry_built()
+        if by_registry and self._registered(cls):
+            return cls in by_registry
         by_config = self._config_built()
         if by_config is not None:
             return cls in by_config
         return cls.qualname.rsplit(".", 1)[-1] in self._text_named()
+
+    def _registered(self, cls: Target) -> bool:
+        """Is `cls` decorated for a registry (`@register()`, `@MODELS.register_module()`)?"""
+        ix = self.files[cls.path]
+        definition = ix.definitions.get(cls.qualname)
+        if definition is None:
+            return False
+        for line in ix.lines[definition.start:definition.end]:  # its decorators, up to the `class` line
+            if not line.lstrip().startswith("@"):
+                return False
+            if _REGISTERED.match(line.lstrip()):
+                return True
+        return False
+
+    def _unbuilt_registered(self, key: Key) -> bool:
+        """A method of a registered class that no training config names (D-FINE's `DetCriterion.loss_boxes`)."""
+        definition = self.files[key[0]].definitions.get(key[1])
+        if definition is None or not definition.cls or not self._registry_built():
+            return False
+        cls = Target(key[0], definition.cls, True)
+        return self._registered(cls) and cls not in self._registry_built() and cls not in self.instantiated
+
+    def _registry_built(self) -> frozenset[Target]:
+        """The registered classes the training configs name bare (`criterion: DFINECriterion`), with their bases;
+        empty when they name none (the registry is not driven by configs in sight)."""
+        if self._by_registry is None:
+            found: set[Target] = set()
+            if self.config_names:
+                for path, ix in self.files.items():
+                    for definition in ix.definitions.values():
+                        cls = Target(path, definition.qualname, True)
+                        if definition.is_class and definition.name in self.config_names and self._registered(cls):
+                            found.update(self.mro(cls))
+            self._by_registry = frozenset(found)
+        return self._by_registry
 
     def _config_built(self) -> frozenset[Target] | None:
         """The project classes the training configs build, with their bases (whose `forward` a subclass may
@@ -958,6 +999,8 @@ class Project:
             if in_sight else set()
         for key, reach in fallbacks:
             if key in self.reach or _owner_name(key[1]) in unused:  # a loss class nothing names is never built
+                continue
+            if self._unbuilt_registered(key):  # nor one that the registry's configs do not name
                 continue
             scope = self.files[key[0]].scope(key[1])
             if scope is None:
@@ -1226,6 +1269,7 @@ _IMPORT_STATEMENT = re.compile(
     r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)|import[ \t]+([\w., \t]+))",
     re.MULTILINE,
 )
+_REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that registers it by name
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
 _CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")

@@ -107,9 +107,11 @@ COLD_CLASS_PARTS = frozenset({"evaluator", "evaluators", "validator", "tester", 
 
 
 def is_cold_class_name(qualname: str) -> bool:
-    """`DiscountedSumOfAdvantageEvaluator`, `Validator`: a class that evaluates (CamelCase or snake_case parts)."""
+    """`DiscountedSumOfAdvantageEvaluator`, `Validator`, `DetPostProcessor`: a class that evaluates or post-processes
+    (CamelCase or snake_case parts)."""
     name = qualname.rsplit(".", 1)[-1]
-    return bool({part.lower() for part in _CAMEL_PART.findall(name)} & COLD_CLASS_PARTS)
+    # `DFINEPostProcessor`: turns outputs into detections for evaluation and inference
+    return bool({part.lower() for part in _CAMEL_PART.findall(name)} & COLD_CLASS_PARTS) or "postprocess" in name.lower()
 
 
 # Classes whose `sample()` draws a training batch or a latent every step: a replay memory's `sample(batch_size)`, a

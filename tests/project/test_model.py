@@ -1213,3 +1213,59 @@ def test_annotations_autograd_functions_and_replay_memories_are_followed(tmp_pat
     scopes = {q: project.files["memory.py"].scope(q) for q in ("ReplayMemory.sample", "Diffusion.sample")}
     hot = {q: state_at(s, s.start, facts.functions.get(q), facts).hot for q, s in scopes.items()}
     assert hot == {"ReplayMemory.sample": True, "Diffusion.sample": False}
+
+
+def test_a_registry_builds_only_the_classes_its_training_configs_name(tmp_path, check):
+    """D-FINE registers its criteria with `@register()` and its YAML names one bare (`criterion: DFINECriterion`):
+    `DetCriterion`, which no config names, is never built, and a post-processor turns outputs into detections for
+    evaluation only."""
+    found = check(tmp_path, {
+        "configs/dfine.yml": "model: DFINE\ncriterion: DFINECriterion\ntransforms:\n  - {type: RandomZoomOut, p: 0.5}\n",
+        "core.py": """
+            REGISTRY = {}
+            def register():
+                def wrap(cls):
+                    REGISTRY[cls.__name__] = cls
+                    return cls
+                return wrap
+            def create(name):
+                return REGISTRY[name]()
+        """,
+        "criteria.py": """
+            import torch
+            from core import register
+
+            @register()
+            class DFINECriterion(torch.nn.Module):
+                def forward(self, outputs, targets):
+                    return outputs.sum()
+
+            @register()
+            class DetCriterion(torch.nn.Module):
+                def forward(self, outputs, targets):
+                    return self.loss_boxes(outputs)
+                def loss_boxes(self, outputs):
+                    return outputs.sum().item()
+
+            class DetPostProcessor(torch.nn.Module):
+                def forward(self, outputs):
+                    return outputs[outputs > 0.5]
+        """,
+        "train.py": """
+            import torch
+            from core import create
+            from criteria import DetCriterion, DetPostProcessor, DFINECriterion
+
+            __all__ = ["DetCriterion", "DFINECriterion"]
+
+            def train(model, criterion, loader, opt, device):
+                post = DetPostProcessor()
+                for x, y in loader:
+                    x = x.to(device, non_blocking=True)
+                    outputs = model(x)
+                    loss = criterion(outputs, y)
+                    loss.backward()
+                    opt.step()
+        """,
+    })
+    assert not [f for f in found if f[0] == "criteria.py"]
