@@ -14,10 +14,9 @@ from gpulint.linter.finding import Finding, rule_url
 from gpulint.linter.options import LintOptions
 from gpulint.linter.source import SourceFile, decode
 from gpulint.project import FileFacts, Project, outline
-from gpulint.project.configs import TrainingConfigs, every_step_intervals, interval_settings
+from gpulint.project.configs import TrainingConfigs
 from gpulint.project.index import ModuleIndex
 from gpulint.project.store import dump_facts, dump_index, facts_digest, load_facts, load_index
-from gpulint.project.vocab import is_training_path
 
 # The engine and the rules (and libcst) are imported by `process`, in the workers: a run whose every file is cached
 # never imports them, which is most of a warm run's time.
@@ -161,18 +160,15 @@ def with_project_facts(
             continue
         finally:
             done()
-    settings = list(configs.intervals)
-    for display, (_, text) in texts.items():
-        if is_training_path(display):  # not a test's `log_every=1`
-            settings += interval_settings(text)
-    every_step = every_step_intervals(settings)
-    run_key = content_hash("\0".join([*(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())), *sorted(configs.classes),
-                                      "\0names", *sorted(configs.names), "\0intervals", *sorted(every_step)]).encode())
+    run_key = content_hash("\0".join([
+        *(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())), *sorted(configs.classes), "\0names", *sorted(configs.names),
+        "\0intervals", *(f"{name}={value}" for name, value in sorted(configs.intervals)),
+    ]).encode())
     stored = _stored_facts(cache, run_key, texts)
     if stored is not None:
         facts, digests = stored
     else:
-        facts = _model_facts(tasks, cache, texts, workers, configs, every_step)
+        facts = _model_facts(tasks, cache, texts, workers, configs)
         if facts is None:
             return list(tasks)
         if cache.enabled:
@@ -200,7 +196,6 @@ def _stored_facts(cache: ResultCache, run_key: str, texts: dict) -> tuple[dict, 
 
 def _model_facts(
     tasks: Sequence[FileTask], cache: ResultCache, texts: dict, workers: Workers, configs: TrainingConfigs,
-    every_step: frozenset[str],
 ) -> dict[str, FileFacts] | None:
     store = ProjectStore(cache)
     indexes = []
@@ -218,7 +213,7 @@ def _model_facts(
         indexes.append(index)
     options = tasks[0].options
     try:
-        project = Project(indexes, options.hot_functions, options.gate_names, configs.classes, every_step,
+        project = Project(indexes, options.hot_functions, options.gate_names, configs.classes, configs.intervals,
                           configs.names)
         facts = {display: project.file_facts(display) for display in project.files}
     except Exception as exc:  # noqa: BLE001  (a bug of the model must not lose the lint: each file is read alone)

@@ -30,20 +30,31 @@ _TARGET = re.compile(r"""^[ \t-]*["']?(?:_target_|target|class_path)["']?[ \t]*:
 # keys, command-line options in scripts and READMEs.
 _INTERVAL_PARTS = frozenset({"every", "interval", "freq", "frequency", "steps", "step", "period", "iters", "iter"})
 _ARGPARSE_DEFAULT = re.compile(r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\bdefault\s*=\s*(\d+)\b(?![.\w])""")
-_ASSIGNED = re.compile(r"""\b([A-Za-z_]\w*)["']?[ \t]*(?::[ \t]*[\w\[\]|. ]*?[ \t]*=|[=:])[ \t]*(\d+)\b(?![.\w])""")
-_FIELD_DEFAULT = re.compile(r"\b([A-Za-z_]\w*)[ \t]*:[^=\n]*=[ \t]*field\(\s*default\s*=\s*(\d+)\b(?![.\w])")
 _OPTION = re.compile(r"--([A-Za-z][\w-]*)(?:[ \t]+|=)(\d+)\b(?![.\w])")
+# A whole number after `=` or `:` (`log_every = 1`, `log_every: 1`, `log_every: int = field(default=1`), whose name is
+# read before it: searched from the value, as a pattern starting with a name is tried at every letter of a file.
+_VALUE = re.compile(r"[=:][ \t]*(?:field\(\s*default\s*=\s*)?(\d+)\b(?![.\w])")
+_NAME_BEFORE_VALUE = re.compile(r"""([A-Za-z_][\w-]*)["']?[ \t]*(?::[^=\n:]*)?[ \t]*$""")
 
 
 def interval_settings(text: str) -> set[tuple[str, int]]:
     """The whole-number values a text gives names of intervals: `{("log_every", 1), ("print_freq", 10)}`."""
-    found: set[tuple[str, int]] = set()
-    for pattern in (_ARGPARSE_DEFAULT, _FIELD_DEFAULT, _ASSIGNED, _OPTION):
-        for name, value in pattern.findall(text):
-            name = name.replace("-", "_")
-            if name_parts(name) & _INTERVAL_PARTS:
-                found.add((name, int(value)))
-    return found
+    found: list[tuple[str, str]] = []
+    if "add_argument" in text:
+        found += _ARGPARSE_DEFAULT.findall(text)
+    if "--" in text:
+        found += _OPTION.findall(text)
+    for match in _VALUE.finditer(text):
+        start = match.start()
+        name = _NAME_BEFORE_VALUE.search(text, max(0, start - 80), start)
+        if name is not None:
+            found.append((name.group(1), match.group(1)))
+    settings = set()
+    for name, value in found:
+        name = name.replace("-", "_")
+        if name_parts(name) & _INTERVAL_PARTS:
+            settings.add((name, int(value)))
+    return settings
 
 
 # The share of a name's shipped settings that must be 1 for its gate to run every step: open-instruct's 146 training

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from gpulint.linter.regions import code_of, split_units, stand_in
+from gpulint.project.configs import interval_settings
 from gpulint.project.local import MODULE_SCOPE, FileLocal, Scope, analyze, module_aliases, text_step_flags
+from gpulint.project.vocab import is_training_path
 
 # Text that can make a definition an entry of the training step by itself (a step marker, a loop over a loader,
 # fetching from one): only definitions holding some of it are analysed before anything reaches them.
@@ -80,6 +82,7 @@ class ModuleIndex:
     aliases: dict[str, str] = field(default_factory=dict)  # module-level absolute import aliases
     step_flags: frozenset[str] = frozenset()  # names assigned an interval test anywhere in the file
     on_flags: frozenset[str] = frozenset()  # configuration switches it defines with a default that is on
+    intervals: frozenset[tuple[str, int]] = frozenset()  # values it gives intervals (configs.interval_settings)
     changed: bool = True  # read or analysed anew in this run (its stored form must be written again)
     lines: list[str] = field(default_factory=list)
     _analysed: dict[str, dict[str, Scope]] = field(default_factory=dict)
@@ -145,7 +148,8 @@ def _parse(text: str) -> ast.Module | None:
 def outline(path: str, text: str) -> ModuleIndex:
     """The outline of one file: its definitions and its analysed skeleton (see the module docstring)."""
     lines = text.split("\n")
-    index = ModuleIndex(path, text, lines=lines, step_flags=text_step_flags(text), on_flags=on_flags(text))
+    index = ModuleIndex(path, text, lines=lines, step_flags=text_step_flags(text), on_flags=on_flags(text),
+                        intervals=frozenset(interval_settings(text)) if is_training_path(path) else frozenset())
     units = split_units(text, lines)
     skeleton = list(lines)
     for unit in units:

@@ -43,6 +43,7 @@ from gpulint.project.facts import (
     Reach,
     state_at,
 )
+from gpulint.project.configs import every_step_intervals
 from gpulint.project.index import Definition, ModuleIndex
 from gpulint.project.local import MODULE_SCOPE, Call, Scope
 from gpulint.project.vocab import (
@@ -117,7 +118,7 @@ def module_names(path: str) -> list[str]:
 
 class Project:
     def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = (),
-                 config_classes: Iterable[str] = (), every_step_intervals: Iterable[str] = (),
+                 config_classes: Iterable[str] = (), config_intervals: Iterable[tuple[str, int]] = (),
                  config_names: Iterable[str] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
@@ -137,7 +138,10 @@ class Project:
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         self._return_kinds: dict[Key, str] = {}
         self.on_flags = frozenset().union(*(ix.on_flags for ix in self.files.values()))
-        self.every_step_intervals = frozenset(every_step_intervals)  # see configs.every_step_intervals
+        # Gates whose interval the shipped settings make 1 (configs.every_step_intervals): the training files' and the
+        # configs' settings.
+        self.every_step_intervals = every_step_intervals(
+            [*config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))])
         self.entries = False
         self._guesses: set[tuple] = set()
         self._children: dict[Target, list[Target]] | None = None

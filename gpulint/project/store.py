@@ -80,6 +80,7 @@ def dump_index(index: ModuleIndex) -> dict:
         "aliases": index.aliases,
         "step_flags": sorted(index.step_flags),
         "on_flags": sorted(index.on_flags),
+        "intervals": sorted(index.intervals),
         "analysed": {name: _plain(scopes) for name, scopes in index._analysed.items()},
     }
 
@@ -87,7 +88,8 @@ def dump_index(index: ModuleIndex) -> dict:
 def load_index(path: str, text: str, data: dict) -> ModuleIndex:
     lines = text.split("\n")
     index = ModuleIndex(path, text, aliases=dict(data["aliases"]), step_flags=frozenset(data["step_flags"]),
-                        on_flags=frozenset(data["on_flags"]), lines=lines, changed=False)
+                        on_flags=frozenset(data["on_flags"]), lines=lines, changed=False,
+                        intervals=frozenset((name, value) for name, value in data["intervals"]))
     for qualname, name, cls, start, end, is_class, code in data["definitions"]:
         index.definitions[qualname] = Definition(qualname, name, cls, start, end, is_class, code)
     if data["skeleton"] is not None:
