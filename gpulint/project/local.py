@@ -43,6 +43,7 @@ from gpulint.project.vocab import (
     METADATA_METHODS,
     NO_GRAD,
     OPTIMIZER_RECEIVER,
+    OPTIMIZER_SETTINGS,
     RESUME_PARTS,
     SAME_PLACE_METHODS,
     ACCUMULATION_PARTS,
@@ -124,6 +125,7 @@ class Scope:
     start: Pos = (0, 0)  # decorators included
     end: Pos = (0, 0)
     params: tuple[str, ...] = ()
+    keywords_param: str = ""  # its `**kwargs`, which takes the keywords no parameter names
     decorators: tuple[str, ...] = ()
     decorator_args: tuple[str, ...] = ()  # dotted names passed to its decorators (`@trainer.on(Events.X)`)
     decorator_periodic: bool = False  # a decorator's arguments set a period (`every=100`)
@@ -475,6 +477,8 @@ class _Values:
         if isinstance(expr, ast.Attribute):
             return "host" if expr.attr in METADATA_ATTRS else "unknown"
         if isinstance(expr, ast.Subscript):
+            if _string_of(expr.slice) in OPTIMIZER_SETTINGS:  # `optimizer.param_groups[0]["lr"]`: a Python float
+                return "host"
             return "host" if self.kind_of(expr.value) == "host" else "unknown"
         if isinstance(expr, ast.UnaryOp):
             return self.kind_of(expr.operand)
@@ -640,7 +644,8 @@ class _Walker:
         scope = Scope(
             self._child_qualname(node.name), node.name, "function", parent.qualname,
             cls=parent.qualname if parent.kind == "class" else "", line=node.lineno + self.offset, start=start, end=self._end(node),
-            params=params, decorators=decorators, decorator_args=decorator_args,
+            params=params, keywords_param=args.kwarg.arg if args.kwarg else "", decorators=decorators,
+            decorator_args=decorator_args,
             decorator_periodic=any(_sets_period(d) for d in node.decorator_list if isinstance(d, ast.Call)),
             no_grad_decorated=any(resolve(d, self.aliases) in NO_GRAD for d in decorators if d),
         )
@@ -866,7 +871,8 @@ class _Walker:
         loop = loops[-1] if loops else -1
         call = Call(node.lineno + self.offset, self._pos(node), func, loop)
         call.arg_kinds = tuple(self.values.kind_of(a) for a in node.args if not isinstance(a, ast.Starred))
-        call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) for k in node.keywords if k.arg)
+        # `**losses` spread into the call: "**", whose values are not known.
+        call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) if k.arg else ("**", "unknown") for k in node.keywords)
         call.interval_args = tuple(
             [str(i) for i, a in enumerate(node.args) if is_interval_test(a)]
             + [k.arg for k in node.keywords if k.arg and is_interval_test(k.value)]

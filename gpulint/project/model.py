@@ -1219,6 +1219,8 @@ class Project:
             if index < len(params):
                 kinds.setdefault(params[index], set()).add(kind)
         for keyword, kind in call.kw_kinds:
+            if keyword not in params and callee.keywords_param:  # `update(loss=loss_value)` into `**kwargs`
+                keyword = callee.keywords_param
             kinds.setdefault(keyword, set()).add(kind)
         interval = set(call.interval_args)
         for index, param in enumerate(params[: len(call.arg_kinds)]):

@@ -96,13 +96,16 @@ CPU_FACTORIES = frozenset(
 # Tensor methods whose result lives where their receiver does.
 SAME_PLACE_METHODS = frozenset(
     {"detach", "clone", "float", "half", "double", "long", "int", "bool", "mean", "sum", "median", "max", "min",
-     "std", "var", "norm", "abs", "squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "prod"}
+     "std", "var", "norm", "abs", "squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "prod",
+     "items", "values", "keys"}  # a dict's views hold what it holds
 )
 HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
 
 
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # A class whose name says it evaluates: its loops over batches are evaluations (d3rlpy's `TDErrorEvaluator`).
+# Keys of an optimizer's param group that hold Python numbers (`optimizer.param_groups[0]["lr"]`).
+OPTIMIZER_SETTINGS = frozenset({"lr", "weight_decay", "momentum", "eps", "betas", "initial_lr", "dampening"})
 COLD_CLASS_PARTS = frozenset({"evaluator", "evaluators", "validator", "tester", "inference", "inferencer", "benchmark"})
 
 

@@ -1269,3 +1269,35 @@ def test_a_registry_builds_only_the_classes_its_training_configs_name(tmp_path, 
         """,
     })
     assert not [f for f in found if f[0] == "criteria.py"]
+
+
+def test_keywords_into_kwargs_carry_where_their_values_live(tmp_path, check):
+    """MAE-style `MetricLogger.update(**kwargs)` reads `.item()` of the tensors it is given; mar passes it only
+    Python floats (`loss.item()`, `optimizer.param_groups[0]["lr"]`), DETR passes its loss tensors."""
+    logger = """
+        import torch
+
+        class MetricLogger:
+            def update(self, **kwargs):
+                for k, v in kwargs.items():
+                    if isinstance(v, torch.Tensor):
+                        v = v.item()
+                    self.meters[k].append(v)
+    """
+    train = """
+        import torch
+        from misc import MetricLogger
+
+        def train(model, loader, optimizer, device):
+            metric_logger = MetricLogger()
+            for x in loader:
+                loss = model(x.to(device, non_blocking=True)).mean()
+                loss.backward()
+                optimizer.step()
+                {update}
+    """
+    floats = 'metric_logger.update(loss=loss.item())\n                metric_logger.update(lr=optimizer.param_groups[0]["lr"])'
+    found = check(tmp_path / "floats", {"misc.py": logger, "train.py": train.replace("{update}", floats)})
+    assert not [f for f in found if f[0] == "misc.py"]
+    found = check(tmp_path / "tensors", {"misc.py": logger, "train.py": train.replace("{update}", "metric_logger.update(**{'loss': loss})")})
+    assert [f for f in found if f[0] == "misc.py"]
