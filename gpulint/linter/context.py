@@ -244,6 +244,9 @@ class FileContext:
         if kind is cst.List or kind is cst.Tuple or kind is cst.Set:
             locations = {self.location_of(e.value) for e in expr.elements if type(e) is cst.Element}
             return "host" if locations <= {"host"} else "unknown"
+        if kind is cst.Dict and expr.elements:  # `{"indices": indices}` of host values
+            locations = {self.location_of(e.value) if type(e) is cst.DictElement else "unknown" for e in expr.elements}
+            return "host" if locations == {"host"} else "unknown"
         return "unknown"
 
     def _call_location(self, call: cst.Call) -> Location:

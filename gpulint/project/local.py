@@ -494,6 +494,9 @@ class _Values:
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
             kinds = {self.kind_of(e) for e in expr.elts if not isinstance(e, ast.Starred)}
             return "host" if kinds <= {"host"} else "unknown"
+        if isinstance(expr, ast.Dict) and expr.values:  # `{"indices": indices}` of host values
+            kinds = {self.kind_of(v) if k is not None else "unknown" for k, v in zip(expr.keys, expr.values)}
+            return "host" if kinds == {"host"} else "unknown"
         return "unknown"
 
     def _call_kind(self, call: ast.Call) -> Kind:
@@ -529,6 +532,15 @@ class _Values:
             for element in target.elts:
                 self.bind(element.value if isinstance(element, ast.Starred) else element,
                           "unknown" if kind == "device" else kind)
+
+
+def _empty_container(value: ast.AST) -> bool:
+    """`[]`, `{}`, `list()`, `dict()`, `defaultdict(list)`, `[[] for _ in layers]`."""
+    if isinstance(value, (ast.List, ast.Dict, ast.Tuple)) and not getattr(value, "elts", getattr(value, "keys", None)):
+        return True
+    if isinstance(value, ast.ListComp):
+        return _empty_container(value.elt)
+    return isinstance(value, ast.Call) and dotted(value.func) in ("list", "dict", "defaultdict", "collections.defaultdict")
 
 
 def _is_cpu_literal(expr: ast.AST) -> bool:
@@ -569,6 +581,7 @@ class _Walker:
         self.stack: list[Scope] = []
         self.loop_stack: list[list[int]] = []  # per scope: indices of the loops enclosing the current node
         self.no_grad_depth = 0
+        self.containers: set[str] = set()  # names bound to an empty list or dict (`_returned_kind`)
 
     @property
     def scope(self) -> Scope:
@@ -721,6 +734,12 @@ class _Walker:
         elif isinstance(node, ast.Assign):
             self._expr(node.value)
             kind = self.values.kind_of(node.value)
+            for target in node.targets:  # `tcls = []`, filled with device tensors later: what it holds is unknown
+                pairs = zip(target.elts, node.value.elts) if isinstance(target, (ast.Tuple, ast.List)) \
+                    and isinstance(node.value, (ast.Tuple, ast.List)) else [(target, node.value)]
+                for name, value in pairs:
+                    if isinstance(name, ast.Name):
+                        (self.containers.add if _empty_container(value) else self.containers.discard)(name.id)
             for target in node.targets:
                 self._expr_targets(target)
                 self._record_assign(target, node.value)
@@ -746,7 +765,7 @@ class _Walker:
         elif isinstance(node, ast.Return):
             if node.value is not None:
                 self._expr(node.value)
-                self.scope.returns.append(self.values.kind_of(node.value))
+                self.scope.returns.append(self._returned_kind(node.value))
                 if isinstance(node.value, ast.Call):
                     self.scope.returned_calls.append(dotted(node.value.func) or "")
                 elif (name := dotted(node.value)) is not None:
@@ -832,6 +851,14 @@ class _Walker:
             if evaluation == part:
                 scope.regions.append(Region("eval", *span))
             self._block(body)
+
+    def _returned_kind(self, value: ast.AST) -> Kind:
+        """Where a returned value lives; "unknown" for a list or dict that started empty (`return tcls, tbox`): its
+        elements are whatever was appended."""
+        names = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+        if any(isinstance(n, ast.Name) and n.id in self.containers for n in names):
+            return "unknown"
+        return self.values.kind_of(value)
 
     def _with(self, node: ast.With | ast.AsyncWith) -> None:
         no_grad = False

@@ -136,7 +136,8 @@ class Project:
         self.instantiated: set[Target] = set()
         self._param_kinds: dict[Key, dict[str, set[str]]] = {}
         self._gate_votes: dict[Key, dict[str, bool]] = {}
-        self._return_kinds: dict[Key, str] = {}
+        self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
+        self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
         self.on_flags = frozenset().union(*(ix.on_flags for ix in self.files.values()))
         # Gates whose interval the shipped settings make 1 (configs.every_step_intervals): the training files' and the
         # configs' settings.
@@ -1080,6 +1081,9 @@ class Project:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound)
             if not resolved.certain and program is not None:
                 resolved.targets = self._guess_in(resolved.guess, program)
+            if resolved.certain and resolved.targets and not resolved.instantiates:  # not a guess
+                returned = {self._return_kind(t) for t in resolved.targets}
+                self._call_returns.setdefault(path, {}).setdefault(call.func, set()).update(returned)
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
                             guessed=reach.guessed or _fans_out(resolved))
             self._callbacks(path, scope, call, rank, state, chain, push)
@@ -1248,6 +1252,18 @@ class Project:
             self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds
         )
 
+    def _return_kind(self, function: Target) -> str:
+        """Where what a function returns lives: "host" when every `return` gives a host value (`return
+        loss.item()`, a CPU tensor the matcher builds with `torch.as_tensor`), "device" when every one gives a device
+        value, else "unknown"."""
+        key = (function.path, function.qualname)
+        found = self._return_kinds.get(key)
+        if found is None:
+            scope = self.files[function.path].scope(function.qualname)
+            kinds = set(scope.returns) if scope is not None else set()
+            found = self._return_kinds[key] = kinds.pop() if len(kinds) == 1 else "unknown"
+        return found
+
     def _reached_by_file(self) -> dict[str, list[str]]:
         if self._by_file is None:
             self._by_file = {}
@@ -1266,7 +1282,11 @@ class Project:
         for qualname in self._reached_by_file().get(path, ()):  # reached by a guess, never read
             functions.setdefault(qualname, FunctionFacts(self.reach[(path, qualname)]))
         problem = (ix.problem.line, ix.problem.column, ix.problem.message) if ix.problem else None
-        return FileFacts(functions, self.entries, self.hot_names, on_flags=self.on_flags, problem=problem,
+        # A callee as written returns a known kind when every function it reached here returns that kind.
+        returns = tuple(sorted((func, kinds.pop()) for func, kinds in
+                               ((f, set(k)) for f, k in self._call_returns.get(path, {}).items())
+                               if func and len(kinds) == 1 and next(iter(kinds)) != "unknown"))
+        return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
                          every_step_intervals=self.every_step_intervals)
 
 

@@ -91,7 +91,7 @@ VALUE_BUILTINS = frozenset({"abs", "min", "max", "sum"})
 # torch factories make a CPU tensor unless given a `device=` (reading it back is free).
 CPU_FACTORIES = frozenset(
     {"torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.arange", "torch.linspace",
-     "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.eye", "torch.from_numpy"}
+     "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.eye", "torch.from_numpy", "torch.as_tensor"}
 )
 # Tensor methods whose result lives where their receiver does.
 SAME_PLACE_METHODS = frozenset(

@@ -1301,3 +1301,39 @@ def test_keywords_into_kwargs_carry_where_their_values_live(tmp_path, check):
     assert not [f for f in found if f[0] == "misc.py"]
     found = check(tmp_path / "tensors", {"misc.py": logger, "train.py": train.replace("{update}", "metric_logger.update(**{'loss': loss})")})
     assert [f for f in found if f[0] == "misc.py"]
+
+
+def test_what_a_helper_returns_is_where_it_lives(tmp_path, check):
+    """`loss_value = reduce_value(loss)` returns `.item()`: the caller's test of it reads no device value; a helper
+    returning a device tensor keeps its result a tensor."""
+    found = check(tmp_path, {
+        "utils.py": """
+            import torch.distributed as dist
+
+            def reduce_value(loss):
+                if dist.is_initialized():
+                    dist.all_reduce(loss)
+                return loss.item()
+
+            def on_device(x, device):
+                return x.to(device)
+        """,
+        "train.py": """
+            import torch.nn.functional as F
+            from utils import reduce_value, on_device
+
+            def train(model, loader, opt, device):
+                for x, y in loader:
+                    loss = F.cross_entropy(model(on_device(x, device)), on_device(y, device))
+                    loss.backward()
+                    opt.step()
+                    loss_value = reduce_value(loss)
+                    if loss_value > 10:
+                        print("diverging")
+                    scale = on_device(x, device).mean()
+                    if scale > 10:
+                        print("large inputs")
+        """,
+    })
+    lines = {f[1]: f[2] for f in found if f[0] == "train.py"}
+    assert 11 not in lines and lines.get(14) == "GPL405"
