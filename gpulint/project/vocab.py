@@ -204,12 +204,19 @@ NOT_TRAINING_PARTS = frozenset(
 )
 
 
+_ARCHIVED_FOLDERS = frozenset({"legacy", "deprecated", "archive", "archived", "old", "obsolete"})
+
+
 def is_training_path(path: str) -> bool:
     """Could a training loop in this file be the training a user ships? Not in tests, demos, inference, sampling,
     export or evaluation scripts: by the words of the file's name (`sample_images.py`), and by folders named for
-    one of them as a whole (`demo/`, `inference/`; not `conditional_generation/`, a task's name)."""
+    one of them as a whole (`demo/`, `inference/`; not `conditional_generation/`, a task's name). Not in a folder of
+    archived code (`legacy/`, `deprecated/`), whatever its files are named."""
     if is_test_path(path):
         return False
+    *folders, _ = path.replace("\\", "/").split("/")
+    if any(folder.lower().strip("_") in _ARCHIVED_FOLDERS for folder in folders):
+        return False  # `legacy/train_v1.py`: kept for reference, not the training a user runs
     if named_for_training(path):
         return True
     *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")

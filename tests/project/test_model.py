@@ -1337,3 +1337,17 @@ def test_what_a_helper_returns_is_where_it_lives(tmp_path, check):
     })
     lines = {f[1]: f[2] for f in found if f[0] == "train.py"}
     assert 11 not in lines and lines.get(14) == "GPL405"
+
+
+@pytest.mark.parametrize("path, training", [
+    ("train.py", True),
+    ("legacy/train_v1.py", False),  # kept for reference, not what a user runs
+    ("deprecated/trainer.py", False),
+    ("chat_sft.py", True),  # nanochat's SFT training script
+    ("verify.py", False),  # RWKV-LM's check of a trained model
+    ("scripts/sample_images.py", False),
+])
+def test_which_files_may_hold_the_training_a_user_runs(path, training):
+    from gpulint.project.vocab import is_training_path
+
+    assert is_training_path(path) == training
