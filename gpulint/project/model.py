@@ -85,7 +85,7 @@ _NOT_PER_STEP_EVENT_PARTS = frozenset(
 _SAVE_LOAD_EVENT_PARTS = frozenset({"state", "save", "load", "checkpoint", "ckpt", "pickle", "export", "serialize"})
 _BUILTINS = frozenset(dir(builtins))
 # Code that builds objects from names written elsewhere (a YAML config): a class no Python file names may still run.
-_BUILT_BY_NAME = ("instantiate", "get_obj_from_str", "_target_", "locate(")
+_BUILT_BY_NAME = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", "_target_", "locate(")
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
@@ -162,7 +162,8 @@ class Project:
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
-        self._by_import_name: bool | None = None
+        self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
+        self._dynamic: dict[str, bool] = {}  # by entry file: its program loads modules by name
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -240,17 +241,23 @@ class Project:
         return found
 
     def _program_of(self, chain: tuple[Frame, ...]) -> frozenset[str] | None:
-        """The program of the chain's entry, where a guess made on the way must stay; None where the project loads
+        """The program of the chain's entry, where a guess made on the way must stay; None where the program loads
         modules by a name the model cannot follow (Hydra's `_target_`, `importlib.import_module`)."""
-        if not chain or self._loads_by_name():
+        if not chain:
             return None
-        return self._program(chain[0].path)
+        entry = chain[0].path
+        program = self._program(entry)
+        if entry not in self._dynamic:
+            self._dynamic[entry] = any(self._loads_by_name(path) for path in program)
+        return None if self._dynamic[entry] else program
 
-    def _loads_by_name(self) -> bool:
-        if self._by_import_name is None:
-            self._by_import_name = self._builds_by_name() or any(
-                "import_module(" in ix.text or "__import__(" in ix.text for ix in self.files.values())
-        return self._by_import_name
+    def _loads_by_name(self, path: str) -> bool:
+        found = self._by_import_name.get(path)
+        if found is None:
+            text = self.files[path].text
+            found = self._by_import_name[path] = "import_module(" in text or "__import__(" in text or any(
+                word in text for word in _BUILT_BY_NAME)
+        return found
 
     # ------------------------------------------------------------------------------------------- global names
     def resolve_global(self, path: str, name: str, _seen: frozenset = frozenset()) -> list[Target]:
@@ -605,6 +612,35 @@ class Project:
             return self._object_call(path, scope, func, per_step)
         return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
 
+    def _external_object(self, path: str, scope: Scope, name: str, seen: frozenset[str] = frozenset()) -> bool:
+        """Is `name` only ever bound, in its function or the enclosing ones, to what a library outside the project
+        builds (`transformer = Transformer2DModel.from_pretrained(...)`, `vae = AutoencoderKL(...)`), or to such an
+        object wrapped (`accelerator.prepare(transformer)`, `accelerator.unwrap_model(transformer)`)? Calling it runs
+        the library's code, not a module of the project."""
+        if "." in name or len(seen) > 4:
+            return False
+        if name in seen:
+            return True  # `transformer = get_peft_model(transformer)`: as external as it was
+        seen = seen | {name}
+        ix = self.files[path]
+        current: Scope | None = scope
+        while current is not None:
+            assigns = [a for a in current.assigns if a.target == name]
+            if assigns or name in current.params:
+                return bool(assigns) and name not in current.params and all(
+                    self._external_value(path, current, a, seen) for a in assigns)
+            current = ix.scope(current.parent) if current.parent else None
+        return False
+
+    def _external_value(self, path: str, scope: Scope, assign, seen: frozenset[str]) -> bool:
+        if not assign.callee or assign.annotation:
+            return False
+        head, _, _ = assign.callee.partition(".")
+        last = assign.callee.rsplit(".", 1)[-1]
+        if last in _WRAPPERS or last == "unwrap_model":
+            return bool(assign.first_arg) and self._external_object(path, scope, assign.first_arg, seen)
+        return self._is_external(path, scope, head) or self._external_object(path, scope, head, seen)
+
     def _function_passes(self, path: str, scope: Scope, receiver: list[str]) -> list[Target]:
         """The `forward` and `backward` of the autograd Function `receiver` names: both run in every training step
         that calls `Function.apply` (backward in the step's backward pass)."""
@@ -622,7 +658,7 @@ class Project:
             method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")
             if method is not None:
                 out.targets.append(method)
-        if not types and per_step:
+        if not types and per_step and not self._external_object(path, scope, name):
             out.certain, out.guess = False, _forward_guess_key(name)
             out.targets = self._forward_guess(out.guess)
         return out
@@ -636,7 +672,8 @@ class Project:
                 out.targets.append(found)
         # Classes that lack the method are no answer either (`self.config.method`, annotated `TRLConfig` upstream,
         # holds a `PPOConfig` whose method runs).
-        if not out.targets and per_step and method not in _COMMON_METHODS and not method.startswith("__"):
+        if not out.targets and per_step and method not in _COMMON_METHODS and not method.startswith("__") \
+                and not self._external_object(path, scope, receiver):
             out.targets = self._method_guess(receiver, method)
             out.certain, out.guess = False, f"{receiver}.{method}"
         return out

@@ -1351,3 +1351,32 @@ def test_which_files_may_hold_the_training_a_user_runs(path, training):
     from gpulint.project.vocab import is_training_path
 
     assert is_training_path(path) == training
+
+
+def test_an_object_a_library_builds_runs_the_library_and_a_docstring_loads_nothing(tmp_path):
+    """PixArt's LoRA script trains diffusers' `Transformer2DModel`: `transformer(...)` runs diffusers' code, not
+    the captioner and edge detector the repository also holds; a docstring saying "instantiate this class" is no
+    dynamic loading that would let a guess leave the script's program."""
+    project = model(tmp_path, {
+        "models/captioner.py": "import torch\nclass Captioner(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+        "tools/caption.py": "from models.captioner import Captioner\nCaptioner()(1)\n",
+        "utils/misc.py": '"""Then you instantiate this class as shown."""\n',
+        "train_lora.py": """
+            from accelerate import Accelerator
+            from diffusers import Transformer2DModel
+            from peft import get_peft_model
+            import utils.misc
+
+            def main(loader, optimizer):
+                accelerator = Accelerator()
+                transformer = Transformer2DModel.from_pretrained("x")
+                transformer = get_peft_model(transformer, None)
+                transformer = accelerator.prepare(transformer)
+                for batch in loader:
+                    accelerator.backward(transformer(batch).sum())
+                    optimizer.step()
+                transformer = accelerator.unwrap_model(transformer)
+        """,
+    })
+    assert ("models/captioner.py", "Captioner.forward") not in project.reach or \
+        project.reach[("models/captioner.py", "Captioner.forward")].rank > PER_STEP
