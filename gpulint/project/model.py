@@ -85,7 +85,8 @@ _NOT_PER_STEP_EVENT_PARTS = frozenset(
 _SAVE_LOAD_EVENT_PARTS = frozenset({"state", "save", "load", "checkpoint", "ckpt", "pickle", "export", "serialize"})
 _BUILTINS = frozenset(dir(builtins))
 # Code that builds objects from names written elsewhere (a YAML config): a class no Python file names may still run.
-_BUILT_BY_NAME = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", "_target_", "locate(")
+_BUILT_BY_NAME = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", '"_target_"', "'_target_'", "_target_:",
+                  "locate(")
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
@@ -255,8 +256,11 @@ class Project:
         found = self._by_import_name.get(path)
         if found is None:
             text = self.files[path].text
-            found = self._by_import_name[path] = "import_module(" in text or "__import__(" in text or any(
-                word in text for word in _BUILT_BY_NAME)
+            found = False
+            if any(word in text for word in _LOADS_BY_NAME) or "_target_" in text:
+                code = _STRING_OR_COMMENT.sub(" ", text)  # not a docstring's YAML example (`_target_: X`)
+                found = any(word in code for word in _LOADS_BY_NAME) or _TARGET_KEY.search(text) is not None
+            self._by_import_name[path] = found
         return found
 
     # ------------------------------------------------------------------------------------------- global names
@@ -658,7 +662,8 @@ class Project:
             method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")
             if method is not None:
                 out.targets.append(method)
-        if not types and per_step and not self._external_object(path, scope, name):
+        if not types and per_step and not self._external_object(path, scope, name) \
+                and not _names_a_function(name.rsplit(".", 1)[-1]):
             out.certain, out.guess = False, _forward_guess_key(name)
             out.targets = self._forward_guess(out.guess)
         return out
@@ -703,6 +708,17 @@ class Project:
                         if self._is_optimizer(cls) and (step := self.find_method(cls, "step")) is not None:
                             self._optimizer_steps.append(step)
         return self._optimizer_steps
+
+    def _stepped_optimizers(self) -> list[Target]:
+        """The `step` of the project's optimizers the program builds (catalyst's contrib optimizers, which no example
+        builds, do not run); of all of them when it builds none the model can see (built by a name from a config)."""
+        steps = self.optimizer_steps()
+        built = [step for step in steps if self._built_for_sure(Target(step.path, _class_of(step), True))]
+        return built or steps
+
+    def _built_for_sure(self, cls: Target) -> bool:
+        """Built by a call the model read, or by a training config (a registry's bare name, a dotted `target:`)."""
+        return cls in self.instantiated or cls in self._registry_built() or cls in (self._config_built() or ())
 
     def _is_optimizer(self, cls: Target) -> bool:
         for klass in self.mro(cls):
@@ -1101,9 +1117,13 @@ class Project:
                         self.instantiated.add(cls)
                         self._protocol_methods(cls, chain, push)
             likely = state.likely or reach.likely and rank != PER_STEP or not resolved.certain
-            if call.marker and call.func.endswith(".step") and rank <= GATED:
-                # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step.
-                self._reach_all(self.optimizer_steps(), rank, True, chain, state.flags, push)
+            if call.marker and call.func.endswith(".step") and rank <= GATED and self.optimizer_steps():
+                # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step; which of them is
+                # known once the setup code that builds them is read (`_stepped_optimizers`).
+                key = (_OPTIMIZER_STEP, rank, tuple(state.flags))
+                if key not in self._guesses:
+                    self._guesses.add(key)
+                    self._deferred.append((_OPTIMIZER_STEP, rank, True, chain, state.flags))
             if not resolved.certain:
                 # A guess fans out to many functions (modules' `forward`s): made once per way of reaching them, and
                 # made again when the program has built more.
@@ -1179,6 +1199,9 @@ class Project:
         per-step code is read before the setup code that builds, say, the EMA it updates)."""
         deferred, self._deferred = self._deferred, []
         for guess, rank, likely, chain, flags in deferred:
+            if guess == _OPTIMIZER_STEP:
+                self._reach_all(self._stepped_optimizers(), rank, likely, chain, flags, push)
+                continue
             targets = self._guess_in(guess, self._program_of(chain))
             self._reach_all(targets, rank, likely, chain, flags, push,
                             guessed=_is_forward_guess(guess) and len(targets) > _READ_GUESSES)
@@ -1338,6 +1361,19 @@ _CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
 
 
+# Code that loads a module or builds a class by a name only known at run time; Hydra's `"_target_"` key in code.
+_LOADS_BY_NAME = ("import_module(", "__import__(", "instantiate(", "instantiate_from_config(", "get_obj_from_str(",
+                  "locate(")
+_TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
+
+# An object named for a function (`self.grad_clip_fn(params)`, `loss_func(x, y)`) is no module to guess a forward for.
+_FUNCTION_NAME_PARTS = frozenset({"fn", "func", "function", "callable"})
+# Nor one named for an action (`self._get_inputs(batch)`, `self._calc_lr()`): a method or function held in a name.
+_VERB_FIRST_PARTS = frozenset({"get", "calc", "compute", "process", "make", "build", "create", "apply", "update", "run"})
+
+# The deferred guess for `optimizer.step()`: the project's optimizers that the program builds (`_stepped_optimizers`).
+_OPTIMIZER_STEP = "<optimizer>.step"
+
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
 _READ_GUESSES = 64
@@ -1364,6 +1400,11 @@ def _is_forward_guess(guess: str) -> bool:
 
 # Names of a model as a whole: `self.model(x)` may run any model the program builds, not the classes named alike.
 _MODEL_NAMES = frozenset({"model", "module", "net", "network", "models", "modules"})
+
+
+def _names_a_function(name: str) -> bool:
+    words = name.strip("_").split("_")
+    return bool(name_parts(name) & _FUNCTION_NAME_PARTS) or words[0].lower() in _VERB_FIRST_PARTS
 
 
 def _forward_guess_key(receiver: str) -> str:
