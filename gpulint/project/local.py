@@ -817,7 +817,7 @@ class _Walker:
             loop.label = dotted(_unwrapped(node.iter)) or ""
             if isinstance(node.target, ast.Name) and loop.label:
                 scope.assigns.append(Assign(node.target.id, element_of=loop.label))
-            self.values.bind(node.target, "host" if self.values.kind_of(node.iter) == "host" else "unknown")
+            self.values.bind(node.target, self._element_kind(node.iter))
         loop.once = any(isinstance(statement, ast.Break) for statement in node.body)
         index = len(scope.loops)
         scope.loops.append(loop)
@@ -851,6 +851,15 @@ class _Walker:
             if evaluation == part:
                 scope.regions.append(Region("eval", *span))
             self._block(body)
+
+    def _element_kind(self, iterable: ast.AST) -> Kind:
+        """Where the elements of `for x in iterable` live: `zip(a, b)` and `enumerate(a)` are host objects, their
+        elements are where the wrapped values' are (`for row, n in zip(x, durations)`: row and n unknown)."""
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
+                and iterable.func.id in ("zip", "enumerate", "reversed", "sorted") and iterable.args:
+            wrapped = iterable.args if iterable.func.id == "zip" else iterable.args[:1]
+            return "host" if all(self.values.kind_of(a) == "host" for a in wrapped) else "unknown"
+        return "host" if self.values.kind_of(iterable) == "host" else "unknown"
 
     def _returned_kind(self, value: ast.AST) -> Kind:
         """Where a returned value lives; "unknown" for a list or dict that started empty (`return tcls, tbox`): its

@@ -156,7 +156,7 @@ def is_cold_function_name(name: str) -> bool:
 LOSS_NAME_PARTS = frozenset({"loss", "losses"})
 _CLIP_GRAD_PARTS = frozenset({"grad", "grads", "gradient", "gradients"})
 _BATCH_VERB_PARTS = frozenset({"parse", "prepare", "process", "preprocess", "feed", "move", "transfer", "unpack"})
-LOSS_CLASS = re.compile(r"(Loss|Criterion)$")
+LOSS_CLASS = re.compile(r"(Loss|Criterion|Matcher)$")  # a matcher assigns targets for the loss
 
 
 def is_hot_function_name(name: str) -> bool:

@@ -1422,3 +1422,42 @@ def test_only_the_optimizers_the_program_builds_step_and_a_function_held_in_a_na
     assert ("optim.py", "Lion.step") not in project.reach
     reached = project.reach.get(("net.py", "Net.forward"))
     assert reached is not None and all(f.label != "Clip.on_batch_end()" for f in reached.chain)
+
+
+def test_a_matcher_runs_every_step_and_zip_elements_are_not_host_values(tmp_path, check):
+    """DETR's `HungarianMatcher.forward` is `@torch.no_grad()` yet runs in every loss; FastSpeech2's length
+    regulator `.item()`s each duration it takes from `zip(x, durations)`, which are device tensors."""
+    found = check(tmp_path, {
+        "model.py": """
+            import torch
+
+            class HungarianMatcher(torch.nn.Module):
+                @torch.no_grad()
+                def forward(self, outputs, targets):
+                    return outputs.argmax(-1).tolist()
+
+            class LengthRegulator(torch.nn.Module):
+                def forward(self, x, durations):
+                    out = []
+                    for row, n in zip(x, durations):
+                        out.append(self.expand(row, n))
+                    return out
+                def expand(self, row, n):
+                    return row.expand(n.item(), -1)
+        """,
+        "train.py": """
+            from model import HungarianMatcher, LengthRegulator
+
+            def train(model, loader, optimizer, device):
+                matcher, regulator = HungarianMatcher(), LengthRegulator()
+                for x, y in loader:
+                    x = x.to(device, non_blocking=True)
+                    out = model(x)
+                    matcher(out, y)
+                    regulator(out, y)
+                    out.sum().backward()
+                    optimizer.step()
+        """,
+    })
+    lines = {f[1] for f in found if f[0] == "model.py"}
+    assert {7, 16} <= lines

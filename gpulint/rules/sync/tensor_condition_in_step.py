@@ -52,6 +52,7 @@ class TensorConditionInStep(SyncRule):
         Invalid(training_script("if torch.isnan(loss):\n    break")),
         Invalid(training_script("scale = 1.0 if loss.detach() < 1 else 0.5")),
         Invalid(training_script("if any(torch.isnan(t) for t in (loss, loss.detach())):\n    break")),
+        Invalid(training_script("assert (out[:, 1:] >= out[:, :1]).all()")),
         Invalid(training_script("count = max(1, (y > 0).sum())")),
         Invalid(training_script("if model.training and loss > 100:\n    break")),
         Invalid(training_script("trimmed = False\nif trimmed or out.argmax(1)[-1] == 2:\n    continue")),
@@ -90,7 +91,7 @@ class TensorConditionInStep(SyncRule):
             if self._reads_tensor(test.left):
                 return True
             return not self._short_circuits(test) and self._reads_tensor(test.right)
-        if self.tensors.is_tensor(test):
+        if self.tensors.is_tensor(test) or self._sliced_reduction(test):
             return True
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             return self._reads_tensor(test.expression)
@@ -99,6 +100,16 @@ class TensorConditionInStep(SyncRule):
         if len(test.args) == 1 and isinstance(test.args[0].value, (cst.GeneratorExp, cst.ListComp)):
             return self.tensors.is_tensor(test.args[0].value.elt)
         return False
+
+    def _sliced_reduction(self, test: cst.BaseExpression) -> bool:
+        """`(boxes[:, 2:] >= boxes[:, :2]).all()`: a reduction of a comparison between column slices of a 2-D
+        array, which in the training step is a tensor's (DETR's `generalized_box_iou` asserts it on every call)."""
+        if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and test.func.attr.value in (
+                "all", "any") and isinstance(test.func.value, cst.Comparison)):
+            return False
+        comparison = test.func.value
+        sides = [comparison.left, *(c.comparator for c in comparison.comparisons)]
+        return all(_column_slice(side) and not self.context.is_host_value(side.value) for side in sides)
 
     def _short_circuits(self, test: cst.BooleanOperation) -> bool:
         """Is the right side skipped in training? `not self.training and ...` (eval only), and `flag or ...` where
@@ -118,6 +129,12 @@ def _is_eval_test(test: cst.BaseExpression) -> bool:
         comparison = test.comparisons[0]
         return isinstance(comparison.operator, (cst.Is, cst.Equal)) and is_false(comparison.comparator)
     return False
+
+
+def _column_slice(expr: cst.BaseExpression) -> bool:
+    """`x[:, 2:]`: a subscript of two or more elements, one of them a slice."""
+    return isinstance(expr, cst.Subscript) and len(expr.slice) >= 2 and any(
+        isinstance(element.slice, cst.Slice) for element in expr.slice)
 
 
 def _names_set_true(body: cst.BaseSuite) -> frozenset[str]:
