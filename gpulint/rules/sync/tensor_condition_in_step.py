@@ -52,7 +52,7 @@ class TensorConditionInStep(SyncRule):
         Invalid(training_script("if torch.isnan(loss):\n    break")),
         Invalid(training_script("scale = 1.0 if loss.detach() < 1 else 0.5")),
         Invalid(training_script("if any(torch.isnan(t) for t in (loss, loss.detach())):\n    break")),
-        Invalid(training_script("assert (out[:, 1:] >= out[:, :1]).all()")),
+        Invalid(training_script("assert (out[:, 1:] >= out[:, 1:]).all()")),
         Invalid(training_script("count = max(1, (y > 0).sum())")),
         Invalid(training_script("if model.training and loss > 100:\n    break")),
         Invalid(training_script("trimmed = False\nif trimmed or out.argmax(1)[-1] == 2:\n    continue")),
