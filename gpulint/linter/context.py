@@ -367,7 +367,7 @@ def _ends_with_exit_cst(body: cst.BaseSuite) -> bool:
         small = last
     else:
         return False
-    return isinstance(small, (cst.Continue, cst.Return, cst.Break))
+    return isinstance(small, (cst.Continue, cst.Return))  # not `break`: see local._ends_with_exit
 
 
 def _is_cpu_literal(expr: cst.BaseExpression) -> bool:

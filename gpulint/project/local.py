@@ -356,7 +356,9 @@ def is_exit_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
 
 
 def _ends_with_exit(body: list[ast.stmt]) -> bool:
-    return bool(body) and isinstance(body[-1], (ast.Continue, ast.Return, ast.Break))
+    """`continue` or `return` skips the rest of this step; a `break` ends the loop, so what follows it runs on every
+    step until then (`if iter_num == 0 and eval_only: break` gates nothing)."""
+    return bool(body) and isinstance(body[-1], (ast.Continue, ast.Return))
 
 
 def backend_branch(test: ast.AST) -> str | None:

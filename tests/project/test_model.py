@@ -1461,3 +1461,27 @@ def test_a_matcher_runs_every_step_and_zip_elements_are_not_host_values(tmp_path
     })
     lines = {f[1] for f in found if f[0] == "model.py"}
     assert {7, 16} <= lines
+
+
+def test_a_break_ends_the_loop_and_gates_nothing_after_it(tmp_path, check):
+    """llama2.c's loop says `if iter_num == 0 and eval_only: break` before its logging, whose interval is 1: the
+    logging's `loss.item()` runs every step."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch.nn.functional as F
+
+            log_interval = 1
+            eval_only = False
+
+            def train(model, loader, optimizer, device):
+                for iter_num, (x, y) in enumerate(loader):
+                    loss = F.cross_entropy(model(x.to(device, non_blocking=True)), y.to(device, non_blocking=True))
+                    if iter_num == 0 and eval_only:
+                        break
+                    loss.backward()
+                    optimizer.step()
+                    if iter_num % log_interval == 0:
+                        print(loss.item())
+        """,
+    })
+    assert 15 in {f[1] for f in found}
