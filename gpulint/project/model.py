@@ -709,17 +709,6 @@ class Project:
                             self._optimizer_steps.append(step)
         return self._optimizer_steps
 
-    def _stepped_optimizers(self) -> list[Target]:
-        """The `step` of the project's optimizers the program builds (catalyst's contrib optimizers, which no example
-        builds, do not run); of all of them when it builds none the model can see (built by a name from a config)."""
-        steps = self.optimizer_steps()
-        built = [step for step in steps if self._built_for_sure(Target(step.path, _class_of(step), True))]
-        return built or steps
-
-    def _built_for_sure(self, cls: Target) -> bool:
-        """Built by a call the model read, or by a training config (a registry's bare name, a dotted `target:`)."""
-        return cls in self.instantiated or cls in self._registry_built() or cls in (self._config_built() or ())
-
     def _is_optimizer(self, cls: Target) -> bool:
         for klass in self.mro(cls):
             scope = self.files[klass.path].scope(klass.qualname)
@@ -1117,13 +1106,10 @@ class Project:
                         self.instantiated.add(cls)
                         self._protocol_methods(cls, chain, push)
             likely = state.likely or reach.likely and rank != PER_STEP or not resolved.certain
-            if call.marker and call.func.endswith(".step") and rank <= GATED and self.optimizer_steps():
-                # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step; which of them is
-                # known once the setup code that builds them is read (`_stepped_optimizers`).
-                key = (_OPTIMIZER_STEP, rank, tuple(state.flags))
-                if key not in self._guesses:
-                    self._guesses.add(key)
-                    self._deferred.append((_OPTIMIZER_STEP, rank, True, chain, state.flags))
+            if call.marker and call.func.endswith(".step") and rank <= GATED:
+                # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step (timm builds its
+                # LAMB and LARS from a table of names, so every one of them may).
+                self._reach_all(self.optimizer_steps(), rank, True, chain, state.flags, push)
             if not resolved.certain:
                 # A guess fans out to many functions (modules' `forward`s): made once per way of reaching them, and
                 # made again when the program has built more.
@@ -1199,9 +1185,6 @@ class Project:
         per-step code is read before the setup code that builds, say, the EMA it updates)."""
         deferred, self._deferred = self._deferred, []
         for guess, rank, likely, chain, flags in deferred:
-            if guess == _OPTIMIZER_STEP:
-                self._reach_all(self._stepped_optimizers(), rank, likely, chain, flags, push)
-                continue
             targets = self._guess_in(guess, self._program_of(chain))
             self._reach_all(targets, rank, likely, chain, flags, push,
                             guessed=_is_forward_guess(guess) and len(targets) > _READ_GUESSES)
@@ -1370,9 +1353,6 @@ _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
 _FUNCTION_NAME_PARTS = frozenset({"fn", "func", "function", "callable"})
 # Nor one named for an action (`self._get_inputs(batch)`, `self._calc_lr()`): a method or function held in a name.
 _VERB_FIRST_PARTS = frozenset({"get", "calc", "compute", "process", "make", "build", "create", "apply", "update", "run"})
-
-# The deferred guess for `optimizer.step()`: the project's optimizers that the program builds (`_stepped_optimizers`).
-_OPTIMIZER_STEP = "<optimizer>.step"
 
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).

@@ -1382,46 +1382,24 @@ def test_an_object_a_library_builds_runs_the_library_and_a_docstring_loads_nothi
         project.reach[("models/captioner.py", "Captioner.forward")].rank > PER_STEP
 
 
-def test_only_the_optimizers_the_program_builds_step_and_a_function_held_in_a_name_is_no_module(tmp_path):
-    """catalyst ships contrib optimizers no example builds: `optimizer.step()` runs the one the program builds.
-    `self.grad_clip_fn(params)` calls a function, not a module whose forward to guess; a docstring's YAML example
+def test_a_function_held_in_a_name_is_no_module_and_a_docstring_loads_nothing(tmp_path):
+    """`self.grad_clip_fn(params)` calls a function, not a module whose forward to guess; a docstring's YAML example
     (`_target_: Callback`) loads nothing by name."""
     project = model(tmp_path, {
-        "optim.py": """
-            import torch
-            class Lamb(torch.optim.Optimizer):
-                def step(self, closure=None):
-                    pass
-            class Lion(torch.optim.Optimizer):
-                def step(self, closure=None):
-                    pass
-        """,
         "net.py": "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+        "build.py": "from net import Net\nNET = Net\n",
         "callbacks.py": '''
             class Clip:
                 """Build from YAML:
 
                     _target_: Clip
                 """
-                def on_batch_end(self, runner):
-                    self.grad_clip_fn(runner.model.parameters())
+                def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+                    self.grad_clip_fn(module.parameters())
         ''',
-        "train.py": """
-            from optim import Lamb
-            from net import Net
-
-            def train(loader):
-                model = Net()
-                optimizer = Lamb(model.parameters())
-                for x in loader:
-                    model(x).sum().backward()
-                    optimizer.step()
-        """,
     })
-    assert project.reach[("optim.py", "Lamb.step")].rank == PER_STEP
-    assert ("optim.py", "Lion.step") not in project.reach
-    reached = project.reach.get(("net.py", "Net.forward"))
-    assert reached is not None and all(f.label != "Clip.on_batch_end()" for f in reached.chain)
+    assert ("callbacks.py", "Clip.on_train_batch_end") in project.reach
+    assert ("net.py", "Net.forward") not in project.reach
 
 
 def test_a_matcher_runs_every_step_and_zip_elements_are_not_host_values(tmp_path, check):
