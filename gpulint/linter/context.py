@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 Location = Literal["host", "device", "unknown"]
 LOOPS = (cst.For, cst.While)
-_STRINGS = frozenset({cst.SimpleString, cst.FormattedString, cst.ConcatenatedString})
+STRING_NODES = frozenset({cst.SimpleString, cst.FormattedString, cst.ConcatenatedString})
 _LITERALS = frozenset(
     {cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString}
 )
@@ -237,7 +237,7 @@ class FileContext:
             if left == right:
                 return left
             return "device" if "device" in (left, right) else "unknown"
-        if kind is cst.Comparison and any(type(c.comparator) in _STRINGS for c in expr.comparisons):
+        if kind is cst.Comparison and any(type(c.comparator) in STRING_NODES for c in expr.comparisons):
             return "host"  # `args.loss == "l1"`: no tensor compares to a string
         if kind is cst.ListComp or kind is cst.GeneratorExp or kind is cst.SetComp:
             return "host" if self.location_of(expr.elt) == "host" else "unknown"

@@ -15,15 +15,16 @@ from pathlib import Path
 from gpulint.config import DEFAULT_EXCLUDE, LintConfig
 
 PYTHON_SUFFIXES = (".py", ".pyi")
-# Configuration files that may build classes by name (`target: pkg.mod.Class`): read by the project model, not linted.
-CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".sh", ".md")  # read for what they build and the intervals they set
+# Configurations, scripts and READMEs: read by the project model for the classes they build by name (`target:
+# pkg.mod.Class`) and the intervals they set (`--logging_steps 1`), not linted.
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".sh", ".md")
 
 
 @dataclass
 class Discovery:
     files: list[Path] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (path, one-line reason)
-    configs: list[Path] = field(default_factory=list)  # YAML files under the given folders
+    configs: list[Path] = field(default_factory=list)  # files of CONFIG_SUFFIXES under the given folders
 
 
 def relative_to_root(path: Path, root: Path) -> str:

@@ -45,7 +45,7 @@ from gpulint.project.facts import (
 )
 from gpulint.project.configs import every_step_intervals
 from gpulint.project.index import Definition, ModuleIndex
-from gpulint.project.local import MODULE_SCOPE, Call, Scope
+from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope
 from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     MODULE_CALL_METHODS,
@@ -85,8 +85,8 @@ _NOT_PER_STEP_EVENT_PARTS = frozenset(
 _SAVE_LOAD_EVENT_PARTS = frozenset({"state", "save", "load", "checkpoint", "ckpt", "pickle", "export", "serialize"})
 _BUILTINS = frozenset(dir(builtins))
 # Code that builds objects from names written elsewhere (a YAML config): a class no Python file names may still run.
-_BUILT_BY_NAME = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", '"_target_"', "'_target_'", "_target_:",
-                  "locate(")
+_BY_NAME_CALLS = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", "locate(")  # and `_LOADS_BY_NAME`
+_BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:")
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
@@ -162,6 +162,7 @@ class Project:
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
+        self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
         self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
         self._dynamic: dict[str, bool] = {}  # by entry file: its program loads modules by name
@@ -227,17 +228,18 @@ class Project:
 
     def _program(self, entry: str) -> frozenset[str]:
         """The files that may run with `entry`: the training files importing it (a script that imports the module
-        holding a Lightning `training_step`), and all that these import. A guess made on the way stays in them: RWKV-v4neo's
-        trainer does not run RWKV-v3's inference model, which nothing it imports names."""
+        holding a Lightning `training_step`), and all that these import. A guess made on the way stays in them:
+        RWKV-v4neo's trainer does not run RWKV-v3's inference model, which nothing it imports names."""
         found = self._programs.get(entry)
         if found is None:
             imports = self._imported()
-            importers: dict[str, list[str]] = {}
-            for path, imported in imports.items():
-                if is_training_path(path):  # not the chat script that also imports the model
-                    for target in imported:
-                        importers.setdefault(target, []).append(path)
-            above = _closure([entry], importers)
+            if self._importers is None:
+                self._importers = {}
+                for path, imported in imports.items():
+                    if is_training_path(path):  # not the chat script that also imports the model
+                        for target in imported:
+                            self._importers.setdefault(target, []).append(path)
+            above = _closure([entry], self._importers)
             found = self._programs[entry] = frozenset(_closure(above, imports))
         return found
 
@@ -636,7 +638,7 @@ class Project:
             current = ix.scope(current.parent) if current.parent else None
         return False
 
-    def _external_value(self, path: str, scope: Scope, assign, seen: frozenset[str]) -> bool:
+    def _external_value(self, path: str, scope: Scope, assign: Assign, seen: frozenset[str]) -> bool:
         if not assign.callee or assign.annotation:
             return False
         head, _, _ = assign.callee.partition(".")
@@ -1326,9 +1328,8 @@ class Project:
             functions.setdefault(qualname, FunctionFacts(self.reach[(path, qualname)]))
         problem = (ix.problem.line, ix.problem.column, ix.problem.message) if ix.problem else None
         # A callee as written returns a known kind when every function it reached here returns that kind.
-        returns = tuple(sorted((func, kinds.pop()) for func, kinds in
-                               ((f, set(k)) for f, k in self._call_returns.get(path, {}).items())
-                               if func and len(kinds) == 1 and next(iter(kinds)) != "unknown"))
+        returns = tuple(sorted((func, next(iter(kinds))) for func, kinds in self._call_returns.get(path, {}).items()
+                               if func and len(kinds) == 1 and "unknown" not in kinds))
         return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
                          every_step_intervals=self.every_step_intervals)
 
@@ -1345,8 +1346,7 @@ _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|
 
 
 # Code that loads a module or builds a class by a name only known at run time; Hydra's `"_target_"` key in code.
-_LOADS_BY_NAME = ("import_module(", "__import__(", "instantiate(", "instantiate_from_config(", "get_obj_from_str(",
-                  "locate(")
+_LOADS_BY_NAME = ("import_module(", "__import__(", *_BY_NAME_CALLS)
 _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
 
 # An object named for a function (`self.grad_clip_fn(params)`, `loss_func(x, y)`) is no module to guess a forward for.

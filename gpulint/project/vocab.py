@@ -102,10 +102,11 @@ SAME_PLACE_METHODS = frozenset(
 HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
 
 
-_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-# A class whose name says it evaluates: its loops over batches are evaluations (d3rlpy's `TDErrorEvaluator`).
 # Keys of an optimizer's param group that hold Python numbers (`optimizer.param_groups[0]["lr"]`).
 OPTIMIZER_SETTINGS = frozenset({"lr", "weight_decay", "momentum", "eps", "betas", "initial_lr", "dampening"})
+
+_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# A class whose name says it evaluates: its loops over batches are evaluations (d3rlpy's `TDErrorEvaluator`).
 COLD_CLASS_PARTS = frozenset({"evaluator", "evaluators", "validator", "tester", "inference", "inferencer", "benchmark"})
 
 
@@ -114,7 +115,12 @@ def is_cold_class_name(qualname: str) -> bool:
     (CamelCase or snake_case parts)."""
     name = qualname.rsplit(".", 1)[-1]
     # `DFINEPostProcessor`: turns outputs into detections for evaluation and inference
-    return bool({part.lower() for part in _CAMEL_PART.findall(name)} & COLD_CLASS_PARTS) or "postprocess" in name.lower()
+    return bool(_camel_parts(name) & COLD_CLASS_PARTS) or "postprocess" in name.lower()
+
+
+def _camel_parts(name: str) -> set[str]:
+    """`DiagonalGaussianDistribution` -> {"diagonal", "gaussian", "distribution"}."""
+    return {part.lower() for part in _CAMEL_PART.findall(name)}
 
 
 # Classes whose `sample()` draws a training batch or a latent every step: a replay memory's `sample(batch_size)`, a
@@ -140,7 +146,7 @@ def is_cold_method(name: str, cls: str) -> bool:
     if not parts & {"sample", "sampling"}:
         return True
     owner = cls.rsplit(".", 1)[-1]
-    drawn_from = {part.lower() for part in _CAMEL_PART.findall(owner)} | name_parts(owner)
+    drawn_from = _camel_parts(owner) | name_parts(owner)
     return not (drawn_from & _DRAWN_FROM_PARTS or parts & _DRAWN_VALUE_PARTS)
 
 
@@ -214,12 +220,11 @@ def is_training_path(path: str) -> bool:
     archived code (`legacy/`, `deprecated/`), whatever its files are named."""
     if is_test_path(path):
         return False
-    *folders, _ = path.replace("\\", "/").split("/")
+    *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
     if any(folder.lower().strip("_") in _ARCHIVED_FOLDERS for folder in folders):
         return False  # `legacy/train_v1.py`: kept for reference, not the training a user runs
     if named_for_training(path):
         return True
-    *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
     words = name_parts(name)
     # A private folder (`_export/`) is named by what follows its underscores.
     return not (words & NOT_TRAINING_PARTS

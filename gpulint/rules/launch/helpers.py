@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpulint.linter.context import is_cold_function_name
+from gpulint.linter.context import STRING_NODES, is_cold_function_name
 from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.rule import Replace, Report, Rule
 from gpulint.rules.per_tensor.helpers import in_test_error_or_one_off_code
@@ -45,14 +45,11 @@ def _tests_one_time(test: cst.BaseExpression, params: frozenset[str]) -> bool:
     if not isinstance(test, cst.Comparison):
         return False
     # `self.type == "byol"` picks a configured mode, taken on every step once chosen: no switch of the step count.
-    comparisons = [t for t in test.comparisons if not isinstance(t.comparator, _STRINGS)]
+    comparisons = [t for t in test.comparisons if type(t.comparator) not in STRING_NODES]
     if isinstance(test.left, cst.Name) and test.left.value in params:
         return any(isinstance(t.operator, cst.Equal) for t in comparisons)
     # `if key not in mel_basis_cache:` builds what the cache then serves on every later call.
     return any(isinstance(t.operator, (cst.Equal, cst.Is, cst.NotIn)) for t in comparisons)
-
-
-_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
 def _parameter_names(function: cst.FunctionDef) -> frozenset[str]:

@@ -152,8 +152,8 @@ _FIRST_STEP_PARTS = frozenset({"step", "steps", "iter", "iteration", "updates", 
 
 def in_error_path_or_first_step(chain) -> bool:
     """Error paths (an `except` handler, a `raise`, an `assert`'s message, an `if` body that ends in `raise`),
-    first-step-only code (`if step == 0:`, `if self.get_num_updates() == 0:`) and fallbacks for empty or all-NaN tensors (`x.mean() if x.numel() > 0 else
-    torch.tensor(0.0, device=d)`) do not run every step."""
+    first-step-only code (`if step == 0:`, `if self.get_num_updates() == 0:`) and fallbacks for empty or all-NaN
+    tensors (`x.mean() if x.numel() > 0 else torch.tensor(0.0, device=d)`) do not run every step."""
     for index in range(len(chain) - 2, -1, -1):
         node, child = chain[index], chain[index + 1]
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
@@ -216,7 +216,7 @@ def _is_non_finite_test(test: cst.BaseExpression) -> bool:
     """`if not math.isfinite(loss.item()):`, `if torch.isnan(loss).any():`: the body handles a diverged run."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         inner = test.expression
-        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and last_name(inner.func) in ("all",):
+        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and last_name(inner.func) == "all":
             inner = inner.func.value
         return isinstance(inner, cst.Call) and last_name(inner.func) == "isfinite"
     if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and last_name(test.func) == "any":
