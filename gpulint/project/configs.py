@@ -7,7 +7,9 @@
   `vocab.is_training_path`) is not built by training. A registry's configs name classes bare (`criterion:
   DFINECriterion`): a registered class no training config names is not built;
 - the values it gives intervals (`log_every: 1`, `--logging_steps 1`, `default=10`, `log_interval = 50`): a logging
-  gate whose interval every shipped setting makes 1 runs every step (`every_step_intervals`).
+  gate whose interval every shipped setting makes 1 runs every step (`every_step_intervals`);
+- the words it gives options (`adv_loss: hinge`, `--pp_engine 1f1b`, `default="1f1b"`): a branch for a value that no
+  shipped setting gives (`if args.pp_engine == "afab":`) is not the training a user runs (`option_values`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ _OPTION = re.compile(r"--([A-Za-z][\w-]*)(?:[ \t]+|=)(\d+)\b(?![.\w])")
 # read before it: searched from the value, as a pattern starting with a name is tried at every letter of a file.
 _VALUE = re.compile(r"[=:][ \t]*(?:field\(\s*default\s*=\s*)?(\d+)\b(?![.\w])")
 _NAME_BEFORE_VALUE = re.compile(r"""([A-Za-z_][\w-]*)["']?[ \t]*(?::[^=\n:]*)?[ \t]*$""")
+_KEY_BEFORE_VALUE = re.compile(r"""([A-Za-z_][\w-]*)["']?[ \t]*$""")
 
 
 def interval_settings(text: str) -> set[tuple[str, int]]:
@@ -84,11 +87,46 @@ def named_classes(text: str) -> set[str]:
     return {name for name in _NAMED_CLASS.findall(text) if name not in _NOT_CLASS_NAMES}
 
 
+# The words settings give options. Python and JSON: a quoted word after `=` or `:` that ends the value
+# (`adv_loss="hinge",`, `"adv_loss": "hinge"`; not `mode = "train" if x else "eval"`), and argparse's
+# `default="hinge"`. YAML also gives bare words (`adv_loss: hinge`); scripts and READMEs give options
+# (`--pp_engine 1f1b`) and Hydra overrides (`solver.adv_loss=mse`).
+_QUOTED_WORD = re.compile(r"""[=:][ \t]*(?:field\(\s*default\s*=\s*)?["']([\w.+/-]{1,40})["'][ \t]*(?=[,)\]}\n#]|$)""")
+_BARE_WORD = re.compile(r""":[ \t]*([A-Za-z_][\w.+-]{0,39})[ \t]*(?=#|$)""", re.MULTILINE)
+_ARGPARSE_WORD = re.compile(r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\bdefault\s*=\s*["']([\w.+/-]{1,40})["']""")
+_OPTION_WORD = re.compile(r"--([A-Za-z][\w-]*)(?:[ \t]+|=)[\"']?(\w[\w.+/-]{0,39})")
+_OVERRIDE_WORD = re.compile(r"(?<![\w.=/-])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)=[\"']?(\w[\w.+/-]{0,39})")
+
+
+def option_values(text: str, path: str) -> set[tuple[str, str]]:
+    """The words a file's settings give names (`{("adv_loss", "hinge")}`); which forms are read depends on the kind
+    of file (`path`), as a word after a colon is a YAML value but a Python annotation."""
+    found: list[tuple[str, str]] = []
+    suffix = path.rsplit(".", 1)[-1]
+    if suffix in ("py", "json", "yaml", "yml"):
+        for pattern in (_QUOTED_WORD, _BARE_WORD) if suffix in ("yaml", "yml") else (_QUOTED_WORD,):
+            for match in pattern.finditer(text):
+                start = match.start()
+                # `"kind": "l1"` is a key's value; `mode: str = "train"` an annotated name's.
+                before = _KEY_BEFORE_VALUE if text[start] == ":" else _NAME_BEFORE_VALUE
+                name = before.search(text, max(0, start - 80), start)
+                if name is not None:
+                    found.append((name.group(1), match.group(1)))
+        if "add_argument" in text:
+            found += _ARGPARSE_WORD.findall(text)
+    else:
+        if "--" in text:
+            found += _OPTION_WORD.findall(text)
+        found += _OVERRIDE_WORD.findall(text)
+    return {(name.replace("-", "_"), value) for name, value in found}
+
+
 @dataclass(frozen=True)
 class TrainingConfigs:
     classes: frozenset[str] = frozenset()  # dotted names the training configs build
     names: frozenset[str] = frozenset()  # bare class names they give a registry (`named_classes`)
     intervals: tuple[tuple[str, int], ...] = ()  # the values they give intervals, each file's (`interval_settings`)
+    values: frozenset[tuple[str, str]] = frozenset()  # the words they give options (`option_values`)
 
 
 def classes_in(text: str) -> set[str]:
@@ -107,6 +145,7 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
     classes: set[str] = set()
     names: set[str] = set()
     intervals: list[tuple[str, int]] = []
+    values: set[tuple[str, str]] = set()
     for path in paths:
         if not is_training_config(display(path)):
             continue
@@ -121,4 +160,5 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
         if display(path).endswith((".yaml", ".yml", ".json")):
             names |= named_classes(text)
         intervals += sorted(interval_settings(text))
-    return TrainingConfigs(frozenset(classes), frozenset(names), tuple(intervals))
+        values |= option_values(text, display(path))
+    return TrainingConfigs(frozenset(classes), frozenset(names), tuple(intervals), frozenset(values))

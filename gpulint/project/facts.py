@@ -79,6 +79,15 @@ class FileFacts:
     on_flags: frozenset[str] = frozenset()  # configuration switches whose default is on (argparse, dataclasses)
     problem: tuple[int, int, str] | None = None  # Python's syntax error in the file: (line, column, message)
     every_step_intervals: frozenset[str] = frozenset()  # intervals every shipped setting makes 1 (`log_every: 1`)
+    # The words shipped settings give the options this file's branches choose on (`("pp_engine", ("1f1b",))`).
+    option_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def unselected(self, choice: tuple[str, ...]) -> bool:
+        """Does no shipped setting give the option of a "choice" region one of its words? False when no setting
+        gives the option any word: then nothing is known."""
+        option, *words = choice
+        given = dict(self.option_values).get(option)
+        return bool(given) and not {w.lower() for w in words} & {v.lower() for v in given}
 
     def step_code(self) -> frozenset[str]:
         """The functions (qualified names) with code that may run in the training step: reached every step or on
@@ -147,6 +156,10 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
         elif kind == "switch":
             # An opt-in feature: on every step once switched on, but off unless the user asks (or no default is known).
             flags.extend(f for f in region.flags if not f.startswith("!") and f not in file_facts.on_flags)
+        elif kind == "choice" and file_facts.unselected(region.flags):
+            option, *words = region.flags
+            return ExecState(False, gated, True, f"in the branch for `{option}` = {' or '.join(map(repr, words))}, "
+                             "which no shipped setting selects")
         elif kind in _COLD_REASONS:
             return ExecState(False, gated, True, _COLD_REASONS[kind])
         elif kind == "loop" and region.loop in facts.step_loops:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from gpulint.linter.regions import code_of, split_units, stand_in
-from gpulint.project.configs import interval_settings
+from gpulint.project.configs import interval_settings, option_values
 from gpulint.project.local import MODULE_SCOPE, FileLocal, Scope, analyze, module_aliases, text_step_flags
 from gpulint.project.vocab import is_training_path
 
@@ -83,6 +83,10 @@ class ModuleIndex:
     step_flags: frozenset[str] = frozenset()  # names assigned an interval test anywhere in the file
     on_flags: frozenset[str] = frozenset()  # configuration switches it defines with a default that is on
     intervals: frozenset[tuple[str, int]] = frozenset()  # values it gives intervals (configs.interval_settings)
+    values: frozenset[tuple[str, str]] = frozenset()  # words it gives options (configs.option_values)
+    # How often each capitalised word occurs in its text (`class_name_counts`): what names a class, counted once per
+    # file when it is outlined rather than searched for in every file at every build of the model.
+    class_names: dict[str, int] = field(default_factory=dict)
     changed: bool = True  # read or analysed anew in this run (its stored form must be written again)
     lines: list[str] = field(default_factory=list)
     _analysed: dict[str, dict[str, Scope]] = field(default_factory=dict)
@@ -148,8 +152,11 @@ def _parse(text: str) -> ast.Module | None:
 def outline(path: str, text: str) -> ModuleIndex:
     """The outline of one file: its definitions and its analysed skeleton (see the module docstring)."""
     lines = text.split("\n")
+    training = is_training_path(path)
     index = ModuleIndex(path, text, lines=lines, step_flags=text_step_flags(text), on_flags=on_flags(text),
-                        intervals=frozenset(interval_settings(text)) if is_training_path(path) else frozenset())
+                        intervals=frozenset(interval_settings(text)) if training else frozenset(),
+                        values=frozenset(option_values(text, path)) if training else frozenset(),
+                        class_names=class_name_counts(text))
     units = split_units(text, lines)
     skeleton = list(lines)
     for unit in units:
@@ -181,6 +188,17 @@ _ON_ARGUMENT = re.compile(
 # before it is read.
 _ON_FIELD = re.compile(r":[ \t]*bool[ \t]*=[ \t]*(?:True|field\(\s*default\s*=\s*True)")
 _NAME_BEFORE = re.compile(r"(\w+)[ \t]*$")
+
+
+CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
+
+
+def class_name_counts(text: str) -> dict[str, int]:
+    """How often each word starting with a capital letter occurs in `text` (a class's name, or anything else)."""
+    counts: dict[str, int] = {}
+    for name in CLASS_LIKE_NAME.findall(text):
+        counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def on_flags(text: str) -> frozenset[str]:

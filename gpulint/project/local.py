@@ -12,6 +12,8 @@ For every function, method and class body, and for the module's own statements (
     backend   the body of a branch for another device (`if device.type == "mps":`, `if not torch.cuda.is_available():`)
     error     an `except` handler (an error path, such as the CPU fallback after an out-of-memory error)
     eval      the branch a module takes outside training (`if not self.training:`)
+    choice    the branch for some words of an option (`if args.pp_engine == "afab":`): none of the training a user
+              runs when no shipped setting gives the option those words
     loop      a loop's body (the model decides which loops are step loops)
 - its calls, with their position, innermost loop, the value kinds of their arguments and the arguments that are
   interval tests (`log_metrics(..., should_log=step % 10 == 0)` gates `if should_log:` in the callee);
@@ -68,7 +70,7 @@ class Region:
     end: Pos
     loop: int = -1  # for "loop": the index of the loop in its scope
     # for "switch": the configuration attributes tested, "!name" when negated; for "gate" and "exit": the name of the
-    # interval the gate divides by ("" for none)
+    # interval the gate divides by ("" for none); for "choice": the option, then the words that choose the branch
     flags: tuple[str, ...] = ()
 
     def holds(self, pos: Pos) -> bool:
@@ -318,15 +320,49 @@ def switch_flags(test: ast.AST) -> tuple[str, ...] | None:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = switch_flags(test.operand)
         return None if inner is None else tuple(f[1:] if f.startswith("!") else "!" + f for f in inner)
-    name = dotted(test) if isinstance(test, ast.Attribute) else None
-    if name is None:
+    option = config_option(test)
+    return None if option is None else (option,)
+
+
+def config_option(node: ast.AST) -> str | None:
+    """The option a configuration attribute or key names (`args.pp_engine`, `self.cfg.adv_loss`,
+    `config["distributed"]["pp_engine"]` -> the last part), or None when `node` is not one of a configuration object
+    (its root name, or the attribute of `self` it starts from, has a part like args/config/cfg)."""
+    parts: list[str] = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+        else:  # `config["distributed"]["pp_engine"]`
+            key = _string_of(node.slice)
+            if key is None:
+                return None
+            parts.append(key)
+        node = node.value
+    if not parts or not isinstance(node, ast.Name):
         return None
-    parts = name.split(".")[:-1]
-    if parts and parts[0] == "self":
-        parts = parts[1:]
-    if parts and name_parts(parts[0]) & CONFIG_ROOTS:
-        return (name.rsplit(".", 1)[-1],)
-    return None
+    parts.append(node.id)
+    parts.reverse()
+    root = parts[1] if parts[0] == "self" and len(parts) > 2 else parts[0]
+    return parts[-1] if name_parts(root) & CONFIG_ROOTS else None
+
+
+def option_choice(test: ast.AST) -> tuple[str, tuple[str, ...]] | None:
+    """The branch of `if test:` that runs for chosen words of an option, with the option and the words:
+    `args.engine == "afab"` -> ("body", ("engine", "afab")); `cfg.loss in ("mse", "l2")` -> ("body", ("loss", "mse",
+    "l2")); `!=` and `not in` choose the `else`. None for any other test."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    option = config_option(test.left)
+    if option is None:
+        return None
+    right = test.comparators[0]
+    words = [_string_of(e) for e in right.elts] if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [
+        _string_of(right)]
+    if not words or any(word is None for word in words):
+        return None
+    op = test.ops[0]
+    part = "body" if isinstance(op, (ast.Eq, ast.In)) else "orelse" if isinstance(op, (ast.NotEq, ast.NotIn)) else None
+    return (part, (option, *words)) if part else None  # type: ignore[arg-type]
 
 
 def is_step_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
@@ -837,6 +873,7 @@ class _Walker:
         flags = switch_flags(test)
         branch = backend_branch(test) or ""
         evaluation = _eval_branch(test) or ""
+        choice_part, choice = option_choice(test) or ("", ())
         for part, body in (("body", node.body), ("orelse", node.orelse)):
             if not body:
                 continue
@@ -852,6 +889,8 @@ class _Walker:
                 scope.regions.append(Region("backend", *span))
             if evaluation == part:
                 scope.regions.append(Region("eval", *span))
+            if choice_part == part and not branch:
+                scope.regions.append(Region("choice", *span, flags=choice))
             self._block(body)
 
     def _element_kind(self, iterable: ast.AST) -> Kind:

@@ -44,7 +44,7 @@ from gpulint.project.facts import (
     state_at,
 )
 from gpulint.project.configs import every_step_intervals
-from gpulint.project.index import Definition, ModuleIndex
+from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope
 from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
@@ -120,7 +120,7 @@ def module_names(path: str) -> list[str]:
 class Project:
     def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = (),
                  config_classes: Iterable[str] = (), config_intervals: Iterable[tuple[str, int]] = (),
-                 config_names: Iterable[str] = ()):
+                 config_names: Iterable[str] = (), config_values: Iterable[tuple[str, str]] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
@@ -144,6 +144,10 @@ class Project:
         # configs' settings.
         self.every_step_intervals = every_step_intervals(
             [*config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))])
+        # The words the shipped settings give options (configs.option_values): the configs' and the training files'.
+        self.option_values: dict[str, set[str]] = {}
+        for option, word in (*config_values, *(v for ix in self.files.values() for v in ix.values)):
+            self.option_values.setdefault(option, set()).add(word)
         self.entries = False
         self._guesses: set[tuple] = set()
         self._children: dict[Target, list[Target]] | None = None
@@ -847,7 +851,7 @@ class Project:
             for ix in self.files.values():
                 for definition in ix.definitions.values():
                     if definition.name == "__init__" and f"{definition.cls}.forward" in ix.definitions:
-                        found.update(_CLASS_LIKE_NAME.findall(definition.code))
+                        found.update(CLASS_LIKE_NAME.findall(definition.code))
                         found.discard(definition.cls.rsplit(".", 1)[-1])
             self._layers = frozenset(found)
         return self._layers
@@ -862,8 +866,8 @@ class Project:
         if self._named is None:
             counts: dict[str, int] = {}
             for ix in self.files.values():
-                for name in _CLASS_LIKE_NAME.findall(ix.text):
-                    counts[name] = counts.get(name, 0) + 1
+                for name, n in ix.class_names.items():
+                    counts[name] = counts.get(name, 0) + n
             self._named = frozenset(name for name, n in counts.items() if n > 1)
         return self._named
 
@@ -1079,9 +1083,13 @@ class Project:
                 return set()
             configured = {_owner_name(cls.qualname) for cls in built}
         counts = dict.fromkeys(names, 0)
-        pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(names))))
+        # A capitalised name's count was taken when its file was outlined; others are searched for.
+        searched = sorted(name for name in names if not CLASS_LIKE_NAME.fullmatch(name))
+        pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, searched))) if searched else None
         for ix in self.files.values():
-            for found in pattern.findall(ix.text):
+            for name in names:
+                counts[name] += ix.class_names.get(name, 0)
+            for found in pattern.findall(ix.text) if pattern else ():
                 counts[found] += 1
         return {name for name, n in counts.items() if n <= 1 and name not in configured}
 
@@ -1096,7 +1104,8 @@ class Project:
             return
         facts = self.function_facts(path, scope)
         file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
-                               every_step_intervals=self.every_step_intervals)
+                               every_step_intervals=self.every_step_intervals,
+                               option_values=self._option_values_in([scope]))
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
             rank = _rank_of(state, reach)
@@ -1331,7 +1340,13 @@ class Project:
         returns = tuple(sorted((func, next(iter(kinds))) for func, kinds in self._call_returns.get(path, {}).items()
                                if func and len(kinds) == 1 and "unknown" not in kinds))
         return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
-                         every_step_intervals=self.every_step_intervals)
+                         every_step_intervals=self.every_step_intervals, option_values=self._option_values_in(scopes))
+
+    def _option_values_in(self, scopes: Iterable[Scope]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The words shipped settings give the options that branches of `scopes` choose on."""
+        options = {region.flags[0] for scope in scopes for region in scope.regions if region.kind == "choice"}
+        return tuple((option, tuple(sorted(self.option_values[option])))
+                     for option in sorted(options) if option in self.option_values)
 
 
 # `from ..a.b import (c, d as e)` / `import a.b as c, d`: the dots, the module, the names; or the plain list.
@@ -1341,7 +1356,6 @@ _IMPORT_STATEMENT = re.compile(
 )
 _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that registers it by name
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
-_CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
 
 

@@ -81,6 +81,8 @@ def dump_index(index: ModuleIndex) -> dict:
         "step_flags": sorted(index.step_flags),
         "on_flags": sorted(index.on_flags),
         "intervals": sorted(index.intervals),
+        "values": sorted(index.values),
+        "class_names": index.class_names,
         "analysed": {name: _plain(scopes) for name, scopes in index._analysed.items()},
     }
 
@@ -89,7 +91,9 @@ def load_index(path: str, text: str, data: dict) -> ModuleIndex:
     lines = text.split("\n")
     index = ModuleIndex(path, text, aliases=dict(data["aliases"]), step_flags=frozenset(data["step_flags"]),
                         on_flags=frozenset(data["on_flags"]), lines=lines, changed=False,
-                        intervals=frozenset((name, value) for name, value in data["intervals"]))
+                        intervals=frozenset((name, value) for name, value in data["intervals"]),
+                        values=frozenset((name, value) for name, value in data["values"]),
+                        class_names=dict(data["class_names"]))
     for qualname, name, cls, start, end, is_class, code in data["definitions"]:
         index.definitions[qualname] = Definition(qualname, name, cls, start, end, is_class, code)
     if data["skeleton"] is not None:
@@ -131,6 +135,7 @@ def load_facts(data: dict) -> FileFacts:
         frozenset(data["on_flags"]),
         tuple(data["problem"]) if data["problem"] else None,
         frozenset(data["every_step_intervals"]),
+        tuple((option, tuple(words)) for option, words in data["option_values"]),
     )
 
 

@@ -1463,3 +1463,72 @@ def test_a_break_ends_the_loop_and_gates_nothing_after_it(tmp_path, check):
         """,
     })
     assert 15 in {f[1] for f in found}
+
+
+_CHOSEN = """
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--engine", default="{default}")
+    args = parser.parse_args()
+    config = {"loss": {"kind": "l1"}}
+
+    def train(model, loader, opt):
+        total = 0
+        for batch in loader:
+            loss = model(batch)
+            if args.engine == "afab":
+                total += loss.item()
+            if config["loss"]["kind"] in ("mse", "l2"):
+                total += loss.item()
+            if args.engine != "1f1b":
+                pass
+            else:
+                total += loss.item()
+            loss.backward()
+            opt.step()
+"""
+
+
+@pytest.mark.parametrize("default, script, chosen", [
+    ("1f1b", "", {20}),  # nothing gives `engine` "afab" nor `kind` "mse"/"l2": those branches are not run
+    ("1f1b", "python train.py --engine afab\n", {14, 20}),  # a shipped command chooses it
+    ("1f1b", "python train.py loss.kind=mse\n", {16, 20}),  # a Hydra-style override
+    ("afab", "", {14}),
+])
+def test_a_branch_for_an_option_word_no_shipped_setting_gives_is_not_run(tmp_path, check, default, script, chosen):
+    files = {"train.py": _CHOSEN.replace("{default}", default), "tests/test_train.py": "args.engine = 'mse'\n"}
+    if script:
+        files["scripts/run.sh"] = script
+    assert {f[1] for f in check(tmp_path, files) if f[0] == "train.py"} == chosen
+
+
+def test_a_branch_for_an_option_nothing_sets_stays_per_step(tmp_path, check):
+    found = check(tmp_path, {"train.py": """
+        def train(model, loader, opt, args):
+            total = 0
+            for batch in loader:
+                loss = model(batch)
+                if args.mode == "fast":
+                    total += loss.item()
+                loss.backward()
+                opt.step()
+    """})
+    assert [f[1] for f in found] == [7]
+
+
+def test_option_values_are_read_by_the_kind_of_file():
+    from gpulint.project.configs import option_values
+    yaml = "solver:\n  adv_loss: hinge  # or mse\n  name: 'encodec'\n"
+    assert option_values(yaml, "config/solver.yaml") == {("adv_loss", "hinge"), ("name", "encodec")}
+    code = textwrap.dedent("""
+        parser.add_argument("--pp-engine", type=str, default="1f1b", choices=["afab", "1f1b"])
+        run(mode="train", batch=batch)
+        phase = "train" if training else "eval"
+        cfg.loss_type = "l2"
+    """)
+    assert option_values(code, "train.py") == {("pp_engine", "1f1b"), ("default", "1f1b"), ("mode", "train"),
+                                               ("loss_type", "l2")}
+    script = "torchrun train.py --pp_engine 1f1b --tp 2 solver.adv_loss=mse dset=audio/example\n"
+    assert option_values(script, "README.md") == {("pp_engine", "1f1b"), ("tp", "2"), ("adv_loss", "mse"),
+                                                  ("dset", "audio/example")}
