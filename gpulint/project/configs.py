@@ -9,7 +9,9 @@
 - the values it gives intervals (`log_every: 1`, `--logging_steps 1`, `default=10`, `log_interval = 50`): a logging
   gate whose interval every shipped setting makes 1 runs every step (`every_step_intervals`);
 - the words it gives options (`adv_loss: hinge`, `--pp_engine 1f1b`, `default="1f1b"`): a branch for a value that no
-  shipped setting gives (`if args.pp_engine == "afab":`) is not the training a user runs (`option_values`).
+  shipped setting gives (`if args.pp_engine == "afab":`) is not the training a user runs (`option_values`);
+- what it says of switches (`action="store_true"`, `use_fsdp: false`, `--use_ema`): a switch some setting turns off
+  and none turns on (`off_switches`) guards code that shipped training does not run.
 """
 
 from __future__ import annotations
@@ -98,6 +100,48 @@ _OPTION_WORD = re.compile(r"--([A-Za-z][\w-]*)(?:[ \t]+|=)[\"']?(\w[\w.+/-]{0,39
 _OVERRIDE_WORD = re.compile(r"(?<![\w.=/-])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)=[\"']?(\w[\w.+/-]{0,39})")
 
 
+# What settings say of on/off switches, as "true", "false" or "set" (given a value the text cannot read):
+# argparse's `store_true` (off unless a command passes it) and boolean defaults, `name: bool = False` fields,
+# YAML/JSON booleans, `--name` alone in a command (on), `name=True` keywords, and `args.name = <expression>`.
+_ARGPARSE_SWITCH = re.compile(
+    r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\b(?:action\s*=\s*["']store_(true|false)["']|default\s*=\s*(True|False)\b)""")
+_BOOL_FIELD = re.compile(r"""\b(\w+)[ \t]*:[ \t]*bool[ \t]*=[ \t]*(?:field\(\s*default\s*=\s*)?(True|False)\b""")
+_BOOL_KEYWORD = re.compile(r"""[(,][ \t]*(\w+)[ \t]*=[ \t]*(True|False)[ \t]*(?=[,)\n])""")
+_ATTRIBUTE_SET = re.compile(r"""\.(\w+)[ \t]*=[ \t]*(?!=)(True\b|False\b|[^\n]*)""")
+_BOOL_KEY = re.compile(r"""^[ \t-]*["']?(\w+)["']?[ \t]*:[ \t]*(true|false|True|False)\b""", re.MULTILINE)
+_FLAG_ALONE = re.compile(r"--([A-Za-z][\w-]*)(?=[ \t]*(?:\\?\n|$|--|[;&|]))", re.MULTILINE)
+_FLAG_WORDS = {"true": "true", "false": "false", "1": "true", "0": "false"}
+
+
+def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
+    """What a file's settings say of switches: `{("use_ema", "false"), ("amp", "true"), ("x", "set")}`."""
+    found: list[tuple[str, str]] = []
+    suffix = path.rsplit(".", 1)[-1]
+    if suffix == "py":
+        for name, store, default in _ARGPARSE_SWITCH.findall(text) if "add_argument" in text else ():
+            found.append((name, {"true": "false", "false": "true"}[store] if store else default.lower()))
+        if "bool" in text:
+            found += [(name, value.lower()) for name, value in _BOOL_FIELD.findall(text)]
+        found += [(name, value.lower()) for name, value in _BOOL_KEYWORD.findall(text)]
+        found += [(name, value.lower() if value in ("True", "False") else "set")
+                  for name, value in _ATTRIBUTE_SET.findall(text)]
+    elif suffix in ("yaml", "yml", "json"):
+        found += [(name, value.lower()) for name, value in _BOOL_KEY.findall(text)]
+    else:
+        found += [(name, "true") for name in _FLAG_ALONE.findall(text)]
+        found += [(name, _FLAG_WORDS[value.lower()]) for name, value in _OPTION_WORD.findall(text)
+                  if value.lower() in _FLAG_WORDS]
+    return {(name.replace("-", "_"), value) for name, value in found}
+
+
+def off_switches(settings: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """The switches some setting turns off and none turns on or sets to what the text cannot read."""
+    said: dict[str, set[str]] = {}
+    for name, value in settings:
+        said.setdefault(name, set()).add(value)
+    return frozenset(name for name, values in said.items() if values == {"false"})
+
+
 def option_values(text: str, path: str) -> set[tuple[str, str]]:
     """The words a file's settings give names (`{("adv_loss", "hinge")}`); which forms are read depends on the kind
     of file (`path`), as a word after a colon is a YAML value but a Python annotation."""
@@ -127,6 +171,7 @@ class TrainingConfigs:
     names: frozenset[str] = frozenset()  # bare class names they give a registry (`named_classes`)
     intervals: tuple[tuple[str, int], ...] = ()  # the values they give intervals, each file's (`interval_settings`)
     values: frozenset[tuple[str, str]] = frozenset()  # the words they give options (`option_values`)
+    switches: frozenset[tuple[str, str]] = frozenset()  # what they say of switches (`switch_settings`)
 
 
 def classes_in(text: str) -> set[str]:
@@ -146,6 +191,7 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
     names: set[str] = set()
     intervals: list[tuple[str, int]] = []
     values: set[tuple[str, str]] = set()
+    switches: set[tuple[str, str]] = set()
     for path in paths:
         if not is_training_config(display(path)):
             continue
@@ -161,4 +207,6 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
             names |= named_classes(text)
         intervals += sorted(interval_settings(text))
         values |= option_values(text, display(path))
-    return TrainingConfigs(frozenset(classes), frozenset(names), tuple(intervals), frozenset(values))
+        switches |= switch_settings(text, display(path))
+    return TrainingConfigs(frozenset(classes), frozenset(names), tuple(intervals), frozenset(values),
+                           frozenset(switches))

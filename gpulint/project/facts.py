@@ -81,6 +81,7 @@ class FileFacts:
     every_step_intervals: frozenset[str] = frozenset()  # intervals every shipped setting makes 1 (`log_every: 1`)
     # The words shipped settings give the options this file's branches choose on (`("pp_engine", ("1f1b",))`).
     option_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    off_flags: frozenset[str] = frozenset()  # this file's switches that shipped settings leave off (`off_switches`)
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no shipped setting give the option of a "choice" region one of its words? False when no setting
@@ -153,6 +154,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             continue  # `step % args.log_every == 0` where every shipped configuration sets `log_every` to 1
         if kind in ("gate", "exit") or (kind == "param" and region.flags[0] in facts.gate_params):
             gated = True
+        elif kind == "switch" and all(f in file_facts.off_flags for f in region.flags):
+            names = " and ".join(f"`{f}`" for f in region.flags)
+            return ExecState(False, gated, True, f"in the branch for {names}, which no shipped setting turns on")
         elif kind == "switch":
             # An opt-in feature: on every step once switched on, but off unless the user asks (or no default is known).
             flags.extend(f for f in region.flags if not f.startswith("!") and f not in file_facts.on_flags)

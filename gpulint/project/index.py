@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from gpulint.linter.regions import code_of, split_units, stand_in
-from gpulint.project.configs import interval_settings, option_values
+from gpulint.project.configs import interval_settings, option_values, switch_settings
 from gpulint.project.local import MODULE_SCOPE, FileLocal, Scope, analyze, module_aliases, text_step_flags
 from gpulint.project.vocab import is_training_path
 
@@ -84,6 +84,7 @@ class ModuleIndex:
     on_flags: frozenset[str] = frozenset()  # configuration switches it defines with a default that is on
     intervals: frozenset[tuple[str, int]] = frozenset()  # values it gives intervals (configs.interval_settings)
     values: frozenset[tuple[str, str]] = frozenset()  # words it gives options (configs.option_values)
+    switches: frozenset[tuple[str, str]] = frozenset()  # what it says of switches (configs.switch_settings)
     # How often each capitalised word occurs in its text (`class_name_counts`): what names a class, counted once per
     # file when it is outlined rather than searched for in every file at every build of the model.
     class_names: dict[str, int] = field(default_factory=dict)
@@ -156,6 +157,7 @@ def outline(path: str, text: str) -> ModuleIndex:
     index = ModuleIndex(path, text, lines=lines, step_flags=text_step_flags(text), on_flags=on_flags(text),
                         intervals=frozenset(interval_settings(text)) if training else frozenset(),
                         values=frozenset(option_values(text, path)) if training else frozenset(),
+                        switches=frozenset(switch_settings(text, path)) if training else frozenset(),
                         class_names=class_name_counts(text))
     units = split_units(text, lines)
     skeleton = list(lines)

@@ -43,7 +43,7 @@ from gpulint.project.facts import (
     Reach,
     state_at,
 )
-from gpulint.project.configs import every_step_intervals
+from gpulint.project.configs import every_step_intervals, off_switches
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope
 from gpulint.project.vocab import (
@@ -120,7 +120,8 @@ def module_names(path: str) -> list[str]:
 class Project:
     def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = (),
                  config_classes: Iterable[str] = (), config_intervals: Iterable[tuple[str, int]] = (),
-                 config_names: Iterable[str] = (), config_values: Iterable[tuple[str, str]] = ()):
+                 config_names: Iterable[str] = (), config_values: Iterable[tuple[str, str]] = (),
+                 config_switches: Iterable[tuple[str, str]] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
@@ -148,6 +149,8 @@ class Project:
         self.option_values: dict[str, set[str]] = {}
         for option, word in (*config_values, *(v for ix in self.files.values() for v in ix.values)):
             self.option_values.setdefault(option, set()).add(word)
+        # The switches shipped settings leave off (configs.off_switches): the configs' and the training files' word.
+        self.off_switches = off_switches([*config_switches, *(v for ix in self.files.values() for v in ix.switches)])
         self.entries = False
         self._guesses: set[tuple] = set()
         self._children: dict[Target, list[Target]] | None = None
@@ -954,7 +957,9 @@ class Project:
                 elif definition.code.startswith("@") and _PER_STEP_DECORATOR.match(definition.code):
                     roots.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
                                              reason=f"in `{name}`, a handler of an iteration event")))
-                elif training and may_be_step_work(name, definition.cls):  # not a test's `_test_loss_for_training`
+                elif training and may_be_step_work(name, definition.cls) \
+                        and not _BUILDS_OPTIMIZER.search(definition.code):
+                    # not a test's `_test_loss_for_training`, nor a factory building losses and their optimizers
                     named.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
                                              reason=f"in `{name}`, named like per-step work")))
                 elif training and name in MODULE_CALL_METHODS:
@@ -1105,7 +1110,7 @@ class Project:
         facts = self.function_facts(path, scope)
         file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
                                every_step_intervals=self.every_step_intervals,
-                               option_values=self._option_values_in([scope]))
+                               option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope]))
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
             rank = _rank_of(state, reach)
@@ -1340,7 +1345,13 @@ class Project:
         returns = tuple(sorted((func, next(iter(kinds))) for func, kinds in self._call_returns.get(path, {}).items()
                                if func and len(kinds) == 1 and "unknown" not in kinds))
         return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
-                         every_step_intervals=self.every_step_intervals, option_values=self._option_values_in(scopes))
+                         every_step_intervals=self.every_step_intervals, option_values=self._option_values_in(scopes),
+                         off_flags=self._off_flags_in(scopes))
+
+    def _off_flags_in(self, scopes: Iterable[Scope]) -> frozenset[str]:
+        """The switches of `scopes` that shipped settings leave off."""
+        return frozenset(flag for scope in scopes for region in scope.regions if region.kind == "switch"
+                         for flag in region.flags if flag in self.off_switches)
 
     def _option_values_in(self, scopes: Iterable[Scope]) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """The words shipped settings give the options that branches of `scopes` choose on."""
@@ -1378,6 +1389,11 @@ _TORCH_OPTIMIZERS = frozenset(
     {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "ASGD", "LBFGS",
      "SparseAdam", "Adafactor"}
 )
+
+
+# `torch.optim.Adam(`, `optim.AdamW(`, `get_optimizer(`: a function building an optimizer is setup, whatever its name
+# says (audiocraft's `get_adversarial_losses`).
+_BUILDS_OPTIMIZER = re.compile(r"\b(?:optim\.[A-Z]\w*|(?:get|build|create|make|init)_optimizers?)[ \t]*\(")
 
 
 def _optimizer_base(name: str) -> bool:

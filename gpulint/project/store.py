@@ -82,6 +82,7 @@ def dump_index(index: ModuleIndex) -> dict:
         "on_flags": sorted(index.on_flags),
         "intervals": sorted(index.intervals),
         "values": sorted(index.values),
+        "switches": sorted(index.switches),
         "class_names": index.class_names,
         "analysed": {name: _plain(scopes) for name, scopes in index._analysed.items()},
     }
@@ -93,6 +94,7 @@ def load_index(path: str, text: str, data: dict) -> ModuleIndex:
                         on_flags=frozenset(data["on_flags"]), lines=lines, changed=False,
                         intervals=frozenset((name, value) for name, value in data["intervals"]),
                         values=frozenset((name, value) for name, value in data["values"]),
+                        switches=frozenset((name, value) for name, value in data["switches"]),
                         class_names=dict(data["class_names"]))
     for qualname, name, cls, start, end, is_class, code in data["definitions"]:
         index.definitions[qualname] = Definition(qualname, name, cls, start, end, is_class, code)
@@ -136,6 +138,7 @@ def load_facts(data: dict) -> FileFacts:
         tuple(data["problem"]) if data["problem"] else None,
         frozenset(data["every_step_intervals"]),
         tuple((option, tuple(words)) for option, words in data["option_values"]),
+        frozenset(data["off_flags"]),
     )
 
 

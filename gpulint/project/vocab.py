@@ -165,7 +165,14 @@ _BATCH_VERB_PARTS = frozenset({"parse", "prepare", "process", "preprocess", "fee
 LOSS_CLASS = re.compile(r"(Loss|Criterion|Matcher)$")  # a matcher assigns targets for the loss
 
 
+# A name starting with one of these builds something once (`build_loss`, `create_criterion`), even a loss.
+_SETUP_VERBS = frozenset({"build", "make", "create", "init", "initialize", "setup", "configure", "instantiate",
+                          "register"})
+
+
 def is_hot_function_name(name: str) -> bool:
+    if name.lstrip("_").split("_", 1)[0].lower() in _SETUP_VERBS:
+        return False
     parts = name_parts(name)
     per_step = (
         bool(parts & LOSS_NAME_PARTS)

@@ -347,8 +347,14 @@ def test_branches_for_another_device_error_paths_and_eval_branches_are_cold(tmp_
     assert [(line, code) for _, line, code, *_ in found] == [(20, "GPL401")]
 
 
-def test_an_opt_in_flag_makes_a_finding_likely_and_a_default_on_flag_does_not(tmp_path, check):
-    found = check(tmp_path, {
+@pytest.mark.parametrize("script, expected", [
+    # `--log_norms` is off unless a command passes it: with none in sight, its branch is not run.
+    ("", [(17, "certain")]),
+    ("python train.py --log_norms\n", [(15, "likely"), (17, "certain")]),
+    ("python train.py --log_norms --sync 0\n", [(15, "likely"), (17, "certain")]),
+])
+def test_an_opt_in_flag_makes_a_finding_likely_and_a_default_on_flag_does_not(tmp_path, check, script, expected):
+    files = {
         "train.py": """
             import argparse
 
@@ -367,8 +373,11 @@ def test_an_opt_in_flag_makes_a_finding_likely_and_a_default_on_flag_does_not(tm
                     if args.sync:
                         print(loss.item())
         """,
-    })
-    assert [(line, confidence) for _, line, _, confidence, _ in found] == [(15, "likely"), (17, "certain")]
+    }
+    if script:
+        files["run.sh"] = script
+    found = check(tmp_path, files)
+    assert [(line, confidence) for _, line, _, confidence, _ in found] == expected
 
 
 def test_tests_and_demos_are_no_entry_points_and_unreached_code_gets_no_per_step_finding(tmp_path, check):
@@ -1532,3 +1541,62 @@ def test_option_values_are_read_by_the_kind_of_file():
     script = "torchrun train.py --pp_engine 1f1b --tp 2 solver.adv_loss=mse dset=audio/example\n"
     assert option_values(script, "README.md") == {("pp_engine", "1f1b"), ("tp", "2"), ("adv_loss", "mse"),
                                                   ("dset", "audio/example")}
+
+
+def test_switch_settings_and_the_switches_they_leave_off():
+    from gpulint.project.configs import off_switches, switch_settings
+    code = textwrap.dedent("""
+        p.add_argument("--use-ema", action="store_true")
+        p.add_argument("--amp", type=bool, default=True)
+        p.add_argument("--fsdp", default=False, type=bool)
+        compile: bool = False
+        run(model, log_norms=True)
+        args.fsdp = torch.cuda.device_count() > 1
+    """)
+    settings = switch_settings(code, "train.py")
+    assert {("use_ema", "false"), ("amp", "true"), ("fsdp", "false"), ("fsdp", "set"), ("compile", "false"),
+            ("log_norms", "true")} <= settings
+    assert off_switches(settings) == {"use_ema", "compile"}
+    assert switch_settings("model:\n  use_fsdp: false\n  ema: True\n", "configs/train.yaml") == {
+        ("use_fsdp", "false"), ("ema", "true")}
+    assert switch_settings("python train.py --use-ema --lr 3 \\\n  --compile\npython t.py --amp 0\n", "run.sh") == {
+        ("use_ema", "true"), ("compile", "true"), ("amp", "false")}
+
+
+def test_a_factory_named_for_losses_is_setup_not_step_work(tmp_path, check):
+    """Functions no call reaches are taken as per-step work when named like a loss, but not a factory that builds
+    optimizers or is named for building (the solver that calls them is built from a config the model cannot read)."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            from losses import compute_loss
+
+            def train(model, loader, opt, cfg):
+                for batch in loader:
+                    loss = compute_loss(model(batch))
+                    loss.backward()
+                    opt.step()
+        """,
+        "losses.py": """
+            import torch
+
+            def get_adversarial_losses(cfg):
+                weight = torch.tensor([cfg.w]).cuda()
+                return weight, get_optimizer(cfg.parameters, cfg.optim)
+
+            def build_loss(cfg):
+                return torch.tensor([cfg.w]).cuda()
+
+            def compute_loss(out):
+                return out.mean() * torch.tensor([2.0]).cuda()
+        """,
+        "solver.py": """
+            import losses
+
+            class Solver:
+                def __init__(self, cfg):
+                    self.adversarial = losses.get_adversarial_losses(cfg)
+                    self.criterion = losses.build_loss(cfg)
+        """,
+    })
+    assert [(f[0], f[1]) for f in found] == [("losses.py", 12)]
