@@ -89,13 +89,16 @@ def named_classes(text: str) -> set[str]:
     return {name for name in _NAMED_CLASS.findall(text) if name not in _NOT_CLASS_NAMES}
 
 
-# The words settings give options. Python and JSON: a quoted word after `=` or `:` that ends the value
-# (`adv_loss="hinge",`, `"adv_loss": "hinge"`; not `mode = "train" if x else "eval"`), and argparse's
-# `default="hinge"`. YAML also gives bare words (`adv_loss: hinge`); scripts and READMEs give options
+# The words and numbers settings give options. Python and JSON: a quoted word or a number after `=` or `:` that ends
+# the value (`adv_loss="hinge",`, `"adv_loss": "hinge"`, `clip_grad=0.1`; not `mode = "train" if x else "eval"`),
+# and argparse's `default="hinge"` or `default=0.1`. YAML also gives bare words (`adv_loss: hinge`); scripts and READMEs give options
 # (`--pp_engine 1f1b`) and Hydra overrides (`solver.adv_loss=mse`).
 _QUOTED_WORD = re.compile(r"""[=:][ \t]*(?:field\(\s*default\s*=\s*)?["']([\w.+/-]{1,40})["'][ \t]*(?=[,)\]}\n#]|$)""")
 _BARE_WORD = re.compile(r""":[ \t]*([A-Za-z_][\w.+-]{0,39})[ \t]*(?=#|$)""", re.MULTILINE)
-_ARGPARSE_WORD = re.compile(r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\bdefault\s*=\s*["']([\w.+/-]{1,40})["']""")
+_ARGPARSE_WORD = re.compile(
+    r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\bdefault\s*=\s*(?:["']([\w.+/-]{1,40})["']|(-?[\d.]+(?:e-?\d+)?)\b)""")
+# A number after `=` or `:` that ends the value (`clip_grad: 0.1`, `max_norm=0,`).
+_NUMBER_VALUE = re.compile(r"""[=:][ \t]*(?:field\(\s*default\s*=\s*)?(-?\d[\d.]*(?:e-?\d+)?)[ \t]*(?=[,)\]}\n#]|$)""")
 _OPTION_WORD = re.compile(r"--([A-Za-z][\w-]*)(?:[ \t]+|=)[\"']?(\w[\w.+/-]{0,39})")
 _OVERRIDE_WORD = re.compile(r"(?<![\w.=/-])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)=[\"']?(\w[\w.+/-]{0,39})")
 
@@ -148,7 +151,8 @@ def option_values(text: str, path: str) -> set[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     suffix = path.rsplit(".", 1)[-1]
     if suffix in ("py", "json", "yaml", "yml"):
-        for pattern in (_QUOTED_WORD, _BARE_WORD) if suffix in ("yaml", "yml") else (_QUOTED_WORD,):
+        for pattern in (_QUOTED_WORD, _BARE_WORD, _NUMBER_VALUE) if suffix in ("yaml", "yml") else (
+                _QUOTED_WORD, _NUMBER_VALUE):
             for match in pattern.finditer(text):
                 start = match.start()
                 # `"kind": "l1"` is a key's value; `mode: str = "train"` an annotated name's.
@@ -157,7 +161,7 @@ def option_values(text: str, path: str) -> set[tuple[str, str]]:
                 if name is not None:
                     found.append((name.group(1), match.group(1)))
         if "add_argument" in text:
-            found += _ARGPARSE_WORD.findall(text)
+            found += [(name, word or number) for name, word, number in _ARGPARSE_WORD.findall(text)]
     else:
         if "--" in text:
             found += _OPTION_WORD.findall(text)

@@ -84,11 +84,24 @@ class FileFacts:
     off_flags: frozenset[str] = frozenset()  # this file's switches that shipped settings leave off (`off_switches`)
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
-        """Does no shipped setting give the option of a "choice" region one of its words? False when no setting
-        gives the option any word: then nothing is known."""
-        option, *words = choice
+        """Does no value shipped settings give the option of a "choice" region choose it? False when no setting
+        gives the option a value, or gives one that is not a number where the branch compares numbers: then
+        nothing is known."""
+        option, op, *chosen = choice
         given = dict(self.option_values).get(option)
-        return bool(given) and not {w.lower() for w in words} & {v.lower() for v in given}
+        if not given:
+            return False
+        if op == "in":
+            numbers = [_number(v) for v in chosen]
+            if all(n is not None for n in numbers):
+                given_numbers = [_number(v) for v in given]
+                return None not in given_numbers and not set(given_numbers) & set(numbers)
+            return not {w.lower() for w in chosen} & {v.lower() for v in given}
+        bound = _number(chosen[0])
+        values = [_number(v) for v in given]
+        if bound is None or None in values:
+            return False
+        return not any(_ORDER[op](value, bound) for value in values)
 
     def step_code(self) -> frozenset[str]:
         """The functions (qualified names) with code that may run in the training step: reached every step or on
@@ -104,6 +117,16 @@ class FileFacts:
             name for name, f in self.functions.items()
             if f.step_loops or (f.reach is not None and f.reach.rank <= PROGRAM)
         )
+
+
+_ORDER = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__}
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -161,9 +184,10 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             # An opt-in feature: on every step once switched on, but off unless the user asks (or no default is known).
             flags.extend(f for f in region.flags if not f.startswith("!") and f not in file_facts.on_flags)
         elif kind == "choice" and file_facts.unselected(region.flags):
-            option, *words = region.flags
-            return ExecState(False, gated, True, f"in the branch for `{option}` = {' or '.join(map(repr, words))}, "
-                             "which no shipped setting selects")
+            option, op, *values = region.flags
+            test = f"{op} {values[0]}" if op != "in" else "= " + " or ".join(map(repr, values))
+            return ExecState(False, gated, True, f"in the branch for `{option}` {test}, which no shipped setting "
+                             "selects")
         elif kind in _COLD_REASONS:
             return ExecState(False, gated, True, _COLD_REASONS[kind])
         elif kind == "loop" and region.loop in facts.step_loops:

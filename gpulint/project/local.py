@@ -347,22 +347,43 @@ def config_option(node: ast.AST) -> str | None:
 
 
 def option_choice(test: ast.AST) -> tuple[str, tuple[str, ...]] | None:
-    """The branch of `if test:` that runs for chosen words of an option, with the option and the words:
-    `args.engine == "afab"` -> ("body", ("engine", "afab")); `cfg.loss in ("mse", "l2")` -> ("body", ("loss", "mse",
-    "l2")); `!=` and `not in` choose the `else`. None for any other test."""
+    """The branch of `if test:` that runs for chosen values of an option, with the option, a comparison and the
+    values: `args.engine == "afab"` -> ("body", ("engine", "in", "afab")); `cfg.loss in ("mse", "l2")` -> ("body",
+    ("loss", "in", "mse", "l2")); `args.clip_max_norm > 0` -> ("body", ("clip_max_norm", ">", "0")). `!=` and
+    `not in` choose the `else`. None for any other test."""
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return None
     option = config_option(test.left)
     if option is None:
         return None
     right = test.comparators[0]
-    words = [_string_of(e) for e in right.elts] if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [
-        _string_of(right)]
-    if not words or any(word is None for word in words):
+    values = [_literal_of(e) for e in right.elts] if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [
+        _literal_of(right)]
+    if not values or any(value is None for value in values):
         return None
     op = test.ops[0]
+    if isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)):
+        number = _number_of(right)
+        return None if number is None else ("body", (option, _ORDER_OPS[type(op)], number))
     part = "body" if isinstance(op, (ast.Eq, ast.In)) else "orelse" if isinstance(op, (ast.NotEq, ast.NotIn)) else None
-    return (part, (option, *words)) if part else None  # type: ignore[arg-type]
+    return (part, (option, "in", *values)) if part else None  # type: ignore[arg-type]
+
+
+_ORDER_OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def _number_of(node: ast.AST) -> str | None:
+    """`0`, `-1`, `0.5` as written (a bool is no number here)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _number_of(node.operand)
+        return None if inner is None else "-" + inner
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return repr(node.value)
+    return None
+
+
+def _literal_of(node: ast.AST) -> str | None:
+    return _string_of(node) or _number_of(node)
 
 
 def is_step_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:

@@ -1600,3 +1600,28 @@ def test_a_factory_named_for_losses_is_setup_not_step_work(tmp_path, check):
         """,
     })
     assert [(f[0], f[1]) for f in found] == [("losses.py", 12)]
+
+
+@pytest.mark.parametrize("script, chosen", [
+    ("", {10}),  # `clip_max_norm` is 0.0 everywhere: `> 0` is never true, `== 0` always
+    ("python train.py --clip_max_norm 0.1\n", {8, 10}),
+    ("python train.py --clip_max_norm auto\n", {8, 10}),  # a value that is no number: nothing is known
+])
+def test_a_branch_on_a_number_no_shipped_setting_satisfies_is_not_run(tmp_path, check, script, chosen):
+    files = {"train.py": """
+        def train(model, loader, opt, args):
+            total = 0
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                if args.clip_max_norm > 0:
+                    total += loss.item()
+                if args.clip_max_norm == 0:
+                    total += loss.item()
+                opt.step()
+
+        parser.add_argument("--clip_max_norm", default=0.0, type=float)
+    """}
+    if script:
+        files["run.sh"] = script
+    assert {f[1] for f in check(tmp_path, files) if f[0] == "train.py"} == chosen
