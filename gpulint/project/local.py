@@ -142,6 +142,9 @@ class Scope:
     imports: list[tuple[str, str, str, int]] = field(default_factory=list)  # (local name, module, name or "", level)
     marker_outside_loop: bool = False  # backward / optimizer step outside any loop of its own: one step's work
     no_grad_decorated: bool = False
+    # For a generator: the loops (by index) holding a `yield`, or -1 for a yield outside any loop. Each item a
+    # consumer takes runs one pass of such a loop.
+    yield_loops: list[int] = field(default_factory=list)
 
     def loop_regions_at(self, pos: Pos) -> list[Region]:
         return [r for r in self.regions if r.kind == "loop" and r.holds(pos)]
@@ -952,6 +955,10 @@ class _Walker:
             kind = type(current)
             if kind is ast.Call:
                 self._call(current)
+            elif kind is ast.Yield or kind is ast.YieldFrom:
+                loops = self.loop_stack[-1]
+                self.scope.yield_loops.append(loops[-1] if loops else -1)
+                stack.extend(ast.iter_child_nodes(current))
             elif kind is ast.Attribute:
                 stack.append(current.value)
             elif kind is not ast.Name and kind is not ast.Constant:

@@ -1153,6 +1153,34 @@ class Project:
                     push((path, child.qualname), Reach(GATED if child.decorator_periodic else PER_STEP, likely=True, chain=(
                         *reach.chain, Frame(path, child.line, _label(child.qualname))),
                         reason=f"in `{child.name}`, a handler of an iteration event"))
+        if facts.step_loops and rank_ok(reach):
+            self._consumed_generators(path, scope, facts, push)
+
+    def _consumed_generators(self, path: str, scope: Scope, facts: FunctionFacts, push) -> None:
+        """A generator whose items a step loop takes (`batches = get_batch(...)`, then `next(batches)` or
+        `for x in batches` in the loop) runs one pass of its yielding loop per step: that loop is a step loop of
+        the generator."""
+        frames = dict(facts.loop_frames)
+        fed = {call.first_arg: call.loop for call in scope.calls
+               if call.func == "next" and call.first_arg and call.loop in facts.step_loops}
+        fed.update({loop.label: index for index, loop in enumerate(scope.loops)
+                    if index in facts.step_loops and loop.label})
+        for assign in scope.assigns:
+            if assign.target not in fed or not assign.callee:
+                continue
+            for target in self._callable_targets(path, scope, assign.callee):
+                generator = self.files[target.path].scope(target.qualname)
+                if generator is None or generator.kind != "function" or not generator.yield_loops:
+                    continue
+                key = (target.path, target.qualname)
+                frame = Frame(target.path, generator.line, _label(target.qualname))
+                consumer = frames.get(fed[assign.target])
+                chain = (consumer, frame) if consumer else (frame,)
+                if -1 in generator.yield_loops:  # a yield outside any loop: its whole body runs per item
+                    push(key, Reach(PER_STEP, chain=chain, reason=f"in `{generator.name}`, whose items each step takes"))
+                    continue
+                self._step_loops[key] = self.step_loops(target.path, generator) | frozenset(generator.yield_loops)
+                push(key, Reach(PROGRAM, chain=chain))
 
     def _reach_all(
         self, targets: list[Target], rank: int, likely: bool, chain, flags, push, guessed: bool = False

@@ -1625,3 +1625,37 @@ def test_a_branch_on_a_number_no_shipped_setting_satisfies_is_not_run(tmp_path, 
     if script:
         files["run.sh"] = script
     assert {f[1] for f in check(tmp_path, files) if f[0] == "train.py"} == chosen
+
+
+def test_a_generator_a_step_loop_takes_items_from_runs_its_yielding_loop_every_step(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            from data import get_batch, stream
+
+            def train(model, opt, rows, device):
+                batches = get_batch(rows, device)
+                samples = stream(rows)
+                for step in range(1000):
+                    x = next(batches)
+                    loss = model(x)
+                    loss.backward()
+                    opt.step()
+        """,
+        "data.py": """
+            import torch
+
+            def get_batch(rows, device):
+                scale = torch.ones(1, device=device).sum().item()
+                while True:
+                    x = torch.stack(rows).to(device)
+                    n = x.sum().item()
+                    yield x / n
+
+            def stream(rows):
+                for row in rows:
+                    yield row.sum().item()
+        """,
+    })
+    # One pass of the yielding loop per step; what runs before it, once. `stream` is built but never consumed.
+    assert [(f[0], f[1], f[2]) for f in found] == [("data.py", 8, "GPL401")]
