@@ -107,7 +107,9 @@ OPTIMIZER_SETTINGS = frozenset({"lr", "weight_decay", "momentum", "eps", "betas"
 
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # A class whose name says it evaluates: its loops over batches are evaluations (d3rlpy's `TDErrorEvaluator`).
-COLD_CLASS_PARTS = frozenset({"evaluator", "evaluators", "validator", "tester", "inference", "inferencer", "benchmark"})
+# So is one that traces or exports a model (detectron2's `TracingAdapter`, an `OnnxExporter`).
+COLD_CLASS_PARTS = frozenset({"evaluator", "evaluators", "validator", "tester", "inference", "inferencer", "benchmark",
+                              "tracing", "tracer", "exporter", "export", "onnx"})
 
 
 def is_cold_class_name(qualname: str) -> bool:

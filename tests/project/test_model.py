@@ -1659,3 +1659,38 @@ def test_a_generator_a_step_loop_takes_items_from_runs_its_yielding_loop_every_s
     })
     # One pass of the yielding loop per step; what runs before it, once. `stream` is built but never consumed.
     assert [(f[0], f[1], f[2]) for f in found] == [("data.py", 8, "GPL401")]
+
+
+def test_a_guessed_module_call_does_not_reach_a_tracing_or_export_wrapper(tmp_path, check):
+    """rl_games keeps detectron2's `TracingAdapter` beside its models: `self.model(x)` of unknown class is no call of
+    the export wrapper."""
+    found = check(tmp_path, {
+        "adapters.py": """
+            import torch
+
+            class TracingAdapter(torch.nn.Module):
+                def forward(self, x):
+                    return self.model(x).sum().item()
+        """,
+        "net.py": """
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x):
+                    return x.sum().item()
+        """,
+        "train.py": """
+            from net import Net
+            from adapters import TracingAdapter
+
+            def build(export):
+                net = Net()
+                return TracingAdapter(net) if export else net
+
+            def train(model, loader):
+                for x in loader:
+                    loss = model(x)
+                    loss.backward()
+        """,
+    })
+    assert [f[0] for f in found] == ["net.py"]
