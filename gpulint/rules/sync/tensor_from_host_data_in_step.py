@@ -26,7 +26,8 @@ class TensorFromHostDataInStep(SyncRule):
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
         "(Python lists and numbers, numpy arrays), and host data wrapped then moved "
-        "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`), in code that runs every step, ungated.",
+        "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`, also through a cast or reshape: "
+        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`), in code that runs every step, ungated.",
         why_slow="The data is copied from pageable host memory, which CUDA does synchronously: the host waits until "
         "the copy, queued behind all earlier kernels, is done. It is a sync hidden in a constructor.",
         example="for x, y in loader:\n    weights = torch.tensor(class_weights, device=\"cuda\")\n"
@@ -55,12 +56,14 @@ class TensorFromHostDataInStep(SyncRule):
         Invalid(training_script("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
         Invalid(training_script("sizes = [len(x), len(y)]\nt = torch.tensor(sizes).to(device)")),
         Invalid(training_script("sizes = x.shape\nt = torch.as_tensor(sizes, device=device)")),
+        Invalid(training_script("pos = torch.from_numpy(grid).float().unsqueeze(0).to(x.device)",
+                                header="import numpy as np\n\ngrid = np.ones((16, 16))")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and isinstance(func.value, cst.Call):
-            self._check_moved(node, func.value)
+            self._check_moved(node, _unreshaped(func.value))
             return
         resolved = self.context.resolve(func)
         if resolved not in ("torch.tensor", "torch.as_tensor") or not node.args or node.args[0].keyword is not None:
@@ -86,6 +89,19 @@ class TensorFromHostDataInStep(SyncRule):
         if self.tensors.is_tensor(made.args[0].value):
             return  # a device tensor wrapped again is GPL2xx's finding (torch.tensor of step values)
         self.report(move, self.message_moved.format(func=resolved))
+
+
+# Methods that make a new CPU tensor from a CPU tensor: the data is still on the host when it is moved.
+_HOST_RESHAPES = frozenset({"float", "half", "double", "long", "int", "bool", "unsqueeze", "squeeze", "view",
+                            "reshape", "flatten", "contiguous", "permute", "transpose", "t"})
+
+
+def _unreshaped(made: cst.Call) -> cst.Call:
+    """`torch.from_numpy(pos).float().unsqueeze(0)` -> `torch.from_numpy(pos)`: the call that made the data."""
+    while isinstance(made.func, cst.Attribute) and made.func.attr.value in _HOST_RESHAPES \
+            and isinstance(made.func.value, cst.Call):
+        made = made.func.value
+    return made
 
 
 def _is_empty_literal(data: cst.BaseExpression) -> bool:
