@@ -155,6 +155,7 @@ _COLD_REASONS = {
     "backend": "in a branch for another device",
     "error": "in an error handler",
     "eval": "in the evaluation branch of a module",
+    "once": "in a branch that computes a value once and keeps it",
 }
 
 

@@ -12,6 +12,7 @@ For every function, method and class body, and for the module's own statements (
     backend   the body of a branch for another device (`if device.type == "mps":`, `if not torch.cuda.is_available():`)
     error     an `except` handler (an error path, such as the CPU fallback after an out-of-memory error)
     eval      the branch a module takes outside training (`if not self.training:`)
+    once      a branch that computes a value once and keeps it (`if key not in cache: cache[key] = ...`)
     choice    the branch for some words of an option (`if args.pp_engine == "afab":`): none of the training a user
               runs when no shipped setting gives the option those words
     loop      a loop's body (the model decides which loops are step loops)
@@ -451,6 +452,33 @@ def backend_branch(test: ast.AST) -> str | None:
         if backend in _CUDA:
             return "orelse" if equal else "body" if differ else None
     return None
+
+
+def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]) -> bool:
+    """Does `if test:` compute a value once and keep it: `if key not in cache:` whose body sets `cache[key]`, or
+    `if self.window is None:` whose body sets `self.window`? Later calls find it there. Not a name of the function's
+    own (`local_names`: its parameters and what it assigned before): `if mask is None: mask = ...` runs every call."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return False
+    op, right = test.ops[0], test.comparators[0]
+    if isinstance(op, ast.NotIn):
+        cache, subscripted = dotted(right), True
+    elif isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
+        cache, subscripted = dotted(test.left), False
+    else:
+        return False
+    if cache is None or cache in local_names:
+        return False
+    for statement in body:
+        for node in ast.walk(statement):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            for target in targets:
+                if subscripted and isinstance(target, ast.Subscript) and dotted(target.value) == cache:
+                    return True
+                if not subscripted and dotted(target) == cache:
+                    return True
+    return False
 
 
 def _string_of(node: ast.AST) -> str | None:
@@ -915,7 +943,13 @@ class _Walker:
                 scope.regions.append(Region("eval", *span))
             if choice_part == part and not branch:
                 scope.regions.append(Region("choice", *span, flags=choice))
+            if part == "body" and _fills_cache(test, body, self._function_locals()):
+                scope.regions.append(Region("once", *span))
             self._block(body)
+
+    def _function_locals(self) -> frozenset[str]:
+        """The names the current function has bound so far (its parameters and assignments); none outside one."""
+        return frozenset(self.values.scopes[-1]) if self.scope.kind == "function" and self.values.scopes else frozenset()
 
     def _element_kind(self, iterable: ast.AST) -> Kind:
         """Where the elements of `for x in iterable` live: `zip(a, b)` and `enumerate(a)` are host objects, their

@@ -1694,3 +1694,35 @@ def test_a_guessed_module_call_does_not_reach_a_tracing_or_export_wrapper(tmp_pa
         """,
     })
     assert [f[0] for f in found] == ["net.py"]
+
+
+def test_a_branch_that_fills_a_cache_runs_once(tmp_path, check):
+    """HiFi-GAN's mel code builds the filterbank once per key (`if key not in mel_basis:`); a lazy attribute is set
+    once. A parameter defaulting to None is filled on every call."""
+    found = check(tmp_path, {"train.py": """
+        import numpy as np
+        import torch
+
+        mel_basis = {}
+
+        def mel(y, n):
+            key = f"{n}_{y.device}"
+            if key not in mel_basis:
+                mel_basis[key] = torch.from_numpy(np.ones((n, n))).float().to(y.device)
+            return y @ mel_basis[key]
+
+        class Net(torch.nn.Module):
+            def forward(self, x, mask=None):
+                if mask is None:
+                    mask = torch.tensor([1.0]).to(x.device)
+                if self.window is None:
+                    self.window = torch.tensor([2.0]).to(x.device)
+                return mel(x, 4) * mask * self.window
+
+        def train(model, loader, opt):
+            for x in loader:
+                loss = model(x).sum()
+                loss.backward()
+                opt.step()
+    """})
+    assert [f[1] for f in found] == [16]
