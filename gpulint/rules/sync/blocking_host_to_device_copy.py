@@ -35,6 +35,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         "this DataLoader does not set `pin_memory=True`, and the training step copies its batches to the device with "
         "`non_blocking=True`: from pageable memory that copy is synchronous every step"
     )
+    message_unpinned_blocking = (
+        "this DataLoader does not set `pin_memory=True`, and the training step copies its batches to the device: "
+        "from pageable memory no copy can overlap with compute; pin it and pass `non_blocking=True` to the copies"
+    )
     triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(")
     # Read wherever they are in the file: the loaders whose batches the step copies, and a hand-over of the loaders
     # to Accelerate or Fabric (the batches then arrive on the device).
@@ -44,8 +48,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
         "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
         "as `move_to_device(batch, device)`) without `non_blocking=True`; and a DataLoader that does not set "
-        "`pin_memory` in a file whose training step copies batches with `non_blocking=True` (the finding is on the "
-        "DataLoader: that is where the fix goes, and one loader feeds every copy of the step).",
+        "`pin_memory` in a file whose training step copies batches with `non_blocking=True`, or copies them in a loop "
+        "over batches without it (the finding is on the DataLoader: that is where the fix goes, and one loader feeds "
+        "every copy of the step).",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
         "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
@@ -143,6 +148,7 @@ class BlockingHostToDeviceCopy(SyncRule):
             "    loader = DataLoader(dataset, batch_size=4, shuffle=True, pin_memory=True)\n    for x, y in loader:\n"
             "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
             "        optimizer.step()\n",
+            count=2,  # the blocking copy, and the loader that is not pinned
         ),
     )
 
@@ -236,14 +242,17 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         for call, text, ancestors in self._blocking:
             self.report_at(call, self.message.format(call=text), ancestors, fix=self._fix(call), unsafe_fix=True)
-        if self._nonblocking and not self._pinned_loader:
+        # A batch copied in a loop over batches: the loader feeds it, whatever else the file moves.
+        batch_copies = [call for call, _, ancestors in self._blocking if _in_batch_loop(ancestors, self.context)]
+        if (self._nonblocking or batch_copies) and not self._pinned_loader:
             # Built once, at setup: the loader is real wherever the training program builds it ("training"); the
             # copies that make it slow are in the step, in this file.
+            message = self.message_unpinned if self._nonblocking else self.message_unpinned_blocking
             for loader, ancestors in self._unpinned_loaders:
                 pinned = self._pinned(loader) if loader in self._loaders_to_pin else None
                 fix = (pinned,) if pinned is not None else ()
                 if not in_error_path_or_first_step(ancestors):
-                    self.context.add_report(Report(self, loader, self.message_unpinned, "training", ancestors, fix, True))
+                    self.context.add_report(Report(self, loader, message, "training", ancestors, fix, True))
 
     def _fix(self, call: cst.Call) -> list[Replace]:
         """`non_blocking=True` on the copy, and `pin_memory=True` on this file's loaders that do not set it: from
@@ -344,6 +353,20 @@ class BlockingHostToDeviceCopy(SyncRule):
                 if compared == "cuda" and child is node.orelse or compared == "cpu" and child is node.body:
                     return True
         return False
+
+
+_BATCH_SOURCE = re.compile(r"loader|batch|next\(|data", re.IGNORECASE)
+
+
+def _in_batch_loop(ancestors: tuple[cst.CSTNode, ...], context) -> bool:
+    """Is a node inside a loop over batches (`for x, y in train_loader:`, `while ...: batch = next(it)`)? Read off
+    the loop's iterable, or for a `while`, its body's code."""
+    for node in ancestors:
+        if isinstance(node, cst.For) and _BATCH_SOURCE.search(context.module.code_for_node(node.iter)):
+            return True
+        if isinstance(node, cst.While) and "next(" in context.module.code_for_node(node.body):
+            return True
+    return False
 
 
 def _mentions_grad(expr: cst.BaseExpression) -> bool:
