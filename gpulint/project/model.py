@@ -539,7 +539,8 @@ class Project:
             if found is not None and "." not in func:
                 return [Target(path, nested, found.kind == "class")]
             if head in current.params or any(a.target == head for a in current.assigns):
-                return []  # a local variable: an object, not a definition
+                # A local variable: an object, not a definition; or the closure a factory returned.
+                return self._returned_functions(path, current, head) if "." not in func else []
             current = ix.scope(current.parent) if current.parent and current.parent != MODULE_SCOPE else None
         for local, module_name, imported, level in scope.imports:  # imports inside the function
             if local == head:
@@ -550,6 +551,23 @@ class Project:
                         return base
                     return self._descend(base, func.split(".")[1:])
         return self.resolve_dotted_global(path, func)
+
+    def _returned_functions(self, path: str, scope: Scope, name: str) -> list[Target]:
+        """The functions a factory returns into `name` (`train_step_fn = losses.get_step_fn(...)`, where
+        `get_step_fn` defines `step_fn` and returns it): what calling `name` runs."""
+        found: list[Target] = []
+        for assign in scope.assigns:
+            if assign.target != name or not assign.callee or assign.callee.split(".", 1)[0] == name:
+                continue
+            for factory in self._callable_targets(path, scope, assign.callee):
+                factory_scope = self.files[factory.path].scope(factory.qualname) if factory.qualname else None
+                if factory.is_class or factory_scope is None:
+                    continue
+                for returned in factory_scope.returned_names:
+                    nested = self.files[factory.path].scope(f"{factory.qualname}.{returned}")
+                    if nested is not None and nested.kind == "function":
+                        found.append(Target(factory.path, nested.qualname, False))
+        return found
 
     def _descend(self, targets: list[Target], parts: list[str]) -> list[Target]:
         for part in parts:

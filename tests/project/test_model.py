@@ -1726,3 +1726,35 @@ def test_a_branch_that_fills_a_cache_runs_once(tmp_path, check):
                 opt.step()
     """})
     assert [f[1] for f in found] == [16]
+
+
+def test_calling_the_closure_a_factory_returned_runs_it(tmp_path, check):
+    """score_sde's loop calls `train_step_fn = losses.get_step_fn(...)`, a nested `step_fn` doing backward and the
+    optimizer step: the loop is the training loop, and its batch copy runs every step."""
+    found = check(tmp_path, {
+        "losses.py": """
+            def get_step_fn(optimizer):
+                def step_fn(state, batch):
+                    loss = state["model"](batch).mean()
+                    loss.backward()
+                    optimizer.step()
+                    return loss
+                return step_fn
+        """,
+        "run_lib.py": """
+            import torch
+            import losses
+
+            def train(state, train_iter, optimizer, n, device):
+                train_step_fn = losses.get_step_fn(optimizer)
+                for step in range(n):
+                    batch = torch.from_numpy(next(train_iter)["image"]).to(device)
+                    loss = train_step_fn(state, batch)
+        """,
+        "main.py": """
+            import run_lib
+
+            run_lib.train({}, iter([]), None, 10, "cuda")
+        """,
+    })
+    assert [(f[0], f[1], f[4]) for f in found] == [("run_lib.py", 8, "training loop")]
