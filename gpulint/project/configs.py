@@ -197,20 +197,22 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
     values: set[tuple[str, str]] = set()
     switches: set[tuple[str, str]] = set()
     for path in paths:
-        if not is_training_config(display(path)):
-            continue
         try:
             if path.stat().st_size > MAX_CONFIG_BYTES:
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+        # Any shipped setting may choose an option (a benchmark's script, an inference config): reading more of
+        # them only keeps more branches that the training may take.
+        values |= option_values(text, display(path))
+        switches |= switch_settings(text, display(path))
+        if not is_training_config(display(path)):
+            continue
         if "target" in text or "class_path" in text:
             classes |= classes_in(text)
         if display(path).endswith((".yaml", ".yml", ".json")):
             names |= named_classes(text)
         intervals += sorted(interval_settings(text))
-        values |= option_values(text, display(path))
-        switches |= switch_settings(text, display(path))
     return TrainingConfigs(frozenset(classes), frozenset(names), tuple(intervals), frozenset(values),
                            frozenset(switches))

@@ -357,7 +357,11 @@ def option_choice(test: ast.AST) -> tuple[str, tuple[str, ...]] | None:
     `not in` choose the `else`. None for any other test."""
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return None
-    option = config_option(test.left)
+    left = test.left
+    if isinstance(left, ast.Call) and isinstance(left.func, ast.Attribute) and not left.args \
+            and left.func.attr in ("lower", "upper", "strip", "casefold"):
+        left = left.func.value  # `args.optimizer.lower() == "adamw"`: words are compared ignoring case anyway
+    option = config_option(left)
     if option is None:
         return None
     right = test.comparators[0]

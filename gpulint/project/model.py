@@ -158,6 +158,8 @@ class Project:
         self._mros: dict[Target, list[Target]] = {}
         self._by_file: dict[str, list[str]] | None = None
         self._optimizer_steps: list[Target] | None = None
+        self._cold_built: set[Target] = set()  # classes built only in code the training does not run
+        self._stepped: list[tuple] = []  # optimizer steps read, not yet followed (`_run`)
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         self.config_classes = frozenset(config_classes)  # dotted names the training configs build (`target: a.B`)
         self.config_names = frozenset(config_names)  # bare class names they give a registry (`criterion: DFINECriterion`)
@@ -697,7 +699,8 @@ class Project:
 
     def _method_call(self, path: str, scope: Scope, receiver: str, method: str, per_step: bool) -> _Resolved:
         out = _Resolved(bound=True)
-        types = self.types_of(path, scope, receiver)
+        # Not a class built only where shipped settings do not go (`elif args.optimizer == "adafactor":`).
+        types = {cls for cls in self.types_of(path, scope, receiver) if self._may_be_built(cls)}
         for cls in sorted(types, key=_order):
             found = self.find_method(cls, method)
             if found is not None:
@@ -734,7 +737,12 @@ class Project:
                         cls = Target(path, definition.qualname, True)
                         if self._is_optimizer(cls) and (step := self.find_method(cls, "step")) is not None:
                             self._optimizer_steps.append(step)
-        return self._optimizer_steps
+        # Not one the program builds only in branches its shipped settings never take (GaLore's Adafactor, built
+        # for `--optimizer galore_adafactor`, which no script passes).
+        return [step for step in self._optimizer_steps if self._may_be_built(Target(step.path, _class_of(step), True))]
+
+    def _may_be_built(self, cls: Target) -> bool:
+        return cls in self.instantiated or cls not in self._cold_built
 
     def _is_optimizer(self, cls: Target) -> bool:
         for klass in self.mro(cls):
@@ -1032,12 +1040,18 @@ class Project:
                 heapq.heappush(heap, (reach.rank, reach.likely, len(reach.chain), next(counter), key, reach))
 
         def drain() -> None:
-            while heap:
-                *_, key, reach = heapq.heappop(heap)
-                if not reach.better_than(self.reach.get(key)):
-                    continue
-                self.reach[key] = reach
-                self._visit(key, reach, push)
+            while heap or self._stepped:
+                while heap:
+                    *_, key, reach = heapq.heappop(heap)
+                    if not reach.better_than(self.reach.get(key)):
+                        continue
+                    self.reach[key] = reach
+                    self._visit(key, reach, push)
+                # `optimizer.step()` runs the optimizers the program may build: known once the code in reach is read
+                # (a setup that builds one only for a setting no shipped script passes may be read after the step).
+                stepped, self._stepped = self._stepped, []
+                for rank, chain, flags in stepped:
+                    self._reach_all(self.optimizer_steps(), rank, True, chain, flags, push)
 
         def settle() -> None:
             drain()
@@ -1139,11 +1153,13 @@ class Project:
                     if cls not in self.instantiated:
                         self.instantiated.add(cls)
                         self._protocol_methods(cls, chain, push)
+            elif state.cold and rank_ok(reach):  # built only where shipped settings do not go (`elif args.x == ...`)
+                self._cold_built.update(resolved.instantiates)
             likely = state.likely or reach.likely and rank != PER_STEP or not resolved.certain
             if call.marker and call.func.endswith(".step") and rank <= GATED:
                 # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step (timm builds its
-                # LAMB and LARS from a table of names, so every one of them may).
-                self._reach_all(self.optimizer_steps(), rank, True, chain, state.flags, push)
+                # LAMB and LARS from a table of names, so every one of them may), once the code in reach is read.
+                self._stepped.append((rank, chain, state.flags))
             if not resolved.certain:
                 # A guess fans out to many functions (modules' `forward`s): made once per way of reaching them, and
                 # made again when the program has built more.

@@ -1758,3 +1758,47 @@ def test_calling_the_closure_a_factory_returned_runs_it(tmp_path, check):
         """,
     })
     assert [(f[0], f[1], f[4]) for f in found] == [("run_lib.py", 8, "training loop")]
+
+
+def test_an_optimizer_built_only_for_a_setting_no_script_passes_is_not_stepped(tmp_path, check):
+    """GaLore builds its Adafactor only for `--optimizer galore_adafactor`, which no shipped script passes: the
+    `optimizer.step()` of its loops, and of a second script's loop read first, do not run it."""
+    optimizer = """
+        import torch
+
+        class {name}(torch.optim.Optimizer):
+            def step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.data.add_(p.grad, alpha=-group["lr"])
+    """
+    found = check(tmp_path, {
+        "optim/adamw.py": optimizer.replace("{name}", "MyAdamW"),
+        "optim/adafactor.py": optimizer.replace("{name}", "MyAdafactor"),
+        "a_glue.py": """
+            def fit(model, loader, optimizer):
+                for batch in loader:
+                    model(batch).backward()
+                    optimizer.step()
+        """,
+        "train.py": """
+            import argparse
+            from optim.adamw import MyAdamW
+            from optim.adafactor import MyAdafactor
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--optimizer", default="adamw")
+            args = parser.parse_args()
+
+            def main(model, loader):
+                if args.optimizer.lower() == "adamw":
+                    optimizer = MyAdamW(model.parameters())
+                elif args.optimizer.lower() == "adafactor":
+                    optimizer = MyAdafactor(model.parameters())
+                for batch in loader:
+                    model(batch).backward()
+                    optimizer.step()
+        """,
+        "scripts/run.sh": "python train.py --optimizer adamw\n",
+    })
+    assert sorted({f[0] for f in found}) == ["optim/adamw.py"]
