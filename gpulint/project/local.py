@@ -588,9 +588,9 @@ class _Values:
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
             kinds = {self.kind_of(e) for e in expr.elts if not isinstance(e, ast.Starred)}
             return "host" if kinds <= {"host"} else "unknown"
-        if isinstance(expr, ast.Dict) and expr.values:  # `{"indices": indices}` of host values
+        if isinstance(expr, ast.Dict):  # `{"indices": indices}` of host values; `{}`, filled later (`_Walker._fill`)
             kinds = {self.kind_of(v) if k is not None else "unknown" for k, v in zip(expr.keys, expr.values)}
-            return "host" if kinds == {"host"} else "unknown"
+            return "host" if kinds <= {"host"} else "unknown"
         return "unknown"
 
     def _call_kind(self, call: ast.Call) -> Kind:
@@ -626,6 +626,9 @@ class _Values:
             for element in target.elts:
                 self.bind(element.value if isinstance(element, ast.Starred) else element,
                           "unknown" if kind == "device" else kind)
+
+
+_FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
 
 def _empty_container(value: ast.AST) -> bool:
@@ -835,6 +838,8 @@ class _Walker:
                     if isinstance(name, ast.Name):
                         (self.containers.add if _empty_container(value) else self.containers.discard)(name.id)
             for target in node.targets:
+                if isinstance(target, ast.Subscript):  # `loss_summary["loss"] = loss.item()`
+                    self._fill(target.value, kind)
                 self._expr_targets(target)
                 self._record_assign(target, node.value)
                 if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
@@ -964,6 +969,13 @@ class _Walker:
             return "host" if all(self.values.kind_of(a) == "host" for a in wrapped) else "unknown"
         return "host" if self.values.kind_of(iterable) == "host" else "unknown"
 
+    def _fill(self, container: ast.AST, kind: Kind) -> None:
+        """A value stored into a list or dict that started empty: it holds host values only while every value
+        stored is one (`summary = {}; summary["loss"] = loss.item()` is a dict of floats)."""
+        if isinstance(container, ast.Name) and container.id in self.containers and kind != "host" \
+                and container.id in self.values.scopes[-1]:
+            self.values.scopes[-1][container.id] = "unknown"
+
     def _returned_kind(self, value: ast.AST) -> Kind:
         """Where a returned value lives; "unknown" for a list or dict that started empty (`return tcls, tbox`): its
         elements are whatever was appended."""
@@ -1010,6 +1022,10 @@ class _Walker:
     def _call(self, node: ast.Call) -> None:
         scope = self.scope
         func = dotted(node.func) or ""
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _FILLING_METHODS:  # `ts.append(t)`
+            values = [*node.args, *(k.value for k in node.keywords)]
+            kinds = {self.values.kind_of(v) for v in values}
+            self._fill(node.func.value, "host" if values and kinds == {"host"} else "unknown")
         loops = self.loop_stack[-1]
         loop = loops[-1] if loops else -1
         call = Call(node.lineno + self.offset, self._pos(node), func, loop)

@@ -1802,3 +1802,33 @@ def test_an_optimizer_built_only_for_a_setting_no_script_passes_is_not_stepped(t
         "scripts/run.sh": "python train.py --optimizer adamw\n",
     })
     assert sorted({f[0] for f in found}) == ["optim/adamw.py"]
+
+
+@pytest.mark.parametrize("stored, flagged", [("loss.item()", False), ("loss.detach()", True)])
+def test_a_dict_filled_with_host_values_holds_host_values(tmp_path, check, stored, flagged):
+    found = check(tmp_path, {
+        "meter.py": """
+            import torch
+
+            class MetricMeter:
+                def update(self, values):
+                    for k, v in values.items():
+                        if isinstance(v, torch.Tensor):
+                            v = v.item()
+                        self.total[k] = self.total.get(k, 0) + v
+        """,
+        "train.py": """
+            from meter import MetricMeter
+
+            def train(model, loader, optimizer):
+                meter = MetricMeter()
+                for batch in loader:
+                    loss = model(batch)
+                    loss.backward()
+                    optimizer.step()
+                    summary = {}
+                    summary["loss"] = {stored}
+                    meter.update(summary)
+        """.replace("{stored}", stored),
+    })
+    assert any(f[0] == "meter.py" for f in found) == flagged
