@@ -103,6 +103,7 @@ class Call:
     first_arg: str = ""  # the first argument as a dotted name (`DDP(model)` wraps `model`)
     marker: bool = False  # a step marker (backward, optimizer step, zero_grad)
     name_args: tuple[str, ...] = ()  # arguments that are dotted names (a function passed is a callback)
+    arg_names: tuple[str, ...] = ()  # each positional argument that is a plain name, "" for the others
     periodic: bool = False  # an argument sets a period (`Events.ITERATION_COMPLETED(every=100)`)
 
 
@@ -857,6 +858,8 @@ class _Walker:
                 self.values.bind(node.target, self.values.kind_of(node.value))
         elif isinstance(node, ast.AugAssign):
             self._expr(node.value)
+            if isinstance(node.target, ast.Subscript):  # `totals[k] += loss`
+                self._fill(node.target.value, self.values.kind_of(node.value))
             if isinstance(node.target, ast.Name):
                 current, added = self.values.kind_of(node.target), self.values.kind_of(node.value)
                 merged = current if current == added else "unknown" if "unknown" in (current, added) else "device"
@@ -977,10 +980,10 @@ class _Walker:
             self.values.scopes[-1][container.id] = "unknown"
 
     def _returned_kind(self, value: ast.AST) -> Kind:
-        """Where a returned value lives; "unknown" for a list or dict that started empty (`return tcls, tbox`): its
-        elements are whatever was appended."""
-        names = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
-        if any(isinstance(n, ast.Name) and n.id in self.containers for n in names):
+        """Where a returned value lives. A list or dict that started empty (`return tcls, tbox`) holds what was
+        stored into it (`_fill`); returned with others, its elements are unknown."""
+        if isinstance(value, (ast.Tuple, ast.List)) and any(
+                isinstance(n, ast.Name) and n.id in self.containers for n in value.elts):
             return "unknown"
         return self.values.kind_of(value)
 
@@ -1030,6 +1033,8 @@ class _Walker:
         loop = loops[-1] if loops else -1
         call = Call(node.lineno + self.offset, self._pos(node), func, loop)
         call.arg_kinds = tuple(self.values.kind_of(a) for a in node.args if not isinstance(a, ast.Starred))
+        call.arg_names = tuple(a.id if isinstance(a, ast.Name) else "" for a in node.args
+                               if not isinstance(a, ast.Starred))
         # `**losses` spread into the call: "**", whose values are not known.
         call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) if k.arg else ("**", "unknown") for k in node.keywords)
         call.interval_args = tuple(

@@ -1171,7 +1171,7 @@ class Project:
                 self._deferred.append((resolved.guess, rank, likely, chain, state.flags))
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
-                    self._record_arguments((target.path, target.qualname), call, resolved.bound)
+                    self._record_arguments((target.path, target.qualname), call, resolved.bound, path, scope)
             if not resolved.certain and program is not None:
                 resolved.targets = self._guess_in(resolved.guess, program)
             if resolved.certain and resolved.targets and not resolved.instantiates:  # not a guess
@@ -1333,7 +1333,7 @@ class Project:
         scope = ix.scope(target.qualname)
         return scope.line if scope is not None else 1
 
-    def _record_arguments(self, key: Key, call: Call, bound: bool) -> None:
+    def _record_arguments(self, key: Key, call: Call, bound: bool, path: str, scope: Scope) -> None:
         callee = self.files[key[0]].scope(key[1])
         if callee is None:
             return
@@ -1341,6 +1341,8 @@ class Project:
         kinds = self._param_kinds.setdefault(key, {})
         votes = self._gate_votes.setdefault(key, {})
         for index, kind in enumerate(call.arg_kinds):
+            if kind == "unknown" and index < len(call.arg_names) and call.arg_names[index]:
+                kind = self._returned_into(path, scope, call.arg_names[index])
             if index < len(params):
                 kinds.setdefault(params[index], set()).add(kind)
         for keyword, kind in call.kw_kinds:
@@ -1372,6 +1374,24 @@ class Project:
         return FunctionFacts(
             self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds
         )
+
+    def _returned_into(self, path: str, scope: Scope, name: str) -> str:
+        """Where a name lives that the scope binds only to what resolved calls return (`loss_summary =
+        self.forward_backward(data)`, whose overrides all return dicts of floats): "unknown" unless they agree. A
+        function with no `return` (a base method that raises) gives no value to agree on."""
+        assigns = [a for a in scope.assigns if a.target == name]
+        if not assigns or any(not a.callee or a.source or a.element_of for a in assigns):
+            return "unknown"
+        kinds: set[str] = set()
+        for assign in assigns:
+            resolved = self.resolve_call(path, scope, Call(0, (0, 0), assign.callee, -1), per_step=False)
+            if not resolved.certain or not resolved.targets or resolved.instantiates:
+                return "unknown"
+            for target in resolved.targets:
+                returning = self.files[target.path].scope(target.qualname)
+                if returning is not None and returning.returns:
+                    kinds.add(self._return_kind(target))
+        return kinds.pop() if len(kinds) == 1 else "unknown"
 
     def _return_kind(self, function: Target) -> str:
         """Where what a function returns lives: "host" when every `return` gives a host value (`return

@@ -56,6 +56,7 @@ def scope_from(data: dict) -> Scope:
                     **call, "pos": _pos(call["pos"]), "arg_kinds": tuple(call["arg_kinds"]),
                     "kw_kinds": tuple(tuple(k) for k in call["kw_kinds"]),
                     "interval_args": tuple(call["interval_args"]), "name_args": tuple(call["name_args"]),
+                    "arg_names": tuple(call["arg_names"]),
                 })
                 for call in data["calls"]
             ],

@@ -1832,3 +1832,44 @@ def test_a_dict_filled_with_host_values_holds_host_values(tmp_path, check, store
         """.replace("{stored}", stored),
     })
     assert any(f[0] == "meter.py" for f in found) == flagged
+
+
+@pytest.mark.parametrize("stored, flagged", [("loss.item()", False), ("loss.detach()", True)])
+def test_what_a_step_method_returns_reaches_its_callers_callee(tmp_path, check, stored, flagged):
+    """deep-person-reid's engines return a dict of floats from `forward_backward` (an abstract base method that
+    raises, and overrides); the loop hands it to a meter that reads tensors with `.item()`."""
+    found = check(tmp_path, {
+        "meter.py": """
+            import torch
+
+            class MetricMeter:
+                def update(self, values):
+                    for k, v in values.items():
+                        if isinstance(v, torch.Tensor):
+                            v = v.item()
+                        self.total[k] = self.total.get(k, 0) + v
+        """,
+        "engine.py": """
+            from meter import MetricMeter
+
+            class Engine:
+                def train(self, loader):
+                    meter = MetricMeter()
+                    for batch in loader:
+                        summary = self.forward_backward(batch)
+                        meter.update(summary)
+
+                def forward_backward(self, batch):
+                    raise NotImplementedError
+
+            class SoftmaxEngine(Engine):
+                def forward_backward(self, batch):
+                    loss = self.model(batch)
+                    loss.backward()
+                    self.optimizer.step()
+                    summary = {}
+                    summary["loss"] = {stored}
+                    return summary
+        """.replace("{stored}", stored),
+    })
+    assert any(f[0] == "meter.py" for f in found) == flagged
