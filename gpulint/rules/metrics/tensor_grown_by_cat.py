@@ -59,6 +59,26 @@ def _grows_by_cat(code: str) -> bool:
     return False
 
 
+def _slot_per_iteration(target: cst.BaseExpression, loop_names: set[str]) -> bool:
+    """`batch[key] = torch.cat([batch[key], more])` where the loop sets `key`: each iteration extends another entry
+    once, nothing grows."""
+    if not isinstance(target, cst.Subscript):
+        return False
+    used = {node.value for element in target.slice for node in _names_in(element)}
+    return bool(used & loop_names)
+
+
+def _names_in(node: cst.CSTNode) -> list[cst.Name]:
+    found: list[cst.Name] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            found.append(current)
+        stack.extend(current.children)
+    return found
+
+
 def _is_self_cat(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
     parts = _cat_parts(value)
     return parts is not None and any(same_target(e.value, target) for e in parts.elements)  # type: ignore[union-attr]
@@ -86,7 +106,8 @@ class TensorGrownByCat(MetricRule):
         use_instead="Append the parts to a Python list and call `torch.cat(parts)` once after the loop (one copy).",
         false_positives="A name that is rebound every iteration before the cat (`x = batch; x = torch.cat([x, x])`) does "
         "not grow and is not flagged, nor is token-by-token decoding under `no_grad` (growing the sequence is the "
-        "algorithm); a loop known to run only a couple of times is harmless.",
+        "algorithm), nor an entry chosen by the loop (`batch[key] = torch.cat([batch[key], more])`, where the loop "
+        "sets `key`: each entry is extended once); a loop known to run only a couple of times is harmless.",
     )
     valid = (
         training_script("parts.append(out.argmax(1))"),
@@ -97,6 +118,8 @@ class TensorGrownByCat(MetricRule):
         training_script("if step % 250 == 0:\n    seq = x[:1]\n    with torch.no_grad():\n"
                         "        while seq.size(1) < 64:\n"
                         "            seq = torch.cat((seq, model(seq)[:, -1:].argmax(-1)), dim=1)"),
+        training_script("joined = {}\nfor k in pairs:\n    key = k.replace('rejected', 'both')\n"
+                        "    joined[key] = torch.cat([joined[key], pairs[k]], dim=0)"),
     )
     invalid = (
         Invalid(training_script("preds = torch.cat([preds, out.argmax(1)])")),
@@ -123,7 +146,7 @@ class TensorGrownByCat(MetricRule):
             return
         names = self._assigned_in(loop)
         head = target_names(target) or {self.context.module.code_for_node(target)}
-        if head & names or self._under_no_grad():
+        if head & names or self._under_no_grad() or _slot_per_iteration(target, names):
             return
         self.report(node.value, self.message.format(name=self.context.module.code_for_node(target)), when="training")
 
