@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from gpulint.project.vocab import is_training_path, name_parts
+from gpulint.project.vocab import CONFIG_ROOTS, is_training_path, name_parts
 
 # A config larger than this is data (a vocabulary, a dataset index), not a description of what to build.
 MAX_CONFIG_BYTES = 512 * 1024
@@ -145,6 +145,12 @@ def off_switches(settings: Iterable[tuple[str, str]]) -> frozenset[str]:
     return frozenset(name for name, values in said.items() if values == {"false"})
 
 
+# An option the program assigns on a configuration object (`args.optimizer_type = ...`, whatever the value): its
+# settings do not tell which branch runs.
+SET_IN_CODE = "\0set"
+_CONFIG_ATTRIBUTE_SET = re.compile(r"\b(\w+)\.(\w+)[ \t]*=(?!=)")
+
+
 def option_values(text: str, path: str) -> set[tuple[str, str]]:
     """The words a file's settings give names (`{("adv_loss", "hinge")}`); which forms are read depends on the kind
     of file (`path`), as a word after a colon is a YAML value but a Python annotation."""
@@ -162,6 +168,9 @@ def option_values(text: str, path: str) -> set[tuple[str, str]]:
                     found.append((name.group(1), match.group(1)))
         if "add_argument" in text:
             found += [(name, word or number) for name, word, number in _ARGPARSE_WORD.findall(text)]
+        if suffix == "py":  # `neox_args.optimizer_type = "adam"`: the program sets it, from what no text says
+            found += [(name, SET_IN_CODE) for root, name in _CONFIG_ATTRIBUTE_SET.findall(text)
+                      if name_parts(root) & CONFIG_ROOTS]
     else:
         if "--" in text:
             found += _OPTION_WORD.findall(text)

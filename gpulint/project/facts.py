@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpulint.project.configs import SET_IN_CODE
 from gpulint.project.local import Pos, Region, Scope
 from gpulint.project.vocab import is_cold_method
 
@@ -89,7 +90,7 @@ class FileFacts:
         nothing is known."""
         option, op, *chosen = choice
         given = dict(self.option_values).get(option)
-        if not given:
+        if not given or SET_IN_CODE in given:
             return False
         if op == "in":
             numbers = [_number(v) for v in chosen]

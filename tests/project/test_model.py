@@ -1504,10 +1504,14 @@ _CHOSEN = """
     ("1f1b", "python train.py --engine afab\n", {14, 20}),  # a shipped command chooses it
     ("1f1b", "python train.py loss.kind=mse\n", {16, 20}),  # a Hydra-style override
     ("afab", "", {14}),
+    # gpt-neox sets `neox_args.optimizer_type` in code: its settings no longer tell which branch runs.
+    ("1f1b", "args.engine = pick_engine()\n", {14, 20}),
 ])
 def test_a_branch_for_an_option_word_no_shipped_setting_gives_is_not_run(tmp_path, check, default, script, chosen):
     files = {"train.py": _CHOSEN.replace("{default}", default), "tests/test_train.py": "args.engine = 'mse'\n"}
-    if script:
+    if script.startswith("args."):
+        files["setup_args.py"] = script
+    elif script:
         files["scripts/run.sh"] = script
     assert {f[1] for f in check(tmp_path, files) if f[0] == "train.py"} == chosen
 
@@ -1527,7 +1531,7 @@ def test_a_branch_for_an_option_nothing_sets_stays_per_step(tmp_path, check):
 
 
 def test_option_values_are_read_by_the_kind_of_file():
-    from gpulint.project.configs import option_values
+    from gpulint.project.configs import SET_IN_CODE, option_values
     yaml = "solver:\n  adv_loss: hinge  # or mse\n  name: 'encodec'\n"
     assert option_values(yaml, "config/solver.yaml") == {("adv_loss", "hinge"), ("name", "encodec")}
     code = textwrap.dedent("""
@@ -1536,8 +1540,9 @@ def test_option_values_are_read_by_the_kind_of_file():
         phase = "train" if training else "eval"
         cfg.loss_type = "l2"
     """)
+    # `cfg.loss_type = ...` is set by the program: whatever the settings say, a branch on it is not judged.
     assert option_values(code, "train.py") == {("pp_engine", "1f1b"), ("default", "1f1b"), ("mode", "train"),
-                                               ("loss_type", "l2")}
+                                               ("loss_type", "l2"), ("loss_type", SET_IN_CODE)}
     script = "torchrun train.py --pp_engine 1f1b --tp 2 solver.adv_loss=mse dset=audio/example\n"
     assert option_values(script, "README.md") == {("pp_engine", "1f1b"), ("tp", "2"), ("adv_loss", "mse"),
                                                   ("dset", "audio/example")}
