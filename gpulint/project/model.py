@@ -977,7 +977,7 @@ class Project:
                 if training and definition.may_enter:
                     roots += self._entries_in(path, ix, definition)
                 hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
-                if hooked and not is_cold_function_name(name):
+                if hooked and training and not is_cold_function_name(name):
                     hooks.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
                     self.entries = self.entries or training
                 elif definition.code.startswith("@") and _PER_STEP_DECORATOR.match(definition.code):

@@ -220,18 +220,43 @@ NOT_TRAINING_PARTS = frozenset(
 
 
 _ARCHIVED_FOLDERS = frozenset({"legacy", "deprecated", "archive", "archived", "old", "obsolete"})
+# A copy of a library kept inside the project (ControlNet's `annotator/uniformer/mmcv/`, a `third_party/` folder): the
+# library's own training code and hooks, not the training this project ships. A library's folder under a layout
+# folder (`src/transformers/`) is the library itself.
+_VENDOR_FOLDERS = frozenset({"third_party", "thirdparty", "3rdparty", "vendor", "vendored", "external", "extern"})
+_LIBRARY_FOLDERS = frozenset(
+    {"mmcv", "mmseg", "mmdet", "mmdet3d", "mmengine", "mmpretrain", "mmcls", "timm", "transformers", "diffusers",
+     "detectron2", "fairseq", "apex", "deepspeed", "accelerate", "peft", "torchvision", "open_clip", "clip"}
+)
+_LAYOUT_FOLDERS = frozenset({"src", "lib", "libs", "python", "packages"})
+
+
+def _vendored(folders: list[str]) -> bool:
+    for index, folder in enumerate(folders):
+        name = folder.lower()
+        if name in _VENDOR_FOLDERS:
+            return True
+        # `annotator/uniformer/mmcv/runner/hooks.py`; not `examples/transformers/main.py`, an example named for the
+        # library it uses (a copied library keeps its own subpackages).
+        if 0 < index < len(folders) - 1 and name in _LIBRARY_FOLDERS \
+                and any(f.lower() not in _LAYOUT_FOLDERS for f in folders[:index]):
+            return True
+    return False
 
 
 def is_training_path(path: str) -> bool:
     """Could a training loop in this file be the training a user ships? Not in tests, demos, inference, sampling,
     export or evaluation scripts: by the words of the file's name (`sample_images.py`), and by folders named for
     one of them as a whole (`demo/`, `inference/`; not `conditional_generation/`, a task's name). Not in a folder of
-    archived code (`legacy/`, `deprecated/`), whatever its files are named."""
+    archived code (`legacy/`, `deprecated/`) or a vendored copy of a library (`third_party/`,
+    `annotator/uniformer/mmcv/`), whatever its files are named."""
     if is_test_path(path):
         return False
     *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
     if any(folder.lower().strip("_") in _ARCHIVED_FOLDERS for folder in folders):
         return False  # `legacy/train_v1.py`: kept for reference, not the training a user runs
+    if _vendored(folders):
+        return False
     if named_for_training(path):
         return True
     words = name_parts(name)

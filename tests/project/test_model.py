@@ -1878,3 +1878,40 @@ def test_what_a_step_method_returns_reaches_its_callers_callee(tmp_path, check, 
         """.replace("{stored}", stored),
     })
     assert any(f[0] == "meter.py" for f in found) == flagged
+
+
+@pytest.mark.parametrize("folder, flagged", [
+    ("annotator/uniformer/mmcv/runner/hooks", False),  # ControlNet's copy of mmcv: not the training it ships
+    ("third_party/runner", False),
+    ("mmcv/runner/hooks", True),  # the library itself
+    ("src/mmcv/runner", True),
+])
+def test_hooks_in_a_vendored_library_are_not_this_projects_training(tmp_path, check, folder, flagged):
+    found = check(tmp_path, {
+        f"{folder}/logger.py": """
+            class TextLoggerHook:
+                def after_train_iter(self, runner):
+                    for name, value in runner.outputs.items():
+                        runner.log[name] = value.mean().item()
+        """,
+        "train.py": """
+            from {module}.logger import TextLoggerHook
+
+            def train(model, loader, optimizer):
+                hooks = [TextLoggerHook()]
+                for batch in loader:
+                    model(batch).backward()
+                    optimizer.step()
+        """.replace("{module}", folder.removeprefix("src/").replace("/", ".")),
+    })
+    assert any(f[0].endswith("logger.py") for f in found) == flagged
+
+
+def test_detect_anomaly_true_passed_to_a_framework_is_reported(tmp_path, check):
+    found = check(tmp_path, {"train.py": """
+        from torchtnt.framework.auto_unit import AutoUnit
+
+        unit = AutoUnit(module=model, detect_anomaly=True)
+        debug_unit = AutoUnit(module=model, detect_anomaly=args.debug)
+    """})
+    assert [(f[1], f[2]) for f in found] == [(4, "GPL506")]

@@ -91,7 +91,7 @@ def run(source: str) -> dict:
         return run_training_function(source)
     if "def forward(" in source:
         return run_module_forward(source)
-    if "set_detect_anomaly" in source:
+    if "detect_anomaly" in source:  # `set_detect_anomaly(True)`, a framework's `detect_anomaly=True`
         return run_module_with_backward(source)
     return run_module_level_optimizer(source)
 

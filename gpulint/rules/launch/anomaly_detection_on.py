@@ -17,21 +17,24 @@ class AnomalyDetectionOn(Rule):
     fixable = True
     reports_anywhere = True  # a setting, wherever it is set
     docs = RuleDocs(
-        what_it_does="Flags `torch.autograd.set_detect_anomaly(True)` and `torch.autograd.detect_anomaly()` outside "
-        "test files, unless they sit under an `if` (a debug flag).",
+        what_it_does="Flags `torch.autograd.set_detect_anomaly(True)`, `torch.autograd.detect_anomaly()` and a "
+        "`detect_anomaly=True` argument to a framework (Lightning's `Trainer`, torchtnt's `AutoUnit`) outside test "
+        "files, unless they sit under an `if` (a debug flag).",
         why_slow="Anomaly mode records a Python stack trace for every autograd node in the forward pass and checks "
         "every backward output for NaN, which reads values back to the host: backward runs several times slower and "
         "synchronizes the device repeatedly.",
         example="torch.autograd.set_detect_anomaly(True)",
         use_instead="if args.detect_anomaly:\n    torch.autograd.set_detect_anomaly(True)",
-        fix_safety="Unsafe, offered for `set_detect_anomaly(True)` only: the fix turns it off (`False`). Values are "
-        "unchanged, but a NaN in backward no longer raises with the forward trace that produced it.",
+        fix_safety="Unsafe, offered for `set_detect_anomaly(True)` and `detect_anomaly=True`: the fix turns it off "
+        "(`False`). Values are unchanged, but a NaN in backward no longer raises with the forward trace that produced "
+        "it.",
         false_positives="Debugging scripts that are never run for real training: add `# noqa: GPL506`.",
     )
     valid = (
         "import torch\n\nif args.debug:\n    torch.autograd.set_detect_anomaly(True)\n",
         "import torch\n\ntorch.autograd.set_detect_anomaly(False)\n",
         "import torch\n\ntorch.autograd.set_detect_anomaly(args.debug)\n",
+        "def Trainer(**settings):\n    return settings\n\n\ntrainer = Trainer(max_epochs=3, detect_anomaly=args.debug)\n",
     )
     invalid = (
         Invalid(
@@ -41,6 +44,10 @@ class AnomalyDetectionOn(Rule):
         Invalid(
             "import torch\n\ndef train(model, loader, opt):\n    with torch.autograd.detect_anomaly():\n"
             "        for batch in loader:\n            model(batch).backward()\n            opt.step()\n"
+        ),
+        Invalid(
+            "def Trainer(**settings):\n    return settings\n\n\ntrainer = Trainer(max_epochs=3, detect_anomaly=True)\n",
+            fixed="def Trainer(**settings):\n    return settings\n\n\ntrainer = Trainer(max_epochs=3, detect_anomaly=False)\n",
         ),
     )
 
@@ -56,3 +63,9 @@ class AnomalyDetectionOn(Rule):
             check = keyword_arg(node, "check_nan")
             if check is None or not is_false(check.value):
                 self.report(node, when="always")
+        else:
+            # `pl.Trainer(detect_anomaly=True)`, torchtnt's `AutoUnit(..., detect_anomaly=True)`: the framework runs
+            # every training step in anomaly mode.
+            flag = keyword_arg(node, "detect_anomaly")
+            if flag is not None and is_true(flag.value):
+                self.report(flag, when="always", fix=[Replace(flag.value, "False")], unsafe_fix=True)
