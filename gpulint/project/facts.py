@@ -83,6 +83,8 @@ class FileFacts:
     # The words shipped settings give the options this file's branches choose on (`("pp_engine", ("1f1b",))`).
     option_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
     off_flags: frozenset[str] = frozenset()  # this file's switches that shipped settings leave off (`off_switches`)
+    # Its classes deriving from Lightning's `LightningModule` (through any base): Lightning moves their batches.
+    lightning_classes: frozenset[str] = frozenset()
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no value shipped settings give the option of a "choice" region choose it? False when no setting

@@ -1428,7 +1428,21 @@ class Project:
                                if func and len(kinds) == 1 and "unknown" not in kinds))
         return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
                          every_step_intervals=self.every_step_intervals, option_values=self._option_values_in(scopes),
-                         off_flags=self._off_flags_in(scopes))
+                         off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path))
+
+    def _lightning_classes(self, path: str) -> frozenset[str]:
+        """The names of the file's classes with a `LightningModule` among their bases, at any depth (ControlNet's
+        `ControlLDM`, from `LatentDiffusion`, from `DDPM(pl.LightningModule)`)."""
+        found = set()
+        for definition in self.files[path].definitions.values():
+            if not definition.is_class:
+                continue
+            for klass in self.mro(Target(path, definition.qualname, True)):
+                scope = self.files[klass.path].scope(klass.qualname)
+                if scope is not None and any(base.rsplit(".", 1)[-1] == "LightningModule" for base in scope.bases):
+                    found.add(definition.name)
+                    break
+        return frozenset(found)
 
     def _off_flags_in(self, scopes: Iterable[Scope]) -> frozenset[str]:
         """The switches of `scopes` that shipped settings leave off."""

@@ -140,6 +140,7 @@ def load_facts(data: dict) -> FileFacts:
         frozenset(data["every_step_intervals"]),
         tuple((option, tuple(words)) for option, words in data["option_values"]),
         frozenset(data["off_flags"]),
+        frozenset(data["lightning_classes"]),
     )
 
 

@@ -1915,3 +1915,36 @@ def test_detect_anomaly_true_passed_to_a_framework_is_reported(tmp_path, check):
         debug_unit = AutoUnit(module=model, detect_anomaly=args.debug)
     """})
     assert [(f[1], f[2]) for f in found] == [(4, "GPL506")]
+
+
+def test_lightning_moves_the_batch_of_a_lightning_module_through_any_base(tmp_path, check):
+    """ControlNet's `ControlLDM` derives from ldm's `LatentDiffusion`, from `DDPM(pl.LightningModule)`: the batch its
+    `get_input` moves is on the device already; a tensor the module keeps is not."""
+    found = check(tmp_path, {
+        "ldm/ddpm.py": """
+            import pytorch_lightning as pl
+
+            class DDPM(pl.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    x = self.get_input(batch, "jpg")
+                    t = self.sample_t(x)
+                    return (self.logvar[t].to(self.device) * x).mean()
+        """,
+        "cldm/cldm.py": """
+            from ldm.ddpm import DDPM
+
+            class ControlLDM(DDPM):
+                def get_input(self, batch, k):
+                    control = batch["hint"]
+                    control = control.to(self.device)
+                    return control
+        """,
+        "train.py": """
+            import pytorch_lightning as pl
+            from cldm.cldm import ControlLDM
+
+            trainer = pl.Trainer(gpus=1)
+            trainer.fit(ControlLDM(), loader)
+        """,
+    })
+    assert [(f[0], f[1]) for f in found if f[2] == "GPL411"] == [("ldm/ddpm.py", 8)]

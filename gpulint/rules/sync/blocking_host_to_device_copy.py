@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
-from gpulint.linter.names import dotted_name, last_name, target_names
+from gpulint.linter.names import dotted_name, last_name, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
@@ -69,7 +69,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`forward` or any function without a training loop (a move between devices of a split model, such as "
         "`labels.to(logits.device)`: the batch's copy from the host happens in the loop) and moves of tensors "
         "already on the device (registered buffers included) are not flagged, nor are files "
-        "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device)."),
+        "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device), "
+        "nor copies in the methods of a LightningModule (Lightning moves each batch before `training_step`)."),
     )
     valid = (
         training_script("z = x.to(torch.float16)"),
@@ -222,7 +223,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
             return
         pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
-        if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch():
+        if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch() \
+                or (self._in_lightning_module() and root_name(func.value) != "self"):
             return
         non_blocking = keyword_arg(node, "non_blocking")
         if non_blocking is not None and not is_false(non_blocking.value):
@@ -339,6 +341,15 @@ class BlockingHostToDeviceCopy(SyncRule):
                 return True
             if isinstance(expr.func, cst.Attribute):
                 return self._built_by_torch(expr.func.value)
+        return False
+
+    def _in_lightning_module(self) -> bool:
+        """In a method of a LightningModule (the project model follows its bases across files): Lightning moves
+        each batch to the device before `training_step`, so `batch[k].to(self.device)` copies nothing (a tensor the
+        module keeps, `self.logvar[t].to(self.device)`, may still be on the host)."""
+        for node in reversed(self.context.ancestors):
+            if isinstance(node, cst.ClassDef):
+                return node.name.value in self.context.facts.lightning_classes
         return False
 
     def _on_cpu_branch(self) -> bool:
