@@ -236,9 +236,10 @@ def _vendored(folders: list[str]) -> bool:
         name = folder.lower()
         if name in _VENDOR_FOLDERS:
             return True
-        # `annotator/uniformer/mmcv/runner/hooks.py`; not `examples/transformers/main.py`, an example named for the
-        # library it uses (a copied library keeps its own subpackages).
-        if 0 < index < len(folders) - 1 and name in _LIBRARY_FOLDERS \
+        # `annotator/uniformer/mmcv/runner/hooks.py`: two folders down, with subpackages of its own. Not
+        # `examples/transformers/main.py`, an example named for the library it uses, nor `repo/timm/models/vit.py`,
+        # the library itself linted from the folder above its checkout.
+        if 2 <= index < len(folders) - 1 and name in _LIBRARY_FOLDERS \
                 and any(f.lower() not in _LAYOUT_FOLDERS for f in folders[:index]):
             return True
     return False
