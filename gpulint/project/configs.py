@@ -91,12 +91,13 @@ def named_classes(text: str) -> set[str]:
 
 # The words and numbers settings give options. Python and JSON: a quoted word or a number after `=` or `:` that ends
 # the value (`adv_loss="hinge",`, `"adv_loss": "hinge"`, `clip_grad=0.1`; not `mode = "train" if x else "eval"`),
-# and argparse's `default="hinge"` or `default=0.1`. YAML also gives bare words (`adv_loss: hinge`); scripts and READMEs give options
-# (`--pp_engine 1f1b`) and Hydra overrides (`solver.adv_loss=mse`).
+# and argparse's `default="hinge"` or `default=0.1`. YAML also gives bare words (`adv_loss: hinge`); scripts and
+# READMEs give options (`--pp_engine 1f1b`) and Hydra overrides (`solver.adv_loss=mse`).
 _QUOTED_WORD = re.compile(r"""[=:][ \t]*(?:field\(\s*default\s*=\s*)?["']([\w.+/-]{1,40})["'][ \t]*(?=[,)\]}\n#]|$)""")
 _BARE_WORD = re.compile(r""":[ \t]*([A-Za-z_][\w.+-]{0,39})[ \t]*(?=#|$)""", re.MULTILINE)
 _ARGPARSE_WORD = re.compile(
-    r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\bdefault\s*=\s*(?:["']([\w.+/-]{1,40})["']|(-?[\d.]+(?:e-?\d+)?)\b)""")
+    r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\bdefault\s*=\s*"""
+    r"""(?:["']([\w.+/-]{1,40})["']|(-?[\d.]+(?:e-?\d+)?)\b)""")
 # A number after `=` or `:` that ends the value (`clip_grad: 0.1`, `max_norm=0,`).
 _NUMBER_VALUE = re.compile(r"""[=:][ \t]*(?:field\(\s*default\s*=\s*)?(-?\d[\d.]*(?:e-?\d+)?)[ \t]*(?=[,)\]}\n#]|$)""")
 _OPTION_WORD = re.compile(r"--([A-Za-z][\w-]*)(?:[ \t]+|=)[\"']?(\w[\w.+/-]{0,39})")
@@ -107,7 +108,8 @@ _OVERRIDE_WORD = re.compile(r"(?<![\w.=/-])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)=[\"
 # argparse's `store_true` (off unless a command passes it) and boolean defaults, `name: bool = False` fields,
 # YAML/JSON booleans, `--name` alone in a command (on), `name=True` keywords, and `args.name = <expression>`.
 _ARGPARSE_SWITCH = re.compile(
-    r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\b(?:action\s*=\s*["']store_(true|false)["']|default\s*=\s*(True|False)\b)""")
+    r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\b"""
+    r"""(?:action\s*=\s*["']store_(true|false)["']|default\s*=\s*(True|False)\b)""")
 _BOOL_FIELD = re.compile(r"""\b(\w+)[ \t]*:[ \t]*bool[ \t]*=[ \t]*(?:field\(\s*default\s*=\s*)?(True|False)\b""")
 _BOOL_KEYWORD = re.compile(r"""[(,][ \t]*(\w+)[ \t]*=[ \t]*(True|False)[ \t]*(?=[,)\n])""")
 _ATTRIBUTE_SET = re.compile(r"""\.(\w+)[ \t]*=[ \t]*(?!=)(True\b|False\b|[^\n]*)""")
