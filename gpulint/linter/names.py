@@ -125,3 +125,15 @@ class ImportMap:
     def imported(self, prefix: str) -> bool:
         """True when some import binds a name under `prefix` (e.g. `torch`)."""
         return any(v == prefix or v.startswith(prefix + ".") for v in self._aliases.values())
+
+
+def names_used(node: cst.CSTNode) -> set[str]:
+    """Every name read or written anywhere in `node` (`batch[key + "_mask"]` -> {"batch", "key"})."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            found.add(current.value)
+        stack.extend(current.children)
+    return found

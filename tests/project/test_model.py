@@ -1809,19 +1809,23 @@ def test_an_optimizer_built_only_for_a_setting_no_script_passes_is_not_stepped(t
     assert sorted({f[0] for f in found}) == ["optim/adamw.py"]
 
 
+# A meter that reads tensors with `.item()` and adds Python numbers as they are.
+_METER = """
+    import torch
+
+    class MetricMeter:
+        def update(self, values):
+            for k, v in values.items():
+                if isinstance(v, torch.Tensor):
+                    v = v.item()
+                self.total[k] = self.total.get(k, 0) + v
+"""
+
+
 @pytest.mark.parametrize("stored, flagged", [("loss.item()", False), ("loss.detach()", True)])
 def test_a_dict_filled_with_host_values_holds_host_values(tmp_path, check, stored, flagged):
     found = check(tmp_path, {
-        "meter.py": """
-            import torch
-
-            class MetricMeter:
-                def update(self, values):
-                    for k, v in values.items():
-                        if isinstance(v, torch.Tensor):
-                            v = v.item()
-                        self.total[k] = self.total.get(k, 0) + v
-        """,
+        "meter.py": _METER,
         "train.py": """
             from meter import MetricMeter
 
@@ -1844,16 +1848,7 @@ def test_what_a_step_method_returns_reaches_its_callers_callee(tmp_path, check, 
     """deep-person-reid's engines return a dict of floats from `forward_backward` (an abstract base method that
     raises, and overrides); the loop hands it to a meter that reads tensors with `.item()`."""
     found = check(tmp_path, {
-        "meter.py": """
-            import torch
-
-            class MetricMeter:
-                def update(self, values):
-                    for k, v in values.items():
-                        if isinstance(v, torch.Tensor):
-                            v = v.item()
-                        self.total[k] = self.total.get(k, 0) + v
-        """,
+        "meter.py": _METER,
         "engine.py": """
             from meter import MetricMeter
 

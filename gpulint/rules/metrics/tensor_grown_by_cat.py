@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.names import target_names
+from gpulint.linter.names import names_used, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.rules.examples import training_script
@@ -64,19 +64,7 @@ def _slot_per_iteration(target: cst.BaseExpression, loop_names: set[str]) -> boo
     once, nothing grows."""
     if not isinstance(target, cst.Subscript):
         return False
-    used = {node.value for element in target.slice for node in _names_in(element)}
-    return bool(used & loop_names)
-
-
-def _names_in(node: cst.CSTNode) -> list[cst.Name]:
-    found: list[cst.Name] = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            found.append(current)
-        stack.extend(current.children)
-    return found
+    return any(names_used(element) & loop_names for element in target.slice)
 
 
 def _is_self_cat(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
