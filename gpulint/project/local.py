@@ -680,6 +680,9 @@ class _Walker:
         self.loop_stack: list[list[int]] = []  # per scope: indices of the loops enclosing the current node
         self.no_grad_depth = 0
         self.containers: set[str] = set()  # names bound to an empty list or dict (`_returned_kind`)
+        # Names bound to a test of the device (`is_mps = x.device.type == "mps"`), per scope: `if is_mps:` is a
+        # backend branch as surely as the test written out.
+        self.backend_tests: dict[tuple[str, str], ast.AST] = {}
 
     @property
     def scope(self) -> Scope:
@@ -832,6 +835,12 @@ class _Walker:
         elif isinstance(node, ast.Assign):
             self._expr(node.value)
             kind = self.values.kind_of(node.value)
+            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                key = (self.scope.qualname, node.targets[0].id)
+                if backend_branch(node.value) is not None:
+                    self.backend_tests[key] = node.value
+                else:
+                    self.backend_tests.pop(key, None)
             for target in node.targets:  # `tcls = []`, filled with device tensors later: what it holds is unknown
                 pairs = zip(target.elts, node.value.elts) if isinstance(target, (ast.Tuple, ast.List)) \
                     and isinstance(node.value, (ast.Tuple, ast.List)) else [(target, node.value)]
@@ -935,7 +944,7 @@ class _Walker:
         scope = self.scope
         test = node.test
         flags = switch_flags(test)
-        branch = backend_branch(test) or ""
+        branch = backend_branch(self._named_backend_test(test)) or ""
         evaluation = _eval_branch(test) or ""
         choice_part, choice = option_choice(test) or ("", ())
         for part, body in (("body", node.body), ("orelse", node.orelse)):
@@ -958,6 +967,15 @@ class _Walker:
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
             self._block(body)
+
+    def _named_backend_test(self, test: ast.AST) -> ast.AST:
+        """`is_mps` (or `not is_mps`) as the device test it was bound to in this scope; any other test as it is."""
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        name = test.operand if negated else test  # type: ignore[attr-defined]
+        bound = self.backend_tests.get((self.scope.qualname, name.id)) if isinstance(name, ast.Name) else None
+        if bound is None:
+            return test
+        return ast.UnaryOp(ast.Not(), bound) if negated else bound
 
     def _function_locals(self) -> frozenset[str]:
         """The names the current function has bound so far (its parameters and assignments); none outside one."""

@@ -18,6 +18,7 @@ _EXPERIENCE_PARTS = frozenset({"experience", "experiences", "rollout", "rollouts
 
 class CpuCopyInStep(SyncRule):
     code = "GPL403"
+    reads_to_host = True
     name = "cpu-copy-in-step"
     message = "`{call}` copies a device tensor to host memory every step, waiting for the GPU to finish"
     triggers = (".cpu(", "cpu\"", "cpu'")

@@ -76,13 +76,20 @@ class FileState:
 # Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
 _NOT_REPORTED = (
     " Never reported: error paths (an `except` handler, an `if` body ending in `raise`), first-step-only code "
-    "(`if step == 0:`), fallbacks for empty or all-NaN tensors (the `else` of `x.mean() if x.numel() > 0`), and "
-    "training scripts that never name a device (CPU-only)."
+    "(`if step == 0:`), fallbacks for empty or all-NaN tensors (the `else` of `x.mean() if x.numel() > 0`), "
+    "training scripts that never name a device (CPU-only), and the exchange with a reinforcement-learning environment, "
+    "which runs on the host (anything in `select_action` / `act` / an `Agent`'s `__call__`, and host reads of "
+    "`actions`)."
 )
 
 
 def known_false_positives(text: str) -> str:
     return text + _NOT_REPORTED
+
+
+_ACTION_SELECTOR = re.compile(r"^_?(act|(select|get|choose|sample|take|compute|predict)_actions?)$")
+_AGENT_CLASS = re.compile(r"Agent$")
+_ACTION_NAME = re.compile(r"^(\w+_)?actions?$")
 
 
 class SyncRule(Rule):
@@ -91,6 +98,7 @@ class SyncRule(Rule):
 
     hot_only = True  # every GPL4xx finding is reported with when="per_step"
     shared = (FileState,)
+    reads_to_host = False  # the rule reports a device-to-host read (`.item()`, `.cpu()`, `int(t)`)
 
     def __init__(self, context) -> None:
         super().__init__(context)
@@ -137,13 +145,28 @@ class SyncRule(Rule):
         return False
 
     def report(self, node, message=None, *, when="per_step", fix=(), unsafe_fix=False) -> None:
-        if not in_error_path_or_first_step(self.context.ancestors):
-            super().report(node, message, when=when, fix=fix, unsafe_fix=unsafe_fix)
+        chain = self.context.ancestors
+        if in_error_path_or_first_step(chain) or self._exchanges_with_environment(node, chain):
+            return
+        super().report(node, message, when=when, fix=fix, unsafe_fix=unsafe_fix)
+
+    def _exchanges_with_environment(self, node: cst.CSTNode, ancestors) -> bool:
+        """Reinforcement learning steps its environment on the host: the policy's action must reach it, and the
+        observation the policy acts on must reach the device, every environment step. No device-side form avoids
+        that copy, so it is not reported: anything synced in an action-selection method (`select_action`, `act`,
+        an `Agent`'s `__call__`), and a host read of the actions themselves (`actions.cpu().numpy()`)."""
+        function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
+        if function is not None:
+            owner = next((n.name.value for n in reversed(ancestors) if isinstance(n, cst.ClassDef)), "")
+            if _ACTION_SELECTOR.match(function.name.value) or (
+                    function.name.value == "__call__" and _AGENT_CLASS.search(owner)):
+                return True
+        return self.reads_to_host and bool(_ACTION_NAME.search(root_name(node) or ""))
 
     def report_at(self, node: cst.CSTNode, message: str, ancestors: tuple[cst.CSTNode, ...], fix=(),
                   unsafe_fix: bool = False) -> None:
         """Report with ancestors saved earlier (for findings decided at the end of the file)."""
-        if not in_error_path_or_first_step(ancestors):
+        if not (in_error_path_or_first_step(ancestors) or self._exchanges_with_environment(node, ancestors)):
             self.context.add_report(Report(self, node, message, "per_step", ancestors, tuple(fix), unsafe_fix))
 
 

@@ -22,6 +22,7 @@ _CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(")
 
 class PythonScalarOfTensor(SyncRule):
     code = "GPL402"
+    reads_to_host = True
     name = "python-scalar-of-tensor"
     message = "`{func}(tensor)` converts a device tensor to a Python value every step: a blocking device-to-host copy"
     message_slice = (

@@ -12,6 +12,7 @@ from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 class ScalarSyncInStep(SyncRule):
     code = "GPL401"
+    reads_to_host = True
     name = "scalar-sync-in-step"
     message = "`.{method}()` copies a device tensor to the host every step and blocks until the GPU catches up"
     triggers = (".item(", ".tolist(", ".get_scale(", "scaler.state_dict(")
