@@ -50,6 +50,7 @@ from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
+    TRAIN_LOADER_HOOKS,
     STEP_NAME_PARTS,
     is_cold_class_name,
     is_cold_function_name,
@@ -115,6 +116,10 @@ def module_names(path: str) -> list[str]:
         parts = parts[:-1]
     parts = [p for p in parts if p not in ("", ".")]
     return [".".join(parts[i:]) for i in range(len(parts))]
+
+
+# Lightning moves the batches of these classes' loaders to the device itself, before their step hooks run.
+_LIGHTNING_BASES = frozenset({"LightningModule", "LightningDataModule"})
 
 
 class Project:
@@ -959,6 +964,7 @@ class Project:
         """The entry points; then the functions named like step work, and the modules' `forward`s (fallbacks)."""
         roots: list[tuple[Key, Reach]] = []
         hooks: list[tuple[Key, Reach]] = []
+        setup_hooks: list[tuple[Key, Reach]] = []
         named: list[tuple[Key, Reach]] = []
         modules: list[tuple[Key, Reach]] = []
         for path, ix in self.files.items():
@@ -977,6 +983,8 @@ class Project:
                 if training and definition.may_enter:
                     roots += self._entries_in(path, ix, definition)
                 hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
+                if name in TRAIN_LOADER_HOOKS and training and definition.cls:
+                    setup_hooks.append((key, Reach(PROGRAM, chain=(frame,))))
                 if hooked and training and not is_cold_function_name(name):
                     hooks.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
                     self.entries = self.entries or training
@@ -994,9 +1002,10 @@ class Project:
         # A framework calls the hooks of the modules the program builds: not of a class nothing names (ldm's
         # NoisyLatentImageClassifier, which no config builds).
         if self.entries and len(self.files) > 1:
-            unused = self._unreferenced({_owner_name(key[1]) for key, _ in hooks if "." in key[1]})
+            unused = self._unreferenced({_owner_name(key[1]) for key, _ in hooks + setup_hooks if "." in key[1]})
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
-        roots += hooks
+            setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
+        roots += hooks + setup_hooks
         # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):
         # the callers of such functions are read too.
         workers = {key[1].rsplit(".", 1)[-1] for key, reach in roots if reach.rank == PER_STEP}
@@ -1431,15 +1440,15 @@ class Project:
                          off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path))
 
     def _lightning_classes(self, path: str) -> frozenset[str]:
-        """The names of the file's classes with a `LightningModule` among their bases, at any depth (ControlNet's
-        `ControlLDM`, from `LatentDiffusion`, from `DDPM(pl.LightningModule)`)."""
+        """The names of the file's classes with a `LightningModule` (or `LightningDataModule`) among their bases, at
+        any depth (ControlNet's `ControlLDM`, from `LatentDiffusion`, from `DDPM(pl.LightningModule)`)."""
         found = set()
         for definition in self.files[path].definitions.values():
             if not definition.is_class:
                 continue
             for klass in self.mro(Target(path, definition.qualname, True)):
                 scope = self.files[klass.path].scope(klass.qualname)
-                if scope is not None and any(base.rsplit(".", 1)[-1] == "LightningModule" for base in scope.bases):
+                if scope is not None and any(base.rsplit(".", 1)[-1] in _LIGHTNING_BASES for base in scope.bases):
                     found.add(definition.name)
                     break
         return frozenset(found)

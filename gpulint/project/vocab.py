@@ -42,6 +42,8 @@ PER_BATCH_HOOKS = frozenset(
         "after_loss", "before_backward", "after_backward", "before_train_batch", "after_train_batch",
     }
 )
+# Hooks a framework (Lightning) calls once at setup to build the training loader: code the training program runs.
+TRAIN_LOADER_HOOKS = frozenset({"train_dataloader", "_train_dataloader"})
 # Split on "_": a function is cold when one of its name's parts is one of these (`evaluate_model`, `__init__`).
 COLD_NAME_PARTS = frozenset(
     {

@@ -9,6 +9,7 @@ import libcst as cst
 from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
 from gpulint.linter.names import dotted_name, last_name, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
+from gpulint.project.vocab import TRAIN_LOADER_HOOKS
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import (
@@ -39,10 +40,18 @@ class BlockingHostToDeviceCopy(SyncRule):
         "this DataLoader does not set `pin_memory=True`, and the training step copies its batches to the device: "
         "from pageable memory no copy can overlap with compute; pin it and pass `non_blocking=True` to the copies"
     )
-    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(")
-    # Read wherever they are in the file: the loaders whose batches the step copies, and a hand-over of the loaders
-    # to Accelerate or Fabric (the batches then arrive on the device).
-    facts = ("DataLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(")
+    message_trainer = (
+        "this DataLoader does not set `pin_memory=True`, and the trainer it feeds copies every batch to the device: "
+        "from pageable memory that copy is synchronous every step"
+    )
+    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(", "DataLoader(")
+    # Its DataLoader findings are in setup code ("training"), which a file without a step (a Lightning script that
+    # only calls `trainer.fit`) may hold too.
+    hot_only = False
+    # Read wherever they are in the file: the loaders whose batches the step copies, a hand-over of the loaders to
+    # Accelerate or Fabric (the batches then arrive on the device), and to a trainer that copies them itself.
+    facts = ("DataLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(", "dataloader(", ".fit(",
+             "Trainer(")
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
@@ -50,7 +59,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         "as `move_to_device(batch, device)`) without `non_blocking=True`; and a DataLoader that does not set "
         "`pin_memory` in a file whose training step copies batches with `non_blocking=True`, or copies them in a loop "
         "over batches without it (the finding is on the DataLoader: that is where the fix goes, and one loader feeds "
-        "every copy of the step).",
+        "every copy of the step); also a training DataLoader without `pin_memory` that is handed to a trainer which "
+        "copies its batches itself: `trainer.fit(model, loader)`, Composer's `Trainer(train_dataloader=loader)`, "
+        "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls).",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
         "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
@@ -169,6 +180,11 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
         self._buffers: set[str] = set()  # `self.register_buffer("bias", ...)`: attributes that move with the module
+        # Loaders handed to a trainer that copies their batches itself (Lightning, Composer): the names passed to
+        # `trainer.fit(model, loader)` / `Trainer(train_dataloader=loader)`, and the functions that build the
+        # training loader (`train_dataloader` hooks and the helpers they call).
+        self._fed_to_trainer: set[str] = set()
+        self._loader_builders: set[str] = set(TRAIN_LOADER_HOOKS)
 
     def leave_Call(self, original_node: cst.Call) -> None:
         if last_name(original_node.func) in ("register_buffer", "register_parameter") and original_node.args:
@@ -195,6 +211,7 @@ class BlockingHostToDeviceCopy(SyncRule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         method = last_name(func)
+        self._note_trainer_loaders(node, method)
         if isinstance(func, cst.Attribute) and (method == "setup_dataloaders" or method in ("prepare", "prepare_data_loader")
                                                 and re.search(r"accelerator|fabric", last_name(func.value) or "", re.IGNORECASE)):
             self._prepared = True
@@ -246,7 +263,8 @@ class BlockingHostToDeviceCopy(SyncRule):
             self.report_at(call, self.message.format(call=text), ancestors, fix=self._fix(call), unsafe_fix=True)
         # A batch copied in a loop over batches: the loader feeds it, whatever else the file moves.
         batch_copies = [call for call, _, ancestors in self._blocking if _in_batch_loop(ancestors, self.context)]
-        if (self._nonblocking or batch_copies) and not self._pinned_loader:
+        # (Only in a file with a training step: a file without one copies batches for inference or a demo.)
+        if (self._nonblocking or batch_copies) and not self._pinned_loader and self.context.facts.step_code():
             # Built once, at setup: the loader is real wherever the training program builds it ("training"); the
             # copies that make it slow are in the step, in this file.
             message = self.message_unpinned if self._nonblocking else self.message_unpinned_blocking
@@ -255,6 +273,37 @@ class BlockingHostToDeviceCopy(SyncRule):
                 fix = (pinned,) if pinned is not None else ()
                 if not in_error_path_or_first_step(ancestors):
                     self.context.add_report(Report(self, loader, message, "training", ancestors, fix, True))
+            return
+        for loader, ancestors in self._unpinned_loaders:
+            if loader in self._loaders_to_pin and self._feeds_trainer(ancestors) \
+                    and not in_error_path_or_first_step(ancestors):
+                pinned = self._pinned(loader)
+                self.context.add_report(Report(self, loader, self.message_trainer, "training", ancestors,
+                                               (pinned,) if pinned is not None else (), True))
+
+    def _note_trainer_loaders(self, node: cst.Call, method: str | None) -> None:
+        if method == "fit" and isinstance(node.func, cst.Attribute) and "trainer" in (last_name(node.func.value) or "").lower():
+            # `fit(model, train_dataloaders, val_dataloaders)`: the second positional argument is the training loader
+            positional = [a for a in node.args if a.keyword is None and not a.star]
+            if len(positional) >= 2 and (name := dotted_name(positional[1].value)):
+                self._fed_to_trainer.add(name)
+        if method in ("fit", "Trainer"):
+            self._fed_to_trainer |= {n for a in node.args if a.keyword is not None and a.keyword.value in _TRAIN_LOADER_KEYWORDS
+                                     and (n := dotted_name(a.value))}
+        function = self.context.enclosing_function()
+        if function is not None and function.name.value in TRAIN_LOADER_HOOKS and method:
+            self._loader_builders.add(method)  # `def train_dataloader(self): return self._dataloader()`
+
+    def _feeds_trainer(self, ancestors: tuple[cst.CSTNode, ...]) -> bool:
+        """Is the DataLoader built in a Lightning module's training-loader hook (or a helper it calls), or bound to
+        a name the file hands to a trainer?"""
+        function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
+        owner = next((n.name.value for n in reversed(ancestors) if isinstance(n, cst.ClassDef)), "")
+        if function is not None and function.name.value in self._loader_builders \
+                and owner in self.context.facts.lightning_classes:
+            return True
+        assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
+        return assign is not None and any(dotted_name(t.target) in self._fed_to_trainer for t in assign.targets)
 
     def _fix(self, call: cst.Call) -> list[Replace]:
         """`non_blocking=True` on the copy, and `pin_memory=True` on this file's loaders that do not set it: from
@@ -367,13 +416,18 @@ class BlockingHostToDeviceCopy(SyncRule):
 
 
 _BATCH_SOURCE = re.compile(r"loader|batch|next\(|data", re.IGNORECASE)
+# `for batch in pbar:`, `for i, data in enumerate(bar)`: the loop variable names what the wrapper yields.
+_BATCH_TARGET = re.compile(r"\b(batch|data|inputs)\b", re.IGNORECASE)
+# The keywords that hand a training loader to a trainer.
+_TRAIN_LOADER_KEYWORDS = frozenset({"train_dataloaders", "train_dataloader"})
 
 
 def _in_batch_loop(ancestors: tuple[cst.CSTNode, ...], context) -> bool:
     """Is a node inside a loop over batches (`for x, y in train_loader:`, `while ...: batch = next(it)`)? Read off
     the loop's iterable, or for a `while`, its body's code."""
     for node in ancestors:
-        if isinstance(node, cst.For) and _BATCH_SOURCE.search(context.module.code_for_node(node.iter)):
+        if isinstance(node, cst.For) and (_BATCH_SOURCE.search(context.module.code_for_node(node.iter))
+                                          or _BATCH_TARGET.search(context.module.code_for_node(node.target))):
             return True
         if isinstance(node, cst.While) and "next(" in context.module.code_for_node(node.body):
             return True
