@@ -72,6 +72,10 @@ class FileState:
             return False
         return not any(context.imports.imported(package) for package in _GPU_PACKAGES)
 
+    def shows_gpu(self, context) -> bool:
+        """Does the file name a device, move tensors to one, or import a package that does?"""
+        return self.gpu or any(context.imports.imported(package) for package in _GPU_PACKAGES)
+
 
 # Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
 _NOT_REPORTED = (

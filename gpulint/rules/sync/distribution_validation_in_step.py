@@ -1,0 +1,124 @@
+"""GPL407 distribution-validation-in-step."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from gpulint.linter.rule import Invalid, Replace, RuleDocs
+from gpulint.rules.common import is_false, keyword_arg
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
+
+# The distributions of `torch.distributions` (PyTorch 2.x). Each checks its arguments against its constraints when
+# it is built (`if not valid.all(): raise ValueError`), and the value given to `log_prob` when it scores one.
+_DISTRIBUTIONS = frozenset(
+    {
+        "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
+        "Exponential", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy",
+        "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal",
+        "LogisticNormal", "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
+        "NegativeBinomial", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto", "Poisson",
+        "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "TransformedDistribution", "Uniform", "VonMises",
+        "Weibull", "Wishart",
+    }
+)
+_NAMES_A_DISTRIBUTION = re.compile(r"\b(%s)\s*\(" % "|".join(sorted(_DISTRIBUTIONS)))
+
+
+class DistributionValidationInStep(SyncRule):
+    code = "GPL407"
+    name = "distribution-validation-in-step"
+    message = (
+        "`{name}(...)` validates its arguments on the host (`if not valid.all()`): a device-to-host sync each time "
+        "it is built, and again in `log_prob`; pass `validate_args=False`"
+    )
+    triggers = ("distributions",)
+    facts = ("set_default_validate_args",)  # read wherever it is in the file: it turns validation off for all
+    fixable = True
+    docs = RuleDocs(
+        what_it_does="Flags a `torch.distributions` distribution (`Normal`, `Categorical`, `Independent`, ...) built "
+        "in code that runs every training step without `validate_args=False`, in a file that names a device and does "
+        "not turn validation off with `Distribution.set_default_validate_args(False)`.",
+        why_slow="With validation on (PyTorch's default unless Python runs with `-O`), the constructor checks every "
+        "parameter against its constraint and branches on the result in Python (`if not valid.all(): raise`), which "
+        "copies a boolean from the device and waits for the GPU; `log_prob` checks its value the same way. A policy "
+        "or VAE step pays one sync per parameter of each distribution it builds.",
+        example="for x, y in loader:\n    mu, log_std = policy(x)\n    dist = torch.distributions.Normal(mu, log_std.exp())\n"
+        "    loss = -dist.log_prob(y).mean()",
+        use_instead="`Normal(mu, std, validate_args=False)`, or "
+        "`torch.distributions.Distribution.set_default_validate_args(False)` once at start-up (keep validation on in "
+        "tests, where a bad parameter should fail loudly).",
+        fix_safety="Unsafe: the fix adds `validate_args=False`. Valid parameters give the same values; invalid ones "
+        "(a negative scale, probabilities that do not sum to one) no longer raise, they give NaN or wrong samples.",
+        false_positives=known_false_positives("Not reported in a file that shows no sign of a GPU (no device, "
+        "`.cuda()`, accelerator or distributed package): its distributions may well live on the CPU. A project that "
+        "turns validation off in another file (its entry "
+        "point calling `Distribution.set_default_validate_args(False)`), or runs with `python -O`: add "
+        "`validate_args=False` where the step builds them, or `# noqa: GPL407`."),
+    )
+    valid = (
+        training_script("dist = torch.distributions.Normal(out, torch.ones_like(out), validate_args=False)\n"
+                        "total += 0.0 * dist.log_prob(out).sum().detach()"),
+        training_script("dist = Categorical(logits=out)\nentropy = dist.entropy().mean()",
+                        header="from torch.distributions import Categorical\n\n"
+                        "torch.distributions.Distribution.set_default_validate_args(False)"),
+        training_script("if step % 100 == 0:\n    dist = torch.distributions.Categorical(logits=out)\n"
+                        "    entropy = dist.entropy().mean()"),
+    )
+    invalid = (
+        Invalid(training_script("dist = torch.distributions.Categorical(logits=out)\nentropy = dist.entropy().mean()"),
+                fixed=training_script("dist = torch.distributions.Categorical(logits=out, validate_args=False)\n"
+                                      "entropy = dist.entropy().mean()")),
+        Invalid(training_script("prior = Normal(torch.zeros_like(out), torch.ones_like(out))\n"
+                                "kl = prior.log_prob(out.detach()).mean()",
+                                header="from torch.distributions import Normal"),
+                fixed=training_script("prior = Normal(torch.zeros_like(out), torch.ones_like(out), validate_args=False)\n"
+                                      "kl = prior.log_prob(out.detach()).mean()",
+                                      header="from torch.distributions import Normal")),
+        Invalid(training_script("pi = D.Independent(D.Normal(out, out.exp()), 1)", header="import torch.distributions as D"),
+                fixed=training_script("pi = D.Independent(D.Normal(out, out.exp(), validate_args=False), 1, "
+                                      "validate_args=False)", header="import torch.distributions as D"),
+                count=2),  # both validate
+    )
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return bool(_NAMES_A_DISTRIBUTION.search(code))
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._validation_off = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        resolved = self.context.resolve(node.func) or ""
+        module, _, name = resolved.rpartition(".")
+        if name == "set_default_validate_args" and node.args and is_false(node.args[0].value):
+            self._validation_off = True
+            return
+        if name not in _DISTRIBUTIONS or not module.startswith("torch.distributions"):
+            return
+        if keyword_arg(node, "validate_args") is not None or any(a.star == "**" for a in node.args):
+            return  # validation chosen explicitly, or it may be in `**kwargs`
+        fix = (Replace(node, node.with_changes(args=(*_with_comma(node.args), _NO_VALIDATION))),) if node.args else ()
+        self.report(node, self.message.format(name=name), fix=fix, unsafe_fix=True)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        # Wherever the file turns validation off, its distributions do not validate; and in a file that shows no
+        # sign of a GPU (Spinning Up's policies run on the CPU), the check reads host memory: no sync.
+        if self._validation_off or not self.file.shows_gpu(self.context):
+            self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
+        super().leave_Module(node)
+
+
+_NO_VALIDATION = cst.Arg(keyword=cst.Name("validate_args"), value=cst.Name("False"),
+                         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+
+
+def _with_comma(args) -> list[cst.Arg]:
+    """The arguments with a comma after the last one, so that one more can follow."""
+    args = list(args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return args
