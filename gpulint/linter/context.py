@@ -20,7 +20,7 @@ import libcst as cst
 
 from gpulint.linter.names import ImportMap, dotted_name, last_name
 from gpulint.project.facts import FileFacts
-from gpulint.project.local import gate_interval, is_exit_gate, is_gate, switch_flags
+from gpulint.project.local import gate_interval, is_exit_gate, is_gate, is_short_interval, switch_flags
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
     CPU_FACTORIES,
     DEFAULT_GATE_PARTS,
@@ -326,7 +326,7 @@ class FileContext:
         if cached is None:
             tree = self._ast_of(test)
             cached = self._gate_cache[id(test)] = tree is not None and is_gate(tree, self.gate_names) \
-                and gate_interval(tree) not in self.facts.every_step_intervals
+                and not is_short_interval(gate_interval(tree), self.facts.every_step_intervals)
         return cached
 
     def _ast_of(self, expr: cst.BaseExpression) -> ast.expr | None:
@@ -342,7 +342,7 @@ class FileContext:
             if isinstance(sibling, cst.If) and sibling.orelse is None and _ends_with_exit_cst(sibling.body):
                 tree = self._ast_of(sibling.test)
                 if tree is not None and is_exit_gate(tree, self.gate_names) \
-                        and gate_interval(tree) not in self.facts.every_step_intervals:
+                        and not is_short_interval(gate_interval(tree), self.facts.every_step_intervals):
                     return True
         return False
 

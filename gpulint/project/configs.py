@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from gpulint.project.vocab import CONFIG_ROOTS, is_training_path, name_parts
+from gpulint.project.vocab import CONFIG_ROOTS, SHORT_INTERVAL, is_training_path, name_parts
 
 # A config larger than this is data (a vocabulary, a dataset index), not a description of what to build.
 MAX_CONFIG_BYTES = 512 * 1024
@@ -68,14 +68,15 @@ _EVERY_STEP_SHARE = 0.8
 
 
 def every_step_intervals(settings: Iterable[tuple[str, int]]) -> frozenset[str]:
-    """The intervals shipped settings make 1 (one setting per file that gives it, `interval_settings`):
-    `step % args.logging_steps == 0` gates nothing where the training scripts pass `--logging_steps 1`. Where more
+    """The intervals shipped settings make 1 or a few steps (below SHORT_INTERVAL; one setting per file that gives
+    it, `interval_settings`): `step % args.logging_steps == 0` gates nothing where the training scripts pass
+    `--logging_steps 1`, and little where TD3 updates its targets every `policy_freq=2` steps. Where more
     than a few settings give another value (a default of 10, half the scripts), the gate stays."""
     ones: dict[str, int] = {}
     total: dict[str, int] = {}
     for name, value in settings:
         total[name] = total.get(name, 0) + 1
-        ones[name] = ones.get(name, 0) + (value == 1)
+        ones[name] = ones.get(name, 0) + (value < SHORT_INTERVAL)
     return frozenset(name for name, n in total.items() if ones[name] >= _EVERY_STEP_SHARE * n)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpulint.project.configs import SET_IN_CODE
-from gpulint.project.local import Pos, Region, Scope
+from gpulint.project.local import Pos, Region, Scope, is_short_interval
 from gpulint.project.vocab import is_cold_method
 
 PER_STEP, GATED, PROGRAM, COLD = 0, 1, 2, 3
@@ -177,8 +177,8 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     flags: list[str] = []
     for region in regions_at(scope, pos):
         kind = region.kind
-        if kind in ("gate", "exit") and region.flags and region.flags[0] in file_facts.every_step_intervals:
-            continue  # `step % args.log_every == 0` where every shipped configuration sets `log_every` to 1
+        if kind in ("gate", "exit") and region.flags and is_short_interval(region.flags[0], file_facts.every_step_intervals):
+            continue  # `step % args.log_every == 0` where the shipped configurations set `log_every` to 1, `step % 2`
         if kind in ("gate", "exit") or (kind == "param" and region.flags[0] in facts.gate_params):
             gated = True
         elif kind == "switch" and all(f in file_facts.off_flags for f in region.flags):

@@ -48,6 +48,7 @@ from gpulint.project.vocab import (
     OPTIMIZER_RECEIVER,
     OPTIMIZER_SETTINGS,
     RESUME_PARTS,
+    SHORT_INTERVAL,
     SAME_PLACE_METHODS,
     ACCUMULATION_PARTS,
     STEP_METHODS,
@@ -232,13 +233,22 @@ def is_step_modulo(node: ast.AST) -> bool:
 
 
 def gate_interval(test: ast.AST) -> str:
-    """The name of the interval a gate's step modulo divides by (`step % args.log_every == 0` -> "log_every"); ""
-    when it has none. A shipped configuration may set that interval to 1 (`Project.every_step_intervals`)."""
+    """The interval a gate's step modulo divides by: its name (`step % args.log_every == 0` -> "log_every"), or its
+    value when written out (`step % 2` -> "2"); "" when it has neither. Shipped configurations may set a named
+    interval to a few steps (`Project.every_step_intervals`)."""
     for node in ast.walk(test):
         if isinstance(node, ast.BinOp) and is_step_modulo(node):
+            if isinstance(node.right, ast.Constant) and type(node.right.value) is int:
+                return str(node.right.value)
             name = dotted(node.right)
             return name.rsplit(".", 1)[-1] if name else ""
     return ""
+
+
+def is_short_interval(interval: str, short_names: frozenset[str]) -> bool:
+    """Does a gate on this interval (`gate_interval`) run on most steps: a name shipped settings make short, or a
+    written-out period below SHORT_INTERVAL?"""
+    return interval in short_names or (interval.isdigit() and int(interval) < SHORT_INTERVAL)
 
 
 def modulo_form(test: ast.AST) -> str | None:
