@@ -77,6 +77,8 @@ class FileContext:
         self._stack: list[cst.CSTNode] = []
         self._names: list[str] = []  # the qualified name of the function being visited, part by part
         self._scopes: list[dict[str, Location]] = [{}]
+        # Per scope, the names annotated as Python scalars (`n: int`, a parameter `scale: float`): on the host.
+        self._declared: list[set[str]] = [set()]
         self._gate_cache: dict[int, bool] = {}
 
     # ------------------------------------------------------------------ traversal (called by the engine)
@@ -114,10 +116,14 @@ class FileContext:
             self._names.append(node.name.value)
             facts = self.facts.functions.get(".".join(self._names))
             self._scopes.append(dict(facts.param_kinds) if facts is not None else {})
+            self._declared.append({p.name.value for p in _params(node) if _is_scalar_annotation(p.annotation)})
+            for name in self._declared[-1]:
+                self._scopes[-1][name] = "host"
         elif kind is cst.ClassDef:
             self._names.append(node.name.value)
         elif kind is cst.Lambda:
             self._scopes.append({})
+            self._declared.append(set())
         elif kind is cst.Import:
             self.imports.add_import(node)
         elif kind is cst.ImportFrom:
@@ -135,19 +141,25 @@ class FileContext:
                         self._bind(name.value, self.location_of(value.value))
                     continue
                 self._bind(target.target, location)
-        elif kind is cst.AnnAssign and node.value is not None:
-            self._bind(node.target, self.location_of(node.value))
+        elif kind is cst.AnnAssign:
+            if isinstance(node.target, cst.Name) and _is_scalar_annotation(node.annotation):
+                self._declared[-1].add(node.target.value)  # `ref_size: int`: a Python number whatever it is bound to
+                self._scopes[-1][node.target.value] = "host"
+            elif node.value is not None:
+                self._bind(node.target, self.location_of(node.value))
         elif kind is cst.AugAssign and isinstance(node.target, cst.Name):
             current = self.location_of(node.target)
             added = self.location_of(node.value)
             self._bind(node.target, current if current == added else "unknown" if "unknown" in (current, added) else "device")
         elif kind is cst.FunctionDef:
             self._scopes.pop()
+            self._declared.pop()
             self._names.pop()
         elif kind is cst.ClassDef:
             self._names.pop()
         elif kind is cst.Lambda:
             self._scopes.pop()
+            self._declared.pop()
         self._stack.pop()
 
     # These two run for many nodes: exact type tests (these node classes have no subclasses), not isinstance, which
@@ -203,7 +215,8 @@ class FileContext:
 
     def _bind(self, target: cst.BaseExpression, location: Location) -> None:
         if isinstance(target, cst.Name):
-            self._scopes[-1][target.value] = location
+            if target.value not in self._declared[-1]:
+                self._scopes[-1][target.value] = location
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self._bind(element.value, "unknown" if location == "device" else location)
@@ -345,6 +358,19 @@ class FileContext:
                         and not is_short_interval(gate_interval(tree), self.facts.every_step_intervals):
                     return True
         return False
+
+
+_SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str"})
+
+
+def _is_scalar_annotation(annotation: cst.Annotation | None) -> bool:
+    return annotation is not None and type(annotation.annotation) is cst.Name \
+        and annotation.annotation.value in _SCALAR_ANNOTATIONS
+
+
+def _params(function: cst.FunctionDef) -> list[cst.Param]:
+    params = function.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
 def _same_length_tuples(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
