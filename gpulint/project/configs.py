@@ -154,6 +154,33 @@ SET_IN_CODE = "\0set"
 _CONFIG_ATTRIBUTE_SET = re.compile(r"\b(\w+)\.(\w+)[ \t]*=(?!=)")
 
 
+# absl's `flags.DEFINE_enum("mode", None, ["train", "eval"], ...)`: with no default, a command gives one of them.
+_ABSL_ENUM_NO_DEFAULT = re.compile(r"""DEFINE_enum\(\s*["'](\w+)["']\s*,\s*None\s*,\s*\[([^\]]*)\]""")
+_QUOTED = re.compile(r"""["']([\w.+/-]{1,40})["']""")
+# Keyword arguments of library calls set the library's parameters, not the program's options: `mode="bilinear"` in
+# `F.interpolate(...)` says nothing of `if FLAGS.mode == "train":`.
+_LIBRARY_ROOTS = frozenset({"F", "torch", "nn", "np", "numpy", "functional", "math", "jnp", "jax", "tf", "scipy",
+                            "cv2", "transforms", "T", "plt", "os", "logging", "warnings", "re", "json", "yaml"})
+_CALLEE_BEFORE = re.compile(r"([A-Za-z_][\w.]*)[ \t]*$")
+
+
+def _library_keyword(text: str, start: int) -> bool:
+    """Is the name at `start` a keyword argument of a call to a library function (`F.interpolate(x, mode=...)`)?"""
+    depth = 0
+    for index in range(start - 1, max(-1, start - 400), -1):
+        char = text[index]
+        if char in ")]}":
+            depth += 1
+        elif char in "([{":
+            if depth == 0:
+                if char != "(":
+                    return False
+                callee = _CALLEE_BEFORE.search(text, max(0, index - 80), index)
+                return callee is not None and callee.group(1).split(".", 1)[0] in _LIBRARY_ROOTS
+            depth -= 1
+    return False
+
+
 def option_values(text: str, path: str) -> set[tuple[str, str]]:
     """The words a file's settings give names (`{("adv_loss", "hinge")}`); which forms are read depends on the kind
     of file (`path`), as a word after a colon is a YAML value but a Python annotation."""
@@ -167,8 +194,11 @@ def option_values(text: str, path: str) -> set[tuple[str, str]]:
                 # `"kind": "l1"` is a key's value; `mode: str = "train"` an annotated name's.
                 before = _KEY_BEFORE_VALUE if text[start] == ":" else _NAME_BEFORE_VALUE
                 name = before.search(text, max(0, start - 80), start)
-                if name is not None:
+                if name is not None and not (suffix == "py" and _library_keyword(text, name.start(1))):
                     found.append((name.group(1), match.group(1)))
+        if "DEFINE_enum" in text:
+            found += [(name, word) for name, choices in _ABSL_ENUM_NO_DEFAULT.findall(text)
+                      for word in _QUOTED.findall(choices)]
         if "add_argument" in text:
             found += [(name, word or number) for name, word, number in _ARGPARSE_WORD.findall(text)]
         if suffix == "py":  # `neox_args.optimizer_type = "adam"`: the program sets it, from what no text says

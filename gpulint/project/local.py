@@ -184,6 +184,16 @@ def dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
+def _keyed_method(func: ast.AST) -> str:
+    """`state["ema"].update` -> "ema.update": a method of an object kept in a dict under a name (score_sde's
+    `state['ema']`), called as if the object had that name; "" for anything else."""
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Subscript):
+        key = _string_of(func.value.slice)
+        if key is not None and key.isidentifier():
+            return f"{key}.{func.attr}"
+    return ""
+
+
 def last_name(node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute):
         return node.attr
@@ -1052,7 +1062,7 @@ class _Walker:
 
     def _call(self, node: ast.Call) -> None:
         scope = self.scope
-        func = dotted(node.func) or ""
+        func = dotted(node.func) or _keyed_method(node.func)
         if isinstance(node.func, ast.Attribute) and node.func.attr in _FILLING_METHODS:  # `ts.append(t)`
             values = [*node.args, *(k.value for k in node.keywords)]
             kinds = {self.values.kind_of(v) for v in values}

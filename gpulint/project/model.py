@@ -48,6 +48,7 @@ from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope
 from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
+    camel_initials,
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
     TRAIN_LOADER_HOOKS,
@@ -1555,12 +1556,13 @@ def _order(target: Target) -> tuple[str, str]:
 
 
 def _names_alike(receiver: str, class_name: str) -> bool:
-    """Does an object's name echo its class's: a part of three letters or more of one inside the other?"""
-    owner = class_name.rsplit(".", 1)[-1].lower()
+    """Does an object's name echo its class's: a part of three letters or more of one inside the other, or the
+    class's initials (`ema`: ExponentialMovingAverage)?"""
+    owner = class_name.rsplit(".", 1)[-1]
     name = receiver.rsplit(".", 1)[-1].lower().strip("_")
-    return bool(name) and (name in owner or owner in name or any(
-        len(part) >= 3 and part in owner for part in name_parts(name)
-    ))
+    return bool(name) and (name in owner.lower() or owner.lower() in name or any(
+        len(part) >= 3 and part in owner.lower() for part in name_parts(name)
+    ) or (len(name) >= 2 and name == camel_initials(owner)))
 
 
 def _closure(start, edges: dict[str, Iterable[str]]) -> set[str]:

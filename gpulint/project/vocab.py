@@ -125,6 +125,11 @@ def is_cold_class_name(qualname: str) -> bool:
     return bool(_camel_parts(name) & COLD_CLASS_PARTS) or "postprocess" in name.lower()
 
 
+def camel_initials(name: str) -> str:
+    """`ExponentialMovingAverage` -> "ema"."""
+    return "".join(part[0] for part in _CAMEL_PART.findall(name)).lower()
+
+
 def _camel_parts(name: str) -> set[str]:
     """`DiagonalGaussianDistribution` -> {"diagonal", "gaussian", "distribution"}."""
     return {part.lower() for part in _CAMEL_PART.findall(name)}

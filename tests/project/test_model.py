@@ -1943,3 +1943,63 @@ def test_lightning_moves_the_batch_of_a_lightning_module_through_any_base(tmp_pa
         """,
     })
     assert [(f[0], f[1]) for f in found if f[2] == "GPL411"] == [("ldm/ddpm.py", 8)]
+
+
+def test_library_keywords_and_absl_enums_as_option_values():
+    from gpulint.project.configs import option_values
+    code = textwrap.dedent("""
+        flags.DEFINE_enum("mode", None, ["train", "eval"], "Running mode")
+        h = F.interpolate(h, size=shape, mode="bilinear", align_corners=True)
+        emb = torch.nn.functional.pad(emb, (0, 1), mode="constant")
+        run(mode="sample")
+    """)
+    # `mode="bilinear"` sets F.interpolate's parameter, not the program's `--mode`; an enum without a default is
+    # given each of its words by some command.
+    assert option_values(code, "main.py") == {("mode", "train"), ("mode", "eval"), ("mode", "sample")}
+
+
+def test_a_method_of_an_object_kept_in_a_dict_is_guessed_by_its_key(tmp_path, check):
+    files = {
+        "ema.py": """
+            import torch
+
+            class ExponentialMovingAverage:
+                def __init__(self, parameters, decay):
+                    self.decay = decay
+                    self.shadow_params = [p.clone().detach() for p in parameters]
+
+                def update(self, parameters):
+                    with torch.no_grad():
+                        for s_param, param in zip(self.shadow_params, parameters):
+                            s_param.sub_((1.0 - self.decay) * (s_param - param))
+
+            class Meter:
+                def update(self, value):
+                    self.value = value
+        """,
+        "train.py": """
+            import torch
+            from ema import ExponentialMovingAverage, Meter
+
+            def get_step_fn():
+                def step_fn(state, batch):
+                    loss = state["model"](batch).sum()
+                    loss.backward()
+                    state["optimizer"].step()
+                    state["ema"].update(state["model"].parameters())
+                    return loss
+                return step_fn
+
+            def main(model, loader, optimizer, device):
+                meter = Meter()
+                state = dict(model=model, optimizer=optimizer, ema=ExponentialMovingAverage(model.parameters(), 0.99))
+                step_fn = get_step_fn()
+                for batch in loader:
+                    meter.update(step_fn(state, batch.to(device, non_blocking=True)))
+
+            if __name__ == "__main__":
+                main(None, [], None, "cuda")
+        """,
+    }
+    found = check(tmp_path, files, "--select", "GPL501")
+    assert [(path, line, code) for path, line, code, *_ in found] == [("ema.py", 11, "GPL501")]
