@@ -25,7 +25,8 @@ class TensorFromHostDataInStep(SyncRule):
     triggers = ("device=", ".to(", ".cuda(")
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
-        "(Python lists and numbers, numpy arrays), and host data wrapped then moved "
+        "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
+        "tensor, such as `self.anchors`), and host data wrapped then moved "
         "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`, also through a cast or reshape: "
         "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`), in code that runs every step, ungated.",
         why_slow="The data is copied from pageable host memory, which CUDA does synchronously: the host waits until "
@@ -72,7 +73,11 @@ class TensorFromHostDataInStep(SyncRule):
         if device is None or is_cpu_string(device.value):
             return
         data = node.args[0].value
-        if _is_empty_literal(data) or not self.context.is_host_value(data) or self.in_per_tensor_loop():
+        if _is_empty_literal(data) or self.in_per_tensor_loop():
+            return
+        # `torch.tensor(data)` copies its data: what it is given is host data (lists, numbers, arrays) unless it is
+        # known to be a tensor. `torch.as_tensor` is also how code passes a tensor through unchanged: only host data.
+        if not (self.context.is_host_value(data) or resolved == "torch.tensor" and not self.tensors.is_tensor(data)):
             return
         self.report(node, self.message.format(func=resolved))
 
