@@ -50,8 +50,7 @@ class BlockingHostToDeviceCopy(SyncRule):
     hot_only = False
     # Read wherever they are in the file: the loaders whose batches the step copies, a hand-over of the loaders to
     # Accelerate or Fabric (the batches then arrive on the device), and to a trainer that copies them itself.
-    facts = ("DataLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(", "dataloader(", ".fit(",
-             "Trainer(")
+    facts = ("DataLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(", "train_dataloader", ".fit(")
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
