@@ -119,8 +119,15 @@ def module_names(path: str) -> list[str]:
     return [".".join(parts[i:]) for i in range(len(parts))]
 
 
-# Lightning moves the batches of these classes' loaders to the device itself, before their step hooks run.
+# Lightning moves the batches of these classes' loaders to the device itself, before their step hooks run, and
+# hands its callbacks' batch hooks (`on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)`) the batch
+# it moved.
 _LIGHTNING_BASES = frozenset({"LightningModule", "LightningDataModule"})
+
+
+def _is_lightning_base(base: str, text: str) -> bool:
+    name = base.rsplit(".", 1)[-1]
+    return name in _LIGHTNING_BASES or (name == "Callback" and "lightning" in text)
 
 
 class Project:
@@ -1441,15 +1448,16 @@ class Project:
                          off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path))
 
     def _lightning_classes(self, path: str) -> frozenset[str]:
-        """The names of the file's classes with a `LightningModule` (or `LightningDataModule`) among their bases, at
-        any depth (ControlNet's `ControlLDM`, from `LatentDiffusion`, from `DDPM(pl.LightningModule)`)."""
+        """The names of the file's classes with a `LightningModule`, `LightningDataModule` or Lightning `Callback`
+        among their bases, at any depth (ControlNet's `ControlLDM`, from `LatentDiffusion`, from
+        `DDPM(pl.LightningModule)`)."""
         found = set()
         for definition in self.files[path].definitions.values():
             if not definition.is_class:
                 continue
             for klass in self.mro(Target(path, definition.qualname, True)):
                 scope = self.files[klass.path].scope(klass.qualname)
-                if scope is not None and any(base.rsplit(".", 1)[-1] in _LIGHTNING_BASES for base in scope.bases):
+                if scope is not None and any(_is_lightning_base(base, self.files[klass.path].text) for base in scope.bases):
                     found.add(definition.name)
                     break
         return frozenset(found)

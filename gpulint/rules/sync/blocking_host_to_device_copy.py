@@ -80,7 +80,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`labels.to(logits.device)`: the batch's copy from the host happens in the loop) and moves of tensors "
         "already on the device (registered buffers included) are not flagged, nor are files "
         "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device), "
-        "nor copies in the methods of a LightningModule (Lightning moves each batch before `training_step`)."),
+        "nor copies in the methods of a LightningModule or a Lightning callback (Lightning moves each batch before "
+        "`training_step` and hands callbacks the batch it moved)."),
     )
     valid = (
         training_script("z = x.to(torch.float16)"),
@@ -229,7 +230,8 @@ class BlockingHostToDeviceCopy(SyncRule):
                 self._pinned_loader = True
             return
         if method in _MOVE_HELPERS and len(node.args) >= 2 and keyword_arg(node, "non_blocking") is None:
-            if not self._on_cpu_branch():
+            moved_by_lightning = self._in_lightning_module() and root_name(node.args[0].value) != "self"
+            if not self._on_cpu_branch() and not moved_by_lightning:
                 self._blocking.append((node, f"{method}(batch, device)", self.context.ancestors_snapshot()))
             return
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda", "type"):
