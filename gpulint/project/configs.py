@@ -76,7 +76,7 @@ def every_step_intervals(settings: Iterable[tuple[str, int]]) -> frozenset[str]:
     total: dict[str, int] = {}
     for name, value in settings:
         total[name] = total.get(name, 0) + 1
-        ones[name] = ones.get(name, 0) + (value < SHORT_INTERVAL)
+        ones[name] = ones.get(name, 0) + (0 < value < SHORT_INTERVAL)  # 0 turns the gated work off
     return frozenset(name for name, n in total.items() if ones[name] >= _EVERY_STEP_SHARE * n)
 
 

@@ -258,7 +258,7 @@ def gate_interval(test: ast.AST) -> str:
 def is_short_interval(interval: str, short_names: frozenset[str]) -> bool:
     """Does a gate on this interval (`gate_interval`) run on most steps: a name shipped settings make short, or a
     written-out period below SHORT_INTERVAL?"""
-    return interval in short_names or (interval.isdigit() and int(interval) < SHORT_INTERVAL)
+    return interval in short_names or (interval.isdigit() and 0 < int(interval) < SHORT_INTERVAL)
 
 
 def modulo_form(test: ast.AST) -> str | None:
