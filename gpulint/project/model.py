@@ -48,11 +48,11 @@ from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope
 from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
-    camel_initials,
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
     TRAIN_LOADER_HOOKS,
     STEP_NAME_PARTS,
+    camel_initials,
     is_cold_class_name,
     is_cold_function_name,
     in_loss_class,
@@ -1457,7 +1457,8 @@ class Project:
                 continue
             for klass in self.mro(Target(path, definition.qualname, True)):
                 scope = self.files[klass.path].scope(klass.qualname)
-                if scope is not None and any(_is_lightning_base(base, self.files[klass.path].text) for base in scope.bases):
+                text = self.files[klass.path].text
+                if scope is not None and any(_is_lightning_base(base, text) for base in scope.bases):
                     found.add(definition.name)
                     break
         return frozenset(found)

@@ -283,14 +283,15 @@ class BlockingHostToDeviceCopy(SyncRule):
                                                (pinned,) if pinned is not None else (), True))
 
     def _note_trainer_loaders(self, node: cst.Call, method: str | None) -> None:
-        if method == "fit" and isinstance(node.func, cst.Attribute) and "trainer" in (last_name(node.func.value) or "").lower():
+        receiver = last_name(node.func.value) if isinstance(node.func, cst.Attribute) else None
+        if method == "fit" and "trainer" in (receiver or "").lower():
             # `fit(model, train_dataloaders, val_dataloaders)`: the second positional argument is the training loader
             positional = [a for a in node.args if a.keyword is None and not a.star]
             if len(positional) >= 2 and (name := dotted_name(positional[1].value)):
                 self._fed_to_trainer.add(name)
         if method in ("fit", "Trainer"):
-            self._fed_to_trainer |= {n for a in node.args if a.keyword is not None and a.keyword.value in _TRAIN_LOADER_KEYWORDS
-                                     and (n := dotted_name(a.value))}
+            self._fed_to_trainer |= {n for a in node.args if a.keyword is not None
+                                     and a.keyword.value in _TRAIN_LOADER_KEYWORDS and (n := dotted_name(a.value))}
         function = self.context.enclosing_function()
         if function is not None and function.name.value in TRAIN_LOADER_HOOKS and method:
             self._loader_builders.add(method)  # `def train_dataloader(self): return self._dataloader()`

@@ -45,8 +45,8 @@ class DistributionValidationInStep(SyncRule):
         "parameter against its constraint and branches on the result in Python (`if not valid.all(): raise`), which "
         "copies a boolean from the device and waits for the GPU; `log_prob` checks its value the same way. A policy "
         "or VAE step pays one sync per parameter of each distribution it builds.",
-        example="for x, y in loader:\n    mu, log_std = policy(x)\n    dist = torch.distributions.Normal(mu, log_std.exp())\n"
-        "    loss = -dist.log_prob(y).mean()",
+        example="for x, y in loader:\n    mu, log_std = policy(x)\n"
+        "    dist = torch.distributions.Normal(mu, log_std.exp())\n    loss = -dist.log_prob(y).mean()",
         use_instead="`Normal(mu, std, validate_args=False)`, or "
         "`torch.distributions.Distribution.set_default_validate_args(False)` once at start-up (keep validation on in "
         "tests, where a bad parameter should fail loudly).",
@@ -74,10 +74,11 @@ class DistributionValidationInStep(SyncRule):
         Invalid(training_script("prior = Normal(torch.zeros_like(out), torch.ones_like(out))\n"
                                 "kl = prior.log_prob(out.detach()).mean()",
                                 header="from torch.distributions import Normal"),
-                fixed=training_script("prior = Normal(torch.zeros_like(out), torch.ones_like(out), validate_args=False)\n"
-                                      "kl = prior.log_prob(out.detach()).mean()",
+                fixed=training_script("prior = Normal(torch.zeros_like(out), torch.ones_like(out), "
+                                      "validate_args=False)\nkl = prior.log_prob(out.detach()).mean()",
                                       header="from torch.distributions import Normal")),
-        Invalid(training_script("pi = D.Independent(D.Normal(out, out.exp()), 1)", header="import torch.distributions as D"),
+        Invalid(training_script("pi = D.Independent(D.Normal(out, out.exp()), 1)",
+                                header="import torch.distributions as D"),
                 fixed=training_script("pi = D.Independent(D.Normal(out, out.exp(), validate_args=False), 1, "
                                       "validate_args=False)", header="import torch.distributions as D"),
                 count=2),  # both validate
