@@ -62,6 +62,15 @@ def interval_settings(text: str) -> set[tuple[str, int]]:
     return settings
 
 
+def argparse_intervals(text: str) -> set[tuple[str, int]]:
+    """The whole-number defaults a script's own command line gives intervals (`--log_interval`, default 1): what the
+    script's gates run on unless a command says otherwise."""
+    if "add_argument" not in text:
+        return set()
+    return {(name.replace("-", "_"), int(value)) for name, value in _ARGPARSE_DEFAULT.findall(text)
+            if name_parts(name.replace("-", "_")) & _INTERVAL_PARTS}
+
+
 # The share of a name's shipped settings that must be 1 for its gate to run every step: open-instruct's 146 training
 # configs log every step, and three of its scripts every 10.
 _EVERY_STEP_SHARE = 0.8

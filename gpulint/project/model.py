@@ -43,7 +43,7 @@ from gpulint.project.facts import (
     Reach,
     state_at,
 )
-from gpulint.project.configs import every_step_intervals, off_switches
+from gpulint.project.configs import argparse_intervals, every_step_intervals, off_switches
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope
 from gpulint.project.vocab import (
@@ -154,10 +154,13 @@ class Project:
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
         self.on_flags = frozenset().union(*(ix.on_flags for ix in self.files.values()))
-        # Gates whose interval the shipped settings make 1 (configs.every_step_intervals): the training files' and the
-        # configs' settings.
+        # Gates whose interval the shipped settings make 1 or a few steps (configs.every_step_intervals): the training
+        # files' and the configs' settings; a file that sets an interval itself decides it for its own gates
+        # (`_short_intervals`).
+        self._config_intervals = tuple(config_intervals)
         self.every_step_intervals = every_step_intervals(
-            [*config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))])
+            [*self._config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))])
+        self._short_by_file: dict[str, frozenset[str]] = {}
         # The words the shipped settings give options (configs.option_values): the configs' and the training files'.
         self.option_values: dict[str, set[str]] = {}
         for option, word in (*config_values, *(v for ix in self.files.values() for v in ix.values)):
@@ -1158,7 +1161,7 @@ class Project:
             return
         facts = self.function_facts(path, scope)
         file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
-                               every_step_intervals=self.every_step_intervals,
+                               every_step_intervals=self._short_intervals(path),
                                option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope]))
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
@@ -1444,8 +1447,20 @@ class Project:
         returns = tuple(sorted((func, next(iter(kinds))) for func, kinds in self._call_returns.get(path, {}).items()
                                if func and len(kinds) == 1 and "unknown" not in kinds))
         return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
-                         every_step_intervals=self.every_step_intervals, option_values=self._option_values_in(scopes),
+                         every_step_intervals=self._short_intervals(path), option_values=self._option_values_in(scopes),
                          off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path))
+
+    def _short_intervals(self, path: str) -> frozenset[str]:
+        """The short intervals for the gates of one file: those its command line sets itself (each training script
+        its own `--log_interval` default: minimind's RL trainers log every step, its pretraining every 100) as that
+        default and the configs set them, the others as the whole project sets them."""
+        found = self._short_by_file.get(path)
+        if found is None:
+            own = argparse_intervals(self.files[path].text)
+            names = {name for name, _ in own}
+            local = every_step_intervals([*self._config_intervals, *sorted(own)]) if own else frozenset()
+            found = self._short_by_file[path] = (self.every_step_intervals - names) | (local & names)
+        return found
 
     def _lightning_classes(self, path: str) -> frozenset[str]:
         """The names of the file's classes with a `LightningModule`, `LightningDataModule` or Lightning `Callback`

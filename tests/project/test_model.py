@@ -2003,3 +2003,29 @@ def test_a_method_of_an_object_kept_in_a_dict_is_guessed_by_its_key(tmp_path, ch
     }
     found = check(tmp_path, files, "--select", "GPL501")
     assert [(path, line, code) for path, line, code, *_ in found] == [("ema.py", 11, "GPL501")]
+
+
+def test_each_script_decides_the_intervals_its_command_line_sets(tmp_path, check):
+    script = """
+        import argparse
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--log_interval", type=int, default={interval})
+        args = parser.parse_args()
+
+        def train(model, loader, optimizer, device):
+            for step, (x, y) in enumerate(loader):
+                loss = model(x.to(device, non_blocking=True)).sum()
+                loss.backward()
+                optimizer.step()
+                if step % args.log_interval == 0:
+                    print(loss.item())
+
+        if __name__ == "__main__":
+            train(None, [], None, "cuda")
+    """
+    files = {"train_grpo.py": script.replace("{interval}", "1"), "train_pretrain.py": script.replace("{interval}", "100")}
+    found = check(tmp_path, files, "--select", "GPL401")
+    # The RL trainer logs every step by its own default; the pretraining script every 100 steps.
+    assert [(path, line, code) for path, line, code, *_ in found] == [("train_grpo.py", 15, "GPL401")]
