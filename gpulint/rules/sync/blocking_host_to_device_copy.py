@@ -180,6 +180,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
         self._buffers: set[str] = set()  # `self.register_buffer("bias", ...)`: attributes that move with the module
+        self._torch_built: set[tuple[int, str]] = set()  # (function, name) bound to `torch.*_like(...)`
         # Loaders handed to a trainer that copies their batches itself (Lightning, Composer): the names passed to
         # `trainer.fit(model, loader)` / `Trainer(train_dataloader=loader)`, and the functions that build the
         # training loader (`train_dataloader` hooks and the helpers they call).
@@ -197,6 +198,13 @@ class BlockingHostToDeviceCopy(SyncRule):
         if self._is_cuda_type(node.value):
             for target in node.targets:
                 self._cuda_type_names |= target_names(target.target)
+        # `targets = torch.ones_like(classification) * -1`, then `targets = targets.cuda()`: made where its input
+        # is, by a `*_like` factory, not a batch from the host.
+        function = id(self.context.enclosing_function())
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                key = (function, target.target.value)
+                (self._torch_built.add if self._made_like(node.value) else self._torch_built.discard)(key)
 
     def _is_cuda_type(self, expr: cst.BaseExpression) -> bool:
         """`torch.cuda.FloatTensor`, `"torch.cuda.LongTensor"`, a name bound to one, or `a if c else b` with one."""
@@ -383,8 +391,20 @@ class BlockingHostToDeviceCopy(SyncRule):
             return True  # `self.bias[None, :n].to(device)`: buffers move with the module
         return bool(MODULE_NAME.search(last_name(receiver) or ""))
 
+    def _made_like(self, expr: cst.BaseExpression) -> bool:
+        """`torch.ones_like(x) * alpha`: a tensor made on the device of another by a `*_like` factory."""
+        if isinstance(expr, cst.BinaryOperation):
+            return self._made_like(expr.left) or self._made_like(expr.right)
+        if isinstance(expr, cst.Call):
+            resolved = self.context.resolve(expr.func) or ""
+            return resolved.startswith("torch.") and resolved.endswith("_like")
+        return False
+
     def _built_by_torch(self, expr: cst.BaseExpression) -> bool:
-        """`torch.arange(n) + offset`, `torch.ones(k).float()`: a tensor made in the step, not a batch."""
+        """`torch.arange(n) + offset`, `torch.ones(k).float()`, a name bound to `torch.ones_like(x)`: a tensor made in
+        the step, not a batch."""
+        if isinstance(expr, cst.Name):
+            return (id(self.context.enclosing_function()), expr.value) in self._torch_built
         if isinstance(expr, cst.BinaryOperation):
             return self._built_by_torch(expr.left) or self._built_by_torch(expr.right)
         if isinstance(expr, cst.Call):
