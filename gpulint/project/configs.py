@@ -76,16 +76,17 @@ def argparse_intervals(text: str) -> set[tuple[str, int]]:
 _EVERY_STEP_SHARE = 0.8
 
 
-def every_step_intervals(settings: Iterable[tuple[str, int]]) -> frozenset[str]:
+def every_step_intervals(settings: Iterable[tuple[str, int]], below: int = SHORT_INTERVAL) -> frozenset[str]:
     """The intervals shipped settings make 1 or a few steps (below SHORT_INTERVAL; one setting per file that gives
     it, `interval_settings`): `step % args.logging_steps == 0` gates nothing where the training scripts pass
-    `--logging_steps 1`, and little where TD3 updates its targets every `policy_freq=2` steps. Where more
+    `--logging_steps 1`, and little where TD3 updates its targets every `policy_freq=2` steps. `below=2`: the
+    intervals they make exactly 1 (an accumulation of one step accumulates nothing). Where more
     than a few settings give another value (a default of 10, half the scripts), the gate stays."""
     ones: dict[str, int] = {}
     total: dict[str, int] = {}
     for name, value in settings:
         total[name] = total.get(name, 0) + 1
-        ones[name] = ones.get(name, 0) + (0 < value < SHORT_INTERVAL)  # 0 turns the gated work off
+        ones[name] = ones.get(name, 0) + (0 < value < below)  # 0 turns the gated work off
     return frozenset(name for name, n in total.items() if ones[name] >= _EVERY_STEP_SHARE * n)
 
 

@@ -79,12 +79,14 @@ class FileFacts:
     return_kinds: tuple[tuple[str, str], ...] = ()
     on_flags: frozenset[str] = frozenset()  # configuration switches whose default is on (argparse, dataclasses)
     problem: tuple[int, int, str] | None = None  # Python's syntax error in the file: (line, column, message)
-    every_step_intervals: frozenset[str] = frozenset()  # intervals every shipped setting makes 1 (`log_every: 1`)
+    every_step_intervals: frozenset[str] = frozenset()  # intervals shipped settings make short (`log_every: 1`)
     # The words shipped settings give the options this file's branches choose on (`("pp_engine", ("1f1b",))`).
     option_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
     off_flags: frozenset[str] = frozenset()  # this file's switches that shipped settings leave off (`off_switches`)
     # Its classes deriving from Lightning's `LightningModule` (through any base): Lightning moves their batches.
     lightning_classes: frozenset[str] = frozenset()
+    # Intervals shipped settings make exactly 1 (`--accumulation_steps` default 1): gradient accumulation of one step.
+    unit_intervals: frozenset[str] = frozenset()
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no value shipped settings give the option of a "choice" region choose it? False when no setting

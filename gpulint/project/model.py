@@ -51,6 +51,7 @@ from gpulint.project.vocab import (
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
     TRAIN_LOADER_HOOKS,
+    SHORT_INTERVAL,
     STEP_NAME_PARTS,
     camel_initials,
     is_cold_class_name,
@@ -160,7 +161,9 @@ class Project:
         self._config_intervals = tuple(config_intervals)
         self.every_step_intervals = every_step_intervals(
             [*self._config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))])
-        self._short_by_file: dict[str, frozenset[str]] = {}
+        self._unit_intervals = every_step_intervals(
+            [*self._config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))], below=2)
+        self._short_by_file: dict[tuple[str, int], frozenset[str]] = {}
         # The words the shipped settings give options (configs.option_values): the configs' and the training files'.
         self.option_values: dict[str, set[str]] = {}
         for option, word in (*config_values, *(v for ix in self.files.values() for v in ix.values)):
@@ -1448,18 +1451,20 @@ class Project:
                                if func and len(kinds) == 1 and "unknown" not in kinds))
         return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
                          every_step_intervals=self._short_intervals(path), option_values=self._option_values_in(scopes),
-                         off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path))
+                         off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path),
+                         unit_intervals=self._short_intervals(path, below=2))
 
-    def _short_intervals(self, path: str) -> frozenset[str]:
-        """The short intervals for the gates of one file: those its command line sets itself (each training script
-        its own `--log_interval` default: minimind's RL trainers log every step, its pretraining every 100) as that
-        default and the configs set them, the others as the whole project sets them."""
-        found = self._short_by_file.get(path)
+    def _short_intervals(self, path: str, below: int = SHORT_INTERVAL) -> frozenset[str]:
+        """The short intervals for the gates of one file (`below=2`: those exactly 1): those its command line sets
+        itself (each training script its own `--log_interval` default: minimind's RL trainers log every step, its
+        pretraining every 100) as that default and the configs set them, the others as the whole project sets them."""
+        found = self._short_by_file.get((path, below))
         if found is None:
             own = argparse_intervals(self.files[path].text)
             names = {name for name, _ in own}
-            local = every_step_intervals([*self._config_intervals, *sorted(own)]) if own else frozenset()
-            found = self._short_by_file[path] = (self.every_step_intervals - names) | (local & names)
+            local = every_step_intervals([*self._config_intervals, *sorted(own)], below) if own else frozenset()
+            project = self.every_step_intervals if below == SHORT_INTERVAL else self._unit_intervals
+            found = self._short_by_file[(path, below)] = (project - names) | (local & names)
         return found
 
     def _lightning_classes(self, path: str) -> frozenset[str]:

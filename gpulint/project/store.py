@@ -141,6 +141,7 @@ def load_facts(data: dict) -> FileFacts:
         tuple((option, tuple(words)) for option, words in data["option_values"]),
         frozenset(data["off_flags"]),
         frozenset(data["lightning_classes"]),
+        frozenset(data["unit_intervals"]),
     )
 
 

@@ -2029,3 +2029,30 @@ def test_each_script_decides_the_intervals_its_command_line_sets(tmp_path, check
     found = check(tmp_path, files, "--select", "GPL401")
     # The RL trainer logs every step by its own default; the pretraining script every 100 steps.
     assert [(path, line, code) for path, line, code, *_ in found] == [("train_grpo.py", 15, "GPL401")]
+
+
+def test_an_accumulation_of_one_step_needs_no_no_sync(tmp_path, check):
+    script = """
+        import argparse
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--accumulation_steps", type=int, default={steps})
+        args = parser.parse_args()
+
+        def train(model, loader, optimizer, device):
+            model = DistributedDataParallel(model)
+            for step, (x, y) in enumerate(loader):
+                loss = model(x.to(device, non_blocking=True)).sum() / args.accumulation_steps
+                loss.backward()
+                if (step + 1) % args.accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+        if __name__ == "__main__":
+            train(None, [], None, "cuda")
+    """
+    files = {"train_sft.py": script.replace("{steps}", "1"), "train_pretrain.py": script.replace("{steps}", "8")}
+    found = check(tmp_path, files, "--select", "GPL422")
+    assert [(path, line, code) for path, line, code, *_ in found] == [("train_pretrain.py", 14, "GPL422")]

@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.names import last_name
+from gpulint.linter.names import dotted_name, last_name
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.linter.syntax import descendants
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
@@ -27,7 +27,9 @@ class DdpAccumulationWithoutNoSync(SyncRule):
     docs = RuleDocs(
         what_it_does="Flags `backward()` in a step loop that steps the optimizer only every N micro-batches "
         "(`if (i + 1) % accum_steps == 0: optimizer.step()`) in a file that wraps the model in "
-        "`DistributedDataParallel` and never uses `no_sync()` / `require_backward_grad_sync` / `accelerator.accumulate`.",
+        "`DistributedDataParallel` and never uses `no_sync()` / `require_backward_grad_sync` / `accelerator.accumulate`; "
+        "not where the shipped settings make N exactly 1 (`--accumulation_steps` with default 1 and no command "
+        "raising it): then every backward is an optimizer step.",
         why_slow="DDP all-reduces every gradient bucket during each `backward()`. With N micro-batches per optimizer "
         "step, N-1 of those all-reduces are wasted communication (and the ranks wait on each other N times per step).",
         example="model = DDP(model)\nfor i, (x, y) in enumerate(loader):\n    loss = F.cross_entropy(model(x), y) / 4\n"
@@ -92,7 +94,16 @@ class DdpAccumulationWithoutNoSync(SyncRule):
             if node is loop:
                 return False
             if isinstance(node, cst.If) and _is_accumulation_test(node.test):
-                return True
+                return not self._accumulates_one_step(node.test)
+        return False
+
+    def _accumulates_one_step(self, test: cst.BaseExpression) -> bool:
+        """`step % args.accumulation_steps == 0` where the shipped settings make `accumulation_steps` 1: every
+        backward is followed by an optimizer step, and there is nothing to keep from syncing."""
+        for node in descendants(test):
+            if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
+                name = dotted_name(node.right) or ""
+                return name.rsplit(".", 1)[-1] in self.context.facts.unit_intervals
         return False
 
     def leave_Module(self, node: cst.Module) -> None:
