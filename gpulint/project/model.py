@@ -50,6 +50,7 @@ from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
+    RUN_AND_EPOCH_HOOKS,
     TRAIN_LOADER_HOOKS,
     SHORT_INTERVAL,
     STEP_NAME_PARTS,
@@ -999,6 +1000,9 @@ class Project:
                 hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
                 if name in TRAIN_LOADER_HOOKS and training and definition.cls:
                     setup_hooks.append((key, Reach(PROGRAM, chain=(frame,))))
+                elif name in RUN_AND_EPOCH_HOOKS and training and definition.cls:
+                    setup_hooks.append((key, Reach(COLD, chain=(frame,), reason=f"in `{name}`, which runs once per "
+                                                                                "run, phase or epoch")))
                 if hooked and training and not is_cold_function_name(name):
                     hooks.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
                     self.entries = self.entries or training

@@ -44,6 +44,16 @@ PER_BATCH_HOOKS = frozenset(
 )
 # Hooks a framework (Lightning) calls once at setup to build the training loader: code the training program runs.
 TRAIN_LOADER_HOOKS = frozenset({"train_dataloader", "_train_dataloader"})
+# Hooks a framework calls once per run, phase or epoch (Lightning, ClassyVision, mmengine): not every step. What only
+# they reach is no step work, however its name reads (`synchronize_losses`).
+RUN_AND_EPOCH_HOOKS = frozenset(
+    {
+        "on_fit_start", "on_fit_end", "on_train_start", "on_train_end", "on_epoch_start", "on_epoch_end",
+        "on_train_epoch_start", "on_train_epoch_end", "on_validation_start", "on_validation_end",
+        "on_validation_epoch_start", "on_validation_epoch_end", "on_phase_start", "on_phase_end", "on_start",
+        "on_end", "before_run", "after_run", "before_train", "after_train", "before_train_epoch", "after_train_epoch",
+    }
+)
 # Split on "_": a function is cold when one of its name's parts is one of these (`evaluate_model`, `__init__`).
 COLD_NAME_PARTS = frozenset(
     {

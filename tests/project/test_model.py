@@ -2056,3 +2056,40 @@ def test_an_accumulation_of_one_step_needs_no_no_sync(tmp_path, check):
     files = {"train_sft.py": script.replace("{steps}", "1"), "train_pretrain.py": script.replace("{steps}", "8")}
     found = check(tmp_path, files, "--select", "GPL422")
     assert [(path, line, code) for path, line, code, *_ in found] == [("train_pretrain.py", 14, "GPL422")]
+
+
+def test_what_only_run_and_epoch_hooks_reach_is_no_step_work(tmp_path, check):
+    files = {
+        "hooks.py": """
+            import torch
+
+            def synchronize_losses(losses, device):
+                total = torch.tensor(losses, device=device)
+                torch.distributed.all_reduce(total)
+                return total.tolist()
+
+            class LossHook(ClassyHook):
+                def on_phase_end(self, task):
+                    task.losses = synchronize_losses(task.losses, task.device)
+
+                def on_step(self, task):
+                    task.last = task.loss.item()
+        """,
+        "train.py": """
+            import torch
+            from hooks import LossHook
+
+            def train(model, loader, optimizer, device):
+                hook = LossHook()
+                for x, y in loader:
+                    loss = model(x.to(device, non_blocking=True)).sum()
+                    loss.backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                train(None, [], None, "cuda")
+        """,
+    }
+    found = check(tmp_path, files, "--select", "GPL4")
+    # `synchronize_losses` is named like a loss, but only the once-per-phase hook reaches it.
+    assert [(path, line) for path, line, *_ in found if path == "hooks.py" and line < 10] == []
