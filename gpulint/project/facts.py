@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gpulint.project.configs import SET_IN_CODE
 from gpulint.project.local import Pos, Region, Scope, is_short_interval
-from gpulint.project.vocab import is_cold_method
+from gpulint.project.vocab import NOT_TRAINING_SWITCH_PARTS, is_cold_method, name_parts
 
 PER_STEP, GATED, PROGRAM, COLD = 0, 1, 2, 3
 RANK_NAMES = {PER_STEP: "per step", GATED: "gated", PROGRAM: "in the training program", COLD: "cold"}
@@ -184,6 +184,10 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             continue  # `step % args.log_every == 0` where the shipped configurations set `log_every` to 1, `step % 2`
         if kind in ("gate", "exit") or (kind == "param" and region.flags[0] in facts.gate_params):
             gated = True
+        elif kind == "switch" and all(not f.startswith("!") and name_parts(f) & NOT_TRAINING_SWITCH_PARTS
+                                      for f in region.flags):
+            names = " and ".join(f"`{f}`" for f in region.flags)
+            return ExecState(False, gated, True, f"in the branch for {names}, which evaluates or samples, not trains")
         elif kind == "switch" and all(f in file_facts.off_flags for f in region.flags):
             names = " and ".join(f"`{f}`" for f in region.flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which no shipped setting turns on")

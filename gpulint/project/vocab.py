@@ -63,6 +63,15 @@ COLD_NAME_PARTS = frozenset(
         "detect", "compile", "configure", "register",
     }
 )
+# A switch named for evaluation or sampling (`if args.sample:`, `if args.eval_only:`, `if opt.test:`) runs what
+# the program does instead of training, when a command asks for it.
+NOT_TRAINING_SWITCH_PARTS = frozenset(
+    {
+        "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "testing", "predict",
+        "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "demo", "visualize",
+        "export",
+    }
+)
 # Identifier parts that make an `if` test a gate (`should_log`, `log_interval`, `args.print_freq`). Rank guards
 # (`if master_process:`, `is_main_process()`) are not gates: rank 0 still runs the body every step.
 DEFAULT_GATE_PARTS = frozenset(

@@ -2093,3 +2093,40 @@ def test_what_only_run_and_epoch_hooks_reach_is_no_step_work(tmp_path, check):
     found = check(tmp_path, files, "--select", "GPL4")
     # `synchronize_losses` is named like a loss, but only the once-per-phase hook reaches it.
     assert [(path, line) for path, line, *_ in found if path == "hooks.py" and line < 10] == []
+
+
+def test_a_switch_named_for_sampling_or_evaluation_is_no_training(tmp_path, check):
+    files = {
+        "main.py": """
+            import argparse
+            import torch
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--sample", action="store_true")
+            args = parser.parse_args()
+
+            def generalized_steps(x, seq, model):
+                for i in seq:
+                    t = (torch.ones(x.size(0)) * i).to(x.device)
+                    x = model(x, t)
+                return x
+
+            def train(model, loader, optimizer, device):
+                for x in loader:
+                    loss = model(x.to(device, non_blocking=True)).sum()
+                    loss.backward()
+                    optimizer.step()
+
+            def main(model, loader, optimizer):
+                if args.sample:
+                    generalized_steps(torch.randn(4, 3), range(10), model)
+                else:
+                    train(model, loader, optimizer, "cuda")
+
+            if __name__ == "__main__":
+                main(None, [], None)
+        """,
+        "README.md": "python main.py --sample\n",
+    }
+    found = check(tmp_path, files, "--select", "GPL5")
+    assert found == []
