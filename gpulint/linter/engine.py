@@ -107,11 +107,12 @@ def _lint_text(
         return [parse_error(path, f"syntax error: {message}", line, column)]
     active = [r for r in rules if r.triggers]
     words = tuple(w for r in active for w in r.triggers)
-    if not words or not _trigger_pattern(words).search(text):
+    by_facts = [r for r in active if r.runs_for_facts(facts)]
+    if not by_facts and (not words or not _trigger_pattern(words).search(text)):
         return _syntax_errors(path, text)
     if not facts.step_code():  # nothing here runs in the training step: the step-only rules stay out
         active = [r for r in active if not r.hot_only]
-    active = [r for r in active if r.has_words_in(text)]
+    active = [r for r in active if r.has_words_in(text) or r in by_facts]
     if not active:
         return _syntax_errors(path, text)
     if _may_nest_too_deep(text):

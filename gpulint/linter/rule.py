@@ -88,6 +88,12 @@ class Rule:
         return any(w in text for w in cls.triggers) and all(any(w in text for w in group) for group in cls.requires)
 
     @classmethod
+    def runs_for_facts(cls, facts) -> bool:
+        """Must the rule run on a file whatever its words, for what the project model says of it? (A call of a
+        project helper that copies host data to the device has none of the words of a copy.)"""
+        return False
+
+    @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         """Could the rule report inside the function `name` (a method of `class_name`, or "") whose code, without
         docstrings and comments, is `code`? The engine parses only the functions some rule may report in (see

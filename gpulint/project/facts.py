@@ -87,6 +87,9 @@ class FileFacts:
     lightning_classes: frozenset[str] = frozenset()
     # Intervals shipped settings make exactly 1 (`--accumulation_steps` default 1): gradient accumulation of one step.
     unit_intervals: frozenset[str] = frozenset()
+    # Callees as written here (`tensor`) of project functions that copy an argument's host data to the device, with
+    # the positions and keywords of the arguments they copy: each call passing host data is a pageable copy.
+    copy_calls: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no value shipped settings give the option of a "choice" region choose it? False when no setting

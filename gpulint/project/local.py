@@ -47,6 +47,7 @@ from gpulint.project.vocab import (
     NO_GRAD,
     OPTIMIZER_RECEIVER,
     OPTIMIZER_SETTINGS,
+    HOST_RESHAPES,
     RESUME_PARTS,
     SHORT_INTERVAL,
     SAME_PLACE_METHODS,
@@ -144,6 +145,9 @@ class Scope:
     returned_names: list[str] = field(default_factory=list)  # `return model`: what `model` holds is returned
     imports: list[tuple[str, str, str, int]] = field(default_factory=list)  # (local name, module, name or "", level)
     marker_outside_loop: bool = False  # backward / optimizer step outside any loop of its own: one step's work
+    # The parameters whose host data it copies to the device (`torch.from_numpy(x).to(device)`): a copy helper,
+    # whose callers pay a pageable copy each time they pass it host data (DeepRL's `tensor(x)`).
+    copied_params: tuple[str, ...] = ()
     no_grad_decorated: bool = False
     # For a generator: the loops (by index) holding a `yield`, or -1 for a yield outside any loop. Each item a
     # consumer takes runs one pass of such a loop.
@@ -1090,6 +1094,9 @@ class _Walker:
                 scope.loops[loop].has_marker = True
             elif method != "zero_grad":
                 scope.marker_outside_loop = True
+        if scope.kind == "function" and (copied := _copied_param(node, scope.params, self.aliases)) \
+                and copied not in scope.copied_params:
+            scope.copied_params += (copied,)
         if method == "next" and isinstance(node.func, ast.Name) and node.args and iterates_loader(node.args[0]) \
                 and loop >= 0:
             # `while True: batch = next(train_iter)` steps through a loader as surely as `for batch in loader:`.
@@ -1108,6 +1115,47 @@ class _Walker:
         for child in (*inner, *node.args, *(k.value for k in node.keywords)):
             if not isinstance(child, (ast.Name, ast.Attribute)) or dotted(child) is None:
                 self._expr(child)
+
+
+# Calls that make a tensor of their first argument's host data (or pass it on), as a copy helper writes them.
+_HOST_DATA_WRAPPERS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor", "numpy.asarray", "numpy.array",
+                                 "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"})
+
+
+def _names_a_device(target: ast.AST | None) -> bool:
+    """`device`, `Config.DEVICE`, `self.device`, `"cuda"`: not a dtype or the CPU."""
+    if target is None or _is_cpu_literal(target):
+        return False
+    text = _string_of(target) or dotted(target) or ""
+    return bool(re.search(r"device|cuda|gpu", text, re.IGNORECASE))
+
+
+def _copied_param(call: ast.Call, params: tuple[str, ...], aliases: dict[str, str]) -> str:
+    """`x` for `torch.from_numpy(x).float().to(device)` or `torch.tensor(x, device=device)` where `x` is a parameter;
+    else "". (A parameter moved as it is, `x.to(device)`, may already be a tensor: GPL411 judges that copy.)"""
+    if not params:
+        return ""
+    func = call.func
+    wrapped = False  # made into a tensor from host data here (`torch.from_numpy`), not a tensor moved as it is
+    if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
+        target = next((k.value for k in call.keywords if k.arg == "device"), call.args[0] if call.args else None)
+        if func.attr == "to" and not _names_a_device(target):
+            return ""
+        data = func.value
+    elif resolve(dotted(func) or "", aliases) in ("torch.tensor", "torch.as_tensor") and call.args \
+            and any(k.arg == "device" and not _is_cpu_literal(k.value) for k in call.keywords):
+        data, wrapped = call.args[0], True
+    else:
+        return ""
+    while isinstance(data, ast.Call):  # through casts, reshapes and the wrappers that make the tensor
+        if isinstance(data.func, ast.Attribute) and data.func.attr in HOST_RESHAPES:
+            data = data.func.value
+        elif resolve(dotted(data.func) or "", aliases) in _HOST_DATA_WRAPPERS and data.args:
+            data, wrapped = data.args[0], True
+        else:
+            return ""
+    named = wrapped and isinstance(data, ast.Name) and data.id in params and data.id not in ("self", "cls")
+    return data.id if named else ""  # type: ignore[union-attr]
 
 
 def _unpartial(arg: ast.AST) -> ast.AST:

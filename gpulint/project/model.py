@@ -155,6 +155,8 @@ class Project:
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
+        # By file: the callees as written that copy host data to the device, with the arguments they copy.
+        self._copy_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
         self.on_flags = frozenset().union(*(ix.on_flags for ix in self.files.values()))
         # Gates whose interval the shipped settings make 1 or a few steps (configs.every_step_intervals): the training
         # files' and the configs' settings; a file that sets an interval itself decides it for its own gates
@@ -1204,6 +1206,8 @@ class Project:
             if resolved.certain and resolved.targets and not resolved.instantiates:  # not a guess
                 returned = {self._return_kind(t) for t in resolved.targets}
                 self._call_returns.setdefault(path, {}).setdefault(call.func, set()).update(returned)
+                for target in resolved.targets:
+                    self._note_copy_call(path, call, target, resolved.bound)
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
                             guessed=reach.guessed or _fans_out(resolved))
             self._callbacks(path, scope, call, rank, state, chain, push)
@@ -1456,7 +1460,18 @@ class Project:
         return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
                          every_step_intervals=self._short_intervals(path), option_values=self._option_values_in(scopes),
                          off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path),
-                         unit_intervals=self._short_intervals(path, below=2))
+                         unit_intervals=self._short_intervals(path, below=2),
+                         copy_calls=tuple(sorted(self._copy_calls.get(path, ()))))
+
+    def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
+        """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,
+        by position at the call (a bound method's `self` is not passed) and by keyword."""
+        scope = self.files[target.path].scope(target.qualname)
+        if scope is None or not scope.copied_params:
+            return
+        shift = 1 if bound and scope.params[:1] in (("self",), ("cls",)) else 0
+        positions = tuple(i - shift for i, p in enumerate(scope.params) if p in scope.copied_params and i >= shift)
+        self._copy_calls.setdefault(path, set()).add((call.func, positions, scope.copied_params))
 
     def _short_intervals(self, path: str, below: int = SHORT_INTERVAL) -> frozenset[str]:
         """The short intervals for the gates of one file (`below=2`: those exactly 1): those its command line sets

@@ -84,6 +84,9 @@ DEFAULT_GATE_PARTS = frozenset(
 # A gate whose period is shorter than this many steps runs on a large share of them: `step % 2 == 0` halves a cost,
 # it does not amortise it (every 10 or more steps does).
 SHORT_INTERVAL = 10
+# Methods that make a new CPU tensor from a CPU tensor: data cast or reshaped is still on the host.
+HOST_RESHAPES = frozenset({"float", "half", "double", "long", "int", "bool", "unsqueeze", "squeeze", "view", "reshape",
+                           "flatten", "contiguous", "permute", "transpose", "t"})
 STEP_NAME_PARTS = frozenset({"step", "batch", "iter", "iteration", "microbatch"})
 # Gradient accumulation: `if (i + 1) % grad_accum_steps == 0:` holds the optimizer step, so it is true on every
 # training step the optimizer takes (`acc_step == 0` too): the step itself, not a gate.

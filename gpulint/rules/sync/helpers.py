@@ -96,6 +96,11 @@ _AGENT_CLASS = re.compile(r"Agent$")
 _ACTION_NAME = re.compile(r"^(\w+_)?actions?$")
 
 
+def selects_action(name: str) -> bool:
+    """`select_action`, `act`, `get_actions`: a policy choosing the action for a host environment."""
+    return bool(_ACTION_SELECTOR.match(name))
+
+
 class SyncRule(Rule):
     """Shared plumbing: tensor tracking, the precedence checks the families agreed on, and no findings in files that
     never touch a device (a CPU-only script has no GPU to wait for)."""
@@ -162,7 +167,7 @@ class SyncRule(Rule):
         function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
         if function is not None:
             owner = next((n.name.value for n in reversed(ancestors) if isinstance(n, cst.ClassDef)), "")
-            if _ACTION_SELECTOR.match(function.name.value) or (
+            if selects_action(function.name.value) or (
                     function.name.value == "__call__" and _AGENT_CLASS.search(owner)):
                 return True
         return self.reads_to_host and bool(_ACTION_NAME.search(root_name(node) or ""))

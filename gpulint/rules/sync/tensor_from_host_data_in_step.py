@@ -5,9 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.project.vocab import HOST_RESHAPES
+from gpulint.linter.names import dotted_name
 from gpulint.rules.common import is_cpu_string, keyword_arg
 from gpulint.rules.examples import training_script
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives, selects_action
 
 _DATA_CONSTRUCTORS = frozenset(
     {
@@ -22,13 +24,17 @@ class TensorFromHostDataInStep(SyncRule):
     name = "tensor-from-host-data-in-step"
     message = "`{func}(..., device=...)` from host data is a synchronous pageable copy every step"
     message_moved = "`{func}(host data)` then moved to the device: a synchronous pageable copy every step"
+    message_helper = ("`{func}(...)` copies its argument's host data to the device (a helper of this project that "
+                      "moves it with a blocking copy): a synchronous pageable copy every step")
     triggers = ("device=", ".to(", ".cuda(")
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
         "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
         "tensor, such as `self.anchors`), and host data wrapped then moved "
         "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`, also through a cast or reshape: "
-        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`), in code that runs every step, ungated.",
+        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`), and each call of a project helper that does so to "
+        "its argument (`def tensor(x): return torch.from_numpy(np.asarray(x)).to(device)`, then `tensor(rewards)`) "
+        "with data not known to be a tensor, in code that runs every step, ungated.",
         why_slow="The data is copied from pageable host memory, which CUDA does synchronously: the host waits until "
         "the copy, queued behind all earlier kernels, is done. It is a sync hidden in a constructor.",
         example="for x, y in loader:\n    weights = torch.tensor(class_weights, device=\"cuda\")\n"
@@ -61,8 +67,22 @@ class TensorFromHostDataInStep(SyncRule):
                                 header="import numpy as np\n\ngrid = np.ones((16, 16))")),
     )
 
+    @classmethod
+    def runs_for_facts(cls, facts) -> bool:
+        return bool(facts.copy_calls)  # `tensor(x)`, a project's copy helper, has none of the rule's words
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return True  # nor has the function that calls it
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if self.context.facts.copy_calls:
+            name = dotted_name(func)
+            for helper, positions, keywords in self.context.facts.copy_calls:
+                if helper == name:
+                    self._check_helper_call(node, positions, keywords)
+                    return
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and isinstance(func.value, cst.Call):
             self._check_moved(node, _unreshaped(func.value))
             return
@@ -81,6 +101,20 @@ class TensorFromHostDataInStep(SyncRule):
             return
         self.report(node, self.message.format(func=resolved))
 
+    def _check_helper_call(self, call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> None:
+        """`tensor(transitions.reward)`, where the project's `tensor` does `torch.from_numpy(x).to(device)`: the
+        arguments the helper copies, when they are not known to be tensors already."""
+        if selects_action((dotted_name(call.func) or "").rsplit(".", 1)[-1]):
+            return  # the observation an action is chosen for must reach the device (SyncRule's environment exchange)
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        copied = [positional[i] for i in positions if i < len(positional)]
+        copied += [a.value for a in call.args if a.keyword is not None and a.keyword.value in keywords]
+        if self.in_per_tensor_loop() or not any(
+                not _is_empty_literal(data) and self.context.location_of(data) != "device"
+                and not self.tensors.is_tensor(data) for data in copied):
+            return
+        self.report(call, self.message_helper.format(func=dotted_name(call.func)))
+
     def _check_moved(self, move: cst.Call, made: cst.Call) -> None:
         """`torch.tensor(host_list).to(device)`, `torch.LongTensor(lengths).cuda()`: host data, then a blocking copy
         (factories without data, `torch.zeros(n).cuda()`, are GPL5xx's: create them on the device)."""
@@ -96,14 +130,9 @@ class TensorFromHostDataInStep(SyncRule):
         self.report(move, self.message_moved.format(func=resolved))
 
 
-# Methods that make a new CPU tensor from a CPU tensor: the data is still on the host when it is moved.
-_HOST_RESHAPES = frozenset({"float", "half", "double", "long", "int", "bool", "unsqueeze", "squeeze", "view",
-                            "reshape", "flatten", "contiguous", "permute", "transpose", "t"})
-
-
 def _unreshaped(made: cst.Call) -> cst.Call:
     """`torch.from_numpy(pos).float().unsqueeze(0)` -> `torch.from_numpy(pos)`: the call that made the data."""
-    while isinstance(made.func, cst.Attribute) and made.func.attr.value in _HOST_RESHAPES \
+    while isinstance(made.func, cst.Attribute) and made.func.attr.value in HOST_RESHAPES \
             and isinstance(made.func.value, cst.Call):
         made = made.func.value
     return made
