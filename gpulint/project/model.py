@@ -162,10 +162,9 @@ class Project:
         # files' and the configs' settings; a file that sets an interval itself decides it for its own gates
         # (`_short_intervals`).
         self._config_intervals = tuple(config_intervals)
-        self.every_step_intervals = every_step_intervals(
-            [*self._config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))])
-        self._unit_intervals = every_step_intervals(
-            [*self._config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))], below=2)
+        intervals = [*self._config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))]
+        self.every_step_intervals = every_step_intervals(intervals)
+        self._unit_intervals = every_step_intervals(intervals, below=2)
         self._short_by_file: dict[tuple[str, int], frozenset[str]] = {}
         # The words the shipped settings give options (configs.option_values): the configs' and the training files'.
         self.option_values: dict[str, set[str]] = {}

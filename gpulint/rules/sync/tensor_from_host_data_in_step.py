@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpulint.linter.names import dotted_name
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.project.vocab import HOST_RESHAPES
-from gpulint.linter.names import dotted_name
 from gpulint.rules.common import is_cpu_string, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives, selects_action
