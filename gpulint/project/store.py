@@ -47,6 +47,7 @@ def scope_from(data: dict) -> Scope:
             "decorators": tuple(data["decorators"]),
             "decorator_args": tuple(data["decorator_args"]),
             "bases": tuple(data["bases"]),
+            "copied_params": tuple(data["copied_params"]),
             "loops": [Loop(**{**loop, "start": _pos(loop["start"])}) for loop in data["loops"]],
             "regions": [
                 Region(r["kind"], _pos(r["start"]), _pos(r["end"]), r["loop"], tuple(r["flags"])) for r in data["regions"]

@@ -98,3 +98,28 @@ def test_the_model_gives_the_same_facts_whatever_the_hash_seed(tmp_path):
         for seed in ("1", "2", "3", "4")
     }
     assert len(outputs) == 1
+
+
+def test_a_stored_copy_helper_serves_its_callers_after_an_edit(tmp_path, monkeypatch, capsys):
+    """A file read from the stored outlines keeps what the model learnt of it (a copy helper's copied parameters),
+    in the types the model uses: the run after an edit finds what a cold run finds, with no model failure."""
+    helper = "import numpy as np\nimport torch\n\n\ndef tensor(x):\n    return torch.from_numpy(np.asarray(x)).to('cuda')\n"
+    train = textwrap.dedent("""
+        import torch
+        from utils import tensor
+
+        def train(model, replay, opt):
+            model.cuda()
+            for step in range(1000):
+                rewards = tensor(replay.sample().reward)
+                loss = (model(rewards) - rewards).pow(2).mean()
+                loss.backward()
+                opt.step()
+    """)
+    (tmp_path / "utils.py").write_text(helper)
+    (tmp_path / "train.py").write_text(train)
+    cold = lint(tmp_path, monkeypatch, capsys)
+    assert ("train.py", 8) in cold
+    (tmp_path / "train.py").write_text(train + "\n# changed\n")
+    assert lint(tmp_path, monkeypatch, capsys) == cold
+    assert "project model failed" not in capsys.readouterr().err
