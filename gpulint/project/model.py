@@ -121,6 +121,9 @@ def module_names(path: str) -> list[str]:
     return [".".join(parts[i:]) for i in range(len(parts))]
 
 
+# A module named for running (`train.py`, `main.py`, `finetune_lora.py`) is run as `python -m pkg.train`, whatever
+# imports it.
+_RUN_NAME_PARTS = frozenset({"train", "training", "main", "run", "finetune", "pretrain", "fit"})
 # Lightning moves the batches of these classes' loaders to the device itself, before their step hooks run, and
 # hands its callbacks' batch hooks (`on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)`) the batch
 # it moved.
@@ -166,6 +169,7 @@ class Project:
         self.every_step_intervals = every_step_intervals(intervals)
         self._unit_intervals = every_step_intervals(intervals, below=2)
         self._short_by_file: dict[tuple[str, int], frozenset[str]] = {}
+        self._orphans: frozenset[str] | None = None  # see `_orphan_module`
         # The words the shipped settings give options (configs.option_values): the configs' and the training files'.
         self.option_values: dict[str, set[str]] = {}
         for option, word in (*config_values, *(v for ix in self.files.values() for v in ix.values)):
@@ -283,6 +287,28 @@ class Project:
         if entry not in self._dynamic:
             self._dynamic[entry] = any(self._loads_by_name(path) for path in program)
         return None if self._dynamic[entry] else program
+
+    def _orphan_module(self, path: str) -> bool:
+        """A module of a package that nothing runs: no project file imports or names it, it is no script (no
+        `__main__`, not named for running), and nothing loads modules by name (PaLM-rlhf's `grpo.py`, a trainer its package neither exports nor uses). Its loops are no
+        entry points of the training program."""
+        if self._orphans is None:
+            imported = {target for targets in self._imported().values() for target in targets}
+            packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")}
+            by_name = any(self._loads_by_name(p) for p in self.files)
+            candidates = [
+                p for p, ix in self.files.items()
+                if "/" in p and p.rsplit("/", 1)[0] in packages and p not in imported
+                and not p.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text
+                and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS  # `pkg/train.py`, run with -m
+            ]
+            # Nor one another file names (setup.py's `console_scripts`: `lora_pti = lora_diffusion.cli_lora_pti:main`).
+            named = {stem for stem in (p.rsplit("/", 1)[-1][:-3] for p in candidates)
+                     if any(re.search(rf"\b{re.escape(stem)}\b", ix.text) for q, ix in self.files.items()
+                            if not q.endswith("/" + stem + ".py"))}
+            self._orphans = frozenset() if by_name else frozenset(
+                p for p in candidates if p.rsplit("/", 1)[-1][:-3] not in named)
+        return path in self._orphans
 
     def _loads_by_name(self, path: str) -> bool:
         found = self._by_import_name.get(path)
@@ -996,7 +1022,7 @@ class Project:
                 key = (path, definition.qualname)
                 frame = Frame(path, definition.start + 1, _label(definition.qualname))
                 name = definition.name
-                if training and definition.may_enter:
+                if training and definition.may_enter and not self._orphan_module(path):
                     roots += self._entries_in(path, ix, definition)
                 hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
                 if name in TRAIN_LOADER_HOOKS and training and definition.cls:

@@ -2130,3 +2130,26 @@ def test_a_switch_named_for_sampling_or_evaluation_is_no_training(tmp_path, chec
     }
     found = check(tmp_path, files, "--select", "GPL5")
     assert found == []
+
+
+def test_a_package_module_nothing_imports_or_names_runs_no_training(tmp_path, check):
+    loop = """
+        import torch
+
+        class {name}Trainer:
+            def learn(self, model, loader, optimizer):
+                model.cuda()
+                for batch in loader:
+                    loss = model(batch.cuda(non_blocking=True)).sum()
+                    loss.backward()
+                    optimizer.step()
+                    print(loss.item())
+    """
+    files = {
+        "palm/__init__.py": "from palm.ppo import PPOTrainer\n",
+        "palm/ppo.py": loop.replace("{name}", "PPO"),
+        "palm/grpo.py": loop.replace("{name}", "GRPO"),  # neither exported nor imported nor named anywhere
+        "train.py": "from palm import PPOTrainer\n\nif __name__ == '__main__':\n    PPOTrainer().learn(None, [], None)\n",
+    }
+    found = check(tmp_path, files, "--select", "GPL401")
+    assert [path for path, *_ in found] == ["palm/ppo.py"]
