@@ -180,7 +180,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
         self._buffers: set[str] = set()  # `self.register_buffer("bias", ...)`: attributes that move with the module
-        self._torch_built: set[tuple[int, str]] = set()  # (function, name) bound to `torch.*_like(...)`
+        self._torch_built: set[tuple[int, str]] = set()  # (function, name) bound to a tensor made on the device
         # Loaders handed to a trainer that copies their batches itself (Lightning, Composer): the names passed to
         # `trainer.fit(model, loader)` / `Trainer(train_dataloader=loader)`, and the functions that build the
         # training loader (`train_dataloader` hooks and the helpers they call).
@@ -204,7 +204,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         for target in node.targets:
             if isinstance(target.target, cst.Name):
                 key = (function, target.target.value)
-                (self._torch_built.add if self._made_like(node.value) else self._torch_built.discard)(key)
+                made_there = self._made_like(node.value) or self._output_of_device_input(node.value)
+                (self._torch_built.add if made_there else self._torch_built.discard)(key)
 
     def _is_cuda_type(self, expr: cst.BaseExpression) -> bool:
         """`torch.cuda.FloatTensor`, `"torch.cuda.LongTensor"`, a name bound to one, or `a if c else b` with one."""
@@ -391,6 +392,16 @@ class BlockingHostToDeviceCopy(SyncRule):
             return True  # `self.bias[None, :n].to(device)`: buffers move with the module
         return bool(MODULE_NAME.search(last_name(receiver) or ""))
 
+    def _output_of_device_input(self, expr: cst.BaseExpression) -> bool:
+        """`netG(s_t.cuda())`, `fft(x_t).detach()` with `x_t` on the device: what a module computes from a device
+        tensor is on the device too (melgan's `x_pred_t.cuda()` copies nothing)."""
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
+                and expr.func.attr.value in _SAME_PLACE_METHODS:
+            expr = expr.func.value
+        if not isinstance(expr, cst.Call) or (self.context.resolve(expr.func) or "").startswith(("torch.", "numpy.")):
+            return False
+        return any(a.keyword is None and self.context.location_of(a.value) == "device" for a in expr.args)
+
     def _made_like(self, expr: cst.BaseExpression) -> bool:
         """`torch.ones_like(x) * alpha`: a tensor made on the device of another by a `*_like` factory."""
         if isinstance(expr, cst.BinaryOperation):
@@ -440,6 +451,8 @@ class BlockingHostToDeviceCopy(SyncRule):
 _BATCH_SOURCE = re.compile(r"loader|batch|next\(|data", re.IGNORECASE)
 # `for batch in pbar:`, `for i, data in enumerate(bar)`: the loop variable names what the wrapper yields.
 _BATCH_TARGET = re.compile(r"\b(batch|data|inputs)\b", re.IGNORECASE)
+# Methods whose result is where their receiver is.
+_SAME_PLACE_METHODS = frozenset({"detach", "float", "half", "bfloat16", "contiguous", "clone", "view", "reshape"})
 # The keywords that hand a training loader to a trainer.
 _TRAIN_LOADER_KEYWORDS = frozenset({"train_dataloaders", "train_dataloader"})
 
