@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
-from typing import Iterator
+from typing import Iterator, Sequence, TypeVar
 
 import libcst as cst
+
+T = TypeVar("T", bound=cst.CSTNode)
 
 # Nodes that carry only layout or a token: never walked.
 _NOT_SYNTAX = (
@@ -67,6 +69,12 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
                     yield child
         elif is_syntax(value_kind):
             yield value
+
+
+def innermost(ancestors: Sequence[cst.CSTNode], kind: type[T]) -> T | None:
+    """The innermost node of `kind` (a `FunctionDef`, a `ClassDef`) among `ancestors`, outermost first: for reports
+    decided at the end of a file, from the ancestors saved when they were seen."""
+    return next((node for node in reversed(ancestors) if type(node) is kind), None)  # type: ignore[return-value]
 
 
 def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -182,8 +182,8 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     flags: list[str] = []
     for region in regions_at(scope, pos):
         kind = region.kind
-        short = region.flags and is_short_interval(region.flags[0], file_facts.every_step_intervals)
-        if kind in ("gate", "exit") and short:
+        if kind in ("gate", "exit") and region.flags \
+                and is_short_interval(region.flags[0], file_facts.every_step_intervals):
             continue  # `step % args.log_every == 0` where the shipped configurations set `log_every` to 1, `step % 2`
         if kind in ("gate", "exit") or (kind == "param" and region.flags[0] in facts.gate_params):
             gated = True

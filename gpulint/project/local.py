@@ -249,7 +249,7 @@ def is_step_modulo(node: ast.AST) -> bool:
 def gate_interval(test: ast.AST) -> str:
     """The interval a gate's step modulo divides by: its name (`step % args.log_every == 0` -> "log_every"), or its
     value when written out (`step % 2` -> "2"); "" when it has neither. Shipped configurations may set a named
-    interval to a few steps (`Project.every_step_intervals`)."""
+    interval to a few steps (`Project._short_intervals`)."""
     for node in ast.walk(test):
         if isinstance(node, ast.BinOp) and is_step_modulo(node):
             if isinstance(node.right, ast.Constant) and type(node.right.value) is int:
@@ -1142,8 +1142,8 @@ def _copied_param(call: ast.Call, params: tuple[str, ...], aliases: dict[str, st
         if func.attr == "to" and not _names_a_device(target):
             return ""
         data = func.value
-    elif resolve(dotted(func) or "", aliases) in ("torch.tensor", "torch.as_tensor") and call.args \
-            and any(k.arg == "device" and not _is_cpu_literal(k.value) for k in call.keywords):
+    elif call.args and any(k.arg == "device" and not _is_cpu_literal(k.value) for k in call.keywords) \
+            and resolve(dotted(func) or "", aliases) in ("torch.tensor", "torch.as_tensor"):  # the cheap test first
         data, wrapped = call.args[0], True
     else:
         return ""

@@ -166,8 +166,8 @@ class Project:
         # (`_short_intervals`).
         self._config_intervals = tuple(config_intervals)
         intervals = [*self._config_intervals, *(s for ix in self.files.values() for s in sorted(ix.intervals))]
-        self.every_step_intervals = every_step_intervals(intervals)
-        self._unit_intervals = every_step_intervals(intervals, below=2)
+        # By threshold (SHORT_INTERVAL; 2: exactly 1), as the whole project sets them.
+        self._project_short = {below: every_step_intervals(intervals, below) for below in (SHORT_INTERVAL, 2)}
         self._short_by_file: dict[tuple[str, int], frozenset[str]] = {}
         self._orphans: frozenset[str] | None = None  # see `_orphan_module`
         # The words the shipped settings give options (configs.option_values): the configs' and the training files'.
@@ -290,8 +290,8 @@ class Project:
 
     def _orphan_module(self, path: str) -> bool:
         """A module of a package that nothing runs: no project file imports or names it, it is no script (no
-        `__main__`, not named for running), and nothing loads modules by name (PaLM-rlhf's `grpo.py`, a trainer its package neither exports nor uses). Its loops are no
-        entry points of the training program."""
+        `__main__`, not named for running), and nothing loads modules by name (PaLM-rlhf's `grpo.py`, a trainer its
+        package neither exports nor uses). Its loops are no entry points of the training program."""
         if self._orphans is None:
             imported = {target for targets in self._imported().values() for target in targets}
             packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")}
@@ -302,10 +302,15 @@ class Project:
                 and not p.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text
                 and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS  # `pkg/train.py`, run with -m
             ]
-            # Nor one another file names (setup.py's `console_scripts`: `lora_pti = lora_diffusion.cli_lora_pti:main`).
-            named = {stem for stem in (p.rsplit("/", 1)[-1][:-3] for p in candidates)
-                     if any(re.search(rf"\b{re.escape(stem)}\b", ix.text) for q, ix in self.files.items()
-                            if not q.endswith("/" + stem + ".py"))}
+            # Nor one another file names (setup.py's `console_scripts`: `lora_pti = lora_diffusion.cli_lora_pti:main`):
+            # each file's text is searched once for all the candidates' names.
+            stems = {p.rsplit("/", 1)[-1][:-3] for p in candidates}
+            named: set[str] = set()
+            if stems and not by_name:
+                pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(stems))))
+                for q, ix in self.files.items():
+                    own = q.rsplit("/", 1)[-1][:-3] if "/" in q else None  # a module does not name itself
+                    named |= {stem for stem in pattern.findall(ix.text) if stem != own}
             self._orphans = frozenset() if by_name else frozenset(
                 p for p in candidates if p.rsplit("/", 1)[-1][:-3] not in named)
         return path in self._orphans
@@ -1507,8 +1512,7 @@ class Project:
             own = argparse_intervals(self.files[path].text)
             names = {name for name, _ in own}
             local = every_step_intervals([*self._config_intervals, *sorted(own)], below) if own else frozenset()
-            project = self.every_step_intervals if below == SHORT_INTERVAL else self._unit_intervals
-            found = self._short_by_file[(path, below)] = (project - names) | (local & names)
+            found = self._short_by_file[(path, below)] = (self._project_short[below] - names) | (local & names)
         return found
 
     def _lightning_classes(self, path: str) -> frozenset[str]:
@@ -1632,9 +1636,10 @@ def _names_alike(receiver: str, class_name: str) -> bool:
     """Does an object's name echo its class's: a part of three letters or more of one inside the other, or the
     class's initials (`ema`: ExponentialMovingAverage)?"""
     owner = class_name.rsplit(".", 1)[-1]
+    lowered = owner.lower()
     name = receiver.rsplit(".", 1)[-1].lower().strip("_")
-    return bool(name) and (name in owner.lower() or owner.lower() in name or any(
-        len(part) >= 3 and part in owner.lower() for part in name_parts(name)
+    return bool(name) and (name in lowered or lowered in name or any(
+        len(part) >= 3 and part in lowered for part in name_parts(name)
     ) or (len(name) >= 2 and name == camel_initials(owner)))
 
 

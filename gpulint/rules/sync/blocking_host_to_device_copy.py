@@ -9,7 +9,8 @@ import libcst as cst
 from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
 from gpulint.linter.names import dotted_name, last_name, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
-from gpulint.project.vocab import TRAIN_LOADER_HOOKS
+from gpulint.linter.syntax import innermost
+from gpulint.project.vocab import SAME_PLACE_METHODS, TRAIN_LOADER_HOOKS
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import (
@@ -308,10 +309,9 @@ class BlockingHostToDeviceCopy(SyncRule):
     def _feeds_trainer(self, ancestors: tuple[cst.CSTNode, ...]) -> bool:
         """Is the DataLoader built in a Lightning module's training-loader hook (or a helper it calls), or bound to
         a name the file hands to a trainer?"""
-        function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
-        owner = next((n.name.value for n in reversed(ancestors) if isinstance(n, cst.ClassDef)), "")
+        function, owner = innermost(ancestors, cst.FunctionDef), innermost(ancestors, cst.ClassDef)
         if function is not None and function.name.value in self._loader_builders \
-                and owner in self.context.facts.lightning_classes:
+                and owner is not None and owner.name.value in self.context.facts.lightning_classes:
             return True
         assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
         return assign is not None and any(dotted_name(t.target) in self._fed_to_trainer for t in assign.targets)
@@ -396,7 +396,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         """`netG(s_t.cuda())`, `fft(x_t).detach()` with `x_t` on the device: what a module computes from a device
         tensor is on the device too (melgan's `x_pred_t.cuda()` copies nothing)."""
         while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
-                and expr.func.attr.value in _SAME_PLACE_METHODS:
+                and expr.func.attr.value in SAME_PLACE_METHODS:
             expr = expr.func.value
         if not isinstance(expr, cst.Call) or (self.context.resolve(expr.func) or "").startswith(("torch.", "numpy.")):
             return False
@@ -451,8 +451,6 @@ class BlockingHostToDeviceCopy(SyncRule):
 _BATCH_SOURCE = re.compile(r"loader|batch|next\(|data", re.IGNORECASE)
 # `for batch in pbar:`, `for i, data in enumerate(bar)`: the loop variable names what the wrapper yields.
 _BATCH_TARGET = re.compile(r"\b(batch|data|inputs)\b", re.IGNORECASE)
-# Methods whose result is where their receiver is.
-_SAME_PLACE_METHODS = frozenset({"detach", "float", "half", "bfloat16", "contiguous", "clone", "view", "reshape"})
 # The keywords that hand a training loader to a trainer.
 _TRAIN_LOADER_KEYWORDS = frozenset({"train_dataloaders", "train_dataloader"})
 

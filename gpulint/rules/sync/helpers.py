@@ -10,6 +10,7 @@ import libcst as cst
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.project.vocab import ACCUMULATION_PARTS
 from gpulint.linter.rule import Report, Rule
+from gpulint.linter.syntax import innermost
 from gpulint.rules.common import is_cpu_device, keyword_arg
 from gpulint.rules.sync.tensors import Tensors
 
@@ -164,11 +165,11 @@ class SyncRule(Rule):
         observation the policy acts on must reach the device, every environment step. No device-side form avoids
         that copy, so it is not reported: anything synced in an action-selection method (`select_action`, `act`,
         an `Agent`'s `__call__`), and a host read of the actions themselves (`actions.cpu().numpy()`)."""
-        function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
+        function = innermost(ancestors, cst.FunctionDef)
         if function is not None:
-            owner = next((n.name.value for n in reversed(ancestors) if isinstance(n, cst.ClassDef)), "")
+            owner = innermost(ancestors, cst.ClassDef)
             if selects_action(function.name.value) or (
-                    function.name.value == "__call__" and _AGENT_CLASS.search(owner)):
+                    function.name.value == "__call__" and owner is not None and _AGENT_CLASS.search(owner.name.value)):
                 return True
         return self.reads_to_host and bool(_ACTION_NAME.search(root_name(node) or ""))
 

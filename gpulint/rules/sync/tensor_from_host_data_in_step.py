@@ -75,14 +75,19 @@ class TensorFromHostDataInStep(SyncRule):
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         return True  # nor has the function that calls it
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        # The project's copy helpers called in this file, by callee as written: (positions, keywords) they copy.
+        # (The first entry of a name wins, as the facts list them.)
+        self._copy_helpers = {helper: (positions, keywords)
+                              for helper, positions, keywords in reversed(context.facts.copy_calls)}
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if self.context.facts.copy_calls:
-            name = dotted_name(func)
-            for helper, positions, keywords in self.context.facts.copy_calls:
-                if helper == name:
-                    self._check_helper_call(node, positions, keywords)
-                    return
+        copied = self._copy_helpers.get(dotted_name(func) or "") if self._copy_helpers else None
+        if copied is not None:
+            self._check_helper_call(node, *copied)
+            return
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and isinstance(func.value, cst.Call):
             self._check_moved(node, _unreshaped(func.value))
             return
