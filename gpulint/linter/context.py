@@ -76,6 +76,7 @@ class FileContext:
         self.shared: dict[type, object] = {}  # the rules' shared helpers for this file (`helper`, `Rule.shared`)
         self._stack: list[cst.CSTNode] = []
         self._names: list[str] = []  # the qualified name of the function being visited, part by part
+        self._classes: list[str] = []  # the qualified names of the classes being visited, innermost last
         self._scopes: list[dict[str, Location]] = [{}]
         # Per scope, the names annotated as Python scalars (`n: int`, a parameter `scale: float`): on the host.
         self._declared: list[set[str]] = [set()]
@@ -121,6 +122,7 @@ class FileContext:
                 self._scopes[-1][name] = "host"
         elif kind is cst.ClassDef:
             self._names.append(node.name.value)
+            self._classes.append(".".join(self._names))
         elif kind is cst.Lambda:
             self._scopes.append({})
             self._declared.append(set())
@@ -157,6 +159,7 @@ class FileContext:
             self._names.pop()
         elif kind is cst.ClassDef:
             self._names.pop()
+            self._classes.pop()
         elif kind is cst.Lambda:
             self._scopes.pop()
             self._declared.pop()
@@ -240,6 +243,9 @@ class FileContext:
         if kind is cst.Attribute:
             if expr.attr.value in METADATA_ATTRS:
                 return "host"
+            if self._classes and type(expr.value) is cst.Name and expr.value.value == "self" \
+                    and f"{self._classes[-1]}.{expr.attr.value}" in self.facts.host_attributes:
+                return "host"  # a flag its class only ever sets from a literal (`self.add_z_loss = add_z_loss`)
             return "unknown"
         if kind is cst.Subscript:
             return "host" if self.location_of(expr.value) == "host" else "unknown"

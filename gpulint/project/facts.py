@@ -90,6 +90,9 @@ class FileFacts:
     # Callees as written here (`tensor`) of project functions that copy an argument's host data to the device, with
     # the positions and keywords of the arguments they copy: each call passing host data is a pageable copy.
     copy_calls: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()
+    # `Class.attribute` for attributes its methods only ever set to host values (`self.add_z_loss = add_z_loss`, whose
+    # parameter defaults to False): a Python flag or number, never a tensor, wherever a method reads it.
+    host_attributes: frozenset[str] = frozenset()
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no value shipped settings give the option of a "choice" region choose it? False when no setting

@@ -53,6 +53,7 @@ from gpulint.project.vocab import (
     SAME_PLACE_METHODS,
     ACCUMULATION_PARTS,
     STEP_METHODS,
+    STEP_NAME_PARTS,
     VALUE_BUILTINS,
     name_parts,
 )
@@ -148,6 +149,9 @@ class Scope:
     # The parameters whose host data it copies to the device (`torch.from_numpy(x).to(device)`): a copy helper,
     # whose callers pay a pageable copy each time they pass it host data (DeepRL's `tensor(x)`).
     copied_params: tuple[str, ...] = ()
+    # The attributes of `self` it sets (`self.add_z_loss = add_z_loss`), each with whether to a host value: a literal,
+    # a host expression, or a parameter defaulting to a literal (`add_z_loss=False`).
+    self_sets: list[tuple[str, bool]] = field(default_factory=list)
     no_grad_decorated: bool = False
     # For a generator: the loops (by index) holding a `yield`, or -1 for a yield outside any loop. Each item a
     # consumer takes runs one pass of such a loop.
@@ -246,15 +250,32 @@ def is_step_modulo(node: ast.AST) -> bool:
     return not (isinstance(left, ast.Attribute) and left.attr in METADATA_ATTRS)
 
 
+def divisibility_call(node: ast.AST) -> bool:
+    """`divisible_by(step, validate_every)`: a helper testing that the step is a multiple of an interval, written as a
+    call instead of `step % N == 0`. Its first argument must be a count, not a size (`divisible_by(dim, heads)`)."""
+    if not (isinstance(node, ast.Call) and len(node.args) == 2 and not node.keywords):
+        return False
+    name = dotted(node.func)
+    if name is None or "divisible" not in name_parts(name.rsplit(".", 1)[-1]):
+        return False
+    count_node = node.args[0]
+    if isinstance(count_node, ast.BinOp):  # `divisible_by(step + 1, N)`
+        count_node = count_node.left
+    count = dotted(count_node)
+    return count is not None and bool(name_parts(count.rsplit(".", 1)[-1]) & (STEP_NAME_PARTS | {"i", "it", "n"}))
+
+
 def gate_interval(test: ast.AST) -> str:
     """The interval a gate's step modulo divides by: its name (`step % args.log_every == 0` -> "log_every"), or its
     value when written out (`step % 2` -> "2"); "" when it has neither. Shipped configurations may set a named
     interval to a few steps (`Project._short_intervals`)."""
     for node in ast.walk(test):
-        if isinstance(node, ast.BinOp) and is_step_modulo(node):
-            if isinstance(node.right, ast.Constant) and type(node.right.value) is int:
-                return str(node.right.value)
-            name = dotted(node.right)
+        divisor = node.right if isinstance(node, ast.BinOp) and is_step_modulo(node) else \
+            node.args[1] if divisibility_call(node) else None  # type: ignore[attr-defined]
+        if divisor is not None:
+            if isinstance(divisor, ast.Constant) and type(divisor.value) is int:
+                return str(divisor.value)
+            name = dotted(divisor)
             return name.rsplit(".", 1)[-1] if name else ""
     return ""
 
@@ -269,6 +290,8 @@ def modulo_form(test: ast.AST) -> str | None:
     """"inverted" for `a % n` and `a % n != 0` (true on most steps), "equal" for `a % n == 0`, else None."""
     if is_step_modulo(test):
         return "inverted"
+    if divisibility_call(test):
+        return "equal"
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and is_step_modulo(test.left):
         if isinstance(test.ops[0], ast.NotEq):
             return "inverted"
@@ -310,7 +333,7 @@ def names_a_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
     stack = [test]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.BinOp) and is_step_modulo(node):
+        if isinstance(node, ast.BinOp) and is_step_modulo(node) or divisibility_call(node):
             return True
         if isinstance(node, ast.Call):
             name = dotted(node.func)
@@ -656,6 +679,28 @@ class _Values:
 _FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
 
+def _attribute_set_by_name(func: str, args: list[ast.expr]) -> str | None:
+    """The attribute of self a call sets by name: `self.register_buffer("x", t)` (a buffer or parameter is a tensor)
+    and `setattr(self, "x", value)` (anything)."""
+    if func in ("self.register_buffer", "self.register_parameter") and args:
+        return _string_of(args[0])
+    if func == "setattr" and len(args) == 3 and isinstance(args[0], ast.Name) and args[0].id == "self":
+        return _string_of(args[1])
+    return None
+
+
+def _of_self(attribute: ast.Attribute) -> bool:
+    return isinstance(attribute.value, ast.Name) and attribute.value.id == "self"
+
+
+def _literal_defaults(args: ast.arguments) -> frozenset[str]:
+    """The parameters defaulting to a literal other than None: `flag=False`, `scale=1.0`, `mode="mean"`."""
+    positional = (*args.posonlyargs, *args.args)
+    pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+    return frozenset(arg.arg for arg, default in pairs
+                     if isinstance(default, ast.Constant) and default.value is not None)
+
+
 def _empty_container(value: ast.AST) -> bool:
     """`[]`, `{}`, `list()`, `dict()`, `defaultdict(list)`, `[[] for _ in layers]`."""
     if isinstance(value, (ast.List, ast.Dict, ast.Tuple)) and not getattr(value, "elts", getattr(value, "keys", None)):
@@ -707,6 +752,8 @@ class _Walker:
         # Names bound to a test of the device (`is_mps = x.device.type == "mps"`), per scope: `if is_mps:` is a
         # backend branch as surely as the test written out.
         self.backend_tests: dict[tuple[str, str], ast.AST] = {}
+        # Per function being walked, its parameters that default to a literal other than None (`add_z_loss=False`).
+        self.literal_params: list[frozenset[str]] = [frozenset()]
 
     @property
     def scope(self) -> Scope:
@@ -792,12 +839,14 @@ class _Walker:
             if arg.annotation is not None and (annotated := annotated_class(arg.annotation)):
                 scope.assigns.append(Assign(arg.arg, annotation=annotated))  # `def train(ema: ModelEMA)`
         self.values.scopes.append({name: "unknown" for name in params})
+        self.literal_params.append(_literal_defaults(args))
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)
         self.shallow = saved_shallow
         self.no_grad_depth = saved_depth
         self.values.scopes.pop()
+        self.literal_params.pop()
         self._leave()
 
     def _class(self, node: ast.ClassDef, shallow: bool = False) -> None:
@@ -891,6 +940,8 @@ class _Walker:
                 self.values.bind(node.target, self.values.kind_of(node.value))
         elif isinstance(node, ast.AugAssign):
             self._expr(node.value)
+            if isinstance(node.target, ast.Attribute) and _of_self(node.target):  # `self.total += loss`
+                self._note_self_set(node.target, node.value)
             if isinstance(node.target, ast.Subscript):  # `totals[k] += loss`
                 self._fill(node.target.value, self.values.kind_of(node.value))
             if isinstance(node.target, ast.Name):
@@ -930,6 +981,14 @@ class _Walker:
             self._expr(target)
 
     def _record_assign(self, target: ast.AST, value: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):  # `self.a, self.b = a, b`: noted for attributes of self
+            pairs = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+            for index, element in enumerate(target.elts):
+                if isinstance(element, ast.Attribute) and _of_self(element):
+                    self._note_self_set(element, value.elts[index] if pairs else None)  # type: ignore[attr-defined]
+            return
+        if isinstance(target, ast.Attribute) and _of_self(target):
+            self._note_self_set(target, value)
         name = dotted(target)
         if name is None:
             return
@@ -940,6 +999,12 @@ class _Walker:
             self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls))
         elif (source := dotted(value)) is not None:
             self.scope.assigns.append(Assign(name, source=source))
+
+    def _note_self_set(self, target: ast.Attribute, value: ast.AST | None) -> None:
+        """`self.x = value`: whether `value` (None: not known) is a host value, for `Scope.self_sets`."""
+        host = value is not None and (self.values.kind_of(value) == "host" or (
+            isinstance(value, ast.Name) and value.id in self.literal_params[-1]))
+        self.scope.self_sets.append((target.attr, host))
 
     def _loop(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
         scope = self.scope
@@ -1071,6 +1136,8 @@ class _Walker:
             values = [*node.args, *(k.value for k in node.keywords)]
             kinds = {self.values.kind_of(v) for v in values}
             self._fill(node.func.value, "host" if values and kinds == {"host"} else "unknown")
+        if (name := _attribute_set_by_name(func, node.args)) is not None:
+            self.scope.self_sets.append((name, False))  # `self.register_buffer("num_updates", torch.tensor(0))`
         loops = self.loop_stack[-1]
         loop = loops[-1] if loops else -1
         call = Call(node.lineno + self.offset, self._pos(node), func, loop)

@@ -1491,7 +1491,8 @@ class Project:
                          every_step_intervals=self._short_intervals(path), option_values=self._option_values_in(scopes),
                          off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path),
                          unit_intervals=self._short_intervals(path, below=2),
-                         copy_calls=tuple(sorted(self._copy_calls.get(path, ()))))
+                         copy_calls=tuple(sorted(self._copy_calls.get(path, ()))),
+                         host_attributes=self._host_attributes(path))
 
     def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,
@@ -1514,6 +1515,20 @@ class Project:
             local = every_step_intervals([*self._config_intervals, *sorted(own)], below) if own else frozenset()
             found = self._short_by_file[(path, below)] = (self._project_short[below] - names) | (local & names)
         return found
+
+    def _host_attributes(self, path: str) -> frozenset[str]:
+        """`Class.attribute` for the attributes of the file's classes that every method (and function nested in one)
+        sets only to host values (`Scope.self_sets`). Classes are those defined at the top of the file."""
+        module = self.files[path]
+        host: dict[str, bool] = {}
+        for definition in module.definitions.values():
+            if definition.is_class or not definition.cls:
+                continue
+            for scope in module.scopes_of(definition).values():
+                for attribute, is_host in scope.self_sets:
+                    key = f"{definition.cls}.{attribute}"
+                    host[key] = host.get(key, True) and is_host
+        return frozenset(key for key, is_host in host.items() if is_host)
 
     def _lightning_classes(self, path: str) -> frozenset[str]:
         """The names of the file's classes with a `LightningModule`, `LightningDataModule` or Lightning `Callback`

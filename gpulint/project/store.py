@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/4"
+FORMAT = "gpulint.project/5"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -63,6 +63,7 @@ def scope_from(data: dict) -> Scope:
             ],
             "assigns": [Assign(**{**a, "calls": tuple(a["calls"])}) for a in data["assigns"]],
             "imports": [tuple(i) for i in data["imports"]],
+            "self_sets": [(attribute, host) for attribute, host in data["self_sets"]],
         }
     )
 
@@ -144,6 +145,7 @@ def load_facts(data: dict) -> FileFacts:
         frozenset(data["lightning_classes"]),
         frozenset(data["unit_intervals"]),
         tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["copy_calls"]),
+        frozenset(data["host_attributes"]),
     )
 
 
