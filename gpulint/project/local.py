@@ -689,6 +689,18 @@ def _attribute_set_by_name(func: str, args: list[ast.expr]) -> str | None:
     return None
 
 
+# Module methods returning the module itself: `Net(cfg).to(device)` is the Net built.
+_RETURNS_ITSELF = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16",
+                             "requires_grad_", "share_memory"})
+
+
+def _built_object(call: ast.Call) -> ast.Call:
+    """The call that builds what `call` returns: `Net(cfg)` of `Net(cfg).to(device).train()`."""
+    while isinstance(call.func, ast.Attribute) and call.func.attr in _RETURNS_ITSELF and isinstance(call.func.value, ast.Call):
+        call = call.func.value
+    return call
+
+
 def _of_self(attribute: ast.Attribute) -> bool:
     return isinstance(attribute.value, ast.Name) and attribute.value.id == "self"
 
@@ -993,9 +1005,10 @@ class _Walker:
         if name is None:
             return
         if isinstance(value, ast.Call):
+            calls = tuple(dotted(n.func) or "" for n in ast.walk(value) if isinstance(n, ast.Call))
+            value = _built_object(value)
             callee = dotted(value.func) or ""
             first = dotted(value.args[0]) or "" if value.args else ""
-            calls = tuple(dotted(n.func) or "" for n in ast.walk(value) if isinstance(n, ast.Call))
             self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls))
         elif (source := dotted(value)) is not None:
             self.scope.assigns.append(Assign(name, source=source))

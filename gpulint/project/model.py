@@ -498,7 +498,36 @@ class Project:
                     scope = ix.scope(definition.qualname)
                     if scope is not None:
                         found |= self._assigned_types(klass.path, scope, f"self.{attr}", depth=1)
+                        if not found and definition.name == "__init__":
+                            found = self._passed_types(klass, scope, f"self.{attr}")
         self._attr_types[key] = found
+        return found
+
+    def _passed_types(self, cls: Target, init: Scope, attribute: str) -> set[Target]:
+        """What a wrapper keeps of what it was given: `self.net = net` in `__init__(self, net)` holds what every
+        place building the class passes as `net` (`AutoregressiveWrapper(self.decoder)`), where the model knows
+        their classes; nothing when it knows none (the caller guesses)."""
+        source = next((a.source for a in init.assigns if a.target == attribute and a.source), "")
+        if source not in init.params[1:]:
+            return set()
+        position = init.params.index(source) - 1
+        name = cls.qualname.rsplit(".", 1)[-1]
+        found: set[Target] = set()
+        for path, ix in self.files.items():
+            if not ix.class_names.get(name):
+                continue
+            scopes = [ix.module_scope] if ix.module_scope is not None else []
+            for definition in ix.definitions.values():
+                if not definition.is_class and name in definition.code:
+                    scopes.extend(ix.scopes_of(definition).values())
+            for scope in scopes:
+                for call in scope.calls:
+                    if call.func.rsplit(".", 1)[-1] != name or cls not in self._callable_targets(path, scope, call.func):
+                        continue
+                    passed = call.first_arg if position == 0 else \
+                        call.arg_names[position] if position < len(call.arg_names) else ""
+                    found |= self.types_of(path, scope, passed, depth=2) if passed else set()
+        found.discard(cls)  # `model = Wrapper(model)`: the name's other binding, not what was passed
         return found
 
     # ------------------------------------------------------------------------------------------- objects
@@ -738,16 +767,35 @@ class Project:
     def _object_call(self, path: str, scope: Scope, name: str, per_step: bool) -> _Resolved:
         """Calling an object: a module's `forward` (or a class's `__call__`)."""
         out = _Resolved(bound=True)
+        bindings = self._bindings(path, scope, name) if "." not in name else []
+        sources = {a.source for a in bindings}
+        if len(sources) == 1 and (source := sources.pop()).endswith(".apply") and all(a.source for a in bindings):
+            # `detach_multiple = DetachMultiple.apply`, then `detach_multiple(a, b)`: the Function's passes
+            out.targets = self._function_passes(path, scope, source.split(".")[:-1])
+            return out
         types = self.types_of(path, scope, name)
         for cls in sorted(types, key=_order):
             method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")
             if method is not None:
                 out.targets.append(method)
-        if not types and per_step and not self._external_object(path, scope, name) \
+        callable_annotated = any(a.annotation.rsplit(".", 1)[-1].lower() == "callable" for a in bindings)
+        if not types and per_step and not self._external_object(path, scope, name) and not callable_annotated \
                 and not _names_a_function(name.rsplit(".", 1)[-1]):
             out.certain, out.guess = False, _forward_guess_key(name)
             out.targets = self._forward_guess(out.guess)
         return out
+
+    def _bindings(self, path: str, scope: Scope, name: str) -> list[Assign]:
+        """The assignments of `name` in the innermost scope (from `scope` outwards) that binds it or takes it as a
+        parameter (whose annotation is an assignment too)."""
+        ix = self.files[path]
+        current: Scope | None = scope
+        while current is not None:
+            found = [a for a in current.assigns if a.target == name]
+            if found or name in current.params:
+                return found
+            current = ix.scope(current.parent) if current.parent else None
+        return []
 
     def _method_call(self, path: str, scope: Scope, receiver: str, method: str, per_step: bool) -> _Resolved:
         out = _Resolved(bound=True)
@@ -846,8 +894,9 @@ class Project:
         if program is not None and any(f.path in program for f in forwards):
             built, models, forwards = ([f for f in pool if f.path in program] for pool in (built, models, forwards))
         receiver = guess.partition(" ")[2]
-        alike = [f for f in built if _names_alike(receiver, _class_of(f))] if receiver else []
-        return alike or models or built or forwards
+        if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
+            return [f for f in built if _names_alike(receiver, _class_of(f))]
+        return models or built or forwards
 
     def _guess_pool(self) -> tuple[list[Target], list[Target]]:
         """The forwards of the classes the program builds, and those of them no module builds as a layer; made anew

@@ -2153,3 +2153,70 @@ def test_a_package_module_nothing_imports_or_names_runs_no_training(tmp_path, ch
     }
     found = check(tmp_path, files, "--select", "GPL401")
     assert [path for path, *_ in found] == ["palm/ppo.py"]
+
+
+def test_wrappers_function_aliases_and_callables_resolve_without_a_guess(tmp_path):
+    """x-transformers' shapes: `XTransformer(...).to(DEVICE)` is an XTransformer; `AutoregressiveWrapper(net)` keeps
+    `self.net = net` and runs what it was given; `detach_multiple = DetachMultiple.apply` runs the Function; a
+    parameter annotated `callable` and `self.text_head` of unknown class run no model the program builds."""
+    project = model(tmp_path, {
+        "xt/layers.py": """
+            import torch
+
+            class Decoder(torch.nn.Module):
+                def forward(self, x):
+                    return x
+
+            class DetachMultiple(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, *xs):
+                    return xs
+
+                @staticmethod
+                def backward(ctx, *grads):
+                    return grads
+
+            detach_multiple = DetachMultiple.apply
+
+            class Wrapper(torch.nn.Module):
+                def __init__(self, net, text_head=None):
+                    super().__init__()
+                    self.net = net
+                    self.text_head = text_head
+
+                def forward(self, x, weigh: callable | None = None):
+                    x, = detach_multiple(self.net(x))
+                    if weigh is not None:
+                        x = weigh(x)
+                    return self.text_head(x)
+
+            class Top(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.decoder = Decoder()
+                    self.decoder = Wrapper(self.decoder)
+
+                def forward(self, x):
+                    return self.decoder(x)
+
+            class Unrelated(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """,
+        "train.py": """
+            import torch
+            from xt.layers import Top, Unrelated
+
+            DEVICE = "cuda"
+            model = Top().to(DEVICE)
+            other = Unrelated()
+            for batch in loader:
+                model(batch).backward()
+                opt.step()
+        """,
+    })
+    reach = project.reach
+    for method in ("Top.forward", "Wrapper.forward", "Decoder.forward", "DetachMultiple.forward",
+                   "DetachMultiple.backward"):
+        assert not reach[("xt/layers.py", method)].likely, method
+    assert ("xt/layers.py", "Unrelated.forward") not in reach
