@@ -94,6 +94,14 @@ _BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:")
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
+# `@torchbearer.callbacks.on_backward` over a function: a callback made of it, run at that point of every step.
+_HOOK_DECORATOR = re.compile(r"@(?:\w+\.)*(\w+)\s*\n")
+
+
+def _hook_decorated(code: str) -> bool:
+    return any(name in PER_BATCH_HOOKS for name in _HOOK_DECORATOR.findall(code[:code.find("def ")]))
+
+
 @dataclass(frozen=True)
 class Target:
     path: str
@@ -1087,7 +1095,8 @@ class Project:
                 if hooked and training and not is_cold_function_name(name):
                     hooks.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
                     self.entries = self.entries or training
-                elif definition.code.startswith("@") and _PER_STEP_DECORATOR.match(definition.code):
+                elif definition.code.startswith("@") and (_PER_STEP_DECORATOR.match(definition.code)
+                                                          or _hook_decorated(definition.code)):
                     roots.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
                                              reason=f"in `{name}`, a handler of an iteration event")))
                 elif training and may_be_step_work(name, definition.cls) \

@@ -40,6 +40,9 @@ PER_BATCH_HOOKS = frozenset(
         # Composer's events, which its Engine runs on every callback each batch.
         "batch_start", "batch_end", "after_dataloader", "before_forward", "after_forward", "before_loss",
         "after_loss", "before_backward", "after_backward", "before_train_batch", "after_train_batch",
+        # torchbearer's and Poutyne's callbacks (the training ones: `on_sample_validation` is evaluation).
+        "on_sample", "on_forward", "on_criterion", "on_backward", "on_step_training", "on_train_batch_begin",
+        "on_backward_end",
     }
 )
 # Hooks a framework (Lightning) calls once at setup to build the training loader: code the training program runs.
@@ -185,6 +188,8 @@ def is_cold_method(name: str, cls: str) -> bool:
 
 
 def is_cold_function_name(name: str) -> bool:
+    if name in PER_BATCH_HOOKS:  # torchbearer's `on_sample` draws the training batch: a hook of every step
+        return False
     parts = name_parts(name)
     # `train_validate`, `train_and_evaluate`: the training half runs every step.
     return bool(parts & COLD_NAME_PARTS) and not parts & {"train", "training", "fit"}

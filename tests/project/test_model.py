@@ -2220,3 +2220,37 @@ def test_wrappers_function_aliases_and_callables_resolve_without_a_guess(tmp_pat
                    "DetachMultiple.backward"):
         assert not reach[("xt/layers.py", method)].likely, method
     assert ("xt/layers.py", "Unrelated.forward") not in reach
+
+
+def test_torchbearer_callbacks_run_every_step_as_methods_and_as_decorated_functions(tmp_path, check):
+    """torchbearer calls `on_sample` (which draws the batch: no sampling for a demo) and `on_backward` of every
+    callback each step, and `@on_backward` makes a callback of a function; `on_sample_validation` is evaluation."""
+    found = check(tmp_path, {
+        "callbacks.py": """
+            import torch
+            from torchbearer.callbacks import Callback, on_backward
+
+            class CutMix(Callback):
+                def on_sample(self, state):
+                    lam = torch.rand(1, device=state["device"])
+                    self.cut = lam.sqrt().item()
+
+                def on_sample_validation(self, state):
+                    self.seen = state["x"].sum().item()
+
+            @on_backward
+            def average_gradients(state):
+                print(state["loss"].detach().cpu())
+        """,
+        "train.py": """
+            import torch
+            from callbacks import CutMix, average_gradients
+
+            def fit(model, loader, optimizer):
+                callbacks = [CutMix(), average_gradients]
+                for x in loader:
+                    model(x).backward()
+                    optimizer.step()
+        """,
+    })
+    assert {(f[0], f[1]) for f in found} == {("callbacks.py", 8), ("callbacks.py", 15)}
