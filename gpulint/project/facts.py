@@ -130,7 +130,7 @@ class FileFacts:
         )
 
 
-_ORDER = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__}
+_ORDER = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__, "!=": float.__ne__}
 
 
 def _number(text: str) -> float | None:

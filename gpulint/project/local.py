@@ -398,31 +398,34 @@ def config_option(node: ast.AST) -> str | None:
     return parts[-1] if name_parts(root) & CONFIG_ROOTS else None
 
 
-def option_choice(test: ast.AST) -> tuple[str, tuple[str, ...]] | None:
-    """The branch of `if test:` that runs for chosen values of an option, with the option, a comparison and the
-    values: `args.engine == "afab"` -> ("body", ("engine", "in", "afab")); `cfg.loss in ("mse", "l2")` -> ("body",
-    ("loss", "in", "mse", "l2")); `args.clip_max_norm > 0` -> ("body", ("clip_max_norm", ">", "0")). `!=` and
-    `not in` choose the `else`. None for any other test."""
+def option_choices(test: ast.AST) -> dict[str, tuple[str, ...]]:
+    """The branches of `if test:` that run only for chosen values of an option, each with the option, a comparison
+    and the values: `args.engine == "afab"` -> {"body": ("engine", "in", "afab")}; `cfg.loss in ("mse", "l2")` ->
+    {"body": ("loss", "in", "mse", "l2")}; `args.clip_max_norm > 0` -> {"body": ("clip_max_norm", ">", "0")};
+    `args.kl_beta != 0` -> {"body": ("kl_beta", "!=", "0"), "orelse": ("kl_beta", "in", "0")}. `!=` and `not in`
+    choose the `else` among words. Empty for any other test."""
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
-        return None
+        return {}
     left = test.left
     if isinstance(left, ast.Call) and isinstance(left.func, ast.Attribute) and not left.args \
             and left.func.attr in ("lower", "upper", "strip", "casefold"):
         left = left.func.value  # `args.optimizer.lower() == "adamw"`: words are compared ignoring case anyway
     option = config_option(left)
     if option is None:
-        return None
+        return {}
     right = test.comparators[0]
     values = [_literal_of(e) for e in right.elts] if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [
         _literal_of(right)]
     if not values or any(value is None for value in values):
-        return None
+        return {}
     op = test.ops[0]
+    number = _number_of(right)
     if isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)):
-        number = _number_of(right)
-        return None if number is None else ("body", (option, _ORDER_OPS[type(op)], number))
+        return {"body": (option, _ORDER_OPS[type(op)], number)} if number is not None else {}
+    if isinstance(op, ast.NotEq) and number is not None:
+        return {"body": (option, "!=", number), "orelse": (option, "in", number)}
     part = "body" if isinstance(op, (ast.Eq, ast.In)) else "orelse" if isinstance(op, (ast.NotEq, ast.NotIn)) else None
-    return (part, (option, "in", *values)) if part else None  # type: ignore[arg-type]
+    return {part: (option, "in", *values)} if part else {}  # type: ignore[dict-item]
 
 
 _ORDER_OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
@@ -1048,7 +1051,7 @@ class _Walker:
         flags = switch_flags(test)
         branch = backend_branch(self._named_backend_test(test)) or ""
         evaluation = _eval_branch(test) or ""
-        choice_part, choice = option_choice(test) or ("", ())
+        choices = option_choices(test)
         for part, body in (("body", node.body), ("orelse", node.orelse)):
             if not body:
                 continue
@@ -1064,8 +1067,8 @@ class _Walker:
                 scope.regions.append(Region("backend", *span))
             if evaluation == part:
                 scope.regions.append(Region("eval", *span))
-            if choice_part == part and not branch:
-                scope.regions.append(Region("choice", *span, flags=choice))
+            if part in choices and not branch:
+                scope.regions.append(Region("choice", *span, flags=choices[part]))
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
             self._block(body)

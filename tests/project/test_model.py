@@ -1608,9 +1608,10 @@ def test_a_factory_named_for_losses_is_setup_not_step_work(tmp_path, check):
 
 
 @pytest.mark.parametrize("script, chosen", [
-    ("", {10}),  # `clip_max_norm` is 0.0 everywhere: `> 0` is never true, `== 0` always
-    ("python train.py --clip_max_norm 0.1\n", {8, 10}),
-    ("python train.py --clip_max_norm auto\n", {8, 10}),  # a value that is no number: nothing is known
+    # `clip_max_norm` is 0.0 everywhere: `> 0` and `!= 0` are never true, `== 0` always (and the `else` of `!= 0`)
+    ("", {10, 14}),
+    ("python train.py --clip_max_norm 0.1\n", {8, 10, 12, 14}),
+    ("python train.py --clip_max_norm auto\n", {8, 10, 12, 14}),  # a value that is no number: nothing is known
 ])
 def test_a_branch_on_a_number_no_shipped_setting_satisfies_is_not_run(tmp_path, check, script, chosen):
     files = {"train.py": """
@@ -1622,6 +1623,10 @@ def test_a_branch_on_a_number_no_shipped_setting_satisfies_is_not_run(tmp_path, 
                 if args.clip_max_norm > 0:
                     total += loss.item()
                 if args.clip_max_norm == 0:
+                    total += loss.item()
+                if args.clip_max_norm != 0:
+                    total += loss.item()
+                else:
                     total += loss.item()
                 opt.step()
 
