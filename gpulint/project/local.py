@@ -704,6 +704,10 @@ def _built_object(call: ast.Call) -> ast.Call:
     return call
 
 
+def _parsed(dotted_name: str) -> ast.expr:
+    return ast.parse(dotted_name, mode="eval").body
+
+
 def _of_self(attribute: ast.Attribute) -> bool:
     return isinstance(attribute.value, ast.Name) and attribute.value.id == "self"
 
@@ -1051,7 +1055,7 @@ class _Walker:
         flags = switch_flags(test)
         branch = backend_branch(self._named_backend_test(test)) or ""
         evaluation = _eval_branch(test) or ""
-        choices = option_choices(test)
+        choices = option_choices(self._named_option_test(test))
         for part, body in (("body", node.body), ("orelse", node.orelse)):
             if not body:
                 continue
@@ -1081,6 +1085,15 @@ class _Walker:
         if bound is None:
             return test
         return ast.UnaryOp(ast.Not(), bound) if negated else bound
+
+    def _named_option_test(self, test: ast.AST) -> ast.AST:
+        """`clip_thresh > 0` as `hparams.clip_thresh > 0` where the scope binds the name only to that option."""
+        if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)):
+            return test
+        sources = {a.source for a in self.scope.assigns if a.target == test.left.id}
+        if len(sources) != 1 or not (source := sources.pop()) or config_option(_parsed(source)) is None:
+            return test
+        return ast.Compare(_parsed(source), test.ops, test.comparators)
 
     def _function_locals(self) -> frozenset[str]:
         """The names the current function has bound so far (its parameters and assignments); none outside one."""

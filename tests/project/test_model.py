@@ -1610,8 +1610,8 @@ def test_a_factory_named_for_losses_is_setup_not_step_work(tmp_path, check):
 @pytest.mark.parametrize("script, chosen", [
     # `clip_max_norm` is 0.0 everywhere: `> 0` and `!= 0` are never true, `== 0` always (and the `else` of `!= 0`)
     ("", {10, 14}),
-    ("python train.py --clip_max_norm 0.1\n", {8, 10, 12, 14}),
-    ("python train.py --clip_max_norm auto\n", {8, 10, 12, 14}),  # a value that is no number: nothing is known
+    ("python train.py --clip_max_norm 0.1\n", {8, 10, 12, 14, 17}),
+    ("python train.py --clip_max_norm auto\n", {8, 10, 12, 14, 17}),  # a value that is no number: nothing is known
 ])
 def test_a_branch_on_a_number_no_shipped_setting_satisfies_is_not_run(tmp_path, check, script, chosen):
     files = {"train.py": """
@@ -1627,6 +1627,9 @@ def test_a_branch_on_a_number_no_shipped_setting_satisfies_is_not_run(tmp_path, 
                 if args.clip_max_norm != 0:
                     total += loss.item()
                 else:
+                    total += loss.item()
+                clip = args.clip_max_norm  # the same option by a local name
+                if clip > 0:
                     total += loss.item()
                 opt.step()
 
