@@ -92,6 +92,9 @@ class Loop:
     no_grad: bool = False
     evaluates: bool = False  # iterates an evaluation loader (`val_loader`): its steps are no training steps
     once: bool = False  # its body ends its first pass (`break` outside any branch): a one-batch init, no step loop
+    # It calls a model (`task.model(x)`) only under no_grad: it extracts features or predicts, it does not train.
+    model_without_grad: bool = False
+    model_with_grad: bool = False
 
 
 @dataclass
@@ -704,6 +707,10 @@ def _built_object(call: ast.Call) -> ast.Call:
     return call
 
 
+# What a model is called by (`model(x)`, `task.model(x)`, `self.net(x)`).
+_MODEL_NAMES = frozenset({"model", "module", "net", "network", "backbone", "encoder", "teacher", "student"})
+
+
 def _parsed(dotted_name: str) -> ast.expr:
     return ast.parse(dotted_name, mode="eval").body
 
@@ -1169,6 +1176,12 @@ class _Walker:
             self.scope.self_sets.append((name, False))  # `self.register_buffer("num_updates", torch.tensor(0))`
         loops = self.loop_stack[-1]
         loop = loops[-1] if loops else -1
+        if func.rsplit(".", 1)[-1] in _MODEL_NAMES:
+            for index in loops:
+                if self.no_grad_depth > 0:
+                    scope.loops[index].model_without_grad = True
+                else:
+                    scope.loops[index].model_with_grad = True
         call = Call(node.lineno + self.offset, self._pos(node), func, loop)
         call.arg_kinds = tuple(self.values.kind_of(a) for a in node.args if not isinstance(a, ast.Starred))
         call.arg_names = tuple(a.id if isinstance(a, ast.Name) else "" for a in node.args

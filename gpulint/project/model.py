@@ -1036,6 +1036,7 @@ class Project:
         candidates = {
             index for index, loop in enumerate(scope.loops)
             if index not in found and (loop.iterates_loader or loop.fetches) and not loop.no_grad and not loop.once
+            and not (loop.model_without_grad and not loop.model_with_grad)  # vissl's feature extraction
         }
         # A loop fetching the batch around a loop that steps (over phases or micro-batches) is the step loop.
         bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}

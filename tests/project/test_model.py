@@ -2262,3 +2262,34 @@ def test_torchbearer_callbacks_run_every_step_as_methods_and_as_decorated_functi
         """,
     })
     assert {(f[0], f[1]) for f in found} == {("callbacks.py", 8), ("callbacks.py", 15)}
+
+
+def test_a_loop_calling_its_model_only_under_no_grad_extracts_it_does_not_train(tmp_path, check):
+    """vissl's trainer extracts features in a loop over its data iterator whose model call is under no_grad: no
+    step loop; a training loop that also runs its teacher under no_grad still trains."""
+    found = check(tmp_path, {
+        "train_net.py": """
+            import itertools
+            import torch
+
+            class Trainer:
+                def extract_split(self, task):
+                    features = []
+                    for count in itertools.count():
+                        sample = next(task.data_iterator)
+                        with torch.no_grad():
+                            out = task.model(sample["input"].cuda(non_blocking=True))
+                        features.append(out.cpu())
+                    return features
+
+                def train(self, task, loader, optimizer):
+                    for batch in loader:
+                        with torch.no_grad():
+                            target = task.teacher(batch)
+                        loss = (task.model(batch) - target).pow(2).mean()
+                        loss.backward()
+                        optimizer.step()
+                        print(loss.item())
+        """,
+    })
+    assert [(f[0], f[1]) for f in found] == [("train_net.py", 22)]
