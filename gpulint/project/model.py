@@ -1551,7 +1551,7 @@ class Project:
                          off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path),
                          unit_intervals=self._short_intervals(path, below=2),
                          copy_calls=tuple(sorted(self._copy_calls.get(path, ()))),
-                         host_attributes=self._host_attributes(path))
+                         host_attributes=self._host_attributes(path, functions))
 
     def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,
@@ -1575,19 +1575,35 @@ class Project:
             found = self._short_by_file[(path, below)] = (self._project_short[below] - names) | (local & names)
         return found
 
-    def _host_attributes(self, path: str) -> frozenset[str]:
-        """`Class.attribute` for the attributes of the file's classes that every method (and function nested in one)
-        sets only to host values (`Scope.self_sets`). Classes are those defined at the top of the file."""
+    def _host_attributes(self, path: str, functions: dict[str, FunctionFacts]) -> frozenset[str]:
+        """`Class.attribute` for the attributes that a class with reached methods sets to host values in `__init__`
+        (`Scope.self_sets`) and nowhere to anything else. Only the methods whose text sets such an attribute are
+        read: reading every method of every class would cost more than the whole lint of most files."""
         module = self.files[path]
-        host: dict[str, bool] = {}
-        for definition in module.definitions.values():
-            if definition.is_class or not definition.cls:
+        reached = {qualname.split(".", 1)[0] for qualname, facts in functions.items()
+                   if facts.reach is not None and "." in qualname}
+        found: set[str] = set()
+        for cls in sorted(reached):
+            methods = [d for d in module.definitions.values() if d.cls == cls and not d.is_class]
+            init = next((d for d in methods if d.name == "__init__"), None)
+            if init is None:
                 continue
-            for scope in module.scopes_of(definition).values():
+            host: dict[str, bool] = {}
+            for scope in module.scopes_of(init).values():
                 for attribute, is_host in scope.self_sets:
-                    key = f"{definition.cls}.{attribute}"
-                    host[key] = host.get(key, True) and is_host
-        return frozenset(key for key, is_host in host.items() if is_host)
+                    host[attribute] = host.get(attribute, True) and is_host
+            candidates = [a for a, is_host in host.items() if is_host]
+            if not candidates:
+                continue
+            sets = re.compile(r"self\.(?:%s)\s*(?:[-+*/@%%|&^]|//|\*\*)?=(?!=)|register_|setattr"
+                              % "|".join(map(re.escape, candidates)))
+            for method in methods:
+                if method is not init and sets.search(method.code):
+                    for scope in module.scopes_of(method).values():
+                        for attribute, is_host in scope.self_sets:
+                            host[attribute] = host.get(attribute, True) and is_host
+            found.update(f"{cls}.{a}" for a, is_host in host.items() if is_host)
+        return frozenset(found)
 
     def _lightning_classes(self, path: str) -> frozenset[str]:
         """The names of the file's classes with a `LightningModule`, `LightningDataModule` or Lightning `Callback`
