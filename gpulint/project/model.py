@@ -1058,10 +1058,19 @@ class Project:
             return False
         if name in self.hot_names and name not in MODULE_CALL_METHODS:
             return True
+        return self._does_step_work(path, scope, call, depth=2)
+
+    def _does_step_work(self, path: str, scope: Scope, call: Call, depth: int) -> bool:
+        """Does what `call` runs step the model, itself or through `depth - 1` more calls outside loops
+        (`agent.update(buffer)` calling `update_critic` and `update_actor`, each doing backward and a step)?"""
         for target in self.resolve_call(path, scope, call, per_step=False).targets:
             callee = self.files[target.path].scope(target.qualname)
-            if callee is not None and callee.marker_outside_loop and not is_cold_function_name(callee.name) \
-                    and not any(loop.iterates_loader for loop in callee.loops):
+            if callee is None or is_cold_function_name(callee.name) or any(l.iterates_loader for l in callee.loops):
+                continue
+            if callee.marker_outside_loop:
+                return True
+            if depth > 1 and any(self._does_step_work(target.path, callee, inner, depth - 1)
+                                 for inner in callee.calls if inner.loop < 0 and inner.func):
                 return True
         return False
 

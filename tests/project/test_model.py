@@ -2293,3 +2293,53 @@ def test_a_loop_calling_its_model_only_under_no_grad_extracts_it_does_not_train(
         """,
     })
     assert [(f[0], f[1]) for f in found] == [("train_net.py", 22)]
+
+
+def test_a_loop_calling_an_update_whose_helpers_step_the_optimizers_is_a_training_loop(tmp_path, check):
+    """CURL's `for step in range(...)` calls `agent.update(buffer)`, which calls `update_critic` and `update_actor`,
+    each doing backward and a step: the loop trains, and the buffer's sampling copies every step."""
+    found = check(tmp_path, {
+        "agent.py": """
+            import numpy as np
+            import torch
+
+            class ReplayBuffer:
+                def __init__(self, n, device):
+                    self.obses = np.zeros((n, 3), dtype=np.float32)
+                    self.device = device
+
+                def sample(self, k):
+                    idxs = np.random.randint(0, len(self.obses), size=k)
+                    return torch.as_tensor(self.obses[idxs], device=self.device)
+
+            class Agent:
+                def update_critic(self, obs):
+                    self.critic(obs).mean().backward()
+                    self.critic_opt.step()
+
+                def update_actor(self, obs):
+                    self.actor(obs).mean().backward()
+                    self.actor_opt.step()
+
+                def update(self, buffer, step):
+                    obs = buffer.sample(32)
+                    self.update_critic(obs)
+                    if step % 2 == 0:
+                        self.update_actor(obs)
+        """,
+        "train.py": """
+            import torch
+            from agent import Agent, ReplayBuffer
+
+            def main(env, args):
+                buffer = ReplayBuffer(1000, torch.device("cuda"))
+                agent = Agent()
+                for step in range(args.num_train_steps):
+                    if step >= args.init_steps:
+                        for _ in range(1):
+                            agent.update(buffer, step)
+
+            main(None, None)
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("agent.py", 12, "GPL412")]
