@@ -41,6 +41,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         "this DataLoader does not set `pin_memory=True`, and the training step copies its batches to the device: "
         "from pageable memory no copy can overlap with compute; pin it and pass `non_blocking=True` to the copies"
     )
+    message_dataset = (
+        "a Dataset's `__getitem__` copies each sample to the device: a blocking copy per sample, every step (and CUDA "
+        "in DataLoader workers fails); return host tensors and copy the batch in the step from a pinned loader"
+    )
     message_trainer = (
         "this DataLoader does not set `pin_memory=True`, and the trainer it feeds copies every batch to the device: "
         "from pageable memory that copy is synchronous every step"
@@ -61,7 +65,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "over batches without it (the finding is on the DataLoader: that is where the fix goes, and one loader feeds "
         "every copy of the step); also a training DataLoader without `pin_memory` that is handed to a trainer which "
         "copies its batches itself: `trainer.fit(model, loader)`, Composer's `Trainer(train_dataloader=loader)`, "
-        "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls).",
+        "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls); and "
+        "a copy to the device in a Dataset's `__getitem__` (one blocking copy per sample) in a file that trains.",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
         "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
@@ -101,6 +106,16 @@ class BlockingHostToDeviceCopy(SyncRule):
         training_script("z = x.type(torch.half)"),
     )
     invalid = (
+        Invalid(  # the DataLoader calls `__getitem__` for every sample of every batch
+            "import torch\nfrom torch.utils.data import DataLoader, Dataset\n\n\nclass TextSamplerDataset(Dataset):\n"
+            "    def __init__(self, data, seq_len):\n        self.data, self.seq_len = data, seq_len\n\n"
+            "    def __getitem__(self, index):\n        seq = self.data[index: index + self.seq_len + 1].long()\n"
+            "        return seq.cuda()\n\n    def __len__(self):\n        return len(self.data) // self.seq_len\n\n\n"
+            "def train(model, data, optimizer):\n"
+            "    loader = DataLoader(TextSamplerDataset(data, 128), batch_size=4, pin_memory=True)\n"
+            "    for batch in loader:\n        loss = model(batch).mean()\n        loss.backward()\n"
+            "        optimizer.step()\n",
+        ),
         Invalid(
             "import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
             "        x, y = x.to(device), y.to(device)\n        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
@@ -271,6 +286,11 @@ class BlockingHostToDeviceCopy(SyncRule):
         if self._prepared:
             return
         for call, text, ancestors in self._blocking:
+            if _in_dataset_item(ancestors):
+                # The DataLoader calls it for every sample, out of the model's sight: wherever the file trains.
+                if self.context.facts.step_code() and not in_error_path_or_first_step(ancestors):
+                    self.context.add_report(Report(self, call, self.message_dataset, "always", ancestors))
+                continue
             self.report_at(call, self.message.format(call=text), ancestors, fix=self._fix(call), unsafe_fix=True)
         # A batch copied in a loop over batches: the loader feeds it, whatever else the file moves.
         batch_copies = [call for call, _, ancestors in self._blocking if _in_batch_loop(ancestors, self.context)]
@@ -517,3 +537,11 @@ def _with_non_blocking(call: cst.Call) -> cst.Call:
     args.append(cst.Arg(keyword=cst.Name("non_blocking"), value=cst.Name("True"),
                         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
     return call.with_changes(args=args)
+
+
+def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
+    """Inside `__getitem__` of a class deriving from a `...Dataset` (lucidrains' `TextSamplerDataset(Dataset)`)."""
+    function = innermost(ancestors, cst.FunctionDef)
+    cls = innermost(ancestors, cst.ClassDef)
+    return function is not None and function.name.value == "__getitem__" and cls is not None \
+        and any((last_name(base.value) or "").endswith("Dataset") for base in cls.bases)
