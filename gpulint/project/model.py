@@ -817,9 +817,17 @@ class Project:
         # holds a `PPOConfig` whose method runs).
         if not out.targets and per_step and method not in _COMMON_METHODS and not method.startswith("__") \
                 and not self._external_object(path, scope, receiver):
-            out.targets = self._method_guess(receiver, method)
+            out.targets = self._method_guess(receiver, method) or self._module_named(method)
             out.certain, out.guess = False, f"{receiver}.{method}"
         return out
+
+    def _module_named(self, attribute: str, program: frozenset[str] | None = None) -> list[Target]:
+        """`nets.mapping_network(z, y)`, a module kept in a dict-like holder under its class's name in snake case:
+        the forward of the built class of that name (MappingNetwork), in `program` when it is known."""
+        wanted = attribute.replace("_", "").lower()
+        built, _ = self._guess_pool()
+        return [f for f in built if _class_of(f).rsplit(".", 1)[-1].lower() == wanted
+                and (program is None or f.path in program)]
 
     def _method_guess(self, receiver: str, method: str, program: frozenset[str] | None = None) -> list[Target]:
         """An object of unknown class: the classes the program builds that define the method and whose name the
@@ -1400,7 +1408,7 @@ class Project:
         if _is_forward_guess(guess):
             return self._forward_guess(guess, program)
         receiver, method = guess.rsplit(".", 1)
-        return self._method_guess(receiver, method, program)
+        return self._method_guess(receiver, method, program) or self._module_named(method, program)
 
     def _protocol_methods(self, cls: Target, chain: tuple[Frame, ...], push) -> None:
         """An object the program builds is used through Python's protocols too: a dataset's `__getitem__`, an

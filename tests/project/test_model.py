@@ -2343,3 +2343,40 @@ def test_a_loop_calling_an_update_whose_helpers_step_the_optimizers_is_a_trainin
         """,
     })
     assert [(f[0], f[1], f[2]) for f in found] == [("agent.py", 12, "GPL412")]
+
+
+def test_a_module_kept_in_a_holder_under_its_class_name_runs_that_class(tmp_path):
+    """StarGAN v2 keeps its networks in a Munch (`nets.mapping_network(z, y)`): the built MappingNetwork runs, not
+    every model the program builds."""
+    project = model(tmp_path, {
+        "model.py": """
+            import torch
+            from munch import Munch
+
+            class MappingNetwork(torch.nn.Module):
+                def forward(self, z, y):
+                    return z
+
+            class Generator(torch.nn.Module):
+                def forward(self, x, s):
+                    return x
+
+            def build_model():
+                return Munch(mapping_network=MappingNetwork(), generator=Generator())
+        """,
+        "solver.py": """
+            from model import build_model
+
+            def compute_loss(nets, z, y, x):
+                s = nets.mapping_network(z, y)
+                return nets.generator(x, s).mean()
+
+            def train(loader, optimizer):
+                nets = build_model()
+                for z, y, x in loader:
+                    compute_loss(nets, z, y, x).backward()
+                    optimizer.step()
+        """,
+    })
+    reach = project.reach[("model.py", "MappingNetwork.forward")]
+    assert reach.rank == PER_STEP and [f.label for f in reach.chain][-2:] == ["compute_loss()", "MappingNetwork.forward()"]
