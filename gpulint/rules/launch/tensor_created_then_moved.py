@@ -238,7 +238,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         """`values[torch.arange(n), actions]`: indexing a device tensor with a CPU tensor copies the index over; so
-        does a Python `range` beside a tensor index (`log_ps[range(n), actions]`), which PyTorch makes a CPU tensor."""
+        does a Python `range` beside a tensor index (`log_ps[range(n), actions]`, or `list(range(n))`), which PyTorch
+        makes a CPU tensor."""
         if self.context.location_of(node.value) == "host":
             return
         indices = [e.slice.value if isinstance(e.slice, cst.Index) else None for e in node.slice]
@@ -251,6 +252,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 return
 
     def _range_beside_tensor(self, index: cst.BaseExpression | None, indices: list) -> bool:
+        if isinstance(index, cst.Call) and isinstance(index.func, cst.Name) and index.func.value == "list" \
+                and len(index.args) == 1:
+            index = index.args[0].value  # `list(range(n))`: the same index as a list
         if not (isinstance(index, cst.Call) and isinstance(index.func, cst.Name) and index.func.value == "range"):
             return False
         return any(isinstance(other, (cst.Name, cst.Attribute, cst.Subscript)) and other is not index
