@@ -1330,7 +1330,7 @@ class Project:
     def _consumed_generators(self, path: str, scope: Scope, facts: FunctionFacts, push) -> None:
         """A generator whose items a step loop takes (`batches = get_batch(...)`, then `next(batches)` or
         `for x in batches` in the loop) runs one pass of its yielding loop per step: that loop is a step loop of
-        the generator."""
+        the generator. An iterator object's `__next__` runs once per step."""
         frames = dict(facts.loop_frames)
         fed = {call.first_arg: call.loop for call in scope.calls
                if call.func == "next" and call.first_arg and call.loop in facts.step_loops}
@@ -1352,6 +1352,15 @@ class Project:
                     continue
                 self._step_loops[key] = self.step_loops(target.path, generator) | frozenset(generator.yield_loops)
                 push(key, Reach(PROGRAM, chain=chain))
+        # `fetcher = InputFetcher(loader)`, then `next(fetcher)` in the loop: the class's `__next__` runs every step.
+        for name, loop in fed.items():
+            for cls in sorted(self.types_of(path, scope, name), key=_order):
+                method = self.find_method(cls, "__next__")
+                if method is not None:
+                    consumer = frames.get(loop)
+                    frame = Frame(method.path, self._line_of(method), _label(method.qualname))
+                    push((method.path, method.qualname), Reach(PER_STEP, chain=(consumer, frame) if consumer else (frame,),
+                                                               reason="in `__next__`, which each step calls"))
 
     def _reach_all(
         self, targets: list[Target], rank: int, likely: bool, chain, flags, push, guessed: bool = False

@@ -2380,3 +2380,38 @@ def test_a_module_kept_in_a_holder_under_its_class_name_runs_that_class(tmp_path
     })
     reach = project.reach[("model.py", "MappingNetwork.forward")]
     assert reach.rank == PER_STEP and [f.label for f in reach.chain][-2:] == ["compute_loss()", "MappingNetwork.forward()"]
+
+
+def test_the_next_of_an_iterator_object_a_step_loop_takes_from_runs_every_step(tmp_path, check):
+    """StarGAN v2's `fetcher = InputFetcher(loader)`, then `inputs = next(fetcher)` each step: its `__next__` copies
+    the batch every step; a class's `__next__` nothing takes from per step is no step work."""
+    found = check(tmp_path, {
+        "data.py": """
+            import torch
+
+            class InputFetcher:
+                def __init__(self, loader, device):
+                    self.loader, self.device = loader, device
+                    self.iter = iter(loader)
+
+                def __next__(self):
+                    x, y = next(self.iter)
+                    return x.to(self.device), y.to(self.device)
+
+            class Unused:
+                def __next__(self):
+                    return self.x.to(self.device)
+        """,
+        "solver.py": """
+            import torch
+            from data import InputFetcher
+
+            def train(model, loader, optimizer, args):
+                fetcher = InputFetcher(loader, torch.device("cuda"))
+                for i in range(args.total_iters):
+                    x, y = next(fetcher)
+                    model(x, y).backward()
+                    optimizer.step()
+        """,
+    })
+    assert sorted((f[0], f[1]) for f in found) == [("data.py", 11), ("data.py", 11)]
