@@ -708,7 +708,7 @@ def _built_object(call: ast.Call) -> ast.Call:
 
 
 # What a model is called by (`model(x)`, `task.model(x)`, `self.net(x)`).
-_MODEL_NAMES = frozenset({"model", "module", "net", "network", "backbone", "encoder", "teacher", "student"})
+_MODEL_CALLEES = frozenset({"model", "module", "net", "network", "backbone", "encoder", "teacher", "student"})
 
 
 def _parsed(dotted_name: str) -> ast.expr:
@@ -1176,7 +1176,7 @@ class _Walker:
             self.scope.self_sets.append((name, False))  # `self.register_buffer("num_updates", torch.tensor(0))`
         loops = self.loop_stack[-1]
         loop = loops[-1] if loops else -1
-        if func.rsplit(".", 1)[-1] in _MODEL_NAMES:
+        if func.rsplit(".", 1)[-1] in _MODEL_CALLEES:
             for index in loops:
                 if self.no_grad_depth > 0:
                     scope.loops[index].model_without_grad = True

@@ -1615,9 +1615,7 @@ class Project:
             if init is None:
                 continue
             host: dict[str, bool] = {}
-            for scope in module.scopes_of(init).values():
-                for attribute, is_host in scope.self_sets:
-                    host[attribute] = host.get(attribute, True) and is_host
+            _note_self_sets(host, module.scopes_of(init).values())
             candidates = [a for a, is_host in host.items() if is_host]
             if not candidates:
                 continue
@@ -1625,9 +1623,7 @@ class Project:
                               % "|".join(map(re.escape, candidates)))
             for method in methods:
                 if method is not init and sets.search(method.code):
-                    for scope in module.scopes_of(method).values():
-                        for attribute, is_host in scope.self_sets:
-                            host[attribute] = host.get(attribute, True) and is_host
+                    _note_self_sets(host, module.scopes_of(method).values())
             found.update(f"{cls}.{a}" for a, is_host in host.items() if is_host)
         return frozenset(found)
 
@@ -1746,6 +1742,13 @@ def _order(target: Target) -> tuple[str, str]:
     """Sets of classes are walked in this order: the model's answer (a chain, a guess) must not change from one run
     to the next, or cached findings would not serve."""
     return (target.path, target.qualname)
+
+
+def _note_self_sets(host: dict[str, bool], scopes: Iterable[Scope]) -> None:
+    """Fold the attributes `scopes` set into `host`: an attribute stays host while every setting is."""
+    for scope in scopes:
+        for attribute, is_host in scope.self_sets:
+            host[attribute] = host.get(attribute, True) and is_host
 
 
 def _names_alike(receiver: str, class_name: str) -> bool:
