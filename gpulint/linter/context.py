@@ -78,7 +78,8 @@ class FileContext:
         self._names: list[str] = []  # the qualified name of the function being visited, part by part
         self._classes: list[str] = []  # the qualified names of the classes being visited, innermost last
         self._scopes: list[dict[str, Location]] = [{}]
-        # Per scope, the names annotated as Python scalars (`n: int`, a parameter `scale: float`): on the host.
+        # Per scope, the names annotated as Python scalars (`n: int`, a parameter `scale: float`) and the parameters
+        # defaulting to True or False: on the host.
         self._declared: list[set[str]] = [set()]
         self._gate_cache: dict[int, bool] = {}
 
@@ -117,7 +118,8 @@ class FileContext:
             self._names.append(node.name.value)
             facts = self.facts.functions.get(".".join(self._names))
             self._scopes.append(dict(facts.param_kinds) if facts is not None else {})
-            self._declared.append({p.name.value for p in _params(node) if _is_scalar_annotation(p.annotation)})
+            self._declared.append({p.name.value for p in _params(node) if _is_scalar_annotation(p.annotation)
+                                   or _defaults_to_bool(p)})
             for name in self._declared[-1]:
                 self._scopes[-1][name] = "host"
         elif kind is cst.ClassDef:
@@ -372,6 +374,11 @@ _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str"})
 def _is_scalar_annotation(annotation: cst.Annotation | None) -> bool:
     return annotation is not None and type(annotation.annotation) is cst.Name \
         and annotation.annotation.value in _SCALAR_ANNOTATIONS
+
+
+def _defaults_to_bool(param: cst.Param) -> bool:
+    """`get_logits=False`: a Python flag, whatever its name says (a tensor is never a flag's default)."""
+    return type(param.default) is cst.Name and param.default.value in ("True", "False")
 
 
 def _params(function: cst.FunctionDef) -> list[cst.Param]:

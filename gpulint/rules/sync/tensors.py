@@ -49,6 +49,15 @@ _TORCH_TENSOR_FUNCTIONS = frozenset({"nn.utils.clip_grad_norm_", "nn.utils.get_t
 _TENSOR_LAST_PARTS = frozenset({"loss", "losses", "logits"})
 _FLAG_FIRST_PARTS = frozenset({"return", "use", "compute", "with", "has", "is", "should", "enable", "need", "calc"})
 _TENSOR_NAMES = frozenset({"grad", "grads", "grad_norm", "total_norm", "param_norm"})
+# `loss_jepa`, `loss_reg`: a loss by its first part, unless its last part names something else about losses.
+_LOSS_NOT_TENSOR_PARTS = frozenset(
+    {"fn", "fns", "func", "function", "type", "name", "names", "weight", "weights", "scale", "coef", "coeff", "ratio",
+     "mode", "cfg", "config", "kwargs", "args", "keys", "meter", "meters", "log", "logs", "str", "history", "module",
+     "cls", "class", "items", "list", "dict", "scaler", "factor", "lambda", "lam", "alpha", "beta", "w", "idx", "every",
+     "freq", "interval", "step", "steps", "count", "num", "sum", "avg", "mean", "total", "accum", "tracker", "window",
+     "shape", "shapes", "size", "sizes", "dim", "dims", "len", "length", "dtype", "device", "rank", "id", "ids", "index",
+     "key", "prefix", "suffix", "path", "file", "dir", "level", "val", "value", "values", "str", "fmt", "format"}
+)
 _TENSOR_ATTRS = frozenset({"grad", "loss", "logits"})
 # Methods whose result is a mask when their receiver is one (`fg_mask.clone()`, `keep.view(-1)`).
 _MASK_KEEPING_METHODS = frozenset(
@@ -292,7 +301,9 @@ def _tensor_name(name: str) -> bool:
     parts = [p for p in re.split(r"[_.]+", name.lower()) if p]
     if not parts:
         return False
-    return name in _TENSOR_NAMES or (parts[-1] in _TENSOR_LAST_PARTS and parts[0] not in _FLAG_FIRST_PARTS)
+    if name in _TENSOR_NAMES or (parts[-1] in _TENSOR_LAST_PARTS and parts[0] not in _FLAG_FIRST_PARTS):
+        return True
+    return len(parts) > 1 and parts[0] == "loss" and parts[-1] not in _LOSS_NOT_TENSOR_PARTS
 
 
 def _string_index(node: cst.Subscript) -> str | None:
