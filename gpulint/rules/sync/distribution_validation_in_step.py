@@ -53,7 +53,9 @@ class DistributionValidationInStep(SyncRule):
         fix_safety="Unsafe: the fix adds `validate_args=False`. Valid parameters give the same values; invalid ones "
         "(a negative scale, probabilities that do not sum to one) no longer raise, they give NaN or wrong samples.",
         false_positives=known_false_positives("Not reported in a file that shows no sign of a GPU (no device, "
-        "`.cuda()`, accelerator or distributed package): its distributions may well live on the CPU. A project that "
+        "`.cuda()`, accelerator or distributed package): its distributions may well live on the CPU; nor for a "
+        "distribution of Python numbers or of scalar hyper-parameters by name (mixup's `Beta(alpha, alpha)`), which "
+        "validates on the host. A project that "
         "turns validation off in another file (its entry "
         "point calling `Distribution.set_default_validate_args(False)`), or runs with `python -O`: add "
         "`validate_args=False` where the step builds them, or `# noqa: GPL407`."),
@@ -66,6 +68,8 @@ class DistributionValidationInStep(SyncRule):
                         "torch.distributions.Distribution.set_default_validate_args(False)"),
         training_script("if step % 100 == 0:\n    dist = torch.distributions.Categorical(logits=out)\n"
                         "    entropy = dist.entropy().mean()"),
+        training_script("alpha = 0.4\nlam = torch.distributions.Beta(alpha, alpha).sample().to(device)\n"
+                        "mixed = lam * out"),
     )
     invalid = (
         Invalid(training_script("dist = torch.distributions.Categorical(logits=out)\nentropy = dist.entropy().mean()"),
@@ -102,8 +106,17 @@ class DistributionValidationInStep(SyncRule):
             return
         if keyword_arg(node, "validate_args") is not None or any(a.star == "**" for a in node.args):
             return  # validation chosen explicitly, or it may be in `**kwargs`
+        if node.args and all(self._host_parameter(a.value) for a in node.args):
+            return  # `Beta(alpha, alpha)` of Python floats: it validates on the host, with nothing to wait for
         fix = (Replace(node, node.with_changes(args=(*_with_comma(node.args), _NO_VALIDATION))),) if node.args else ()
         self.report(node, self.message.format(name=name), fix=fix, unsafe_fix=True)
+
+    def _host_parameter(self, expr: cst.BaseExpression) -> bool:
+        """A host value, or a name (or attribute) that only names a scalar hyper-parameter (`beta`, `self.alpha`)."""
+        if self.context.is_host_value(expr):
+            return True
+        name = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value if isinstance(expr, cst.Name) else ""
+        return name in _SCALAR_PARAMETER_NAMES
 
     def leave_Module(self, node: cst.Module) -> None:
         # Wherever the file turns validation off, its distributions do not validate; and in a file that shows no
@@ -112,6 +125,9 @@ class DistributionValidationInStep(SyncRule):
             self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
         super().leave_Module(node)
 
+
+# Names that hold a distribution's scalar hyper-parameters (mixup's `Beta(alpha, alpha)`), not tensors.
+_SCALAR_PARAMETER_NAMES = frozenset({"alpha", "beta", "concentration", "concentration0", "concentration1"})
 
 _NO_VALIDATION = cst.Arg(keyword=cst.Name("validate_args"), value=cst.Name("False"),
                          equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
