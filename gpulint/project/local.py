@@ -327,6 +327,8 @@ def accumulation_boundary(test: ast.AST) -> bool:
 
 def _gate_word(name: str, extra: frozenset[str]) -> bool:
     last = name.rsplit(".", 1)[-1]
+    if last.startswith("can_"):  # `buffer.can_sample(n)`: true on every step once the buffer has filled
+        return last in extra
     return name in extra or last in extra or bool(name_parts(last) & DEFAULT_GATE_PARTS)
 
 

@@ -158,6 +158,7 @@ class Project:
         self._globals: dict[tuple[str, str], list[Target]] = {}
         self._bases: dict[Key, list[Target]] = {}
         self._attr_types: dict[tuple[str, str, str], set[Target]] = {}
+        self._methods_by_name: dict[str, list[Target]] | None = None
         self._step_loops: dict[Key, frozenset[int]] = {}
         self._loader_loops: dict[Key, set[int]] = {}  # loops that only consume a loader, by function
         self.reach: dict[Key, Reach] = {}
@@ -1066,7 +1067,31 @@ class Project:
             return False
         if name in self.hot_names and name not in MODULE_CALL_METHODS:
             return True
-        return self._does_step_work(path, scope, call, depth=2)
+        if self._does_step_work(path, scope, call, depth=2):
+            return True
+        # `learner.train(batch)` on a learner built from a registry: the project's methods of that name all step.
+        if "." not in call.func or not call.arg_kinds or name.startswith("__") or name in _COMMON_METHODS \
+                or self.resolve_call(path, scope, call, per_step=False).targets:
+            return False
+        methods = self._methods_named(name)
+        return bool(methods) and all(self._steps_itself(method) for method in methods)
+
+    def _methods_named(self, name: str) -> list[Target]:
+        """Every method of the project's classes called `name`."""
+        if self._methods_by_name is None:
+            self._methods_by_name = {}
+            for path, ix in self.files.items():
+                for definition in ix.definitions.values():
+                    if definition.cls and not definition.is_class:
+                        self._methods_by_name.setdefault(definition.name, []).append(
+                            Target(path, definition.qualname, False))
+        return self._methods_by_name.get(name, [])
+
+    def _steps_itself(self, method: Target) -> bool:
+        """Does `method` do one step's work: backward or an optimizer step outside any loop of its own?"""
+        scope = self.files[method.path].scope(method.qualname)
+        return scope is not None and scope.marker_outside_loop and not is_cold_function_name(scope.name) \
+            and not any(loop.iterates_loader for loop in scope.loops)
 
     def _does_step_work(self, path: str, scope: Scope, call: Call, depth: int) -> bool:
         """Does what `call` runs step the model, itself or through `depth - 1` more calls outside loops
@@ -1136,7 +1161,9 @@ class Project:
         # the callers of such functions are read too.
         workers = {key[1].rsplit(".", 1)[-1] for key, reach in roots if reach.rank == PER_STEP}
         if workers:
-            calls = re.compile(r"(?<![\w.])(?:self\.|cls\.)?(?:%s)\s*\(" % "|".join(map(re.escape, sorted(workers))))
+            # `train_step(batch)`, `self.update(x)`, `learner.train(batch)` (with an argument: not `model.train()`)
+            calls = re.compile(r"(?<![\w.])(?:(?:self|cls)\.(?:%s)\s*\(|(?:%s)\s*\(|\w+\.(?:%s)\s*\([^)\s])"
+                               % ((("|".join(map(re.escape, sorted(workers)))),) * 3))
             for path, ix in self.files.items():
                 if not is_training_path(path):
                     continue

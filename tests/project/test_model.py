@@ -2415,3 +2415,40 @@ def test_the_next_of_an_iterator_object_a_step_loop_takes_from_runs_every_step(t
         """,
     })
     assert sorted((f[0], f[1]) for f in found) == [("data.py", 11), ("data.py", 11)]
+
+
+def test_a_loop_calling_a_method_every_project_class_of_that_name_steps_with_is_a_training_loop(tmp_path, check):
+    """pymarl builds its learner from a registry (`le_REGISTRY[args.learner](...)`) and calls `learner.train(batch)`
+    behind `buffer.can_sample(n)`, true on every step once the buffer fills: every project `train` method does
+    backward and a step, so the loop trains; `model.train()` (no argument) is no such call."""
+    found = check(tmp_path, {
+        "learners.py": """
+            class QLearner:
+                def train(self, batch, t_env):
+                    loss = self.mac(batch).mean()
+                    loss.backward()
+                    self.optimiser.step()
+
+            class COMALearner:
+                def train(self, batch, t_env):
+                    self.critic(batch).mean().backward()
+                    self.critic_optimiser.step()
+
+            REGISTRY = {"q_learner": QLearner, "coma_learner": COMALearner}
+        """,
+        "run.py": """
+            import torch
+            from learners import REGISTRY
+
+            def run_sequential(args, runner, buffer, model):
+                learner = REGISTRY[args.learner]()
+                while runner.t_env <= args.t_max:
+                    model.train()
+                    buffer.insert(runner.run())
+                    if buffer.can_sample(args.batch_size):
+                        sample = buffer.sample(args.batch_size)
+                        sample.to(args.device)
+                        learner.train(sample, runner.t_env)
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("run.py", 12, "GPL411")]
