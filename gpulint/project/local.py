@@ -1065,11 +1065,14 @@ class _Walker:
         branch = backend_branch(self._named_backend_test(test)) or ""
         evaluation = _eval_branch(test) or ""
         choices = option_choices(self._named_option_test(test))
+        # `if log_timings:` on a parameter defaulting to a literal: a switch that is set, unless a caller says otherwise
+        # (a caller passing an interval test makes it a gate: the "param" region)
+        flag_parameter = isinstance(test, ast.Name) and test.id in self.literal_params[-1]
         for part, body in (("body", node.body), ("orelse", node.orelse)):
             if not body:
                 continue
             span = self._span(body)
-            if part == "body" and is_gate(test, self.gates) and flags is None:
+            if part == "body" and is_gate(test, self.gates) and flags is None and not flag_parameter:
                 scope.regions.append(Region("gate", *span, flags=(gate_interval(test),)))
             if part == "body" and flags:
                 scope.regions.append(Region("switch", *span, flags=flags))

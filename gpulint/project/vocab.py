@@ -187,12 +187,16 @@ def is_cold_method(name: str, cls: str) -> bool:
     return not (drawn_from & _DRAWN_FROM_PARTS or parts & _DRAWN_VALUE_PARTS)
 
 
+_NUMERIC_CHECK_PARTS = frozenset({"anomaly", "anomalies", "nan", "nans", "inf", "finite", "overflow"})
+
+
 def is_cold_function_name(name: str) -> bool:
     if name in PER_BATCH_HOOKS:  # torchbearer's `on_sample` draws the training batch: a hook of every step
         return False
     parts = name_parts(name)
-    # `train_validate`, `train_and_evaluate`: the training half runs every step.
-    return bool(parts & COLD_NAME_PARTS) and not parts & {"train", "training", "fit"}
+    # `train_validate`, `train_and_evaluate`: the training half runs every step; `detect_anomaly`, `check_nan`: a
+    # numeric check of the step, not detection or evaluation.
+    return bool(parts & COLD_NAME_PARTS) and not parts & {"train", "training", "fit"} and not parts & _NUMERIC_CHECK_PARTS
 
 
 # Named like per-step work, beyond the exact names above, unless the name also says it logs, plots or evaluates

@@ -236,6 +236,9 @@ class Tensors:
             method = func.attr.value
             if method in _TENSOR_ONLY_METHODS:
                 return True
+            if method == "apply" and isinstance(func.value, cst.Name) and func.value.value[:1].isupper() \
+                    and any(self.is_tensor(a.value) for a in call.args):
+                return True  # `AllReduce.apply(loss)`: an autograd Function of tensors gives tensors
             if method in _TENSOR_METHODS:
                 if any(keyword_arg(call, word) is not None for word in _DIM_KEYWORDS):
                     return self.context.location_of(func.value) != "host"  # `x.sum(dim=1)`: only tensors say `dim=`
