@@ -365,15 +365,19 @@ def is_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
 def switch_flags(test: ast.AST) -> tuple[str, ...] | None:
     """The configuration attributes a switch tests (`args.use_ema` -> ("use_ema",), `not cfg.fast` -> ("!fast",)),
     or None when `test` is not only attributes of a configuration object (its root name has a part like
-    args/config/cfg, possibly under `self.`), with no comparison or arithmetic."""
+    args/config/cfg, possibly under `self.`), with no comparison or arithmetic; in an `and`, the attributes among
+    other conditions that are no gates."""
     if isinstance(test, ast.BoolOp):
-        flags: list[str] = []
-        for value in test.values:
-            found = switch_flags(value)
-            if found is None:
-                return None
-            flags.extend(found)
-        return tuple(flags)
+        parts = [switch_flags(value) for value in test.values]
+        flags = tuple(flag for part in parts if part for flag in part)
+        if None not in parts:
+            return flags
+        # `is_master() and cfg.log_dynamics`: the body runs only with the switch on, whatever else is true (not when
+        # another part is a gate: `step % 10 == 0 and args.log` runs every 10 steps)
+        if isinstance(test.op, ast.And) and flags and not any(
+                part is None and names_a_gate(value) for part, value in zip(parts, test.values)):
+            return flags
+        return None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = switch_flags(test.operand)
         return None if inner is None else tuple(f[1:] if f.startswith("!") else "!" + f for f in inner)

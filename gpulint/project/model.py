@@ -1742,9 +1742,15 @@ def _names_a_function(name: str) -> bool:
 def _forward_guess_key(receiver: str) -> str:
     """What a guessed module call is keyed by: "forward" for a local object (`model(x)`: any model built), with the
     attribute for `self.matcher(...)` (the built classes its name echoes)."""
-    if receiver.startswith("self.") and receiver.count(".") == 1 and receiver[5:].strip("_") not in _MODEL_NAMES:
+    if receiver.startswith("self.") and receiver.count(".") == 1 and not _names_a_model(receiver[5:]):
         return f"forward {receiver}"
     return "forward"
+
+
+def _names_a_model(name: str) -> bool:
+    """`model`, `net`, and names ending in one (`dmodel`, `ddp_model`, `raw_net`): the model the step runs."""
+    name = name.strip("_").lower()
+    return name in _MODEL_NAMES or name.endswith(("model", "net", "network"))
 
 
 def _class_of(method: Target) -> str:

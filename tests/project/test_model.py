@@ -2452,3 +2452,48 @@ def test_a_loop_calling_a_method_every_project_class_of_that_name_steps_with_is_
         """,
     })
     assert [(f[0], f[1], f[2]) for f in found] == [("run.py", 12, "GPL411")]
+
+
+def test_an_off_switch_in_a_conjunction_keeps_its_branch_off_and_a_dmodel_is_a_model(tmp_path, check):
+    """llm-baselines builds its dynamics logger under `is_master() and cfg.log_dynamics` (`store_true`, never
+    given): not run; `step % 10 == 0 and cfg.log_norms` still gates. demucs calls `self.dmodel(mix)`: a model."""
+    found = check(tmp_path, {
+        "train.py": """
+            import argparse
+            import torch
+
+            class DynamicsLogger:
+                def step(self, model):
+                    for p in model.parameters():
+                        print(p.norm().item())
+
+            class Net(torch.nn.Module):
+                def forward(self, x):
+                    if x.sum() > 0:
+                        x = -x
+                    return x.mean()
+
+            class Solver:
+                def __init__(self, cfg):
+                    self.dmodel = Net()
+                    self.cfg = cfg
+
+                def train(self, loader, optimizer, is_master, device):
+                    cfg = self.cfg
+                    if is_master() and cfg.log_dynamics:
+                        dlogger = DynamicsLogger()
+                    for step, x in enumerate(loader):
+                        x = x.to(device, non_blocking=True)
+                        loss = self.dmodel(x)
+                        loss.backward()
+                        optimizer.step()
+                        if is_master() and cfg.log_dynamics:
+                            dlogger.step(self.dmodel)
+                        if step % 10 == 0 and cfg.log_norms:
+                            print(loss.item())
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--log_dynamics", action="store_true")
+        """,
+    })
+    assert [(f[0], f[1]) for f in found] == [("train.py", 12)]
