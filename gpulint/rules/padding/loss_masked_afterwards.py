@@ -38,6 +38,18 @@ def _mentions_mask(expr: cst.BaseExpression) -> bool:
     return False
 
 
+def _thresholds(expr: cst.BaseExpression) -> bool:
+    """`max_probs.ge(p).float()`, `(conf >= thr).float()`: a mask by a threshold (not `!= pad_id`, `== 0`)."""
+    for node in descendants(expr):
+        kind = type(node)
+        if kind is cst.Comparison and any(type(c.operator) in (cst.GreaterThan, cst.GreaterThanEqual)
+                                          for c in node.comparisons):
+            return True
+        if kind is cst.Call and last_name(node.func) in ("ge", "gt"):
+            return True
+    return False
+
+
 _UNREDUCED_OR_MASKED = re.compile(r"\breduction\s*=|\bmasked_(?:select|fill)")
 
 
@@ -66,10 +78,15 @@ class LossMaskedAfterwards(Rule):
         use_instead="`labels = labels.masked_fill(attention_mask == 0, -100)` once in the collate function, then "
         "`F.cross_entropy(logits.view(-1, V), labels.view(-1), ignore_index=-100)` (with `label_smoothing=eps` for a "
         "smoothed loss).",
-        false_positives="Masks that are real per-token weights (not 0/1 pad masks), and losses that need per-sequence "
+        false_positives="Not reported for a mask the function makes by a threshold (`mask = max_probs.ge(p).float()`: "
+        "the confidence weights of pseudo-labels). Masks that are real per-token weights (not 0/1 pad masks), and losses "
+        "that need per-sequence "
         "normalisation before averaging (a weighted reduction ignore_index cannot express).",
     )
     valid = (
+        "import torch.nn.functional as F\n\ndef compute_loss(logits_u, probs_u, threshold):\n"
+        "    max_probs, pseudo = probs_u.max(dim=-1)\n    mask = max_probs.ge(threshold).float()\n"
+        "    return (F.cross_entropy(logits_u, pseudo, reduction='none') * mask).mean()\n",
         "import torch.nn.functional as F\n\ndef compute_loss(logits, labels):\n"
         "    return F.cross_entropy(logits.view(-1, 100), labels.view(-1), ignore_index=-100)\n",
         "import torch.nn.functional as F\n\ndef compute_loss(logits, labels, weights):\n"
@@ -110,12 +127,17 @@ class LossMaskedAfterwards(Rule):
         # (id(function), local name) -> the loss call and its ancestors, until a mask use reports it.
         self._losses: dict[tuple[int, str], tuple[cst.Call, tuple[cst.CSTNode, ...]]] = {}
         self._reported: set[int] = set()
+        # (id(function), name) of masks made by a threshold (`mask = max_probs.ge(p)`): confidence weights of
+        # pseudo-labels, not pads
+        self._thresholded: set[tuple[int, str]] = set()
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
+        target = node.targets[0].target
+        if len(node.targets) == 1 and isinstance(target, cst.Name) and _thresholds(value):
+            self._thresholded.add((id(self.context.enclosing_function()), target.value))
         if len(node.targets) != 1 or not isinstance(value, cst.Call):
             return
-        target = node.targets[0].target
         if last_name(value.func) in _CE_CLASSES and _reduction_none(value):
             name = last_name(target)
             if name:
@@ -128,7 +150,7 @@ class LossMaskedAfterwards(Rule):
             return
         for loss_side, other in ((node.left, node.right), (node.right, node.left)):
             loss = self._find_loss(loss_side)  # cheap; the mask check walks the other operand
-            if loss is not None and _mentions_mask(other):
+            if loss is not None and _mentions_mask(other) and not self._confidence_mask(other):
                 self._report(*loss)
                 return
 
@@ -144,6 +166,12 @@ class LossMaskedAfterwards(Rule):
                     # `loss = -(one_hot * log_prb).sum(1); loss.masked_select(non_pad_mask)`: a hand-written
                     # per-token loss over pad positions (label smoothing before `label_smoothing=` existed).
                     self.report(node)
+
+    def _confidence_mask(self, expr: cst.BaseExpression) -> bool:
+        """`mask` or `mask_u[n:]` bound in this function by a threshold test (FixMatch's `max_probs.ge(p)`)."""
+        while isinstance(expr, (cst.Subscript, cst.Attribute, cst.Call)):
+            expr = expr.value if not isinstance(expr, cst.Call) else expr.func
+        return isinstance(expr, cst.Name) and (id(self.context.enclosing_function()), expr.value) in self._thresholded
 
     def _hand_written_loss(self, expr: cst.BaseExpression) -> bool:
         return isinstance(expr, cst.Name) and "loss" in expr.value.lower()
