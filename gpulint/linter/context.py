@@ -278,6 +278,9 @@ class FileContext:
                 return "host"
             if method == "to" and call.args and _is_cpu_literal(call.args[0].value):
                 return "host"
+            if method == "to" and call.args and type(call.args[0].value) is cst.Attribute \
+                    and call.args[0].value.attr.value == "device":
+                return self.location_of(call.args[0].value.value)  # `onehot.to(label.device)`: where `label` is
             if method in ("to", "cuda"):
                 return "device"
             if method in SAME_PLACE_METHODS:

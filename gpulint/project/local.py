@@ -661,6 +661,8 @@ class _Values:
                 return "host"
             if method == "to" and call.args and _is_cpu_literal(call.args[0]):
                 return "host"
+            if method == "to" and call.args and isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "device":
+                return self.kind_of(call.args[0].value)  # `onehot.to(label.device)`: where `label` is
             if method in ("to", "cuda"):
                 return "device"
             if method in SAME_PLACE_METHODS:
