@@ -39,6 +39,9 @@ class FileState:
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
         self.tensors.assigned(node)
 
+    def leave_AugAssign(self, node: cst.AugAssign) -> None:
+        self.tensors.aug_assigned(node)
+
     def visit_For(self, node: cst.For) -> None:
         self.tensors.loop_target(node)
 

@@ -116,6 +116,12 @@ class Tensors:
             else:
                 self._bind(target, value)
 
+    def aug_assigned(self, node: cst.AugAssign) -> None:
+        """`loss_reg = 0.` then `loss_reg += torch.mean(...)`: adding a tensor to a Python number makes a tensor."""
+        if isinstance(node.target, cst.Name) and self.is_tensor(node.value) \
+                and self.context.location_of(node.value) != "host":
+            self._bound[self._key(node.target.value)] = True
+
     def buffer_registered(self, call: cst.Call) -> None:
         """`self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))`."""
         if last_name(call.func) in ("register_buffer", "register_parameter") and call.args:
