@@ -56,7 +56,7 @@ _LOSS_NOT_TENSOR_PARTS = frozenset(
      "cls", "class", "items", "list", "dict", "scaler", "factor", "lambda", "lam", "alpha", "beta", "w", "idx", "every",
      "freq", "interval", "step", "steps", "count", "num", "sum", "avg", "mean", "total", "accum", "tracker", "window",
      "shape", "shapes", "size", "sizes", "dim", "dims", "len", "length", "dtype", "device", "rank", "id", "ids", "index",
-     "key", "prefix", "suffix", "path", "file", "dir", "level", "val", "value", "values", "str", "fmt", "format"}
+     "key", "prefix", "suffix", "path", "file", "dir", "level", "val", "value", "values", "fmt", "format"}
 )
 _TENSOR_ATTRS = frozenset({"grad", "loss", "logits"})
 # Methods whose result is a mask when their receiver is one (`fg_mask.clone()`, `keep.view(-1)`).
