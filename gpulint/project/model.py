@@ -841,6 +841,12 @@ class Project:
         alike = [m for cls, m in defining if _names_alike(receiver, cls.qualname)]
         if alike:
             return alike
+        # A class the program builds by its name (`construct_class_by_name(class_name=...)`), which the receiver echoes
+        # (`ema.update()`: PowerFunctionEMA), rather than the one built class that happens to define `update`.
+        named = [m for m in self._methods_named(method) if (program is None or m.path in program)
+                 and _names_alike(receiver, _class_of(m))]
+        if named:
+            return named
         return [m for _, m in defining] if len({m for _, m in defining}) == 1 else []
 
     def optimizer_steps(self) -> list[Target]:

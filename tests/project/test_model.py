@@ -2497,3 +2497,44 @@ def test_an_off_switch_in_a_conjunction_keeps_its_branch_off_and_a_dmodel_is_a_m
         """,
     })
     assert [(f[0], f[1]) for f in found] == [("train.py", 12)]
+
+
+def test_a_method_guess_prefers_a_class_the_receiver_names_over_the_one_built_class_with_that_method(tmp_path):
+    """edm2 builds its EMA from a class name (`construct_class_by_name`) and calls `ema.update(...)` every step: that
+    is PowerFunctionEMA's `update`, not that of the statistics Collector, the one class the program builds by a call
+    that defines `update`."""
+    project = model(tmp_path, {
+        "phema.py": """
+            class PowerFunctionEMA:
+                def update(self, cur_nimg, batch_size):
+                    for p in self.net.parameters():
+                        p.lerp_(p, 0.9)
+        """,
+        "stats.py": """
+            class Collector:
+                def update(self):
+                    pass
+
+            default_collector = Collector()
+        """,
+        "util.py": """
+            import importlib
+
+            def construct_class_by_name(class_name, **kwargs):
+                module, name = class_name.rsplit(".", 1)
+                return getattr(importlib.import_module(module), name)(**kwargs)
+        """,
+        "train.py": """
+            import stats
+            from util import construct_class_by_name
+
+            def training_loop(net, loader, optimizer, ema_kwargs):
+                ema = construct_class_by_name(net=net, **ema_kwargs)
+                for x in loader:
+                    net(x).backward()
+                    optimizer.step()
+                    ema.update(cur_nimg=0, batch_size=1)
+        """,
+    })
+    assert project.reach[("phema.py", "PowerFunctionEMA.update")].rank == PER_STEP
+    assert ("stats.py", "Collector.update") not in project.reach
