@@ -93,6 +93,9 @@ class FileFacts:
     # `Class.attribute` for attributes its methods only ever set to host values (`self.add_z_loss = add_z_loss`, whose
     # parameter defaults to False): a Python flag or number, never a tensor, wherever a method reads it.
     host_attributes: frozenset[str] = frozenset()
+    # Its classes another module of the project builds as a layer (`self.encoder = ConformerEncoder(...)`): the inputs
+    # of their `forward` come from the module that calls them, already on the device.
+    layer_classes: frozenset[str] = frozenset()
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no value shipped settings give the option of a "choice" region choose it? False when no setting

@@ -1610,7 +1610,9 @@ class Project:
                          off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path),
                          unit_intervals=self._short_intervals(path, below=2),
                          copy_calls=tuple(sorted(self._copy_calls.get(path, ()))),
-                         host_attributes=self._host_attributes(path, functions))
+                         host_attributes=self._host_attributes(path, functions),
+                         layer_classes=frozenset(d.name for d in ix.definitions.values()
+                                                 if d.is_class and not d.cls and d.name in self._layer_names()))
 
     def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,

@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/5"
+FORMAT = "gpulint.project/6"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -146,6 +146,7 @@ def load_facts(data: dict) -> FileFacts:
         frozenset(data["unit_intervals"]),
         tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["copy_calls"]),
         frozenset(data["host_attributes"]),
+        frozenset(data["layer_classes"]),
     )
 
 

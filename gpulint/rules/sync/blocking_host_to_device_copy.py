@@ -86,6 +86,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`labels.to(logits.device)`: the batch's copy from the host happens in the loop) and moves of tensors "
         "already on the device (registered buffers included) are not flagged, nor are files "
         "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device), "
+        "nor `inputs.to(device)` in the `forward` of a class another module of the project builds as a layer (its "
+        "inputs come from that module), "
         "nor copies in the methods of a LightningModule or a Lightning callback (Lightning moves each batch before "
         "`training_step` and hands callbacks the batch it moved)."),
     )
@@ -264,6 +266,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         if func.attr.value == "to" and not self._device_target(node):
             return
         if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
+            return
+        if self._input_of_a_layer(func.value):
             return
         pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
         if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch() \
@@ -444,6 +448,17 @@ class BlockingHostToDeviceCopy(SyncRule):
             if isinstance(expr.func, cst.Attribute):
                 return self._built_by_torch(expr.func.value)
         return False
+
+    def _input_of_a_layer(self, receiver: cst.BaseExpression) -> bool:
+        """`inputs.to(self.device)` in the `forward` of a class another module builds as a layer (kospeech's
+        `ConformerEncoder`): its inputs come from that module, already on the device."""
+        function = self.context.enclosing_function()
+        cls = innermost(self.context.ancestors, cst.ClassDef)
+        if function is None or function.name.value != "forward" or cls is None \
+                or cls.name.value not in self.context.facts.layer_classes:
+            return False
+        root = root_name(receiver)
+        return root is not None and root != "self" and any(p.name.value == root for p in function.params.params)
 
     def _in_lightning_module(self) -> bool:
         """In a method of a LightningModule (the project model follows its bases across files): Lightning moves
