@@ -245,7 +245,8 @@ class FileContext:
         if kind is cst.Attribute:
             if expr.attr.value in METADATA_ATTRS:
                 return "host"
-            if self._classes and type(expr.value) is cst.Name and expr.value.value == "self" \
+            if self.facts.host_attributes and self._classes and type(expr.value) is cst.Name \
+                    and expr.value.value == "self" \
                     and f"{self._classes[-1]}.{expr.attr.value}" in self.facts.host_attributes:
                 return "host"  # a flag its class only ever sets from a literal (`self.add_z_loss = add_z_loss`)
             return "unknown"

@@ -556,13 +556,9 @@ class Project:
             # `self.transformer.h`, where `self.transformer = nn.ModuleDict(dict(h=nn.ModuleList([Block(c)])))`: the
             # classes built inside a container stand for what its entries hold.
             return found or owners
-        ix = self.files[path]
-        current: Scope | None = scope
-        while current is not None:
-            found = self._assigned_types(path, current, name, depth + 1)
-            if found or any(a.target == name for a in current.assigns) or name in current.params:
-                return found
-            current = ix.scope(current.parent) if current.parent else None
+        holder = self._binding_scope(path, scope, name)
+        if holder is not None:
+            return self._assigned_types(path, holder, name, depth + 1)
         return self._imported_object_types(path, name, depth + 1)
 
     def _imported_object_types(self, path: str, name: str, depth: int) -> set[Target]:
@@ -745,15 +741,10 @@ class Project:
         if name in seen:
             return True  # `transformer = get_peft_model(transformer)`: as external as it was
         seen = seen | {name}
-        ix = self.files[path]
-        current: Scope | None = scope
-        while current is not None:
-            assigns = [a for a in current.assigns if a.target == name]
-            if assigns or name in current.params:
-                return bool(assigns) and name not in current.params and all(
-                    self._external_value(path, current, a, seen) for a in assigns)
-            current = ix.scope(current.parent) if current.parent else None
-        return False
+        holder = self._binding_scope(path, scope, name)
+        if holder is None or name in holder.params:
+            return False
+        return all(self._external_value(path, holder, a, seen) for a in holder.assigns if a.target == name)
 
     def _external_value(self, path: str, scope: Scope, assign: Assign, seen: frozenset[str]) -> bool:
         if not assign.callee or assign.annotation:
@@ -776,7 +767,8 @@ class Project:
     def _object_call(self, path: str, scope: Scope, name: str, per_step: bool) -> _Resolved:
         """Calling an object: a module's `forward` (or a class's `__call__`)."""
         out = _Resolved(bound=True)
-        bindings = self._bindings(path, scope, name) if "." not in name else []
+        holder = self._binding_scope(path, scope, name) if "." not in name else None
+        bindings = [a for a in holder.assigns if a.target == name] if holder is not None else []
         sources = {a.source for a in bindings}
         if len(sources) == 1 and (source := sources.pop()).endswith(".apply") and all(a.source for a in bindings):
             # `detach_multiple = DetachMultiple.apply`, then `detach_multiple(a, b)`: the Function's passes
@@ -794,17 +786,16 @@ class Project:
             out.targets = self._forward_guess(out.guess)
         return out
 
-    def _bindings(self, path: str, scope: Scope, name: str) -> list[Assign]:
-        """The assignments of `name` in the innermost scope (from `scope` outwards) that binds it or takes it as a
-        parameter (whose annotation is an assignment too)."""
+    def _binding_scope(self, path: str, scope: Scope, name: str) -> Scope | None:
+        """The innermost scope, from `scope` outwards, that assigns `name` or takes it as a parameter (whose annotation
+        is an assignment too); None when none does (a global of another module, a builtin)."""
         ix = self.files[path]
         current: Scope | None = scope
         while current is not None:
-            found = [a for a in current.assigns if a.target == name]
-            if found or name in current.params:
-                return found
+            if name in current.params or any(a.target == name for a in current.assigns):
+                return current
             current = ix.scope(current.parent) if current.parent else None
-        return []
+        return None
 
     def _method_call(self, path: str, scope: Scope, receiver: str, method: str, per_step: bool) -> _Resolved:
         out = _Resolved(bound=True)
@@ -1073,14 +1064,14 @@ class Project:
             return False
         if name in self.hot_names and name not in MODULE_CALL_METHODS:
             return True
-        if self._does_step_work(path, scope, call, depth=2):
-            return True
+        targets = self.resolve_call(path, scope, call, per_step=False).targets
+        if targets:
+            return self._runs_step_work(targets, depth=2)
         # `learner.train(batch)` on a learner built from a registry: the project's methods of that name all step.
-        if "." not in call.func or not call.arg_kinds or name.startswith("__") or name in _COMMON_METHODS \
-                or self.resolve_call(path, scope, call, per_step=False).targets:
+        if "." not in call.func or not call.arg_kinds or name.startswith("__") or name in _COMMON_METHODS:
             return False
         methods = self._methods_named(name)
-        return bool(methods) and all(self._steps_itself(method) for method in methods)
+        return bool(methods) and all(self._runs_step_work([method], depth=1) for method in methods)
 
     def _methods_named(self, name: str) -> list[Target]:
         """Every method of the project's classes called `name`."""
@@ -1093,23 +1084,20 @@ class Project:
                             Target(path, definition.qualname, False))
         return self._methods_by_name.get(name, [])
 
-    def _steps_itself(self, method: Target) -> bool:
-        """Does `method` do one step's work: backward or an optimizer step outside any loop of its own?"""
-        scope = self.files[method.path].scope(method.qualname)
-        return scope is not None and scope.marker_outside_loop and not is_cold_function_name(scope.name) \
-            and not any(loop.iterates_loader for loop in scope.loops)
-
-    def _does_step_work(self, path: str, scope: Scope, call: Call, depth: int) -> bool:
-        """Does what `call` runs step the model, itself or through `depth - 1` more calls outside loops
-        (`agent.update(buffer)` calling `update_critic` and `update_actor`, each doing backward and a step)?"""
-        for target in self.resolve_call(path, scope, call, per_step=False).targets:
+    def _runs_step_work(self, targets: list[Target], depth: int) -> bool:
+        """Does one of `targets` step the model (backward or an optimizer step outside any loop of its own), itself
+        or through `depth - 1` more calls outside loops (`agent.update(buffer)` calling `update_critic` and
+        `update_actor`, each doing backward and a step)?"""
+        for target in targets:
             callee = self.files[target.path].scope(target.qualname)
             if callee is None or is_cold_function_name(callee.name) or any(l.iterates_loader for l in callee.loops):
                 continue
             if callee.marker_outside_loop:
                 return True
-            if depth > 1 and any(self._does_step_work(target.path, callee, inner, depth - 1)
-                                 for inner in callee.calls if inner.loop < 0 and inner.func):
+            if depth > 1 and any(
+                self._runs_step_work(self.resolve_call(target.path, callee, inner, per_step=False).targets, depth - 1)
+                for inner in callee.calls if inner.loop < 0 and inner.func
+            ):
                 return True
         return False
 
