@@ -124,11 +124,18 @@ _ARGPARSE_SWITCH = re.compile(
 # Matched from the distinctive part on, with the name read off the text before it (`_word_before`): a pattern
 # starting with `\b(\w+)` is tried at every word of a file, which made these two a third of reading the settings.
 _BOOL_FIELD = re.compile(r"""[ \t]*:[ \t]*bool[ \t]*=[ \t]*(?:field\(\s*default\s*=\s*)?(True|False)\b""")
-_BOOL_KEYWORD = re.compile(r"""[(,][ \t]*(\w+)[ \t]*=[ \t]*(True|False)[ \t]*(?=[,)\n])""")
+_BOOL_KEYWORD = re.compile(r"""[(,]\s*(\w+)[ \t]*=[ \t]*(True|False)[ \t]*(?=[,)\n])""")
 _ATTRIBUTE_SET = re.compile(r"""\.(\w+)[ \t]*=[ \t]*(?!=)(True\b|False\b|[^\n]*)""")
+# `self.collect_stats = collect_stats`, `(c_f.COLLECT_STATS if collect_stats is None else collect_stats)`: the
+# attribute keeps what the constructor is given, or a module default; those settings say what it is.
+_PASSED_THROUGH = re.compile(r"""[ \t(]*(?:([\w.]+)[ \t]+if[ \t]+(\w+)[ \t]+is[ \t]+None[ \t]+else[ \t]+)?(\w+)[ \t)]*""")
+# `COLLECT_STATS = False` at a module's top: a library-wide default its objects read.
+_MODULE_SWITCH = re.compile(r"""^([A-Z][A-Z0-9_]*)[ \t]*=[ \t]*(True|False)[ \t]*(?:#.*)?$""", re.MULTILINE)
 _BOOL_KEY = re.compile(r"""^[ \t-]*["']?(\w+)["']?[ \t]*:[ \t]*(true|false|True|False)\b""", re.MULTILINE)
 _FLAG_ALONE = re.compile(r"--([A-Za-z][\w-]*)(?=[ \t]*(?:\\?\n|$|--|[;&|]))", re.MULTILINE)
 _FLAG_WORDS = {"true": "true", "false": "false", "1": "true", "0": "false"}
+# An override in a command: Hydra's `model.use_ema=true`, tacotron2's `--hparams=distributed_run=True,fp16_run=True`.
+_OVERRIDE_SWITCH = re.compile(r"(?<![\w-])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)=(true|false|True|False)\b")
 
 
 def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
@@ -142,15 +149,42 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
             found += [(name, match.group(1).lower()) for match in _BOOL_FIELD.finditer(text)
                       if (name := _word_before(text, match.start()))]
         found += [(name, value.lower()) for name, value in _BOOL_KEYWORD.findall(text)]
-        found += [(name, value.lower() if value in ("True", "False") else "set")
-                  for name, value in _ATTRIBUTE_SET.findall(text)]
+        for match in _ATTRIBUTE_SET.finditer(text):
+            name, value = match.groups()
+            if value.strip() == "(":  # the value spans lines
+                value = _parenthesised(text, match.end(2) - len(value) + value.index("("))
+            if value in ("True", "False"):
+                found.append((name, value.lower()))
+            elif not _passed_through(name, value):
+                found.append((name, "set"))
+        found += [(name.lower(), value.lower()) for name, value in _MODULE_SWITCH.findall(text)]
     elif suffix in ("yaml", "yml", "json"):
         found += [(name, value.lower()) for name, value in _BOOL_KEY.findall(text)]
     else:
         found += [(name, "true") for name in _FLAG_ALONE.findall(text)]
         found += [(name, _FLAG_WORDS[value.lower()]) for name, value in _OPTION_WORD.findall(text)
                   if value.lower() in _FLAG_WORDS]
+        found += [(name, value.lower()) for name, value in _OVERRIDE_SWITCH.findall(text)]
     return {(name.replace("-", "_"), value) for name, value in found}
+
+
+def _passed_through(name: str, value: str) -> bool:
+    """Does an attribute keep the same-named value it is given (`self.x = x`, `X if x is None else x`)?"""
+    match = _PASSED_THROUGH.fullmatch(value.strip())
+    if match is None:
+        return False
+    default, tested, kept = match.groups()
+    return kept == name and (default is None or (tested == name and default.rsplit(".", 1)[-1].lower() == name))
+
+
+def _parenthesised(text: str, start: int) -> str:
+    """The text of the parenthesised expression opening at `start` (at most 400 characters), parentheses kept."""
+    depth = 0
+    for index in range(start, min(len(text), start + 400)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            return " ".join(text[start:index + 1].split())
+    return text[start:start + 400]
 
 
 def off_switches(settings: Iterable[tuple[str, str]]) -> frozenset[str]:

@@ -197,6 +197,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
                                       for f in region.flags):
             names = " and ".join(f"`{f}`" for f in region.flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which evaluates or samples, not trains")
+        elif kind == "kept-switch" and any(f in file_facts.off_flags for f in region.flags):
+            names = " and ".join(f"`self.{f}`" for f in region.flags if f in file_facts.off_flags)
+            return ExecState(False, gated, True, f"in the branch for {names}, which no shipped setting turns on")
         elif kind == "switch" and all(f in file_facts.off_flags for f in region.flags):
             names = " and ".join(f"`{f}`" for f in region.flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which no shipped setting turns on")

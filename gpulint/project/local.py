@@ -73,7 +73,8 @@ class Region:
     start: Pos
     end: Pos
     loop: int = -1  # for "loop": the index of the loop in its scope
-    # for "switch": the configuration attributes tested, "!name" when negated; for "gate" and "exit": the name of the
+    # for "switch": the configuration attributes tested, "!name" when negated; for "kept-switch": the attributes of
+    # `self` the branch needs true; for "gate" and "exit": the name of the
     # interval the gate divides by ("" for none); for "choice": the option, then the words that choose the branch
     flags: tuple[str, ...] = ()
 
@@ -383,6 +384,17 @@ def switch_flags(test: ast.AST) -> tuple[str, ...] | None:
         return None if inner is None else tuple(f[1:] if f.startswith("!") else "!" + f for f in inner)
     option = config_option(test)
     return None if option is None else (option,)
+
+
+def kept_switches(test: ast.AST) -> tuple[str, ...]:
+    """The attributes of `self` a test needs true (`self.collect_stats`, `self.log_stats and x`): switches an object
+    keeps from its constructor, off when shipped settings never turn them on (`model.off_switches`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return tuple(flag for value in test.values for flag in kept_switches(value))
+    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self" \
+            and test.attr != "training":  # `nn.Module.training`: what `.train()` sets, true in every training step
+        return (test.attr,)
+    return ()
 
 
 def config_option(node: ast.AST) -> str | None:
@@ -1082,6 +1094,8 @@ class _Walker:
                 scope.regions.append(Region("gate", *span, flags=(gate_interval(test),)))
             if part == "body" and flags:
                 scope.regions.append(Region("switch", *span, flags=flags))
+            if part == "body" and flags is None and (kept := kept_switches(test)):
+                scope.regions.append(Region("kept-switch", *span, flags=kept))
             if part == "body" and isinstance(test, ast.Name) and test.id in scope.params:
                 # `if should_sync:` on a parameter: a gate when every caller passes an interval test.
                 scope.regions.append(Region("param", *span, flags=(test.id,)))

@@ -1071,6 +1071,13 @@ class Project:
         if "." not in call.func or not call.arg_kinds or name.startswith("__") or name in _COMMON_METHODS:
             return False
         methods = self._methods_named(name)
+        # `self.agent.update(buffer, step)` on an agent built from a config: the methods of the classes the receiver
+        # echoes (SACAgent.update; its abstract base Agent.update does nothing), which may step through their own
+        # calls (`update_critic`, `update_actor`).
+        receiver = call.func.rsplit(".", 2)[-2]
+        if any(self._runs_step_work([method], depth=2) for method in methods
+               if _names_alike(receiver, _class_of(method))):
+            return True
         return bool(methods) and all(self._runs_step_work([method], depth=1) for method in methods)
 
     def _methods_named(self, name: str) -> list[Target]:
@@ -1668,7 +1675,7 @@ class Project:
 
     def _off_flags_in(self, scopes: Iterable[Scope]) -> frozenset[str]:
         """The switches of `scopes` that shipped settings leave off."""
-        return frozenset(flag for scope in scopes for region in scope.regions if region.kind == "switch"
+        return frozenset(flag for scope in scopes for region in scope.regions if region.kind in ("switch", "kept-switch")
                          for flag in region.flags if flag in self.off_switches)
 
     def _option_values_in(self, scopes: Iterable[Scope]) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -2538,3 +2538,147 @@ def test_a_method_guess_prefers_a_class_the_receiver_names_over_the_one_built_cl
     })
     assert project.reach[("phema.py", "PowerFunctionEMA.update")].rank == PER_STEP
     assert ("stats.py", "Collector.update") not in project.reach
+
+
+def test_a_switch_an_object_keeps_is_off_when_its_defaults_leave_it_off(tmp_path, check):
+    """pytorch-metric-learning's miners read statistics under `if self.collect_stats:`, which the constructor takes
+    from `collect_stats`, else from the library's `COLLECT_STATS = False`: no shipped code turns it on, so the
+    branch does not run. A switch some training code turns on (`margin_angles=True`) stays, and `self.training` is no
+    switch."""
+    files = {
+        "common.py": """
+            COLLECT_STATS = False
+        """,
+        "miners.py": """
+            import torch
+            import common
+
+            class Miner(torch.nn.Module):
+                def __init__(self, collect_stats=None, margin_angles=False):
+                    super().__init__()
+                    self.collect_stats = (
+                        common.COLLECT_STATS if collect_stats is None else collect_stats
+                    )
+                    self.margin_angles = margin_angles
+
+                def forward(self, x):
+                    if self.collect_stats:
+                        print(x.mean().item())
+                    if self.margin_angles:
+                        print(x.max().item())
+                    if self.training and self.margin_angles:
+                        print(x.min().item())
+                    return x
+        """,
+        "train.py": """
+            import torch
+            from miners import Miner
+
+            def train(model, loader, optimizer, device):
+                miner = Miner(margin_angles=True)
+                for x in loader:
+                    x = x.to(device, non_blocking=True)
+                    loss = miner(model(x)).sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    found = check(tmp_path, files)
+    assert sorted((f[0], f[1]) for f in found) == [("miners.py", 17), ("miners.py", 19)]
+    files["train.py"] = files["train.py"].replace("Miner(margin_angles=True)", "Miner()")
+    assert check(tmp_path, files) == []
+
+
+def test_switch_settings_read_module_defaults_and_attributes_kept_from_the_constructor():
+    from gpulint.project.configs import off_switches, switch_settings
+    code = textwrap.dedent("""
+        COLLECT_STATS = False
+        DEBUG = True
+
+        class Loss:
+            def __init__(self, collect_stats=None, use_ema=None,
+                         fp16=False):
+                self.collect_stats = (
+                    COLLECT_STATS if collect_stats is None else collect_stats
+                )
+                self.use_ema = use_ema
+                self.fp16 = fp16 and torch.cuda.is_available()
+    """)
+    settings = switch_settings(code, "loss.py")
+    assert settings == {("collect_stats", "false"), ("debug", "true"), ("fp16", "false"), ("fp16", "set")}
+    assert off_switches(settings) == {"collect_stats"}
+    readme = "python -m multiproc train.py --hparams=distributed_run=True,fp16_run=True\npython t.py model.ema=false\n"
+    assert switch_settings(readme, "README.md") == {("distributed_run", "true"), ("fp16_run", "true"),
+                                                    ("ema", "false")}
+
+
+def test_a_loop_calling_an_agent_built_from_a_config_steps_through_the_class_its_name_echoes(tmp_path, check):
+    """pytorch_sac's workspace calls `self.agent.update(buffer, logger, step)` on an agent Hydra builds from a config:
+    SACAgent.update (not its abstract base's, nor a meter's `update`) steps through `update_critic`, so the loop is
+    the training loop and the buffer's per-step copies are found."""
+    found = check(tmp_path, {
+        "agent.py": """
+            import torch
+
+            class Agent:
+                def update(self, replay_buffer, logger, step):
+                    raise NotImplementedError
+
+            class SACAgent(Agent):
+                def update_critic(self, obs):
+                    loss = self.critic(obs).mean()
+                    loss.backward()
+                    self.critic_optimizer.step()
+
+                def update(self, replay_buffer, logger, step):
+                    obs = replay_buffer.sample(256)
+                    self.update_critic(obs)
+        """,
+        "config.yaml": """
+            agent:
+              class: agent.SACAgent
+        """,
+        "buffer.py": """
+            import numpy as np
+            import torch
+
+            class ReplayBuffer:
+                def __init__(self, capacity, device):
+                    self.obses = np.empty((capacity, 8), dtype=np.float32)
+                    self.device = device
+
+                def sample(self, batch_size):
+                    idxs = np.random.randint(0, len(self.obses), size=batch_size)
+                    return torch.as_tensor(self.obses[idxs], device=self.device)
+        """,
+        "train.py": """
+            import hydra
+            from buffer import ReplayBuffer
+
+            class AverageMeter:
+                def update(self, value, n=1):
+                    self.sum += value * n
+
+            class Workspace:
+                def __init__(self, cfg):
+                    self.agent = hydra.utils.instantiate(cfg.agent)
+                    self.replay_buffer = ReplayBuffer(cfg.capacity, cfg.device)
+                    self.meter = AverageMeter()
+                    self.step = 0
+
+                def run(self):
+                    while self.step < self.cfg.num_train_steps:
+                        self.agent.update(self.replay_buffer, self.meter, self.step)
+                        self.step += 1
+
+            @hydra.main(config_path="config.yaml")
+            def main(cfg):
+                workspace = Workspace(cfg)
+                workspace.run()
+
+            if __name__ == "__main__":
+                main()
+        """,
+    })
+    assert [(f[0], f[1], f[2], f[4]) for f in found] == [
+        ("buffer.py", 12, "GPL412", "training loop -> SACAgent.update() -> ReplayBuffer.sample()")]

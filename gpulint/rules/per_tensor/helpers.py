@@ -215,9 +215,11 @@ class _LoopBodyScanner(SyntaxVisitor):
         self.keys = keys  # loop variables that name each tensor: `ema[name]` is a tensor too
         self.context = context
         function = context.enclosing_function()
-        # In a function named like a per-step update (`update`, `apply_update_`, `ema_step`), copying each tensor
-        # unchanged is per-step work too; elsewhere (`set`, `load_weights`) it is a one-off weight load.
-        self.copies_count = function is not None and bool(name_parts(function.name.value) & UPDATE_NAME_PARTS)
+        # In a function named like a per-step update (`update`, `apply_update_`, `ema_step`), or inside another loop
+        # (stylegan3's training loop copies each buffer into G_ema every step), copying each tensor unchanged is
+        # per-step work too; elsewhere (`set`, `load_weights`) it is a one-off weight load.
+        self.copies_count = function is not None and bool(name_parts(function.name.value) & UPDATE_NAME_PARTS) \
+            or _in_step_loop(context)
         self.scan = LoopScan(in_update_function=self.copies_count)
         self._stack: list[cst.CSTNode] = []
         self._hits_at_assign: list[int] = []
@@ -464,6 +466,21 @@ def iterated_by_truth_consumer(context: FileContext) -> bool:
     parent = context.parent(1)
     call = context.parent(2) if isinstance(parent, cst.Arg) else parent
     return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in TRUTH_CONSUMERS
+
+
+_STEP_CALL = re.compile(r"\.(?:backward|step)\(")
+
+
+def _in_step_loop(context: FileContext) -> bool:
+    """Inside a loop (of the same function) that calls backward or an optimizer step: not a loop over a model's
+    submodules at construction."""
+    for node in reversed(context.ancestors[:-1]):
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
+            return False
+        if (kind is cst.For or kind is cst.While) and _STEP_CALL.search(context.module.code_for_node(node)):
+            return True
+    return False
 
 
 def scan_model_tensor_for(

@@ -84,7 +84,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`.to(dtype)`, `.to(other_tensor)`, `.to(other_tensor.device)` or `.to(self.head.weight.device)` in a module's "
         "`forward` or any function without a training loop (a move between devices of a split model, such as "
         "`labels.to(logits.device)`: the batch's copy from the host happens in the loop) and moves of tensors "
-        "already on the device (registered buffers included) are not flagged, nor are files "
+        "already on the device (registered buffers included) are not flagged, nor a move stored back where it came "
+        "from on the object (`self.W.data = to_device(self.W.data, device)`: the first call moves it, later ones find "
+        "it there), nor are files "
         "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device), "
         "nor `inputs.to(device)` in the `forward` of a class another module of the project builds as a layer (its "
         "inputs come from that module), "
@@ -258,6 +260,8 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         if method in _MOVE_HELPERS and len(node.args) >= 2 and keyword_arg(node, "non_blocking") is None:
             moved_by_lightning = self._in_lightning_module() and root_name(node.args[0].value) != "self"
+            if self._stored_back(node.args[0].value):
+                return
             if not self._on_cpu_branch() and not moved_by_lightning:
                 self._blocking.append((node, f"{method}(batch, device)", self.context.ancestors_snapshot()))
             return
@@ -267,7 +271,7 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
             return
-        if self._input_of_a_layer(func.value):
+        if self._input_of_a_layer(func.value) or self._stored_back(func.value):
             return
         pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
         if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch() \
@@ -383,6 +387,22 @@ class BlockingHostToDeviceCopy(SyncRule):
         if not isinstance(target, cst.Call) and self._to_other_tensors_device(name):
             return False  # `x.to(logits.device)`; a call (`idist.device()`) names the run's device, not a tensor's
         return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
+
+    def _stored_back(self, moved: cst.BaseExpression) -> bool:
+        """`self.W.data = to_device(self.W.data, ...)`, `self.pe = self.pe.to(x.device)`, `setattr(self, name,
+        to_device(getattr(self, name), ...))`: state the object keeps, moved the first time; every later call finds it
+        on the device and copies nothing."""
+        code = self.context.module.code_for_node
+        parent = self.context.parent()
+        if isinstance(parent, cst.Assign):
+            return len(parent.targets) == 1 and root_name(parent.targets[0].target) == "self" \
+                and code(parent.targets[0].target) == code(moved)
+        setter = self.context.parent(2)
+        if not (isinstance(parent, cst.Arg) and isinstance(setter, cst.Call) and last_name(setter.func) == "setattr"
+                and len(setter.args) == 3 and setter.args[2] is parent):
+            return False
+        return isinstance(moved, cst.Call) and last_name(moved.func) == "getattr" and len(moved.args) == 2 \
+            and [code(a.value) for a in moved.args] == [code(a.value) for a in setter.args[:2]]
 
     def _to_other_tensors_device(self, target: str) -> bool:
         """`labels.to(logits.device)`, `hidden.to(self.lm_head.weight.device)` in model code (a `forward`, or any
