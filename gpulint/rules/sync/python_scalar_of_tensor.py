@@ -18,6 +18,11 @@ _NAMED_SLICE_BOUND = re.compile(r"\[[^\[\]\n]*:[ \t]*[A-Za-z_(]|[\w\])][ \t]*:[ 
 # Arguments that PyTorch converts to a Python int: `torch.topk(x, k)` / `x.topk(k)` (position in the function form).
 _INT_ARGUMENTS = {"topk": ("k", 1), "kthvalue": ("k", 1)}
 _CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(")
+# Factories whose sizes, bounds and fill values PyTorch converts to Python numbers: `x.new_zeros([B, idx.max() + 1])`,
+# `torch.linspace(d.min(), d.max(), n)`.
+_SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "arange", "linspace", "new_zeros",
+                             "new_ones", "new_empty", "new_full"})
+_FACTORY_WORDS = ("zeros(", "ones(", "empty(", "full(", "rand(", "randn(", "arange(", "linspace(")
 
 
 class PythonScalarOfTensor(SyncRule):
@@ -29,16 +34,20 @@ class PythonScalarOfTensor(SyncRule):
         "a tensor used as a slice bound is converted to a Python int every step: a blocking device-to-host copy"
     )
     message_argument = "`{func}({name}=tensor)` converts the tensor to a Python int every step: a blocking device-to-host copy"
-    triggers = _CALL_WORDS + (":",)  # a slice; a function is parsed only when a bound is not a number (below)
+    message_size = "`{func}` reads a tensor used as a size or bound on the host every step: a blocking device-to-host copy"
+    # A slice; a function is parsed only when a bound is not a number (below).
+    triggers = _CALL_WORDS + _FACTORY_WORDS + (":",)
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return any(w in code for w in _CALL_WORDS) or _NAMED_SLICE_BOUND.search(code) is not None
+        return any(w in code for w in _CALL_WORDS + _FACTORY_WORDS) or _NAMED_SLICE_BOUND.search(code) is not None
 
     docs = RuleDocs(
         what_it_does="Flags `float(t)`, `int(t)`, `bool(t)` and `math.*(t)` (`math.isfinite(loss)`) on a tensor, "
         "a tensor used as a slice bound (`x[start:ends[i]]`, `x[:n]` with `n = mask.sum()`), and a tensor passed "
-        "where PyTorch needs a Python int (`torch.topk(x, k=ks[i])`), in code that runs every step and is not gated. "
+        "where PyTorch needs a Python int (`torch.topk(x, k=ks[i])`) or number (a size, bound or fill value of a "
+        "factory: `x.new_zeros([B, idx.max() + 1])`, `torch.arange(lengths.max())`, `torch.linspace(d.min(), d.max(), "
+        "n)`), in code that runs every step and is not gated. "
         "Per-sample loops that do this once per sample are the usual case (a loss or reward function cutting each "
         "sequence at its own length).",
         why_slow="Converting a tensor to a Python number calls `.item()` under the hood: a device-to-host copy that "
@@ -63,6 +72,7 @@ class PythonScalarOfTensor(SyncRule):
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
         training_script("half = out.shape[1] // 2\nhead, tail = out[:, :half], out[:, half:]"),
         training_script("best, where = torch.topk(out, k=min(5, out.shape[1]))"),
+        training_script("noise = torch.randn([out.shape[0], model.z_dim], device=out.device)"),
         training_script("grad_norm = optimizer.param_groups[0].get(\"grad_norm\", 0.0)\n"
                         "norm = grad_norm.item() if isinstance(grad_norm, torch.Tensor) else float(grad_norm)"),
     )
@@ -73,6 +83,8 @@ class PythonScalarOfTensor(SyncRule):
         Invalid(training_script("ends = (out > 0).sum(dim=1)\nfor i in range(out.shape[0]):\n    head = out[i, :ends[i]]")),
         Invalid(training_script("ks = torch.clamp(out.sum(1).int(), min=1)\n"
                                 "best, where = torch.topk(out[0], k=ks[0])")),
+        Invalid(training_script("words = (out > 0).long().cumsum(1)\n"
+                                "per_word = out.new_zeros([out.shape[0], words.max() + 1]).scatter_add(1, words, out)")),
     )
 
     def visit_Slice(self, node: cst.Slice) -> None:
@@ -98,10 +110,37 @@ class PythonScalarOfTensor(SyncRule):
             label = resolved if resolved.startswith("torch.") else f".{last_name(node.func)}"
             self.report(node, self.message_argument.format(func=label, name=name))
 
+    def _size_arguments(self, node: cst.Call) -> None:
+        """`x.new_zeros([B, word_id.max() + 1])`, `torch.arange(lengths.max())`: a tensor where the factory needs a
+        number (a torch function, or a method of an object not known to live on the host)."""
+        func = node.func
+        resolved = self.context.resolve(func) or ""
+        method = last_name(func) or ""
+        if resolved.startswith("torch."):
+            label = resolved
+        elif method.startswith("new_") and isinstance(func, cst.Attribute) \
+                and not self.context.is_host_value(func.value):
+            label = f".{method}"
+        else:
+            return
+        numbers = []
+        for arg in node.args:
+            if arg.keyword is not None or arg.star:
+                continue
+            value = arg.value
+            numbers += [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
+        # An attribute (`G.z_dim`, `cfg.n_embd`) is a setting of a module or config, not a tensor.
+        if any(not isinstance(n, cst.Attribute) and self._is_device_int(n) for n in numbers) \
+                and not self.in_per_tensor_loop():
+            self.report(node, self.message_size.format(func=label))
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if last_name(func) in _INT_ARGUMENTS:
             self._int_argument(node)
+            return
+        if last_name(func) in _SIZE_FACTORIES:
+            self._size_arguments(node)
             return
         if not node.args or node.args[0].keyword is not None:
             return
