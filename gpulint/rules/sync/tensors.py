@@ -266,6 +266,8 @@ class Tensors:
             return "mask" in name_parts(expr.attr.value) and self.context.location_of(expr) != "host"
         if isinstance(expr, cst.Comparison):
             return self.is_tensor(expr)
+        if isinstance(expr, cst.IfExp):  # `pos < margin if inverted else pos > margin`
+            return self.is_mask(expr.body) and self.is_mask(expr.orelse)
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
             return self.is_mask(expr.expression) or self.is_tensor(expr.expression)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.Multiply)):
@@ -291,6 +293,10 @@ class Tensors:
                 return bool(name_parts(first.value) & {"mask", "masks"})  # `torch.cat(fg_masks, 0)`: a list of masks
             if resolved in ("torch.ones_like", "torch.zeros_like"):
                 return self.is_mask(first)
+            if resolved in ("torch.any", "torch.all") and len(expr.args) > 1:  # `torch.any(p == idx, dim=1)`
+                return self.is_tensor(first) or self.is_mask(first)
+            if resolved in _TORCH_MASK_FUNCTIONS:
+                return True
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
             receiver = expr.func.value
@@ -304,6 +310,13 @@ class Tensors:
                           "logical_or"):
                 return True
         return False
+
+
+# Torch functions that return a boolean tensor of their inputs' shape.
+_TORCH_MASK_FUNCTIONS = frozenset(
+    {f"torch.{name}" for name in ("isnan", "isinf", "isfinite", "isneginf", "isposinf", "eq", "ne", "gt", "lt", "ge",
+                                  "le", "logical_not", "logical_and", "logical_or", "logical_xor", "isin")}
+)
 
 
 def _tensor_name(name: str) -> bool:
