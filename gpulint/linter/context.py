@@ -20,7 +20,7 @@ import libcst as cst
 
 from gpulint.linter.names import ImportMap, dotted_name, last_name
 from gpulint.project.facts import FileFacts
-from gpulint.project.local import gate_interval, is_exit_gate, is_gate, is_short_interval, switch_flags
+from gpulint.project.local import gate_interval, is_exit_gate, is_gate, is_short_interval, switch_flags, tuple_kinds
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
     CPU_FACTORIES,
     DEFAULT_GATE_PARTS,
@@ -139,10 +139,16 @@ class FileContext:
             if not self._names:
                 self._module_alias(node)
             location = self.location_of(node.value)
+            elements = self._returned_tuple(node.value)
             for target in node.targets:
                 if _same_length_tuples(target.target, node.value):  # `x, y = x.to(dev), y.to(dev)`: element-wise
                     for name, value in zip(target.target.elements, node.value.elements):
                         self._bind(name.value, self.location_of(value.value))
+                    continue
+                if elements is not None and type(target.target) in (cst.Tuple, cst.List) \
+                        and len(target.target.elements) == len(elements):  # `loss, parts = compute_loss(...)`
+                    for name, element in zip(target.target.elements, elements):
+                        self._bind(name.value, element)
                     continue
                 self._bind(target.target, location)
         elif kind is cst.AnnAssign:
@@ -218,6 +224,13 @@ class FileContext:
             return [None, args[0].value]
         return None
 
+    def _returned_tuple(self, value: cst.BaseExpression) -> list[Location] | None:
+        """Where each element of the tuple a project function returns lives (`return loss, to_cpu(parts)`)."""
+        if type(value) is not cst.Call or not self._returns:
+            return None
+        kinds = tuple_kinds(self._returns.get(dotted_name(value.func) or "", ""))
+        return [k if k in ("host", "device") else "unknown" for k in kinds] if kinds is not None else None
+
     def _bind(self, target: cst.BaseExpression, location: Location) -> None:
         if isinstance(target, cst.Name):
             if target.value not in self._declared[-1]:
@@ -292,7 +305,8 @@ class FileContext:
         if self._returns:  # a project function the model knows returns a host (or device) value
             written = dotted_name(func)
             if written in self._returns:
-                return self._returns[written]  # type: ignore[return-value]
+                returned = self._returns[written]
+                return "unknown" if tuple_kinds(returned) is not None else returned  # type: ignore[return-value]
         if isinstance(func, cst.Name) and func.value not in self._scopes[-1]:
             if func.value in HOST_BUILTINS:
                 return "host"

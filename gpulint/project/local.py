@@ -386,6 +386,16 @@ def switch_flags(test: ast.AST) -> tuple[str, ...] | None:
     return None if option is None else (option,)
 
 
+def tuple_kind(kinds: list[Kind]) -> Kind:
+    """The kind of a returned tuple whose elements live in different places: "tuple:device,host"."""
+    return "tuple:" + ",".join(kinds)
+
+
+def tuple_kinds(kind: str) -> list[Kind] | None:
+    """The element kinds of a tuple kind (`tuple_kind`), or None for any other kind."""
+    return kind[len("tuple:"):].split(",") if kind.startswith("tuple:") else None
+
+
 def kept_switches(test: ast.AST) -> tuple[str, ...]:
     """The attributes of `self` a test needs true (`self.collect_stats`, `self.log_stats and x`): switches an object
     keeps from its constructor, off when shipped settings never turn them on (`model.off_switches`)."""
@@ -620,6 +630,16 @@ def _generation_state(expr: ast.AST) -> bool:
 
 # ---------------------------------------------------------------------------------------------------------- values
 _LITERALS = (ast.Constant, ast.JoinedStr)
+
+
+def _merged(before: dict[str, Kind], body: dict[str, Kind], orelse: dict[str, Kind]) -> dict[str, Kind]:
+    """Where names live after an `if`: what both branches agree on (`if not keep: loss = float(loss)` leaves `loss`
+    unknown); a name only one branch binds keeps that branch's kind."""
+    merged = dict(before)
+    for name in body.keys() | orelse.keys():
+        kinds = {branch[name] for branch in (body, orelse) if name in branch}
+        merged[name] = kinds.pop() if len(kinds) == 1 else "unknown"
+    return merged
 
 
 class _Values:
@@ -1086,7 +1106,11 @@ class _Walker:
         # `if log_timings:` on a parameter defaulting to a literal: a switch that is set, unless a caller says otherwise
         # (a caller passing an interval test makes it a gate: the "param" region)
         flag_parameter = isinstance(test, ast.Name) and test.id in self.literal_params[-1]
+        before = dict(self.values.scopes[-1])
+        bound: list[dict[str, Kind]] = []
         for part, body in (("body", node.body), ("orelse", node.orelse)):
+            self.values.scopes[-1] = dict(before)
+            bound.append(self.values.scopes[-1])
             if not body:
                 continue
             span = self._span(body)
@@ -1108,6 +1132,7 @@ class _Walker:
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
             self._block(body)
+        self.values.scopes[-1] = _merged(before, *bound)
 
     def _named_backend_test(self, test: ast.AST) -> ast.AST:
         """`is_mps` (or `not is_mps`) as the device test it was bound to in this scope; any other test as it is."""
@@ -1153,7 +1178,21 @@ class _Walker:
         if isinstance(value, (ast.Tuple, ast.List)) and any(
                 isinstance(n, ast.Name) and n.id in self.containers for n in value.elts):
             return "unknown"
-        return self.values.kind_of(value)
+        kind = self.values.kind_of(value)
+        if kind == "unknown" and isinstance(value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in value.elts):
+            # `return loss, to_cpu(torch.cat(parts))`: each element where it lives, for `loss, parts = f(...)`
+            kinds = [self._returned_element_kind(e) for e in value.elts]
+            if any(k != "unknown" for k in kinds):
+                return tuple_kind(kinds)
+        return kind
+
+    def _returned_element_kind(self, element: ast.AST) -> Kind:
+        """Where a returned tuple's element lives; for a call of unknown kind, "=callee" (`to_cpu`), which the
+        project model resolves to what that function returns."""
+        kind = self.values.kind_of(element)
+        if kind == "unknown" and isinstance(element, ast.Call) and (callee := dotted(element.func)):
+            return "=" + callee
+        return kind
 
     def _with(self, node: ast.With | ast.AsyncWith) -> None:
         no_grad = False

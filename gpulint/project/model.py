@@ -45,7 +45,7 @@ from gpulint.project.facts import (
 )
 from gpulint.project.configs import argparse_intervals, every_step_intervals, off_switches
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
-from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope
+from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope, tuple_kind, tuple_kinds
 from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     MODULE_CALL_METHODS,
@@ -1565,7 +1565,8 @@ class Project:
                 returning = self.files[target.path].scope(target.qualname)
                 if returning is not None and returning.returns:
                     kinds.add(self._return_kind(target))
-        return kinds.pop() if len(kinds) == 1 else "unknown"
+        kind = kinds.pop() if len(kinds) == 1 else "unknown"
+        return "unknown" if tuple_kinds(kind) is not None else kind  # a tuple bound whole is no tensor
 
     def _return_kind(self, function: Target) -> str:
         """Where what a function returns lives: "host" when every `return` gives a host value (`return
@@ -1574,10 +1575,26 @@ class Project:
         key = (function.path, function.qualname)
         found = self._return_kinds.get(key)
         if found is None:
+            self._return_kinds[key] = "unknown"  # while it is worked out: a function returning its own call
             scope = self.files[function.path].scope(function.qualname)
-            kinds = set(scope.returns) if scope is not None else set()
+            kinds = {self._resolved_elements(function.path, scope, k) for k in scope.returns} if scope else set()
             found = self._return_kinds[key] = kinds.pop() if len(kinds) == 1 else "unknown"
         return found
+
+    def _resolved_elements(self, path: str, scope: Scope, kind: str) -> str:
+        """A returned tuple's kind with its "=callee" elements resolved to what those functions return
+        (`return loss, to_cpu(parts)`: "tuple:device,host")."""
+        elements = tuple_kinds(kind)
+        if elements is None or not any(e.startswith("=") for e in elements):
+            return kind
+        resolved = []
+        for element in elements:
+            if element.startswith("="):
+                targets = self.resolve_call(path, scope, Call(0, (0, 0), element[1:], -1), per_step=False)
+                returned = {self._return_kind(t) for t in targets.targets} if targets.certain else set()
+                element = returned.pop() if len(returned) == 1 and not targets.instantiates else "unknown"
+            resolved.append(element if element in ("host", "device") else "unknown")
+        return tuple_kind(resolved) if any(e != "unknown" for e in resolved) else "unknown"
 
     def _reached_by_file(self) -> dict[str, list[str]]:
         if self._by_file is None:

@@ -2682,3 +2682,45 @@ def test_a_loop_calling_an_agent_built_from_a_config_steps_through_the_class_its
     })
     assert [(f[0], f[1], f[2], f[4]) for f in found] == [
         ("buffer.py", 12, "GPL412", "training loop -> SACAgent.update() -> ReplayBuffer.sample()")]
+
+
+def test_each_element_of_a_returned_tuple_lives_where_it_was_made(tmp_path, check):
+    """PyTorch-YOLOv3's `compute_loss` returns `loss, to_cpu(torch.cat(parts))`: the components are host tensors, so
+    `float(loss_components[0])` reads nothing from the device, while `float(loss)` does. Poutyne's
+    `_compute_loss_and_metrics` makes its loss a float only `if not return_loss_tensor:`, so the loss it returns may
+    be a tensor still."""
+    found = check(tmp_path, {
+        "utils.py": """
+            import torch
+
+            def to_cpu(tensor):
+                return tensor.detach().cpu()
+
+            def compute_loss(out, y):
+                lbox = (out - y).abs().mean()
+                lcls = out.mean()
+                loss = lbox + lcls
+                return loss, to_cpu(torch.cat((lbox, lcls, loss)))
+
+            def loss_and_metrics(out, y, return_tensor=False):
+                loss = (out - y).pow(2).mean()
+                if not return_tensor:
+                    loss = float(loss)
+                return loss, out.argmax(1)
+        """,
+        "train.py": """
+            from utils import compute_loss, loss_and_metrics
+
+            def train(model, loader, optimizer, device):
+                for x, y in loader:
+                    out = model(x.to(device, non_blocking=True))
+                    loss, loss_components = compute_loss(out, y)
+                    loss.backward()
+                    optimizer.step()
+                    log = [float(loss_components[0]), float(loss_components[1])]
+                    seen = float(loss)
+                    loss_t, pred = loss_and_metrics(out, y, return_tensor=True)
+                    kept = float(loss_t)
+        """,
+    })
+    assert [f[1] for f in found if f[:3:2] == ("train.py", "GPL402")] == [11, 13]
