@@ -173,6 +173,11 @@ _COLD_REASONS = {
 }
 
 
+# Decorators that keep what a function returns: its body runs once per distinct argument (mmf's causal mask for a
+# length, edm2's toy distribution), not every step.
+_CACHING_DECORATORS = frozenset({"lru_cache", "cache", "cached_property"})
+
+
 def regions_at(scope: Scope, pos: Pos) -> list[Region]:
     """The regions of `scope` holding `pos`, innermost first."""
     return sorted((r for r in scope.regions if r.holds(pos)), key=lambda r: r.start, reverse=True)
@@ -183,6 +188,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     another device, a step loop), then how the step reaches its function."""
     if scope.kind == "class":
         return NEUTRAL
+    cache = next((d for d in scope.decorators if d.rsplit(".", 1)[-1] in _CACHING_DECORATORS), None)
+    if cache is not None:
+        return ExecState(False, False, False, f"in `{scope.name}`, cached by `@{cache}`: it runs once per argument")
     facts = facts or FunctionFacts(None)
     gated = False
     flags: list[str] = []

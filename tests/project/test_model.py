@@ -2724,3 +2724,38 @@ def test_each_element_of_a_returned_tuple_lives_where_it_was_made(tmp_path, chec
         """,
     })
     assert [f[1] for f in found if f[:3:2] == ("train.py", "GPL402")] == [11, 13]
+
+
+def test_a_cached_function_runs_once_per_argument_not_every_step(tmp_path, check):
+    """mmf's `_get_causal_mask` is `@functools.lru_cache`d per length and device: its row loop runs once, and so does
+    what it calls; the same loop in a plain function runs every step."""
+    found = check(tmp_path, {
+        "train.py": """
+            import functools
+            import torch
+
+            def fill_rows(mask, n):
+                for i in range(n):
+                    mask[i, :i + 1] = 1.0
+
+            @functools.lru_cache(maxsize=32)
+            def causal_mask(n, device):
+                mask = torch.zeros(n, n, device=device)
+                fill_rows(mask, n)
+                return mask
+
+            def plain_mask(n, device):
+                mask = torch.zeros(n, n, device=device)
+                for i in range(n):
+                    mask[i, :i + 1] = 1.0
+                return mask
+
+            def train(model, loader, optimizer, device):
+                for x in loader:
+                    x = x.to(device, non_blocking=True)
+                    out = model(x, causal_mask(x.shape[1], device)) + model(x, plain_mask(x.shape[1], device))
+                    out.mean().backward()
+                    optimizer.step()
+        """,
+    })
+    assert [(f[1], f[2]) for f in found] == [(18, "GPL204")]
