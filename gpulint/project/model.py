@@ -199,6 +199,7 @@ class Project:
         self.config_names = frozenset(config_names)  # bare class names they give a registry (`criterion: DFINECriterion`)
         self._by_registry: frozenset[Target] | None = None
         self._layers: frozenset[str] | None = None
+        self._guess_layers: frozenset[str] | None = None
         self._named: frozenset[str] | None = None
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
@@ -918,7 +919,7 @@ class Project:
         if self._pool is None or self._pool[0] != len(self.instantiated):
             built = [f for f in self._all_forwards() if self._built(Target(f.path, _class_of(f), True))
                      and not self._applied_only(f) and not is_cold_class_name(_class_of(f))]
-            layers = self._layer_names()
+            layers = self._guessed_layer_names()
             models = [f for f in built if _class_of(f).rsplit(".", 1)[-1] not in layers]
             self._pool = (len(self.instantiated), built, models)
         return self._pool[1], self._pool[2]
@@ -989,16 +990,25 @@ class Project:
 
     def _layer_names(self) -> frozenset[str]:
         """Classes a module's `__init__` names (`self.attn = Attention(cfg)`, `PipelineBlock(module_builder=
-        DecoderLayer)`, `norm_layer = ActNorm`): layers of another module."""
+        DecoderLayer)`, `norm_layer = ActNorm`): layers of another module (not its own class, which
+        `super(Net, self).__init__()` names)."""
         if self._layers is None:
             found: set[str] = set()
             for ix in self.files.values():
                 for definition in ix.definitions.values():
                     if definition.name == "__init__" and f"{definition.cls}.forward" in ix.definitions:
-                        found.update(CLASS_LIKE_NAME.findall(definition.code))
-                        found.discard(definition.cls.rsplit(".", 1)[-1])
+                        found.update(set(CLASS_LIKE_NAME.findall(definition.code)) - {definition.cls.rsplit(".", 1)[-1]})
             self._layers = frozenset(found)
         return self._layers
+
+    def _guessed_layer_names(self) -> frozenset[str]:
+        """The layers a guessed model call leaves out: those `_layer_names` finds, less the project's modules that
+        have an `__init__` of their own (heads kept in a dict, `self.heads[name](x)`, are called as models are)."""
+        if self._guess_layers is None:
+            own = {d.cls.rsplit(".", 1)[-1] for ix in self.files.values() for d in ix.definitions.values()
+                   if d.name == "__init__" and f"{d.cls}.forward" in ix.definitions}
+            self._guess_layers = self._layer_names() - own
+        return self._guess_layers
 
     def _applied_only(self, forward: Target) -> bool:
         """An autograd Function's `forward` runs through `Function.apply`, never by calling an object."""
@@ -1613,13 +1623,16 @@ class Project:
                 functions[scope.qualname] = self.function_facts(path, scope)
         for qualname in self._reached_by_file().get(path, ()):  # reached by a guess, never read
             functions.setdefault(qualname, FunctionFacts(self.reach[(path, qualname)]))
+        tested = self._tested_words(ix)
         problem = (ix.problem.line, ix.problem.column, ix.problem.message) if ix.problem else None
         # A callee as written returns a known kind when every function it reached here returns that kind.
         returns = tuple(sorted((func, next(iter(kinds))) for func, kinds in self._call_returns.get(path, {}).items()
                                if func and len(kinds) == 1 and "unknown" not in kinds))
         return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
-                         every_step_intervals=self._short_intervals(path), option_values=self._option_values_in(scopes),
-                         off_flags=self._off_flags_in(scopes), lightning_classes=self._lightning_classes(path),
+                         every_step_intervals=self._short_intervals(path),
+                         option_values=self._option_values_in(scopes, tested),
+                         off_flags=self._off_flags_in(scopes, tested),
+                         lightning_classes=self._lightning_classes(path),
                          unit_intervals=self._short_intervals(path, below=2),
                          copy_calls=tuple(sorted(self._copy_calls.get(path, ()))),
                          host_attributes=self._host_attributes(path, functions),
@@ -1690,17 +1703,35 @@ class Project:
                     break
         return frozenset(found)
 
-    def _off_flags_in(self, scopes: Iterable[Scope]) -> frozenset[str]:
-        """The switches of `scopes` that shipped settings leave off."""
-        return frozenset(flag for scope in scopes for region in scope.regions if region.kind in ("switch", "kept-switch")
-                         for flag in region.flags if flag in self.off_switches)
+    def _off_flags_in(self, scopes: Iterable[Scope], tested: frozenset[str] = frozenset()) -> frozenset[str]:
+        """The switches of `scopes` that shipped settings leave off, and those among `tested` (the names a file's
+        conditions test: the scopes the model never read, a function it reached by a guess, are read by the rules)."""
+        read = {flag for scope in scopes for region in scope.regions if region.kind in ("switch", "kept-switch")
+                for flag in region.flags}
+        return frozenset(flag for flag in read | tested if flag in self.off_switches)
 
-    def _option_values_in(self, scopes: Iterable[Scope]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        """The words shipped settings give the options that branches of `scopes` choose on."""
+    def _option_values_in(self, scopes: Iterable[Scope], tested: frozenset[str] = frozenset()
+                          ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The words shipped settings give the options that branches of `scopes` (or names among `tested`) choose
+        on."""
         options = {region.flags[0] for scope in scopes for region in scope.regions if region.kind == "choice"}
         return tuple((option, tuple(sorted(self.option_values[option])))
-                     for option in sorted(options) if option in self.option_values)
+                     for option in sorted(options | tested) if option in self.option_values)
 
+    def _tested_words(self, ix: ModuleIndex) -> frozenset[str]:
+        """The names the file's `if`, `elif` and `while` lines and conditional expressions mention (a superset of
+        the switches and options its branches test)."""
+        lines = [line for line in ix.lines if _is_condition_line(line)]
+        return frozenset(_WORD.findall("\n".join(lines)))
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _is_condition_line(line: str) -> bool:
+    """A line holding a condition: `if`, `elif`, `while`, or a conditional expression (`x if cfg.flag else y`)."""
+    return "if " in line and (line.lstrip().startswith(("if ", "elif ")) or " else" in line) \
+        or line.lstrip().startswith("while ")
 
 # `from ..a.b import (c, d as e)` / `import a.b as c, d`: the dots, the module, the names; or the plain list.
 _IMPORT_STATEMENT = re.compile(

@@ -2759,3 +2759,76 @@ def test_a_cached_function_runs_once_per_argument_not_every_step(tmp_path, check
         """,
     })
     assert [(f[1], f[2]) for f in found] == [(18, "GPL204")]
+
+
+def test_a_module_built_inside_another_modules_constructor_is_a_layer_with_its_own_constructor(tmp_path, check):
+    """kospeech's `FeedForwardModule` has an `__init__` of its own and is built as `ResidualConnectionModule(module=
+    FeedForwardModule(...))` in a Conformer block: a layer, so `inputs.to(self.device)` in its forward moves what the
+    block gives it, already on the device. The model's own forward copies the batch."""
+    found = check(tmp_path, {
+        "model.py": """
+            import torch
+            from torch import nn
+
+            class Residual(nn.Module):
+                def __init__(self, module):
+                    super().__init__()
+                    self.module = module
+
+                def forward(self, x):
+                    return x + self.module(x)
+
+            class Block(nn.Module):
+                def __init__(self, dim, device):
+                    super().__init__()
+                    self.device = device
+                    self.seq = nn.Sequential(Residual(module=FeedForwardModule(dim, device)))
+
+                def forward(self, inputs):
+                    return self.seq(inputs.to(self.device))
+
+            class FeedForwardModule(nn.Module):
+                def __init__(self, dim, device):
+                    super(FeedForwardModule, self).__init__()
+                    self.device = device
+                    self.linear = nn.Linear(dim, dim)
+
+                def forward(self, inputs):
+                    return self.linear(inputs.to(self.device))
+        """,
+        "train.py": """
+            from model import Block
+
+            def train(loader, optimizer, device):
+                model = Block(8, device)
+                for x in loader:
+                    model(x).mean().backward()
+                    optimizer.step()
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found if f[2] == "GPL411"] == [("model.py", 20, "GPL411")]
+
+
+def test_a_files_off_switches_cover_functions_the_model_never_read(tmp_path):
+    """A forward reached by a guess over many modules is not read by the model (DiffSinger's MultiheadAttention), yet
+    the rules judge its `if self.add_zero_attn:` branch: the file's facts name every off switch its conditions test,
+    and the options its conditions choose on."""
+    project = model(tmp_path, {
+        "layers.py": """
+            import torch
+
+            class Attention(torch.nn.Module):
+                def __init__(self, add_zero_attn=False, kind="softmax"):
+                    super().__init__()
+                    self.add_zero_attn = add_zero_attn
+                    self.kind = kind
+
+                def forward(self, k):
+                    if self.add_zero_attn:
+                        k = torch.cat([k, torch.zeros(k.size(0), 1).cuda()], dim=1)
+                    return k.softmax(-1) if self.cfg.kind == "softmax" else k
+        """,
+    })
+    facts = project.file_facts("layers.py")
+    assert "add_zero_attn" in facts.off_flags
+    assert ("kind", ("softmax",)) in facts.option_values
