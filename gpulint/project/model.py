@@ -780,12 +780,25 @@ class Project:
             method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")
             if method is not None:
                 out.targets.append(method)
-        callable_annotated = any(a.annotation.rsplit(".", 1)[-1].lower() == "callable" for a in bindings)
+        callable_annotated = any(_is_callable_annotation(a.annotation) for a in bindings) \
+            or self._keeps_callable(path, scope, name)
         if not types and per_step and not self._external_object(path, scope, name) and not callable_annotated \
                 and not _names_a_function(name.rsplit(".", 1)[-1]):
             out.certain, out.guess = False, _forward_guess_key(name)
             out.targets = self._forward_guess(out.guess)
         return out
+
+    def _keeps_callable(self, path: str, scope: Scope, name: str) -> bool:
+        """`self.image_extractor(batch)`, where the class's constructor keeps a parameter annotated `Callable`
+        (MONAI's LR finder): a function the user passes, no module to guess a forward for."""
+        if not name.startswith("self.") or not scope.cls:
+            return False
+        init = self.files[path].scope(f"{scope.cls}.__init__")
+        if init is None:
+            return False
+        sources = {a.source for a in init.assigns if a.target == name and a.source}
+        return bool(sources) and all(any(_is_callable_annotation(b.annotation) for b in init.assigns if b.target == s)
+                                     for s in sources)
 
     def _binding_scope(self, path: str, scope: Scope, name: str) -> Scope | None:
         """The innermost scope, from `scope` outwards, that assigns `name` or takes it as a parameter (whose annotation
@@ -1749,6 +1762,10 @@ _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
 
 # An object named for a function (`self.grad_clip_fn(params)`, `loss_func(x, y)`) is no module to guess a forward for.
 _FUNCTION_NAME_PARTS = frozenset({"fn", "func", "function", "callable"})
+
+
+def _is_callable_annotation(annotation: str) -> bool:
+    return annotation.rsplit(".", 1)[-1].lower() == "callable"
 # Nor one named for an action (`self._get_inputs(batch)`, `self._calc_lr()`): a method or function held in a name.
 _VERB_FIRST_PARTS = frozenset({"get", "calc", "compute", "process", "make", "build", "create", "apply", "update", "run"})
 

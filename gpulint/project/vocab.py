@@ -81,7 +81,7 @@ DEFAULT_GATE_PARTS = frozenset(
     {
         "log", "logging", "logger", "print", "report", "display", "verbose", "debug", "interval", "every", "freq",
         "frequency", "period", "eval", "evaluate", "save", "checkpoint", "ckpt",
-        "wandb", "tensorboard", "writer", "summary", "visualize", "sample", "tick",
+        "wandb", "tensorboard", "writer", "summary", "summaries", "visualize", "sample", "tick",
     }
 )
 # A gate whose period is shorter than this many steps runs on a large share of them: `step % 2 == 0` halves a cost,
@@ -256,7 +256,8 @@ NOT_TRAINING_PARTS = frozenset(
     {"demo", "demos", "inference", "infer", "sample", "sampling", "generate",
      "generation", "export", "eval", "evaluate", "evaluation", "predict", "prediction", "test", "tests", "testing",
      "visualize", "visualization", "convert", "deploy", "serve", "server", "app", "gradio",
-     "streamlit", "notebook", "notebooks", "docs", "doc", "playground", "verify"}
+     "streamlit", "notebook", "notebooks", "docs", "doc", "playground", "verify", "preprocess", "preprocessing",
+     "onnx", "extract"}
 )
 
 

@@ -2832,3 +2832,55 @@ def test_a_files_off_switches_cover_functions_the_model_never_read(tmp_path):
     facts = project.file_facts("layers.py")
     assert "add_zero_attn" in facts.off_flags
     assert ("kind", ("softmax",)) in facts.option_values
+
+
+def test_a_callable_an_object_keeps_is_no_model_and_preprocessing_scripts_do_not_train(tmp_path, check):
+    """MONAI's LR finder calls `self.image_extractor(batch)`, a `Callable` its constructor keeps: no module's forward
+    is guessed for it. so-vits-svc's `preprocess_hubert_f0.py` loops over files running models once, before training;
+    a loop gated on summaries (`if should_record_summaries:`) is periodic."""
+    found = check(tmp_path, {
+        "layers.py": """
+            import torch
+
+            class Head(torch.nn.Module):
+                def forward(self, x):
+                    return x.sum().item()
+        """,
+        "finder.py": """
+            from typing import Callable
+            import torch
+
+            class BatchIter:
+                def __init__(self, loader, image_extractor: Callable):
+                    self.loader = loader
+                    self.image_extractor = image_extractor
+
+                def images(self, batch):
+                    return self.image_extractor(batch)
+
+            def sweep_lr(model, loader, optimizer, device, extractor, should_record_summaries):
+                batches = BatchIter(loader, extractor)
+                for batch in loader:
+                    x = batches.images(batch).to(device, non_blocking=True)
+                    loss = model(x).mean()
+                    loss.backward()
+                    optimizer.step()
+                    if should_record_summaries:
+                        print(loss.item())
+        """,
+        "preprocess_features.py": """
+            import torch
+            from layers import Head
+
+            def process(files, device):
+                head = Head()
+                for name in files:
+                    x = torch.load(name).to(device)
+                    print(head(x))
+
+            if __name__ == "__main__":
+                process(["a.pt"], "cuda")
+        """,
+    })
+    # Head's forward runs as the model the loop calls may (a guess), not as the extractor
+    assert [(f[0], f[1], f[4]) for f in found] == [("layers.py", 6, "loop over loader -> Head.forward()")]
