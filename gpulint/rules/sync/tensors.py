@@ -257,7 +257,8 @@ class Tensors:
             key = self._key(expr.value)
             if key in self._masks:
                 return True
-            if self._bound.get(key, None) is not None or self.context.location_of(expr) == "host":
+            # A name bound to a tensor (a mask generator's output) or to something unknown is a mask when named one.
+            if self._bound.get(key, None) is False or self.context.location_of(expr) == "host":
                 return False
             return "mask" in name_parts(expr.value)
         if isinstance(expr, cst.Attribute):
