@@ -128,7 +128,8 @@ _BOOL_KEYWORD = re.compile(r"""[(,]\s*(\w+)[ \t]*=[ \t]*(True|False)[ \t]*(?=[,)
 _ATTRIBUTE_SET = re.compile(r"""\.(\w+)[ \t]*=[ \t]*(?!=)(True\b|False\b|[^\n]*)""")
 # `self.collect_stats = collect_stats`, `(c_f.COLLECT_STATS if collect_stats is None else collect_stats)`: the
 # attribute keeps what the constructor is given, or a module default; those settings say what it is.
-_PASSED_THROUGH = re.compile(r"""[ \t(]*(?:([\w.]+)[ \t]+if[ \t]+(\w+)[ \t]+is[ \t]+None[ \t]+else[ \t]+)?(\w+)[ \t)]*""")
+_PASSED_THROUGH = re.compile(
+    r"""[ \t(]*(?:([\w.]+)[ \t]+if[ \t]+(\w+)[ \t]+is[ \t]+None[ \t]+else[ \t]+)?(\w+)[ \t)]*""")
 # `COLLECT_STATS = False` at a module's top: a library-wide default its objects read.
 _MODULE_SWITCH = re.compile(r"""^([A-Z][A-Z0-9_]*)[ \t]*=[ \t]*(True|False)[ \t]*(?:#.*)?$""", re.MULTILINE)
 _BOOL_KEY = re.compile(r"""^[ \t-]*["']?(\w+)["']?[ \t]*:[ \t]*(true|false|True|False)\b""", re.MULTILINE)

@@ -1110,8 +1110,8 @@ class _Walker:
         bound: list[dict[str, Kind]] = []
         for part, body in (("body", node.body), ("orelse", node.orelse)):
             self.values.scopes[-1] = dict(before)
-            bound.append(self.values.scopes[-1])
             if not body:
+                bound.append(self.values.scopes[-1])
                 continue
             span = self._span(body)
             if part == "body" and is_gate(test, self.gates) and flags is None and not flag_parameter:
@@ -1132,6 +1132,7 @@ class _Walker:
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
             self._block(body)
+            bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
         self.values.scopes[-1] = _merged(before, *bound)
 
     def _named_backend_test(self, test: ast.AST) -> ast.AST:
@@ -1179,7 +1180,8 @@ class _Walker:
                 isinstance(n, ast.Name) and n.id in self.containers for n in value.elts):
             return "unknown"
         kind = self.values.kind_of(value)
-        if kind == "unknown" and isinstance(value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in value.elts):
+        starred = isinstance(value, ast.Tuple) and any(isinstance(e, ast.Starred) for e in value.elts)
+        if kind == "unknown" and isinstance(value, ast.Tuple) and not starred:
             # `return loss, to_cpu(torch.cat(parts))`: each element where it lives, for `loss, parts = f(...)`
             kinds = [self._returned_element_kind(e) for e in value.elts]
             if any(k != "unknown" for k in kinds):

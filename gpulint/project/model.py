@@ -1010,7 +1010,8 @@ class Project:
             for ix in self.files.values():
                 for definition in ix.definitions.values():
                     if definition.name == "__init__" and f"{definition.cls}.forward" in ix.definitions:
-                        found.update(set(CLASS_LIKE_NAME.findall(definition.code)) - {definition.cls.rsplit(".", 1)[-1]})
+                        own = definition.cls.rsplit(".", 1)[-1]
+                        found.update(set(CLASS_LIKE_NAME.findall(definition.code)) - {own})
             self._layers = frozenset(found)
         return self._layers
 

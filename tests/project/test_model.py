@@ -2884,3 +2884,30 @@ def test_a_callable_an_object_keeps_is_no_model_and_preprocessing_scripts_do_not
     })
     # Head's forward runs as the model the loop calls may (a guess), not as the extractor
     assert [(f[0], f[1], f[4]) for f in found] == [("layers.py", 6, "loop over loader -> Head.forward()")]
+
+
+def test_a_name_bound_after_a_nested_if_in_one_branch_is_not_taken_for_the_other_branchs_value(tmp_path, check):
+    """`loss_t = 0.0`, then in one branch, after an inner `if`, `loss_t = out.mean().cuda()`: after the outer `if`
+    the name may be a device tensor, so the float the caller takes of it may sync."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def pick(out, cond, flag):
+                loss_t = 0.0
+                if cond:
+                    if flag:
+                        out = out * 2
+                    loss_t = out.mean().cuda()
+                return loss_t, out
+
+            def train(model, loader, optimizer, device):
+                for x in loader:
+                    out = model(x.to(device, non_blocking=True))
+                    loss_t, kept = pick(out, True, False)
+                    seen = float(loss_t)
+                    out.mean().backward()
+                    optimizer.step()
+        """,
+    })
+    assert [(f[1], f[2]) for f in found if f[2] == "GPL402"] == [(16, "GPL402")]

@@ -21,7 +21,8 @@ class DataDependentShapeInStep(SyncRule):
         what_it_does="Flags operations whose output shape depends on tensor data: `nonzero`, `argwhere`, single-argument "
         "`torch.where`, `masked_select`, `unique`, `repeat_interleave` with tensor repeats and no `output_size`, and "
         "boolean-mask indexing in any position (`x[mask]`, `x[:, mask]`; masks are comparisons, `.bool()`, "
-        "`torch.isfinite(x)`, `torch.any(x == y, dim=1)`, `a < m if flag else a > m`, names bound to them, parameters named like masks, followed through `clone`, `view`, `torch.stack` / `torch.cat`, `.T` and "
+        "`torch.isfinite(x)`, `torch.any(x == y, dim=1)`, `a < m if flag else a > m`, names bound to them, "
+        "parameters named like masks, followed through `clone`, `view`, `torch.stack` / `torch.cat`, `.T` and "
         "tuple unpacking), and stores through a mask that go through `nonzero` (`x[m] = y[m]`, `x[rows, m] = 1`, "
         "`x[:, m] *= 0`), in code that runs every step, ungated.",
         why_slow="To allocate the result PyTorch must know how many elements it has, so it copies a count from the "

@@ -34,7 +34,9 @@ class PythonScalarOfTensor(SyncRule):
         "a tensor used as a slice bound is converted to a Python int every step: a blocking device-to-host copy"
     )
     message_argument = "`{func}({name}=tensor)` converts the tensor to a Python int every step: a blocking device-to-host copy"
-    message_size = "`{func}` reads a tensor used as a size or bound on the host every step: a blocking device-to-host copy"
+    message_size = (
+        "`{func}` reads a tensor used as a size or bound on the host every step: a blocking device-to-host copy"
+    )
     # A slice; a function is parsed only when a bound is not a number (below).
     triggers = _CALL_WORDS + _FACTORY_WORDS + (":",)
 
@@ -72,7 +74,7 @@ class PythonScalarOfTensor(SyncRule):
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
         training_script("half = out.shape[1] // 2\nhead, tail = out[:, :half], out[:, half:]"),
         training_script("best, where = torch.topk(out, k=min(5, out.shape[1]))"),
-        training_script("noise = torch.randn([out.shape[0], model.z_dim], device=out.device)"),
+        training_script("noise = torch.randn([out.shape[0], out.ndim], device=out.device)"),
         training_script("grad_norm = optimizer.param_groups[0].get(\"grad_norm\", 0.0)\n"
                         "norm = grad_norm.item() if isinstance(grad_norm, torch.Tensor) else float(grad_norm)"),
     )
@@ -84,7 +86,8 @@ class PythonScalarOfTensor(SyncRule):
         Invalid(training_script("ks = torch.clamp(out.sum(1).int(), min=1)\n"
                                 "best, where = torch.topk(out[0], k=ks[0])")),
         Invalid(training_script("words = (out > 0).long().cumsum(1)\n"
-                                "per_word = out.new_zeros([out.shape[0], words.max() + 1]).scatter_add(1, words, out)")),
+                                "per_word = out.new_zeros([out.shape[0], words.max() + 1])\n"
+                                "per_word = per_word.scatter_add(1, words, out)")),
     )
 
     def visit_Slice(self, node: cst.Slice) -> None:
