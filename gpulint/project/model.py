@@ -1007,22 +1007,22 @@ class Project:
         `super(Net, self).__init__()` names)."""
         if self._layers is None:
             found: set[str] = set()
+            modules: set[str] = set()  # the project's modules with an `__init__` of their own
             for ix in self.files.values():
                 for definition in ix.definitions.values():
                     if definition.name == "__init__" and f"{definition.cls}.forward" in ix.definitions:
                         own = definition.cls.rsplit(".", 1)[-1]
+                        modules.add(own)
                         found.update(set(CLASS_LIKE_NAME.findall(definition.code)) - {own})
             self._layers = frozenset(found)
+            self._guess_layers = self._layers - modules
         return self._layers
 
     def _guessed_layer_names(self) -> frozenset[str]:
         """The layers a guessed model call leaves out: those `_layer_names` finds, less the project's modules that
         have an `__init__` of their own (heads kept in a dict, `self.heads[name](x)`, are called as models are)."""
-        if self._guess_layers is None:
-            own = {d.cls.rsplit(".", 1)[-1] for ix in self.files.values() for d in ix.definitions.values()
-                   if d.name == "__init__" and f"{d.cls}.forward" in ix.definitions}
-            self._guess_layers = self._layer_names() - own
-        return self._guess_layers
+        self._layer_names()
+        return self._guess_layers  # type: ignore[return-value]  (set with `_layers`)
 
     def _applied_only(self, forward: Target) -> bool:
         """An autograd Function's `forward` runs through `Function.apply`, never by calling an object."""

@@ -2295,23 +2295,27 @@ def test_a_loop_calling_its_model_only_under_no_grad_extracts_it_does_not_train(
     assert [(f[0], f[1]) for f in found] == [("train_net.py", 22)]
 
 
-def test_a_loop_calling_an_update_whose_helpers_step_the_optimizers_is_a_training_loop(tmp_path, check):
-    """CURL's `for step in range(...)` calls `agent.update(buffer)`, which calls `update_critic` and `update_actor`,
-    each doing backward and a step: the loop trains, and the buffer's sampling copies every step."""
-    found = check(tmp_path, {
-        "agent.py": """
+# A replay buffer whose `sample` copies a pageable numpy batch to the device (line 12): an RL step's per-step copy.
+REPLAY_BUFFER = """
             import numpy as np
             import torch
 
             class ReplayBuffer:
-                def __init__(self, n, device):
-                    self.obses = np.zeros((n, 3), dtype=np.float32)
+                def __init__(self, capacity, device):
+                    self.obses = np.empty((capacity, 8), dtype=np.float32)
                     self.device = device
 
-                def sample(self, k):
-                    idxs = np.random.randint(0, len(self.obses), size=k)
+                def sample(self, batch_size):
+                    idxs = np.random.randint(0, len(self.obses), size=batch_size)
                     return torch.as_tensor(self.obses[idxs], device=self.device)
+"""
 
+
+def test_a_loop_calling_an_update_whose_helpers_step_the_optimizers_is_a_training_loop(tmp_path, check):
+    """CURL's `for step in range(...)` calls `agent.update(buffer)`, which calls `update_critic` and `update_actor`,
+    each doing backward and a step: the loop trains, and the buffer's sampling copies every step."""
+    found = check(tmp_path, {
+        "agent.py": REPLAY_BUFFER + """
             class Agent:
                 def update_critic(self, obs):
                     self.critic(obs).mean().backward()
@@ -2638,19 +2642,7 @@ def test_a_loop_calling_an_agent_built_from_a_config_steps_through_the_class_its
             agent:
               class: agent.SACAgent
         """,
-        "buffer.py": """
-            import numpy as np
-            import torch
-
-            class ReplayBuffer:
-                def __init__(self, capacity, device):
-                    self.obses = np.empty((capacity, 8), dtype=np.float32)
-                    self.device = device
-
-                def sample(self, batch_size):
-                    idxs = np.random.randint(0, len(self.obses), size=batch_size)
-                    return torch.as_tensor(self.obses[idxs], device=self.device)
-        """,
+        "buffer.py": REPLAY_BUFFER,
         "train.py": """
             import hydra
             from buffer import ReplayBuffer

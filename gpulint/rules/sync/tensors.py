@@ -307,16 +307,19 @@ class Tensors:
                 return self.is_mask(receiver)
             if method in ("any", "all") and expr.args:  # `is_in.any(dim=0)`
                 return self.is_tensor(receiver) or self.is_mask(receiver)
-            if method in ("isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and",
-                          "logical_or"):
+            if method in _MASK_METHODS:
                 return True
         return False
 
 
 # Torch functions that return a boolean tensor of their inputs' shape.
+# Tensor methods that return a boolean tensor of their receiver's shape (`x.isnan()`, `x.ge(p)`), and the torch
+# functions that do so of their inputs (`torch.isfinite(x)`, a few more than the methods gpulint reads).
+_MASK_METHODS = frozenset(
+    {"isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and", "logical_or"}
+)
 _TORCH_MASK_FUNCTIONS = frozenset(
-    {f"torch.{name}" for name in ("isnan", "isinf", "isfinite", "isneginf", "isposinf", "eq", "ne", "gt", "lt", "ge",
-                                  "le", "logical_not", "logical_and", "logical_or", "logical_xor", "isin")}
+    f"torch.{name}" for name in _MASK_METHODS | {"isneginf", "isposinf", "logical_xor", "isin"}
 )
 
 
