@@ -25,6 +25,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState  # to generate a node with its block's indentation
 
 from gpulint.linter.context import FileContext
+from gpulint.linter.devices import DeviceEvidence
 from gpulint.linter.finding import Edit, Finding, Fix, one_line
 from gpulint.linter.noqa import Suppressions, check_directives
 from gpulint.linter.options import LintOptions
@@ -235,6 +236,8 @@ def _run_rules(
         _Traversal(context, instances).walk(module)
     except RecursionError:
         return [parse_error(path, "too deeply nested to analyse", 1, 1)]
+    if any(type(rule).gpu_only for rule in instances) and context.helper(DeviceEvidence).cpu_only(context):
+        context.reports[:] = [report for report in context.reports if not report.rule.gpu_only]
     reports = _may_apply(context.reports, context.facts)
     if not reports:
         return []
@@ -319,8 +322,8 @@ def _state_of(report: Report, positions, where: _Where | None, facts: FileFacts)
     return state_at(scope, pos, facts.functions.get(scope.qualname), facts)
 
 
-# A training script that calls backward and never names a device is CPU-only (GPL4xx rules stay silent there), so
-# where the file calls backward every function that names a device is kept for the rules to see.
+# A training script that calls backward and never names a device is CPU-only (`Rule.gpu_only` rules stay silent there),
+# so where the file calls backward every function that names a device is kept for devices.py to see.
 _BACKWARD_CALL = re.compile(r"backward\s*\(")
 _DEVICE_WORDS = re.compile(
     r"cuda|device|gpu|accelerat|fabric|lightning|distributed|rank|xla|mps|xpu|npu|pin_memory|non_blocking"
@@ -358,10 +361,9 @@ def _pruned(text: str, active: Sequence[type[Rule]], facts: FileFacts) -> Cut | 
     # elsewhere are dropped), except a rule with findings real wherever they are.
     anywhere = [r for r in active if r.reports_anywhere or (not r.hot_only and not facts.entries)]
     in_program = [r for r in active if not r.hot_only and r not in anywhere]
-    step_only = any(r.hot_only for r in active)
     fact_words = tuple(w for r in active for w in r.facts)
     facts_pattern = _trigger_pattern(fact_words) if fact_words else None
-    devices = _DEVICE_WORDS if step_only and _calls_backward(text) else None
+    devices = _DEVICE_WORDS if any(r.gpu_only for r in active) and _calls_backward(text) else None
     in_step, program = facts.step_code(), facts.program_code()
 
     def holds(names: frozenset[str], qualname: str) -> bool:
@@ -550,7 +552,10 @@ class _Traversal:
         self.visits: dict[type, list[Callable]] = {}
         self.leaves: dict[type, list[Callable]] = {}
         # The rules' shared helpers first: each node updates them once, before any rule looks.
-        helpers = [context.helper(kind) for kind in dict.fromkeys(k for rule in rules for k in type(rule).shared)]
+        kinds = [k for rule in rules for k in type(rule).shared]
+        if any(type(rule).gpu_only for rule in rules):
+            kinds.insert(0, DeviceEvidence)  # the engine asks it whether the file runs on the CPU (`_run_rules`)
+        helpers = [context.helper(kind) for kind in dict.fromkeys(kinds)]
         for rule in [*helpers, *rules]:
             for node_type, method_name in _handlers(type(rule), "visit_"):
                 self.visits.setdefault(node_type, []).append(getattr(rule, method_name))

@@ -77,6 +77,9 @@ class Rule:
     # True when some findings of the rule are real wherever the code is (reported with when="always"): the engine
     # then parses the functions holding its words even where no training code reaches them.
     reports_anywhere: ClassVar[bool] = False
+    # True when the rule's cost exists only on a GPU (a host-device sync, a kernel launch saved): the engine drops its
+    # findings in a training script that never names a device (devices.py), which runs on the CPU.
+    gpu_only: ClassVar[bool] = False
 
     def __init__(self, context: "FileContext") -> None:
         self.context = context

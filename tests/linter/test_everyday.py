@@ -307,7 +307,7 @@ def test_server_without_pygls_is_one_line(run, tmp_path, monkeypatch):
 
 def test_a_finding_on_a_multi_line_expression_has_a_one_line_message(run, tmp_path):
     (tmp_path / "train.py").write_text(
-        "def train(model, loader, optimizer):\n"
+        "def train(model, loader, optimizer, device):\n"
         "    running_loss = 0.0\n"
         "    for batch in loader:\n"
         "        model(batch).loss.backward()\n"

@@ -137,7 +137,7 @@ def _plan_file(tmp_path, launch: Launch | None):
 def test_check_with_a_plan_prices_findings_and_prints_the_launch_profile(run, project, tmp_path):
     (project / "ema.py").write_text(
         "import torch\n\n"
-        "def train(model, ema, loader, optimizer):\n"
+        "def train(model, ema, loader, optimizer, device):\n"
         "    for batch in loader:\n"
         "        model(batch).backward()\n"
         "        optimizer.step()\n"

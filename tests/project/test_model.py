@@ -1482,7 +1482,7 @@ _CHOSEN = """
     args = parser.parse_args()
     config = {"loss": {"kind": "l1"}}
 
-    def train(model, loader, opt):
+    def train(model, loader, opt, device):
         total = 0
         for batch in loader:
             loss = model(batch)
@@ -1518,7 +1518,7 @@ def test_a_branch_for_an_option_word_no_shipped_setting_gives_is_not_run(tmp_pat
 
 def test_a_branch_for_an_option_nothing_sets_stays_per_step(tmp_path, check):
     found = check(tmp_path, {"train.py": """
-        def train(model, loader, opt, args):
+        def train(model, loader, opt, args, device):
             total = 0
             for batch in loader:
                 loss = model(batch)
@@ -1615,7 +1615,7 @@ def test_a_factory_named_for_losses_is_setup_not_step_work(tmp_path, check):
 ])
 def test_a_branch_on_a_number_no_shipped_setting_satisfies_is_not_run(tmp_path, check, script, chosen):
     files = {"train.py": """
-        def train(model, loader, opt, args):
+        def train(model, loader, opt, args, device):
             total = 0
             for batch in loader:
                 loss = model(batch)

@@ -19,6 +19,7 @@ def _without_arg(call: cst.Call, removed: cst.Arg) -> cst.Call:
 
 class ForeachDisabled(Rule):
     code = "GPL502"
+    gpu_only = True  # kernel launches saved: none on the CPU
     name = "foreach-disabled"
     message = "`foreach=False` makes the optimizer (or clipping) launch kernels one tensor at a time"
     triggers = ("foreach=False", "foreach = False")

@@ -34,6 +34,7 @@ _TENSOR_DICT = re.compile(
 
 class PerParameterUpdateLoop(WhereItRuns):
     code = "GPL501"
+    gpu_only = True  # kernel launches saved: none on the CPU
     name = "per-parameter-update-loop"
     message = (
         "a Python loop does in-place arithmetic on each parameter: one or more kernel launches per tensor every step; "
@@ -70,7 +71,8 @@ class PerParameterUpdateLoop(WhereItRuns):
         fix_safety="No automatic fix: the loop body often mixes the update with conditions per tensor (frozen layers, "
         "buffers vs parameters) that a rewrite must keep.",
         false_positives="Weight loading or averaging that runs once but sits in a helper named like an update, and "
-        "CPU-only toy models (no launches to save). Skipped: functions named like `init`/`setup`/`checkpoint`, loops "
+        "CPU-only toy models trained from a module that names no device (no launches to save; a training script that "
+        "names none is skipped). Skipped: functions named like `init`/`setup`/`checkpoint`, loops "
         "that scale weights by a constant (initialisation), loops that only copy tensors unchanged outside update "
         "functions, loops that sort tensors into lists for a `torch._foreach_*` call, and loops under a logging gate.",
     )

@@ -28,6 +28,7 @@ _NAME_BUILTINS = frozenset({"float", "int", "min", "max", "abs", "len"})
 
 class ReversedTimeStepLoop(WhereItRuns):
     code = "GPL508"
+    gpu_only = True  # kernel launches saved: none on the CPU
     name = "reversed-time-step-loop"
     message = (
         "a Python loop runs backwards over time steps doing tensor arithmetic on one step at a time: a few tiny "

@@ -70,6 +70,7 @@ _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
 class CreatedOnCpuThenMoved(WhereItRuns):
     code = "GPL504"
+    gpu_only = True  # kernel launches saved: none on the CPU
     name = "tensor-created-then-moved"
     message = (
         "the tensor is created on the CPU and then copied to the device; pass `device=` to the factory so it is "

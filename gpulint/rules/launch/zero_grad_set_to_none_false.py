@@ -21,6 +21,7 @@ def _zeroing_step(zero_grad: str) -> str:
 
 class ZeroGradKeepsTensors(Rule):
     code = "GPL503"
+    gpu_only = True  # kernel launches saved: none on the CPU
     name = "zero-grad-set-to-none-false"
     message = "`zero_grad(set_to_none=False)` launches a memset per gradient every step; the default frees them instead"
     triggers = ("zero_grad(",)

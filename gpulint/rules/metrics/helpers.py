@@ -13,6 +13,7 @@ from gpulint.linter.syntax import SyntaxVisitor
 class MetricRule(Rule):
     """Base of the GPL2xx rules: the cost of a metric in test code is not training time, so test files are skipped."""
 
+    gpu_only = True  # a host read of a device tensor per step: nothing to wait for on the CPU
     hot_only = True  # every GPL2xx finding is per step (GPL205 overrides: it reports any growing loop in training)
 
     def report(self, node, message=None, **kwargs) -> None:  # type: ignore[override]

@@ -74,6 +74,7 @@ def _is_self_cat(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
 
 class TensorGrownByCat(MetricRule):
     hot_only = False
+    gpu_only = False  # the quadratic copying costs on the CPU too
     code = "GPL205"
     name = "tensor-grown-by-cat"
     message = "`{name} = torch.cat([{name}, ...])` inside a loop copies the whole tensor every iteration (quadratic); collect the parts in a list and concatenate once"

@@ -569,6 +569,8 @@ class PerTensorRule(Rule):
     outside the data pipeline. A configuration switch (`if args.log_grad_norm:`) is not a gate: when it is on, the
     loop runs every step."""
 
+    gpu_only = True  # a launch and a sync per tensor: a GPU's cost
+
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self._torch_bound = False  # `import torch` seen: a fix may spell `torch.` (not under an alias)

@@ -288,7 +288,6 @@ class BlockingHostToDeviceCopy(SyncRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         self._emit()
-        super().leave_Module(node)
 
     def _emit(self) -> None:
         if self._prepared:

@@ -108,7 +108,6 @@ class DdpAccumulationWithoutNoSync(SyncRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         self._emit()
-        super().leave_Module(node)
 
     def _emit(self) -> None:
         if not self._uses_ddp or self._uses_no_sync:

@@ -123,7 +123,6 @@ class DistributionValidationInStep(SyncRule):
         # sign of a GPU (Spinning Up's policies run on the CPU), the check reads host memory: no sync.
         if self._validation_off or not self.file.shows_gpu(self.context):
             self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
-        super().leave_Module(node)
 
 
 # Names that hold a distribution's scalar hyper-parameters (mixup's `Beta(alpha, alpha)`), not tensors.

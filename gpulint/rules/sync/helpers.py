@@ -9,18 +9,11 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.project.vocab import ACCUMULATION_PARTS
+from gpulint.linter.devices import DeviceEvidence
 from gpulint.linter.rule import Report, Rule
 from gpulint.linter.syntax import innermost
 from gpulint.rules.common import is_cpu_device, keyword_arg
 from gpulint.rules.sync.tensors import Tensors
-
-# A training script (it calls backward) that never names a device, an accelerator or a distributed backend runs on
-# the CPU: nothing to sync with. Helper modules (losses, matchers) get their tensors from elsewhere and are checked.
-_GPU_EVIDENCE = re.compile(
-    r"cuda|device|gpu|accelerat|fabric|lightning|distributed|(?<![a-z])rank|(?<![a-z])(xla|mps|xpu|npu)(?![a-z])"
-)
-_GPU_PACKAGES = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "torch.distributed",
-                 "torch_xla", "apex", "torch.cuda")
 
 
 class FileState:
@@ -30,8 +23,7 @@ class FileState:
 
     def __init__(self, context) -> None:
         self.tensors = Tensors(context)
-        self.gpu = False
-        self.backward = False
+        self.device: DeviceEvidence = context.helper(DeviceEvidence)
 
     def leave_Assign(self, node: cst.Assign) -> None:
         self.tensors.assigned(node)
@@ -47,38 +39,13 @@ class FileState:
 
     def leave_Call(self, node: cst.Call) -> None:
         self.tensors.buffer_registered(node)
-        self.saw_call(node)
 
     def visit_Param(self, node: cst.Param) -> None:
-        self.saw_param(node)
         self.tensors.annotated(node)
-
-    def saw_call(self, call: cst.Call) -> None:
-        method = last_name(call.func)
-        if method == "backward":
-            self.backward = True
-        if self.gpu:
-            return
-        if method in ("to", "cuda") or _GPU_EVIDENCE.search(dotted_name(call.func) or ""):
-            self.gpu = True
-            return
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value in ("device", "non_blocking", "pin_memory"):
-                self.gpu = True
-                return
-
-    def saw_param(self, param: cst.Param) -> None:
-        if not self.gpu and _GPU_EVIDENCE.search(param.name.value):
-            self.gpu = True  # `def train(model, loader, device)`
-
-    def cpu_only(self, context) -> bool:
-        if self.gpu or not self.backward:
-            return False
-        return not any(context.imports.imported(package) for package in _GPU_PACKAGES)
 
     def shows_gpu(self, context) -> bool:
         """Does the file name a device, move tensors to one, or import a package that does?"""
-        return self.gpu or any(context.imports.imported(package) for package in _GPU_PACKAGES)
+        return self.device.shows_gpu(context)
 
 
 # Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
@@ -110,18 +77,14 @@ class SyncRule(Rule):
     never touch a device (a CPU-only script has no GPU to wait for)."""
 
     hot_only = True  # every GPL4xx finding is reported with when="per_step"
-    shared = (FileState,)
+    gpu_only = True
+    shared = (DeviceEvidence, FileState)
     reads_to_host = False  # the rule reports a device-to-host read (`.item()`, `.cpu()`, `int(t)`)
 
     def __init__(self, context) -> None:
         super().__init__(context)
         self.file: FileState = context.helper(FileState)
         self.tensors = self.file.tensors
-
-    def leave_Module(self, node: cst.Module) -> None:
-        """Drop this rule's reports in a CPU-only training script (known only once the whole file is seen)."""
-        if self.file.cpu_only(self.context):
-            self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
 
     # -- precedence: shapes that belong to other families
     def in_accumulator(self) -> bool:

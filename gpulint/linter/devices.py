@@ -1,0 +1,54 @@
+"""Does a file show any sign of a GPU? A training script (it calls backward) that never names a device, an
+accelerator or a distributed backend runs on the CPU: it has no GPU to wait for and no kernels to launch, so the
+rules whose cost exists only on a GPU (`Rule.gpu_only`) stay silent there. Helper modules (losses, matchers) get
+their tensors from elsewhere and are checked as usual."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from gpulint.linter.names import dotted_name, last_name
+
+# `rank` alone is no evidence: a CPU-only script's worker processes have ranks too (A3C's `train(model, rank)`); a
+# distributed program imports `torch.distributed` (a package below) or moves tensors to `rank`.
+_GPU_EVIDENCE = re.compile(
+    r"cuda|device|gpu|accelerat|fabric|lightning|distributed|(?<![a-z])(xla|mps|xpu|npu)(?![a-z])"
+)
+_GPU_PACKAGES = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "torch.distributed",
+                 "torch_xla", "apex", "torch.cuda")
+
+
+class DeviceEvidence:
+    """A shared helper (`Rule.shared`): whether the file calls backward, and whether it names a device."""
+
+    def __init__(self, context) -> None:
+        self.gpu = False
+        self.backward = False
+
+    def leave_Call(self, call: cst.Call) -> None:
+        method = last_name(call.func)
+        if method == "backward":
+            self.backward = True
+        if self.gpu:
+            return
+        if method in ("to", "cuda") or _GPU_EVIDENCE.search(dotted_name(call.func) or ""):
+            self.gpu = True
+            return
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in ("device", "non_blocking", "pin_memory"):
+                self.gpu = True
+                return
+
+    def visit_Param(self, param: cst.Param) -> None:
+        if not self.gpu and _GPU_EVIDENCE.search(param.name.value):
+            self.gpu = True  # `def train(model, loader, device)`
+
+    def shows_gpu(self, context) -> bool:
+        """Does the file name a device, move tensors to one, or import a package that does?"""
+        return self.gpu or any(context.imports.imported(package) for package in _GPU_PACKAGES)
+
+    def cpu_only(self, context) -> bool:
+        """A training script with no sign of a GPU."""
+        return self.backward and not self.shows_gpu(context)
