@@ -195,10 +195,21 @@ _NAME_BEFORE = re.compile(r"(\w+)[ \t]*$")
 CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
 
 
+# What names a class without using it: an import or re-export (`from .loss import MultiBoxLoss`, `__all__ = [...]`),
+# and the class's own old-style `super(MultiBoxLoss, self)`. A class named only there is built by nothing.
+_NOT_A_USE = re.compile(
+    r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)"
+    r"|^__all__[ \t]*\+?=[ \t]*(?:\[[^\]]*\]|\([^)]*\))"
+    r"|\bsuper\([ \t]*\w+[ \t]*,",
+    re.M,
+)
+
+
 def class_name_counts(text: str) -> dict[str, int]:
-    """How often each word starting with a capital letter occurs in `text` (a class's name, or anything else)."""
+    """How often each word starting with a capital letter is used in `text` (a class's name, or anything else),
+    leaving out imports, `__all__` and old-style `super(Name, self)` calls."""
     counts: dict[str, int] = {}
-    for name in CLASS_LIKE_NAME.findall(text):
+    for name in CLASS_LIKE_NAME.findall(_NOT_A_USE.sub("", text)):
         counts[name] = counts.get(name, 0) + 1
     return counts
 

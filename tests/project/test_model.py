@@ -2903,3 +2903,41 @@ def test_a_name_bound_after_a_nested_if_in_one_branch_is_not_taken_for_the_other
         """,
     })
     assert [(f[1], f[2]) for f in found if f[2] == "GPL402"] == [(16, "GPL402")]
+
+
+def test_a_loss_named_only_by_its_package_exports_is_never_built(tmp_path, check):
+    """KAIR's face detector: `MultiBoxLoss` is re-exported by its package's `__init__` (an import and `__all__`) and
+    names itself in `super(MultiBoxLoss, self)`, but no script builds it: its `forward` is no per-step fallback.
+    The loss the training script builds still is reached."""
+    files = {
+        "detector/__init__.py": "from .multibox import MultiBoxLoss\n\n__all__ = ['MultiBoxLoss']\n",
+        "detector/multibox.py": """
+            import torch
+
+            class MultiBoxLoss(torch.nn.Module):
+                def __init__(self):
+                    super(MultiBoxLoss, self).__init__()
+
+                def forward(self, predictions, targets):
+                    return predictions[targets > 0].sum().item()
+        """,
+        "train.py": """
+            import torch
+
+            class L1(torch.nn.Module):
+                def forward(self, out, target):
+                    return (out - target).abs().mean()
+
+            def train(model, loader, optimizer, device):
+                criterion = L1()
+                for x, y in loader:
+                    loss = criterion(model(x.to(device, non_blocking=True)), y.to(device, non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+                    print(loss.item())
+        """,
+    }
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("train.py", 14)]
+    files["train.py"] = files["train.py"].replace("criterion = L1()", "criterion = MultiBoxLoss()").replace(
+        "import torch\n", "import torch\nfrom detector import MultiBoxLoss\n", 1)
+    assert ("detector/multibox.py", 9) in [(f[0], f[1]) for f in check(tmp_path, files)]
