@@ -96,6 +96,9 @@ class FileFacts:
     # Its classes another module of the project builds as a layer (`self.encoder = ConformerEncoder(...)`): the inputs
     # of their `forward` come from the module that calls them, already on the device.
     layer_classes: frozenset[str] = frozenset()
+    # Another file of the project imports this one: it is a module, and its `if __name__ == "__main__":` block is its
+    # self-test or demo, not the training program.
+    imported: bool = False
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no value shipped settings give the option of a "choice" region choose it? False when no setting
@@ -219,6 +222,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             test = f"{op} {values[0]}" if op != "in" else "= " + " or ".join(map(repr, values))
             return ExecState(False, gated, True, f"in the branch for `{option}` {test}, which no shipped setting "
                              "selects")
+        elif kind == "main" and file_facts.imported:
+            return ExecState(False, gated, True, "in the `__main__` block of a module the project imports (its "
+                             "self-test), not in training")
         elif kind in _COLD_REASONS:
             return ExecState(False, gated, True, _COLD_REASONS[kind])
         elif kind == "loop" and region.loop in facts.step_loops:

@@ -13,6 +13,7 @@ For every function, method and class body, and for the module's own statements (
     error     an `except` handler (an error path, such as the CPU fallback after an out-of-memory error)
     eval      the branch a module takes outside training (`if not self.training:`)
     once      a branch that computes a value once and keeps it (`if key not in cache: cache[key] = ...`)
+    main      a module's `if __name__ == "__main__":` block (its self-test, where other files import the module)
     choice    the branch for some words of an option (`if args.pp_engine == "afab":`): none of the training a user
               runs when no shipped setting gives the option those words
     loop      a loop's body (the model decides which loops are step loops)
@@ -384,6 +385,15 @@ def switch_flags(test: ast.AST) -> tuple[str, ...] | None:
         return None if inner is None else tuple(f[1:] if f.startswith("!") else "!" + f for f in inner)
     option = config_option(test)
     return None if option is None else (option,)
+
+
+def _is_main_test(test: ast.AST) -> bool:
+    """`__name__ == "__main__"`, either way round."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = {_string_of(side) or (side.id if isinstance(side, ast.Name) else None)
+             for side in (test.left, test.comparators[0])}
+    return sides == {"__name__", "__main__"}
 
 
 def tuple_kind(kinds: list[Kind]) -> Kind:
@@ -1131,6 +1141,8 @@ class _Walker:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
+            if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test):
+                scope.regions.append(Region("main", *span))
             self._block(body)
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
         self.values.scopes[-1] = _merged(before, *bound)

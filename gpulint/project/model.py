@@ -206,6 +206,7 @@ class Project:
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
+        self._imported_files: frozenset[str] | None = None  # the files another file imports (`_is_imported`)
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
         self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
@@ -255,6 +256,12 @@ class Project:
                                 found.add(target)
                 self._imports[path] = frozenset(found)
         return self._imports
+
+    def _is_imported(self, path: str) -> bool:
+        """Does another file of the project import this one?"""
+        if self._imported_files is None:
+            self._imported_files = frozenset().union(*self._imported().values())
+        return path in self._imported_files
 
     @staticmethod
     def _import_names(module: str, names: str, plain: str) -> list[str]:
@@ -1329,7 +1336,8 @@ class Project:
         facts = self.function_facts(path, scope)
         file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
                                every_step_intervals=self._short_intervals(path),
-                               option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope]))
+                               option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope]),
+                               imported=self._is_imported(path))
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
             rank = _rank_of(state, reach)
@@ -1651,7 +1659,8 @@ class Project:
                          copy_calls=tuple(sorted(self._copy_calls.get(path, ()))),
                          host_attributes=self._host_attributes(path, functions),
                          layer_classes=frozenset(d.name for d in ix.definitions.values()
-                                                 if d.is_class and not d.cls and d.name in self._layer_names()))
+                                                 if d.is_class and not d.cls and d.name in self._layer_names()),
+                         imported=self._is_imported(path))
 
     def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,

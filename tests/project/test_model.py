@@ -2941,3 +2941,43 @@ def test_a_loss_named_only_by_its_package_exports_is_never_built(tmp_path, check
     files["train.py"] = files["train.py"].replace("criterion = L1()", "criterion = MultiBoxLoss()").replace(
         "import torch\n", "import torch\nfrom detector import MultiBoxLoss\n", 1)
     assert ("detector/multibox.py", 9) in [(f[0], f[1]) for f in check(tmp_path, files)]
+
+
+def test_the_main_block_of_a_module_the_project_imports_is_its_self_test(tmp_path, check):
+    """KAIR's `utils_model.py` ends in `if __name__ == "__main__":` trying its helpers out: the training scripts
+    import the module, so that block is a self-test, not training. A script nothing imports still trains there."""
+    files = {
+        "utils_model.py": """
+            import torch
+
+            def describe_params(model):
+                for name, param in model.state_dict().items():
+                    print(name, param.float().norm().item())
+
+            def shift(x, device):
+                return torch.zeros(x.shape).to(device) + x
+
+            if __name__ == "__main__":
+                net = torch.nn.Linear(2, 2).cuda()
+                describe_params(net)
+                print(shift(torch.ones(2), "cuda"))
+        """,
+        "train.py": """
+            import torch
+            from utils_model import shift
+
+            def main(model, loader, optimizer, device):
+                for x in loader:
+                    loss = model(x.to(device, non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                for epoch in range(3):
+                    main(None, [], None, "cuda")
+                    print(shift(torch.ones(2), "cuda"))
+        """,
+    }
+    found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
+    assert not any(path == "utils_model.py" and line in (5, 6) for path, line, _ in found)
+    assert ("utils_model.py", 9, "GPL504") in found  # the script's own `__main__` calls it every epoch
