@@ -222,6 +222,8 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             test = f"{op} {values[0]}" if op != "in" else "= " + " or ".join(map(repr, values))
             return ExecState(False, gated, True, f"in the branch for `{option}` {test}, which no shipped setting "
                              "selects")
+        elif kind == "one-step":
+            return ExecState(False, gated, False, "in a branch taken on one step of the run, not every step")
         elif kind == "main" and file_facts.imported:
             return ExecState(False, gated, True, "in the `__main__` block of a module the project imports (its "
                              "self-test), not in training")

@@ -13,6 +13,7 @@ For every function, method and class body, and for the module's own statements (
     error     an `except` handler (an error path, such as the CPU fallback after an out-of-memory error)
     eval      the branch a module takes outside training (`if not self.training:`)
     once      a branch that computes a value once and keeps it (`if key not in cache: cache[key] = ...`)
+    one-step  a branch taken on one step of the run (`if current_step == merge_bn_startpoint:`)
     main      a module's `if __name__ == "__main__":` block (its self-test, where other files import the module)
     choice    the branch for some words of an option (`if args.pp_engine == "afab":`): none of the training a user
               runs when no shipped setting gives the option those words
@@ -332,6 +333,40 @@ def _gate_word(name: str, extra: frozenset[str]) -> bool:
     if last.startswith("can_"):  # `buffer.can_sample(n)`: true on every step once the buffer has filled
         return last in extra
     return name in extra or last in extra or bool(name_parts(last) & DEFAULT_GATE_PARTS)
+
+
+# Parts of a name that make it a size, not a counter (`batch_size`, `iter_len`).
+_SIZE_PARTS = frozenset({"size", "sizes", "len", "length", "shape", "dim", "dims"})
+
+
+def _step_counter(node: ast.AST) -> bool:
+    """A name counting steps (`current_step`, `self.global_step`, `batch_idx`), not a size (`batch_size`) nor a
+    counter of accumulated micro-steps (`micro_step`, `acc_step`), which comes round every optimizer step."""
+    name = dotted(node)
+    if name is None:
+        return False
+    parts = name_parts(name.rsplit(".", 1)[-1])
+    return bool(parts & STEP_NAME_PARTS) and not parts & (_SIZE_PARTS | ACCUMULATION_PARTS | {"micro"})
+
+
+def one_step_test(test: ast.AST) -> bool:
+    """`current_step == merge_bn_startpoint`, `step == 0`: true on one step of the run (of the epoch, for a batch
+    index), where the counter only grows."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    left, right = test.left, test.comparators[0]
+    if any(isinstance(n, ast.Name) and name_parts(n.id) & (ACCUMULATION_PARTS | {"micro"})
+           for side in (left, right) for n in ast.walk(side)):
+        return False  # `step == accum_steps - 1`: the last micro-step of every optimizer step
+    return _step_counter(left) != _step_counter(right)
+
+
+def one_step_branch(test: ast.AST) -> bool:
+    """Is `if test:` taken on one step only: a `one_step_test`, alone or and-ed with other conditions
+    (`opt["merge_bn"] and opt["merge_bn_startpoint"] == current_step`)?"""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(one_step_branch(value) for value in test.values)
+    return one_step_test(test)
 
 
 def names_a_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
@@ -1141,6 +1176,8 @@ class _Walker:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
+            if part == "body" and one_step_branch(test):
+                scope.regions.append(Region("one-step", *span))
             if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test):
                 scope.regions.append(Region("main", *span))
             self._block(body)

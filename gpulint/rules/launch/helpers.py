@@ -11,6 +11,7 @@ import libcst as cst
 from gpulint.linter.context import STRING_NODES, is_cold_function_name
 from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.rule import Replace, Report, Rule
+from gpulint.project.vocab import ACCUMULATION_PARTS
 from gpulint.rules.per_tensor.helpers import in_test_error_or_one_off_code
 
 if TYPE_CHECKING:
@@ -44,12 +45,26 @@ def _tests_one_time(test: cst.BaseExpression, params: frozenset[str]) -> bool:
         return _tests_one_time(test.left, params) or _tests_one_time(test.right, params)
     if not isinstance(test, cst.Comparison):
         return False
+    if _counts_micro_steps(test):
+        return False  # `micro_step == accum_steps - 1`: the last micro-step of every optimizer step
     # `self.type == "byol"` picks a configured mode, taken on every step once chosen: no switch of the step count.
     comparisons = [t for t in test.comparisons if type(t.comparator) not in STRING_NODES]
     if isinstance(test.left, cst.Name) and test.left.value in params:
         return any(isinstance(t.operator, cst.Equal) for t in comparisons)
     # `if key not in mel_basis_cache:` builds what the cache then serves on every later call.
     return any(isinstance(t.operator, (cst.Equal, cst.Is, cst.NotIn)) for t in comparisons)
+
+
+def _counts_micro_steps(test: cst.Comparison) -> bool:
+    """Does a comparison name a counter of accumulated micro-steps, which comes round every optimizer step?"""
+    words = ACCUMULATION_PARTS | {"micro"}
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name) and name_parts(node.value) & words:
+            return True
+        stack.extend(node.children)
+    return False
 
 
 def _parameter_names(function: cst.FunctionDef) -> frozenset[str]:
