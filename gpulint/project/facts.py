@@ -197,7 +197,11 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     facts = facts or FunctionFacts(None)
     gated = False
     flags: list[str] = []
-    for region in regions_at(scope, pos):
+    regions = regions_at(scope, pos)
+    if file_facts.imported and any(region.kind == "main" for region in regions):  # its loops too
+        return ExecState(False, False, True, "in the `__main__` block of a module the project imports (its "
+                         "self-test), not in training")
+    for region in regions:
         kind = region.kind
         if kind in ("gate", "exit") and region.flags \
                 and is_short_interval(region.flags[0], file_facts.every_step_intervals):
@@ -224,9 +228,6 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
                              "selects")
         elif kind == "one-step":
             return ExecState(False, gated, False, "in a branch taken on one step of the run, not every step")
-        elif kind == "main" and file_facts.imported:
-            return ExecState(False, gated, True, "in the `__main__` block of a module the project imports (its "
-                             "self-test), not in training")
         elif kind in _COLD_REASONS:
             return ExecState(False, gated, True, _COLD_REASONS[kind])
         elif kind == "loop" and region.loop in facts.step_loops:

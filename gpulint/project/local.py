@@ -1127,8 +1127,9 @@ class _Walker:
             loop.iterates_loader = iterates_loader(node.iter)
             loop.evaluates = iterates_eval_loader(node.iter)
             loop.label = dotted(_unwrapped(node.iter)) or ""
-            if isinstance(node.target, ast.Name) and loop.label:
-                scope.assigns.append(Assign(node.target.id, element_of=loop.label))
+            whole = _modules_of(node.iter)
+            if isinstance(node.target, ast.Name) and (loop.label or whole):
+                scope.assigns.append(Assign(node.target.id, element_of=loop.label or whole))
             self.values.bind(node.target, self._element_kind(node.iter))
         loop.once = any(isinstance(statement, ast.Break) for statement in node.body)
         index = len(scope.loops)
@@ -1409,6 +1410,14 @@ def is_step_marker(call: ast.Call, name: str) -> bool:
         receiver = last_name(call.func.value) or ""
         return bool(OPTIMIZER_RECEIVER.search(receiver)) and "sched" not in receiver.lower()
     return False
+
+
+def _modules_of(expr: ast.AST) -> str:
+    """The module whose parts `for child in self.features.children():` iterates ("self.features"), or ""."""
+    if isinstance(expr, ast.Call) and not expr.args and isinstance(expr.func, ast.Attribute) \
+            and expr.func.attr in ("children", "modules"):
+        return dotted(expr.func.value) or ""
+    return ""
 
 
 def _unwrapped(expr: ast.AST) -> ast.AST:

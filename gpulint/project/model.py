@@ -755,6 +755,8 @@ class Project:
         return all(self._external_value(path, holder, a, seen) for a in holder.assigns if a.target == name)
 
     def _external_value(self, path: str, scope: Scope, assign: Assign, seen: frozenset[str]) -> bool:
+        if assign.element_of and not assign.annotation:  # `for child in self.features.children():`
+            return self._external_attribute(path, scope, assign.element_of, seen)
         if not assign.callee or assign.annotation:
             return False
         head, _, _ = assign.callee.partition(".")
@@ -762,6 +764,26 @@ class Project:
         if last in _WRAPPERS or last == "unwrap_model":
             return bool(assign.first_arg) and self._external_object(path, scope, assign.first_arg, seen)
         return self._is_external(path, scope, head) or self._external_object(path, scope, head, seen)
+
+    def _external_attribute(self, path: str, scope: Scope, name: str, seen: frozenset[str]) -> bool:
+        """Is `self.features` only ever assigned, in its class and the class's bases, what a library builds
+        (`self.features = nn.Sequential(*vgg.features[:35])`)? Other names as `_external_object` says."""
+        if not (name.startswith("self.") and name.count(".") == 1 and scope.cls):
+            return self._external_object(path, scope, name, seen)
+        if name in seen or len(seen) > 4:
+            return name in seen
+        attribute, found = name[5:], False
+        for klass in self.mro(Target(path, scope.cls, True)):
+            ix = self.files[klass.path]
+            for definition in ix.definitions.values():
+                holder = ix.scope(definition.qualname) if definition.cls == klass.qualname \
+                    and attribute in definition.sets_attributes else None
+                for assign in holder.assigns if holder is not None else ():
+                    if assign.target == name:
+                        if not self._external_value(klass.path, holder, assign, seen | {name}):
+                            return False
+                        found = True
+        return found
 
     def _function_passes(self, path: str, scope: Scope, receiver: list[str]) -> list[Target]:
         """The `forward` and `backward` of the autograd Function `receiver` names: both run in every training step
@@ -790,10 +812,38 @@ class Project:
         callable_annotated = any(_is_callable_annotation(a.annotation) for a in bindings) \
             or self._keeps_callable(path, scope, name)
         if not types and per_step and not self._external_object(path, scope, name) and not callable_annotated \
-                and not _names_a_function(name.rsplit(".", 1)[-1]):
+                and not _names_a_function(name.rsplit(".", 1)[-1]) and not self._built_by_torch_helper(path, scope, name):
             out.certain, out.guess = False, _forward_guess_key(name)
             out.targets = self._forward_guess(out.guess)
         return out
+
+    def _built_by_torch_helper(self, path: str, scope: Scope, name: str) -> bool:
+        """`self.model = B.sequential(head, *body, tail)` (KAIR's DnCNN): the attribute holds what a project helper
+        returns, and the helper returns a container of torch's (`nn.Sequential(*modules)`) made of the layers it was
+        given: a part of this module, not a model of unknown class to guess a forward for."""
+        if not (name.startswith("self.") and name.count(".") == 1 and scope.cls):
+            return False
+        attribute = name[5:]
+        for klass in self.mro(Target(path, scope.cls, True)):
+            ix = self.files[klass.path]
+            for definition in ix.definitions.values():
+                holder = ix.scope(definition.qualname) if definition.cls == klass.qualname \
+                    and attribute in definition.sets_attributes else None
+                for assign in holder.assigns if holder is not None else ():
+                    if assign.target == name and assign.callee and any(
+                            not target.is_class and target.qualname and self._returns_torch_object(target)
+                            for target in self._callable_targets(klass.path, holder, assign.callee)):
+                        return True
+        return False
+
+    def _returns_torch_object(self, function: Target) -> bool:
+        """Does a project function return an object a library builds (`return nn.Sequential(*modules)`), other than
+        a wrapper of what it was given (`return DDP(model)`)?"""
+        scope = self.files[function.path].scope(function.qualname)
+        return scope is not None and any(
+            callee and callee.rsplit(".", 1)[-1] not in _WRAPPERS
+            and self._is_external(function.path, scope, callee.split(".", 1)[0])
+            for callee in scope.returned_calls)
 
     def _keeps_callable(self, path: str, scope: Scope, name: str) -> bool:
         """`self.image_extractor(batch)`, where the class's constructor keeps a parameter annotated `Callable`

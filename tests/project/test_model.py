@@ -2591,6 +2591,8 @@ def test_a_switch_an_object_keeps_is_off_when_its_defaults_leave_it_off(tmp_path
     assert sorted((f[0], f[1]) for f in found) == [("miners.py", 17), ("miners.py", 19)]
     files["train.py"] = files["train.py"].replace("Miner(margin_angles=True)", "Miner()")
     assert check(tmp_path, files) == []
+    files["train.py"] = files["train.py"].replace("loss_fn(net(x))", "net(x)")  # DnCNN's layers alone
+    assert check(tmp_path, files) == []
 
 
 def test_switch_settings_read_module_defaults_and_attributes_kept_from_the_constructor():
@@ -2961,6 +2963,10 @@ def test_the_main_block_of_a_module_the_project_imports_is_its_self_test(tmp_pat
                 net = torch.nn.Linear(2, 2).cuda()
                 describe_params(net)
                 print(shift(torch.ones(2), "cuda"))
+                for _ in range(10):  # its own little training loop
+                    loss = net(torch.ones(2).cuda()).sum()
+                    loss.backward()
+                    print(loss.item())
         """,
         "train.py": """
             import torch
@@ -2979,5 +2985,71 @@ def test_the_main_block_of_a_module_the_project_imports_is_its_self_test(tmp_pat
         """,
     }
     found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
-    assert not any(path == "utils_model.py" and line in (5, 6) for path, line, _ in found)
+    assert not any(path == "utils_model.py" and line in (5, 6, 18) for path, line, _ in found)
     assert ("utils_model.py", 9, "GPL504") in found  # the script's own `__main__` calls it every epoch
+
+
+def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
+    """KAIR's DnCNN keeps `self.model = B.sequential(head, *body, tail)`, a project helper returning
+    `nn.Sequential(...)`, and its perceptual loss runs `for child in self.features.children(): x = child(x)` over a
+    torchvision VGG: neither call runs the other networks the project builds (a video model with host copies)."""
+    files = {
+        "blocks.py": """
+            import torch.nn as nn
+
+            def sequential(*args):
+                if len(args) == 1:
+                    return args[0]
+                return nn.Sequential(*args)
+        """,
+        "nets.py": """
+            import torch
+            import torch.nn as nn
+            import blocks as B
+
+            class DnCNN(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.model = B.sequential(nn.Conv2d(3, 64, 3), nn.ReLU(), nn.Conv2d(64, 3, 3))
+
+                def forward(self, x):
+                    return x - self.model(x)
+
+            class VideoNet(nn.Module):
+                def forward(self, frames):
+                    return frames.cpu()
+
+            class Perceptual(nn.Module):
+                def __init__(self, vgg):
+                    super().__init__()
+                    self.features = nn.Sequential(*list(vgg.features.children())[:35])
+
+                def forward(self, x):
+                    for child in self.features.children():
+                        x = child(x)
+                    return x
+
+        """,
+        "demo.py": """
+            from nets import VideoNet
+
+            print(VideoNet()(load_frames()))
+        """,
+        "train.py": """
+            import torch
+            from nets import DnCNN, Perceptual
+
+            def main(loader, opt, vgg, device):
+                net = DnCNN()
+                loss_fn = Perceptual(vgg)
+                optimizer = torch.optim.Adam(net.parameters())
+                for x in loader:
+                    x = x.to(device, non_blocking=True)
+                    loss = loss_fn(net(x)).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["train.py"] = files["train.py"].replace("loss_fn(net(x))", "net(x)")  # DnCNN's layers alone
+    assert check(tmp_path, files) == []
