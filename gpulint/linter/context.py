@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 import libcst as cst
 
-from gpulint.linter.names import ImportMap, dotted_name, last_name
+from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts
 from gpulint.project.facts import FileFacts
 from gpulint.project.local import gate_interval, is_exit_gate, is_gate, is_short_interval, switch_flags, tuple_kinds
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
@@ -81,6 +81,9 @@ class FileContext:
         # Per scope, the names annotated as Python scalars (`n: int`, a parameter `scale: float`) and the parameters
         # defaulting to True or False: on the host.
         self._declared: list[set[str]] = [set()]
+        # Per scope, the moves to the device still ahead (`labels = labels.to(device)`), by name: until its move, a
+        # name bound to a tensor of unknown place holds a CPU tensor (see `_later_moves`).
+        self._moves: list[dict[str, list[int]]] = [{}]
         self._gate_cache: dict[int, bool] = {}
 
     # ------------------------------------------------------------------ traversal (called by the engine)
@@ -120,6 +123,7 @@ class FileContext:
             self._scopes.append(dict(facts.param_kinds) if facts is not None else {})
             self._declared.append({p.name.value for p in _params(node) if _is_scalar_annotation(p.annotation)
                                    or _defaults_to_bool(p)})
+            self._moves.append(_later_moves(node.body))
             for name in self._declared[-1]:
                 self._scopes[-1][name] = "host"
         elif kind is cst.ClassDef:
@@ -128,6 +132,7 @@ class FileContext:
         elif kind is cst.Lambda:
             self._scopes.append({})
             self._declared.append(set())
+            self._moves.append({})
         elif kind is cst.Import:
             self.imports.add_import(node)
         elif kind is cst.ImportFrom:
@@ -138,6 +143,7 @@ class FileContext:
         if kind is cst.Assign:
             if not self._names:
                 self._module_alias(node)
+            _passed_move(self._moves[-1], node)
             location = self.location_of(node.value)
             elements = self._returned_tuple(node.value)
             for target in node.targets:
@@ -164,6 +170,7 @@ class FileContext:
         elif kind is cst.FunctionDef:
             self._scopes.pop()
             self._declared.pop()
+            self._moves.pop()
             self._names.pop()
         elif kind is cst.ClassDef:
             self._names.pop()
@@ -171,6 +178,7 @@ class FileContext:
         elif kind is cst.Lambda:
             self._scopes.pop()
             self._declared.pop()
+            self._moves.pop()
         self._stack.pop()
 
     # These two run for many nodes: exact type tests (these node classes have no subclasses), not isinstance, which
@@ -234,6 +242,8 @@ class FileContext:
     def _bind(self, target: cst.BaseExpression, location: Location) -> None:
         if isinstance(target, cst.Name):
             if target.value not in self._declared[-1]:
+                if location == "unknown" and self._moves[-1].get(target.value):
+                    location = "host"  # `labels = input_ids.clone()`, moved by `labels = labels.to(device)` later
                 self._scopes[-1][target.value] = location
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
@@ -274,6 +284,9 @@ class FileContext:
             return "device" if "device" in (left, right) else "unknown"
         if kind is cst.Comparison and any(type(c.comparator) in STRING_NODES for c in expr.comparisons):
             return "host"  # `args.loss == "l1"`: no tensor compares to a string
+        if kind is cst.Comparison and self.location_of(expr.left) == "host" \
+                and all(self.location_of(c.comparator) == "host" for c in expr.comparisons):
+            return "host"
         if kind is cst.ListComp or kind is cst.GeneratorExp or kind is cst.SetComp:
             return "host" if self.location_of(expr.elt) == "host" else "unknown"
         if kind is cst.List or kind is cst.Tuple or kind is cst.Set:
@@ -319,6 +332,8 @@ class FileContext:
             return "device"
         if resolved.startswith(HOST_MODULE_PREFIXES):
             return "host"
+        if resolved.startswith("torch.") and call.args and all(self.location_of(a.value) == "host" for a in call.args):
+            return "host"  # `torch.where(labels[i] == eoc)` over a CPU tensor: its result stays on the CPU
         return "unknown"
 
     def _module_alias(self, node: cst.Assign) -> None:
@@ -397,6 +412,56 @@ def _is_scalar_annotation(annotation: cst.Annotation | None) -> bool:
 def _defaults_to_bool(param: cst.Param) -> bool:
     """`get_logits=False`: a Python flag, whatever its name says (a tensor is never a flag's default)."""
     return type(param.default) is cst.Name and param.default.value in ("True", "False")
+
+
+def _later_moves(body: cst.BaseSuite) -> dict[str, list[int]]:
+    """The statements of a function body (not of the functions it defines) that move a name's tensor to the device
+    and rebind the name (`labels = labels.to(device_id)`, `x = x.cuda()`), by name, in source order. The code
+    before such a move works on the tensor while it is still on the CPU (open_flamingo masks its labels there)."""
+    found: dict[str, list[int]] = {}
+    stack: list[cst.CSTNode] = [body]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            continue
+        if kind is cst.SimpleStatementLine:
+            for statement in node.body:
+                name = _moved_name(statement)
+                if name is not None:
+                    found.setdefault(name, []).append(id(statement))
+            continue
+        stack.extend(reversed(node.children))  # compound statements: their bodies, in order
+    return found
+
+
+def _moved_name(statement: cst.CSTNode) -> str | None:
+    """`x = x.to(device)` or `x = x.cuda()` (one target, the name it moves): the name, else None. A move to a dtype
+    (`x = x.to(torch.float16)`) or to the CPU is none."""
+    if type(statement) is not cst.Assign or len(statement.targets) != 1:
+        return None
+    target, value = statement.targets[0].target, statement.value
+    if type(target) is not cst.Name or type(value) is not cst.Call or type(value.func) is not cst.Attribute:
+        return None
+    func = value.func
+    if type(func.value) is not cst.Name or func.value.value != target.value:
+        return None
+    if func.attr.value == "cuda":
+        return target.value
+    if func.attr.value != "to" or not value.args or value.args[0].keyword is not None:
+        return None
+    where = dotted_name(value.args[0].value) or ""
+    return target.value if name_parts(where.rsplit(".", 1)[-1]) & _DEVICE_NAME_PARTS else None
+
+
+_DEVICE_NAME_PARTS = frozenset({"device", "dev", "cuda", "gpu", "rank", "local_rank"})
+
+
+def _passed_move(moves: dict[str, list[int]], statement: cst.Assign) -> None:
+    """The walk has reached `statement`: a move of `_later_moves` is no longer ahead."""
+    name = _moved_name(statement)
+    if name is not None and moves.get(name) and moves[name][0] == id(statement):
+        moves[name].pop(0)
 
 
 def _params(function: cst.FunctionDef) -> list[cst.Param]:

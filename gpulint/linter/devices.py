@@ -1,7 +1,8 @@
 """Does a file show any sign of a GPU? A training script (it calls backward) that never names a device, an
 accelerator or a distributed backend runs on the CPU: it has no GPU to wait for and no kernels to launch, so the
-rules whose cost exists only on a GPU (`Rule.gpu_only`) stay silent there. Helper modules (losses, matchers) get
-their tensors from elsewhere and are checked as usual."""
+rules whose cost exists only on a GPU (`Rule.gpu_only`) stay silent there. Helper modules (losses, matchers) and
+modules another project file imports (an algorithm's `update()` that calls backward) get their tensors from
+elsewhere and are checked as usual."""
 
 from __future__ import annotations
 

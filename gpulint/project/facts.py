@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gpulint.project.configs import SET_IN_CODE
 from gpulint.project.local import Pos, Region, Scope, is_short_interval
-from gpulint.project.vocab import NOT_TRAINING_SWITCH_PARTS, is_cold_method, name_parts
+from gpulint.project.vocab import NOT_TRAINING_SWITCH_PARTS, OFFLOAD_SWITCH_PARTS, is_cold_method, name_parts
 
 PER_STEP, GATED, PROGRAM, COLD = 0, 1, 2, 3
 RANK_NAMES = {PER_STEP: "per step", GATED: "gated", PROGRAM: "in the training program", COLD: "cold"}
@@ -96,9 +96,13 @@ class FileFacts:
     # Its classes another module of the project builds as a layer (`self.encoder = ConformerEncoder(...)`): the inputs
     # of their `forward` come from the module that calls them, already on the device.
     layer_classes: frozenset[str] = frozenset()
-    # Another file of the project imports this one: it is a module, and its `if __name__ == "__main__":` block is its
-    # self-test or demo, not the training program.
+    # Another file of the project imports this one: it gets its tensors from its importers, so it is no CPU-only
+    # script for naming no device (linter/devices.py).
     imported: bool = False
+    # A file other than a package's `__init__` imports it: a module other code uses, whose
+    # `if __name__ == "__main__":` block is its self-test or demo, not the training program (a module only its
+    # package re-exports may be a runnable entry: lightning-bolts' `dcgan_module.py`).
+    used_by_code: bool = False
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no value shipped settings give the option of a "choice" region choose it? False when no setting
@@ -198,7 +202,7 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     gated = False
     flags: list[str] = []
     regions = regions_at(scope, pos)
-    if file_facts.imported and any(region.kind == "main" for region in regions):  # its loops too
+    if file_facts.used_by_code and any(region.kind == "main" for region in regions):  # its loops too
         return ExecState(False, False, True, "in the `__main__` block of a module the project imports (its "
                          "self-test), not in training")
     for region in regions:
@@ -212,6 +216,10 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
                                       for f in region.flags):
             names = " and ".join(f"`{f}`" for f in region.flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which evaluates or samples, not trains")
+        elif kind in ("switch", "kept-switch") and any(not f.startswith("!") and name_parts(f) & OFFLOAD_SWITCH_PARTS
+                                                       for f in region.flags):
+            names = " and ".join(f"`{f}`" for f in region.flags)
+            return ExecState(False, gated, True, f"in the branch for {names}, which keeps data on the CPU by design")
         elif kind == "kept-switch" and any(f in file_facts.off_flags for f in region.flags):
             names = " and ".join(f"`self.{f}`" for f in region.flags if f in file_facts.off_flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which no shipped setting turns on")

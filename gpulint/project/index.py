@@ -196,7 +196,8 @@ CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
 
 
 # What names a class without using it: an import or re-export (`from .loss import MultiBoxLoss`, `__all__ = [...]`),
-# and the class's own old-style `super(MultiBoxLoss, self)`. A class named only there is built by nothing.
+# and the class's own old-style `super(MultiBoxLoss, self)`. A class named only there is built by nothing. An import
+# under another name is a use (`from models.network_rvrt import RVRT as net`, then `net(...)`).
 _NOT_A_USE = re.compile(
     r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)"
     r"|^__all__[ \t]*\+?=[ \t]*(?:\[[^\]]*\]|\([^)]*\))"
@@ -205,11 +206,16 @@ _NOT_A_USE = re.compile(
 )
 
 
+def _unless_renamed(match: re.Match[str]) -> str:
+    found = match.group()
+    return found if " as " in found else ""
+
+
 def class_name_counts(text: str) -> dict[str, int]:
     """How often each word starting with a capital letter is used in `text` (a class's name, or anything else),
     leaving out imports, `__all__` and old-style `super(Name, self)` calls."""
     counts: dict[str, int] = {}
-    for name in CLASS_LIKE_NAME.findall(_NOT_A_USE.sub("", text)):
+    for name in CLASS_LIKE_NAME.findall(_NOT_A_USE.sub(_unless_renamed, text)):
         counts[name] = counts.get(name, 0) + 1
     return counts
 

@@ -206,7 +206,7 @@ class Project:
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
-        self._imported_files: frozenset[str] | None = None  # the files another file imports (`_is_imported`)
+        self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
         self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
@@ -257,11 +257,15 @@ class Project:
                 self._imports[path] = frozenset(found)
         return self._imports
 
-    def _is_imported(self, path: str) -> bool:
-        """Does another file of the project import this one?"""
+    def _is_imported(self, path: str, by_code: bool = False) -> bool:
+        """Does another file of the project import this one (`by_code`: a file other than a package's `__init__`)?"""
         if self._imported_files is None:
-            self._imported_files = frozenset().union(*self._imported().values())
-        return path in self._imported_files
+            imports = self._imported()
+            self._imported_files = (
+                frozenset().union(*imports.values()),
+                frozenset().union(*(t for p, t in imports.items() if not p.endswith("__init__.py"))),
+            )
+        return path in self._imported_files[by_code]
 
     @staticmethod
     def _import_names(module: str, names: str, plain: str) -> list[str]:
@@ -638,14 +642,17 @@ class Project:
                 # A local variable: an object, not a definition; or the closure a factory returned.
                 return self._returned_functions(path, current, head) if "." not in func else []
             current = ix.scope(current.parent) if current.parent and current.parent != MODULE_SCOPE else None
-        for local, module_name, imported, level in scope.imports:  # imports inside the function
+        # Imports inside the function: every one binding the name (KAIR's `define_G` imports a different network
+        # `as net` in each branch of its `if net_type == ...` chain).
+        imported_here: list[Target] = []
+        for local, module_name, imported, level in scope.imports:
             if local == head:
                 target = self.find_module(module_name, path, level)
                 if target is not None:
                     base = self.resolve_global(target, imported) if imported else [Target(target, "")]
-                    if "." not in func:
-                        return base
-                    return self._descend(base, func.split(".")[1:])
+                    imported_here += base if "." not in func else self._descend(base, func.split(".")[1:])
+        if imported_here:
+            return list(dict.fromkeys(imported_here))
         return self.resolve_dotted_global(path, func)
 
     def _returned_functions(self, path: str, scope: Scope, name: str) -> list[Target]:
@@ -1387,7 +1394,7 @@ class Project:
         file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
                                every_step_intervals=self._short_intervals(path),
                                option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope]),
-                               imported=self._is_imported(path))
+                               used_by_code=self._is_imported(path, by_code=True))
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
             rank = _rank_of(state, reach)
@@ -1710,7 +1717,7 @@ class Project:
                          host_attributes=self._host_attributes(path, functions),
                          layer_classes=frozenset(d.name for d in ix.definitions.values()
                                                  if d.is_class and not d.cls and d.name in self._layer_names()),
-                         imported=self._is_imported(path))
+                         imported=self._is_imported(path), used_by_code=self._is_imported(path, by_code=True))
 
     def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,
@@ -1876,9 +1883,13 @@ def _forward_guess_key(receiver: str) -> str:
 
 
 def _names_a_model(name: str) -> bool:
-    """`model`, `net`, and names ending in one (`dmodel`, `ddp_model`, `raw_net`): the model the step runs."""
+    """`model`, `net`, names ending in one (`dmodel`, `ddp_model`, `raw_net`), and a net with a letter (KAIR's `netG`,
+    `net_d`): the model the step runs."""
     name = name.strip("_").lower()
-    return name in _MODEL_NAMES or name.endswith(("model", "net", "network"))
+    return name in _MODEL_NAMES or name.endswith(("model", "net", "network")) or bool(_LETTERED_NET.match(name))
+
+
+_LETTERED_NET = re.compile(r"net_?[a-z0-9]$")
 
 
 def _class_of(method: Target) -> str:

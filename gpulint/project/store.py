@@ -148,6 +148,7 @@ def load_facts(data: dict) -> FileFacts:
         frozenset(data["host_attributes"]),
         frozenset(data["layer_classes"]),
         data["imported"],
+        data["used_by_code"],
     )
 
 

@@ -75,6 +75,9 @@ NOT_TRAINING_SWITCH_PARTS = frozenset(
         "export",
     }
 )
+# A switch for keeping data on the CPU (RVRT's `self.cpu_cache`, a `cpu_offload` option): its host copies are the
+# point of the mode, a memory saving its user chose, not lost time to report.
+OFFLOAD_SWITCH_PARTS = frozenset({"cpu", "offload", "offloading"})
 # Identifier parts that make an `if` test a gate (`should_log`, `log_interval`, `args.print_freq`). Rank guards
 # (`if master_process:`, `is_main_process()`) are not gates: rank 0 still runs the body every step.
 DEFAULT_GATE_PARTS = frozenset(

@@ -3053,3 +3053,127 @@ def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
     assert check(tmp_path, files) == []
     files["train.py"] = files["train.py"].replace("loss_fn(net(x))", "net(x)")  # DnCNN's layers alone
     assert check(tmp_path, files) == []
+
+
+def test_an_algorithm_module_that_names_no_device_is_checked_where_a_script_imports_it(tmp_path, check):
+    """pytorch-a2c-ppo-acktr-gail: `algo/ppo.py` calls backward and never names a device, but `main.py` imports it
+    and moves the rollouts to the GPU: the module gets its tensors from there, so it is no CPU-only script."""
+    files = {
+        "algo/__init__.py": "from .ppo import PPO\n",
+        "algo/ppo.py": """
+            class PPO:
+                def update(self, rollouts, optimizer):
+                    value_loss_epoch = 0
+                    for sample in rollouts.feed_forward_generator():
+                        value_loss = self.loss(sample)
+                        optimizer.zero_grad()
+                        value_loss.backward()
+                        optimizer.step()
+                        value_loss_epoch += value_loss.item()
+                    return value_loss_epoch
+        """,
+        "main.py": """
+            import torch
+            from algo import PPO
+
+            def main(envs, optimizer):
+                device = torch.device("cuda:0")
+                agent = PPO()
+                for update in range(1000):
+                    rollouts = envs.collect().to(device)
+                    agent.update(rollouts, optimizer)
+        """,
+    }
+    assert ("algo/ppo.py", 10, "GPL201") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_a_module_only_its_package_exports_keeps_its_main_block_as_an_entry(tmp_path, check):
+    """lightning-bolts' `dcgan_module.py` ends in `if __name__ == "__main__": cli_main()`, which trains; only the
+    package's `__init__` imports it, so that block is a program of its own, not a self-test."""
+    files = {
+        "gans/__init__.py": "from gans.dcgan import DCGAN\n",
+        "gans/dcgan.py": """
+            import torch
+
+            class DCGAN(torch.nn.Module):
+                pass
+
+            if __name__ == "__main__":
+                model, loader, optimizer = DCGAN(), make_loader(), make_optimizer()
+                for x in loader:
+                    loss = model(x.to("cuda", non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    print(loss.item())
+        """,
+    }
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("gans/dcgan.py", 13)]
+    files["train.py"] = "from gans.dcgan import DCGAN\n\nprint(DCGAN())\n"  # now other code uses the module
+    assert check(tmp_path, files) == []
+
+
+def test_a_name_imported_in_each_branch_is_every_class_it_imports(tmp_path, check):
+    """KAIR's `define_G` imports a different network `as net` in each branch of its `net_type` chain and builds
+    `net(...)`: the model the step runs (`self.netG(self.L)`) is any of them."""
+    files = {
+        "nets.py": """
+            class DnCNN(object):
+                def forward(self, x):
+                    return x
+
+            class VideoNet(object):
+                def forward(self, frames):
+                    return frames.cpu()
+        """,
+        "select_network.py": """
+            def define_G(opt):
+                if opt["net_type"] == "dncnn":
+                    from nets import DnCNN as net
+                elif opt["net_type"] == "video":
+                    from nets import VideoNet as net
+                return net()
+        """,
+        "train.py": """
+            from select_network import define_G
+
+            class ModelPlain:
+                def __init__(self, opt):
+                    self.netG = define_G(opt)
+
+                def optimize(self, x):
+                    self.netG(x).sum().backward()
+
+            def main(opt, loader, device):
+                model = ModelPlain(opt)
+                for x in loader:
+                    model.optimize(x.to(device, non_blocking=True))
+        """,
+    }
+    assert [(f[0], f[1], f[4]) for f in check(tmp_path, files)] == [
+        ("nets.py", 8, "ModelPlain.optimize() -> VideoNet.forward()")]
+
+
+def test_a_branch_that_keeps_data_on_the_cpu_by_design_is_not_reported(tmp_path, check):
+    """RVRT moves its features to the host when a video is longer than `cpu_cache_length` (`if self.cpu_cache:`):
+    those copies are the point of the mode. The branch beside it still counts."""
+    files = {"train.py": """
+        import torch
+
+        class RVRT(torch.nn.Module):
+            def forward(self, lqs):
+                self.cpu_cache = lqs.size(1) > self.cpu_cache_length
+                if self.cpu_cache:
+                    feats = self.extract(lqs).cpu()
+                    torch.cuda.empty_cache()
+                else:
+                    feats = self.extract(lqs)
+                    print(feats.sum().item())
+                return feats
+
+        def main(loader, optimizer, device):
+            model = RVRT()
+            for x in loader:
+                model(x.to(device, non_blocking=True)).mean().backward()
+                optimizer.step()
+    """}
+    assert [f[1] for f in check(tmp_path, files)] == [12]

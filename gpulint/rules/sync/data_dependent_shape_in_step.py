@@ -88,6 +88,8 @@ class DataDependentShapeInStep(SyncRule):
             return
         if is_method and self.context.is_host_value(func.value):  # numpy arrays and CPU tensors
             return
+        if is_torch and positional and all(self.context.is_host_value(a.value) for a in positional):
+            return  # `torch.where(labels[i] == eoc)` over a CPU tensor
         self.report(node, self.message.format(what=what))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
