@@ -332,8 +332,6 @@ class FileContext:
             return "device"
         if resolved.startswith(HOST_MODULE_PREFIXES):
             return "host"
-        if resolved.startswith("torch.") and call.args and all(self.location_of(a.value) == "host" for a in call.args):
-            return "host"  # `torch.where(labels[i] == eoc)` over a CPU tensor: its result stays on the CPU
         return "unknown"
 
     def _module_alias(self, node: cst.Assign) -> None:

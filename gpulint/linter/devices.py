@@ -1,22 +1,16 @@
 """Does a file show any sign of a GPU? A training script (it calls backward) that never names a device, an
 accelerator or a distributed backend runs on the CPU: it has no GPU to wait for and no kernels to launch, so the
 rules whose cost exists only on a GPU (`Rule.gpu_only`) stay silent there. Helper modules (losses, matchers) and
-modules another project file imports (an algorithm's `update()` that calls backward) get their tensors from
-elsewhere and are checked as usual."""
+modules another project file imports where the project names a device (an algorithm's `update()` that calls
+backward: `FileFacts.device_fed`) get their tensors from elsewhere and are checked as usual."""
 
 from __future__ import annotations
-
-import re
 
 import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name
+from gpulint.project.vocab import GPU_EVIDENCE
 
-# `rank` alone is no evidence: a CPU-only script's worker processes have ranks too (A3C's `train(model, rank)`); a
-# distributed program imports `torch.distributed` (a package below) or moves tensors to `rank`.
-_GPU_EVIDENCE = re.compile(
-    r"cuda|device|gpu|accelerat|fabric|lightning|distributed|(?<![a-z])(xla|mps|xpu|npu)(?![a-z])"
-)
 _GPU_PACKAGES = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "torch.distributed",
                  "torch_xla", "apex", "torch.cuda")
 
@@ -34,7 +28,7 @@ class DeviceEvidence:
             self.backward = True
         if self.gpu:
             return
-        if method in ("to", "cuda") or _GPU_EVIDENCE.search(dotted_name(call.func) or ""):
+        if method in ("to", "cuda") or GPU_EVIDENCE.search(dotted_name(call.func) or ""):
             self.gpu = True
             return
         for arg in call.args:
@@ -43,7 +37,7 @@ class DeviceEvidence:
                 return
 
     def visit_Param(self, param: cst.Param) -> None:
-        if not self.gpu and _GPU_EVIDENCE.search(param.name.value):
+        if not self.gpu and GPU_EVIDENCE.search(param.name.value):
             self.gpu = True  # `def train(model, loader, device)`
 
     def shows_gpu(self, context) -> bool:

@@ -96,9 +96,9 @@ class FileFacts:
     # Its classes another module of the project builds as a layer (`self.encoder = ConformerEncoder(...)`): the inputs
     # of their `forward` come from the module that calls them, already on the device.
     layer_classes: frozenset[str] = frozenset()
-    # Another file of the project imports this one: it gets its tensors from its importers, so it is no CPU-only
-    # script for naming no device (linter/devices.py).
-    imported: bool = False
+    # Another file of the project imports this one, and the project names a device: it gets its tensors from its
+    # importers, so it is no CPU-only script for naming no device itself (linter/devices.py).
+    device_fed: bool = False
     # A file other than a package's `__init__` imports it: a module other code uses, whose
     # `if __name__ == "__main__":` block is its self-test or demo, not the training program (a module only its
     # package re-exports may be a runnable entry: lightning-bolts' `dcgan_module.py`).

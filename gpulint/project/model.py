@@ -48,6 +48,7 @@ from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope, tuple_kind, tuple_kinds
 from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
+    GPU_EVIDENCE,
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
     RUN_AND_EPOCH_HOOKS,
@@ -207,6 +208,7 @@ class Project:
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
+        self._device_named: bool | None = None
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
         self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
@@ -256,6 +258,12 @@ class Project:
                                 found.add(target)
                 self._imports[path] = frozenset(found)
         return self._imports
+
+    def _names_a_device(self) -> bool:
+        """Does any file of the project name a device, an accelerator or a distributed backend?"""
+        if self._device_named is None:
+            self._device_named = any(GPU_EVIDENCE.search(ix.text) for ix in self.files.values())
+        return self._device_named
 
     def _is_imported(self, path: str, by_code: bool = False) -> bool:
         """Does another file of the project import this one (`by_code`: a file other than a package's `__init__`)?"""
@@ -1717,7 +1725,8 @@ class Project:
                          host_attributes=self._host_attributes(path, functions),
                          layer_classes=frozenset(d.name for d in ix.definitions.values()
                                                  if d.is_class and not d.cls and d.name in self._layer_names()),
-                         imported=self._is_imported(path), used_by_code=self._is_imported(path, by_code=True))
+                         device_fed=self._is_imported(path) and self._names_a_device(),
+                         used_by_code=self._is_imported(path, by_code=True))
 
     def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,

@@ -147,7 +147,7 @@ def load_facts(data: dict) -> FileFacts:
         tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["copy_calls"]),
         frozenset(data["host_attributes"]),
         frozenset(data["layer_classes"]),
-        data["imported"],
+        data["device_fed"],
         data["used_by_code"],
     )
 

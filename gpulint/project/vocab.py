@@ -75,6 +75,9 @@ NOT_TRAINING_SWITCH_PARTS = frozenset(
         "export",
     }
 )
+# Words that show a program uses a GPU. `rank` alone is none: a CPU-only script's worker processes have ranks too
+# (A3C's `train(model, rank)`); a distributed program imports `torch.distributed` or moves tensors to `rank`.
+GPU_EVIDENCE = re.compile(r"cuda|device|gpu|accelerat|fabric|lightning|distributed|(?<![a-z])(xla|mps|xpu|npu)(?![a-z])")
 # A switch for keeping data on the CPU (RVRT's `self.cpu_cache`, a `cpu_offload` option): its host copies are the
 # point of the mode, a memory saving its user chose, not lost time to report.
 OFFLOAD_SWITCH_PARTS = frozenset({"cpu", "offload", "offloading"})

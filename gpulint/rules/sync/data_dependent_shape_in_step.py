@@ -88,8 +88,9 @@ class DataDependentShapeInStep(SyncRule):
             return
         if is_method and self.context.is_host_value(func.value):  # numpy arrays and CPU tensors
             return
-        if is_torch and positional and all(self.context.is_host_value(a.value) for a in positional):
-            return  # `torch.where(labels[i] == eoc)` over a CPU tensor
+        if is_torch and positional and all(type(a.value) is not cst.Name and self.context.is_host_value(a.value)
+                                           for a in positional):
+            return  # `torch.where(labels[i] == eoc)` over a CPU tensor (not a name: a list bound to `[]` fills later)
         self.report(node, self.message.format(what=what))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
