@@ -158,7 +158,7 @@ def outline(path: str, text: str) -> ModuleIndex:
                         intervals=frozenset(interval_settings(text)) if training else frozenset(),
                         values=frozenset(option_values(text, path)) if training else frozenset(),
                         switches=frozenset(switch_settings(text, path)) if training else frozenset(),
-                        class_names=class_name_counts(text))
+                        class_names=class_name_counts(text, exports=_public_api(path)))
     units = split_units(text, lines)
     skeleton = list(lines)
     for unit in units:
@@ -211,11 +211,21 @@ def _unless_renamed(match: re.Match[str]) -> str:
     return found if " as " in found else ""
 
 
-def class_name_counts(text: str) -> dict[str, int]:
+def _public_api(path: str) -> bool:
+    """A top-level package's `__init__.py` (`video_diffusion_pytorch/__init__.py`, also under `src/`): what it
+    exports is the library's API, which its users build."""
+    parts = path.split("/")
+    if parts[0] == "src":
+        parts = parts[1:]
+    return len(parts) == 2 and parts[1] == "__init__.py"
+
+
+def class_name_counts(text: str, exports: bool = False) -> dict[str, int]:
     """How often each word starting with a capital letter is used in `text` (a class's name, or anything else),
-    leaving out imports, `__all__` and old-style `super(Name, self)` calls."""
+    leaving out imports, `__all__` and old-style `super(Name, self)` calls; `exports`: counting the imports and
+    `__all__` of a library's public API (`_public_api`) as uses."""
     counts: dict[str, int] = {}
-    for name in CLASS_LIKE_NAME.findall(_NOT_A_USE.sub(_unless_renamed, text)):
+    for name in CLASS_LIKE_NAME.findall(text if exports else _NOT_A_USE.sub(_unless_renamed, text)):
         counts[name] = counts.get(name, 0) + 1
     return counts
 

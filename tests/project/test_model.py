@@ -3177,3 +3177,36 @@ def test_a_branch_that_keeps_data_on_the_cpu_by_design_is_not_reported(tmp_path,
                 optimizer.step()
     """}
     assert [f[1] for f in check(tmp_path, files)] == [12]
+
+
+def test_classes_a_library_exports_at_its_top_are_built_by_its_users(tmp_path, check):
+    """video-diffusion-pytorch's users build `GaussianDiffusion` from the package's top-level exports and hand it to
+    its `Trainer`: the trainer's `self.model(data)` runs it, though no file of the project builds it."""
+    files = {
+        "vdp/__init__.py": "from vdp.core import GaussianDiffusion, Trainer\n",
+        "vdp/core.py": """
+            import torch
+
+            class GaussianDiffusion(torch.nn.Module):
+                def forward(self, x):
+                    if x.isnan().any():
+                        raise ValueError("nan")
+                    return x.mean()
+
+            class EMA(torch.nn.Module):
+                def forward(self, x):
+                    return x
+
+            class Trainer:
+                def __init__(self, diffusion_model, dl):
+                    self.model, self.dl = diffusion_model, dl
+                    self.ema = EMA()
+
+                def train(self, optimizer):
+                    for step in range(1000):
+                        data = next(self.dl).cuda(non_blocking=True)
+                        self.model(data).backward()
+                        optimizer.step()
+        """,
+    }
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("vdp/core.py", 6)]
