@@ -2908,12 +2908,12 @@ def test_a_name_bound_after_a_nested_if_in_one_branch_is_not_taken_for_the_other
 
 
 def test_a_loss_named_only_by_its_package_exports_is_never_built(tmp_path, check):
-    """KAIR's face detector: `MultiBoxLoss` is re-exported by its package's `__init__` (an import and `__all__`) and
-    names itself in `super(MultiBoxLoss, self)`, but no script builds it: its `forward` is no per-step fallback.
+    """KAIR's face detector: `MultiBoxLoss` is re-exported by its subpackage's `__init__` (an import and `__all__`)
+    and names itself in `super(MultiBoxLoss, self)`, but no script builds it: its `forward` is no per-step fallback.
     The loss the training script builds still is reached."""
     files = {
-        "detector/__init__.py": "from .multibox import MultiBoxLoss\n\n__all__ = ['MultiBoxLoss']\n",
-        "detector/multibox.py": """
+        "detector/layers/__init__.py": "from .multibox import MultiBoxLoss\n\n__all__ = ['MultiBoxLoss']\n",
+        "detector/layers/multibox.py": """
             import torch
 
             class MultiBoxLoss(torch.nn.Module):
@@ -2941,8 +2941,8 @@ def test_a_loss_named_only_by_its_package_exports_is_never_built(tmp_path, check
     }
     assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("train.py", 14)]
     files["train.py"] = files["train.py"].replace("criterion = L1()", "criterion = MultiBoxLoss()").replace(
-        "import torch\n", "import torch\nfrom detector import MultiBoxLoss\n", 1)
-    assert ("detector/multibox.py", 9) in [(f[0], f[1]) for f in check(tmp_path, files)]
+        "import torch\n", "import torch\nfrom detector.layers import MultiBoxLoss\n", 1)
+    assert ("detector/layers/multibox.py", 9) in [(f[0], f[1]) for f in check(tmp_path, files)]
 
 
 def test_the_main_block_of_a_module_the_project_imports_is_its_self_test(tmp_path, check):
