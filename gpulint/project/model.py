@@ -1387,7 +1387,8 @@ class Project:
                 counts[name] += ix.class_names.get(name, 0)
             for found in pattern.findall(ix.text) if pattern else ():
                 counts[found] += 1
-        return {name for name, n in counts.items() if n <= 1 and name not in configured}
+        # A class a training config names bare (`criterion: DFINECriterion`, built by a registry) is used there.
+        return {name for name, n in counts.items() if n <= 1 and name not in configured and name not in self.config_names}
 
     def _visit(self, key: Key, reach: Reach, push) -> None:
         if reach.guessed:

@@ -3210,3 +3210,39 @@ def test_classes_a_library_exports_at_its_top_are_built_by_its_users(tmp_path, c
         """,
     }
     assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("vdp/core.py", 6)]
+
+
+def test_a_class_a_config_names_for_its_registry_is_used_though_only_imports_name_it_in_code(tmp_path, check):
+    """D-FINE's `DFINECriterion` is named in code only by its package's imports; its YAML names it for the registry
+    (`criterion: DFINECriterion`). Its losses are no unused class's: `loss_local` runs in the step."""
+    files = {
+        "configs/dfine.yml": "criterion: DFINECriterion\n",
+        "zoo/dfine/__init__.py": "from .criterion import DFINECriterion\n",
+        "zoo/dfine/criterion.py": """
+            import torch
+            from core import register
+
+            @register()
+            class DFINECriterion(torch.nn.Module):
+                def loss_local(self, outputs):
+                    if torch.equal(outputs["pred"], outputs["teacher"]):
+                        return outputs["pred"].sum() * 0
+                    return outputs["pred"].mean()
+        """,
+        "core.py": """
+            REGISTRY = {}
+            def register():
+                def wrap(cls):
+                    REGISTRY[cls.__name__] = cls
+                    return cls
+                return wrap
+        """,
+        "train.py": """
+            def train(model, criterion, loader, opt, device):
+                for x in loader:
+                    outputs = model(x.to(device, non_blocking=True))
+                    criterion(outputs).backward()
+                    opt.step()
+        """,
+    }
+    assert ("zoo/dfine/criterion.py", 8) in [(f[0], f[1]) for f in check(tmp_path, files)]
