@@ -415,13 +415,14 @@ def _defaults_to_bool(param: cst.Param) -> bool:
 def _later_moves(body: cst.BaseSuite) -> dict[str, list[int]]:
     """The statements of a function body (not of the functions it defines) that move a name's tensor to the device
     and rebind the name (`labels = labels.to(device_id)`, `x = x.cuda()`), by name, in source order. The code
-    before such a move works on the tensor while it is still on the CPU (open_flamingo masks its labels there)."""
+    before such a move works on the tensor while it is still on the CPU (open_flamingo masks its labels there). A
+    move under an `if` is left out: it may be the way back from a CPU fallback (YOLOX's `if mode == "cpu":`)."""
     found: dict[str, list[int]] = {}
     stack: list[cst.CSTNode] = [body]
     while stack:
         node = stack.pop()
         kind = type(node)
-        if kind is cst.FunctionDef or kind is cst.ClassDef:
+        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.If or kind is cst.Try:
             continue
         if kind is cst.SimpleStatementLine:
             for statement in node.body:
