@@ -74,7 +74,8 @@ class PerParameterUpdateLoop(WhereItRuns):
         "CPU-only toy models trained from a module that names no device (no launches to save; a training script that "
         "names none is skipped). Skipped: functions named like `init`/`setup`/`checkpoint`, loops "
         "that scale weights by a constant (initialisation), loops that only copy tensors unchanged outside update "
-        "functions, loops that sort tensors into lists for a `torch._foreach_*` call, and loops under a logging gate.",
+        "functions, loops that sort tensors into lists for a `torch._foreach_*` call, loops doing matrix products per "
+        "tensor (Muon's Newton-Schulz iterations: compute-bound, with no foreach form), and loops under a logging gate.",
     )
     valid = (
         training_script("with torch.no_grad():\n"
@@ -142,5 +143,16 @@ class PerParameterUpdateLoop(WhereItRuns):
         # per parameter, or lives in an update/step function. Scaling weights by a constant (`scale_module`) is
         # initialisation.
         zipped = isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip" and len(node.iter.args) >= 2
-        if scan.touches_grad or scan.blends or zipped or scan.stores_state or scan.in_update_function:
+        if (scan.touches_grad or scan.blends or zipped or scan.stores_state or scan.in_update_function) \
+                and not _multiplies_matrices(self.context.module.code_for_node(node.body)):
             self._report_where_it_runs(node.iter)
+
+
+# Muon's Newton-Schulz iterations, Shampoo's roots, GaLore's projections: matrix products per weight, which dominate
+# the step's time; no `torch._foreach_*` call batches them.
+_MATRIX_WORK = re.compile(r"@|(?:matmul|mm|bmm|einsum|svd|qr|eigh|linalg)|newton|zeropower|orthogonali[sz]", re.I)
+
+
+def _multiplies_matrices(code: str) -> bool:
+    """Does a loop body do matrix products per tensor (not elementwise updates a foreach call would batch)?"""
+    return bool(_MATRIX_WORK.search(code))

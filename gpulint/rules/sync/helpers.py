@@ -172,17 +172,19 @@ def in_error_path_or_first_step(chain) -> bool:
 
 
 def _empty_branch(test: cst.BaseExpression) -> str | None:
-    """Which branch of a test runs only for an empty (or all-NaN) tensor: `x.numel() == 0` and
-    `torch.isnan(x).all()` have it in the body, `x.numel() > 0` in the else."""
+    """Which branch of a test runs only for an empty (or all-NaN) tensor: `x.numel() == 0`, `mask.sum() == 0`,
+    `not mask.any()` and `torch.isnan(x).all()` have it in the body, `x.numel() > 0` and `mask.any()` in the
+    else."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         inner = _empty_branch(test.expression)
         return {"body": "orelse", "orelse": "body"}.get(inner or "")
     if isinstance(test, cst.Call) and last_name(test.func) == "all" and isinstance(test.func, cst.Attribute) \
             and isinstance(test.func.value, cst.Call) and last_name(test.func.value.func) == "isnan":
         return "body"
-    if _is_size_call(test):
-        return "orelse"
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and _is_size_call(test.left)):
+    if _is_size_call(test) or isinstance(test, cst.Call) and last_name(test.func) == "any" and not test.args:
+        return "orelse"  # `if valid_mask.any():` ... else: the batch without a valid token
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and (_is_size_call(test.left) or _is_count_call(test.left))):
         return None
     comparison = test.comparisons[0]
     if not (isinstance(comparison.comparator, cst.Integer) and comparison.comparator.value in ("0", "1")):
@@ -194,6 +196,12 @@ def _empty_branch(test: cst.BaseExpression) -> str | None:
     if isinstance(operator, (cst.GreaterThan, cst.NotEqual)) or isinstance(operator, cst.GreaterThanEqual) and bound == 1:
         return "orelse"
     return None
+
+
+def _is_count_call(expr: cst.BaseExpression) -> bool:
+    """`mask.sum()`, `mask.count_nonzero()`: how many entries a mask selects (`if mask.sum() == 0:` is the batch
+    with none)."""
+    return isinstance(expr, cst.Call) and not expr.args and last_name(expr.func) in ("sum", "count_nonzero")
 
 
 def _is_size_call(expr: cst.BaseExpression) -> bool:
