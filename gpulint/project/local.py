@@ -14,7 +14,8 @@ For every function, method and class body, and for the module's own statements (
     eval      the branch a module takes outside training (`if not self.training:`)
     once      a branch that computes a value once and keeps it (`if key not in cache: cache[key] = ...`)
     one-step  a branch taken on one step of the run (`if current_step == merge_bn_startpoint:`)
-    main      a module's `if __name__ == "__main__":` block (its self-test, where other files import the module)
+    main      a module's `if __name__ == "__main__":` block that starts no program (`_starts_program`): its self-test,
+              where other files import the module
     choice    the branch for some words of an option (`if args.pp_engine == "afab":`): none of the training a user
               runs when no shipped setting gives the option those words
     loop      a loop's body (the model decides which loops are step loops)
@@ -429,6 +430,21 @@ def _is_main_test(test: ast.AST) -> bool:
     sides = {_string_of(side) or (side.id if isinstance(side, ast.Name) else None)
              for side in (test.left, test.comparators[0])}
     return sides == {"__name__", "__main__"}
+
+
+# What a `__main__` block calls to start a program (`main()`, `FastSpeech2Task.start()`, `cli_main()`,
+# `trainer.fit(model)`): a module that other code imports may still be run as a script.
+_PROGRAM_START_PARTS = frozenset({"main", "start", "run", "train", "fit", "launch", "cli"})
+
+
+def _starts_program(body: list[ast.stmt]) -> bool:
+    """Does a `__main__` block start a program, rather than try the module's helpers out (a self-test)?"""
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call) and (name := dotted(node.func)) \
+                    and name_parts(name.rsplit(".", 1)[-1]) & _PROGRAM_START_PARTS:
+                return True
+    return False
 
 
 def tuple_kind(kinds: list[Kind]) -> Kind:
@@ -1179,7 +1195,7 @@ class _Walker:
                 scope.regions.append(Region("once", *span))
             if part == "body" and one_step_branch(test):
                 scope.regions.append(Region("one-step", *span))
-            if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test):
+            if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test) and not _starts_program(body):
                 scope.regions.append(Region("main", *span))
             self._block(body)
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 from pathlib import Path
@@ -3246,3 +3247,15 @@ def test_a_class_a_config_names_for_its_registry_is_used_though_only_imports_nam
         """,
     }
     assert ("zoo/dfine/criterion.py", 8) in [(f[0], f[1]) for f in check(tmp_path, files)]
+
+
+@pytest.mark.parametrize("block, self_test", [
+    ("    FastSpeech2Task.start()\n", False),  # DiffSinger: the module is subclassed elsewhere and run as a script
+    ("    cli_main()\n", False),
+    ("    net = Net()\n    print_params(net)\n    print(test_mode(net, x))\n", True),  # KAIR's utils_model
+])
+def test_a_main_block_is_a_self_test_unless_it_starts_a_program(block, self_test):
+    from gpulint.project.local import MODULE_SCOPE, analyze
+
+    local = analyze(ast.parse(f"import torch\n\nif __name__ == '__main__':\n{block}"))
+    assert any(r.kind == "main" for r in local.scopes[MODULE_SCOPE].regions) == self_test
