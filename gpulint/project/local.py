@@ -201,12 +201,22 @@ def dotted(node: ast.AST) -> str | None:
 
 def _keyed_method(func: ast.AST) -> str:
     """`state["ema"].update` -> "ema.update": a method of an object kept in a dict under a name (score_sde's
-    `state['ema']`), called as if the object had that name; "" for anything else."""
+    `state['ema']`), called as if the object had that name; `self.model["generator"]` -> "self.generator"; ""
+    for anything else."""
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Subscript):
         key = _string_of(func.value.slice)
         if key is not None and key.isidentifier():
             return f"{key}.{func.attr}"
+    if isinstance(func, ast.Subscript) and dotted(func.value) in _SELF_HOLDERS:
+        # `self.model["generator"](x)` (ParallelWaveGAN keeps its networks in a dict): called as `self.generator`,
+        # so a guess reaches the classes its key echoes (StyleMelGANGenerator), not every module
+        key = _string_of(func.slice)
+        if key is not None and key.isidentifier():
+            return f"self.{key}"
     return ""
+
+
+_SELF_HOLDERS = frozenset({"self.model", "self.models", "self.modules", "self.nets", "self.networks"})
 
 
 def last_name(node: ast.AST) -> str | None:

@@ -209,6 +209,7 @@ class Project:
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
+        self._class_names: frozenset[str] | None = None
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
         self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
@@ -798,7 +799,25 @@ class Project:
                         if not self._external_value(klass.path, holder, assign, seen | {name}):
                             return False
                         found = True
+                if holder is not None and self._grown_with_project_class(ix, definition, attribute):
+                    return False
         return found
+
+    def _grown_with_project_class(self, ix: ModuleIndex, definition: Definition, attribute: str) -> bool:
+        """`self.stft_losses += [STFTLoss(...)]`, `self.blocks.append(Block(...))`: a torch container the class
+        fills with the project's modules, whose `forward`s its loop over it runs."""
+        pattern = re.compile(r"self\.%s\s*(?:\+=|\.(?:append|extend|add_module|insert)\s*\()(.*)" % re.escape(attribute))
+        return any(self._names_project_class(rest) for rest in pattern.findall(definition.code))
+
+    def _names_project_class(self, text: str) -> bool:
+        return any(name in self._class_definitions() for name in CLASS_LIKE_NAME.findall(text))
+
+    def _class_definitions(self) -> frozenset[str]:
+        """The names of the project's classes."""
+        if self._class_names is None:
+            self._class_names = frozenset(d.name for ix in self.files.values() for d in ix.definitions.values()
+                                          if d.is_class)
+        return self._class_names
 
     def _function_passes(self, path: str, scope: Scope, receiver: list[str]) -> list[Target]:
         """The `forward` and `backward` of the autograd Function `receiver` names: both run in every training step
@@ -1020,7 +1039,8 @@ class Project:
         by_config = self._config_built()
         if by_config is not None:
             return cls in by_config
-        return cls.qualname.rsplit(".", 1)[-1] in self._text_named()
+        name = cls.qualname.rsplit(".", 1)[-1]
+        return name in self._text_named() or name in self.config_names  # `generator_type: StyleMelGANGenerator`
 
     def _registered(self, cls: Target) -> bool:
         """Is `cls` decorated for a registry (`@register()`, `@MODELS.register_module()`)?"""

@@ -3259,3 +3259,71 @@ def test_a_main_block_is_a_self_test_unless_it_starts_a_program(block, self_test
 
     local = analyze(ast.parse(f"import torch\n\nif __name__ == '__main__':\n{block}"))
     assert any(r.kind == "main" for r in local.scopes[MODULE_SCOPE].regions) == self_test
+
+
+def test_networks_kept_in_a_dict_by_role_are_the_classes_their_keys_echo(tmp_path, check):
+    """ParallelWaveGAN's trainer keeps `self.model = {"generator": ..., "discriminator": ...}`, built from names in
+    its configs, and calls `self.model["generator"](x)`: that runs its generators, not its discriminators. A loss
+    kept in a ModuleList the class fills with its own STFT losses runs them."""
+    files = {
+        "conf/style_melgan.yaml": "generator_type: StyleMelGANGenerator\ndiscriminator_type: StyleMelGANDiscriminator\n",
+        "models.py": """
+            import torch
+
+            class StyleMelGANGenerator(torch.nn.Module):
+                def forward(self, c):
+                    z = torch.randn(c.size(0), 128, 1).to(device=c.device, dtype=c.dtype)
+                    return c + z
+
+            class StyleMelGANDiscriminator(torch.nn.Module):
+                def forward(self, x):
+                    return x[x > 0]
+        """,
+        "losses.py": """
+            import torch
+
+            class STFTLoss(torch.nn.Module):
+                def forward(self, x, y):
+                    return (x - y).abs().mean().item()
+
+            class MultiResolutionSTFTLoss(torch.nn.Module):
+                def __init__(self, sizes):
+                    super().__init__()
+                    self.stft_losses = torch.nn.ModuleList()
+                    for size in sizes:
+                        self.stft_losses += [STFTLoss()]
+
+                def forward(self, x, y):
+                    total = 0.0
+                    for f in self.stft_losses:
+                        total += f(x, y)
+                    return total
+        """,
+        "train.py": """
+            import models
+            from losses import MultiResolutionSTFTLoss
+
+            class Trainer:
+                def __init__(self, model, optimizer):
+                    self.model, self.optimizer = model, optimizer
+                    self.stft = MultiResolutionSTFTLoss([512, 1024])
+
+                def train_step(self, x, y):
+                    y_ = self.model["generator"](x)
+                    loss = self.stft(y_, y)
+                    loss.backward()
+                    self.optimizer.step()
+
+            def main(config, loader, optimizer, device):
+                model = {
+                    "generator": getattr(models, config["generator_type"])(),
+                    "discriminator": getattr(models, config["discriminator_type"])(),
+                }
+                trainer = Trainer(model, optimizer)
+                for x, y in loader:
+                    trainer.train_step(x.to(device, non_blocking=True), y.to(device, non_blocking=True))
+        """,
+    }
+    found = {(f[0], f[1]) for f in check(tmp_path, files)}
+    assert ("models.py", 6) in found and ("losses.py", 6) in found
+    assert ("models.py", 11) not in found  # the discriminator is not what the generator's key names
