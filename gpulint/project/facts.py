@@ -99,6 +99,10 @@ class FileFacts:
     # Another file of the project imports this one, and the project names a device: it gets its tensors from its
     # importers, so it is no CPU-only script for naming no device itself (linter/devices.py).
     device_fed: bool = False
+    # How the project's training step copies its batches to the device, where another file's step code does:
+    # "nonblocking", "blocking", or "" (none seen, or accelerate / Lightning places the batches). A DataLoader this
+    # file builds without `pin_memory` feeds those copies from pageable memory.
+    batches_copied: str = ""
     # A file other than a package's `__init__` imports it: a module other code uses, whose
     # `if __name__ == "__main__":` block is its self-test or demo, not the training program (a module only its
     # package re-exports may be a runnable entry: lightning-bolts' `dcgan_module.py`).

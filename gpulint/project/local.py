@@ -216,6 +216,14 @@ def _keyed_method(func: ast.AST) -> str:
     return ""
 
 
+def _returned_callee(func: ast.AST) -> str:
+    """`get_dataset_fn(kind)(args)` -> "get_dataset_fn()": a call of what a call returns (a function picked by name);
+    "" for anything else."""
+    if isinstance(func, ast.Call) and (name := dotted(func.func)):
+        return name + "()"
+    return ""
+
+
 _SELF_HOLDERS = frozenset({"self.model", "self.models", "self.modules", "self.nets", "self.networks"})
 
 
@@ -1309,7 +1317,7 @@ class _Walker:
 
     def _call(self, node: ast.Call) -> None:
         scope = self.scope
-        func = dotted(node.func) or _keyed_method(node.func)
+        func = dotted(node.func) or _keyed_method(node.func) or _returned_callee(node.func)
         if isinstance(node.func, ast.Attribute) and node.func.attr in _FILLING_METHODS:  # `ts.append(t)`
             values = [*node.args, *(k.value for k in node.keywords)]
             kinds = {self.values.kind_of(v) for v in values}

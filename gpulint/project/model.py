@@ -210,6 +210,7 @@ class Project:
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
         self._class_names: frozenset[str] | None = None
+        self._step_copies: dict[str, str] | None = None  # per file, how its step code copies to the device
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
         self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
@@ -259,6 +260,27 @@ class Project:
                                 found.add(target)
                 self._imports[path] = frozenset(found)
         return self._imports
+
+    def _batches_copied_elsewhere(self, path: str) -> str:
+        """How the step code of the project's other files copies tensors to the device (`FileFacts.batches_copied`):
+        "nonblocking" where a copy says so, "blocking" where none does, "" where none copies or a library that places
+        the batches itself (accelerate, Lightning) is in use."""
+        if self._step_copies is None:
+            self._step_copies = {}
+            if not any(_PLACES_BATCHES.search(ix.text) for ix in self.files.values()):
+                for (where, qualname), reach in self.reach.items():
+                    definition = self.files[where].definitions.get(qualname)
+                    # A function holding the step loop also holds its setup (`model.to(device)`): only its
+                    # non-blocking copies are surely the batches'.
+                    in_step = reach.rank <= GATED
+                    if definition is None or not in_step and not self._step_loops.get((where, qualname)):
+                        continue
+                    for copy in _DEVICE_COPY.findall(definition.code):
+                        kind = "nonblocking" if "non_blocking=True" in copy else "blocking" if in_step else ""
+                        if kind and self._step_copies.get(where) != "nonblocking":
+                            self._step_copies[where] = kind
+        kinds = {kind for where, kind in self._step_copies.items() if where != path}
+        return "nonblocking" if "nonblocking" in kinds else "blocking" if kinds else ""
 
     def _names_a_device(self) -> bool:
         """Does any file of the project name a device, an accelerator or a distributed backend?"""
@@ -664,6 +686,18 @@ class Project:
             return list(dict.fromkeys(imported_here))
         return self.resolve_dotted_global(path, func)
 
+    def _picked_functions(self, path: str, scope: Scope, picker: str) -> list[Target]:
+        """The project functions a picker returns by name (`return get_mmc4_dataset` in open_flamingo's
+        `get_dataset_fn`): what calling its result runs."""
+        found: list[Target] = []
+        for target in self._callable_targets(path, scope, picker):
+            picker_scope = self.files[target.path].scope(target.qualname) if target.qualname else None
+            if target.is_class or picker_scope is None:
+                continue
+            for returned in picker_scope.returned_names:
+                found += [t for t in self._callable_targets(target.path, picker_scope, returned) if not t.is_class]
+        return list(dict.fromkeys(found))
+
     def _returned_functions(self, path: str, scope: Scope, name: str) -> list[Target]:
         """The functions a factory returns into `name` (`train_step_fn = losses.get_step_fn(...)`, where
         `get_step_fn` defines `step_fn` and returns it): what calling `name` runs."""
@@ -711,6 +745,9 @@ class Project:
                         out.targets.append(method)
                         out.bound = True
                         break
+            return out
+        if func.endswith("()"):  # `get_dataset_fn(kind)(args)`: the functions the picker returns by name
+            out.targets = self._picked_functions(path, scope, func[:-2])
             return out
         parts = func.split(".")
         if scope.cls and scope.params and parts[0] == scope.params[0] and parts[0] not in ("self", "cls") \
@@ -1747,7 +1784,8 @@ class Project:
                          layer_classes=frozenset(d.name for d in ix.definitions.values()
                                                  if d.is_class and not d.cls and d.name in self._layer_names()),
                          device_fed=self._is_imported(path) and self._names_a_device(),
-                         used_by_code=self._is_imported(path, by_code=True))
+                         used_by_code=self._is_imported(path, by_code=True),
+                         batches_copied=self._batches_copied_elsewhere(path))
 
     def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,
@@ -1920,6 +1958,11 @@ def _names_a_model(name: str) -> bool:
 
 
 _LETTERED_NET = re.compile(r"net_?[a-z0-9]$")
+# A copy to the device (`x.to(device_id, non_blocking=True)`, `x.cuda()`), and the libraries that copy batches to the
+# device themselves (`accelerator.prepare`, Lightning, Fabric's `setup_dataloaders`).
+_DEVICE_COPY = re.compile(r"\.cuda\([^()]*\)|\.to\((?=[^()]*(?:\([^()]*\)[^()]*)*\))"
+                          r"(?=[^)]*(?:device|cuda|rank|gpu|dev\(\)))(?:[^()]|\([^()]*\))*\)")
+_PLACES_BATCHES = re.compile(r"\.prepare\(|setup_dataloaders|\blightning\b|LightningModule|\bimport accelerate")
 
 
 def _class_of(method: Target) -> str:

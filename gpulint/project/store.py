@@ -149,6 +149,7 @@ def load_facts(data: dict) -> FileFacts:
         frozenset(data["layer_classes"]),
         data["device_fed"],
         data["used_by_code"],
+        data["batches_copied"],
     )
 
 

@@ -3327,3 +3327,43 @@ def test_networks_kept_in_a_dict_by_role_are_the_classes_their_keys_echo(tmp_pat
     found = {(f[0], f[1]) for f in check(tmp_path, files)}
     assert ("models.py", 6) in found and ("losses.py", 6) in found
     assert ("models.py", 11) not in found  # the discriminator is not what the generator's key names
+
+
+def test_a_loader_another_files_step_copies_from_is_reported_where_it_is_built(tmp_path, check):
+    """open_flamingo builds its WebLoaders in `data.py` through a picker (`get_dataset_fn(kind)(args)`) without
+    `pin_memory`, and `train_utils.py` copies each batch with `non_blocking=True`: from pageable memory. The
+    evaluation loader is not reported; with accelerate placing the batches, nothing is."""
+    files = {
+        "data.py": """
+            import webdataset as wds
+            from torch.utils.data import DataLoader
+
+            def get_mmc4_dataset(args):
+                return wds.WebLoader(args.shards, batch_size=None, num_workers=args.workers)
+
+            def get_val_loader(args):
+                return DataLoader(args.val_set, batch_size=8)
+
+            def get_dataset_fn(kind):
+                if kind == "mmc4":
+                    return get_mmc4_dataset
+                raise ValueError(kind)
+
+            def get_data(args, kind):
+                return get_dataset_fn(kind)(args), get_val_loader(args)
+        """,
+        "train.py": """
+            from data import get_data
+
+            def train(model, args, optimizer, device_id):
+                loader, val_loader = get_data(args, 'mmc4')
+                for images, labels in loader:
+                    images = images.to(device_id, non_blocking=True)
+                    loss = model(images, labels.to(device_id, non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("data.py", 6, "GPL411")]
+    files["train.py"] = files["train.py"].replace("= get_data(args, 'mmc4')", "= accelerator.prepare(*get_data(args, 'mmc4'))")
+    assert check(tmp_path, files) == []

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
 from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
-from gpulint.linter.names import dotted_name, last_name, root_name, target_names
+from gpulint.linter.names import dotted_name, last_name, name_parts, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.linter.syntax import innermost
 from gpulint.project.vocab import SAME_PLACE_METHODS, TRAIN_LOADER_HOOKS
@@ -49,13 +50,14 @@ class BlockingHostToDeviceCopy(SyncRule):
         "this DataLoader does not set `pin_memory=True`, and the trainer it feeds copies every batch to the device: "
         "from pageable memory that copy is synchronous every step"
     )
-    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(", "DataLoader(")
+    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(", "DataLoader(", "WebLoader(")
     # Its DataLoader findings are in setup code ("training"), which a file without a step (a Lightning script that
     # only calls `trainer.fit`) may hold too.
     hot_only = False
     # Read wherever they are in the file: the loaders whose batches the step copies, a hand-over of the loaders to
     # Accelerate or Fabric (the batches then arrive on the device), and to a trainer that copies them itself.
-    facts = ("DataLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(", "train_dataloader", ".fit(")
+    facts = ("DataLoader(", "WebLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(", "train_dataloader",
+             ".fit(")
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
@@ -186,7 +188,8 @@ class BlockingHostToDeviceCopy(SyncRule):
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return cls.has_words_in(code) or "DataLoader(" in code  # an unpinned loader is reported where it is built
+        # an unpinned loader is reported where it is built
+        return cls.has_words_in(code) or "DataLoader(" in code or "WebLoader(" in code
 
     def __init__(self, context) -> None:
         super().__init__(context)
@@ -245,7 +248,7 @@ class BlockingHostToDeviceCopy(SyncRule):
                                                 and re.search(r"accelerator|fabric", last_name(func.value) or "", re.IGNORECASE)):
             self._prepared = True
             return
-        if method == "DataLoader":
+        if method in _LOADERS:
             pin = keyword_arg(node, "pin_memory")
             if any(arg.star == "**" for arg in node.args):
                 self._pinned_loader = True  # `**kwargs` may set pin_memory: do not claim it is unpinned
@@ -302,14 +305,19 @@ class BlockingHostToDeviceCopy(SyncRule):
         # A batch copied in a loop over batches: the loader feeds it, whatever else the file moves.
         batch_copies = [call for call, _, ancestors in self._blocking if _in_batch_loop(ancestors, self.context)]
         # (Only in a file with a training step: a file without one copies batches for inference or a demo.)
-        if (self._nonblocking or batch_copies) and not self._pinned_loader and self.context.facts.step_code():
+        in_file = (self._nonblocking or batch_copies) and self.context.facts.step_code()
+        # A data module that copies nothing itself (open_flamingo's `data.py`, guided-diffusion's `load_data`
+        # generator) feeds the copies of another file's step.
+        elsewhere = self.context.facts.batches_copied if not (self._nonblocking or batch_copies) else ""
+        if (in_file or elsewhere) and not self._pinned_loader:
             # Built once, at setup: the loader is real wherever the training program builds it ("training"); the
-            # copies that make it slow are in the step, in this file.
-            message = self.message_unpinned if self._nonblocking else self.message_unpinned_blocking
+            # copies that make it slow are in the step.
+            nonblocking = self._nonblocking if in_file else elsewhere == "nonblocking"
+            message = self.message_unpinned if nonblocking else self.message_unpinned_blocking
             for loader, ancestors in self._unpinned_loaders:
                 pinned = self._pinned(loader) if loader in self._loaders_to_pin else None
                 fix = (pinned,) if pinned is not None else ()
-                if not in_error_path_or_first_step(ancestors):
+                if not in_error_path_or_first_step(ancestors) and (in_file or not _for_evaluation(ancestors)):
                     self.context.add_report(Report(self, loader, message, "training", ancestors, fix, True))
             return
         for loader, ancestors in self._unpinned_loaders:
@@ -579,3 +587,20 @@ def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
     cls = innermost(ancestors, cst.ClassDef)
     return function is not None and function.name.value == "__getitem__" and cls is not None \
         and any((last_name(base.value) or "").endswith("Dataset") for base in cls.bases)
+
+
+# Loaders that take `pin_memory`: torch's, and webdataset's `WebLoader` (a DataLoader subclass).
+_LOADERS = frozenset({"DataLoader", "WebLoader"})
+_EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "test", "testing"})
+
+
+def _for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Is a loader built for evaluation: in a function, or bound to a name, that says so (`get_val_loader`,
+    `test_loader = DataLoader(...)`)?"""
+    for node in ancestors:
+        name = node.name.value if isinstance(node, cst.FunctionDef) else None
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            name = dotted_name(node.targets[0].target)
+        if name and name_parts(name.rsplit(".", 1)[-1]) & _EVALUATION_PARTS:
+            return True
+    return False
