@@ -451,6 +451,8 @@ def _applies(report: Report, state: ExecState, facts: FileFacts) -> bool:
         return state.per_step
     if report.when == "in_step":
         return state.hot and not state.cold
+    if report.when == "repeated":
+        return not state.cold and not state.gated and (state.hot or not facts.entries)
     # "training": code the training program runs, not only on some steps (a gate here or in a caller); with no entry
     # point in sight, anything not cold.
     return not state.cold and not state.gated and (state.reached or not facts.entries)

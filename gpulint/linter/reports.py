@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 #   "training": in code the training program runs (setup included), not gated to every N steps (here or in a
 #               caller) nor known to be cold (eval, no_grad, __init__, sampling): per-tensor loops, flags. Where the
 #               project has no training entry point the model can see, anywhere not cold;
+#   "repeated": in code that runs on every step, not gated: like "per_step" where the project has entry points (code
+#               the program runs once, such as a setup that describes the parameters, is left out), and anywhere
+#               not cold where it has none (per-tensor loops);
 #   "always":   wherever it appears.
-When = Literal["per_step", "in_step", "training", "always"]
+When = Literal["per_step", "in_step", "training", "repeated", "always"]
 
 
 @dataclass(frozen=True)

@@ -583,7 +583,7 @@ class PerTensorRule(Rule):
     def _report_ungated(self, node: cst.CSTNode, message: str | None = None, **kwargs) -> None:
         if self.context.gated_here(switches_gate=False) or in_data_pipeline(self.context) or in_test_error_or_one_off_code(self.context):
             return
-        self.report(node, message, when="training", **kwargs)
+        self.report(node, message, when="repeated", **kwargs)
 
 
 def iterates_host_values(iterable: cst.BaseExpression, context: FileContext) -> bool:
