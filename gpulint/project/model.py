@@ -82,6 +82,11 @@ _COMMON_METHODS = frozenset(
 )
 _PROTOCOL_METHODS = ("__getitem__", "__iter__", "__next__", "__len__", "__call__")
 _EVENT_PARTS = frozenset({"iteration", "iter", "step", "batch"})
+# Hooks autograd and modules run in every forward or backward pass (LOMO updates each parameter in its grad hook).
+_AUTOGRAD_HOOKS = frozenset({
+    "register_hook", "register_post_accumulate_grad_hook", "register_full_backward_hook", "register_backward_hook",
+    "register_full_backward_pre_hook", "register_forward_hook", "register_forward_pre_hook", "register_comm_hook",
+})
 _NOT_PER_STEP_EVENT_PARTS = frozenset(
     {"epoch", "eval", "evaluation", "validation", "start", "started", "end", "ended", "exception", "terminate"}
 )
@@ -866,8 +871,12 @@ class Project:
         return found
 
     def _object_call(self, path: str, scope: Scope, name: str, per_step: bool) -> _Resolved:
-        """Calling an object: a module's `forward` (or a class's `__call__`)."""
+        """Calling an object: a module's `forward` (or a class's `__call__`), or the closure an attribute holds."""
         out = _Resolved(bound=True)
+        closures = self._attribute_closures(path, scope, name)
+        if closures:  # `self.grad_func(0)`, where `self.grad_func = self.fuse_update()` returns a nested `func`
+            out.targets = closures
+            return out
         holder = self._binding_scope(path, scope, name) if "." not in name else None
         bindings = [a for a in holder.assigns if a.target == name] if holder is not None else []
         sources = {a.source for a in bindings}
@@ -887,6 +896,30 @@ class Project:
             out.certain, out.guess = False, _forward_guess_key(name)
             out.targets = self._forward_guess(out.guess)
         return out
+
+    def _attribute_closures(self, path: str, scope: Scope, name: str) -> list[Target]:
+        """The nested functions an attribute of `self` holds where the class assigns it what one of its methods
+        returns (LOMO: `self.grad_func = self.fuse_update()`, whose `def func(x): ...` it returns)."""
+        if not (name.startswith("self.") and name.count(".") == 1 and scope.cls):
+            return []
+        found: list[Target] = []
+        for klass in self.mro(Target(path, scope.cls, True)):
+            ix = self.files[klass.path]
+            for definition in ix.definitions.values():
+                holder = ix.scope(definition.qualname) if definition.cls == klass.qualname \
+                    and name[5:] in definition.sets_attributes else None
+                for assign in holder.assigns if holder is not None else ():
+                    if assign.target == name and assign.callee.startswith("self.") and assign.callee.count(".") == 1:
+                        found += self._returned_closures(klass, assign.callee[5:])
+        return list(dict.fromkeys(found))
+
+    def _returned_closures(self, cls: Target, method_name: str) -> list[Target]:
+        method = self.find_method(cls, method_name)
+        method_scope = self.files[method.path].scope(method.qualname) if method is not None else None
+        if method_scope is None:
+            return []
+        nested = (self.files[method.path].scope(f"{method.qualname}.{r}") for r in method_scope.returned_names)
+        return [Target(method.path, n.qualname, False) for n in nested if n is not None and n.kind == "function"]
 
     def _built_by_torch_helper(self, path: str, scope: Scope, name: str) -> bool:
         """`self.model = B.sequential(head, *body, tail)` (KAIR's DnCNN): the attribute holds what a project helper
@@ -1625,11 +1658,13 @@ class Project:
         if rank > PROGRAM or not call.name_args:
             return
         words = set().union(*(name_parts(a) for a in call.name_args)) | name_parts(call.func)
-        per_iteration = bool(words & _EVENT_PARTS) and not words & _NOT_PER_STEP_EVENT_PARTS
+        per_iteration = bool(words & _EVENT_PARTS) and not words & _NOT_PER_STEP_EVENT_PARTS \
+            or call.func.rsplit(".", 1)[-1] in _AUTOGRAD_HOOKS
         at_checkpoint = not per_iteration and bool(name_parts(call.func) & _SAVE_LOAD_EVENT_PARTS)
         for name in call.name_args:
             for target in self._callable_targets(path, scope, name) if not name.startswith("self.") else \
-                    ([m] if scope.cls and (m := self.find_method(Target(path, scope.cls, True), name[5:])) else []):
+                    ([m] if scope.cls and (m := self.find_method(Target(path, scope.cls, True), name[5:])) else
+                     self._attribute_closures(path, scope, name)):
                 if target.is_class or target.qualname == "":
                     continue
                 callee = target.qualname.rsplit(".", 1)[-1]

@@ -3367,3 +3367,52 @@ def test_a_loader_another_files_step_copies_from_is_reported_where_it_is_built(t
     assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("data.py", 6, "GPL411")]
     files["train.py"] = files["train.py"].replace("= get_data(args, 'mmc4')", "= accelerator.prepare(*get_data(args, 'mmc4'))")
     assert check(tmp_path, files) == []
+
+
+def test_a_grad_hook_the_optimizer_registers_runs_every_backward(tmp_path, check):
+    """LOMO registers `self.grad_func`, a closure `fuse_update()` returns, as every parameter's grad hook at setup,
+    and calls it once more per step: its per-parameter update loop and its overflow check run every step."""
+    files = {
+        "lomo.py": """
+            import torch
+
+            def has_inf_or_nan(x):
+                return float(x.float().sum()) != float(x.float().sum())
+
+            class LOMO(torch.optim.Optimizer):
+                def __init__(self, model, lr):
+                    self.model, self.lr = model, lr
+                    self.grad_func = self.fuse_update()
+                    for n, p in self.model.named_parameters():
+                        if p.requires_grad:
+                            p.register_hook(self.grad_func)
+
+                def fuse_update(self):
+                    def func(x):
+                        with torch.no_grad():
+                            for n, p in self.model.named_parameters():
+                                if p.requires_grad and p.grad is not None:
+                                    if has_inf_or_nan(p.grad):
+                                        p.grad = None
+                                        continue
+                                    p.data.add_(p.grad, alpha=-self.lr)
+                                    p.grad = None
+                        return x
+                    return func
+
+                def fused_backward(self, loss):
+                    loss.backward()
+                    self.grad_func(0)
+        """,
+        "train.py": """
+            from lomo import LOMO
+
+            def train(model, loader, device):
+                optimizer = LOMO(model, lr=1e-3)
+                for batch in loader:
+                    loss = model(batch.to(device, non_blocking=True))
+                    optimizer.fused_backward(loss)
+        """,
+    }
+    found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
+    assert ("lomo.py", 5, "GPL402") in found and ("lomo.py", 18, "GPL501") in found

@@ -12,15 +12,17 @@ from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 # The distributions of `torch.distributions` (PyTorch 2.x). Each checks its arguments against its constraints when
-# it is built (`if not valid.all(): raise ValueError`), and the value given to `log_prob` when it scores one.
+# it is built (`if not valid.all(): raise ValueError`), and the value given to `log_prob` when it scores one. Not the
+# wrappers `Independent`, `TransformedDistribution` and `MixtureSameFamily`: they have no argument constraints, so
+# building one checks nothing (what they wrap checks its own).
 _DISTRIBUTIONS = frozenset(
     {
         "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
         "Exponential", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy",
-        "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal",
-        "LogisticNormal", "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial", "MultivariateNormal",
+        "HalfNormal", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace", "LogNormal",
+        "LogisticNormal", "LowRankMultivariateNormal", "Multinomial", "MultivariateNormal",
         "NegativeBinomial", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto", "Poisson",
-        "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "TransformedDistribution", "Uniform", "VonMises",
+        "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "Uniform", "VonMises",
         "Weibull", "Wishart",
     }
 )
@@ -38,7 +40,7 @@ class DistributionValidationInStep(SyncRule):
     facts = ("set_default_validate_args",)  # read wherever it is in the file: it turns validation off for all
     fixable = True
     docs = RuleDocs(
-        what_it_does="Flags a `torch.distributions` distribution (`Normal`, `Categorical`, `Independent`, ...) built "
+        what_it_does="Flags a `torch.distributions` distribution (`Normal`, `Categorical`, `Bernoulli`, ...) built "
         "in code that runs every training step without `validate_args=False`, in a file that names a device and does "
         "not turn validation off with `Distribution.set_default_validate_args(False)`.",
         why_slow="With validation on (PyTorch's default unless Python runs with `-O`), the constructor checks every "
@@ -83,9 +85,8 @@ class DistributionValidationInStep(SyncRule):
                                       header="from torch.distributions import Normal")),
         Invalid(training_script("pi = D.Independent(D.Normal(out, out.exp()), 1)",
                                 header="import torch.distributions as D"),
-                fixed=training_script("pi = D.Independent(D.Normal(out, out.exp(), validate_args=False), 1, "
-                                      "validate_args=False)", header="import torch.distributions as D"),
-                count=2),  # both validate
+                fixed=training_script("pi = D.Independent(D.Normal(out, out.exp(), validate_args=False), 1)",
+                                      header="import torch.distributions as D")),  # the wrapper checks nothing
     )
 
     @classmethod
