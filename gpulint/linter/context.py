@@ -85,6 +85,9 @@ class FileContext:
         # name bound to a tensor of unknown place holds a CPU tensor (see `_later_moves`).
         self._moves: list[dict[str, list[int]]] = [{}]
         self._gate_cache: dict[int, bool] = {}
+        # Module-level names bound to a lambda that reads its argument to the host (dreamerv3's
+        # `to_np = lambda x: x.detach().cpu().numpy()`): calling one is that read.
+        self.host_read_lambdas: set[str] = set()
 
     # ------------------------------------------------------------------ traversal (called by the engine)
     @property
@@ -143,6 +146,7 @@ class FileContext:
         if kind is cst.Assign:
             if not self._names:
                 self._module_alias(node)
+                self._host_read_lambda(node)
             _passed_move(self._moves[-1], node)
             location = self.location_of(node.value)
             elements = self._returned_tuple(node.value)
@@ -333,6 +337,20 @@ class FileContext:
         if resolved.startswith(HOST_MODULE_PREFIXES):
             return "host"
         return "unknown"
+
+    def _host_read_lambda(self, node: cst.Assign) -> None:
+        """`to_np = lambda x: x.detach().cpu().numpy()`: a name bound to a host read of its one argument."""
+        value = node.value
+        if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name or type(value) is not cst.Lambda \
+                or len(value.params.params) != 1:
+            return
+        body, param = value.body, value.params.params[0].name.value
+        if type(body) is cst.Call and last_name(body.func) in ("numpy", "item", "tolist") and not body.args:
+            receiver = body.func.value  # type: ignore[attr-defined]
+            while type(receiver) is cst.Call and type(receiver.func) is cst.Attribute:
+                receiver = receiver.func.value
+            if type(receiver) is cst.Name and receiver.value == param:
+                self.host_read_lambdas.add(node.targets[0].target.value)
 
     def _module_alias(self, node: cst.Assign) -> None:
         """A module-level name bound to a torch function, on one branch of a conditional expression or plainly

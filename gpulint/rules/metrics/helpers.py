@@ -51,7 +51,8 @@ _SCALAR_BUILTINS = frozenset({"float", "int"})
 
 
 def scalar_read(context, expr: cst.BaseExpression) -> cst.Call | None:
-    """`t.item()`, `float(t)`, `int(t)` or `t.cpu().numpy()` of a value not already on the host: the call, else None."""
+    """`t.item()`, `float(t)`, `int(t)`, `t.cpu().numpy()` or a module's host-read lambda (`to_np(t)`) of a value not
+    already on the host: the call, else None."""
     if not isinstance(expr, cst.Call):
         return None
     func = expr.func
@@ -59,6 +60,9 @@ def scalar_read(context, expr: cst.BaseExpression) -> cst.Call | None:
         return None if context.is_host_value(func.value) else expr
     if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and device_to_host_copy(context, func.value):
         return expr  # `loss.detach().cpu().numpy()`
+    if isinstance(func, cst.Name) and func.value in context.host_read_lambdas and len(expr.args) == 1 \
+            and looks_like_tensor(context, expr.args[0].value):
+        return expr  # `to_np(torch.mean(dyn_loss))`, `to_np = lambda x: x.detach().cpu().numpy()`
     if isinstance(func, cst.Name) and func.value in _SCALAR_BUILTINS and len(expr.args) == 1:
         arg = expr.args[0].value
         if isinstance(arg, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and looks_like_tensor(context, arg):
