@@ -266,7 +266,7 @@ def _may_apply(reports: Sequence[Report], facts: FileFacts) -> list[Report]:
             kept.append(report)
             continue
         function = _qualname_of(report)
-        if report.when in ("per_step", "in_step"):
+        if report.when == "per_step":
             if function in step:
                 kept.append(report)
         elif function in program or not facts.entries:
@@ -449,8 +449,6 @@ def _applies(report: Report, state: ExecState, facts: FileFacts) -> bool:
         return True
     if report.when == "per_step":
         return state.per_step
-    if report.when == "in_step":
-        return state.hot and not state.cold
     if report.when == "repeated":
         return not state.cold and not state.gated and (state.hot or not facts.entries)
     # "training": code the training program runs, not only on some steps (a gate here or in a caller); with no entry

@@ -17,15 +17,14 @@ if TYPE_CHECKING:
 
 # When a reported node is a real finding (see gpulint.project.facts.ExecState):
 #   "per_step": it runs every training step and is not gated to every N steps (most GPL2xx-GPL5xx rules);
-#   "in_step":  it runs inside the training step, gated or not (e.g. building an optimizer inside the loop);
 #   "training": in code the training program runs (setup included), not gated to every N steps (here or in a
-#               caller) nor known to be cold (eval, no_grad, __init__, sampling): per-tensor loops, flags. Where the
+#               caller) nor known to be cold (eval, no_grad, __init__, sampling): flags, loaders. Where the
 #               project has no training entry point the model can see, anywhere not cold;
 #   "repeated": in code that runs on every step, not gated: like "per_step" where the project has entry points (code
 #               the program runs once, such as a setup that describes the parameters, is left out), and anywhere
 #               not cold where it has none (per-tensor loops);
 #   "always":   wherever it appears.
-When = Literal["per_step", "in_step", "training", "repeated", "always"]
+When = Literal["per_step", "training", "repeated", "always"]
 
 
 @dataclass(frozen=True)

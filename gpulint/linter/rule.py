@@ -71,8 +71,8 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     severity: ClassVar[str] = "warning"
     fixable: ClassVar[bool] = False  # True when the rule can offer a fix for at least some findings
-    # True when every finding of the rule is in code that runs in the training step (reported with when="per_step" or
-    # "in_step"): the engine then skips the rule in files that show no sign of a training step at all.
+    # True when every finding of the rule is in code that runs in the training step (reported with when="per_step"):
+    # the engine then skips the rule in files that show no sign of a training step at all.
     hot_only: ClassVar[bool] = False
     # True when some findings of the rule are real wherever the code is (reported with when="always"): the engine
     # then parses the functions holding its words even where no training code reaches them.

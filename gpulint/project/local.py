@@ -622,7 +622,14 @@ def backend_branch(test: ast.AST) -> str | None:
 def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]) -> bool:
     """Does `if test:` compute a value once and keep it: `if key not in cache:` whose body sets `cache[key]`, or
     `if self.window is None:` whose body sets `self.window`? Later calls find it there. Not a name of the function's
-    own (`local_names`: its parameters and what it assigned before): `if mask is None: mask = ...` runs every call."""
+    own (`local_names`: its parameters and what it assigned before): `if mask is None: mask = ...` runs every call.
+    Also `if self.src_mask is None or self.src_mask.size(0) != len(src):`, which builds it again only when the shape
+    it was made for changes."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        filled = [v for v in test.values if _fills_cache(v, body, local_names)]
+        caches = {_cache_tested(v) for v in filled}
+        return len(caches) == 1 and all(
+            v in filled or any(dotted(n) in caches for n in ast.walk(v)) for v in test.values)
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return False
     op, right = test.ops[0], test.comparators[0]
@@ -644,6 +651,13 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
                 if not subscripted and dotted(target) == cache:
                     return True
     return False
+
+
+def _cache_tested(test: ast.AST) -> str | None:
+    """The cache a `_fills_cache` test looks in: `cache` of `key not in cache`, `self.x` of `self.x is None`."""
+    if isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.NotIn):
+        return dotted(test.comparators[0])
+    return dotted(test.left) if isinstance(test, ast.Compare) else None
 
 
 def _string_of(node: ast.AST) -> str | None:

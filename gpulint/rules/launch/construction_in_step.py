@@ -18,7 +18,7 @@ class ConstructionInStep(Rule):
     name = "construction-in-step"
     message = "`{name}(...)` is built inside the training step; build it once before the loop"
     triggers = ("compile(", "optim.", "DataLoader(", "jit.", "AdamW(", "Adam(", "SGD(")
-    hot_only = True  # every finding is "in_step"
+    hot_only = True  # every finding is "per_step"
     docs = RuleDocs(
         what_it_does="Flags `torch.compile`, `torch.jit.script/trace`, optimizer constructors (`torch.optim.*`, apex, "
         "bitsandbytes) and `DataLoader(...)` called inside the training step loop or a function it calls.",
@@ -30,7 +30,8 @@ class ConstructionInStep(Rule):
         fix_safety="No automatic fix: moving a construction out of the loop changes which objects later code "
         "refers to.",
         false_positives="A one-time switch inside the loop (`if step == warmup_steps:` or a lazy `if self.opt is "
-        "None:`) is not flagged; other one-time conditions are: add `# noqa: GPL505`.",
+        "None:`) is not flagged, nor is a construction behind an interval gate (a validation loader built every "
+        "`eval_steps`: its cost is spread over them); other one-time conditions are: add `# noqa: GPL505`.",
     )
     valid = (
         ("import torch\n\n\n@torch.compile(fullgraph=True)\ndef fused_update(p, g):\n    p.add_(g)\n\n\n"
@@ -58,7 +59,7 @@ class ConstructionInStep(Rule):
             return
         if one_time_branch(self.context) or self.context.in_tests or self._decorates_at_definition():
             return
-        self.report(node, self.message.format(name=name), when="in_step")
+        self.report(node, self.message.format(name=name), when="per_step")
 
     def _decorates_at_definition(self) -> bool:
         """`@torch.compile(...)` on a function of a module or class runs once, when the `def` runs at import."""
