@@ -51,7 +51,8 @@ class FileState:
 # Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
 _NOT_REPORTED = (
     " Never reported: error paths (an `except` handler, an `if` body ending in `raise`), first-step-only code "
-    "(`if step == 0:`), fallbacks for empty or all-NaN tensors (the `else` of `x.mean() if x.numel() > 0`), "
+    "(`if step == 0:`), fallbacks for empty or all-NaN tensors (the `else` of `x.mean() if x.numel() > 0`, the body "
+    "of `if not mask.any():`), the step a loss scaler skips (`if scaler.has_overflow:`), "
     "training scripts that never name a device (CPU-only), and the exchange with a reinforcement-learning environment, "
     "which runs on the host (anything in `select_action` / `act` / an `Agent`'s `__call__`, and host reads of "
     "`actions`)."
@@ -217,10 +218,16 @@ def _ends_with_raise(body: cst.BaseSuite) -> bool:
 
 
 _NON_FINITE_TESTS = frozenset({"isnan", "isinf"})
+_OVERFLOW_PARTS = frozenset({"overflow", "overflowed"})
 
 
 def _is_non_finite_test(test: cst.BaseExpression) -> bool:
-    """`if not math.isfinite(loss.item()):`, `if torch.isnan(loss).any():`: the body handles a diverged run."""
+    """`if not math.isfinite(loss.item()):`, `if torch.isnan(loss).any():`, `if scaler.has_overflow_serial:` (an
+    `and` of such a test with others too): the body handles a diverged run or a step the loss scaler skips."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _is_non_finite_test(test.left) or _is_non_finite_test(test.right)
+    if isinstance(test, (cst.Name, cst.Attribute)) and name_parts(last_name(test) or "") & _OVERFLOW_PARTS:
+        return True
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         inner = test.expression
         if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and last_name(inner.func) == "all":
