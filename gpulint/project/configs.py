@@ -159,6 +159,7 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
             elif not _passed_through(name, value):
                 found.append((name, "set"))
         found += [(name.lower(), value.lower()) for name, value in _MODULE_SWITCH.findall(text)]
+        found += [(name, value.lower()) for name, value in _GET_WITH_DEFAULT.findall(text)] if ".get(" in text else []
     elif suffix in ("yaml", "yml", "json"):
         found += [(name, value.lower()) for name, value in _BOOL_KEY.findall(text)]
     else:
@@ -167,6 +168,10 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
                   if value.lower() in _FLAG_WORDS]
         found += [(name, value.lower()) for name, value in _OVERRIDE_SWITCH.findall(text)]
     return {(name.replace("-", "_"), value) for name, value in found}
+
+
+# `config.get('debug_nan', False)`: a switch read with its default (a config that never names it leaves it there).
+_GET_WITH_DEFAULT = re.compile(r"""\b(?:args|config|cfg|conf|opt|opts|hparams)\.get\(\s*["'](\w+)["']\s*,\s*(True|False)\s*\)""")
 
 
 def _passed_through(name: str, value: str) -> bool:

@@ -489,8 +489,13 @@ def kept_switches(test: ast.AST) -> tuple[str, ...]:
 def config_option(node: ast.AST) -> str | None:
     """The option a configuration attribute or key names (`args.pp_engine`, `self.cfg.adv_loss`,
     `config["distributed"]["pp_engine"]` -> the last part), or None when `node` is not one of a configuration object
-    (its root name, or the attribute of `self` it starts from, has a part like args/config/cfg)."""
+    (its root name, or the attribute of `self` it starts from, has a part like args/config/cfg). A key read with a
+    default counts too: `config.get("debug_nan", False)` -> "debug_nan"."""
     parts: list[str] = []
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+            and node.args and (key := _string_of(node.args[0])) is not None and not node.keywords:
+        parts.append(key)
+        node = node.func.value
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         if isinstance(node, ast.Attribute):
             parts.append(node.attr)

@@ -1678,6 +1678,7 @@ class Project:
                 push((target.path, target.qualname), Reach(
                     callee_rank, likely=True,
                     chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))), reason=reason,
+                    flags=state.flags,  # registered behind an opt-in switch: it runs only once that is on
                 ))
 
     def _nested_scopes(self, ix: ModuleIndex, scope: Scope) -> list[Scope]:

@@ -3416,3 +3416,35 @@ def test_a_grad_hook_the_optimizer_registers_runs_every_backward(tmp_path, check
     }
     found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
     assert ("lomo.py", 5, "GPL402") in found and ("lomo.py", 18, "GPL501") in found
+
+
+def test_a_hook_registered_behind_a_switch_read_with_its_default_runs_only_when_it_is_on(tmp_path, check):
+    """PixArt registers a NaN debugger's forward hooks under `if config.get('debug_nan', False):`, which no shipped
+    setting turns on: the hooks never run. Where a config turns it on, they run every forward."""
+    files = {
+        "debug.py": """
+            import torch
+
+            class DebugUnderflowOverflow:
+                def __init__(self, model):
+                    for module in model.modules():
+                        module.register_forward_hook(self.forward_hook)
+
+                def forward_hook(self, module, inputs, outputs):
+                    if torch.isnan(outputs).any().item():
+                        print("nan")
+        """,
+        "train.py": """
+            from debug import DebugUnderflowOverflow
+
+            def train(model, config, loader, optimizer, device):
+                if config.get('debug_nan', False):
+                    DebugUnderflowOverflow(model)
+                for x in loader:
+                    model(x.to(device, non_blocking=True)).sum().backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["configs/debug.yaml"] = "debug_nan: true\n"
+    assert [(f[0], f[1], f[3]) for f in check(tmp_path, files)] == [("debug.py", 10, "likely")]
