@@ -440,15 +440,19 @@ def _later_moves(body: cst.BaseSuite) -> dict[str, list[int]]:
     while stack:
         node = stack.pop()
         kind = type(node)
-        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.If or kind is cst.Try:
-            continue
         if kind is cst.SimpleStatementLine:
             for statement in node.body:
                 name = _moved_name(statement)
                 if name is not None:
                     found.setdefault(name, []).append(id(statement))
-            continue
-        stack.extend(reversed(node.children))  # compound statements: their bodies, in order
+        elif kind is cst.IndentedBlock:
+            stack.extend(reversed(node.body))
+        elif kind is cst.For or kind is cst.While:
+            if node.orelse is not None:
+                stack.append(node.orelse.body)
+            stack.append(node.body)
+        elif kind is cst.With:
+            stack.append(node.body)
     return found
 
 

@@ -198,12 +198,17 @@ CLASS_LIKE_NAME = re.compile(r"\b[A-Z]\w*")
 # What names a class without using it: an import or re-export (`from .loss import MultiBoxLoss`, `__all__ = [...]`),
 # and the class's own old-style `super(MultiBoxLoss, self)`. A class named only there is built by nothing. An import
 # under another name is a use (`from models.network_rvrt import RVRT as net`, then `net(...)`).
-_NOT_A_USE = re.compile(
-    r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)"
-    r"|^__all__[ \t]*\+?=[ \t]*(?:\[[^\]]*\]|\([^)]*\))"
-    r"|\bsuper\([ \t]*\w+[ \t]*,",
-    re.M,
-)
+# (Three patterns, each run only where its word occurs: one alternation of them costs twice as much.)
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
+_ALL = re.compile(r"^__all__[ \t]*\+?=[ \t]*(?:\[[^\]]*\]|\([^)]*\))", re.M)
+_OLD_SUPER = re.compile(r"\bsuper\([ \t]*\w+[ \t]*,")
+
+
+def _uses_only(text: str) -> str:
+    """`text` without its imports (but those renaming: `import X as y`), `__all__` and `super(Name, self)`."""
+    text = _IMPORT.sub(_unless_renamed, text) if "import" in text else text
+    text = _ALL.sub("", text) if "__all__" in text else text
+    return _OLD_SUPER.sub("", text) if "super(" in text else text
 
 
 def _unless_renamed(match: re.Match[str]) -> str:
@@ -225,7 +230,7 @@ def class_name_counts(text: str, exports: bool = False) -> dict[str, int]:
     leaving out imports, `__all__` and old-style `super(Name, self)` calls; `exports`: counting the imports and
     `__all__` of a library's public API (`_public_api`) as uses."""
     counts: dict[str, int] = {}
-    for name in CLASS_LIKE_NAME.findall(text if exports else _NOT_A_USE.sub(_unless_renamed, text)):
+    for name in CLASS_LIKE_NAME.findall(text if exports else _uses_only(text)):
         counts[name] = counts.get(name, 0) + 1
     return counts
 

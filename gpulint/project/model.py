@@ -215,6 +215,7 @@ class Project:
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
         self._class_names: frozenset[str] | None = None
+        self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
         self._step_copies: dict[str, str] | None = None  # per file, how its step code copies to the device
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
@@ -902,6 +903,9 @@ class Project:
         returns (LOMO: `self.grad_func = self.fuse_update()`, whose `def func(x): ...` it returns)."""
         if not (name.startswith("self.") and name.count(".") == 1 and scope.cls):
             return []
+        key = (path, scope.cls, name)
+        if key in self._closures:
+            return self._closures[key]
         found: list[Target] = []
         for klass in self.mro(Target(path, scope.cls, True)):
             ix = self.files[klass.path]
@@ -911,7 +915,8 @@ class Project:
                 for assign in holder.assigns if holder is not None else ():
                     if assign.target == name and assign.callee.startswith("self.") and assign.callee.count(".") == 1:
                         found += self._returned_closures(klass, assign.callee[5:])
-        return list(dict.fromkeys(found))
+        self._closures[key] = list(dict.fromkeys(found))
+        return self._closures[key]
 
     def _returned_closures(self, cls: Target, method_name: str) -> list[Target]:
         method = self.find_method(cls, method_name)
