@@ -831,22 +831,28 @@ class Project:
             return self._external_object(path, scope, name, seen)
         if name in seen or len(seen) > 4:
             return name in seen
-        attribute, found = name[5:], False
-        for klass in self.mro(Target(path, scope.cls, True)):
-            ix = self.files[klass.path]
-            for definition in ix.definitions.values():
-                holder = ix.scope(definition.qualname) if definition.cls == klass.qualname \
-                    and attribute in definition.sets_attributes else None
-                for assign in holder.assigns if holder is not None else ():
-                    if assign.target == name:
-                        if not self._external_value(klass.path, holder, assign, seen | {name}):
-                            return False
-                        found = True
-                if holder is not None and self._grown_with_project_class(ix, definition, attribute):
-                    return False
+        found = False
+        for klass, definition, holder in self._attribute_bindings(path, scope.cls, name[5:]):
+            for assign in holder.assigns:
+                if assign.target == name:
+                    if not self._external_value(klass.path, holder, assign, seen | {name}):
+                        return False
+                    found = True
+            if self._grown_with_project_class(definition, name[5:]):
+                return False
         return found
 
-    def _grown_with_project_class(self, ix: ModuleIndex, definition: Definition, attribute: str) -> bool:
+    def _attribute_bindings(self, path: str, cls: str, attribute: str) -> Iterable[tuple[Target, Definition, Scope]]:
+        """Where the class `cls` and its bases set `self.<attribute>`: each method that does, with its class."""
+        for klass in self.mro(Target(path, cls, True)):
+            ix = self.files[klass.path]
+            for definition in ix.definitions.values():
+                if definition.cls == klass.qualname and attribute in definition.sets_attributes:
+                    holder = ix.scope(definition.qualname)
+                    if holder is not None:
+                        yield klass, definition, holder
+
+    def _grown_with_project_class(self, definition: Definition, attribute: str) -> bool:
         """`self.stft_losses += [STFTLoss(...)]`, `self.blocks.append(Block(...))`: a torch container the class
         fills with the project's modules, whose `forward`s its loop over it runs."""
         pattern = re.compile(r"self\.%s\s*(?:\+=|\.(?:append|extend|add_module|insert)\s*\()(.*)" % re.escape(attribute))
@@ -907,14 +913,10 @@ class Project:
         if key in self._closures:
             return self._closures[key]
         found: list[Target] = []
-        for klass in self.mro(Target(path, scope.cls, True)):
-            ix = self.files[klass.path]
-            for definition in ix.definitions.values():
-                holder = ix.scope(definition.qualname) if definition.cls == klass.qualname \
-                    and name[5:] in definition.sets_attributes else None
-                for assign in holder.assigns if holder is not None else ():
-                    if assign.target == name and assign.callee.startswith("self.") and assign.callee.count(".") == 1:
-                        found += self._returned_closures(klass, assign.callee[5:])
+        for klass, _, holder in self._attribute_bindings(path, scope.cls, name[5:]):
+            for assign in holder.assigns:
+                if assign.target == name and assign.callee.startswith("self.") and assign.callee.count(".") == 1:
+                    found += self._returned_closures(klass, assign.callee[5:])
         self._closures[key] = list(dict.fromkeys(found))
         return self._closures[key]
 
@@ -932,17 +934,12 @@ class Project:
         given: a part of this module, not a model of unknown class to guess a forward for."""
         if not (name.startswith("self.") and name.count(".") == 1 and scope.cls):
             return False
-        attribute = name[5:]
-        for klass in self.mro(Target(path, scope.cls, True)):
-            ix = self.files[klass.path]
-            for definition in ix.definitions.values():
-                holder = ix.scope(definition.qualname) if definition.cls == klass.qualname \
-                    and attribute in definition.sets_attributes else None
-                for assign in holder.assigns if holder is not None else ():
-                    if assign.target == name and assign.callee and any(
-                            not target.is_class and target.qualname and self._returns_torch_object(target)
-                            for target in self._callable_targets(klass.path, holder, assign.callee)):
-                        return True
+        for klass, _, holder in self._attribute_bindings(path, scope.cls, name[5:]):
+            for assign in holder.assigns:
+                if assign.target == name and assign.callee and any(
+                        not target.is_class and target.qualname and self._returns_torch_object(target)
+                        for target in self._callable_targets(klass.path, holder, assign.callee)):
+                    return True
         return False
 
     def _returns_torch_object(self, function: Target) -> bool:
