@@ -147,7 +147,8 @@ class FileContext:
             if not self._names:
                 self._module_alias(node)
                 self._host_read_lambda(node)
-            _passed_move(self._moves[-1], node)
+            if self._moves[-1]:  # most functions move nothing: no per-assignment check
+                _passed_move(self._moves[-1], node)
             location = self.location_of(node.value)
             elements = self._returned_tuple(node.value)
             for target in node.targets:

@@ -45,6 +45,7 @@ from gpulint.project.vocab import (
     HOST_MODULE_PREFIXES,
     ITERABLE_WRAPPERS,
     LOADER_PARTS,
+    MICRO_STEP_PARTS,
     METADATA_ATTRS,
     METADATA_METHODS,
     NO_GRAD,
@@ -365,7 +366,7 @@ def _step_counter(node: ast.AST) -> bool:
     if name is None:
         return False
     parts = name_parts(name.rsplit(".", 1)[-1])
-    return bool(parts & STEP_NAME_PARTS) and not parts & (_SIZE_PARTS | ACCUMULATION_PARTS | {"micro"})
+    return bool(parts & STEP_NAME_PARTS) and not parts & (_SIZE_PARTS | MICRO_STEP_PARTS)
 
 
 def one_step_test(test: ast.AST) -> bool:
@@ -374,7 +375,7 @@ def one_step_test(test: ast.AST) -> bool:
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
     left, right = test.left, test.comparators[0]
-    if any(isinstance(n, ast.Name) and name_parts(n.id) & (ACCUMULATION_PARTS | {"micro"})
+    if any(isinstance(n, ast.Name) and name_parts(n.id) & MICRO_STEP_PARTS
            for side in (left, right) for n in ast.walk(side)):
         return False  # `step == accum_steps - 1`: the last micro-step of every optimizer step
     return _step_counter(left) != _step_counter(right)

@@ -549,15 +549,10 @@ class Project:
             return self._attr_types[key]
         self._attr_types[key] = set()
         found: set[Target] = set()
-        for klass in self.mro(cls):
-            ix = self.files[klass.path]
-            for definition in ix.definitions.values():
-                if definition.cls == klass.qualname and attr in definition.sets_attributes:
-                    scope = ix.scope(definition.qualname)
-                    if scope is not None:
-                        found |= self._assigned_types(klass.path, scope, f"self.{attr}", depth=1)
-                        if not found and definition.name == "__init__":
-                            found = self._passed_types(klass, scope, f"self.{attr}")
+        for klass, definition, scope in self._attribute_bindings(cls.path, cls.qualname, attr):
+            found |= self._assigned_types(klass.path, scope, f"self.{attr}", depth=1)
+            if not found and definition.name == "__init__":
+                found = self._passed_types(klass, scope, f"self.{attr}")
         self._attr_types[key] = found
         return found
 

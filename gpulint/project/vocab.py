@@ -100,6 +100,8 @@ STEP_NAME_PARTS = frozenset({"step", "batch", "iter", "iteration", "microbatch"}
 # Gradient accumulation: `if (i + 1) % grad_accum_steps == 0:` holds the optimizer step, so it is true on every
 # training step the optimizer takes (`acc_step == 0` too): the step itself, not a gate.
 ACCUMULATION_PARTS = frozenset({"acc", "accum", "accumulate", "accumulation", "accumulations", "accumulated"})
+# A counter of micro-steps comes round on every optimizer step (`micro_step == accum_steps - 1`): no one-time test.
+MICRO_STEP_PARTS = ACCUMULATION_PARTS | {"micro"}
 EVAL_LOADER_PARTS = frozenset({"eval", "val", "valid", "validation", "test", "testing", "dev"})
 LOADER_PARTS = frozenset({"loader", "dataloader", "dl", "batches", "iterator", "train_iter", "data_iter", "prefetcher"})
 # Wrappers of an iterable that iterate what they wrap: `enumerate(loader)`, `tqdm(loader)`.

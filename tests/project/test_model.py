@@ -1225,22 +1225,26 @@ def test_annotations_autograd_functions_and_replay_memories_are_followed(tmp_pat
     assert hot == {"ReplayMemory.sample": True, "Diffusion.sample": False}
 
 
+# A registry as D-FINE keeps one: `@register()` files a class under its name, `create(name)` builds it.
+REGISTRY_CORE = """
+    REGISTRY = {}
+    def register():
+        def wrap(cls):
+            REGISTRY[cls.__name__] = cls
+            return cls
+        return wrap
+    def create(name):
+        return REGISTRY[name]()
+"""
+
+
 def test_a_registry_builds_only_the_classes_its_training_configs_name(tmp_path, check):
     """D-FINE registers its criteria with `@register()` and its YAML names one bare (`criterion: DFINECriterion`):
     `DetCriterion`, which no config names, is never built, and a post-processor turns outputs into detections for
     evaluation only."""
     found = check(tmp_path, {
         "configs/dfine.yml": "model: DFINE\ncriterion: DFINECriterion\ntransforms:\n  - {type: RandomZoomOut, p: 0.5}\n",
-        "core.py": """
-            REGISTRY = {}
-            def register():
-                def wrap(cls):
-                    REGISTRY[cls.__name__] = cls
-                    return cls
-                return wrap
-            def create(name):
-                return REGISTRY[name]()
-        """,
+        "core.py": REGISTRY_CORE,
         "criteria.py": """
             import torch
             from core import register
@@ -3230,14 +3234,7 @@ def test_a_class_a_config_names_for_its_registry_is_used_though_only_imports_nam
                         return outputs["pred"].sum() * 0
                     return outputs["pred"].mean()
         """,
-        "core.py": """
-            REGISTRY = {}
-            def register():
-                def wrap(cls):
-                    REGISTRY[cls.__name__] = cls
-                    return cls
-                return wrap
-        """,
+        "core.py": REGISTRY_CORE,
         "train.py": """
             def train(model, criterion, loader, opt, device):
                 for x in loader:

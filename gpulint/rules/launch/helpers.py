@@ -11,7 +11,7 @@ import libcst as cst
 from gpulint.linter.context import STRING_NODES, is_cold_function_name
 from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.rule import Replace, Report, Rule
-from gpulint.project.vocab import ACCUMULATION_PARTS
+from gpulint.project.vocab import MICRO_STEP_PARTS
 from gpulint.rules.per_tensor.helpers import in_test_error_or_one_off_code
 
 if TYPE_CHECKING:
@@ -57,11 +57,10 @@ def _tests_one_time(test: cst.BaseExpression, params: frozenset[str]) -> bool:
 
 def _counts_micro_steps(test: cst.Comparison) -> bool:
     """Does a comparison name a counter of accumulated micro-steps, which comes round every optimizer step?"""
-    words = ACCUMULATION_PARTS | {"micro"}
     stack: list[cst.CSTNode] = [test]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Name) and name_parts(node.value) & words:
+        if isinstance(node, cst.Name) and name_parts(node.value) & MICRO_STEP_PARTS:
             return True
         stack.extend(node.children)
     return False

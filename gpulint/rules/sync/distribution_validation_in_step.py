@@ -6,6 +6,7 @@ import re
 
 import libcst as cst
 
+from gpulint.linter.devices import DeviceEvidence
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
@@ -122,7 +123,7 @@ class DistributionValidationInStep(SyncRule):
     def leave_Module(self, node: cst.Module) -> None:
         # Wherever the file turns validation off, its distributions do not validate; and in a file that shows no
         # sign of a GPU (Spinning Up's policies run on the CPU), the check reads host memory: no sync.
-        if self._validation_off or not self.file.shows_gpu(self.context):
+        if self._validation_off or not self.context.helper(DeviceEvidence).shows_gpu(self.context):
             self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
 
 

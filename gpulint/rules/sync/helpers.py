@@ -17,13 +17,12 @@ from gpulint.rules.sync.tensors import Tensors
 
 
 class FileState:
-    """What all GPL4xx rules of one file share: the tensor tracker and whether the file shows any sign of a GPU.
+    """What all GPL4xx rules of one file share: the tensor tracker (whether the file shows a GPU: linter/devices.py).
     It is one of the rules' `shared` helpers: the engine walks it once per file, before the rules (so each node
     updates it once, and every rule sees the update)."""
 
     def __init__(self, context) -> None:
         self.tensors = Tensors(context)
-        self.device: DeviceEvidence = context.helper(DeviceEvidence)
 
     def leave_Assign(self, node: cst.Assign) -> None:
         self.tensors.assigned(node)
@@ -42,10 +41,6 @@ class FileState:
 
     def visit_Param(self, node: cst.Param) -> None:
         self.tensors.annotated(node)
-
-    def shows_gpu(self, context) -> bool:
-        """Does the file name a device, move tensors to one, or import a package that does?"""
-        return self.device.shows_gpu(context)
 
 
 # Appended to every GPL4xx rule's "Known false positives": what the whole family leaves out on purpose.
