@@ -23,6 +23,8 @@ from gpulint.project.facts import FileFacts
 from gpulint.project.local import gate_interval, is_exit_gate, is_gate, is_short_interval, switch_flags, tuple_kinds
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
     CPU_FACTORIES,
+    PACKED_BATCH_SIZES,
+    SIZED_CPU_FACTORIES,
     DEFAULT_GATE_PARTS,
     DEFAULT_HOT_FUNCTIONS,
     HOST_BUILTINS,
@@ -266,12 +268,15 @@ class FileContext:
                 return "host"
             for scope in reversed(self._scopes):
                 if expr.value in scope:
-                    return scope[expr.value]
-            return "unknown"
+                    found = scope[expr.value]
+                    break
+            else:
+                found = "unknown"
+            return "host" if found == "unknown" and expr.value in PACKED_BATCH_SIZES else found
         if kind is cst.Call:
             return self._call_location(expr)
         if kind is cst.Attribute:
-            if expr.attr.value in METADATA_ATTRS:
+            if expr.attr.value in METADATA_ATTRS or expr.attr.value in PACKED_BATCH_SIZES:
                 return "host"
             if self.facts.host_attributes and self._classes and type(expr.value) is cst.Name \
                     and expr.value.value == "self" \
@@ -330,7 +335,8 @@ class FileContext:
                 return "host"
             if func.value in VALUE_BUILTINS:
                 return "host" if all(self.location_of(a.value) == "host" for a in call.args) else "unknown"
-        if resolved in CPU_FACTORIES:
+        if resolved in CPU_FACTORIES or (resolved in SIZED_CPU_FACTORIES and any(
+                a.keyword is not None and a.keyword.value == "size" for a in call.args)):
             device = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
             if device is None or _is_cpu_literal(device):
                 return "host"

@@ -38,6 +38,8 @@ from typing import Iterable
 from gpulint.project.vocab import (
     CONFIG_ROOTS,
     CPU_FACTORIES,
+    PACKED_BATCH_SIZES,
+    SIZED_CPU_FACTORIES,
     DEFAULT_GATE_PARTS,
     EVAL_LOADER_PARTS,
     HOST_BUILTINS,
@@ -115,6 +117,10 @@ class Call:
     marker: bool = False  # a step marker (backward, optimizer step, zero_grad)
     name_args: tuple[str, ...] = ()  # arguments that are dotted names (a function passed is a callback)
     arg_names: tuple[str, ...] = ()  # each positional argument that is a plain name, "" for the others
+    # Arguments that are the calling function's own parameters, not rebound before the call (`self.ctc(attn, in_lens)`
+    # in `forward(self, attn, in_lens)`): (position as "0", "1"... or the keyword, parameter). What its callers pass
+    # there is what this call passes on.
+    param_args: tuple[tuple[str, str], ...] = ()
     periodic: bool = False  # an argument sets a period (`Events.ITERATION_COMPLETED(every=100)`)
 
 
@@ -152,6 +158,8 @@ class Scope:
     returns: list[Kind] = field(default_factory=list)
     returned_calls: list[str] = field(default_factory=list)  # `return helper(x)`: the helper's kind is returned
     returned_names: list[str] = field(default_factory=list)  # `return model`: what `model` holds is returned
+    # Names a call's returned tuple is unpacked into (`mel, lens = parse_batch(batch)`): (name, callee, position).
+    unpacked: list[tuple[str, str, int]] = field(default_factory=list)
     imports: list[tuple[str, str, str, int]] = field(default_factory=list)  # (local name, module, name or "", level)
     marker_outside_loop: bool = False  # backward / optimizer step outside any loop of its own: one step's work
     # The parameters whose host data it copies to the device (`torch.from_numpy(x).to(device)`): a copy helper,
@@ -748,19 +756,27 @@ class _Values:
     def __init__(self, aliases: dict[str, str]) -> None:
         self.aliases = aliases
         self.scopes: list[dict[str, Kind]] = [{}]
+        # Per scope, its parameters that no statement has bound again yet: they hold what the callers passed.
+        self.fresh_params: list[set[str]] = [set()]
+
+    def enter(self, bound: dict[str, Kind], params: tuple[str, ...] = ()) -> None:
+        self.scopes.append(bound)
+        self.fresh_params.append(set(params))
+
+    def leave(self) -> None:
+        self.scopes.pop()
+        self.fresh_params.pop()
 
     def kind_of(self, expr: ast.AST) -> Kind:
         if isinstance(expr, _LITERALS):
             return "host"
         if isinstance(expr, ast.Name):
-            for scope in reversed(self.scopes):
-                if expr.id in scope:
-                    return scope[expr.id]
-            return "unknown"
+            found = next((scope[expr.id] for scope in reversed(self.scopes) if expr.id in scope), "unknown")
+            return "host" if found == "unknown" and expr.id in PACKED_BATCH_SIZES else found
         if isinstance(expr, ast.Call):
             return self._call_kind(expr)
         if isinstance(expr, ast.Attribute):
-            return "host" if expr.attr in METADATA_ATTRS else "unknown"
+            return "host" if expr.attr in METADATA_ATTRS or expr.attr in PACKED_BATCH_SIZES else "unknown"
         if isinstance(expr, ast.Subscript):
             if _string_of(expr.slice) in OPTIMIZER_SETTINGS:  # `optimizer.param_groups[0]["lr"]`: a Python float
                 return "host"
@@ -805,7 +821,7 @@ class _Values:
                 return "host"
             if func.id in VALUE_BUILTINS:
                 return "host" if all(self.kind_of(a) == "host" for a in call.args) else "unknown"
-        if resolved in CPU_FACTORIES:
+        if resolved in CPU_FACTORIES or (resolved in SIZED_CPU_FACTORIES and any(k.arg == "size" for k in call.keywords)):
             device = next((k.value for k in call.keywords if k.arg == "device"), None)
             return "host" if device is None or _is_cpu_literal(device) else "device"
         if resolved.startswith(HOST_MODULE_PREFIXES):
@@ -815,6 +831,7 @@ class _Values:
     def bind(self, target: ast.AST, kind: Kind) -> None:
         if isinstance(target, ast.Name):
             self.scopes[-1][target.id] = kind
+            self.fresh_params[-1].discard(target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self.bind(element.value if isinstance(element, ast.Starred) else element,
@@ -1003,14 +1020,14 @@ class _Walker:
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
             if arg.annotation is not None and (annotated := annotated_class(arg.annotation)):
                 scope.assigns.append(Assign(arg.arg, annotation=annotated))  # `def train(ema: ModelEMA)`
-        self.values.scopes.append({name: "unknown" for name in params})
+        self.values.enter({name: "unknown" for name in params}, params)
         self.literal_params.append(_literal_defaults(args))
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)
         self.shallow = saved_shallow
         self.no_grad_depth = saved_depth
-        self.values.scopes.pop()
+        self.values.leave()
         self.literal_params.pop()
         self._leave()
 
@@ -1026,11 +1043,11 @@ class _Walker:
             end=self._end(node), bases=tuple(dotted(b) or "" for b in node.bases),
         )
         self._enter(scope)
-        self.values.scopes.append({})
+        self.values.enter({})
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)
         self.shallow = saved_shallow
-        self.values.scopes.pop()
+        self.values.leave()
         self._leave()
 
     # -- statements
@@ -1151,6 +1168,9 @@ class _Walker:
             for index, element in enumerate(target.elts):
                 if isinstance(element, ast.Attribute) and _of_self(element):
                     self._note_self_set(element, value.elts[index] if pairs else None)  # type: ignore[attr-defined]
+            starred = any(isinstance(e, ast.Starred) for e in target.elts)
+            if isinstance(value, ast.Call) and not starred and (callee := dotted(value.func)):
+                self.scope.unpacked += [(e.id, callee, i) for i, e in enumerate(target.elts) if isinstance(e, ast.Name)]
             return
         if isinstance(target, ast.Attribute) and _of_self(target):
             self._note_self_set(target, value)
@@ -1356,6 +1376,11 @@ class _Walker:
         call.arg_kinds = tuple(self.values.kind_of(a) for a in node.args if not isinstance(a, ast.Starred))
         call.arg_names = tuple(a.id if isinstance(a, ast.Name) else "" for a in node.args
                                if not isinstance(a, ast.Starred))
+        fresh = self.values.fresh_params[-1]
+        call.param_args = tuple(
+            [(str(i), name) for i, name in enumerate(call.arg_names) if name in fresh]
+            + [(k.arg, k.value.id) for k in node.keywords if k.arg and isinstance(k.value, ast.Name) and k.value.id in fresh]
+        )
         # `**losses` spread into the call: "**", whose values are not known.
         call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) if k.arg else ("**", "unknown") for k in node.keywords)
         call.interval_args = tuple(
@@ -1498,6 +1523,8 @@ def iterates_eval_loader(expr: ast.AST) -> bool:
 
 def _iterated_name(expr: ast.AST) -> str:
     """The lower-case last name of what is iterated (`self.val_loader` -> "val_loader"), "" when none."""
+    if isinstance(expr, ast.Subscript) and (key := _string_of(expr.slice)) and (holder := last_name(expr.value)):
+        return f"{key}_{holder.removesuffix('s')}".lower()  # `dataloaders["train"]` -> "train_dataloader"
     name = last_name(expr.func) if isinstance(expr, ast.Call) else last_name(expr)
     return name.lower() if name else ""
 

@@ -94,6 +94,8 @@ _NOT_PER_STEP_EVENT_PARTS = frozenset(
 # run when a checkpoint is written or read, never as part of a training step: no training finding there.
 _SAVE_LOAD_EVENT_PARTS = frozenset({"state", "save", "load", "checkpoint", "ckpt", "pickle", "export", "serialize"})
 _BUILTINS = frozenset(dir(builtins))
+# Joins (path, caller, parameter) into a vote for what a caller passes on of its own parameter (`_passed_kind`).
+_PASSED_ON = "\0"
 # Code that builds objects from names written elsewhere (a YAML config): a class no Python file names may still run.
 _BY_NAME_CALLS = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", "locate(")  # and `_LOADS_BY_NAME`
 _BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:")
@@ -170,6 +172,7 @@ class Project:
         self.reach: dict[Key, Reach] = {}
         self.instantiated: set[Target] = set()
         self._param_kinds: dict[Key, dict[str, set[str]]] = {}
+        self._passed_kinds: dict[tuple[Key, str], str] = {}  # see `_passed_kind`
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
@@ -900,8 +903,9 @@ class Project:
         return out
 
     def _attribute_closures(self, path: str, scope: Scope, name: str) -> list[Target]:
-        """The nested functions an attribute of `self` holds where the class assigns it what one of its methods
-        returns (LOMO: `self.grad_func = self.fuse_update()`, whose `def func(x): ...` it returns)."""
+        """The functions an attribute of `self` holds: the nested function one of the class's methods returns (LOMO:
+        `self.grad_func = self.fuse_update()`, whose `def func(x): ...` it returns), or a project function assigned
+        by name (`self.spline_fn = unbounded_piecewise_quadratic_transform`, chosen in `__init__` by a setting)."""
         if not (name.startswith("self.") and name.count(".") == 1 and scope.cls):
             return []
         key = (path, scope.cls, name)
@@ -910,8 +914,13 @@ class Project:
         found: list[Target] = []
         for klass, _, holder in self._attribute_bindings(path, scope.cls, name[5:]):
             for assign in holder.assigns:
-                if assign.target == name and assign.callee.startswith("self.") and assign.callee.count(".") == 1:
+                if assign.target != name:
+                    continue
+                if assign.callee.startswith("self.") and assign.callee.count(".") == 1:
                     found += self._returned_closures(klass, assign.callee[5:])
+                elif assign.source and not assign.source.startswith("self."):
+                    found += [t for t in self._callable_targets(klass.path, holder, assign.source)
+                              if t.qualname and not t.is_class]
         self._closures[key] = list(dict.fromkeys(found))
         return self._closures[key]
 
@@ -1702,15 +1711,19 @@ class Project:
         params = list(callee.params[1:] if bound and callee.params else callee.params)
         kinds = self._param_kinds.setdefault(key, {})
         votes = self._gate_votes.setdefault(key, {})
+        # An argument that is the caller's own parameter as received votes for what the caller's callers pass
+        # (`_passed_kind`): the batch's lengths moved to the device in the loop reach the loss three calls down.
+        passed_on = {where: _PASSED_ON.join((path, scope.qualname, param)) for where, param in call.param_args}
         for index, kind in enumerate(call.arg_kinds):
             if kind == "unknown" and index < len(call.arg_names) and call.arg_names[index]:
                 kind = self._returned_into(path, scope, call.arg_names[index])
             if index < len(params):
-                kinds.setdefault(params[index], set()).add(kind)
+                kinds.setdefault(params[index], set()).add(passed_on.get(str(index), kind) if kind == "unknown" else kind)
         for keyword, kind in call.kw_kinds:
+            vote = passed_on.get(keyword, kind) if kind == "unknown" else kind
             if keyword not in params and callee.keywords_param:  # `update(loss=loss_value)` into `**kwargs`
                 keyword = callee.keywords_param
-            kinds.setdefault(keyword, set()).add(kind)
+            kinds.setdefault(keyword, set()).add(vote)
         interval = set(call.interval_args)
         for index, param in enumerate(params[: len(call.arg_kinds)]):
             votes[param] = votes.get(param, True) and str(index) in interval
@@ -1729,30 +1742,58 @@ class Project:
         epoch = any(scope.loops[i].iterates_loader and not scope.loops[i].no_grad for i in loops) and not (
             name_parts(scope.name) & STEP_NAME_PARTS
         )
-        kinds = self._param_kinds.get(key, {})
-        param_kinds = tuple(sorted((p, k.pop()) for p, k in ((p, set(v)) for p, v in kinds.items())
-                                   if len(k) == 1 and next(iter(k)) != "unknown"))
+        param_kinds = tuple(sorted((p, kind) for p in self._param_kinds.get(key, {})
+                                   if (kind := self._passed_kind(key, p)) != "unknown"))
         votes = self._gate_votes.get(key, {})
         return FunctionFacts(
             self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds
         )
+
+    def _passed_kind(self, key: Key, param: str, seen: frozenset = frozenset()) -> str:
+        """Where the values every resolved call passes to a parameter live, when they agree: "host", "device" or
+        "unknown". A caller passing on its own parameter passes what its callers pass to it; a function passing its
+        parameter to itself (recursion) adds nothing to what its other callers pass."""
+        found = self._passed_kinds.get((key, param))
+        if found is not None:
+            return found
+        kinds = set()
+        for vote in self._param_kinds.get(key, {}).get(param, ()):
+            if _PASSED_ON in vote:
+                caller_path, caller, caller_param = vote.split(_PASSED_ON)
+                origin = ((caller_path, caller), caller_param)
+                if origin == (key, param) or origin in seen:
+                    continue
+                vote = self._passed_kind(origin[0], caller_param, seen | {(key, param)})
+            kinds.add(vote)
+        kind = kinds.pop() if len(kinds) == 1 else "unknown"
+        if not seen:  # a result cut short by a cycle is not kept
+            self._passed_kinds[(key, param)] = kind
+        return kind
 
     def _returned_into(self, path: str, scope: Scope, name: str) -> str:
         """Where a name lives that the scope binds only to what resolved calls return (`loss_summary =
         self.forward_backward(data)`, whose overrides all return dicts of floats): "unknown" unless they agree. A
         function with no `return` (a base method that raises) gives no value to agree on."""
         assigns = [a for a in scope.assigns if a.target == name]
-        if not assigns or any(not a.callee or a.source or a.element_of for a in assigns):
+        if any(not a.callee or a.source or a.element_of for a in assigns):
+            return "unknown"
+        # (callee, position in the tuple it returns, or -1 for the whole value)
+        sources = [(a.callee, -1) for a in assigns] + [(c, i) for n, c, i in scope.unpacked if n == name]
+        if not sources:
             return "unknown"
         kinds: set[str] = set()
-        for assign in assigns:
-            resolved = self.resolve_call(path, scope, Call(0, (0, 0), assign.callee, -1), per_step=False)
+        for callee, position in sources:
+            resolved = self.resolve_call(path, scope, Call(0, (0, 0), callee, -1), per_step=False)
             if not resolved.certain or not resolved.targets or resolved.instantiates:
                 return "unknown"
             for target in resolved.targets:
                 returning = self.files[target.path].scope(target.qualname)
                 if returning is not None and returning.returns:
-                    kinds.add(self._return_kind(target))
+                    kind = self._return_kind(target)
+                    elements = tuple_kinds(kind)
+                    if position >= 0:  # `mel, lens = parse_batch(batch)`: the element at its position
+                        kind = elements[position] if elements is not None and position < len(elements) else "unknown"
+                    kinds.add(kind)
         kind = kinds.pop() if len(kinds) == 1 else "unknown"
         return "unknown" if tuple_kinds(kind) is not None else kind  # a tuple bound whole is no tensor
 

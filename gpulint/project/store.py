@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/8"
+FORMAT = "gpulint.project/9"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -58,12 +58,14 @@ def scope_from(data: dict) -> Scope:
                     "kw_kinds": tuple(tuple(k) for k in call["kw_kinds"]),
                     "interval_args": tuple(call["interval_args"]), "name_args": tuple(call["name_args"]),
                     "arg_names": tuple(call["arg_names"]),
+                    "param_args": tuple(tuple(pair) for pair in call["param_args"]),
                 })
                 for call in data["calls"]
             ],
             "assigns": [Assign(**{**a, "calls": tuple(a["calls"])}) for a in data["assigns"]],
             "imports": [tuple(i) for i in data["imports"]],
             "self_sets": [(attribute, host) for attribute, host in data["self_sets"]],
+            "unpacked": [(name, callee, position) for name, callee, position in data["unpacked"]],
         }
     )
 

@@ -131,6 +131,11 @@ CPU_FACTORIES = frozenset(
     {"torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.arange", "torch.linspace",
      "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.eye", "torch.from_numpy", "torch.as_tensor"}
 )
+# `torch.normal(mean=0.0, std=s, size=(1,))`: given a size, it draws from Python numbers, on the CPU unless given a
+# `device=` (given tensors, it draws where they live).
+SIZED_CPU_FACTORIES = frozenset({"torch.normal"})
+# Names of a PackedSequence's batch sizes, which PyTorch keeps on the CPU (`batch_sizes[t].item()` reads host memory).
+PACKED_BATCH_SIZES = frozenset({"batch_sizes"})
 # Tensor methods whose result lives where their receiver does.
 SAME_PLACE_METHODS = frozenset(
     {"detach", "clone", "float", "half", "double", "long", "int", "bool", "mean", "sum", "median", "max", "min",
@@ -202,6 +207,8 @@ def is_cold_function_name(name: str) -> bool:
     if name in PER_BATCH_HOOKS:  # torchbearer's `on_sample` draws the training batch: a hook of every step
         return False
     parts = name_parts(name)
+    if "per" in parts:  # `per_sample_loss`, `clip_per_sample`: work on each sample of the batch, not sampling
+        parts = parts - {"sample", "samples"}
     # `train_validate`, `train_and_evaluate`: the training half runs every step; `detect_anomaly`, `check_nan`: a
     # numeric check of the step, not detection or evaluation.
     return bool(parts & COLD_NAME_PARTS) and not parts & {"train", "training", "fit"} and not parts & _NUMERIC_CHECK_PARTS

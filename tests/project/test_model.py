@@ -3445,3 +3445,148 @@ def test_a_hook_registered_behind_a_switch_read_with_its_default_runs_only_when_
     assert check(tmp_path, files) == []
     files["configs/debug.yaml"] = "debug_nan: true\n"
     assert [(f[0], f[1], f[3]) for f in check(tmp_path, files)] == [("debug.py", 10, "likely")]
+
+
+def test_device_values_passed_on_through_parameters_and_unpacked_returns(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            from losses import Criterion
+
+            def parse(batch):
+                text, lens, names = batch
+                return text.cuda(), lens.cuda(), names
+
+            def train(model, loader, opt):
+                criterion = Criterion()
+                for batch in loader:
+                    text, lens, names = parse(batch)
+                    loss = criterion(model(text), lens, names)
+                    loss.backward()
+                    opt.step()
+        """,
+        "losses.py": """
+            import torch
+
+            class Criterion(torch.nn.Module):
+                def forward(self, out, lens, names):
+                    return per_sample(out, lens, names)
+
+            def per_sample(out, lens, names):
+                total = 0.0
+                for i in range(out.shape[0]):
+                    total = total + out[i, :lens[i]].sum() + len(names[i][:3])
+                return total
+        """,
+    })
+    # `lens` is moved to the device by `parse`, unpacked in the loop and passed on twice: each per-sample slice bound
+    # is a sync. `names` stays on the host: slicing it costs nothing.
+    assert [(path, line, code) for path, line, code, *_ in found if code == "GPL402"] == [("losses.py", 11, "GPL402")]
+
+
+def test_a_parameter_passed_on_to_itself_keeps_what_its_callers_pass(tmp_path):
+    project = model(tmp_path, {
+        "train.py": """
+            import torch
+
+            def walk(x, depth):
+                if depth:
+                    return walk(x, depth - 1)
+                return x
+
+            def train(model, loader, opt):
+                for batch in loader:
+                    loss = walk(model(batch.cuda()).cuda(), 3)
+                    loss.backward()
+                    opt.step()
+        """,
+    })
+    assert dict(project.file_facts("train.py").functions["walk"].param_kinds) == {"x": "device", "depth": "host"}
+
+
+def test_an_attribute_holding_a_project_function_calls_it(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            from splines import linear_spline, quadratic_spline
+
+            class Flow(torch.nn.Module):
+                def __init__(self, quadratic):
+                    super().__init__()
+                    self.spline_fn = linear_spline
+                    if quadratic:
+                        self.spline_fn = quadratic_spline
+
+                def forward(self, x):
+                    return self.spline_fn(x)
+
+            def train(loader, opt):
+                flow = Flow(True).cuda()
+                for x in loader:
+                    loss = flow(x.cuda(non_blocking=True)).sum()
+                    loss.backward()
+                    opt.step()
+        """,
+        "splines.py": """
+            import torch
+
+            def linear_spline(x):
+                return x * 2
+
+            def quadratic_spline(x):
+                inside = (x >= 0) & (x < 1)
+                out = torch.zeros_like(x)
+                out[inside] = x[inside] ** 2
+                return out
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [
+        ("splines.py", 10, "GPL406"), ("splines.py", 10, "GPL406"),
+    ]
+
+
+def test_a_loop_over_a_loader_picked_from_a_dict_by_split_is_the_step_loop(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def train(trainer, dataloaders, device):
+                for epoch in range(10):
+                    for i, (img, txt) in enumerate(dataloaders["train"]):
+                        seen = torch.tensor([len(img)], device=device).sum().item()
+                        for part in range(2):
+                            trainer.step(img.to(device, non_blocking=True), part)
+                    for img, txt in dataloaders["val"]:
+                        print(torch.tensor([len(img)], device=device).sum().item())
+
+            class Trainer:
+                def step(self, img, part):
+                    loss = self.model(img)
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found if code == "GPL401"] == [("train.py", 7, "GPL401")]
+
+
+def test_packed_batch_sizes_and_sized_normal_draws_live_on_the_host(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def unpack(packed):
+                data, batch_sizes = packed.data, packed.batch_sizes
+                return [batch_sizes[t].item() for t in range(len(batch_sizes))], packed.batch_sizes[0].item()
+
+            def train(model, loader, opt, sigma):
+                for packed in loader:
+                    loss = model(packed.cuda())
+                    loss.backward()
+                    opt.step()
+                    unpack(packed)
+                    noise = torch.normal(mean=0.0, std=sigma, size=(1,)).item()
+                    drawn = torch.normal(loss, sigma).item()
+        """,
+    })
+    # Only the draw around the device loss reads device memory.
+    assert [(path, line, code) for path, line, code, *_ in found if code == "GPL401"] == [("train.py", 15, "GPL401")]

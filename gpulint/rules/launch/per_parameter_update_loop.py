@@ -83,6 +83,7 @@ class PerParameterUpdateLoop(WhereItRuns):
         ("import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
          "        for p in self.parameters():\n            p.data.mul_(0.5)\n"),
         training_script("for p in model.parameters():\n    p.grad = None"),
+        training_script("for p in model.parameters():\n    p.grad = p.grad.detach().view_as(p)"),
         training_script("grads = []\nfor p in model.parameters():\n    if p.grad is not None:\n"
                         "        grads.append(p.grad)\n"
                         "torch._foreach_mul_(grads, 0.5)"),

@@ -176,6 +176,20 @@ def _is_param_name(name: str) -> bool:
     return bool(parts & PARAM_WORDS) and not parts & NOT_PARAM_WORDS
 
 
+# Methods returning a view of their receiver's memory: rebinding a tensor to one launches nothing.
+_VIEW_METHODS = frozenset({"view", "view_as", "reshape", "reshape_as", "detach", "t", "transpose", "permute",
+                           "squeeze", "unsqueeze", "expand", "expand_as", "flatten", "unflatten"})
+
+
+def _is_view_of_stored(value: cst.BaseExpression) -> bool:
+    """`p.summed_grad.view_as(p)`, `buf.detach().view(-1)`: views of a stored tensor (not of a sum computed here)."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        return False
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _VIEW_METHODS:
+        value = value.func.value
+    return isinstance(value, (cst.Name, cst.Attribute))
+
+
 @dataclass
 class LoopScan:
     """What the body of a loop over tensors does with each tensor."""
@@ -277,6 +291,8 @@ class _LoopBodyScanner(SyntaxVisitor):
             return  # `p.requires_grad = ...`: a flag, not a tensor
         if _is_plain_copy_source(value) and not isinstance(value, (cst.Name, cst.Attribute)):
             return  # `p.data = p.data.half()`: a cast, set up once
+        if _is_view_of_stored(value):
+            return  # `p.grad = p.summed_grad.view_as(p)`: a view of memory already there, no kernel
         computed = isinstance(value, (cst.BinaryOperation, cst.Call)) and self._on_tensor(value)
         # `ma.data = updater.update_average(old, new)`: a helper computing from loop tensors.
         helper = isinstance(value, cst.Call) and any(self._on_tensor(arg.value) for arg in value.args)

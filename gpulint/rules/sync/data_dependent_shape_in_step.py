@@ -59,6 +59,8 @@ class DataDependentShapeInStep(SyncRule):
         Invalid(training_script("scores = model(x)\nvisible = scores.sum(dim=0) > 0\nkept = scores[:, visible]")),
         Invalid(training_script("logits = model(x)\nkeep = y >= 0\nkeep[keep.clone()] = logits.argmax(1) >= 0")),
         Invalid(training_script("logits = model(x)\nlogits[:, y > 0] *= 0")),
+        Invalid(training_script("keep = y >= 0\nsmoothed = y.roll(1)\nlabels = y.clone()\n"
+                                "labels[keep] = smoothed[keep]"), count=2),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -110,7 +112,23 @@ class DataDependentShapeInStep(SyncRule):
         if not (isinstance(parent, cst.AssignTarget) and parent.target is node):
             return False
         statement = self.context.parent(2)
-        if not isinstance(statement, cst.Assign) or self.tensors.is_tensor(statement.value):
+        if not isinstance(statement, cst.Assign) or self.tensors.is_tensor(statement.value) \
+                or self._reads_through_mask(statement.value):
             return False
         others = [index for index in indices if index is not masks[0]]
         return len(masks) == 1 and not any(self.tensors.is_tensor(index) for index in others)
+
+    def _reads_through_mask(self, value: cst.BaseExpression) -> bool:
+        """`x[outside] = y[outside]`: a value read through a mask is a tensor, whatever `y` is named."""
+        return any(isinstance(node, cst.Subscript) and any(
+            isinstance(e.slice, cst.Index) and self.tensors.is_mask(e.slice.value) for e in node.slice)
+            for node in _subexpressions(value))
+
+
+def _subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(current.children)
+    return found

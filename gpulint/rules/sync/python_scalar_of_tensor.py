@@ -16,6 +16,8 @@ from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 # A slice whose bound is not a number (`x[start:ends[i]]`, `x[:n]`): a tensor bound is read on the host.
 _NAMED_SLICE_BOUND = re.compile(r"\[[^\[\]\n]*:[ \t]*[A-Za-z_(]|[\w\])][ \t]*:[ \t]*[\],]")
 # Arguments that PyTorch converts to a Python int: `torch.topk(x, k)` / `x.topk(k)` (position in the function form).
+# A name bound to a list display (`order = [0] * n`), which a tensor may index.
+_LIST_BOUND = re.compile(r"\w[ \t]*=[ \t]*\[")
 _INT_ARGUMENTS = {"topk": ("k", 1), "kthvalue": ("k", 1)}
 _CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(")
 # Factories whose sizes, bounds and fill values PyTorch converts to Python numbers: `x.new_zeros([B, idx.max() + 1])`,
@@ -37,19 +39,25 @@ class PythonScalarOfTensor(SyncRule):
     message_size = (
         "`{func}` reads a tensor used as a size or bound on the host every step: a blocking device-to-host copy"
     )
+    message_list_index = (
+        "a tensor used as an index of a Python list is converted to a Python int every step: a blocking device-to-host "
+        "copy"
+    )
     # A slice; a function is parsed only when a bound is not a number (below).
     triggers = _CALL_WORDS + _FACTORY_WORDS + (":",)
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return any(w in code for w in _CALL_WORDS + _FACTORY_WORDS) or _NAMED_SLICE_BOUND.search(code) is not None
+        return any(w in code for w in _CALL_WORDS + _FACTORY_WORDS) or _NAMED_SLICE_BOUND.search(code) is not None \
+            or _LIST_BOUND.search(code) is not None
 
     docs = RuleDocs(
         what_it_does="Flags `float(t)`, `int(t)`, `bool(t)` and `math.*(t)` (`math.isfinite(loss)`) on a tensor, "
         "a tensor used as a slice bound (`x[start:ends[i]]`, `x[:n]` with `n = mask.sum()`), and a tensor passed "
         "where PyTorch needs a Python int (`torch.topk(x, k=ks[i])`) or number (a size, bound or fill value of a "
         "factory: `x.new_zeros([B, idx.max() + 1])`, `torch.arange(lengths.max())`, `torch.linspace(d.min(), d.max(), "
-        "n)`), in code that runs every step and is not gated. "
+        "n)`), and a tensor used as the index of a Python list (`order[ids[i]] = i` with `order = [0] * n`), in code "
+        "that runs every step and is not gated. "
         "Per-sample loops that do this once per sample are the usual case (a loss or reward function cutting each "
         "sequence at its own length).",
         why_slow="Converting a tensor to a Python number calls `.item()` under the hood: a device-to-host copy that "
@@ -74,6 +82,8 @@ class PythonScalarOfTensor(SyncRule):
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
         training_script("half = out.shape[1] // 2\nhead, tail = out[:, :half], out[:, half:]"),
         training_script("best, where = torch.topk(out, k=min(5, out.shape[1]))"),
+        training_script("order = [0] * out.shape[0]\nfor i, row in enumerate(torch.argsort(out.sum(1)).tolist()):\n"
+                        "    order[row] = i"),
         training_script("noise = torch.randn([out.shape[0], out.ndim], device=out.device)"),
         training_script("grad_norm = optimizer.param_groups[0].get(\"grad_norm\", 0.0)\n"
                         "norm = grad_norm.item() if isinstance(grad_norm, torch.Tensor) else float(grad_norm)"),
@@ -83,12 +93,22 @@ class PythonScalarOfTensor(SyncRule):
         Invalid(training_script("ok = math.isfinite(loss)", header="import math")),
         Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),
         Invalid(training_script("ends = (out > 0).sum(dim=1)\nfor i in range(out.shape[0]):\n    head = out[i, :ends[i]]")),
+        Invalid(training_script("order = [0] * out.shape[0]\nfor i, row in enumerate(torch.argsort(out.sum(1))):\n"
+                                "    order[row] = i")),
         Invalid(training_script("ks = torch.clamp(out.sum(1).int(), min=1)\n"
                                 "best, where = torch.topk(out[0], k=ks[0])")),
         Invalid(training_script("words = (out > 0).long().cumsum(1)\n"
                                 "per_word = out.new_zeros([out.shape[0], words.max() + 1])\n"
                                 "per_word = per_word.scatter_add(1, words, out)")),
     )
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """`order[ids[i]] = i` with `order = [0] * n`: a Python list takes only Python ints, read one at a time."""
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return
+        index = node.slice[0].slice.value
+        if self.tensors.is_list(node.value) and self._is_device_int(index) and not self.in_per_tensor_loop():
+            self.report(index, self.message_list_index)
 
     def visit_Slice(self, node: cst.Slice) -> None:
         for bound in (node.lower, node.upper, node.step):
@@ -162,3 +182,4 @@ class PythonScalarOfTensor(SyncRule):
         if self.ruled_out_as_tensor(value):
             return
         self.report(node, self.message.format(func=label))
+

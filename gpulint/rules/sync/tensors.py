@@ -30,7 +30,7 @@ _TENSOR_METHODS = _TENSOR_ONLY_METHODS | frozenset(
     {
         "sum", "mean", "max", "min", "std", "var", "abs", "sqrt", "exp", "log", "pow", "neg", "clip", "double",
         "int", "bool", "clone", "reshape", "flatten", "any", "all", "prod", "cumsum", "to", "mul", "add", "sub", "div",
-        "matmul", "t", "transpose", "permute", "sort", "median", "round", "data",
+        "matmul", "t", "transpose", "permute", "sort", "argsort", "median", "round", "data",
     }
 )
 # torch.* functions that return something other than a tensor (or a tensor that is not the data: `torch.device`).
@@ -85,6 +85,7 @@ class Tensors:
         self._masks: set[tuple[int, str]] = set()
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
         self._tensor_sequences: set[tuple[int, str]] = set()  # parameters annotated `List[torch.Tensor]`
+        self._lists: set[tuple[int, str]] = set()  # names bound to a list display (`order = [0] * n`)
 
     def _key(self, name: str) -> tuple[int, str]:
         return (id(self.context.enclosing_function()), name)
@@ -137,6 +138,10 @@ class Tensors:
         if not isinstance(target, cst.Name):
             return
         key = self._key(target.value)
+        if _is_list_display(value):
+            self._lists.add(key)
+        else:
+            self._lists.discard(key)
         # What comes from something unknown (`labels.dones[:, :-1]`, `criterion(out, y)`) is judged by its name
         # later, as an unbound name is: `loss = criterion(out, y)` is a tensor, `n = count(batch)` is not known to be.
         unknown = type(value) in _UNKNOWN_SOURCES and self.context.location_of(value) == "unknown"
@@ -171,6 +176,12 @@ class Tensors:
         # `for sample in samples` (a tensor, or a list of tensors); `zip(prompts, samples)` element by element.
         if isinstance(node.target, cst.Name) and self._elements_are_tensors(node.iter):
             self._bound[self._key(node.target.value)] = True
+        elif isinstance(node.target, cst.Tuple) and len(node.target.elements) == 2 and isinstance(node.iter, cst.Call) \
+                and last_name(node.iter.func) == "enumerate" and node.iter.args \
+                and self._elements_are_tensors(node.iter.args[0].value):  # `for i, row in enumerate(ids)`
+            second = node.target.elements[1].value
+            if isinstance(second, cst.Name):
+                self._bound[self._key(second.value)] = True
         elif isinstance(node.target, cst.Tuple) and isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip":
             if len(node.target.elements) == len(node.iter.args):
                 for element, arg in zip(node.target.elements, node.iter.args):
@@ -189,6 +200,10 @@ class Tensors:
                 self._bound[self._key(second.value)] = True
 
     # -- queries
+    def is_list(self, expr: cst.BaseExpression) -> bool:
+        """A name its function bound to a list display (`[0] * n`, `[]`, `[None for _ in ids]`): a Python list."""
+        return isinstance(expr, cst.Name) and self._key(expr.value) in self._lists
+
     def is_tensor(self, expr: cst.BaseExpression) -> bool:
         """True when `expr` is (very likely) a tensor whose data may live on the device."""
         location = self.context.location_of(expr)
@@ -321,6 +336,12 @@ _MASK_METHODS = frozenset(
 _TORCH_MASK_FUNCTIONS = frozenset(
     f"torch.{name}" for name in _MASK_METHODS | {"isneginf", "isposinf", "logical_xor", "isin"}
 )
+
+
+def _is_list_display(value: cst.BaseExpression) -> bool:
+    while type(value) is cst.BinaryOperation:  # `[0] * n`
+        value = value.left
+    return type(value) in (cst.List, cst.ListComp)
 
 
 def _tensor_name(name: str) -> bool:
