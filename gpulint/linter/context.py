@@ -23,6 +23,7 @@ from gpulint.project.facts import FileFacts
 from gpulint.project.local import gate_interval, is_exit_gate, is_gate, is_short_interval, switch_flags, tuple_kinds
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
     CPU_FACTORIES,
+    DEVICE_HOLDER,
     PACKED_BATCH_SIZES,
     SIZED_CPU_FACTORIES,
     DEFAULT_GATE_PARTS,
@@ -317,7 +318,10 @@ class FileContext:
                 return "host"
             if method == "to" and call.args and type(call.args[0].value) is cst.Attribute \
                     and call.args[0].value.attr.value == "device":
-                return self.location_of(call.args[0].value.value)  # `onehot.to(label.device)`: where `label` is
+                holder = call.args[0].value.value
+                if DEVICE_HOLDER.search(last_name(holder) or ""):
+                    return "device"  # `y.to(self.device)`: the training device
+                return self.location_of(holder)  # `onehot.to(label.device)`: where `label` is
             if method in ("to", "cuda"):
                 return "device"
             if method in SAME_PLACE_METHODS:

@@ -38,6 +38,7 @@ from typing import Iterable
 from gpulint.project.vocab import (
     CONFIG_ROOTS,
     CPU_FACTORIES,
+    DEVICE_HOLDER,
     PACKED_BATCH_SIZES,
     SIZED_CPU_FACTORIES,
     DEFAULT_GATE_PARTS,
@@ -809,7 +810,10 @@ class _Values:
             if method == "to" and call.args and _is_cpu_literal(call.args[0]):
                 return "host"
             if method == "to" and call.args and isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "device":
-                return self.kind_of(call.args[0].value)  # `onehot.to(label.device)`: where `label` is
+                holder = call.args[0].value
+                if DEVICE_HOLDER.search(last_name(holder) or ""):
+                    return "device"  # `y.to(self.device)`: the training device
+                return self.kind_of(holder)  # `onehot.to(label.device)`: where `label` is
             if method in ("to", "cuda"):
                 return "device"
             if method in SAME_PLACE_METHODS:

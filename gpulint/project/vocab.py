@@ -113,6 +113,11 @@ NO_GRAD = frozenset(
 )
 # Roots of configuration objects: `if args.log_grad_norm:` switches a feature on for every step, it is no gate.
 CONFIG_ROOTS = frozenset({"args", "config", "cfg", "conf", "opts", "options", "hparams", "flags", "settings"})
+# Objects whose `.device` names where training runs, not where a tensor lives: `x.to(self.device)`,
+# `y.to(args.device)`, `t.to(model.device)` move to the accelerator (`t.to(label.device)` goes where `label` is).
+DEVICE_HOLDER = re.compile(
+    r"^(?:self|accelerator|fabric|trainer|args|config|cfg|conf|opts?|options|hparams|flags|settings)$"
+    r"|model|module|net$|network", re.IGNORECASE)
 # `if resuming and step < start: continue` skips batches already trained on: no gate.
 RESUME_PARTS = frozenset({"resume", "resumed", "skip", "skipped"})
 

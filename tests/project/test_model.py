@@ -3590,3 +3590,27 @@ def test_packed_batch_sizes_and_sized_normal_draws_live_on_the_host(tmp_path, ch
     })
     # Only the draw around the device loss reads device memory.
     assert [(path, line, code) for path, line, code, *_ in found if code == "GPL401"] == [("train.py", 15, "GPL401")]
+
+
+def test_a_counter_attribute_grown_by_a_tensor_and_values_moved_to_self_device_are_device_values(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, device):
+                    self.model, self.device, self.tokens = model, device, 0
+
+                def train(self, loader, optimizer, warmup):
+                    for x, y in loader:
+                        x = x.to(self.device, non_blocking=True)
+                        y = y.to(self.device, non_blocking=True)
+                        loss = self.model(x, y)
+                        loss.backward()
+                        optimizer.step()
+                        self.tokens += (y >= 0).sum()
+                        if self.tokens < warmup:
+                            print("warming up")
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 16, "GPL405")]

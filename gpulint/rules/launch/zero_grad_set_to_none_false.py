@@ -19,15 +19,34 @@ def _zeroing_step(zero_grad: str) -> str:
     )
 
 
+def _wrapped_zeroing(default: str) -> str:
+    """A training script zeroing the gradients through an optimizer wrapper whose `zero_grad` defaults to `default`."""
+    wrapper = (
+        "class NoisyOptimizer:\n    def __init__(self, optimizer):\n        self.original_optimizer = optimizer\n\n"
+        f"    def zero_grad(self, set_to_none: bool = {default}):\n"
+        "        self.original_optimizer.zero_grad(set_to_none)\n\n"
+        "    def step(self):\n        self.original_optimizer.step()\n\n\n"
+    )
+    script = _zeroing_step("optimizer.zero_grad()")
+    return script.replace("def train(", wrapper + "def train(").replace(
+        "    for step,", "    optimizer = NoisyOptimizer(optimizer)\n    for step,")
+
+
 class ZeroGradKeepsTensors(Rule):
     code = "GPL503"
     gpu_only = True  # kernel launches saved: none on the CPU
     name = "zero-grad-set-to-none-false"
     message = "`zero_grad(set_to_none=False)` launches a memset per gradient every step; the default frees them instead"
+    message_default = (
+        "this `zero_grad` defaults to `set_to_none=False` and passes it on: each call without arguments launches a "
+        "memset per gradient every step; default it to True, as torch's optimizers do"
+    )
     triggers = ("zero_grad(",)
     fixable = True
     docs = RuleDocs(
-        what_it_does="Flags `optimizer.zero_grad(set_to_none=False)` and `model.zero_grad(False)`.",
+        what_it_does="Flags `optimizer.zero_grad(set_to_none=False)` and `model.zero_grad(False)`, and an optimizer "
+        "wrapper's `def zero_grad(self, set_to_none=False)` that passes its default on to the optimizer it wraps (a "
+        "plain `wrapper.zero_grad()` in the training loop then zeroes every gradient).",
         why_slow="Kernel launch count and memory traffic: zeroing keeps every gradient allocated and launches one "
         "memset (or `zero_` kernel) per parameter tensor every step, then the backward pass reads the zeros back to "
         "accumulate into them. `set_to_none=True` (the default since PyTorch 2.0) launches nothing and lets backward "
@@ -51,6 +70,7 @@ class ZeroGradKeepsTensors(Rule):
             fixed=_zeroing_step("optimizer.zero_grad(set_to_none=True)"),
         ),
         Invalid(_zeroing_step("model.zero_grad(False)"), fixed=_zeroing_step("model.zero_grad(True)")),
+        Invalid(_wrapped_zeroing("False"), fixed=_wrapped_zeroing("True")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -61,3 +81,15 @@ class ZeroGradKeepsTensors(Rule):
             arg = node.args[0]
         if arg is not None and is_false(arg.value):
             self.report(node, when="training", fix=[Replace(arg.value, "True")], unsafe_fix=True)
+        elif arg is not None and isinstance(arg.value, cst.Name) and (default := self._false_default(arg.value.value)):
+            self.report(node, self.message_default, when="training", fix=[Replace(default, "True")], unsafe_fix=True)
+
+    def _false_default(self, name: str) -> cst.BaseExpression | None:
+        """`def zero_grad(self, set_to_none=False)` around the call: the parameter's default, when it is False."""
+        function = self.context.enclosing_function()
+        if function is None or function.name.value != "zero_grad":
+            return None
+        for param in (*function.params.params, *function.params.kwonly_params):
+            if param.name.value == name and param.default is not None and is_false(param.default):
+                return param.default
+        return None

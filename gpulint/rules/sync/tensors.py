@@ -118,10 +118,15 @@ class Tensors:
                 self._bind(target, value)
 
     def aug_assigned(self, node: cst.AugAssign) -> None:
-        """`loss_reg = 0.` then `loss_reg += torch.mean(...)`: adding a tensor to a Python number makes a tensor."""
-        if isinstance(node.target, cst.Name) and self.is_tensor(node.value) \
-                and self.context.location_of(node.value) != "host":
+        """`loss_reg = 0.` then `loss_reg += torch.mean(...)`: adding a tensor to a Python number makes a tensor (of a
+        name, or of an attribute of `self`)."""
+        if not self.is_tensor(node.value) or self.context.location_of(node.value) == "host":
+            return
+        if isinstance(node.target, cst.Name):
             self._bound[self._key(node.target.value)] = True
+        elif isinstance(node.target, cst.Attribute) and isinstance(node.target.value, cst.Name) \
+                and node.target.value.value == "self":  # `self.tokens += (y >= 0).sum()`: a tensor counter from now on
+            self._tensor_attributes.add(node.target.attr.value)
 
     def buffer_registered(self, call: cst.Call) -> None:
         """`self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))`."""
