@@ -139,6 +139,13 @@ class FileContext:
             self._scopes.append({})
             self._declared.append(set())
             self._moves.append({})
+        elif kind in _COMPREHENSIONS:
+            # `[x.to(dev) for x in inputs]`: its own `x`, not the function's (Python 3 scopes comprehensions).
+            self._scopes.append({})
+            comprehension = node.for_in
+            while comprehension is not None:
+                self._bind_loop_target(comprehension.target, comprehension.iter)
+                comprehension = comprehension.inner_for_in
         elif kind is cst.Import:
             self.imports.add_import(node)
         elif kind is cst.ImportFrom:
@@ -187,6 +194,8 @@ class FileContext:
             self._scopes.pop()
             self._declared.pop()
             self._moves.pop()
+        elif kind in _COMPREHENSIONS:
+            self._scopes.pop()
         self._stack.pop()
 
     # These two run for many nodes: exact type tests (these node classes have no subclasses), not isinstance, which
@@ -494,6 +503,9 @@ def _passed_move(moves: dict[str, list[int]], statement: cst.Assign) -> None:
     name = _moved_name(statement)
     if name is not None and moves.get(name) and moves[name][0] == id(statement):
         moves[name].pop(0)
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
 
 def _params(function: cst.FunctionDef) -> list[cst.Param]:

@@ -3614,3 +3614,23 @@ def test_a_counter_attribute_grown_by_a_tensor_and_values_moved_to_self_device_a
         """,
     })
     assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 16, "GPL405")]
+
+
+def test_a_comprehension_variable_is_not_the_function_variable_of_its_name(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def train(model, loader, opt, device):
+                for inputs in loader:
+                    if isinstance(inputs, torch.Tensor):
+                        x = inputs.to(device, non_blocking=True)
+                    else:
+                        x = [x.to(device) for x in inputs]
+                    loss = model(x)
+                    loss.backward()
+                    opt.step()
+        """,
+    })
+    # The list's `x` is each input as the loader gave it, not the tensor the other branch moved.
+    assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 9, "GPL411")]
