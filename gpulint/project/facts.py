@@ -107,6 +107,9 @@ class FileFacts:
     # `if __name__ == "__main__":` block is its self-test or demo, not the training program (a module only its
     # package re-exports may be a runnable entry: lightning-bolts' `dcgan_module.py`).
     used_by_code: bool = False
+    # Names (last parts: `model_ema`, `ema_diffusion_prior`) the project binds only to objects of a library class
+    # `vocab.LIBRARY_OBJECTS` knows, with what that class's methods cost ("ema_pytorch", "timm_ema").
+    library_objects: tuple[tuple[str, str], ...] = ()
 
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no value shipped settings give the option of a "choice" region choose it? False when no setting

@@ -45,10 +45,11 @@ from gpulint.project.facts import (
 )
 from gpulint.project.configs import argparse_intervals, every_step_intervals, off_switches
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
-from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope, tuple_kind, tuple_kinds
+from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope, resolve, tuple_kind, tuple_kinds
 from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     GPU_EVIDENCE,
+    LIBRARY_OBJECTS,
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
     RUN_AND_EPOCH_HOOKS,
@@ -173,6 +174,7 @@ class Project:
         self.instantiated: set[Target] = set()
         self._param_kinds: dict[Key, dict[str, set[str]]] = {}
         self._passed_kinds: dict[tuple[Key, str], str] = {}  # see `_passed_kind`
+        self._libraries: tuple[tuple[str, str], ...] | None = None  # see `_library_objects`
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
@@ -1859,7 +1861,25 @@ class Project:
                                                  if d.is_class and not d.cls and d.name in self._layer_names()),
                          device_fed=self._is_imported(path) and self._names_a_device(),
                          used_by_code=self._is_imported(path, by_code=True),
-                         batches_copied=self._batches_copied_elsewhere(path))
+                         batches_copied=self._batches_copied_elsewhere(path),
+                         library_objects=self._library_objects())
+
+    def _library_objects(self) -> tuple[tuple[str, str], ...]:
+        """The names (last parts) the project binds to objects of the library classes `LIBRARY_OBJECTS` knows, and
+        to nothing else (`model_ema = ModelEmaV2(model)`, `self.ema_unets = nn.ModuleList([EMA(u) for u in unets])`),
+        in the functions the model has read."""
+        if self._libraries is None:
+            kinds: dict[str, set[str]] = {}
+            for ix in self.files.values():
+                scopes = [*(ix.skeleton.scopes.values() if ix.skeleton else ()),
+                          *(s for found in ix._analysed.values() for s in found.values())]
+                for assign in (a for scope in scopes for a in scope.assigns if a.callee):
+                    kind = next((LIBRARY_OBJECTS[q] for c in (assign.callee, *assign.calls)
+                                 if (q := resolve(c, ix.aliases)) in LIBRARY_OBJECTS), "other")
+                    kinds.setdefault(assign.target.rsplit(".", 1)[-1], set()).add(kind)
+            self._libraries = tuple(sorted((name, found.pop()) for name, found in kinds.items()
+                                           if len(found) == 1 and "other" not in found))
+        return self._libraries
 
     def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,

@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/9"
+FORMAT = "gpulint.project/10"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -152,6 +152,7 @@ def load_facts(data: dict) -> FileFacts:
         data["device_fed"],
         data["used_by_code"],
         data["batches_copied"],
+        tuple(tuple(pair) for pair in data["library_objects"]),
     )
 
 

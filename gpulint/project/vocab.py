@@ -136,6 +136,14 @@ CPU_FACTORIES = frozenset(
     {"torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.arange", "torch.linspace",
      "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.eye", "torch.from_numpy", "torch.as_tensor"}
 )
+# Library classes whose methods cost the step something the call does not show, by what they cost:
+# ema_pytorch's `EMA.update()` and `get_current_decay()` read its step counter with `.item()` (a sync per call);
+# timm's `ModelEma` / `ModelEmaV2.update(model)` loop over every tensor in Python (its `ModelEmaV3` uses foreach).
+LIBRARY_OBJECTS = {
+    "ema_pytorch.EMA": "ema_pytorch", "ema_pytorch.ema_pytorch.EMA": "ema_pytorch",
+    "timm.utils.ModelEma": "timm_ema", "timm.utils.ModelEmaV2": "timm_ema",
+    "timm.utils.model_ema.ModelEma": "timm_ema", "timm.utils.model_ema.ModelEmaV2": "timm_ema",
+}
 # `torch.normal(mean=0.0, std=s, size=(1,))`: given a size, it draws from Python numbers, on the CPU unless given a
 # `device=` (given tensors, it draws where they live).
 SIZED_CPU_FACTORIES = frozenset({"torch.normal"})

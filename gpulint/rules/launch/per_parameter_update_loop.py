@@ -40,15 +40,25 @@ class PerParameterUpdateLoop(WhereItRuns):
         "a Python loop does in-place arithmetic on each parameter: one or more kernel launches per tensor every step; "
         "use `torch._foreach_*` (e.g. `_foreach_lerp_` for EMA) or a fused/foreach optimizer"
     )
+    message_library = (
+        "timm's `{call}` loops over every tensor of the model in Python: several kernel launches per tensor every "
+        "step; timm's `ModelEmaV3` updates them with `torch._foreach_*` calls"
+    )
     triggers = PARAM_TRIGGERS
     requires = (UPDATE_WORDS,)  # a reported loop updates its tensors
 
     @classmethod
+    def runs_for_facts(cls, facts) -> bool:
+        # `model_ema.update(model)` where another file built `model_ema = ModelEmaV2(model)`
+        return any(kind == "timm_ema" for _, kind in facts.library_objects)
+
+    @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        # The loop iterates a model's tensors, or a dict of them bound in the same function (`binds_tensor_dict`).
+        # The loop iterates a model's tensors, or a dict of them bound in the same function (`binds_tensor_dict`); or
+        # the function calls an `update` (of a library's EMA).
         return super().may_report_in(code, name, class_name) and (
             has_loop(PARAM_FOR_STATEMENT, code) or _TENSOR_DICT.search(code) is not None
-        )
+        ) or ".update(" in code
     docs = RuleDocs(
         what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
         "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "
@@ -58,7 +68,8 @@ class PerParameterUpdateLoop(WhereItRuns):
         "state stored in a dict. Only per-step shapes count: the loop reads gradients, blends one set of tensors into "
         "another (EMA), keeps per-parameter state, or sits in a function named like an update (`update`, `step`, "
         "`ema`, `accumulate`). Hand-written optimizers, EMA/teacher updates, gradient scaling and manual zeroing are "
-        "the usual cases. In a function that holds the training loop, only loops inside it count.",
+        "the usual cases. In a function that holds the training loop, only loops inside it count. Also flags "
+        "`model_ema.update(model)` of timm's `ModelEma` / `ModelEmaV2`, which runs such a loop inside the library.",
         why_slow="Kernel launch count: each in-place op on each tensor is its own launch. An EMA update of a 300-tensor "
         "model with `mul_` + `add_` is 600 launches per step, each paying Python and dispatcher time on the CPU for a "
         "tiny amount of GPU work, so the GPU waits on the Python loop. The `torch._foreach_*` ops and `foreach=True`/`fused=True` "
@@ -119,6 +130,8 @@ class PerParameterUpdateLoop(WhereItRuns):
             "    current = dict(model.named_parameters())\n    target = dict(averaged.named_parameters())\n"
             "    for name, p in current.items():\n        target[name].lerp_(p, 1 - decay)\n"
         ),
+        Invalid(training_script("model_ema.update(model)",
+                                header="from timm.utils import ModelEmaV2\n\nmodel_ema = ModelEmaV2(torch.nn.Linear(2, 2))")),
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -133,6 +146,10 @@ class PerParameterUpdateLoop(WhereItRuns):
 
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "update" and node.args \
+                and dict(self.context.facts.library_objects).get(last_name(func.value) or "") == "timm_ema":
+            self.report(node, self.message_library.format(call=f"{last_name(func.value)}.update()"), when="per_step")
 
     def visit_For(self, node: cst.For) -> None:
         self._track_for(node)

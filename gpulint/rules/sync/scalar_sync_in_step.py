@@ -15,10 +15,11 @@ class ScalarSyncInStep(SyncRule):
     reads_to_host = True
     name = "scalar-sync-in-step"
     message = "`.{method}()` copies a device tensor to the host every step and blocks until the GPU catches up"
-    triggers = (".item(", ".tolist(", ".get_scale(", "scaler.state_dict(")
+    triggers = (".item(", ".tolist(", ".get_scale(", "scaler.state_dict(", ".update()", "get_current_decay()")
     docs = RuleDocs(
         what_it_does="Flags `.item()` and `.tolist()` on a tensor in code that runs every training step and is not "
-        "gated to a logging interval, and `GradScaler.get_scale()` / `scaler.state_dict()`, which call `.item()`.",
+        "gated to a logging interval, and calls that run `.item()` inside a library: `GradScaler.get_scale()` / "
+        "`scaler.state_dict()`, and `update()` / `get_current_decay()` of ema_pytorch's `EMA`.",
         why_slow="Reading a device value on the host is a device-to-host copy that waits for every kernel queued before "
         "it: the CPU stops launching work, the GPU drains its queue and idles until the next launch. One sync per step "
         "removes the CPU's lead over the GPU, which is what keeps small-kernel models busy.",
@@ -45,15 +46,23 @@ class ScalarSyncInStep(SyncRule):
         Invalid(training_script("probs = F.softmax(model(x), dim=-1).tolist()")),
         Invalid(training_script("scaled = scaler.scale(loss)\n"
                                 "scale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
+        Invalid(training_script("ema.update()", header="from ema_pytorch import EMA\n\nema = EMA(torch.nn.Linear(2, 2))")),
     )
 
     message_scaler = "`{call}` reads the loss scale with `.item()`: a device-to-host sync every step"
+    message_library = (
+        "`{call}` of ema_pytorch's EMA reads its step counter with `.item()`: a device-to-host sync every step"
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not isinstance(func, cst.Attribute) or node.args:
             return
         method = func.attr.value
+        if method in ("update", "get_current_decay") \
+                and dict(self.context.facts.library_objects).get(last_name(func.value) or "") == "ema_pytorch":
+            self.report(node, self.message_library.format(call=f"{last_name(func.value)}.{method}()"))
+            return
         if method in ("get_scale", "state_dict") and "scaler" in (last_name(func.value) or "").lower():
             # GradScaler.get_scale() and .state_dict() call `self._scale.item()`.
             self.report(node, self.message_scaler.format(call=f"{last_name(func.value)}.{method}()"))
