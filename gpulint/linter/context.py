@@ -23,6 +23,7 @@ from gpulint.project.facts import FileFacts
 from gpulint.project.local import gate_interval, is_exit_gate, is_gate, is_short_interval, switch_flags, tuple_kinds
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
     CPU_FACTORIES,
+    JOINING_FUNCTIONS,
     DEVICE_HOLDER,
     PACKED_BATCH_SIZES,
     SIZED_CPU_FACTORIES,
@@ -356,6 +357,8 @@ class FileContext:
             return "device"
         if resolved.startswith(HOST_MODULE_PREFIXES):
             return "host"
+        if resolved in JOINING_FUNCTIONS and call.args and self.location_of(call.args[0].value) == "host":
+            return "host"  # `torch.stack([torch.as_tensor(row) for row in rows])`: CPU tensors joined on the CPU
         return "unknown"
 
     def _host_read_lambda(self, node: cst.Assign) -> None:

@@ -149,6 +149,9 @@ LIBRARY_OBJECTS = {
 SIZED_CPU_FACTORIES = frozenset({"torch.normal"})
 # Names of a PackedSequence's batch sizes, which PyTorch keeps on the CPU (`batch_sizes[t].item()` reads host memory).
 PACKED_BATCH_SIZES = frozenset({"batch_sizes"})
+# torch functions joining a list of tensors into one where they live (`torch.stack([...])` of CPU tensors: on the CPU).
+JOINING_FUNCTIONS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate", "torch.hstack",
+                               "torch.vstack"})
 # Tensor methods whose result lives where their receiver does.
 SAME_PLACE_METHODS = frozenset(
     {"detach", "clone", "float", "half", "double", "long", "int", "bool", "mean", "sum", "median", "max", "min",

@@ -6,7 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.project.vocab import HOST_RESHAPES
+from gpulint.project.vocab import HOST_RESHAPES, JOINING_FUNCTIONS
 from gpulint.rules.common import is_cpu_string, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives, selects_action
@@ -32,7 +32,8 @@ class TensorFromHostDataInStep(SyncRule):
         "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
         "tensor, such as `self.anchors`), and host data wrapped then moved "
         "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`, also through a cast or reshape: "
-        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`), and each call of a project helper that does so to "
+        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`, `torch.stack` of CPU-built tensors moved), and "
+        "each call of a project helper that does so to "
         "its argument (`def tensor(x): return torch.from_numpy(np.asarray(x)).to(device)`, then `tensor(rewards)`) "
         "with data not known to be a tensor, in code that runs every step, ungated.",
         why_slow="The data is copied from pageable host memory, which CUDA does synchronously: the host waits until "
@@ -65,6 +66,7 @@ class TensorFromHostDataInStep(SyncRule):
         Invalid(training_script("sizes = x.shape\nt = torch.as_tensor(sizes, device=device)")),
         Invalid(training_script("pos = torch.from_numpy(grid).float().unsqueeze(0).to(x.device)",
                                 header="import numpy as np\n\ngrid = np.ones((16, 16))")),
+        Invalid(training_script("rows = torch.stack([torch.as_tensor([i, i + 1]) for i in range(4)]).to(device)")),
     )
 
     @classmethod
@@ -124,9 +126,13 @@ class TensorFromHostDataInStep(SyncRule):
         """`torch.tensor(host_list).to(device)`, `torch.LongTensor(lengths).cuda()`: host data, then a blocking copy
         (factories without data, `torch.zeros(n).cuda()`, are GPL5xx's: create them on the device)."""
         resolved = self.context.resolve(made.func) or ""
-        if resolved not in _DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None:
-            return
         if keyword_arg(move, "non_blocking") is not None or (move.func.attr.value == "to" and cpu_target(move)):
+            return
+        if resolved in JOINING_FUNCTIONS and self.context.is_host_value(made):
+            # `torch.stack([torch.as_tensor(f(r.tolist())) for r in rows]).to(dev)`: CPU tensors joined, then copied
+            self.report(move, self.message_moved.format(func=resolved))
+            return
+        if resolved not in _DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None:
             return
         if _is_empty_literal(made.args[0].value):
             return
