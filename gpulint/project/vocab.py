@@ -156,7 +156,7 @@ JOINING_FUNCTIONS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torc
 SAME_PLACE_METHODS = frozenset(
     {"detach", "clone", "float", "half", "double", "long", "int", "bool", "mean", "sum", "median", "max", "min",
      "std", "var", "norm", "abs", "squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "prod",
-     "items", "values", "keys"}  # a dict's views hold what it holds
+     "any", "all", "items", "values", "keys"}  # a dict's views hold what it holds
 )
 HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
 

@@ -34,6 +34,8 @@ class TensorConditionInStep(SyncRule):
     )
     valid = (
         training_script("if x.shape[0] > 1:\n    pass"),
+        training_script("if np.isnan(np.asarray(history)).all():\n    break",
+                        header="import numpy as np\n\nhistory = [0.5, 0.25]"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nif lr > 100:\n    break"),
         training_script("if step % 50 == 0:\n    assert torch.isfinite(loss)"),
         training_script("if optimizer is not None and step > 10:\n    pass"),
