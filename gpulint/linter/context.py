@@ -357,8 +357,11 @@ class FileContext:
             return "device"
         if resolved.startswith(HOST_MODULE_PREFIXES):
             return "host"
-        if resolved in JOINING_FUNCTIONS and call.args and self.location_of(call.args[0].value) == "host":
-            return "host"  # `torch.stack([torch.as_tensor(row) for row in rows])`: CPU tensors joined on the CPU
+        if resolved in JOINING_FUNCTIONS and call.args and type(call.args[0].value) in _SEQUENCE_DISPLAYS \
+                and self.location_of(call.args[0].value) == "host":
+            # `torch.stack([torch.as_tensor(row) for row in rows])`: CPU tensors joined on the CPU (not a list
+            # named before, which starts empty on the host and fills with tensors of any place)
+            return "host"
         return "unknown"
 
     def _host_read_lambda(self, node: cst.Assign) -> None:
@@ -509,6 +512,7 @@ def _passed_move(moves: dict[str, list[int]], statement: cst.Assign) -> None:
 
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+_SEQUENCE_DISPLAYS = (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)
 
 
 def _params(function: cst.FunctionDef) -> list[cst.Param]:

@@ -3634,3 +3634,22 @@ def test_a_comprehension_variable_is_not_the_function_variable_of_its_name(tmp_p
     })
     # The list's `x` is each input as the loader gave it, not the tensor the other branch moved.
     assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 9, "GPL411")]
+
+
+def test_tensors_joined_from_a_list_filled_in_a_loop_are_not_known_to_be_on_the_host(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def train(model, loader, opt):
+                for x, y in loader:
+                    parts = []
+                    for row in model(x.cuda(non_blocking=True)):
+                        parts.append(row)
+                    keep = torch.cat(parts) > 0
+                    loss = torch.cat(parts)[keep].sum()
+                    loss.backward()
+                    opt.step()
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 10, "GPL406")]
