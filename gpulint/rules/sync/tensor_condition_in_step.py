@@ -34,6 +34,8 @@ class TensorConditionInStep(SyncRule):
     )
     valid = (
         training_script("if x.shape[0] > 1:\n    pass"),
+        training_script("if hparams[\"aux_loss\"]:\n    print(\"with the auxiliary loss\")",
+                        header="hparams = {}"),
         training_script("if np.isnan(np.asarray(history)).all():\n    break",
                         header="import numpy as np\n\nhistory = [0.5, 0.25]"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nif lr > 100:\n    break"),
@@ -93,6 +95,8 @@ class TensorConditionInStep(SyncRule):
             if self._reads_tensor(test.left):
                 return True
             return not self._short_circuits(test) and self._reads_tensor(test.right)
+        if self.tensors.named_only(test):
+            return False  # `if aux_loss:`, `if hparams["f0_loss"]:`: a truth test of a flag named like a loss
         if self.tensors.is_tensor(test) or self._sliced_reduction(test):
             return True
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):

@@ -205,6 +205,16 @@ class Tensors:
                 self._bound[self._key(second.value)] = True
 
     # -- queries
+    def named_only(self, expr: cst.BaseExpression) -> bool:
+        """Would `expr` be a tensor by its name alone: a parameter or global its function never binds (`aux_loss`
+        passed in), or a string key (`hparams["add_f0_loss"]`), not known to live on the device? Such names are as
+        often Python flags."""
+        if self.context.location_of(expr) == "device":
+            return False
+        if isinstance(expr, cst.Name):
+            return self._key(expr.value) not in self._bound
+        return isinstance(expr, cst.Subscript) and _string_index(expr) is not None
+
     def is_list(self, expr: cst.BaseExpression) -> bool:
         """A name its function bound to a list display (`[0] * n`, `[]`, `[None for _ in ids]`): a Python list."""
         return isinstance(expr, cst.Name) and self._key(expr.value) in self._lists
