@@ -3653,3 +3653,34 @@ def test_tensors_joined_from_a_list_filled_in_a_loop_are_not_known_to_be_on_the_
         """,
     })
     assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 10, "GPL406")]
+
+
+def test_library_objects_built_in_one_file_and_updated_in_another(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            from ema_pytorch import EMA
+            from timm.utils import ModelEmaV2
+            from loop import train_epoch
+
+            def main(model, loader, opt):
+                model.cuda()
+                ema = EMA(model)
+                model_ema = ModelEmaV2(model)
+                train_epoch(model, loader, opt, ema, model_ema)
+        """,
+        "loop.py": """
+            import torch
+
+            def train_epoch(model, loader, opt, ema, model_ema):
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True))
+                    loss.backward()
+                    opt.step()
+                    ema.update()
+                    model_ema.update(model)
+                    stats = {}
+                    stats.update()
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [("loop.py", 9, "GPL401"), ("loop.py", 10, "GPL501")]
