@@ -114,6 +114,12 @@ class Tensors:
                         key = self._key(element.value.value)
                         self._bound[key] = True
                         self._masks.discard(key)
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                for element in target.elements:  # `preds, partial_loss = model(x)`: unknown, judged by name
+                    if isinstance(element.value, cst.Name):
+                        key = self._key(element.value.value)
+                        self._bound[key] = None
+                        self._masks.discard(key)
             else:
                 self._bind(target, value)
 
