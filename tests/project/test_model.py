@@ -3684,3 +3684,25 @@ def test_library_objects_built_in_one_file_and_updated_in_another(tmp_path, chec
         """,
     })
     assert [(path, line, code) for path, line, code, *_ in found] == [("loop.py", 9, "GPL401"), ("loop.py", 10, "GPL501")]
+
+
+def test_a_tensor_handed_back_through_a_tuple_stays_a_tensor(tmp_path, check):
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            from torch import Tensor
+
+            class Decoder(torch.nn.Module):
+                def forward(self, targets: Tensor, eos_id: int):
+                    targets, batch_size = self.validate(targets)
+                    return targets[targets != eos_id].view(batch_size, -1).float().mean()
+
+            def train(loader, opt):
+                decoder = Decoder().cuda()
+                for x in loader:
+                    loss = decoder(x.cuda(non_blocking=True), 2)
+                    loss.backward()
+                    opt.step()
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 8, "GPL406")]

@@ -115,11 +115,11 @@ class Tensors:
                         self._bound[key] = True
                         self._masks.discard(key)
             elif isinstance(target, (cst.Tuple, cst.List)):
-                for element in target.elements:  # `preds, partial_loss = model(x)`: unknown, judged by name
+                # `preds, partial_loss = model(x)`: bound here (judged by name); a name bound before keeps what it
+                # held (`targets, n = self.validate(targets)` hands the tensor back)
+                for element in target.elements:
                     if isinstance(element.value, cst.Name):
-                        key = self._key(element.value.value)
-                        self._bound[key] = None
-                        self._masks.discard(key)
+                        self._bound.setdefault(self._key(element.value.value), None)
             else:
                 self._bind(target, value)
 
