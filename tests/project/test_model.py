@@ -3706,3 +3706,4 @@ def test_a_tensor_handed_back_through_a_tuple_stays_a_tensor(tmp_path, check):
         """,
     })
     assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 8, "GPL406")]
+
