@@ -32,6 +32,11 @@ _TENSOR_DICT = re.compile(
 )
 
 
+# An EMA's update call (`model_ema.update(model)`, `self.ema_model.update(net)`): the receiver's name says EMA.
+_EMA_NAME = re.compile(r"ema", re.IGNORECASE)
+_EMA_UPDATE = re.compile(r"ema\w*\.update\(", re.IGNORECASE)
+
+
 class PerParameterUpdateLoop(WhereItRuns):
     code = "GPL501"
     gpu_only = True  # kernel launches saved: none on the CPU
@@ -55,10 +60,10 @@ class PerParameterUpdateLoop(WhereItRuns):
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         # The loop iterates a model's tensors, or a dict of them bound in the same function (`binds_tensor_dict`); or
-        # the function calls an `update` (of a library's EMA).
+        # the function updates an EMA (`model_ema.update(model)`, of a library).
         return super().may_report_in(code, name, class_name) and (
             has_loop(PARAM_FOR_STATEMENT, code) or _TENSOR_DICT.search(code) is not None
-        ) or ".update(" in code
+        ) or _EMA_UPDATE.search(code) is not None
     docs = RuleDocs(
         what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
         "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "
@@ -147,8 +152,9 @@ class PerParameterUpdateLoop(WhereItRuns):
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "update" and node.args \
-                and dict(self.context.facts.library_objects).get(last_name(func.value) or "") == "timm_ema":
+        receiver = last_name(func.value) if isinstance(func, cst.Attribute) else None
+        if receiver and func.attr.value == "update" and node.args and _EMA_NAME.search(receiver) \
+                and dict(self.context.facts.library_objects).get(receiver) == "timm_ema":
             self.report(node, self.message_library.format(call=f"{last_name(func.value)}.update()"), when="per_step")
 
     def visit_For(self, node: cst.For) -> None:
