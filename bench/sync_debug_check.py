@@ -145,6 +145,8 @@ def _run(source: str, device: str, dry_run: bool, distributed: bool) -> str:
         if dry_run and _needs_cuda(message):
             return "skipped: needs CUDA"
         return f"error: {type(exc).__name__}: {message}"
+    except ModuleNotFoundError as exc:  # an example of a library's hidden sync (`ema_pytorch`): run where it is installed
+        return f"skipped: needs {exc.name}"
     except Exception as exc:  # noqa: BLE001 - any failure of an example is reported, the others still run
         message = str(exc).splitlines()[0][:120] if str(exc) else ""
         if dry_run and _needs_cuda(message):

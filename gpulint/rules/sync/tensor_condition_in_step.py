@@ -35,7 +35,7 @@ class TensorConditionInStep(SyncRule):
     valid = (
         training_script("if x.shape[0] > 1:\n    pass"),
         training_script("if hparams[\"aux_loss\"]:\n    print(\"with the auxiliary loss\")",
-                        header="hparams = {}"),
+                        header="import collections\n\nhparams = collections.defaultdict(bool)"),
         training_script("if np.isnan(np.asarray(history)).all():\n    break",
                         header="import numpy as np\n\nhistory = [0.5, 0.25]"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nif lr > 100:\n    break"),
