@@ -22,7 +22,6 @@ from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts
 from gpulint.project.facts import FileFacts
 from gpulint.project.local import gate_interval, is_exit_gate, is_gate, is_short_interval, switch_flags, tuple_kinds
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
-    CPU_FACTORIES,
     DEFAULT_GATE_PARTS,
     DEFAULT_HOT_FUNCTIONS,
     DEVICE_HOLDER,
@@ -34,8 +33,8 @@ from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules impor
     METADATA_METHODS,
     PACKED_BATCH_SIZES,
     SAME_PLACE_METHODS,
-    SIZED_CPU_FACTORIES,
     VALUE_BUILTINS,
+    builds_on_cpu_by_default,
     is_cold_function_name,
     is_hot_function_name,
     is_test_path,
@@ -349,8 +348,7 @@ class FileContext:
                 return "host"
             if func.value in VALUE_BUILTINS:
                 return "host" if all(self.location_of(a.value) == "host" for a in call.args) else "unknown"
-        if resolved in CPU_FACTORIES or (resolved in SIZED_CPU_FACTORIES and any(
-                a.keyword is not None and a.keyword.value == "size" for a in call.args)):
+        if builds_on_cpu_by_default(resolved, (a.keyword.value for a in call.args if a.keyword is not None)):
             device = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
             if device is None or _is_cpu_literal(device):
                 return "host"

@@ -111,6 +111,10 @@ class FileFacts:
     # `vocab.LIBRARY_OBJECTS` knows, with what that class's methods cost ("ema_pytorch", "timm_ema").
     library_objects: tuple[tuple[str, str], ...] = ()
 
+    def library_kind(self, name: str) -> str:
+        """What the library object a name holds costs (`library_objects`): "ema_pytorch", "timm_ema", or ""."""
+        return next((kind for bound, kind in self.library_objects if bound == name), "")
+
     def unselected(self, choice: tuple[str, ...]) -> bool:
         """Does no value shipped settings give the option of a "choice" region choose it? False when no setting
         gives the option a value, or gives one that is not a number where the branch compares numbers: then

@@ -97,6 +97,11 @@ class ModuleIndex:
     def module_scope(self) -> Scope | None:
         return self.skeleton.scopes.get(MODULE_SCOPE) if self.skeleton else None
 
+    def read_scopes(self) -> list[Scope]:
+        """Every scope read so far: the skeleton's (what runs at import) and those of the definitions analysed."""
+        return [*(self.skeleton.scopes.values() if self.skeleton else ()),
+                *(scope for found in self._analysed.values() for scope in found.values())]
+
     def scopes_of(self, definition: Definition) -> dict[str, Scope]:
         """The analysis of one definition: its own scope and those nested in it, keyed by qualified name."""
         found = self._analysed.get(definition.qualname)

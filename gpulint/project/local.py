@@ -38,7 +38,6 @@ from typing import Iterable
 from gpulint.project.vocab import (
     ACCUMULATION_PARTS,
     CONFIG_ROOTS,
-    CPU_FACTORIES,
     DEFAULT_GATE_PARTS,
     DEVICE_HOLDER,
     EVAL_LOADER_PARTS,
@@ -58,10 +57,10 @@ from gpulint.project.vocab import (
     RESUME_PARTS,
     SAME_PLACE_METHODS,
     SHORT_INTERVAL,
-    SIZED_CPU_FACTORIES,
     STEP_METHODS,
     STEP_NAME_PARTS,
     VALUE_BUILTINS,
+    builds_on_cpu_by_default,
     name_parts,
 )
 
@@ -825,7 +824,7 @@ class _Values:
                 return "host"
             if func.id in VALUE_BUILTINS:
                 return "host" if all(self.kind_of(a) == "host" for a in call.args) else "unknown"
-        if resolved in CPU_FACTORIES or (resolved in SIZED_CPU_FACTORIES and any(k.arg == "size" for k in call.keywords)):
+        if builds_on_cpu_by_default(resolved, (k.arg for k in call.keywords if k.arg)):
             device = next((k.value for k in call.keywords if k.arg == "device"), None)
             return "host" if device is None or _is_cpu_literal(device) else "device"
         if resolved.startswith(HOST_MODULE_PREFIXES):

@@ -1837,8 +1837,7 @@ class Project:
     def file_facts(self, path: str) -> FileFacts:
         ix = self.files[path]
         functions = {}
-        scopes = [*(ix.skeleton.scopes.values() if ix.skeleton else ()),
-                  *(s for found in ix._analysed.values() for s in found.values())]
+        scopes = ix.read_scopes()
         for scope in scopes:
             if scope.kind in ("function", "module"):
                 functions[scope.qualname] = self.function_facts(path, scope)
@@ -1871,9 +1870,7 @@ class Project:
         if self._libraries is None:
             kinds: dict[str, set[str]] = {}
             for ix in self.files.values():
-                scopes = [*(ix.skeleton.scopes.values() if ix.skeleton else ()),
-                          *(s for found in ix._analysed.values() for s in found.values())]
-                for assign in (a for scope in scopes for a in scope.assigns if a.callee):
+                for assign in (a for scope in ix.read_scopes() for a in scope.assigns if a.callee):
                     kind = next((LIBRARY_OBJECTS[q] for c in (assign.callee, *assign.calls)
                                  if (q := resolve(c, ix.aliases)) in LIBRARY_OBJECTS), "other")
                     kinds.setdefault(assign.target.rsplit(".", 1)[-1], set()).add(kind)

@@ -7,6 +7,7 @@ and the rules' device provenance (gpulint/linter/context.py) on libcst. Nothing 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 _SEPARATORS = re.compile(r"[_.]+")
@@ -149,6 +150,14 @@ LIBRARY_OBJECTS = {
 SIZED_CPU_FACTORIES = frozenset({"torch.normal"})
 # Names of a PackedSequence's batch sizes, which PyTorch keeps on the CPU (`batch_sizes[t].item()` reads host memory).
 PACKED_BATCH_SIZES = frozenset({"batch_sizes"})
+
+
+def builds_on_cpu_by_default(function: str, keywords: Iterable[str]) -> bool:
+    """Does a call of the torch factory `function` (qualified) with these keywords make a CPU tensor unless its
+    `device=` says otherwise (`CPU_FACTORIES`, and `SIZED_CPU_FACTORIES` given a `size=`)?"""
+    return function in CPU_FACTORIES or function in SIZED_CPU_FACTORIES and "size" in keywords
+
+
 # torch functions joining a list of tensors into one where they live (`torch.stack([...])` of CPU tensors: on the CPU).
 JOINING_FUNCTIONS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate", "torch.hstack",
                                "torch.vstack"})

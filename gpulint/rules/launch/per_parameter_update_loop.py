@@ -152,10 +152,11 @@ class PerParameterUpdateLoop(WhereItRuns):
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
         func = node.func
-        receiver = last_name(func.value) if isinstance(func, cst.Attribute) else None
-        if receiver and func.attr.value == "update" and node.args and _EMA_NAME.search(receiver) \
-                and dict(self.context.facts.library_objects).get(receiver) == "timm_ema":
-            self.report(node, self.message_library.format(call=f"{last_name(func.value)}.update()"), when="per_step")
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "update" and node.args):
+            return
+        receiver = last_name(func.value) or ""
+        if _EMA_NAME.search(receiver) and self.context.facts.library_kind(receiver) == "timm_ema":
+            self.report(node, self.message_library.format(call=f"{receiver}.update()"), when="per_step")
 
     def visit_For(self, node: cst.For) -> None:
         self._track_for(node)

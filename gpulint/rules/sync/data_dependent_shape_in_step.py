@@ -6,6 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.linter.syntax import descendants
 from gpulint.rules.common import keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.project.vocab import HOST_MODULE_PREFIXES
@@ -122,13 +123,5 @@ class DataDependentShapeInStep(SyncRule):
         """`x[outside] = y[outside]`: a value read through a mask is a tensor, whatever `y` is named."""
         return any(isinstance(node, cst.Subscript) and any(
             isinstance(e.slice, cst.Index) and self.tensors.is_mask(e.slice.value) for e in node.slice)
-            for node in _subexpressions(value))
+            for node in descendants(value))
 
-
-def _subexpressions(node: cst.CSTNode) -> list[cst.CSTNode]:
-    found, stack = [], [node]
-    while stack:
-        current = stack.pop()
-        found.append(current)
-        stack.extend(current.children)
-    return found

@@ -15,9 +15,9 @@ from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 # A slice whose bound is not a number (`x[start:ends[i]]`, `x[:n]`): a tensor bound is read on the host.
 _NAMED_SLICE_BOUND = re.compile(r"\[[^\[\]\n]*:[ \t]*[A-Za-z_(]|[\w\])][ \t]*:[ \t]*[\],]")
-# Arguments that PyTorch converts to a Python int: `torch.topk(x, k)` / `x.topk(k)` (position in the function form).
 # A name bound to a list display (`order = [0] * n`), which a tensor may index.
 _LIST_BOUND = re.compile(r"\w[ \t]*=[ \t]*\[")
+# Arguments that PyTorch converts to a Python int: `torch.topk(x, k)` / `x.topk(k)` (position in the function form).
 _INT_ARGUMENTS = {"topk": ("k", 1), "kthvalue": ("k", 1)}
 _CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(")
 # Factories whose sizes, bounds and fill values PyTorch converts to Python numbers: `x.new_zeros([B, idx.max() + 1])`,
@@ -182,4 +182,3 @@ class PythonScalarOfTensor(SyncRule):
         if self.ruled_out_as_tensor(value):
             return
         self.report(node, self.message.format(func=label))
-

@@ -60,7 +60,7 @@ class ScalarSyncInStep(SyncRule):
             return
         method = func.attr.value
         if method in ("update", "get_current_decay") \
-                and dict(self.context.facts.library_objects).get(last_name(func.value) or "") == "ema_pytorch":
+                and self.context.facts.library_kind(last_name(func.value) or "") == "ema_pytorch":
             self.report(node, self.message_library.format(call=f"{last_name(func.value)}.{method}()"))
             return
         if method in ("get_scale", "state_dict") and "scaler" in (last_name(func.value) or "").lower():

@@ -184,20 +184,15 @@ class Tensors:
         return self.is_tensor(iterable)
 
     def loop_target(self, node: cst.For) -> None:
-        # `for sample in samples` (a tensor, or a list of tensors); `zip(prompts, samples)` element by element.
+        # `for sample in samples` (a tensor, or a list of tensors); `zip(prompts, samples)` and `enumerate(ids)`
+        # element by element.
+        parts = _zipped(node.iter)
         if isinstance(node.target, cst.Name) and self._elements_are_tensors(node.iter):
             self._bound[self._key(node.target.value)] = True
-        elif isinstance(node.target, cst.Tuple) and len(node.target.elements) == 2 and isinstance(node.iter, cst.Call) \
-                and last_name(node.iter.func) == "enumerate" and node.iter.args \
-                and self._elements_are_tensors(node.iter.args[0].value):  # `for i, row in enumerate(ids)`
-            second = node.target.elements[1].value
-            if isinstance(second, cst.Name):
-                self._bound[self._key(second.value)] = True
-        elif isinstance(node.target, cst.Tuple) and isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip":
-            if len(node.target.elements) == len(node.iter.args):
-                for element, arg in zip(node.target.elements, node.iter.args):
-                    if isinstance(element.value, cst.Name) and self._elements_are_tensors(arg.value):
-                        self._bound[self._key(element.value.value)] = True
+        elif isinstance(node.target, cst.Tuple) and parts is not None and len(node.target.elements) == len(parts):
+            for element, part in zip(node.target.elements, parts):
+                if part is not None and isinstance(element.value, cst.Name) and self._elements_are_tensors(part):
+                    self._bound[self._key(element.value.value)] = True
         # `for p in model.parameters()` / `for name, p in model.named_parameters()`: p is a tensor.
         if not isinstance(node.iter, cst.Call):
             return
@@ -357,6 +352,17 @@ _MASK_METHODS = frozenset(
 _TORCH_MASK_FUNCTIONS = frozenset(
     f"torch.{name}" for name in _MASK_METHODS | {"isneginf", "isposinf", "logical_xor", "isin"}
 )
+
+
+def _zipped(iterable: cst.BaseExpression) -> list[cst.BaseExpression | None] | None:
+    """What `zip(a, b)` (a, b) or `enumerate(a)` (the index, None, then a) yields element by element; None for any
+    other iterable."""
+    if not isinstance(iterable, cst.Call) or not iterable.args:
+        return None
+    wrapper = last_name(iterable.func)
+    if wrapper == "zip":
+        return [arg.value for arg in iterable.args]
+    return [None, iterable.args[0].value] if wrapper == "enumerate" else None
 
 
 def _is_list_display(value: cst.BaseExpression) -> bool:
