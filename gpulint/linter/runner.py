@@ -129,6 +129,22 @@ class Workers:
             self.pool = ProcessPoolExecutor(max_workers=self.jobs)
         return self.pool.map(function, items, chunksize=chunksize)
 
+    def warm_up(self) -> None:
+        """Start importing the linter (libcst, the engine, the rules) in every started worker, without waiting: the
+        workers are idle while this process builds the project model, and the imports are then off the critical path
+        of the lint that follows."""
+        if self.pool is not None:
+            for _ in range(self.jobs):
+                self.pool.submit(_import_linter)
+
+
+def _import_linter() -> None:
+    from gpulint.linter.engine import lint_bytes  # noqa: F401
+    from gpulint.linter.fixes import fix_text  # noqa: F401
+    from gpulint.linter.rule import rules_by_code
+
+    rules_by_code()
+
 
 def _outline(item: tuple[str, str]) -> ModuleIndex:
     """A file's outline, made in a worker; its text stays with the caller, which has it (see `with_project_facts`)."""
@@ -213,6 +229,7 @@ def _model_facts(
         index.text = texts[index.path][1]
         index.lines = index.text.split("\n")
         indexes.append(index)
+    workers.warm_up()
     options = tasks[0].options
     try:
         project = Project(indexes, options.hot_functions, options.gate_names, configs.classes, configs.intervals,
