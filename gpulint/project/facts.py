@@ -64,6 +64,9 @@ class FunctionFacts:
     epoch: bool = False  # it loops over a loader: code outside that loop runs once per epoch
     gate_params: frozenset[str] = frozenset()  # parameters every caller binds to an interval test
     param_kinds: tuple[tuple[str, str], ...] = ()  # parameters every caller passes a host (or device) value
+    # Parameters defaulting to None that no call in the training step passes (`n_res` of a generator's forward, given
+    # only by its inference entry): their `if n_res is not None:` branches do not run in the step.
+    unset_params: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             test = f"{op} {values[0]}" if op != "in" else "= " + " or ".join(map(repr, values))
             return ExecState(False, gated, True, f"in the branch for `{option}` {test}, which no shipped setting "
                              "selects")
+        elif kind == "given" and region.flags[0] in facts.unset_params:
+            return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}`, which no call in the training "
+                             "step passes")
         elif kind == "one-step":
             return ExecState(False, gated, False, "in a branch taken on one step of the run, not every step")
         elif kind in _COLD_REASONS:

@@ -81,7 +81,8 @@ class Region:
     loop: int = -1  # for "loop": the index of the loop in its scope
     # for "switch": the configuration attributes tested, "!name" when negated; for "kept-switch": the attributes of
     # `self` the branch needs true; for "gate" and "exit": the name of the
-    # interval the gate divides by ("" for none); for "choice": the option, then the words that choose the branch
+    # interval the gate divides by ("" for none); for "choice": the option, then the words that choose the branch;
+    # for "param" and "given": the parameter tested (a flag, or one defaulting to None that the branch needs given)
     flags: tuple[str, ...] = ()
 
     def holds(self, pos: Pos) -> bool:
@@ -122,6 +123,7 @@ class Call:
     # there is what this call passes on.
     param_args: tuple[tuple[str, str], ...] = ()
     periodic: bool = False  # an argument sets a period (`Events.ITERATION_COMPLETED(every=100)`)
+    star_args: bool = False  # a positional argument is unpacked (`f(*args)`): which parameters it fills is unknown
 
 
 @dataclass
@@ -886,6 +888,26 @@ def _literal_defaults(args: ast.arguments) -> frozenset[str]:
                      if isinstance(default, ast.Constant) and default.value is not None)
 
 
+def _none_defaults(args: ast.arguments) -> frozenset[str]:
+    """The parameters defaulting to None: `n_res=None`, `cache: Optional[Cache] = None`."""
+    positional = (*args.posonlyargs, *args.args)
+    pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+    return frozenset(arg.arg for arg, default in pairs if isinstance(default, ast.Constant) and default.value is None)
+
+
+def given_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | None:
+    """The branch of an `if` that runs only when an optional parameter is given, and that parameter: ("body", "n_res")
+    for `if n_res is not None:` (also as the first of an `and`), ("orelse", "n_res") for `if n_res is None:`."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        found = next((given_branch(value, optional) for value in test.values if given_branch(value, optional)), None)
+        return found if found and found[0] == "body" else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
+            and isinstance(test.left, ast.Name) and test.left.id in optional \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        return ("body" if isinstance(test.ops[0], ast.IsNot) else "orelse", test.left.id)
+    return None
+
+
 def _empty_container(value: ast.AST) -> bool:
     """`[]`, `{}`, `list()`, `dict()`, `defaultdict(list)`, `[[] for _ in layers]`."""
     if isinstance(value, (ast.List, ast.Dict, ast.Tuple)) and not getattr(value, "elts", getattr(value, "keys", None)):
@@ -939,6 +961,7 @@ class _Walker:
         self.backend_tests: dict[tuple[str, str], ast.AST] = {}
         # Per function being walked, its parameters that default to a literal other than None (`add_z_loss=False`).
         self.literal_params: list[frozenset[str]] = [frozenset()]
+        self.none_params: list[frozenset[str]] = [frozenset()]  # the parameters of each function defaulting to None
 
     @property
     def scope(self) -> Scope:
@@ -1025,6 +1048,7 @@ class _Walker:
                 scope.assigns.append(Assign(arg.arg, annotation=annotated))  # `def train(ema: ModelEMA)`
         self.values.enter({name: "unknown" for name in params}, params)
         self.literal_params.append(_literal_defaults(args))
+        self.none_params.append(_none_defaults(args))
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)
@@ -1032,6 +1056,7 @@ class _Walker:
         self.no_grad_depth = saved_depth
         self.values.leave()
         self.literal_params.pop()
+        self.none_params.pop()
         self._leave()
 
     def _class(self, node: ast.ClassDef, shallow: bool = False) -> None:
@@ -1229,6 +1254,8 @@ class _Walker:
         # `if log_timings:` on a parameter defaulting to a literal: a switch that is set, unless a caller says otherwise
         # (a caller passing an interval test makes it a gate: the "param" region)
         flag_parameter = isinstance(test, ast.Name) and test.id in self.literal_params[-1]
+        # `if n_res is not None:` on a parameter defaulting to None: the branch runs only for callers passing it.
+        given = given_branch(test, self.none_params[-1] & frozenset(self.values.fresh_params[-1]))  # not rebound
         before = dict(self.values.scopes[-1])
         bound: list[dict[str, Kind]] = []
         for part, body in (("body", node.body), ("orelse", node.orelse)):
@@ -1246,6 +1273,8 @@ class _Walker:
             if part == "body" and isinstance(test, ast.Name) and test.id in scope.params:
                 # `if should_sync:` on a parameter: a gate when every caller passes an interval test.
                 scope.regions.append(Region("param", *span, flags=(test.id,)))
+            if given is not None and given[0] == part:
+                scope.regions.append(Region("given", *span, flags=(given[1],)))
             if branch == part:
                 scope.regions.append(Region("backend", *span))
             if evaluation == part:
@@ -1386,6 +1415,7 @@ class _Walker:
         )
         # `**losses` spread into the call: "**", whose values are not known.
         call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) if k.arg else ("**", "unknown") for k in node.keywords)
+        call.star_args = any(isinstance(a, ast.Starred) for a in node.args)
         call.interval_args = tuple(
             [str(i) for i, a in enumerate(node.args) if is_interval_test(a)]
             + [k.arg for k in node.keywords if k.arg and is_interval_test(k.value)]

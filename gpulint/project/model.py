@@ -176,6 +176,10 @@ class Project:
         self._passed_kinds: dict[tuple[Key, str], str] = {}  # see `_passed_kind`
         self._libraries: tuple[tuple[str, str], ...] | None = None  # see `_library_objects`
         self._gate_votes: dict[Key, dict[str, bool]] = {}
+        # The parameters each function's resolved calls in the step pass ("*": some call's unpacked arguments may
+        # pass any), and the functions the step also reaches otherwise (a guess, a hook, a callback: passing unknown).
+        self._passed_params: dict[Key, set[str]] = {}
+        self._reached_unresolved: set[Key] = set()
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
         # By file: the callees as written that copy host data to the device, with the arguments they copy.
@@ -1070,10 +1074,15 @@ class Project:
         return scope is not None and any(d.endswith("classmethod") for d in scope.decorators)
 
     def _all_forwards(self) -> list[Target]:
+        """The forwards of the project's modules: those of training files, and of the files they import (RVC's
+        `train.py` builds its models from `infer/module/models.py`: a module a training script imports is part of
+        training, whatever its folder is named)."""
         if not hasattr(self, "_forwards"):
+            imports = self._imported()
+            training = _closure([path for path in self.files if is_training_path(path)], imports)
             # Not a `forward` that runs a training loop itself (a trainer module's), which is no module's forward.
             self._forwards = [
-                Target(path, d.qualname) for path, ix in self.files.items() if is_training_path(path)
+                Target(path, d.qualname) for path, ix in self.files.items() if path in training
                 for d in ix.definitions.values() if d.cls and d.name == "forward" and not d.may_enter
             ]
         return self._forwards
@@ -1392,7 +1401,9 @@ class Project:
         heap: list = []
         counter = count()
 
-        def push(key: Key, reach: Reach) -> None:
+        def push(key: Key, reach: Reach, resolved_call: bool = False) -> None:
+            if not resolved_call and reach.rank <= GATED:
+                self._reached_unresolved.add(key)
             if reach.better_than(self.reach.get(key)):
                 heapq.heappush(heap, (reach.rank, reach.likely, len(reach.chain), next(counter), key, reach))
 
@@ -1539,7 +1550,7 @@ class Project:
                 for target in resolved.targets:
                     self._note_copy_call(path, call, target, resolved.bound)
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
-                            guessed=reach.guessed or _fans_out(resolved))
+                            guessed=reach.guessed or _fans_out(resolved), resolved_call=resolved.certain)
             self._callbacks(path, scope, call, rank, state, chain, push)
         for child in self._nested_scopes(ix, scope):
             if child.kind == "function" and child.decorator_args and rank_ok(reach):
@@ -1587,12 +1598,16 @@ class Project:
                                                                reason="in `__next__`, which each step calls"))
 
     def _reach_all(
-        self, targets: list[Target], rank: int, likely: bool, chain, flags, push, guessed: bool = False
+        self, targets: list[Target], rank: int, likely: bool, chain, flags, push, guessed: bool = False,
+        resolved_call: bool = False,
     ) -> None:
         for target in targets:
             frame = Frame(target.path, self._line_of(target), _label(target.qualname))
-            push((target.path, target.qualname),
-                 Reach(rank, likely=likely, chain=(*chain, frame), flags=flags, guessed=guessed))
+            reach = Reach(rank, likely=likely, chain=(*chain, frame), flags=flags, guessed=guessed)
+            if resolved_call:  # its arguments are recorded (`_record_arguments`)
+                push((target.path, target.qualname), reach, resolved_call=True)
+            else:
+                push((target.path, target.qualname), reach)
 
     def _visit_by_text(self, key: Key, reach: Reach, push) -> None:
         """A function reached only through a fanned-out guess: the functions of its file it calls by name
@@ -1726,6 +1741,11 @@ class Project:
             if keyword not in params and callee.keywords_param:  # `update(loss=loss_value)` into `**kwargs`
                 keyword = callee.keywords_param
             kinds.setdefault(keyword, set()).add(vote)
+        passed = self._passed_params.setdefault(key, set())
+        passed.update(params[: len(call.arg_kinds)])
+        passed.update(keyword for keyword, _ in call.kw_kinds)  # "**" for unpacked keywords: any
+        if call.star_args or "**" in passed:
+            passed.add("*")
         interval = set(call.interval_args)
         for index, param in enumerate(params[: len(call.arg_kinds)]):
             votes[param] = votes.get(param, True) and str(index) in interval
@@ -1733,7 +1753,9 @@ class Project:
             votes[keyword] = votes.get(keyword, True) and keyword in interval
 
     # ------------------------------------------------------------------------------------------- facts
-    def function_facts(self, path: str, scope: Scope) -> FunctionFacts:
+    def function_facts(self, path: str, scope: Scope, final: bool = False) -> FunctionFacts:
+        """`final`: once every call in the step has been read (while the step is still being read, a call passing
+        an optional parameter may be read later: what is left unset is known only at the end)."""
         key = (path, scope.qualname)
         loops = self.step_loops(path, scope)
         frames = tuple(
@@ -1748,8 +1770,17 @@ class Project:
                                    if (kind := self._passed_kind(key, p)) != "unknown"))
         votes = self._gate_votes.get(key, {})
         return FunctionFacts(
-            self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds
+            self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds,
+            self._unset_params(key, scope) if final else frozenset(),
         )
+
+    def _unset_params(self, key: Key, scope: Scope) -> frozenset[str]:
+        """The parameters tested by `if p is not None:` that no call in the step passes, where every way the step
+        reaches the function is a call the model resolved (its arguments are known)."""
+        passed = self._passed_params.get(key)
+        if passed is None or "*" in passed or key in self._reached_unresolved:
+            return frozenset()
+        return frozenset(r.flags[0] for r in scope.regions if r.kind == "given" and r.flags[0] not in passed)
 
     def _passed_kind(self, key: Key, param: str, seen: frozenset = frozenset()) -> str:
         """Where the values every resolved call passes to a parameter live, when they agree: "host", "device" or
@@ -1840,7 +1871,7 @@ class Project:
         scopes = ix.read_scopes()
         for scope in scopes:
             if scope.kind in ("function", "module"):
-                functions[scope.qualname] = self.function_facts(path, scope)
+                functions[scope.qualname] = self.function_facts(path, scope, final=True)
         for qualname in self._reached_by_file().get(path, ()):  # reached by a guess, never read
             functions.setdefault(qualname, FunctionFacts(self.reach[(path, qualname)]))
         tested = self._tested_words(ix)

@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/10"
+FORMAT = "gpulint.project/11"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -133,6 +133,7 @@ def load_facts(data: dict) -> FileFacts:
             f["epoch"],
             frozenset(f["gate_params"]),
             tuple(tuple(pair) for pair in f["param_kinds"]),
+            frozenset(f["unset_params"]),
         )
     return FileFacts(
         functions,

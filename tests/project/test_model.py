@@ -3707,3 +3707,97 @@ def test_a_tensor_handed_back_through_a_tuple_stays_a_tensor(tmp_path, check):
     })
     assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 8, "GPL406")]
 
+
+
+def test_a_branch_for_an_optional_argument_no_call_in_the_step_passes_is_not_per_step(tmp_path, check):
+    """RVC's generator takes `n_res` only from its inference entry and trl's `_jsd_divergence` a `support_mask` only
+    in another trainer: `if n_res is not None:` does not run in the training step. A call in the step passing it (or
+    passing unpacked arguments, which may) keeps the branch per step, as does a parameter rebound before the test."""
+    found = check(tmp_path, {
+        "model.py": """
+            import torch
+
+            class Generator(torch.nn.Module):
+                def forward(self, x, g=None, n_res=None):
+                    if n_res is not None:
+                        n = int(n_res.item())
+                    if g is not None:
+                        x = x + g.item()
+                    return x
+
+            class Encoder(torch.nn.Module):
+                def forward(self, x, head=None, tail=None, *, mask=None):
+                    if head is None:
+                        pass
+                    else:
+                        x = x[:, head.item():]
+                    if tail is not None and tail.numel():
+                        x = x[:, :tail.item()]
+                    mask = mask if mask is not None else x
+                    if mask is not None:
+                        x = x + mask.sum().item()
+                    return x
+
+            class Synth(torch.nn.Module):
+                def __init__(self):
+                    self.dec = Generator()
+                    self.enc = Encoder()
+
+                def forward(self, x, g, extra):
+                    y = self.enc(x, *extra)
+                    return self.dec(y, g=g)
+
+                def infer(self, x, n):
+                    return self.dec(x, n_res=n)
+        """,
+        "train.py": """
+            from model import Synth
+
+            def train(loader, optimizer):
+                net = Synth()
+                for x, g, extra in loader:
+                    net(x, g, extra).sum().backward()
+                    optimizer.step()
+        """,
+    })
+    lines = {f[1] for f in found if f[0] == "model.py"}
+    assert 7 not in lines  # n_res: only `infer` passes it
+    assert 9 in lines  # g: the step passes it
+    assert {17, 19} <= lines  # head and tail may come from the unpacked arguments
+    assert 22 in lines  # mask is rebound before its test
+
+
+def test_a_guessed_module_call_reaches_the_modules_a_training_script_imports_from_any_folder(tmp_path):
+    """RVC's `train/train.py` builds its models from `infer/module/models.py` and calls them through a parameter of
+    unknown class; the guess must reach those modules, not the forwards of a separation tool under `tools/` that no
+    training file imports."""
+    project = model(tmp_path, {
+        "infer/module/models.py": """
+            import torch
+            class Synthesizer(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """,
+        "tools/separation/bands.py": """
+            import torch
+            class BandSplit(torch.nn.Module):
+                def forward(self, x):
+                    return x.cpu()
+        """,
+        "tools/separation/cli.py": "from tools.separation.bands import BandSplit\nBandSplit()(1)\n",
+        "train/train.py": """
+            from infer.module.models import Synthesizer
+
+            def run(loader, opt):
+                train_and_evaluate([Synthesizer()], loader, opt)
+
+            def train_and_evaluate(nets, loader, opt):
+                net_g = nets[0]
+                for batch in loader:
+                    net_g(batch).backward()
+                    opt.step()
+        """,
+    })
+    assert project.reach[("infer/module/models.py", "Synthesizer.forward")].rank == PER_STEP
+    assert ("tools/separation/bands.py", "BandSplit.forward") not in project.reach
+
