@@ -530,10 +530,31 @@ class Project:
                 continue
             seen.add(sub)
             qualname = f"{sub.qualname}.{name}"
-            if qualname in self.files[sub.path].definitions:
+            if qualname in self.files[sub.path].definitions and not self._shadowed(sub, name):
                 found.append(Target(sub.path, qualname))
             stack.extend(self._subclasses().get(sub, ()))
         return found
+
+    def _shadowed(self, cls: Target, name: str, _seen: frozenset = frozenset()) -> bool:
+        """Does every subclass of `cls` define `name` again, where nothing builds `cls` itself (HALOs'
+        `UnpairedPreferenceTrainer.get_batch_metrics`, which its one subclass KTOTrainer replaces)? Then `cls`'s own
+        `name` never runs."""
+        children = self._subclasses().get(cls, ())
+        if not children or cls in _seen or self._built_by_text(cls):
+            return False
+        return all(f"{child.qualname}.{name}" in self.files[child.path].definitions
+                   or self._shadowed(child, name, _seen | {cls}) for child in children)
+
+    def _built_by_text(self, cls: Target) -> bool:
+        """Is `cls` built anywhere, or may it be: a call of its name in the project's text (`Trainer(cfg)`,
+        `trainers.Trainer(cfg)`; not its own `class Trainer(Base):` line), its name in a string or a training config
+        (`getattr(trainers, "Trainer")`), or a registry decorator. Read off the text, not off what the model has
+        built so far: the step's loops are read before the script that builds their class."""
+        name = cls.qualname.rsplit(".", 1)[-1]
+        if cls in self.instantiated or name in self.config_names or self._registered(cls):
+            return True
+        call = re.compile(rf"(?<!class )\b{re.escape(name)}\s*\(|[\"']{re.escape(name)}[\"']")
+        return any(name in ix.text and call.search(ix.text) for ix in self.files.values())
 
     def _subclasses(self) -> dict[Target, list[Target]]:
         """Each top-level class of the project, with the project classes that name it as a base."""

@@ -3801,3 +3801,45 @@ def test_a_guessed_module_call_reaches_the_modules_a_training_script_imports_fro
     assert project.reach[("infer/module/models.py", "Synthesizer.forward")].rank == PER_STEP
     assert ("tools/separation/bands.py", "BandSplit.forward") not in project.reach
 
+
+
+def test_a_method_every_subclass_replaces_does_not_run_unless_its_class_is_built(tmp_path):
+    """HALOs' base trainer calls `self.get_batch_metrics()`; `UnpairedPreferenceTrainer` defines one that its only
+    subclass `KTOTrainer` replaces, and nothing builds `UnpairedPreferenceTrainer` itself: its version never runs.
+    `PairedPreferenceTrainer`'s runs (a subclass inherits it), and so does `Bare`'s once the program builds `Bare`."""
+    project = model(tmp_path, {
+        "trainers.py": """
+            class BasicTrainer:
+                def train(self, loader, optimizer):
+                    for batch in loader:
+                        self.get_batch_metrics(batch).backward()
+                        optimizer.step()
+
+            class UnpairedPreferenceTrainer(BasicTrainer):
+                def get_batch_metrics(self, batch):
+                    return batch
+
+            class KTOTrainer(UnpairedPreferenceTrainer):
+                def get_batch_metrics(self, batch):
+                    return batch
+
+            class PairedPreferenceTrainer(BasicTrainer):
+                def get_batch_metrics(self, batch):
+                    return batch
+
+            class DPOTrainer(PairedPreferenceTrainer):
+                pass
+
+            class Bare(BasicTrainer):
+                def get_batch_metrics(self, batch):
+                    return batch
+
+            class BareChild(Bare):
+                def get_batch_metrics(self, batch):
+                    return batch
+        """,
+        "train.py": "from trainers import Bare\n\nBare().train(loader, optimizer)\n",
+    })
+    assert ("trainers.py", "UnpairedPreferenceTrainer.get_batch_metrics") not in project.reach
+    for reached in ("KTOTrainer", "PairedPreferenceTrainer", "Bare", "BareChild"):
+        assert project.reach[("trainers.py", f"{reached}.get_batch_metrics")].rank == PER_STEP
