@@ -17,6 +17,7 @@ from gpulint.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from gpulint.fileio import atomic_write
 from gpulint.linter import formats
 from gpulint.linter.cache import CACHE_DIR, CACHE_MARKER, ResultCache
+from gpulint.linter.codes import RULE_CODES
 from gpulint.linter.discovery import discover, excluded, relative_to_root
 from gpulint.linter.finding import Finding
 from gpulint.linter.formats import FORMATS
@@ -315,7 +316,7 @@ def _diff_summary(fixed_total: int, findings: list[Finding]) -> str:
 
 def _fixes_listing(fixed: dict[str, tuple[str, ...]]) -> str:
     """--show-fixes: the fixes applied, by file, then code (`2 × GPL504 (tensor-created-then-moved)`)."""
-    names = {code: rule.name for code, rule in _rules_by_code().items()}
+    names = {code: name for code, name, _ in RULE_CODES}
     total = sum(len(codes) for codes in fixed.values())
     out = [f"Fixed {total} finding{'s' * (total != 1)}:"]
     for path in sorted(fixed):
@@ -444,10 +445,9 @@ def _rules_by_code() -> dict:
 
 def _enabled_codes(args: argparse.Namespace) -> list[str]:
     """The codes the settings enable; a code in them that names no rule is a one-line error (exit 2)."""
-    registry = _rules_by_code()
-    known = list(registry)
+    known = [code for code, _, _ in RULE_CODES]
     config = _with_cli_overrides(load_config(args.config, known_codes=known), args, known)
-    return config.enabled_codes(known, [r.code for r in registry.values() if r.default_enabled])
+    return config.enabled_codes(known, [code for code, _, on in RULE_CODES if on])
 
 
 def _with_cli_overrides(config: LintConfig, args: argparse.Namespace, known: list[str] = ()) -> LintConfig:
