@@ -113,6 +113,9 @@ class FileFacts:
     # Names (last parts: `model_ema`, `ema_diffusion_prior`) the project binds only to objects of a library class
     # `vocab.LIBRARY_OBJECTS` knows, with what that class's methods cost ("ema_pytorch", "timm_ema").
     library_objects: tuple[tuple[str, str], ...] = ()
+    # Names this file binds to keyword arguments that name a device (`self.tpdv = dict(dtype=torch.float32,
+    # device=device)`): `x.to(**self.tpdv)` moves to that device.
+    device_kwargs: frozenset[str] = frozenset()
 
     def library_kind(self, name: str) -> str:
         """What the library object a name holds costs (`library_objects`): "ema_pytorch", "timm_ema", or ""."""

@@ -1913,7 +1913,8 @@ class Project:
                          device_fed=self._is_imported(path) and self._names_a_device(),
                          used_by_code=self._is_imported(path, by_code=True),
                          batches_copied=self._batches_copied_elsewhere(path),
-                         library_objects=self._library_objects())
+                         library_objects=self._library_objects(),
+                         device_kwargs=frozenset(_DEVICE_KWARGS.findall(ix.text)) if "device" in ix.text else frozenset())
 
     def _library_objects(self) -> tuple[tuple[str, str], ...]:
         """The names (last parts) the project binds to objects of the library classes `LIBRARY_OBJECTS` knows, and
@@ -2046,6 +2047,10 @@ def _is_callable_annotation(annotation: str) -> bool:
     return annotation.rsplit(".", 1)[-1].lower() == "callable"
 # Nor one named for an action (`self._get_inputs(batch)`, `self._calc_lr()`): a method or function held in a name.
 _VERB_FIRST_PARTS = frozenset({"get", "calc", "compute", "process", "make", "build", "create", "apply", "update", "run"})
+
+# A name bound to keyword arguments naming a device: `tpdv = dict(dtype=torch.float32, device=device)`,
+# `self.kw = {"device": device, "dtype": dtype}`.
+_DEVICE_KWARGS = re.compile(r"\b(\w+)\s*=\s*(?:dict\([^()]*\bdevice\s*=|\{[^{}]*[\"']device[\"']\s*:)")
 
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).

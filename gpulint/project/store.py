@@ -154,6 +154,7 @@ def load_facts(data: dict) -> FileFacts:
         data["used_by_code"],
         data["batches_copied"],
         tuple(tuple(pair) for pair in data["library_objects"]),
+        frozenset(data["device_kwargs"]),
     )
 
 

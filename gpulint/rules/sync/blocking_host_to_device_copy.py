@@ -60,7 +60,8 @@ class BlockingHostToDeviceCopy(SyncRule):
              ".fit(")
     fixable = True
     docs = RuleDocs(
-        what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.cuda()`, "
+        what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.to(**self.tpdv)` "
+        "where the file binds those keyword arguments to a device (`self.tpdv = dict(dtype=..., device=device)`), `x.cuda()`, "
         "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
         "as `move_to_device(batch, device)`) without `non_blocking=True`; and a DataLoader that does not set "
         "`pin_memory` (or a webdataset `WebLoader`) in a file whose training step copies batches with "
@@ -383,8 +384,11 @@ class BlockingHostToDeviceCopy(SyncRule):
         keyword = keyword_arg(call, "device")
         if keyword is not None:
             return not self._to_other_tensors_device(dotted_name(keyword.value) or "")
-        if not call.args or call.args[0].keyword is not None:
-            return False
+        if not call.args or call.args[0].keyword is not None or call.args[0].star:
+            # `x.to(**self.tpdv)`, where the file binds `tpdv = dict(..., device=device)`
+            unpacked = next((arg.value for arg in call.args if arg.star == "**"), None)
+            return unpacked is not None \
+                and (dotted_name(unpacked) or "").rsplit(".", 1)[-1] in self.context.facts.device_kwargs
         target = call.args[0].value
         if isinstance(target, cst.SimpleString):
             return target.raw_value.split(":")[0] in ("cuda", "xpu", "mps")
