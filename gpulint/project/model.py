@@ -60,6 +60,7 @@ from gpulint.project.vocab import (
     is_cold_class_name,
     is_cold_function_name,
     in_loss_class,
+    is_kept_apart,
     is_training_path,
     may_be_step_work,
     named_for_training,
@@ -1103,7 +1104,8 @@ class Project:
             training = _closure([path for path in self.files if is_training_path(path)], imports)
             # Not a `forward` that runs a training loop itself (a trainer module's), which is no module's forward.
             self._forwards = [
-                Target(path, d.qualname) for path, ix in self.files.items() if path in training
+                Target(path, d.qualname) for path, ix in self.files.items()
+                if path in training and not is_kept_apart(path)  # not a vendored copy of a library a script imports
                 for d in ix.definitions.values() if d.cls and d.name == "forward" and not d.may_enter
             ]
         return self._forwards

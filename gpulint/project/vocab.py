@@ -333,19 +333,24 @@ def is_training_path(path: str) -> bool:
     one of them as a whole (`demo/`, `inference/`; not `conditional_generation/`, a task's name). Not in a folder of
     archived code (`legacy/`, `deprecated/`) or a vendored copy of a library (`third_party/`,
     `annotator/uniformer/mmcv/`), whatever its files are named."""
-    if is_test_path(path):
+    if is_kept_apart(path):
         return False
     *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
-    if any(folder.lower().strip("_") in _ARCHIVED_FOLDERS for folder in folders):
-        return False  # `legacy/train_v1.py`: kept for reference, not the training a user runs
-    if _vendored(folders):
-        return False
     if named_for_training(path):
         return True
     words = name_parts(name)
     # A private folder (`_export/`) is named by what follows its underscores.
     return not (words & NOT_TRAINING_PARTS
                 or any(folder.lower().strip("_") in NOT_TRAINING_PARTS for folder in folders))
+
+
+def is_kept_apart(path: str) -> bool:
+    """A test, a file in a folder of archived code (`legacy/train_v1.py`: kept for reference, not the training a user
+    runs) or in a vendored copy of a library (`third_party/`): no part of training, whatever imports it."""
+    if is_test_path(path):
+        return True
+    folders = path.replace("\\", "/").split("/")[:-1]
+    return any(folder.lower().strip("_") in _ARCHIVED_FOLDERS for folder in folders) or _vendored(folders)
 
 
 TRAINING_PARTS = frozenset({"train", "training", "trainer", "finetune", "pretrain", "fit"})

@@ -3785,11 +3785,18 @@ def test_a_guessed_module_call_reaches_the_modules_a_training_script_imports_fro
                     return x.cpu()
         """,
         "tools/separation/cli.py": "from tools.separation.bands import BandSplit\nBandSplit()(1)\n",
+        "third_party/lib/layers.py": """
+            import torch
+            class Vendored(torch.nn.Module):
+                def forward(self, x):
+                    return x.cpu()
+        """,
         "train/train.py": """
             from infer.module.models import Synthesizer
+            from third_party.lib.layers import Vendored
 
             def run(loader, opt):
-                train_and_evaluate([Synthesizer()], loader, opt)
+                train_and_evaluate(make_models(), loader, opt)
 
             def train_and_evaluate(nets, loader, opt):
                 net_g = nets[0]
@@ -3800,6 +3807,7 @@ def test_a_guessed_module_call_reaches_the_modules_a_training_script_imports_fro
     })
     assert project.reach[("infer/module/models.py", "Synthesizer.forward")].rank == PER_STEP
     assert ("tools/separation/bands.py", "BandSplit.forward") not in project.reach
+    assert ("third_party/lib/layers.py", "Vendored.forward") not in project.reach  # a vendored copy is no training
 
 
 
