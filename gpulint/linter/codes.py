@@ -1,6 +1,6 @@
 """Every rule's code, name and default, without importing the rules: the main process of `gpulint check` chooses
 the codes to run and names them in its summaries from this table, and leaves importing libcst and the rules to the
-workers that lint (they do it while the project model is built: `Workers.warm_up`). tests/linter/test_codes.py
+workers that lint (they do it while the project model is built: `Workers.warm_up`). tests/linter/test_layering.py
 keeps it equal to the rules themselves (`gpulint.linter.rule.all_rules`)."""
 
 from __future__ import annotations

@@ -897,7 +897,7 @@ def _none_defaults(args: ast.arguments) -> frozenset[str]:
 
 def given_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | None:
     """The branch of an `if` that runs only when an optional parameter is given, and that parameter: ("body", "n_res")
-    for `if n_res is not None:` (also as the first of an `and`), ("orelse", "n_res") for `if n_res is None:`."""
+    for `if n_res is not None:` (also the first such test in an `and`), ("orelse", "n_res") for `if n_res is None:`."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         found = next((given_branch(value, optional) for value in test.values if given_branch(value, optional)), None)
         return found if found and found[0] == "body" else None

@@ -181,6 +181,7 @@ class Project:
         # pass any), and the functions the step also reaches otherwise (a guess, a hook, a callback: passing unknown).
         self._passed_params: dict[Key, set[str]] = {}
         self._reached_unresolved: set[Key] = set()
+        self._named_by_text: dict[Target, bool] = {}  # see `_built_by_text`
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
         # By file: the callees as written that copy host data to the device, with the arguments they copy.
@@ -554,8 +555,10 @@ class Project:
         name = cls.qualname.rsplit(".", 1)[-1]
         if cls in self.instantiated or name in self.config_names or self._registered(cls):
             return True
-        call = re.compile(rf"(?<!class )\b{re.escape(name)}\s*\(|[\"']{re.escape(name)}[\"']")
-        return any(name in ix.text and call.search(ix.text) for ix in self.files.values())
+        if cls not in self._named_by_text:
+            call = re.compile(rf"(?<!class )\b{re.escape(name)}\s*\(|[\"']{re.escape(name)}[\"']")
+            self._named_by_text[cls] = any(name in ix.text and call.search(ix.text) for ix in self.files.values())
+        return self._named_by_text[cls]
 
     def _subclasses(self) -> dict[Target, list[Target]]:
         """Each top-level class of the project, with the project classes that name it as a base."""
@@ -1626,11 +1629,8 @@ class Project:
     ) -> None:
         for target in targets:
             frame = Frame(target.path, self._line_of(target), _label(target.qualname))
-            reach = Reach(rank, likely=likely, chain=(*chain, frame), flags=flags, guessed=guessed)
-            if resolved_call:  # its arguments are recorded (`_record_arguments`)
-                push((target.path, target.qualname), reach, resolved_call=True)
-            else:
-                push((target.path, target.qualname), reach)
+            push((target.path, target.qualname), Reach(rank, likely=likely, chain=(*chain, frame), flags=flags,
+                                                       guessed=guessed), resolved_call=resolved_call)
 
     def _visit_by_text(self, key: Key, reach: Reach, push) -> None:
         """A function reached only through a fanned-out guess: the functions of its file it calls by name
