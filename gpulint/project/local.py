@@ -880,26 +880,20 @@ def _of_self(attribute: ast.Attribute) -> bool:
     return isinstance(attribute.value, ast.Name) and attribute.value.id == "self"
 
 
-def _literal_defaults(args: ast.arguments) -> frozenset[str]:
-    """The parameters defaulting to a literal other than None: `flag=False`, `scale=1.0`, `mode="mean"`."""
+def _literal_defaults(args: ast.arguments) -> tuple[frozenset[str], frozenset[str]]:
+    """The parameters defaulting to a literal other than None (`flag=False`, `scale=1.0`, `mode="mean"`), and those
+    defaulting to None (`n_res=None`, `cache: Optional[Cache] = None`)."""
     positional = (*args.posonlyargs, *args.args)
     pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
-    return frozenset(arg.arg for arg, default in pairs
-                     if isinstance(default, ast.Constant) and default.value is not None)
-
-
-def _none_defaults(args: ast.arguments) -> frozenset[str]:
-    """The parameters defaulting to None: `n_res=None`, `cache: Optional[Cache] = None`."""
-    positional = (*args.posonlyargs, *args.args)
-    pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
-    return frozenset(arg.arg for arg, default in pairs if isinstance(default, ast.Constant) and default.value is None)
+    literal = [(arg.arg, default.value is None) for arg, default in pairs if isinstance(default, ast.Constant)]
+    return frozenset(name for name, none in literal if not none), frozenset(name for name, none in literal if none)
 
 
 def given_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | None:
     """The branch of an `if` that runs only when an optional parameter is given, and that parameter: ("body", "n_res")
     for `if n_res is not None:` (also the first such test in an `and`), ("orelse", "n_res") for `if n_res is None:`."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        found = next((given_branch(value, optional) for value in test.values if given_branch(value, optional)), None)
+        found = next((given for given in (given_branch(value, optional) for value in test.values) if given), None)
         return found if found and found[0] == "body" else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
             and isinstance(test.left, ast.Name) and test.left.id in optional \
@@ -1047,8 +1041,9 @@ class _Walker:
             if arg.annotation is not None and (annotated := annotated_class(arg.annotation)):
                 scope.assigns.append(Assign(arg.arg, annotation=annotated))  # `def train(ema: ModelEMA)`
         self.values.enter({name: "unknown" for name in params}, params)
-        self.literal_params.append(_literal_defaults(args))
-        self.none_params.append(_none_defaults(args))
+        literal, none = _literal_defaults(args)
+        self.literal_params.append(literal)
+        self.none_params.append(none)
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)

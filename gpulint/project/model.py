@@ -1916,7 +1916,7 @@ class Project:
                          used_by_code=self._is_imported(path, by_code=True),
                          batches_copied=self._batches_copied_elsewhere(path),
                          library_objects=self._library_objects(),
-                         device_kwargs=frozenset(_DEVICE_KWARGS.findall(ix.text)) if "device" in ix.text else frozenset())
+                         device_kwargs=_device_kwargs(ix.text))
 
     def _library_objects(self) -> tuple[tuple[str, str], ...]:
         """The names (last parts) the project binds to objects of the library classes `LIBRARY_OBJECTS` knows, and
@@ -2050,9 +2050,19 @@ def _is_callable_annotation(annotation: str) -> bool:
 # Nor one named for an action (`self._get_inputs(batch)`, `self._calc_lr()`): a method or function held in a name.
 _VERB_FIRST_PARTS = frozenset({"get", "calc", "compute", "process", "make", "build", "create", "apply", "update", "run"})
 
-# A name bound to keyword arguments naming a device: `tpdv = dict(dtype=torch.float32, device=device)`,
-# `self.kw = {"device": device, "dtype": dtype}`.
-_DEVICE_KWARGS = re.compile(r"\b(\w+)\s*=\s*(?:dict\([^()]*\bdevice\s*=|\{[^{}]*[\"']device[\"']\s*:)")
+# Keyword arguments naming a device, as a value bound to a name: `= dict(dtype=torch.float32, device=device)`,
+# `= {"device": device, "dtype": dtype}`. Searched from its `=` (a pattern starting with `\w+` is tried at every letter
+# of the file, a twentieth of a cold run's serial part), then the name before it is read.
+_DEVICE_KWARGS_VALUE = re.compile(r"=\s*(?:dict\([^()]*\bdevice\s*=|\{[^{}]*[\"']device[\"']\s*:)")
+_NAME_BEFORE = re.compile(r"(\w+)\s*$")
+
+
+def _device_kwargs(text: str) -> frozenset[str]:
+    """The names `text` binds to keyword arguments naming a device (`self.tpdv = dict(dtype=..., device=device)`)."""
+    if "device" not in text:
+        return frozenset()
+    names = (_NAME_BEFORE.search(text, max(0, m.start() - 200), m.start()) for m in _DEVICE_KWARGS_VALUE.finditer(text))
+    return frozenset(name.group(1) for name in names if name)
 
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
