@@ -321,6 +321,10 @@ class FileContext:
         func = call.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
+            if method in SAME_PLACE_METHODS and type(func.value) is cst.Name and call.args \
+                    and call.args[0].keyword is None and not call.args[0].star \
+                    and self.imports.resolve(func.value) == "torch":
+                return self.location_of(call.args[0].value)  # `torch.min(im_shape)`: where its tensor is
             if method in HOST_METHODS or method in METADATA_METHODS:
                 return "host"
             if method == "to" and call.args and _is_cpu_literal(call.args[0].value):

@@ -818,6 +818,10 @@ class _Values:
             if method in ("to", "cuda"):
                 return "device"
             if method in SAME_PLACE_METHODS:
+                if isinstance(func.value, ast.Name) and resolve(func.value.id, self.aliases) == "torch":
+                    # `torch.min(im_shape)`: where its tensor is
+                    return self.kind_of(call.args[0]) if call.args and not isinstance(call.args[0], ast.Starred) \
+                        else "unknown"
                 return self.kind_of(func.value)
         name = dotted(func) or ""
         resolved = resolve(name, self.aliases) if name else ""

@@ -278,6 +278,19 @@ class Project:
                 self._imports[path] = frozenset(found)
         return self._imports
 
+    def _imports_unresolved_project_module(self, paths: Iterable[str]) -> bool:
+        """Does one of the files import, by a path the model cannot follow, a module whose name a project file has
+        (moco's `import deeplearning.cross_image_ssl.moco.builder`, its own `moco/builder.py` under another root)?"""
+        stems = {p.rsplit("/", 1)[-1][:-3] for p in self.files}
+        for path in paths:
+            text = self.files[path].text
+            for dots, module, names, plain in _IMPORT_STATEMENT.findall(text):
+                for name in self._import_names(module, names, plain):
+                    if self.find_module(name, path, len(dots)) is None \
+                            and name.rsplit(".", 1)[-1] in stems and name.split(".", 1)[0] not in _LIBRARY_ROOTS:
+                        return True
+        return False
+
     def _batches_copied_elsewhere(self, path: str) -> str:
         """How the step code of the project's other files copies tensors to the device (`FileFacts.batches_copied`):
         "nonblocking" where a copy says so, "blocking" where none does, "" where none copies or a library that places
@@ -537,6 +550,29 @@ class Project:
             stack.extend(self._subclasses().get(sub, ()))
         return found
 
+    def _dispatched_overrides(self, path: str, scope: Scope, cls: Target, name: str) -> list[Target]:
+        """The overrides of `name` that `self.name()` in a method of `cls` can run: not those of a subclass that
+        replaces the calling method too (omnisafe's `PolicyGradient._update` calls `self._update_actor` per
+        mini-batch, but `NaturalPG` and its subclasses run their own `_update`, which calls it once)."""
+        found = self.overrides(cls, name)
+        caller = Target(path, scope.qualname)
+        if scope.qualname != f"{scope.cls}.{scope.name}" or self.find_method(cls, scope.name) != caller:
+            return found
+        return [o for o in found if self._runs_inherited(Target(o.path, o.qualname.rsplit(".", 1)[0], True),
+                                                         scope.name, caller)]
+
+    def _runs_inherited(self, cls: Target, name: str, inherited: Target) -> bool:
+        """Does `cls.name()` run the base class's method `inherited`: `cls` does not replace it, or its replacement
+        extends it (`super().pre_step()`, opacus's `AdaClipDPOptimizer`)?"""
+        extends = re.compile(rf"\bsuper\([^)]*\)\.{re.escape(name)}\s*\(")
+        own = self.find_method(cls, name)
+        while own is not None and own != inherited:
+            definition = _definition_holding(self.files[own.path], own.qualname)
+            if definition is not None and not extends.search(definition.code):
+                return False
+            own = self.find_method(cls, name, after=Target(own.path, own.qualname.rsplit(".", 1)[0], True))
+        return own == inherited
+
     def _shadowed(self, cls: Target, name: str, _seen: frozenset = frozenset()) -> bool:
         """Does every subclass of `cls` define `name` again, where nothing builds `cls` itself (HALOs'
         `UnpairedPreferenceTrainer.get_batch_metrics`, which its one subclass KTOTrainer replaces)? Then `cls`'s own
@@ -794,7 +830,7 @@ class Project:
             cls = Target(path, scope.cls, True)
             if len(parts) == 2:
                 method = self.find_method(cls, parts[1])
-                overrides = self.overrides(cls, parts[1])
+                overrides = self._dispatched_overrides(path, scope, cls, parts[1])
                 if method is not None or overrides:
                     # `self.post_epoch_callback()` in a base class runs a subclass's override too.
                     out.targets += [m for m in (method, *overrides) if m is not None]
@@ -1125,6 +1161,11 @@ class Project:
         forwards = self._all_forwards()
         if program is not None and any(f.path in program for f in forwards):
             built, models, forwards = ([f for f in pool if f.path in program] for pool in (built, models, forwards))
+        elif program is not None and any(_MAIN_GUARD.search(self.files[p].text) for p in program) \
+                and not self._imports_unresolved_project_module(program):
+            # The program's own script builds its model from a library (a TensorRT conversion folder training
+            # torchvision's resnet34 beside a repository of detection projects): no forward of the project runs.
+            return []
         receiver = guess.partition(" ")[2]
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
             return [f for f in built if _names_alike(receiver, _class_of(f))]
@@ -1326,7 +1367,7 @@ class Project:
         `update_actor`, each doing backward and a step)?"""
         for target in targets:
             callee = self.files[target.path].scope(target.qualname)
-            if callee is None or is_cold_function_name(callee.name) or any(l.iterates_loader for l in callee.loops):
+            if callee is None or is_cold_function_name(callee.name) or self._loops_over_batches(target, callee):
                 continue
             if callee.marker_outside_loop:
                 return True
@@ -1335,6 +1376,43 @@ class Project:
                 for inner in callee.calls if inner.loop < 0 and inner.func
             ):
                 return True
+        return False
+
+    def _called_once_per_epoch(self, target: Target, name: str) -> bool:
+        """Is every call of this function that the project resolves to it made once per run of a function that
+        loops over batches itself (omnisafe's TRPO: `_update` updates the actor once with the whole rollout, then
+        the critics per mini-batch)? Then its backward is one epoch's work, not a step's."""
+        sites = re.compile(rf"(?<![\w]){re.escape(name)}\s*\(")
+        found = False
+        for path, ix in self.files.items():
+            if name not in ix.text:
+                continue
+            for definition in ix.definitions.values():
+                if definition.is_class or not sites.search(definition.code):
+                    continue
+                for scope in ix.scopes_of(definition).values():
+                    for call in scope.calls:
+                        if call.func.rsplit(".", 1)[-1] != name or scope.qualname == target.qualname:
+                            continue
+                        if target not in self.resolve_call(path, scope, call, per_step=False).targets:
+                            continue
+                        if call.loop >= 0 or not self._loops_over_batches(Target(path, scope.qualname), scope):
+                            return False
+                        found = True
+        return found
+
+    def _loops_over_batches(self, target: Target, scope: Scope) -> bool:
+        """Does the function loop over a loader, itself or through the method it extends (`super()._update()`
+        after a Lagrange multiplier's update, in omnisafe's TRPO-Lag)? Then one call is an epoch's work, and a
+        backward it does outside that loop runs once per epoch."""
+        if any(loop.iterates_loader for loop in scope.loops):
+            return True
+        for call in scope.calls:
+            if call.loop < 0 and call.func.startswith("super()."):
+                for base in self.resolve_call(target.path, scope, call, per_step=False).targets:
+                    inner = self.files[base.path].scope(base.qualname)
+                    if inner is not None and any(loop.iterates_loader for loop in inner.loops):
+                        return True
         return False
 
     def _roots(self) -> tuple[list[tuple[Key, Reach]], list[tuple[Key, Reach]], list[tuple[Key, Reach]]]:
@@ -1417,7 +1495,8 @@ class Project:
             if self.step_loops(path, scope):
                 found.append((key, Reach(PROGRAM, chain=(frame,))))
                 self.entries = True
-            if scope.marker_outside_loop and not is_cold_function_name(scope.name):
+            if scope.marker_outside_loop and not is_cold_function_name(scope.name) \
+                    and not self._called_once_per_epoch(Target(path, scope.qualname), scope.name):
                 found.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{scope.name}`, one training step")))
                 self.entries = True
         return found
@@ -2020,6 +2099,11 @@ class Project:
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+# Libraries whose modules share names with a project's own (`torch.utils`, `torchvision.models`).
+_LIBRARY_ROOTS = frozenset({"torch", "torchvision", "numpy", "transformers", "os", "sys", "typing", "collections"})
+_MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]""", re.M)
 
 
 def _is_condition_line(line: str) -> bool:

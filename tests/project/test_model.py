@@ -3851,3 +3851,130 @@ def test_a_method_every_subclass_replaces_does_not_run_unless_its_class_is_built
     assert ("trainers.py", "UnpairedPreferenceTrainer.get_batch_metrics") not in project.reach
     for reached in ("KTOTrainer", "PairedPreferenceTrainer", "Bare", "BareChild"):
         assert project.reach[("trainers.py", f"{reached}.get_batch_metrics")].rank == PER_STEP
+
+
+TRUST_REGION = """
+    class PolicyGradient:
+        def learn(self, epochs):
+            for epoch in range(epochs):
+                self.rollout()
+                self._update()
+
+        def _update(self):
+            for obs, act, adv in self.loader:
+                self._update_critic(obs)
+                self._update_actor(obs, act, adv)
+
+        def _update_critic(self, obs):
+            self.critic_loss(obs).backward()
+            self.critic_optimizer.step()
+
+        def _update_actor(self, obs, act, adv):
+            self.actor_loss(obs, act, adv).backward()
+            self.actor_optimizer.step()
+
+    class NaturalPG(PolicyGradient):
+        def _update(self):
+            obs, act, adv = self.buffer.get()
+            self._update_actor(obs, act, adv)
+            for obs, ret in self.loader:
+                self._update_critic(obs)
+
+        def _update_actor(self, obs, act, adv):
+            self.actor_loss(obs, act, adv).backward()
+            step = self.conjugate_gradients(obs)
+            self.line_search(step)
+
+    class TRPO(NaturalPG):
+        def _update_actor(self, obs, act, adv):
+            self.actor_loss(obs, act, adv).backward()
+            self.line_search(obs)
+
+    class PPOLag(PolicyGradient):
+        def _update(self):
+            self.lagrange_loss().backward()
+            self.lagrange_optimizer.step()
+            super()._update()
+
+        def _update_actor(self, obs, act, adv):
+            self.actor_loss(obs, act, adv).backward()
+            self.actor_optimizer.step()
+"""
+
+
+def test_a_trust_region_update_once_per_epoch_is_no_step(tmp_path):
+    """omnisafe's TRPO family updates the actor once with the whole rollout, then the critics per mini-batch: its
+    `_update_actor` calls backward, but every call of it is made once per run of an `_update` that loops over batches.
+    `PolicyGradient._update` calls `self._update_actor` per mini-batch, which runs PPOLag's override (PPOLag extends
+    `_update` with `super()`) and not NaturalPG's or TRPO's (they replace `_update`). The epoch loop of `learn` is no
+    step loop: its `_update()` loops over batches itself, and PPOLag's `_update` does so through `super()`."""
+    project = model(tmp_path, {"algos.py": TRUST_REGION, "train.py": "from algos import TRPO\n\nTRPO().learn(10)\n"})
+    for once in ("NaturalPG._update_actor", "TRPO._update_actor"):
+        assert project.reach[("algos.py", once)].rank == PROGRAM, once
+    for step in ("PolicyGradient._update_actor", "PPOLag._update_actor", "PolicyGradient._update_critic"):
+        assert project.reach[("algos.py", step)].rank == PER_STEP, step
+    learn = project.files["algos.py"].scope("PolicyGradient.learn")
+    assert project.step_loops("algos.py", learn) == frozenset()
+
+
+def test_a_guessed_model_call_of_a_program_that_builds_a_library_model_runs_no_project_forward(tmp_path):
+    """A conversion folder beside a repository of detection projects trains torchvision's resnet34 with a loop copied
+    from the classification scripts: `model(images)` runs none of the project's forwards. Where the script imports
+    a project module by a path the model cannot follow (moco's `import deeplearning.ssl.moco.builder`), the guess
+    stays open."""
+    project = model(tmp_path, {
+        "detection/network.py": """
+            import torch
+
+            class RoIHeads(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """,
+        "detection/train.py": """
+            from network import RoIHeads
+
+            def main(loader, opt):
+                net = RoIHeads()
+                for x in loader:
+                    net(x).sum().backward()
+                    opt.step()
+
+            if __name__ == "__main__":
+                main(None, None)
+        """,
+        "tensorrt_resnet/utils.py": """
+            def train_one_epoch(model, optimizer, data_loader):
+                for images, labels in data_loader:
+                    model(images).sum().backward()
+                    optimizer.step()
+        """,
+        "tensorrt_resnet/quantize.py": """
+            import torchvision
+            from utils import train_one_epoch
+
+            if __name__ == "__main__":
+                train_one_epoch(torchvision.models.resnet34(), None, None)
+        """,
+        "moco/builder.py": """
+            import torch
+
+            class MoCo(torch.nn.Module):
+                def forward(self, im_q, im_k):
+                    return im_q
+        """,
+        "main_moco.py": """
+            import deeplearning.ssl.moco.builder
+
+            def train(loader, model, optimizer):
+                for images in loader:
+                    model(im_q=images[0], im_k=images[1]).sum().backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                train(None, deeplearning.ssl.moco.builder.MoCo(), None)
+        """,
+    })
+    assert project._forward_guess("model", project._program("tensorrt_resnet/utils.py")) == []
+    assert project.reach[("detection/network.py", "RoIHeads.forward")].chain[0].path == "detection/train.py"
+    assert project._forward_guess("model", project._program("main_moco.py"))
+    assert project.reach[("moco/builder.py", "MoCo.forward")].rank == PER_STEP

@@ -320,7 +320,8 @@ class BlockingHostToDeviceCopy(SyncRule):
             for loader, ancestors in self._unpinned_loaders:
                 pinned = self._pinned(loader) if loader in self._loaders_to_pin else None
                 fix = (pinned,) if pinned is not None else ()
-                if not in_error_path_or_first_step(ancestors) and (in_file or not _for_evaluation(ancestors)):
+                if not in_error_path_or_first_step(ancestors) and not _bound_for_evaluation(ancestors) \
+                        and (in_file or not _for_evaluation(ancestors)):
                     self.context.add_report(Report(self, loader, message, "training", ancestors, fix, True))
             return
         for loader, ancestors in self._unpinned_loaders:
@@ -597,7 +598,15 @@ def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
 
 # Loaders that take `pin_memory`: torch's, and webdataset's `WebLoader` (a DataLoader subclass).
 _LOADERS = frozenset({"DataLoader", "WebLoader"})
-_EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "test", "testing"})
+_EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test", "testing"})
+
+
+def _bound_for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Is the loader bound to a name that says evaluation (`validate_loader = DataLoader(...)`)? Its batches are
+    copied in the evaluation pass after each epoch, not in the step, even where the file's step copies batches."""
+    assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
+    name = dotted_name(assign.targets[0].target) if assign is not None and len(assign.targets) == 1 else None
+    return bool(name) and bool(name_parts(name.rsplit(".", 1)[-1]) & _EVALUATION_PARTS)
 
 
 def _for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
