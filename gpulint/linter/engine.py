@@ -15,6 +15,7 @@ import ast
 import gc
 import re
 import symtable
+import sys
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -220,12 +221,38 @@ def _lint_parsed(
     instances = [rule(context) for rule in active]
     try:
         return _run_rules(path, suppressions, parsed_text, module, instances, context, options)
+    except Exception as exc:  # noqa: BLE001  (a bug in one rule must not lose the file's other findings)
+        failed = _rule_raising(exc, instances)
+        if failed is None:
+            raise
+        where = exc.__traceback__
+        while where.tb_next is not None:
+            where = where.tb_next
+        print(f"gpulint: warning: rule {failed.code} failed on {path} ({type(exc).__name__}: {exc}, at "
+              f"{where.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{where.tb_lineno}); the file is checked "
+              "without it (please report this)", file=sys.stderr)
+        rest = [rule for rule in active if rule is not failed]
+        return _lint_parsed(path, suppressions, parsed_text, module, rest, options, facts) if rest else []
     finally:
         # The file's rules, their helpers, its reports and its context point at one another and at its tree. Their
         # state dropped here, the tree is freed at once, not by the cycle collector's next pass over everything
         # allocated meanwhile (a tenth of a lint). Findings are plain data and outlive them.
         for instance in (*instances, *context.shared.values(), context):
             instance.__dict__.clear()
+
+
+def _rule_raising(exc: BaseException, instances: Sequence[Rule]) -> type[Rule] | None:
+    """The rule whose code raised `exc`: the innermost frame of the traceback whose `self` is one of the rules, or
+    a helper a rule called (a shared helper is no rule: the error is the engine's)."""
+    rules = {id(instance): type(instance) for instance in instances}
+    found = None
+    where = exc.__traceback__
+    while where is not None:
+        owner = where.tb_frame.f_locals.get("self")
+        if owner is not None and id(owner) in rules:
+            found = rules[id(owner)]
+        where = where.tb_next
+    return found
 
 
 def _run_rules(

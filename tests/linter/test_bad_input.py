@@ -135,3 +135,28 @@ def test_positions_after_decorators_comments_and_semicolons(run, tmp_path):
     code, findings, _ = _check(run, tmp_path, "t.py")
     line = source.splitlines().index("        value = loss.item()") + 1
     assert [(f["line"], f["column"]) for f in findings] == [(line, 17)]
+
+
+def test_a_rule_that_fails_on_a_file_is_left_out_and_the_others_still_report(capsys):
+    """A bug in one rule (GPL104's fix builder once raised on `[len(c) - c.sum().item() for c in chunks]`) costs
+    that rule's findings on that file, with a one-line warning naming it, not the run."""
+    import libcst as cst
+
+    from gpulint.linter.engine import lint_text
+    from gpulint.linter.rule import Invalid, Rule, RuleDocs, rules_by_code
+
+    class Broken(Rule):
+        code = "GPL998"
+        name = "broken"
+        message = "broken"
+        triggers = ("item",)
+        docs = RuleDocs("-", "-", "-", "-")
+        invalid = (Invalid("x.item()"),)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            raise AttributeError("'BinaryOperation' object has no attribute 'func'")
+
+    found = lint_text("train.py", TRAIN, [Broken, rules_by_code()["GPL401"]])
+    assert [f.code for f in found] and {f.code for f in found} == {"GPL401"}
+    err = capsys.readouterr().err
+    assert "rule GPL998 failed on train.py (AttributeError" in err and err.count("\n") == 1

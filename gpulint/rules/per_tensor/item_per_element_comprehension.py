@@ -89,7 +89,8 @@ class ItemListComprehension(PerTensorRule):
             or comp_for.ifs
             or comp_for.inner_for_in is not None
             or not isinstance(comp_for.target, cst.Name)
-            or not (isinstance(element.func.value, cst.Name) and element.func.value.value == comp_for.target.value)
+            # only `[t.item() for t in ts]`: not arithmetic around it (`len(c) - c.sum().item()`)
+            or not (_is_item_of(element, {comp_for.target.value}) and isinstance(element.func.value, cst.Name))
         ):
             return []
         iterable = comp_for.iter
