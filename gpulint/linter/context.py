@@ -288,10 +288,14 @@ class FileContext:
         if kind is cst.Attribute:
             if expr.attr.value in METADATA_ATTRS or expr.attr.value in PACKED_BATCH_SIZES:
                 return "host"
-            if self.facts.host_attributes and self._classes and type(expr.value) is cst.Name \
-                    and expr.value.value == "self" \
-                    and f"{self._classes[-1]}.{expr.attr.value}" in self.facts.host_attributes:
-                return "host"  # a flag its class only ever sets from a literal (`self.add_z_loss = add_z_loss`)
+            if self.facts.host_attributes and self._classes:
+                held = _held_by_self(expr)
+                if held and f"{self._classes[-1]}.{held}" in self.facts.host_attributes:
+                    # a flag its class only ever sets from a literal (`self.add_z_loss = add_z_loss`), or a CPU
+                    # parameter of an object it holds (`self._lagrange.lagrangian_multiplier`)
+                    return "host"
+            if expr.attr.value == "data":
+                return self.location_of(expr.value)  # `p.data`: the tensor's own storage, where the tensor is
             return "unknown"
         if kind is cst.Subscript:
             return "host" if self.location_of(expr.value) == "host" else "unknown"
@@ -551,3 +555,13 @@ def _is_cpu_literal(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call) and last_name(expr.func) == "device" and expr.args:
         return _is_cpu_literal(expr.args[0].value)
     return False
+
+
+def _held_by_self(expr: cst.Attribute) -> str:
+    """`attribute` for `self.attribute`, `holder.attribute` for `self.holder.attribute`, else ""."""
+    value = expr.value
+    if type(value) is cst.Name:
+        return expr.attr.value if value.value == "self" else ""
+    if type(value) is cst.Attribute and type(value.value) is cst.Name and value.value.value == "self":
+        return f"{value.attr.value}.{expr.attr.value}"
+    return ""

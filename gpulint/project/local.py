@@ -169,7 +169,9 @@ class Scope:
     copied_params: tuple[str, ...] = ()
     # The attributes of `self` it sets (`self.add_z_loss = add_z_loss`), each with whether to a host value: a literal,
     # a host expression, or a parameter defaulting to a literal (`add_z_loss=False`).
-    self_sets: list[tuple[str, bool]] = field(default_factory=list)
+    # `self.x = value`: each attribute set, with where the value lives: "host" (a literal, a size, a CPU tensor),
+    # "parameter" (an `nn.Parameter` of host data: on the CPU unless a module it belongs to is moved), or "other".
+    self_sets: list[tuple[str, str]] = field(default_factory=list)
     no_grad_decorated: bool = False
     # For a generator: the loops (by index) holding a `yield`, or -1 for a yield outside any loop. Each item a
     # consumer takes runs one pass of such a loop.
@@ -425,8 +427,27 @@ def names_a_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
 
 
 def is_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
-    """Does `if test:` run its body only on some steps? `if step % N:` / `!= 0` run on most steps: not a gate."""
-    return names_a_gate(test, extra) and modulo_form(test) != "inverted" and not accumulation_boundary(test)
+    """Does `if test:` run its body only on some steps? `if step % N:` / `!= 0` run on most steps: not a gate; nor
+    does `if self.write_interval > 0:`, which tests that a feature is on (skrl's agents then track their losses
+    every update)."""
+    return names_a_gate(test, extra) and modulo_form(test) != "inverted" and not accumulation_boundary(test) \
+        and not _interval_enabled(test)
+
+
+def _interval_enabled(test: ast.AST) -> bool:
+    """`interval > 0`, `interval != 0`, `interval >= 1`, `0 < interval`, `interval is not None`: a setting tested
+    for being on, with no step in the test."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(left, ast.Constant) and not isinstance(right, ast.Constant):
+        left, right = right, left
+        op = {ast.Lt: ast.Gt(), ast.LtE: ast.GtE()}.get(type(op), op)
+    if not isinstance(left, (ast.Name, ast.Attribute)) or not isinstance(right, ast.Constant):
+        return False
+    value = right.value
+    return (isinstance(op, ast.IsNot) and value is None) or (isinstance(op, (ast.Gt, ast.NotEq)) and value == 0) \
+        or (isinstance(op, ast.GtE) and value == 1)
 
 
 def switch_flags(test: ast.AST) -> tuple[str, ...] | None:
@@ -847,6 +868,7 @@ class _Values:
                           "unknown" if kind == "device" else kind)
 
 
+_PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
 
@@ -1214,10 +1236,16 @@ class _Walker:
             self.scope.assigns.append(Assign(name, source=source))
 
     def _note_self_set(self, target: ast.Attribute, value: ast.AST | None) -> None:
-        """`self.x = value`: whether `value` (None: not known) is a host value, for `Scope.self_sets`."""
-        host = value is not None and (self.values.kind_of(value) == "host" or (
-            isinstance(value, ast.Name) and value.id in self.literal_params[-1]))
-        self.scope.self_sets.append((target.attr, host))
+        """`self.x = value`: where `value` (None: not known) lives, for `Scope.self_sets`."""
+        if value is not None and (self.values.kind_of(value) == "host" or (
+                isinstance(value, ast.Name) and value.id in self.literal_params[-1])):
+            kind = "host"
+        elif isinstance(value, ast.Call) and resolve(dotted(value.func) or "", self.aliases) in _PARAMETER \
+                and value.args and self.values.kind_of(value.args[0]) == "host":
+            kind = "parameter"  # omnisafe's Lagrange multiplier: `nn.Parameter(torch.as_tensor(init))`
+        else:
+            kind = "other"
+        self.scope.self_sets.append((target.attr, kind))
 
     def _loop(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
         scope = self.scope
@@ -1394,7 +1422,7 @@ class _Walker:
             kinds = {self.values.kind_of(v) for v in values}
             self._fill(node.func.value, "host" if values and kinds == {"host"} else "unknown")
         if (name := _attribute_set_by_name(func, node.args)) is not None:
-            self.scope.self_sets.append((name, False))  # `self.register_buffer("num_updates", torch.tensor(0))`
+            self.scope.self_sets.append((name, "other"))  # `self.register_buffer("num_updates", torch.tensor(0))`
         loops = self.loop_stack[-1]
         loop = loops[-1] if loops else -1
         if func.rsplit(".", 1)[-1] in _MODEL_CALLEES:

@@ -182,6 +182,7 @@ class Project:
         self._passed_params: dict[Key, set[str]] = {}
         self._reached_unresolved: set[Key] = set()
         self._named_by_text: dict[Target, bool] = {}  # see `_built_by_text`
+        self._host_attrs: dict[Target, frozenset[str]] = {}  # by class (`_class_host_attributes`)
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
         # By file: the callees as written that copy host data to the device, with the arguments they copy.
@@ -545,7 +546,9 @@ class Project:
                 continue
             seen.add(sub)
             qualname = f"{sub.qualname}.{name}"
-            if qualname in self.files[sub.path].definitions and not self._shadowed(sub, name):
+            # not a test's or a documentation snippet's subclass: no training builds it
+            if qualname in self.files[sub.path].definitions and not is_kept_apart(sub.path) \
+                    and not self._shadowed(sub, name):
                 found.append(Target(sub.path, qualname))
             stack.extend(self._subclasses().get(sub, ()))
         return found
@@ -2035,30 +2038,51 @@ class Project:
         return found
 
     def _host_attributes(self, path: str, functions: dict[str, FunctionFacts]) -> frozenset[str]:
-        """`Class.attribute` for the attributes that a class with reached methods sets to host values in `__init__`
-        (`Scope.self_sets`) and nowhere to anything else. Only the methods whose text sets such an attribute are
-        read: reading every method of every class would cost more than the whole lint of most files."""
+        """`Class.attribute` for the attributes that a class with reached methods keeps on the host
+        (`_class_host_attributes`), and `Class.holder.attribute` for those of the objects its own attributes hold
+        (`self._lagrange.lagrangian_multiplier`, where `self._lagrange = Lagrange(...)` keeps a CPU parameter)."""
         module = self.files[path]
         reached = {qualname.split(".", 1)[0] for qualname, facts in functions.items()
                    if facts.reach is not None and "." in qualname}
         found: set[str] = set()
         for cls in sorted(reached):
-            methods = [d for d in module.definitions.values() if d.cls == cls and not d.is_class]
-            init = next((d for d in methods if d.name == "__init__"), None)
-            if init is None:
+            if cls not in module.definitions or not module.definitions[cls].is_class:
                 continue
-            host: dict[str, bool] = {}
-            _note_self_sets(host, module.scopes_of(init).values())
-            candidates = [a for a, is_host in host.items() if is_host]
-            if not candidates:
-                continue
-            sets = re.compile(r"self\.(?:%s)\s*(?:[-+*/@%%|&^]|//|\*\*)?=(?!=)|register_|setattr"
-                              % "|".join(map(re.escape, candidates)))
-            for method in methods:
-                if method is not init and sets.search(method.code):
-                    _note_self_sets(host, module.scopes_of(method).values())
-            found.update(f"{cls}.{a}" for a, is_host in host.items() if is_host)
+            found.update(f"{cls}.{a}" for a in self._class_host_attributes(Target(path, cls, True)))
+            code = "\n".join(d.code for d in module.definitions.values() if d.cls == cls and not d.is_class)
+            for holder, attribute in sorted(set(_HELD_ATTRIBUTE.findall(code))):
+                types = self.attr_types(Target(path, cls, True), holder)
+                if types and all(attribute in self._class_host_attributes(t) for t in types):
+                    found.add(f"{cls}.{holder}.{attribute}")
         return frozenset(found)
+
+    def _class_host_attributes(self, cls: Target) -> frozenset[str]:
+        """The attributes a class sets to host values in `__init__` (`Scope.self_sets`; an `nn.Parameter` of host
+        data too, in a class with no base: no module moves it) and nowhere to anything else. Only the methods whose
+        text sets such an attribute are read: reading every method of every class would cost more than the whole
+        lint of most files."""
+        found = self._host_attrs.get(cls)
+        if found is not None:
+            return found
+        module = self.files[cls.path]
+        methods = [d for d in module.definitions.values() if d.cls == cls.qualname and not d.is_class]
+        init = next((d for d in methods if d.name == "__init__"), None)
+        host: dict[str, bool] = {}
+        if init is not None:
+            definition = module.definitions.get(cls.qualname)
+            header = "\n".join(module.lines[definition.start:min(definition.start + 8, definition.end)]) \
+                if definition else ""
+            plain = any(name == definition.name for name in _PLAIN_CLASS.findall(header))
+            _note_self_sets(host, module.scopes_of(init).values(), plain)
+            candidates = [a for a, is_host in host.items() if is_host]
+            if candidates:
+                sets = re.compile(r"self\.(?:%s)\s*(?:[-+*/@%%|&^]|//|\*\*)?=(?!=)|register_|setattr"
+                                  % "|".join(map(re.escape, candidates)))
+                for method in methods:
+                    if method is not init and sets.search(method.code):
+                        _note_self_sets(host, module.scopes_of(method).values(), plain)
+        found = self._host_attrs[cls] = frozenset(a for a, is_host in host.items() if is_host)
+        return found
 
     def _lightning_classes(self, path: str) -> frozenset[str]:
         """The names of the file's classes with a `LightningModule`, `LightningDataModule` or Lightning `Callback`
@@ -2103,6 +2127,10 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 
 # Libraries whose modules share names with a project's own (`torch.utils`, `torchvision.models`).
 _LIBRARY_ROOTS = frozenset({"torch", "torchvision", "numpy", "transformers", "os", "sys", "typing", "collections"})
+# `self.holder.attribute` in a method's text (not a call of it: `self.holder.method(`).
+_HELD_ATTRIBUTE = re.compile(r"\bself\.(\w+)\.(\w+)\b(?!\s*\()")
+# A class with no base (`class Lagrange:`, `class Lagrange(object):`), after its decorators.
+_PLAIN_CLASS = re.compile(r"^\s*class\s+(\w+)\s*(?:\(\s*(?:object)?\s*\))?\s*:", re.M)
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]""", re.M)
 
 
@@ -2233,11 +2261,12 @@ def _order(target: Target) -> tuple[str, str]:
     return (target.path, target.qualname)
 
 
-def _note_self_sets(host: dict[str, bool], scopes: Iterable[Scope]) -> None:
-    """Fold the attributes `scopes` set into `host`: an attribute stays host while every setting is."""
+def _note_self_sets(host: dict[str, bool], scopes: Iterable[Scope], plain: bool) -> None:
+    """Fold the attributes `scopes` set into `host`: an attribute stays host while every setting is (a parameter
+    of host data is, in a `plain` class: one with no base, which no module moves)."""
     for scope in scopes:
-        for attribute, is_host in scope.self_sets:
-            host[attribute] = host.get(attribute, True) and is_host
+        for attribute, kind in scope.self_sets:
+            host[attribute] = host.get(attribute, True) and (kind == "host" or kind == "parameter" and plain)
 
 
 def _names_alike(receiver: str, class_name: str) -> bool:

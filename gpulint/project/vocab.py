@@ -304,6 +304,9 @@ NOT_TRAINING_PARTS = frozenset(
 
 
 _ARCHIVED_FOLDERS = frozenset({"legacy", "deprecated", "archive", "archived", "old", "obsolete"})
+# Documentation (skrl's `docs/source/snippets/`: models that subclass the library's mixins, shown in the docs and run
+# by no training).
+_DOCS_FOLDERS = frozenset({"docs", "doc", "documentation"})
 # A copy of a library kept inside the project (ControlNet's `annotator/uniformer/mmcv/`, a `third_party/` folder): the
 # library's own training code and hooks, not the training this project ships. A library's folder under a layout
 # folder (`src/transformers/`) is the library itself.
@@ -348,11 +351,13 @@ def is_training_path(path: str) -> bool:
 
 def is_kept_apart(path: str) -> bool:
     """A test, a file in a folder of archived code (`legacy/train_v1.py`: kept for reference, not the training a user
-    runs) or in a vendored copy of a library (`third_party/`): no part of training, whatever imports it."""
+    runs), of documentation (`docs/`) or in a vendored copy of a library (`third_party/`): no part of training,
+    whatever imports it."""
     if is_test_path(path):
         return True
     folders = path.replace("\\", "/").split("/")[:-1]
-    return any(folder.lower().strip("_") in _ARCHIVED_FOLDERS for folder in folders) or _vendored(folders)
+    return any(folder.lower().strip("_") in _ARCHIVED_FOLDERS or folder.lower() in _DOCS_FOLDERS
+               for folder in folders) or _vendored(folders)
 
 
 TRAINING_PARTS = frozenset({"train", "training", "trainer", "finetune", "pretrain", "fit"})

@@ -3978,3 +3978,89 @@ def test_a_guessed_model_call_of_a_program_that_builds_a_library_model_runs_no_p
     assert project.reach[("detection/network.py", "RoIHeads.forward")].chain[0].path == "detection/train.py"
     assert project._forward_guess("model", project._program("main_moco.py"))
     assert project.reach[("moco/builder.py", "MoCo.forward")].rank == PER_STEP
+
+
+def test_a_cpu_parameter_of_an_object_the_trainer_holds_is_a_host_value(tmp_path, check):
+    """omnisafe's Lagrange multiplier is an `nn.Parameter` of a Python number, kept by a plain class that no module
+    moves: `self._lagrange.multiplier.item()` in the step reads host memory. The same parameter in an `nn.Module`
+    moves with the model, and its `.item()` syncs."""
+    found = check(tmp_path, {
+        "lagrange.py": """
+            import torch
+
+            class Lagrange:
+                def __init__(self, init):
+                    self.multiplier = torch.nn.Parameter(torch.as_tensor(max(init, 0.0)), requires_grad=True)
+                    self.optimizer = torch.optim.Adam([self.multiplier], lr=0.01)
+
+            class Scale(torch.nn.Module):
+                def __init__(self, init):
+                    super().__init__()
+                    self.multiplier = torch.nn.Parameter(torch.as_tensor(init))
+        """,
+        "algo.py": """
+            import torch
+            from lagrange import Lagrange, Scale
+
+            class PPOLag:
+                def __init__(self, model, loader, optimizer):
+                    self._lagrange = Lagrange(0.5)
+                    self._scale = Scale(1.0).cuda()
+                    self.model, self.loader, self.optimizer = model, loader, optimizer
+
+                def learn(self):
+                    for obs, adv in self.loader:
+                        penalty = self._lagrange.multiplier.item()
+                        logged = self._lagrange.multiplier.data.item()
+                        scale = self._scale.multiplier.item()
+                        loss = (self.model(obs.cuda(non_blocking=True)) * (adv.cuda(non_blocking=True) - penalty)).mean()
+                        loss.backward()
+                        self.optimizer.step()
+
+            PPOLag(None, None, None).learn()
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [("algo.py", 15, "GPL401")]
+
+
+def test_a_documentation_snippet_overriding_a_library_method_is_not_run_by_training(tmp_path):
+    """skrl's docs hold model snippets that subclass its mixins and define `compute`, which the mixins' `act` calls
+    on `self`: the library's training runs the models users build, not the documentation's."""
+    project = model(tmp_path, {
+        "skrl/models/gaussian.py": """
+            class GaussianMixin:
+                def act(self, inputs):
+                    return self.compute(inputs)
+
+                def compute(self, inputs):
+                    return inputs
+        """,
+        "skrl/agents/ppo.py": """
+            from skrl.models.mlp import Policy
+
+            class PPO:
+                def __init__(self):
+                    self.policy = Policy()
+
+                def update(self, loader, optimizer):
+                    for batch in loader:
+                        self.policy.act(batch).backward()
+                        optimizer.step()
+        """,
+        "skrl/models/mlp.py": """
+            from skrl.models.gaussian import GaussianMixin
+
+            class Policy(GaussianMixin):
+                def compute(self, inputs):
+                    return inputs
+        """,
+        "docs/source/snippets/gaussian_model.py": """
+            from skrl.models.gaussian import GaussianMixin
+
+            class RNNPolicy(GaussianMixin):
+                def compute(self, inputs):
+                    return inputs
+        """,
+    })
+    assert project.reach[("skrl/models/mlp.py", "Policy.compute")].rank == PER_STEP
+    assert ("docs/source/snippets/gaussian_model.py", "RNNPolicy.compute") not in project.reach
