@@ -296,6 +296,9 @@ class FileContext:
                     return "host"
             if expr.attr.value == "data":
                 return self.location_of(expr.value)  # `p.data`: the tensor's own storage, where the tensor is
+            if type(expr.value) is cst.Call and (self.imports.resolve(expr.value.func) or "").startswith(
+                    HOST_MODULE_PREFIXES):
+                return "host"  # `np.finfo(np.float32).eps`: an attribute of what numpy returns
             return "unknown"
         if kind is cst.Subscript:
             return "host" if self.location_of(expr.value) == "host" else "unknown"

@@ -194,6 +194,7 @@ _COLD_REASONS = {
     "error": "in an error handler",
     "eval": "in the evaluation branch of a module",
     "once": "in a branch that computes a value once and keeps it",
+    "empty": "in the exit for a batch with nothing to compute, which normal steps do not take",
 }
 
 

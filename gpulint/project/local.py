@@ -14,6 +14,7 @@ For every function, method and class body, and for the module's own statements (
     eval      the branch a module takes outside training (`if not self.training:`)
     once      a branch that computes a value once and keeps it (`if key not in cache: cache[key] = ...`)
     one-step  a branch taken on one step of the run (`if current_step == merge_bn_startpoint:`)
+    empty     a loss's exit for a batch with nothing to compute (`if not pairs: return torch.tensor(0.0)`)
     main      a module's `if __name__ == "__main__":` block that starts no program (`_starts_program`): its self-test,
               where other files import the module
     choice    the branch for some words of an option (`if args.pp_engine == "afab":`): none of the training a user
@@ -391,6 +392,37 @@ def one_step_test(test: ast.AST) -> bool:
            for side in (left, right) for n in ast.walk(side)):
         return False  # `step == accum_steps - 1`: the last micro-step of every optimizer step
     return _step_counter(left) != _step_counter(right)
+
+
+def _empty_exit(test: ast.AST, body: list[ast.stmt]) -> bool:
+    """`if not pairs: return torch.tensor(0.0, device=d)`, `if labels.size(0) == 0: return zero_loss, 1`: the exit of
+    a loss for a batch with nothing to compute, which normal steps do not take."""
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None or not _emptiness_test(test):
+        return False
+    calls = [n for n in ast.walk(body[0].value) if isinstance(n, ast.Call)]
+    return all(last_name(c.func) in _ZERO_FACTORIES and all(isinstance(a, ast.Constant) for a in c.args) for c in calls)
+
+
+_ZERO_FACTORIES = frozenset({"tensor", "zeros", "zeros_like", "new_zeros", "new_tensor", "full", "ones"})
+_SIZE_CALLS = frozenset({"len", "numel", "size", "nelement", "sum", "count_nonzero", "any"})
+
+
+def _emptiness_test(test: ast.AST) -> bool:
+    """`not pairs`, `not torch.any(mask)`, `len(x) == 0`, `labels.size(0) == 0`, `x.shape[0] == 0`."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        operand = test.operand
+        return isinstance(operand, (ast.Name, ast.Subscript)) or (
+            isinstance(operand, ast.Call) and last_name(operand.func) in _SIZE_CALLS)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    if not (isinstance(right, ast.Constant) and right.value == 0 and not isinstance(right.value, bool)):
+        return False
+    if isinstance(left, ast.Call):
+        return last_name(left.func) in _SIZE_CALLS
+    return isinstance(left, ast.Subscript) and isinstance(left.value, ast.Attribute) and left.value.attr == "shape"
 
 
 def one_step_branch(test: ast.AST) -> bool:
@@ -1312,6 +1344,8 @@ class _Walker:
                 scope.regions.append(Region("once", *span))
             if part == "body" and one_step_branch(test):
                 scope.regions.append(Region("one-step", *span))
+            if part == "body" and _empty_exit(test, body):
+                scope.regions.append(Region("empty", *span))
             if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test) and not _starts_program(body):
                 scope.regions.append(Region("main", *span))
             self._block(body)

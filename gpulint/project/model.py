@@ -1307,6 +1307,16 @@ class Project:
         # trains), but its iterations are no training steps: StyleTTS2's validation loop calls optimizer.zero_grad().
         found = {index for index, loop in enumerate(scope.loops)
                  if loop.has_marker and not loop.no_grad and not loop.evaluates and not loop.once}
+        # A reinforcement-learning trainer's loop over environment steps (`self.env.step(actions)` in it) that keeps
+        # each transition for learning: every interaction is a step of the training, whatever rhythm the updates it
+        # triggers keep (skrl's trainers; not an evaluation rollout, which keeps nothing).
+        stepping = {call.loop for call in scope.calls if call.loop >= 0 and _steps_environment(call.func)
+                    and not scope.loops[call.loop].no_grad and not scope.loops[call.loop].evaluates
+                    and not scope.loops[call.loop].once}
+        if stepping:
+            bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
+            found |= {index for index in stepping if index in bodies and any(
+                bodies[index].holds(call.pos) and _keeps_transition(call.func) for call in scope.calls)}
         for call in scope.calls:
             if call.loop >= 0 and call.loop not in found and not scope.loops[call.loop].no_grad \
                     and not scope.loops[call.loop].evaluates and not scope.loops[call.loop].once \
@@ -1464,7 +1474,8 @@ class Project:
         # A framework calls the hooks of the modules the program builds: not of a class nothing names (ldm's
         # NoisyLatentImageClassifier, which no config builds).
         if self.entries and len(self.files) > 1:
-            unused = self._unreferenced({_owner_name(key[1]) for key, _ in hooks + setup_hooks if "." in key[1]})
+            owners = {_owner_name(key[1]) for key, _ in hooks + setup_hooks if "." in key[1]}
+            unused = self._unreferenced(owners) | {name for name in owners if self._built_only_apart(name)}
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
         roots += hooks + setup_hooks
@@ -1575,8 +1586,48 @@ class Project:
                 continue
             if self._stepping and "batch" in name_parts(scope.name) and not named_for_training(key[0]):
                 continue  # the training loops are in sight and do not reach it: SAM2's mask generator `_process_batch`
+            if in_sight and "." not in key[1] and self._called_only_unreached(key):
+                continue  # LLM-Shearing's `get_set_loss`, called only by a callback no training registers
             push(key, reach)
         settle()
+
+    def _built_only_apart(self, class_name: str) -> bool:
+        """Is the class built (`Name(...)`), and only in files that are no training (asteroid's `SDRCallback`, built
+        by an evaluation script only)?"""
+        if class_name in self.config_names:
+            return False
+        call = re.compile(rf"(?<!class )\b{re.escape(class_name)}\s*\(")
+        # (tests and documentation build a library's callbacks too: they say nothing of what training builds)
+        places = [path for path, ix in self.files.items()
+                  if class_name in ix.text and not is_kept_apart(path) and call.search(ix.text)]
+        return bool(places) and not any(is_training_path(path) for path in places)
+
+    def _called_only_unreached(self, key: Key) -> bool:
+        """Is the top-level function called, and only inside project functions the model did not reach (never at a
+        module's top level, never passed by name)?"""
+        name = key[1]
+        mention = re.compile(rf"\b{re.escape(name)}\b")
+        call = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(")
+        called = False
+        for path, ix in self.files.items():
+            if name not in ix.text:
+                continue
+            inside = 0
+            for definition in ix.definitions.values():
+                if definition.is_class or definition.qualname == name and path == key[0]:
+                    continue
+                found = len(mention.findall(definition.code))
+                if not found:
+                    continue
+                if found != len(call.findall(definition.code)) or (path, definition.qualname) in self.reach:
+                    return False  # passed by name (audiocraft's loss picker returns `hinge_real_loss`), or reached
+                inside += found
+                called = True
+            own = 1 if path == key[0] else 0  # its `def` line
+            imports = len(re.findall(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", ix.text))
+            if len(mention.findall(ix.text)) > inside + own + imports:
+                return False  # named at a module's top level, or in a docstring or comment: not known to be unused
+        return called
 
     def _builds_by_name(self) -> bool:
         """Does the program build objects from names written elsewhere (Hydra, ldm's `instantiate_from_config`)?"""
@@ -2132,6 +2183,33 @@ _HELD_ATTRIBUTE = re.compile(r"\bself\.(\w+)\.(\w+)\b(?!\s*\()")
 # A class with no base (`class Lagrange:`, `class Lagrange(object):`), after its decorators.
 _PLAIN_CLASS = re.compile(r"^\s*class\s+(\w+)\s*(?:\(\s*(?:object)?\s*\))?\s*:", re.M)
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]""", re.M)
+
+
+def _steps_environment(func: str) -> bool:
+    """`self.env.step(actions)`, `envs.step(a)`, `train_env.step(a)`: a step of a reinforcement-learning
+    environment."""
+    receiver, _, method = func.rpartition(".")
+    return method == "step" and bool(name_parts(receiver.rsplit(".", 1)[-1].lstrip("_")) & _ENVIRONMENT_PARTS)
+
+
+_ENVIRONMENT_PARTS = frozenset({"env", "envs", "environment", "environments"})
+
+
+def _keeps_transition(func: str) -> bool:
+    """`self.agents.record_transition(...)`, `self.buffer.add(...)`, `self.insert(data)`,
+    `agent.post_interaction(t)`: an interaction kept for learning (a list's `append` in an evaluation is not)."""
+    receiver, _, method = func.rpartition(".")
+    if method in _TRANSITION_METHODS:
+        return True
+    holder = receiver.rsplit(".", 1)[-1].lstrip("_")
+    return method in _BUFFER_METHODS and (holder == "self" or bool(name_parts(holder) & _BUFFER_PARTS))
+
+
+_TRANSITION_METHODS = frozenset({"record_transition", "store_transition", "add_transition", "post_interaction",
+                                 "remember", "observe"})
+_BUFFER_METHODS = frozenset({"add", "insert", "push", "store", "extend"})
+_BUFFER_PARTS = frozenset({"buffer", "buffers", "memory", "storage", "replay", "rollout", "rollouts", "agent",
+                           "agents"})
 
 
 def _is_condition_line(line: str) -> bool:

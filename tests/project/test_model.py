@@ -4064,3 +4064,92 @@ def test_a_documentation_snippet_overriding_a_library_method_is_not_run_by_train
     })
     assert project.reach[("skrl/models/mlp.py", "Policy.compute")].rank == PER_STEP
     assert ("docs/source/snippets/gaussian_model.py", "RNNPolicy.compute") not in project.reach
+
+
+def test_a_loop_over_environment_steps_is_a_step_loop(tmp_path):
+    """skrl's trainer steps the environment and records each transition; the agent updates every `rollouts`
+    interactions. Every interaction is a step of the training: `record_transition` runs on every one, and so does
+    `act`, while the update's own mini-batch loop is the step of the update."""
+    project = model(tmp_path, {
+        "agent.py": """
+            class Agent:
+                def act(self, states):
+                    return self.policy(states)
+
+                def record_transition(self, rewards):
+                    self.tracking.append(rewards.mean().item())
+
+                def post_interaction(self, timestep):
+                    self._rollout += 1
+                    if not self._rollout % self.rollouts:
+                        self.update()
+
+                def update(self):
+                    for batch in self.memory.sample_all():
+                        self.loss(batch).backward()
+                        self.optimizer.step()
+        """,
+        "trainer.py": """
+            from agent import Agent
+
+            class Trainer:
+                def __init__(self, env):
+                    self.env, self.agent = env, Agent()
+
+                def train(self, timesteps):
+                    states = self.env.reset()
+                    for timestep in range(timesteps):
+                        actions = self.agent.act(states)
+                        states, rewards = self.env.step(actions)
+                        self.agent.record_transition(rewards)
+                        self.agent.post_interaction(timestep)
+
+            Trainer(None).train(1000)
+        """,
+    })
+    scope = project.files["trainer.py"].scope("Trainer.train")
+    assert project.step_loops("trainer.py", scope) == frozenset({0})
+    for step in ("Agent.act", "Agent.record_transition"):
+        assert project.reach[("agent.py", step)].rank == PER_STEP, step
+
+
+def test_hooks_of_a_callback_built_only_by_an_evaluation_script_and_helpers_only_they_call_do_not_run(tmp_path):
+    """asteroid's `SDRCallback` is built only by `eval.py`, LLM-Shearing's `DoReMiCallback` by nothing: their
+    per-batch hooks are no training, and neither is `get_set_loss`, a loss helper only the unused callback calls.
+    `SNRCallback`, which the training script registers, runs every step."""
+    project = model(tmp_path, {
+        "recipe/callbacks.py": """
+            def get_set_loss(losses, ids):
+                return losses
+
+            class SNRCallback:
+                def on_batch_end(self, state):
+                    return state
+
+            class SDRCallback:
+                def on_batch_end(self, state):
+                    return state
+
+            class DoReMiCallback:
+                def after_train_batch(self, state):
+                    return get_set_loss(state.losses, state.ids)
+        """,
+        "recipe/train.py": """
+            from callbacks import SNRCallback
+
+            def main(loader, model, optimizer):
+                callback = SNRCallback()
+                for batch in loader:
+                    model(batch).backward()
+                    optimizer.step()
+                    callback.on_batch_end(batch)
+        """,
+        "recipe/eval.py": """
+            from callbacks import SNRCallback, SDRCallback
+
+            callbacks = {"snr": SNRCallback(), "sdr": SDRCallback()}
+        """,
+    })
+    assert project.reach[("recipe/callbacks.py", "SNRCallback.on_batch_end")].rank == PER_STEP
+    for unused in ("SDRCallback.on_batch_end", "DoReMiCallback.after_train_batch", "get_set_loss"):
+        assert ("recipe/callbacks.py", unused) not in project.reach, unused
