@@ -1396,6 +1396,9 @@ class Project:
         loops over batches itself (omnisafe's TRPO: `_update` updates the actor once with the whole rollout, then
         the critics per mini-batch)? Then its backward is one epoch's work, not a step's."""
         sites = re.compile(rf"(?<![\w]){re.escape(name)}\s*\(")
+        others = re.compile(rf"(?<!self\.)(?<!super\(\)\.)(?<![\w]){re.escape(name)}\s*\(")
+        family = self._class_family(Target(target.path, target.qualname.rsplit(".", 1)[0], True)) \
+            if "." in target.qualname else set()
         found = False
         for path, ix in self.files.items():
             if name not in ix.text:
@@ -1403,6 +1406,9 @@ class Project:
             for definition in ix.definitions.values():
                 if definition.is_class or not sites.search(definition.code):
                     continue
+                if family and definition.cls and not others.search(definition.code) \
+                        and Target(path, definition.cls, True) not in family:
+                    continue  # only `self.name(...)` in a class outside the target's hierarchy: another method
                 for scope in ix.scopes_of(definition).values():
                     for call in scope.calls:
                         if call.func.rsplit(".", 1)[-1] != name or scope.qualname == target.qualname:
@@ -1413,6 +1419,17 @@ class Project:
                             return False
                         found = True
         return found
+
+    def _class_family(self, cls: Target) -> set[Target]:
+        """The class, its bases and its subclasses: the classes whose `self.m()` may run its method `m`."""
+        family = set(self.mro(cls))
+        stack = [cls]
+        while stack:
+            for child in self._subclasses().get(stack.pop(), ()):
+                if child not in family:
+                    family.add(child)
+                    stack.append(child)
+        return family
 
     def _loops_over_batches(self, target: Target, scope: Scope) -> bool:
         """Does the function loop over a loader, itself or through the method it extends (`super()._update()`
@@ -1475,7 +1492,7 @@ class Project:
         # NoisyLatentImageClassifier, which no config builds).
         if self.entries and len(self.files) > 1:
             owners = {_owner_name(key[1]) for key, _ in hooks + setup_hooks if "." in key[1]}
-            unused = self._unreferenced(owners) | {name for name in owners if self._built_only_apart(name)}
+            unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names)
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
         roots += hooks + setup_hooks
@@ -1591,16 +1608,20 @@ class Project:
             push(key, reach)
         settle()
 
-    def _built_only_apart(self, class_name: str) -> bool:
-        """Is the class built (`Name(...)`), and only in files that are no training (asteroid's `SDRCallback`, built
-        by an evaluation script only)?"""
-        if class_name in self.config_names:
-            return False
-        call = re.compile(rf"(?<!class )\b{re.escape(class_name)}\s*\(")
-        # (tests and documentation build a library's callbacks too: they say nothing of what training builds)
-        places = [path for path, ix in self.files.items()
-                  if class_name in ix.text and not is_kept_apart(path) and call.search(ix.text)]
-        return bool(places) and not any(is_training_path(path) for path in places)
+    def _built_only_apart(self, class_names: set[str]) -> set[str]:
+        """The classes built (`Name(...)`), and only in files that are no training (asteroid's `SDRCallback`, built
+        by an evaluation script only). Tests and documentation build a library's callbacks too: they say nothing of
+        what training builds. Each file's text is searched once for all the names."""
+        if not class_names:
+            return set()
+        call = re.compile(r"(?<!class )\b(%s)\s*\(" % "|".join(map(re.escape, sorted(class_names))))
+        places: dict[str, set[str]] = {}
+        for path, ix in self.files.items():
+            if is_kept_apart(path):
+                continue
+            for name in set(call.findall(ix.text)):
+                places.setdefault(name, set()).add(path)
+        return {name for name, paths in places.items() if not any(is_training_path(path) for path in paths)}
 
     def _called_only_unreached(self, key: Key) -> bool:
         """Is the top-level function called, and only inside project functions the model did not reach (never at a
