@@ -168,10 +168,9 @@ class Scope:
     # The parameters whose host data it copies to the device (`torch.from_numpy(x).to(device)`): a copy helper,
     # whose callers pay a pageable copy each time they pass it host data (DeepRL's `tensor(x)`).
     copied_params: tuple[str, ...] = ()
-    # The attributes of `self` it sets (`self.add_z_loss = add_z_loss`), each with whether to a host value: a literal,
-    # a host expression, or a parameter defaulting to a literal (`add_z_loss=False`).
-    # `self.x = value`: each attribute set, with where the value lives: "host" (a literal, a size, a CPU tensor),
-    # "parameter" (an `nn.Parameter` of host data: on the CPU unless a module it belongs to is moved), or "other".
+    # The attributes of `self` it sets (`self.add_z_loss = add_z_loss`), each with where the value lives: "host" (a
+    # literal, a host expression, a parameter defaulting to a literal: `add_z_loss=False`), "parameter" (an
+    # `nn.Parameter` of host data: on the CPU unless a module it belongs to is moved), or "other".
     self_sets: list[tuple[str, str]] = field(default_factory=list)
     no_grad_decorated: bool = False
     # For a generator: the loops (by index) holding a `yield`, or -1 for a yield outside any loop. Each item a
