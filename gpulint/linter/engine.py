@@ -242,8 +242,8 @@ def _lint_parsed(
 
 
 def _rule_raising(exc: BaseException, instances: Sequence[Rule]) -> type[Rule] | None:
-    """The rule whose code raised `exc`: the innermost frame of the traceback whose `self` is one of the rules, or
-    a helper a rule called (a shared helper is no rule: the error is the engine's)."""
+    """The rule whose code raised `exc`: the innermost frame of the traceback whose `self` is one of the rules (an
+    error in a helper a rule called is that rule's too); None when no rule's frame is in it (the engine's own)."""
     rules = {id(instance): type(instance) for instance in instances}
     found = None
     where = exc.__traceback__

@@ -466,8 +466,8 @@ def is_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
 
 
 def _interval_enabled(test: ast.AST) -> bool:
-    """`interval > 0`, `interval != 0`, `interval >= 1`, `0 < interval`, `interval is not None`: a setting tested
-    for being on, with no step in the test."""
+    """`interval > 0`, `interval != 0`, `interval >= 1`, `0 < interval`, `interval is not None`: a setting (one
+    `names_a_gate` found a gate word in) compared with a constant only, tested for being on."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return False
     left, op, right = test.left, test.ops[0], test.comparators[0]

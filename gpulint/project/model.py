@@ -183,6 +183,7 @@ class Project:
         self._reached_unresolved: set[Key] = set()
         self._named_by_text: dict[Target, bool] = {}  # see `_built_by_text`
         self._host_attrs: dict[Target, frozenset[str]] = {}  # by class (`_class_host_attributes`)
+        self._library_programs: dict[frozenset[str], bool] = {}  # see `_builds_library_model`
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
         # By file: the callees as written that copy host data to the device, with the arguments they copy.
@@ -278,6 +279,16 @@ class Project:
                                 found.add(target)
                 self._imports[path] = frozenset(found)
         return self._imports
+
+    def _builds_library_model(self, program: frozenset[str]) -> bool:
+        """Does a program with no module of the project build its model from a library in its own script (a
+        TensorRT conversion folder training torchvision's resnet34 beside a repository of detection projects)? Then
+        no forward of the project runs. Asked at every guessed call: kept by program."""
+        found = self._library_programs.get(program)
+        if found is None:
+            found = self._library_programs[program] = any(_MAIN_GUARD.search(self.files[p].text) for p in program) \
+                and not self._imports_unresolved_project_module(program)
+        return found
 
     def _imports_unresolved_project_module(self, paths: Iterable[str]) -> bool:
         """Does one of the files import, by a path the model cannot follow, a module whose name a project file has
@@ -1164,10 +1175,7 @@ class Project:
         forwards = self._all_forwards()
         if program is not None and any(f.path in program for f in forwards):
             built, models, forwards = ([f for f in pool if f.path in program] for pool in (built, models, forwards))
-        elif program is not None and any(_MAIN_GUARD.search(self.files[p].text) for p in program) \
-                and not self._imports_unresolved_project_module(program):
-            # The program's own script builds its model from a library (a TensorRT conversion folder training
-            # torchvision's resnet34 beside a repository of detection projects): no forward of the project runs.
+        elif program is not None and self._builds_library_model(program):
             return []
         receiver = guess.partition(" ")[2]
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds

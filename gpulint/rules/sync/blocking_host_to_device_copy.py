@@ -605,17 +605,22 @@ def _bound_for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
     """Is the loader bound to a name that says evaluation (`validate_loader = DataLoader(...)`)? Its batches are
     copied in the evaluation pass after each epoch, not in the step, even where the file's step copies batches."""
     assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
-    name = dotted_name(assign.targets[0].target) if assign is not None and len(assign.targets) == 1 else None
-    return bool(name) and bool(name_parts(name.rsplit(".", 1)[-1]) & _EVALUATION_PARTS)
+    return _says_evaluation(_bound_name(assign))
 
 
 def _for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
     """Is a loader built for evaluation: in a function, or bound to a name, that says so (`get_val_loader`,
     `test_loader = DataLoader(...)`)?"""
-    for node in ancestors:
-        name = node.name.value if isinstance(node, cst.FunctionDef) else None
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
-            name = dotted_name(node.targets[0].target)
-        if name and name_parts(name.rsplit(".", 1)[-1]) & _EVALUATION_PARTS:
-            return True
-    return False
+    return any(_says_evaluation(node.name.value if isinstance(node, cst.FunctionDef) else _bound_name(node))
+               for node in ancestors)
+
+
+def _bound_name(node: cst.CSTNode | None) -> str | None:
+    """The dotted name an assignment of one target binds (`self.val_loader`), else None."""
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        return dotted_name(node.targets[0].target)
+    return None
+
+
+def _says_evaluation(name: str | None) -> bool:
+    return bool(name) and bool(name_parts(name.rsplit(".", 1)[-1]) & _EVALUATION_PARTS)
