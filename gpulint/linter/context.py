@@ -326,6 +326,9 @@ class FileContext:
 
     def _call_location(self, call: cst.Call) -> Location:
         func = call.func
+        resolved = self.imports.resolve(func) or ""
+        if resolved.startswith(HOST_MODULE_PREFIXES):
+            return "host"  # `np.sum(x)`: numpy computes on the host, whatever `sum` does on a tensor
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method in SAME_PLACE_METHODS and type(func.value) is cst.Name and call.args \
@@ -348,7 +351,6 @@ class FileContext:
                 return self.location_of(func.value)
             if method in _NUMPY_RANDOM_METHODS and _RNG_NAME.search(last_name(func.value) or ""):
                 return "host"  # `self.rng.choice(n, size=k)`: a numpy Generator draws on the host
-        resolved = self.imports.resolve(func) or ""
         if self._returns:  # a project function the model knows returns a host (or device) value
             written = dotted_name(func)
             if written in self._returns:
@@ -364,8 +366,6 @@ class FileContext:
             if device is None or _is_cpu_literal(device):
                 return "host"
             return "device"
-        if resolved.startswith(HOST_MODULE_PREFIXES):
-            return "host"
         if resolved in JOINING_FUNCTIONS and call.args and type(call.args[0].value) in _SEQUENCE_DISPLAYS \
                 and self.location_of(call.args[0].value) == "host":
             # `torch.stack([torch.as_tensor(row) for row in rows])`: CPU tensors joined on the CPU (not a list
@@ -456,8 +456,13 @@ _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str"})
 
 
 def _is_scalar_annotation(annotation: cst.Annotation | None) -> bool:
-    return annotation is not None and type(annotation.annotation) is cst.Name \
-        and annotation.annotation.value in _SCALAR_ANNOTATIONS
+    """`lr: float`, and `action: np.ndarray`: a host array, whatever its name says."""
+    if annotation is None:
+        return False
+    node = annotation.annotation
+    if type(node) is cst.Attribute:
+        return node.attr.value == "ndarray" and type(node.value) is cst.Name and node.value.value in ("np", "numpy")
+    return type(node) is cst.Name and node.value in _SCALAR_ANNOTATIONS
 
 
 def _defaults_to_bool(param: cst.Param) -> bool:

@@ -49,6 +49,7 @@ from gpulint.project.vocab import (
     ITERABLE_WRAPPERS,
     LOADER_PARTS,
     METADATA_ATTRS,
+    NOT_TRAINING_SWITCH_PARTS,
     METADATA_METHODS,
     MICRO_STEP_PARTS,
     NO_GRAD,
@@ -644,9 +645,16 @@ def is_exit_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
     form = modulo_form(test)
     if form is not None:
         return form == "inverted" and not accumulation_boundary(test)
-    if _mentions_resume(test):
+    if _mentions_resume(test) or _tests_evaluation_mode(test):
         return False
     return is_gate(test, extra)
+
+
+def _tests_evaluation_mode(test: ast.AST) -> bool:
+    """`if util.in_eval_lab_mode(): return`, `if self.evaluating: return`: what follows is the training path,
+    which runs on every step of training (not `if not self.evaluating: return`, after which only evaluation runs)."""
+    name = dotted(test.func) if isinstance(test, ast.Call) and not test.args else dotted(test)
+    return name is not None and bool(name_parts(name.rsplit(".", 1)[-1]) & NOT_TRAINING_SWITCH_PARTS)
 
 
 def _ends_with_exit(body: list[ast.stmt]) -> bool:

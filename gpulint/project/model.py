@@ -1099,7 +1099,11 @@ class Project:
         named = [m for m in self._methods_named(method) if (program is None or m.path in program)
                  and _names_alike(receiver, _class_of(m))]
         if named:
-            return named
+            # `self.algorithm.train()` echoes the abstract base `Algorithm`; the object is one of its subclasses
+            # (SLM-Lab's `VanillaDQN`, `PPO`), whose overrides run.
+            overriding = [o for m in named for o in self.overrides(Target(m.path, _class_of(m), True), method)
+                          if (program is None or o.path in program) and o not in named]
+            return named + overriding
         return [m for _, m in defining] if len({m for _, m in defining}) == 1 else []
 
     def optimizer_steps(self) -> list[Target]:
@@ -1160,8 +1164,18 @@ class Project:
                 Target(path, d.qualname) for path, ix in self.files.items()
                 if path in training and not is_kept_apart(path)  # not a vendored copy of a library a script imports
                 for d in ix.definitions.values() if d.cls and d.name == "forward" and not d.may_enter
+                and not self._scripted(Target(path, d.cls, True))
             ]
         return self._forwards
+
+    def _scripted(self, cls: Target) -> bool:
+        """A `torch.jit.ScriptModule` (pytext's `torchscript/module.py`): a module compiled for export and serving,
+        which wraps a trained model; no training step calls it as its model."""
+        for ancestor in self.mro(cls):
+            scope = self.files[ancestor.path].scope(ancestor.qualname)
+            if scope is not None and any(base.rsplit(".", 1)[-1] == "ScriptModule" for base in scope.bases):
+                return True
+        return False
 
     def _forward_guess(self, guess: str, program: frozenset[str] | None = None) -> list[Target]:
         """The forwards a call of a module of unknown class may run (`outputs = model(batch)` where the model came
@@ -2231,12 +2245,15 @@ def _keeps_transition(func: str) -> bool:
     if method in _TRANSITION_METHODS:
         return True
     holder = receiver.rsplit(".", 1)[-1].lstrip("_")
+    if method in _AGENT_LEARN_METHODS and name_parts(holder) & {"agent", "agents"}:
+        return True  # SLM-Lab's `self.agent.update(state, action, reward, next_state, done)`: stores, then learns
     return method in _BUFFER_METHODS and (holder == "self" or bool(name_parts(holder) & _BUFFER_PARTS))
 
 
 _TRANSITION_METHODS = frozenset({"record_transition", "store_transition", "add_transition", "post_interaction",
                                  "remember", "observe"})
 _BUFFER_METHODS = frozenset({"add", "insert", "push", "store", "extend"})
+_AGENT_LEARN_METHODS = frozenset({"update", "step", "learn"})
 _BUFFER_PARTS = frozenset({"buffer", "buffers", "memory", "storage", "replay", "rollout", "rollouts", "agent",
                            "agents"})
 

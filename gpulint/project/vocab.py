@@ -177,9 +177,10 @@ OPTIMIZER_SETTINGS = frozenset({"lr", "weight_decay", "momentum", "eps", "betas"
 
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # A class whose name says it evaluates: its loops over batches are evaluations (d3rlpy's `TDErrorEvaluator`).
-# So is one that traces or exports a model (detectron2's `TracingAdapter`, an `OnnxExporter`).
+# So is one that traces or exports a model (detectron2's `TracingAdapter`, an `OnnxExporter`), or decodes with a beam
+# search (`BeamDecode`, `BeamSearch`), as is a sequence generator (fairseq's and pytext's `SequenceGenerator`).
 COLD_CLASS_PARTS = frozenset({"evaluator", "evaluators", "validator", "tester", "inference", "inferencer", "benchmark",
-                              "tracing", "tracer", "exporter", "export", "onnx"})
+                              "tracing", "tracer", "exporter", "export", "onnx", "beam"})
 
 
 def is_cold_class_name(qualname: str) -> bool:
@@ -187,7 +188,8 @@ def is_cold_class_name(qualname: str) -> bool:
     (CamelCase or snake_case parts)."""
     name = qualname.rsplit(".", 1)[-1]
     # `DFINEPostProcessor`: turns outputs into detections for evaluation and inference
-    return bool(_camel_parts(name) & COLD_CLASS_PARTS) or "postprocess" in name.lower()
+    parts = _camel_parts(name)
+    return bool(parts & COLD_CLASS_PARTS) or "postprocess" in name.lower() or {"sequence", "generator"} <= parts
 
 
 def camel_initials(name: str) -> str:

@@ -4153,3 +4153,125 @@ def test_hooks_of_a_callback_built_only_by_an_evaluation_script_and_helpers_only
     assert project.reach[("recipe/callbacks.py", "SNRCallback.on_batch_end")].rank == PER_STEP
     for unused in ("SDRCallback.on_batch_end", "DoReMiCallback.after_train_batch", "get_set_loss"):
         assert ("recipe/callbacks.py", unused) not in project.reach, unused
+
+
+def test_an_agent_updated_after_each_environment_step_runs_its_algorithms_train_every_step(tmp_path, check):
+    """SLM-Lab's session loop steps the environment and hands each transition to `self.agent.update(...)`, which
+    returns early only in evaluation mode and then calls `self.algorithm.train()` on an algorithm built by name from
+    a spec: the receiver echoes the abstract base `Algorithm`, whose subclasses' `train` runs. Its own loop over
+    training iterations is a repetition inside one step: what follows it (the loss read to return) runs every step."""
+    found = check(tmp_path, {
+        "lab/algorithm.py": """
+            import torch
+
+            class Algorithm:
+                def train(self):
+                    raise NotImplementedError
+
+            class DQN(Algorithm):
+                def train(self):
+                    total = torch.zeros((), device=self.device)
+                    for _ in range(self.training_iter):
+                        loss = self.net(self.sample()).mean()
+                        loss.backward()
+                        self.optim.step()
+                        total += loss
+                    return total.item()
+        """,
+        "lab/agent.py": """
+            import algorithm
+            import numpy as np
+
+            class Agent:
+                def __init__(self, spec):
+                    self.algorithm = getattr(algorithm, spec["name"])()
+
+                def update(self, state, action: np.ndarray, reward, done):
+                    self.actions.extend(action.tolist())
+                    if in_eval_mode():
+                        return
+                    loss = self.algorithm.train()
+                    return loss
+        """,
+        "lab/control.py": """
+            from agent import Agent
+
+            def run(env, spec):
+                agent = Agent(spec)
+                state = env.reset()
+                while env.frame < env.max_frame:
+                    action = agent.act(state)
+                    next_state, reward, done = env.step(action)
+                    agent.update(state, action, reward, done)
+                    state = next_state
+
+            run(make_env(), {"name": "DQN"})
+        """,
+    })
+    flagged = {(path, line) for path, line, *_ in found}
+    assert ("lab/algorithm.py", 16) in flagged  # `return total.item()` after the iterations: every env step
+    assert ("lab/agent.py", 10) not in flagged  # `action: np.ndarray` is a host array: `.tolist()` copies nothing
+
+
+def test_modules_compiled_for_export_and_decoders_are_no_guessed_model(tmp_path):
+    """pytext's `train_batch(cls, model, batch)` calls a model of unknown class. Its TorchScript modules
+    (`torch.jit.ScriptModule` and their subclasses), its beam decoder and its sequence generator serve exported
+    models or generate at test time: no training step runs their `forward`."""
+    project = model(tmp_path, {
+        "text/models.py": """
+            import torch
+
+            class DocModel(torch.nn.Module):
+                def forward(self, x):
+                    return x
+
+            class ScriptEmbedding(torch.jit.ScriptModule):
+                def forward(self, x):
+                    return x.cpu()
+
+            class ScriptEmbeddingWithDense(ScriptEmbedding):
+                def forward(self, x):
+                    return x.cpu()
+
+            class BeamDecode(torch.nn.Module):
+                def forward(self, x):
+                    return float(x[0])
+
+            class MaskedSequenceGenerator(torch.nn.Module):
+                def forward(self, x):
+                    return x.item()
+        """,
+        "text/train.py": """
+            from models import DocModel, ScriptEmbedding, ScriptEmbeddingWithDense, BeamDecode, MaskedSequenceGenerator
+
+            def train_batch(model, batch):
+                return model(batch)
+
+            def train(loader, optimizer, model):
+                for batch in loader:
+                    train_batch(model, batch).backward()
+                    optimizer.step()
+
+            parts = [DocModel(), ScriptEmbedding(), ScriptEmbeddingWithDense(), BeamDecode(), MaskedSequenceGenerator()]
+            train(make_loader(), make_optimizer(), parts[0])
+        """,
+    })
+    assert project.reach[("text/models.py", "DocModel.forward")].rank == PER_STEP
+    for unused in ("ScriptEmbedding", "ScriptEmbeddingWithDense", "BeamDecode", "MaskedSequenceGenerator"):
+        reach = project.reach.get(("text/models.py", f"{unused}.forward"))
+        assert reach is None or reach.rank > GATED, unused
+
+
+def test_a_numpy_reduction_of_host_rows_is_a_host_value(tmp_path, check):
+    """`np.sum(np.exp(scores)).item()` reads a numpy scalar: `sum` is a tensor method too, but numpy computes it."""
+    found = check(tmp_path, {"train.py": """
+        import numpy as np
+
+        def train(model, loader, optimizer):
+            for x in loader:
+                scores = model(x.cuda(non_blocking=True)).cpu().tolist()
+                probs = [np.exp(s).item() / np.sum(np.exp(s)).item() for s in scores]
+                model.loss(x).backward()
+                optimizer.step()
+    """})
+    assert [line for _, line, *_ in found] == [6]  # the one `.cpu()` copy, not the numpy reads after it
