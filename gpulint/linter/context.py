@@ -308,6 +308,8 @@ class FileContext:
             left, right = self.location_of(expr.left), self.location_of(expr.right)
             if left == right:
                 return left
+            if "device" not in (left, right) and (self._numpy_call(expr.left) or self._numpy_call(expr.right)):
+                return "host"  # `np.ones((b, n)) * cfg.max_len`: numpy arithmetic with a setting stays on the host
             return "device" if "device" in (left, right) else "unknown"
         if kind is cst.Comparison and any(type(c.comparator) in STRING_NODES for c in expr.comparisons):
             return "host"  # `args.loss == "l1"`: no tensor compares to a string
@@ -323,6 +325,9 @@ class FileContext:
             locations = {self.location_of(e.value) if type(e) is cst.DictElement else "unknown" for e in expr.elements}
             return "host" if locations == {"host"} else "unknown"
         return "unknown"
+
+    def _numpy_call(self, expr: cst.BaseExpression) -> bool:
+        return type(expr) is cst.Call and (self.imports.resolve(expr.func) or "").startswith(HOST_MODULE_PREFIXES)
 
     def _call_location(self, call: cst.Call) -> Location:
         func = call.func

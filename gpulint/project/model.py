@@ -50,6 +50,7 @@ from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     GPU_EVIDENCE,
     LIBRARY_OBJECTS,
+    LOSS_CLASS,
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
     RUN_AND_EPOCH_HOOKS,
@@ -1192,6 +1193,8 @@ class Project:
         elif program is not None and self._builds_library_model(program):
             return []
         receiver = guess.partition(" ")[2]
+        if guess == _NO_LOSS_GUESS:
+            return [f for f in models or built or forwards if not LOSS_CLASS.search(_class_of(f))]
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
             return [f for f in built if _names_alike(receiver, _class_of(f))]
         return models or built or forwards
@@ -2343,7 +2346,17 @@ def _forward_guess_key(receiver: str) -> str:
     attribute for `self.matcher(...)` (the built classes its name echoes)."""
     if receiver.startswith("self.") and receiver.count(".") == 1 and not _names_a_model(receiver[5:]):
         return f"forward {receiver}"
-    return "forward"
+    return "forward" if _names_a_loss(receiver.rsplit(".", 1)[-1]) else _NO_LOSS_GUESS
+
+
+# The key of a guessed call of an object not named as a loss (`model(images)`, `layer(x)` over a ModuleList): it runs a
+# module, not a loss (YOLOv4's RegionLoss, which a model appends to its layers but training never calls).
+_NO_LOSS_GUESS = "forward no-loss"
+
+
+def _names_a_loss(name: str) -> bool:
+    """`criterion`, `loss_fn`, `self.crit`, `compute_loss`: an object called for a loss."""
+    return bool(name_parts(name.strip("_")) & {"loss", "losses", "criterion", "crit", "criterions", "objective"})
 
 
 def _names_a_model(name: str) -> bool:
