@@ -4275,3 +4275,52 @@ def test_a_numpy_reduction_of_host_rows_is_a_host_value(tmp_path, check):
                 optimizer.step()
     """})
     assert [line for _, line, *_ in found] == [6]  # the one `.cpu()` copy, not the numpy reads after it
+
+
+def test_a_guessed_call_of_an_object_not_named_as_a_loss_runs_no_loss_class(tmp_path):
+    """YOLOv4's `Conv_Bn_Activation.forward` calls each of its layers (`for l in self.conv: x = l(x)`): a module
+    call, not the `RegionLoss` another model appends to its layers. `criterion(out, y)` may run any loss."""
+    project = model(tmp_path, {"train.py": """
+        import torch
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                for l in self.conv:
+                    x = l(x)
+                return x
+
+        class RegionLoss(torch.nn.Module):
+            def forward(self, out, target):
+                return out.sum()
+
+        def step(criterion, out, y):
+            return criterion(out, y)
+
+        layers = [Block(), RegionLoss()]
+    """})
+    forward = project.files["train.py"].scope("Block.forward")
+    layer_call = next(c for c in forward.calls if c.func == "l")
+    guessed = {t.qualname for t in project.resolve_call("train.py", forward, layer_call, per_step=True).targets}
+    assert "Block.forward" in guessed and "RegionLoss.forward" not in guessed
+    helper = project.files["train.py"].scope("step")
+    loss_call = next(c for c in helper.calls if c.func == "criterion")
+    assert "RegionLoss.forward" in {t.qualname for t in project.resolve_call(
+        "train.py", helper, loss_call, per_step=True).targets}
+
+
+def test_numpy_arithmetic_with_a_setting_is_a_host_array(tmp_path, check):
+    """setfit's ADAPET readers fill `np.ones((bs, n)) * self.config.max_text_length` row by row: numpy writes on the
+    host, no kernel launch per row."""
+    found = check(tmp_path, {"train.py": """
+        import numpy as np
+        import torch
+
+        def train(model, loader, optimizer, config):
+            for x in loader:
+                mask_idx = np.ones((len(x), 4)) * config.max_text_length
+                for b in range(len(x)):
+                    mask_idx[b, :2] = range(2)
+                model(x.cuda(non_blocking=True), torch.from_numpy(mask_idx)).backward()
+                optimizer.step()
+    """})
+    assert [code for _, _, code, *_ in found if code.startswith("GPL2")] == []
