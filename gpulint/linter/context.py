@@ -423,12 +423,21 @@ class FileContext:
             node, child = chain[index], chain[index + 1]
             if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 return False
-            if isinstance(node, cst.If) and child is node.body and self.is_gate(node.test):
+            if isinstance(node, cst.If) and child is node.body and self.is_gate(node.test) \
+                    and not self._open_param(node.test):
                 if switches_gate or switch_flags(self._ast_of(node.test)) is None:
                     return True
             if isinstance(node, (cst.IndentedBlock, cst.Module)) and self._after_early_exit_gate(node, child):
                 return True
         return False
+
+    def _open_param(self, test: cst.BaseExpression) -> bool:
+        """`if report_metric:` on a parameter the callers bind to a setting, not an interval test (the model's
+        `open_params`)."""
+        if type(test) is not cst.Name or not self._names:
+            return False
+        facts = self.facts.functions.get(".".join(self._names))
+        return facts is not None and test.value in facts.open_params
 
     def is_gate(self, test: cst.BaseExpression) -> bool:
         """Does `if test:` run its body only on some steps? (The model's test, local.is_gate, read on ast.)"""

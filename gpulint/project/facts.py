@@ -67,6 +67,9 @@ class FunctionFacts:
     # Parameters defaulting to None that no call in the training step passes (`n_res` of a generator's forward, given
     # only by its inference entry): their `if n_res is not None:` branches do not run in the step.
     unset_params: frozenset[str] = frozenset()
+    # Parameters a resolved caller binds to a value that is no interval test (pytext's `run_step(..., report_metric)`,
+    # set from a setting): `if report_metric:` is a setting, whatever its name says.
+    open_params: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,8 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
         if kind in ("gate", "exit") and region.flags \
                 and is_short_interval(region.flags[0], file_facts.every_step_intervals):
             continue  # `step % args.log_every == 0` where the shipped configurations set `log_every` to 1, `step % 2`
+        if kind == "gate" and _tests_open_param(region, regions, facts):
+            continue
         if kind in ("gate", "exit") or (kind == "param" and region.flags[0] in facts.gate_params):
             gated = True
         elif kind == "switch" and all(not f.startswith("!") and name_parts(f) & NOT_TRAINING_SWITCH_PARTS
@@ -280,3 +285,10 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
                          likely=reach.likely, chain=reach.chain)
     return ExecState(True, gated or reach.rank == GATED, False, reach.reason or f"in `{name}`, which runs every step",
                      likely=reach.likely, chain=reach.chain, flags=tuple(dict.fromkeys((*reach.flags, *flags))))
+
+
+def _tests_open_param(gate: Region, regions: list[Region], facts: FunctionFacts) -> bool:
+    """Is this gate `if p:` on a parameter its callers bind to no interval test (the "param" region of the same
+    branch names it)?"""
+    return any(r.kind == "param" and r.start == gate.start and r.end == gate.end and r.flags[0] in facts.open_params
+               for r in regions)

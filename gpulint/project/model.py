@@ -1974,6 +1974,7 @@ class Project:
         return FunctionFacts(
             self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds,
             self._unset_params(key, scope) if final else frozenset(),
+            frozenset(p for p, gated in votes.items() if not gated),
         )
 
     def _unset_params(self, key: Key, scope: Scope) -> frozenset[str]:

@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/13"
+FORMAT = "gpulint.project/14"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -149,6 +149,7 @@ def load_facts(data: dict) -> FileFacts:
             frozenset(f["gate_params"]),
             tuple(tuple(pair) for pair in f["param_kinds"]),
             frozenset(f["unset_params"]),
+            frozenset(f["open_params"]),
         )
     return FileFacts(
         functions,

@@ -4324,3 +4324,26 @@ def test_numpy_arithmetic_with_a_setting_is_a_host_array(tmp_path, check):
                 optimizer.step()
     """})
     assert [code for _, _, code, *_ in found if code.startswith("GPL2")] == []
+
+
+@pytest.mark.parametrize("passed, flagged", [("self.config.report_train_metrics", True), ("step % 100 == 0", False)])
+def test_a_parameter_named_like_a_gate_is_a_setting_when_its_callers_pass_one(tmp_path, check, passed, flagged):
+    """pytext's `run_step(samples, state, metric_reporter, report_metric)` tests `if report_metric:` before reading
+    the loss and adding the batch's predictions: its caller passes a setting, on by default, so both run every step.
+    Passed an interval test, the same parameter is a gate."""
+    found = check(tmp_path, {"trainer.py": f"""
+        class Trainer:
+            def run_epoch(self, data, model, optimizer, reporter):
+                for step, batch in enumerate(data):
+                    self.run_step(batch, model, optimizer, reporter, {passed})
+
+            def run_step(self, batch, model, optimizer, reporter, report_metric):
+                loss = model(batch.cuda(non_blocking=True))
+                loss.backward()
+                optimizer.step()
+                if report_metric:
+                    self.all_loss.append(loss.item())
+
+        Trainer().run_epoch(make_loader(), make_model(), make_optimizer(), make_reporter())
+    """})
+    assert bool([line for _, line, *_ in found if line == 12]) is flagged
