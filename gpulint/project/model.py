@@ -1076,6 +1076,17 @@ class Project:
             out.certain, out.guess = False, f"{receiver}.{method}"
         return out
 
+    def _abstract(self, method: Target) -> bool:
+        """Does the method only raise `NotImplementedError` or `pass` (after its docstring): a base class's slot for
+        its subclasses' work?"""
+        definition = self.files[method.path].definitions.get(method.qualname)
+        if definition is None:
+            return False
+        body = _DOCSTRING.sub("", definition.code.split(":\n", 1)[-1], count=1)
+        lines = [line.strip() for line in body.split("\n") if line.strip() and not line.strip().startswith("#")]
+        return bool(lines) and all(line in ("pass", "...") or line.startswith("raise NotImplementedError")
+                                   for line in lines)
+
     def _module_named(self, attribute: str, program: frozenset[str] | None = None) -> list[Target]:
         """`nets.mapping_network(z, y)`, a module kept in a dict-like holder under its class's name in snake case:
         the forward of the built class of that name (MappingNetwork), in `program` when it is known."""
@@ -1100,9 +1111,14 @@ class Project:
         named = [m for m in self._methods_named(method) if (program is None or m.path in program)
                  and _names_alike(receiver, _class_of(m))]
         if named:
-            # `self.algorithm.train()` echoes the abstract base `Algorithm`; the object is one of its subclasses
-            # (SLM-Lab's `VanillaDQN`, `PPO`), whose overrides run.
-            overriding = [o for m in named for o in self.overrides(Target(m.path, _class_of(m), True), method)
+            # `self.algorithm.train()` names the abstract base `Algorithm`, whose `train` only raises: the object it
+            # holds is one of its subclasses (SLM-Lab's `VanillaDQN`, `PPO`), whose overrides run. Not `self.env.step()`
+            # on a wrapper of one of many environments, which only echoes the base's name, nor a loop over the
+            # algorithms a run enables (composer's `for algorithm in algorithms: algorithm.apply(...)`).
+            role = receiver[5:].replace("_", "").lower() if receiver.count(".") == 1 and \
+                receiver.startswith("self.") else ""
+            overriding = [o for m in named if self._abstract(m) and _class_of(m).rsplit(".", 1)[-1].lower() == role
+                          for o in self.overrides(Target(m.path, _class_of(m), True), method)
                           if (program is None or o.path in program) and o not in named]
             return named + overriding
         return [m for _, m in defining] if len({m for _, m in defining}) == 1 else []
@@ -1405,6 +1421,8 @@ class Project:
         `update_actor`, each doing backward and a step)?"""
         for target in targets:
             callee = self.files[target.path].scope(target.qualname)
+            if callee is not None and _updates_on_rollouts(callee):
+                return True
             if callee is None or is_cold_function_name(callee.name) or self._loops_over_batches(target, callee):
                 continue
             if callee.marker_outside_loop:
@@ -2232,6 +2250,20 @@ _PLAIN_CLASS = re.compile(r"^\s*class\s+(\w+)\s*(?:\(\s*(?:object)?\s*\))?\s*:",
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]""", re.M)
 
 
+_DOCSTRING = re.compile(r'\A\s*[rRbBuU]?("""|\'\'\'|"|\')(?:.|\n)*?\1')
+
+
+def _updates_on_rollouts(scope: Scope) -> bool:
+    """`step_with_rollouts(self, rollouts)`, `update(self, experiences)`: a PPO-style update, mini-batch epochs over
+    the rollouts its caller has just collected. Its loops step, but one call is one iteration of the training (each
+    collects fresh rollouts), not an epoch over a dataset: the caller's loop is the step loop."""
+    return any(loop.has_marker for loop in scope.loops) and any(
+        name_parts(param) & _ROLLOUT_PARTS for param in scope.params)
+
+
+_ROLLOUT_PARTS = frozenset({"rollout", "rollouts", "experience", "experiences", "trajectory", "trajectories"})
+
+
 def _steps_environment(func: str) -> bool:
     """`self.env.step(actions)`, `envs.step(a)`, `train_env.step(a)`: a step of a reinforcement-learning
     environment."""
@@ -2347,11 +2379,13 @@ def _forward_guess_key(receiver: str) -> str:
     attribute for `self.matcher(...)` (the built classes its name echoes)."""
     if receiver.startswith("self.") and receiver.count(".") == 1 and not _names_a_model(receiver[5:]):
         return f"forward {receiver}"
-    return "forward" if _names_a_loss(receiver.rsplit(".", 1)[-1]) else _NO_LOSS_GUESS
+    name = receiver.rsplit(".", 1)[-1]
+    return "forward" if _names_a_model(name) or _names_a_loss(name) else _NO_LOSS_GUESS
 
 
-# The key of a guessed call of an object not named as a loss (`model(images)`, `layer(x)` over a ModuleList): it runs a
-# module, not a loss (YOLOv4's RegionLoss, which a model appends to its layers but training never calls).
+# The key of a guessed call of a part named neither as a model nor as a loss (`layer(x)` over a ModuleList): it runs a
+# layer, not a loss (YOLOv4's RegionLoss, which a model appends to its layers but training never calls). A model's
+# call (`self.model(x)` in a library's LR finder) may be handed a loss to wrap: it keeps every built module.
 _NO_LOSS_GUESS = "forward no-loss"
 
 

@@ -4347,3 +4347,35 @@ def test_a_parameter_named_like_a_gate_is_a_setting_when_its_callers_pass_one(tm
         Trainer().run_epoch(make_loader(), make_model(), make_optimizer(), make_reporter())
     """})
     assert bool([line for _, line, *_ in found if line == 12]) is flagged
+
+
+def test_a_ppo_update_on_fresh_rollouts_makes_its_callers_loop_the_step_loop(tmp_path):
+    """alpaca_farm's `train()` loops over PPO steps; each `step()` collects rollouts and hands them to
+    `step_with_rollouts(rollouts)`, which runs mini-batch epochs over them. That update is one iteration of the
+    training, not an epoch over a dataset: the rollout runs every step."""
+    project = model(tmp_path, {"rl/trainer.py": """
+        class RLTrainer:
+            def rollout(self, queries):
+                return {k: v.cpu() for k, v in self.policy(queries).items()}
+
+            def step_with_rollouts(self, rollouts):
+                loader = self.get_rollouts_dataloader(rollouts=rollouts)
+                for epoch in range(self.args.noptepochs):
+                    for batch in loader:
+                        self.compute_loss(batch).backward()
+                        self.optimizer.step()
+
+            def step(self, train_dataloader, step_idx):
+                rollouts = self.rollout(next(train_dataloader))
+                return self.step_with_rollouts(rollouts)
+
+            def train(self):
+                loader = self.get_train_dataloader()
+                for step_idx in range(self.args.total_steps):
+                    self.step(loader, step_idx)
+
+        RLTrainer().train()
+    """})
+    scope = project.files["rl/trainer.py"].scope("RLTrainer.train")
+    assert project.step_loops("rl/trainer.py", scope) == frozenset({0})
+    assert project.reach[("rl/trainer.py", "RLTrainer.rollout")].rank == PER_STEP
