@@ -1491,6 +1491,7 @@ class Project:
     def _roots(self) -> tuple[list[tuple[Key, Reach]], list[tuple[Key, Reach]], list[tuple[Key, Reach]]]:
         """The entry points; then the functions named like step work, and the modules' `forward`s (fallbacks)."""
         roots: list[tuple[Key, Reach]] = []
+        method_entries: list[tuple[Key, Reach]] = []
         hooks: list[tuple[Key, Reach]] = []
         setup_hooks: list[tuple[Key, Reach]] = []
         named: list[tuple[Key, Reach]] = []
@@ -1509,7 +1510,7 @@ class Project:
                 frame = Frame(path, definition.start + 1, _label(definition.qualname))
                 name = definition.name
                 if training and definition.may_enter and not self._orphan_module(path):
-                    roots += self._entries_in(path, ix, definition)
+                    (method_entries if definition.cls else roots).extend(self._entries_in(path, ix, definition))
                 hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
                 if name in TRAIN_LOADER_HOOKS and training and definition.cls:
                     setup_hooks.append((key, Reach(PROGRAM, chain=(frame,))))
@@ -1538,7 +1539,7 @@ class Project:
             unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names)
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
-        roots += hooks + setup_hooks
+        roots += hooks + setup_hooks + self._built_entries(method_entries, roots)
         # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):
         # the callers of such functions are read too.
         workers = {key[1].rsplit(".", 1)[-1] for key, reach in roots if reach.rank == PER_STEP}
@@ -1556,6 +1557,34 @@ class Project:
                     if calls.search(code):
                         roots += self._entries_in(path, ix, definition)
         return roots, named, modules
+
+    def _called_by_name(self, cls: Target) -> bool:
+        """May the class's methods run by a name the text does not spell: it looks its own methods up
+        (`getattr(self, "loss_" + name)`, D-FINE's criterion), or derives from a library class other than
+        `nn.Module` (a `transformers.Trainer` calls its subclass's `compute_loss`)?"""
+        for klass in self.mro(cls):
+            definition = self.files[klass.path].definitions.get(klass.qualname)
+            if definition is not None and "getattr(self" in definition.code:
+                return True
+            scope = self.files[klass.path].scope(klass.qualname)
+            project = {base.qualname.rsplit(".", 1)[-1] for base in self.bases(klass)}
+            for base in scope.bases if scope is not None else ():
+                name = base.rsplit(".", 1)[-1]
+                if name and name not in project and name not in ("object", "ABC", "Module"):
+                    return True
+        return False
+
+    def _built_entries(self, method_entries: list[tuple[Key, Reach]], roots: list[tuple[Key, Reach]]):
+        """The entry points in methods, less those of classes nothing in the project names but their definition
+        (motion-diffusion-model's `DecompTrainerV3.train`, a trainer of another pipeline no script builds), unless
+        they are all the project's training (a library's trainer, built by its users)."""
+        if not method_entries or len(self.files) < 2:
+            return method_entries
+        unused = self._unreferenced({_owner_name(key[1]) for key, _ in method_entries})
+        kept = [(key, reach) for key, reach in method_entries if _owner_name(key[1]) not in unused]
+        others = any(key[1] != MODULE_SCOPE and reach.rank < PROGRAM or self.step_loops(key[0], scope)
+                     for key, reach in roots if (scope := self.files[key[0]].scope(key[1])) is not None)
+        return kept if kept or others else method_entries
 
     def _entries_in(self, path: str, ix: ModuleIndex, definition: Definition) -> list[tuple[Key, Reach]]:
         """The entry points in one definition: its functions holding a step loop (the loop is the entry; the
@@ -1634,8 +1663,15 @@ class Project:
         in_sight = self.entries and len(self.files) > 1
         unused = self._unreferenced({_owner_name(key[1]) for key, _ in fallbacks if key not in self.reach}) \
             if in_sight else set()
+        # A method named like a loss whose name occurs nowhere else, in a class no library calls into (a
+        # diffusion's `foot_contact_loss_humanml3d`, which no code calls), is never run.
+        uncalled = self._unreferenced({key[1].rsplit(".", 1)[-1] for key, _ in fallbacks if "." in key[1]
+                                       and key not in self.reach}) if in_sight else set()
         for key, reach in fallbacks:
             if key in self.reach or _owner_name(key[1]) in unused:  # a loss class nothing names is never built
+                continue
+            if key[1].rsplit(".", 1)[-1] in uncalled and "." in key[1] \
+                    and not self._called_by_name(Target(key[0], key[1].rsplit(".", 1)[0], True)):
                 continue
             if self._unbuilt_registered(key):  # nor one that the registry's configs do not name
                 continue

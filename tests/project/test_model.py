@@ -3233,6 +3233,9 @@ def test_a_class_a_config_names_for_its_registry_is_used_though_only_imports_nam
                     if torch.equal(outputs["pred"], outputs["teacher"]):
                         return outputs["pred"].sum() * 0
                     return outputs["pred"].mean()
+
+                def get_loss(self, loss, outputs):
+                    return {"local": self.loss_local}[loss](outputs)
         """,
         "core.py": REGISTRY_CORE,
         "train.py": """
@@ -4379,3 +4382,46 @@ def test_a_ppo_update_on_fresh_rollouts_makes_its_callers_loop_the_step_loop(tmp
     scope = project.files["rl/trainer.py"].scope("RLTrainer.train")
     assert project.step_loops("rl/trainer.py", scope) == frozenset({0})
     assert project.reach[("rl/trainer.py", "RLTrainer.rollout")].rank == PER_STEP
+
+
+def test_a_trainer_class_nothing_builds_and_a_loss_method_nothing_calls_are_no_training(tmp_path, check):
+    """motion-diffusion-model ships the trainers of an evaluator's own pipeline (`DecompTrainerV3.train`, a loop
+    over batches) that no script builds, and a diffusion class's `foot_contact_loss_humanml3d` that no code calls:
+    neither runs in the training `train_mdm.py` runs. Its `training_losses`, which the loop calls, does."""
+    found = check(tmp_path, {
+        "diffusion/gaussian_diffusion.py": """
+            import torch
+
+            class GaussianDiffusion:
+                def training_losses(self, model, x):
+                    return model(x).mean()
+
+                def foot_contact_loss_humanml3d(self, target, out):
+                    return out[target > 0].cpu().numpy()
+        """,
+        "data_loaders/networks/trainers.py": """
+            class DecompTrainerV3(object):
+                def train(self, loader):
+                    for batch in loader:
+                        loss = self.forward(batch)
+                        loss.backward()
+                        self.opt.step()
+                        self.losses.append(loss.item())
+        """,
+        "train/train_mdm.py": """
+            from diffusion.gaussian_diffusion import GaussianDiffusion
+
+            def main(model, loader, opt):
+                diffusion = GaussianDiffusion()
+                for x in loader:
+                    loss = diffusion.training_losses(model, x.cuda(non_blocking=True))
+                    loss.backward()
+                    opt.step()
+                    print(loss.item())
+
+            main(make_model(), make_loader(), make_opt())
+        """,
+    })
+    flagged = {path for path, *_ in found}
+    assert "train/train_mdm.py" in flagged
+    assert flagged.isdisjoint({"diffusion/gaussian_diffusion.py", "data_loaders/networks/trainers.py"}), found
