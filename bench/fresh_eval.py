@@ -329,6 +329,9 @@ def by_repository(batch: Batch, outcome: Outcome) -> list[str]:
         recalls += [t.recall] if t.recall is not None else []
     rows.append(f"{'mean over repositories':<36} {'':>4} {_ratio(_mean(recalls)):>7} | {'':>8} {'':>5} {'':>5} "
                 f"{_ratio(_mean(precisions)):>9}")
+    pooled = outcome.tallies["all"]
+    rows.append(f"pooled: precision {_ratio(pooled.precision)} ({pooled.real} / {pooled.real + pooled.false}), "
+                f"recall {_ratio(pooled.recall)} ({pooled.hits} / {pooled.positives})")
     return rows
 
 
