@@ -967,10 +967,18 @@ class Project:
         holder = self._binding_scope(path, scope, name) if "." not in name else None
         bindings = [a for a in holder.assigns if a.target == name] if holder is not None else []
         sources = {a.source for a in bindings}
-        if len(sources) == 1 and (source := sources.pop()).endswith(".apply") and all(a.source for a in bindings):
+        if len(sources) == 1 and (source := next(iter(sources))).endswith(".apply") and all(a.source for a in bindings):
             # `detach_multiple = DetachMultiple.apply`, then `detach_multiple(a, b)`: the Function's passes
             out.targets = self._function_passes(path, scope, source.split(".")[:-1])
             return out
+        if bindings and all(a.source for a in bindings):
+            # `spline_fn = rational_quadratic_spline` on one branch, `unconstrained_...` on the other, then
+            # `spline_fn(...)`: the functions it may be (Bert-VITS2's flows)
+            chosen = [t for source in sorted(sources) for t in self._callable_targets(path, holder, source)
+                      if not t.is_class]
+            if chosen:
+                out.targets = chosen
+                return out
         types = self.types_of(path, scope, name)
         for cls in sorted(types, key=_order):
             method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")

@@ -4425,3 +4425,29 @@ def test_a_trainer_class_nothing_builds_and_a_loss_method_nothing_calls_are_no_t
     flagged = {path for path, *_ in found}
     assert "train/train_mdm.py" in flagged
     assert flagged.isdisjoint({"diffusion/gaussian_diffusion.py", "data_loaders/networks/trainers.py"}), found
+
+
+def test_a_local_name_bound_to_one_of_several_functions_calls_them(tmp_path):
+    """Bert-VITS2's flows pick their spline on a setting (`spline_fn = rational_quadratic_spline` on one branch,
+    `spline_fn = unconstrained_rational_quadratic_spline` on the other) and call `spline_fn(...)`: both may run."""
+    project = model(tmp_path, {"train.py": """
+        def rational_quadratic_spline(x):
+            return x
+
+        def unconstrained_rational_quadratic_spline(x):
+            return x[x > 0]
+
+        def transform(x, tails=None):
+            if tails is None:
+                spline_fn = rational_quadratic_spline
+            else:
+                spline_fn = unconstrained_rational_quadratic_spline
+            return spline_fn(x)
+
+        def train(loader, optimizer):
+            for x in loader:
+                transform(x, tails="linear").sum().backward()
+                optimizer.step()
+    """})
+    for spline in ("rational_quadratic_spline", "unconstrained_rational_quadratic_spline"):
+        assert project.reach[("train.py", spline)].rank == PER_STEP, spline

@@ -165,6 +165,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             "        return x.sum()\n",
         ),
         Invalid(training_script("target = torch.LongTensor(16).random_(8).to(device)")),
+        Invalid(training_script("logdet = torch.zeros(x.size(0)).to(dtype=x.dtype, device=x.device)")),
         Invalid(
             training_script("idx = torch.arange(16).view(-1, 1).to(device)"),
             fixed=training_script("idx = torch.arange(16, device=device).view(-1, 1)"),
@@ -408,7 +409,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return other if isinstance(other, (cst.Name, cst.Attribute, cst.Subscript)) else None
         if not args:
             return None
-        first = args[0]
+        # `.to(dtype=x.dtype, device=x.device)`: the device may come after the dtype, by keyword
+        first = next((a for a in args if a.keyword is not None and a.keyword.value == "device"), args[0])
         if first.keyword is not None and first.keyword.value != "device":
             return None
         verdict = self._device_verdict(first.value)
