@@ -203,9 +203,10 @@ def _camel_parts(name: str) -> set[str]:
 
 
 # Classes whose `sample()` draws a training batch or a latent every step: a replay memory's `sample(batch_size)`, a
-# VAE posterior's `sample()`. Not a model's or a sampler's `sample()`, which generates.
+# VAE posterior's `sample()`, a diffusion's `ScheduleSampler.sample(batch_size, device)` (the step's timesteps). Not a
+# model's or a sampler's `sample()`, which generates.
 _DRAWN_FROM_PARTS = frozenset(
-    {"memory", "buffer", "replay", "storage", "distribution", "posterior", "categorical"}
+    {"memory", "buffer", "replay", "storage", "distribution", "posterior", "categorical", "schedule"}
 )
 
 

@@ -4451,3 +4451,36 @@ def test_a_local_name_bound_to_one_of_several_functions_calls_them(tmp_path):
     """})
     for spline in ("rational_quadratic_spline", "unconstrained_rational_quadratic_spline"):
         assert project.reach[("train.py", spline)].rank == PER_STEP, spline
+
+
+def test_a_diffusion_schedule_samplers_sample_draws_the_steps_timesteps(tmp_path, check):
+    """guided-diffusion's `ScheduleSampler.sample(batch_size, device)` (and its copies in consistency_models and
+    motion-diffusion-model) draws the step's timesteps with numpy and copies them to the device: training, not
+    generation, though it is named `sample`."""
+    found = check(tmp_path, {
+        "diffusion/resample.py": """
+            import numpy as np
+            import torch as th
+
+            class ScheduleSampler:
+                def sample(self, batch_size, device):
+                    w = self.weights()
+                    indices_np = np.random.choice(len(w), size=(batch_size,), p=w / np.sum(w))
+                    return th.from_numpy(indices_np).long().to(device)
+
+            class UniformSampler(ScheduleSampler):
+                def weights(self):
+                    return np.ones([1000])
+        """,
+        "train.py": """
+            from diffusion.resample import UniformSampler
+
+            def train(model, loader, opt, device):
+                sampler = UniformSampler()
+                for x in loader:
+                    t = sampler.sample(x.shape[0], device)
+                    model(x.to(device, non_blocking=True), t).mean().backward()
+                    opt.step()
+        """,
+    })
+    assert ("diffusion/resample.py", 9) in [(path, line) for path, line, *_ in found]
