@@ -4484,3 +4484,45 @@ def test_a_diffusion_schedule_samplers_sample_draws_the_steps_timesteps(tmp_path
         """,
     })
     assert ("diffusion/resample.py", 9) in [(path, line) for path, line, *_ in found]
+
+
+def test_only_a_held_object_named_for_an_abstract_base_reaches_every_override(tmp_path):
+    """`self.algorithm.train()` names the abstract `Algorithm`: any of its subclasses may be the object. An
+    environment wrapper's `self.env.step()` only echoes `EnvWrapper` (one of many environments runs), and a loop over
+    the algorithms a run enables (`for algorithm in algorithms: algorithm.apply()`) runs the enabled ones only."""
+    project = model(tmp_path, {"lab.py": """
+        class Algorithm:
+            def train(self):
+                raise NotImplementedError
+
+            def apply(self):
+                raise NotImplementedError
+
+        class DQN(Algorithm):
+            def train(self):
+                return 1
+
+            def apply(self):
+                return 2
+
+        class EnvWrapper:
+            def step(self, action):
+                raise NotImplementedError
+
+        class IsaacWrapper(EnvWrapper):
+            def step(self, action):
+                return action
+
+        class Agent:
+            def update(self):
+                self.algorithm.train()
+                self.env.step(0)
+                for algorithm in self.algorithms:
+                    algorithm.apply()
+    """})
+    scope = project.files["lab.py"].scope("Agent.update")
+    reached = {c.func: {t.qualname for t in project.resolve_call("lab.py", scope, c, per_step=True).targets}
+               for c in scope.calls}
+    assert "DQN.train" in reached["self.algorithm.train"]
+    assert "IsaacWrapper.step" not in reached["self.env.step"]
+    assert "DQN.apply" not in reached["algorithm.apply"]
