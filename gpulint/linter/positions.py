@@ -16,7 +16,6 @@ really is (Python's `ast` parser, many times faster, says on which line each sta
 from __future__ import annotations
 
 import ast
-import warnings
 from typing import Mapping, Sequence
 
 import libcst as cst

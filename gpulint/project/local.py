@@ -49,10 +49,10 @@ from gpulint.project.vocab import (
     ITERABLE_WRAPPERS,
     LOADER_PARTS,
     METADATA_ATTRS,
-    NOT_TRAINING_SWITCH_PARTS,
     METADATA_METHODS,
     MICRO_STEP_PARTS,
     NO_GRAD,
+    NOT_TRAINING_SWITCH_PARTS,
     OPTIMIZER_RECEIVER,
     OPTIMIZER_SETTINGS,
     PACKED_BATCH_SIZES,
@@ -651,8 +651,8 @@ def is_exit_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
 
 
 def _tests_evaluation_mode(test: ast.AST) -> bool:
-    """`if util.in_eval_lab_mode(): return`, `if self.evaluating: return`: what follows is the training path,
-    which runs on every step of training (not `if not self.evaluating: return`, after which only evaluation runs)."""
+    """`if util.in_eval_lab_mode(): return`, `if self.eval_mode: return`: what follows is the training path, which
+    runs on every step of training (not `if not self.eval_mode: return`, after which only evaluation runs)."""
     name = dotted(test.func) if isinstance(test, ast.Call) and not test.args else dotted(test)
     return name is not None and bool(name_parts(name.rsplit(".", 1)[-1]) & NOT_TRAINING_SWITCH_PARTS)
 
