@@ -18,8 +18,9 @@ Each repository is laid out whole (every Python file at its commit) and linted a
 
 A finding covers a label when the label's line lies in [line, end_line]; the family need not agree (a cost reported
 under another family is still reported; the per-family rows group labels by their own family and findings by
-theirs). Findings on no labelled line are *unjudged*: zero when the batch is scored at the commit its labels were
-written for; after later rule changes `--unjudged` lists them.
+theirs). Under the per-repository table, the pooled line gives both figures with their counts (real / judged
+findings, covered / all positives). Findings on no labelled line are *unjudged*: zero when the batch is scored at the
+commit its labels were written for; after later rule changes `--unjudged` lists them.
 
     python bench/fresh_eval.py bench/corpus/fresh/batch-1                 # the table
     python bench/fresh_eval.py bench/corpus/fresh/batch-1 --details       # also misses, false findings, unjudged
