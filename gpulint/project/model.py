@@ -1150,11 +1150,16 @@ class Project:
         return cls in self.instantiated or cls not in self._cold_built
 
     def _is_optimizer(self, cls: Target) -> bool:
+        return any(_optimizer_base(name) for name in self._base_names(cls))
+
+    def _base_names(self, cls: Target) -> list[str]:
+        """The bases the class and its project bases name, as written, last part only (`torch.jit.ScriptModule` ->
+        `ScriptModule`): a library base is known by its name alone."""
+        names = []
         for klass in self.mro(cls):
             scope = self.files[klass.path].scope(klass.qualname)
-            if scope is not None and any(_optimizer_base(base.rsplit(".", 1)[-1]) for base in scope.bases):
-                return True
-        return False
+            names += [base.rsplit(".", 1)[-1] for base in scope.bases] if scope is not None else []
+        return names
 
     def _is_external(self, path: str, scope: Scope, head: str) -> bool:
         """`torch`, `np`, `F`: a name imported from outside the project."""
@@ -1196,11 +1201,7 @@ class Project:
     def _scripted(self, cls: Target) -> bool:
         """A `torch.jit.ScriptModule` (pytext's `torchscript/module.py`): a module compiled for export and serving,
         which wraps a trained model; no training step calls it as its model."""
-        for ancestor in self.mro(cls):
-            scope = self.files[ancestor.path].scope(ancestor.qualname)
-            if scope is not None and any(base.rsplit(".", 1)[-1] == "ScriptModule" for base in scope.bases):
-                return True
-        return False
+        return "ScriptModule" in self._base_names(cls)
 
     def _forward_guess(self, guess: str, program: frozenset[str] | None = None) -> list[Target]:
         """The forwards a call of a module of unknown class may run (`outputs = model(batch)` where the model came
