@@ -162,6 +162,7 @@ class Scope:
     returns: list[Kind] = field(default_factory=list)
     returned_calls: list[str] = field(default_factory=list)  # `return helper(x)`: the helper's kind is returned
     returned_names: list[str] = field(default_factory=list)  # `return model`: what `model` holds is returned
+    returned_items: list[tuple[int, str]] = field(default_factory=list)  # `return model, optim`: (0, "model"), ...
     # Names a call's returned tuple is unpacked into (`mel, lens = parse_batch(batch)`): (name, callee, position).
     unpacked: list[tuple[str, str, int]] = field(default_factory=list)
     imports: list[tuple[str, str, str, int]] = field(default_factory=list)  # (local name, module, name or "", level)
@@ -1226,6 +1227,9 @@ class _Walker:
                     self.scope.returned_calls.append(dotted(node.value.func) or "")
                 elif (name := dotted(node.value)) is not None:
                     self.scope.returned_names.append(name)
+                elif isinstance(node.value, ast.Tuple):
+                    self.scope.returned_items += [(i, name) for i, item in enumerate(node.value.elts)
+                                                  if (name := dotted(item)) is not None]
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 local = alias.asname or alias.name.split(".", 1)[0]
@@ -1497,7 +1501,7 @@ class _Walker:
                 # zero_grad alone makes no step loop: an epoch loop clears gradients before its loop over batches,
                 # and validation loops call it too.
                 scope.loops[loop].has_marker = True
-            elif method != "zero_grad":
+            elif method != "zero_grad" and not _passes_gradient(node, method):
                 scope.marker_outside_loop = True
         if scope.kind == "function" and (copied := _copied_param(node, scope.params, self.aliases)) \
                 and copied not in scope.copied_params:
@@ -1581,6 +1585,17 @@ def _sets_period(call: ast.Call) -> bool:
                 if keyword.arg in _PERIOD_KEYWORDS and not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 1):
                     return True
     return False
+
+
+def _passes_gradient(call: ast.Call, name: str) -> bool:
+    """`torch.autograd.backward(y, dy)`, `y.backward(dy)`: a backward given the gradient of its output is a piece of
+    someone else's backward pass (a reversible block's `backward_pass`, a pipeline stage), run by its caller, not one
+    training step of its own."""
+    if name != "backward" or not isinstance(call.func, ast.Attribute):
+        return False
+    module_function = last_name(call.func.value) == "autograd"
+    keyword = "grad_tensors" if module_function else "gradient"
+    return len(call.args) > (1 if module_function else 0) or any(k.arg == keyword for k in call.keywords)
 
 
 def is_step_marker(call: ast.Call, name: str) -> bool:

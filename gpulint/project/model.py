@@ -251,6 +251,9 @@ class Project:
                     return candidate.removeprefix("/")
             return None
         candidates = self._modules.get(name)
+        if candidates and len(candidates) > 1 and importer in candidates:
+            # `from model import CompTransTTS` in `utils/model.py` imports the package `model/`, not itself
+            candidates = [c for c in candidates if c != importer]
         if not candidates:
             return None
         if len(candidates) == 1:
@@ -724,6 +727,14 @@ class Project:
                             found.add(target_)
                         elif target_.qualname and depth < 4:
                             found |= self.returned_types(target_, depth + 1)  # `model = build_model(cfg)`
+        for name, callee, position in scope.unpacked:  # `model, optimizer = get_model(args)`
+            if name != target or depth >= 4:
+                continue
+            for function in self._callable_targets(path, scope, callee):
+                callee_scope = self.files[function.path].scope(function.qualname) if function.qualname else None
+                for index, item in callee_scope.returned_items if callee_scope and not function.is_class else ():
+                    if index == position:
+                        found |= self.types_of(function.path, callee_scope, item, depth + 1)
         return found
 
     def returned_types(self, function: Target, depth: int = 0) -> set[Target]:
@@ -889,8 +900,8 @@ class Project:
             return True  # `transformer = get_peft_model(transformer)`: as external as it was
         seen = seen | {name}
         holder = self._binding_scope(path, scope, name)
-        if holder is None or name in holder.params:
-            return False
+        if holder is None or name in holder.params or any(bound == name for bound, _, _ in holder.unpacked):
+            return False  # `model, optimizer = get_model(args)` before `model = DDP(model)`: the project's model
         return all(self._external_value(path, holder, a, seen) for a in holder.assigns if a.target == name)
 
     def _external_value(self, path: str, scope: Scope, assign: Assign, seen: frozenset[str]) -> bool:
@@ -1693,6 +1704,8 @@ class Project:
                 continue  # the training loops are in sight and do not reach it: SAM2's mask generator `_process_batch`
             if in_sight and "." not in key[1] and self._called_only_unreached(key):
                 continue  # LLM-Shearing's `get_set_loss`, called only by a callback no training registers
+            if in_sight and key[1].count(".") == 1 and self._built_only_unreached(Target(key[0], _owner_name(key[1]), True)):
+                continue  # I2SB's vendored `GaussianDiffusion`, built only by factories its training never calls
             push(key, reach)
         settle()
 
@@ -1737,6 +1750,49 @@ class Project:
             if len(mention.findall(ix.text)) > inside + own + imports:
                 return False  # named at a module's top level, or in a docstring or comment: not known to be unused
         return called
+
+    def _built_only_unreached(self, cls: Target) -> bool:
+        """Is the class built, it and its subclasses only by calls inside project functions the model did not reach
+        (never named at a module's top level, never passed by name, never in a config)?"""
+        classes = [cls, *self._all_subclasses(cls)]
+        names = {klass.qualname for klass in classes}
+        if self._builds_by_name() or names & self.config_names:
+            return False
+        definitions = {(klass.path, klass.qualname) for klass in classes}
+        built = False
+        for name in names:
+            mention = re.compile(rf"\b{re.escape(name)}\b")
+            call = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(")
+            for path, ix in self.files.items():
+                if name not in ix.text:
+                    continue
+                inside = 0
+                for definition in ix.definitions.values():
+                    if definition.is_class:
+                        continue
+                    found = len(mention.findall(definition.code))
+                    if not found:
+                        continue
+                    if found != len(call.findall(definition.code)) or (path, definition.qualname) in self.reach:
+                        return False  # named otherwise than built (`isinstance`, `super(Name, self)`), or built in reach
+                    inside += found
+                    built = True
+                # Its own `class` line, imports of it, and the base lists of its subclasses (checked in turn).
+                declared = len(re.findall(rf"\bclass\s+{re.escape(name)}\b", ix.text)) if (path, name) in definitions else 0
+                imports = len(re.findall(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", ix.text))
+                bases = len(re.findall(rf"^\s*class\s+\w+\s*\([^)]*\b{re.escape(name)}\b", ix.text, re.MULTILINE))
+                if len(mention.findall(ix.text)) > inside + declared + imports + bases:
+                    return False
+        return built
+
+    def _all_subclasses(self, cls: Target) -> list[Target]:
+        found, stack = [], list(self._subclasses().get(cls, ()))
+        while stack:
+            sub = stack.pop()
+            if sub not in found and sub != cls:
+                found.append(sub)
+                stack += self._subclasses().get(sub, ())
+        return found
 
     def _builds_by_name(self) -> bool:
         """Does the program build objects from names written elsewhere (Hydra, ldm's `instantiate_from_config`)?"""

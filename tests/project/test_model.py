@@ -4526,3 +4526,128 @@ def test_only_a_held_object_named_for_an_abstract_base_reaches_every_override(tm
     assert "DQN.train" in reached["self.algorithm.train"]
     assert "IsaacWrapper.step" not in reached["self.env.step"]
     assert "DQN.apply" not in reached["algorithm.apply"]
+
+
+def test_a_backward_given_its_outputs_gradient_is_no_training_step_of_its_own(tmp_path):
+    """A reversible block's `backward_pass(y, dy)` calls `torch.autograd.backward(gy, dy)` from inside an autograd
+    Function's backward (Comprehensive-Transformer-TTS's reformer): a piece of someone's backward pass, not one
+    training step, so what it calls is reached only if its callers are. `loss.backward()` still is one step."""
+    project = model(tmp_path, {"blocks.py": """
+        import torch
+
+        class ReversibleBlock(torch.nn.Module):
+            def backward_pass(self, y, dy):
+                gy = self.g(y)
+                torch.autograd.backward(gy, dy)
+                return y.grad
+
+            def backward_with_keyword(self, y, dy):
+                y.backward(gradient=dy)
+
+        class Trainer:
+            def train_step(self, batch):
+                loss = self.model(batch).mean()
+                loss.backward()
+    """})
+    assert ("blocks.py", "ReversibleBlock.backward_pass") not in project.reach
+    assert ("blocks.py", "ReversibleBlock.backward_with_keyword") not in project.reach
+    assert project.reach[("blocks.py", "Trainer.train_step")].rank == PER_STEP
+
+
+def test_a_class_built_only_by_factories_training_never_calls_runs_no_loss(tmp_path, check):
+    """I2SB vendors guided-diffusion: its `GaussianDiffusion.training_losses` is named like step work, but the
+    class (and its subclass `SpacedDiffusion`) is built only by `create_gaussian_diffusion`, which I2SB's training
+    never calls; the training builds its own diffusion. A class that some reached code builds still runs."""
+    found = check(tmp_path, {
+        "guided_diffusion/gaussian_diffusion.py": """
+            import numpy as np
+            import torch
+
+            def _extract_into_tensor(arr, timesteps):
+                return torch.from_numpy(arr).to(device=timesteps.device)[timesteps].float()
+
+            class GaussianDiffusion:
+                def __init__(self):
+                    self.betas = np.linspace(0.0001, 0.02, 1000)
+
+                def training_losses(self, model, x, t):
+                    return _extract_into_tensor(self.betas, t) * model(x).mean()
+        """,
+        "guided_diffusion/respace.py": """
+            from .gaussian_diffusion import GaussianDiffusion
+
+            class SpacedDiffusion(GaussianDiffusion):
+                def __init__(self, steps):
+                    self.base = GaussianDiffusion()
+
+                def training_losses(self, model, *args):
+                    return super().training_losses(self._wrap_model(model), *args)
+        """,
+        "guided_diffusion/script_util.py": """
+            from .respace import SpacedDiffusion
+
+            def create_gaussian_diffusion(steps):
+                return SpacedDiffusion(steps)
+
+            def create_model(size):
+                return make_unet(size)
+        """,
+        "i2sb/runner.py": """
+            import torch
+            from guided_diffusion.script_util import create_model
+
+            class Diffusion:
+                def q_sample(self, x, t):
+                    return x * torch.tensor(self.std, device=x.device)[t]
+
+            def train(loader, opt):
+                net = create_model(256)
+                diffusion = Diffusion()
+                for x, t in loader:
+                    loss = net(diffusion.q_sample(x, t)).mean()
+                    loss.backward()
+                    opt.step()
+                    print(loss.item())
+        """,
+    })
+    flagged = {path for path, *_ in found}
+    assert "i2sb/runner.py" in flagged, found
+    assert "guided_diffusion/gaussian_diffusion.py" not in flagged, found
+
+
+def test_a_module_importing_a_package_of_its_own_name_gets_the_package(tmp_path):
+    """`from model import CompTransTTS` in `utils/model.py` (run from the repository root, where `utils/` is not
+    on the path) imports the package `model/`, whose `__init__` re-exports the class from `model/CompTransTTS.py`;
+    the model `get_model` returns first in a tuple is what `model(...)` runs, even after a DDP wrap."""
+    project = model(tmp_path, {
+        "model/__init__.py": "from .CompTransTTS import CompTransTTS\n",
+        "model/CompTransTTS.py": """
+            import torch
+
+            class CompTransTTS(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """,
+        "utils/model.py": """
+            from model import CompTransTTS
+
+            def get_model(args, train=False):
+                model = CompTransTTS()
+                optim = make_optimizer(model)
+                return model, optim
+        """,
+        "train.py": """
+            from torch.nn.parallel import DistributedDataParallel
+            from utils.model import get_model
+
+            def train(args, loader):
+                model, optimizer = get_model(args, train=True)
+                if args.gpus > 1:
+                    model = DistributedDataParallel(model)
+                for batch in loader:
+                    model(batch).mean().backward()
+                    optimizer.step()
+        """,
+    })
+    reach = project.reach[("model/CompTransTTS.py", "CompTransTTS.forward")]
+    assert reach.rank == PER_STEP and not reach.likely, reach
