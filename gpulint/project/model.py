@@ -900,7 +900,8 @@ class Project:
             return True  # `transformer = get_peft_model(transformer)`: as external as it was
         seen = seen | {name}
         holder = self._binding_scope(path, scope, name)
-        if holder is None or name in holder.params or any(bound == name for bound, _, _ in holder.unpacked):
+        if holder is None or name in holder.params or any(
+                bound == name and self._callable_targets(path, holder, callee) for bound, callee, _ in holder.unpacked):
             return False  # `model, optimizer = get_model(args)` before `model = DDP(model)`: the project's model
         return all(self._external_value(path, holder, a, seen) for a in holder.assigns if a.target == name)
 
@@ -1752,38 +1753,51 @@ class Project:
         return called
 
     def _built_only_unreached(self, cls: Target) -> bool:
-        """Is the class built, it and its subclasses only by calls inside project functions the model did not reach
-        (never named at a module's top level, never passed by name, never in a config)?"""
+        """Is the class (with its subclasses) named only inside its own family's methods and inside dead functions
+        (`_dead`): never named at a module's top level, in a config, or in code the model reached? Nothing builds
+        it then; a function mentioned by a method elsewhere may run when a registry builds that method's class
+        (mmf's `build_detection_loss`, called by its model's `build`), so it is not dead."""
         classes = [cls, *self._all_subclasses(cls)]
         names = {klass.qualname for klass in classes}
         if self._builds_by_name() or names & self.config_names:
             return False
-        definitions = {(klass.path, klass.qualname) for klass in classes}
-        built = False
-        for name in names:
-            mention = re.compile(rf"\b{re.escape(name)}\b")
-            call = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(")
-            for path, ix in self.files.items():
-                if name not in ix.text:
+        return all(self._named_only_in_dead_code(name, names, {(k.path, k.qualname) for k in classes}, set())
+                   for name in names)
+
+    def _dead(self, path: str, qualname: str, visiting: set[Key]) -> bool:
+        """Does the top-level function never run: unreached, and named only inside other dead functions (guided
+        diffusion's `create_gaussian_diffusion`, called only by script helpers nothing calls)?"""
+        key = (path, qualname)
+        if key in visiting:
+            return True  # functions that only call each other
+        if key in self.reach or "." in qualname:
+            return False  # reached; or a method, called through objects the text does not name
+        return self._named_only_in_dead_code(qualname, set(), {key}, visiting | {key})
+
+    def _named_only_in_dead_code(self, name: str, family: set[str], defined: set[Key], visiting: set[Key]) -> bool:
+        mention = re.compile(rf"\b{re.escape(name)}\b")
+        for path, ix in self.files.items():
+            if name not in ix.text:
+                continue
+            inside = 0
+            for definition in ix.definitions.values():
+                if definition.is_class or not (found := len(mention.findall(definition.code))):
                     continue
-                inside = 0
-                for definition in ix.definitions.values():
-                    if definition.is_class:
-                        continue
-                    found = len(mention.findall(definition.code))
-                    if not found:
-                        continue
-                    if found != len(call.findall(definition.code)) or (path, definition.qualname) in self.reach:
-                        return False  # named otherwise than built (`isinstance`, `super(Name, self)`), or built in reach
-                    inside += found
-                    built = True
-                # Its own `class` line, imports of it, and the base lists of its subclasses (checked in turn).
-                declared = len(re.findall(rf"\bclass\s+{re.escape(name)}\b", ix.text)) if (path, name) in definitions else 0
-                imports = len(re.findall(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", ix.text))
-                bases = len(re.findall(rf"^\s*class\s+\w+\s*\([^)]*\b{re.escape(name)}\b", ix.text, re.MULTILINE))
-                if len(mention.findall(ix.text)) > inside + declared + imports + bases:
+                key = (path, definition.qualname)
+                if key in self.reach:
                     return False
-        return built
+                if key in defined or definition.cls in family or self._dead(path, definition.qualname, visiting):
+                    inside += found
+                else:
+                    return False
+            # Its own `class` line (a function's `def` is inside its code), imports of it, and the base lists of its
+            # subclasses (checked in turn).
+            declared = len(re.findall(rf"\bclass\s+{re.escape(name)}\b", ix.text)) if (path, name) in defined else 0
+            imports = len(re.findall(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", ix.text))
+            bases = len(re.findall(rf"^\s*class\s+\w+\s*\([^)]*\b{re.escape(name)}\b", ix.text, re.MULTILINE))
+            if len(mention.findall(ix.text)) > inside + declared + imports + bases:
+                return False
+        return True
 
     def _all_subclasses(self, cls: Target) -> list[Target]:
         found, stack = [], list(self._subclasses().get(cls, ()))

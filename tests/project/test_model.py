@@ -4615,6 +4615,42 @@ def test_a_class_built_only_by_factories_training_never_calls_runs_no_loss(tmp_p
     assert "guided_diffusion/gaussian_diffusion.py" not in flagged, found
 
 
+def test_a_class_built_by_a_function_a_method_calls_may_run(tmp_path, check):
+    """mmf's `SetCriterion` is built by `build_detection_loss`, which only `UniT.build` calls: a registry builds the
+    model from a config by its name, so the method (and the loss) may well run, unreached as they are."""
+    found = check(tmp_path, {
+        "models/losses.py": """
+            import torch
+
+            class SetCriterion(torch.nn.Module):
+                def loss_cardinality(self, outputs):
+                    return float(outputs.argmax(-1).sum())
+
+                def get_loss(self, loss, outputs):
+                    return {"cardinality": self.loss_cardinality}[loss](outputs)
+
+            def build_detection_loss(args):
+                return SetCriterion()
+        """,
+        "models/unit.py": """
+            from models.losses import build_detection_loss
+
+            @registry.register_model("unit")
+            class UniT(BaseModel):
+                def build(self):
+                    self.criterion = build_detection_loss(self.config)
+        """,
+        "train.py": """
+            def train(model, loader, opt):
+                for batch in loader:
+                    loss = model(batch)["total_loss"]
+                    loss.backward()
+                    opt.step()
+        """,
+    })
+    assert "models/losses.py" in {path for path, *_ in found}, found
+
+
 def test_a_module_importing_a_package_of_its_own_name_gets_the_package(tmp_path):
     """`from model import CompTransTTS` in `utils/model.py` (run from the repository root, where `utils/` is not
     on the path) imports the package `model/`, whose `__init__` re-exports the class from `model/CompTransTTS.py`;
