@@ -1501,7 +1501,8 @@ class _Walker:
                 # zero_grad alone makes no step loop: an epoch loop clears gradients before its loop over batches,
                 # and validation loops call it too.
                 scope.loops[loop].has_marker = True
-            elif method != "zero_grad" and not _passes_gradient(node, method):
+            elif method != "zero_grad" and (scope.name == "backward" or not _passes_gradient(node, method)):
+                # (an autograd Function's own `backward` runs in the backward pass of whatever model applies it)
                 scope.marker_outside_loop = True
         if scope.kind == "function" and (copied := _copied_param(node, scope.params, self.aliases)) \
                 and copied not in scope.copied_params:
@@ -1590,7 +1591,7 @@ def _sets_period(call: ast.Call) -> bool:
 def _passes_gradient(call: ast.Call, name: str) -> bool:
     """`torch.autograd.backward(y, dy)`, `y.backward(dy)`: a backward given the gradient of its output is a piece of
     someone else's backward pass (a reversible block's `backward_pass`, a pipeline stage), run by its caller, not one
-    training step of its own."""
+    training step of its own (unless it is an autograd Function's `backward`: see the caller)."""
     if name != "backward" or not isinstance(call.func, ast.Attribute):
         return False
     module_function = last_name(call.func.value) == "autograd"

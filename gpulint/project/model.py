@@ -1770,8 +1770,9 @@ class Project:
         key = (path, qualname)
         if key in visiting:
             return True  # functions that only call each other
-        if key in self.reach or "." in qualname:
-            return False  # reached; or a method, called through objects the text does not name
+        definition = self.files[path].definitions.get(qualname)
+        if key in self.reach or "." in qualname or definition is None or definition.code.startswith("@"):
+            return False  # reached; a method, called through objects the text does not name; or registered
         return self._named_only_in_dead_code(qualname, set(), {key}, visiting | {key})
 
     def _named_only_in_dead_code(self, name: str, family: set[str], defined: set[Key], visiting: set[Key]) -> bool:

@@ -4544,12 +4544,21 @@ def test_a_backward_given_its_outputs_gradient_is_no_training_step_of_its_own(tm
             def backward_with_keyword(self, y, dy):
                 y.backward(gradient=dy)
 
+        class CheckpointFunction(torch.autograd.Function):
+            @staticmethod
+            def backward(ctx, *grads):
+                outputs = ctx.run_function(*ctx.saved_tensors)
+                torch.autograd.backward(outputs, grads)
+                torch.cuda.synchronize()
+
         class Trainer:
             def train_step(self, batch):
                 loss = self.model(batch).mean()
                 loss.backward()
     """})
     assert ("blocks.py", "ReversibleBlock.backward_pass") not in project.reach
+    # an autograd Function's own backward runs in the backward pass of any model applying it (EasyContext)
+    assert project.reach[("blocks.py", "CheckpointFunction.backward")].rank == PER_STEP
     assert ("blocks.py", "ReversibleBlock.backward_with_keyword") not in project.reach
     assert project.reach[("blocks.py", "Trainer.train_step")].rank == PER_STEP
 
@@ -4617,7 +4626,8 @@ def test_a_class_built_only_by_factories_training_never_calls_runs_no_loss(tmp_p
 
 def test_a_class_built_by_a_function_a_method_calls_may_run(tmp_path, check):
     """mmf's `SetCriterion` is built by `build_detection_loss`, which only `UniT.build` calls: a registry builds the
-    model from a config by its name, so the method (and the loss) may well run, unreached as they are."""
+    model from a config by its name, so the method (and the loss) may well run, unreached as they are. So may a
+    function a decorator registers (DINO's `build_dino`), though nothing names it."""
     found = check(tmp_path, {
         "models/losses.py": """
             import torch
@@ -4631,6 +4641,17 @@ def test_a_class_built_by_a_function_a_method_calls_may_run(tmp_path, check):
 
             def build_detection_loss(args):
                 return SetCriterion()
+
+            class DinoCriterion(torch.nn.Module):
+                def loss_boxes(self, outputs):
+                    return float(outputs.argmax(-1).max())
+
+                def get_loss(self, loss, outputs):
+                    return {"boxes": self.loss_boxes}[loss](outputs)
+
+            @MODULE_BUILD_FUNCS.register_with_name(module_name="dino")
+            def build_dino(args):
+                return DinoCriterion()
         """,
         "models/unit.py": """
             from models.losses import build_detection_loss
@@ -4648,7 +4669,8 @@ def test_a_class_built_by_a_function_a_method_calls_may_run(tmp_path, check):
                     opt.step()
         """,
     })
-    assert "models/losses.py" in {path for path, *_ in found}, found
+    lines = {line for path, line, *_ in found if path == "models/losses.py"}
+    assert {6, 16} <= lines, found  # DINO's `build_dino`, registered by its decorator, builds its criterion too
 
 
 def test_a_module_importing_a_package_of_its_own_name_gets_the_package(tmp_path):
