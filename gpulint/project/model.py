@@ -224,6 +224,7 @@ class Project:
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
+        self._held_losses: frozenset[str] | None = None  # see _losses_called_as_attributes
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
@@ -998,7 +999,8 @@ class Project:
                 out.targets.append(method)
         callable_annotated = any(_is_callable_annotation(a.annotation) for a in bindings) \
             or self._keeps_callable(path, scope, name)
-        if not types and per_step and not self._external_object(path, scope, name) and not callable_annotated \
+        if not types and per_step and not self._external_attribute(path, scope, name, frozenset()) \
+                and not callable_annotated \
                 and not _names_a_function(name.rsplit(".", 1)[-1]) and not self._built_by_torch_helper(path, scope, name):
             out.certain, out.guess = False, _forward_guess_key(name)
             out.targets = self._forward_guess(out.guess)
@@ -1232,9 +1234,27 @@ class Project:
         receiver = guess.partition(" ")[2]
         if guess == _NO_LOSS_GUESS:
             return [f for f in models or built or forwards if not LOSS_CLASS.search(_class_of(f))]
+        if guess == _MODEL_GUESS:  # `self.model(x)`: not a loss its trainer calls by its own attribute
+            held = self._losses_called_as_attributes()
+            return [f for f in models or built or forwards if _class_of(f).rsplit(".", 1)[-1] not in held]
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
             return [f for f in built if _names_alike(receiver, _class_of(f))]
         return models or built or forwards
+
+    def _losses_called_as_attributes(self) -> frozenset[str]:
+        """Loss classes a class keeps in an attribute it calls (`self.grad_loss = GradL1Loss()`, then
+        `self.grad_loss(pred, gt)`): the model resolves those calls, with the settings that guard them (ZoeDepth's
+        `if self.config.w_grad > 0:`), so a guessed model call does not run them besides."""
+        if self._held_losses is None:
+            found = set()
+            for ix in self.files.values():
+                if "self." not in ix.text:
+                    continue
+                for attribute, cls in _HELD_LOSS.findall(ix.text):
+                    if re.search(rf"\bself\.{attribute}\s*\(", ix.text):
+                        found.add(cls)
+            self._held_losses = frozenset(found)
+        return self._held_losses
 
     def _guess_pool(self) -> tuple[list[Target], list[Target]]:
         """The forwards of the classes the program builds, and those of them no module builds as a layer; made anew
@@ -2496,13 +2516,18 @@ def _forward_guess_key(receiver: str) -> str:
     if receiver.startswith("self.") and receiver.count(".") == 1 and not _names_a_model(receiver[5:]):
         return f"forward {receiver}"
     name = receiver.rsplit(".", 1)[-1]
-    return "forward" if _names_a_model(name) or _names_a_loss(name) else _NO_LOSS_GUESS
+    if _names_a_loss(name):
+        return "forward"
+    return _MODEL_GUESS if _names_a_model(name) else _NO_LOSS_GUESS
 
 
 # The key of a guessed call of a part named neither as a model nor as a loss (`layer(x)` over a ModuleList): it runs a
 # layer, not a loss (YOLOv4's RegionLoss, which a model appends to its layers but training never calls). A model's
 # call (`self.model(x)` in a library's LR finder) may be handed a loss to wrap: it keeps every built module.
 _NO_LOSS_GUESS = "forward no-loss"
+_MODEL_GUESS = "forward model"  # a guessed call of an object named as a model: `_forward_guess`
+# `self.grad_loss = GradL1Loss(...)`: a loss class kept in an attribute.
+_HELD_LOSS = re.compile(r"\bself\.(\w+)\s*=\s*(?:[\w.]+\.)?(\w*(?:Loss|Criterion))\s*\(")
 
 
 def _names_a_loss(name: str) -> bool:

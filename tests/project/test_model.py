@@ -4709,3 +4709,50 @@ def test_a_module_importing_a_package_of_its_own_name_gets_the_package(tmp_path)
     })
     reach = project.reach[("model/CompTransTTS.py", "CompTransTTS.forward")]
     assert reach.rank == PER_STEP and not reach.likely, reach
+
+
+def test_a_guessed_model_call_runs_no_loss_its_trainer_calls_by_attribute(tmp_path, check):
+    """ZoeDepth's trainer calls `self.grad_loss(...)` only `if self.config.w_grad > 0:`, and every shipped config
+    sets `w_grad` to 0; its `self.model(...)` (built by a factory the model cannot read) runs the model, not that
+    loss, and a library loss in an attribute (`self.domain_loss = nn.CrossEntropyLoss()`) runs no project class."""
+    found = check(tmp_path, {
+        "trainers/loss.py": """
+            import torch.nn as nn
+
+            class GradL1Loss(nn.Module):
+                def forward(self, pred, gt, mask):
+                    return (pred[mask] - gt[mask]).abs().mean()
+
+            class SILogLoss(nn.Module):
+                def forward(self, pred, gt):
+                    return (pred - gt).pow(2).mean()
+        """,
+        "trainers/trainer.py": """
+            import torch.nn as nn
+            from trainers.loss import GradL1Loss, SILogLoss
+
+            class Trainer:
+                def __init__(self, config, model):
+                    self.config = config
+                    self.model = model
+                    self.silog_loss = SILogLoss()
+                    self.grad_loss = GradL1Loss()
+                    self.domain_loss = nn.CrossEntropyLoss()
+
+                def train_on_batch(self, batch):
+                    pred, domain = self.model(batch["image"])
+                    loss = self.silog_loss(pred, batch["depth"])
+                    if self.config.w_grad > 0:
+                        loss = loss + self.grad_loss(pred, batch["depth"], batch["mask"])
+                    loss = loss + self.domain_loss(domain, batch["domain"])
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        "train.py": """
+            from trainers.trainer import Trainer
+
+            Trainer(load_config("config.json"), build_model()).train()
+        """,
+        "config.json": '{"train": {"w_grad": 0, "w_si": 1}}\n',
+    })
+    assert not [f for f in found if f[0] == "trainers/loss.py"], found
