@@ -31,13 +31,15 @@ from gpulint.linter.finding import Edit, Finding, Fix, one_line
 from gpulint.linter.noqa import Suppressions, check_directives
 from gpulint.linter.options import LintOptions
 from gpulint.linter.positions import positions_of
-from gpulint.linter.regions import Cut, prune
+from gpulint.linter.regions import Cut, code_of, prune
 from gpulint.linter.rule import InsertBefore, Replace, Report, Rule
 from gpulint.linter.source import DecodeError, SourceFile, decode
 from gpulint.linter.syntax import child_fields, is_syntax
 from gpulint.project import single_file_facts
 from gpulint.project.facts import ExecState, FileFacts, state_at
-from gpulint.project.local import MODULE_SCOPE, Scope, holder_at, module_aliases, read_scope, text_step_flags
+from gpulint.project.local import (
+    MODULE_SCOPE, Scope, attribute_options, holder_at, module_aliases, read_scope, text_step_flags,
+)
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
 
@@ -327,6 +329,7 @@ class _Where:
         self.aliases = module_aliases(tree)
         self.flags = text_step_flags(text)
         self.scopes: dict[int, Scope] = {}
+        self.options: dict[int, dict[str, str]] = {}  # by class node: `_options`
 
     def position(self, line: int, column: int) -> tuple[int, int]:
         text = self.lines[line - 1] if line <= len(self.lines) else ""
@@ -336,8 +339,19 @@ class _Where:
     def scope(self, pos: tuple[int, int]) -> Scope:
         node, parents = holder_at(self.tree, pos)
         if id(node) not in self.scopes:
-            self.scopes[id(node)] = read_scope(node, parents, self.gates, self.aliases, self.flags)
+            self.scopes[id(node)] = read_scope(node, parents, self.gates, self.aliases, self.flags,
+                                               self._options(parents))
         return self.scopes[id(node)]
+
+    def _options(self, parents: list[ast.AST]) -> dict[str, str]:
+        """The enclosing class's attributes set once to a configuration option (local.attribute_options)."""
+        cls = next((p for p in reversed(parents) if isinstance(p, ast.ClassDef)), None)
+        if cls is None:
+            return {}
+        if id(cls) not in self.options:
+            text = "\n".join(self.lines[cls.lineno - 1:cls.end_lineno or cls.lineno])
+            self.options[id(cls)] = attribute_options(code_of(text))
+        return self.options[id(cls)]
 
 
 def _state_of(report: Report, positions, where: _Where | None, facts: FileFacts) -> ExecState:

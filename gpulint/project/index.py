@@ -25,7 +25,9 @@ from functools import cached_property
 
 from gpulint.linter.regions import code_of, split_units, stand_in
 from gpulint.project.configs import interval_settings, option_values, switch_settings
-from gpulint.project.local import MODULE_SCOPE, FileLocal, Scope, analyze, module_aliases, text_step_flags
+from gpulint.project.local import (
+    MODULE_SCOPE, FileLocal, Scope, analyze, attribute_options, module_aliases, text_step_flags,
+)
 from gpulint.project.vocab import is_training_path
 
 # Text that can make a definition an entry of the training step by itself (a step marker, a loop over a loader,
@@ -92,6 +94,7 @@ class ModuleIndex:
     lines: list[str] = field(default_factory=list)
     _analysed: dict[str, dict[str, Scope]] = field(default_factory=dict)
     _scopes: dict[str, Scope | None] = field(default_factory=dict)
+    _options: dict[str, dict[str, str]] = field(default_factory=dict)  # by class: `attribute_options`
 
     @property
     def module_scope(self) -> Scope | None:
@@ -125,6 +128,14 @@ class ModuleIndex:
             return self.scopes_of(definition).get(qualname)
         return self.skeleton.scopes.get(qualname) if self.skeleton else None
 
+    def attribute_options(self, cls: str) -> dict[str, str]:
+        """The class's attributes set once to a configuration option (local.attribute_options)."""
+        if cls not in self._options:
+            definition = self.definitions.get(cls)
+            code = code_of("\n".join(self.lines[definition.start:definition.end])) if definition is not None else ""
+            self._options[cls] = attribute_options(code)
+        return self._options[cls]
+
     def _analyse(self, definition: Definition) -> dict[str, Scope]:
         lines = self.lines[definition.start:definition.end]
         if definition.cls:
@@ -139,7 +150,8 @@ class ModuleIndex:
             return {}
         try:
             local = analyze(tree, aliases=self.aliases, step_flags=self.step_flags,
-                            local_imports=any("import" in line for line in lines), line_offset=offset)
+                            local_imports=any("import" in line for line in lines), line_offset=offset,
+                            attribute_options=self.attribute_options(definition.cls) if definition.cls else None)
         except RecursionError:  # nesting too deep to walk: the definition stays unknown to the model
             return {}
         # Without the stand-in's module and class.

@@ -942,6 +942,27 @@ def _parsed(dotted_name: str) -> ast.expr:
     return ast.parse(dotted_name, mode="eval").body
 
 
+# `self.x = value` (or `self.x += ...`, `a, self.x = ...`: any setting of it), with the rest of the line.
+_SETS_ATTRIBUTE_LINE = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?[-+*/|&]?=(?!=)([^\n]*)")
+
+
+def attribute_options(class_code: str) -> dict[str, str]:
+    """The attributes a class's code (without docstrings and comments) sets exactly once, each to a configuration
+    option on one line (`self.pitch_type = self.pitch_config["pitch_type"]`), with the option's text: a branch on
+    the attribute is a branch on the option (`if self.pitch_type == "ph":`, `_named_option_test`)."""
+    sets: dict[str, list[str]] = {}
+    for attribute, value in _SETS_ATTRIBUTE_LINE.findall(class_code) if "self." in class_code else ():
+        sets.setdefault(attribute, []).append(value.strip())
+    return {attribute: values[0] for attribute, values in sets.items() if len(values) == 1 and _is_option(values[0])}
+
+
+def _is_option(text: str) -> bool:
+    try:
+        return config_option(ast.parse(text, mode="eval").body) is not None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+
+
 def _of_self(attribute: ast.Attribute) -> bool:
     return isinstance(attribute.value, ast.Name) and attribute.value.id == "self"
 
@@ -1022,6 +1043,9 @@ class _Walker:
         # Per function being walked, its parameters that default to a literal other than None (`add_z_loss=False`).
         self.literal_params: list[frozenset[str]] = [frozenset()]
         self.none_params: list[frozenset[str]] = [frozenset()]  # the parameters of each function defaulting to None
+        # The attributes of the class being read that its methods set once, to a configuration option, with the
+        # option's expression (`{"pitch_type": 'self.pitch_config["pitch_type"]'}`: index.attribute_options).
+        self.attribute_options: dict[str, str] = {}
 
     @property
     def scope(self) -> Scope:
@@ -1373,7 +1397,12 @@ class _Walker:
         return ast.UnaryOp(ast.Not(), bound) if negated else bound
 
     def _named_option_test(self, test: ast.AST) -> ast.AST:
-        """`clip_thresh > 0` as `hparams.clip_thresh > 0` where the scope binds the name only to that option."""
+        """`clip_thresh > 0` as `hparams.clip_thresh > 0` where the scope binds the name only to that option;
+        `self.pitch_type == "ph"` as `self.pitch_config["pitch_type"] == "ph"` where the class sets the attribute
+        once, to that option."""
+        if isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and _of_self(test.left) \
+                and (source := self.attribute_options.get(test.left.attr)):
+            return ast.Compare(_parsed(source), test.ops, test.comparators)
         if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)):
             return test
         sources = {a.source for a in self.scope.assigns if a.target == test.left.id}
@@ -1673,11 +1702,13 @@ def holder_at(tree: ast.Module, pos: Pos) -> tuple[ast.AST, list[ast.AST]]:
 
 def read_scope(
     node: ast.AST, parents: list[ast.AST], extra_gates: Iterable[str], aliases: dict[str, str],
-    step_flags: Iterable[str],
+    step_flags: Iterable[str], options: dict[str, str] | None = None,
 ) -> Scope:
     """One function, class or module read alone: its own loops and regions, not those of what is nested in it. (The
-    engine needs the scopes that hold reports, not the whole file.)"""
-    return _Walker(aliases, frozenset(extra_gates), set(step_flags), shallow=True).run_one(node, parents)
+    engine needs the scopes that hold reports, not the whole file.) `options`: its class's `attribute_options`."""
+    walker = _Walker(aliases, frozenset(extra_gates), set(step_flags), shallow=True)
+    walker.attribute_options = options or {}
+    return walker.run_one(node, parents)
 
 
 def _start(node: ast.stmt) -> Pos:
@@ -1732,6 +1763,7 @@ def find_step_flags(tree: ast.AST) -> set[str]:
 def analyze(
     tree: ast.Module, extra_gates: Iterable[str] = (), aliases: dict[str, str] | None = None,
     step_flags: Iterable[str] | None = None, local_imports: bool = False, line_offset: int = 0,
+    attribute_options: dict[str, str] | None = None,
 ) -> FileLocal:
     """Every scope of a parsed file (or of one definition parsed alone: `local_imports` adds the aliases its own
     imports make to the module's `aliases`), with its loops, regions and calls."""
@@ -1744,4 +1776,5 @@ def analyze(
     flags = set(step_flags) if step_flags is not None else find_step_flags(tree)
     walker = _Walker(aliases, frozenset(extra_gates), flags)
     walker.offset = line_offset
+    walker.attribute_options = attribute_options or {}
     return FileLocal(walker.run(tree), flags, aliases)

@@ -224,7 +224,6 @@ class Project:
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
-        self._held_losses: frozenset[str] | None = None  # see _losses_called_as_attributes
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
@@ -853,6 +852,13 @@ class Project:
                 and not any(d.endswith("staticmethod") for d in scope.decorators):
             parts[0] = "self"  # `def forward(s, x): s.emb(x)`: the instance by another name
             func = ".".join(parts)
+        if func == "self" and scope.cls:  # `self(images, targets)` in a LightningModule's step: its own forward
+            cls = Target(path, scope.cls, True)
+            method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")
+            out.targets = [m for m in (method, *self._dispatched_overrides(path, scope, cls, "forward"))
+                           if m is not None]
+            out.bound = True
+            return out
         if parts[0] in ("self", "cls") and scope.cls:
             cls = Target(path, scope.cls, True)
             if len(parts) == 2:
@@ -1003,6 +1009,8 @@ class Project:
                 and not callable_annotated \
                 and not _names_a_function(name.rsplit(".", 1)[-1]) and not self._built_by_torch_helper(path, scope, name):
             out.certain, out.guess = False, _forward_guess_key(name)
+            if out.guess == _MODEL_GUESS and scope.cls:
+                out.guess = f"{_MODEL_GUESS} {path}::{scope.cls}"  # the losses its class holds are left out
             out.targets = self._forward_guess(out.guess)
         return out
 
@@ -1234,27 +1242,23 @@ class Project:
         receiver = guess.partition(" ")[2]
         if guess == _NO_LOSS_GUESS:
             return [f for f in models or built or forwards if not LOSS_CLASS.search(_class_of(f))]
-        if guess == _MODEL_GUESS:  # `self.model(x)`: not a loss its trainer calls by its own attribute
-            held = self._losses_called_as_attributes()
+        if guess.startswith(_MODEL_GUESS):  # `self.model(x)`: not a loss the same class calls by its own attribute
+            holder = guess.removeprefix(_MODEL_GUESS).strip()
+            held = self._losses_held_by(*holder.split("::")) if holder else frozenset()
             return [f for f in models or built or forwards if _class_of(f).rsplit(".", 1)[-1] not in held]
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
             return [f for f in built if _names_alike(receiver, _class_of(f))]
         return models or built or forwards
 
-    def _losses_called_as_attributes(self) -> frozenset[str]:
-        """Loss classes a class keeps in an attribute it calls (`self.grad_loss = GradL1Loss()`, then
-        `self.grad_loss(pred, gt)`): the model resolves those calls, with the settings that guard them (ZoeDepth's
-        `if self.config.w_grad > 0:`), so a guessed model call does not run them besides."""
-        if self._held_losses is None:
-            found = set()
-            for ix in self.files.values():
-                if "self." not in ix.text:
-                    continue
-                for attribute, cls in _HELD_LOSS.findall(ix.text):
-                    if re.search(rf"\bself\.{attribute}\s*\(", ix.text):
-                        found.add(cls)
-            self._held_losses = frozenset(found)
-        return self._held_losses
+    def _losses_held_by(self, path: str, cls: str) -> frozenset[str]:
+        """The loss classes a class keeps in attributes it calls itself (ZoeDepth's trainer: `self.grad_loss =
+        GradL1Loss()`, then `self.grad_loss(pred, gt)` under the settings that guard it): the model resolves those
+        calls, so the class's guessed model call does not run them besides. (A loss held by another class, MONAI's
+        `MaskedLoss` inside `MaskedDiceLoss`, may still be the model an LR finder's `self.model(x)` is handed.)"""
+        code = "\n".join(d.code for d in self.files[path].definitions.values() if d.cls == cls) \
+            if path in self.files else ""
+        return frozenset(loss for attribute, loss in _HELD_LOSS.findall(code)
+                         if re.search(rf"\bself\.{attribute}\s*\(", code))
 
     def _guess_pool(self) -> tuple[list[Target], list[Target]]:
         """The forwards of the classes the program builds, and those of them no module builds as a layer; made anew

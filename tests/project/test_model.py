@@ -4756,3 +4756,100 @@ def test_a_guessed_model_call_runs_no_loss_its_trainer_calls_by_attribute(tmp_pa
         "config.json": '{"train": {"w_grad": 0, "w_si": 1}}\n',
     })
     assert not [f for f in found if f[0] == "trainers/loss.py"], found
+
+
+def test_a_branch_on_an_attribute_set_from_an_option_is_a_branch_on_the_option(tmp_path, check):
+    """Comprehensive-Transformer-TTS's loss keeps `self.pitch_type = self.pitch_config["pitch_type"]` from its
+    `__init__` and branches on it in another method (`if self.pitch_type == "ph":`); both shipped configs say
+    `pitch_type: "cwt"`, so the phoneme-level branch never runs. An attribute set twice is no option's value."""
+    found = check(tmp_path, {
+        "model/loss.py": """
+            import torch
+            import torch.nn as nn
+
+            class TTSLoss(nn.Module):
+                def __init__(self, preprocess_config):
+                    super().__init__()
+                    self.pitch_config = preprocess_config["preprocessing"]["pitch"]
+                    self.pitch_type = self.pitch_config["pitch_type"]
+                    self.mode = preprocess_config["mode"]
+
+                def forward(self, pred, target, lengths):
+                    if self.pitch_type == "ph":
+                        print(pred.max().item())
+                    if self.mode == "ph":
+                        print(target.max().item())
+                    return (pred - target).abs().mean()
+
+                def reset(self):
+                    self.mode = "frame"
+        """,
+        "train.py": """
+            import yaml
+            from model.loss import TTSLoss
+
+            def train(model, loader, opt):
+                criterion = TTSLoss(yaml.safe_load(open("config/preprocess.yaml")))
+                for x, y, lengths in loader:
+                    criterion(model(x), y, lengths).backward()
+                    opt.step()
+        """,
+        "config/preprocess.yaml": "preprocessing:\n  pitch:\n    pitch_type: \"cwt\"  # 'frame', 'ph', 'cwt'\nmode: ph\n",
+    })
+    lines = {line for path, line, *_ in found if path == "model/loss.py"}
+    assert 14 not in lines and 16 in lines, found
+
+
+def test_a_module_calling_itself_runs_its_own_forward(tmp_path):
+    """lightning-bolts' `YOLO.training_step` computes its losses with `self(images, targets)`: its own `forward`
+    (and what that calls) runs every step, as surely as a call the model resolves by name; a subclass overriding
+    `forward` runs its own."""
+    project = model(tmp_path, {"yolo.py": """
+        import pytorch_lightning as pl
+
+        class YOLO(pl.LightningModule):
+            def forward(self, images, targets=None):
+                return self.network(images, targets)
+
+            def training_step(self, batch, batch_idx):
+                images, targets = batch
+                _, losses = self(images, targets)
+                return losses.sum()
+
+        class TinyYOLO(YOLO):
+            def forward(self, images, targets=None):
+                return images
+    """})
+    for forward in ("YOLO.forward", "TinyYOLO.forward"):
+        reach = project.reach[("yolo.py", forward)]
+        assert reach.rank == PER_STEP and not reach.likely, (forward, reach)
+
+
+def test_a_guessed_model_call_outside_any_class_is_read(tmp_path, monkeypatch, capsys):
+    """A script's own loop calling a model built by a factory (`model(x)` at module level, in no class) is guessed
+    like a method's `self.model(x)`: the model reads it without failing, and the model's forward runs every step."""
+    write(tmp_path, {
+        "net.py": """
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def forward(self, x):
+                    return x.sum().item()
+        """,
+        "train.py": """
+            from net import Net
+
+            def build(kind):
+                return {"net": Net}[kind]()
+
+            model = build("net")
+            for x in loader:
+                model(x).backward()
+                optimizer.step()
+        """,
+    })
+    monkeypatch.chdir(tmp_path)
+    main(["check", ".", "--format", "json", "--no-cache", "--exit-zero"])
+    captured = capsys.readouterr()
+    assert "project model failed" not in captured.err, captured.err
+    assert [f["line"] for f in json.loads(captured.out) if f["path"] == "net.py"] == [6], captured.out
