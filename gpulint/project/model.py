@@ -554,18 +554,12 @@ class Project:
     def overrides(self, cls: Target, name: str) -> list[Target]:
         """`name` as the project's subclasses of `cls` (at any depth) define it."""
         found = []
-        stack, seen = list(self._subclasses().get(cls, ())), {cls}
-        while stack:
-            sub = stack.pop()
-            if sub in seen:
-                continue
-            seen.add(sub)
+        for sub in self._all_subclasses(cls):
             qualname = f"{sub.qualname}.{name}"
             # not a test's or a documentation snippet's subclass: no training builds it
             if qualname in self.files[sub.path].definitions and not is_kept_apart(sub.path) \
                     and not self._shadowed(sub, name):
                 found.append(Target(sub.path, qualname))
-            stack.extend(self._subclasses().get(sub, ()))
         return found
 
     def _dispatched_overrides(self, path: str, scope: Scope, cls: Target, name: str) -> list[Target]:
@@ -1729,7 +1723,8 @@ class Project:
                 continue  # the training loops are in sight and do not reach it: SAM2's mask generator `_process_batch`
             if in_sight and "." not in key[1] and self._called_only_unreached(key):
                 continue  # LLM-Shearing's `get_set_loss`, called only by a callback no training registers
-            if in_sight and key[1].count(".") == 1 and self._built_only_unreached(Target(key[0], _owner_name(key[1]), True)):
+            if in_sight and key[1].count(".") == 1 \
+                    and self._built_only_unreached(Target(key[0], _owner_name(key[1]), True)):
                 continue  # I2SB's vendored `GaussianDiffusion`, built only by factories its training never calls
             push(key, reach)
         settle()
@@ -1800,6 +1795,8 @@ class Project:
         return self._named_only_in_dead_code(qualname, set(), {key}, visiting | {key})
 
     def _named_only_in_dead_code(self, name: str, family: set[str], defined: set[Key], visiting: set[Key]) -> bool:
+        """Is `name` written only in its own definitions (`defined`), the methods of the classes `family` names, dead
+        functions, imports and subclasses' base lists?"""
         mention = re.compile(rf"\b{re.escape(name)}\b")
         for path, ix in self.files.items():
             if name not in ix.text:
@@ -1825,10 +1822,13 @@ class Project:
         return True
 
     def _all_subclasses(self, cls: Target) -> list[Target]:
-        found, stack = [], list(self._subclasses().get(cls, ()))
+        """The project's subclasses of `cls` at any depth, each once (depth first)."""
+        found, seen = [], {cls}
+        stack = list(self._subclasses().get(cls, ()))
         while stack:
             sub = stack.pop()
-            if sub not in found and sub != cls:
+            if sub not in seen:
+                seen.add(sub)
                 found.append(sub)
                 stack += self._subclasses().get(sub, ())
         return found
