@@ -1236,6 +1236,8 @@ class Project:
         receiver = guess.partition(" ")[2]
         if guess == _NO_LOSS_GUESS:
             return [f for f in models or built or forwards if not LOSS_CLASS.search(_class_of(f))]
+        if guess == _LOSS_GUESS:  # `criterion(outputs, batch)`: the loss classes built, if the project has any
+            return [f for f in built or forwards if LOSS_CLASS.search(_class_of(f))] or models or built or forwards
         if guess.startswith(_MODEL_GUESS):  # `self.model(x)`: not a loss the same class calls by its own attribute
             holder = guess.removeprefix(_MODEL_GUESS).strip()
             held = self._losses_held_by(*holder.split("::")) if holder else frozenset()
@@ -2515,13 +2517,14 @@ def _names_a_function(name: str) -> bool:
 
 
 def _forward_guess_key(receiver: str) -> str:
-    """What a guessed module call is keyed by: "forward" for a local object (`model(x)`: any model built), with the
-    attribute for `self.matcher(...)` (the built classes its name echoes)."""
+    """What a guessed module call is keyed by: `_MODEL_GUESS` for an object named as a model (`model(x)`: any model
+    built), `_LOSS_GUESS` for one named as a loss (`criterion(x, y)`: a loss class built), `_NO_LOSS_GUESS` for
+    another part (`layer(x)`), and "forward self.matcher" for an attribute (the built classes its name echoes)."""
     if receiver.startswith("self.") and receiver.count(".") == 1 and not _names_a_model(receiver[5:]):
         return f"forward {receiver}"
     name = receiver.rsplit(".", 1)[-1]
     if _names_a_loss(name):
-        return "forward"
+        return _LOSS_GUESS
     return _MODEL_GUESS if _names_a_model(name) else _NO_LOSS_GUESS
 
 
@@ -2530,6 +2533,7 @@ def _forward_guess_key(receiver: str) -> str:
 # call (`self.model(x)` in a library's LR finder) may be handed a loss to wrap: it keeps every built module.
 _NO_LOSS_GUESS = "forward no-loss"
 _MODEL_GUESS = "forward model"  # a guessed call of an object named as a model: `_forward_guess`
+_LOSS_GUESS = "forward loss"  # a guessed call of an object named as a loss (`criterion(...)`): `_forward_guess`
 # `self.grad_loss = GradL1Loss(...)`: a loss class kept in an attribute.
 _HELD_LOSS = re.compile(r"\bself\.(\w+)\s*=\s*(?:[\w.]+\.)?(\w*(?:Loss|Criterion))\s*\(")
 
@@ -2616,7 +2620,9 @@ def _rank_of(state: ExecState, reach: Reach) -> int:
     if reach.rank == COLD or state.cold and not state.by_name:
         return COLD
     if state.cold:
-        return PROGRAM  # `__init__`, `evaluate()`: not per step, but what they call is built or run by the program
+        # `__init__`, `evaluate()`: not per step, but what they call is built or run by the program; a sampler a gated
+        # call runs (U-ViT's `dpm_solver_sample` every 5,000 steps) runs nothing of the training step
+        return COLD if reach.rank == GATED else PROGRAM
     if state.hot:
         return GATED if state.gated else PER_STEP
     return PROGRAM
