@@ -4853,3 +4853,89 @@ def test_a_guessed_model_call_outside_any_class_is_read(tmp_path, monkeypatch, c
     captured = capsys.readouterr()
     assert "project model failed" not in captured.err, captured.err
     assert [f["line"] for f in json.loads(captured.out) if f["path"] == "net.py"] == [6], captured.out
+
+
+def test_a_sampler_a_gated_call_runs_reaches_nothing_per_step(tmp_path, check):
+    """U-ViT draws a grid of samples every 5,000 steps (`if step % eval_interval == 0: dpm_solver_sample(...)`): the
+    solver that sampler runs (`DPM_Solver.sample` and what it calls) is no per-step code, though a name that says
+    sampling alone would only make it run once in the program."""
+    found = check(tmp_path, {
+        "dpm_solver.py": """
+            import torch
+
+            class DPM_Solver:
+                def __init__(self, model_fn):
+                    self.model_fn = model_fn
+
+                def sample(self, x, steps):
+                    for t in self.time_steps(steps, x.device):
+                        x = self.model_fn(x, t)
+                    return x
+
+                def time_steps(self, steps, device):
+                    return torch.linspace(1.0, 1e-3, steps + 1).to(device)
+        """,
+        "train.py": """
+            import torch
+            from dpm_solver import DPM_Solver
+
+            def train(nnet, loader, optimizer, config, device):
+                def dpm_solver_sample(n, steps):
+                    dpm_solver = DPM_Solver(nnet)
+                    return dpm_solver.sample(torch.randn(n, 4, device=device), steps)
+
+                for step, batch in enumerate(loader):
+                    loss = nnet(batch.to(device, non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    if step % config.eval_interval == 0:
+                        dpm_solver_sample(50, 50)
+        """,
+        "configs/cifar10.yaml": "eval_interval: 5000\n",
+    })
+    assert not [f for f in found if f[0] == "dpm_solver.py"], found
+
+
+def test_a_loss_named_objects_guessed_call_runs_a_loss(tmp_path):
+    """coqui TTS's `train_step(self, batch, criterion)` calls `criterion(outputs, ...)` with whatever loss its
+    trainer passes: one of the loss classes the project builds, not the voice-conversion model an inference API
+    builds."""
+    project = model(tmp_path, {
+        "losses.py": """
+            import torch.nn as nn
+
+            class AlignTTSLoss(nn.Module):
+                def forward(self, outputs, target):
+                    return (outputs - target).abs().mean()
+        """,
+        "models.py": """
+            import torch.nn as nn
+            from losses import AlignTTSLoss
+            from trainer import TrainerModel
+
+            class AlignTTS(TrainerModel):
+                def get_criterion(self):
+                    return AlignTTSLoss()
+
+                def train_step(self, batch, criterion):
+                    outputs = self.forward(batch["text"])
+                    return outputs, criterion(outputs, batch["mel"])
+
+            class FreeVC(nn.Module):
+                def forward(self, wav):
+                    return wav
+
+            def load_voice_converter():
+                return FreeVC()
+        """,
+        "train.py": """
+            from trainer import Trainer
+            from models import AlignTTS
+
+            model = AlignTTS()
+            Trainer(model=model, criterion=model.get_criterion()).fit()
+        """,
+    })
+    assert project.reach[("models.py", "AlignTTS.train_step")].rank == PER_STEP
+    assert project.reach[("losses.py", "AlignTTSLoss.forward")].rank == PER_STEP
+    assert ("models.py", "FreeVC.forward") not in project.reach
