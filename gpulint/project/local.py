@@ -1344,7 +1344,7 @@ class _Walker:
         flags = switch_flags(test)
         branch = backend_branch(self._named_backend_test(test)) or ""
         evaluation = _eval_branch(test) or ""
-        choices = option_choices(self._named_option_test(test))
+        choices = self._option_choices(test)
         # `if log_timings:` on a parameter defaulting to a literal: a switch that is set, unless a caller says otherwise
         # (a caller passing an interval test makes it a gate: the "param" region)
         flag_parameter = isinstance(test, ast.Name) and test.id in self.literal_params[-1]
@@ -1395,6 +1395,17 @@ class _Walker:
         if bound is None:
             return test
         return ast.UnaryOp(ast.Not(), bound) if negated else bound
+
+    def _option_choices(self, test: ast.AST) -> dict[str, tuple[str, ...]]:
+        """`option_choices` of a test, also of one condition of an `and` (`if "depth" in batch and
+        self.config.mono_depth_loss_mult > 0.0:` runs only where the option is chosen)."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            for value in test.values:
+                found = option_choices(self._named_option_test(value))
+                if "body" in found:
+                    return {"body": found["body"]}
+            return {}
+        return option_choices(self._named_option_test(test))
 
     def _named_option_test(self, test: ast.AST) -> ast.AST:
         """`clip_thresh > 0` as `hparams.clip_thresh > 0` where the scope binds the name only to that option;

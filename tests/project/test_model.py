@@ -4939,3 +4939,32 @@ def test_a_loss_named_objects_guessed_call_runs_a_loss(tmp_path):
     assert project.reach[("models.py", "AlignTTS.train_step")].rank == PER_STEP
     assert project.reach[("losses.py", "AlignTTSLoss.forward")].rank == PER_STEP
     assert ("models.py", "FreeVC.forward") not in project.reach
+
+
+def test_one_condition_of_an_and_can_choose_an_option(tmp_path):
+    """nerfstudio's surface models add a monocular depth loss `if "depth" in batch and
+    self.config.mono_depth_loss_mult > 0.0:`; the option defaults to 0.0 and nothing raises it, so the branch never
+    runs, whatever the batch holds."""
+    project = model(tmp_path, {"surface_model.py": """
+        from dataclasses import dataclass
+
+        @dataclass
+        class SurfaceModelConfig:
+            mono_depth_loss_mult: float = 0.0
+
+        class SurfaceModel:
+            def get_loss_dict(self, outputs, batch):
+                loss = outputs["rgb"].mean()
+                if "depth" in batch and self.config.mono_depth_loss_mult > 0.0:
+                    loss = loss + self.depth_loss(outputs["depth"], batch["depth"])
+                return loss
+
+            def depth_loss(self, pred, gt):
+                return (pred - gt).abs().mean()
+
+            def train_iteration(self, batch, optimizer):
+                self.get_loss_dict(self.forward(batch), batch).backward()
+                optimizer.step()
+    """})
+    assert project.reach[("surface_model.py", "SurfaceModel.get_loss_dict")].rank == PER_STEP
+    assert project.reach[("surface_model.py", "SurfaceModel.depth_loss")].rank > GATED
