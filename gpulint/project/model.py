@@ -127,7 +127,7 @@ class _Resolved:
     targets: list[Target] = field(default_factory=list)
     certain: bool = True
     bound: bool = False  # the first parameter is `self` (a method called on an object, or a class instantiated)
-    guess: str = ""  # for an uncertain resolution, what was guessed: "forward", or the method name
+    guess: str = ""  # for an uncertain resolution, what was guessed: a module call (`_forward_guess_key`) or a method
     instantiates: list[Target] = field(default_factory=list)
 
 
