@@ -31,7 +31,7 @@ from gpulint.linter.finding import Edit, Finding, Fix, one_line
 from gpulint.linter.noqa import Suppressions, check_directives
 from gpulint.linter.options import LintOptions
 from gpulint.linter.positions import positions_of
-from gpulint.linter.regions import Cut, code_of, prune
+from gpulint.linter.regions import Cut, prune
 from gpulint.linter.rule import InsertBefore, Replace, Report, Rule
 from gpulint.linter.source import DecodeError, SourceFile, decode
 from gpulint.linter.syntax import child_fields, is_syntax
@@ -350,7 +350,7 @@ class _Where:
             return {}
         if id(cls) not in self.options:
             text = "\n".join(self.lines[cls.lineno - 1:cls.end_lineno or cls.lineno])
-            self.options[id(cls)] = attribute_options(code_of(text))
+            self.options[id(cls)] = attribute_options(text)
         return self.options[id(cls)]
 
 

@@ -132,8 +132,8 @@ class ModuleIndex:
         """The class's attributes set once to a configuration option (local.attribute_options)."""
         if cls not in self._options:
             definition = self.definitions.get(cls)
-            code = code_of("\n".join(self.lines[definition.start:definition.end])) if definition is not None else ""
-            self._options[cls] = attribute_options(code)
+            text = "\n".join(self.lines[definition.start:definition.end]) if definition is not None else ""
+            self._options[cls] = attribute_options(text)
         return self._options[cls]
 
     def _analyse(self, definition: Definition) -> dict[str, Scope]:

@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from gpulint.linter.regions import code_of
 from gpulint.project.vocab import (
     ACCUMULATION_PARTS,
     CONFIG_ROOTS,
@@ -946,12 +947,14 @@ def _parsed(dotted_name: str) -> ast.expr:
 _SETS_ATTRIBUTE_LINE = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?[-+*/|&]?=(?!=)([^\n]*)")
 
 
-def attribute_options(class_code: str) -> dict[str, str]:
-    """The attributes a class's code (without docstrings and comments) sets exactly once, each to a configuration
+def attribute_options(class_text: str) -> dict[str, str]:
+    """The attributes a class's text sets exactly once (docstrings and comments aside), each to a configuration
     option on one line (`self.pitch_type = self.pitch_config["pitch_type"]`), with the option's text: a branch on
     the attribute is a branch on the option (`if self.pitch_type == "ph":`, `_named_option_test`)."""
+    if "self." not in class_text:
+        return {}
     sets: dict[str, list[str]] = {}
-    for attribute, value in _SETS_ATTRIBUTE_LINE.findall(class_code) if "self." in class_code else ():
+    for attribute, value in _SETS_ATTRIBUTE_LINE.findall(code_of(class_text)):
         sets.setdefault(attribute, []).append(value.strip())
     return {attribute: values[0] for attribute, values in sets.items() if len(values) == 1 and _is_option(values[0])}
 

@@ -224,6 +224,8 @@ class Project:
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
+        self._held_losses: dict[Key, frozenset[str]] = {}  # by class: `_losses_held_by`
+        self._not_dead: set[Key] = set()  # functions `_dead` found alive
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
@@ -848,7 +850,7 @@ class Project:
             func = ".".join(parts)
         if func == "self" and scope.cls:  # `self(images, targets)` in a LightningModule's step: its own forward
             cls = Target(path, scope.cls, True)
-            method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")
+            method = self._call_method(cls)
             out.targets = [m for m in (method, *self._dispatched_overrides(path, scope, cls, "forward"))
                            if m is not None]
             out.bound = True
@@ -994,7 +996,7 @@ class Project:
                 return out
         types = self.types_of(path, scope, name)
         for cls in sorted(types, key=_order):
-            method = self.find_method(cls, "__call__") or self.find_method(cls, "forward")
+            method = self._call_method(cls)
             if method is not None:
                 out.targets.append(method)
         callable_annotated = any(_is_callable_annotation(a.annotation) for a in bindings) \
@@ -1007,6 +1009,10 @@ class Project:
                 out.guess = f"{_MODEL_GUESS} {path}::{scope.cls}"  # the losses its class holds are left out
             out.targets = self._forward_guess(out.guess)
         return out
+
+    def _call_method(self, cls: Target) -> Target | None:
+        """What calling an object of the class runs: its `__call__`, or a module's `forward`."""
+        return self.find_method(cls, "__call__") or self.find_method(cls, "forward")
 
     def _attribute_closures(self, path: str, scope: Scope, name: str) -> list[Target]:
         """The functions an attribute of `self` holds: the nested function one of the class's methods returns (LOMO:
@@ -1251,10 +1257,13 @@ class Project:
         GradL1Loss()`, then `self.grad_loss(pred, gt)` under the settings that guard it): the model resolves those
         calls, so the class's guessed model call does not run them besides. (A loss held by another class, MONAI's
         `MaskedLoss` inside `MaskedDiceLoss`, may still be the model an LR finder's `self.model(x)` is handed.)"""
-        code = "\n".join(d.code for d in self.files[path].definitions.values() if d.cls == cls) \
-            if path in self.files else ""
-        return frozenset(loss for attribute, loss in _HELD_LOSS.findall(code)
-                         if re.search(rf"\bself\.{attribute}\s*\(", code))
+        key = (path, cls)
+        if key not in self._held_losses:
+            code = "\n".join(d.code for d in self.files[path].definitions.values() if d.cls == cls) \
+                if path in self.files else ""
+            self._held_losses[key] = frozenset(loss for attribute, loss in _HELD_LOSS.findall(code)
+                                               if re.search(rf"\bself\.{attribute}\s*\(", code))
+        return self._held_losses[key]
 
     def _guess_pool(self) -> tuple[list[Target], list[Target]]:
         """The forwards of the classes the program builds, and those of them no module builds as a layer; made anew
@@ -1708,6 +1717,7 @@ class Project:
         # diffusion's `foot_contact_loss_humanml3d`, which no code calls), is never run.
         uncalled = self._unreferenced({key[1].rsplit(".", 1)[-1] for key, _ in fallbacks if "." in key[1]
                                        and key not in self.reach}) if in_sight else set()
+        unbuilt: dict[Target, bool] = {}  # by class: `_built_only_unreached`
         for key, reach in fallbacks:
             if key in self.reach or _owner_name(key[1]) in unused:  # a loss class nothing names is never built
                 continue
@@ -1725,9 +1735,12 @@ class Project:
                 continue  # the training loops are in sight and do not reach it: SAM2's mask generator `_process_batch`
             if in_sight and "." not in key[1] and self._called_only_unreached(key):
                 continue  # LLM-Shearing's `get_set_loss`, called only by a callback no training registers
-            if in_sight and key[1].count(".") == 1 \
-                    and self._built_only_unreached(Target(key[0], _owner_name(key[1]), True)):
-                continue  # I2SB's vendored `GaussianDiffusion`, built only by factories its training never calls
+            if in_sight and key[1].count(".") == 1:
+                owner = Target(key[0], _owner_name(key[1]), True)
+                if owner not in unbuilt:  # once per class, not per method
+                    unbuilt[owner] = self._built_only_unreached(owner)
+                if unbuilt[owner]:
+                    continue  # I2SB's vendored `GaussianDiffusion`, built only by factories its training never calls
             push(key, reach)
         settle()
 
@@ -1791,10 +1804,16 @@ class Project:
         key = (path, qualname)
         if key in visiting:
             return True  # functions that only call each other
+        if key in self._not_dead:
+            return False
         definition = self.files[path].definitions.get(qualname)
-        if key in self.reach or "." in qualname or definition is None or definition.code.startswith("@"):
-            return False  # reached; a method, called through objects the text does not name; or registered
-        return self._named_only_in_dead_code(qualname, set(), {key}, visiting | {key})
+        if key in self.reach or "." in qualname or definition is None or definition.code.startswith("@") \
+                or not self._named_only_in_dead_code(qualname, set(), {key}, visiting | {key}):
+            # reached; a method, called through objects the text does not name; registered; or named by live code
+            # (found alive while assuming the functions on the way dead, so alive whatever they are: kept)
+            self._not_dead.add(key)
+            return False
+        return True
 
     def _named_only_in_dead_code(self, name: str, family: set[str], defined: set[Key], visiting: set[Key]) -> bool:
         """Is `name` written only in its own definitions (`defined`), the methods of the classes `family` names, dead
