@@ -196,6 +196,7 @@ _COLD_REASONS = {
     "backend": "in a branch for another device",
     "error": "in an error handler",
     "eval": "in the evaluation branch of a module",
+    "epoch-end": "in the branch for the end of an epoch or of the run",
     "once": "in a branch that computes a value once and keeps it",
     "empty": "in the exit for a batch with nothing to compute, which normal steps do not take",
 }

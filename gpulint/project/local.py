@@ -427,6 +427,22 @@ def _emptiness_test(test: ast.AST) -> bool:
     return isinstance(left, ast.Subscript) and isinstance(left.value, ast.Attribute) and left.value.attr == "shape"
 
 
+def epoch_end_branch(test: ast.AST) -> str | None:
+    """`if key == "epoch_end":` (an observer told of a metric or of the end of an epoch): the branch for the end of an
+    epoch or of the run ("body"); `!=` has it in "orelse"."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    for side in (test.left, test.comparators[0]):
+        if isinstance(side, ast.Constant) and isinstance(side.value, str):
+            parts = name_parts(side.value)
+            if "end" in parts and parts & _RUN_PHASE_PARTS:
+                return "body" if isinstance(test.ops[0], ast.Eq) else "orelse"
+    return None
+
+
+_RUN_PHASE_PARTS = frozenset({"epoch", "train", "training", "run", "fit"})
+
+
 def one_step_branch(test: ast.AST) -> bool:
     """Is `if test:` taken on one step only: a `one_step_test`, alone or and-ed with other conditions
     (`opt["merge_bn"] and opt["merge_bn_startpoint"] == current_step`)?"""
@@ -657,6 +673,21 @@ def _tests_evaluation_mode(test: ast.AST) -> bool:
     runs on every step of training (not `if not self.eval_mode: return`, after which only evaluation runs)."""
     name = dotted(test.func) if isinstance(test, ast.Call) and not test.args else dotted(test)
     return name is not None and bool(name_parts(name.rsplit(".", 1)[-1]) & NOT_TRAINING_SWITCH_PARTS)
+
+
+def ends_the_run(body: list[ast.stmt]) -> bool:
+    """A branch ending in `sys.exit()` (or `exit()`, `quit()`, `os._exit()`) or a `raise`: taken at most once in a
+    run (Megatron's kill switch: save, `print_datetime` with its barrier, exit)."""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, ast.Raise):
+        return True
+    return isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
+        and dotted(last.value.func) in _EXIT_CALLS
+
+
+_EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 
 
 def _ends_with_exit(body: list[ast.stmt]) -> bool:
@@ -1347,6 +1378,7 @@ class _Walker:
         flags = switch_flags(test)
         branch = backend_branch(self._named_backend_test(test)) or ""
         evaluation = _eval_branch(test) or ""
+        epoch_end = epoch_end_branch(test) or ""
         choices = self._option_choices(test)
         # `if log_timings:` on a parameter defaulting to a literal: a switch that is set, unless a caller says otherwise
         # (a caller passing an interval test makes it a gate: the "param" region)
@@ -1376,11 +1408,13 @@ class _Walker:
                 scope.regions.append(Region("backend", *span))
             if evaluation == part:
                 scope.regions.append(Region("eval", *span))
+            if epoch_end == part:
+                scope.regions.append(Region("epoch-end", *span))
             if part in choices and not branch:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
-            if part == "body" and one_step_branch(test):
+            if part == "body" and one_step_branch(test) or ends_the_run(body):
                 scope.regions.append(Region("one-step", *span))
             if part == "body" and _empty_exit(test, body):
                 scope.regions.append(Region("empty", *span))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import heapq
 import re
+import sys
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Iterable
@@ -258,7 +259,10 @@ class Project:
             candidates = [c for c in candidates if c != importer]
         if not candidates:
             return None
-        if len(candidates) == 1:
+        # A standard library name (`from dataclasses import replace`) means the project's file only where that file
+        # shadows the library: beside the importer or at the top, never `reagent/core/dataclasses.py`.
+        standard = name.split(".")[0] in sys.stdlib_module_names
+        if len(candidates) == 1 and not standard:
             return candidates[0]
         folder = importer.rsplit("/", 1)[0] if "/" in importer else ""
         stem = name.replace(".", "/")
@@ -267,6 +271,8 @@ class Project:
         for candidate in (f"{folder}/{stem}/__init__.py", f"{folder}/{stem}.py", f"{stem}/__init__.py", f"{stem}.py"):
             if candidate.removeprefix("/") in candidates:
                 return candidate.removeprefix("/")
+        if standard:
+            return None
         # The candidate sharing the longest folder prefix with the importer.
         return max(candidates, key=lambda c: (_common_prefix(c, importer), -len(c)))
 
@@ -422,8 +428,21 @@ class Project:
             found = False
             if any(word in text for word in _LOADS_BY_NAME) or "_target_" in text:
                 code = _STRING_OR_COMMENT.sub(" ", text)  # not a docstring's YAML example (`_target_: X`)
-                found = any(word in code for word in _LOADS_BY_NAME) or _TARGET_KEY.search(text) is not None
+                found = _TARGET_KEY.search(text) is not None or any(
+                    code.count(word) > self._loads_in_unused_functions(path, word) for word in _LOADS_BY_NAME)
             self._by_import_name[path] = found
+        return found
+
+    def _loads_in_unused_functions(self, path: str, word: str) -> int:
+        """How many of the file's loads by name (`word`) sit in top-level functions nothing in the project names
+        (FlagEmbedding's `import_from_candidates`, a compatibility helper no file calls): those never load."""
+        found = 0
+        for definition in self.files[path].definitions.values():
+            if definition.cls or definition.is_class or word not in definition.code:
+                continue
+            mention = re.compile(rf"\b{re.escape(definition.name)}\b")
+            if sum(len(mention.findall(ix.text)) for ix in self.files.values() if definition.name in ix.text) == 1:
+                found += definition.code.count(word)
         return found
 
     # ------------------------------------------------------------------------------------------- global names
@@ -1586,7 +1605,11 @@ class Project:
         # NoisyLatentImageClassifier, which no config builds).
         if self.entries and len(self.files) > 1:
             owners = {_owner_name(key[1]) for key, _ in hooks + setup_hooks if "." in key[1]}
-            unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names)
+            # Of trainers (a `training_step`), not of the components a library's users pick (a regularizer's
+            # `compute_loss`, a gradient-logging callback): a project's own code builds the trainers it ships.
+            trainers = {_owner_name(key[1]) for key, _ in hooks if key[1].endswith(".training_step")}
+            unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names) \
+                | self._built_only_by_tests(trainers - self.config_names)
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots)
@@ -1630,7 +1653,8 @@ class Project:
         they are all the project's training (a library's trainer, built by its users)."""
         if not method_entries or len(self.files) < 2:
             return method_entries
-        unused = self._unreferenced({_owner_name(key[1]) for key, _ in method_entries})
+        owners = {_owner_name(key[1]) for key, _ in method_entries}
+        unused = self._unreferenced(owners) | self._built_only_by_tests(owners - self.config_names)
         kept = [(key, reach) for key, reach in method_entries if _owner_name(key[1]) not in unused]
         others = any(key[1] != MODULE_SCOPE and reach.rank < PROGRAM or self.step_loops(key[0], scope)
                      for key, reach in roots if (scope := self.files[key[0]].scope(key[1])) is not None)
@@ -1729,8 +1753,8 @@ class Project:
             scope = self.files[key[0]].scope(key[1])
             if scope is None:
                 continue
-            if scope.no_grad_decorated and not in_loss_class(scope.name, scope.cls):  # `estimate_loss`: an eval
-                continue
+            if (scope.no_grad_decorated or _scores_without_gradients(scope)) and not in_loss_class(scope.name, scope.cls):
+                continue  # `estimate_loss`, LM_Cocktail's `llm_loss`: a loss averaged over batches without gradients
             if self._stepping and "batch" in name_parts(scope.name) and not named_for_training(key[0]):
                 continue  # the training loops are in sight and do not reach it: SAM2's mask generator `_process_batch`
             if in_sight and "." not in key[1] and self._called_only_unreached(key):
@@ -1758,6 +1782,43 @@ class Project:
             for name in set(call.findall(ix.text)):
                 places.setdefault(name, set()).add(path)
         return {name for name, paths in places.items() if not any(is_training_path(path) for path in paths)}
+
+    def _built_only_by_tests(self, class_names: set[str]) -> set[str]:
+        """The classes only tests build, where the project's own code builds others of them (ReAgent's workflows
+        build their trainers; only a test builds `Seq2SlateTrainer`). Outside tests such a name is imported,
+        subclassed or read (`make_config_class(Seq2SlateTrainer.__init__)`), never called nor passed on; nor is a
+        subclass of it built. Where the project builds none of them, its users do (a library's tasks)."""
+        if not class_names:
+            return set()
+        mention = re.compile(r"\b(%s)\b(\s*\(|\.)?" % "|".join(map(re.escape, sorted(class_names))))
+        built, tested, passed = set(), set(), set()
+        for path, ix in self.files.items():
+            if not any(name in ix.text for name in class_names):
+                continue
+            apart = is_kept_apart(path)
+            for line in ix.lines:
+                stripped = line.lstrip()
+                if stripped.startswith(("import ", "from ", "class ", "#")):
+                    continue  # an import, a subclass (its own builds are counted by its name)
+                for found in mention.finditer(line):
+                    name, after = found.group(1), found.group(2) or ""
+                    if apart:
+                        tested.add(name)  # a test's `trainer_cls = Seq2SlateSimulationTrainer` too
+                    elif after.strip() == "(":
+                        built.add(name)
+                    elif not after:
+                        passed.add(name)  # `trainer_class = Seq2SlateTrainer`: may be built where it goes
+        if not built:
+            return set()
+        only_tested = tested - built - passed
+        found = set()
+        for name in only_tested:
+            classes = [Target(path, name, True) for path, ix in self.files.items()
+                       if (d := ix.definitions.get(name)) is not None and d.is_class]
+            family = {k.qualname.rsplit(".", 1)[-1] for c in classes for k in self._all_subclasses(c)}
+            if not family & (built | passed):
+                found.add(name)
+        return found
 
     def _called_only_unreached(self, key: Key) -> bool:
         """Is the top-level function called, and only inside project functions the model did not reach (never at a
@@ -2609,10 +2670,22 @@ def _note_self_sets(host: dict[str, bool], scopes: Iterable[Scope], plain: bool)
             host[attribute] = host.get(attribute, True) and (kind == "host" or kind == "parameter" and plain)
 
 
+def _scores_without_gradients(scope: Scope) -> bool:
+    """Its loops run without gradients and it returns a host number (`return float(total / len(batches))`): a score
+    over held-out batches, not a loss to train on (axolotl's `compute_liger_loss`, whose no_grad loop only prepares
+    the loss it returns, is one)."""
+    return bool(scope.loops) and all(loop.no_grad for loop in scope.loops) \
+        and bool(scope.returns) and all(kind == "host" for kind in scope.returns)
+
+
+_HOLDS = re.compile(r"(?<=[a-z0-9])With(?=[A-Z])")
+
+
 def _names_alike(receiver: str, class_name: str) -> bool:
     """Does an object's name echo its class's: a part of three letters or more of one inside the other, or the
-    class's initials (`ema`: ExponentialMovingAverage)?"""
-    owner = class_name.rsplit(".", 1)[-1]
+    class's initials (`ema`: ExponentialMovingAverage)? A class named `XWithY` is an X that holds a Y
+    (`Seq2SlateWithPreprocessor` is no `obs_preprocessor`)."""
+    owner = _HOLDS.split(class_name.rsplit(".", 1)[-1], 1)[0]
     lowered = owner.lower()
     name = receiver.rsplit(".", 1)[-1].lower().strip("_")
     return bool(name) and (name in lowered or lowered in name or any(

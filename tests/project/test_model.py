@@ -242,6 +242,205 @@ def test_a_guessed_module_call_stays_in_the_files_its_training_program_imports(t
     assert ("v4/model_run.py", "RWKV_RNN.forward") not in project.reach
 
 
+def test_a_loader_by_name_in_a_function_nothing_calls_keeps_the_guess_in_its_program(tmp_path):
+    """FlagEmbedding's trainer imports a compatibility module whose `import_from_candidates` (`__import__(mod)`) no
+    file calls: the program loads nothing by name, so its `model(**inputs)` stays in the modules it imports, not
+    the research subprojects' models. A loader a function of the program does call still opens the guess."""
+    files = {
+        "pkg/compat.py": """
+            def is_fx_available():
+                return True
+            def import_from_candidates(candidates):
+                for module, name in candidates:
+                    return getattr(__import__(module, fromlist=[name]), name)
+        """,
+        "pkg/model.py": "import torch\nclass Ranker(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+        "pkg/trainer.py": """
+            from transformers import Trainer
+            from pkg.compat import is_fx_available
+            from pkg.model import Ranker
+            class RankerTrainer(Trainer):
+                def compute_loss(self, model, inputs):
+                    return model(**inputs).loss
+        """,
+        "pkg/run.py": "from pkg.trainer import RankerTrainer\nfrom pkg.model import Ranker\nRankerTrainer(model=Ranker()).train()\n",
+        "research/other/model.py": """
+            import torch
+            class Other(torch.nn.Module):
+                def forward(self, x):
+                    return x.cpu()
+        """,
+        "research/other/train.py": "from model import Other\nOther()\n",
+    }
+    project = model(tmp_path, files)
+    assert ("pkg/model.py", "Ranker.forward") in project.reach
+    assert ("research/other/model.py", "Other.forward") not in project.reach
+    files["pkg/run.py"] += "from pkg.compat import import_from_candidates\nimport_from_candidates([])\n"
+    project = model(tmp_path, files)
+    assert ("research/other/model.py", "Other.forward") in project.reach
+
+
+def test_a_loss_function_averaging_batches_without_gradients_is_no_step_work(tmp_path):
+    """LM_Cocktail's `llm_loss(model, batches)` scores merged weights under no_grad: named like a loss, it is an
+    evaluation, and the models it calls run in no training step. A loss function with gradients still is."""
+    project = model(tmp_path, {
+        "train.py": """
+            import torch
+            def train(model, loader, opt):
+                for batch in loader:
+                    model(batch).backward()
+                    opt.step()
+        """,
+        "merge/utils.py": """
+            import torch
+            def llm_loss(base_model, batches):
+                total = 0
+                with torch.no_grad():
+                    for batch in batches:
+                        total += base_model(**batch).loss.cpu()
+                return float(total / len(batches))
+            def multi_loss(outputs, targets):
+                total = 0
+                for output, target in zip(outputs, targets):
+                    total = total + (output - target).pow(2).mean()
+                return total
+            def pick_loss(kind):
+                return llm_loss if kind == "llm" else multi_loss
+        """,
+    })
+    assert ("merge/utils.py", "llm_loss") not in project.reach
+    assert ("merge/utils.py", "multi_loss") in project.reach
+
+
+def test_the_step_of_a_trainer_only_tests_build_is_no_entry_where_the_project_builds_its_trainers(tmp_path):
+    """ReAgent's workflows build their Lightning trainers; `Seq2SlateTrainer` only its tests build (elsewhere it is
+    imported and read: `make_config_class(Seq2SlateTrainer.__init__)`). Its `training_step` runs in no shipped
+    training. Where the project builds none of its trainers, a user does: the hooks stay entries."""
+    files = {
+        "lib/trainers.py": """
+            import pytorch_lightning as pl
+            class DQNTrainer(pl.LightningModule):
+                def training_step(self, batch, idx):
+                    return self.q(batch).loss.cpu()
+            class SlateTrainer(pl.LightningModule):
+                def training_step(self, batch, idx):
+                    return self.net(batch).loss.tolist()
+        """,
+        "lib/parameters.py": "from lib.trainers import SlateTrainer\nPARAMS = describe(SlateTrainer.__init__)\n",
+        "lib/workflow.py": "from lib.trainers import DQNTrainer\ndef build():\n    return DQNTrainer()\n",
+        "tests/test_slate.py": "from lib.trainers import SlateTrainer\ndef test_it():\n    SlateTrainer().fit()\n",
+    }
+    project = model(tmp_path, files)
+    assert ("lib/trainers.py", "DQNTrainer.training_step") in project.reach
+    assert ("lib/trainers.py", "SlateTrainer.training_step") not in project.reach
+    files["lib/workflow.py"] = "def build():\n    return None\n"
+    project = model(tmp_path, files)
+    assert ("lib/trainers.py", "SlateTrainer.training_step") in project.reach
+
+
+def test_an_observer_branch_for_the_end_of_an_epoch_is_not_per_step(tmp_path, check):
+    """ReAgent's `IntervalAggregatingObserver.update(key, value)` flushes its aggregates when told `key ==
+    "epoch_end"`: the values it gets every step take the other branch."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            class Observer:
+                def update(self, key, value):
+                    if key == "epoch_end":
+                        print(torch.stack(self.values).mean().item())
+                        return
+                    self.values.append(value)
+                    print(value.item())
+
+            def train(model, loader, opt, observer):
+                for batch in loader:
+                    loss = model(batch.cuda())
+                    loss.backward()
+                    opt.step()
+                    observer.update("loss", loss.detach())
+
+            train(None, None, None, Observer())
+        """,
+    })
+    lines = {line for _, line, *_ in found}
+    assert 9 in lines and 6 not in lines
+
+
+def test_a_standard_library_module_is_no_project_file_deep_in_a_package(tmp_path):
+    """`from dataclasses import replace` in `reagent/training/utils.py` is the standard library's, not the project's
+    `reagent/core/dataclasses.py` (importable only as `reagent.core.dataclasses`): `replace(batch, ...)` is no module
+    call. A `dataclasses.py` beside the importer does shadow the library."""
+    files = {
+        "reagent/core/dataclasses.py": "def dataclass(cls):\n    return cls\n",
+        "reagent/training/utils.py": "from dataclasses import replace\ndef add(batch):\n    return replace(batch)\n",
+    }
+    project = model(tmp_path, files)
+    assert project.find_module("dataclasses", "reagent/training/utils.py") is None
+    assert project.find_module("reagent.core.dataclasses", "reagent/training/utils.py") == "reagent/core/dataclasses.py"
+    files["reagent/training/dataclasses.py"] = "def replace(x):\n    return x\n"
+    project = model(tmp_path, files)
+    assert project.find_module("dataclasses", "reagent/training/utils.py") == "reagent/training/dataclasses.py"
+
+
+def test_a_class_named_x_with_y_is_no_guess_for_an_object_named_y(tmp_path):
+    """ReAgent's agent calls `self.obs_preprocessor(obs)`: it runs a preprocessor, not `Seq2SlateWithPreprocessor`
+    (a Seq2Slate model holding one), whose name only ends like it."""
+    project = model(tmp_path, {
+        "agent.py": """
+            import torch
+            class ObsPreprocessor(torch.nn.Module):
+                def forward(self, x):
+                    return x
+            class SlateWithPreprocessor(torch.nn.Module):
+                def forward(self, x):
+                    return x.cpu()
+            class Agent:
+                def __init__(self, pre):
+                    self.obs_preprocessor = pre
+                def act(self, obs):
+                    return self.obs_preprocessor(obs)
+            def train(agent, env, opt):
+                for step in range(100):
+                    agent.act(env.reset()).sum().backward()
+                    opt.step()
+            ObsPreprocessor(), SlateWithPreprocessor()
+        """,
+    })
+    assert ("agent.py", "ObsPreprocessor.forward") in project.reach
+    assert ("agent.py", "SlateWithPreprocessor.forward") not in project.reach
+
+
+def test_a_branch_that_ends_the_run_is_taken_once(tmp_path, check):
+    """Megatron's loop checks a kill switch every step; its branch saves, calls `print_datetime` (a barrier) and
+    exits: it runs once, at the end. A branch ending in `raise` too."""
+    found = check(tmp_path, {
+        "train.py": """
+            import sys
+            import torch
+
+            def print_datetime(text):
+                torch.distributed.barrier()
+                print(text)
+
+            def train(model, loader, opt):
+                for batch in loader:
+                    loss = model(batch.cuda())
+                    loss.backward()
+                    opt.step()
+                    if found_kill_switch():
+                        print(loss.item())
+                        print_datetime("exiting")
+                        sys.exit()
+                    if not torch.isfinite(loss):
+                        print(loss.item())
+                        raise RuntimeError("loss is not finite")
+                    torch.distributed.barrier()
+        """,
+    })
+    lines = {line for _, line, *_ in found}
+    assert {18, 21} <= lines and not lines & {6, 15, 19}  # the test of line 18 itself runs every step
+
+
 def test_a_guess_leaves_its_program_where_the_program_holds_no_module(tmp_path):
     """A framework's trainer is handed the model by a user's script; the modules it may run are anywhere."""
     project = model(tmp_path, {
