@@ -20,9 +20,13 @@ def _is_eval_split(name: str) -> bool:
 
 # What `PadToMaxLength.visit_Call` reports: `padding="max_length"`, `padding=PaddingStrategy.MAX_LENGTH`,
 # `pad_to_max_length=True`.
+# A parameter's default counts too (`padding: Union[str, bool] = "max_length"`).
 _MAX_LENGTH_ARGUMENT = re.compile(
-    r"\bpadding\s*=\s*(?:[rRuU]?[\"']max_length[\"']|[\w.]*\bMAX_LENGTH\b)|\bpad_to_max_length\s*=\s*True\b"
+    r"\bpadding\s*(?::[^=\n]*)?=\s*(?:[rRuU]?[\"']max_length[\"']|[\w.]*\bMAX_LENGTH\b)"
+    r"|\bpad_to_max_length\s*(?::[^=\n]*)?=\s*True\b"
 )
+# What a function does with its `padding` parameter that makes the default the padding of its tokenizer calls.
+_PASSES_PADDING = re.compile(r"\bpadding\s*=\s*padding\b|[\"']padding[\"']\s*:\s*padding\b")
 
 
 class PadToMaxLength(Rule):
@@ -38,7 +42,8 @@ class PadToMaxLength(Rule):
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags tokenizer calls with `padding=\"max_length\"`, `padding=PaddingStrategy.MAX_LENGTH` or "
-        "`pad_to_max_length=True` outside eval code, unless `max_length=` is computed from the batch itself.",
+        "`pad_to_max_length=True` outside eval code, unless `max_length=` is computed from the batch itself, and a "
+        "`padding` parameter defaulting to `\"max_length\"` that its function passes on (`padding=padding`).",
         why_slow="Every sequence is padded to the model's maximum length, so a batch of 60-token sentences padded to 512 "
         "runs 8.5x the linear-layer FLOPs and 70x the attention FLOPs it needs; the pad positions are then masked out of "
         "the loss. The GPU is busy, but on nothing.",
@@ -68,8 +73,15 @@ class PadToMaxLength(Rule):
         'test_ds = load_dataset("wikitext", split="test[:400]")\n'
         'test_ds = test_ds.map(lambda x: tokenizer(x["text"], padding="max_length", max_length=256), batched=True)\n',
         'raw["validation"].map(lambda x: tokenizer(x["text"], padding="max_length"), batched=True)\n',
+        'def tokenize(texts, padding="max_length"):\n    return tokenizer(texts, padding="longest")\n',
     )
     invalid = (
+        Invalid(
+            'def from_files(files, padding: str = "max_length"):\n'
+            '    return Pipeline(files, padding=padding)\n',
+            fixed='def from_files(files, padding: str = "longest"):\n'
+            '    return Pipeline(files, padding=padding)\n',
+        ),
         Invalid(
             'enc = tokenizer(texts, padding="max_length", truncation=True, max_length=512)\n',
             fixed='enc = tokenizer(texts, padding=True, truncation=True, max_length=512)\n',
@@ -85,6 +97,23 @@ class PadToMaxLength(Rule):
             "    return tokenizer.pad(batch, padding=True, max_length=args.max_seq_length)\n",
         ),
     )
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """A `padding` parameter defaulting to max_length, which the function passes on (`padding=padding`)."""
+        if self.context.in_tests or self.context.imports.imported("diffusers"):
+            return
+        params = [*node.params.params, *node.params.kwonly_params]
+        if not any(param.name.value in ("padding", "pad_to_max_length") for param in params):
+            return
+        if not _PASSES_PADDING.search(self.context.module.code_for_node(node.body)):
+            return
+        for param in params:
+            if param.default is None:
+                continue
+            if param.name.value == "padding" and self._is_max_length(param.default):
+                self.report(param, when="training", fix=[Replace(param.default, '"longest"')], unsafe_fix=True)
+            elif param.name.value == "pad_to_max_length" and is_true(param.default):
+                self.report(param, when="training", fix=[Replace(param.default, "False")], unsafe_fix=True)
 
     def __init__(self, context) -> None:
         super().__init__(context)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpulint.linter.names import last_name
+from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import is_false, is_true, keyword_arg
 from gpulint.rules.examples import training_script
@@ -12,6 +12,8 @@ from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 _LOG_METHODS = frozenset({"info", "debug", "warning", "warn", "error", "critical", "log", "exception"})
 _LOG_RECEIVER_PARTS = frozenset({"logger", "logging", "log", "_logger", "LOGGER"})
+# The name of a dict of loss or metric tensors (`loss_dict`, `output["logs"]`, `metrics`).
+_LOSS_DICT_PARTS = frozenset({"loss", "losses", "logs", "metrics"})
 
 
 # A stand-in for Accelerate's `Accelerator` in the examples (they run as they are in the harnesses).
@@ -27,7 +29,9 @@ class TensorFormattedInStep(SyncRule):
         what_it_does="Flags `print(t)`, f-strings and `.format()` / `%` of tensors, logger calls with tensor "
         "arguments, `SummaryWriter.add_scalar`, `wandb.log` and `accelerator.log` of tensors or of dicts holding them "
         "(`logs = dict(outputs, loss=loss)`, `logs[\"scale\"] = scale`), and Lightning's `self.log` / `self.log_dict` "
-        "of a tensor with `prog_bar=True` (unless `on_step=False`), in code that runs every step, ungated.",
+        "of a tensor with `prog_bar=True` (unless `on_step=False`), in code that runs every step, ungated. A dict "
+        "comprehension renaming the keys of a dict of losses or metrics (`{f\"train_{k}\": v for k, v in "
+        "logs.items()}`) counts as a dict of tensors.",
         why_slow="Turning a tensor into text (or a logged scalar) copies its values to the host, and that copy waits "
         "for all queued GPU work: each step ends in a full host-device round trip before the next launch.",
         example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n"
@@ -45,6 +49,8 @@ class TensorFormattedInStep(SyncRule):
         training_script("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nprint(f\"lr {lr:.3f}\")"),
         training_script("print(f\"step {step} batch {x.shape}\")"),
+        training_script("logs = {\"loss\": loss.item()}\nwandb.log({f\"train/{k}\": v for k, v in logs.items()})",
+                        header="import wandb"),
         training_script("assert loss.dim() == 0, f\"loss {loss} is not a scalar\"\nprint(step)"),
         training_script("logger.info(\"step %d\", step)", header="import logging\n"
                         "logger = logging.getLogger(__name__)"),
@@ -64,6 +70,10 @@ class TensorFormattedInStep(SyncRule):
         Invalid("import torch\n\n\nclass Net(torch.nn.Module):\n"
                 "    def training_step(self, batch, batch_idx):\n        loss = self.model(batch).mean()\n"
                 "        self.log(\"train_loss\", loss, prog_bar=True)\n        return loss\n"),
+        Invalid("import torch\n\n\nclass Net(torch.nn.Module):\n"
+                "    def training_step(self, batch, batch_idx):\n        output = self.step(batch)\n"
+                "        self.log_dict({f\"train_{k}\": v for k, v in output[\"logs\"].items()}, prog_bar=True)\n"
+                "        return output[\"loss\"]\n"),
     )
 
     def __init__(self, context) -> None:
@@ -86,7 +96,31 @@ class TensorFormattedInStep(SyncRule):
             return any(isinstance(e, cst.DictElement) and self.tensors.is_tensor(e.value) for e in value.elements)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
             return any(arg.keyword is not None and self.tensors.is_tensor(arg.value) for arg in value.args)
+        if isinstance(value, cst.DictComp):
+            return self._renames_loss_dict(value)
         return False
+
+    def _renames_loss_dict(self, comp: cst.DictComp) -> bool:
+        """`{f"train_{k}": v for k, v in output["logs"].items()}`: the values of a dict of losses or metrics under
+        new keys (a dict the function does not know to hold host numbers)."""
+        loop = comp.for_in
+        items = loop.iter
+        if loop.inner_for_in is not None or not (isinstance(items, cst.Call) and isinstance(items.func, cst.Attribute)
+                                                  and items.func.attr.value == "items"):
+            return False
+        if not (isinstance(loop.target, cst.Tuple) and len(loop.target.elements) == 2
+                and isinstance(comp.value, cst.Name) and isinstance(loop.target.elements[1].value, cst.Name)
+                and comp.value.value == loop.target.elements[1].value.value):
+            return False
+        source = items.func.value
+        if isinstance(source, cst.Subscript) and len(source.slice) == 1 and isinstance(source.slice[0].slice, cst.Index) \
+                and isinstance(key := source.slice[0].slice.value, cst.SimpleString):
+            name = key.raw_value  # `output["logs"]`
+        else:
+            name = last_name(source) or ""
+        if not name_parts(name) & _LOSS_DICT_PARTS:
+            return False
+        return not self.context.is_host_value(source)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
