@@ -19,20 +19,30 @@ _DATA_CONSTRUCTORS = frozenset(
 )
 
 
+# The legacy typed constructors of CUDA tensors: given a list (`torch.cuda.IntTensor([0])`), they copy it from the host;
+# given sizes (`torch.cuda.FloatTensor(4, 8)`), they only allocate.
+_CUDA_CONSTRUCTORS = frozenset(
+    {"torch.cuda.FloatTensor", "torch.cuda.LongTensor", "torch.cuda.IntTensor", "torch.cuda.BoolTensor",
+     "torch.cuda.ByteTensor", "torch.cuda.HalfTensor", "torch.cuda.DoubleTensor", "torch.cuda.BFloat16Tensor"}
+)
+
+
 class TensorFromHostDataInStep(SyncRule):
     code = "GPL412"
     name = "tensor-from-host-data-in-step"
     message = "`{func}(..., device=...)` from host data is a synchronous pageable copy every step"
     message_moved = "`{func}(host data)` then moved to the device: a synchronous pageable copy every step"
+    message_cuda = "`{func}(host data)` copies host data into a new device tensor: a synchronous pageable copy every step"
     message_helper = ("`{func}(...)` copies its argument's host data to the device (a helper of this project that "
                       "moves it with a blocking copy): a synchronous pageable copy every step")
-    triggers = ("device=", ".to(", ".cuda(")
+    triggers = ("device=", ".to(", ".cuda(")  # `torch.cuda.IntTensor(` holds ".cuda("
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
         "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
         "tensor, such as `self.anchors`), and host data wrapped then moved "
         "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`, also through a cast or reshape: "
-        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`, `torch.stack` of CPU-built tensors moved), and "
+        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`, `torch.stack` of CPU-built tensors moved), the "
+        "legacy CUDA constructors given a list (`torch.cuda.IntTensor([0])`, `torch.cuda.LongTensor(sizes)`), and "
         "each call of a project helper that does so to "
         "its argument (`def tensor(x): return torch.from_numpy(np.asarray(x)).to(device)`, then `tensor(rewards)`) "
         "with data not known to be a tensor, in code that runs every step, ungated.",
@@ -57,6 +67,7 @@ class TensorFromHostDataInStep(SyncRule):
         training_script("kept = model(x).flatten()\n"
                         "mean = kept.mean() if kept.numel() > 0 else torch.tensor(0.0, device=device)"),
         training_script("offsets = torch.arange(4, device=device)"),
+        training_script("buffer = torch.cuda.FloatTensor(4, 8)"),
         # No elements, nothing to copy: an empty placeholder for a batch with no matches.
         training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
     )
@@ -67,6 +78,8 @@ class TensorFromHostDataInStep(SyncRule):
         Invalid(training_script("pos = torch.from_numpy(grid).float().unsqueeze(0).to(x.device)",
                                 header="import numpy as np\n\ngrid = np.ones((16, 16))")),
         Invalid(training_script("rows = torch.stack([torch.as_tensor([i, i + 1]) for i in range(4)]).to(device)")),
+        Invalid(training_script("overflow = torch.cuda.IntTensor([0])")),
+        Invalid(training_script("sizes = [len(x), len(y)]\nt = torch.cuda.LongTensor(sizes)")),
     )
 
     @classmethod
@@ -94,6 +107,9 @@ class TensorFromHostDataInStep(SyncRule):
             self._check_moved(node, _unreshaped(func.value))
             return
         resolved = self.context.resolve(func)
+        if resolved in _CUDA_CONSTRUCTORS:
+            self._check_cuda_constructor(node, resolved)
+            return
         if resolved not in ("torch.tensor", "torch.as_tensor") or not node.args or node.args[0].keyword is not None:
             return
         device = keyword_arg(node, "device")
@@ -107,6 +123,20 @@ class TensorFromHostDataInStep(SyncRule):
         if not (self.context.is_host_value(data) or resolved == "torch.tensor" and not self.tensors.is_tensor(data)):
             return
         self.report(node, self.message.format(func=resolved))
+
+    def _check_cuda_constructor(self, call: cst.Call, resolved: str) -> None:
+        """`torch.cuda.IntTensor([0])`, `torch.cuda.LongTensor(sizes)`: one argument of host data (a list or tuple, or
+        a name bound to one), copied to the device. Sizes (`torch.cuda.FloatTensor(4, 8)`) allocate only."""
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            return
+        data = call.args[0].value
+        # A host value named as a collection (`sizes`, `id_list`): a lone size (`n`) would only allocate.
+        named = (dotted_name(data) or "").rsplit(".", 1)[-1].lower()
+        sequence = isinstance(data, (cst.List, cst.Tuple, cst.ListComp)) or self.context.is_host_value(data) \
+            and named.endswith(("s", "list"))
+        if not sequence or _is_empty_literal(data) or self.in_per_tensor_loop() or self.tensors.is_tensor(data):
+            return
+        self.report(call, self.message_cuda.format(func=resolved))
 
     def _check_helper_call(self, call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> None:
         """`tensor(transitions.reward)`, where the project's `tensor` does `torch.from_numpy(x).to(device)`: the
