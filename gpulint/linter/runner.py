@@ -181,6 +181,7 @@ def with_project_facts(
         "\0intervals", *(f"{name}={value}" for name, value in sorted(configs.intervals)),
         "\0values", *(f"{name}={value}" for name, value in sorted(configs.values)),
         "\0switches", *(f"{name}={value}" for name, value in sorted(configs.switches)),
+        "\0keys", *sorted(configs.keys),
     ]).encode())
     stored = _stored_facts(cache, run_key, texts)
     if stored is not None:
@@ -233,7 +234,7 @@ def _model_facts(
     options = tasks[0].options
     try:
         project = Project(indexes, options.hot_functions, options.gate_names, configs.classes, configs.intervals,
-                          configs.names, configs.values, configs.switches)
+                          configs.names, configs.values, configs.switches, configs.keys)
         facts = {display: project.file_facts(display) for display in project.files}
     except Exception as exc:  # noqa: BLE001  (a bug of the model must not lose the lint: each file is read alone)
         print(f"gpulint: warning: the project model failed ({type(exc).__name__}: {exc}); files are read one by one "

@@ -95,6 +95,16 @@ _NAMED_CLASS = re.compile(r""":[ \t]*["']?([A-Z][A-Za-z0-9_]*[a-z][A-Za-z0-9_]*)
 _NOT_CLASS_NAMES = frozenset({"True", "False", "None", "Null", "NULL", "TRUE", "FALSE"})
 
 
+def registry_keys(text: str) -> set[str]:
+    """The lower-case words a YAML or JSON config gives as values (`arch: blip2_opt`, `"task": "captioning"`): the
+    keys a registry builds its classes by (`@registry.register_model("blip2_opt")`)."""
+    return {word for word in _REGISTRY_KEY.findall(text) if word not in _NOT_KEYS}
+
+
+_REGISTRY_KEY = re.compile(r""":[ \t]*["']?([a-z][a-z0-9_]*[a-z0-9])["']?[ \t]*(?=[,}\]\n#]|$)""", re.MULTILINE)
+_NOT_KEYS = frozenset({"true", "false", "null", "none", "yes", "no"})
+
+
 def named_classes(text: str) -> set[str]:
     """The bare class names a YAML or JSON config gives as values (for a registry to build)."""
     return {name for name in _NAMED_CLASS.findall(text) if name not in _NOT_CLASS_NAMES}
@@ -279,6 +289,7 @@ class TrainingConfigs:
     intervals: tuple[tuple[str, int], ...] = ()  # the values they give intervals, each file's (`interval_settings`)
     values: frozenset[tuple[str, str]] = frozenset()  # the words they give options (`option_values`)
     switches: frozenset[tuple[str, str]] = frozenset()  # what they say of switches (`switch_settings`)
+    keys: frozenset[str] = frozenset()  # the lower-case words they give as values (`registry_keys`)
 
 
 def classes_in(text: str) -> set[str]:
@@ -299,6 +310,7 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
     intervals: list[tuple[str, int]] = []
     values: set[tuple[str, str]] = set()
     switches: set[tuple[str, str]] = set()
+    keys: set[str] = set()
     for path in paths:
         try:
             if path.stat().st_size > MAX_CONFIG_BYTES:
@@ -316,6 +328,7 @@ def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs
             classes |= classes_in(text)
         if display(path).endswith((".yaml", ".yml", ".json")):
             names |= named_classes(text)
+            keys |= registry_keys(text)
         intervals += sorted(interval_settings(text))
     return TrainingConfigs(frozenset(classes), frozenset(names), tuple(intervals), frozenset(values),
-                           frozenset(switches))
+                           frozenset(switches), frozenset(keys))

@@ -1001,13 +1001,40 @@ def _of_self(attribute: ast.Attribute) -> bool:
     return isinstance(attribute.value, ast.Name) and attribute.value.id == "self"
 
 
-def _literal_defaults(args: ast.arguments) -> tuple[frozenset[str], frozenset[str]]:
-    """The parameters defaulting to a literal other than None (`flag=False`, `scale=1.0`, `mode="mean"`), and those
-    defaulting to None (`n_res=None`, `cache: Optional[Cache] = None`)."""
+def _literal_defaults(args: ast.arguments) -> tuple[dict[str, object], frozenset[str]]:
+    """The parameters defaulting to a literal other than None (`flag=False`, `scale=1.0`, `mode="mean"`), with that
+    value, and those defaulting to None (`n_res=None`, `cache: Optional[Cache] = None`)."""
     positional = (*args.posonlyargs, *args.args)
     pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
-    literal = [(arg.arg, default.value is None) for arg, default in pairs if isinstance(default, ast.Constant)]
-    return frozenset(name for name, none in literal if not none), frozenset(name for name, none in literal if none)
+    literal = [(arg.arg, default.value) for arg, default in pairs if isinstance(default, ast.Constant)]
+    return {name: value for name, value in literal if value is not None}, \
+        frozenset(name for name, value in literal if value is None)
+
+
+def _casts(value: ast.AST, name: str) -> bool:
+    """`float(name)`, `int(name)`, `str(name)`, `bool(name)`: the same value in another type."""
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _CASTS \
+        and len(value.args) == 1 and not value.keywords and isinstance(value.args[0], ast.Name) \
+        and value.args[0].id == name
+
+
+_CASTS = frozenset({"float", "int", "str", "bool"})
+
+
+def other_value_branch(test: ast.AST, defaults: dict[str, object]) -> tuple[str, str] | None:
+    """The branch of an `if` that runs only when a parameter is given a value other than its default, and that
+    parameter: ("body", "norm_type") for `if norm_type == inf:` where `norm_type=2` (Megatron's clip_grad_norm_fp32,
+    which no caller hands another norm), ("orelse", ...) for `!=`."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
+            and isinstance(test.left, ast.Name) and test.left.id in defaults):
+        return None
+    default, other = defaults[test.left.id], test.comparators[0]
+    if isinstance(other, ast.Constant):
+        differs = type(other.value) is type(default) and other.value != default
+    else:  # `inf`, `math.inf`, `np.inf`, against a finite number
+        differs = (dotted(other) or "").rsplit(".", 1)[-1] == "inf" and isinstance(default, (int, float)) \
+            and not isinstance(default, bool) and default != float("inf")
+    return ("body" if isinstance(test.ops[0], ast.Eq) else "orelse", test.left.id) if differs else None
 
 
 def given_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | None:
@@ -1076,6 +1103,7 @@ class _Walker:
         self.backend_tests: dict[tuple[str, str], ast.AST] = {}
         # Per function being walked, its parameters that default to a literal other than None (`add_z_loss=False`).
         self.literal_params: list[frozenset[str]] = [frozenset()]
+        self.default_values: list[dict[str, object]] = [{}]  # the literal defaults of `literal_params`
         self.none_params: list[frozenset[str]] = [frozenset()]  # the parameters of each function defaulting to None
         # The attributes of the class being read that its methods set once, to a configuration option, with the
         # option's expression (`{"pitch_type": 'self.pitch_config["pitch_type"]'}`: index.attribute_options).
@@ -1165,8 +1193,9 @@ class _Walker:
             if arg.annotation is not None and (annotated := annotated_class(arg.annotation)):
                 scope.assigns.append(Assign(arg.arg, annotation=annotated))  # `def train(ema: ModelEMA)`
         self.values.enter({name: "unknown" for name in params}, params)
-        literal, none = _literal_defaults(args)
-        self.literal_params.append(literal)
+        defaults, none = _literal_defaults(args)
+        self.literal_params.append(frozenset(defaults))
+        self.default_values.append(defaults)
         self.none_params.append(none)
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
@@ -1175,6 +1204,7 @@ class _Walker:
         self.no_grad_depth = saved_depth
         self.values.leave()
         self.literal_params.pop()
+        self.default_values.pop()
         self.none_params.pop()
         self._leave()
 
@@ -1259,7 +1289,11 @@ class _Walker:
                     for name, value in zip(target.elts, node.value.elts):
                         self.values.bind(name, self.values.kind_of(value))
                     continue
+                recast = isinstance(target, ast.Name) and target.id in self.values.fresh_params[-1] \
+                    and _casts(node.value, target.id)
                 self.values.bind(target, kind)
+                if recast:  # `norm_type = float(norm_type)`: still the value the caller gave (or the default)
+                    self.values.fresh_params[-1].add(target.id)
         elif isinstance(node, ast.AnnAssign):
             if (name := dotted(node.target)) is not None and (annotated := annotated_class(node.annotation)):
                 self.scope.assigns.append(Assign(name, annotation=annotated))
@@ -1384,7 +1418,9 @@ class _Walker:
         # (a caller passing an interval test makes it a gate: the "param" region)
         flag_parameter = isinstance(test, ast.Name) and test.id in self.literal_params[-1]
         # `if n_res is not None:` on a parameter defaulting to None: the branch runs only for callers passing it.
-        given = given_branch(test, self.none_params[-1] & frozenset(self.values.fresh_params[-1]))  # not rebound
+        fresh = frozenset(self.values.fresh_params[-1])  # parameters not rebound
+        given = given_branch(test, self.none_params[-1] & fresh) or other_value_branch(
+            test, {name: value for name, value in self.default_values[-1].items() if name in fresh})
         before = dict(self.values.scopes[-1])
         bound: list[dict[str, Kind]] = []
         for part, body in (("body", node.body), ("orelse", node.orelse)):

@@ -159,7 +159,7 @@ class Project:
     def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = (),
                  config_classes: Iterable[str] = (), config_intervals: Iterable[tuple[str, int]] = (),
                  config_names: Iterable[str] = (), config_values: Iterable[tuple[str, str]] = (),
-                 config_switches: Iterable[tuple[str, str]] = ()):
+                 config_switches: Iterable[tuple[str, str]] = (), config_keys: Iterable[str] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
@@ -206,6 +206,7 @@ class Project:
             self.option_values.setdefault(option, set()).add(word)
         # The switches shipped settings leave off (configs.off_switches): the configs' and the training files' word.
         self.off_switches = off_switches([*config_switches, *(v for ix in self.files.values() for v in ix.switches)])
+        self.config_keys = frozenset(config_keys)  # the words training configs give (configs.registry_keys)
         self.entries = False
         self._guesses: set[tuple] = set()
         self._children: dict[Target, list[Target]] | None = None
@@ -1300,6 +1301,8 @@ class Project:
         program builds from configs, else another place of the project's text names it?"""
         if cls in self.instantiated:
             return True
+        if self._registry_key(cls) in self.config_keys:  # `@registry.register_model("blip2_opt")`, `arch: blip2_opt`
+            return True
         by_registry = self._registry_built()
         if by_registry and self._registered(cls):
             return cls in by_registry
@@ -1321,6 +1324,17 @@ class Project:
             if _REGISTERED.match(line.lstrip()):
                 return True
         return False
+
+    def _registry_key(self, cls: Target) -> str | None:
+        """The key a registry decorator files the class under (`@registry.register_model("albef_pretrain")`)."""
+        ix = self.files[cls.path]
+        definition = ix.definitions.get(cls.qualname)
+        for line in ix.lines[definition.start:definition.end] if definition is not None else ():
+            if not line.lstrip().startswith("@"):
+                return None
+            if found := _REGISTRY_KEY.match(line.lstrip()):
+                return found.group(1)
+        return None
 
     def _unbuilt_registered(self, key: Key) -> bool:
         """A method of a registered class that no training config names (D-FINE's `DetCriterion.loss_boxes`)."""
@@ -1775,9 +1789,14 @@ class Project:
         if not class_names:
             return set()
         call = re.compile(r"(?<!class )\b(%s)\s*\(" % "|".join(map(re.escape, sorted(class_names))))
+        capitalised = [name for name in class_names if CLASS_LIKE_NAME.fullmatch(name)]
+        others = [name for name in class_names if not CLASS_LIKE_NAME.fullmatch(name)]
         places: dict[str, set[str]] = {}
         for path, ix in self.files.items():
             if is_kept_apart(path):
+                continue
+            # Most files name none of them: the counts taken when the file was outlined say so without a search.
+            if not any(name in ix.class_names for name in capitalised) and not any(name in ix.text for name in others):
                 continue
             for name in set(call.findall(ix.text)):
                 places.setdefault(name, set()).add(path)
@@ -2527,6 +2546,7 @@ _IMPORT_STATEMENT = re.compile(
     re.MULTILINE,
 )
 _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that registers it by name
+_REGISTRY_KEY = re.compile(r"""@[\w.]*register\w*\(\s*(?:name\s*=\s*)?["']([\w.-]+)["']""")  # ... under this key
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
 

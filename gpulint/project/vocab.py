@@ -64,7 +64,7 @@ COLD_NAME_PARTS = frozenset(
         "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "testing", "predict",
         "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
         "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
-        "detect", "compile", "configure", "config", "register", "repr",
+        "detect", "compile", "configure", "config", "register", "repr", "gradcam", "saliency", "visualization",
     }
 )
 # A switch named for evaluation or sampling (`if args.sample:`, `if args.eval_only:`, `if opt.test:`) runs what

@@ -441,6 +441,58 @@ def test_a_branch_that_ends_the_run_is_taken_once(tmp_path, check):
     assert {18, 21} <= lines and not lines & {6, 15, 19}  # the test of line 18 itself runs every step
 
 
+def test_a_branch_for_a_value_no_caller_gives_a_parameter_is_not_per_step(tmp_path, check):
+    """Megatron's `clip_grad_norm_fp32(parameters, max_norm, norm_type=2)` has an infinity-norm branch (`if
+    norm_type == inf:`, after `norm_type = float(norm_type)`); its optimizer never passes `norm_type`, so only the
+    2-norm branch runs. A caller passing the other value runs it."""
+    files = {
+        "clip.py": """
+            import torch
+            from math import inf
+
+            def clip_grad_norm_fp32(grads, max_norm, norm_type=2):
+                norm_type = float(norm_type)
+                if norm_type == inf:
+                    total = torch.stack([g.abs().max() for g in grads]).max()
+                    return float(total)
+                else:
+                    total = torch.stack([g.norm() for g in grads]).norm()
+                    return total.item()
+        """,
+        "train.py": """
+            import torch
+            from clip import clip_grad_norm_fp32
+
+            def train(model, loader, opt):
+                for batch in loader:
+                    model(batch.cuda()).backward()
+                    clip_grad_norm_fp32([p.grad for p in model.parameters()], 1.0)
+                    opt.step()
+        """,
+    }
+    lines = {line for path, line, *_ in check(tmp_path, files) if path == "clip.py"}
+    assert 12 in lines and 9 not in lines
+    files["train.py"] = files["train.py"].replace("1.0)", "1.0, norm_type=inf)").replace(
+        "from clip", "from math import inf\n            from clip")
+    lines = {line for path, line, *_ in check(tmp_path, files) if path == "clip.py"}
+    assert 9 in lines
+
+
+def test_a_grad_cam_that_calls_backward_is_no_training_step(tmp_path):
+    """LAVIS's `compute_gradcam(model, ...)` calls `loss.backward()` to read attention gradients for a picture:
+    a visualisation, not a step of training."""
+    project = model(tmp_path, {
+        "models/itm.py": """
+            import torch
+            def compute_gradcam(model, visual_input, text_input):
+                output = model(visual_input, text_input)
+                output[:, 1].sum().backward()
+                return model.attention_map.grad.cpu()
+        """,
+    })
+    assert ("models/itm.py", "compute_gradcam") not in project.reach
+
+
 def test_a_guess_leaves_its_program_where_the_program_holds_no_module(tmp_path):
     """A framework's trainer is handed the model by a user's script; the modules it may run are anywhere."""
     project = model(tmp_path, {
@@ -1482,6 +1534,57 @@ def test_a_registry_builds_only_the_classes_its_training_configs_name(tmp_path, 
         """,
     })
     assert not [f for f in found if f[0] == "criteria.py"]
+
+
+def test_a_registry_key_a_training_config_gives_builds_its_class(tmp_path, check):
+    """LAVIS files its models under keys (`@registry.register_model("albef_pretrain")`) and its training configs
+    choose one (`arch: albef_pretrain`): the task's `model(samples)` runs that model's forward, which nothing names in
+    code. A model filed under a key no training config gives stays unbuilt."""
+    found = check(tmp_path, {
+        "projects/albef/train/pretrain.yaml": "model:\n  arch: albef_pretrain\nrun:\n  task: captioning\n",
+        "lavis/registry.py": """
+            class Registry:
+                mapping = {}
+                @classmethod
+                def register_model(cls, name):
+                    def wrap(model_cls):
+                        cls.mapping[name] = model_cls
+                        return model_cls
+                    return wrap
+            registry = Registry()
+        """,
+        "lavis/models.py": """
+            import torch
+            from lavis.registry import registry
+
+            @registry.register_model("albef_pretrain")
+            class AlbefPretrain(torch.nn.Module):
+                def forward(self, samples):
+                    return {"loss": samples["image"].sum(), "n": samples["text"].sum().item()}
+
+            @registry.register_model("blip_vqa")
+            class BlipVQA(torch.nn.Module):
+                def forward(self, samples):
+                    return {"loss": samples["image"].sum(), "n": samples["answer"].sum().item()}
+        """,
+        "train.py": """
+            import torch
+            import lavis.models
+            from lavis.registry import registry
+
+            def train_step(model, samples):
+                return model(samples)["loss"]
+
+            def main(cfg, loader, opt):
+                model = registry.mapping[cfg.arch]().cuda()
+                for samples in loader:
+                    train_step(model, samples).backward()
+                    opt.step()
+        """,
+    })
+    lines = {(path, line) for path, line, *_ in found}
+    assert ("lavis/models.py", 8) in lines
+    assert ("lavis/models.py", 13) not in lines
 
 
 def test_keywords_into_kwargs_carry_where_their_values_live(tmp_path, check):
