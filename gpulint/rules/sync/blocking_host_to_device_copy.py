@@ -30,6 +30,19 @@ _MOVE_HELPERS = frozenset({"move_to_device", "to_device", "send_to_device", "bat
 _CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z]*Tensor$")
 
 
+# An accelerate training script for the examples, with a stand-in `Accelerator` (they run as they are in the
+# harnesses): `prepare` hands its objects back, `backward` runs the loss's backward.
+_PREPARED_SCRIPT = (
+    "import torch\nfrom torch.utils.data import DataLoader\n\n\nclass Accelerator:\n    def prepare(self, *objects):\n"
+    "        return objects\n\n    def backward(self, loss):\n        loss.backward()\n\n\n"
+    "def train(model, dataset, optimizer, device):\n    accelerator = Accelerator()\n"
+    "    loader = DataLoader(dataset, batch_size=4{pin})\n"
+    "    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n    for x, y in loader:\n"
+    "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        accelerator.backward(loss)\n"
+    "        optimizer.step()\n        optimizer.zero_grad()\n"
+)
+
+
 class BlockingHostToDeviceCopy(SyncRule):
     code = "GPL411"
     name = "blocking-host-to-device-copy"
@@ -50,6 +63,11 @@ class BlockingHostToDeviceCopy(SyncRule):
         "this DataLoader does not set `pin_memory=True`, and the trainer it feeds copies every batch to the device: "
         "from pageable memory that copy is synchronous every step"
     )
+    message_prepared = (
+        "this DataLoader does not set `pin_memory=True`, and `{prepare}` copies every batch it yields to the device: "
+        "from pageable memory that copy is synchronous every step; pin it (and let accelerate copy without blocking: "
+        "`DataLoaderConfiguration(non_blocking=True)`)"
+    )
     triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(", "DataLoader(", "WebLoader(")
     # Its DataLoader findings are in setup code ("training"), which a file without a step (a Lightning script that
     # only calls `trainer.fit`) may hold too.
@@ -68,9 +86,11 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`non_blocking=True`, or copies them in a loop over batches without it, or in a data module that copies "
         "nothing itself while another file's training step copies to the device (the finding is on the DataLoader: "
         "that is where the fix goes, and one loader feeds every copy of the step; a loader named or built for "
-        "evaluation is left out, and so is every loader where accelerate or Lightning places the batches); also a training DataLoader without `pin_memory` that is handed to a trainer which "
+        "evaluation is left out); also a training DataLoader without `pin_memory` that is handed to a trainer which "
         "copies its batches itself: `trainer.fit(model, loader)`, Composer's `Trainer(train_dataloader=loader)`, "
-        "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls); and "
+        "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls), or "
+        "handed to `accelerator.prepare` / `fabric.setup_dataloaders` in a file with a training step (they copy each "
+        "batch to the device, blocking by default); and "
         "a copy to the device in a Dataset's `__getitem__` (one blocking copy per sample) in a file that trains.",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
@@ -92,7 +112,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "already on the device (registered buffers included) are not flagged, nor a move stored back where it came "
         "from on the object (`self.W.data = to_device(self.W.data, device)`: the first call moves it, later ones find "
         "it there), nor are files "
-        "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device), "
+        "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device: "
+        "only the loader is reported), "
         "nor `inputs.to(device)` in the `forward` of a class another module of the project builds as a layer (its "
         "inputs come from that module), "
         "nor copies in the methods of a LightningModule or a Lightning callback (Lightning moves each batch before "
@@ -113,8 +134,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
         "        optimizer.step()\n"),
         training_script("z = x.type(torch.half)"),
+        _PREPARED_SCRIPT.format(pin=", pin_memory=True"),
     )
     invalid = (
+        Invalid(_PREPARED_SCRIPT.format(pin=""), fixed=_PREPARED_SCRIPT.format(pin=", pin_memory=True")),
         Invalid(  # the DataLoader calls `__getitem__` for every sample of every batch
             "import torch\nfrom torch.utils.data import DataLoader, Dataset\n\n\nclass TextSamplerDataset(Dataset):\n"
             "    def __init__(self, data, seq_len):\n        self.data, self.seq_len = data, seq_len\n\n"
@@ -202,6 +225,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._unpinned_loaders: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._unpinned_on_purpose = False  # a DataLoader says `pin_memory=False`
         self._prepared = False  # accelerate / Fabric place the batches on the device themselves
+        self._prepared_names: set[str] = set()  # what the file hands them (`accelerator.prepare(model, loader)`)
+        self._prepare_call = ""  # how, for the message
         self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
@@ -250,6 +275,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         if isinstance(func, cst.Attribute) and (method == "setup_dataloaders" or method in ("prepare", "prepare_data_loader")
                                                 and re.search(r"accelerator|fabric", last_name(func.value) or "", re.IGNORECASE)):
             self._prepared = True
+            self._prepared_names |= {name for arg in node.args if (name := dotted_name(arg.value))}
+            self._prepare_call = f"{last_name(func.value)}.{method}"
             return
         if method in _LOADERS:
             pin = keyword_arg(node, "pin_memory")
@@ -297,6 +324,7 @@ class BlockingHostToDeviceCopy(SyncRule):
 
     def _emit(self) -> None:
         if self._prepared:
+            self._emit_prepared_loaders()
             return
         for call, text, ancestors in self._blocking:
             if _in_dataset_item(ancestors):
@@ -330,6 +358,21 @@ class BlockingHostToDeviceCopy(SyncRule):
                 pinned = self._pinned(loader)
                 self.context.add_report(Report(self, loader, self.message_trainer, "training", ancestors,
                                                (pinned,) if pinned is not None else (), True))
+
+    def _emit_prepared_loaders(self) -> None:
+        """The training loaders without `pin_memory` that accelerate or Fabric copy to the device, in a file with a
+        training step."""
+        if not self.context.facts.step_code():
+            return
+        for loader, ancestors in self._unpinned_loaders:
+            assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
+            handed = assign is not None and any(dotted_name(t.target) in self._prepared_names for t in assign.targets)
+            if loader not in self._loaders_to_pin or not handed or in_error_path_or_first_step(ancestors) \
+                    or _bound_for_evaluation(ancestors) or _for_evaluation(ancestors):
+                continue
+            pinned = self._pinned(loader)
+            self.context.add_report(Report(self, loader, self.message_prepared.format(prepare=self._prepare_call),
+                                           "training", ancestors, (pinned,) if pinned is not None else (), True))
 
     def _note_trainer_loaders(self, node: cst.Call, method: str | None) -> None:
         receiver = last_name(node.func.value) if isinstance(node.func, cst.Attribute) else None
