@@ -227,6 +227,7 @@ class Project:
         self._by_config: frozenset[Target] | None = None
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._held_losses: dict[Key, frozenset[str]] = {}  # by class: `_losses_held_by`
+        self._param_classes: dict[tuple[str, str, str], set[Target]] = {}  # see `_param_types`
         self._not_dead: set[Key] = set()  # functions `_dead` found alive
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
@@ -709,6 +710,50 @@ class Project:
             return self._assigned_types(path, holder, name, depth + 1)
         return self._imported_object_types(path, name, depth + 1)
 
+    def _passed_types_of(self, path: str, scope: Scope, name: str) -> set[Target]:
+        """For an object the model would guess: the classes its function's callers pass, when it is a parameter."""
+        holder = self._binding_scope(path, scope, name) if "." not in name else None
+        if holder is None or name not in holder.params or holder.kind != "function" \
+                or any(a.target == name for a in holder.assigns):
+            return set()
+        return self._param_types(path, holder, name, 1)
+
+    def _param_types(self, path: str, function: Scope, name: str, depth: int) -> set[Target]:
+        """The classes every call of a top-level function passes as parameter `name`, where every call passes a name
+        the model knows the classes of (coqui's `train(model, ...)`, called once, by `main` with
+        `model = setup_encoder_model(c)`); empty when any call passes something else, or none is found."""
+        key = (path, function.qualname, name)
+        if key in self._param_classes:
+            return self._param_classes[key]
+        self._param_classes[key] = set()  # while looking: a recursive call knows nothing more
+        found: set[Target] = set()
+        if "." not in function.qualname and not function.cls:
+            found = self._passed_classes(Target(path, function.qualname), function.params.index(name), depth)
+        self._param_classes[key] = found
+        return found
+
+    def _passed_classes(self, function: Target, position: int, depth: int) -> set[Target]:
+        name = function.qualname
+        call_text = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(|\.{re.escape(name)}\s*\(")
+        found: set[Target] = set()
+        for path, ix in self.files.items():
+            if name not in ix.text or not call_text.search(ix.text):
+                continue
+            scopes = [ix.module_scope] if ix.module_scope is not None else []
+            for definition in ix.definitions.values():
+                if not definition.is_class and call_text.search(definition.code):
+                    scopes.extend(ix.scopes_of(definition).values())
+            for scope in scopes:
+                for call in scope.calls:
+                    if call.func.rsplit(".", 1)[-1] != name or function not in self._callable_targets(path, scope, call.func):
+                        continue
+                    passed = call.arg_names[position] if position < len(call.arg_names) and not call.star_args else ""
+                    classes = self.types_of(path, scope, passed, 1) if passed else set()  # a new object: its own depth
+                    if not classes:
+                        return set()  # a call passes what the model does not know: the callee guesses
+                    found |= classes
+        return found
+
     def _imported_object_types(self, path: str, name: str, depth: int) -> set[Target]:
         """`from nanotron.logging.timers import nanotron_timer`: the classes of the object another module builds
         at its top level (`nanotron_timer = TimerManager()`)."""
@@ -1014,7 +1059,7 @@ class Project:
             if chosen:
                 out.targets = chosen
                 return out
-        types = self.types_of(path, scope, name)
+        types = self.types_of(path, scope, name) or (self._passed_types_of(path, scope, name) if per_step else set())
         for cls in sorted(types, key=_order):
             method = self._call_method(cls)
             if method is not None:
@@ -1113,7 +1158,9 @@ class Project:
     def _method_call(self, path: str, scope: Scope, receiver: str, method: str, per_step: bool) -> _Resolved:
         out = _Resolved(bound=True)
         # Not a class built only where shipped settings do not go (`elif args.optimizer == "adafactor":`).
-        types = {cls for cls in self.types_of(path, scope, receiver) if self._may_be_built(cls)}
+        types = self.types_of(path, scope, receiver) or (
+            self._passed_types_of(path, scope, receiver) if per_step else set())
+        types = {cls for cls in types if self._may_be_built(cls)}
         for cls in sorted(types, key=_order):
             found = self.find_method(cls, method)
             if found is not None:

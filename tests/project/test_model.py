@@ -493,6 +493,52 @@ def test_a_grad_cam_that_calls_backward_is_no_training_step(tmp_path):
     assert ("models/itm.py", "compute_gradcam") not in project.reach
 
 
+def test_a_parameter_takes_the_classes_every_caller_passes(tmp_path):
+    """coqui's `train(model, ...)` is called once, by `main`, with `model = setup_encoder_model(c)` (a speaker encoder
+    of two kinds): `model(inputs)` runs their forwards, not every model of the project. Where a caller passes an
+    object the model does not know, the call is guessed as before."""
+    files = {
+        "encoders.py": """
+            import torch
+            class LSTMEncoder(torch.nn.Module):
+                def forward(self, x):
+                    return x
+            class ResNetEncoder(torch.nn.Module):
+                def forward(self, x):
+                    return x
+            def setup_encoder(c):
+                if c.kind == "lstm":
+                    model = LSTMEncoder()
+                else:
+                    model = ResNetEncoder()
+                return model
+        """,
+        "tts.py": "import torch\nclass Vocoder(torch.nn.Module):\n    def forward(self, x):\n        return x.cpu()\n"
+                  "def load_vocoder():\n    return Vocoder()\n",
+        "train_encoder.py": """
+            from encoders import setup_encoder
+            import tts
+
+            def train(model, loader, opt):
+                for x in loader:
+                    model(x.cuda()).sum().backward()
+                    opt.step()
+
+            def main(c, loader, opt):
+                model = setup_encoder(c)
+                model = model.cuda()
+                train(model, loader, opt)
+        """,
+    }
+    project = model(tmp_path, files)
+    assert ("encoders.py", "LSTMEncoder.forward") in project.reach
+    assert ("encoders.py", "ResNetEncoder.forward") in project.reach
+    assert ("tts.py", "Vocoder.forward") not in project.reach
+    files["train_encoder.py"] += "\ndef finetune(loader, opt):\n    train(load_checkpoint(), loader, opt)\n"
+    project = model(tmp_path, files)
+    assert ("tts.py", "Vocoder.forward") in project.reach
+
+
 def test_a_guess_leaves_its_program_where_the_program_holds_no_module(tmp_path):
     """A framework's trainer is handed the model by a user's script; the modules it may run are anywhere."""
     project = model(tmp_path, {
