@@ -78,6 +78,8 @@ class PythonScalarOfTensor(SyncRule):
     valid = (
         training_script("lr = float(optimizer.param_groups[0][\"lr\"])"),
         training_script("n = int(x.shape[0])"),
+        # a CPU tensor's running sum stays on the CPU: its elements as slice bounds cost no copy
+        training_script("bounds = torch.cumsum(torch.tensor([2, 3, 3]), dim=0)\nhead = x[bounds[0]:bounds[1]]"),
         training_script("if step % 10 == 0:\n    print(float(loss))"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
         training_script("half = out.shape[1] // 2\nhead, tail = out[:, :half], out[:, half:]"),
