@@ -116,7 +116,9 @@ class Call:
     loop: int  # innermost loop of its scope holding it, -1 when none
     arg_kinds: tuple[Kind, ...] = ()
     kw_kinds: tuple[tuple[str, Kind], ...] = ()
-    interval_args: tuple[str, ...] = ()  # "0", "1"... for positional arguments, else the keyword
+    # The arguments that are interval tests, as "where=interval": "0", "1"... for positional arguments, else the
+    # keyword; the interval the test divides by (`gate_interval`: "update_freq" for `(i + 1) % update_freq == 0`).
+    interval_args: tuple[str, ...] = ()
     first_arg: str = ""  # the first argument as a dotted name (`DDP(model)` wraps `model`)
     marker: bool = False  # a step marker (backward, optimizer step, zero_grad)
     name_args: tuple[str, ...] = ()  # arguments that are dotted names (a function passed is a callback)
@@ -1602,8 +1604,8 @@ class _Walker:
         call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) if k.arg else ("**", "unknown") for k in node.keywords)
         call.star_args = any(isinstance(a, ast.Starred) for a in node.args)
         call.interval_args = tuple(
-            [str(i) for i, a in enumerate(node.args) if is_interval_test(a)]
-            + [k.arg for k in node.keywords if k.arg and is_interval_test(k.value)]
+            [f"{i}={gate_interval(a)}" for i, a in enumerate(node.args) if is_interval_test(a)]
+            + [f"{k.arg}={gate_interval(k.value)}" for k in node.keywords if k.arg and is_interval_test(k.value)]
         )
         if node.args:
             call.first_arg = dotted(node.args[0]) or ""

@@ -46,7 +46,7 @@ from gpulint.project.facts import (
 )
 from gpulint.project.configs import argparse_intervals, every_step_intervals, off_switches
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
-from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope, resolve, tuple_kind, tuple_kinds
+from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds
 from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     GPU_EVIDENCE,
@@ -2254,7 +2254,11 @@ class Project:
         passed.update(keyword for keyword, _ in call.kw_kinds)  # "**" for unpacked keywords: any
         if call.star_args or "**" in passed:
             passed.add("*")
-        interval = set(call.interval_args)
+        # An interval test the shipped settings make true on most steps (`update_grad=(i + 1) % update_freq == 0` with
+        # `--update_freq 1`, VideoMAE's default) gates nothing.
+        short = self._short_intervals(path)
+        interval = {where for where, _, every in (arg.partition("=") for arg in call.interval_args)
+                    if not is_short_interval(every, short)}
         for index, param in enumerate(params[: len(call.arg_kinds)]):
             votes[param] = votes.get(param, True) and str(index) in interval
         for keyword, _ in call.kw_kinds:

@@ -618,6 +618,39 @@ def test_an_interval_test_passed_as_an_argument_gates_the_callee(tmp_path, check
     assert found == []
 
 
+def test_an_interval_test_passed_as_an_argument_on_a_period_of_one_step_gates_nothing(tmp_path, check):
+    """VideoMAE passes `update_grad=(step + 1) % update_freq == 0` to its loss scaler, whose gradient norm runs under
+    `if update_grad:`; `--update_freq` defaults to 1, so it runs every step."""
+    files = {
+        "train.py": """
+            import argparse
+            import torch
+            from scaler import Scaler
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--update_freq", type=int, default=1)
+
+            def train(model, loader, opt, args):
+                scaler = Scaler()
+                for step, batch in enumerate(loader):
+                    loss = model(batch.cuda())
+                    scaler(loss, opt, update_grad=(step + 1) % args.update_freq == 0)
+        """,
+        "scaler.py": """
+            import torch
+            class Scaler:
+                def __call__(self, loss, opt, update_grad=True):
+                    loss.backward()
+                    if update_grad:
+                        print(loss.item())
+                        opt.step()
+        """,
+    }
+    assert [line for path, line, *_ in check(tmp_path, files) if path == "scaler.py"] == [7]
+    files["train.py"] = files["train.py"].replace("default=1)", "default=100)")
+    assert [line for path, line, *_ in check(tmp_path, files) if path == "scaler.py"] == []
+
+
 def test_branches_for_another_device_error_paths_and_eval_branches_are_cold(tmp_path, check):
     found = check(tmp_path, {
         "train.py": """
