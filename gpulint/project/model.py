@@ -716,9 +716,9 @@ class Project:
         if holder is None or name not in holder.params or holder.kind != "function" \
                 or any(a.target == name for a in holder.assigns):
             return set()
-        return self._param_types(path, holder, name, 1)
+        return self._param_types(path, holder, name)
 
-    def _param_types(self, path: str, function: Scope, name: str, depth: int) -> set[Target]:
+    def _param_types(self, path: str, function: Scope, name: str) -> set[Target]:
         """The classes every call of a top-level function passes as parameter `name`, where every call passes a name
         the model knows the classes of (coqui's `train(model, ...)`, called once, by `main` with
         `model = setup_encoder_model(c)`); empty when any call passes something else, or none is found."""
@@ -728,11 +728,13 @@ class Project:
         self._param_classes[key] = set()  # while looking: a recursive call knows nothing more
         found: set[Target] = set()
         if "." not in function.qualname and not function.cls:
-            found = self._passed_classes(Target(path, function.qualname), function.params.index(name), depth)
+            found = self._passed_classes(Target(path, function.qualname), function.params.index(name))
         self._param_classes[key] = found
         return found
 
-    def _passed_classes(self, function: Target, position: int, depth: int) -> set[Target]:
+    def _passed_classes(self, function: Target, position: int) -> set[Target]:
+        """What the calls of `function` pass at `position`: the classes of the names they pass, or nothing where one
+        passes anything else."""
         name = function.qualname
         call_text = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(|\.{re.escape(name)}\s*\(")
         found: set[Target] = set()
@@ -2744,7 +2746,7 @@ def _note_self_sets(host: dict[str, bool], scopes: Iterable[Scope], plain: bool)
 def _scores_without_gradients(scope: Scope) -> bool:
     """Its loops run without gradients and it returns a host number (`return float(total / len(batches))`): a score
     over held-out batches, not a loss to train on (axolotl's `compute_liger_loss`, whose no_grad loop only prepares
-    the loss it returns, is one)."""
+    the loss it returns, is not one)."""
     return bool(scope.loops) and all(loop.no_grad for loop in scope.loops) \
         and bool(scope.returns) and all(kind == "host" for kind in scope.returns)
 
