@@ -77,10 +77,12 @@ class PadToMaxLength(Rule):
     )
     invalid = (
         Invalid(
-            'def from_files(files, padding: str = "max_length"):\n'
-            '    return Pipeline(files, padding=padding)\n',
-            fixed='def from_files(files, padding: str = "longest"):\n'
-            '    return Pipeline(files, padding=padding)\n',
+            'def tokenize(texts, padding: str = "max_length"):\n'
+            '    return tokenizer(texts, padding=padding, truncation=True, max_length=48, return_tensors="pt")\n\n\n'
+            'enc = tokenize(texts)\n',
+            fixed='def tokenize(texts, padding: str = "longest"):\n'
+            '    return tokenizer(texts, padding=padding, truncation=True, max_length=48, return_tensors="pt")\n\n\n'
+            'enc = tokenize(texts)\n',
         ),
         Invalid(
             'enc = tokenizer(texts, padding="max_length", truncation=True, max_length=512)\n',
