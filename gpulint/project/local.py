@@ -429,16 +429,23 @@ def _emptiness_test(test: ast.AST) -> bool:
     return isinstance(left, ast.Subscript) and isinstance(left.value, ast.Attribute) and left.value.attr == "shape"
 
 
+def _equality_branch(test: ast.Compare) -> str | None:
+    """For `a == b`, the branch where the two are equal: "body"; for `a != b`, "orelse"; None for another test."""
+    if len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+        return "body" if isinstance(test.ops[0], ast.Eq) else "orelse"
+    return None
+
+
 def epoch_end_branch(test: ast.AST) -> str | None:
     """`if key == "epoch_end":` (an observer told of a metric or of the end of an epoch): the branch for the end of an
     epoch or of the run ("body"); `!=` has it in "orelse"."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+    if not isinstance(test, ast.Compare) or (equal := _equality_branch(test)) is None:
         return None
     for side in (test.left, test.comparators[0]):
         if isinstance(side, ast.Constant) and isinstance(side.value, str):
             parts = name_parts(side.value)
             if "end" in parts and parts & _RUN_PHASE_PARTS:
-                return "body" if isinstance(test.ops[0], ast.Eq) else "orelse"
+                return equal
     return None
 
 
@@ -1027,8 +1034,8 @@ def other_value_branch(test: ast.AST, defaults: dict[str, object]) -> tuple[str,
     """The branch of an `if` that runs only when a parameter is given a value other than its default, and that
     parameter: ("body", "norm_type") for `if norm_type == inf:` where `norm_type=2` (Megatron's clip_grad_norm_fp32,
     which no caller hands another norm), ("orelse", ...) for `!=`."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
-            and isinstance(test.left, ast.Name) and test.left.id in defaults):
+    if not isinstance(test, ast.Compare) or (equal := _equality_branch(test)) is None \
+            or not (isinstance(test.left, ast.Name) and test.left.id in defaults):
         return None
     default, other = defaults[test.left.id], test.comparators[0]
     if isinstance(other, ast.Constant):
@@ -1036,7 +1043,7 @@ def other_value_branch(test: ast.AST, defaults: dict[str, object]) -> tuple[str,
     else:  # `inf`, `math.inf`, `np.inf`, against a finite number
         differs = (dotted(other) or "").rsplit(".", 1)[-1] == "inf" and isinstance(default, (int, float)) \
             and not isinstance(default, bool) and default != float("inf")
-    return ("body" if isinstance(test.ops[0], ast.Eq) else "orelse", test.left.id) if differs else None
+    return (equal, test.left.id) if differs else None
 
 
 def given_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | None:
@@ -1103,9 +1110,9 @@ class _Walker:
         # Names bound to a test of the device (`is_mps = x.device.type == "mps"`), per scope: `if is_mps:` is a
         # backend branch as surely as the test written out.
         self.backend_tests: dict[tuple[str, str], ast.AST] = {}
-        # Per function being walked, its parameters that default to a literal other than None (`add_z_loss=False`).
-        self.literal_params: list[frozenset[str]] = [frozenset()]
-        self.default_values: list[dict[str, object]] = [{}]  # the literal defaults of `literal_params`
+        # Per function being walked, its parameters that default to a literal other than None (`add_z_loss=False`),
+        # with that value.
+        self.default_values: list[dict[str, object]] = [{}]
         self.none_params: list[frozenset[str]] = [frozenset()]  # the parameters of each function defaulting to None
         # The attributes of the class being read that its methods set once, to a configuration option, with the
         # option's expression (`{"pitch_type": 'self.pitch_config["pitch_type"]'}`: index.attribute_options).
@@ -1196,7 +1203,6 @@ class _Walker:
                 scope.assigns.append(Assign(arg.arg, annotation=annotated))  # `def train(ema: ModelEMA)`
         self.values.enter({name: "unknown" for name in params}, params)
         defaults, none = _literal_defaults(args)
-        self.literal_params.append(frozenset(defaults))
         self.default_values.append(defaults)
         self.none_params.append(none)
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
@@ -1205,7 +1211,6 @@ class _Walker:
         self.shallow = saved_shallow
         self.no_grad_depth = saved_depth
         self.values.leave()
-        self.literal_params.pop()
         self.default_values.pop()
         self.none_params.pop()
         self._leave()
@@ -1375,7 +1380,7 @@ class _Walker:
     def _note_self_set(self, target: ast.Attribute, value: ast.AST | None) -> None:
         """`self.x = value`: where `value` (None: not known) lives, for `Scope.self_sets`."""
         if value is not None and (self.values.kind_of(value) == "host" or (
-                isinstance(value, ast.Name) and value.id in self.literal_params[-1])):
+                isinstance(value, ast.Name) and value.id in self.default_values[-1])):
             kind = "host"
         elif isinstance(value, ast.Call) and resolve(dotted(value.func) or "", self.aliases) in _PARAMETER \
                 and value.args and self.values.kind_of(value.args[0]) == "host":
@@ -1418,7 +1423,7 @@ class _Walker:
         choices = self._option_choices(test)
         # `if log_timings:` on a parameter defaulting to a literal: a switch that is set, unless a caller says otherwise
         # (a caller passing an interval test makes it a gate: the "param" region)
-        flag_parameter = isinstance(test, ast.Name) and test.id in self.literal_params[-1]
+        flag_parameter = isinstance(test, ast.Name) and test.id in self.default_values[-1]
         # `if n_res is not None:` on a parameter defaulting to None: the branch runs only for callers passing it.
         fresh = frozenset(self.values.fresh_params[-1])  # parameters not rebound
         given = given_branch(test, self.none_params[-1] & fresh) or other_value_branch(
@@ -1452,7 +1457,7 @@ class _Walker:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
-            if part == "body" and one_step_branch(test) or ends_the_run(body):
+            if (part == "body" and one_step_branch(test)) or ends_the_run(body):
                 scope.regions.append(Region("one-step", *span))
             if part == "body" and _empty_exit(test, body):
                 scope.regions.append(Region("empty", *span))

@@ -30,7 +30,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Iterable
+from typing import Callable, Iterable, Iterator
 
 from gpulint.project.facts import (
     COLD,
@@ -430,21 +430,22 @@ class Project:
             found = False
             if any(word in text for word in _LOADS_BY_NAME) or "_target_" in text:
                 code = _STRING_OR_COMMENT.sub(" ", text)  # not a docstring's YAML example (`_target_: X`)
+                unused = self._unused_loaders(path)
                 found = _TARGET_KEY.search(text) is not None or any(
-                    code.count(word) > self._loads_in_unused_functions(path, word) for word in _LOADS_BY_NAME)
+                    code.count(word) > sum(d.code.count(word) for d in unused) for word in _LOADS_BY_NAME)
             self._by_import_name[path] = found
         return found
 
-    def _loads_in_unused_functions(self, path: str, word: str) -> int:
-        """How many of the file's loads by name (`word`) sit in top-level functions nothing in the project names
-        (FlagEmbedding's `import_from_candidates`, a compatibility helper no file calls): those never load."""
-        found = 0
+    def _unused_loaders(self, path: str) -> list[Definition]:
+        """The file's top-level functions that load by name and that nothing in the project names (FlagEmbedding's
+        `import_from_candidates`, a compatibility helper no file calls): their loads never run."""
+        found = []
         for definition in self.files[path].definitions.values():
-            if definition.cls or definition.is_class or word not in definition.code:
+            if definition.cls or definition.is_class or not any(word in definition.code for word in _LOADS_BY_NAME):
                 continue
             mention = re.compile(rf"\b{re.escape(definition.name)}\b")
             if sum(len(mention.findall(ix.text)) for ix in self.files.values() if definition.name in ix.text) == 1:
-                found += definition.code.count(word)
+                found.append(definition)
         return found
 
     # ------------------------------------------------------------------------------------------- global names
@@ -671,20 +672,10 @@ class Project:
         position = init.params.index(source) - 1
         name = cls.qualname.rsplit(".", 1)[-1]
         found: set[Target] = set()
-        for path, ix in self.files.items():
-            if not ix.class_names.get(name):
-                continue
-            scopes = [ix.module_scope] if ix.module_scope is not None else []
-            for definition in ix.definitions.values():
-                if not definition.is_class and name in definition.code:
-                    scopes.extend(ix.scopes_of(definition).values())
-            for scope in scopes:
-                for call in scope.calls:
-                    if call.func.rsplit(".", 1)[-1] != name or cls not in self._callable_targets(path, scope, call.func):
-                        continue
-                    passed = call.first_arg if position == 0 else \
-                        call.arg_names[position] if position < len(call.arg_names) else ""
-                    found |= self.types_of(path, scope, passed, depth=2) if passed else set()
+        for path, scope, call in self._calls_of(cls, lambda ix: bool(ix.class_names.get(name)), lambda code: name in code):
+            passed = call.first_arg if position == 0 else \
+                call.arg_names[position] if position < len(call.arg_names) else ""
+            found |= self.types_of(path, scope, passed, depth=2) if passed else set()
         found.discard(cls)  # `model = Wrapper(model)`: the name's other binding, not what was passed
         return found
 
@@ -738,23 +729,32 @@ class Project:
         name = function.qualname
         call_text = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(|\.{re.escape(name)}\s*\(")
         found: set[Target] = set()
+        for path, scope, call in self._calls_of(function, lambda ix: name in ix.text and bool(call_text.search(ix.text)),
+                                                lambda code: bool(call_text.search(code))):
+            passed = call.arg_names[position] if position < len(call.arg_names) and not call.star_args else ""
+            classes = self.types_of(path, scope, passed, 1) if passed else set()  # a new object: its own depth
+            if not classes:
+                return set()  # a call passes what the model does not know: the callee guesses
+            found |= classes
+        return found
+
+    def _calls_of(self, target: Target, file_may_call: Callable[[ModuleIndex], bool],
+                  code_may_call: Callable[[str], bool]) -> Iterator[tuple[str, Scope, Call]]:
+        """The calls resolving to `target` (a class built, or a function called, by its own name), with their file
+        and scope: in the module scopes and the definitions of the files `file_may_call(ix)` picks, the definitions
+        read only where `code_may_call(code)` says their text may hold one (reading one costs a parse)."""
+        name = target.qualname.rsplit(".", 1)[-1]
         for path, ix in self.files.items():
-            if name not in ix.text or not call_text.search(ix.text):
+            if not file_may_call(ix):
                 continue
             scopes = [ix.module_scope] if ix.module_scope is not None else []
             for definition in ix.definitions.values():
-                if not definition.is_class and call_text.search(definition.code):
+                if not definition.is_class and code_may_call(definition.code):
                     scopes.extend(ix.scopes_of(definition).values())
             for scope in scopes:
                 for call in scope.calls:
-                    if call.func.rsplit(".", 1)[-1] != name or function not in self._callable_targets(path, scope, call.func):
-                        continue
-                    passed = call.arg_names[position] if position < len(call.arg_names) and not call.star_args else ""
-                    classes = self.types_of(path, scope, passed, 1) if passed else set()  # a new object: its own depth
-                    if not classes:
-                        return set()  # a call passes what the model does not know: the callee guesses
-                    found |= classes
-        return found
+                    if call.func.rsplit(".", 1)[-1] == name and target in self._callable_targets(path, scope, call.func):
+                        yield path, scope, call
 
     def _imported_object_types(self, path: str, name: str, depth: int) -> set[Target]:
         """`from nanotron.logging.timers import nanotron_timer`: the classes of the object another module builds

@@ -224,9 +224,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         # DataLoaders that do not pin memory (no `pin_memory`, or `pin_memory=False`), with their ancestors
         self._unpinned_loaders: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._unpinned_on_purpose = False  # a DataLoader says `pin_memory=False`
-        self._prepared = False  # accelerate / Fabric place the batches on the device themselves
-        self._prepared_names: set[str] = set()  # what the file hands them (`accelerator.prepare(model, loader)`)
-        self._prepare_call = ""  # how, for the message
+        # accelerate / Fabric place the batches on the device themselves: how the file asks them
+        # (`accelerator.prepare`, "" when it does not), and the names it hands them (`prepare(model, loader)`)
+        self._prepare_call = ""
+        self._prepared_names: set[str] = set()
         self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
@@ -274,7 +275,6 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._note_trainer_loaders(node, method)
         if isinstance(func, cst.Attribute) and (method == "setup_dataloaders" or method in ("prepare", "prepare_data_loader")
                                                 and re.search(r"accelerator|fabric", last_name(func.value) or "", re.IGNORECASE)):
-            self._prepared = True
             self._prepared_names |= {name for arg in node.args if (name := dotted_name(arg.value))}
             self._prepare_call = f"{last_name(func.value)}.{method}"
             return
@@ -323,7 +323,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._emit()
 
     def _emit(self) -> None:
-        if self._prepared:
+        if self._prepare_call:
             self._emit_prepared_loaders()
             return
         for call, text, ancestors in self._blocking:
@@ -365,9 +365,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         if not self.context.facts.step_code():
             return
         for loader, ancestors in self._unpinned_loaders:
-            assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
-            handed = assign is not None and any(dotted_name(t.target) in self._prepared_names for t in assign.targets)
-            if loader not in self._loaders_to_pin or not handed or in_error_path_or_first_step(ancestors) \
+            if loader not in self._loaders_to_pin or not _bound_to(ancestors, self._prepared_names) \
+                    or in_error_path_or_first_step(ancestors) \
                     or _bound_for_evaluation(ancestors) or _for_evaluation(ancestors):
                 continue
             pinned = self._pinned(loader)
@@ -395,8 +394,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         if function is not None and function.name.value in self._loader_builders \
                 and owner is not None and owner.name.value in self.context.facts.lightning_classes:
             return True
-        assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
-        return assign is not None and any(dotted_name(t.target) in self._fed_to_trainer for t in assign.targets)
+        return _bound_to(ancestors, self._fed_to_trainer)
 
     def _fix(self, call: cst.Call) -> list[Replace]:
         """`non_blocking=True` on the copy, and `pin_memory=True` on this file's loaders that do not set it: from
@@ -642,6 +640,12 @@ def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
 # Loaders that take `pin_memory`: torch's, and webdataset's `WebLoader` (a DataLoader subclass).
 _LOADERS = frozenset({"DataLoader", "WebLoader"})
 _EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test", "testing"})
+
+
+def _bound_to(ancestors: Sequence[cst.CSTNode], names: set[str]) -> bool:
+    """Is the node assigned to one of `names` (`loader = DataLoader(...)`, then `accelerator.prepare(model, loader)`)?"""
+    assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
+    return assign is not None and any(dotted_name(t.target) in names for t in assign.targets)
 
 
 def _bound_for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
