@@ -225,7 +225,9 @@ class FileContext:
         host, t unknown)."""
         parts = self._zipped(iterable)
         if parts is None:
-            self._bind(target, "host" if self.location_of(iterable) == "host" else "unknown")
+            location = self.location_of(iterable)  # the rows (or elements) of a device tensor (list) are on the device
+            self._bind(target, location if location in ("host", "device") and type(target) is cst.Name else
+                       "host" if location == "host" else "unknown")
             return
         located: list[Location] = ["host" if p is None or self.location_of(p) == "host" else "unknown" for p in parts]
         if type(target) in (cst.Tuple, cst.List) and len(target.elements) == len(parts):
@@ -360,7 +362,10 @@ class FileContext:
             written = dotted_name(func)
             if written in self._returns:
                 returned = self._returns[written]
-                return "unknown" if tuple_kinds(returned) is not None else returned  # type: ignore[return-value]
+                elements = tuple_kinds(returned)
+                if elements is not None:  # a list of device tensors (`replay_buffer.sample(n)`) is on the device
+                    return "device" if set(elements) == {"device"} else "unknown"
+                return returned  # type: ignore[return-value]
         if isinstance(func, cst.Name) and func.value not in self._scopes[-1]:
             if func.value in HOST_BUILTINS:
                 return "host"

@@ -318,6 +318,15 @@ def _ast_tree(text: str) -> ast.Module | None:
         return None
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _extends(definition: ast.stmt, name: str) -> bool:
+    """`@lr.setter def lr(...)`, `@fn.register`: a later definition that adds to the earlier one of its name."""
+    return any(name in {n.id for n in ast.walk(d) if isinstance(n, ast.Name)}
+               for d in getattr(definition, "decorator_list", ()))
+
+
 class _Where:
     """The scopes of the parsed text that hold reports, each read once (local.read_scope), and positions in ast's
     columns."""
@@ -343,6 +352,18 @@ class _Where:
                                                self._options(parents))
         return self.scopes[id(node)]
 
+    def replaced(self, pos: tuple[int, int]) -> str:
+        """The name of the definition holding `pos` (or of one it is nested in) when the same body defines that name
+        again further down (co-tracker's first `def bilinear_sampler`): it never runs. "" otherwise."""
+        node, parents = holder_at(self.tree, pos)
+        chain = [self.tree, *parents, node] if node is not self.tree else []
+        for outer, inner in zip(chain, chain[1:]):
+            name = inner.name  # type: ignore[attr-defined]
+            if any(isinstance(s, _DEFINITIONS) and s.name == name and s.lineno > inner.lineno
+                   and not _extends(s, name) for s in outer.body):  # type: ignore[attr-defined]
+                return name
+        return ""
+
     def _options(self, parents: list[ast.AST]) -> dict[str, str]:
         """The enclosing class's attributes set once to a configuration option (local.attribute_options)."""
         cls = next((p for p in reversed(parents) if isinstance(p, ast.ClassDef)), None)
@@ -361,6 +382,10 @@ def _state_of(report: Report, positions, where: _Where | None, facts: FileFacts)
     start = positions[report.node].start
     pos = where.position(start.line, start.column)
     scope = where.scope(pos)
+    replaced = where.replaced(pos)
+    if replaced:  # the model knows a name by its last definition: an earlier one's code never runs
+        return ExecState(False, False, True, f"in a `{replaced}` defined again below, which replaces it",
+                         reached=False)
     return state_at(scope, pos, facts.functions.get(scope.qualname), facts)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,7 +27,7 @@ from functools import cached_property
 from gpulint.linter.regions import code_of, split_units, stand_in
 from gpulint.project.configs import interval_settings, option_values, switch_settings
 from gpulint.project.local import (
-    MODULE_SCOPE, FileLocal, Scope, analyze, attribute_options, module_aliases, text_step_flags,
+    MODULE_SCOPE, FileLocal, Scope, analyze, attribute_options, device_attributes, module_aliases, text_step_flags,
 )
 from gpulint.project.vocab import is_training_path
 
@@ -35,13 +36,17 @@ from gpulint.project.vocab import is_training_path
 _ENTRY_TEXT = re.compile(
     r"backward\s*\(|zero_grad\s*\(|\.step\s*\(|for\b[^:\n]{0,200}?(?:loader|Loader|batches|iterator|prefetcher|data)"
     r"|next\([^)\n]{0,100}?(?:loader|Loader|batches|iterator|prefetcher|data)"
+    # `agent.update_net(buffer)`, `ppo.update(rollouts)`: a reinforcement-learning update on collected experience
+    r"|\.\w*(?:update|learn|train|optimi[sz]e)\w*\s*\(\s*[\w.]*(?:uffer|ollout|emory|xperience|torage)"
 )
 
 
 _SETS_ATTRIBUTE = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?=(?!=)")
+_NAMES_A_DEVICE = re.compile(r"\bdevice\s*=|\.cuda\(|\.to\(")  # an `__init__` that may keep a tensor on the device
 
 
-_ENTRY_WORDS = ("backward", "zero_grad", ".step", "next(", "oader", "batches", "iterator", "prefetcher", "data")
+_ENTRY_WORDS = ("backward", "zero_grad", ".step", "next(", "oader", "batches", "iterator", "prefetcher", "data",
+                "uffer", "ollout", "emory", "xperience", "torage")
 
 
 @dataclass
@@ -95,6 +100,7 @@ class ModuleIndex:
     _analysed: dict[str, dict[str, Scope]] = field(default_factory=dict)
     _scopes: dict[str, Scope | None] = field(default_factory=dict)
     _options: dict[str, dict[str, str]] = field(default_factory=dict)  # by class: `attribute_options`
+    _devices: dict[str, frozenset[str]] = field(default_factory=dict)  # by class: `device_attributes`
 
     @property
     def module_scope(self) -> Scope | None:
@@ -136,6 +142,19 @@ class ModuleIndex:
             self._options[cls] = attribute_options(text)
         return self._options[cls]
 
+    def device_attributes(self, cls: str) -> frozenset[str]:
+        """The class's attributes that hold device tensors (local.device_attributes). The class is parsed only when
+        its `__init__` mentions a device."""
+        if cls not in self._devices:
+            found: frozenset[str] = frozenset()
+            definition, init = self.definitions.get(cls), self.definitions.get(f"{cls}.__init__")
+            if definition is not None and init is not None and _NAMES_A_DEVICE.search(init.code):
+                tree = _parse(textwrap.dedent("\n".join(self.lines[definition.start:definition.end])))
+                if tree is not None and tree.body and isinstance(tree.body[0], ast.ClassDef):
+                    found = device_attributes(tree.body[0], self.aliases)
+            self._devices[cls] = found
+        return self._devices[cls]
+
     def _analyse(self, definition: Definition) -> dict[str, Scope]:
         lines = self.lines[definition.start:definition.end]
         if definition.cls:
@@ -151,7 +170,8 @@ class ModuleIndex:
         try:
             local = analyze(tree, aliases=self.aliases, step_flags=self.step_flags,
                             local_imports=any("import" in line for line in lines), line_offset=offset,
-                            attribute_options=self.attribute_options(definition.cls) if definition.cls else None)
+                            attribute_options=self.attribute_options(definition.cls) if definition.cls else None,
+                            device_attributes=self.device_attributes(definition.cls) if definition.cls else None)
         except RecursionError:  # nesting too deep to walk: the definition stays unknown to the model
             return {}
         # Without the stand-in's module and class.

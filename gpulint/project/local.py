@@ -862,6 +862,8 @@ class _Values:
         self.scopes: list[dict[str, Kind]] = [{}]
         # Per scope, its parameters that no statement has bound again yet: they hold what the callers passed.
         self.fresh_params: list[set[str]] = [set()]
+        # The enclosing class's attributes that hold device tensors (`device_attributes`): `self._states[idx]`.
+        self.device_attributes: frozenset[str] = frozenset()
 
     def enter(self, bound: dict[str, Kind], params: tuple[str, ...] = ()) -> None:
         self.scopes.append(bound)
@@ -880,10 +882,15 @@ class _Values:
         if isinstance(expr, ast.Call):
             return self._call_kind(expr)
         if isinstance(expr, ast.Attribute):
-            return "host" if expr.attr in METADATA_ATTRS or expr.attr in PACKED_BATCH_SIZES else "unknown"
+            if expr.attr in METADATA_ATTRS or expr.attr in PACKED_BATCH_SIZES:
+                return "host"
+            return "device" if _of_self(expr) and expr.attr in self.device_attributes else "unknown"
         if isinstance(expr, ast.Subscript):
             if _string_of(expr.slice) in OPTIMIZER_SETTINGS:  # `optimizer.param_groups[0]["lr"]`: a Python float
                 return "host"
+            if isinstance(expr.value, ast.Attribute) and _of_self(expr.value) \
+                    and expr.value.attr in self.device_attributes:
+                return "device"  # `self._states[indices]`: rows of a tensor the object keeps on the device
             return "host" if self.kind_of(expr.value) == "host" else "unknown"
         if isinstance(expr, ast.UnaryOp):
             return self.kind_of(expr.operand)
@@ -1006,6 +1013,42 @@ def _is_option(text: str) -> bool:
         return False
 
 
+def device_attributes(node: ast.ClassDef, aliases: dict[str, str]) -> frozenset[str]:
+    """The attributes a class's `__init__` sets to a tensor on the device (`self._states = torch.zeros(n, d,
+    device=device)`, `self.mask = mask.to(device)`) and no method sets to anything else: a replay buffer's storage,
+    whose sampled rows are on the device already (CORL's `batch = [b.to(device) for b in replay_buffer.sample(n)]`
+    copies nothing)."""
+    device: set[str] = set()
+    other: set[str] = set()
+    for method in node.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for statement in ast.walk(method):
+            if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                for target in targets:
+                    if isinstance(target, ast.Attribute) and _of_self(target):
+                        on_device = method.name == "__init__" and _builds_on_device(statement.value, aliases)
+                        (device if on_device else other).add(target.attr)
+    return frozenset(device - other)
+
+
+def _builds_on_device(value: ast.AST, aliases: dict[str, str]) -> bool:
+    """`torch.zeros(..., device=device)` (a device other than the CPU), `x.to(device)`, `x.cuda()`."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda":
+        return True
+    if isinstance(func, ast.Attribute) and func.attr == "to":
+        return bool(value.args) and not _is_cpu_literal(value.args[0]) \
+            or any(k.arg == "device" and not _is_cpu_literal(k.value) for k in value.keywords)
+    resolved = resolve(dotted(func) or "", aliases)
+    device = next((k.value for k in value.keywords if k.arg == "device"), None)
+    return builds_on_cpu_by_default(resolved, (k.arg for k in value.keywords if k.arg)) \
+        and device is not None and not _is_cpu_literal(device)
+
+
 def _of_self(attribute: ast.Attribute) -> bool:
     return isinstance(attribute.value, ast.Name) and attribute.value.id == "self"
 
@@ -1033,7 +1076,12 @@ _CASTS = frozenset({"float", "int", "str", "bool"})
 def other_value_branch(test: ast.AST, defaults: dict[str, object]) -> tuple[str, str] | None:
     """The branch of an `if` that runs only when a parameter is given a value other than its default, and that
     parameter: ("body", "norm_type") for `if norm_type == inf:` where `norm_type=2` (Megatron's clip_grad_norm_fp32,
-    which no caller hands another norm), ("orelse", ...) for `!=`."""
+    which no caller hands another norm), ("orelse", ...) for `!=`; for a flag defaulting to True or False, the branch
+    its other value takes (`if align_corners: ... else: ...` with `align_corners=True`: ("orelse", "align_corners"))."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    flag = test.operand if negated else test  # type: ignore[attr-defined]
+    if isinstance(flag, ast.Name) and isinstance(defaults.get(flag.id), bool):
+        return ("orelse" if defaults[flag.id] != negated else "body", flag.id)
     if not isinstance(test, ast.Compare) or (equal := _equality_branch(test)) is None \
             or not (isinstance(test.left, ast.Name) and test.left.id in defaults):
         return None
@@ -1107,6 +1155,9 @@ class _Walker:
         self.loop_stack: list[list[int]] = []  # per scope: indices of the loops enclosing the current node
         self.no_grad_depth = 0
         self.containers: set[str] = set()  # names bound to an empty list or dict (`_returned_kind`)
+        self.class_devices: dict[str, frozenset[str]] = {}  # by class: `device_attributes`
+        # The class's device attributes, given when one of its members is analysed alone (in a stand-in class).
+        self.held_devices: frozenset[str] | None = None
         # Names bound to a test of the device (`is_mps = x.device.type == "mps"`), per scope: `if is_mps:` is a
         # backend branch as surely as the test written out.
         self.backend_tests: dict[tuple[str, str], ast.AST] = {}
@@ -1167,6 +1218,8 @@ class _Walker:
         for parent in parents:  # stand-ins, so that the scope gets its qualified name and class
             kind = "class" if isinstance(parent, ast.ClassDef) else "function"
             self._enter(Scope(self._child_qualname(parent.name), parent.name, kind, self.scope.qualname))
+            if isinstance(parent, ast.ClassDef):
+                self.class_devices[self.scope.qualname] = device_attributes(parent, self.aliases)
         before = set(self.scopes)
         if isinstance(node, ast.ClassDef):
             self._class(node, shallow=True)
@@ -1202,6 +1255,9 @@ class _Walker:
             if arg.annotation is not None and (annotated := annotated_class(arg.annotation)):
                 scope.assigns.append(Assign(arg.arg, annotation=annotated))  # `def train(ema: ModelEMA)`
         self.values.enter({name: "unknown" for name in params}, params)
+        saved_attributes = self.values.device_attributes
+        if parent.kind == "class":
+            self.values.device_attributes = self.class_devices.get(parent.qualname, frozenset())
         defaults, none = _literal_defaults(args)
         self.default_values.append(defaults)
         self.none_params.append(none)
@@ -1210,6 +1266,7 @@ class _Walker:
         self._block(node.body)
         self.shallow = saved_shallow
         self.no_grad_depth = saved_depth
+        self.values.device_attributes = saved_attributes
         self.values.leave()
         self.default_values.pop()
         self.none_params.pop()
@@ -1227,6 +1284,8 @@ class _Walker:
             end=self._end(node), bases=tuple(dotted(b) or "" for b in node.bases),
         )
         self._enter(scope)
+        self.class_devices[scope.qualname] = self.held_devices if self.held_devices is not None \
+            else device_attributes(node, self.aliases)
         self.values.enter({})
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)
@@ -1436,7 +1495,8 @@ class _Walker:
                 bound.append(self.values.scopes[-1])
                 continue
             span = self._span(body)
-            if part == "body" and is_gate(test, self.gates) and flags is None and not flag_parameter:
+            if part == "body" and is_gate(test, self.gates) and flags is None and not flag_parameter \
+                    and not _steps_an_optimizer(body):
                 scope.regions.append(Region("gate", *span, flags=(gate_interval(test),)))
             if part == "body" and flags:
                 scope.regions.append(Region("switch", *span, flags=flags))
@@ -1529,7 +1589,8 @@ class _Walker:
             return "unknown"
         kind = self.values.kind_of(value)
         starred = isinstance(value, ast.Tuple) and any(isinstance(e, ast.Starred) for e in value.elts)
-        if kind == "unknown" and isinstance(value, ast.Tuple) and not starred:
+        starred = starred or isinstance(value, ast.List) and any(isinstance(e, ast.Starred) for e in value.elts)
+        if kind == "unknown" and isinstance(value, (ast.Tuple, ast.List)) and not starred:
             # `return loss, to_cpu(torch.cat(parts))`: each element where it lives, for `loss, parts = f(...)`
             kinds = [self._returned_element_kind(e) for e in value.elts]
             if any(k != "unknown" for k in kinds):
@@ -1719,6 +1780,19 @@ def _passes_gradient(call: ast.Call, name: str) -> bool:
     return len(call.args) > (1 if module_function else 0) or any(k.arg == keyword for k in call.keywords)
 
 
+def _steps_an_optimizer(body: list[ast.stmt]) -> bool:
+    """Does the block call an optimizer's `step()`? A branch that does is the update under gradient accumulation
+    (torchdrug's `if batch_id - start_id + 1 == gradient_interval:`, true on every optimizer step), or an update
+    taken every few steps (TD3's delayed actor), not a periodic side job."""
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step":
+                receiver = last_name(node.func.value) or ""
+                if OPTIMIZER_RECEIVER.search(receiver) and "sched" not in receiver.lower():
+                    return True
+    return False
+
+
 def is_step_marker(call: ast.Call, name: str) -> bool:
     if name in STEP_METHODS:
         return True
@@ -1854,7 +1928,7 @@ def find_step_flags(tree: ast.AST) -> set[str]:
 def analyze(
     tree: ast.Module, extra_gates: Iterable[str] = (), aliases: dict[str, str] | None = None,
     step_flags: Iterable[str] | None = None, local_imports: bool = False, line_offset: int = 0,
-    attribute_options: dict[str, str] | None = None,
+    attribute_options: dict[str, str] | None = None, device_attributes: frozenset[str] | None = None,
 ) -> FileLocal:
     """Every scope of a parsed file (or of one definition parsed alone: `local_imports` adds the aliases its own
     imports make to the module's `aliases`), with its loops, regions and calls."""
@@ -1868,4 +1942,5 @@ def analyze(
     walker = _Walker(aliases, frozenset(extra_gates), flags)
     walker.offset = line_offset
     walker.attribute_options = attribute_options or {}
+    walker.held_devices = device_attributes
     return FileLocal(walker.run(tree), flags, aliases)

@@ -63,6 +63,7 @@ from gpulint.project.vocab import (
     is_cold_function_name,
     in_loss_class,
     is_kept_apart,
+    is_other_backend_class,
     is_training_path,
     may_be_step_work,
     named_for_training,
@@ -239,7 +240,8 @@ class Project:
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
         self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
-        self._dynamic: dict[str, bool] = {}  # by entry file: its program loads modules by name
+        self._rollout_updates: dict[Target, bool] = {}  # by update function: `_updates_on_rollouts` through calls
+        self._dynamic: dict[str, frozenset[str]] = {}  # by entry file: the files a guess made on its way may reach
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -386,15 +388,27 @@ class Project:
         return found
 
     def _program_of(self, chain: tuple[Frame, ...]) -> frozenset[str] | None:
-        """The program of the chain's entry, where a guess made on the way must stay; None where the program loads
-        modules by a name the model cannot follow (Hydra's `_target_`, `importlib.import_module`)."""
+        """The program of the chain's entry, where a guess made on the way must stay. Where the program loads modules
+        by a name the model cannot follow (Hydra's `_target_`, `importlib.import_module`), the top-level packages
+        it may load from (`_loadable`)."""
         if not chain:
             return None
         entry = chain[0].path
-        program = self._program(entry)
-        if entry not in self._dynamic:
-            self._dynamic[entry] = any(self._loads_by_name(path) for path in program)
-        return None if self._dynamic[entry] else program
+        found = self._dynamic.get(entry)
+        if found is None:
+            program = self._program(entry)
+            loaders = [path for path in program if self._loads_by_name(path)]
+            found = self._dynamic[entry] = self._loadable(program, loaders) if loaders else program
+        return found
+
+    def _loadable(self, program: frozenset[str], loaders: list[str]) -> frozenset[str]:
+        """What a program that loads modules by name may load: the files of its own top-level packages, and of those
+        a loader names (`import_module("plugins." + name)`). Not a sibling project of the same repository that
+        nothing of it imports (ElegantRL's `rlsolver` instantiates Hydra callbacks, not `elegantrl`'s environments)."""
+        tops = {_top_level(path) for path in program}
+        words = {word for path in loaders for word in re.findall(r"\w+", self.files[path].text)}
+        tops |= {top for top in map(_top_level, self.files) if top in words}
+        return frozenset(path for path in self.files if _top_level(path) in tops)
 
     def _orphan_module(self, path: str) -> bool:
         """A module of a package that nothing runs: no project file imports or names it, it is no script (no
@@ -655,11 +669,31 @@ class Project:
             return self._attr_types[key]
         self._attr_types[key] = set()
         found: set[Target] = set()
+        bound = False
         for klass, definition, scope in self._attribute_bindings(cls.path, cls.qualname, attr):
+            bound = True
             found |= self._assigned_types(klass.path, scope, f"self.{attr}", depth=1)
             if not found and definition.name == "__init__":
                 found = self._passed_types(klass, scope, f"self.{attr}")
+        if not bound:
+            found = self._set_by_subclasses(cls, attr)
         self._attr_types[key] = found
+        return found
+
+    def _set_by_subclasses(self, cls: Target, attr: str) -> set[Target]:
+        """`self.model(x)` in a base class that never sets `self.model`, whose subclasses do (torchgeo's
+        `BaseTask.forward`: `BYOLTask` sets `self.model = BYOL(...)`, the others a timm or smp model): the project
+        classes they set, where each subclass setting it sets project classes or a library's object, nothing the
+        model cannot know (then the caller guesses)."""
+        found: set[Target] = set()
+        for sub in self._all_subclasses(cls):
+            own = [scope for klass, _, scope in self._attribute_bindings(sub.path, sub.qualname, attr) if klass == sub]
+            if not own or is_kept_apart(sub.path):
+                continue
+            types = self.attr_types(sub, attr)
+            if not types and not self._external_attribute(sub.path, own[0], f"self.{attr}", frozenset()):
+                return set()
+            found |= types
         return found
 
     def _passed_types(self, cls: Target, init: Scope, attribute: str) -> set[Target]:
@@ -909,6 +943,8 @@ class Project:
         if func.endswith("()"):  # `get_dataset_fn(kind)(args)`: the functions the picker returns by name
             out.targets = self._picked_functions(path, scope, func[:-2])
             return out
+        # `d()` in `default(val, d)`: a factory or a callback, no module to guess (none runs without an input).
+        guess_module = per_step and bool(call.arg_kinds or call.kw_kinds or call.star_args)
         parts = func.split(".")
         if scope.cls and scope.params and parts[0] == scope.params[0] and parts[0] not in ("self", "cls") \
                 and len(parts) > 1 and "." not in scope.qualname.removeprefix(scope.cls + ".") \
@@ -932,7 +968,7 @@ class Project:
                     out.targets += [m for m in (method, *overrides) if m is not None]
                     out.bound = parts[0] == "self" or (method is not None and self._is_classmethod(method))
                     return out
-                return self._object_call(path, scope, func, per_step)  # `self.model(x)`
+                return self._object_call(path, scope, func, guess_module)  # `self.model(x)`
             return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
         if len(parts) > 1 and parts[-1] == "apply" and (applied := self._function_passes(path, scope, parts[:-1])):
             out.targets = applied  # `ROSA.apply(x, w)`: an autograd Function's forward, and its backward
@@ -956,7 +992,7 @@ class Project:
         if parts[0] in _BUILTINS or self._is_external(path, scope, parts[0]):
             return out
         if len(parts) == 1:
-            return self._object_call(path, scope, func, per_step)
+            return self._object_call(path, scope, func, guess_module)
         return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
 
     def _external_object(self, path: str, scope: Scope, name: str, seen: frozenset[str] = frozenset()) -> bool:
@@ -970,14 +1006,39 @@ class Project:
             return True  # `transformer = get_peft_model(transformer)`: as external as it was
         seen = seen | {name}
         holder = self._binding_scope(path, scope, name)
+        if holder is not None and name in holder.params[1:] and holder.name == "__init__" and holder.cls \
+                and not any(a.target == name and (a.callee or a.source or not a.annotation) for a in holder.assigns):
+            # (a parameter's annotation is kept as a binding without a value)
+            return self._passed_external(Target(path, holder.cls, True), holder.params.index(name) - 1, seen)
         if holder is None or name in holder.params or any(
                 bound == name and self._callable_targets(path, holder, callee) for bound, callee, _ in holder.unpacked):
             return False  # `model, optimizer = get_model(args)` before `model = DDP(model)`: the project's model
         return all(self._external_value(path, holder, a, seen) for a in holder.assigns if a.target == name)
 
+    def _passed_external(self, cls: Target, position: int, seen: frozenset[str]) -> bool:
+        """Does every place building `cls` pass, at `position` of its `__init__`, what a library builds? torchgeo's
+        `BackboneWrapper(model, ...)`, built by `BYOL(backbone)` with `backbone = timm.create_model(...)`: the
+        wrapper's `self.model(x)` runs timm's code."""
+        key = f"{cls.path}::{cls.qualname}#{position}"
+        if key in seen:
+            return False  # classes handing what they were given to one another in a circle: nothing known
+        # The names seen so far are another scope's: only the constructors being followed carry over.
+        seen = frozenset(k for k in seen if "#" in k) | {key}
+        name = cls.qualname.rsplit(".", 1)[-1]
+        found = False
+        for path, scope, call in self._calls_of(cls, lambda ix: bool(ix.class_names.get(name)), lambda code: name in code):
+            passed = call.first_arg if position == 0 else \
+                call.arg_names[position] if position < len(call.arg_names) and not call.star_args else ""
+            if not passed or not self._external_object(path, scope, passed, seen):
+                return False
+            found = True
+        return found
+
     def _external_value(self, path: str, scope: Scope, assign: Assign, seen: frozenset[str]) -> bool:
         if assign.element_of and not assign.annotation:  # `for child in self.features.children():`
             return self._external_attribute(path, scope, assign.element_of, seen)
+        if not assign.callee and assign.source.isidentifier() and not assign.annotation:
+            return self._external_object(path, scope, assign.source, seen)  # `self.model = model`: what was passed
         if not assign.callee or assign.annotation:
             return False
         head, _, _ = assign.callee.partition(".")
@@ -993,8 +1054,9 @@ class Project:
             return self._external_object(path, scope, name, seen)
         if name in seen or len(seen) > 4:
             return name in seen
-        found = False
+        found = bound = False
         for klass, definition, holder in self._attribute_bindings(path, scope.cls, name[5:]):
+            bound = True
             for assign in holder.assigns:
                 if assign.target == name:
                     if not self._external_value(klass.path, holder, assign, seen | {name}):
@@ -1002,6 +1064,18 @@ class Project:
                     found = True
             if self._grown_with_project_class(definition, name[5:]):
                 return False
+        return found or not bound and self._external_in_subclasses(Target(path, scope.cls, True), name, seen)
+
+    def _external_in_subclasses(self, cls: Target, name: str, seen: frozenset[str]) -> bool:
+        """A base class's `self.model`, which only its subclasses set, each to what a library builds."""
+        found = False
+        for sub in self._all_subclasses(cls):
+            own = [scope for klass, _, scope in self._attribute_bindings(sub.path, sub.qualname, name[5:])
+                   if klass == sub]
+            if own and not is_kept_apart(sub.path):
+                if not self._external_attribute(sub.path, own[0], name, seen | {name}):
+                    return False
+                found = True
         return found
 
     def _attribute_bindings(self, path: str, cls: str, attribute: str) -> Iterable[tuple[Target, Definition, Scope]]:
@@ -1167,6 +1241,10 @@ class Project:
             found = self.find_method(cls, method)
             if found is not None:
                 out.targets.append(found)
+                if self._abstract(found):  # `datamanager: DataManager`: the object is one of its subclasses
+                    out.targets += [o for o in self.overrides(cls, method) if o not in out.targets
+                                    and self._may_be_built(Target(o.path, _class_of(o), True))
+                                    and not is_other_backend_class(_class_of(o))]  # not `DeviceMPS`'s
         # Classes that lack the method are no answer either (`self.config.method`, annotated `TRLConfig` upstream,
         # holds a `PPOConfig` whose method runs).
         if not out.targets and per_step and method not in _COMMON_METHODS and not method.startswith("__") \
@@ -1311,6 +1389,8 @@ class Project:
         receiver = guess.partition(" ")[2]
         if guess == _NO_LOSS_GUESS:
             return [f for f in models or built or forwards if not LOSS_CLASS.search(_class_of(f))]
+        if guess == _METRIC_GUESS:
+            return [f for f in built if _METRIC_CLASS.search(_class_of(f))]
         if guess == _LOSS_GUESS:  # `criterion(outputs, batch)`: the loss classes built, if the project has any
             return [f for f in built or forwards if LOSS_CLASS.search(_class_of(f))] or models or built or forwards
         if guess.startswith(_MODEL_GUESS):  # `self.model(x)`: not a loss the same class calls by its own attribute
@@ -1553,7 +1633,7 @@ class Project:
         `update_actor`, each doing backward and a step)?"""
         for target in targets:
             callee = self.files[target.path].scope(target.qualname)
-            if callee is not None and _updates_on_rollouts(callee):
+            if callee is not None and self._updates_on_rollouts(target, callee):
                 return True
             if callee is None or is_cold_function_name(callee.name) or self._loops_over_batches(target, callee):
                 continue
@@ -1565,6 +1645,25 @@ class Project:
             ):
                 return True
         return False
+
+    def _updates_on_rollouts(self, target: Target, scope: Scope) -> bool:
+        """`step_with_rollouts(self, rollouts)`, `update(self, experiences)`, `update_net(self, buffer)`: a PPO-style
+        update, mini-batch epochs over the rollouts (or the replay buffer) its caller has just filled. Its loops step,
+        themselves or through a call (ElegantRL's `self.update_objectives(buffer)`), but one call is one iteration
+        of the training (each collects fresh experience), not an epoch over a dataset: the caller's loop is the step
+        loop."""
+        if not any(name_parts(param) & _ROLLOUT_PARTS for param in scope.params):
+            return False
+        if any(loop.has_marker for loop in scope.loops):
+            return True
+        found = self._rollout_updates.get(target)
+        if found is None:
+            self._rollout_updates[target] = False  # while it is worked out: an update calling itself steps no more
+            found = self._rollout_updates[target] = any(
+                call.loop >= 0 and not scope.loops[call.loop].no_grad and call.func
+                and self._runs_step_work(self.resolve_call(target.path, scope, call, per_step=False).targets, 2)
+                for call in scope.calls)
+        return found
 
     def _called_once_per_epoch(self, target: Target, name: str) -> bool:
         """Is every call of this function that the project resolves to it made once per run of a function that
@@ -2547,15 +2646,8 @@ _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]""", re.M)
 _DOCSTRING = re.compile(r'\A\s*[rRbBuU]?("""|\'\'\'|"|\')(?:.|\n)*?\1')
 
 
-def _updates_on_rollouts(scope: Scope) -> bool:
-    """`step_with_rollouts(self, rollouts)`, `update(self, experiences)`: a PPO-style update, mini-batch epochs over
-    the rollouts its caller has just collected. Its loops step, but one call is one iteration of the training (each
-    collects fresh rollouts), not an epoch over a dataset: the caller's loop is the step loop."""
-    return any(loop.has_marker for loop in scope.loops) and any(
-        name_parts(param) & _ROLLOUT_PARTS for param in scope.params)
-
-
-_ROLLOUT_PARTS = frozenset({"rollout", "rollouts", "experience", "experiences", "trajectory", "trajectories"})
+_ROLLOUT_PARTS = frozenset({"rollout", "rollouts", "experience", "experiences", "trajectory", "trajectories",
+                            "buffer", "memory", "storage"})
 
 
 def _steps_environment(func: str) -> bool:
@@ -2678,6 +2770,8 @@ def _forward_guess_key(receiver: str) -> str:
     name = receiver.rsplit(".", 1)[-1]
     if _names_a_loss(name):
         return _LOSS_GUESS
+    if name_parts(name.strip("_")) & _METRIC_WORDS:
+        return _METRIC_GUESS
     return _MODEL_GUESS if _names_a_model(name) else _NO_LOSS_GUESS
 
 
@@ -2687,6 +2781,12 @@ def _forward_guess_key(receiver: str) -> str:
 _NO_LOSS_GUESS = "forward no-loss"
 _MODEL_GUESS = "forward model"  # a guessed call of an object named as a model: `_forward_guess`
 _LOSS_GUESS = "forward loss"  # a guessed call of an object named as a loss (`criterion(...)`): `_forward_guess`
+# A guessed call of an object named as a metric (`metrics = getattr(self, f"{stage}_metrics")`, then
+# `metrics(y_hat, y)`): it updates a metric, a library's (torchmetrics) or one of the project's metric classes, and runs
+# no model.
+_METRIC_GUESS = "forward metric"
+_METRIC_WORDS = frozenset({"metric", "metrics", "meter", "meters", "evaluator", "scorer"})
+_METRIC_CLASS = re.compile(r"Metric|Meter|Evaluator|Scorer")
 # `self.grad_loss = GradL1Loss(...)`: a loss class kept in an attribute.
 _HELD_LOSS = re.compile(r"\bself\.(\w+)\s*=\s*(?:[\w.]+\.)?(\w*(?:Loss|Criterion))\s*\(")
 
@@ -2764,6 +2864,11 @@ def _names_alike(receiver: str, class_name: str) -> bool:
     return bool(name) and (name in lowered or lowered in name or any(
         len(part) >= 3 and part in lowered for part in name_parts(name)
     ) or (len(name) >= 2 and name == camel_initials(owner)))
+
+
+def _top_level(path: str) -> str:
+    """The top-level package of a file (its first folder), or "" for a file at the root."""
+    return path.split("/", 1)[0] if "/" in path else ""
 
 
 def _closure(start, edges: dict[str, Iterable[str]]) -> set[str]:

@@ -198,6 +198,15 @@ def camel_initials(name: str) -> str:
     return "".join(part[0] for part in _CAMEL_PART.findall(name)).lower()
 
 
+def is_other_backend_class(name: str) -> bool:
+    """`DeviceMPS`, `XLAStrategy`, `DeviceNeuron`: a class for another accelerator than the GPU, which a CUDA training
+    run does not build (`CPUOffload` is a GPU run's)."""
+    return bool(_camel_parts(name.rsplit(".", 1)[-1]) & _OTHER_BACKEND_PARTS)
+
+
+_OTHER_BACKEND_PARTS = frozenset({"mps", "xla", "xpu", "npu", "hpu", "tpu", "mlu", "neuron", "ipu"})
+
+
 def _camel_parts(name: str) -> set[str]:
     """`DiagonalGaussianDistribution` -> {"diagonal", "gaussian", "distribution"}."""
     return {part.lower() for part in _CAMEL_PART.findall(name)}

@@ -245,7 +245,8 @@ def test_a_guessed_module_call_stays_in_the_files_its_training_program_imports(t
 def test_a_loader_by_name_in_a_function_nothing_calls_keeps_the_guess_in_its_program(tmp_path):
     """FlagEmbedding's trainer imports a compatibility module whose `import_from_candidates` (`__import__(mod)`) no
     file calls: the program loads nothing by name, so its `model(**inputs)` stays in the modules it imports, not
-    the research subprojects' models. A loader a function of the program does call still opens the guess."""
+    the research subprojects' models. A loader a function of the program does call, naming the research package,
+    still opens the guess to it."""
     files = {
         "pkg/compat.py": """
             def is_fx_available():
@@ -275,7 +276,7 @@ def test_a_loader_by_name_in_a_function_nothing_calls_keeps_the_guess_in_its_pro
     project = model(tmp_path, files)
     assert ("pkg/model.py", "Ranker.forward") in project.reach
     assert ("research/other/model.py", "Other.forward") not in project.reach
-    files["pkg/run.py"] += "from pkg.compat import import_from_candidates\nimport_from_candidates([])\n"
+    files["pkg/run.py"] += "def load(name):\n    return __import__('research.' + name)\nload('other.model')\n"
     project = model(tmp_path, files)
     assert ("research/other/model.py", "Other.forward") in project.reach
 
@@ -5349,3 +5350,406 @@ def test_one_condition_of_an_and_can_choose_an_option(tmp_path):
     """})
     assert project.reach[("surface_model.py", "SurfaceModel.get_loss_dict")].rank == PER_STEP
     assert project.reach[("surface_model.py", "SurfaceModel.depth_loss")].rank > GATED
+
+
+def test_a_program_loading_by_name_guesses_only_in_the_top_level_packages_it_may_load(tmp_path):
+    """ElegantRL holds two projects: `rlsolver`, whose Hydra helpers instantiate callbacks by name, and `elegantrl`,
+    whose environments nothing in `rlsolver` imports. The solver's `env.step(a)` of unknown class guessed into every
+    environment of both; a program loading by name loads from its own top-level packages, and from those a loader
+    names."""
+    files = {
+        "solver/utils.py": """
+            import hydra
+            def instantiate_callbacks(cfg):
+                return [hydra.utils.instantiate(c) for c in cfg]
+        """,
+        "solver/envs.py": """
+            import torch
+            class GraphEnv:
+                def step(self, action):
+                    return torch.tensor([action]).cuda()
+        """,
+        "solver/train.py": """
+            from solver.utils import instantiate_callbacks
+            from solver.envs import GraphEnv
+            def train(env, agent, opt):
+                callbacks = instantiate_callbacks([])
+                for t in range(100):
+                    state = env.step(agent(t))
+                    agent.loss(state).backward()
+                    opt.step()
+            env = GraphEnv()
+        """,
+        "elegantrl/envs.py": """
+            import torch
+            class StockEnv:
+                def step(self, action):
+                    return torch.tensor([action]).cuda()
+            StockEnv()
+        """,
+    }
+    project = model(tmp_path, files)
+    assert ("solver/envs.py", "GraphEnv.step") in project.reach
+    assert ("elegantrl/envs.py", "StockEnv.step") not in project.reach
+    files["solver/utils.py"] += "def load(name):\n    return __import__('elegantrl.' + name)\nload('envs')\n"
+    project = model(tmp_path, files)
+    assert ("elegantrl/envs.py", "StockEnv.step") in project.reach
+
+
+BASE_TASK = """
+    import timm
+    import torch
+    from lightning import LightningModule
+
+    class BaseTask(LightningModule):
+        def forward(self, x):
+            return self.model(x)
+
+    class BYOL(torch.nn.Module):
+        def __init__(self, backbone):
+            self.wrapped = Wrapper(backbone)
+        def forward(self, x):
+            return self.wrapped(x)
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, model):
+            self.model = model
+        def forward(self, x):
+            return self.model(x)
+
+    class BYOLTask(BaseTask):
+        def configure_models(self):
+            backbone = timm.create_model("resnet18")
+            self.model = BYOL(backbone)
+        def training_step(self, batch, batch_idx):
+            return self(batch).mean()
+
+    class ClassificationTask(BaseTask):
+        def configure_models(self):
+            self.model = timm.create_model("resnet50")
+        def training_step(self, batch, batch_idx):
+            return self(batch).mean()
+"""
+
+
+def test_a_base_class_calls_the_models_its_subclasses_set_and_a_wrapper_runs_the_library_model_it_was_given(tmp_path):
+    """torchgeo's `BaseTask.forward` calls `self.model(x)`, which only its subclasses set (`BYOL(backbone)`, a timm
+    model); BYOL wraps the timm backbone it was given. Neither call runs the foundation models only `hubconf.py`
+    builds."""
+    project = model(tmp_path, {
+        "trainers.py": BASE_TASK,
+        "models.py": """
+            import torch
+            class CopernicusFM(torch.nn.Module):
+                def forward(self, x):
+                    return x.cpu()
+        """,
+        "hubconf.py": "from models import CopernicusFM\ndef copernicus():\n    return CopernicusFM()\n",
+        "train.py": "from lightning import Trainer\nfrom trainers import BYOLTask, ClassificationTask\n"
+                    "Trainer().fit(BYOLTask())\nTrainer().fit(ClassificationTask())\n",
+    })
+    assert project.reach[("trainers.py", "BYOL.forward")].rank == PER_STEP
+    assert not project.reach[("trainers.py", "BYOL.forward")].likely
+    assert ("trainers.py", "Wrapper.forward") in project.reach
+    assert ("models.py", "CopernicusFM.forward") not in project.reach
+
+
+def test_calling_a_metric_object_of_unknown_class_runs_no_model(tmp_path):
+    """torchgeo's `metrics = getattr(self, f"{stage}_metrics")`, then `metrics(y_hat, y)`: a metric update (a
+    torchmetrics collection, or a metric class of the project), not any model the program builds."""
+    project = model(tmp_path, {
+        "models.py": """
+            import torch
+            class Net(torch.nn.Module):
+                def forward(self, x):
+                    return x
+            class Panopticon(torch.nn.Module):
+                def forward(self, x):
+                    return x.cpu()
+            class IoUMetric(torch.nn.Module):
+                def forward(self, y_hat, y):
+                    return (y_hat == y).float().mean()
+            Panopticon()
+        """,
+        "train.py": """
+            from models import Net, IoUMetric
+            def train(loader, opt, stage):
+                model = Net()
+                train_metrics = IoUMetric()
+                for x, y in loader:
+                    y_hat = model(x)
+                    metrics = getattr(self, f"{stage}_metrics")
+                    metrics(y_hat, y)
+                    y_hat.mean().backward()
+                    opt.step()
+        """,
+    })
+    assert ("models.py", "IoUMetric.forward") in project.reach
+    assert ("models.py", "Panopticon.forward") not in project.reach
+
+
+def test_an_argless_call_of_a_parameter_guesses_no_module(tmp_path):
+    """NATSpeech's `default(val, d)` returns `d()` when `d` is a function: a factory, not one of the modules the
+    program builds (which all take an input)."""
+    project = model(tmp_path, {
+        "models.py": """
+            import torch
+            class Sampler(torch.nn.Module):
+                def forward(self, x):
+                    return x + torch.arange(x.shape[1]).cuda()
+            class Net(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """,
+        "train.py": """
+            from models import Net, Sampler
+            sampler = Sampler()
+            def default(val, d):
+                return val if val is not None else d()
+            def train(loader, opt):
+                model = Net()
+                for x in loader:
+                    noise = default(None, lambda: x)
+                    model(x + noise).mean().backward()
+                    opt.step()
+        """,
+    })
+    assert ("train.py", "default") in project.reach
+    assert ("models.py", "Sampler.forward") not in project.reach
+
+
+REPLAY_TRAIN = """
+    import torch
+
+    class ReplayBuffer:
+        def __init__(self, size, dim, device="cpu"):
+            self._states = torch.zeros((size, dim), dtype=torch.float32, device=device)
+            self._rewards = torch.zeros((size, 1), dtype=torch.float32, device=device)
+            self._size = 0
+
+        def add(self, state, reward):
+            self._states[self._size] = torch.as_tensor(state)
+            self._size += 1
+
+        def sample(self, batch_size):
+            indices = torch.randint(0, self._size, (batch_size,))
+            states = self._states[indices]
+            rewards = self._rewards[indices]
+            return [states, rewards]
+
+    def train(actor, optimizer, device):
+        buffer = ReplayBuffer(1000, 4, device)
+        for step in range(1000):
+            batch = buffer.sample(256)
+            batch = [b.to(device) for b in batch]
+            actor(batch[0]).mean().backward()
+            optimizer.step()
+"""
+
+
+def test_rows_sampled_from_tensors_an_object_keeps_on_the_device_are_not_copied(tmp_path, check):
+    """CORL's replay buffers keep their storage on the training device (`torch.zeros(..., device=device)`), so
+    `[b.to(device) for b in replay_buffer.sample(n)]` copies nothing. A buffer that keeps its storage on the CPU
+    does copy."""
+    assert [f for f in check(tmp_path, {"train.py": REPLAY_TRAIN}) if f[2] == "GPL411"] == []
+    on_host = REPLAY_TRAIN.replace(", device=device)", ")")
+    assert [f[1] for f in check(tmp_path, {"train.py": on_host}) if f[2] == "GPL411"] == [24]
+
+
+def test_the_branch_of_a_flag_for_the_value_no_caller_gives_is_not_per_step(tmp_path, check):
+    """co-tracker's `bilinear_sampler(input, coords, align_corners=True)` builds a different scale tensor when
+    `align_corners` is False, which no training caller passes (only its tests). A caller that passes it runs it."""
+    files = {
+        "sampler.py": """
+            import torch
+
+            def bilinear_sampler(x, coords, align_corners=True):
+                if align_corners:
+                    scale = 2.0
+                else:
+                    scale = torch.tensor([2.0, 1.0]).cuda()
+                return x * coords * scale
+        """,
+        "train.py": """
+            from sampler import bilinear_sampler
+
+            def train(model, loader, opt):
+                for x, coords in loader:
+                    bilinear_sampler(model(x), coords).mean().backward()
+                    opt.step()
+        """,
+    }
+    assert [f for f in check(tmp_path, files) if f[0] == "sampler.py"] == []
+    files["train.py"] = files["train.py"].replace("coords).mean", "coords, align_corners=False).mean")
+    assert [f[1] for f in check(tmp_path, files) if f[0] == "sampler.py"] == [8]
+
+
+def test_an_earlier_definition_that_a_later_one_of_the_same_name_replaces_never_runs(tmp_path, check):
+    """co-tracker's `model_utils.py` defines `bilinear_sampler` twice: the step calls the second. A property's
+    setter, defined under the getter's name, replaces nothing."""
+    files = {
+        "utils.py": """
+            import torch
+
+            def sampler(x):
+                return x * torch.tensor([1.0, 2.0]).cuda()
+
+            def sampler(x):
+                return x * torch.tensor([3.0]).cuda()
+        """,
+        "train.py": """
+            from utils import sampler
+
+            def train(model, loader, opt):
+                for x in loader:
+                    sampler(model(x)).mean().backward()
+                    opt.step()
+        """,
+    }
+    assert [f[1] for f in check(tmp_path, files) if f[0] == "utils.py"] == [8]
+
+
+def test_a_loop_that_collects_experience_and_updates_on_the_buffer_is_the_training_loop(tmp_path):
+    """ElegantRL's `train_agent`: `agent = args.agent_class(...)`, then per iteration `agent.explore_env(env, n)`
+    and `agent.update_net(buffer)`, whose loop steps through `self.update_objectives(buffer)`. One call of
+    `update_net` is one iteration of the training, not an epoch: the caller's loop is the step loop, so the
+    exploration it runs is step work too."""
+    project = model(tmp_path, {
+        "agents.py": """
+            import torch
+            class AgentBase:
+                def explore_env(self, env, horizon):
+                    states = torch.zeros(horizon, 4).to(self.device)
+                    for t in range(horizon):
+                        action = self.act(states[t])
+                        env.step(action.cpu().numpy())
+                    return states
+                def update_net(self, buffer):
+                    for update_t in range(int(buffer.cur_size / self.batch_size)):
+                        self.update_objectives(buffer)
+                def update_objectives(self, buffer):
+                    loss = self.critic(buffer.sample(self.batch_size)).mean()
+                    self.optimizer_backward(self.critic_optimizer, loss)
+                def optimizer_backward(self, optimizer, objective):
+                    optimizer.zero_grad()
+                    objective.backward()
+                    optimizer.step()
+        """,
+        "run.py": """
+            from agents import AgentBase
+            def train_agent(args):
+                agent = args.agent_class(args.net_dims, args.state_dim)  # an AgentBase subclass
+                env = args.env_class()
+                buffer = args.buffer_class()
+                if_train = True
+                while if_train:
+                    items = agent.explore_env(env, args.horizon_len)
+                    buffer.update(items)
+                    logging_tuple = agent.update_net(buffer)
+        """,
+    })
+    explore = project.reach[("agents.py", "AgentBase.explore_env")]
+    assert explore.rank == PER_STEP and explore.chain[0].path == "run.py"
+
+
+def test_a_method_a_base_class_declares_abstract_runs_the_overrides_of_its_subclasses(tmp_path):
+    """nerfstudio's `Pipeline.get_train_loss_dict` calls `self.datamanager.next_train(step)`, where its subclass
+    sets `self.datamanager: DataManager = config.setup()`: `DataManager.next_train` only raises, so the object is one
+    of the data managers that override it."""
+    project = model(tmp_path, {
+        "managers.py": """
+            class DataManager:
+                def next_train(self, step):
+                    raise NotImplementedError
+            class FullImageDataManager(DataManager):
+                def next_train(self, step):
+                    return self.images[step].to(self.device)
+            class DataManagerMPS(DataManager):
+                def next_train(self, step):
+                    return self.images[step].to("mps")
+        """,
+        "pipeline.py": """
+            from managers import DataManager
+            class Pipeline:
+                def get_train_loss_dict(self, step):
+                    batch = self.datamanager.next_train(step)
+                    return self.model(batch)
+            class VanillaPipeline(Pipeline):
+                def __init__(self, config):
+                    self.datamanager: DataManager = config.datamanager.setup()
+        """,
+        "trainer.py": """
+            from pipeline import VanillaPipeline
+            def train(config, optimizer):
+                pipeline = VanillaPipeline(config)
+                for step in range(1000):
+                    loss = pipeline.get_train_loss_dict(step)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    })
+    assert project.reach[("managers.py", "FullImageDataManager.next_train")].rank == PER_STEP
+    assert ("managers.py", "DataManagerMPS.next_train") not in project.reach  # another accelerator's
+
+
+def test_a_wrapper_given_the_project_model_through_a_factory_runs_its_forward(tmp_path):
+    """demucs's `Solver(loaders, model, ...)` keeps `self.dmodel = distrib.wrap(model)`, `model` coming from the
+    project's `get_model(args)`: no library object, so the step's `self.dmodel(mix)` runs the project's models (a
+    name seen while following one scope is not the same name in another)."""
+    project = model(tmp_path, {
+        "models.py": """
+            import torch
+            class HDemucs(torch.nn.Module):
+                def forward(self, mix):
+                    return mix * torch.tensor([1.0]).cuda()
+            def get_model(args):
+                return HDemucs()
+        """,
+        "distrib.py": """
+            from torch.nn.parallel import DistributedDataParallel
+            def wrap(model):
+                return model if world_size == 1 else DistributedDataParallel(model)
+        """,
+        "solver.py": """
+            import distrib
+            class Solver:
+                def __init__(self, loaders, model, optimizer):
+                    self.model = model
+                    self.dmodel = distrib.wrap(model)
+                    self.optimizer = optimizer
+                def train(self):
+                    for mix in self.loaders["train"]:
+                        self.dmodel(mix).mean().backward()
+                        self.optimizer.step()
+        """,
+        "train.py": """
+            from models import get_model
+            from solver import Solver
+            def main(args):
+                model = get_model(args)
+                Solver(args.loaders, model, args.optimizer).train()
+        """,
+    })
+    assert ("models.py", "HDemucs.forward") in project.reach
+
+
+def test_a_branch_that_steps_the_optimizer_is_no_periodic_gate(tmp_path, check):
+    """torchdrug's engine steps under `if batch_id - start_id + 1 == gradient_interval:` (an accumulation of
+    `gradient_interval` batches, 1 by default) and updates its meter there with `.item()` of every metric: that runs
+    on every optimizer step. A branch on the same interval that only logs stays gated."""
+    files = {"engine.py": """
+        def train(model, loader, optimizer, meter, gradient_interval=1):
+            start_id = 0
+            for batch_id, batch in enumerate(loader):
+                loss, metric = model(batch.cuda(non_blocking=True))
+                loss.backward()
+                if batch_id - start_id + 1 == gradient_interval:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    meter.update(metric["loss"].item())
+                    start_id = batch_id + 1
+                if batch_id % log_interval == 0:
+                    print(metric["acc"].item())
+    """}
+    lines = [line for path, line, *_ in check(tmp_path, files) if path == "engine.py"]
+    assert 10 in lines and 13 not in lines
