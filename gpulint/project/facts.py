@@ -199,6 +199,7 @@ _COLD_REASONS = {
     "epoch-end": "in the branch for the end of an epoch or of the run",
     "once": "in a branch that computes a value once and keeps it",
     "empty": "in the exit for a batch with nothing to compute, which normal steps do not take",
+    "failure": "in a branch that reports a failure, a fallback normal steps do not take",
 }
 
 

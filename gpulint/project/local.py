@@ -15,6 +15,7 @@ For every function, method and class body, and for the module's own statements (
     once      a branch that computes a value once and keeps it (`if key not in cache: cache[key] = ...`)
     one-step  a branch taken on one step of the run (`if current_step == merge_bn_startpoint:`)
     empty     a loss's exit for a batch with nothing to compute (`if not pairs: return torch.tensor(0.0)`)
+    failure   a branch that starts by reporting a failure (`if not gotit: print("warning: sampling failed")`)
     main      a module's `if __name__ == "__main__":` block that starts no program (`_starts_program`): its self-test,
               where other files import the module
     choice    the branch for some words of an option (`if args.pp_engine == "afab":`): none of the training a user
@@ -1521,6 +1522,8 @@ class _Walker:
                 scope.regions.append(Region("one-step", *span))
             if part == "body" and _empty_exit(test, body):
                 scope.regions.append(Region("empty", *span))
+            if _reports_failure(body):
+                scope.regions.append(Region("failure", *span))
             if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test) and not _starts_program(body):
                 scope.regions.append(Region("main", *span))
             self._block(body)
@@ -1778,6 +1781,24 @@ def _passes_gradient(call: ast.Call, name: str) -> bool:
     module_function = last_name(call.func.value) == "autograd"
     keyword = "grad_tensors" if module_function else "gradient"
     return len(call.args) > (1 if module_function else 0) or any(k.arg == keyword for k in call.keywords)
+
+
+def _reports_failure(body: list[ast.stmt]) -> bool:
+    """Does the block start by printing or logging a failure (`print("warning: sampling failed")`, `logger.warning(
+    f"NaN loss, skipping {step}")`)? It is a fallback for a rare bad sample or step, not the step's own work."""
+    first = body[0] if body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Call)):
+        return False
+    call = first.value
+    name = last_name(call.func) or ""
+    if name not in ("print", "warn", "warning", "error", "exception", "critical"):
+        return False
+    text = " ".join(part for arg in call.args for node in ast.walk(arg)
+                    if isinstance(node, ast.Constant) and isinstance(part := node.value, str))
+    return bool(_FAILURE_WORDS.search(text))
+
+
+_FAILURE_WORDS = re.compile(r"fail|warning|error|invalid|corrupt|\bnan\b|skip", re.IGNORECASE)
 
 
 def _steps_an_optimizer(body: list[ast.stmt]) -> bool:

@@ -64,6 +64,7 @@ from gpulint.project.vocab import (
     in_loss_class,
     is_kept_apart,
     is_other_backend_class,
+    is_test_path,
     is_training_path,
     may_be_step_work,
     named_for_training,
@@ -1027,6 +1028,8 @@ class Project:
         name = cls.qualname.rsplit(".", 1)[-1]
         found = False
         for path, scope, call in self._calls_of(cls, lambda ix: bool(ix.class_names.get(name)), lambda code: name in code):
+            if is_kept_apart(path):
+                continue  # a test's torchvision model says nothing of what a library's users hand it
             passed = call.first_arg if position == 0 else \
                 call.arg_names[position] if position < len(call.arg_names) and not call.star_args else ""
             if not passed or not self._external_object(path, scope, passed, seen):
@@ -1532,10 +1535,19 @@ class Project:
         return scope is not None and any(base.rsplit(".", 1)[-1] == "Function" for base in scope.bases)
 
     def _text_named(self) -> frozenset[str]:
-        """Class names written in two places of the project's text or more (its definition is one)."""
+        """Class names written in two places of the project's text or more (its definition is one), not counting
+        scripts that are no training and that no file imports: not a predictor only a demo and `hubconf.py` build
+        (co-tracker's `CoTrackerPredictor`). A library's `tasks/generation.py`, which its package imports, counts, and
+        so do tests (a library's losses are built by its users, and in the project only by its tests)."""
         if self._named is None:
+            imported = {target for targets in self._imported().values() for target in targets}
             counts: dict[str, int] = {}
-            for ix in self.files.values():
+            for path, ix in self.files.items():
+                if not is_training_path(path) and path not in imported and not is_test_path(path):
+                    for definition in ix.definitions.values():  # only its own definitions
+                        if definition.is_class:
+                            counts[definition.name] = counts.get(definition.name, 0) + 1
+                    continue
                 for name, n in ix.class_names.items():
                     counts[name] = counts.get(name, 0) + n
             self._named = frozenset(name for name, n in counts.items() if n > 1)

@@ -5753,3 +5753,66 @@ def test_a_branch_that_steps_the_optimizer_is_no_periodic_gate(tmp_path, check):
     """}
     lines = [line for path, line, *_ in check(tmp_path, files) if path == "engine.py"]
     assert 10 in lines and 13 not in lines
+
+
+def test_a_branch_that_starts_by_reporting_a_failure_is_not_per_step(tmp_path, check):
+    """co-tracker's dataset builds a fake sample under `if not gotit: print("warning: sampling failed")`, and its
+    step resets queries under `if torch.isnan(queries).any(): print("failed_sample")`: fallbacks for a bad sample,
+    not the step's work. A branch that logs progress is no such fallback."""
+    files = {"train.py": """
+        import torch
+
+        def train(model, loader, optimizer, device):
+            for step, (video, queries, gotit) in enumerate(loader):
+                video = video.to(device, non_blocking=True)
+                if not gotit:
+                    print("warning: sampling failed")
+                    queries = torch.tensor([[0.0, 1.0]]).cuda()
+                if step > 0:
+                    print("step", step)
+                    queries = queries + torch.tensor([1.0]).cuda()
+                model(video, queries).mean().backward()
+                optimizer.step()
+    """}
+    lines = {line for path, line, code, *_ in check(tmp_path, files) if code == "GPL412"}
+    assert 12 in lines and 9 not in lines
+
+
+def test_a_model_only_a_demo_and_hubconf_build_is_no_guess_of_the_training_step(tmp_path):
+    """co-tracker's training calls `teacher_model(video, queries)` on models taken from a list: a guess. Its
+    `CoTrackerPredictor` is built only by `demo.py` and `hubconf.py`, scripts no file imports: no model the training
+    runs."""
+    project = model(tmp_path, {
+        "cotracker/models.py": """
+            import torch
+            class CoTracker(torch.nn.Module):
+                def forward(self, video, queries):
+                    return video
+        """,
+        "cotracker/predictor.py": """
+            import torch
+            class CoTrackerPredictor(torch.nn.Module):
+                def forward(self, video, queries):
+                    return queries.cpu()
+        """,
+        "demo.py": "from cotracker.predictor import CoTrackerPredictor\nCoTrackerPredictor()(video, queries)\n",
+        "hubconf.py": "from cotracker.predictor import CoTrackerPredictor\ndef cotracker2():\n"
+                      "    return CoTrackerPredictor()\n",
+        "train.py": """
+            import argparse
+            from cotracker.models import CoTracker
+            from cotracker.predictor import CoTrackerPredictor
+            parser = argparse.ArgumentParser()
+            class Lite:
+                def run(self, loader, teachers, optimizer, args):
+                    model = CoTracker()
+                    for step, (video, queries) in enumerate(loader):
+                        name, teacher_model = teachers[step % len(teachers)]
+                        target = teacher_model(video, queries)
+                        (model(video, queries) - target).mean().backward()
+                        optimizer.step()
+            Lite().run(loader, teachers, optimizer, parser.parse_args())
+        """,
+    })
+    assert ("cotracker/models.py", "CoTracker.forward") in project.reach
+    assert ("cotracker/predictor.py", "CoTrackerPredictor.forward") not in project.reach
