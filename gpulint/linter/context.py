@@ -88,6 +88,9 @@ class FileContext:
         # name bound to a tensor of unknown place holds a CPU tensor (see `_later_moves`).
         self._moves: list[dict[str, list[int]]] = [{}]
         self._gate_cache: dict[int, bool] = {}
+        # Per `if` being visited: the scope it binds in, the bindings before it, and those at the end of its body (the
+        # `else` starts from the bindings before the `if`; after it, each name is where both branches agree).
+        self._branches: list[tuple[int, dict[str, Location], list[dict[str, Location]]]] = []
         # Module-level names bound to a lambda that reads its argument to the host (dreamerv3's
         # `to_np = lambda x: x.detach().cpu().numpy()`): calling one is that read.
         self.host_read_lambdas: set[str] = set()
@@ -123,10 +126,15 @@ class FileContext:
         kind = type(node)
         if kind is cst.For:
             self._bind_loop_target(node.target, node.iter)
+        elif kind is cst.If:
+            self._branches.append((len(self._scopes) - 1, dict(self._scopes[-1]), []))
         elif kind is cst.FunctionDef:
             self._names.append(node.name.value)
             facts = self.facts.functions.get(".".join(self._names))
-            self._scopes.append(dict(facts.param_kinds) if facts is not None else {})
+            # Every parameter is bound (to what its callers pass, where the model knows it): a branch that rebinds one
+            # (`if valid_mics is None: valid_mics = torch.LongTensor(...)`) leaves it of unknown place after the `if`.
+            scope: dict[str, Location] = {p.name.value: "unknown" for p in _params(node)}
+            self._scopes.append({**scope, **dict(facts.param_kinds)} if facts is not None else scope)
             self._declared.append({p.name.value for p in _params(node) if _is_scalar_annotation(p.annotation)
                                    or _defaults_to_bool(p)})
             self._moves.append(_later_moves(node.body))
@@ -196,6 +204,15 @@ class FileContext:
             self._moves.pop()
         elif kind in _COMPREHENSIONS:
             self._scopes.pop()
+        elif kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite:
+            parent = self._stack[-2] if len(self._stack) > 1 else None
+            if type(parent) is cst.If and parent.body is node:  # the `else` starts from what held before the `if`
+                index, before, ends = self._branches[-1]
+                ends.append(self._scopes[index])
+                self._scopes[index] = dict(before)
+        elif kind is cst.If:
+            index, _, ends = self._branches.pop()
+            self._scopes[index] = _merged(ends[0], self._scopes[index]) if ends else self._scopes[index]
         self._stack.pop()
 
     # These two run for many nodes: exact type tests (these node classes have no subclasses), not isinstance, which
@@ -472,6 +489,15 @@ class FileContext:
 
 
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str"})
+
+
+def _merged(body: dict[str, Location], other: dict[str, Location]) -> dict[str, Location]:
+    """Where each name is after an `if`: where both branches put it when they agree, else unknown (`cont_loss` is a
+    device loss in one branch and `torch.Tensor([0])` in the other). A name only one branch binds keeps its place."""
+    merged = dict(other)
+    for name, location in body.items():
+        merged[name] = location if name not in other or other[name] == location else "unknown"
+    return merged
 
 
 def _is_scalar_annotation(annotation: cst.Annotation | None) -> bool:

@@ -1315,8 +1315,10 @@ class Project:
                         if self._is_optimizer(cls) and (step := self.find_method(cls, "step")) is not None:
                             self._optimizer_steps.append(step)
         # Not one the program builds only in branches its shipped settings never take (GaLore's Adafactor, built
-        # for `--optimizer galore_adafactor`, which no script passes).
-        return [step for step in self._optimizer_steps if self._may_be_built(Target(step.path, _class_of(step), True))]
+        # for `--optimizer galore_adafactor`, which no script passes), nor one nothing builds or names (a vendored
+        # latent-diffusion's `AdamWwithEMAandWings` beside stable-dreamfusion's Adan).
+        return [step for step in self._optimizer_steps if self._may_be_built(cls := Target(step.path, _class_of(step), True))
+                and self._built(cls)]
 
     def _may_be_built(self, cls: Target) -> bool:
         return cls in self.instantiated or cls not in self._cold_built

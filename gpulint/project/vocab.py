@@ -135,7 +135,10 @@ VALUE_BUILTINS = frozenset({"abs", "min", "max", "sum"})
 # torch factories make a CPU tensor unless given a `device=` (reading it back is free).
 CPU_FACTORIES = frozenset(
     {"torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.arange", "torch.linspace",
-     "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.eye", "torch.from_numpy", "torch.as_tensor"}
+     "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.eye", "torch.from_numpy", "torch.as_tensor",
+     # the legacy constructors: `torch.Tensor([0]).item()` reads a CPU tensor (DI-engine's placeholder losses)
+     "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.HalfTensor", "torch.LongTensor",
+     "torch.IntTensor", "torch.ShortTensor", "torch.ByteTensor", "torch.BoolTensor"}
 )
 # Library classes whose methods cost the step something the call does not show, by what they cost:
 # ema_pytorch's `EMA.update()` and `get_current_decay()` read its step counter with `.item()` (a sync per call);

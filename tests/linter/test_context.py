@@ -247,3 +247,39 @@ def test_import_aliases_resolve():
     assert context.resolve(cst.parse_expression("t.cuda.synchronize")) == "torch.cuda.synchronize"
     assert context.resolve(cst.parse_expression("dist.all_reduce")) == "torch.distributed.all_reduce"
     assert context.resolve(cst.parse_expression("model.parameters")) == "model.parameters"
+
+
+def locations(source: str) -> dict[str, str]:
+    """Where each name passed to `probe(...)` lives, as the context says at that call."""
+    module = cst.parse_module(textwrap.dedent(source))
+    context = FileContext("t.py", module)
+    seen: dict[str, str] = {}
+
+    class Where(Probe):
+        def visit_Call(self, node):
+            if isinstance(node.func, cst.Name) and node.func.value == "probe":
+                seen.update({arg.value.value: self.context.location_of(arg.value) for arg in node.args})
+
+    _Traversal(context, [Where(context)]).walk(module)
+    return seen
+
+
+def test_a_name_two_branches_bind_apart_is_of_unknown_place_after_the_if():
+    """DI-engine's PDQN: `cont_loss` is the device loss when the continuous head trains, `torch.Tensor([0])` (a CPU
+    tensor, as every legacy constructor builds) otherwise: after the `if`, `cont_loss.item()` may sync."""
+    assert locations(
+        """
+        import torch
+        def step(loss, flag):
+            if flag:
+                cont = loss.to("cuda")
+                both = 1.0
+            else:
+                cont = torch.Tensor([0])
+                both = 2.0
+            if flag:
+                only_body = loss.item()
+            placeholder = torch.LongTensor([1, 2])
+            probe(cont, both, only_body, placeholder)
+        """
+    ) == {"cont": "unknown", "both": "host", "only_body": "host", "placeholder": "host"}

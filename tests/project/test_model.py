@@ -5816,3 +5816,32 @@ def test_a_model_only_a_demo_and_hubconf_build_is_no_guess_of_the_training_step(
     })
     assert ("cotracker/models.py", "CoTracker.forward") in project.reach
     assert ("cotracker/predictor.py", "CoTrackerPredictor.forward") not in project.reach
+
+
+def test_an_optimizer_nothing_builds_or_names_is_not_stepped(tmp_path, check):
+    """stable-dreamfusion vendors latent-diffusion's `AdamWwithEMAandWings`, which nothing builds or names; its
+    trainer's `optimizer.step()` runs the Adan it builds, not that one."""
+    optimizer = """
+        import torch
+
+        class {name}(torch.optim.Optimizer):
+            def step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.data.add_(p.grad, alpha=-group["lr"])
+    """
+    files = {
+        "optimizer.py": optimizer.replace("{name}", "Adan"),
+        "ldm/util.py": optimizer.replace("{name}", "AdamWwithEMAandWings"),
+        "train.py": """
+            from optimizer import Adan
+
+            def main(model, loader):
+                optimizer = Adan(model.parameters())
+                for batch in loader:
+                    model(batch).backward()
+                    optimizer.step()
+        """,
+    }
+    paths = {path for path, *_ in check(tmp_path, files)}
+    assert "optimizer.py" in paths and "ldm/util.py" not in paths
