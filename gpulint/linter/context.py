@@ -20,7 +20,9 @@ import libcst as cst
 
 from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts
 from gpulint.project.facts import FileFacts
-from gpulint.project.local import gate_interval, is_exit_gate, is_gate, is_short_interval, switch_flags, tuple_kinds
+from gpulint.project.local import (
+    gate_interval, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags, tuple_kinds,
+)
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
     DEFAULT_GATE_PARTS,
     DEFAULT_HOT_FUNCTIONS,
@@ -89,7 +91,8 @@ class FileContext:
         self._moves: list[dict[str, list[int]]] = [{}]
         self._gate_cache: dict[int, bool] = {}
         # Per `if` being visited: the scope it binds in, the bindings before it, and those at the end of its body (the
-        # `else` starts from the bindings before the `if`; after it, each name is where both branches agree).
+        # `else` starts from the bindings before the `if`; after it, each name is where both branches agree:
+        # `cont_loss` a device loss in one and `torch.Tensor([0])` in the other is of unknown place).
         self._branches: list[tuple[int, dict[str, Location], list[dict[str, Location]]]] = []
         # Module-level names bound to a lambda that reads its argument to the host (dreamerv3's
         # `to_np = lambda x: x.detach().cpu().numpy()`): calling one is that read.
@@ -211,8 +214,9 @@ class FileContext:
                 ends.append(self._scopes[index])
                 self._scopes[index] = dict(before)
         elif kind is cst.If:
-            index, _, ends = self._branches.pop()
-            self._scopes[index] = _merged(ends[0], self._scopes[index]) if ends else self._scopes[index]
+            index, before, ends = self._branches.pop()
+            if ends:
+                self._scopes[index] = merged_branches(before, ends[0], self._scopes[index])
         self._stack.pop()
 
     # These two run for many nodes: exact type tests (these node classes have no subclasses), not isinstance, which
@@ -489,15 +493,6 @@ class FileContext:
 
 
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str"})
-
-
-def _merged(body: dict[str, Location], other: dict[str, Location]) -> dict[str, Location]:
-    """Where each name is after an `if`: where both branches put it when they agree, else unknown (`cont_loss` is a
-    device loss in one branch and `torch.Tensor([0])` in the other). A name only one branch binds keeps its place."""
-    merged = dict(other)
-    for name, location in body.items():
-        merged[name] = location if name not in other or other[name] == location else "unknown"
-    return merged
 
 
 def _is_scalar_annotation(annotation: cst.Annotation | None) -> bool:

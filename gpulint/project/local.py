@@ -57,6 +57,7 @@ from gpulint.project.vocab import (
     NOT_TRAINING_SWITCH_PARTS,
     OPTIMIZER_RECEIVER,
     OPTIMIZER_SETTINGS,
+    OTHER_BACKENDS,
     PACKED_BATCH_SIZES,
     RESUME_PARTS,
     SAME_PLACE_METHODS,
@@ -73,7 +74,6 @@ Kind = str  # "host" | "device" | "unknown": where a value lives
 
 MODULE_SCOPE = "<module>"
 # Devices other than CUDA: code in a branch for them is not the GPU training a user ships.
-_OTHER_BACKENDS = frozenset({"cpu", "mps", "xla", "xpu", "npu", "hpu", "tpu", "mlu"})
 _CUDA = frozenset({"cuda", "gpu"})
 
 
@@ -719,7 +719,7 @@ def backend_branch(test: ast.AST) -> str | None:
         name = dotted(test.func) or ""
         if name.endswith(("available", "installed")):  # `torch.backends.mps.is_available()`, `is_hpu_installed()`
             parts = set(re.split(r"[._]", name))
-            if parts & _OTHER_BACKENDS:
+            if parts & OTHER_BACKENDS:
                 return "body"
             if "cuda" in parts:
                 return "orelse"
@@ -731,7 +731,7 @@ def backend_branch(test: ast.AST) -> str | None:
         backend = literal.split(":")[0].lower()
         equal = isinstance(test.ops[0], (ast.Eq, ast.Is))
         differ = isinstance(test.ops[0], (ast.NotEq, ast.IsNot))
-        if backend in _OTHER_BACKENDS:
+        if backend in OTHER_BACKENDS:
             return "body" if equal else "orelse" if differ else None
         if backend in _CUDA:
             return "orelse" if equal else "body" if differ else None
@@ -844,7 +844,7 @@ def _generation_state(expr: ast.AST) -> bool:
 _LITERALS = (ast.Constant, ast.JoinedStr)
 
 
-def _merged(before: dict[str, Kind], body: dict[str, Kind], orelse: dict[str, Kind]) -> dict[str, Kind]:
+def merged_branches(before: dict[str, Kind], body: dict[str, Kind], orelse: dict[str, Kind]) -> dict[str, Kind]:
     """Where names live after an `if`: what both branches agree on (`if not keep: loss = float(loss)` leaves `loss`
     unknown); a name only one branch binds keeps that branch's kind."""
     merged = dict(before)
@@ -1528,7 +1528,7 @@ class _Walker:
                 scope.regions.append(Region("main", *span))
             self._block(body)
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
-        self.values.scopes[-1] = _merged(before, *bound)
+        self.values.scopes[-1] = merged_branches(before, *bound)
 
     def _named_backend_test(self, test: ast.AST) -> ast.AST:
         """`is_mps` (or `not is_mps`) as the device test it was bound to in this scope; any other test as it is."""

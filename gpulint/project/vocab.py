@@ -203,11 +203,14 @@ def camel_initials(name: str) -> str:
 
 def is_other_backend_class(name: str) -> bool:
     """`DeviceMPS`, `XLAStrategy`, `DeviceNeuron`: a class for another accelerator than the GPU, which a CUDA training
-    run does not build (`CPUOffload` is a GPU run's)."""
+    run does not build."""
     return bool(_camel_parts(name.rsplit(".", 1)[-1]) & _OTHER_BACKEND_PARTS)
 
 
-_OTHER_BACKEND_PARTS = frozenset({"mps", "xla", "xpu", "npu", "hpu", "tpu", "mlu", "neuron", "ipu"})
+# Devices other than the GPU, by the names a device test compares with (`device.type == "mps"`).
+OTHER_BACKENDS = frozenset({"cpu", "mps", "xla", "xpu", "npu", "hpu", "tpu", "mlu"})
+# A class named for one of them (not the CPU: `CPUOffload` serves a GPU run), or for AWS's Neuron or Graphcore's IPU.
+_OTHER_BACKEND_PARTS = (OTHER_BACKENDS - {"cpu"}) | {"neuron", "ipu"}
 
 
 def _camel_parts(name: str) -> set[str]:
