@@ -247,8 +247,7 @@ class FileContext:
         parts = self._zipped(iterable)
         if parts is None:
             location = self.location_of(iterable)  # the rows (or elements) of a device tensor (list) are on the device
-            self._bind(target, location if location in ("host", "device") and type(target) is cst.Name else
-                       "host" if location == "host" else "unknown")
+            self._bind(target, location if location in ("host", "device") else "unknown")
             return
         located: list[Location] = ["host" if p is None or self.location_of(p) == "host" else "unknown" for p in parts]
         if type(target) in (cst.Tuple, cst.List) and len(target.elements) == len(parts):

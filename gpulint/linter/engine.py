@@ -338,6 +338,7 @@ class _Where:
         self.aliases = module_aliases(tree)
         self.flags = text_step_flags(text)
         self.scopes: dict[int, Scope] = {}
+        self.holders: dict[tuple[int, int], tuple[ast.AST, list[ast.AST]]] = {}  # by position: `_holder`
         self.options: dict[int, dict[str, str]] = {}  # by class node: `_options`
 
     def position(self, line: int, column: int) -> tuple[int, int]:
@@ -345,8 +346,16 @@ class _Where:
         # ast counts columns in UTF-8 bytes, libcst in characters.
         return line, column if text.isascii() else len(text[:column].encode("utf-8"))
 
+    def _holder(self, pos: tuple[int, int]) -> tuple[ast.AST, list[ast.AST]]:
+        """The innermost definition holding `pos`, and those it is nested in (`holder_at`), found once per position:
+        `scope` and `replaced` both ask."""
+        found = self.holders.get(pos)
+        if found is None:
+            found = self.holders[pos] = holder_at(self.tree, pos)
+        return found
+
     def scope(self, pos: tuple[int, int]) -> Scope:
-        node, parents = holder_at(self.tree, pos)
+        node, parents = self._holder(pos)
         if id(node) not in self.scopes:
             self.scopes[id(node)] = read_scope(node, parents, self.gates, self.aliases, self.flags,
                                                self._options(parents))
@@ -355,7 +364,7 @@ class _Where:
     def replaced(self, pos: tuple[int, int]) -> str:
         """The name of the definition holding `pos` (or of one it is nested in) when the same body defines that name
         again further down (co-tracker's first `def bilinear_sampler`): it never runs. "" otherwise."""
-        node, parents = holder_at(self.tree, pos)
+        node, parents = self._holder(pos)
         chain = [self.tree, *parents, node] if node is not self.tree else []
         for outer, inner in zip(chain, chain[1:]):
             name = inner.name  # type: ignore[attr-defined]

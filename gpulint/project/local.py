@@ -1805,13 +1805,8 @@ def _steps_an_optimizer(body: list[ast.stmt]) -> bool:
     """Does the block call an optimizer's `step()`? A branch that does is the update under gradient accumulation
     (torchdrug's `if batch_id - start_id + 1 == gradient_interval:`, true on every optimizer step), or an update
     taken every few steps (TD3's delayed actor), not a periodic side job."""
-    for statement in body:
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step":
-                receiver = last_name(node.func.value) or ""
-                if OPTIMIZER_RECEIVER.search(receiver) and "sched" not in receiver.lower():
-                    return True
-    return False
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step"
+               and is_step_marker(node, "step") for statement in body for node in ast.walk(statement))
 
 
 def is_step_marker(call: ast.Call, name: str) -> bool:

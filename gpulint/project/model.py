@@ -243,6 +243,7 @@ class Project:
         self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
         self._rollout_updates: dict[Target, bool] = {}  # by update function: `_updates_on_rollouts` through calls
         self._dynamic: dict[str, frozenset[str]] = {}  # by entry file: the files a guess made on its way may reach
+        self._named_tops: dict[str, frozenset[str]] = {}  # by loader file (`_tops_named_by`)
         self._run()
 
     # ------------------------------------------------------------------------------------------- module names
@@ -406,22 +407,27 @@ class Project:
         """What a program that loads modules by name may load: the files of its own top-level packages, and of those
         a loader names (`import_module("plugins." + name)`). Not a sibling project of the same repository that
         nothing of it imports (ElegantRL's `rlsolver` instantiates Hydra callbacks, not `elegantrl`'s environments)."""
-        tops = {_top_level(path) for path in program}
-        words = {word for path in loaders for word in re.findall(r"\w+", self.files[path].text)}
-        tops |= {top for top in map(_top_level, self.files) if top in words}
+        tops = {_top_level(path) for path in program}.union(*(self._tops_named_by(path) for path in loaders))
         return frozenset(path for path in self.files if _top_level(path) in tops)
+
+    def _tops_named_by(self, path: str) -> frozenset[str]:
+        """The project's top-level packages a file's text names as a word (once per file: many entries share it)."""
+        found = self._named_tops.get(path)
+        if found is None:
+            words = set(re.findall(r"\w+", self.files[path].text))
+            found = self._named_tops[path] = frozenset(top for top in map(_top_level, self.files) if top in words)
+        return found
 
     def _orphan_module(self, path: str) -> bool:
         """A module of a package that nothing runs: no project file imports or names it, it is no script (no
         `__main__`, not named for running), and nothing loads modules by name (PaLM-rlhf's `grpo.py`, a trainer its
         package neither exports nor uses). Its loops are no entry points of the training program."""
         if self._orphans is None:
-            imported = {target for targets in self._imported().values() for target in targets}
             packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")}
             by_name = any(self._loads_by_name(p) for p in self.files)
             candidates = [
                 p for p, ix in self.files.items()
-                if "/" in p and p.rsplit("/", 1)[0] in packages and p not in imported
+                if "/" in p and p.rsplit("/", 1)[0] in packages and not self._is_imported(p)
                 and not p.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text
                 and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS  # `pkg/train.py`, run with -m
             ]
@@ -687,15 +693,20 @@ class Project:
         classes they set, where each subclass setting it sets project classes or a library's object, nothing the
         model cannot know (then the caller guesses)."""
         found: set[Target] = set()
-        for sub in self._all_subclasses(cls):
-            own = [scope for klass, _, scope in self._attribute_bindings(sub.path, sub.qualname, attr) if klass == sub]
-            if not own or is_kept_apart(sub.path):
-                continue
+        for sub, setter in self._subclasses_setting(cls, attr):
             types = self.attr_types(sub, attr)
-            if not types and not self._external_attribute(sub.path, own[0], f"self.{attr}", frozenset()):
+            if not types and not self._external_attribute(sub.path, setter, f"self.{attr}", frozenset()):
                 return set()
             found |= types
         return found
+
+    def _subclasses_setting(self, cls: Target, attr: str) -> Iterator[tuple[Target, Scope]]:
+        """The project's subclasses of `cls` (not a test's) that set `self.<attr>` themselves, each with a method of
+        its own that does."""
+        for sub in self._all_subclasses(cls):
+            own = [scope for klass, _, scope in self._attribute_bindings(sub.path, sub.qualname, attr) if klass == sub]
+            if own and not is_kept_apart(sub.path):
+                yield sub, own[0]
 
     def _passed_types(self, cls: Target, init: Scope, attribute: str) -> set[Target]:
         """What a wrapper keeps of what it was given: `self.net = net` in `__init__(self, net)` holds what every
@@ -705,9 +716,8 @@ class Project:
         if source not in init.params[1:]:
             return set()
         position = init.params.index(source) - 1
-        name = cls.qualname.rsplit(".", 1)[-1]
         found: set[Target] = set()
-        for path, scope, call in self._calls_of(cls, lambda ix: bool(ix.class_names.get(name)), lambda code: name in code):
+        for path, scope, call in self._constructions(cls):
             passed = call.first_arg if position == 0 else \
                 call.arg_names[position] if position < len(call.arg_names) else ""
             found |= self.types_of(path, scope, passed, depth=2) if passed else set()
@@ -772,6 +782,11 @@ class Project:
                 return set()  # a call passes what the model does not know: the callee guesses
             found |= classes
         return found
+
+    def _constructions(self, cls: Target) -> Iterator[tuple[str, Scope, Call]]:
+        """The calls building `cls` by its name (`_calls_of`), read only in files and definitions that write it."""
+        name = cls.qualname.rsplit(".", 1)[-1]
+        return self._calls_of(cls, lambda ix: bool(ix.class_names.get(name)), lambda code: name in code)
 
     def _calls_of(self, target: Target, file_may_call: Callable[[ModuleIndex], bool],
                   code_may_call: Callable[[str], bool]) -> Iterator[tuple[str, Scope, Call]]:
@@ -1025,9 +1040,8 @@ class Project:
             return False  # classes handing what they were given to one another in a circle: nothing known
         # The names seen so far are another scope's: only the constructors being followed carry over.
         seen = frozenset(k for k in seen if "#" in k) | {key}
-        name = cls.qualname.rsplit(".", 1)[-1]
         found = False
-        for path, scope, call in self._calls_of(cls, lambda ix: bool(ix.class_names.get(name)), lambda code: name in code):
+        for path, scope, call in self._constructions(cls):
             if is_kept_apart(path):
                 continue  # a test's torchvision model says nothing of what a library's users hand it
             passed = call.first_arg if position == 0 else \
@@ -1072,13 +1086,10 @@ class Project:
     def _external_in_subclasses(self, cls: Target, name: str, seen: frozenset[str]) -> bool:
         """A base class's `self.model`, which only its subclasses set, each to what a library builds."""
         found = False
-        for sub in self._all_subclasses(cls):
-            own = [scope for klass, _, scope in self._attribute_bindings(sub.path, sub.qualname, name[5:])
-                   if klass == sub]
-            if own and not is_kept_apart(sub.path):
-                if not self._external_attribute(sub.path, own[0], name, seen | {name}):
-                    return False
-                found = True
+        for sub, setter in self._subclasses_setting(cls, name[5:]):
+            if not self._external_attribute(sub.path, setter, name, seen | {name}):
+                return False
+            found = True
         return found
 
     def _attribute_bindings(self, path: str, cls: str, attribute: str) -> Iterable[tuple[Target, Definition, Scope]]:
@@ -1542,10 +1553,9 @@ class Project:
         (co-tracker's `CoTrackerPredictor`). A library's `tasks/generation.py`, which its package imports, counts, and
         so do tests (a library's losses are built by its users, and in the project only by its tests)."""
         if self._named is None:
-            imported = {target for targets in self._imported().values() for target in targets}
             counts: dict[str, int] = {}
             for path, ix in self.files.items():
-                if not is_training_path(path) and path not in imported and not is_test_path(path):
+                if not is_training_path(path) and not self._is_imported(path) and not is_test_path(path):
                     for definition in ix.definitions.values():  # only its own definitions
                         if definition.is_class:
                             counts[definition.name] = counts.get(definition.name, 0) + 1
