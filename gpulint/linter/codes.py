@@ -38,6 +38,7 @@ RULE_CODES: tuple[tuple[str, str, bool], ...] = (
     ('GPL420', 'blocking-collective-in-step', True),
     ('GPL421', 'barrier-or-object-collective-in-step', True),
     ('GPL422', 'ddp-accumulation-without-no-sync', True),
+    ('GPL423', 'lightning-sync-dist-in-step', True),
     ('GPL501', 'per-parameter-update-loop', True),
     ('GPL502', 'foreach-disabled', True),
     ('GPL503', 'zero-grad-set-to-none-false', True),

@@ -142,7 +142,21 @@ class SyncRule(Rule):
             self.context.add_report(Report(self, node, message, "per_step", ancestors, tuple(fix), unsafe_fix))
 
 
-_FIRST_STEP_PARTS = frozenset({"step", "steps", "iter", "iteration", "updates", "update", "epoch", "batch", "idx", "i"})
+_FIRST_STEP_PARTS = frozenset({"step", "steps", "iter", "iteration", "updates", "update", "epoch", "batch"})
+# A bare index counts steps (`idx == 0`, `self.global_i`); one of something else does not: Lightning's
+# `optimizer_idx == 0` is the first optimizer's turn, every step.
+_INDEX_PARTS = frozenset({"idx", "i"})
+_INDEX_QUALIFIERS = frozenset({"global", "cur", "current", "train", "it"})
+
+
+def is_lightning_log(func: cst.BaseExpression) -> bool:
+    """`self.log(...)` / `self.log_dict(...)` of a LightningModule."""
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in ("log", "log_dict")
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+    )
 
 
 def in_error_path_or_first_step(chain) -> bool:
@@ -247,7 +261,8 @@ def _is_first_step_test(test: cst.BaseExpression) -> bool:
     name = dotted_name(left) or ""
     parts = name_parts(name.rsplit(".", 1)[-1])
     # `acc_step == 0` counts micro-batches modulo the accumulation: true on every optimizer step, not the first.
-    return bool(parts & _FIRST_STEP_PARTS) and not parts & ACCUMULATION_PARTS
+    counts_steps = bool(parts & _FIRST_STEP_PARTS) or bool(parts & _INDEX_PARTS and parts <= _INDEX_PARTS | _INDEX_QUALIFIERS)
+    return counts_steps and not parts & ACCUMULATION_PARTS
 
 
 def iterates_tensors_of_model(expr: cst.BaseExpression) -> bool:

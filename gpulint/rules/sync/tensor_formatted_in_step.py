@@ -8,7 +8,7 @@ from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import is_false, is_true, keyword_arg
 from gpulint.rules.examples import training_script
-from gpulint.rules.sync.helpers import SyncRule, known_false_positives
+from gpulint.rules.sync.helpers import SyncRule, is_lightning_log, known_false_positives
 
 _LOG_METHODS = frozenset({"info", "debug", "warning", "warn", "error", "critical", "log", "exception"})
 _LOG_RECEIVER_PARTS = frozenset({"logger", "logging", "log", "_logger", "LOGGER"})
@@ -124,7 +124,7 @@ class TensorFormattedInStep(SyncRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if _is_lightning_log(func):
+        if is_lightning_log(func):
             self._lightning_log(node)
             return
         if isinstance(func, cst.Name) and func.value == "print":
@@ -192,11 +192,3 @@ def _is_logger(receiver: cst.BaseExpression) -> bool:
     return name is not None and (name in _LOG_RECEIVER_PARTS or name.lower().endswith("logger"))
 
 
-def _is_lightning_log(func: cst.BaseExpression) -> bool:
-    """`self.log(...)` / `self.log_dict(...)` of a LightningModule."""
-    return (
-        isinstance(func, cst.Attribute)
-        and func.attr.value in ("log", "log_dict")
-        and isinstance(func.value, cst.Name)
-        and func.value.value == "self"
-    )
