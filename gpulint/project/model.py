@@ -104,7 +104,8 @@ _BUILTINS = frozenset(dir(builtins))
 _PASSED_ON = "\0"
 # Code that builds objects from names written elsewhere (a YAML config): a class no Python file names may still run.
 _BY_NAME_CALLS = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", "locate(")  # and `_LOADS_BY_NAME`
-_BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:")
+# Lightning's CLI builds the `class_path:` of its YAML configs (models, data modules, callbacks).
+_BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:", "LightningCLI(")
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 

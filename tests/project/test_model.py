@@ -5845,3 +5845,42 @@ def test_an_optimizer_nothing_builds_or_names_is_not_stepped(tmp_path, check):
     }
     paths = {path for path, *_ in check(tmp_path, files)}
     assert "optimizer.py" in paths and "ldm/util.py" not in paths
+
+
+def test_lightning_cli_builds_the_callbacks_its_configs_name(tmp_path, check):
+    """vocos's `train.py` is `LightningCLI(run=False)`: its YAML configs build the module and a gradient-norm callback
+    by `class_path`, which no Python file names; the callback's `on_after_backward` runs every step."""
+    found = check(tmp_path, {
+        "train.py": """
+            from pytorch_lightning.cli import LightningCLI
+
+            if __name__ == "__main__":
+                cli = LightningCLI(run=False)
+                cli.trainer.fit(model=cli.model, datamodule=cli.datamodule)
+        """,
+        "vocos/experiment.py": """
+            import pytorch_lightning as pl
+            import torch
+
+            class Exp(pl.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    loss = self.net(batch).mean()
+                    return loss
+        """,
+        "vocos/helpers.py": """
+            import torch
+            from pytorch_lightning import Callback
+
+            class GradNormCallback(Callback):
+                def on_after_backward(self, trainer, model):
+                    model.log("grad_norm", gradient_norm(model))
+
+            def gradient_norm(model):
+                grads = [p.grad for p in model.parameters() if p.grad is not None]
+                return torch.norm(torch.stack([torch.norm(g.detach(), 2.0) for g in grads]), 2.0)
+        """,
+        "configs/vocos.yaml": "model:\n  class_path: vocos.experiment.Exp\ntrainer:\n  accelerator: gpu\n"
+                              "  callbacks:\n    - class_path: vocos.helpers.GradNormCallback\n",
+    })
+    assert ("vocos/helpers.py", 11, "GPL102", "certain",
+            "GradNormCallback.on_after_backward() -> gradient_norm()") in found
