@@ -21,7 +21,7 @@ import libcst as cst
 from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts
 from gpulint.project.facts import FileFacts
 from gpulint.project.local import (
-    gate_interval, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags, tuple_kinds,
+    gate_interval, gpu_branch, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags, tuple_kinds,
 )
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
     DEFAULT_GATE_PARTS,
@@ -34,6 +34,7 @@ from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules impor
     METADATA_ATTRS,
     METADATA_METHODS,
     PACKED_BATCH_SIZES,
+    SAME_PLACE_FUNCTIONS,
     SAME_PLACE_METHODS,
     VALUE_BUILTINS,
     builds_on_cpu_by_default,
@@ -216,8 +217,16 @@ class FileContext:
         elif kind is cst.If:
             index, before, ends = self._branches.pop()
             if ends:
-                self._scopes[index] = merged_branches(before, ends[0], self._scopes[index])
+                body, orelse = ends[0], self._scopes[index]
+                disagree = any(name in orelse and orelse[name] != where for name, where in body.items())
+                self._scopes[index] = merged_branches(before, body, orelse, self._gpu_branch(node) if disagree else None)
         self._stack.pop()
+
+    def _gpu_branch(self, node: cst.If) -> str | None:
+        """The branch of `node` a GPU run takes, where its test chooses a device (`local.gpu_branch`, on the test's
+        ast: asked only of an `if` whose branches bind a name apart)."""
+        test = self._ast_of(node.test)
+        return gpu_branch(test) if test is not None else None
 
     # These two run for many nodes: exact type tests (these node classes have no subclasses), not isinstance, which
     # for libcst's ABCs costs a Python-level call per miss.
@@ -391,6 +400,8 @@ class FileContext:
                 return "host"
             if func.value in VALUE_BUILTINS:
                 return "host" if all(self.location_of(a.value) == "host" for a in call.args) else "unknown"
+        if resolved in SAME_PLACE_FUNCTIONS and call.args and call.args[0].keyword is None and not call.args[0].star:
+            return self.location_of(call.args[0].value)  # `Variable(conf_t)`: the tensor it wraps
         if builds_on_cpu_by_default(resolved, (a.keyword.value for a in call.args if a.keyword is not None)):
             device = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
             if device is None or _is_cpu_literal(device):

@@ -60,6 +60,7 @@ from gpulint.project.vocab import (
     OTHER_BACKENDS,
     PACKED_BATCH_SIZES,
     RESUME_PARTS,
+    SAME_PLACE_FUNCTIONS,
     SAME_PLACE_METHODS,
     SHORT_INTERVAL,
     STEP_METHODS,
@@ -715,6 +716,9 @@ def backend_branch(test: ast.AST) -> str | None:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = backend_branch(test.operand)
         return {"body": "orelse", "orelse": "body"}.get(inner or "")
+    if isinstance(test, (ast.Name, ast.Attribute)):  # `if self.use_gpu:`, `if args.cuda:` (not `if no_cuda:`)
+        parts = name_parts((dotted(test) or "").rsplit(".", 1)[-1])
+        return "orelse" if parts & _CUDA_FLAG_PARTS and not parts & _NEGATING_PARTS else None
     if isinstance(test, ast.Call):
         name = dotted(test.func) or ""
         if name.endswith(("available", "installed")):  # `torch.backends.mps.is_available()`, `is_hpu_installed()`
@@ -736,6 +740,10 @@ def backend_branch(test: ast.AST) -> str | None:
         if backend in _CUDA:
             return "orelse" if equal else "body" if differ else None
     return None
+
+
+_CUDA_FLAG_PARTS = frozenset({"cuda", "gpu", "gpus"})
+_NEGATING_PARTS = frozenset({"no", "not", "without", "disable", "disabled", "skip"})
 
 
 def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]) -> bool:
@@ -844,14 +852,29 @@ def _generation_state(expr: ast.AST) -> bool:
 _LITERALS = (ast.Constant, ast.JoinedStr)
 
 
-def merged_branches(before: dict[str, Kind], body: dict[str, Kind], orelse: dict[str, Kind]) -> dict[str, Kind]:
+def merged_branches(before: dict[str, Kind], body: dict[str, Kind], orelse: dict[str, Kind],
+                    gpu_branch: str | None = None) -> dict[str, Kind]:
     """Where names live after an `if`: what both branches agree on (`if not keep: loss = float(loss)` leaves `loss`
-    unknown); a name only one branch binds keeps that branch's kind."""
+    unknown); a name only one branch binds keeps that branch's kind. Where the `if` chooses between the GPU and
+    another device (`if self.use_gpu: conf_t = conf_t.cuda()`), the GPU's branch (`gpu_branch`: "body" or
+    "orelse") is what a GPU run binds."""
     merged = dict(before)
+    preferred = body if gpu_branch == "body" else orelse if gpu_branch == "orelse" else None
     for name in body.keys() | orelse.keys():
+        if preferred is not None and name in preferred:
+            merged[name] = preferred[name]
+            continue
         kinds = {branch[name] for branch in (body, orelse) if name in branch}
         merged[name] = kinds.pop() if len(kinds) == 1 else "unknown"
     return merged
+
+
+def gpu_branch(test: ast.AST) -> str | None:
+    """Which branch of `if test:` a GPU run takes, where the test chooses a device (`backend_branch`): the other."""
+    return OTHER_BRANCH.get(backend_branch(test) or "")
+
+
+OTHER_BRANCH = {"body": "orelse", "orelse": "body"}
 
 
 class _Values:
@@ -940,6 +963,8 @@ class _Values:
                 return "host"
             if func.id in VALUE_BUILTINS:
                 return "host" if all(self.kind_of(a) == "host" for a in call.args) else "unknown"
+        if resolved in SAME_PLACE_FUNCTIONS and call.args and not isinstance(call.args[0], ast.Starred):
+            return self.kind_of(call.args[0])
         if builds_on_cpu_by_default(resolved, (k.arg for k in call.keywords if k.arg)):
             device = next((k.value for k in call.keywords if k.arg == "device"), None)
             return "host" if device is None or _is_cpu_literal(device) else "device"
@@ -1528,7 +1553,7 @@ class _Walker:
                 scope.regions.append(Region("main", *span))
             self._block(body)
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
-        self.values.scopes[-1] = merged_branches(before, *bound)
+        self.values.scopes[-1] = merged_branches(before, *bound, OTHER_BRANCH.get(branch))
 
     def _named_backend_test(self, test: ast.AST) -> ast.AST:
         """`is_mps` (or `not is_mps`) as the device test it was bound to in this scope; any other test as it is."""

@@ -173,6 +173,8 @@ SAME_PLACE_METHODS = frozenset(
      "transpose", "permute", "flip",
      "uniform_", "normal_", "random_", "fill_", "zero_"}  # in place: `torch.empty(1).uniform_(0, n)` stays where it is
 )
+# Functions whose result is their first argument, where it lives (`Variable(conf_t)`, PyTorch 0.3's autograd wrapper).
+SAME_PLACE_FUNCTIONS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
 
 

@@ -5884,3 +5884,37 @@ def test_lightning_cli_builds_the_callbacks_its_configs_name(tmp_path, check):
     })
     assert ("vocos/helpers.py", 11, "GPL102", "certain",
             "GradNormCallback.on_after_backward() -> gradient_norm()") in found
+
+
+def test_a_value_moved_under_a_gpu_flag_is_returned_on_the_device(tmp_path):
+    """`if self.use_gpu: t = t.cuda()` binds `t` on the device in a GPU run (the branch that run takes); `if no_gpu:`
+    names no GPU run, and `if keep:` chooses no device: after those, a name the branches bind apart is unknown."""
+    project = model(tmp_path, {
+        "targets.py": """
+            import torch
+
+            class Targets:
+                def labels(self, batch):
+                    t = torch.zeros(len(batch), dtype=torch.long)
+                    if self.use_gpu:
+                        t = t.cuda()
+                    return t
+
+                def weights(self, batch, no_gpu):
+                    w = torch.ones(len(batch))
+                    if no_gpu:
+                        w = w.cpu()
+                    else:
+                        w = w.cuda()
+                    return w
+
+                def scores(self, batch, keep):
+                    s = torch.ones(len(batch))
+                    if keep:
+                        s = s.cuda()
+                    return s
+        """,
+    })
+    returns = {name: project.files["targets.py"].scope(f"Targets.{name}").returns for name in ("labels", "weights",
+                                                                                             "scores")}
+    assert returns == {"labels": ["device"], "weights": ["unknown"], "scores": ["unknown"]}

@@ -12,6 +12,7 @@ import re
 import libcst as cst
 
 from gpulint.linter.names import last_name, name_parts
+from gpulint.linter.context import SAME_PLACE_FUNCTIONS
 from gpulint.rules.common import keyword_arg
 
 # Tensor methods that return a tensor. The first group exists only on tensors; the second also on numpy arrays and
@@ -264,6 +265,8 @@ class Tensors:
     def _call_is_tensor(self, call: cst.Call) -> bool:
         func = call.func
         resolved = self.context.resolve(func) or ""
+        if resolved in SAME_PLACE_FUNCTIONS:  # `Variable(conf_t)`: what it wraps
+            return bool(call.args) and call.args[0].keyword is None and self.is_tensor(call.args[0].value)
         if resolved.startswith("torch."):
             rest = resolved[len("torch."):]
             if rest.startswith(("nn.functional.", "linalg.", "special.", "fft.")) or rest in _TORCH_TENSOR_FUNCTIONS:
