@@ -156,7 +156,8 @@ class Tensors:
             self._lists.discard(key)
         # What comes from something unknown (`labels.dones[:, :-1]`, `criterion(out, y)`) is judged by its name
         # later, as an unbound name is: `loss = criterion(out, y)` is a tensor, `n = count(batch)` is not known to be.
-        unknown = type(value) in _UNKNOWN_SOURCES and self.context.location_of(value) == "unknown"
+        source = value.expression if type(value) is cst.UnaryOperation else value  # `-critic(s, a).mean()` too
+        unknown = type(source) in _UNKNOWN_SOURCES and self.context.location_of(source) == "unknown"
         self._bound[key] = self.is_tensor(value) or (None if unknown else False)
         if self.is_mask(value):
             self._masks.add(key)
