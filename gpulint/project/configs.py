@@ -32,7 +32,9 @@ _TARGET = re.compile(r"""^[ \t-]*["']?(?:_target_|target|class_path)["']?[ \t]*:
 # Names of intervals (`log_every`, `logging_steps`, `print_freq`, `log_interval`) and the settings that give them a
 # whole number: argparse defaults, assignments, keyword arguments and annotated fields (`x: int = 1`), YAML and JSON
 # keys, command-line options in scripts and READMEs.
-_INTERVAL_PARTS = frozenset({"every", "interval", "freq", "frequency", "steps", "step", "period", "iters", "iter"})
+# TD3's `--policy_delay 2`: the actor and targets update every second critic step.
+_INTERVAL_PARTS = frozenset(
+    {"every", "interval", "freq", "frequency", "steps", "step", "period", "iters", "iter", "delay"})
 _ARGPARSE_DEFAULT = re.compile(r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\bdefault\s*=\s*(\d+)\b(?![.\w])""")
 _OPTION = re.compile(r"--([A-Za-z][\w-]*)(?:[ \t]+|=)(\d+)\b(?![.\w])")
 # A whole number after `=` or `:` (`log_every = 1`, `log_every: 1`, `log_every: int = field(default=1`), whose name is
