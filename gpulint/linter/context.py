@@ -219,7 +219,8 @@ class FileContext:
             if ends:
                 body, orelse = ends[0], self._scopes[index]
                 disagree = any(name in orelse and orelse[name] != where for name, where in body.items())
-                self._scopes[index] = merged_branches(before, body, orelse, self._gpu_branch(node) if disagree else None)
+                gpu = self._gpu_branch(node) if disagree else None
+                self._scopes[index] = merged_branches(before, body, orelse, gpu)
         self._stack.pop()
 
     def _gpu_branch(self, node: cst.If) -> str | None:

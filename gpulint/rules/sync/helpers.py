@@ -261,7 +261,8 @@ def _is_first_step_test(test: cst.BaseExpression) -> bool:
     name = dotted_name(left) or ""
     parts = name_parts(name.rsplit(".", 1)[-1])
     # `acc_step == 0` counts micro-batches modulo the accumulation: true on every optimizer step, not the first.
-    counts_steps = bool(parts & _FIRST_STEP_PARTS) or bool(parts & _INDEX_PARTS and parts <= _INDEX_PARTS | _INDEX_QUALIFIERS)
+    counts_steps = bool(parts & _FIRST_STEP_PARTS) or bool(
+        parts & _INDEX_PARTS and parts <= _INDEX_PARTS | _INDEX_QUALIFIERS)
     return counts_steps and not parts & ACCUMULATION_PARTS
 
 

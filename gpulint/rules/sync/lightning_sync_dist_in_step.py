@@ -37,8 +37,8 @@ class LightningSyncDistInStep(SyncRule):
         "code that runs every training step (`training_step`, `on_train_batch_end`, what they call), unless the value "
         "is logged with `on_step=False`.",
         why_slow="A value logged on the step (the default in `training_step`) with `sync_dist=True` is reduced when it "
-        "is logged: Lightning runs one blocking `all_reduce` per logged value, on every step, and turns a Python number "
-        "into a device tensor first. Each is a small collective that waits for the slowest rank and pays NCCL's "
+        "is logged: Lightning runs one blocking `all_reduce` per logged value, on every step, and turns a Python "
+        "number into a device tensor first. Each is a small collective that waits for the slowest rank and pays NCCL's "
         "latency, not bandwidth; `log_dict` of N metrics launches N of them. Lightning's own docs warn that "
         "`sync_dist` can add significant communication overhead.",
         example="def training_step(self, batch, batch_idx):\n    loss = self.loss(batch)\n"

@@ -20,8 +20,8 @@ class TensorConditionInStep(SyncRule):
     _latches: frozenset[str] = frozenset()  # names the `if` being checked sets to True (see `_short_circuits`)
     docs = RuleDocs(
         what_it_does="Flags `if`, `while`, `assert` and conditional expressions whose test is a tensor (`if loss > 10:`, "
-        "`assert torch.isfinite(loss)`, `if mask.any():`) or `any()` / `all()` over tensors "
-        "(`if any(torch.isnan(l) for l in losses):`) in code that runs every step, ungated.",
+        "`assert torch.isfinite(loss)`, `if mask.any():`, `if 0.0 in attention_mask:`) or `any()` / `all()` over "
+        "tensors (`if any(torch.isnan(l) for l in losses):`) in code that runs every step, ungated.",
         why_slow="Python needs a bool, so the tensor is copied to the host (`Tensor.__bool__` calls `.item()`): a "
         "device-to-host round trip that drains the GPU queue before the branch can be taken.",
         example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    if loss > 100:\n"
@@ -42,6 +42,7 @@ class TensorConditionInStep(SyncRule):
         training_script("if step % 50 == 0:\n    assert torch.isfinite(loss)"),
         training_script("if optimizer is not None and step > 10:\n    pass"),
         training_script("if any(g[\"lr\"] > 1 for g in optimizer.param_groups):\n    break"),
+        training_script("seen = {0: 1}\nif 0 in seen or 1 in [1, 2]:\n    pass"),
         training_script("count = (y > 0).sum().clamp(min=1)\nn = max(1, x.shape[0])"),
         training_script("if not model.training and loss > 100:\n    break"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    queue_full = False\n"
@@ -60,6 +61,7 @@ class TensorConditionInStep(SyncRule):
         Invalid(training_script("count = max(1, (y > 0).sum())")),
         Invalid(training_script("if model.training and loss > 100:\n    break")),
         Invalid(training_script("trimmed = False\nif trimmed or out.argmax(1)[-1] == 2:\n    continue")),
+        Invalid(training_script("keep = y > 0\nif 0 in keep.long():\n    continue")),
     )
 
     def visit_If(self, node: cst.If) -> None:
@@ -97,7 +99,7 @@ class TensorConditionInStep(SyncRule):
             return not self._short_circuits(test) and self._reads_tensor(test.right)
         if self.tensors.named_only(test):
             return False  # `if aux_loss:`, `if hparams["f0_loss"]:`: a truth test of a flag named like a loss
-        if self.tensors.is_tensor(test) or self._sliced_reduction(test):
+        if self.tensors.is_tensor(test) or self._sliced_reduction(test) or self._membership(test):
             return True
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             return self._reads_tensor(test.expression)
@@ -106,6 +108,19 @@ class TensorConditionInStep(SyncRule):
         if len(test.args) == 1 and isinstance(test.args[0].value, (cst.GeneratorExp, cst.ListComp)):
             return self.tensors.is_tensor(test.args[0].value.elt)
         return False
+
+    def _membership(self, test: cst.BaseExpression) -> bool:
+        """`0.0 in attention_mask`: `Tensor.__contains__` compares on the device and reads the answer on the host (the
+        causal-mask helper copied from Hugging Face's models asks it in every forward). A number looked up in a
+        tensor, not a key in a dict (`"labels" in batch`)."""
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, (cst.In, cst.NotIn))):
+            return False
+        needle, haystack = test.left, test.comparisons[0].comparator
+        number = isinstance(needle, (cst.Integer, cst.Float)) or (
+            isinstance(needle, cst.UnaryOperation) and isinstance(needle.expression, (cst.Integer, cst.Float)))
+        return number and not self.context.is_host_value(haystack) and (
+            self.tensors.is_tensor(haystack) or self.tensors.is_mask(haystack))
 
     def _sliced_reduction(self, test: cst.BaseExpression) -> bool:
         """`(boxes[:, 2:] >= boxes[:, :2]).all()`: a reduction of a comparison between column slices of a 2-D
