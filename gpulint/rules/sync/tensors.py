@@ -156,13 +156,28 @@ class Tensors:
             self._lists.discard(key)
         # What comes from something unknown (`labels.dones[:, :-1]`, `criterion(out, y)`) is judged by its name
         # later, as an unbound name is: `loss = criterion(out, y)` is a tensor, `n = count(batch)` is not known to be.
-        source = value.expression if type(value) is cst.UnaryOperation else value  # `-critic(s, a).mean()` too
-        unknown = type(source) in _UNKNOWN_SOURCES and self.context.location_of(source) == "unknown"
-        self._bound[key] = self.is_tensor(value) or (None if unknown else False)
+        self._bound[key] = self.is_tensor(value) or (None if self._of_unknown_place(value) else False)
         if self.is_mask(value):
             self._masks.add(key)
         else:
             self._masks.discard(key)
+
+    def _of_unknown_place(self, value: cst.BaseExpression) -> bool:
+        """Does nothing here say what `value` is: an unknown call, attribute or subscript, a name bound to one (or
+        never bound), or arithmetic of those and numbers (`-critic(s, a).mean()`, `ploss + w * me_max` of a loss
+        function's outputs)?"""
+        kind = type(value)
+        if kind in _UNKNOWN_SOURCES:
+            return self.context.location_of(value) == "unknown"
+        if kind is cst.Name:
+            return self._bound.get(self._key(value.value)) is None and self.context.location_of(value) == "unknown"
+        if kind is cst.UnaryOperation:
+            return self._of_unknown_place(value.expression)
+        if kind is cst.BinaryOperation:
+            sides = (value.left, value.right)
+            numbers = [type(side) in (cst.Integer, cst.Float) for side in sides]
+            return not all(numbers) and all(n or self._of_unknown_place(side) for n, side in zip(numbers, sides))
+        return False
 
     def annotated(self, param: cst.Param) -> None:
         """`ids: torch.Tensor` binds a tensor; `samples: List[torch.LongTensor]` a sequence of tensors (its elements are
