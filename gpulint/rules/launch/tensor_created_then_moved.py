@@ -280,8 +280,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if isinstance(expr, cst.Name):
             return expr.value in built
         if isinstance(expr, cst.Comparison):
+            # `torch.arange(n) % 4 == 0`: a CPU tensor compared with CPU tensors or host values stays on the CPU
             return self._is_cpu_built(expr.left, built) and all(
-                self._is_cpu_built(c.comparator, built) for c in expr.comparisons
+                self._is_cpu_built(c.comparator, built) or self._not_a_device_tensor(c.comparator)
+                for c in expr.comparisons
             )
         if isinstance(expr, cst.BinaryOperation):
             # `torch.ones(n) * self.n_codebooks + 1`: a CPU tensor and anything not on the device stay on the CPU.
