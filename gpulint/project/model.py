@@ -422,16 +422,22 @@ class Project:
     def _orphan_module(self, path: str) -> bool:
         """A module of a package that nothing runs: no project file imports or names it, it is no script (no
         `__main__`, not named for running), and nothing loads modules by name (PaLM-rlhf's `grpo.py`, a trainer its
-        package neither exports nor uses). Its loops are no entry points of the training program."""
+        package neither exports nor uses); or one only such modules import (MeZO's kernel solvers, which only its
+        unused kernel trainer imports). A package is a folder with an `__init__.py`, or one whose modules the project
+        imports (MeZO's `src`, imported as `from src.trainer import Trainer`). Its loops are no entry points of the
+        training program, and its functions named like step work are no fallback roots."""
         if self._orphans is None:
-            packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")}
+            imports = self._imported()
+            packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")} | {
+                t.rsplit("/", 1)[0] for targets in imports.values() for t in targets if "/" in t}
             by_name = any(self._loads_by_name(p) for p in self.files)
-            candidates = [
+            modules = [
                 p for p, ix in self.files.items()
-                if "/" in p and p.rsplit("/", 1)[0] in packages and not self._is_imported(p)
+                if "/" in p and p.rsplit("/", 1)[0] in packages
                 and not p.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text
                 and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS  # `pkg/train.py`, run with -m
             ]
+            candidates = [p for p in modules if not self._is_imported(p)]
             # Nor one another file names (setup.py's `console_scripts`: `lora_pti = lora_diffusion.cli_lora_pti:main`):
             # each file's text is searched once for all the candidates' names.
             stems = {p.rsplit("/", 1)[-1][:-3] for p in candidates}
@@ -441,8 +447,17 @@ class Project:
                 for q, ix in self.files.items():
                     own = q.rsplit("/", 1)[-1][:-3] if "/" in q else None  # a module does not name itself
                     named |= {stem for stem in pattern.findall(ix.text) if stem != own}
-            self._orphans = frozenset() if by_name else frozenset(
-                p for p in candidates if p.rsplit("/", 1)[-1][:-3] not in named)
+            orphans = set() if by_name else {p for p in candidates if p.rsplit("/", 1)[-1][:-3] not in named}
+            importers: dict[str, set[str]] = {}
+            for importer, targets in imports.items():
+                for target in targets:
+                    importers.setdefault(target, set()).add(importer)
+            grown = bool(orphans)
+            while grown:
+                found = {p for p in modules if p not in orphans and importers.get(p) and importers[p] <= orphans}
+                orphans |= found
+                grown = bool(found)
+            self._orphans = frozenset(orphans)
         return path in self._orphans
 
     def _loads_by_name(self, path: str) -> bool:
@@ -1693,7 +1708,8 @@ class Project:
     def _called_once_per_epoch(self, target: Target, name: str) -> bool:
         """Is every call of this function that the project resolves to it made once per run of a function that
         loops over batches itself (omnisafe's TRPO: `_update` updates the actor once with the whole rollout, then
-        the critics per mini-batch)? Then its backward is one epoch's work, not a step's."""
+        the critics per mini-batch), or on one step only (MeZO's `if epoch == 0 and step == 0: self.initialize_c(...)`)?
+        Then its backward is one epoch's work, not a step's."""
         sites = re.compile(rf"(?<![\w]){re.escape(name)}\s*\(")
         others = re.compile(rf"(?<!self\.)(?<!super\(\)\.)(?<![\w]){re.escape(name)}\s*\(")
         family = self._class_family(Target(target.path, target.qualname.rsplit(".", 1)[0], True)) \
@@ -1713,6 +1729,9 @@ class Project:
                         if call.func.rsplit(".", 1)[-1] != name or scope.qualname == target.qualname:
                             continue
                         if target not in self.resolve_call(path, scope, call, per_step=False).targets:
+                            continue
+                        if any(region.kind == "one-step" and region.holds(call.pos) for region in scope.regions):
+                            found = True
                             continue
                         if call.loop >= 0 or not self._loops_over_batches(Target(path, scope.qualname), scope):
                             return False
@@ -1931,6 +1950,8 @@ class Project:
         unbuilt: dict[Target, bool] = {}  # by class: `_built_only_unreached`
         for key, reach in fallbacks:
             if key in self.reach or _owner_name(key[1]) in unused:  # a loss class nothing names is never built
+                continue
+            if self._orphan_module(key[0]):  # a module nothing runs
                 continue
             if key[1].rsplit(".", 1)[-1] in uncalled and "." in key[1] \
                     and not self._called_by_name(Target(key[0], key[1].rsplit(".", 1)[0], True)):

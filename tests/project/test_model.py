@@ -5918,3 +5918,73 @@ def test_a_value_moved_under_a_gpu_flag_is_returned_on_the_device(tmp_path):
     returns = {name: project.files["targets.py"].scope(f"Targets.{name}").returns for name in ("labels", "weights",
                                                                                              "scores")}
     assert returns == {"labels": ["device"], "weights": ["unknown"], "scores": ["unknown"]}
+
+
+def test_a_module_nothing_runs_in_a_namespace_package_and_what_only_it_imports_are_no_entries(tmp_path):
+    """MeZO's `src/` has no `__init__.py`, yet `run.py` imports `from src.trainer import Trainer`: a package. Its
+    `kernel_trainer.py`, which nothing imports, loops over loaders that no training runs; `kernel_solvers.py`, which only
+    that module imports, holds a `loss` that is no fallback root."""
+    project = model(tmp_path, {
+        "run.py": """
+            from src.trainer import Trainer
+
+            def main(model, loader):
+                Trainer(model).train(loader)
+
+            if __name__ == "__main__":
+                main(None, None)
+        """,
+        "src/trainer.py": """
+            class Trainer:
+                def __init__(self, model):
+                    self.model = model
+
+                def train(self, loader):
+                    for batch in loader:
+                        loss = self.model(batch)
+                        loss.backward()
+        """,
+        "src/kernel_trainer.py": """
+            from src.kernel_solvers import SOLVERS
+            from src.trainer import Trainer
+
+            class KernelTrainer(Trainer):
+                def compute_kernel(self, loader):
+                    for batch in loader:
+                        grads = self.model(batch).cpu()
+        """,
+        "src/kernel_solvers.py": """
+            class KernelSolver:
+                def loss(self, preds, targets):
+                    return (preds - targets).pow(2).mean().item()
+
+            SOLVERS = {"mse": KernelSolver}
+        """,
+    })
+    assert ("src/trainer.py", "Trainer.train") in project.reach
+    assert ("src/kernel_trainer.py", "KernelTrainer.compute_kernel") not in project.reach
+    assert ("src/kernel_solvers.py", "KernelSolver.loss") not in project.reach
+
+
+def test_a_backward_called_only_on_the_first_step_is_no_step(tmp_path):
+    """MeZO's `initialize_c` runs a backward to estimate norms, called only under `if epoch == 0 and step == 0:`: no
+    training step of its own."""
+    project = model(tmp_path, {
+        "trainer.py": """
+            class Trainer:
+                def initialize_c(self, model, inputs):
+                    loss = model(inputs)
+                    loss.backward()
+                    self.norms = [p.grad.norm().item() for p in model.parameters()]
+
+                def train(self, model, loader, optimizer):
+                    for epoch in range(3):
+                        for step, inputs in enumerate(loader):
+                            if epoch == 0 and step == 0 and self.zo_variant is not None:
+                                self.initialize_c(model, inputs)
+                            loss = model(inputs)
+                            loss.backward()
+                            optimizer.step()
+        """,
+    })
+    assert project.reach[("trainer.py", "Trainer.initialize_c")].rank > PER_STEP
