@@ -300,8 +300,14 @@ def classes_in(text: str) -> set[str]:
 
 
 def is_training_config(path: str) -> bool:
-    """`configs/example_training/sd.yaml` is; `configs/inference/sv4d.yaml` and `sampling.yaml` are not."""
-    return is_training_path(path.rsplit(".", 1)[0] + ".py")
+    """`configs/example_training/sd.yaml` is; `configs/inference/sv4d.yaml` and `sampling.yaml` are not. A folder
+    named `sample` holds sample configs (torchdistill's `configs/sample/ilsvrc2012/rkd/*.yaml`), not sampling ones."""
+    folder, _, name = path.rpartition("/")
+    kept = [part for part in folder.split("/") if part and part not in _SAMPLE_FOLDERS]
+    return is_training_path("/".join([*kept, name.rsplit(".", 1)[0] + ".py"]))
+
+
+_SAMPLE_FOLDERS = frozenset({"sample", "samples"})
 
 
 def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs:
