@@ -1461,6 +1461,10 @@ class _Walker:
             self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls))
         elif (source := dotted(value)) is not None:
             self.scope.assigns.append(Assign(name, source=source))
+        elif isinstance(value, ast.IfExp):  # `self.update_target = self.polyak_update if polyak else self.copy_update`
+            for choice in (value.body, value.orelse):
+                if (source := dotted(choice)) is not None:
+                    self.scope.assigns.append(Assign(name, source=source))
 
     def _note_self_set(self, target: ast.Attribute, value: ast.AST | None) -> None:
         """`self.x = value`: where `value` (None: not known) lives, for `Scope.self_sets`."""

@@ -1000,6 +1000,10 @@ class Project:
                     out.targets += [m for m in (method, *overrides) if m is not None]
                     out.bound = parts[0] == "self" or (method is not None and self._is_classmethod(method))
                     return out
+                aliased = self._aliased_methods(cls, parts[1])
+                if aliased:
+                    out.targets, out.bound = aliased, True
+                    return out
                 return self._object_call(path, scope, func, guess_module)  # `self.model(x)`
             return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
         if len(parts) > 1 and parts[-1] == "apply" and (applied := self._function_passes(path, scope, parts[:-1])):
@@ -1106,6 +1110,19 @@ class Project:
             if not self._external_attribute(sub.path, setter, name, seen | {name}):
                 return False
             found = True
+        return found
+
+    def _aliased_methods(self, cls: Target, attribute: str) -> list[Target]:
+        """`self.maybe_update_target()` where `__init__` chose the method once (BCQ's `self.maybe_update_target =
+        self.polyak_target_update if polyak else self.copy_target_update`): each method it may hold."""
+        found = []
+        for klass, _, scope in self._attribute_bindings(cls.path, cls.qualname, attribute):
+            for assign in scope.assigns:
+                if assign.target == f"self.{attribute}" and assign.source.startswith("self.") \
+                        and assign.source.count(".") == 1:
+                    method = self.find_method(cls, assign.source[5:])
+                    if method is not None and method not in found:
+                        found.append(method)
         return found
 
     def _attribute_bindings(self, path: str, cls: str, attribute: str) -> Iterable[tuple[Target, Definition, Scope]]:

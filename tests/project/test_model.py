@@ -6002,3 +6002,32 @@ def test_a_folder_of_sample_configs_holds_training_configs(tmp_path):
     configs = read_training_configs(sorted(tmp_path.rglob("*.yaml")),
                                     display=lambda p: str(p.relative_to(tmp_path)))
     assert "RKDLoss" in configs.names and "DDIMSampler" not in configs.names
+
+
+def test_a_method_chosen_once_into_an_attribute_runs_when_the_attribute_is_called(tmp_path):
+    """BCQ's `__init__` picks `self.maybe_update_target = self.polyak_target_update if polyak else
+    self.copy_target_update`; the training loop's `self.maybe_update_target()` runs either."""
+    project = model(tmp_path, {
+        "dqn.py": """
+            class DQN:
+                def __init__(self, q, polyak):
+                    self.Q = q
+                    self.maybe_update_target = self.polyak_target_update if polyak else self.copy_target_update
+
+                def train(self, buffer, optimizer):
+                    for it in range(100):
+                        loss = self.Q(buffer.sample()).mean()
+                        loss.backward()
+                        optimizer.step()
+                        self.maybe_update_target()
+
+                def polyak_target_update(self):
+                    for param, target in zip(self.Q.parameters(), self.Q_target.parameters()):
+                        target.data.copy_(0.005 * param.data + 0.995 * target.data)
+
+                def copy_target_update(self):
+                    self.Q_target.load_state_dict(self.Q.state_dict())
+        """,
+    })
+    assert project.reach[("dqn.py", "DQN.polyak_target_update")].rank == PER_STEP
+    assert project.reach[("dqn.py", "DQN.copy_target_update")].rank == PER_STEP
