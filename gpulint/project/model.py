@@ -203,6 +203,7 @@ class Project:
         self._project_short = {below: every_step_intervals(intervals, below) for below in (SHORT_INTERVAL, 2)}
         self._short_by_file: dict[tuple[str, int], frozenset[str]] = {}
         self._orphans: frozenset[str] | None = None  # see `_orphan_module`
+        self._imported_by_orphans: frozenset[str] = frozenset()
         # The words the shipped settings give options (configs.option_values): the configs' and the training files'.
         self.option_values: dict[str, set[str]] = {}
         for option, word in (*config_values, *(v for ix in self.files.values() for v in ix.values)):
@@ -425,7 +426,7 @@ class Project:
         package neither exports nor uses); or one only such modules import (MeZO's kernel solvers, which only its
         unused kernel trainer imports). A package is a folder with an `__init__.py`, or one whose modules the project
         imports (MeZO's `src`, imported as `from src.trainer import Trainer`). Its loops are no entry points of the
-        training program, and its functions named like step work are no fallback roots."""
+        training program."""
         if self._orphans is None:
             imports = self._imported()
             packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")} | {
@@ -452,13 +453,22 @@ class Project:
             for importer, targets in imports.items():
                 for target in targets:
                     importers.setdefault(target, set()).add(importer)
+            imported_by_orphans: set[str] = set()
             grown = bool(orphans)
             while grown:
                 found = {p for p in modules if p not in orphans and importers.get(p) and importers[p] <= orphans}
                 orphans |= found
+                imported_by_orphans |= found
                 grown = bool(found)
             self._orphans = frozenset(orphans)
+            self._imported_by_orphans = frozenset(imported_by_orphans)
         return path in self._orphans
+
+    def _imported_only_by_orphans(self, path: str) -> bool:
+        """An orphan module (`_orphan_module`) that others import, all of them orphans: it never runs. (One nothing
+        imports may still be loaded by a registry the model cannot see: vissl's losses.)"""
+        self._orphan_module(path)
+        return path in self._imported_by_orphans
 
     def _loads_by_name(self, path: str) -> bool:
         found = self._by_import_name.get(path)
@@ -1968,7 +1978,7 @@ class Project:
         for key, reach in fallbacks:
             if key in self.reach or _owner_name(key[1]) in unused:  # a loss class nothing names is never built
                 continue
-            if self._orphan_module(key[0]):  # a module nothing runs
+            if self._imported_only_by_orphans(key[0]):  # a module only modules nothing runs import
                 continue
             if key[1].rsplit(".", 1)[-1] in uncalled and "." in key[1] \
                     and not self._called_by_name(Target(key[0], key[1].rsplit(".", 1)[0], True)):
