@@ -424,7 +424,7 @@ class Project:
         """A module of a package that nothing runs: no project file imports or names it, it is no script (no
         `__main__`, not named for running), and nothing loads modules by name (PaLM-rlhf's `grpo.py`, a trainer its
         package neither exports nor uses); or one only such modules import (MeZO's kernel solvers, which only its
-        unused kernel trainer imports). A package is a folder with an `__init__.py`, or one whose modules the project
+        unused kernel trainer imports), where they register nothing a registry would load. A package is a folder with an `__init__.py`, or one whose modules the project
         imports (MeZO's `src`, imported as `from src.trainer import Trainer`). Its loops are no entry points of the
         training program."""
         if self._orphans is None:
@@ -453,10 +453,16 @@ class Project:
             for importer, targets in imports.items():
                 for target in targets:
                     importers.setdefault(target, set()).add(importer)
+            # A module that registers its classes (`@register_loss("swav_momentum")`) is loaded by its registry:
+            # what it imports may run.
+            # Tests are no importers that say a module is used or unused.
+            dead = {p for p in orphans if not _REGISTERED.search(self.files[p].text) and not is_kept_apart(p)}
             imported_by_orphans: set[str] = set()
-            grown = bool(orphans)
+            grown = bool(dead)
             while grown:
-                found = {p for p in modules if p not in orphans and importers.get(p) and importers[p] <= orphans}
+                found = {p for p in modules if p not in orphans and importers.get(p) and importers[p] <= dead
+                         and not _REGISTERED.search(self.files[p].text)}
+                dead |= found
                 orphans |= found
                 imported_by_orphans |= found
                 grown = bool(found)

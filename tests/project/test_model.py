@@ -6031,3 +6031,53 @@ def test_a_method_chosen_once_into_an_attribute_runs_when_the_attribute_is_calle
     })
     assert project.reach[("dqn.py", "DQN.polyak_target_update")].rank == PER_STEP
     assert project.reach[("dqn.py", "DQN.copy_target_update")].rank == PER_STEP
+
+
+def test_what_tests_or_a_registered_module_import_may_still_run(tmp_path):
+    """vissl's `swav_loss.py` is imported only by tests, and a registry loads it (`@register_loss`): its loss stays a
+    fallback root, as does what a registered module imports."""
+    project = model(tmp_path, {
+        "train.py": """
+            from pkg.trainer import fit
+
+            if __name__ == "__main__":
+                fit(None, None)
+        """,
+        "pkg/__init__.py": "",
+        "pkg/trainer.py": """
+            def fit(model, loader):
+                for batch in loader:
+                    loss = model(batch)
+                    loss.backward()
+        """,
+        "pkg/swav_loss.py": """
+            import torch
+
+            @register_loss("swav")
+            class SwAVLoss(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.criterion = SwAVCriterion()
+
+            class SwAVCriterion(torch.nn.Module):
+                def forward(self, scores):
+                    return scores.logsumexp(1).mean()
+        """,
+        "pkg/momentum_loss.py": """
+            from pkg.criterion import MomentumCriterion
+
+            @register_loss("swav_momentum")
+            class SwAVMomentumLoss(MomentumCriterion):
+                pass
+        """,
+        "pkg/criterion.py": """
+            import torch
+
+            class MomentumCriterion(torch.nn.Module):
+                def forward(self, scores):
+                    return scores.softmax(1).mean()
+        """,
+        "tests/test_losses.py": "from pkg.swav_loss import SwAVLoss\n",
+    })
+    assert ("pkg/swav_loss.py", "SwAVCriterion.forward") in project.reach
+    assert ("pkg/criterion.py", "MomentumCriterion.forward") in project.reach
