@@ -424,9 +424,9 @@ class Project:
         """A module of a package that nothing runs: no project file imports or names it, it is no script (no
         `__main__`, not named for running), and nothing loads modules by name (PaLM-rlhf's `grpo.py`, a trainer its
         package neither exports nor uses); or one only such modules import (MeZO's kernel solvers, which only its
-        unused kernel trainer imports), where they register nothing a registry would load. A package is a folder with an `__init__.py`, or one whose modules the project
-        imports (MeZO's `src`, imported as `from src.trainer import Trainer`). Its loops are no entry points of the
-        training program."""
+        unused kernel trainer imports), where none of them registers classes a registry would load. A package is a
+        folder with an `__init__.py`, or one whose modules the project imports (MeZO's `src`, imported as
+        `from src.trainer import Trainer`). Its loops are no entry points of the training program."""
         if self._orphans is None:
             imports = self._imported()
             packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")} | {
@@ -453,9 +453,8 @@ class Project:
             for importer, targets in imports.items():
                 for target in targets:
                     importers.setdefault(target, set()).add(importer)
-            # A module that registers its classes (`@register_loss("swav_momentum")`) is loaded by its registry:
-            # what it imports may run.
-            # Tests are no importers that say a module is used or unused.
+            # A module that registers its classes (`@register_loss("swav_momentum")`) is loaded by its registry, so
+            # what it imports may run; a test importing a module says nothing of whether training runs it.
             dead = {p for p in orphans if not _REGISTERED.search(self.files[p].text) and not is_kept_apart(p)}
             imported_by_orphans: set[str] = set()
             grown = bool(dead)

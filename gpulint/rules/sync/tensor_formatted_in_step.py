@@ -190,5 +190,3 @@ def _is_string_expression(expr: cst.BaseExpression) -> bool:
 def _is_logger(receiver: cst.BaseExpression) -> bool:
     name = last_name(receiver)
     return name is not None and (name in _LOG_RECEIVER_PARTS or name.lower().endswith("logger"))
-
-

@@ -11,8 +11,8 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.context import SAME_PLACE_FUNCTIONS
+from gpulint.linter.names import last_name, name_parts
 from gpulint.rules.common import keyword_arg
 
 # Tensor methods that return a tensor. The first group exists only on tensors; the second also on numpy arrays and
