@@ -714,8 +714,7 @@ def backend_branch(test: ast.AST) -> str | None:
     torch.cuda.is_available()` choose another device in the body; `torch.cuda.is_available()` and
     `device.type == "cuda"` in the `else`."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = backend_branch(test.operand)
-        return {"body": "orelse", "orelse": "body"}.get(inner or "")
+        return OTHER_BRANCH.get(backend_branch(test.operand) or "")
     if isinstance(test, (ast.Name, ast.Attribute)):  # `if self.use_gpu:`, `if args.cuda:` (not `if no_cuda:`)
         parts = name_parts((dotted(test) or "").rsplit(".", 1)[-1])
         return "orelse" if parts & _CUDA_FLAG_PARTS and not parts & _NEGATING_PARTS else None

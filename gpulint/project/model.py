@@ -423,57 +423,58 @@ class Project:
     def _orphan_module(self, path: str) -> bool:
         """A module of a package that nothing runs: no project file imports or names it, it is no script (no
         `__main__`, not named for running), and nothing loads modules by name (PaLM-rlhf's `grpo.py`, a trainer its
-        package neither exports nor uses); or one only such modules import (MeZO's kernel solvers, which only its
-        unused kernel trainer imports), where none of them registers classes a registry would load. A package is a
-        folder with an `__init__.py`, or one whose modules the project imports (MeZO's `src`, imported as
+        package neither exports nor uses); or one only such modules import (`_imported_only_by_orphans`). A package
+        is a folder with an `__init__.py`, or one whose modules the project imports (MeZO's `src`, imported as
         `from src.trainer import Trainer`). Its loops are no entry points of the training program."""
         if self._orphans is None:
-            imports = self._imported()
-            packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")} | {
-                t.rsplit("/", 1)[0] for targets in imports.values() for t in targets if "/" in t}
-            by_name = any(self._loads_by_name(p) for p in self.files)
-            modules = [
-                p for p, ix in self.files.items()
-                if "/" in p and p.rsplit("/", 1)[0] in packages
-                and not p.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text
-                and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS  # `pkg/train.py`, run with -m
-            ]
-            candidates = [p for p in modules if not self._is_imported(p)]
-            # Nor one another file names (setup.py's `console_scripts`: `lora_pti = lora_diffusion.cli_lora_pti:main`):
-            # each file's text is searched once for all the candidates' names.
-            stems = {p.rsplit("/", 1)[-1][:-3] for p in candidates}
-            named: set[str] = set()
-            if stems and not by_name:
-                pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(stems))))
-                for q, ix in self.files.items():
-                    own = q.rsplit("/", 1)[-1][:-3] if "/" in q else None  # a module does not name itself
-                    named |= {stem for stem in pattern.findall(ix.text) if stem != own}
-            orphans = set() if by_name else {p for p in candidates if p.rsplit("/", 1)[-1][:-3] not in named}
-            importers: dict[str, set[str]] = {}
-            for importer, targets in imports.items():
-                for target in targets:
-                    importers.setdefault(target, set()).add(importer)
-            # A module that registers its classes (`@register_loss("swav_momentum")`) is loaded by its registry, so
-            # what it imports may run; a test importing a module says nothing of whether training runs it.
-            dead = {p for p in orphans if not _REGISTERED.search(self.files[p].text) and not is_kept_apart(p)}
-            imported_by_orphans: set[str] = set()
-            grown = bool(dead)
-            while grown:
-                found = {p for p in modules if p not in orphans and importers.get(p) and importers[p] <= dead
-                         and not _REGISTERED.search(self.files[p].text)}
-                dead |= found
-                orphans |= found
-                imported_by_orphans |= found
-                grown = bool(found)
-            self._orphans = frozenset(orphans)
-            self._imported_by_orphans = frozenset(imported_by_orphans)
+            self._find_orphans()
         return path in self._orphans
 
     def _imported_only_by_orphans(self, path: str) -> bool:
-        """An orphan module (`_orphan_module`) that others import, all of them orphans: it never runs. (One nothing
-        imports may still be loaded by a registry the model cannot see: vissl's losses.)"""
-        self._orphan_module(path)
+        """A module only orphan modules import (MeZO's kernel solvers, which only its unused kernel trainer imports),
+        where none of them registers classes a registry would load: it never runs. (One nothing imports may still be
+        loaded by a registry the model cannot see: vissl's losses.)"""
+        if self._orphans is None:
+            self._find_orphans()
         return path in self._imported_by_orphans
+
+    def _find_orphans(self) -> None:
+        imports = self._imported()
+        packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")} | {
+            t.rsplit("/", 1)[0] for targets in imports.values() for t in targets if "/" in t}
+        by_name = any(self._loads_by_name(p) for p in self.files)
+        modules = [
+            p for p, ix in self.files.items()
+            if "/" in p and p.rsplit("/", 1)[0] in packages
+            and not p.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text
+            and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS  # `pkg/train.py`, run with -m
+        ]
+        candidates = [p for p in modules if not self._is_imported(p)]
+        # Nor one another file names (setup.py's `console_scripts`: `lora_pti = lora_diffusion.cli_lora_pti:main`):
+        # each file's text is searched once for all the candidates' names.
+        stems = {p.rsplit("/", 1)[-1][:-3] for p in candidates}
+        named: set[str] = set()
+        if stems and not by_name:
+            pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(stems))))
+            for q, ix in self.files.items():
+                own = q.rsplit("/", 1)[-1][:-3] if "/" in q else None  # a module does not name itself
+                named |= {stem for stem in pattern.findall(ix.text) if stem != own}
+        orphans = set() if by_name else {p for p in candidates if p.rsplit("/", 1)[-1][:-3] not in named}
+        importers: dict[str, set[str]] = {}
+        for importer, targets in imports.items():
+            for target in targets:
+                importers.setdefault(target, set()).add(importer)
+        # A module that registers its classes (`@register_loss("swav_momentum")`) is loaded by its registry, so
+        # what it imports may run; a test importing a module says nothing of whether training runs it.
+        registers = {p for p in modules if _REGISTERED.search(self.files[p].text)}
+        dead = {p for p in orphans if p not in registers and not is_kept_apart(p)}
+        imported_by_dead: set[str] = set()
+        while found := {p for p in modules if p not in orphans and p not in imported_by_dead and p not in registers
+                        and importers.get(p) and importers[p] <= dead}:
+            imported_by_dead |= found
+            dead |= found
+        self._orphans = frozenset(orphans | imported_by_dead)
+        self._imported_by_orphans = frozenset(imported_by_dead)
 
     def _loads_by_name(self, path: str) -> bool:
         found = self._by_import_name.get(path)
@@ -1131,7 +1132,7 @@ class Project:
         """`self.maybe_update_target()` where `__init__` chose the method once (BCQ's `self.maybe_update_target =
         self.polyak_target_update if polyak else self.copy_target_update`): each method it may hold."""
         found = []
-        for klass, _, scope in self._attribute_bindings(cls.path, cls.qualname, attribute):
+        for _, _, scope in self._attribute_bindings(cls.path, cls.qualname, attribute):
             for assign in scope.assigns:
                 if assign.target == f"self.{attribute}" and assign.source.startswith("self.") \
                         and assign.source.count(".") == 1:

@@ -47,3 +47,10 @@ def is_cpu_device(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call) and last_name(expr.func) == "device" and expr.args:
         return is_cpu_string(expr.args[0].value)
     return is_cpu_string(expr)
+
+
+def is_number(expr: cst.BaseExpression) -> bool:
+    """A number written in the code: `0`, `0.5`, `-1`."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        expr = expr.expression
+    return isinstance(expr, (cst.Integer, cst.Float))

@@ -9,7 +9,7 @@ import libcst as cst
 
 from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
-from gpulint.rules.common import keyword_arg, new_keyword_arg
+from gpulint.rules.common import is_number, keyword_arg, new_keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns, one_time_branch
 
@@ -320,7 +320,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return False
         data = call.args[0].value
         return isinstance(data, (cst.List, cst.Tuple)) and len(data.elements) > 1 and all(
-            _is_number(e.value) for e in data.elements if isinstance(e, cst.Element)
+            is_number(e.value) for e in data.elements if isinstance(e, cst.Element)
         )
 
     def _numpy_random_to_device(self, call: cst.Call) -> bool:
@@ -443,9 +443,3 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if name_parts(name) & {"dtype", "type", "cpu", "precision"} or name in DTYPE_NAMES:
             return None
         return "device" if _DEVICE_WORD.search(name) else "tensor"
-
-
-def _is_number(expr: cst.BaseExpression) -> bool:
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        expr = expr.expression
-    return isinstance(expr, (cst.Integer, cst.Float))

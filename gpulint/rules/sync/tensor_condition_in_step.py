@@ -6,7 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.common import is_false, is_true
+from gpulint.rules.common import is_false, is_number, is_true
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
@@ -117,9 +117,7 @@ class TensorConditionInStep(SyncRule):
                 and isinstance(test.comparisons[0].operator, (cst.In, cst.NotIn))):
             return False
         needle, haystack = test.left, test.comparisons[0].comparator
-        number = isinstance(needle, (cst.Integer, cst.Float)) or (
-            isinstance(needle, cst.UnaryOperation) and isinstance(needle.expression, (cst.Integer, cst.Float)))
-        return number and not self.context.is_host_value(haystack) and (
+        return is_number(needle) and not self.context.is_host_value(haystack) and (
             self.tensors.is_tensor(haystack) or self.tensors.is_mask(haystack))
 
     def _sliced_reduction(self, test: cst.BaseExpression) -> bool:
