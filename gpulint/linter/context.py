@@ -468,6 +468,12 @@ class FileContext:
                 return True
         return False
 
+    def called_every_step(self) -> bool:
+        """The project model found the enclosing function called on every step by a call it resolved, whatever its
+        name says (`FunctionFacts.called_every_step`)."""
+        facts = self.facts.functions.get(".".join(self._names)) if self._names else None
+        return facts is not None and facts.called_every_step
+
     def _open_param(self, test: cst.BaseExpression) -> bool:
         """`if report_metric:` on a parameter the callers bind to a setting, not an interval test (the model's
         `open_params`)."""

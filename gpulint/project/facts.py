@@ -70,6 +70,9 @@ class FunctionFacts:
     # Parameters a resolved caller binds to a value that is no interval test (pytext's `run_step(..., report_metric)`,
     # set from a setting): `if report_metric:` is a setting, whatever its name says.
     open_params: frozenset[str] = frozenset()
+    # Called by a call the model resolved, which the step runs every time it runs (no `if` or `except` around it):
+    # the function runs every step whatever its name says (PPO's `policy.evaluate(states, actions)` in its update).
+    called_every_step: bool = False
 
 
 @dataclass(frozen=True)
@@ -274,7 +277,7 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     name = scope.name
     # Named for evaluation, sampling, saving or setup: such code runs once or behind a test the model cannot read
     # (`if not exists(self.GAN): self.init_GAN()`, `if divisible_by(step, save_every): self.save()`).
-    if is_cold_method(name, scope.cls) and name not in file_facts.hot_names:
+    if is_cold_method(name, scope.cls) and name not in file_facts.hot_names and not facts.called_every_step:
         return ExecState(False, gated, True, f"in `{name}`, which does not run every step", by_name=True)
     if reach is None:
         return NEUTRAL

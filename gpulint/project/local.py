@@ -131,6 +131,7 @@ class Call:
     param_args: tuple[tuple[str, str], ...] = ()
     periodic: bool = False  # an argument sets a period (`Events.ITERATION_COMPLETED(every=100)`)
     star_args: bool = False  # a positional argument is unpacked (`f(*args)`): which parameters it fills is unknown
+    conditional: bool = False  # inside an `if` or an `except` of its scope: it may not run whenever the scope does
 
 
 @dataclass
@@ -1178,6 +1179,7 @@ class _Walker:
         self.scopes: dict[str, Scope] = {}
         self.stack: list[Scope] = []
         self.loop_stack: list[list[int]] = []  # per scope: indices of the loops enclosing the current node
+        self.branch_depth: list[int] = []  # per scope: how many `if` branches and `except` handlers enclose the node
         self.no_grad_depth = 0
         self.containers: set[str] = set()  # names bound to an empty list or dict (`_returned_kind`)
         self.class_devices: dict[str, frozenset[str]] = {}  # by class: `device_attributes`
@@ -1224,10 +1226,12 @@ class _Walker:
         self.scopes[scope.qualname] = scope
         self.stack.append(scope)
         self.loop_stack.append([])
+        self.branch_depth.append(0)
 
     def _leave(self) -> None:
         self.stack.pop()
         self.loop_stack.pop()
+        self.branch_depth.pop()
 
     def _child_qualname(self, name: str) -> str:
         parent = self.scope
@@ -1352,7 +1356,7 @@ class _Walker:
                     self._expr(handler.type)
                 if handler.body:
                     self.scope.regions.append(Region("error", *self._span(handler.body)))
-                self._block(handler.body)
+                self._branch(handler.body)
             self._block(node.orelse)
             self._block(node.finalbody)
         elif isinstance(node, ast.Assign):
@@ -1500,6 +1504,11 @@ class _Walker:
         self.loop_stack[-1].pop()
         self._block(node.orelse)
 
+    def _branch(self, body: list[ast.stmt]) -> None:
+        self.branch_depth[-1] += 1
+        self._block(body)
+        self.branch_depth[-1] -= 1
+
     def _if(self, node: ast.If) -> None:
         self._expr(node.test)
         scope = self.scope
@@ -1554,7 +1563,7 @@ class _Walker:
                 scope.regions.append(Region("failure", *span))
             if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test) and not _starts_program(body):
                 scope.regions.append(Region("main", *span))
-            self._block(body)
+            self._branch(body)
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
         self.values.scopes[-1] = merged_branches(before, *bound, OTHER_BRANCH.get(branch))
 
@@ -1688,7 +1697,7 @@ class _Walker:
                     scope.loops[index].model_without_grad = True
                 else:
                     scope.loops[index].model_with_grad = True
-        call = Call(node.lineno + self.offset, self._pos(node), func, loop)
+        call = Call(node.lineno + self.offset, self._pos(node), func, loop, conditional=self.branch_depth[-1] > 0)
         call.arg_kinds = tuple(self.values.kind_of(a) for a in node.args if not isinstance(a, ast.Starred))
         call.arg_names = tuple(a.id if isinstance(a, ast.Name) else "" for a in node.args
                                if not isinstance(a, ast.Starred))

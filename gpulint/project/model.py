@@ -186,6 +186,7 @@ class Project:
         # pass any), and the functions the step also reaches otherwise (a guess, a hook, a callback: passing unknown).
         self._passed_params: dict[Key, set[str]] = {}
         self._reached_unresolved: set[Key] = set()
+        self._called_every_step: set[Key] = set()  # see `FunctionFacts.called_every_step`
         self._named_by_text: dict[Target, bool] = {}  # see `_built_by_text`
         self._host_attrs: dict[Target, frozenset[str]] = {}  # by class (`_class_host_attributes`)
         self._library_programs: dict[frozenset[str], bool] = {}  # see `_builds_library_model`
@@ -2233,6 +2234,8 @@ class Project:
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound, path, scope)
+            if resolved.certain and rank == PER_STEP and not likely and not reach.likely and not call.conditional:
+                self._called_every_step.update((t.path, t.qualname) for t in resolved.targets)
             if not resolved.certain and program is not None:
                 resolved.targets = self._guess_in(resolved.guess, program)
             if resolved.certain and resolved.targets and not resolved.instantiates:  # not a guess
@@ -2464,7 +2467,7 @@ class Project:
         return FunctionFacts(
             self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds,
             self._unset_params(key, scope) if final else frozenset(),
-            frozenset(p for p, gated in votes.items() if not gated),
+            frozenset(p for p, gated in votes.items() if not gated), key in self._called_every_step,
         )
 
     def _unset_params(self, key: Key, scope: Scope) -> frozenset[str]:

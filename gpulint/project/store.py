@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/19"
+FORMAT = "gpulint.project/20"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -150,6 +150,7 @@ def load_facts(data: dict) -> FileFacts:
             tuple(tuple(pair) for pair in f["param_kinds"]),
             frozenset(f["unset_params"]),
             frozenset(f["open_params"]),
+            f["called_every_step"],
         )
     return FileFacts(
         functions,

@@ -6081,3 +6081,46 @@ def test_what_tests_or_a_registered_module_import_may_still_run(tmp_path):
     })
     assert ("pkg/swav_loss.py", "SwAVCriterion.forward") in project.reach
     assert ("pkg/criterion.py", "MomentumCriterion.forward") in project.reach
+
+
+def test_a_method_named_for_evaluation_runs_every_step_when_the_step_calls_it_unconditionally(tmp_path, check):
+    """PPO's update asks `policy.evaluate(states, actions)` for the log-probabilities on each of its optimizer
+    steps, and BCQ's trainer calls `vae.decode(state)` every iteration: a call the model resolved, with no `if`
+    around it, runs them every step, whatever their names say. Behind an `if` the name still decides (a save or an
+    evaluation behind a test the model cannot read)."""
+    found = check(tmp_path, {
+        "agent.py": """
+            import torch
+            import torch.nn as nn
+
+            class Policy(nn.Module):
+                def __init__(self, device):
+                    super().__init__()
+                    self.net = nn.Linear(4, 2)
+                    self.device = device
+
+                def evaluate(self, states):
+                    noise = torch.randn(states.shape[0], 2).to(self.device)
+                    return self.net(states) + noise
+
+                def save_samples(self, states):
+                    grid = torch.zeros(states.shape[0], 2).to(self.device)
+                    return grid
+
+            class Agent:
+                def __init__(self, device):
+                    self.policy = Policy(device)
+                    self.optimizer = torch.optim.Adam(self.policy.parameters())
+
+                def update(self, states, epochs, should_save):
+                    for _ in range(epochs):
+                        loss = self.policy.evaluate(states).mean()
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+                        if should_save(_):
+                            self.policy.save_samples(states)
+        """,
+    })
+    assert [(f[0], f[1], f[2], f[3]) for f in found] == [("agent.py", 12, "GPL504", "certain")], found
+    assert found[0][4] == "training loop -> Policy.evaluate()"

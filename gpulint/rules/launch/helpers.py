@@ -115,7 +115,7 @@ class WhereItRuns(Rule):
             self.report(node, message, when="per_step", fix=fix, unsafe_fix=unsafe)
         elif "forward" in name_parts(function.name.value):
             self.report(node, message, when="training", fix=fix, unsafe_fix=unsafe)
-        elif is_cold_function_name(_singular(function.name.value)):
+        elif is_cold_function_name(_singular(function.name.value)) and not self.context.called_every_step():
             return  # `print_samples`, `save_checkpoints`: the plural of a cold name is cold too
         else:
             snapshot = self.context.ancestors_snapshot()
