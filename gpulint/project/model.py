@@ -2235,7 +2235,7 @@ class Project:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound, path, scope)
             if resolved.certain and rank == PER_STEP and not likely and not reach.likely and not call.conditional:
-                self._called_every_step.update((t.path, t.qualname) for t in resolved.targets)
+                self._called_every_step.update((t.path, t.qualname) for t in resolved.targets if self._one_pass(t))
             if not resolved.certain and program is not None:
                 resolved.targets = self._guess_in(resolved.guess, program)
             if resolved.certain and resolved.targets and not resolved.instantiates:  # not a guess
@@ -2469,6 +2469,16 @@ class Project:
             self._unset_params(key, scope) if final else frozenset(),
             frozenset(p for p, gated in votes.items() if not gated), key in self._called_every_step,
         )
+
+    def _one_pass(self, target: Target) -> bool:
+        """A function that computes on what it is given, once: no loop of its own (a loop over a loader is a pass
+        over a dataset, an evaluation's; a loop over tokens generates), no `model.eval()` and no `no_grad` decorator.
+        Only such a function runs every step because one step calls it (`valid_step(model, val_loader)` called in
+        an epoch loop the model took for a step loop is an evaluation pass all the same)."""
+        scope = self.files[target.path].scope(target.qualname) if target.path in self.files else None
+        return scope is not None and not scope.loops and not any(
+            call.func.rsplit(".", 1)[-1] == "eval" and not call.arg_kinds for call in scope.calls
+        ) and not scope.no_grad_decorated
 
     def _unset_params(self, key: Key, scope: Scope) -> frozenset[str]:
         """The parameters tested by `if p is not None:` that no call in the step passes, where every way the step

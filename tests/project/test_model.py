@@ -6124,3 +6124,34 @@ def test_a_method_named_for_evaluation_runs_every_step_when_the_step_calls_it_un
     })
     assert [(f[0], f[1], f[2], f[3]) for f in found] == [("agent.py", 12, "GPL504", "certain")], found
     assert found[0][4] == "training loop -> Policy.evaluate()"
+
+
+def test_an_evaluation_pass_called_beside_the_training_pass_stays_cold(tmp_path, check):
+    """skorch's MNIST benchmark calls `train_step(...)` and `valid_step(...)` one after the other in its epoch loop:
+    the validation pass loops over its own loader under `no_grad`, a pass over a dataset, not a part of a step."""
+    found = check(tmp_path, {
+        "bench.py": """
+            import torch
+
+            def train_step(model, loader, optimizer):
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+            def valid_step(model, loader):
+                losses = []
+                with torch.no_grad():
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        losses.append(loss.item())
+                return losses
+
+            def train(model, train_loader, valid_loader, optimizer, epochs):
+                for epoch in range(epochs):
+                    train_step(model, train_loader, optimizer)
+                    valid_step(model, valid_loader)
+        """,
+    })
+    assert not [f for f in found if f[0] == "bench.py" and f[1] == 16], found
