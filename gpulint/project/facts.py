@@ -70,8 +70,9 @@ class FunctionFacts:
     # Parameters a resolved caller binds to a value that is no interval test (pytext's `run_step(..., report_metric)`,
     # set from a setting): `if report_metric:` is a setting, whatever its name says.
     open_params: frozenset[str] = frozenset()
-    # Called by a call the model resolved, which the step runs every time it runs (no `if` or `except` around it):
-    # the function runs every step whatever its name says (PPO's `policy.evaluate(states, actions)` in its update).
+    # Called by a call the model resolved, which the step runs every time it runs (no `if` or `except` around it),
+    # and computing once on what it is given (`Project._one_pass`): it runs every step whatever its name says (PPO's
+    # `policy.evaluate(states, actions)` in its update).
     called_every_step: bool = False
 
 
