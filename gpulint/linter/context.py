@@ -98,6 +98,9 @@ class FileContext:
         # Module-level names bound to a lambda that reads its argument to the host (dreamerv3's
         # `to_np = lambda x: x.detach().cpu().numpy()`): calling one is that read.
         self.host_read_lambdas: set[str] = set()
+        # Names bound to a dict display with string keys (`metrics = {"loss": loss, "step": step}`): each value's
+        # place is kept in the scope under `metrics['loss']` (`_keyed`), so that `metrics["loss"]` is where it is.
+        self._keyed_names: set[str] = set()
 
     # ------------------------------------------------------------------ traversal (called by the engine)
     @property
@@ -158,6 +161,9 @@ class FileContext:
             while comprehension is not None:
                 self._bind_loop_target(comprehension.target, comprehension.iter)
                 comprehension = comprehension.inner_for_in
+        elif kind is cst.Call and type(node.func) is cst.Attribute and type(node.func.value) is cst.Name \
+                and node.func.value.value in self._keyed_names:
+            self._forget_keys(node.func.value.value)  # `metrics.update(extra)`: any key may hold anything now
         elif kind is cst.Import:
             self.imports.add_import(node)
         elif kind is cst.ImportFrom:
@@ -184,12 +190,16 @@ class FileContext:
                         self._bind(name.value, element)
                     continue
                 self._bind(target.target, location)
+                self._bind_keys(target.target, node.value, location)
         elif kind is cst.AnnAssign:
             if isinstance(node.target, cst.Name) and _is_scalar_annotation(node.annotation):
                 self._declared[-1].add(node.target.value)  # `ref_size: int`: a Python number whatever it is bound to
                 self._scopes[-1][node.target.value] = "host"
             elif node.value is not None:
                 self._bind(node.target, self.location_of(node.value))
+        elif kind is cst.AugAssign and type(node.target) is cst.Subscript and type(node.target.value) is cst.Name \
+                and node.target.value.value in self._keyed_names:
+            self._forget_keys(node.target.value.value)  # `metrics["loss"] += loss`
         elif kind is cst.AugAssign and isinstance(node.target, cst.Name):
             current = self.location_of(node.target)
             added = self.location_of(node.value)
@@ -288,8 +298,34 @@ class FileContext:
         kinds = tuple_kinds(self._returns.get(dotted_name(value.func) or "", ""))
         return [k if k in ("host", "device") else "unknown" for k in kinds] if kinds is not None else None
 
+    def _bind_keys(self, target: cst.BaseExpression, value: cst.BaseExpression, location: Location) -> None:
+        """`metrics = {"loss": loss}` keeps where each value is, by key; `metrics["loss"] = loss` replaces one (and
+        any other key written, or a key not written as a string, leaves every key of unknown place)."""
+        if type(target) is cst.Name and type(value) is cst.Dict and value.elements \
+                and all(type(e) is cst.DictElement and _string_key(e.key) is not None for e in value.elements):
+            self._keyed_names.add(target.value)
+            scope = self._scopes[-1]
+            for element in value.elements:
+                scope[_keyed(target.value, _string_key(element.key))] = self.location_of(element.value)
+        elif type(target) is cst.Subscript and type(target.value) is cst.Name and target.value.value in self._keyed_names:
+            key = _subscript_key(target)
+            if key is None:
+                self._forget_keys(target.value.value)
+            else:
+                self._scopes[-1][_keyed(target.value.value, key)] = location
+
+    def _forget_keys(self, name: str) -> None:
+        """The values of `name`'s keys are no longer known: each is "unknown" (not dropped, so that an `if` whose
+        other branch keeps them merges to unknown)."""
+        prefix = name + "["
+        for scope in self._scopes:
+            for key in [k for k in scope if k.startswith(prefix)]:
+                scope[key] = "unknown"
+
     def _bind(self, target: cst.BaseExpression, location: Location) -> None:
         if isinstance(target, cst.Name):
+            if target.value in self._keyed_names:
+                self._forget_keys(target.value)
             if target.value not in self._declared[-1]:
                 if location == "unknown" and self._moves[-1].get(target.value):
                     location = "host"  # `labels = input_ids.clone()`, moved by `labels = labels.to(device)` later
@@ -333,6 +369,14 @@ class FileContext:
                 return "host"  # `np.finfo(np.float32).eps`: an attribute of what numpy returns
             return "unknown"
         if kind is cst.Subscript:
+            if type(expr.value) is cst.Name and expr.value.value in self._keyed_names \
+                    and (key := _subscript_key(expr)) is not None:
+                name, keyed = expr.value.value, _keyed(expr.value.value, key)
+                for scope in reversed(self._scopes):
+                    if keyed in scope:
+                        return scope[keyed]
+                    if name in scope:  # bound here to something else (a parameter of an inner function)
+                        break
             return "host" if self.location_of(expr.value) == "host" else "unknown"
         if kind is cst.UnaryOperation:
             return self.location_of(expr.expression)
@@ -584,6 +628,26 @@ def _passed_move(moves: dict[str, list[int]], statement: cst.Assign) -> None:
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _SEQUENCE_DISPLAYS = (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)
+
+
+def _string_key(node: cst.BaseExpression | None) -> str | None:
+    """The text of a plain string literal key (`"loss"`), None for any other key."""
+    if type(node) is cst.SimpleString and "f" not in node.prefix.lower():
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _subscript_key(node: cst.Subscript) -> str | None:
+    """The key of `metrics["loss"]`, None for any other subscript."""
+    if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
+        return _string_key(node.slice[0].slice.value)
+    return None
+
+
+def _keyed(name: str, key: str) -> str:
+    """The scope entry of one key of a dict bound to `name` (no Python name has brackets)."""
+    return f"{name}[{key!r}]"
 
 
 def _params(function: cst.FunctionDef) -> list[cst.Param]:
