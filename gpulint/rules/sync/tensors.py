@@ -144,7 +144,7 @@ class Tensors:
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-            if self.is_tensor(value) and not isinstance(value, cst.Name):
+            if self.is_tensor(value) and not isinstance(value, cst.Name) and not self._object_moved(value):
                 self._tensor_attributes.add(target.attr.value)
             return
         if not isinstance(target, cst.Name):
@@ -161,6 +161,18 @@ class Tensors:
             self._masks.add(key)
         else:
             self._masks.discard(key)
+
+    def _object_moved(self, value: cst.BaseExpression) -> bool:
+        """`loss_cls(**opt).to(device)`, `PerceptualLoss(...).cuda()`: an object built from a class (a name in
+        CamelCase, or one ending in `cls`), then moved: a module, not a tensor (`torch.FloatTensor(x).cuda()` is one)."""
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in ("to", "cuda") and isinstance(value.func.value, cst.Call)):
+            return False
+        built = value.func.value.func
+        name = last_name(built) or ""
+        if (self.context.resolve(built) or "").startswith("torch."):
+            return False
+        return name[:1].isupper() and not name.isupper() or name.lower().endswith("cls")
 
     def _of_unknown_place(self, value: cst.BaseExpression) -> bool:
         """Does nothing here say what `value` is: an unknown call, attribute or subscript, a name bound to one (or
