@@ -66,6 +66,8 @@ class PadToConstantInCollate(Rule):
         "    return [ids + [pad_id] * (longest - len(ids)) for ids in batch]\n",
         "def collate(batch):\n    longest = max(len(ids) for ids in batch)\n    for ids in batch:\n"
         "        while len(ids) < longest:\n            ids.append(0)\n    return batch\n",
+        "import torch.nn.functional as F\n\ndef shift(x, pad):\n    padding = tuple([pad] * 4)\n"
+        "    return F.pad(x, padding, 'replicate')\n",
         "def parse_splits(splits, num_splits):\n    while len(splits) < num_splits:\n        if strict:\n"
         "            raise ValueError(splits)\n        splits.append(0.0)\n    return splits\n",
     )
@@ -135,6 +137,8 @@ class PadToConstantInCollate(Rule):
         if not isinstance(node.operator, cst.Multiply) or self.context.in_tests:
             return
         for pads, amount in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(amount, cst.Integer):
+                continue  # `tuple([self.pad] * 4)`: a fixed count of pads (an image's four sides), not up to a length
             if _is_pad_list(pads) and self.lengths.is_constant(amount) and not self._pads_labels_or_mask():
                 length = amount.left if isinstance(amount, cst.BinaryOperation) else amount
                 self.report(node, self.message.format(length=self.context.module.code_for_node(length)), when="training")
