@@ -158,6 +158,9 @@ def _is_lightning_base(base: str, text: str) -> bool:
     return name in _LIGHTNING_BASES or (name == "Callback" and "lightning" in text)
 
 
+_NO_FACTS = FunctionFacts(None)
+
+
 class Project:
     def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = (),
                  config_classes: Iterable[str] = (), config_intervals: Iterable[tuple[str, int]] = (),
@@ -2577,7 +2580,12 @@ class Project:
         scopes = ix.read_scopes()
         for scope in scopes:
             if scope.kind in ("function", "module"):
-                functions[scope.qualname] = self.function_facts(path, scope, final=True)
+                found = self.function_facts(path, scope, final=True)
+                # Facts that say nothing are left out, as for a function never read: which functions were read
+                # depends on what the store kept from earlier runs, and the facts (and their digest, which decides
+                # whether a file's cached findings still hold) must not.
+                if found != _NO_FACTS:
+                    functions[scope.qualname] = found
         for qualname in self._reached_by_file().get(path, ()):  # reached by a guess, never read
             functions.setdefault(qualname, FunctionFacts(self.reach[(path, qualname)]))
         tested = self._tested_words(ix)

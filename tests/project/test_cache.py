@@ -123,3 +123,29 @@ def test_a_stored_copy_helper_serves_its_callers_after_an_edit(tmp_path, monkeyp
     (tmp_path / "train.py").write_text(train + "\n# changed\n")
     assert lint(tmp_path, monkeypatch, capsys) == cold
     assert "project model failed" not in capsys.readouterr().err
+
+
+def test_the_facts_of_a_file_do_not_depend_on_which_of_its_functions_were_read(tmp_path):
+    """The model reads a function's body only when it needs it, and the stored outline keeps every body read by an
+    earlier run (transformers' `AccurateGELUActivation.__init__`, read for what its class keeps on the host after its
+    file's facts were written). A file's facts, and so their digest, which decides whether its cached findings still
+    hold, must come out the same either way: else a comment added to one file relints two dozen others."""
+    from gpulint.project import Project, outline
+    from gpulint.project.store import dump_facts, facts_digest
+
+    files = {"train.py": TRAIN, "helpers.py": HELPERS + """
+    def unused(x):
+        return x + 1
+
+    class Meter:
+        def __init__(self):
+            self.total = 0
+"""}
+    for name, text in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    project = Project(outline(name, (tmp_path / name).read_text()) for name in files)
+    before = facts_digest(dump_facts(project.file_facts("helpers.py")))
+    helpers = project.files["helpers.py"]
+    for definition in helpers.definitions.values():
+        helpers.scopes_of(definition)
+    assert facts_digest(dump_facts(project.file_facts("helpers.py"))) == before
