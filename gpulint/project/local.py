@@ -455,6 +455,19 @@ def epoch_end_branch(test: ast.AST) -> str | None:
 _RUN_PHASE_PARTS = frozenset({"epoch", "train", "training", "run", "fit"})
 
 
+def _is_empty_start(value: ast.AST) -> bool:
+    """`None`, `0`, `0.0` or `False`: what a running value starts from before its first update."""
+    return isinstance(value, ast.Constant) and (value.value is None or value.value is False or value.value == 0) \
+        and not isinstance(value.value, str)
+
+
+def _binds(body: list[ast.stmt], name: str) -> bool:
+    """Do the block's own statements assign `name` (not in a nested function)?"""
+    return any(isinstance(statement, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
+                                                         for t in statement.targets)
+               for statement in body)
+
+
 def one_step_branch(test: ast.AST) -> bool:
     """Is `if test:` taken on one step only: a `one_step_test`, alone or and-ed with other conditions
     (`opt["merge_bn"] and opt["merge_bn_startpoint"] == current_step`)?"""
@@ -1192,6 +1205,9 @@ class _Walker:
         # with that value.
         self.default_values: list[dict[str, object]] = [{}]
         self.none_params: list[frozenset[str]] = [frozenset()]  # the parameters of each function defaulting to None
+        # Per scope: names bound to an empty start (None, 0, False) outside every loop and not reset inside one
+        # (`loss_ema = None` before the loop over batches): see `_first_pass_branch`.
+        self.empty_starts: list[set[str]] = [set()]
         # The attributes of the class being read that its methods set once, to a configuration option, with the
         # option's expression (`{"pitch_type": 'self.pitch_config["pitch_type"]'}`: index.attribute_options).
         self.attribute_options: dict[str, str] = {}
@@ -1227,11 +1243,13 @@ class _Walker:
         self.stack.append(scope)
         self.loop_stack.append([])
         self.branch_depth.append(0)
+        self.empty_starts.append(set())
 
     def _leave(self) -> None:
         self.stack.pop()
         self.loop_stack.pop()
         self.branch_depth.pop()
+        self.empty_starts.pop()
 
     def _child_qualname(self, name: str) -> str:
         parent = self.scope
@@ -1368,6 +1386,10 @@ class _Walker:
                     self.backend_tests[key] = node.value
                 else:
                     self.backend_tests.pop(key, None)
+            for target in node.targets:
+                if isinstance(target, ast.Name) and _is_empty_start(node.value):
+                    starts = self.empty_starts[-1]
+                    (starts.discard if self.loop_stack[-1] else starts.add)(target.id)  # reset in a loop: every pass
             for target in node.targets:  # `tcls = []`, filled with device tensors later: what it holds is unknown
                 pairs = zip(target.elts, node.value.elts) if isinstance(target, (ast.Tuple, ast.List)) \
                     and isinstance(node.value, (ast.Tuple, ast.List)) else [(target, node.value)]
@@ -1504,6 +1526,24 @@ class _Walker:
         self.loop_stack[-1].pop()
         self._block(node.orelse)
 
+    def _first_pass_branch(self, test: ast.AST, part: str, body: list[ast.stmt]) -> bool:
+        """Inside a loop, the branch of `if loss_ema is None:` (or the `else` of `if loss_ema:`) that binds the name,
+        where the name starts empty before the loop (and no pass empties it again): taken on the first pass only
+        (`loss_ema = loss.item()` on the first batch, `loss_ema = 0.9 * loss_ema + 0.1 * loss.item()` after)."""
+        if not self.loop_stack[-1]:
+            return False
+        empty_part = "body"
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test = test.operand
+        elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) \
+                and test.comparators[0].value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+            empty_part = "body" if isinstance(test.ops[0], ast.Is) else "orelse"
+            test = test.left
+        elif isinstance(test, ast.Name):
+            empty_part = "orelse"
+        return isinstance(test, ast.Name) and part == empty_part and test.id in self.empty_starts[-1] \
+            and _binds(body, test.id)
+
     def _branch(self, body: list[ast.stmt]) -> None:
         self.branch_depth[-1] += 1
         self._block(body)
@@ -1555,7 +1595,7 @@ class _Walker:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
-            if (part == "body" and one_step_branch(test)) or ends_the_run(body):
+            if (part == "body" and one_step_branch(test)) or ends_the_run(body) or self._first_pass_branch(test, part, body):
                 scope.regions.append(Region("one-step", *span))
             if part == "body" and _empty_exit(test, body):
                 scope.regions.append(Region("empty", *span))
