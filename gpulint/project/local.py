@@ -1205,9 +1205,9 @@ class _Walker:
         # with that value.
         self.default_values: list[dict[str, object]] = [{}]
         self.none_params: list[frozenset[str]] = [frozenset()]  # the parameters of each function defaulting to None
-        # Per scope: names bound to an empty start (None, 0, False) outside every loop and not reset inside one
-        # (`loss_ema = None` before the loop over batches): see `_first_pass_branch`.
-        self.empty_starts: list[set[str]] = [set()]
+        # Per scope: names last bound to an empty start (None, 0, False), with the loops around that binding
+        # (`loss_ema = None` before the loop over batches, or at the top of each epoch): see `_first_pass_branch`.
+        self.empty_starts: list[dict[str, tuple[int, ...]]] = [{}]
         # The attributes of the class being read that its methods set once, to a configuration option, with the
         # option's expression (`{"pitch_type": 'self.pitch_config["pitch_type"]'}`: index.attribute_options).
         self.attribute_options: dict[str, str] = {}
@@ -1243,7 +1243,7 @@ class _Walker:
         self.stack.append(scope)
         self.loop_stack.append([])
         self.branch_depth.append(0)
-        self.empty_starts.append(set())
+        self.empty_starts.append({})
 
     def _leave(self) -> None:
         self.stack.pop()
@@ -1388,8 +1388,7 @@ class _Walker:
                     self.backend_tests.pop(key, None)
             for target in node.targets:
                 if isinstance(target, ast.Name) and _is_empty_start(node.value):
-                    starts = self.empty_starts[-1]
-                    (starts.discard if self.loop_stack[-1] else starts.add)(target.id)  # reset in a loop: every pass
+                    self.empty_starts[-1][target.id] = tuple(self.loop_stack[-1])
             for target in node.targets:  # `tcls = []`, filled with device tensors later: what it holds is unknown
                 pairs = zip(target.elts, node.value.elts) if isinstance(target, (ast.Tuple, ast.List)) \
                     and isinstance(node.value, (ast.Tuple, ast.List)) else [(target, node.value)]
@@ -1528,9 +1527,11 @@ class _Walker:
 
     def _first_pass_branch(self, test: ast.AST, part: str, body: list[ast.stmt]) -> bool:
         """Inside a loop, the branch of `if loss_ema is None:` (or the `else` of `if loss_ema:`) that binds the name,
-        where the name starts empty before the loop (and no pass empties it again): taken on the first pass only
-        (`loss_ema = loss.item()` on the first batch, `loss_ema = 0.9 * loss_ema + 0.1 * loss.item()` after)."""
-        if not self.loop_stack[-1]:
+        where the name was last emptied outside that loop (before it, or at the top of each epoch around it): taken on
+        the loop's first pass only (`loss_ema = loss.item()` on the first batch, `loss_ema = 0.9 * loss_ema + 0.1 *
+        loss.item()` after). A name the loop itself empties on each pass is seeded on every pass."""
+        loops = tuple(self.loop_stack[-1])
+        if not loops:
             return False
         empty_part = "body"
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -1541,8 +1542,10 @@ class _Walker:
             test = test.left
         elif isinstance(test, ast.Name):
             empty_part = "orelse"
-        return isinstance(test, ast.Name) and part == empty_part and test.id in self.empty_starts[-1] \
-            and _binds(body, test.id)
+        if not isinstance(test, ast.Name) or part != empty_part or not _binds(body, test.id):
+            return False
+        emptied = self.empty_starts[-1].get(test.id)
+        return emptied is not None and len(emptied) < len(loops) and loops[:len(emptied)] == emptied
 
     def _branch(self, body: list[ast.stmt]) -> None:
         self.branch_depth[-1] += 1
