@@ -457,8 +457,7 @@ _RUN_PHASE_PARTS = frozenset({"epoch", "train", "training", "run", "fit"})
 
 def _is_empty_start(value: ast.AST) -> bool:
     """`None`, `0`, `0.0` or `False`: what a running value starts from before its first update."""
-    return isinstance(value, ast.Constant) and (value.value is None or value.value is False or value.value == 0) \
-        and not isinstance(value.value, str)
+    return isinstance(value, ast.Constant) and (value.value is None or value.value is False or value.value == 0)
 
 
 def _binds(body: list[ast.stmt], name: str) -> bool:
@@ -1386,9 +1385,9 @@ class _Walker:
                     self.backend_tests[key] = node.value
                 else:
                     self.backend_tests.pop(key, None)
-            for target in node.targets:
-                if isinstance(target, ast.Name) and _is_empty_start(node.value):
-                    self.empty_starts[-1][target.id] = tuple(self.loop_stack[-1])
+            if _is_empty_start(node.value):
+                self.empty_starts[-1].update(
+                    (target.id, tuple(self.loop_stack[-1])) for target in node.targets if isinstance(target, ast.Name))
             for target in node.targets:  # `tcls = []`, filled with device tensors later: what it holds is unknown
                 pairs = zip(target.elts, node.value.elts) if isinstance(target, (ast.Tuple, ast.List)) \
                     and isinstance(node.value, (ast.Tuple, ast.List)) else [(target, node.value)]
