@@ -243,7 +243,9 @@ def lay_out_repo(git_dir: Path, commit: str, target: Path) -> bool:
     for entry in listing.stdout.decode("utf-8", "surrogateescape").split("\0"):
         meta, _, path = entry.partition("\t")
         parts = meta.split()
-        if len(parts) == 3 and parts[1] == "blob" and path.endswith(_LAID_OUT):
+        # A symbolic link (mode 120000) is stored as a blob holding its target's path: written out it would be a
+        # file of one line that is no Python (speechbrain's recipes link to shared prepare scripts).
+        if len(parts) == 3 and parts[1] == "blob" and parts[0] != "120000" and path.endswith(_LAID_OUT):
             wanted.append((parts[2], path))
     request = "".join(f"{sha}\n" for sha, _ in wanted).encode()
     batch = subprocess.run(

@@ -458,3 +458,19 @@ def test_a_finding_with_a_non_numeric_line_is_one_clear_error(corpus, capsys):
     assert ce.main([*args, "--findings", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "line is not a number" in err[0]
+
+
+def test_layout_leaves_out_symbolic_links(tmp_path):
+    repo_dir = tmp_path / "repo"
+    repo_dir.mkdir()
+    _git("init", "-q", cwd=repo_dir)
+    (repo_dir / "prepare.py").write_text("x = 1\n")
+    (repo_dir / "recipe").mkdir()
+    (repo_dir / "recipe" / "prepare.py").symlink_to("../prepare.py")
+    _git("add", ".", cwd=repo_dir)
+    _git("commit", "-q", "-m", "c1", cwd=repo_dir)
+    commit = _git("rev-parse", "HEAD", cwd=repo_dir).strip()
+    target = tmp_path / "out"
+    assert ce.lay_out_repo(repo_dir / ".git", commit, target)
+    assert (target / "prepare.py").read_text() == "x = 1\n"
+    assert not (target / "recipe" / "prepare.py").exists()
