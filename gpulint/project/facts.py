@@ -74,6 +74,10 @@ class FunctionFacts:
     # and computing once on what it is given (`Project._one_pass`): it runs every step whatever its name says (PPO's
     # `policy.evaluate(states, actions)` in its update).
     called_every_step: bool = False
+    # Parameters defaulting to None that every call in the training step passes a value (itself, or a parameter its
+    # own callers always pass): their `if lengths is None:` branches do not run in the step (texar's `dynamic_rnn`,
+    # handed the batch's lengths by every encoder that trains).
+    given_params: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -266,6 +270,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
         elif kind == "given" and region.flags[0] in facts.unset_params:
             return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}`, which no call in the training "
                              "step passes")
+        elif kind == "missing" and region.flags[0] in facts.given_params:
+            return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}` left out, which every call in "
+                             "the training step passes")
         elif kind == "one-step":
             return ExecState(False, gated, False, "in a branch taken on one step of the run, not every step")
         elif kind in _COLD_REASONS:

@@ -87,7 +87,8 @@ class Region:
     # for "switch": the configuration attributes tested, "!name" when negated; for "kept-switch": the attributes of
     # `self` the branch needs true; for "gate" and "exit": the name of the
     # interval the gate divides by ("" for none); for "choice": the option, then the words that choose the branch;
-    # for "param" and "given": the parameter tested (a flag, or one defaulting to None that the branch needs given)
+    # for "param", "given" and "missing": the parameter tested (a flag, or one defaulting to None that the branch
+    # needs given, or needs left out)
     flags: tuple[str, ...] = ()
 
     def holds(self, pos: Pos) -> bool:
@@ -132,6 +133,7 @@ class Call:
     periodic: bool = False  # an argument sets a period (`Events.ITERATION_COMPLETED(every=100)`)
     star_args: bool = False  # a positional argument is unpacked (`f(*args)`): which parameters it fills is unknown
     conditional: bool = False  # inside an `if` or an `except` of its scope: it may not run whenever the scope does
+    none_args: tuple[str, ...] = ()  # the arguments given a literal None ("0", "1"... or the keyword): left out
 
 
 @dataclass
@@ -156,6 +158,7 @@ class Scope:
     start: Pos = (0, 0)  # decorators included
     end: Pos = (0, 0)
     params: tuple[str, ...] = ()
+    none_params: tuple[str, ...] = ()  # its parameters defaulting to None
     keywords_param: str = ""  # its `**kwargs`, which takes the keywords no parameter names
     decorators: tuple[str, ...] = ()
     decorator_args: tuple[str, ...] = ()  # dotted names passed to its decorators (`@trainer.on(Events.X)`)
@@ -1145,6 +1148,20 @@ def given_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | N
     return None
 
 
+def missing_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | None:
+    """The branch of an `if` that runs only when an optional parameter is left out, and that parameter: ("body",
+    "lengths") for `if lengths is None:`, ("orelse", "lengths") for `if lengths is not None:` (a lone test: in an `or`
+    or an `and` the branch may run either way)."""
+    found = given_branch(test, optional) if isinstance(test, ast.Compare) else None
+    if found is None:
+        return None
+    return ("body" if found[0] == "orelse" else "orelse", found[1])
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def _empty_container(value: ast.AST) -> bool:
     """`[]`, `{}`, `list()`, `dict()`, `defaultdict(list)`, `[[] for _ in layers]`."""
     if isinstance(value, (ast.List, ast.Dict, ast.Tuple)) and not getattr(value, "elts", getattr(value, "keys", None)):
@@ -1305,6 +1322,7 @@ class _Walker:
         if parent.kind == "class":
             self.values.device_attributes = self.class_devices.get(parent.qualname, frozenset())
         defaults, none = _literal_defaults(args)
+        scope.none_params = tuple(sorted(none))
         self.default_values.append(defaults)
         self.none_params.append(none)
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
@@ -1567,6 +1585,8 @@ class _Walker:
         fresh = frozenset(self.values.fresh_params[-1])  # parameters not rebound
         given = given_branch(test, self.none_params[-1] & fresh) or other_value_branch(
             test, {name: value for name, value in self.default_values[-1].items() if name in fresh})
+        # `if lengths is None:` on a parameter defaulting to None: the branch runs only for callers leaving it out.
+        missing = missing_branch(test, self.none_params[-1] & fresh)
         before = dict(self.values.scopes[-1])
         bound: list[dict[str, Kind]] = []
         for part, body in (("body", node.body), ("orelse", node.orelse)):
@@ -1587,6 +1607,8 @@ class _Walker:
                 scope.regions.append(Region("param", *span, flags=(test.id,)))
             if given is not None and given[0] == part:
                 scope.regions.append(Region("given", *span, flags=(given[1],)))
+            if missing is not None and missing[0] == part:
+                scope.regions.append(Region("missing", *span, flags=(missing[1],)))
             if branch == part:
                 scope.regions.append(Region("backend", *span))
             if evaluation == part:
@@ -1751,6 +1773,8 @@ class _Walker:
         # `**losses` spread into the call: "**", whose values are not known.
         call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) if k.arg else ("**", "unknown") for k in node.keywords)
         call.star_args = any(isinstance(a, ast.Starred) for a in node.args)
+        call.none_args = tuple([str(i) for i, a in enumerate(node.args) if _is_none(a)]
+                               + [k.arg for k in node.keywords if k.arg and _is_none(k.value)])
         call.interval_args = tuple(
             [f"{i}={gate_interval(a)}" for i, a in enumerate(node.args) if is_interval_test(a)]
             + [f"{k.arg}={gate_interval(k.value)}" for k in node.keywords if k.arg and is_interval_test(k.value)]

@@ -188,7 +188,12 @@ class Project:
         # The parameters each function's resolved calls in the step pass ("*": some call's unpacked arguments may
         # pass any), and the functions the step also reaches otherwise (a guess, a hook, a callback: passing unknown).
         self._passed_params: dict[Key, set[str]] = {}
+        # Each resolved call in the step of each function: the parameters it gives a value (None, `*args` and
+        # `**kwargs` give none that is known), and those it passes on from its caller's own parameters (see
+        # `_given_params`).
+        self._given_by_call: dict[Key, list[tuple[frozenset[str], dict[str, tuple[Key, str]]]]] = {}
         self._reached_unresolved: set[Key] = set()
+        self._reached_unknown_arguments: set[Key] = set()  # by a hook, a callback, a guess made again: no call read
         self._called_every_step: set[Key] = set()  # see `FunctionFacts.called_every_step`
         self._named_by_text: dict[Target, bool] = {}  # see `_built_by_text`
         self._host_attrs: dict[Target, frozenset[str]] = {}  # by class (`_class_host_attributes`)
@@ -1926,9 +1931,11 @@ class Project:
         heap: list = []
         counter = count()
 
-        def push(key: Key, reach: Reach, resolved_call: bool = False) -> None:
+        def push(key: Key, reach: Reach, resolved_call: bool = False, arguments_known: bool = False) -> None:
             if not resolved_call and reach.rank <= GATED:
                 self._reached_unresolved.add(key)
+                if not arguments_known:
+                    self._reached_unknown_arguments.add(key)
             if reach.better_than(self.reach.get(key)):
                 heapq.heappush(heap, (reach.rank, reach.likely, len(reach.chain), next(counter), key, reach))
 
@@ -2230,6 +2237,9 @@ class Project:
                 # made again when the program has built more.
                 program = self._program_of(chain)
                 guess = (resolved.guess, len(resolved.targets), rank, likely, tuple(state.flags), program)
+                if rank <= GATED:  # what a guessed call passes is known all the same, at every call making the guess
+                    for target in self._guess_in(resolved.guess, program) if program is not None else resolved.targets:
+                        self._record_given((target.path, target.qualname), call, resolved.bound, (path, scope.qualname))
                 if guess in self._guesses:
                     continue
                 self._guesses.add(guess)
@@ -2247,7 +2257,8 @@ class Project:
                 for target in resolved.targets:
                     self._note_copy_call(path, call, target, resolved.bound)
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
-                            guessed=reach.guessed or _fans_out(resolved), resolved_call=resolved.certain)
+                            guessed=reach.guessed or _fans_out(resolved), resolved_call=resolved.certain,
+                            arguments_known=not resolved.certain and program is not None)
             self._callbacks(path, scope, call, rank, state, chain, push)
         for child in self._nested_scopes(ix, scope):
             if child.kind == "function" and child.decorator_args and rank_ok(reach):
@@ -2296,12 +2307,13 @@ class Project:
 
     def _reach_all(
         self, targets: list[Target], rank: int, likely: bool, chain, flags, push, guessed: bool = False,
-        resolved_call: bool = False,
+        resolved_call: bool = False, arguments_known: bool = False,
     ) -> None:
         for target in targets:
             frame = Frame(target.path, self._line_of(target), _label(target.qualname))
             push((target.path, target.qualname), Reach(rank, likely=likely, chain=(*chain, frame), flags=flags,
-                                                       guessed=guessed), resolved_call=resolved_call)
+                                                       guessed=guessed), resolved_call=resolved_call,
+                 arguments_known=arguments_known)
 
     def _visit_by_text(self, key: Key, reach: Reach, push) -> None:
         """A function reached only through a fanned-out guess: the functions of its file it calls by name
@@ -2435,6 +2447,7 @@ class Project:
             if keyword not in params and callee.keywords_param:  # `update(loss=loss_value)` into `**kwargs`
                 keyword = callee.keywords_param
             kinds.setdefault(keyword, set()).add(vote)
+        self._record_given(key, call, bound, (path, scope.qualname))
         passed = self._passed_params.setdefault(key, set())
         passed.update(params[: len(call.arg_kinds)])
         passed.update(keyword for keyword, _ in call.kw_kinds)  # "**" for unpacked keywords: any
@@ -2471,6 +2484,7 @@ class Project:
             self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds,
             self._unset_params(key, scope) if final else frozenset(),
             frozenset(p for p, gated in votes.items() if not gated), key in self._called_every_step,
+            self._given_params(key, scope) if final else frozenset(),
         )
 
     def _one_pass(self, target: Target) -> bool:
@@ -2482,6 +2496,52 @@ class Project:
         return scope is not None and not scope.loops and not any(
             call.func.rsplit(".", 1)[-1] == "eval" and not call.arg_kinds for call in scope.calls
         ) and not scope.no_grad_decorated
+
+    def _record_given(self, key: Key, call: Call, bound: bool, caller: Key) -> None:
+        callee = self.files[key[0]].scope(key[1]) if key[0] in self.files else None
+        if callee is None:
+            return
+        params = list(callee.params[1:] if bound and callee.params else callee.params)
+        if call.star_args or any(keyword == "**" for keyword, _ in call.kw_kinds):
+            given: frozenset[str] = frozenset()  # unpacked arguments: what they give is not known
+        else:
+            given = frozenset(
+                [param for index, param in enumerate(params[: len(call.arg_kinds)]) if str(index) not in call.none_args]
+                + [keyword for keyword, _ in call.kw_kinds if keyword not in call.none_args]
+            )
+        by_position = dict(enumerate(params))
+        passed_on = {}
+        for where, caller_param in call.param_args:
+            param = by_position.get(int(where)) if where.isdigit() else where
+            if param is not None:
+                passed_on[param] = (caller, caller_param)
+        self._given_by_call.setdefault(key, []).append((given, passed_on))
+
+    def _given_params(self, key: Key, scope: Scope) -> frozenset[str]:
+        """The parameters defaulting to None that every way the step reaches the function gives a value: each way is a
+        call the model resolved, and each such call passes a value that is no literal None, or passes on its caller's
+        own parameter that defaults to something else or that every call of the caller gives in turn."""
+        return frozenset(p for p in scope.none_params if self._given_by_every_call(key, p, frozenset()))
+
+    def _given_by_every_call(self, key: Key, param: str, seen: frozenset) -> bool:
+        calls = self._given_by_call.get(key)
+        if not calls or key in self._reached_unknown_arguments:
+            return False
+        for given, passed_on in calls:
+            if param not in given:
+                return False
+            origin = passed_on.get(param)
+            if origin is None:
+                continue
+            caller, caller_param = origin
+            if (caller, caller_param) == (key, param):
+                continue  # recursion passes on what the other calls give
+            caller_scope = self.files[caller[0]].scope(caller[1]) if caller[0] in self.files else None
+            if caller_scope is None or caller_param not in caller_scope.none_params:
+                continue
+            if origin in seen or not self._given_by_every_call(caller, caller_param, seen | {(key, param)}):
+                return False
+        return True
 
     def _unset_params(self, key: Key, scope: Scope) -> frozenset[str]:
         """The parameters tested by `if p is not None:` that no call in the step passes, where every way the step

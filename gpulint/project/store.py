@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/20"
+FORMAT = "gpulint.project/21"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -59,6 +59,7 @@ def scope_from(data: dict) -> Scope:
             "start": _pos(data["start"]),
             "end": _pos(data["end"]),
             "params": tuple(data["params"]),
+            "none_params": tuple(data["none_params"]),
             "decorators": tuple(data["decorators"]),
             "decorator_args": tuple(data["decorator_args"]),
             "bases": tuple(data["bases"]),
@@ -74,6 +75,7 @@ def scope_from(data: dict) -> Scope:
                     "interval_args": tuple(call["interval_args"]), "name_args": tuple(call["name_args"]),
                     "arg_names": tuple(call["arg_names"]),
                     "param_args": tuple(tuple(pair) for pair in call["param_args"]),
+                    "none_args": tuple(call["none_args"]),
                 })
                 for call in data["calls"]
             ],
@@ -151,6 +153,7 @@ def load_facts(data: dict) -> FileFacts:
             frozenset(f["unset_params"]),
             frozenset(f["open_params"]),
             f["called_every_step"],
+            frozenset(f["given_params"]),
         )
     return FileFacts(
         functions,

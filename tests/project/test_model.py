@@ -6155,3 +6155,94 @@ def test_an_evaluation_pass_called_beside_the_training_pass_stays_cold(tmp_path,
         """,
     })
     assert not [f for f in found if f[0] == "bench.py" and f[1] == 16], found
+
+
+def test_a_branch_for_an_optional_argument_every_call_in_the_step_passes_is_not_per_step(tmp_path, check):
+    """texar's `dynamic_rnn(cell, inputs, sequence_length=None)` is handed the batch's lengths by every encoder that
+    trains: `if sequence_length is None:` (or the `else` of `is not None`) does not run in the step, also where the
+    encoder passes on a parameter of its own that every call of it gives. A step call leaving the argument out,
+    passing None, passing on a parameter its own caller leaves out, or passing unpacked arguments keeps the branch."""
+    found = check(tmp_path, {
+        "rnn.py": """
+            import torch
+
+            def dynamic_rnn(inputs, sequence_length=None):
+                if sequence_length is None:
+                    sequence_length = torch.tensor([inputs.size(0)] * inputs.size(1)).cuda()
+                return inputs.flip(0), sequence_length
+
+            def masked(x, lengths=None):
+                if lengths is not None:
+                    x = x * 2
+                else:
+                    lengths = torch.tensor([x.size(1)]).cuda()
+                return x, lengths
+
+            def padded(x, lengths=None):
+                if lengths is None:
+                    lengths = torch.tensor([x.size(1)]).cuda()
+                return x, lengths
+
+            def spread(x, lengths=None):
+                if lengths is None:
+                    lengths = torch.tensor([x.size(1)]).cuda()
+                return x, lengths
+        """,
+        "encoder.py": """
+            import torch
+            from rnn import dynamic_rnn, masked, padded, spread
+
+            class Encoder(torch.nn.Module):
+                def forward(self, inputs, sequence_length=None, extra=()):
+                    out, _ = dynamic_rnn(inputs, sequence_length=sequence_length)
+                    out, _ = masked(out, sequence_length)
+                    out, _ = padded(out, None)
+                    out, _ = spread(out, *extra)
+                    return out
+
+            class Tagger(torch.nn.Module):
+                def forward(self, inputs, lengths=None):
+                    out, _ = masked(inputs, lengths)
+                    return out
+        """,
+        "train.py": """
+            from encoder import Encoder, Tagger
+
+            def train(loader, optimizer):
+                encoder = Encoder().cuda()
+                tagger = Tagger().cuda()
+                for x, lengths in loader:
+                    encoder(x, lengths).sum().backward()
+                    tagger(x).sum().backward()
+                    optimizer.step()
+        """,
+    })
+    assert [(path, line) for path, line, code, *_ in found if path == "rnn.py"] == [
+        ("rnn.py", 13), ("rnn.py", 18), ("rnn.py", 23)]
+
+
+def test_a_module_call_the_model_guesses_counts_among_the_calls_that_must_pass_an_optional_argument(tmp_path, check):
+    """`cell(x)` on a parameter of unknown class may run any module the program builds, with one argument: the
+    `if lengths is None:` branch of a module that the step also calls with its lengths may still run."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            class Cell(torch.nn.Module):
+                def forward(self, x, lengths=None):
+                    if lengths is None:
+                        lengths = torch.tensor([x.size(1)]).cuda()
+                    return x
+
+            def apply(cell, x):
+                return cell(x)
+
+            def train(loader, optimizer):
+                cell = Cell().cuda()
+                for x, lengths in loader:
+                    out = cell(x, lengths)
+                    apply(cell, out).sum().backward()
+                    optimizer.step()
+        """,
+    })
+    assert [(path, line) for path, line, *_ in found] == [("train.py", 7)]
