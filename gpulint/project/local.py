@@ -1158,6 +1158,22 @@ def missing_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] |
     return ("body" if found[0] == "orelse" else "orelse", found[1])
 
 
+def non_tensor_branch(test: ast.AST) -> tuple[str, str] | None:
+    """The branch of an `if` where a name is known to be no tensor, and that name: ("body", "lengths") for `if not
+    isinstance(lengths, torch.Tensor):` (or `not torch.is_tensor(lengths)`), ("orelse", "lengths") for the test
+    without `not`."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    call = test.operand if negated else test  # type: ignore[attr-defined]
+    if not isinstance(call, ast.Call) or not call.args or not isinstance(call.args[0], ast.Name):
+        return None
+    func = dotted(call.func) or ""
+    tensor_test = func in ("torch.is_tensor", "is_tensor") and len(call.args) == 1 or func == "isinstance" \
+        and len(call.args) == 2 and (dotted(call.args[1]) or "").rsplit(".", 1)[-1] == "Tensor"
+    if not tensor_test:
+        return None
+    return ("body" if negated else "orelse", call.args[0].id)
+
+
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
@@ -1209,6 +1225,8 @@ class _Walker:
         self.stack: list[Scope] = []
         self.loop_stack: list[list[int]] = []  # per scope: indices of the loops enclosing the current node
         self.branch_depth: list[int] = []  # per scope: how many `if` branches and `except` handlers enclose the node
+        # Names the enclosing branches know are no tensor (`if not isinstance(lengths, torch.Tensor):`).
+        self.not_tensors: list[str] = []
         self.no_grad_depth = 0
         self.containers: set[str] = set()  # names bound to an empty list or dict (`_returned_kind`)
         self.class_devices: dict[str, frozenset[str]] = {}  # by class: `device_attributes`
@@ -1627,7 +1645,12 @@ class _Walker:
                 scope.regions.append(Region("failure", *span))
             if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test) and not _starts_program(body):
                 scope.regions.append(Region("main", *span))
+            guarded = non_tensor_branch(test)
+            if guarded is not None and guarded[0] == part:
+                self.not_tensors.append(guarded[1])
             self._branch(body)
+            if guarded is not None and guarded[0] == part:
+                self.not_tensors.pop()
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
         self.values.scopes[-1] = merged_branches(before, *bound, OTHER_BRANCH.get(branch))
 
@@ -1791,8 +1814,10 @@ class _Walker:
             elif method != "zero_grad" and (scope.name == "backward" or not _passes_gradient(node, method)):
                 # (an autograd Function's own `backward` runs in the backward pass of whatever model applies it)
                 scope.marker_outside_loop = True
+        # (A copy made only of what is no tensor, `if not isinstance(lengths, torch.Tensor): lengths =
+        # torch.tensor(lengths, device=device)`, converts lists and passes its callers' tensors on as they are.)
         if scope.kind == "function" and (copied := _copied_param(node, scope.params, self.aliases)) \
-                and copied not in scope.copied_params:
+                and copied not in scope.copied_params and copied not in self.not_tensors:
             scope.copied_params += (copied,)
         if method == "next" and isinstance(node.func, ast.Name) and node.args and iterates_loader(node.args[0]) \
                 and loop >= 0:

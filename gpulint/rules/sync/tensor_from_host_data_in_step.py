@@ -116,13 +116,30 @@ class TensorFromHostDataInStep(SyncRule):
         if device is None or is_cpu_string(device.value):
             return
         data = node.args[0].value
-        if _is_empty_literal(data) or self.in_per_tensor_loop():
+        if _is_empty_literal(data) or self.in_per_tensor_loop() or self._normalises_argument(data):
             return
         # `torch.tensor(data)` copies its data: what it is given is host data (lists, numbers, arrays) unless it is
         # known to be a tensor. `torch.as_tensor` is also how code passes a tensor through unchanged: only host data.
         if not (self.context.is_host_value(data) or resolved == "torch.tensor" and not self.tensors.is_tensor(data)):
             return
         self.report(node, self.message.format(func=resolved))
+
+    def _normalises_argument(self, data: cst.BaseExpression) -> bool:
+        """`if not isinstance(lengths, torch.Tensor): lengths = torch.tensor(lengths, device=device)` on a parameter
+        no caller is known to hand host data: the branch converts a list a caller might pass and takes the tensors
+        callers pass as they are (texar's `sequence_mask`); it copies only where a caller's host data is known."""
+        if not isinstance(data, cst.Name) or self.context.is_host_value(data):
+            return False
+        function = self.context.enclosing_function()
+        if function is None or data.value not in {p.name.value for p in (*function.params.params,
+                                                                         *function.params.kwonly_params)}:
+            return False
+        stack = self.context.ancestors_snapshot()
+        for node, child in zip(stack, stack[1:]):
+            if isinstance(node, cst.If) and non_tensor_test(node.test) == (
+                    data.value, child is node.body):
+                return True
+        return False
 
     def _check_cuda_constructor(self, call: cst.Call, resolved: str) -> None:
         """`torch.cuda.IntTensor([0])`, `torch.cuda.LongTensor(sizes)`: one argument of host data (a list or tuple, or
@@ -182,3 +199,17 @@ def _unreshaped(made: cst.Call) -> cst.Call:
 def _is_empty_literal(data: cst.BaseExpression) -> bool:
     """`[]`, `()`: a tensor of no elements copies nothing."""
     return isinstance(data, (cst.List, cst.Tuple)) and not data.elements
+
+
+def non_tensor_test(test: cst.BaseExpression) -> tuple[str, bool] | None:
+    """The name an `if` tests for being a tensor, and whether its body is where it is none: ("lengths", True) for
+    `not isinstance(lengths, torch.Tensor)` or `not torch.is_tensor(lengths)`, ("lengths", False) without `not`."""
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    call = test.expression if negated else test
+    if not isinstance(call, cst.Call) or not call.args or not isinstance(call.args[0].value, cst.Name):
+        return None
+    func = dotted_name(call.func) or ""
+    if func in ("torch.is_tensor", "is_tensor") and len(call.args) == 1 or func == "isinstance" \
+            and len(call.args) == 2 and (dotted_name(call.args[1].value) or "").rsplit(".", 1)[-1] == "Tensor":
+        return (call.args[0].value.value, negated)
+    return None
