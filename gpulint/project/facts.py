@@ -127,6 +127,9 @@ class FileFacts:
     # Names this file binds to keyword arguments that name a device (`self.tpdv = dict(dtype=torch.float32,
     # device=device)`): `x.to(**self.tpdv)` moves to that device.
     device_kwargs: frozenset[str] = frozenset()
+    # Names of torch's loaders (`vocab.LOADER_CLASSES`) that this file binds to a class of the project deriving from
+    # nothing (hyunwoongko/transformer's `DataLoader`, a holder of tokenizers): no `pin_memory` to set.
+    own_loaders: frozenset[str] = frozenset()
 
     def library_kind(self, name: str) -> str:
         """What the library object a name holds costs (`library_objects`): "ema_pytorch", "timm_ema", or ""."""

@@ -51,6 +51,7 @@ from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     GPU_EVIDENCE,
     LIBRARY_OBJECTS,
+    LOADER_CLASSES,
     LOSS_CLASS,
     MODULE_CALL_METHODS,
     PER_BATCH_HOOKS,
@@ -2667,7 +2668,22 @@ class Project:
                          used_by_code=self._is_imported(path, by_code=True),
                          batches_copied=self._batches_copied_elsewhere(path),
                          library_objects=self._library_objects(),
-                         device_kwargs=_device_kwargs(ix.text))
+                         device_kwargs=_device_kwargs(ix.text),
+                         own_loaders=self._own_loaders(path))
+
+    def _own_loaders(self, path: str) -> frozenset[str]:
+        """The loader class names (`DataLoader`) this file binds to a class of the project with no base class."""
+        ix = self.files[path]
+        module = ix.scope(MODULE_SCOPE)
+        found = set()
+        for name in LOADER_CLASSES:
+            if module is None or name not in ix.text:
+                continue
+            classes = self.resolve_call(path, module, Call(0, (0, 0), name, -1), per_step=False).instantiates
+            scopes = [self.files[c.path].scope(c.qualname) for c in classes if c.path in self.files]
+            if scopes and all(s is not None and not s.bases for s in scopes):
+                found.add(name)
+        return frozenset(found)
 
     def _library_objects(self) -> tuple[tuple[str, str], ...]:
         """The names (last parts) the project binds to objects of the library classes `LIBRARY_OBJECTS` knows, and

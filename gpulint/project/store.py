@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/21"
+FORMAT = "gpulint.project/22"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -175,6 +175,7 @@ def load_facts(data: dict) -> FileFacts:
         data["batches_copied"],
         tuple(tuple(pair) for pair in data["library_objects"]),
         frozenset(data["device_kwargs"]),
+        frozenset(data["own_loaders"]),
     )
 
 

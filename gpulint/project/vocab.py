@@ -388,3 +388,6 @@ def named_for_training(path: str) -> bool:
     """A file or a folder on its path named for training: `train.py`, `training/loop.py`, `finetune_lora.py`."""
     *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
     return bool(name_parts(name) & TRAINING_PARTS) or any(name_parts(folder) & TRAINING_PARTS for folder in folders)
+
+# torch's loader classes that take `pin_memory` (webdataset's `WebLoader` derives from torch's `DataLoader`).
+LOADER_CLASSES = frozenset({"DataLoader", "WebLoader"})

@@ -6246,3 +6246,36 @@ def test_a_module_call_the_model_guesses_counts_among_the_calls_that_must_pass_a
         """,
     })
     assert [(path, line) for path, line, *_ in found] == [("train.py", 7)]
+
+
+def test_a_project_class_named_like_torchs_loader_takes_no_pin_memory(tmp_path, check):
+    """hyunwoongko/transformer's `util/data_loader.py` defines its own `DataLoader`, a holder of tokenizers deriving
+    from nothing: building it is no unpinned loader. A project `DataLoader` deriving from torch's still is."""
+    files = {
+        "util/data_loader.py": """
+            import torch
+
+            class DataLoader:
+                def __init__(self, ext):
+                    self.ext = ext
+
+                def make_iter(self, batch_size):
+                    return torch.utils.data.DataLoader(range(10), batch_size=batch_size, pin_memory=True)
+        """,
+        "train.py": """
+            from util.data_loader import DataLoader
+
+            def train(model, optimizer):
+                loader = DataLoader(ext=".en")
+                for x in loader.make_iter(8):
+                    loss = model(x.cuda())
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    found = [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    assert found == [("train.py", 7, "GPL411")]
+    files["util/data_loader.py"] = files["util/data_loader.py"].replace("class DataLoader:",
+                                                                      "class DataLoader(torch.utils.data.DataLoader):")
+    found = [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    assert ("train.py", 5, "GPL411") in found

@@ -11,7 +11,7 @@ from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.linter.syntax import innermost
-from gpulint.project.vocab import SAME_PLACE_METHODS, TRAIN_LOADER_HOOKS
+from gpulint.project.vocab import LOADER_CLASSES, SAME_PLACE_METHODS, TRAIN_LOADER_HOOKS
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import (
@@ -278,7 +278,7 @@ class BlockingHostToDeviceCopy(SyncRule):
             self._prepared_names |= {name for arg in node.args if (name := dotted_name(arg.value))}
             self._prepare_call = f"{last_name(func.value)}.{method}"
             return
-        if method in _LOADERS:
+        if method in LOADER_CLASSES and not (isinstance(func, cst.Name) and method in self.context.facts.own_loaders):
             pin = keyword_arg(node, "pin_memory")
             if any(arg.star == "**" for arg in node.args):
                 self._pinned_loader = True  # `**kwargs` may set pin_memory: do not claim it is unpinned
@@ -637,8 +637,6 @@ def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
         and any((last_name(base.value) or "").endswith("Dataset") for base in cls.bases)
 
 
-# Loaders that take `pin_memory`: torch's, and webdataset's `WebLoader` (a DataLoader subclass).
-_LOADERS = frozenset({"DataLoader", "WebLoader"})
 _EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test", "testing"})
 
 
