@@ -178,6 +178,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             fixed=training_script("window = torch.hann_window(400, device=x.device)"),
         ),
         Invalid(training_script("freqs = torch.exp(-0.5 * torch.arange(0, 16, 2)).to(device)")),
+        Invalid(training_script("mask = torch.tril(torch.ones(8, 8)).to(x.device)")),
+        Invalid(training_script("mask = torch.ones(8, 8).tril().type(torch.ByteTensor).to(device)")),
         Invalid(training_script("counts = torch.ones((x.shape[0],)) * n_levels + 1\n"
                                 "counts[:2] = torch.randint(1, n_levels, (2,))\ncounts = counts.to(x.device)",
                                 header="n_levels = 8")),
@@ -297,7 +299,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if self._cpu_creation(expr) is not None:
             return True
         func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in RESHAPES:
+        if self._reshape_or_cast(expr):
             return self._is_cpu_built(func.value, built)
         if self.context.resolve(func) in ("torch.cat", "torch.stack") and expr.args:
             parts = expr.args[0].value
@@ -346,9 +348,13 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 return inner, ""
             created = self._cpu_creation(inner) if isinstance(inner, cst.Call) else None
             return (created[0], "") if created else None
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in RESHAPES:
+        if isinstance(expr, cst.Call) and self._reshape_or_cast(expr):
             # `torch.arange(n).view(-1, 1).to(device)`: the fix moves `device=` into the factory, the reshape stays.
-            return self._cpu_creation(expr.func.value)
+            created = self._cpu_creation(expr.func.value)  # type: ignore[attr-defined]
+            if created and expr.func.attr.value == "type" and (  # type: ignore[attr-defined]
+                    self.context.resolve(expr.args[0].value) or "").endswith("Tensor"):
+                return created[0], ""  # no fix: `.type(torch.ByteTensor)` of a device tensor copies it to the CPU
+            return created
         if isinstance(expr, cst.BinaryOperation):
             # `(torch.arange(n) + offset).cuda()`: built on the CPU, then moved (no fix: the arithmetic stays).
             created = self._cpu_creation(expr.left) or self._cpu_creation(expr.right)
@@ -377,6 +383,17 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         ):
             return None  # zero elements: nothing is copied
         return expr, kind
+
+    def _reshape_or_cast(self, call: cst.Call) -> bool:
+        """A tensor method that keeps the tensor where it is: `x.view(-1, 1)`, `x.tril()`, `x.type(torch.ByteTensor)`
+        (a CPU type; `torch.tril(x)`, the function of the same name, is torch's own and is read as such)."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or self.context.resolve(func.value) == "torch":
+            return False
+        if func.attr.value == "type":
+            target = self.context.resolve(call.args[0].value) or "" if len(call.args) == 1 else ""
+            return target.startswith("torch.") and not target.startswith("torch.cuda.")
+        return func.attr.value in RESHAPES
 
     def _is_legacy_constructor(self, call: cst.Call) -> bool:
         resolved = self.context.resolve(call.func) or ""
