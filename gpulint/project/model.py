@@ -2719,7 +2719,10 @@ class Project:
             own = argparse_intervals(self.files[path].text)
             names = {name for name, _ in own}
             local = every_step_intervals([*self._config_intervals, *sorted(own)], below) if own else frozenset()
-            found = self._short_by_file[(path, below)] = (self._project_short[below] - names) | (local & names)
+            found = (self._project_short[below] - names) | (local & names)
+            # `dis_steps = config_train.display_steps`: a gate on `dis_steps` is a gate on the setting's interval
+            aliases = {name for name, setting in _SETTING_ALIAS.findall(self.files[path].text) if setting in found}
+            found = self._short_by_file[(path, below)] = found | frozenset(aliases)
         return found
 
     def _host_attributes(self, path: str, functions: dict[str, FunctionFacts]) -> frozenset[str]:
@@ -2898,6 +2901,9 @@ def _device_kwargs(text: str) -> frozenset[str]:
         return frozenset()
     names = (_NAME_BEFORE.search(text, max(0, m.start() - 200), m.start()) for m in _DEVICE_KWARGS_VALUE.finditer(text))
     return frozenset(name.group(1) for name in names if name)
+
+# `dis_steps = config_train.display_steps`: a local name bound to a setting read off an object or a module.
+_SETTING_ALIAS = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t]*(?:#.*)?$", re.MULTILINE)
 
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).

@@ -6279,3 +6279,40 @@ def test_a_project_class_named_like_torchs_loader_takes_no_pin_memory(tmp_path, 
                                                                       "class DataLoader(torch.utils.data.DataLoader):")
     found = [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
     assert ("train.py", 5, "GPL411") in found
+
+
+def test_a_gate_on_a_local_name_read_from_a_setting_follows_the_setting(tmp_path, check):
+    """texar's GPT-2 example reads `dis_steps = config_train.display_steps` (1 in the shipped config) and prints the
+    loss under `if step % dis_steps == 0:`: every step. The same name read at the top of the module, too; with the
+    setting at 100 the print is gated."""
+    files = {
+        "config_train.py": """
+            display_steps = 1
+        """,
+        "train.py": """
+            import torch
+            import config_train
+
+            log_steps = config_train.display_steps
+
+            def train(model, loader, opt):
+                dis_steps = config_train.display_steps
+                for step, x in enumerate(loader):
+                    loss = model(x.cuda(non_blocking=True))
+                    loss.backward()
+                    opt.step()
+                    if step % dis_steps == 0:
+                        print("loss={:.4f}".format(loss))
+
+            def finetune(model, loader, opt):
+                for step, x in enumerate(loader):
+                    loss = model(x.cuda(non_blocking=True))
+                    loss.backward()
+                    opt.step()
+                    if step % log_steps == 0:
+                        print(loss.item())
+        """,
+    }
+    assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("train.py", 14, "GPL404"), ("train.py", 22, "GPL401")]
+    files["config_train.py"] = files["config_train.py"].replace("= 1", "= 100")
+    assert check(tmp_path, files) == []
