@@ -87,6 +87,7 @@ class FileContext:
         # Per scope, the names annotated as Python scalars (`n: int`, a parameter `scale: float`) and the parameters
         # defaulting to True or False: on the host.
         self._declared: list[set[str]] = [set()]
+        self._assigned: list[set[str]] = [set()]  # per function: the names an assignment has bound by now
         # Per scope, the moves to the device still ahead (`labels = labels.to(device)`), by name: until its move, a
         # name bound to a tensor of unknown place holds a CPU tensor (see `_later_moves`).
         self._moves: list[dict[str, list[int]]] = [{}]
@@ -107,6 +108,10 @@ class FileContext:
     def ancestors(self) -> list[cst.CSTNode]:
         """The nodes enclosing the node being visited (outermost first), ending with that node itself."""
         return self._stack
+
+    def bound_here(self, name: str) -> bool:
+        """Has an assignment in the function being visited bound `name` by now (a parameter rebound, a local)?"""
+        return name in self._assigned[-1]
 
     def ancestors_snapshot(self) -> tuple[cst.CSTNode, ...]:
         return tuple(self._stack)
@@ -142,6 +147,7 @@ class FileContext:
             # (`if valid_mics is None: valid_mics = torch.LongTensor(...)`) leaves it of unknown place after the `if`.
             scope: dict[str, Location] = {p.name.value: "unknown" for p in _params(node)}
             self._scopes.append({**scope, **dict(facts.param_kinds)} if facts is not None else scope)
+            self._assigned.append(set())
             self._declared.append({p.name.value for p in _params(node) if _is_scalar_annotation(p.annotation)
                                    or _defaults_to_bool(p)})
             self._moves.append(_later_moves(node.body))
@@ -153,6 +159,7 @@ class FileContext:
         elif kind is cst.Lambda:
             self._scopes.append({})
             self._declared.append(set())
+            self._assigned.append(set())
             self._moves.append({})
         elif kind in _COMPREHENSIONS:
             # `[x.to(dev) for x in inputs]`: its own `x`, not the function's (Python 3 scopes comprehensions).
@@ -207,6 +214,7 @@ class FileContext:
         elif kind is cst.FunctionDef:
             self._scopes.pop()
             self._declared.pop()
+            self._assigned.pop()
             self._moves.pop()
             self._names.pop()
         elif kind is cst.ClassDef:
@@ -215,6 +223,7 @@ class FileContext:
         elif kind is cst.Lambda:
             self._scopes.pop()
             self._declared.pop()
+            self._assigned.pop()
             self._moves.pop()
         elif kind in _COMPREHENSIONS:
             self._scopes.pop()
@@ -326,6 +335,7 @@ class FileContext:
         if isinstance(target, cst.Name):
             if target.value in self._keyed_names:
                 self._forget_keys(target.value)
+            self._assigned[-1].add(target.value)
             if target.value not in self._declared[-1]:
                 if location == "unknown" and self._moves[-1].get(target.value):
                     location = "host"  # `labels = input_ids.clone()`, moved by `labels = labels.to(device)` later

@@ -1158,20 +1158,21 @@ def missing_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] |
     return ("body" if found[0] == "orelse" else "orelse", found[1])
 
 
-def non_tensor_branch(test: ast.AST) -> tuple[str, str] | None:
-    """The branch of an `if` where a name is known to be no tensor, and that name: ("body", "lengths") for `if not
-    isinstance(lengths, torch.Tensor):` (or `not torch.is_tensor(lengths)`), ("orelse", "lengths") for the test
-    without `not`."""
+def typed_branch(test: ast.AST, part: str) -> tuple[str, bool] | None:
+    """The name a branch of an `if` knows the type of, and whether that branch is where it is no tensor: ("lengths",
+    True) for the body of `if not isinstance(lengths, torch.Tensor):` (or `not torch.is_tensor(lengths)`) and the
+    `else` of the test without `not`; ("x", False) for the body of `isinstance(x, np.ndarray)`, of a named type."""
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
     call = test.operand if negated else test  # type: ignore[attr-defined]
     if not isinstance(call, ast.Call) or not call.args or not isinstance(call.args[0], ast.Name):
         return None
     func = dotted(call.func) or ""
-    tensor_test = func in ("torch.is_tensor", "is_tensor") and len(call.args) == 1 or func == "isinstance" \
-        and len(call.args) == 2 and (dotted(call.args[1]) or "").rsplit(".", 1)[-1] == "Tensor"
-    if not tensor_test:
-        return None
-    return ("body" if negated else "orelse", call.args[0].id)
+    if func in ("torch.is_tensor", "is_tensor") and len(call.args) == 1 or func == "isinstance" \
+            and len(call.args) == 2 and (dotted(call.args[1]) or "").rsplit(".", 1)[-1] == "Tensor":
+        return (call.args[0].id, True) if (part == "body") == negated else None
+    if func == "isinstance" and len(call.args) == 2 and part == ("orelse" if negated else "body"):
+        return (call.args[0].id, False)
+    return None
 
 
 def _is_none(node: ast.AST) -> bool:
@@ -1225,8 +1226,10 @@ class _Walker:
         self.stack: list[Scope] = []
         self.loop_stack: list[list[int]] = []  # per scope: indices of the loops enclosing the current node
         self.branch_depth: list[int] = []  # per scope: how many `if` branches and `except` handlers enclose the node
-        # Names the enclosing branches know are no tensor (`if not isinstance(lengths, torch.Tensor):`).
-        self.not_tensors: list[str] = []
+        # The names the enclosing branches test for their type, innermost last, each with whether the branch is where
+        # it is no tensor (`if not isinstance(lengths, torch.Tensor):`) or where it is of another named type
+        # (`elif isinstance(x, np.ndarray):`).
+        self.typed_branches: list[tuple[str, bool]] = []
         self.no_grad_depth = 0
         self.containers: set[str] = set()  # names bound to an empty list or dict (`_returned_kind`)
         self.class_devices: dict[str, frozenset[str]] = {}  # by class: `device_attributes`
@@ -1582,6 +1585,12 @@ class _Walker:
         emptied = self.empty_starts[-1].get(test.id)
         return emptied is not None and len(emptied) < len(loops) and loops[:len(emptied)] == emptied
 
+    def _normalised(self, param: str) -> bool:
+        """Is the parameter, as received, in a branch for what is no tensor (`if not isinstance(lengths,
+        torch.Tensor):`), the innermost branch testing its type?"""
+        innermost = next((no_tensor for name, no_tensor in reversed(self.typed_branches) if name == param), False)
+        return innermost and param in self.values.fresh_params[-1]
+
     def _branch(self, body: list[ast.stmt]) -> None:
         self.branch_depth[-1] += 1
         self._block(body)
@@ -1645,12 +1654,12 @@ class _Walker:
                 scope.regions.append(Region("failure", *span))
             if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test) and not _starts_program(body):
                 scope.regions.append(Region("main", *span))
-            guarded = non_tensor_branch(test)
-            if guarded is not None and guarded[0] == part:
-                self.not_tensors.append(guarded[1])
+            typed = typed_branch(test, part)
+            if typed is not None:
+                self.typed_branches.append(typed)
             self._branch(body)
-            if guarded is not None and guarded[0] == part:
-                self.not_tensors.pop()
+            if typed is not None:
+                self.typed_branches.pop()
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
         self.values.scopes[-1] = merged_branches(before, *bound, OTHER_BRANCH.get(branch))
 
@@ -1817,7 +1826,7 @@ class _Walker:
         # (A copy made only of what is no tensor, `if not isinstance(lengths, torch.Tensor): lengths =
         # torch.tensor(lengths, device=device)`, converts lists and passes its callers' tensors on as they are.)
         if scope.kind == "function" and (copied := _copied_param(node, scope.params, self.aliases)) \
-                and copied not in scope.copied_params and copied not in self.not_tensors:
+                and copied not in scope.copied_params and not self._normalised(copied):
             scope.copied_params += (copied,)
         if method == "next" and isinstance(node.func, ast.Name) and node.args and iterates_loader(node.args[0]) \
                 and loop >= 0:

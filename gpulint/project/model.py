@@ -2503,12 +2503,17 @@ class Project:
         if callee is None:
             return
         params = list(callee.params[1:] if bound and callee.params else callee.params)
+        # A value is given where the model knows where it lives (a configuration's field may hold None) or where
+        # the caller passes on a parameter of its own (what its callers give, `_given_by_every_call`).
+        passed_params = {where for where, _ in call.param_args}
         if call.star_args or any(keyword == "**" for keyword, _ in call.kw_kinds):
             given: frozenset[str] = frozenset()  # unpacked arguments: what they give is not known
         else:
             given = frozenset(
-                [param for index, param in enumerate(params[: len(call.arg_kinds)]) if str(index) not in call.none_args]
-                + [keyword for keyword, _ in call.kw_kinds if keyword not in call.none_args]
+                [param for index, (param, kind) in enumerate(zip(params, call.arg_kinds))
+                 if str(index) not in call.none_args and (kind != "unknown" or str(index) in passed_params)]
+                + [keyword for keyword, kind in call.kw_kinds if keyword not in call.none_args
+                   and (kind != "unknown" or keyword in passed_params)]
             )
         by_position = dict(enumerate(params))
         passed_on = {}

@@ -6161,7 +6161,8 @@ def test_a_branch_for_an_optional_argument_every_call_in_the_step_passes_is_not_
     """texar's `dynamic_rnn(cell, inputs, sequence_length=None)` is handed the batch's lengths by every encoder that
     trains: `if sequence_length is None:` (or the `else` of `is not None`) does not run in the step, also where the
     encoder passes on a parameter of its own that every call of it gives. A step call leaving the argument out,
-    passing None, passing on a parameter its own caller leaves out, or passing unpacked arguments keeps the branch."""
+    passing None, passing on a parameter its own caller leaves out, passing unpacked arguments or a value of unknown
+    kind (a configuration's field, which may hold None) keeps the branch."""
     found = check(tmp_path, {
         "rnn.py": """
             import torch
@@ -6187,10 +6188,15 @@ def test_a_branch_for_an_optional_argument_every_call_in_the_step_passes_is_not_
                 if lengths is None:
                     lengths = torch.tensor([x.size(1)]).cuda()
                 return x, lengths
+
+            def sized(x, lengths=None):
+                if lengths is None:
+                    lengths = torch.tensor([x.size(1)]).cuda()
+                return x, lengths
         """,
         "encoder.py": """
             import torch
-            from rnn import dynamic_rnn, masked, padded, spread
+            from rnn import dynamic_rnn, masked, padded, sized, spread
 
             class Encoder(torch.nn.Module):
                 def forward(self, inputs, sequence_length=None, extra=()):
@@ -6198,6 +6204,7 @@ def test_a_branch_for_an_optional_argument_every_call_in_the_step_passes_is_not_
                     out, _ = masked(out, sequence_length)
                     out, _ = padded(out, None)
                     out, _ = spread(out, *extra)
+                    out, _ = sized(out, self.config.lengths)
                     return out
 
             class Tagger(torch.nn.Module):
@@ -6212,13 +6219,13 @@ def test_a_branch_for_an_optional_argument_every_call_in_the_step_passes_is_not_
                 encoder = Encoder().cuda()
                 tagger = Tagger().cuda()
                 for x, lengths in loader:
-                    encoder(x, lengths).sum().backward()
+                    encoder(x, lengths.cuda(non_blocking=True)).sum().backward()
                     tagger(x).sum().backward()
                     optimizer.step()
         """,
     })
     assert [(path, line) for path, line, code, *_ in found if path == "rnn.py"] == [
-        ("rnn.py", 13), ("rnn.py", 18), ("rnn.py", 23)]
+        ("rnn.py", 13), ("rnn.py", 18), ("rnn.py", 23), ("rnn.py", 28)]
 
 
 def test_a_module_call_the_model_guesses_counts_among_the_calls_that_must_pass_an_optional_argument(tmp_path, check):

@@ -134,11 +134,13 @@ class TensorFromHostDataInStep(SyncRule):
         if function is None or data.value not in {p.name.value for p in (*function.params.params,
                                                                          *function.params.kwonly_params)}:
             return False
+        if self.context.bound_here(data.value):
+            return False  # `lengths = [0] * n if lengths is None else lengths`: no longer what callers passed
         stack = self.context.ancestors_snapshot()
-        for node, child in zip(stack, stack[1:]):
-            if isinstance(node, cst.If) and non_tensor_test(node.test) == (
-                    data.value, child is node.body):
-                return True
+        for node, child in reversed(list(zip(stack, stack[1:]))):  # the innermost test of its type decides
+            typed = typed_test(node.test, child is node.body) if isinstance(node, cst.If) else None
+            if typed is not None and typed[0] == data.value:
+                return typed[1]
         return False
 
     def _check_cuda_constructor(self, call: cst.Call, resolved: str) -> None:
@@ -201,15 +203,19 @@ def _is_empty_literal(data: cst.BaseExpression) -> bool:
     return isinstance(data, (cst.List, cst.Tuple)) and not data.elements
 
 
-def non_tensor_test(test: cst.BaseExpression) -> tuple[str, bool] | None:
-    """The name an `if` tests for being a tensor, and whether its body is where it is none: ("lengths", True) for
-    `not isinstance(lengths, torch.Tensor)` or `not torch.is_tensor(lengths)`, ("lengths", False) without `not`."""
+def typed_test(test: cst.BaseExpression, in_body: bool) -> tuple[str, bool] | None:
+    """The name a branch of an `if` knows the type of, and whether the branch is where it is no tensor: ("lengths",
+    True) in the body of `if not isinstance(lengths, torch.Tensor):` (or `not torch.is_tensor(lengths)`) and in the
+    `else` of the test without `not`; ("x", False) in the body of `isinstance(x, np.ndarray)`, of a named type."""
     negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
     call = test.expression if negated else test
     if not isinstance(call, cst.Call) or not call.args or not isinstance(call.args[0].value, cst.Name):
         return None
     func = dotted_name(call.func) or ""
+    name = call.args[0].value.value
     if func in ("torch.is_tensor", "is_tensor") and len(call.args) == 1 or func == "isinstance" \
             and len(call.args) == 2 and (dotted_name(call.args[1].value) or "").rsplit(".", 1)[-1] == "Tensor":
-        return (call.args[0].value.value, negated)
+        return (name, True) if in_body == negated else None
+    if func == "isinstance" and len(call.args) == 2 and in_body != negated:
+        return (name, False)
     return None
