@@ -24,6 +24,8 @@ _CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(")
 # `torch.linspace(d.min(), d.max(), n)`.
 _SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "arange", "linspace", "new_zeros",
                              "new_ones", "new_empty", "new_full"})
+# The keywords that take a factory's sizes or bounds (`torch.arange(start=0, end=n)`, `torch.full(size=..., ...)`).
+_SIZE_KEYWORDS = frozenset({"start", "end", "step", "steps", "size"})
 _FACTORY_WORDS = ("zeros(", "ones(", "empty(", "full(", "rand(", "randn(", "arange(", "linspace(")
 
 
@@ -87,6 +89,7 @@ class PythonScalarOfTensor(SyncRule):
         training_script("order = [0] * out.shape[0]\nfor i, row in enumerate(torch.argsort(out.sum(1)).tolist()):\n"
                         "    order[row] = i"),
         training_script("noise = torch.randn([out.shape[0], out.ndim], device=out.device)"),
+        training_script("positions = torch.arange(start=0, end=out.shape[1], dtype=torch.long, device=out.device)"),
         training_script("grad_norm = optimizer.param_groups[0].get(\"grad_norm\", 0.0)\n"
                         "norm = grad_norm.item() if isinstance(grad_norm, torch.Tensor) else float(grad_norm)"),
     )
@@ -102,6 +105,7 @@ class PythonScalarOfTensor(SyncRule):
         Invalid(training_script("words = (out > 0).long().cumsum(1)\n"
                                 "per_word = out.new_zeros([out.shape[0], words.max() + 1])\n"
                                 "per_word = per_word.scatter_add(1, words, out)")),
+        Invalid(training_script("last = torch.max(out.argmax(1))\npositions = torch.arange(start=0, end=last, device=out.device)")),
     )
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -150,7 +154,8 @@ class PythonScalarOfTensor(SyncRule):
             return
         numbers = []
         for arg in node.args:
-            if arg.keyword is not None or arg.star:
+            # `torch.arange(start=0, end=max_length)`: the bounds by keyword (the dtype, device and layout are none)
+            if arg.star or arg.keyword is not None and arg.keyword.value not in _SIZE_KEYWORDS:
                 continue
             value = arg.value
             numbers += [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
