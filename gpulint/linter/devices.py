@@ -32,7 +32,8 @@ class DeviceEvidence:
             self.gpu = True
             return
         for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value in ("device", "non_blocking", "pin_memory"):
+            if arg.keyword is not None and arg.keyword.value in ("device", "non_blocking", "pin_memory") \
+                    and not _follows_a_tensor(arg):
                 self.gpu = True
                 return
 
@@ -47,3 +48,11 @@ class DeviceEvidence:
     def cpu_only(self, context) -> bool:
         """A training script with no sign of a GPU."""
         return self.backward and not self.shows_gpu(context)
+
+
+def _follows_a_tensor(arg: cst.Arg) -> bool:
+    """`device=values.device`: made where another tensor is, which names no device (learn2learn's CPU-only RL
+    examples build `torch.zeros(1, device=values.device)`)."""
+    value = arg.value
+    return arg.keyword is not None and arg.keyword.value == "device" and isinstance(value, cst.Attribute) \
+        and value.attr.value == "device"

@@ -569,14 +569,19 @@ ONE_OFF_PARTS = frozenset(
 
 
 def in_test_error_or_one_off_code(context: FileContext) -> bool:
-    """Test code, an `except` handler (an error path), or a function named for one-off work."""
+    """Test code, an `except` handler (an error path), or a function named for one-off work. A script's `main` is
+    one-off work around its loops: the training loop it holds runs every step (learn2learn's examples average their
+    meta-gradients parameter by parameter in `main`'s loop)."""
     if context.in_tests:
         return True
+    in_loop = False
     for node in reversed(context.ancestors):
         if isinstance(node, cst.ExceptHandler):
             return True
+        in_loop = in_loop or isinstance(node, (cst.For, cst.While))
         if isinstance(node, cst.FunctionDef):
-            return bool(name_parts(node.name.value) & ONE_OFF_PARTS)
+            parts = name_parts(node.name.value) & ONE_OFF_PARTS
+            return bool(parts - {"main"} if in_loop else parts)
     return False
 
 
