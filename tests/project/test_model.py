@@ -4995,6 +4995,7 @@ def test_a_class_built_only_by_factories_training_never_calls_runs_no_loss(tmp_p
                 net = create_model(256)
                 diffusion = Diffusion()
                 for x, t in loader:
+                    x = x.cuda(non_blocking=True)
                     loss = net(diffusion.q_sample(x, t)).mean()
                     loss.backward()
                     opt.step()
