@@ -6324,3 +6324,34 @@ def test_a_gate_on_a_local_name_read_from_a_setting_follows_the_setting(tmp_path
     assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("train.py", 14, "GPL404"), ("train.py", 22, "GPL401")]
     files["config_train.py"] = files["config_train.py"].replace("= 1", "= 100")
     assert check(tmp_path, files) == []
+
+
+def test_a_distribution_built_in_a_module_the_training_hands_device_tensors_validates_on_the_device(tmp_path, check):
+    """IQL's `policy.py` names no device, but its training imports it and moves the batch to the GPU: the policy's
+    `MultivariateNormal` checks its device arguments with a host read every step. Where the project names no
+    device at all (Spinning Up's CPU policies), it is no sync."""
+    files = {
+        "policy.py": """
+            import torch
+            from torch.distributions import MultivariateNormal
+
+            class GaussianPolicy(torch.nn.Module):
+                def forward(self, obs):
+                    mean = self.net(obs)
+                    return MultivariateNormal(mean, scale_tril=torch.diag(self.log_std.exp()))
+        """,
+        "train.py": """
+            import torch
+            from policy import GaussianPolicy
+
+            def train(loader, optimizer):
+                policy = GaussianPolicy().cuda()
+                for obs, act in loader:
+                    loss = -policy(obs.cuda(non_blocking=True)).log_prob(act.cuda(non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("policy.py", 8, "GPL407")]
+    files["train.py"] = files["train.py"].replace(".cuda(non_blocking=True)", "").replace(".cuda()", "")
+    assert check(tmp_path, files) == []

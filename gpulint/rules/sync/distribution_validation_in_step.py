@@ -122,8 +122,10 @@ class DistributionValidationInStep(SyncRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         # Wherever the file turns validation off, its distributions do not validate; and in a file that shows no
-        # sign of a GPU (Spinning Up's policies run on the CPU), the check reads host memory: no sync.
-        if self._validation_off or not self.context.helper(DeviceEvidence).shows_gpu(self.context):
+        # sign of a GPU (Spinning Up's policies run on the CPU), the check reads host memory: no sync, unless the
+        # project names a device and hands the file its tensors (IQL's `policy.py`, imported by its training).
+        if self._validation_off or not (self.context.helper(DeviceEvidence).shows_gpu(self.context)
+                                        or self.context.facts.device_fed):
             self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
 
 
