@@ -1371,6 +1371,10 @@ class Project:
                           for o in self.overrides(Target(m.path, _class_of(m), True), method)
                           if (program is None or o.path in program) and o not in named]
             return named + overriding
+        if method in ("train", "eval"):
+            # `model.train()`, `self.features.train()`: torch's mode switch of a module, not the one class of the
+            # program that defines a `train` (learn2learn's `MAMLppTrainer`); a trainer's receiver echoes its class.
+            return []
         return [m for _, m in defining] if len({m for _, m in defining}) == 1 else []
 
     def optimizer_steps(self) -> list[Target]:

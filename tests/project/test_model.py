@@ -6355,3 +6355,34 @@ def test_a_distribution_built_in_a_module_the_training_hands_device_tensors_vali
     assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("policy.py", 8, "GPL407")]
     files["train.py"] = files["train.py"].replace(".cuda(non_blocking=True)", "").replace(".cuda()", "")
     assert check(tmp_path, files) == []
+
+
+def test_a_modules_train_mode_switch_is_not_the_project_class_with_a_train_method(tmp_path, check):
+    """learn2learn's supervised pretraining calls `model.train()` in its loop, torch's mode switch; the one class of
+    the program with a `train` method (MAML++'s trainer, which builds an optimizer) is not run by it. A trainer's
+    `train()` on a receiver that echoes its class still is."""
+    files = {
+        "trainer.py": """
+            import torch
+
+            class MetaTrainer:
+                def train(self):
+                    opt = torch.optim.AdamW(self.model.parameters(), 1e-3)
+                    return opt
+        """,
+        "pretrain.py": """
+            import torch
+            from trainer import MetaTrainer
+
+            def pretrain(model, loader, opt):
+                spare = MetaTrainer()
+                for x, y in loader:
+                    model.train()
+                    loss = torch.nn.functional.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+                    loss.backward()
+                    opt.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["pretrain.py"] = files["pretrain.py"].replace("model.train()", "spare.train()")
+    assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("trainer.py", 6, "GPL505")]
