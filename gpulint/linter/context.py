@@ -522,6 +522,11 @@ class FileContext:
                 return True
         return False
 
+    def holds_step_loops(self) -> bool:
+        """The project model found training loops in the enclosing function (a script's `main` that trains)."""
+        facts = self.facts.functions.get(".".join(self._names)) if self._names else None
+        return facts is not None and bool(facts.step_loops)
+
     def called_every_step(self) -> bool:
         """The project model found the enclosing function called on every step by a call it resolved, whatever its
         name says (`FunctionFacts.called_every_step`)."""

@@ -1371,9 +1371,9 @@ class Project:
                           for o in self.overrides(Target(m.path, _class_of(m), True), method)
                           if (program is None or o.path in program) and o not in named]
             return named + overriding
-        if method in ("train", "eval"):
+        if method in ("train", "eval") and not name_parts(receiver.rsplit(".", 1)[-1]) & _RUNNER_PARTS:
             # `model.train()`, `self.features.train()`: torch's mode switch of a module, not the one class of the
-            # program that defines a `train` (learn2learn's `MAMLppTrainer`); a trainer's receiver echoes its class.
+            # program that defines a `train` (learn2learn's `MAMLppTrainer`); `trainer.train()` runs a trainer's.
             return []
         return [m for _, m in defining] if len({m for _, m in defining}) == 1 else []
 
@@ -2942,6 +2942,10 @@ def _fans_out(resolved: _Resolved) -> bool:
 def _is_forward_guess(guess: str) -> bool:
     return guess == "forward" or guess.startswith("forward ")
 
+
+# Names of an object that runs training (`trainer.train()`), not a module switched to training mode (`model.train()`).
+_RUNNER_PARTS = frozenset({"trainer", "runner", "algorithm", "algo", "experiment", "exp", "solver",
+                           "engine", "workspace"})
 
 # Names of a model as a whole: `self.model(x)` may run any model the program builds, not the classes named alike.
 _MODEL_NAMES = frozenset({"model", "module", "net", "network", "models", "modules"})

@@ -574,14 +574,12 @@ def in_test_error_or_one_off_code(context: FileContext) -> bool:
     meta-gradients parameter by parameter in `main`'s loop)."""
     if context.in_tests:
         return True
-    in_loop = False
     for node in reversed(context.ancestors):
         if isinstance(node, cst.ExceptHandler):
             return True
-        in_loop = in_loop or isinstance(node, (cst.For, cst.While))
         if isinstance(node, cst.FunctionDef):
             parts = name_parts(node.name.value) & ONE_OFF_PARTS
-            return bool(parts - {"main"} if in_loop else parts)
+            return bool(parts - {"main"} if context.holds_step_loops() else parts)
     return False
 
 
