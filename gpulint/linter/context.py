@@ -522,23 +522,27 @@ class FileContext:
                 return True
         return False
 
+    def _function_facts(self):
+        """The project model's facts for the function being visited, or None."""
+        return self.facts.functions.get(".".join(self._names)) if self._names else None
+
     def holds_step_loops(self) -> bool:
         """The project model found training loops in the enclosing function (a script's `main` that trains)."""
-        facts = self.facts.functions.get(".".join(self._names)) if self._names else None
+        facts = self._function_facts()
         return facts is not None and bool(facts.step_loops)
 
     def called_every_step(self) -> bool:
         """The project model found the enclosing function called on every step by a call it resolved, whatever its
         name says (`FunctionFacts.called_every_step`)."""
-        facts = self.facts.functions.get(".".join(self._names)) if self._names else None
+        facts = self._function_facts()
         return facts is not None and facts.called_every_step
 
     def _open_param(self, test: cst.BaseExpression) -> bool:
         """`if report_metric:` on a parameter the callers bind to a setting, not an interval test (the model's
         `open_params`)."""
-        if type(test) is not cst.Name or not self._names:
+        if type(test) is not cst.Name:
             return False
-        facts = self.facts.functions.get(".".join(self._names))
+        facts = self._function_facts()
         return facts is not None and test.value in facts.open_params
 
     def is_gate(self, test: cst.BaseExpression) -> bool:

@@ -2242,8 +2242,10 @@ class Project:
                 # made again when the program has built more.
                 program = self._program_of(chain)
                 guess = (resolved.guess, len(resolved.targets), rank, likely, tuple(state.flags), program)
+                if program is not None:
+                    resolved.targets = self._guess_in(resolved.guess, program)
                 if rank <= GATED:  # what a guessed call passes is known all the same, at every call making the guess
-                    for target in self._guess_in(resolved.guess, program) if program is not None else resolved.targets:
+                    for target in resolved.targets:
                         self._record_given((target.path, target.qualname), call, resolved.bound, (path, scope.qualname))
                 if guess in self._guesses:
                     continue
@@ -2254,8 +2256,6 @@ class Project:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound, path, scope)
             if resolved.certain and rank == PER_STEP and not likely and not reach.likely and not call.conditional:
                 self._called_every_step.update((t.path, t.qualname) for t in resolved.targets if self._one_pass(t))
-            if not resolved.certain and program is not None:
-                resolved.targets = self._guess_in(resolved.guess, program)
             if resolved.certain and resolved.targets and not resolved.instantiates:  # not a guess
                 returned = {self._return_kind(t) for t in resolved.targets}
                 self._call_returns.setdefault(path, {}).setdefault(call.func, set()).update(returned)
@@ -2684,9 +2684,11 @@ class Project:
         """The loader class names (`DataLoader`) this file binds to a class of the project with no base class."""
         ix = self.files[path]
         module = ix.scope(MODULE_SCOPE)
+        if module is None:
+            return frozenset()
         found = set()
         for name in LOADER_CLASSES:
-            if module is None or name not in ix.text:
+            if name not in ix.text:
                 continue
             classes = self.resolve_call(path, module, Call(0, (0, 0), name, -1), per_step=False).instantiates
             scopes = [self.files[c.path].scope(c.qualname) for c in classes if c.path in self.files]
