@@ -1549,9 +1549,8 @@ class _Walker:
             loop.iterates_loader = iterates_loader(node.iter)
             loop.evaluates = iterates_eval_loader(node.iter)
             loop.label = dotted(_unwrapped(node.iter)) or ""
-            whole = _modules_of(node.iter)
-            if isinstance(node.target, ast.Name) and (loop.label or whole):
-                scope.assigns.append(Assign(node.target.id, element_of=loop.label or whole))
+            for name, iterable in _loop_elements(node.target, node.iter, loop.label or _modules_of(node.iter)):
+                scope.assigns.append(Assign(name, element_of=iterable))
             self.values.bind(node.target, self._element_kind(node.iter))
         loop.once = any(isinstance(statement, ast.Break) for statement in node.body)
         index = len(scope.loops)
@@ -1961,6 +1960,22 @@ def _modules_of(expr: ast.AST) -> str:
             and expr.func.attr in ("children", "modules"):
         return dotted(expr.func.value) or ""
     return ""
+
+
+def _loop_elements(target: ast.AST, iterable: ast.AST, label: str) -> list[tuple[str, str]]:
+    """The names a for loop binds to elements of a dotted iterable, with it: `for block in self.blocks:`,
+    `for i, layer in enumerate(self.layers):` (sockeye's factor output layers, torch's `Linear`s), and
+    `for p, g in zip(self.params, grads):`."""
+    if isinstance(target, ast.Name):
+        return [(target.id, label)] if label else []
+    if not (isinstance(target, ast.Tuple) and isinstance(iterable, ast.Call) and iterable.args):
+        return []
+    if last_name(iterable.func) == "enumerate" and len(target.elts) == 2:
+        return _loop_elements(target.elts[1], iterable.args[0], dotted(_unwrapped(iterable.args[0])) or "")
+    if last_name(iterable.func) == "zip" and len(target.elts) == len(iterable.args):
+        return [(elt.id, source) for elt, arg in zip(target.elts, iterable.args)
+                if isinstance(elt, ast.Name) and (source := dotted(arg))]
+    return []
 
 
 def _unwrapped(expr: ast.AST) -> ast.AST:

@@ -3376,6 +3376,68 @@ def test_the_main_block_of_a_module_the_project_imports_is_its_self_test(tmp_pat
     assert ("utils_model.py", 9, "GPL504") in found  # the script's own `__main__` calls it every epoch
 
 
+def test_layers_enumerated_from_a_torch_container_are_no_models_of_unknown_class(tmp_path, check):
+    """sockeye's model runs `for i, layer in enumerate(self.factor_output_layers, 1): layer(x)` over a ModuleList of
+    torch `Linear`s: not every module the project builds (its beam search, with host copies, runs at inference).
+    The same for the elements of `zip(...)`."""
+    files = {
+        "search.py": """
+            import torch.nn as nn
+
+            class GreedySearch(nn.Module):
+                def forward(self, scores):
+                    return scores.argmax(-1).cpu()
+        """,
+        "model.py": """
+            import torch
+            import torch.nn as nn
+            from search import GreedySearch
+
+            class Seq2Seq(nn.Module):
+                def translate(self, x):
+                    return GreedySearch()(self.forward(x)[0])
+
+                def __init__(self, sizes):
+                    super().__init__()
+                    self.body = nn.Linear(8, 8)
+                    self.heads = nn.ModuleList()
+                    self.gates = nn.ModuleList()
+                    for size in sizes:
+                        head = nn.Linear(8, size)
+                        self.heads.append(head)
+                        self.gates.append(nn.Sigmoid())
+
+                def forward(self, x):
+                    x = self.body(x)
+                    outs = [x]
+                    for i, head in enumerate(self.heads, 1):
+                        outs.append(head(x))
+                    for head, gate in zip(self.heads, self.gates):
+                        outs.append(gate(head(x)))
+                    return outs
+        """,
+        "translate.py": """
+            from search import GreedySearch
+
+            print(GreedySearch()(load_scores()))
+        """,
+        "train.py": """
+            import torch
+            from model import Seq2Seq
+
+            def main(loader, device):
+                net = Seq2Seq([4, 4])
+                optimizer = torch.optim.Adam(net.parameters())
+                for x in loader:
+                    x = x.to(device, non_blocking=True)
+                    loss = sum(o.sum() for o in net(x))
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+
+
 def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
     """KAIR's DnCNN keeps `self.model = B.sequential(head, *body, tail)`, a project helper returning
     `nn.Sequential(...)`, and its perceptual loss runs `for child in self.features.children(): x = child(x)` over a
