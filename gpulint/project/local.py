@@ -455,6 +455,15 @@ def epoch_end_branch(test: ast.AST) -> str | None:
     return None
 
 
+def counts_an_epoch(body: list[ast.stmt]) -> bool:
+    """`if not train_iter.iter_next(): self.state.epoch += 1; train_iter.reset()` in a loop over batches: the branch
+    taken when an epoch ends (sockeye's fit loop), once per epoch."""
+    return any(isinstance(statement, ast.AugAssign) and isinstance(statement.op, ast.Add)
+               and isinstance(statement.value, ast.Constant) and statement.value.value == 1
+               and _EPOCH_COUNTER.match(last_name(statement.target) or "") for statement in body)
+
+
+_EPOCH_COUNTER = re.compile(r"^(cur_|current_|curr_|n_|num_)?epochs?(_idx|_id|_num|_count)?$", re.IGNORECASE)
 _RUN_PHASE_PARTS = frozenset({"epoch", "train", "training", "run", "fit"})
 
 
@@ -1639,7 +1648,7 @@ class _Walker:
                 scope.regions.append(Region("backend", *span))
             if evaluation == part:
                 scope.regions.append(Region("eval", *span))
-            if epoch_end == part:
+            if epoch_end == part or (part == "body" and counts_an_epoch(body)):
                 scope.regions.append(Region("epoch-end", *span))
             if part in choices and not branch:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))

@@ -367,6 +367,40 @@ def test_an_observer_branch_for_the_end_of_an_epoch_is_not_per_step(tmp_path, ch
     assert 9 in lines and 6 not in lines
 
 
+def test_the_branch_that_counts_an_epoch_in_a_loop_over_batches_is_not_per_step(tmp_path, check):
+    """sockeye's fit loop runs `while True:` over batches and, when the iterator runs dry, `self.epoch += 1` and
+    `train_iter.reset()`, which broadcasts the new shard order: once per epoch. A branch adding a loss to an epoch's
+    total (`epoch_loss += loss.item()`) is no epoch boundary."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            import torch.distributed as dist
+
+            class Shards:
+                def reset(self):
+                    order = [list(range(8))]
+                    dist.broadcast_object_list(order)
+                    self.order = order[0]
+
+            class Trainer:
+                def fit(self, model, train_iter, opt):
+                    epoch_loss = 0.0
+                    while True:
+                        loss = model(train_iter.next().cuda())
+                        loss.backward()
+                        opt.step()
+                        if not train_iter.iter_next():
+                            self.epoch += 1
+                            train_iter.reset()
+                        if loss.requires_grad:
+                            epoch_loss += loss.item()
+
+            Trainer().fit(None, Shards(), None)
+        """,
+    })
+    assert [(line, code) for _, line, code, *_ in found] == [(15, "GPL411"), (22, "GPL201")]
+
+
 def test_a_standard_library_module_is_no_project_file_deep_in_a_package(tmp_path):
     """`from dataclasses import replace` in `reagent/training/utils.py` is the standard library's, not the project's
     `reagent/core/dataclasses.py` (importable only as `reagent.core.dataclasses`): `replace(batch, ...)` is no module
