@@ -33,6 +33,7 @@ from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules impor
     JOINING_FUNCTIONS,
     METADATA_ATTRS,
     METADATA_METHODS,
+    NUMPY_ONLY_METHODS,
     PACKED_BATCH_SIZES,
     SAME_PLACE_FUNCTIONS,
     SAME_PLACE_METHODS,
@@ -426,7 +427,7 @@ class FileContext:
                     and call.args[0].keyword is None and not call.args[0].star \
                     and self.imports.resolve(func.value) == "torch":
                 return self.location_of(call.args[0].value)  # `torch.min(im_shape)`: where its tensor is
-            if method in HOST_METHODS or method in METADATA_METHODS:
+            if method in HOST_METHODS or method in METADATA_METHODS or method in NUMPY_ONLY_METHODS:
                 return "host"
             if method == "to" and call.args and _is_cpu_literal(call.args[0].value):
                 return "host"

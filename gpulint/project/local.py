@@ -52,6 +52,7 @@ from gpulint.project.vocab import (
     LOADER_PARTS,
     METADATA_ATTRS,
     METADATA_METHODS,
+    NUMPY_ONLY_METHODS,
     MICRO_STEP_PARTS,
     NO_GRAD,
     NOT_TRAINING_SWITCH_PARTS,
@@ -963,7 +964,7 @@ class _Values:
         func = call.func
         if isinstance(func, ast.Attribute):
             method = func.attr
-            if method in HOST_METHODS or method in METADATA_METHODS:
+            if method in HOST_METHODS or method in METADATA_METHODS or method in NUMPY_ONLY_METHODS:
                 return "host"
             if method == "to" and call.args and _is_cpu_literal(call.args[0]):
                 return "host"

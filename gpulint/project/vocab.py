@@ -124,6 +124,8 @@ RESUME_PARTS = frozenset({"resume", "resumed", "skip", "skipped"})
 
 # Values on the host: what reading them costs nothing.
 HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
+# Methods of numpy arrays that tensors lack: what they return is a host array (`preds.astype(np.float32)`).
+NUMPY_ONLY_METHODS = frozenset({"astype"})
 METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "names", "layout"})
 METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "nelement", "stride", "get_device", "data_ptr"})
 HOST_BUILTINS = frozenset(

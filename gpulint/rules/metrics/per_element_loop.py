@@ -34,6 +34,8 @@ class PerElementLoop(LoopFactsRule):
         training_script("names = batch_names\nfor i in range(len(names)):\n    print(names[i])"),
         training_script("grid = x.cpu().numpy()\nfor i, n in enumerate(lengths):\n    grid[i, n:] = 0"),
         training_script("chain = x[0]\nfor i in range(1, x.shape[0]):\n    chain = x[i] @ chain"),
+        training_script("preds = preds.astype(np.float32)\nfor n in range(preds.shape[0]):\n"
+                        "    dists[n] = np.linalg.norm(preds[n] - target[n])", header="import numpy as np"),
         "import torch\n\nclass TextCollate:\n    def __call__(self, batch):\n"
         "        padded = torch.zeros(len(batch), 50, dtype=torch.long)\n        for i, text in enumerate(batch):\n"
         "            padded[i, :text.size(0)] = text\n        return padded\n",
