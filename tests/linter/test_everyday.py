@@ -60,7 +60,7 @@ def test_a_stale_noqa_is_reported_and_its_fix_removes_it(run, tmp_path):
 
 def test_noqa_of_rules_that_did_not_run_or_in_strings_is_not_judged(run, tmp_path):
     (tmp_path / "t.py").write_text(
-        TRAIN.replace("loss.backward()", "loss.backward()  # noqa: GPL5")
+        TRAIN.replace("loss.backward()", "loss.backward()  # noqa: GPL503")
         + 'DOC = """an example: value = loss.item()  # noqa: GPL999"""\n'
     )
     assert "GPL003" not in run(tmp_path, "check", "t.py", "--no-cache", "--select", "GPL4")[1]

@@ -6455,7 +6455,7 @@ def test_a_distribution_built_in_a_module_the_training_hands_device_tensors_vali
 
 def test_a_modules_train_mode_switch_is_not_the_project_class_with_a_train_method(tmp_path, check):
     """learn2learn's supervised pretraining calls `model.train()` in its loop, torch's mode switch; the one class of
-    the program with a `train` method (MAML++'s trainer, which builds an optimizer) is not run by it. A trainer's
+    the program with a `train` method (MAML++'s trainer) is not run by it. A trainer's
     `train()` on a receiver that echoes its class still is."""
     files = {
         "trainer.py": """
@@ -6463,8 +6463,8 @@ def test_a_modules_train_mode_switch_is_not_the_project_class_with_a_train_metho
 
             class MetaTrainer:
                 def train(self):
-                    opt = torch.optim.AdamW(self.model.parameters(), 1e-3)
-                    return opt
+                    norm = self.model.weight.norm().item()
+                    return norm
         """,
         "pretrain.py": """
             import torch
@@ -6481,4 +6481,4 @@ def test_a_modules_train_mode_switch_is_not_the_project_class_with_a_train_metho
     }
     assert check(tmp_path, files) == []
     files["pretrain.py"] = files["pretrain.py"].replace("model.train()", "spare.train()")
-    assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("trainer.py", 6, "GPL505")]
+    assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("trainer.py", 6, "GPL401")]
