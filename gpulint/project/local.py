@@ -127,6 +127,7 @@ class Call:
     marker: bool = False  # a step marker (backward, optimizer step, zero_grad)
     name_args: tuple[str, ...] = ()  # arguments that are dotted names (a function passed is a callback)
     arg_names: tuple[str, ...] = ()  # each positional argument that is a plain name, "" for the others
+    kw_names: tuple[tuple[str, str], ...] = ()  # keyword arguments that are dotted names: (keyword, name)
     # Arguments that are the calling function's own parameters, not rebound before the call (`self.ctc(attn, in_lens)`
     # in `forward(self, attn, in_lens)`): (position as "0", "1"... or the keyword, parameter). What its callers pass
     # there is what this call passes on.
@@ -135,6 +136,17 @@ class Call:
     star_args: bool = False  # a positional argument is unpacked (`f(*args)`): which parameters it fills is unknown
     conditional: bool = False  # inside an `if` or an `except` of its scope: it may not run whenever the scope does
     none_args: tuple[str, ...] = ()  # the arguments given a literal None ("0", "1"... or the keyword): left out
+
+    def passed(self, position: int, param: str) -> str:
+        """The name this call passes to parameter `param`, at `position` (after `self`), in place or by keyword
+        (sockeye's `ModelWithLoss(model=training_model, ...)`): the first argument as a dotted name, the others as plain
+        names; "" for anything else."""
+        for keyword, name in self.kw_names:
+            if keyword == param:
+                return name
+        if position == 0:
+            return self.first_arg
+        return self.arg_names[position] if position < len(self.arg_names) and not self.star_args else ""
 
 
 @dataclass
@@ -1822,6 +1834,7 @@ class _Walker:
         )
         if node.args:
             call.first_arg = dotted(node.args[0]) or ""
+        call.kw_names = tuple((k.arg, name) for k in node.keywords if k.arg and (name := dotted(k.value)))
         method = last_name(node.func)
         if method is not None and is_step_marker(node, method):
             call.marker = True

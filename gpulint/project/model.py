@@ -760,8 +760,7 @@ class Project:
         position = init.params.index(source) - 1
         found: set[Target] = set()
         for path, scope, call in self._constructions(cls):
-            passed = call.first_arg if position == 0 else \
-                call.arg_names[position] if position < len(call.arg_names) else ""
+            passed = call.passed(position, source)
             found |= self.types_of(path, scope, passed, depth=2) if passed else set()
         found.discard(cls)  # `model = Wrapper(model)`: the name's other binding, not what was passed
         return found

@@ -3472,6 +3472,59 @@ def test_layers_enumerated_from_a_torch_container_are_no_models_of_unknown_class
     assert check(tmp_path, files) == []
 
 
+def test_a_wrapper_holds_the_model_passed_to_it_by_keyword(tmp_path, check):
+    """sockeye wraps its model as `ModelWithLoss(model=training_model, losses=losses)`, whose forward runs
+    `self.model(...)`: the class of what was passed by keyword, not every module of the project (its beam search,
+    built for translation, copies to the host)."""
+    files = {
+        "search.py": """
+            import torch.nn as nn
+
+            class GreedySearch(nn.Module):
+                def forward(self, scores):
+                    return scores.argmax(-1).cpu()
+        """,
+        "model.py": """
+            import torch.nn as nn
+            from search import GreedySearch
+
+            class Seq2Seq(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(8, 8)
+
+                def translate(self, x):
+                    return GreedySearch()(self.forward(x))
+
+                def forward(self, x):
+                    return self.body(x)
+
+            class ModelWithLoss(nn.Module):
+                def __init__(self, model, losses):
+                    super().__init__()
+                    self.model = model
+                    self.losses = losses
+
+                def forward(self, x):
+                    return self.model(x).sum()
+        """,
+        "train.py": """
+            import torch
+            from model import ModelWithLoss, Seq2Seq
+
+            def main(loader, device):
+                net = Seq2Seq()
+                wrapped = ModelWithLoss(model=net, losses=[])
+                optimizer = torch.optim.Adam(net.parameters())
+                for x in loader:
+                    loss = wrapped(x.to(device, non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+
+
 def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
     """KAIR's DnCNN keeps `self.model = B.sequential(head, *body, tail)`, a project helper returning
     `nn.Sequential(...)`, and its perceptual loss runs `for child in self.features.children(): x = child(x)` over a
