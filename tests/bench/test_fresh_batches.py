@@ -1,0 +1,44 @@
+"""The fresh batches under bench/corpus/fresh are what their README says: each loads, and each repository is in one
+batch only and in no tuned label, whatever its owner is called now (GitHub keeps a moved repository's old address
+working: Lightning-AI/lightning-bolts is batch 10's Lightning-Universe/lightning-bolts)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import sys
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parents[2] / "bench" / "corpus"
+FRESH_EVAL = CORPUS.parent / "fresh_eval.py"
+# Different repositories that share a name.
+DISTINCT = {("dino", frozenset({"IDEA-Research/DINO", "facebookresearch/dino"})),
+            ("lora", frozenset({"cloneofsimo/lora", "microsoft/LoRA"}))}
+
+
+def _fresh_eval():
+    spec = importlib.util.spec_from_file_location("fresh_eval", FRESH_EVAL)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fresh_eval"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_fresh_batch_loads():
+    fresh_eval = _fresh_eval()
+    for folder in sorted((CORPUS / "fresh").iterdir()):
+        batch = fresh_eval.load_batch(folder)
+        assert batch.labels, folder
+
+
+def test_a_repository_is_in_one_batch_and_no_tuned_label_under_any_owner():
+    places: dict[str, set[tuple[str, str]]] = {}
+    for repos in sorted((CORPUS / "fresh").glob("*/repos.csv")):
+        for row in csv.DictReader(repos.open()):
+            places.setdefault(row["repo"].split("/")[1].lower(), set()).add((repos.parent.name, row["repo"]))
+    with (CORPUS / "labels.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            places.setdefault(row["repo"].split("/")[1].lower(), set()).add(("tuned", row["repo"]))
+    repeated = {(name, frozenset(repo for _, repo in found)) for name, found in places.items()
+                if len({where for where, _ in found}) > 1}
+    assert repeated <= DISTINCT, sorted(repeated - DISTINCT)
