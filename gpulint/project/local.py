@@ -1163,10 +1163,12 @@ def given_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | N
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         found = next((given for given in (given_branch(value, optional) for value in test.values) if given), None)
         return found if found and found[0] == "body" else None
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
+    # (`max_len == None` too, as FastSpeech writes it: a parameter left out is None, and None equals only None.)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 \
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) \
             and isinstance(test.left, ast.Name) and test.left.id in optional \
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
-        return ("body" if isinstance(test.ops[0], ast.IsNot) else "orelse", test.left.id)
+        return ("body" if isinstance(test.ops[0], (ast.IsNot, ast.NotEq)) else "orelse", test.left.id)
     return None
 
 

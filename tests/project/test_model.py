@@ -6309,7 +6309,7 @@ def test_an_evaluation_pass_called_beside_the_training_pass_stays_cold(tmp_path,
 
 def test_a_branch_for_an_optional_argument_every_call_in_the_step_passes_is_not_per_step(tmp_path, check):
     """texar's `dynamic_rnn(cell, inputs, sequence_length=None)` is handed the batch's lengths by every encoder that
-    trains: `if sequence_length is None:` (or the `else` of `is not None`) does not run in the step, also where the
+    trains: `if sequence_length is None:` (or `== None`, or the `else` of `is not None`) does not run in the step, also where the
     encoder passes on a parameter of its own that every call of it gives. A step call leaving the argument out,
     passing None, passing on a parameter its own caller leaves out, passing unpacked arguments or a value of unknown
     kind (a configuration's field, which may hold None) keeps the branch."""
@@ -6343,10 +6343,15 @@ def test_a_branch_for_an_optional_argument_every_call_in_the_step_passes_is_not_
                 if lengths is None:
                     lengths = torch.tensor([x.size(1)]).cuda()
                 return x, lengths
+
+            def capped(x, max_len=None):
+                if max_len == None:
+                    max_len = x.max().item()
+                return x[:max_len]
         """,
         "encoder.py": """
             import torch
-            from rnn import dynamic_rnn, masked, padded, sized, spread
+            from rnn import capped, dynamic_rnn, masked, padded, sized, spread
 
             class Encoder(torch.nn.Module):
                 def forward(self, inputs, sequence_length=None, extra=()):
@@ -6355,6 +6360,7 @@ def test_a_branch_for_an_optional_argument_every_call_in_the_step_passes_is_not_
                     out, _ = padded(out, None)
                     out, _ = spread(out, *extra)
                     out, _ = sized(out, self.config.lengths)
+                    out = capped(out, max_len=out.size(0))
                     return out
 
             class Tagger(torch.nn.Module):
