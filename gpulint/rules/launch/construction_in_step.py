@@ -31,7 +31,9 @@ class ConstructionInStep(Rule):
         use_instead="model_c = torch.compile(model)  # once\nfor batch in loader:\n    loss = model_c(batch)",
         fix_safety="No automatic fix: moving a construction out of the loop changes which objects later code "
         "refers to.",
-        false_positives="Off by default (turn it on with `--extend-select GPL505`): on fresh batches 1-44 of `bench/corpus` its findings were real per-step cost 4 times in 24 judged; most constructions it reported ran once: lazily cached, in setup helpers, or at a rare schedule change. "
+        false_positives="Off by default (turn it on with `--extend-select GPL505`): on fresh batches 1-44 of `bench/corpus` its "
+        "findings were real per-step cost 4 times in 24 judged; most constructions it reported ran once: lazily "
+        "cached, in setup helpers, or at a rare schedule change. "
         "A one-time switch inside the loop (`if step == warmup_steps:` or a lazy `if self.opt is "
         "None:`) is not flagged, nor is a construction behind an interval gate (a validation loader built every "
         "`eval_steps`: its cost is spread over them); other one-time conditions are: add `# noqa: GPL505`.",

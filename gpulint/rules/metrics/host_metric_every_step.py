@@ -27,7 +27,9 @@ class HostMetricEveryStep(MetricRule):
         example="acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
         use_instead="Device-side metrics: `(out.argmax(1) == y).float().mean()` (or torchmetrics), accumulated on the "
         "device and read every N steps; or collect predictions and compute sklearn metrics once per epoch.",
-        false_positives="Off by default (turn it on with `--extend-select GPL207`): on fresh batches 1-44 of `bench/corpus` its findings were real per-step cost 9 times in 30 judged; most of its host copies feed host algorithms by design (alignment search, environments) or ran outside training. "
+        false_positives="Off by default (turn it on with `--extend-select GPL207`): on fresh batches 1-44 of `bench/corpus` its "
+        "findings were real per-step cost 9 times in 30 judged; most of its host copies feed host algorithms by "
+        "design (alignment search, environments) or ran outside training. "
         "Metrics under a logging gate or in eval code are not flagged. Arrays that were always on the host "
         "fed to numpy functions are not flagged; sklearn metrics in the step always are.",
     )

@@ -95,7 +95,9 @@ class TensorGrownByCat(MetricRule):
         example="preds = torch.empty(0, device='cuda')\nfor x, y in loader:\n    ...\n    preds = torch.cat([preds, "
         "out.argmax(1)])",
         use_instead="Append the parts to a Python list and call `torch.cat(parts)` once after the loop (one copy).",
-        false_positives="Off by default (turn it on with `--extend-select GPL205`): on fresh batches 1-44 of `bench/corpus` its findings were real per-step cost 3 times in 13 judged; most growing concatenations were bounded (a few conditions, dense blocks) or decoding loops that do not train. "
+        false_positives="Off by default (turn it on with `--extend-select GPL205`): on fresh batches 1-44 of `bench/corpus` its "
+        "findings were real per-step cost 3 times in 13 judged; most growing concatenations were bounded (a few "
+        "conditions, dense blocks) or decoding loops that do not train. "
         "A name that is rebound every iteration before the cat (`x = batch; x = torch.cat([x, x])`) does "
         "not grow and is not flagged, nor is token-by-token decoding under `no_grad` (growing the sequence is the "
         "algorithm), nor an entry chosen by the loop (`batch[key] = torch.cat([batch[key], more])`, where the loop "

@@ -80,7 +80,10 @@ class LossMaskedAfterwards(Rule):
         use_instead="`labels = labels.masked_fill(attention_mask == 0, -100)` once in the collate function, then "
         "`F.cross_entropy(logits.view(-1, V), labels.view(-1), ignore_index=-100)` (with `label_smoothing=eps` for a "
         "smoothed loss).",
-        false_positives="Off by default (turn it on with `--extend-select GPL304`): on fresh batches 1-44 of `bench/corpus` its findings were real per-step cost 1 times in 15 judged; masking the loss costs what `ignore_index` would, since the logits over pads are computed either way, and most of its losses had no pads or already passed `ignore_index`. "
+        false_positives="Off by default (turn it on with `--extend-select GPL304`): on fresh batches 1-44 of `bench/corpus` its "
+        "findings were real per-step cost 1 times in 15 judged; masking the loss costs what `ignore_index` would, "
+        "since the logits over pads are computed either way, and most of its losses had no pads or already passed "
+        "`ignore_index`. "
         "Not reported for a mask the function makes by a threshold (`mask = max_probs.ge(p).float()`: "
         "the confidence weights of pseudo-labels). Masks that are real per-token weights (not 0/1 pad masks), and losses "
         "that need per-sequence "

@@ -39,7 +39,9 @@ class ItemListComprehension(PerTensorRule):
         fix_safety="Unsafe, offered for list comprehensions of the form `[t.item() for t in ts]`: `torch.stack` needs "
         "tensors of one shape on one device (an element of shape `(1,)` among scalars fails, or yields nested lists "
         "when all are `(1,)`), raises on an empty list, and promotes mixed dtypes (ints become floats next to floats).",
-        false_positives="Off by default (turn it on with `--extend-select GPL104`): on fresh batches 1-44 of `bench/corpus` its findings were real per-step cost 6 times in 24 judged; most of its lists were of host tensors or in samplers no shipped configuration uses. "
+        false_positives="Off by default (turn it on with `--extend-select GPL104`): on fresh batches 1-44 of `bench/corpus` its "
+        "findings were real per-step cost 6 times in 24 judged; most of its lists were of host tensors or in samplers"
+        " no shipped configuration uses. "
         "Elements that are already on the host (the comprehension iterates a `.cpu()`/`.tolist()` "
         "result) are skipped when gpulint can see it; comprehensions under a logging gate in the same function are not "
         "flagged.",
