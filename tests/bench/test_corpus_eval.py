@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "corpus_eval.py"
+from tests.bench.scripts import load_bench_script
+
 
 TRAIN_PY = """\
 import torch
@@ -51,15 +51,7 @@ LABELS = [
 ]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("corpus_eval", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["corpus_eval"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ce = _load()
+ce = load_bench_script("corpus_eval")
 
 
 def _git(*args: str, cwd: Path) -> str:

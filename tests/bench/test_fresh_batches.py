@@ -5,27 +5,18 @@ working: Lightning-AI/lightning-bolts is batch 10's Lightning-Universe/lightning
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
 from pathlib import Path
 
+from tests.bench.scripts import load_bench_script
+
 CORPUS = Path(__file__).resolve().parents[2] / "bench" / "corpus"
-FRESH_EVAL = CORPUS.parent / "fresh_eval.py"
 # Different repositories that share a name.
 DISTINCT = {("dino", frozenset({"IDEA-Research/DINO", "facebookresearch/dino"})),
             ("lora", frozenset({"cloneofsimo/lora", "microsoft/LoRA"}))}
 
 
-def _fresh_eval():
-    spec = importlib.util.spec_from_file_location("fresh_eval", FRESH_EVAL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fresh_eval"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_every_fresh_batch_loads():
-    fresh_eval = _fresh_eval()
+    fresh_eval = load_bench_script("fresh_eval")
     for folder in sorted((CORPUS / "fresh").iterdir()):
         batch = fresh_eval.load_batch(folder)
         assert batch.labels, folder

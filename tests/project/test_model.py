@@ -3415,13 +3415,7 @@ def test_layers_enumerated_from_a_torch_container_are_no_models_of_unknown_class
     torch `Linear`s: not every module the project builds (its beam search, with host copies, runs at inference).
     The same for the elements of `zip(...)`."""
     files = {
-        "search.py": """
-            import torch.nn as nn
-
-            class GreedySearch(nn.Module):
-                def forward(self, scores):
-                    return scores.argmax(-1).cpu()
-        """,
+        "search.py": _GREEDY_SEARCH,
         "model.py": """
             import torch
             import torch.nn as nn
@@ -3472,18 +3466,22 @@ def test_layers_enumerated_from_a_torch_container_are_no_models_of_unknown_class
     assert check(tmp_path, files) == []
 
 
+# sockeye's beam search: a module built only for translation, which copies to the host.
+_GREEDY_SEARCH = """
+    import torch.nn as nn
+
+    class GreedySearch(nn.Module):
+        def forward(self, scores):
+            return scores.argmax(-1).cpu()
+"""
+
+
 def test_a_wrapper_holds_the_model_passed_to_it_by_keyword(tmp_path, check):
     """sockeye wraps its model as `ModelWithLoss(model=training_model, losses=losses)`, whose forward runs
     `self.model(...)`: the class of what was passed by keyword, not every module of the project (its beam search,
     built for translation, copies to the host)."""
     files = {
-        "search.py": """
-            import torch.nn as nn
-
-            class GreedySearch(nn.Module):
-                def forward(self, scores):
-                    return scores.argmax(-1).cpu()
-        """,
+        "search.py": _GREEDY_SEARCH,
         "model.py": """
             import torch.nn as nn
             from search import GreedySearch
