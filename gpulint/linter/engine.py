@@ -38,7 +38,7 @@ from gpulint.linter.syntax import child_fields, is_syntax
 from gpulint.project import single_file_facts
 from gpulint.project.facts import ExecState, FileFacts, state_at
 from gpulint.project.local import (
-    MODULE_SCOPE, Scope, attribute_options, holder_at, module_aliases, read_scope, text_step_flags,
+    MODULE_SCOPE, Scope, attribute_options, dotted, holder_at, module_aliases, read_scope, text_step_flags,
 )
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
@@ -319,6 +319,12 @@ def _ast_tree(text: str) -> ast.Module | None:
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_ENVIRONMENT_READS = frozenset({"os.environ", "os.getenv", "os.environ.get", "environ", "getenv"})
+
+
+def _reads_environment(test: ast.AST) -> bool:
+    """`os.environ.get("CHECK_NAN")`, `"DEBUG" in os.environ`, `os.getenv("X") == "1"`."""
+    return any(isinstance(n, (ast.Attribute, ast.Name)) and dotted(n) in _ENVIRONMENT_READS for n in ast.walk(test))
 
 
 def _extends(definition: ast.stmt, name: str) -> bool:
@@ -373,6 +379,20 @@ class _Where:
                 return name
         return ""
 
+    def opt_in_variant(self, pos: tuple[int, int]) -> str:
+        """The name of the definition holding `pos` when it is the variant an `if` on the environment defines, and the
+        `else` defines the default one (minimal-llama's `if os.environ.get("CHECK_NAN"): def check_nan(x): ...` with
+        a `def check_nan(x): pass` below): it runs only when the variable is set. "" otherwise."""
+        node, parents = self._holder(pos)
+        chain = [self.tree, *parents, node] if node is not self.tree else []
+        for outer, inner in zip(chain, chain[1:]):
+            for statement in getattr(outer, "body", ()):
+                if isinstance(statement, ast.If) and any(s is inner for s in statement.body) \
+                        and _reads_environment(statement.test) \
+                        and any(isinstance(s, _DEFINITIONS) and s.name == inner.name for s in statement.orelse):
+                    return inner.name  # type: ignore[attr-defined]
+        return ""
+
     def _options(self, parents: list[ast.AST]) -> dict[str, str]:
         """The enclosing class's attributes set once to a configuration option (local.attribute_options)."""
         cls = next((p for p in reversed(parents) if isinstance(p, ast.ClassDef)), None)
@@ -395,6 +415,10 @@ def _state_of(report: Report, positions, where: _Where | None, facts: FileFacts)
     if replaced:  # the model knows a name by its last definition: an earlier one's code never runs
         return ExecState(False, False, True, f"in a `{replaced}` defined again below, which replaces it",
                          reached=False)
+    variant = where.opt_in_variant(pos)
+    if variant:
+        return ExecState(False, False, True, f"in the `{variant}` defined only when an environment variable is set "
+                         "(a debugging switch, off by default)", reached=False)
     return state_at(scope, pos, facts.functions.get(scope.qualname), facts)
 
 

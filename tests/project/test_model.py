@@ -3569,6 +3569,40 @@ def test_an_object_narrowed_to_a_base_class_runs_the_calls_of_its_subclasses(tmp
     assert [(path, line) for path, line, *_ in found] == [("metrics.py", 8)]
 
 
+def test_a_function_defined_for_an_environment_switch_runs_only_when_it_is_set(tmp_path, check):
+    """minimal-llama defines `check_nan` twice: a NaN debugger under `if os.environ.get("CHECK_NAN"):` and a
+    `pass` in the `else`, the one a run gets by default. A variant chosen by anything else (a module constant) is
+    still read."""
+    files = {
+        "debug.py": """
+            import os
+            import torch
+
+            if os.environ.get("CHECK_NAN"):
+                def check_nan(x):
+                    if torch.isnan(x).any():
+                        raise ValueError("nan")
+            else:
+                def check_nan(x):
+                    pass
+        """,
+        "train.py": """
+            import torch
+            from debug import check_nan
+
+            def fit(model, loader, optimizer, device):
+                for x in loader:
+                    loss = model(x.to(device, non_blocking=True)).mean()
+                    check_nan(loss)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["debug.py"] = files["debug.py"].replace('os.environ.get("CHECK_NAN")', "STRICT")
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("debug.py", 7)]
+
+
 def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
     """KAIR's DnCNN keeps `self.model = B.sequential(head, *body, tail)`, a project helper returning
     `nn.Sequential(...)`, and its perceptual loss runs `for child in self.features.children(): x = child(x)` over a
