@@ -211,6 +211,7 @@ _COLD_REASONS = {
     "once": "in a branch that computes a value once and keeps it",
     "empty": "in the exit for a batch with nothing to compute, which normal steps do not take",
     "failure": "in a branch that reports a failure, a fallback normal steps do not take",
+    "dead": "in a branch that never runs (`if False:`)",
 }
 
 

