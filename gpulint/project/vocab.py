@@ -322,7 +322,7 @@ NOT_TRAINING_PARTS = frozenset(
      "generation", "export", "eval", "evaluate", "evaluation", "predict", "prediction", "test", "tests", "testing",
      "visualize", "visualization", "convert", "deploy", "serve", "server", "app", "gradio",
      "streamlit", "notebook", "notebooks", "docs", "doc", "playground", "verify", "preprocess", "preprocessing",
-     "onnx", "extract", "hubconf"}
+     "onnx", "extract", "hubconf", "synthesis", "synthesize", "translate", "prepare"}
 )
 
 

@@ -1776,6 +1776,10 @@ def test_what_a_helper_returns_is_where_it_lives(tmp_path, check):
     ("chat_sft.py", True),  # nanochat's SFT training script
     ("verify.py", False),  # RWKV-LM's check of a trained model
     ("scripts/sample_images.py", False),
+    ("synthesis.py", False),  # Transformer-TTS's speech synthesis from a trained checkpoint
+    ("prepare_data.py", False),  # its preprocessing of the corpus into spectrograms
+    ("sockeye/translate.py", False),
+    ("synthesizer/train.py", True),  # Real-Time-Voice-Cloning trains its synthesizer there
 ])
 def test_which_files_may_hold_the_training_a_user_runs(path, training):
     from gpulint.project.vocab import is_training_path
