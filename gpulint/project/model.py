@@ -1729,7 +1729,7 @@ class Project:
                 return True
             if callee is None or is_cold_function_name(callee.name) or self._loops_over_batches(target, callee):
                 continue
-            if callee.marker_outside_loop:
+            if callee.marker_outside_loop or self._closure_steps(target, callee):
                 return True
             if depth > 1 and any(
                 self._runs_step_work(self.resolve_call(target.path, callee, inner, per_step=False).targets, depth - 1)
@@ -1737,6 +1737,18 @@ class Project:
             ):
                 return True
         return False
+
+    def _closure_steps(self, target: Target, scope: Scope) -> bool:
+        """Does a function nested in `target` that it calls or hands on step the model (PyTorch-RL's `trpo_step`
+        passes `get_value_loss`, which runs backward, to scipy's L-BFGS)?"""
+        ix = self.files[target.path]
+        definition = _definition_holding(ix, target.qualname)
+        if definition is None:
+            return False
+        used = {call.func for call in scope.calls} | {name for call in scope.calls for name in call.name_args}
+        prefix = f"{target.qualname}."
+        return any(nested.marker_outside_loop and nested.qualname.startswith(prefix) and nested.name in used
+                   for nested in ix.scopes_of(definition).values())
 
     def _updates_on_rollouts(self, target: Target, scope: Scope) -> bool:
         """`step_with_rollouts(self, rollouts)`, `update(self, experiences)`, `update_net(self, buffer)`: a PPO-style

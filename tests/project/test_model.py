@@ -3636,6 +3636,46 @@ def test_code_switched_off_by_hand_never_runs(tmp_path, check):
     assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 20, "GPL421")]
 
 
+def test_a_function_whose_closure_steps_the_model_is_step_work(tmp_path, check):
+    """PyTorch-RL's `trpo_step` steps the value net through a closure it hands to scipy's L-BFGS (`get_value_loss`
+    runs backward) and updates the policy by hand: the loop calling it once per iteration is a step loop. A closure
+    it neither calls nor hands on makes no step work of it."""
+    files = {
+        "trpo.py": """
+            import scipy.optimize
+            import torch
+
+            def trpo_step(policy, value_net, states, returns):
+                def get_value_loss(flat):
+                    loss = (value_net(states) - returns).pow(2).mean()
+                    loss.backward()
+                    return loss.item(), flat
+
+                scipy.optimize.fmin_l_bfgs_b(get_value_loss, [0.0], maxiter=25)
+                if states.abs().sum() < 0.01:
+                    return 0.0
+                return 1.0
+        """,
+        "train.py": """
+            import torch
+            from trpo import trpo_step
+
+            def main_loop(policy, value_net, agent, device):
+                for i_iter in range(1000):
+                    batch = agent.collect_samples(2048)
+                    states = batch.states.to(device, non_blocking=True)
+                    trpo_step(policy, value_net, states, batch.returns)
+
+            main_loop(None, None, None, "cuda")
+        """,
+    }
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("trpo.py", 9), ("trpo.py", 12)]
+    files["trpo.py"] = files["trpo.py"].replace("scipy.optimize.fmin_l_bfgs_b(get_value_loss, [0.0], maxiter=25)",
+                                                "print(len(states))")
+    # (the closure, named like a loss, is still read as step work of its own; the function around it is not)
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("trpo.py", 9)]
+
+
 def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
     """KAIR's DnCNN keeps `self.model = B.sequential(head, *body, tail)`, a project helper returning
     `nn.Sequential(...)`, and its perceptual loss runs `for child in self.features.children(): x = child(x)` over a
