@@ -85,7 +85,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         what_it_does="Flags `torch.zeros(...).cuda()`, `torch.arange(n).view(-1, 1).to(device)`, "
         "`(torch.arange(n) + offset).cuda()`, `torch.LongTensor(n).random_(k).to(device)` and the like (factories "
         "`zeros`, `ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`, the window functions such as "
-        "`hann_window`), what is computed from them on the CPU before the move (`torch.exp(torch.arange(n)).to(dev)`, "
+        "`hann_window`), what is computed from them on the CPU before the move (`torch.exp(torch.arange(n)).to(dev)`, `torch.eye(n)[y].to(dev)`, "
         "`counts = torch.ones(n) * k` then `counts.to(z.device)`, `torch.zeros(n).fill_(s).type_as(x[0])`), "
         "`x.new_tensor([0.5, 0.25])` of constant host data, CPU-built index tensors that index a tensor not known to "
         "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), and numpy random numbers wrapped in a "
@@ -179,6 +179,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         ),
         Invalid(training_script("freqs = torch.exp(-0.5 * torch.arange(0, 16, 2)).to(device)")),
         Invalid(training_script("mask = torch.tril(torch.ones(8, 8)).to(x.device)")),
+        Invalid(training_script("onehot = torch.eye(10)[y.cpu().long()].to(x.device)")),
         Invalid(training_script("mask = torch.ones(8, 8).tril().type(torch.ByteTensor).to(device)")),
         Invalid(training_script("counts = torch.ones((x.shape[0],)) * n_levels + 1\n"
                                 "counts[:2] = torch.randint(1, n_levels, (2,))\ncounts = counts.to(x.device)",
@@ -355,6 +356,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                     self.context.resolve(expr.args[0].value) or "").endswith("Tensor"):
                 return created[0], ""  # no fix: `.type(torch.ByteTensor)` of a device tensor copies it to the CPU
             return created
+        if isinstance(expr, cst.Subscript):
+            # `torch.eye(n)[labels].to(device)`: a one-hot picked from an identity built on the CPU (no fix).
+            created = self._cpu_creation(expr.value)
+            return (created[0], "") if created else None
         if isinstance(expr, cst.BinaryOperation):
             # `(torch.arange(n) + offset).cuda()`: built on the CPU, then moved (no fix: the arithmetic stays).
             created = self._cpu_creation(expr.left) or self._cpu_creation(expr.right)
