@@ -65,7 +65,7 @@ COLD_NAME_PARTS = frozenset(
         "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
         "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
         "detect", "compile", "configure", "config", "register", "repr", "gradcam", "saliency", "visualization",
-        "explain", "explanation",
+        "explain", "explanation", "forecast", "forecasts", "backtest",
     }
 )
 # A switch named for evaluation or sampling (`if args.sample:`, `if args.eval_only:`, `if opt.test:`) runs what
@@ -127,7 +127,8 @@ RESUME_PARTS = frozenset({"resume", "resumed", "skip", "skipped"})
 HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
 # Methods of numpy arrays that tensors lack: what they return is a host array (`preds.astype(np.float32)`).
 NUMPY_ONLY_METHODS = frozenset({"astype"})
-METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "names", "layout"})
+METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "names", "layout",
+                            "columns"})  # (a data frame's column names: `df.columns.tolist()`; no tensor has them)
 METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "nelement", "stride", "get_device", "data_ptr"})
 HOST_BUILTINS = frozenset(
     {"len", "float", "int", "bool", "str", "round", "range", "enumerate", "zip", "list",

