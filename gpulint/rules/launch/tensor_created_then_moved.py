@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpulint.linter.names import last_name, name_parts
+from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.rules.common import is_number, keyword_arg, new_keyword_arg
 from gpulint.rules.examples import training_script
@@ -59,12 +59,17 @@ CONSTANT_NEW_TENSOR_MESSAGE = (
     "`new_tensor` of constant host data copies it to the device on every call; build it once (a registered buffer, "
     "or a module-level tensor moved to the device once)"
 )
+CPU_ATTRIBUTE_MESSAGE = (
+    "`self.{attr}` is built on the CPU in `__init__` and copied to the device on every call (a plain attribute, which "
+    "`module.to(device)` does not move); register it as a buffer, or build it on the device once"
+)
 CPU_INDEX_MESSAGE = (
     "a tensor built on the CPU indexes a tensor that may be on the device: the index is copied to the device on every "
     "call; build it there (`torch.arange(n, device=x.device)`)"
 )
 # Factories whose tensors serve as indices (`logits[torch.arange(n), labels]`, `x[torch.randperm(n)]`).
 _INDEX_FACTORIES = frozenset({"arange", "randperm", "randint"})
+_MOVES_SELF_ATTRIBUTE = re.compile(r"\bself\.\w+\.(?:to|cuda)\(")
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
 
@@ -89,7 +94,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "`torch.eye(n)[y].to(dev)`, "
         "`counts = torch.ones(n) * k` then `counts.to(z.device)`, `torch.zeros(n).fill_(s).type_as(x[0])`), "
         "`x.new_tensor([0.5, 0.25])` of constant host data, CPU-built index tensors that index a tensor not known to "
-        "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), and numpy random numbers wrapped in a "
+        "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), attributes `__init__` builds so "
+        "and a method moves every call (a noise schedule's `self.betas.to(x.device)`), and numpy random numbers wrapped in a "
         "device tensor type (`Tensor(np.random.normal(...))` with `Tensor = torch.cuda.FloatTensor`). It counts code "
         "inside the training loop, in a `forward`, and in helpers that hold no training loop; the setup before a "
         "training loop is not flagged.",
@@ -134,6 +140,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         training_script("if key not in windows:\n    windows[key] = torch.hann_window(400).to(device)",
                         header="windows = {}\nkey = 400"),
         training_script("order = np.arange(8)\nsizes = [4, 5, 6][order[0]]", header="import numpy as np"),
+        "import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        self.keep = self.keep.to(x.device)\n        return x * self.keep[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n",
     )
     invalid = (
         Invalid(
@@ -181,6 +188,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         Invalid(training_script("freqs = torch.exp(-0.5 * torch.arange(0, 16, 2)).to(device)")),
         Invalid(training_script("mask = torch.tril(torch.ones(8, 8)).to(x.device)")),
         Invalid(training_script("onehot = torch.eye(10)[y.cpu().long()].to(x.device)")),
+        Invalid("import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        return x * self.keep.to(x.device)[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n"),
         Invalid(training_script("mask = torch.ones(8, 8).tril().type(torch.ByteTensor).to(device)")),
         Invalid(training_script("counts = torch.ones((x.shape[0],)) * n_levels + 1\n"
                                 "counts[:2] = torch.randint(1, n_levels, (2,))\ncounts = counts.to(x.device)",
@@ -207,9 +215,41 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         ),
     )
 
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        # also a method moving an attribute that `__init__` may have built on the CPU (`self.betas.to(x.device)`)
+        return cls.has_words_in(code) or bool(class_name and _MOVES_SELF_ATTRIBUTE.search(code))
+
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self._cpu_built: dict[int, set[str]] = {}  # per function: names of tensors built on the CPU from factories
+        self._cpu_attributes: list[set[str]] = []  # per enclosing class: `self.` attributes `_cpu_attributes_of` finds
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._cpu_attributes.append(self._cpu_attributes_of(node))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._cpu_attributes.pop()
+
+    def _cpu_attributes_of(self, cls: cst.ClassDef) -> set[str]:
+        """The attributes `__init__` sets, in its own body, to tensors built on the CPU from factories and what is
+        computed from them (DDPM schedulers' `self.betas = torch.linspace(...)`, `self.sqrt_alpha_cum_prod =
+        torch.sqrt(...)`), that no other method sets again (`self.x = self.x.to(device)` moves it once)."""
+        methods = [m for m in cls.body.body if isinstance(m, cst.FunctionDef)]
+        init = next((m for m in methods if m.name.value == "__init__"), None)
+        if init is None or not isinstance(init.body, cst.IndentedBlock):
+            return set()
+        built: set[str] = set()
+        for line in init.body.body:
+            assign = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+            if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                continue
+            target = dotted_name(assign.targets[0].target) or ""
+            if target.count(".") <= 1 and (target.startswith("self.") or "." not in target):
+                (built.add if self._is_cpu_built(assign.value, built) else built.discard)(target)
+        reset = {dotted_name(t.target) for m in methods if m is not init
+                 for a in _assignments(m) for t in a.targets}
+        return {name[5:] for name in built if name.startswith("self.") and name not in reset}
 
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
@@ -226,6 +266,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         created = self._cpu_creation(func.value)
         if created is None and self._built_here(func.value):
             created = (func.value, "")  # `labels = torch.cat([torch.arange(n), ...])` ... `labels.to(device)`
+        attribute = _self_attribute(func.value)
+        if created is None and attribute and self._cpu_attributes and attribute in self._cpu_attributes[-1] \
+                and func.attr.value != "type_as" and self._target_device(node, func.attr.value) is not None:
+            if not one_time_branch(self.context):
+                self._report_where_it_runs(node, CPU_ATTRIBUTE_MESSAGE.format(attr=attribute))
+            return
         if created is None or one_time_branch(self.context):
             return
         factory, kind = created
@@ -280,9 +326,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
 
     def _is_cpu_built(self, expr: cst.BaseExpression, built: set[str]) -> bool:
         """A tensor built on the CPU from torch factories: `torch.arange(n)`, `torch.cat([torch.arange(n)] * 2)`,
-        `(labels.unsqueeze(0) == labels.unsqueeze(1)).float()` with `labels` built so."""
-        if isinstance(expr, cst.Name):
-            return expr.value in built
+        `(labels.unsqueeze(0) == labels.unsqueeze(1)).float()` with `labels` built so (or `self.betas`, in
+        `__init__`)."""
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            return (dotted_name(expr) or "") in built
         if isinstance(expr, cst.Comparison):
             # `torch.arange(n) % 4 == 0`: a CPU tensor compared with CPU tensors or host values stays on the CPU
             return self._is_cpu_built(expr.left, built) and all(
@@ -303,7 +350,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         func = expr.func
         if self._reshape_or_cast(expr):
             return self._is_cpu_built(func.value, built)
-        if self.context.resolve(func) in ("torch.cat", "torch.stack") and expr.args:
+        resolved = self.context.resolve(func) or ""
+        if resolved.startswith("torch.") and resolved[6:] in SAME_DEVICE_FUNCTIONS and expr.args:
+            return self._is_cpu_built(expr.args[0].value, built)  # `torch.cumprod(self.alphas, 0)`: where its input is
+        if resolved in ("torch.cat", "torch.stack") and expr.args:
             parts = expr.args[0].value
             if isinstance(parts, (cst.ListComp, cst.GeneratorExp)):
                 return self._is_cpu_built(parts.elt, built)
@@ -466,3 +516,22 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if name_parts(name) & {"dtype", "type", "cpu", "precision"} or name in DTYPE_NAMES:
             return None
         return "device" if _DEVICE_WORD.search(name) else "tensor"
+
+
+def _self_attribute(expr: cst.BaseExpression) -> str:
+    """`betas` for `self.betas`; "" for anything else."""
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        return expr.attr.value
+    return ""
+
+
+def _assignments(function: cst.FunctionDef) -> list[cst.Assign]:
+    """Every assignment statement in the function's body, at any depth of its blocks."""
+    found: list[cst.Assign] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.append(node)
+
+    function.body.visit(_Collect())
+    return found
