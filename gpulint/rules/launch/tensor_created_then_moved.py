@@ -247,9 +247,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             target = dotted_name(assign.targets[0].target) or ""
             if target.count(".") <= 1 and (target.startswith("self.") or "." not in target):
                 (built.add if self._is_cpu_built(assign.value, built) else built.discard)(target)
+        built = {name for name in built if name.startswith("self.")}
+        if not built:
+            return set()  # (most classes: the other methods need not be walked)
         reset = {dotted_name(t.target) for m in methods if m is not init
                  for a in _assignments(m) for t in a.targets}
-        return {name[5:] for name in built if name.startswith("self.") and name not in reset}
+        return {name[5:] for name in built if name not in reset}
 
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
