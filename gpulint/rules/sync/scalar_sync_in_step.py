@@ -40,7 +40,8 @@ class ScalarSyncInStep(SyncRule):
         training_script("picks = self_rng.choice(8, size=2).tolist()", header="import numpy as np\n\nself_rng = np.random.default_rng(0)"),
         training_script("if not torch.isfinite(loss).all():\n    print(f\"loss is {loss.item()}\")\n    break"),
         "import torch\n\n\ndef evaluate(model, loader):\n    for x, y in loader:\n        print(model(x).sum().item())\n",
-        training_script("names = frame.columns.tolist()", header="frame = load_frame()"),
+        training_script("names = frame.columns.tolist()",
+                        header="import numpy as np\n\n\nclass Frame:\n    columns = np.array([\"a\", \"b\"])\n\n\nframe = Frame()"),
     )
     invalid = (
         Invalid(training_script("loss_value = loss.item()")),
