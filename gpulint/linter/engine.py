@@ -367,12 +367,16 @@ class _Where:
                                                self._options(parents))
         return self.scopes[id(node)]
 
+    def _nesting(self, pos: tuple[int, int]) -> list[tuple[ast.AST, ast.AST]]:
+        """(outer, inner) for each definition holding `pos` and the body it is defined in, outermost first."""
+        node, parents = self._holder(pos)
+        chain = [self.tree, *parents, node] if node is not self.tree else []
+        return list(zip(chain, chain[1:]))
+
     def replaced(self, pos: tuple[int, int]) -> str:
         """The name of the definition holding `pos` (or of one it is nested in) when the same body defines that name
         again further down (co-tracker's first `def bilinear_sampler`): it never runs. "" otherwise."""
-        node, parents = self._holder(pos)
-        chain = [self.tree, *parents, node] if node is not self.tree else []
-        for outer, inner in zip(chain, chain[1:]):
+        for outer, inner in self._nesting(pos):
             name = inner.name  # type: ignore[attr-defined]
             if any(isinstance(s, _DEFINITIONS) and s.name == name and s.lineno > inner.lineno
                    and not _extends(s, name) for s in outer.body):  # type: ignore[attr-defined]
@@ -383,9 +387,7 @@ class _Where:
         """The name of the definition holding `pos` when it is the variant an `if` on the environment defines, and the
         `else` defines the default one (minimal-llama's `if os.environ.get("CHECK_NAN"): def check_nan(x): ...` with
         a `def check_nan(x): pass` below): it runs only when the variable is set. "" otherwise."""
-        node, parents = self._holder(pos)
-        chain = [self.tree, *parents, node] if node is not self.tree else []
-        for outer, inner in zip(chain, chain[1:]):
+        for outer, inner in self._nesting(pos):
             for statement in getattr(outer, "body", ()):
                 if isinstance(statement, ast.If) and any(s is inner for s in statement.body) \
                         and _reads_environment(statement.test) \

@@ -139,11 +139,15 @@ class Call:
 
     def passed(self, position: int, param: str) -> str:
         """The name this call passes to parameter `param`, at `position` (after `self`), in place or by keyword
-        (sockeye's `ModelWithLoss(model=training_model, ...)`): the first argument as a dotted name, the others as plain
-        names; "" for anything else."""
+        (sockeye's `ModelWithLoss(model=training_model, ...)`); "" for anything else."""
         for keyword, name in self.kw_names:
             if keyword == param:
                 return name
+        return self.passed_in_place(position)
+
+    def passed_in_place(self, position: int) -> str:
+        """The positional argument at `position` as a name: the first as a dotted name, the others as plain names;
+        "" for anything else (or when unpacked arguments leave the positions unknown)."""
         if position == 0:
             return self.first_arg
         return self.arg_names[position] if position < len(self.arg_names) and not self.star_args else ""

@@ -1089,8 +1089,7 @@ class Project:
         for path, scope, call in self._constructions(cls):
             if is_kept_apart(path):
                 continue  # a test's torchvision model says nothing of what a library's users hand it
-            passed = call.first_arg if position == 0 else \
-                call.arg_names[position] if position < len(call.arg_names) and not call.star_args else ""
+            passed = call.passed_in_place(position)
             if not passed or not self._external_object(path, scope, passed, seen):
                 return False
             found = True
@@ -1745,10 +1744,11 @@ class Project:
         definition = _definition_holding(ix, target.qualname)
         if definition is None:
             return False
-        used = {call.func for call in scope.calls} | {name for call in scope.calls for name in call.name_args}
         prefix = f"{target.qualname}."
-        return any(nested.marker_outside_loop and nested.qualname.startswith(prefix) and nested.name in used
-                   for nested in ix.scopes_of(definition).values())
+        stepping = {nested.name for nested in ix.scopes_of(definition).values()
+                    if nested.marker_outside_loop and nested.qualname.startswith(prefix)}
+        return bool(stepping) and any(call.func in stepping or stepping.intersection(call.name_args)
+                                      for call in scope.calls)
 
     def _updates_on_rollouts(self, target: Target, scope: Scope) -> bool:
         """`step_with_rollouts(self, rollouts)`, `update(self, experiences)`, `update_net(self, buffer)`: a PPO-style

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gpulint.linter.rule import Invalid, Rule, RuleDocs
+from gpulint.rules.common import off_by_default
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import one_time_branch
 
@@ -16,8 +17,7 @@ DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datal
 class ConstructionInStep(Rule):
     code = "GPL505"
     name = "construction-in-step"
-    # Off by default: real in 4 of 24 judged findings on the fresh batches (see its docs).
-    default_enabled = False
+    default_enabled = False  # mostly false on the fresh batches (its docs say how often)
     message = "`{name}(...)` is built inside the training step; build it once before the loop"
     triggers = ("compile(", "optim.", "DataLoader(", "jit.", "AdamW(", "Adam(", "SGD(")
     hot_only = True  # every finding is "per_step"
@@ -31,10 +31,12 @@ class ConstructionInStep(Rule):
         use_instead="model_c = torch.compile(model)  # once\nfor batch in loader:\n    loss = model_c(batch)",
         fix_safety="No automatic fix: moving a construction out of the loop changes which objects later code "
         "refers to.",
-        false_positives="Off by default (turn it on with `--extend-select GPL505`): on fresh batches 1-44 of `bench/corpus` its "
-        "findings were real per-step cost 4 times in 24 judged; most constructions it reported ran once: lazily "
-        "cached, in setup helpers, or at a rare schedule change. "
-        "A one-time switch inside the loop (`if step == warmup_steps:` or a lazy `if self.opt is "
+        false_positives=off_by_default(
+            code, 4, 24,
+            "most constructions it reported ran once: lazily cached, in setup helpers, or at a rare schedule "
+            "change",
+        )
+        + "A one-time switch inside the loop (`if step == warmup_steps:` or a lazy `if self.opt is "
         "None:`) is not flagged, nor is a construction behind an interval gate (a validation loader built every "
         "`eval_steps`: its cost is spread over them); other one-time conditions are: add `# noqa: GPL505`.",
     )

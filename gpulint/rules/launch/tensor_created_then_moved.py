@@ -9,6 +9,7 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
+from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.rules.common import is_number, keyword_arg, new_keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns, one_time_branch
@@ -250,8 +251,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         built = {name for name in built if name.startswith("self.")}
         if not built:
             return set()  # (most classes: the other methods need not be walked)
-        reset = {dotted_name(t.target) for m in methods if m is not init
-                 for a in _assignments(m) for t in a.targets}
+        reset = set().union(*(_assigned_targets(m) for m in methods if m is not init))
         return {name[5:] for name in built if name not in reset}
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -354,7 +354,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if self._reshape_or_cast(expr):
             return self._is_cpu_built(func.value, built)
         resolved = self.context.resolve(func) or ""
-        if resolved.startswith("torch.") and resolved[6:] in SAME_DEVICE_FUNCTIONS and expr.args:
+        if _torch_function(resolved) in SAME_DEVICE_FUNCTIONS and expr.args:
             return self._is_cpu_built(expr.args[0].value, built)  # `torch.cumprod(self.alphas, 0)`: where its input is
         if resolved in ("torch.cat", "torch.stack") and expr.args:
             parts = expr.args[0].value
@@ -420,10 +420,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return (created[0], "") if created else None
         if not isinstance(expr, cst.Call):
             return None
-        resolved = self.context.resolve(expr.func) or ""
-        if not resolved.startswith("torch.") or resolved.count(".") != 1:
+        kind = _torch_function(self.context.resolve(expr.func) or "")
+        if not kind:
             return None
-        kind = resolved.rsplit(".", 1)[-1]
         if kind in SAME_DEVICE_FUNCTIONS and expr.args:
             # `torch.exp(torch.arange(n) * -0.5)`: computed on the CPU from a CPU factory (no fix: the call stays).
             created = self._cpu_creation(expr.args[0].value)
@@ -521,6 +520,11 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         return "device" if _DEVICE_WORD.search(name) else "tensor"
 
 
+def _torch_function(resolved: str) -> str:
+    """`cumprod` for `torch.cumprod`: a function of torch's top-level namespace; "" for anything else."""
+    return resolved[6:] if resolved.startswith("torch.") and resolved.count(".") == 1 else ""
+
+
 def _self_attribute(expr: cst.BaseExpression) -> str:
     """`betas` for `self.betas`; "" for anything else."""
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
@@ -528,13 +532,17 @@ def _self_attribute(expr: cst.BaseExpression) -> str:
     return ""
 
 
-def _assignments(function: cst.FunctionDef) -> list[cst.Assign]:
-    """Every assignment statement in the function's body, at any depth of its blocks."""
-    found: list[cst.Assign] = []
+class _AssignedTargets(SyntaxVisitor):
+    """The dotted names assignment statements bind (`self.keep = ...`), at any depth of the blocks walked."""
 
-    class _Collect(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            found.append(node)
+    def __init__(self) -> None:
+        self.targets: set[str | None] = set()
 
-    function.body.visit(_Collect())
-    return found
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.targets |= {dotted_name(target.target) for target in node.targets}
+
+
+def _assigned_targets(function: cst.FunctionDef) -> set[str | None]:
+    scan = _AssignedTargets()
+    scan.walk(function.body)
+    return scan.targets

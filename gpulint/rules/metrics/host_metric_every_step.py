@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.common import off_by_default
 from gpulint.rules.examples import training_script
 from gpulint.rules.metrics.helpers import MetricRule, device_to_host_copy
 
@@ -14,8 +15,7 @@ _NUMPY_PREFIXES = ("numpy.", "np.", "sklearn.", "scipy.")
 class HostMetricEveryStep(MetricRule):
     code = "GPL207"
     name = "host-metric-every-step"
-    # Off by default: real in 9 of 30 judged findings on the fresh batches (see its docs).
-    default_enabled = False
+    default_enabled = False  # mostly false on the fresh batches (its docs say how often)
     message = "computing a metric with numpy/sklearn on `.cpu()` copies every step stalls the GPU; compute it with torch on the device and read it when you log"
     triggers = ("sklearn", "cpu")
     docs = RuleDocs(
@@ -27,10 +27,12 @@ class HostMetricEveryStep(MetricRule):
         example="acc = accuracy_score(y.cpu().numpy(), out.argmax(1).cpu().numpy())",
         use_instead="Device-side metrics: `(out.argmax(1) == y).float().mean()` (or torchmetrics), accumulated on the "
         "device and read every N steps; or collect predictions and compute sklearn metrics once per epoch.",
-        false_positives="Off by default (turn it on with `--extend-select GPL207`): on fresh batches 1-44 of `bench/corpus` its "
-        "findings were real per-step cost 9 times in 30 judged; most of its host copies feed host algorithms by "
-        "design (alignment search, environments) or ran outside training. "
-        "Metrics under a logging gate or in eval code are not flagged. Arrays that were always on the host "
+        false_positives=off_by_default(
+            code, 9, 30,
+            "most of its host copies feed host algorithms by design (alignment search, environments) or ran "
+            "outside training",
+        )
+        + "Metrics under a logging gate or in eval code are not flagged. Arrays that were always on the host "
         "fed to numpy functions are not flagged; sklearn metrics in the step always are.",
     )
     valid = (

@@ -9,6 +9,7 @@ import libcst as cst
 from gpulint.linter.names import names_used, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
+from gpulint.rules.common import off_by_default
 from gpulint.rules.examples import training_script
 from gpulint.rules.metrics.helpers import MetricRule, same_target
 
@@ -77,8 +78,7 @@ class TensorGrownByCat(MetricRule):
     gpu_only = False  # the quadratic copying costs on the CPU too
     code = "GPL205"
     name = "tensor-grown-by-cat"
-    # Off by default: real in 3 of 13 judged findings on the fresh batches (see its docs).
-    default_enabled = False
+    default_enabled = False  # mostly false on the fresh batches (its docs say how often)
     message = "`{name} = torch.cat([{name}, ...])` inside a loop copies the whole tensor every iteration (quadratic); collect the parts in a list and concatenate once"
     triggers = ("cat(", "concat", "stack(")
     requires = (("for ", "while"),)  # the self-concatenation is in a loop of the same function
@@ -95,10 +95,12 @@ class TensorGrownByCat(MetricRule):
         example="preds = torch.empty(0, device='cuda')\nfor x, y in loader:\n    ...\n    preds = torch.cat([preds, "
         "out.argmax(1)])",
         use_instead="Append the parts to a Python list and call `torch.cat(parts)` once after the loop (one copy).",
-        false_positives="Off by default (turn it on with `--extend-select GPL205`): on fresh batches 1-44 of `bench/corpus` its "
-        "findings were real per-step cost 3 times in 13 judged; most growing concatenations were bounded (a few "
-        "conditions, dense blocks) or decoding loops that do not train. "
-        "A name that is rebound every iteration before the cat (`x = batch; x = torch.cat([x, x])`) does "
+        false_positives=off_by_default(
+            code, 3, 13,
+            "most growing concatenations were bounded (a few conditions, dense blocks) or decoding loops that"
+            " do not train",
+        )
+        + "A name that is rebound every iteration before the cat (`x = batch; x = torch.cat([x, x])`) does "
         "not grow and is not flagged, nor is token-by-token decoding under `no_grad` (growing the sequence is the "
         "algorithm), nor an entry chosen by the loop (`batch[key] = torch.cat([batch[key], more])`, where the loop "
         "sets `key`: each entry is extended once); a loop known to run only a couple of times is harmless.",

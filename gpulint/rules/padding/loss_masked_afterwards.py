@@ -9,7 +9,7 @@ import libcst as cst
 from gpulint.linter.names import dotted_name, last_name
 from gpulint.linter.rule import Invalid, Report, Rule, RuleDocs
 from gpulint.linter.syntax import descendants
-from gpulint.rules.common import keyword_arg
+from gpulint.rules.common import keyword_arg, off_by_default
 
 _CE_FUNCTIONS = frozenset({"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss"})
 _CE_CLASSES = frozenset({"CrossEntropyLoss", "NLLLoss"})
@@ -56,8 +56,7 @@ _UNREDUCED_OR_MASKED = re.compile(r"\breduction\s*=|\bmasked_(?:select|fill)")
 class LossMaskedAfterwards(Rule):
     code = "GPL304"
     name = "loss-masked-afterwards"
-    # Off by default: real in 1 of 15 judged findings on the fresh batches (see its docs).
-    default_enabled = False
+    default_enabled = False  # mostly false on the fresh batches (its docs say how often)
     message = "the per-token loss is computed over pad positions and masked afterwards; pass `ignore_index` (pads labelled -100) instead"
     triggers = ("reduction", "masked_select", "masked_fill")
 
@@ -80,11 +79,12 @@ class LossMaskedAfterwards(Rule):
         use_instead="`labels = labels.masked_fill(attention_mask == 0, -100)` once in the collate function, then "
         "`F.cross_entropy(logits.view(-1, V), labels.view(-1), ignore_index=-100)` (with `label_smoothing=eps` for a "
         "smoothed loss).",
-        false_positives="Off by default (turn it on with `--extend-select GPL304`): on fresh batches 1-44 of `bench/corpus` its "
-        "findings were real per-step cost 1 times in 15 judged; masking the loss costs what `ignore_index` would, "
-        "since the logits over pads are computed either way, and most of its losses had no pads or already passed "
-        "`ignore_index`. "
-        "Not reported for a mask the function makes by a threshold (`mask = max_probs.ge(p).float()`: "
+        false_positives=off_by_default(
+            code, 1, 15,
+            "masking the loss costs what `ignore_index` would, since the logits over pads are computed either"
+            " way, and most of its losses had no pads or already passed `ignore_index`",
+        )
+        + "Not reported for a mask the function makes by a threshold (`mask = max_probs.ge(p).float()`: "
         "the confidence weights of pseudo-labels). Masks that are real per-token weights (not 0/1 pad masks), and losses "
         "that need per-sequence "
         "normalisation before averaging (a weighted reduction ignore_index cannot express).",

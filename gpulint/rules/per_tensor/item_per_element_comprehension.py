@@ -6,6 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
+from gpulint.rules.common import off_by_default
 from gpulint.rules.examples import training_script
 from gpulint.rules.per_tensor.helpers import (
     PerTensorRule,
@@ -19,8 +20,7 @@ from gpulint.rules.per_tensor.helpers import (
 class ItemListComprehension(PerTensorRule):
     code = "GPL104"
     name = "item-per-element-comprehension"
-    # Off by default: real in 6 of 24 judged findings on the fresh batches (see its docs).
-    default_enabled = False
+    default_enabled = False  # mostly false on the fresh batches (its docs say how often)
     message = (
         "`.item()` per element of a comprehension: one device-to-host sync per tensor; "
         "`torch.stack(tensors).tolist()` reads them all in one transfer"
@@ -39,10 +39,11 @@ class ItemListComprehension(PerTensorRule):
         fix_safety="Unsafe, offered for list comprehensions of the form `[t.item() for t in ts]`: `torch.stack` needs "
         "tensors of one shape on one device (an element of shape `(1,)` among scalars fails, or yields nested lists "
         "when all are `(1,)`), raises on an empty list, and promotes mixed dtypes (ints become floats next to floats).",
-        false_positives="Off by default (turn it on with `--extend-select GPL104`): on fresh batches 1-44 of `bench/corpus` its "
-        "findings were real per-step cost 6 times in 24 judged; most of its lists were of host tensors or in samplers"
-        " no shipped configuration uses. "
-        "Elements that are already on the host (the comprehension iterates a `.cpu()`/`.tolist()` "
+        false_positives=off_by_default(
+            code, 6, 24,
+            "most of its lists were of host tensors or in samplers no shipped configuration uses",
+        )
+        + "Elements that are already on the host (the comprehension iterates a `.cpu()`/`.tolist()` "
         "result) are skipped when gpulint can see it; comprehensions under a logging gate in the same function are not "
         "flagged.",
     )
