@@ -35,7 +35,6 @@ from gpulint.linter.runner import (
 )
 from gpulint.linter.source import decode
 from gpulint.progress import Progress
-from gpulint.project.configs import read_training_configs
 
 # The rules (and libcst, which they import) are imported only where needed: listing them, checking codes on a run
 # whose settings no cache knows yet, or linting a file that is not cached. A warm run imports neither.
@@ -188,8 +187,8 @@ def _check(args: argparse.Namespace, stdin: bool) -> int:
     tasks = [_task(_display(file, cwd), str(file), config, enabled, options, args, unsafe) for file in found.files]
     with Workers(args.jobs or default_jobs()) as workers:
         with Progress("reading", len(tasks), enabled=not args.quiet) as reading:
-            configs = read_training_configs(found.configs, lambda file: _display(file, cwd))
-            tasks = with_project_facts(tasks, cache, workers, reading.advance, configs)
+            config_files = [(_display(file, cwd), file) for file in found.configs]
+            tasks = with_project_facts(tasks, cache, workers, reading.advance, config_files)
         with Progress("fixing" if args.fix else "checking", len(tasks), enabled=not args.quiet) as progress:
             outcomes = run_tasks(tasks, cache, workers, progress.advance)
     cache.save()

@@ -14,7 +14,9 @@ from gpulint.linter.finding import Finding, rule_url
 from gpulint.linter.options import LintOptions
 from gpulint.linter.source import SourceFile, decode
 from gpulint.project import FileFacts, Project, outline
-from gpulint.project.configs import TrainingConfigs
+from gpulint.project.configs import (
+    TrainingConfigs, config_bytes, config_file_facts, config_text, dump_configs, load_configs, united,
+)
 from gpulint.project.index import ModuleIndex
 from gpulint.project.store import dump_facts, dump_index, facts_digest, load_facts, load_index
 
@@ -155,7 +157,7 @@ def _outline(item: tuple[str, str]) -> ModuleIndex:
 
 def with_project_facts(
     tasks: Sequence[FileTask], cache: ResultCache, workers: Workers, done: Callable[[], None] = lambda: None,
-    configs: TrainingConfigs = TrainingConfigs(),
+    config_files: Sequence[tuple[str, Path]] = (),
 ) -> list[FileTask]:
     """The tasks, each with the project model's facts for its file: every task's file is read and outlined, and the
     model built over all of them (gpulint/project/). A file that cannot be read or decoded is left to its worker,
@@ -163,10 +165,11 @@ def with_project_facts(
 
     With a cache: when no file changed since the last run, its facts are reused as they are; else the files that
     did not change are taken from their stored outlines (with the definitions the model read), and only the others
-    are read anew. `configs`: what the project's training configs build by name, and the values they give intervals
-    (with those its training files give, `configs.every_step_intervals`)."""
+    are read anew. `config_files` (display path, path): the project's configs, which tell what its training builds by
+    name and the values it gives intervals (with those its training files give, `configs.every_step_intervals`)."""
     if not tasks:
         return list(tasks)
+    reading_configs = _read_configs(config_files, cache, workers)  # in the workers, while this reads the sources
     texts: dict[str, tuple[str, str]] = {}
     for task in tasks:
         try:
@@ -176,6 +179,7 @@ def with_project_facts(
             continue
         finally:
             done()
+    configs = reading_configs()
     run_key = content_hash("\0".join([
         *(f"{d}\0{h}" for d, (h, _) in sorted(texts.items())), *sorted(configs.classes), "\0names", *sorted(configs.names),
         "\0intervals", *(f"{name}={value}" for name, value in sorted(configs.intervals)),
@@ -191,14 +195,53 @@ def with_project_facts(
         if facts is None:
             return list(tasks)
         if cache.enabled:
-            dumped = {d: dump_facts(f) for d, f in facts.items()}
-            digests = {d: facts_digest(data) for d, data in dumped.items()}
+            dumped, digests = _dumped_facts(facts, cache.run)
             cache.run = {"key": run_key, "facts": dumped, "digests": digests}
             cache.dirty = True
         else:
             digests = {d: "" for d in facts}
     return [replace(t, facts=facts[t.display], facts_digest=digests[t.display]) if t.display in facts else t
             for t in tasks]
+
+
+def _read_configs(
+    config_files: Sequence[tuple[str, Path]], cache: ResultCache, workers: Workers,
+) -> Callable[[], TrainingConfigs]:
+    """Start reading the project's config files: each unchanged one's facts come from the cache, the others are read
+    in the workers. The function returned waits for them and gives the facts of all."""
+    stored = cache.configs if cache.enabled else {}
+    found: dict[str, TrainingConfigs] = {}
+    entries: dict[str, list] = {}
+    unread: list[tuple[str, str, str]] = []  # display, content hash, text
+    for display, path in config_files:
+        data = config_bytes(path)
+        if data is None:
+            continue
+        digest = content_hash(data)
+        entry = stored.get(display)
+        if isinstance(entry, list) and len(entry) == 2 and entry[0] == digest:
+            try:
+                found[display], entries[display] = load_configs(entry[1]), entry
+                continue
+            except (KeyError, TypeError, ValueError):  # an entry of another shape: read the file anew
+                pass
+        unread.append((display, digest, config_text(data)))
+    chunk = max(1, min(16, len(unread) // (workers.jobs * 4)))
+    results = workers.map(_config_facts, [(display, text) for display, _, text in unread], chunksize=chunk)
+
+    def finish() -> TrainingConfigs:
+        for (display, digest, _), facts in zip(unread, results):
+            found[display], entries[display] = facts, [digest, dump_configs(facts)]
+        if cache.enabled and entries != stored:
+            cache.configs, cache.dirty = entries, True
+        return united(found[display] for display, _ in config_files if display in found)
+
+    return finish
+
+
+def _config_facts(item: tuple[str, str]) -> TrainingConfigs:
+    display, text = item
+    return config_file_facts(text, display)
 
 
 def _stored_facts(cache: ResultCache, run_key: str, texts: dict) -> tuple[dict, dict] | None:
@@ -211,6 +254,31 @@ def _stored_facts(cache: ResultCache, run_key: str, texts: dict) -> tuple[dict, 
         return {display: load_facts(data) for display, data in stored.items()}, digests
     except (KeyError, TypeError, ValueError, IndexError):
         return None
+
+
+def _dumped_facts(facts: dict[str, FileFacts], last_run: dict) -> tuple[dict, dict]:
+    """Each file's facts as JSON data, and its digest. A file whose facts are those of the last run keeps that run's
+    data and digest: after one file is edited, most files' facts are unchanged, and comparing them costs far less than
+    encoding and hashing them again."""
+    stored, stored_digests = last_run.get("facts"), last_run.get("digests")
+    if not isinstance(stored, dict) or not isinstance(stored_digests, dict):
+        stored, stored_digests = {}, {}
+    dumped, digests = {}, {}
+    for display, file_facts in facts.items():
+        data, digest = stored.get(display), stored_digests.get(display)
+        if data is not None and isinstance(digest, str) and _same_facts(data, file_facts):
+            dumped[display], digests[display] = data, digest
+        else:
+            dumped[display] = data = dump_facts(file_facts)
+            digests[display] = facts_digest(data)
+    return dumped, digests
+
+
+def _same_facts(data: dict, facts: FileFacts) -> bool:
+    try:
+        return load_facts(data) == facts
+    except (KeyError, TypeError, ValueError, IndexError):  # stored by another version of the facts: not the same
+        return False
 
 
 def _model_facts(
@@ -241,8 +309,7 @@ def _model_facts(
               "(please report this)", file=sys.stderr)
         return None
     if cache.enabled:  # what was read or analysed anew is dumped; the rest is written back as it was stored
-        store.save({ix.path: (texts[ix.path][0], dump_index(ix) if ix.changed else store.entry(ix.path, texts[ix.path][0]))
-                    for ix in indexes})
+        store.save({ix.path: (texts[ix.path][0], dump_index(ix) if ix.changed else None) for ix in indexes})
     return facts
 
 

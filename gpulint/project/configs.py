@@ -313,30 +313,67 @@ _SAMPLE_FOLDERS = frozenset({"sample", "samples"})
 def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs:
     """What the training configs among `paths` build, and the values they give intervals. Unreadable or oversized
     files are skipped: a config only narrows what the model guesses, it is never needed to lint."""
-    classes: set[str] = set()
-    names: set[str] = set()
-    intervals: list[tuple[str, int]] = []
-    values: set[tuple[str, str]] = set()
-    switches: set[tuple[str, str]] = set()
-    keys: set[str] = set()
+    parts = []
     for path in paths:
-        try:
-            if path.stat().st_size > MAX_CONFIG_BYTES:
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        # Any shipped setting may choose an option (a benchmark's script, an inference config): reading more of
-        # them only keeps more branches that the training may take.
-        values |= option_values(text, display(path))
-        switches |= switch_settings(text, display(path))
-        if not is_training_config(display(path)):
-            continue
-        if "target" in text or "class_path" in text:
-            classes |= classes_in(text)
-        if display(path).endswith((".yaml", ".yml", ".json")):
-            names |= named_classes(text)
-            keys |= registry_keys(text)
-        intervals += sorted(interval_settings(text))
-    return TrainingConfigs(frozenset(classes), frozenset(names), tuple(intervals), frozenset(values),
-                           frozenset(switches), frozenset(keys))
+        data = config_bytes(path)
+        if data is not None:
+            parts.append(config_file_facts(config_text(data), display(path)))
+    return united(parts)
+
+
+def config_bytes(path: Path) -> bytes | None:
+    """A config file's bytes; None for one that cannot be read or is too large to be a config."""
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def config_text(data: bytes) -> str:
+    """A config's text as text-mode reading gives it (undecodable bytes replaced, newlines made `\\n`)."""
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def config_file_facts(text: str, display: str) -> TrainingConfigs:
+    """What one config file says (`display`: its path as gpulint shows it, which tells its kind and whether it
+    configures training). `united` joins the files' facts."""
+    # Any shipped setting may choose an option (a benchmark's script, an inference config): reading more of
+    # them only keeps more branches that the training may take.
+    values = frozenset(option_values(text, display))
+    switches = frozenset(switch_settings(text, display))
+    if not is_training_config(display):
+        return TrainingConfigs(values=values, switches=switches)
+    classes = frozenset(classes_in(text)) if "target" in text or "class_path" in text else frozenset()
+    names = keys = frozenset()
+    if display.endswith((".yaml", ".yml", ".json")):
+        names, keys = frozenset(named_classes(text)), frozenset(registry_keys(text))
+    return TrainingConfigs(classes, names, tuple(sorted(interval_settings(text))), values, switches, keys)
+
+
+def united(parts: Iterable[TrainingConfigs]) -> TrainingConfigs:
+    """The facts of many config files as one (their intervals in the order of the files)."""
+    parts = list(parts)
+    return TrainingConfigs(
+        frozenset().union(*(p.classes for p in parts)), frozenset().union(*(p.names for p in parts)),
+        tuple(setting for p in parts for setting in p.intervals), frozenset().union(*(p.values for p in parts)),
+        frozenset().union(*(p.switches for p in parts)), frozenset().union(*(p.keys for p in parts)),
+    )
+
+
+def dump_configs(facts: TrainingConfigs) -> dict:
+    """One file's facts as JSON data (for the cache)."""
+    return {"classes": sorted(facts.classes), "names": sorted(facts.names), "intervals": [list(i) for i in facts.intervals],
+            "values": sorted(map(list, facts.values)), "switches": sorted(map(list, facts.switches)),
+            "keys": sorted(facts.keys)}
+
+
+def load_configs(data: dict) -> TrainingConfigs:
+    """`dump_configs` read back; KeyError, TypeError or ValueError for data of another shape."""
+    return TrainingConfigs(
+        frozenset(map(str, data["classes"])), frozenset(map(str, data["names"])),
+        tuple((str(name), int(value)) for name, value in data["intervals"]),
+        frozenset((str(name), str(value)) for name, value in data["values"]),
+        frozenset((str(name), str(value)) for name, value in data["switches"]), frozenset(map(str, data["keys"])),
+    )

@@ -17,7 +17,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/26"
+FORMAT = "gpulint.project/27"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -138,44 +138,46 @@ def dump_facts(facts: FileFacts) -> dict:
 
 
 def load_facts(data: dict) -> FileFacts:
+    """`dump_facts` read back (by field name: a field added to FileFacts in the middle cannot shift the others)."""
     functions = {}
     for name, f in data["functions"].items():
         reach = f["reach"]
         functions[name] = FunctionFacts(
-            Reach(reach["rank"], reach["likely"], _frames(
+            reach=Reach(reach["rank"], reach["likely"], _frames(
                 [[fr["path"], fr["line"], fr["label"]] for fr in reach["chain"]]
             ), tuple(reach["flags"]), reach["reason"], reach["guessed"]) if reach else None,
-            frozenset(f["step_loops"]),
-            tuple((index, Frame(frame["path"], frame["line"], frame["label"])) for index, frame in f["loop_frames"]),
-            f["epoch"],
-            frozenset(f["gate_params"]),
-            tuple(tuple(pair) for pair in f["param_kinds"]),
-            frozenset(f["unset_params"]),
-            frozenset(f["open_params"]),
-            f["called_every_step"],
-            frozenset(f["given_params"]),
+            step_loops=frozenset(f["step_loops"]),
+            loop_frames=tuple((index, Frame(frame["path"], frame["line"], frame["label"]))
+                              for index, frame in f["loop_frames"]),
+            epoch=f["epoch"],
+            gate_params=frozenset(f["gate_params"]),
+            param_kinds=tuple(tuple(pair) for pair in f["param_kinds"]),
+            unset_params=frozenset(f["unset_params"]),
+            open_params=frozenset(f["open_params"]),
+            called_every_step=f["called_every_step"],
+            given_params=frozenset(f["given_params"]),
         )
     return FileFacts(
-        functions,
-        data["entries"],
-        frozenset(data["hot_names"]),
-        tuple(tuple(pair) for pair in data["return_kinds"]),
-        frozenset(data["on_flags"]),
-        tuple(data["problem"]) if data["problem"] else None,
-        frozenset(data["every_step_intervals"]),
-        tuple((option, tuple(words)) for option, words in data["option_values"]),
-        frozenset(data["off_flags"]),
-        frozenset(data["lightning_classes"]),
-        frozenset(data["unit_intervals"]),
-        tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["copy_calls"]),
-        frozenset(data["host_attributes"]),
-        frozenset(data["layer_classes"]),
-        data["device_fed"],
-        data["used_by_code"],
-        data["batches_copied"],
-        tuple(tuple(pair) for pair in data["library_objects"]),
-        frozenset(data["device_kwargs"]),
-        frozenset(data["own_loaders"]),
+        functions=functions,
+        entries=data["entries"],
+        hot_names=frozenset(data["hot_names"]),
+        return_kinds=tuple(tuple(pair) for pair in data["return_kinds"]),
+        on_flags=frozenset(data["on_flags"]),
+        problem=tuple(data["problem"]) if data["problem"] else None,
+        every_step_intervals=frozenset(data["every_step_intervals"]),
+        option_values=tuple((option, tuple(words)) for option, words in data["option_values"]),
+        off_flags=frozenset(data["off_flags"]),
+        lightning_classes=frozenset(data["lightning_classes"]),
+        unit_intervals=frozenset(data["unit_intervals"]),
+        copy_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["copy_calls"]),
+        host_attributes=frozenset(data["host_attributes"]),
+        layer_classes=frozenset(data["layer_classes"]),
+        device_fed=data["device_fed"],
+        batches_copied=data["batches_copied"],
+        used_by_code=data["used_by_code"],
+        library_objects=tuple(tuple(pair) for pair in data["library_objects"]),
+        device_kwargs=frozenset(data["device_kwargs"]),
+        own_loaders=frozenset(data["own_loaders"]),
     )
 
 

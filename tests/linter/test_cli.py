@@ -152,7 +152,7 @@ def test_config_hot_functions_and_log_gates(run, tmp_path):
 
 def test_cache_hit_and_invalidation(run, project):
     first = run(project, "check", ".", "--format", "json")
-    cache_files = list((project / ".gpulint_cache").rglob("*.json"))
+    cache_files = list((project / ".gpulint_cache").rglob("*.json*"))
     assert sorted(f.name.startswith("project-") for f in cache_files) == [False, True]  # results, project model
     assert run(project, "check", ".", "--format", "json") == first
     (project / "train.py").write_text(TRAIN + "\n# changed\n")
@@ -163,7 +163,7 @@ def test_cache_hit_and_invalidation(run, project):
 
 def test_broken_cache_warns_once_and_still_lints(run, project):
     run(project, "check", ".")
-    for file in (project / ".gpulint_cache").rglob("*.json"):
+    for file in (project / ".gpulint_cache").rglob("*.json*"):
         file.write_text("{not json")
     code, out, err = run(project, "check", ".")
     assert code == 1 and "GPL401" in out and err.count("warning: cannot read cache") == 1

@@ -64,10 +64,15 @@ def test_a_broken_project_store_is_read_anew(tmp_path, monkeypatch, capsys):
     (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
     (tmp_path / "helpers.py").write_text(textwrap.dedent(HELPERS))
     lint(tmp_path, monkeypatch, capsys)
-    for file in (tmp_path / ".gpulint_cache").rglob("project-*.json"):
-        file.write_text('{"format": "gpulint.project/1", "files": {"helpers.py": {"hash": "x", "index": 5}}}')
-    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN) + "\n# changed\n")
-    assert lint(tmp_path, monkeypatch, capsys) == [("helpers.py", 3)]
+    stores = list((tmp_path / ".gpulint_cache").rglob("project-*.jsonl"))
+    assert len(stores) == 1
+    header, *entries = stores[0].read_text().splitlines()
+    for broken in ['{"format": "gpulint.project/1"}\n' + "\n".join(entries),  # another version's store
+                   header + '\n["helpers.py", "x", 5]\n{not json',  # entries of another shape, a line cut short
+                   header + "\n" + "\n".join(entry.replace('"skeleton"', '"skeletons"') for entry in entries)]:
+        stores[0].write_text(broken)
+        (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN) + f"\n# changed {len(broken)}\n")
+        assert lint(tmp_path, monkeypatch, capsys) == [("helpers.py", 3)]
 
 
 def test_the_model_gives_the_same_facts_whatever_the_hash_seed(tmp_path):
@@ -149,3 +154,37 @@ def test_the_facts_of_a_file_do_not_depend_on_which_of_its_functions_were_read(t
     for definition in helpers.definitions.values():
         helpers.scopes_of(definition)
     assert facts_digest(dump_facts(project.file_facts("helpers.py"))) == before
+
+
+def test_stored_facts_read_back_as_they_were_made():
+    """Every field of the facts survives the store (a warm run lints with facts read back, and a run after an edit
+    keeps the stored facts of files whose facts compare equal): the fields are given distinct values, so two read
+    back into each other's places are caught."""
+    import dataclasses
+
+    from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
+    from gpulint.project.store import dump_facts, load_facts
+
+    samples = {bool: True, str: "nonblocking", int: 7}
+    reach = Reach(2, True, (Frame("train.py", 12, "loop"),), ("use_ema",), "why", True)
+    function = FunctionFacts(reach, frozenset({1}), ((1, Frame("train.py", 12, "loop")),), True, frozenset({"g"}),
+                             (("x", "host"),), frozenset({"u"}), frozenset({"o"}), True, frozenset({"p"}))
+    values = {}
+    for spec in dataclasses.fields(FileFacts):
+        kind = spec.type
+        if spec.name == "functions":
+            values[spec.name] = {"train": function}
+        elif kind in ("bool", "str"):
+            values[spec.name] = samples[{"bool": bool, "str": str}[kind]]
+        elif kind.startswith("frozenset"):
+            values[spec.name] = frozenset({spec.name})
+        elif spec.name == "problem":
+            values[spec.name] = (3, 4, "bad")
+        elif spec.name == "option_values":
+            values[spec.name] = (("mode", ("a", "b")),)
+        elif spec.name == "copy_calls":
+            values[spec.name] = (("copy", (0, 1), ("x",)),)
+        else:  # pairs of names
+            values[spec.name] = ((spec.name, "value"),)
+    facts = FileFacts(**values)
+    assert load_facts(json.loads(json.dumps(dump_facts(facts)))) == facts
