@@ -279,6 +279,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
                              "the training step passes")
         elif kind == "one-step":
             return ExecState(False, gated, False, "in a branch taken on one step of the run, not every step")
+        elif kind == "last-pass" and region.loop in facts.step_loops:
+            return ExecState(False, gated, False, "in a branch that ends the training loop (`break`): taken once, "
+                             "not every step")
         elif kind in _COLD_REASONS:
             return ExecState(False, gated, True, _COLD_REASONS[kind])
         elif kind == "loop" and region.loop in facts.step_loops:

@@ -14,6 +14,8 @@ For every function, method and class body, and for the module's own statements (
     eval      the branch a module takes outside training (`if not self.training:`)
     once      a branch that computes a value once and keeps it (`if key not in cache: cache[key] = ...`)
     one-step  a branch taken on one step of the run (`if current_step == merge_bn_startpoint:`)
+    last-pass a branch ending in `break` (`if updates >= max_updates: ...; break`): taken on the last pass of the
+              loop it ends (`Region.loop`), once per run of that loop
     empty     a loss's exit for a batch with nothing to compute (`if not pairs: return torch.tensor(0.0)`)
     failure   a branch that starts by reporting a failure (`if not gotit: print("warning: sampling failed")`)
     main      a module's `if __name__ == "__main__":` block that starts no program (`_starts_program`): its self-test,
@@ -84,7 +86,7 @@ class Region:
     kind: str
     start: Pos
     end: Pos
-    loop: int = -1  # for "loop": the index of the loop in its scope
+    loop: int = -1  # for "loop" and "last-pass": the index of the loop (its body, the loop it ends) in its scope
     # for "switch": the configuration attributes tested, "!name" when negated; for "kept-switch": the attributes of
     # `self` the branch needs true; for "gate" and "exit": the name of the
     # interval the gate divides by ("" for none); for "choice": the option, then the words that choose the branch;
@@ -1696,6 +1698,8 @@ class _Walker:
                 scope.regions.append(Region("once", *span))
             if (part == "body" and one_step_branch(test)) or ends_the_run(body) or self._first_pass_branch(test, part, body):
                 scope.regions.append(Region("one-step", *span))
+            if isinstance(body[-1], ast.Break) and self.loop_stack[-1]:
+                scope.regions.append(Region("last-pass", *span, loop=self.loop_stack[-1][-1]))
             if part == "body" and _empty_exit(test, body):
                 scope.regions.append(Region("empty", *span))
             if _reports_failure(body):

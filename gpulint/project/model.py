@@ -247,7 +247,7 @@ class Project:
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
-        self._class_names: frozenset[str] | None = None
+        self._class_names: dict[str, int] | None = None  # see `_class_definitions`
         self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
         self._step_copies: dict[str, str] | None = None  # per file, how its step code copies to the device
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
@@ -1168,11 +1168,15 @@ class Project:
     def _names_project_class(self, text: str) -> bool:
         return any(name in self._class_definitions() for name in CLASS_LIKE_NAME.findall(text))
 
-    def _class_definitions(self) -> frozenset[str]:
-        """The names of the project's classes."""
+    def _class_definitions(self) -> dict[str, int]:
+        """The names of the project's classes, each with how many classes of that name it defines (a vendored file
+        copied into two packages defines its classes twice)."""
         if self._class_names is None:
-            self._class_names = frozenset(d.name for ix in self.files.values() for d in ix.definitions.values()
-                                          if d.is_class)
+            self._class_names = {}
+            for ix in self.files.values():
+                for definition in ix.definitions.values():
+                    if definition.is_class:
+                        self._class_names[definition.name] = self._class_names.get(definition.name, 0) + 1
         return self._class_names
 
     def _function_passes(self, path: str, scope: Scope, receiver: list[str]) -> list[Target]:
@@ -2220,8 +2224,12 @@ class Project:
                 counts[name] += ix.class_names.get(name, 0)
             for found in pattern.findall(ix.text) if pattern else ():
                 counts[found] += 1
-        # A class a training config names bare (`criterion: DFINECriterion`, built by a registry) is used there.
-        return {name for name, n in counts.items() if n <= 1 and name not in configured and name not in self.config_names}
+        # A class a training config names bare (`criterion: DFINECriterion`, built by a registry) is used there. A
+        # class defined in two copies of a vendored file (conditional-flow-matching's `MixedPrecisionTrainer`) is
+        # named once by each of its definitions.
+        defined = self._class_definitions()
+        return {name for name, n in counts.items() if n <= max(1, defined.get(name, 0))
+                and name not in configured and name not in self.config_names}
 
     def _visit(self, key: Key, reach: Reach, push) -> None:
         if reach.guessed:

@@ -476,6 +476,100 @@ def test_a_branch_that_ends_the_run_is_taken_once(tmp_path, check):
     assert {18, 21} <= lines and not lines & {6, 15, 19}  # the test of line 18 itself runs every step
 
 
+def test_a_class_in_two_copies_of_a_vendored_file_that_nothing_names_is_not_built(tmp_path):
+    """conditional-flow-matching vendors improved-diffusion's `fp16_util.py` into two packages: each copy defines
+    `MixedPrecisionTrainer` (whose methods step an optimizer), and nothing else names it. Each occurrence of the
+    name is a definition: the trainer is built by nothing, and its steps are no entry points."""
+    fp16 = """
+            import torch
+
+
+            def to_half(module):
+                module.half()
+
+
+            def copy_grads(params, master):
+                for p, m in zip(params, master):
+                    m.grad.copy_(p.grad)
+
+
+            class HalfPrecisionTrainer:
+                def __init__(self, model):
+                    self.params = list(model.parameters())
+                    self.master = [p.detach().clone().float() for p in self.params]
+
+                def backward(self, loss):
+                    (loss * 1024.0).backward()
+
+                def step(self, opt):
+                    if self.use_half:
+                        return self._optimize_half(opt)
+                    return opt.step()
+
+                def _optimize_half(self, opt):
+                    copy_grads(self.params, self.master)
+                    for p in self.master:
+                        p.grad.mul_(1.0 / 1024.0)
+                    opt.step()
+    """
+    net = """
+            import torch
+            from .fp16_util import to_half
+
+
+            class Net(torch.nn.Module):
+                def half_precision(self):
+                    to_half(self)
+    """
+    project = model(tmp_path, {
+        "lib/models/fp16_util.py": fp16, "runner/models/fp16_util.py": fp16,
+        "lib/models/net.py": net, "runner/models/net.py": net,
+        "train.py": """
+            import torch
+            from lib.models.net import Net
+
+
+            def main(loader):
+                model = Net().cuda()
+                opt = torch.optim.Adam(model.parameters())
+                for batch in loader:
+                    loss = model(batch.cuda(non_blocking=True))
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+        """,
+    })
+    assert ("train.py", "main") in project.reach
+    assert not [key for key in project.reach if "HalfPrecisionTrainer" in key[1]]
+
+
+def test_a_branch_that_ends_the_training_loop_is_taken_once(tmp_path, check):
+    """pytorch-accelerated's loop, once the maximum number of updates is reached, agrees on it across processes
+    (`torch.tensor([...], device=...)`, `gather(...).any().item()`) and breaks: taken once, on the last step. A branch
+    ending a loop inside the step is taken on every step."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def train(model, loader, opt, max_updates, device, waiters):
+                for step, batch in enumerate(loader):
+                    loss = model(batch)
+                    loss.backward()
+                    opt.step()
+                    if step >= max_updates:
+                        done = torch.tensor([True], device=device)
+                        print(done.any().item())
+                        break
+                    for waiter in waiters:
+                        if waiter.ready:
+                            print(loss.item())
+                            break
+        """,
+    })
+    lines = {line for _, line, *_ in found}
+    assert 15 in lines and not lines & {10, 11}
+
+
 def test_a_branch_for_a_value_no_caller_gives_a_parameter_is_not_per_step(tmp_path, check):
     """Megatron's `clip_grad_norm_fp32(parameters, max_norm, norm_type=2)` has an infinity-norm branch (`if
     norm_type == inf:`, after `norm_type = float(norm_type)`); its optimizer never passes `norm_type`, so only the

@@ -32,6 +32,13 @@ _CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z]*Tensor$")
 
 # An accelerate training script for the examples, with a stand-in `Accelerator` (they run as they are in the
 # harnesses): `prepare` hands its objects back, `backward` runs the loss's backward.
+_STEPS_SCRIPT = (
+    "import torch\nfrom torch.utils.data import DataLoader\n\n\n"
+    "def train(model, dataset, optimizer, device, total_steps=3):\n    loader = DataLoader(dataset, batch_size=4{pin})\n"
+    "    batches = iter(loader)\n    for step in range(total_steps):\n        x, y = next(batches)\n"
+    "        x = x.to(device{blocking})\n"
+    "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
+)
 _PREPARED_SCRIPT = (
     "import torch\nfrom torch.utils.data import DataLoader\n\n\nclass Accelerator:\n    def prepare(self, *objects):\n"
     "        return objects\n\n    def backward(self, loss):\n        loss.backward()\n\n\n"
@@ -42,6 +49,10 @@ _PREPARED_SCRIPT = (
     "        optimizer.step()\n        optimizer.zero_grad()\n"
 )
 
+
+
+# `nn.Module`, `torch.nn.Module`, `Optional[nn.Module]`, `pl.LightningModule`: an annotation naming a module class.
+_MODULE_ANNOTATION = re.compile(r"(?:^|[.\[\s])\w*Module\b")
 
 class BlockingHostToDeviceCopy(SyncRule):
     code = "GPL411"
@@ -109,7 +120,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`.to(dtype)`, `.to(other_tensor)`, `.to(other_tensor.device)` or `.to(self.head.weight.device)` in a module's "
         "`forward` or any function without a training loop (a move between devices of a split model, such as "
         "`labels.to(logits.device)`: the batch's copy from the host happens in the loop) and moves of tensors "
-        "already on the device (registered buffers included) are not flagged, nor a move stored back where it came "
+        "already on the device (registered buffers included) and of parameters annotated as modules (`tokenizer: "
+        "nn.Module`) are not flagged, nor a move stored back where it came "
         "from on the object (`self.W.data = to_device(self.W.data, device)`: the first call moves it, later ones find "
         "it there), nor are files "
         "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device: "
@@ -135,9 +147,17 @@ class BlockingHostToDeviceCopy(SyncRule):
         "        optimizer.step()\n"),
         training_script("z = x.type(torch.half)"),
         _PREPARED_SCRIPT.format(pin=", pin_memory=True"),
+        ("import torch\n\n\nclass Imagination:\n    def __init__(self, tokenizer: torch.nn.Module, device):\n"
+         "        self.tokenizer = tokenizer.to(device).eval()\n\n\n"
+         "def train(model, tokenizer, loader, optimizer, device):\n    for x in loader:\n"
+         "        env = Imagination(tokenizer, device)\n        loss = model(x.to(device, non_blocking=True)).sum()\n"
+         "        loss.backward()\n        optimizer.step()\n"),
     )
     invalid = (
         Invalid(_PREPARED_SCRIPT.format(pin=""), fixed=_PREPARED_SCRIPT.format(pin=", pin_memory=True")),
+        # A loop over step numbers fetching each batch with `next`: the loader feeds the copy (the loader and the copy)
+        Invalid(_STEPS_SCRIPT.format(pin="", blocking=""),
+                fixed=_STEPS_SCRIPT.format(pin=", pin_memory=True", blocking=", non_blocking=True"), count=2),
         Invalid(  # the DataLoader calls `__getitem__` for every sample of every batch
             "import torch\nfrom torch.utils.data import DataLoader, Dataset\n\n\nclass TextSamplerDataset(Dataset):\n"
             "    def __init__(self, data, seq_len):\n        self.data, self.seq_len = data, seq_len\n\n"
@@ -489,7 +509,19 @@ class BlockingHostToDeviceCopy(SyncRule):
             return True
         if self._buffers and _self_attribute(receiver) in self._buffers:
             return True  # `self.bias[None, :n].to(device)`: buffers move with the module
-        return bool(MODULE_NAME.search(last_name(receiver) or ""))
+        return bool(MODULE_NAME.search(last_name(receiver) or "")) or self._annotated_module(receiver)
+
+    def _annotated_module(self, receiver: cst.BaseExpression) -> bool:
+        """A parameter annotated as a module (iris's `WorldModelEnv(tokenizer: torch.nn.Module, ...)`, built every
+        step, runs `tokenizer.to(self.device)`): moving a module that is on the device already copies nothing."""
+        function = self.context.enclosing_function()
+        if function is None or not isinstance(receiver, cst.Name):
+            return False
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == receiver.value and param.annotation is not None:
+                return bool(_MODULE_ANNOTATION.search(self.context.module.code_for_node(param.annotation.annotation)))
+        return False
 
     def _output_of_device_input(self, expr: cst.BaseExpression) -> bool:
         """`netG(s_t.cuda())`, `fft(x_t).detach()` with `x_t` on the device: what a module computes from a device
@@ -566,13 +598,13 @@ _TRAIN_LOADER_KEYWORDS = frozenset({"train_dataloaders", "train_dataloader"})
 
 
 def _in_batch_loop(ancestors: tuple[cst.CSTNode, ...], context) -> bool:
-    """Is a node inside a loop over batches (`for x, y in train_loader:`, `while ...: batch = next(it)`)? Read off
-    the loop's iterable, or for a `while`, its body's code."""
+    """Is a node inside a loop over batches (`for x, y in train_loader:`, `while ...: batch = next(it)`, `for step in
+    range(total_steps): x = next(datalooper)`)? Read off the loop's iterable, or its body's code."""
     for node in ancestors:
         if isinstance(node, cst.For) and (_BATCH_SOURCE.search(context.module.code_for_node(node.iter))
                                           or _BATCH_TARGET.search(context.module.code_for_node(node.target))):
             return True
-        if isinstance(node, cst.While) and "next(" in context.module.code_for_node(node.body):
+        if isinstance(node, (cst.For, cst.While)) and "next(" in context.module.code_for_node(node.body):
             return True
     return False
 
