@@ -15,6 +15,8 @@ SECTIONS = (
     ("Known false positives", "false_positives"),
 )
 CODE_SECTIONS = {"example", "use_instead"}
+# What `Rule.pytorch_only` means, in the docs of each such rule.
+PYTORCH_ONLY = "not run in modules that import JAX or Flax"
 
 
 def summary(rule: type[Rule]) -> dict:
@@ -40,7 +42,7 @@ def table(rules: Sequence[type[Rule]]) -> str:
 
 def rule_text(rule: type[Rule]) -> str:
     out = [f"{rule.code} {rule.name} ({rule.family()}; {'on' if rule.default_enabled else 'off'} by default"
-           f"{'; fixable' if rule.fixable else ''})", ""]
+           f"{'; fixable' if rule.fixable else ''}{'; ' + PYTORCH_ONLY if rule.pytorch_only else ''})", ""]
     for title, attr in SECTIONS:
         out.append(f"## {title}")
         body = getattr(rule.docs, attr).strip()
@@ -78,7 +80,7 @@ def reference_markdown(rules: Sequence[type[Rule]]) -> str:
         for rule in members:
             out += ["", f"### {rule.code} {rule.name}", ""]
             out.append(f"*{rule.message}* — {'on' if rule.default_enabled else 'off'} by default"
-                       f"{', fixable' if rule.fixable else ''}.")
+                       f"{', fixable' if rule.fixable else ''}{', ' + PYTORCH_ONLY if rule.pytorch_only else ''}.")
             for title, attr in SECTIONS:
                 body = getattr(rule.docs, attr).strip()
                 out += ["", f"**{title}**", ""]

@@ -109,6 +109,8 @@ def _lint_text(
     if facts.problem is not None:  # Python's parser found it while the project was read: no rule can run
         line, column, message = facts.problem
         return [parse_error(path, f"syntax error: {message}", line, column)]
+    if _JAX_IMPORT.search(text):  # a JAX program (tevatron's `tevax` trainers): see `Rule.pytorch_only`
+        rules = [r for r in rules if not r.pytorch_only]
     active = [r for r in rules if r.triggers]
     words = tuple(w for r in active for w in r.triggers)
     by_facts = [r for r in active if r.runs_for_facts(facts)]
@@ -492,6 +494,8 @@ def _pruned(text: str, active: Sequence[type[Rule]], facts: FileFacts) -> Cut | 
 
 
 _MAX_PYTHON_NESTING = 200
+# A module importing JAX or Flax at its top level.
+_JAX_IMPORT = re.compile(r"^(?:import|from)[ \t]+(?:jax|flax)\b", re.MULTILINE)
 _NOT_BRACKETS = re.compile(r"[^()\[\]{}]+")
 _NESTING_BLOCK = 4096
 

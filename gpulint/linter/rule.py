@@ -80,6 +80,10 @@ class Rule:
     # True when the rule's cost exists only on a GPU (a host-device sync, a kernel launch saved): the engine drops its
     # findings in a training script that never names a device (devices.py), which runs on the CPU.
     gpu_only: ClassVar[bool] = False
+    # True when the rule's advice holds for PyTorch alone: fixed-length padding (a JAX step compiled with `jax.jit`
+    # wants fixed shapes), pinned loaders and `.to()` copies (JAX moves its numpy batches with `device_put`). The
+    # engine skips it in a module that imports JAX or Flax; host syncs (`.item()`) cost the same there and stay.
+    pytorch_only: ClassVar[bool] = False
 
     def __init__(self, context: "FileContext") -> None:
         self.context = context

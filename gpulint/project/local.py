@@ -790,8 +790,8 @@ _NEGATING_PARTS = frozenset({"no", "not", "without", "disable", "disabled", "ski
 
 
 def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]) -> bool:
-    """Does `if test:` compute a value once and keep it: `if key not in cache:` whose body sets `cache[key]`, or
-    `if self.window is None:` whose body sets `self.window`? Later calls find it there. Not a name of the function's
+    """Does `if test:` compute a value once and keep it: `if key not in cache:` whose body sets `cache[key]`,
+    `if self.window is None:` whose body sets `self.window`, or `if not hasattr(self, "pool"):` setting `self.pool`? Later calls find it there. Not a name of the function's
     own (`local_names`: its parameters and what it assigned before): `if mask is None: mask = ...` runs every call.
     Also `if self.src_mask is None or self.src_mask.size(0) != len(src):`, which builds it again only when the shape
     it was made for changes."""
@@ -800,6 +800,9 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
         caches = {_cache_tested(v) for v in filled}
         return len(caches) == 1 and all(
             v in filled or any(dotted(n) in caches for n in ast.walk(v)) for v in test.values)
+    if (attribute := _hasattr_negated(test)) is not None:  # `if not hasattr(self, "queue_lr"): self.queue_lr = ...`
+        return any(dotted(target) == attribute for statement in body for node in ast.walk(statement)
+                   for target in (node.targets if isinstance(node, ast.Assign) else []))
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return False
     op, right = test.ops[0], test.comparators[0]
@@ -821,6 +824,17 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
                 if not subscripted and dotted(target) == cache:
                     return True
     return False
+
+
+def _hasattr_negated(test: ast.AST) -> str | None:
+    """`self.queue_lr` of `not hasattr(self, "queue_lr")` (Real-ESRGAN's training pool, made on the first step)."""
+    if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call)):
+        return None
+    call = test.operand
+    if not (isinstance(call.func, ast.Name) and call.func.id == "hasattr" and len(call.args) == 2):
+        return None
+    owner, name = dotted(call.args[0]), _string_of(call.args[1])
+    return f"{owner}.{name}" if owner and name else None
 
 
 def _cache_tested(test: ast.AST) -> str | None:

@@ -878,7 +878,7 @@ class Project:
                 for callee in assign.calls:
                     for target_ in self._callable_targets(path, scope, callee):
                         if target_.is_class:
-                            found.add(target_)
+                            found |= self._built_types(target_, depth)
                         elif target_.qualname and depth < 4:
                             found |= self.returned_types(target_, depth + 1)  # `model = build_model(cfg)`
         for name, callee, position in scope.unpacked:  # `model, optimizer = get_model(args)`
@@ -891,6 +891,14 @@ class Project:
                         found |= self.types_of(function.path, callee_scope, item, depth + 1)
         return found
 
+    def _built_types(self, cls: Target, depth: int) -> set[Target]:
+        """What building `cls` gives: the class, or the classes its `__new__` returns instances of (muzero-general's
+        `MuZeroNetwork(config)` is a `MuZeroFullyConnectedNetwork` or a `MuZeroResidualNetwork`)."""
+        new = f"{cls.qualname}.__new__"
+        if depth < 4 and new in self.files[cls.path].definitions:
+            return self.returned_types(Target(cls.path, new, False), depth + 1) or {cls}
+        return {cls}
+
     def returned_types(self, function: Target, depth: int = 0) -> set[Target]:
         """The project classes a function returns instances of (`return GPT(cfg)`, `model = X(); return model`)."""
         scope = self.files[function.path].scope(function.qualname)
@@ -900,7 +908,7 @@ class Project:
         for callee in scope.returned_calls:
             for target in self._callable_targets(function.path, scope, callee):
                 if target.is_class:
-                    found.add(target)
+                    found |= self._built_types(target, depth)
                 elif target.qualname:
                     found |= self.returned_types(target, depth + 1)
         for name in scope.returned_names:

@@ -44,6 +44,9 @@ PER_BATCH_HOOKS = frozenset(
         # torchbearer's and Poutyne's callbacks (the training ones: `on_sample_validation` is evaluation).
         "on_sample", "on_forward", "on_criterion", "on_backward", "on_step_training", "on_train_batch_begin",
         "on_backward_end",
+        # BasicSR's models (Real-ESRGAN's, whose loop is basicsr's `train_pipeline`): each iteration runs
+        # `model.feed_data(batch)`, then `model.optimize_parameters(step)`.
+        "feed_data", "optimize_parameters",
     }
 )
 # Hooks a framework (Lightning) calls once at setup to build the training loader: code the training program runs.

@@ -33,3 +33,22 @@ def test_a_file_whose_only_step_work_is_hot_by_name_is_checked_by_step_rules():
     rules = [r for r in all_rules() if r.default_enabled]
     source = "import torch\n\n\nclass SetCriterion:\n    def match(self, out):\n        return out.argmax(-1).tolist()\n"
     assert [f.code for f in lint_text("criterion.py", source, rules)] == ["GPL401"]
+
+
+def test_a_jax_program_gets_no_pytorch_only_findings():
+    """tevatron's `tevax` trainers tokenize with `padding="max_length"` (a compiled step wants fixed shapes) and load
+    with a torch DataLoader whose numpy batches `device_put` moves: in a module importing JAX or Flax the rules that
+    hold for PyTorch alone are skipped. A host sync (`.item()` of a JAX array, skrl's JAX agents) costs the same."""
+    step = ("\n\ndef train(tokenizer, texts, loader, state, step_fn):\n"
+            "    for batch in loader:\n"
+            "        batch = batch.cuda()\n"
+            "        tokens = tokenizer(texts, padding=\"max_length\", max_length=512)\n"
+            "        loss = step_fn(state, tokens)\n"
+            "        loss.backward()\n"
+            "        print(loss.item())\n")
+    rules = all_rules()
+    assert {f.code for f in lint_text("train.py", "import torch" + step, rules)} >= {"GPL301", "GPL401", "GPL411"}
+    for header in ("import jax\nimport torch", "from flax import linen\nimport torch"):
+        codes = {f.code for f in lint_text("train.py", header + step, rules)}
+        assert "GPL401" in codes and not any(rule.pytorch_only and rule.code in codes for rule in rules)
+    assert {rule.code for rule in rules if rule.pytorch_only} >= {"GPL301", "GPL411"}

@@ -543,6 +543,97 @@ def test_a_class_in_two_copies_of_a_vendored_file_that_nothing_names_is_not_buil
     assert not [key for key in project.reach if "HalfPrecisionTrainer" in key[1]]
 
 
+def test_a_basicsr_models_hooks_run_every_iteration_and_its_lazy_pool_once(tmp_path, check):
+    """Real-ESRGAN's loop is basicsr's `train_pipeline`, outside the project: each iteration calls the model's
+    `feed_data(batch)` (a blocking copy) and `optimize_parameters(step)`. The training pool its helper makes under
+    `if not hasattr(self, "queue_lr"):` is made on the first iteration only."""
+    files = {
+        "realsr/models/__init__.py": "from .sr_model import PoolSRModel\n",
+        "realsr/models/sr_model.py": """
+            import torch
+            from basicsr.models.sr_model import SRModel
+            from basicsr.utils.registry import MODEL_REGISTRY
+
+
+            @MODEL_REGISTRY.register()
+            class PoolSRModel(SRModel):
+                def __init__(self, opt):
+                    super().__init__(opt)
+                    self.queue_size = opt["queue_size"]
+
+                def _enqueue(self):
+                    b, c, h, w = self.lq.size()
+                    if not hasattr(self, "queue_lr"):
+                        self.queue_lr = torch.zeros(self.queue_size, c, h, w).cuda()
+                        self.queue_ptr = 0
+                    self.queue_lr[self.queue_ptr:self.queue_ptr + b] = self.lq.clone()
+
+                def feed_data(self, data):
+                    self.lq = data["lq"].to(self.device)
+                    self._enqueue()
+
+                def optimize_parameters(self, current_iter):
+                    self.optimizer_g.zero_grad()
+                    loss = self.cri_pix(self.net_g(self.lq), self.lq)
+                    loss.backward()
+                    self.optimizer_g.step()
+                    self.log_dict = {"l_pix": loss.item()}
+        """,
+        "realsr/train.py": """
+            import os.path as osp
+
+            import realsr.models  # noqa: F401
+            from basicsr.train import train_pipeline
+
+            if __name__ == "__main__":
+                train_pipeline(osp.abspath(osp.join(__file__, osp.pardir, osp.pardir)))
+        """,
+        "options/train_pool.yml": "name: train_pool\nmodel_type: PoolSRModel\nqueue_size: 180\n",
+    }
+    found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
+    assert ("realsr/models/sr_model.py", 21, "GPL411") in found  # the copy in feed_data
+    assert not [f for f in found if f[1] == 16]  # the pool, made once
+
+
+def test_a_class_whose_new_returns_other_classes_builds_those(tmp_path):
+    """muzero-general's `MuZeroNetwork.__new__` returns a `MuZeroFullyConnectedNetwork` or a `MuZeroResidualNetwork`
+    (by the config): the trainer's `self.model.initial_inference(...)` runs theirs."""
+    project = model(tmp_path, {
+        "models.py": """
+            import torch
+
+            class Network:
+                def __new__(cls, config):
+                    if config.network == "fullyconnected":
+                        return DenseNetwork(config)
+                    return ResidualNetwork(config)
+
+            class DenseNetwork(torch.nn.Module):
+                def initial_inference(self, observation):
+                    return self.head(observation)
+
+            class ResidualNetwork(torch.nn.Module):
+                def initial_inference(self, observation):
+                    return self.blocks(observation)
+        """,
+        "trainer.py": """
+            import models
+
+            class Trainer:
+                def __init__(self, config):
+                    self.model = models.Network(config)
+
+                def update_weights(self, batch, optimizer):
+                    for observation, target in batch:
+                        loss = (self.model.initial_inference(observation) - target).pow(2).mean()
+                        loss.backward()
+                        optimizer.step()
+        """,
+    })
+    assert ("models.py", "DenseNetwork.initial_inference") in project.reach
+    assert ("models.py", "ResidualNetwork.initial_inference") in project.reach
+
+
 def test_a_branch_that_ends_the_training_loop_is_taken_once(tmp_path, check):
     """pytorch-accelerated's loop, once the maximum number of updates is reached, agrees on it across processes
     (`torch.tensor([...], device=...)`, `gather(...).any().item()`) and breaks: taken once, on the last step. A branch
@@ -4180,6 +4271,64 @@ def test_a_loader_another_files_step_copies_from_is_reported_where_it_is_built(t
     assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("data.py", 6, "GPL411")]
     files["train.py"] = files["train.py"].replace("= get_data(args, 'mmc4')", "= accelerator.prepare(*get_data(args, 'mmc4'))")
     assert check(tmp_path, files) == []
+
+
+def test_a_script_with_no_training_step_looping_over_its_own_loader_is_not_the_steps_loader(tmp_path, check):
+    """tevatron's `encode.py` builds a loader without `pin_memory` and loops over it in evaluation mode; its training
+    step (in another file) copies batches in blocking mode. The encoding loader feeds no training step (a data
+    module's loader that no loop of its own iterates still is reported: the test above; so is one whose loop hands
+    its batches to a learner)."""
+    files = {
+        "train.py": """
+            import torch
+
+
+            def train_step(model, batch, optimizer):
+                loss = model(batch.cuda())
+                loss.backward()
+                optimizer.step()
+
+
+            def train(model, loader, optimizer):
+                for batch in loader:
+                    train_step(model, batch, optimizer)
+        """,
+        "encode.py": """
+            import torch
+            from torch.utils.data import DataLoader
+            from tqdm import tqdm
+
+
+            def main(model, dataset, training_args):
+                encode_loader = DataLoader(dataset, batch_size=64)
+                model.eval()
+                encoded = []
+                for ids, batch in tqdm(encode_loader):
+                    with torch.no_grad():
+                        for k, v in batch.items():
+                            batch[k] = v.to(training_args.device)
+                        encoded.append(model(query=batch).cpu())
+                return encoded
+
+
+            if __name__ == "__main__":
+                main(None, None, None)
+        """,
+    }
+    assert [(f[0], f[2]) for f in check(tmp_path, files)] == [("train.py", "GPL411")]
+    # DI-engine's entry hands each batch of its own loader to a learner: that loader feeds the training step.
+    files["entry.py"] = """
+        from torch.utils.data import DataLoader
+
+        def serial_pipeline(dataset, learner):
+            loader = DataLoader(dataset, batch_size=64)
+            for i, data in enumerate(loader):
+                learner.train(data)
+
+        if __name__ == "__main__":
+            serial_pipeline(None, None)
+    """
+    assert ("entry.py", 5, "GPL411") in {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
 
 
 def test_a_grad_hook_the_optimizer_registers_runs_every_backward(tmp_path, check):

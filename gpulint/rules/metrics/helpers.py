@@ -192,6 +192,7 @@ class LoopFrame:
         self.compares_tensor = False  # `pred == c` with a loop variable and a non-host value
         self.reductions = 0  # `.sum()` / `.mean()` / `.item()` calls in the body
         self.sequential = False  # a chain product `acc = x[i] @ acc`: each iteration needs the previous one
+        self.bound: set[str] = set()  # names the body assigned so far (a name bound before the loop carries state)
         self.reported = False
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpulint.linter.names import callee_method, last_name
+from gpulint.linter.names import callee_method, last_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.examples import training_script
 from gpulint.rules.metrics.helpers import LoopFactsRule, LoopFrame, index_name, range_bound, size_of
@@ -27,13 +27,15 @@ class PerElementLoop(LoopFactsRule):
         "`labels[torch.arange(T) > lengths[:, None]] = -100`.",
         false_positives="Loops whose body only does host work with the index (building a Python list of file names). "
         "`len(x)` loops are flagged only when `x` is known to be on the device; chain products (`acc = x[i] @ acc`) are "
-        "sequential by nature and not flagged.",
+        "sequential by nature and not flagged, nor loops passing a call the state it returns (`out, h = cell(x[:, t], h)`, "
+        "an unroll).",
     )
     valid = (
         training_script("losses = criterion(out, y)"),
         training_script("names = batch_names\nfor i in range(len(names)):\n    print(names[i])"),
         training_script("grid = x.cpu().numpy()\nfor i, n in enumerate(lengths):\n    grid[i, n:] = 0"),
         training_script("chain = x[0]\nfor i in range(1, x.shape[0]):\n    chain = x[i] @ chain"),
+        training_script("h = state\nfor i in range(1, actions.shape[0]):\n    out, h = model.unroll(h, actions[i])"),
         training_script("preds = preds.astype(np.float32)\nfor n in range(preds.shape[0]):\n"
                         "    dists[n] = np.linalg.norm(preds[n] - target[n])", header="import numpy as np"),
         "import torch\n\nclass TextCollate:\n    def __call__(self, batch):\n"
@@ -66,6 +68,11 @@ class PerElementLoop(LoopFactsRule):
             self.report_loop(frame, self.message.format(bound=self.context.module.code_for_node(bound)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        bound = {name for target in node.targets for name in target_names(target.target)}
+        for frame in self._frames[-1]:
+            if _state_recurrence(node, bound, frame):
+                frame.sequential = True
+            frame.bound |= bound
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Tuple):
             first = node.targets[0].target.elements[0].value if node.targets[0].target.elements else None
             shape = node.value
@@ -124,6 +131,16 @@ def _in_collate(context) -> bool:
         if isinstance(node, cst.ClassDef):
             return "collat" in node.name.value.lower()
     return False
+
+
+def _state_recurrence(node: cst.Assign, bound: set[str], frame: LoopFrame) -> bool:
+    """`value, reward, hidden = model.recurrent_inference(hidden, actions[:, i])`, `h = cell(x[i], h)`, where the state
+    comes from before the loop: a call given the state it returns, each pass needing the one before (MuZero's unroll,
+    an RNN cell), sequential by nature. Not `scores = clamp(scores, 0, 1)` on what this pass bound."""
+    if not isinstance(node.value, cst.Call):
+        return False
+    carried = bound - frame.bound - frame.loop_vars
+    return any(isinstance(arg.value, cst.Name) and arg.value.value in carried for arg in node.value.args)
 
 
 def _matmul_recurrence(name: str, value: cst.BaseExpression) -> bool:

@@ -55,6 +55,7 @@ _UNREDUCED_OR_MASKED = re.compile(r"\breduction\s*=|\bmasked_(?:select|fill)")
 
 class LossMaskedAfterwards(Rule):
     code = "GPL304"
+    pytorch_only = True
     name = "loss-masked-afterwards"
     default_enabled = False  # mostly false on the fresh batches (its docs say how often)
     message = "the per-token loss is computed over pad positions and masked afterwards; pass `ignore_index` (pads labelled -100) instead"

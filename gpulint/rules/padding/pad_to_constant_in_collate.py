@@ -24,6 +24,7 @@ _COLLATE_DEF = re.compile(r"def\s+(?:\w*collate\w*|__getitem__)\s*\(", re.IGNORE
 
 class PadToConstantInCollate(Rule):
     code = "GPL303"
+    pytorch_only = True
     name = "pad-to-constant-in-collate"
     message = "every example or batch is padded to the constant `{length}`; pad to the batch's longest sequence instead"
     triggers = ("collate", "Collat", "__getitem__", "pad", "while len(")

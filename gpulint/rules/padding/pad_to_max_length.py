@@ -31,6 +31,7 @@ _PASSES_PADDING = re.compile(r"\bpadding\s*=\s*padding\b|[\"']padding[\"']\s*:\s
 
 class PadToMaxLength(Rule):
     code = "GPL301"
+    pytorch_only = True
     name = "pad-to-max-length"
     message = "padding every batch to `max_length` spends attention and MLP FLOPs on pad tokens; pad per batch instead"
     triggers = ("max_length", "pad_to_max_length", "MAX_LENGTH")

@@ -13,6 +13,7 @@ _PACKING = frozenset({"pack_padded_sequence", "pack_sequence"})
 
 class PaddedRnnWithoutPacking(Rule):
     code = "GPL302"
+    pytorch_only = True
     name = "padded-rnn-without-packing"
     message = "`pad_sequence` output fed to an RNN/LSTM/GRU without `pack_padded_sequence`: the recurrence runs every pad step"
     triggers = ("pad_sequence",)

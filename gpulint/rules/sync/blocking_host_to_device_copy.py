@@ -51,11 +51,14 @@ _PREPARED_SCRIPT = (
 
 
 
+# A call that trains on a batch: `learner.train(data)`, `agent.update(batch)`, `loss.backward()`, `opt.step()`.
+_TRAINS = re.compile(r"\.\w*(?:train|update|learn|step|optimi[sz]e|fit)\w*\s*\(|backward\s*\(")
 # `nn.Module`, `torch.nn.Module`, `Optional[nn.Module]`, `pl.LightningModule`: an annotation naming a module class.
 _MODULE_ANNOTATION = re.compile(r"(?:^|[.\[\s])\w*Module\b")
 
 class BlockingHostToDeviceCopy(SyncRule):
     code = "GPL411"
+    pytorch_only = True
     name = "blocking-host-to-device-copy"
     message = "`{call}` of a batch without `non_blocking=True` is a synchronous copy: the host waits for the GPU queue"
     message_unpinned = (
@@ -258,6 +261,13 @@ class BlockingHostToDeviceCopy(SyncRule):
         # training loader (`train_dataloader` hooks and the helpers they call).
         self._fed_to_trainer: set[str] = set()
         self._loader_builders: set[str] = set(TRAIN_LOADER_HOOKS)
+        # Names a loop of this file iterates without training on what it gets (tevatron's `for ids, batch in
+        # tqdm(encode_loader):`; not DI-engine's `for i, data in enumerate(loader): learner.train(data)`).
+        self._iterated: set[str] = set()
+
+    def visit_For(self, node: cst.For) -> None:
+        if not _TRAINS.search(self.context.module.code_for_node(node.body)):
+            self._iterated |= _names_in(node.iter)
 
     def leave_Call(self, original_node: cst.Call) -> None:
         if last_name(original_node.func) in ("register_buffer", "register_parameter") and original_node.args:
@@ -366,6 +376,8 @@ class BlockingHostToDeviceCopy(SyncRule):
             nonblocking = self._nonblocking if in_file else elsewhere == "nonblocking"
             message = self.message_unpinned if nonblocking else self.message_unpinned_blocking
             for loader, ancestors in self._unpinned_loaders:
+                if not in_file and not self.context.facts.step_code() and _bound_to(ancestors, self._iterated):
+                    continue  # a file with no training step looping over its own loader: tevatron's `encode.py`
                 pinned = self._pinned(loader) if loader in self._loaders_to_pin else None
                 fix = (pinned,) if pinned is not None else ()
                 if not in_error_path_or_first_step(ancestors) and not _bound_for_evaluation(ancestors) \
@@ -670,6 +682,18 @@ def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
 
 
 _EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test", "testing"})
+
+
+def _names_in(expr: cst.BaseExpression) -> set[str]:
+    """The names and dotted names in an expression (`tqdm(self.loader)`: `tqdm`, `self.loader`, `self`)."""
+    found: set[str] = set()
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Name, cst.Attribute)) and (name := dotted_name(node)):
+            found.add(name)
+        stack.extend(node.children)
+    return found
 
 
 def _bound_to(ancestors: Sequence[cst.CSTNode], names: set[str]) -> bool:
