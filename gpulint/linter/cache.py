@@ -3,8 +3,7 @@
 One JSON file per (version, store format, settings) under `.gpulint_cache/`, mapping a path to the hash of its
 bytes and its findings, with the rule codes those settings enable (and the facts of the last run's project model and
 config files): a warm run reads it once, then only hashes files, and never needs to import the rules to know which
-are on. A cache that cannot be read or written is ignored with one warning;
-it never changes what is reported.
+are on. A cache that cannot be read or written is ignored with one warning; it never changes what is reported.
 """
 
 from __future__ import annotations
