@@ -791,10 +791,10 @@ _NEGATING_PARTS = frozenset({"no", "not", "without", "disable", "disabled", "ski
 
 def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]) -> bool:
     """Does `if test:` compute a value once and keep it: `if key not in cache:` whose body sets `cache[key]`,
-    `if self.window is None:` whose body sets `self.window`, or `if not hasattr(self, "pool"):` setting `self.pool`? Later calls find it there. Not a name of the function's
-    own (`local_names`: its parameters and what it assigned before): `if mask is None: mask = ...` runs every call.
-    Also `if self.src_mask is None or self.src_mask.size(0) != len(src):`, which builds it again only when the shape
-    it was made for changes."""
+    `if self.window is None:` whose body sets `self.window`, or `if not hasattr(self, "pool"):` setting `self.pool`?
+    Later calls find it there. Not a name of the function's own (`local_names`: its parameters and what it assigned
+    before): `if mask is None: mask = ...` runs every call. Also `if self.src_mask is None or self.src_mask.size(0) !=
+    len(src):`, which builds it again only when the shape it was made for changes."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         filled = [v for v in test.values if _fills_cache(v, body, local_names)]
         caches = {_cache_tested(v) for v in filled}

@@ -261,13 +261,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         # training loader (`train_dataloader` hooks and the helpers they call).
         self._fed_to_trainer: set[str] = set()
         self._loader_builders: set[str] = set(TRAIN_LOADER_HOOKS)
-        # Names a loop of this file iterates without training on what it gets (tevatron's `for ids, batch in
-        # tqdm(encode_loader):`; not DI-engine's `for i, data in enumerate(loader): learner.train(data)`).
-        self._iterated: set[str] = set()
+        self._loops: list[cst.For] = []  # every `for` loop of the file (see `_iterated_without_training`)
 
     def visit_For(self, node: cst.For) -> None:
-        if not _TRAINS.search(self.context.module.code_for_node(node.body)):
-            self._iterated |= _names_in(node.iter)
+        self._loops.append(node)
 
     def leave_Call(self, original_node: cst.Call) -> None:
         if last_name(original_node.func) in ("register_buffer", "register_parameter") and original_node.args:
@@ -375,9 +372,11 @@ class BlockingHostToDeviceCopy(SyncRule):
             # copies that make it slow are in the step.
             nonblocking = self._nonblocking if in_file else elsewhere == "nonblocking"
             message = self.message_unpinned if nonblocking else self.message_unpinned_blocking
+            # A file with no training step looping over its own loader (tevatron's `encode.py`) feeds no step with it.
+            own = self._iterated_without_training() if not in_file and not self.context.facts.step_code() else set()
             for loader, ancestors in self._unpinned_loaders:
-                if not in_file and not self.context.facts.step_code() and _bound_to(ancestors, self._iterated):
-                    continue  # a file with no training step looping over its own loader: tevatron's `encode.py`
+                if _bound_to(ancestors, own):
+                    continue
                 pinned = self._pinned(loader) if loader in self._loaders_to_pin else None
                 fix = (pinned,) if pinned is not None else ()
                 if not in_error_path_or_first_step(ancestors) and not _bound_for_evaluation(ancestors) \
@@ -418,6 +417,16 @@ class BlockingHostToDeviceCopy(SyncRule):
         function = self.context.enclosing_function()
         if function is not None and function.name.value in TRAIN_LOADER_HOOKS and method:
             self._loader_builders.add(method)  # `def train_dataloader(self): return self._dataloader()`
+
+    def _iterated_without_training(self) -> set[str]:
+        """The names the file's loops iterate without training on what they get (tevatron's `for ids, batch in
+        tqdm(encode_loader):`; not DI-engine's `for i, data in enumerate(loader): learner.train(data)`). Read only
+        when a loader might be reported: it regenerates each loop's body."""
+        names: set[str] = set()
+        for loop in self._loops:
+            if not _TRAINS.search(self.context.module.code_for_node(loop.body)):
+                names |= _names_in(loop.iter)
+        return names
 
     def _feeds_trainer(self, ancestors: tuple[cst.CSTNode, ...]) -> bool:
         """Is the DataLoader built in a Lightning module's training-loader hook (or a helper it calls), or bound to
