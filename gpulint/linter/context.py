@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 import libcst as cst
 
-from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts
+from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts, params_of
 from gpulint.project.facts import FileFacts
 from gpulint.project.local import (
     gate_interval, gpu_branch, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags, tuple_kinds,
@@ -146,10 +146,10 @@ class FileContext:
             facts = self.facts.functions.get(".".join(self._names))
             # Every parameter is bound (to what its callers pass, where the model knows it): a branch that rebinds one
             # (`if valid_mics is None: valid_mics = torch.LongTensor(...)`) leaves it of unknown place after the `if`.
-            scope: dict[str, Location] = {p.name.value: "unknown" for p in _params(node)}
+            scope: dict[str, Location] = {p.name.value: "unknown" for p in params_of(node)}
             self._scopes.append({**scope, **dict(facts.param_kinds)} if facts is not None else scope)
             self._assigned.append(set())
-            self._declared.append({p.name.value for p in _params(node) if _is_scalar_annotation(p.annotation)
+            self._declared.append({p.name.value for p in params_of(node) if _is_scalar_annotation(p.annotation)
                                    or _defaults_to_bool(p)})
             self._moves.append(_later_moves(node.body))
             for name in self._declared[-1]:
@@ -668,11 +668,6 @@ def _subscript_key(node: cst.Subscript) -> str | None:
 def _keyed(name: str, key: str) -> str:
     """The scope entry of one key of a dict bound to `name` (no Python name has brackets)."""
     return f"{name}[{key!r}]"
-
-
-def _params(function: cst.FunctionDef) -> list[cst.Param]:
-    params = function.params
-    return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
 def _same_length_tuples(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:

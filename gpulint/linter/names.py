@@ -127,6 +127,12 @@ class ImportMap:
         return any(v == prefix or v.startswith(prefix + ".") for v in self._aliases.values())
 
 
+def params_of(function: cst.FunctionDef) -> list[cst.Param]:
+    """A function's named parameters: positional-only, ordinary and keyword-only."""
+    params = function.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
 def names_used(node: cst.CSTNode) -> set[str]:
     """Every name read or written anywhere in `node` (`batch[key + "_mask"]` -> {"batch", "key"})."""
     found: set[str] = set()

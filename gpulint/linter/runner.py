@@ -14,11 +14,11 @@ from gpulint.linter.finding import Finding, rule_url
 from gpulint.linter.options import LintOptions
 from gpulint.linter.source import SourceFile, decode
 from gpulint.project import FileFacts, Project, outline
-from gpulint.project.configs import (
-    TrainingConfigs, config_bytes, config_file_facts, config_text, dump_configs, load_configs, united,
-)
+from gpulint.project.configs import TrainingConfigs, config_bytes, config_file_facts, config_text, united
 from gpulint.project.index import ModuleIndex
-from gpulint.project.store import dump_facts, dump_index, facts_digest, load_facts, load_index
+from gpulint.project.store import (
+    dump_configs, dump_facts, dump_index, facts_digest, load_configs, load_facts, load_index,
+)
 
 # The engine and the rules (and libcst) are imported by `process`, in the workers: a run whose every file is cached
 # never imports them, which is most of a warm run's time.

@@ -310,17 +310,6 @@ def is_training_config(path: str) -> bool:
 _SAMPLE_FOLDERS = frozenset({"sample", "samples"})
 
 
-def read_training_configs(paths: Iterable[Path], display=str) -> TrainingConfigs:
-    """What the training configs among `paths` build, and the values they give intervals. Unreadable or oversized
-    files are skipped: a config only narrows what the model guesses, it is never needed to lint."""
-    parts = []
-    for path in paths:
-        data = config_bytes(path)
-        if data is not None:
-            parts.append(config_file_facts(config_text(data), display(path)))
-    return united(parts)
-
-
 def config_bytes(path: Path) -> bytes | None:
     """A config file's bytes; None for one that cannot be read or is too large to be a config."""
     try:
@@ -359,21 +348,4 @@ def united(parts: Iterable[TrainingConfigs]) -> TrainingConfigs:
         frozenset().union(*(p.classes for p in parts)), frozenset().union(*(p.names for p in parts)),
         tuple(setting for p in parts for setting in p.intervals), frozenset().union(*(p.values for p in parts)),
         frozenset().union(*(p.switches for p in parts)), frozenset().union(*(p.keys for p in parts)),
-    )
-
-
-def dump_configs(facts: TrainingConfigs) -> dict:
-    """One file's facts as JSON data (for the cache)."""
-    return {"classes": sorted(facts.classes), "names": sorted(facts.names), "intervals": [list(i) for i in facts.intervals],
-            "values": sorted(map(list, facts.values)), "switches": sorted(map(list, facts.switches)),
-            "keys": sorted(facts.keys)}
-
-
-def load_configs(data: dict) -> TrainingConfigs:
-    """`dump_configs` read back; KeyError, TypeError or ValueError for data of another shape."""
-    return TrainingConfigs(
-        frozenset(map(str, data["classes"])), frozenset(map(str, data["names"])),
-        tuple((str(name), int(value)) for name, value in data["intervals"]),
-        frozenset((str(name), str(value)) for name, value in data["values"]),
-        frozenset((str(name), str(value)) for name, value in data["switches"]), frozenset(map(str, data["keys"])),
     )

@@ -1,5 +1,5 @@
 """The project model kept between runs, as JSON: each file's outline and the definitions the model has read, keyed by
-the file's content, and the facts of the last run, keyed by the content of every file.
+the file's content, the facts of the last run, keyed by the content of every file, and each config file's facts.
 
 A warm run with no file changed reuses the facts as they are; a run after some files changed reads only those files
 anew (an outline, and the definitions the model reaches) and runs the model over the rest as stored. JSON, not
@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from gpulint.project.configs import TrainingConfigs
 from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
@@ -178,6 +179,23 @@ def load_facts(data: dict) -> FileFacts:
         library_objects=tuple(tuple(pair) for pair in data["library_objects"]),
         device_kwargs=frozenset(data["device_kwargs"]),
         own_loaders=frozenset(data["own_loaders"]),
+    )
+
+
+def dump_configs(facts: TrainingConfigs) -> dict:
+    """One config file's facts (configs.config_file_facts) as JSON data."""
+    return {"classes": sorted(facts.classes), "names": sorted(facts.names),
+            "intervals": [list(i) for i in facts.intervals], "values": sorted(map(list, facts.values)),
+            "switches": sorted(map(list, facts.switches)), "keys": sorted(facts.keys)}
+
+
+def load_configs(data: dict) -> TrainingConfigs:
+    """`dump_configs` read back; KeyError, TypeError or ValueError for data of another shape."""
+    return TrainingConfigs(
+        frozenset(map(str, data["classes"])), frozenset(map(str, data["names"])),
+        tuple((str(name), int(value)) for name, value in data["intervals"]),
+        frozenset((str(name), str(value)) for name, value in data["values"]),
+        frozenset((str(name), str(value)) for name, value in data["switches"]), frozenset(map(str, data["keys"])),
     )
 
 

@@ -6574,14 +6574,14 @@ def test_a_backward_called_only_on_the_first_step_is_no_step(tmp_path):
 def test_a_folder_of_sample_configs_holds_training_configs(tmp_path):
     """torchdistill ships its experiments as `configs/sample/ilsvrc2012/rkd/*.yaml` (sample configs, not sampling
     ones): the losses they name by key are what training builds; `configs/sampling.yaml` still is no training config."""
-    from gpulint.project.configs import read_training_configs
+    from gpulint.project.configs import config_file_facts, united
 
     write(tmp_path, {
         "configs/sample/ilsvrc2012/rkd/resnet18.yaml": "criterion:\n  key: 'RKDLoss'\n",
         "configs/sampling.yaml": "sampler:\n  key: 'DDIMSampler'\n",
     })
-    configs = read_training_configs(sorted(tmp_path.rglob("*.yaml")),
-                                    display=lambda p: str(p.relative_to(tmp_path)))
+    configs = united(config_file_facts(p.read_text(), str(p.relative_to(tmp_path)))
+                     for p in sorted(tmp_path.rglob("*.yaml")))
     assert "RKDLoss" in configs.names and "DDIMSampler" not in configs.names
 
 

@@ -27,8 +27,8 @@ class PerElementLoop(LoopFactsRule):
         "`labels[torch.arange(T) > lengths[:, None]] = -100`.",
         false_positives="Loops whose body only does host work with the index (building a Python list of file names). "
         "`len(x)` loops are flagged only when `x` is known to be on the device; chain products (`acc = x[i] @ acc`) are "
-        "sequential by nature and not flagged, nor loops passing a call the state it returns (`out, h = cell(x[:, t], h)`, "
-        "an unroll).",
+        "sequential by nature and not flagged, nor loops passing a call the state it returns "
+        "(`out, h = cell(x[:, t], h)`, an unroll).",
     )
     valid = (
         training_script("losses = criterion(out, y)"),
@@ -68,11 +68,12 @@ class PerElementLoop(LoopFactsRule):
             self.report_loop(frame, self.message.format(bound=self.context.module.code_for_node(bound)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        bound = {name for target in node.targets for name in target_names(target.target)}
-        for frame in self._frames[-1]:
-            if _state_recurrence(node, bound, frame):
-                frame.sequential = True
-            frame.bound |= bound
+        if self._frames[-1]:  # in a loop: what this pass binds, and whether it carries state from the pass before
+            bound = {name for target in node.targets for name in target_names(target.target)}
+            for frame in self._frames[-1]:
+                if _state_recurrence(node, bound, frame):
+                    frame.sequential = True
+                frame.bound |= bound
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Tuple):
             first = node.targets[0].target.elements[0].value if node.targets[0].target.elements else None
             shape = node.value

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import libcst as cst
 
 from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
-from gpulint.linter.names import dotted_name, last_name, name_parts, root_name, target_names
+from gpulint.linter.names import dotted_name, last_name, name_parts, params_of, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
-from gpulint.linter.syntax import innermost
+from gpulint.linter.syntax import descendants, innermost
 from gpulint.project.vocab import LOADER_CLASSES, SAME_PLACE_METHODS, TRAIN_LOADER_HOOKS
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
@@ -538,8 +538,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         function = self.context.enclosing_function()
         if function is None or not isinstance(receiver, cst.Name):
             return False
-        params = function.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        for param in params_of(function):
             if param.name.value == receiver.value and param.annotation is not None:
                 return bool(_MODULE_ANNOTATION.search(self.context.module.code_for_node(param.annotation.annotation)))
         return False
@@ -695,14 +694,8 @@ _EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid",
 
 def _names_in(expr: cst.BaseExpression) -> set[str]:
     """The names and dotted names in an expression (`tqdm(self.loader)`: `tqdm`, `self.loader`, `self`)."""
-    found: set[str] = set()
-    stack: list[cst.CSTNode] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.Name, cst.Attribute)) and (name := dotted_name(node)):
-            found.add(name)
-        stack.extend(node.children)
-    return found
+    return {name for node in descendants(expr) if isinstance(node, (cst.Name, cst.Attribute))
+            and (name := dotted_name(node))}
 
 
 def _bound_to(ancestors: Sequence[cst.CSTNode], names: set[str]) -> bool:
