@@ -130,6 +130,9 @@ class FileFacts:
     # Names of torch's loaders (`vocab.LOADER_CLASSES`) that this file binds to a class of the project deriving from
     # nothing (hyunwoongko/transformer's `DataLoader`, a holder of tokenizers): no `pin_memory` to set.
     own_loaders: frozenset[str] = frozenset()
+    # Batch helpers (`vocab.BATCH_MOVE_HELPERS`) this file calls that are project functions whose every copy passes
+    # `non_blocking=True` (FastDiff's `move_to_cuda`): not a blocking copy, whatever the call site passes.
+    nonblocking_movers: frozenset[str] = frozenset()
 
     def library_kind(self, name: str) -> str:
         """What the library object a name holds costs (`library_objects`): "ema_pytorch", "timm_ema", or ""."""

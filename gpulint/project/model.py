@@ -48,6 +48,7 @@ from gpulint.project.configs import argparse_intervals, every_step_intervals, of
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds
 from gpulint.project.vocab import (
+    BATCH_MOVE_HELPERS,
     DEFAULT_HOT_FUNCTIONS,
     GPU_EVIDENCE,
     LIBRARY_OBJECTS,
@@ -924,6 +925,11 @@ class Project:
         # A function defined in an enclosing function (a closure) or in the scope itself.
         current: Scope | None = scope
         while current is not None and current.kind != "module":
+            if current.kind == "class" and current is not scope:
+                # A class body is no enclosing scope: `zero_grad(params)` in a method `zero_grad` calls the module's
+                # function, not the method itself.
+                current = ix.scope(current.parent) if current.parent and current.parent != MODULE_SCOPE else None
+                continue
             nested = f"{current.qualname.split('#')[0]}.{head}"
             found = ix.scope(nested)
             if found is not None and "." not in func:
@@ -2711,7 +2717,8 @@ class Project:
                          batches_copied=self._batches_copied_elsewhere(path),
                          library_objects=self._library_objects(),
                          device_kwargs=_device_kwargs(ix.text),
-                         own_loaders=self._own_loaders(path))
+                         own_loaders=self._own_loaders(path),
+                         nonblocking_movers=self._nonblocking_movers(path))
 
     def _own_loaders(self, path: str) -> frozenset[str]:
         """The loader class names (`DataLoader`) this file binds to a class of the project with no base class."""
@@ -2726,6 +2733,24 @@ class Project:
             classes = self.resolve_call(path, module, Call(0, (0, 0), name, -1), per_step=False).instantiates
             scopes = [self.files[c.path].scope(c.qualname) for c in classes if c.path in self.files]
             if scopes and all(s is not None and not s.bases for s in scopes):
+                found.add(name)
+        return frozenset(found)
+
+    def _nonblocking_movers(self, path: str) -> frozenset[str]:
+        """The batch helpers (`BATCH_MOVE_HELPERS`) this file calls that are project functions whose every copy
+        (`.cuda(...)`, `.to(...)`) passes `non_blocking=True`."""
+        ix = self.files[path]
+        module = ix.scope(MODULE_SCOPE)
+        if module is None:
+            return frozenset()
+        found = set()
+        for name in BATCH_MOVE_HELPERS:
+            if name + "(" not in ix.text:
+                continue
+            targets = [t for t in self._callable_targets(path, module, name) if not t.is_class and t.qualname]
+            codes = [self.files[t.path].definitions[t.qualname].code for t in targets
+                     if t.path in self.files and t.qualname in self.files[t.path].definitions]
+            if codes and len(codes) == len(targets) and all(_copies_without_blocking(code) for code in codes):
                 found.add(name)
         return frozenset(found)
 
@@ -2871,6 +2896,23 @@ _DOCSTRING = re.compile(r'\A\s*[rRbBuU]?("""|\'\'\'|"|\')(?:.|\n)*?\1')
 
 _ROLLOUT_PARTS = frozenset({"rollout", "rollouts", "experience", "experiences", "trajectory", "trajectories",
                             "buffer", "memory", "storage"})
+
+
+_COPY_CALL = re.compile(r"\.(?:cuda|to)\(")
+
+
+def _copies_without_blocking(code: str) -> bool:
+    """Does the code copy with `.cuda(...)` / `.to(...)`, every copy passing `non_blocking=True`?"""
+    copies = 0
+    for match in _COPY_CALL.finditer(code):
+        depth, end = 1, match.end()
+        while end < len(code) and depth:
+            depth += {"(": 1, ")": -1}.get(code[end], 0)
+            end += 1
+        if "non_blocking=True" not in code[match.end():end]:
+            return False
+        copies += 1
+    return copies > 0
 
 
 def _steps_environment(func: str) -> bool:

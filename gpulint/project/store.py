@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/27"
+FORMAT = "gpulint.project/28"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -179,6 +179,7 @@ def load_facts(data: dict) -> FileFacts:
         library_objects=tuple(tuple(pair) for pair in data["library_objects"]),
         device_kwargs=frozenset(data["device_kwargs"]),
         own_loaders=frozenset(data["own_loaders"]),
+        nonblocking_movers=frozenset(data["nonblocking_movers"]),
     )
 
 

@@ -398,3 +398,5 @@ def named_for_training(path: str) -> bool:
 
 # torch's loader classes that take `pin_memory` (webdataset's `WebLoader` derives from torch's `DataLoader`).
 LOADER_CLASSES = frozenset({"DataLoader", "WebLoader"})
+# Project helpers that move a (nested) batch with plain `.to(device)` (OLMo, Accelerate's send_to_device default).
+BATCH_MOVE_HELPERS = frozenset({"move_to_device", "to_device", "send_to_device", "batch_to_device", "move_to_cuda"})

@@ -6972,3 +6972,37 @@ def test_a_modules_train_mode_switch_is_not_the_project_class_with_a_train_metho
     assert check(tmp_path, files) == []
     files["pretrain.py"] = files["pretrain.py"].replace("model.train()", "spare.train()")
     assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("trainer.py", 6, "GPL401")]
+
+
+def test_a_bare_name_in_a_method_calls_the_module_function_not_the_method_of_that_name(tmp_path, check):
+    """guided-diffusion's `MixedPrecisionTrainer.zero_grad` calls the module's `zero_grad(params)`, a per-parameter
+    `grad.zero_()` loop: a class body is no enclosing scope, so the bare name is the module's function."""
+    files = {
+        "fp16.py": """
+            import torch
+
+            def zero_grad(model_params):
+                for param in model_params:
+                    if param.grad is not None:
+                        param.grad.zero_()
+
+            class Trainer:
+                def __init__(self, model):
+                    self.model = model.cuda()
+                    self.model_params = list(self.model.parameters())
+                    self.opt = torch.optim.AdamW(self.model_params)
+
+                def zero_grad(self):
+                    zero_grad(self.model_params)
+
+                def run(self, loader):
+                    for batch in loader:
+                        self.zero_grad()
+                        self.model(batch).sum().backward()
+                        self.opt.step()
+        """,
+    }
+    found = check(tmp_path, files)
+    assert [(f[1], f[2], f[4]) for f in found] == [
+        (5, "GPL501", "loop over loader -> Trainer.zero_grad() -> zero_grad()")
+    ]

@@ -11,7 +11,7 @@ from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
 from gpulint.linter.names import dotted_name, last_name, name_parts, params_of, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.linter.syntax import descendants, innermost
-from gpulint.project.vocab import LOADER_CLASSES, SAME_PLACE_METHODS, TRAIN_LOADER_HOOKS
+from gpulint.project.vocab import BATCH_MOVE_HELPERS, LOADER_CLASSES, SAME_PLACE_METHODS, TRAIN_LOADER_HOOKS
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import (
@@ -24,8 +24,6 @@ from gpulint.rules.sync.helpers import (
 from gpulint.rules.sync.tensors import MODULE_NAME
 
 _DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
-# Project helpers that move a (nested) batch with plain `.to(device)` (OLMo, Accelerate's send_to_device default).
-_MOVE_HELPERS = frozenset({"move_to_device", "to_device", "send_to_device", "batch_to_device", "move_to_cuda"})
 # `x.type(torch.cuda.FloatTensor)` is a host-to-device copy too (old scripts use it to move batches).
 _CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z]*Tensor$")
 
@@ -132,10 +130,19 @@ class BlockingHostToDeviceCopy(SyncRule):
         "nor `inputs.to(device)` in the `forward` of a class another module of the project builds as a layer (its "
         "inputs come from that module), "
         "nor copies in the methods of a LightningModule or a Lightning callback (Lightning moves each batch before "
-        "`training_step` and hands callbacks the batch it moved)."),
+        "`training_step` and hands callbacks the batch it moved), "
+        "nor a call of a batch helper of the project whose own copies all pass `non_blocking=True` "
+        "(`move_to_cuda(batch, gpu)` defined as `batch.cuda(gpu, non_blocking=True)`)."),
     )
     valid = (
         training_script("z = x.to(torch.float16)"),
+        # the project's batch helper copies without blocking, from a pinned loader
+        ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef move_to_cuda(batch, gpu_id=0):\n"
+         "    if isinstance(batch, dict):\n        return {k: move_to_cuda(v, gpu_id) for k, v in batch.items()}\n"
+         "    return batch.cuda(gpu_id, non_blocking=True)\n\n\ndef train(model, dataset, optimizer):\n"
+         "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    for batch in loader:\n"
+         "        batch = move_to_cuda(batch, 0)\n        loss = model(batch).sum()\n        loss.backward()\n"
+         "        optimizer.step()\n"),
         ("import torch\n\n\nclass Head(torch.nn.Module):\n    def forward(self, hidden, labels):\n"
          "        logits = self.proj(hidden)\n        labels = labels.to(logits.device)\n"
          "        return torch.nn.functional.cross_entropy(logits, labels)\n"),
@@ -318,7 +325,11 @@ class BlockingHostToDeviceCopy(SyncRule):
             else:
                 self._pinned_loader = True
             return
-        if method in _MOVE_HELPERS and len(node.args) >= 2 and keyword_arg(node, "non_blocking") is None:
+        if method in BATCH_MOVE_HELPERS and len(node.args) >= 2 and keyword_arg(node, "non_blocking") is None:
+            if method in self.context.facts.nonblocking_movers:
+                # the project's own helper, whose copies pass `non_blocking=True`: as fast as the loader's memory
+                self._nonblocking.append((node, self.context.ancestors_snapshot()))
+                return
             moved_by_lightning = self._in_lightning_module() and root_name(node.args[0].value) != "self"
             if self._stored_back(node.args[0].value):
                 return
@@ -441,7 +452,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         """`non_blocking=True` on the copy, and `pin_memory=True` on this file's loaders that do not set it: from
         pageable memory the flag alone changes nothing, and this rule would report the fixed copy. None for a helper
         (it may not take the argument), or where a loader turns pinning off on purpose."""
-        if last_name(call.func) in _MOVE_HELPERS:
+        if last_name(call.func) in BATCH_MOVE_HELPERS:
             return []
         copy = [Replace(call, _with_non_blocking(call))]
         if self._pinned_loader or _is_pinned_call(call.func.value):  # type: ignore[attr-defined]
