@@ -54,8 +54,9 @@ NUMPY_RANDOM_MESSAGE = (
     "random numbers drawn with numpy on the CPU and copied to the device; draw them on the device with "
     "`torch.randn(..., device=...)` / `torch.rand(..., device=...)`"
 )
-# Factories whose first argument is a value, not a size: `torch.arange(0, n)`, `torch.randint(0, 10, (n,))`.
-_FIRST_ARGUMENT_NOT_A_SIZE = frozenset({"full", "arange", "linspace", "logspace", "randint"})
+# Factories whose first argument is a value, not a size: `torch.arange(0, n)`, `torch.randint(0, 10, (n,))`,
+# `torch.normal(0, 1, size=(n,))` (a mean).
+_FIRST_ARGUMENT_NOT_A_SIZE = frozenset({"full", "arange", "linspace", "logspace", "randint", "normal"})
 CONSTANT_NEW_TENSOR_MESSAGE = (
     "`new_tensor` of constant host data copies it to the device on every call; build it once (a registered buffer, "
     "or a module-level tensor moved to the device once)"
