@@ -68,7 +68,7 @@ COLD_NAME_PARTS = frozenset(
         "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
         "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
         "detect", "compile", "configure", "config", "register", "repr", "gradcam", "saliency", "visualization",
-        "explain", "explanation", "forecast", "forecasts", "backtest",
+        "explain", "explanation", "forecast", "forecasts", "backtest", "debug",
     }
 )
 # A switch named for evaluation or sampling (`if args.sample:`, `if args.eval_only:`, `if opt.test:`) runs what
@@ -117,7 +117,7 @@ NO_GRAD = frozenset(
     {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
 )
 # Roots of configuration objects: `if args.log_grad_norm:` switches a feature on for every step, it is no gate.
-CONFIG_ROOTS = frozenset({"args", "config", "cfg", "conf", "opts", "options", "hparams", "flags", "settings"})
+CONFIG_ROOTS = frozenset({"args", "config", "cfg", "conf", "opt", "opts", "options", "hparams", "flags", "settings"})
 # Objects whose `.device` names where training runs, not where a tensor lives: `x.to(self.device)`,
 # `y.to(args.device)`, `t.to(model.device)` move to the accelerator (`t.to(label.device)` goes where `label` is).
 DEVICE_HOLDER = re.compile(

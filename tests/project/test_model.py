@@ -7006,3 +7006,63 @@ def test_a_bare_name_in_a_method_calls_the_module_function_not_the_method_of_tha
     assert [(f[1], f[2], f[4]) for f in found] == [
         (5, "GPL501", "loop over loader -> Trainer.zero_grad() -> zero_grad()")
     ]
+
+
+def test_a_trainers_debug_method_draws_for_a_person_and_is_not_step_work(tmp_path, check):
+    """CenterNet's trainers call `self.debug(batch, output, iter_id)` under `if opt.debug > 0:`, which a README
+    command turns on to draw heatmaps (one image at a time, waiting for a key): its host copies are the drawing's."""
+    files = {
+        "train.py": """
+            import torch
+
+            class Trainer:
+                def __init__(self, opt, model):
+                    self.opt = opt
+                    self.model = model.cuda()
+                    self.optimizer = torch.optim.Adam(self.model.parameters())
+
+                def debug(self, batch, output):
+                    return output["hm"].detach().cpu().numpy()
+
+                def run_epoch(self, loader):
+                    for batch in loader:
+                        output = self.model(batch["input"].cuda(non_blocking=True))
+                        loss = output["hm"].mean()
+                        loss.backward()
+                        self.optimizer.step()
+                        if self.opt.debug > 0:
+                            self.debug(batch, output)
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["train.py"] = files["train.py"].replace("debug", "heatmaps")
+    assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(11, "GPL403")]
+
+
+def test_an_option_of_opt_that_no_setting_selects_keeps_its_branch_out_of_the_step(tmp_path, check):
+    """`opt` holds the parsed options in CenterNet, pix2pix and BasicSR: `if opt.gp_weight > 0:` with the option's
+    default 0 runs only where a command sets it."""
+    files = {
+        "train.py": """
+            import argparse
+            import torch
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--gp_weight", type=float, default=0)
+
+            def train(opt, model, loader, optimizer):
+                model = model.cuda()
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True)).mean()
+                    if opt.gp_weight > 0:
+                        print(loss.item())
+                    loss.backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                train(parser.parse_args(), torch.nn.Linear(2, 2), [], None)
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["train.py"] = files["train.py"].replace("opt", "run")
+    assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(13, "GPL401")]
