@@ -334,8 +334,8 @@ def divisibility_call(node: ast.AST) -> bool:
 
 
 def gate_interval(test: ast.AST) -> str:
-    """The interval a gate's step modulo divides by: its name (`step % args.log_every == 0` -> "log_every"), or its
-    value when written out (`step % 2` -> "2"); "" when it has neither. Shipped configurations may set a named
+    """The interval a gate's step modulo divides by: its name (`step % args.log_every == 0` -> "log_every",
+    `step % cfg["log_iter"]` -> "log_iter"), or its value when written out (`step % 2` -> "2"); "" when it has neither. Shipped configurations may set a named
     interval to a few steps (`Project._short_intervals`)."""
     for node in ast.walk(test):
         divisor = node.right if isinstance(node, ast.BinOp) and is_step_modulo(node) else \
@@ -343,6 +343,8 @@ def gate_interval(test: ast.AST) -> str:
         if divisor is not None:
             if isinstance(divisor, ast.Constant) and type(divisor.value) is int:
                 return str(divisor.value)
+            if isinstance(divisor, ast.Subscript) and (key := _string_of(divisor.slice)) is not None:
+                return key  # `step % self.ema_scheduler["ema_iter"]`: the configuration key
             name = dotted(divisor)
             return name.rsplit(".", 1)[-1] if name else ""
     return ""
@@ -1976,13 +1978,21 @@ def _sets_period(call: ast.Call) -> bool:
     return False
 
 
+# Objects whose `backward(loss)` runs the training step's backward (DeepSpeed's engine, Accelerate, Fabric, a trainer).
+_BACKWARD_RUNNER = re.compile(r"engine|accelerator|fabric|trainer", re.IGNORECASE)
+_LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
+
+
 def _passes_gradient(call: ast.Call, name: str) -> bool:
     """`torch.autograd.backward(y, dy)`, `y.backward(dy)`: a backward given the gradient of its output is a piece of
     someone else's backward pass (a reversible block's `backward_pass`, a pipeline stage), run by its caller, not one
     training step of its own (unless it is an autograd Function's `backward`: see the caller)."""
     if name != "backward" or not isinstance(call.func, ast.Attribute):
         return False
-    module_function = last_name(call.func.value) == "autograd"
+    receiver = last_name(call.func.value) or ""
+    if _BACKWARD_RUNNER.search(receiver) or (call.args and _LOSS_NAME.search(last_name(call.args[0]) or "")):
+        return False  # `engine.backward(loss)`, `accelerator.backward(loss)`: the step's own backward, of its loss
+    module_function = receiver == "autograd"
     keyword = "grad_tensors" if module_function else "gradient"
     return len(call.args) > (1 if module_function else 0) or any(k.arg == keyword for k in call.keywords)
 

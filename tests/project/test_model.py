@@ -7066,3 +7066,65 @@ def test_an_option_of_opt_that_no_setting_selects_keeps_its_branch_out_of_the_st
     assert check(tmp_path, files) == []
     files["train.py"] = files["train.py"].replace("opt", "run")
     assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(13, "GPL401")]
+
+
+def test_an_engines_backward_of_the_loss_in_a_helper_makes_its_callers_loop_the_step(tmp_path, check):
+    """collie's trainer loops over batches calling `self.train_fn(self, batch, step)`, a static method running
+    `trainer.engine.backward(loss)` and `trainer.engine.step()` (DeepSpeed): the engine's backward of the loss is the
+    step's own backward, not a piece of someone else's backward pass (`y.backward(dy)`)."""
+    files = {
+        "trainer.py": """
+            import torch
+            import torch.distributed as dist
+
+            class Trainer:
+                def __init__(self, engine, progress):
+                    self.engine = engine
+                    self.progress = progress
+                    self.train_fn = Trainer.train_fn
+
+                def train(self):
+                    for self.batch_idx, batch in enumerate(self.progress):
+                        loss = self.train_fn(self, batch)
+
+                @staticmethod
+                def train_fn(trainer, batch):
+                    loss = trainer.engine(**batch)["loss"]
+                    trainer.engine.backward(loss)
+                    trainer.engine.step()
+                    dist.all_reduce(loss)
+                    return loss.detach().cpu().item()
+        """,
+    }
+    assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(20, "GPL420"), (21, "GPL403")]
+
+
+def test_a_gate_on_an_interval_read_by_key_runs_every_step_where_the_configs_make_it_1(tmp_path, check):
+    """Palette updates its EMA under `self.iter % self.ema_scheduler['ema_iter'] == 0`, and every shipped JSON config
+    sets `"ema_iter": 1`: the key names the interval as an attribute would."""
+    files = {
+        "model.py": """
+            import torch
+
+            class Trainer:
+                def __init__(self, net, ema_net, loader, opt):
+                    self.net, self.ema_net, self.loader = net.cuda(), ema_net.cuda(), loader
+                    self.ema_scheduler = opt["ema_scheduler"]
+                    self.optimizer = torch.optim.Adam(self.net.parameters())
+                    self.iter = 0
+
+                def train_step(self):
+                    for x in self.loader:
+                        loss = self.net(x.cuda(non_blocking=True)).mean()
+                        loss.backward()
+                        self.optimizer.step()
+                        self.iter += 1
+                        if self.iter % self.ema_scheduler["ema_iter"] == 0:
+                            for p, q in zip(self.ema_net.parameters(), self.net.parameters()):
+                                p.data.mul_(0.999).add_(q.data, alpha=0.001)
+        """,
+        "config/train.json": '{\n  "ema_scheduler": {\n    "ema_start": 1,\n    "ema_iter": 1,\n    "ema_decay": 0.9999\n  }\n}\n',
+    }
+    assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(18, "GPL501")]
+    files["config/train.json"] = files["config/train.json"].replace('"ema_iter": 1', '"ema_iter": 100')
+    assert check(tmp_path, files) == []
