@@ -133,6 +133,10 @@ class FileFacts:
     # Batch helpers (`vocab.BATCH_MOVE_HELPERS`) this file calls that are project functions whose every copy passes
     # `non_blocking=True` (FastDiff's `move_to_cuda`): not a blocking copy, whatever the call site passes.
     nonblocking_movers: frozenset[str] = frozenset()
+    # Callees as written here (last names: `loader` of `distrib.loader(ds, batch_size=8)`) of project functions that
+    # build a torch loader and hand it their `**kwargs` (denoiser's and svoice's `distrib.loader`): each call is a
+    # DataLoader construction, pinned only if it passes `pin_memory`.
+    loader_factories: frozenset[str] = frozenset()
 
     def library_kind(self, name: str) -> str:
         """What the library object a name holds costs (`library_objects`): "ema_pytorch", "timm_ema", or ""."""

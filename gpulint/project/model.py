@@ -542,18 +542,9 @@ class Project:
         for local, module_name, imported, level in module.imports:
             if local != name:
                 continue
-            if not imported:  # `import pkg.mod as m`
-                target = self.find_module(module_name, path, level)
-                return [Target(target, "")] if target else []
-            target = self.find_module(module_name, path, level)
-            if target is None:
-                continue
-            found = self.resolve_global(target, imported, seen)
-            if found:
+            found = self._import_targets(path, module_name, imported, level, seen)
+            if found or not imported:  # `import pkg.mod as m` names that module or nothing of the project
                 return found
-            submodule = self.find_module(f"{module_name}.{imported}" if module_name else imported, path, level)
-            if submodule:
-                return [Target(submodule, "")]
         for assign in module.assigns:
             if assign.target == name and assign.source:
                 return self.resolve_dotted_global(path, assign.source, seen)
@@ -563,6 +554,21 @@ class Project:
                 if target and (found := self.resolve_global(target, name, seen)):
                     return found
         return []
+
+    def _import_targets(self, path: str, module_name: str, imported: str, level: int,
+                        seen: frozenset = frozenset()) -> list[Target]:
+        """What an import in `path` binds: `import pkg.mod` the module, `from pkg import name` the name defined (or
+        re-exported) there, or the submodule `pkg/name.py` (`from svoice import distrib`)."""
+        target = self.find_module(module_name, path, level)
+        if not imported:
+            return [Target(target, "")] if target else []
+        if target is None:
+            return []
+        found = self.resolve_global(target, imported, seen)
+        if found:
+            return found
+        submodule = self.find_module(f"{module_name}.{imported}" if module_name else imported, path, level)
+        return [Target(submodule, "")] if submodule else []
 
     def resolve_dotted_global(self, path: str, dotted_name: str, seen: frozenset = frozenset()) -> list[Target]:
         """`utils.log_metrics`, `models.gpt.GPT`, `Trainer.step` at module level of `path`."""
@@ -943,10 +949,8 @@ class Project:
         imported_here: list[Target] = []
         for local, module_name, imported, level in scope.imports:
             if local == head:
-                target = self.find_module(module_name, path, level)
-                if target is not None:
-                    base = self.resolve_global(target, imported) if imported else [Target(target, "")]
-                    imported_here += base if "." not in func else self._descend(base, func.split(".")[1:])
+                base = self._import_targets(path, module_name, imported, level)
+                imported_here += base if "." not in func else self._descend(base, func.split(".")[1:])
         if imported_here:
             return list(dict.fromkeys(imported_here))
         return self.resolve_dotted_global(path, func)
@@ -2718,7 +2722,8 @@ class Project:
                          library_objects=self._library_objects(),
                          device_kwargs=_device_kwargs(ix.text),
                          own_loaders=self._own_loaders(path),
-                         nonblocking_movers=self._nonblocking_movers(path))
+                         nonblocking_movers=self._nonblocking_movers(path),
+                         loader_factories=self._loader_factories(path))
 
     def _own_loaders(self, path: str) -> frozenset[str]:
         """The loader class names (`DataLoader`) this file binds to a class of the project with no base class."""
@@ -2752,6 +2757,23 @@ class Project:
                      if t.path in self.files and t.qualname in self.files[t.path].definitions]
             if codes and len(codes) == len(targets) and all(_copies_without_blocking(code) for code in codes):
                 found.add(name)
+        return frozenset(found)
+
+    def _loader_factories(self, path: str) -> frozenset[str]:
+        """The callees this file names like a loader (`distrib.loader`, `build_dataloader`) that are project functions
+        building a torch loader from their own `**kwargs` and never setting `pin_memory` (`loader_factory_code`)."""
+        ix = self.files[path]
+        found = set()
+        for scope in ix.read_scopes():
+            for call in scope.calls:
+                name = call.func.rsplit(".", 1)[-1]
+                if name in found or "loader" not in name.lower() or name in LOADER_CLASSES:
+                    continue
+                targets = self.resolve_call(path, scope, call, per_step=False).targets
+                codes = [self.files[t.path].definitions[t.qualname].code for t in targets
+                         if t.path in self.files and t.qualname in self.files[t.path].definitions]
+                if codes and len(codes) == len(targets) and all(map(loader_factory_code, codes)):
+                    found.add(name)
         return frozenset(found)
 
     def _library_objects(self) -> tuple[tuple[str, str], ...]:
@@ -2899,6 +2921,15 @@ _ROLLOUT_PARTS = frozenset({"rollout", "rollouts", "experience", "experiences", 
 
 
 _COPY_CALL = re.compile(r"\.(?:cuda|to)\(")
+# `def loader(dataset, *args, shuffle=False, klass=DataLoader, **kwargs):` ... `klass(dataset, *args, **kwargs)`
+_KWARGS_PARAM = re.compile(r"^\s*def\s+\w+\s*\([^)]*\*\*(\w+)", re.M)
+
+
+def loader_factory_code(code: str) -> bool:
+    """Does a function's code build a torch loader from its `**kwargs`, never naming `pin_memory` itself?"""
+    kwargs = _KWARGS_PARAM.search(code)
+    return bool(kwargs) and "pin_memory" not in code and any(name in code for name in LOADER_CLASSES) \
+        and f"**{kwargs.group(1)})" in code.replace(" ", "")
 
 
 def _copies_without_blocking(code: str) -> bool:

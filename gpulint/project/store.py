@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/28"
+FORMAT = "gpulint.project/29"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -180,6 +180,7 @@ def load_facts(data: dict) -> FileFacts:
         device_kwargs=frozenset(data["device_kwargs"]),
         own_loaders=frozenset(data["own_loaders"]),
         nonblocking_movers=frozenset(data["nonblocking_movers"]),
+        loader_factories=frozenset(data["loader_factories"]),
     )
 
 

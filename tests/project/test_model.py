@@ -7128,3 +7128,45 @@ def test_a_gate_on_an_interval_read_by_key_runs_every_step_where_the_configs_mak
     assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(18, "GPL501")]
     files["config/train.json"] = files["config/train.json"].replace('"ema_iter": 1', '"ema_iter": 100')
     assert check(tmp_path, files) == []
+
+
+def test_a_loader_factory_forwarding_its_keyword_arguments_builds_an_unpinned_loader(tmp_path, check):
+    """svoice and denoiser build their loaders with `distrib.loader(dataset, batch_size=..., **settings)`, a project
+    function handing its `**kwargs` to `DataLoader`, imported inside `run` (`from svoice import distrib`: a submodule
+    named in a from-import): the training loader's call is the DataLoader construction; the cross-validation one
+    (`cv_loader`) feeds evaluation."""
+    files = {
+        "svoice/__init__.py": "",
+        "svoice/distrib.py": """
+            from torch.utils.data import DataLoader
+
+            def loader(dataset, *args, shuffle=False, klass=DataLoader, **kwargs):
+                return klass(dataset, *args, shuffle=shuffle, **kwargs)
+        """,
+        "svoice/solver.py": """
+            class Solver:
+                def __init__(self, tr_loader, model, optimizer, device):
+                    self.tr_loader, self.model, self.optimizer, self.device = tr_loader, model, optimizer, device
+
+                def train(self):
+                    for mixture, sources in self.tr_loader:
+                        mixture = mixture.to(self.device, non_blocking=True)
+                        loss = self.model(mixture).mean()
+                        loss.backward()
+                        self.optimizer.step()
+        """,
+        "train.py": """
+            def run(args, model, optimizer):
+                from svoice import distrib
+                from svoice.solver import Solver
+                tr_loader = distrib.loader(args.train, batch_size=args.batch_size, shuffle=True)
+                cv_loader = distrib.loader(args.valid, batch_size=1)
+                Solver(tr_loader, model.cuda(), optimizer, "cuda").train()
+
+            if __name__ == "__main__":
+                run(parse_args(), build_model(), build_optimizer())
+        """,
+    }
+    assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("train.py", 5, "GPL411")]
+    files["train.py"] = files["train.py"].replace("shuffle=True)", "shuffle=True, pin_memory=True)")
+    assert check(tmp_path, files) == []

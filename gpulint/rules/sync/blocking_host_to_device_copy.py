@@ -89,6 +89,12 @@ class BlockingHostToDeviceCopy(SyncRule):
     facts = ("DataLoader(", "WebLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(", "train_dataloader",
              ".fit(")
     fixable = True
+
+    @classmethod
+    def runs_for_facts(cls, facts) -> bool:
+        # A call of the project's loader factory (`distrib.loader(...)`) builds a DataLoader without naming one.
+        return bool(facts.loader_factories)
+
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.to(**self.tpdv)` "
         "where the file binds those keyword arguments to a device (`self.tpdv = dict(dtype=..., device=device)`), `x.cuda()`, "
@@ -98,7 +104,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`non_blocking=True`, or copies them in a loop over batches without it, or in a data module that copies "
         "nothing itself while another file's training step copies to the device (the finding is on the DataLoader: "
         "that is where the fix goes, and one loader feeds every copy of the step; a loader named or built for "
-        "evaluation is left out); also a training DataLoader without `pin_memory` that is handed to a trainer which "
+        "evaluation is left out; a call of a project function that hands its `**kwargs` to a DataLoader, such as "
+        "`distrib.loader(dataset, batch_size=8)`, is a DataLoader construction); also a training DataLoader without `pin_memory` that is handed to a trainer which "
         "copies its batches itself: `trainer.fit(model, loader)`, Composer's `Trainer(train_dataloader=loader)`, "
         "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls), or "
         "handed to `accelerator.prepare` / `fabric.setup_dataloaders` in a file with a training step (they copy each "
@@ -312,7 +319,9 @@ class BlockingHostToDeviceCopy(SyncRule):
             self._prepared_names |= {name for arg in node.args if (name := dotted_name(arg.value))}
             self._prepare_call = f"{last_name(func.value)}.{method}"
             return
-        if method in LOADER_CLASSES and not (isinstance(func, cst.Name) and method in self.context.facts.own_loaders):
+        builds_loader = method in LOADER_CLASSES and not (
+            isinstance(func, cst.Name) and method in self.context.facts.own_loaders)
+        if builds_loader or method in self.context.facts.loader_factories:  # `distrib.loader(ds, **settings)` too
             pin = keyword_arg(node, "pin_memory")
             if any(arg.star == "**" for arg in node.args):
                 self._pinned_loader = True  # `**kwargs` may set pin_memory: do not claim it is unpinned
@@ -700,7 +709,10 @@ def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
         and any((last_name(base.value) or "").endswith("Dataset") for base in cls.bases)
 
 
-_EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test", "testing"})
+# Words of a loader's name that say evaluation: `cv_loader` and `tt_loader` (cross-validation and test sets in
+# facebookresearch's audio recipes), `dev_loader` (a dev set).
+_EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test", "testing",
+                               "cv", "tt", "dev"})
 
 
 def _names_in(expr: cst.BaseExpression) -> set[str]:
