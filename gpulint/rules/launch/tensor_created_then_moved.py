@@ -43,8 +43,10 @@ LEGACY_CONSTRUCTORS = frozenset(
 # Reshapes and casts between a factory and the move: `torch.arange(n).view(-1, 1).to(device)`.
 RESHAPES = frozenset(
     {"view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "flatten", "t", "transpose", "permute",
-     "contiguous", "long", "float", "int", "half", "bool", "double", "tril", "triu"}
+     "contiguous", "long", "float", "int", "half", "bool", "double", "tril", "triu", "unfold", "clone", "detach"}
 )
+# The deprecated autograd wrapper, which hands its tensor back as it is.
+_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.Variable"})
 # In-place fills applied right after creation: `torch.LongTensor(n).random_(8)`.
 FILLS = frozenset({"random_", "uniform_", "normal_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_"})
 CREATION_WORDS = tuple(
@@ -83,7 +85,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "the tensor is created on the CPU and then copied to the device; pass `device=` to the factory so it is "
         "created there"
     )
-    triggers = (".cuda(", ".to(", ".type_as(", "random.", "new_tensor(")
+    triggers = (".cuda(", ".to(", ".type_as(", ".type(", "random.", "new_tensor(")
     # What is moved was made here by a torch factory (`torch.zeros(`, `torch.LongTensor(n).random_(`), or by numpy's
     # random module.
     requires = (CREATION_WORDS,)
@@ -94,7 +96,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "`zeros`, `ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`, the window functions such as "
         "`hann_window`), what is computed from them on the CPU before the move (`torch.exp(torch.arange(n)).to(dev)`, "
         "`torch.eye(n)[y].to(dev)`, "
-        "`counts = torch.ones(n) * k` then `counts.to(z.device)`, `torch.zeros(n).fill_(s).type_as(x[0])`), "
+        "`counts = torch.ones(n) * k` then `counts.to(z.device)`, `torch.zeros(n).fill_(s).type_as(x[0])`, "
+        "`Variable(torch.zeros(n)).type(x.type())`), "
         "`x.new_tensor([0.5, 0.25])` of constant host data, CPU-built index tensors that index a tensor not known to "
         "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), attributes `__init__` builds so "
         "and a method moves every call (a noise schedule's `self.betas.to(x.device)`), and numpy random numbers wrapped in a "
@@ -265,11 +268,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             if not one_time_branch(self.context):
                 self._report_where_it_runs(node, CONSTANT_NEW_TENSOR_MESSAGE)
             return
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as"):
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as", "type"):
             return
         created = self._cpu_creation(func.value)
-        if created is None and self._built_here(func.value):
-            created = (func.value, "")  # `labels = torch.cat([torch.arange(n), ...])` ... `labels.to(device)`
+        if created is None and self._built_here(self._before_reshapes(func.value)):
+            # `labels = torch.cat([torch.arange(n), ...])` ... `labels.to(device)` (or `labels.long().to(device)`)
+            created = (func.value, "")
         attribute = _self_attribute(func.value)
         if created is None and attribute and self._cpu_attributes and attribute in self._cpu_attributes[-1] \
                 and func.attr.value != "type_as" and self._target_device(node, func.attr.value) is not None:
@@ -324,6 +328,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             if isinstance(target.target, cst.Name):
                 (built.add if on_cpu else built.discard)(target.target.value)
 
+    def _before_reshapes(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        """`frame` of `frame.clone().detach().long()`: the tensor the reshapes and casts start from."""
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and self._reshape_or_cast(expr):
+            expr = expr.func.value
+        return expr
+
     def _built_here(self, expr: cst.BaseExpression) -> bool:
         built = self._cpu_built.get(id(self.context.enclosing_function()), set())
         return isinstance(expr, cst.Name) and expr.value in built
@@ -377,6 +387,11 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "new_tensor" and call.args):
             return False
         data = call.args[0].value
+        if isinstance(data, cst.Call) and isinstance(data.func, cst.Name) and data.func.value in ("list", "tuple") \
+                and len(data.args) == 1 and isinstance(data.args[0].value, cst.Call):
+            # `list(permutations(range(C)))`: host numbers from the standard library's iterators
+            source = self.context.resolve(data.args[0].value.func) or ""
+            return source.startswith("itertools.") or source == "range"
         return isinstance(data, (cst.List, cst.Tuple)) and len(data.elements) > 1 and all(
             is_number(e.value) for e in data.elements if isinstance(e, cst.Element)
         )
@@ -411,6 +426,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                     self.context.resolve(expr.args[0].value) or "").endswith("Tensor"):
                 return created[0], ""  # no fix: `.type(torch.ByteTensor)` of a device tensor copies it to the CPU
             return created
+        if isinstance(expr, cst.Call) and len(expr.args) == 1 and self.context.resolve(expr.func) in _VARIABLE:
+            created = self._cpu_creation(expr.args[0].value)  # `Variable(torch.zeros(n))`: the tensor itself
+            return (created[0], "") if created else None
         if isinstance(expr, cst.Subscript):
             # `torch.eye(n)[labels].to(device)`: a one-hot picked from an identity built on the CPU (no fix).
             created = self._cpu_creation(expr.value)
@@ -485,6 +503,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if method == "type_as":
             other = move.args[0].value if len(move.args) == 1 else None
             return other if isinstance(other, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        if method == "type":
+            # `.type(x.type())`: to the type, and so the device, of another tensor (no fix: the type string stays)
+            other = move.args[0].value if len(move.args) == 1 and move.args[0].keyword is None else None
+            moved = isinstance(other, cst.Call) and not other.args and isinstance(other.func, cst.Attribute) \
+                and other.func.attr.value == "type" and self.context.location_of(other.func.value) != "host"
+            return True if moved else None
         if not args:
             return None
         # `.to(dtype=x.dtype, device=x.device)`: the device may come after the dtype, by keyword
