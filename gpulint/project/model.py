@@ -1676,9 +1676,10 @@ class Project:
         # A reinforcement-learning trainer's loop over environment steps (`self.env.step(actions)` in it) that keeps
         # each transition for learning: every interaction is a step of the training, whatever rhythm the updates it
         # triggers keep (skrl's trainers; not an evaluation rollout, which keeps nothing).
+        # (A rollout under `torch.inference_mode()` that keeps its transitions is collection for learning, as rsl_rl's
+        # runner collects; only an evaluation or a single episode is not.)
         stepping = {call.loop for call in scope.calls if call.loop >= 0 and _steps_environment(call.func)
-                    and not scope.loops[call.loop].no_grad and not scope.loops[call.loop].evaluates
-                    and not scope.loops[call.loop].once}
+                    and not scope.loops[call.loop].evaluates and not scope.loops[call.loop].once}
         if stepping:
             bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
             found |= {index for index in stepping if index in bodies and any(
@@ -2969,7 +2970,7 @@ def _keeps_transition(func: str) -> bool:
 
 
 _TRANSITION_METHODS = frozenset({"record_transition", "store_transition", "add_transition", "post_interaction",
-                                 "remember", "observe"})
+                                 "remember", "observe", "process_env_step"})
 _BUFFER_METHODS = frozenset({"add", "insert", "push", "store", "extend"})
 _AGENT_LEARN_METHODS = frozenset({"update", "step", "learn"})
 _BUFFER_PARTS = frozenset({"buffer", "buffers", "memory", "storage", "replay", "rollout", "rollouts", "agent",

@@ -7170,3 +7170,37 @@ def test_a_loader_factory_forwarding_its_keyword_arguments_builds_an_unpinned_lo
     assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("train.py", 5, "GPL411")]
     files["train.py"] = files["train.py"].replace("shuffle=True)", "shuffle=True, pin_memory=True)")
     assert check(tmp_path, files) == []
+
+
+def test_a_rollout_under_inference_mode_that_keeps_its_transitions_is_step_work(tmp_path, check):
+    """rsl_rl's runner collects each iteration's rollout under `torch.inference_mode()`: every environment step is
+    checked for NaN and logged, and its transition goes to the algorithm (`process_env_step`). The observation the
+    environment returns is moved to the policy's device: the exchange with the environment is not reported."""
+    files = {
+        "runner.py": """
+            import torch
+
+            def check_nan(rewards):
+                if torch.isnan(rewards).any():
+                    raise ValueError("NaN rewards")
+
+            class Runner:
+                def __init__(self, env, alg, device):
+                    self.env, self.alg, self.device = env, alg, device
+
+                def learn(self, iterations, steps):
+                    obs = self.env.get_observations().to(self.device)
+                    for it in range(iterations):
+                        with torch.inference_mode():
+                            for _ in range(steps):
+                                actions = self.alg.act(obs)
+                                obs, rewards, dones = self.env.step(actions)
+                                check_nan(rewards)
+                                obs, rewards = obs.to(self.device), rewards.to(self.device)
+                                self.alg.process_env_step(obs, rewards, dones)
+                        self.alg.update()
+        """,
+    }
+    assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(5, "GPL405")]
+    files["runner.py"] = files["runner.py"].replace("self.alg.process_env_step(obs, rewards, dones)", "pass")
+    assert check(tmp_path, files) == []

@@ -51,6 +51,8 @@ _PREPARED_SCRIPT = (
 
 # A call that trains on a batch: `learner.train(data)`, `agent.update(batch)`, `loss.backward()`, `opt.step()`.
 _TRAINS = re.compile(r"\.\w*(?:train|update|learn|step|optimi[sz]e|fit)\w*\s*\(|backward\s*\(")
+# `self.env.step(actions)`, `envs.step(a)`, `train_env.step(a)`: a step of a reinforcement-learning environment.
+_ENVIRONMENT_STEP = re.compile(r"(?:^|[._])envs?\.step$", re.IGNORECASE)
 # `nn.Module`, `torch.nn.Module`, `Optional[nn.Module]`, `pl.LightningModule`: an annotation naming a module class.
 _MODULE_ANNOTATION = re.compile(r"(?:^|[.\[\s])\w*Module\b")
 
@@ -351,7 +353,7 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
             return
-        if self._input_of_a_layer(func.value) or self._stored_back(func.value):
+        if self._input_of_a_layer(func.value) or self._stored_back(func.value) or self._from_environment(func.value):
             return
         pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
         if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch() \
@@ -365,6 +367,22 @@ class BlockingHostToDeviceCopy(SyncRule):
         call = {"cuda": "x.cuda()", "to": "x.to(device)", "type": "x.type(torch.cuda.FloatTensor)"}[func.attr.value]
         if non_blocking is None:
             self._blocking.append((node, call, self.context.ancestors_snapshot()))
+
+    def _from_environment(self, moved: cst.BaseExpression) -> bool:
+        """Is the moved tensor what a reinforcement-learning environment's `step` returned in this function (`obs,
+        rewards, dones, extras = self.env.step(actions)`, then `obs.to(self.device)`)? The observation must reach the
+        policy every environment step (and it is already there where the environment runs on the device); like the
+        rest of the exchange with the environment, it is not reported."""
+        name = root_name(moved)
+        function = self.context.enclosing_function()
+        if not name or function is None:
+            return False
+        for node in descendants(function):
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) \
+                    and _ENVIRONMENT_STEP.search(dotted_name(node.value.func) or "") \
+                    and any(name in target_names(t.target) for t in node.targets):
+                return True
+        return False
 
     def leave_Module(self, node: cst.Module) -> None:
         self._emit()
