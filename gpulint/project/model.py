@@ -1156,15 +1156,20 @@ class Project:
 
     def _aliased_methods(self, cls: Target, attribute: str) -> list[Target]:
         """`self.maybe_update_target()` where `__init__` chose the method once (BCQ's `self.maybe_update_target =
-        self.polyak_target_update if polyak else self.copy_target_update`): each method it may hold."""
+        self.polyak_target_update if polyak else self.copy_target_update`), or bound a function with some arguments
+        (`functools.partial`): each method or function it may hold."""
         found = []
-        for _, _, scope in self._attribute_bindings(cls.path, cls.qualname, attribute):
+        for klass, _, scope in self._attribute_bindings(cls.path, cls.qualname, attribute):
             for assign in scope.assigns:
-                if assign.target == f"self.{attribute}" and assign.source.startswith("self.") \
-                        and assign.source.count(".") == 1:
+                if assign.target != f"self.{attribute}":
+                    continue
+                if assign.source.startswith("self.") and assign.source.count(".") == 1:
                     method = self.find_method(cls, assign.source[5:])
-                    if method is not None and method not in found:
-                        found.append(method)
+                    found += [method] if method is not None and method not in found else []
+                elif assign.callee.rsplit(".", 1)[-1] == "partial" and assign.first_arg:
+                    # Palette's `self.set_device = partial(Util.set_device, rank=rank)`: the function it binds
+                    found += [t for t in self._callable_targets(klass.path, scope, assign.first_arg)
+                              if not t.is_class and t.qualname and t not in found]
         return found
 
     def _attribute_bindings(self, path: str, cls: str, attribute: str) -> Iterable[tuple[Target, Definition, Scope]]:

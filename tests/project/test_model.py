@@ -7204,3 +7204,46 @@ def test_a_rollout_under_inference_mode_that_keeps_its_transitions_is_step_work(
     assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(5, "GPL405")]
     files["runner.py"] = files["runner.py"].replace("self.alg.process_env_step(obs, rewards, dones)", "pass")
     assert check(tmp_path, files) == []
+
+
+def test_a_method_bound_with_partial_runs_its_function_and_a_module_branch_moves_a_model(tmp_path, check):
+    """Palette's models call `self.set_device(data["gt_image"])`, bound in `__init__` as `partial(Util.set_device,
+    rank=rank)`: the helper copies each batch tensor with a blocking `.cuda()`; its branch for `isinstance(args,
+    nn.Module)` moves a model (at setup), not a batch."""
+    files = {
+        "core/__init__.py": "",
+        "core/util.py": """
+            import torch
+
+            def set_device(args, distributed=False, rank=0):
+                if distributed and isinstance(args, torch.nn.Module):
+                    return torch.nn.parallel.DistributedDataParallel(args.cuda(), device_ids=[rank])
+                return args.cuda()
+        """,
+        "core/model.py": """
+            from functools import partial
+            import torch
+            import core.util as Util
+
+            class Palette:
+                def __init__(self, net, loader, rank):
+                    self.set_device = partial(Util.set_device, rank=rank)
+                    self.net = self.set_device(net, distributed=True)
+                    self.loader = loader
+                    self.optimizer = torch.optim.Adam(self.net.parameters())
+
+                def train_step(self):
+                    for data in self.loader:
+                        gt_image = self.set_device(data["gt_image"])
+                        loss = self.net(gt_image).mean()
+                        loss.backward()
+                        self.optimizer.step()
+        """,
+        "run.py": """
+            from core.model import Palette
+
+            if __name__ == "__main__":
+                Palette(build_network(), build_loader(), 0).train_step()
+        """,
+    }
+    assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("core/util.py", 7, "GPL411")]

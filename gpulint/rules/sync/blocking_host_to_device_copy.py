@@ -140,6 +140,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "inputs come from that module), "
         "nor copies in the methods of a LightningModule or a Lightning callback (Lightning moves each batch before "
         "`training_step` and hands callbacks the batch it moved), "
+        "nor a copy in the branch of `if isinstance(x, nn.Module):` for the moved `x` (a helper moving models and "
+        "batches alike), nor the observation a reinforcement-learning environment's `step` returned, "
         "nor a call of a batch helper of the project whose own copies all pass `non_blocking=True` "
         "(`move_to_cuda(batch, gpu)` defined as `batch.cuda(gpu, non_blocking=True)`)."),
     )
@@ -353,7 +355,8 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
             return
-        if self._input_of_a_layer(func.value) or self._stored_back(func.value) or self._from_environment(func.value):
+        if self._input_of_a_layer(func.value) or self._stored_back(func.value) or self._from_environment(func.value) \
+                or self._in_module_branch(func.value):
             return
         pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
         if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch() \
@@ -367,6 +370,23 @@ class BlockingHostToDeviceCopy(SyncRule):
         call = {"cuda": "x.cuda()", "to": "x.to(device)", "type": "x.type(torch.cuda.FloatTensor)"}[func.attr.value]
         if non_blocking is None:
             self._blocking.append((node, call, self.context.ancestors_snapshot()))
+
+    def _in_module_branch(self, moved: cst.BaseExpression) -> bool:
+        """Is the copy in the body of `if isinstance(x, nn.Module):` (or `if ... and isinstance(x, torch.nn.Module):`)
+        for the moved `x`? A helper that moves both models and batches (Palette's `set_gpu`) moves a model there."""
+        name = root_name(moved)
+        stack = self.context.ancestors
+        for parent, child in zip(reversed(stack[:-1]), reversed(stack[1:])):
+            if not (isinstance(parent, cst.If) and child is parent.body):
+                continue
+            test = parent.test
+            conjuncts = [test.left, test.right] if isinstance(test, cst.BooleanOperation) \
+                and isinstance(test.operator, cst.And) else [test]
+            if any(isinstance(c, cst.Call) and last_name(c.func) == "isinstance" and len(c.args) == 2
+                   and root_name(c.args[0].value) == name and (last_name(c.args[1].value) or "").endswith("Module")
+                   for c in conjuncts):
+                return True
+        return False
 
     def _from_environment(self, moved: cst.BaseExpression) -> bool:
         """Is the moved tensor what a reinforcement-learning environment's `step` returned in this function (`obs,
