@@ -183,6 +183,9 @@ class Scope:
     decorator_args: tuple[str, ...] = ()  # dotted names passed to its decorators (`@trainer.on(Events.X)`)
     decorator_periodic: bool = False  # a decorator's arguments set a period (`every=100`)
     bases: tuple[str, ...] = ()  # for a class
+    # Methods of its class it names without calling (`[self._ce_forward, self._ohem_forward]`, `checkpoint(self._block,
+    # x)`): a table or a callback that runs them where the reference is taken.
+    method_refs: tuple[str, ...] = ()
     loops: list[Loop] = field(default_factory=list)
     regions: list[Region] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
@@ -1835,7 +1838,11 @@ class _Walker:
                 self.scope.yield_loops.append(loops[-1] if loops else -1)
                 stack.extend(ast.iter_child_nodes(current))
             elif kind is ast.Attribute:
-                stack.append(current.value)
+                self._note_method_ref(current)
+                inner = current.value
+                while isinstance(inner, ast.Attribute):  # `self.model.layers` names no method `model`
+                    inner = inner.value
+                stack.append(inner)
             elif kind is not ast.Name and kind is not ast.Constant:
                 if kind is ast.IfExp:  # `0 if kv_cache is None else kv_cache.get_pos()`: a generation branch
                     evaluation = _eval_branch(current.test)
@@ -1915,6 +1922,14 @@ class _Walker:
         for child in (*inner, *node.args, *(k.value for k in node.keywords)):
             if not isinstance(child, (ast.Name, ast.Attribute)) or dotted(child) is None:
                 self._expr(child)
+            elif child in node.args or any(child is k.value for k in node.keywords):
+                self._note_method_ref(child)
+
+    def _note_method_ref(self, node: ast.AST) -> None:
+        """`self.name` read, not called: maybe a method handed on (`_expr` and `_call` see only such reads)."""
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
+                and self.scope.kind == "function" and node.attr not in self.scope.method_refs:
+            self.scope.method_refs += (node.attr,)
 
 
 # Calls that make a tensor of their first argument's host data (or pass it on), as a copy helper writes them.

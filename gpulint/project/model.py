@@ -2323,6 +2323,20 @@ class Project:
                         reason=f"in `{child.name}`, a handler of an iteration event"))
         if facts.step_loops and rank_ok(reach):
             self._consumed_generators(path, scope, facts, push)
+        self._referenced_methods(path, scope, reach, push)
+
+    def _referenced_methods(self, path: str, scope: Scope, reach: Reach, push) -> None:
+        """The methods of its class a function names without calling (HRNet's OHEM loss picks `self._ohem_forward`
+        from a list it builds; `checkpoint(self._block, x)`): they run where the function runs, as far as the model
+        can tell (likely)."""
+        if not scope.method_refs or not scope.cls or reach.rank > PROGRAM:
+            return
+        cls = Target(path, scope.cls, True)
+        methods: list[Target] = []
+        for name in scope.method_refs:  # as `self.name()` resolves: the method, and the overrides it dispatches to
+            if self.find_method(cls, name) is not None:
+                methods += self.resolve_call(path, scope, Call(0, (0, 0), f"self.{name}", -1), per_step=False).targets
+        self._reach_all(list(dict.fromkeys(methods)), reach.rank, True, reach.chain, reach.flags, push)
 
     def _consumed_generators(self, path: str, scope: Scope, facts: FunctionFacts, push) -> None:
         """A generator whose items a step loop takes (`batches = get_batch(...)`, then `next(batches)` or

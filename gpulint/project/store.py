@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/29"
+FORMAT = "gpulint.project/30"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -64,6 +64,7 @@ def scope_from(data: dict) -> Scope:
             "decorators": tuple(data["decorators"]),
             "decorator_args": tuple(data["decorator_args"]),
             "bases": tuple(data["bases"]),
+            "method_refs": tuple(data["method_refs"]),
             "copied_params": tuple(data["copied_params"]),
             "loops": [Loop(**{**loop, "start": _pos(loop["start"])}) for loop in data["loops"]],
             "regions": [

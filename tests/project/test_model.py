@@ -7247,3 +7247,35 @@ def test_a_method_bound_with_partial_runs_its_function_and_a_module_branch_moves
         """,
     }
     assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("core/util.py", 7, "GPL411")]
+
+
+def test_a_method_named_without_a_call_runs_where_it_is_named(tmp_path, check):
+    """HRNet's OHEM loss builds `functions = [self._ce_forward] * n + [self._ohem_forward]` and calls each entry:
+    both methods run every step. An attribute holding a submodule (`self.model.layers`) names no method."""
+    files = {
+        "train.py": """
+            import torch
+
+            class OhemCrossEntropy(torch.nn.Module):
+                def _ce_forward(self, score, target):
+                    return torch.nn.functional.cross_entropy(score, target)
+
+                def _ohem_forward(self, score, target):
+                    losses = torch.nn.functional.cross_entropy(score, target, reduction="none").view(-1)
+                    return losses[losses > 0.7].mean()
+
+                def forward(self, scores, target):
+                    functions = [self._ce_forward] * (len(scores) - 1) + [self._ohem_forward]
+                    return sum(func(x, target) for x, func in zip(scores, functions))
+
+            def train(model, loader, optimizer):
+                criterion = OhemCrossEntropy()
+                model = model.cuda()
+                for images, labels in loader:
+                    images, labels = images.cuda(non_blocking=True), labels.cuda(non_blocking=True)
+                    loss = criterion(model(images), labels)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [(f[1], f[2], f[3]) for f in check(tmp_path, files)] == [(10, "GPL406", "likely")]
