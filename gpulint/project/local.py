@@ -164,6 +164,7 @@ class Assign:
     element_of: str = ""  # a loop variable over this dotted name (`for block in self.blocks:`)
     calls: tuple[str, ...] = ()  # every call in the value (`nn.ModuleList([Block(c) for c in cfgs])`)
     annotation: str = ""  # the class an annotation names (`ema: Optional[ModelEMA] = kwargs.get("ema")`)
+    option: str = ""  # the configuration option it reads (`model_type = model_config.get("model_type", None)`)
 
 
 @dataclass
@@ -1584,7 +1585,8 @@ class _Walker:
             value = _built_object(value)
             callee = dotted(value.func) or ""
             first = dotted(value.args[0]) or "" if value.args else ""
-            self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls))
+            self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls,
+                                             option=config_option(value) or ""))
         elif (source := dotted(value)) is not None:
             self.scope.assigns.append(Assign(name, source=source))
         elif isinstance(value, ast.IfExp):  # `self.update_target = self.polyak_update if polyak else self.copy_update`
@@ -1763,7 +1765,12 @@ class _Walker:
             return ast.Compare(_parsed(source), test.ops, test.comparators)
         if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)):
             return test
-        sources = {a.source for a in self.scope.assigns if a.target == test.left.id}
+        bound = [a for a in self.scope.assigns if a.target == test.left.id]
+        options = {a.option for a in bound}
+        if len(bound) == 1 and options != {""}:  # `model_type = model_config.get("model_type")`
+            return ast.Compare(ast.Attribute(ast.Name("config", ast.Load()), options.pop(), ast.Load()), test.ops,
+                               test.comparators)
+        sources = {a.source for a in bound}
         if len(sources) != 1 or not (source := sources.pop()) or config_option(_parsed(source)) is None:
             return test
         return ast.Compare(_parsed(source), test.ops, test.comparators)

@@ -1907,7 +1907,7 @@ class Project:
             # `compute_loss`, a gradient-logging callback): a project's own code builds the trainers it ships.
             trainers = {_owner_name(key[1]) for key, _ in hooks if key[1].endswith(".training_step")}
             unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names) \
-                | self._built_only_by_tests(trainers - self.config_names)
+                | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners)
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots)
@@ -1952,7 +1952,8 @@ class Project:
         if not method_entries or len(self.files) < 2:
             return method_entries
         owners = {_owner_name(key[1]) for key, _ in method_entries}
-        unused = self._unreferenced(owners) | self._built_only_by_tests(owners - self.config_names)
+        unused = self._unreferenced(owners) | self._built_only_by_tests(owners - self.config_names) \
+            | self._built_only_unselected(owners)
         kept = [(key, reach) for key, reach in method_entries if _owner_name(key[1]) not in unused]
         others = any(key[1] != MODULE_SCOPE and reach.rank < PROGRAM or self.step_loops(key[0], scope)
                      for key, reach in roots if (scope := self.files[key[0]].scope(key[1])) is not None)
@@ -2089,6 +2090,29 @@ class Project:
             for name in set(call.findall(ix.text)):
                 places.setdefault(name, set()).add(path)
         return {name for name, paths in places.items() if not any(is_training_path(path) for path in paths)}
+
+    def _built_only_unselected(self, class_names: set[str]) -> set[str]:
+        """The classes built only in branches for option values no shipped setting gives (stable-audio-tools builds
+        its language-model training wrapper under `elif model_type == "lm":`, and no model config says "lm")."""
+        if not class_names:
+            return set()
+        built: dict[str, bool] = {}  # by class name: every build found is unselected
+        for path, ix in self.files.items():
+            if not any(name + "(" in ix.text for name in class_names):
+                continue
+            for definition in ix.definitions.values():
+                if definition.is_class or not any(name + "(" in definition.code for name in class_names):
+                    continue
+                for scope in ix.scopes_of(definition).values():
+                    options = FileFacts(option_values=self._option_values_in([scope]))
+                    for call in scope.calls:
+                        name = call.func.rsplit(".", 1)[-1]
+                        if name not in class_names:
+                            continue
+                        unselected = any(r.kind == "choice" and options.unselected(r.flags)
+                                         for r in scope.regions if r.holds(call.pos))
+                        built[name] = built.get(name, True) and unselected
+        return {name for name, unselected in built.items() if unselected}
 
     def _built_only_by_tests(self, class_names: set[str]) -> set[str]:
         """The classes only tests build, where the project's own code builds others of them (ReAgent's workflows

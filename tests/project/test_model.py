@@ -7279,3 +7279,49 @@ def test_a_method_named_without_a_call_runs_where_it_is_named(tmp_path, check):
         """,
     }
     assert [(f[1], f[2], f[3]) for f in check(tmp_path, files)] == [(10, "GPL406", "likely")]
+
+
+def test_a_lightning_module_built_only_for_an_option_value_no_config_gives_runs_no_step(tmp_path, check):
+    """stable-audio-tools builds its training wrapper from `model_type` in the model config: `elif model_type ==
+    "lm":` builds the language-model wrapper, and no shipped config says "lm"; its `training_step` is no step."""
+    files = {
+        "wrappers.py": """
+            import torch
+            import lightning as L
+
+            class DiffusionWrapper(L.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    loss = self.model(batch).mean()
+                    self.log("loss", loss.item())
+                    return loss
+
+            class LanguageModelWrapper(L.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    loss = self.model(batch).mean()
+                    self.log("loss", loss.item())
+                    return loss
+        """,
+        "factory.py": """
+            from wrappers import DiffusionWrapper, LanguageModelWrapper
+
+            def create_training_wrapper_from_config(model_config, model):
+                model_type = model_config.get("model_type", None)
+                if model_type == "diffusion_cond":
+                    return DiffusionWrapper(model)
+                elif model_type == "lm":
+                    return LanguageModelWrapper(model)
+        """,
+        "train.py": """
+            import json
+            import lightning as L
+            from factory import create_training_wrapper_from_config
+
+            if __name__ == "__main__":
+                config = json.load(open("configs/model.json"))
+                L.Trainer(accelerator="gpu").fit(create_training_wrapper_from_config(config, build_model(config)))
+        """,
+        "configs/model.json": '{\\n  "model_type": "diffusion_cond",\\n  "sample_rate": 44100\\n}\\n',
+    }
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("wrappers.py", 8)]
+    files["configs/model.json"] = files["configs/model.json"].replace("diffusion_cond", "lm")
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("wrappers.py", 14)]
