@@ -45,8 +45,10 @@ RESHAPES = frozenset(
     {"view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "flatten", "t", "transpose", "permute",
      "contiguous", "long", "float", "int", "half", "bool", "double", "tril", "triu", "unfold", "clone", "detach"}
 )
-# The deprecated autograd wrapper, which hands its tensor back as it is.
-_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.Variable"})
+# Wrappers handing back a tensor of what they wrap, where it is: the deprecated autograd `Variable`, and
+# `torch.Tensor(t)` of a tensor (Dual-Path-RNN's `torch.Tensor(torch.zeros(B, N, gap))`).
+_TENSOR_WRAPPERS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.Variable",
+                              "torch.Tensor"})
 # In-place fills applied right after creation: `torch.LongTensor(n).random_(8)`.
 FILLS = frozenset({"random_", "uniform_", "normal_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_"})
 CREATION_WORDS = tuple(
@@ -97,7 +99,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "`hann_window`), what is computed from them on the CPU before the move (`torch.exp(torch.arange(n)).to(dev)`, "
         "`torch.eye(n)[y].to(dev)`, "
         "`counts = torch.ones(n) * k` then `counts.to(z.device)`, `torch.zeros(n).fill_(s).type_as(x[0])`, "
-        "`Variable(torch.zeros(n)).type(x.type())`), "
+        "`Variable(torch.zeros(n)).type(x.type())`, `torch.Tensor(torch.zeros(n)).type(x.type())`), "
         "`x.new_tensor([0.5, 0.25])` of constant host data, CPU-built index tensors that index a tensor not known to "
         "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), attributes `__init__` builds so "
         "and a method moves every call (a noise schedule's `self.betas.to(x.device)`), and numpy random numbers wrapped in a "
@@ -426,7 +428,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                     self.context.resolve(expr.args[0].value) or "").endswith("Tensor"):
                 return created[0], ""  # no fix: `.type(torch.ByteTensor)` of a device tensor copies it to the CPU
             return created
-        if isinstance(expr, cst.Call) and len(expr.args) == 1 and self.context.resolve(expr.func) in _VARIABLE:
+        if isinstance(expr, cst.Call) and len(expr.args) == 1 and self.context.resolve(expr.func) in _TENSOR_WRAPPERS \
+                and isinstance(expr.args[0].value, cst.Call):
             created = self._cpu_creation(expr.args[0].value)  # `Variable(torch.zeros(n))`: the tensor itself
             return (created[0], "") if created else None
         if isinstance(expr, cst.Subscript):
