@@ -339,8 +339,8 @@ def divisibility_call(node: ast.AST) -> bool:
 
 def gate_interval(test: ast.AST) -> str:
     """The interval a gate's step modulo divides by: its name (`step % args.log_every == 0` -> "log_every",
-    `step % cfg["log_iter"]` -> "log_iter"), or its value when written out (`step % 2` -> "2"); "" when it has neither. Shipped configurations may set a named
-    interval to a few steps (`Project._short_intervals`)."""
+    `step % cfg["log_iter"]` -> "log_iter"), or its value when written out (`step % 2` -> "2"); "" when it has
+    neither. Shipped configurations may set a named interval to a few steps (`Project._short_intervals`)."""
     for node in ast.walk(test):
         divisor = node.right if isinstance(node, ast.BinOp) and is_step_modulo(node) else \
             node.args[1] if divisibility_call(node) else None  # type: ignore[attr-defined]

@@ -2797,9 +2797,7 @@ class Project:
             if name + "(" not in ix.text:
                 continue
             targets = [t for t in self._callable_targets(path, module, name) if not t.is_class and t.qualname]
-            codes = [self.files[t.path].definitions[t.qualname].code for t in targets
-                     if t.path in self.files and t.qualname in self.files[t.path].definitions]
-            if codes and len(codes) == len(targets) and all(_copies_without_blocking(code) for code in codes):
+            if self._every_definition(targets, _copies_without_blocking):
                 found.add(name)
         return frozenset(found)
 
@@ -2813,12 +2811,16 @@ class Project:
                 name = call.func.rsplit(".", 1)[-1]
                 if name in found or "loader" not in name.lower() or name in LOADER_CLASSES:
                     continue
-                targets = self.resolve_call(path, scope, call, per_step=False).targets
-                codes = [self.files[t.path].definitions[t.qualname].code for t in targets
-                         if t.path in self.files and t.qualname in self.files[t.path].definitions]
-                if codes and len(codes) == len(targets) and all(map(loader_factory_code, codes)):
+                if self._every_definition(self.resolve_call(path, scope, call, per_step=False).targets,
+                                          loader_factory_code):
                     found.add(name)
         return frozenset(found)
+
+    def _every_definition(self, targets: list[Target], test: Callable[[str], bool]) -> bool:
+        """Are there targets, each a definition of the project whose code passes `test`?"""
+        codes = [self.files[t.path].definitions[t.qualname].code for t in targets
+                 if t.path in self.files and t.qualname in self.files[t.path].definitions]
+        return bool(codes) and len(codes) == len(targets) and all(map(test, codes))
 
     def _library_objects(self) -> tuple[tuple[str, str], ...]:
         """The names (last parts) the project binds to objects of the library classes `LIBRARY_OBJECTS` knows, and

@@ -107,7 +107,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "nothing itself while another file's training step copies to the device (the finding is on the DataLoader: "
         "that is where the fix goes, and one loader feeds every copy of the step; a loader named or built for "
         "evaluation is left out; a call of a project function that hands its `**kwargs` to a DataLoader, such as "
-        "`distrib.loader(dataset, batch_size=8)`, is a DataLoader construction); also a training DataLoader without `pin_memory` that is handed to a trainer which "
+        "`distrib.loader(dataset, batch_size=8)`, is a DataLoader construction); also a training DataLoader without "
+        "`pin_memory` that is handed to a trainer which "
         "copies its batches itself: `trainer.fit(model, loader)`, Composer's `Trainer(train_dataloader=loader)`, "
         "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls), or "
         "handed to `accelerator.prepare` / `fabric.setup_dataloaders` in a file with a training step (they copy each "
@@ -749,8 +750,8 @@ def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
 
 # Words of a loader's name that say evaluation: `cv_loader` and `tt_loader` (cross-validation and test sets in
 # facebookresearch's audio recipes), `dev_loader` (a dev set).
-_EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test", "testing",
-                               "cv", "tt", "dev"})
+_EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test",
+                               "testing", "cv", "tt", "dev"})
 
 
 def _names_in(expr: cst.BaseExpression) -> set[str]:
