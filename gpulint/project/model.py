@@ -2771,35 +2771,30 @@ class Project:
 
     def _own_loaders(self, path: str) -> frozenset[str]:
         """The loader class names (`DataLoader`) this file binds to a class of the project with no base class."""
-        ix = self.files[path]
-        module = ix.scope(MODULE_SCOPE)
-        if module is None:
-            return frozenset()
-        found = set()
-        for name in LOADER_CLASSES:
-            if name not in ix.text:
-                continue
+        def own(module: Scope, name: str) -> bool:
             classes = self.resolve_call(path, module, Call(0, (0, 0), name, -1), per_step=False).instantiates
             scopes = [self.files[c.path].scope(c.qualname) for c in classes if c.path in self.files]
-            if scopes and all(s is not None and not s.bases for s in scopes):
-                found.add(name)
-        return frozenset(found)
+            return bool(scopes) and all(s is not None and not s.bases for s in scopes)
+
+        return self._module_names(path, LOADER_CLASSES, own)
 
     def _nonblocking_movers(self, path: str) -> frozenset[str]:
         """The batch helpers (`BATCH_MOVE_HELPERS`) this file calls that are project functions whose every copy
         (`.cuda(...)`, `.to(...)`) passes `non_blocking=True`."""
+        def copies_without_blocking(module: Scope, name: str) -> bool:
+            targets = [t for t in self._callable_targets(path, module, name) if not t.is_class and t.qualname]
+            return self._every_definition(targets, _copies_without_blocking)
+
+        return self._module_names(path, BATCH_MOVE_HELPERS, copies_without_blocking, called=True)
+
+    def _module_names(self, path: str, names: Iterable[str], test: Callable[[Scope, str], bool],
+                      called: bool = False) -> frozenset[str]:
+        """The names the file's text holds (`called`: followed by `(`) that pass `test` as its module scope sees them."""
         ix = self.files[path]
         module = ix.scope(MODULE_SCOPE)
         if module is None:
             return frozenset()
-        found = set()
-        for name in BATCH_MOVE_HELPERS:
-            if name + "(" not in ix.text:
-                continue
-            targets = [t for t in self._callable_targets(path, module, name) if not t.is_class and t.qualname]
-            if self._every_definition(targets, _copies_without_blocking):
-                found.add(name)
-        return frozenset(found)
+        return frozenset(name for name in names if (name + "(" if called else name) in ix.text and test(module, name))
 
     def _loader_factories(self, path: str) -> frozenset[str]:
         """The callees this file names like a loader (`distrib.loader`, `build_dataloader`) that are project functions
