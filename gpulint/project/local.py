@@ -547,7 +547,8 @@ def is_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
 
 def _interval_enabled(test: ast.AST) -> bool:
     """`interval > 0`, `interval != 0`, `interval >= 1`, `0 < interval`, `interval is not None`: a setting (one
-    `names_a_gate` found a gate word in) compared with a constant only, tested for being on."""
+    `names_a_gate` found a gate word in) compared with a constant only, tested for being on; or any number compared
+    with an option of a configuration object (`args.tau_or_interval <= 1.0`)."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return False
     left, op, right = test.left, test.ops[0], test.comparators[0]
@@ -557,6 +558,10 @@ def _interval_enabled(test: ast.AST) -> bool:
     if not isinstance(left, (ast.Name, ast.Attribute)) or not isinstance(right, ast.Constant):
         return False
     value = right.value
+    if config_option(left) is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        # `self.args.target_update_interval_or_tau <= 1.0` (epymarl's soft target updates): a setting compared with a
+        # number is the same on every step; it picks a branch, as an option does
+        return True
     return (isinstance(op, ast.IsNot) and value is None) or (isinstance(op, (ast.Gt, ast.NotEq)) and value == 0) \
         or (isinstance(op, ast.GtE) and value == 1)
 

@@ -7325,3 +7325,34 @@ def test_a_lightning_module_built_only_for_an_option_value_no_config_gives_runs_
     assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("wrappers.py", 8)]
     files["configs/model.json"] = files["configs/model.json"].replace("diffusion_cond", "lm")
     assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("wrappers.py", 14)]
+
+
+def test_a_setting_compared_with_a_number_picks_a_branch_and_gates_nothing(tmp_path, check):
+    """epymarl's learners update their targets softly `elif self.args.target_update_interval_or_tau <= 1.0:` (its
+    configs set 0.01): a setting compared with a number is the same on every step, however its name reads."""
+    files = {
+        "learner.py": """
+            import torch
+
+            class Learner:
+                def __init__(self, args, critic, target_critic):
+                    self.args, self.critic, self.target_critic = args, critic.cuda(), target_critic.cuda()
+                    self.optimiser = torch.optim.Adam(self.critic.parameters())
+
+                def train(self, batch):
+                    loss = self.critic(batch).mean()
+                    self.optimiser.zero_grad()
+                    loss.backward()
+                    self.optimiser.step()
+                    if self.args.target_update_interval_or_tau <= 1.0:
+                        self._update_targets_soft(self.args.target_update_interval_or_tau)
+
+                def _update_targets_soft(self, tau):
+                    for target_param, param in zip(self.target_critic.parameters(), self.critic.parameters()):
+                        target_param.data.copy_(target_param.data * (1.0 - tau) + param.data * tau)
+        """,
+        "config/ia2c.yaml": "target_update_interval_or_tau: 0.01\\n",
+    }
+    assert [(f[1], f[2], f[4]) for f in check(tmp_path, files)] == [
+        (18, "GPL501", "Learner.train() -> Learner._update_targets_soft()")
+    ]
