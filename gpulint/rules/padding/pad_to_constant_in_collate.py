@@ -18,6 +18,8 @@ _BUFFER_METHODS = frozenset({"new_zeros", "new_ones", "new_full", "new_empty"})
 # `[pad_token_id] * n` or `n * [PAD]` (what `_is_pad_list` accepts), and `while len(ids) < ...` (`visit_While`).
 _PAD_LIST = re.compile(r"\[\s*[\w.]*pad[\w.]*\s*,?\s*\]\s*\*|\*\s*\[\s*[\w.]*pad[\w.]*\s*,?\s*\]", re.IGNORECASE)
 _WHILE_LEN = re.compile(r"while\b[\s(]*len\s*\(")  # no leading `\b`: it would slow the search down
+# `[eos_token_id] * (self.model_max_length - len(ids))`: one value filling a list up to a length (`_up_to_length`).
+_FILL_UP = re.compile(r"\]\s*\*\s*\(?[^()]*-\s*len\s*\(")
 # What `_is_collate` accepts of a function's own name: `def collate_fn(`, `def my_collate(`, `def __getitem__(`.
 _COLLATE_DEF = re.compile(r"def\s+(?:\w*collate\w*|__getitem__)\s*\(", re.IGNORECASE)
 
@@ -27,7 +29,7 @@ class PadToConstantInCollate(Rule):
     pytorch_only = True
     name = "pad-to-constant-in-collate"
     message = "every example or batch is padded to the constant `{length}`; pad to the batch's longest sequence instead"
-    triggers = ("collate", "Collat", "__getitem__", "pad", "while len(")
+    triggers = ("collate", "Collat", "__getitem__", "pad", "while len(", "- len(")
     # A function passed as `collate_fn=` may size its buffers by a constant without naming padding at all: it is
     # parsed (`linked_by`), and so is the code passing it (`facts`), where the rule learns that it is a collate function.
     linked_by = ("collate_fn",)
@@ -40,13 +42,15 @@ class PadToConstantInCollate(Rule):
         return (
             _COLLATE_DEF.search(code) is not None or ("collat" in class_name.lower() and "__call__" in code)
             or _PAD_LIST.search(code) is not None or _WHILE_LEN.search(code) is not None
+            or _FILL_UP.search(code) is not None
         )
     docs = RuleDocs(
         what_it_does="Flags `F.pad(...)`, a project's own `pad_*(ids, MAX_LEN)` helper, or a `torch.zeros/full/ones(...)` "
         "buffer sized by a constant length (a module-level `MAX_LEN`, `self.max_length`, `args.max_seq_length`, "
         "`self.max_words - len(x)`) in a collate function (named `collate*`, passed as `collate_fn=`, a "
         "`*Collator.__call__`) or a dataset's `__getitem__`; and token lists padded up to a constant anywhere on the "
-        "training path: `ids + [pad_token_id] * (max_seq_length - len(ids))`, `while len(ids) < max_seq_length: "
+        "training path: `ids + [pad_token_id] * (max_seq_length - len(ids))` (any one value filling a list up to a "
+        "constant length: `ids += [eos_token_id] * (self.model_max_length - len(ids))`), `while len(ids) < max_seq_length: "
         "ids.append(0)`.",
         why_slow="Every batch is as long as the longest sequence the pipeline allows, not as the longest in the batch: "
         "linear layers spend FLOPs proportional to the padded length and attention to its square, all on pad tokens "
@@ -140,7 +144,8 @@ class PadToConstantInCollate(Rule):
         for pads, amount in ((node.left, node.right), (node.right, node.left)):
             if isinstance(amount, cst.Integer):
                 continue  # `tuple([self.pad] * 4)`: a fixed count of pads (an image's four sides), not up to a length
-            if _is_pad_list(pads) and self.lengths.is_constant(amount) and not self._pads_labels_or_mask():
+            padding = _is_pad_list(pads) or (_is_single_element_list(pads) and _up_to_length(amount))
+            if padding and self.lengths.is_constant(amount) and not self._pads_labels_or_mask():
                 length = amount.left if isinstance(amount, cst.BinaryOperation) else amount
                 self.report(node, self.message.format(length=self.context.module.code_for_node(length)), when="training")
                 return
@@ -153,6 +158,8 @@ class PadToConstantInCollate(Rule):
         for node in reversed(self.context.ancestors):
             if isinstance(node, cst.Assign):
                 return any(_names_labels(t.target) for t in node.targets)
+            if isinstance(node, cst.AugAssign):  # `label_ids += [ignore_index] * (max_len - len(label_ids))`
+                return _names_labels(node.target)
             if isinstance(node, (cst.SimpleStatementLine, cst.FunctionDef)):
                 break
         return False
@@ -249,6 +256,17 @@ def _is_pad_list(expr: cst.BaseExpression) -> bool:
         return False
     name = dotted_name(expr.elements[0].value)
     return name is not None and "pad" in name.lower()
+
+
+def _is_single_element_list(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.List) and len(expr.elements) == 1 and not isinstance(expr.elements[0], cst.StarredElement)
+
+
+def _up_to_length(amount: cst.BaseExpression) -> bool:
+    """`max_len - len(ids)`: the count that fills a list up to a length (MiniCPM pads with `[eos_token_id] * (...)`,
+    whatever the value is named)."""
+    return isinstance(amount, cst.BinaryOperation) and isinstance(amount.operator, cst.Subtract) \
+        and isinstance(amount.right, cst.Call) and last_name(amount.right.func) == "len"
 
 
 def _length_parts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
