@@ -1402,7 +1402,7 @@ class _Walker:
             params=params, keywords_param=args.kwarg.arg if args.kwarg else "", decorators=decorators,
             decorator_args=decorator_args,
             decorator_periodic=any(_sets_period(d) for d in node.decorator_list if isinstance(d, ast.Call)),
-            no_grad_decorated=any(resolve(d, self.aliases) in NO_GRAD for d in decorators if d),
+            no_grad_decorated=any(self._turns_off_gradients(d) for d in decorators if d),
         )
         self._enter(scope)
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
@@ -1824,13 +1824,18 @@ class _Walker:
             return "=" + callee
         return kind
 
+    def _turns_off_gradients(self, name: str) -> bool:
+        """`torch.no_grad`, `torch.inference_mode`, or a project's wrapper named for one (YOLO's
+        `@smart_inference_mode()`, which picks `torch.inference_mode` or `torch.no_grad` by the torch version)."""
+        return resolve(name, self.aliases) in NO_GRAD or bool(_NO_GRAD_NAME.search(name.rsplit(".", 1)[-1]))
+
     def _with(self, node: ast.With | ast.AsyncWith) -> None:
         no_grad = False
         for item in node.items:
             self._expr(item.context_expr)
             target = item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr
             name = dotted(target)
-            if name is not None and resolve(name, self.aliases) in NO_GRAD:
+            if name is not None and self._turns_off_gradients(name):
                 no_grad = True
         self.no_grad_depth += no_grad
         self._block(node.body)
@@ -2005,6 +2010,7 @@ def _sets_period(call: ast.Call) -> bool:
     return False
 
 
+_NO_GRAD_NAME = re.compile(r"(?:^|_)(?:inference_mode|no_grad)$")
 # Objects whose `backward(loss)` runs the training step's backward (DeepSpeed's engine, Accelerate, Fabric, a trainer).
 _BACKWARD_RUNNER = re.compile(r"engine|accelerator|fabric|trainer", re.IGNORECASE)
 _LOSS_NAME = re.compile(r"loss", re.IGNORECASE)

@@ -7356,3 +7356,48 @@ def test_a_setting_compared_with_a_number_picks_a_branch_and_gates_nothing(tmp_p
     assert [(f[1], f[2], f[4]) for f in check(tmp_path, files)] == [
         (18, "GPL501", "Learner.train() -> Learner._update_targets_soft()")
     ]
+
+
+def test_a_loop_under_a_wrapper_named_for_inference_mode_is_no_step_loop(tmp_path, check):
+    """YOLO's `val.py` decorates `run` with `@smart_inference_mode()` (a project function picking `torch.inference_mode`
+    or `torch.no_grad`) and computes the loss of each validation batch: that loop evaluates, it does not train."""
+    files = {
+        "utils/__init__.py": "",
+        "utils/torch_utils.py": """
+            import torch
+
+            def smart_inference_mode(torch_1_9=True):
+                def decorate(fn):
+                    return (torch.inference_mode if torch_1_9 else torch.no_grad)()(fn)
+                return decorate
+        """,
+        "utils/loss.py": """
+            import torch
+
+            class ComputeLoss:
+                def __call__(self, preds, targets):
+                    loss = torch.nn.functional.mse_loss(preds, targets)
+                    return loss, loss.detach()
+        """,
+        "val.py": """
+            import torch
+            from utils.loss import ComputeLoss
+            from utils.torch_utils import smart_inference_mode
+
+            @smart_inference_mode()
+            def run(model, dataloader):
+                compute_loss = ComputeLoss()
+                loss = torch.zeros(3, device="cuda")
+                for im, targets in dataloader:
+                    out, train_out = model(im.cuda(non_blocking=True))
+                    loss += compute_loss(train_out, targets.cuda(non_blocking=True))[1]
+                    print(loss.cpu())
+                return loss
+
+            if __name__ == "__main__":
+                run(build_model(), build_loader())
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["val.py"] = files["val.py"].replace("@smart_inference_mode()", "")
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("val.py", 13)]
