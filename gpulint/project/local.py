@@ -1939,8 +1939,8 @@ class _Walker:
         for child in (*inner, *node.args, *(k.value for k in node.keywords)):
             if not isinstance(child, (ast.Name, ast.Attribute)) or dotted(child) is None:
                 self._expr(child)
-            elif child in node.args or any(child is k.value for k in node.keywords):
-                self._note_method_ref(child)
+        for child in (*node.args, *(k.value for k in node.keywords)):
+            self._note_method_ref(child)  # `checkpoint(self._block, x)`: a method handed on
 
     def _note_method_ref(self, node: ast.AST) -> None:
         """`self.name` read, not called: maybe a method handed on (`_expr` and `_call` see only such reads)."""
@@ -2010,6 +2010,7 @@ def _sets_period(call: ast.Call) -> bool:
     return False
 
 
+# A project's wrapper named for turning gradients off (`smart_inference_mode`, `torch_no_grad`).
 _NO_GRAD_NAME = re.compile(r"(?:^|_)(?:inference_mode|no_grad)$")
 # Objects whose `backward(loss)` runs the training step's backward (DeepSpeed's engine, Accelerate, Fabric, a trainer).
 _BACKWARD_RUNNER = re.compile(r"engine|accelerator|fabric|trainer", re.IGNORECASE)

@@ -71,6 +71,7 @@ from gpulint.project.vocab import (
     may_be_step_work,
     named_for_training,
     name_parts,
+    steps_environment,
 )
 
 Key = tuple[str, str]  # (path, qualified name)
@@ -230,6 +231,7 @@ class Project:
         self._by_file: dict[str, list[str]] | None = None
         self._optimizer_steps: list[Target] | None = None
         self._cold_built: set[Target] = set()  # classes built only in code the training does not run
+        self._unselected_builds: dict[str, bool] = {}  # by class name: `_built_only_unselected`
         self._stepped: list[tuple] = []  # optimizer steps read, not yet followed (`_run`)
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         self.config_classes = frozenset(config_classes)  # dotted names the training configs build (`target: a.B`)
@@ -1683,7 +1685,7 @@ class Project:
         # triggers keep (skrl's trainers; not an evaluation rollout, which keeps nothing).
         # (A rollout under `torch.inference_mode()` that keeps its transitions is collection for learning, as rsl_rl's
         # runner collects; only an evaluation or a single episode is not.)
-        stepping = {call.loop for call in scope.calls if call.loop >= 0 and _steps_environment(call.func)
+        stepping = {call.loop for call in scope.calls if call.loop >= 0 and steps_environment(call.func)
                     and not scope.loops[call.loop].evaluates and not scope.loops[call.loop].once}
         if stepping:
             bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
@@ -2094,25 +2096,25 @@ class Project:
     def _built_only_unselected(self, class_names: set[str]) -> set[str]:
         """The classes built only in branches for option values no shipped setting gives (stable-audio-tools builds
         its language-model training wrapper under `elif model_type == "lm":`, and no model config says "lm")."""
-        if not class_names:
-            return set()
-        built: dict[str, bool] = {}  # by class name: every build found is unselected
-        for path, ix in self.files.items():
-            if not any(name + "(" in ix.text for name in class_names):
+        unknown = class_names - self._unselected_builds.keys()
+        built: dict[str, bool] = {}  # by class name: every build found is unselected (none found: not in it)
+        for path, ix in self.files.items() if unknown else ():
+            if not any(name + "(" in ix.text for name in unknown):
                 continue
             for definition in ix.definitions.values():
-                if definition.is_class or not any(name + "(" in definition.code for name in class_names):
+                if definition.is_class or not any(name + "(" in definition.code for name in unknown):
                     continue
                 for scope in ix.scopes_of(definition).values():
                     options = FileFacts(option_values=self._option_values_in([scope]))
                     for call in scope.calls:
                         name = call.func.rsplit(".", 1)[-1]
-                        if name not in class_names:
+                        if name not in unknown:
                             continue
                         unselected = any(r.kind == "choice" and options.unselected(r.flags)
                                          for r in scope.regions if r.holds(call.pos))
                         built[name] = built.get(name, True) and unselected
-        return {name for name, unselected in built.items() if unselected}
+        self._unselected_builds.update({name: built.get(name, False) for name in unknown})
+        return {name for name in class_names if self._unselected_builds[name]}
 
     def _built_only_by_tests(self, class_names: set[str]) -> set[str]:
         """The classes only tests build, where the project's own code builds others of them (ReAgent's workflows
@@ -2987,14 +2989,6 @@ def _copies_without_blocking(code: str) -> bool:
     return copies > 0
 
 
-def _steps_environment(func: str) -> bool:
-    """`self.env.step(actions)`, `envs.step(a)`, `train_env.step(a)`: a step of a reinforcement-learning
-    environment."""
-    receiver, _, method = func.rpartition(".")
-    return method == "step" and bool(name_parts(receiver.rsplit(".", 1)[-1].lstrip("_")) & _ENVIRONMENT_PARTS)
-
-
-_ENVIRONMENT_PARTS = frozenset({"env", "envs", "environment", "environments"})
 
 
 def _keeps_transition(func: str) -> bool:

@@ -396,6 +396,16 @@ def named_for_training(path: str) -> bool:
     *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
     return bool(name_parts(name) & TRAINING_PARTS) or any(name_parts(folder) & TRAINING_PARTS for folder in folders)
 
+_ENVIRONMENT_PARTS = frozenset({"env", "envs", "environment", "environments"})
+
+
+def steps_environment(func: str) -> bool:
+    """`self.env.step(actions)`, `envs.step(a)`, `train_env.step(a)`: a step of a reinforcement-learning
+    environment."""
+    receiver, _, method = func.rpartition(".")
+    return method == "step" and bool(name_parts(receiver.rsplit(".", 1)[-1].lstrip("_")) & _ENVIRONMENT_PARTS)
+
+
 # torch's loader classes that take `pin_memory` (webdataset's `WebLoader` derives from torch's `DataLoader`).
 LOADER_CLASSES = frozenset({"DataLoader", "WebLoader"})
 # Project helpers that move a (nested) batch with plain `.to(device)` (OLMo, Accelerate's send_to_device default).

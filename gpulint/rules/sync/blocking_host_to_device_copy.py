@@ -11,7 +11,13 @@ from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
 from gpulint.linter.names import dotted_name, last_name, name_parts, params_of, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.linter.syntax import descendants, innermost
-from gpulint.project.vocab import BATCH_MOVE_HELPERS, LOADER_CLASSES, SAME_PLACE_METHODS, TRAIN_LOADER_HOOKS
+from gpulint.project.vocab import (
+    BATCH_MOVE_HELPERS,
+    LOADER_CLASSES,
+    SAME_PLACE_METHODS,
+    TRAIN_LOADER_HOOKS,
+    steps_environment,
+)
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import (
@@ -51,8 +57,6 @@ _PREPARED_SCRIPT = (
 
 # A call that trains on a batch: `learner.train(data)`, `agent.update(batch)`, `loss.backward()`, `opt.step()`.
 _TRAINS = re.compile(r"\.\w*(?:train|update|learn|step|optimi[sz]e|fit)\w*\s*\(|backward\s*\(")
-# `self.env.step(actions)`, `envs.step(a)`, `train_env.step(a)`: a step of a reinforcement-learning environment.
-_ENVIRONMENT_STEP = re.compile(r"(?:^|[._])envs?\.step$", re.IGNORECASE)
 # `nn.Module`, `torch.nn.Module`, `Optional[nn.Module]`, `pl.LightningModule`: an annotation naming a module class.
 _MODULE_ANNOTATION = re.compile(r"(?:^|[.\[\s])\w*Module\b")
 
@@ -275,6 +279,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
         self._buffers: set[str] = set()  # `self.register_buffer("bias", ...)`: attributes that move with the module
         self._torch_built: set[tuple[int, str]] = set()  # (function, name) bound to a tensor made on the device
+        # By function: the names it binds to what an environment's `step` returns (`_from_environment`)
+        self._environment_outputs: dict[int, set[str]] = {}
         # Loaders handed to a trainer that copies their batches itself (Lightning, Composer): the names passed to
         # `trainer.fit(model, loader)` / `Trainer(train_dataloader=loader)`, and the functions that build the
         # training loader (`train_dataloader` hooks and the helpers they call).
@@ -398,12 +404,13 @@ class BlockingHostToDeviceCopy(SyncRule):
         function = self.context.enclosing_function()
         if not name or function is None:
             return False
-        for node in descendants(function):
-            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) \
-                    and _ENVIRONMENT_STEP.search(dotted_name(node.value.func) or "") \
-                    and any(name in target_names(t.target) for t in node.targets):
-                return True
-        return False
+        if id(function) not in self._environment_outputs:
+            self._environment_outputs[id(function)] = {
+                returned for node in descendants(function)
+                if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)
+                and steps_environment(dotted_name(node.value.func) or "")
+                for t in node.targets for returned in target_names(t.target)}
+        return name in self._environment_outputs[id(function)]
 
     def leave_Module(self, node: cst.Module) -> None:
         self._emit()
