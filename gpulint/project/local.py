@@ -129,6 +129,9 @@ class Call:
     marker: bool = False  # a step marker (backward, optimizer step, zero_grad)
     name_args: tuple[str, ...] = ()  # arguments that are dotted names (a function passed is a callback)
     arg_names: tuple[str, ...] = ()  # each positional argument that is a plain name, "" for the others
+    # Each positional argument that is a call, as its callee's dotted name (`self._wrap_model` in
+    # `super().training_losses(self._wrap_model(model), ...)`), "" for the others.
+    arg_callees: tuple[str, ...] = ()
     kw_names: tuple[tuple[str, str], ...] = ()  # keyword arguments that are dotted names: (keyword, name)
     # Arguments that are the calling function's own parameters, not rebound before the call (`self.ctc(attn, in_lens)`
     # in `forward(self, attn, in_lens)`): (position as "0", "1"... or the keyword, parameter). What its callers pass
@@ -1889,6 +1892,8 @@ class _Walker:
         call.arg_kinds = tuple(self.values.kind_of(a) for a in node.args if not isinstance(a, ast.Starred))
         call.arg_names = tuple(a.id if isinstance(a, ast.Name) else "" for a in node.args
                                if not isinstance(a, ast.Starred))
+        call.arg_callees = tuple(dotted(a.func) or "" if isinstance(a, ast.Call) else "" for a in node.args
+                                 if not isinstance(a, ast.Starred))
         fresh = self.values.fresh_params[-1]
         call.param_args = tuple(
             [(str(i), name) for i, name in enumerate(call.arg_names) if name in fresh]

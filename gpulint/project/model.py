@@ -136,6 +136,9 @@ class _Resolved:
     bound: bool = False  # the first parameter is `self` (a method called on an object, or a class instantiated)
     guess: str = ""  # for an uncertain resolution, what was guessed: a module call (`_forward_guess_key`) or a method
     instantiates: list[Target] = field(default_factory=list)
+    # Of an uncertain resolution, the functions it surely reaches besides the guess (`_WrappedModel.__call__`, where
+    # a parameter may hold a wrapper some callers build: `_wrappers_passed`).
+    known: list[Target] = field(default_factory=list)
 
 
 def module_names(path: str) -> list[str]:
@@ -245,6 +248,7 @@ class Project:
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._held_losses: dict[Key, frozenset[str]] = {}  # by class: `_losses_held_by`
         self._param_classes: dict[tuple[str, str, str], set[Target]] = {}  # see `_param_types`
+        self._wrappers: dict[tuple[str, str, str], set[Target]] = {}  # see `_wrappers_passed`
         self._not_dead: set[Key] = set()  # functions `_dead` found alive
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
@@ -461,6 +465,7 @@ class Project:
             if "/" in p and p.rsplit("/", 1)[0] in packages
             and not p.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text
             and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS  # `pkg/train.py`, run with -m
+            and not _calls_own_function(ix)  # a script without a `__main__` guard (`run(make_env(), spec)`)
         ]
         candidates = [p for p in modules if not self._is_imported(p)]
         # Nor one another file names (setup.py's `console_scripts`: `lora_pti = lora_diffusion.cli_lora_pti:main`):
@@ -844,17 +849,54 @@ class Project:
         and scope: in the module scopes and the definitions of the files `file_may_call(ix)` picks, the definitions
         read only where `code_may_call(code)` says their text may hold one (reading one costs a parse)."""
         name = target.qualname.rsplit(".", 1)[-1]
+        for path, scope in self._scopes_that_may_call(file_may_call, code_may_call):
+            for call in scope.calls:
+                if call.func.rsplit(".", 1)[-1] == name and target in self._callable_targets(path, scope, call.func):
+                    yield path, scope, call
+
+    def _scopes_that_may_call(self, file_may_call: Callable[[ModuleIndex], bool],
+                              code_may_call: Callable[[str], bool]) -> Iterator[tuple[str, Scope]]:
+        """The module scopes of the files `file_may_call(ix)` picks, and the scopes of their definitions whose text
+        `code_may_call(code)` picks (reading a definition's scopes costs a parse)."""
         for path, ix in self.files.items():
             if not file_may_call(ix):
                 continue
-            scopes = [ix.module_scope] if ix.module_scope is not None else []
+            if ix.module_scope is not None:
+                yield path, ix.module_scope
             for definition in ix.definitions.values():
                 if not definition.is_class and code_may_call(definition.code):
-                    scopes.extend(ix.scopes_of(definition).values())
-            for scope in scopes:
-                for call in scope.calls:
-                    if call.func.rsplit(".", 1)[-1] == name and target in self._callable_targets(path, scope, call.func):
-                        yield path, scope, call
+                    for scope in ix.scopes_of(definition).values():
+                        yield path, scope
+
+    def _wrappers_passed(self, path: str, function: Scope, name: str) -> set[Target]:
+        """The project classes that calls of `function` build through a helper and pass as its parameter `name`:
+        guided diffusion's `super().training_losses(self._wrap_model(model), ...)`, whose `_wrap_model` returns a
+        `_WrappedModel`, so that `model(x, t)` in the base method runs `_WrappedModel.__call__` (besides what else
+        the parameter may hold)."""
+        key = (path, function.qualname, name)
+        if key in self._wrappers:
+            return self._wrappers[key]
+        self._wrappers[key] = set()  # while looking: a recursive call knows nothing more
+        target = Target(path, function.qualname, False)
+        bound = bool(function.cls) and function.params[:1] in (("self",), ("cls",)) and not self._is_static(target)
+        position = function.params.index(name) - bound
+        method = function.name
+        call_text = re.compile(rf"\b{re.escape(method)}\s*\(")
+        found: set[Target] = set()
+        for caller_path, scope in self._scopes_that_may_call(lambda ix: method in ix.text,
+                                                             lambda code: bool(call_text.search(code))):
+            for call in scope.calls:
+                helper = call.arg_callees[position] if 0 <= position < len(call.arg_callees) else ""
+                if not helper or call.func.rsplit(".", 1)[-1] != method \
+                        or target not in self.resolve_call(caller_path, scope, call, False).targets:
+                    continue
+                built = self.resolve_call(caller_path, scope, Call(call.line, call.pos, helper, call.loop), False)
+                found.update(built.instantiates)
+                for made_by in built.targets:
+                    if not made_by.is_class and made_by not in built.instantiates:
+                        found |= self.returned_types(made_by)
+        found = self._wrappers[key] = {cls for cls in found if self._call_method(cls) is not None}
+        return found
 
     def _imported_object_types(self, path: str, name: str, depth: int) -> set[Target]:
         """`from nanotron.logging.timers import nanotron_timer`: the classes of the object another module builds
@@ -1246,6 +1288,10 @@ class Project:
                 out.targets += [o for o in overrides if _owner_name(o.qualname) not in unnamed]
             elif method is not None:
                 out.targets.append(method)
+        if per_step and not types and holder is not None and holder.kind == "function" and name in holder.params \
+                and not bindings:
+            out.known = [m for cls in sorted(self._wrappers_passed(path, holder, name), key=_order)
+                         if (m := self._call_method(cls)) is not None]
         callable_annotated = any(_is_callable_annotation(a.annotation) for a in bindings) \
             or self._keeps_callable(path, scope, name)
         if not types and per_step and not self._external_attribute(path, scope, name, frozenset()) \
@@ -1674,8 +1720,8 @@ class Project:
         consumes a loader is a candidate (`_loader_loops`): the training loop itself when nothing else reaches
         its function, else a loop the training runs at some other rhythm (a rollout, an evaluation)."""
         if not scope.loops or not is_training_path(path) or is_cold_function_name(scope.name) \
-                or scope.cls and is_cold_class_name(scope.cls):
-            return frozenset()
+                or scope.cls and is_cold_class_name(scope.cls) or self._orphan_module(path):
+            return frozenset()  # (a module nothing runs has no step loops, whether or not the model read it)
         # A loop under no_grad or over an evaluation split may call zero_grad (or a helper that steps when it
         # trains), but its iterations are no training steps: StyleTTS2's validation loop calls optimizer.zero_grad().
         found = {index for index, loop in enumerate(scope.loops)
@@ -2312,6 +2358,9 @@ class Project:
                 # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step (timm builds its
                 # LAMB and LARS from a table of names, so every one of them may), once the code in reach is read.
                 self._stepped.append((rank, chain, state.flags))
+            if resolved.known:  # as sure as the call itself
+                self._reach_all(resolved.known, rank, state.likely or reach.likely and rank != PER_STEP, chain,
+                                state.flags, push, guessed=reach.guessed)
             if not resolved.certain:
                 # A guess fans out to many functions (modules' `forward`s): made once per way of reaching them, and
                 # made again when the program has built more.
@@ -2945,6 +2994,13 @@ class Project:
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _calls_own_function(ix: ModuleIndex) -> bool:
+    """Does the module's top level call a function it defines (a script run as it is, without a `__main__` guard)?"""
+    module = ix.module_scope
+    return module is not None and any(
+        call.func in ix.definitions and not ix.definitions[call.func].is_class for call in module.calls)
 
 
 # Libraries whose modules share names with a project's own (`torch.utils`, `torchvision.models`).

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/31"
+FORMAT = "gpulint.project/32"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -75,7 +75,8 @@ def scope_from(data: dict) -> Scope:
                     **call, "pos": _pos(call["pos"]), "arg_kinds": tuple(call["arg_kinds"]),
                     "kw_kinds": tuple(tuple(k) for k in call["kw_kinds"]),
                     "interval_args": tuple(call["interval_args"]), "name_args": tuple(call["name_args"]),
-                    "arg_names": tuple(call["arg_names"]), "kw_names": tuple(tuple(k) for k in call["kw_names"]),
+                    "arg_names": tuple(call["arg_names"]),
+                    "arg_callees": tuple(call["arg_callees"]), "kw_names": tuple(tuple(k) for k in call["kw_names"]),
                     "param_args": tuple(tuple(pair) for pair in call["param_args"]),
                     "none_args": tuple(call["none_args"]),
                 })

@@ -7401,3 +7401,54 @@ def test_a_loop_under_a_wrapper_named_for_inference_mode_is_no_step_loop(tmp_pat
     assert check(tmp_path, files) == []
     files["val.py"] = files["val.py"].replace("@smart_inference_mode()", "")
     assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("val.py", 13)]
+
+
+def test_a_wrapper_a_helper_builds_for_a_parameter_runs_where_the_parameter_is_called(tmp_path, check):
+    # Guided diffusion's respacing: `super().training_losses(self._wrap_model(model), ...)` hands the base class a
+    # `_WrappedModel`, whose `__call__` runs at each `model(x, t)` of the step.
+    files = {
+        "diffusion.py": """
+            import numpy as np
+            import torch
+
+            class GaussianDiffusion:
+                def training_losses(self, model, x, t):
+                    return ((model(x, t) - x) ** 2).mean()
+
+            class SpacedDiffusion(GaussianDiffusion):
+                def __init__(self, steps):
+                    self.timestep_map = list(range(steps))
+
+                def training_losses(self, model, *args):
+                    return super().training_losses(self._wrap_model(model), *args)
+
+                def _wrap_model(self, model):
+                    return _WrappedModel(model, self.timestep_map)
+
+            class _WrappedModel:
+                def __init__(self, model, timestep_map):
+                    self.model = model
+                    self.timestep_map = timestep_map
+
+                def __call__(self, x, ts):
+                    map_tensor = torch.tensor(self.timestep_map, device=ts.device)
+                    return self.model(x, map_tensor[ts])
+        """,
+        "train.py": """
+            import torch
+            from diffusion import SpacedDiffusion
+
+            def main(model, loader, opt):
+                diffusion = SpacedDiffusion(1000)
+                for x in loader:
+                    x = x.cuda(non_blocking=True)
+                    t = torch.randint(0, 1000, (x.shape[0],), device=x.device)
+                    loss = diffusion.training_losses(model, x, t)
+                    loss.backward()
+                    opt.step()
+        """,
+    }
+    assert [f[:4] for f in check(tmp_path, files)] == [("diffusion.py", 25, "GPL412", "certain")]
+    # Called with the model itself, the base class's `model(x, t)` builds no wrapper.
+    files["diffusion.py"] = files["diffusion.py"].replace("self._wrap_model(model)", "model")
+    assert check(tmp_path, files) == []
