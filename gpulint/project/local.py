@@ -168,6 +168,7 @@ class Assign:
     calls: tuple[str, ...] = ()  # every call in the value (`nn.ModuleList([Block(c) for c in cfgs])`)
     annotation: str = ""  # the class an annotation names (`ema: Optional[ModelEMA] = kwargs.get("ema")`)
     option: str = ""  # the configuration option it reads (`model_type = model_config.get("model_type", None)`)
+    entries: tuple[str, ...] = ()  # a table's values, as dotted names (`Losses = {"edm": EDMLoss}`)
 
 
 @dataclass
@@ -263,6 +264,14 @@ def _keyed_method(func: ast.AST) -> str:
         key = _string_of(func.slice)
         if key is not None and key.isidentifier():
             return f"self.{key}"
+    return ""
+
+
+def _table_callee(func: ast.AST) -> str:
+    """`Losses[config.loss]` -> "Losses[]": a call of what a table (a dict named at module level) holds under a key;
+    "" for anything else (an attribute's item, `self.layers[i]`, is no table of definitions)."""
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
+        return func.value.id + "[]"
     return ""
 
 
@@ -1589,14 +1598,16 @@ class _Walker:
         if name is None:
             return
         if isinstance(value, ast.Call):
-            calls = tuple(dotted(n.func) or "" for n in ast.walk(value) if isinstance(n, ast.Call))
+            calls = tuple(dotted(n.func) or _table_callee(n.func) for n in ast.walk(value) if isinstance(n, ast.Call))
             value = _built_object(value)
-            callee = dotted(value.func) or ""
+            callee = dotted(value.func) or _table_callee(value.func)
             first = dotted(value.args[0]) or "" if value.args else ""
             self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls,
                                              option=config_option(value) or ""))
         elif (source := dotted(value)) is not None:
             self.scope.assigns.append(Assign(name, source=source))
+        elif isinstance(value, ast.Dict) and value.values and all(dotted(v) for v in value.values):
+            self.scope.assigns.append(Assign(name, entries=tuple(dotted(v) or "" for v in value.values)))
         elif isinstance(value, ast.IfExp):  # `self.update_target = self.polyak_update if polyak else self.copy_update`
             for choice in (value.body, value.orelse):
                 if (source := dotted(choice)) is not None:
@@ -1873,7 +1884,7 @@ class _Walker:
 
     def _call(self, node: ast.Call) -> None:
         scope = self.scope
-        func = dotted(node.func) or _keyed_method(node.func) or _returned_callee(node.func)
+        func = dotted(node.func) or _keyed_method(node.func) or _returned_callee(node.func) or _table_callee(node.func)
         if isinstance(node.func, ast.Attribute) and node.func.attr in _FILLING_METHODS:  # `ts.append(t)`
             values = [*node.args, *(k.value for k in node.keywords)]
             kinds = {self.values.kind_of(v) for v in values}

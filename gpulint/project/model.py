@@ -970,6 +970,8 @@ class Project:
         """Functions or classes a dotted callee names, by scope then module (not objects' methods)."""
         if not func or func.startswith("super()"):
             return []
+        if func.endswith("[]"):
+            return self._table_entries(path, scope, func[:-2])
         head = func.split(".", 1)[0]
         ix = self.files[path]
         # A function defined in an enclosing function (a closure) or in the scope itself.
@@ -998,6 +1000,23 @@ class Project:
         if imported_here:
             return list(dict.fromkeys(imported_here))
         return self.resolve_dotted_global(path, func)
+
+    def _table_entries(self, path: str, scope: Scope, name: str, depth: int = 0) -> list[Target]:
+        """The classes and functions a table holds (`Losses = {"edm": EDMLoss}`, here or imported), for a call of
+        one picked by key (`loss_fn = Losses[config.model.precond]()`)."""
+        holder = self._binding_scope(path, scope, name) or self.files[path].module_scope
+        found: list[Target] = []
+        for assign in holder.assigns if holder is not None else ():
+            if assign.target == name:
+                found += [t for entry in assign.entries for t in self._callable_targets(path, holder, entry)
+                          if t.qualname]
+        module = self.files[path].module_scope
+        for local, module_name, imported, level in module.imports if module is not None and depth < 3 else ():
+            target = self.find_module(module_name, path, level) if local == name and imported else None
+            other = self.files[target].module_scope if target is not None and target != path else None
+            if other is not None:
+                found += self._table_entries(target, other, imported, depth + 1)
+        return list(dict.fromkeys(found))
 
     def _picked_functions(self, path: str, scope: Scope, picker: str) -> list[Target]:
         """The project functions a picker returns by name (`return get_mmc4_dataset` in open_flamingo's
@@ -1085,7 +1104,9 @@ class Project:
                 if method is not None or overrides:
                     # `self.post_epoch_callback()` in a base class runs a subclass's override too.
                     out.targets += [m for m in (method, *overrides) if m is not None]
-                    out.bound = parts[0] == "self" or (method is not None and self._is_classmethod(method))
+                    # `self.timestep_embedding(t, dim)` of a static method passes no instance
+                    out.bound = parts[0] == "self" and not (method is not None and self._is_static(method)) \
+                        or (method is not None and self._is_classmethod(method))
                     return out
                 aliased = self._aliased_methods(cls, parts[1])
                 if aliased:
@@ -1112,8 +1133,8 @@ class Project:
                     out.bound = "." in target.qualname and not self._is_static(target) and len(parts) > 1 \
                         and not self._is_module_path(path, scope, parts[0])
             return out
-        if parts[0] in _BUILTINS or self._is_external(path, scope, parts[0]):
-            return out
+        if parts[0] in _BUILTINS or func.endswith("[]") or self._is_external(path, scope, parts[0]):
+            return out  # (a table the model does not know: nothing to guess)
         if len(parts) == 1:
             return self._object_call(path, scope, func, guess_module)
         return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)

@@ -7452,3 +7452,76 @@ def test_a_wrapper_a_helper_builds_for_a_parameter_runs_where_the_parameter_is_c
     # Called with the model itself, the base class's `model(x, t)` builds no wrapper.
     files["diffusion.py"] = files["diffusion.py"].replace("self._wrap_model(model)", "model")
     assert check(tmp_path, files) == []
+
+
+def test_a_class_picked_from_a_table_by_key_is_built_and_called(tmp_path, check):
+    # MaskDiT: `loss_fn = Losses[config.loss]()`, with `Losses = {"edm": EDMLoss}` in another module; the loss,
+    # a plain class, is called every step and runs the model it is handed.
+    files = {
+        "losses.py": """
+            import torch
+
+            class EDMLoss:
+                def __call__(self, net, images):
+                    sigma = torch.randn(images.shape[0], device=images.device)
+                    if (sigma > 3).any():
+                        sigma = sigma.clamp(max=3)
+                    return ((net(images, sigma) - images) ** 2).mean()
+
+            Losses = {"edm": EDMLoss}
+        """,
+        "train.py": """
+            from losses import Losses
+
+            def train(config, model, loader, optimizer):
+                loss_fn = Losses[config.loss]()
+                for x in loader:
+                    loss = loss_fn(net=model, images=x.cuda(non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [f[:3] for f in check(tmp_path, files)] == [("losses.py", 7, "GPL405")]
+    # A table of something else holds nothing the model can build.
+    files["losses.py"] = files["losses.py"].replace('Losses = {"edm": EDMLoss}', 'Losses = {"edm": 1.0}')
+    assert check(tmp_path, files) == []
+
+
+def test_a_static_method_called_on_self_is_handed_no_instance(tmp_path, check):
+    # DiT's `self.timestep_embedding(t, self.size)`: `t` is the static method's first parameter, `dim` its second,
+    # a host number; `if dim % 2` waits for nothing.
+    files = {
+        "model.py": """
+            import torch
+
+            class Embedder(torch.nn.Module):
+                def __init__(self, size=256):
+                    super().__init__()
+                    self.size = size
+                    self.mlp = torch.nn.Linear(size, size)
+
+                @staticmethod
+                def timestep_embedding(t, dim):
+                    freqs = torch.ones(dim // 2, device=t.device)
+                    embedding = torch.cat([torch.cos(t[:, None] * freqs), torch.sin(t[:, None] * freqs)], dim=-1)
+                    if dim % 2:
+                        embedding = torch.cat([embedding, torch.zeros_like(embedding[:, :1])], dim=-1)
+                    return embedding
+
+                def forward(self, t):
+                    return self.mlp(self.timestep_embedding(t, self.size))
+        """,
+        "train.py": """
+            from model import Embedder
+
+            def train(loader, optimizer):
+                model = Embedder().cuda()
+                for t in loader:
+                    loss = model(t.cuda(non_blocking=True)).sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["model.py"] = files["model.py"].replace("if dim % 2:", "if t.max() % 2:")
+    assert [f[:3] for f in check(tmp_path, files)] == [("model.py", 14, "GPL405")]
