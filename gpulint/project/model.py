@@ -52,6 +52,7 @@ from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     GPU_EVIDENCE,
     LIBRARY_OBJECTS,
+    LIBRARY_STEP_HOOKS,
     LOADER_CLASSES,
     LOSS_CLASS,
     MODULE_CALL_METHODS,
@@ -1112,6 +1113,9 @@ class Project:
                 if aliased:
                     out.targets, out.bound = aliased, True
                     return out
+                if self._library_trainer_step(path, scope, call):
+                    out.targets, out.bound = self._library_step_hooks(cls), True
+                    return out
                 return self._object_call(path, scope, func, guess_module)  # `self.model(x)`
             return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
         if len(parts) > 1 and parts[-1] == "apply" and (applied := self._function_passes(path, scope, parts[:-1])):
@@ -1788,6 +1792,8 @@ class Project:
             return False
         if name in self.hot_names and name not in MODULE_CALL_METHODS:
             return True
+        if self._library_trainer_step(path, scope, call):
+            return True
         targets = self.resolve_call(path, scope, call, per_step=False).targets
         if targets:
             return self._runs_step_work(targets, depth=2)
@@ -1803,6 +1809,28 @@ class Project:
                if _names_alike(receiver, _class_of(method))):
             return True
         return bool(methods) and all(self._runs_step_work([method], depth=1) for method in methods)
+
+    def _library_trainer_step(self, path: str, scope: Scope, call: Call) -> bool:
+        """`self.step(queries, responses, rewards)` in a subclass of a library's trainer that the project does not give
+        a `step` (ChatGLM-Efficient-Tuning's `PPOTrainerForChatGLM(PPOTrainer, ...)`, TRL's): the library's
+        optimization step, backward passes and optimizer steps included."""
+        if call.func != "self.step" or not (call.arg_kinds or call.kw_kinds) or not scope.cls:
+            return False
+        cls = Target(path, scope.cls, True)
+        if self.find_method(cls, "step") is not None:
+            return False
+        for klass in self.mro(cls):
+            klass_scope = self.files[klass.path].scope(klass.qualname)
+            project = {base.qualname.rsplit(".", 1)[-1] for base in self.bases(klass)}
+            if klass_scope is not None and any(
+                    name.endswith("Trainer") and name not in project
+                    for name in (base.rsplit(".", 1)[-1] for base in klass_scope.bases)):
+                return True
+        return False
+
+    def _library_step_hooks(self, cls: Target) -> list[Target]:
+        """The methods of `cls` (or its project bases) overriding what a library trainer's step calls on itself."""
+        return [m for name in sorted(LIBRARY_STEP_HOOKS) if (m := self.find_method(cls, name)) is not None]
 
     def _methods_named(self, name: str) -> list[Target]:
         """Every method of the project's classes called `name`."""

@@ -51,6 +51,12 @@ PER_BATCH_HOOKS = frozenset(
 )
 # Hooks a framework (Lightning) calls once at setup to build the training loader: code the training program runs.
 TRAIN_LOADER_HOOKS = frozenset({"train_dataloader", "_train_dataloader"})
+# What a library trainer's own optimization step (TRL's `PPOTrainer.step(queries, responses, scores)`, which does the
+# backward passes and optimizer steps) calls on itself: a subclass overriding one of these runs it every step.
+LIBRARY_STEP_HOOKS = frozenset(
+    {"batched_forward_pass", "compute_rewards", "compute_advantages", "train_minibatch", "loss", "gather_stats",
+     "record_step_stats", "prepare_model_inputs", "_step_safety_checker"}
+)
 # Hooks a framework calls once per run, phase or epoch (Lightning, ClassyVision, mmengine): not every step. What only
 # they reach is no step work, however its name reads (`synchronize_losses`).
 RUN_AND_EPOCH_HOOKS = frozenset(

@@ -7525,3 +7525,40 @@ def test_a_static_method_called_on_self_is_handed_no_instance(tmp_path, check):
     assert check(tmp_path, files) == []
     files["model.py"] = files["model.py"].replace("if dim % 2:", "if t.max() % 2:")
     assert [f[:3] for f in check(tmp_path, files)] == [("model.py", 14, "GPL405")]
+
+
+def test_a_library_trainers_step_called_in_a_subclass_loop_makes_it_a_step_loop(tmp_path, check):
+    # ChatGLM-Efficient-Tuning's PPO: a subclass of TRL's `PPOTrainer` loops, generating and scoring, and calls the
+    # library's `self.step(queries, responses, rewards)`, which runs backward and the optimizer and calls the
+    # subclass's `batched_forward_pass` override.
+    files = {
+        "ppo.py": """
+            import torch
+            from trl import PPOTrainer
+
+            class PPOTrainerForGLM(PPOTrainer):
+                def ppo_train(self, steps):
+                    for step in range(steps):
+                        batch = next(self.loader)
+                        rewards = self.score(batch)
+                        print(torch.stack(rewards).mean().item())
+                        stats = self.step(batch["query"], batch["response"], rewards)
+
+                def batched_forward_pass(self, model, queries, responses):
+                    for j in range(len(queries)):
+                        start = (queries[j] != 0).nonzero()[0].item()
+        """,
+        "train.py": """
+            from ppo import PPOTrainerForGLM
+
+            if __name__ == "__main__":
+                PPOTrainerForGLM().ppo_train(100)
+        """,
+    }
+    assert [f[:3] for f in check(tmp_path, files)] == [
+        ("ppo.py", 10, "GPL401"), ("ppo.py", 15, "GPL401"), ("ppo.py", 15, "GPL406")]
+    # A project trainer with its own `step` is read as written: it calls no `batched_forward_pass`.
+    files["ppo.py"] = files["ppo.py"].replace(
+        "                def batched_forward_pass",
+        "                def step(self, *args):\n                    return {}\n\n                def batched_forward_pass")
+    assert [f[:3] for f in check(tmp_path, files)] == [("ppo.py", 10, "GPL401")]
