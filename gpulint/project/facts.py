@@ -78,6 +78,9 @@ class FunctionFacts:
     # own callers always pass): their `if lengths is None:` branches do not run in the step (texar's `dynamic_rnn`,
     # handed the batch's lengths by every encoder that trains).
     given_params: frozenset[str] = frozenset()
+    # Parameters every call in the training step passes a literal False (sam-hq's `multimask_output=False`), where
+    # every way the step reaches the function is a call whose arguments are known: their `if p:` branches do not run.
+    false_params: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -281,6 +284,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
         elif kind == "given" and region.flags[0] in facts.unset_params:
             return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}`, which no call in the training "
                              "step passes")
+        elif kind == "param" and region.flags[0] in facts.false_params:
+            return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}`, which every call in the "
+                             "training step passes False")
         elif kind == "missing" and region.flags[0] in facts.given_params:
             return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}` left out, which every call in "
                              "the training step passes")

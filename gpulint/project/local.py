@@ -141,6 +141,7 @@ class Call:
     star_args: bool = False  # a positional argument is unpacked (`f(*args)`): which parameters it fills is unknown
     conditional: bool = False  # inside an `if` or an `except` of its scope: it may not run whenever the scope does
     none_args: tuple[str, ...] = ()  # the arguments given a literal None ("0", "1"... or the keyword): left out
+    false_args: tuple[str, ...] = ()  # the arguments given a literal False ("0", "1"... or the keyword)
 
     def passed(self, position: int, param: str) -> str:
         """The name this call passes to parameter `param`, at `position` (after `self`), in place or by keyword
@@ -1257,6 +1258,10 @@ def typed_branch(test: ast.AST, part: str) -> tuple[str, bool] | None:
     return None
 
 
+def _is_false(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
@@ -1915,6 +1920,8 @@ class _Walker:
         call.star_args = any(isinstance(a, ast.Starred) for a in node.args)
         call.none_args = tuple([str(i) for i, a in enumerate(node.args) if _is_none(a)]
                                + [k.arg for k in node.keywords if k.arg and _is_none(k.value)])
+        call.false_args = tuple([str(i) for i, a in enumerate(node.args) if _is_false(a)]
+                                + [k.arg for k in node.keywords if k.arg and _is_false(k.value)])
         call.interval_args = tuple(
             [f"{i}={gate_interval(a)}" for i, a in enumerate(node.args) if is_interval_test(a)]
             + [f"{k.arg}={gate_interval(k.value)}" for k in node.keywords if k.arg and is_interval_test(k.value)]

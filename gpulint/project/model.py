@@ -199,6 +199,7 @@ class Project:
         # `**kwargs` give none that is known), and those it passes on from its caller's own parameters (see
         # `_given_params`).
         self._given_by_call: dict[Key, list[tuple[frozenset[str], dict[str, tuple[Key, str]]]]] = {}
+        self._false_by_call: dict[Key, list[frozenset[str]]] = {}  # the parameters each call gives a literal False
         self._reached_unresolved: set[Key] = set()
         self._reached_unknown_arguments: set[Key] = set()  # by a hook, a callback, a guess made again: no call read
         self._called_every_step: set[Key] = set()  # see `FunctionFacts.called_every_step`
@@ -833,7 +834,11 @@ class Project:
         for path, scope, call in self._calls_of(function, lambda ix: name in ix.text and bool(call_text.search(ix.text)),
                                                 lambda code: bool(call_text.search(code))):
             passed = call.arg_names[position] if position < len(call.arg_names) and not call.star_args else ""
+            built = call.arg_callees[position] if position < len(call.arg_callees) and not call.star_args else ""
             classes = self.types_of(path, scope, passed, 1) if passed else set()  # a new object: its own depth
+            if built:  # `main(Decoder(), loader)`: the object built in place
+                for made_by in self._callable_targets(path, scope, built):
+                    classes |= self._built_types(made_by, 1) if made_by.is_class else self.returned_types(made_by, 1)
             if not classes:
                 return set()  # a call passes what the model does not know: the callee guesses
             found |= classes
@@ -925,7 +930,11 @@ class Project:
                 found |= self.types_of(path, scope, assign.element_of, depth + 1)
             elif assign.callee:
                 last = assign.callee.rsplit(".", 1)[-1]
-                if last in _WRAPPERS and assign.first_arg:
+                if last in _WRAPPERS and assign.first_arg == target and target in scope.params \
+                        and scope.kind == "function":
+                    # `net = DDP(net, ...)` of a parameter: what the callers pass (sam-hq's `main(net, ...)`)
+                    found |= self._param_types(path, scope, target)
+                elif last in _WRAPPERS and assign.first_arg:
                     found |= self.types_of(path, scope, assign.first_arg, depth + 1)
                 for callee in assign.calls:
                     for target_ in self._callable_targets(path, scope, callee):
@@ -2677,6 +2686,7 @@ class Project:
             self._unset_params(key, scope) if final else frozenset(),
             frozenset(p for p, gated in votes.items() if not gated), key in self._called_every_step,
             self._given_params(key, scope) if final else frozenset(),
+            self._false_params(key) if final else frozenset(),
         )
 
     def _one_pass(self, target: Target) -> bool:
@@ -2713,12 +2723,27 @@ class Project:
             if param is not None:
                 passed_on[param] = (caller, caller_param)
         self._given_by_call.setdefault(key, []).append((given, passed_on))
+        if call.star_args or any(keyword == "**" for keyword, _ in call.kw_kinds):
+            given_false: frozenset[str] = frozenset()
+        else:
+            given_false = frozenset([by_position[int(where)] for where in call.false_args
+                                     if where.isdigit() and int(where) in by_position]
+                                    + [where for where in call.false_args if not where.isdigit()])
+        self._false_by_call.setdefault(key, []).append(given_false)
 
     def _given_params(self, key: Key, scope: Scope) -> frozenset[str]:
         """The parameters defaulting to None that every way the step reaches the function gives a value: each way is a
         call the model resolved, and each such call passes a value that is no literal None, or passes on its caller's
         own parameter that defaults to something else or that every call of the caller gives in turn."""
         return frozenset(p for p in scope.none_params if self._given_by_every_call(key, p, frozenset()))
+
+    def _false_params(self, key: Key) -> frozenset[str]:
+        """The parameters every call of the function in the step gives a literal False, where the step reaches it
+        only through calls whose arguments the model knows."""
+        calls = self._false_by_call.get(key)
+        if not calls or key in self._reached_unknown_arguments:
+            return frozenset()
+        return frozenset.intersection(*calls)
 
     def _given_by_every_call(self, key: Key, param: str, seen: frozenset) -> bool:
         calls = self._given_by_call.get(key)

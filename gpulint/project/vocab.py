@@ -141,7 +141,7 @@ METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requ
 METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "nelement", "stride", "get_device", "data_ptr"})
 HOST_BUILTINS = frozenset(
     {"len", "float", "int", "bool", "str", "round", "range", "enumerate", "zip", "list",
-     "tuple", "dict", "set", "sorted", "repr", "format", "isinstance", "getattr", "hasattr"}
+     "tuple", "dict", "set", "sorted", "repr", "format", "isinstance", "getattr", "hasattr", "slice"}
 )
 # `sum(losses)`, `max(a, b)`, `abs(t)` of tensors are tensors: host only when every argument is.
 VALUE_BUILTINS = frozenset({"abs", "min", "max", "sum"})

@@ -7562,3 +7562,36 @@ def test_a_library_trainers_step_called_in_a_subclass_loop_makes_it_a_step_loop(
         "                def batched_forward_pass",
         "                def step(self, *args):\n                    return {}\n\n                def batched_forward_pass")
     assert [f[:3] for f in check(tmp_path, files)] == [("ppo.py", 10, "GPL401")]
+
+
+def test_a_branch_on_a_flag_every_call_in_the_step_passes_false_does_not_run(tmp_path, check):
+    # sam-hq: `main(net, ...)` wraps its parameter (`net = DDP(net)`), still the decoder its caller built, and every
+    # call passes `multimask_output=False`: the `if multimask_output:` branch's indexing never runs.
+    files = {
+        "train.py": """
+            import torch
+
+            class Decoder(torch.nn.Module):
+                def forward(self, x, multimask_output: bool):
+                    masks = x.sigmoid()
+                    if multimask_output:
+                        masks = masks[masks.sum(-1) > 0]
+                    return masks
+
+            def train(net, loader, optimizer):
+                for x in loader:
+                    loss = net(x.cuda(non_blocking=True), multimask_output=False).sum()
+                    loss.backward()
+                    optimizer.step()
+
+            def main(net, loader):
+                net = torch.nn.parallel.DistributedDataParallel(net)
+                train(net, loader, torch.optim.SGD(net.parameters(), lr=0.1))
+
+            if __name__ == "__main__":
+                main(Decoder(), make_loader())
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["train.py"] = files["train.py"].replace("multimask_output=False", "multimask_output=True")
+    assert [f[:4] for f in check(tmp_path, files)] == [("train.py", 8, "GPL406", "certain")]

@@ -48,6 +48,8 @@ class DataDependentShapeInStep(SyncRule):
         training_script("if step % 100 == 0:\n    n_pos = (y > 0).nonzero().shape[0]"),
         training_script("index = torch.zeros_like(y > 0, dtype=torch.long)\nfirst_rows = x[index]"),
         training_script("scores = model(x)\nscores[:, y < 0] = 0.0"),
+        # A Python slice named for what it selects: a fixed shape.
+        training_script("mask_slice = slice(0, 1)\nmasks = model(x)[:, mask_slice]"),
     )
     invalid = (
         Invalid(training_script("idx = (y > 0).nonzero()")),
