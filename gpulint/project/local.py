@@ -61,6 +61,7 @@ from gpulint.project.vocab import (
     OPTIMIZER_RECEIVER,
     OPTIMIZER_SETTINGS,
     OTHER_BACKENDS,
+    OTHER_FRAMEWORKS,
     PACKED_BATCH_SIZES,
     RESUME_PARTS,
     SAME_PLACE_FUNCTIONS,
@@ -788,6 +789,10 @@ def backend_branch(test: ast.AST) -> str | None:
         return "orelse" if parts & _CUDA_FLAG_PARTS and not parts & _NEGATING_PARTS else None
     if isinstance(test, ast.Call):
         name = dotted(test.func) or ""
+        if name == "isinstance" and len(test.args) == 2:  # `isinstance(seq_len, paddle.Tensor)`: another framework
+            types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+            roots = {(dotted(t) or "").split(".", 1)[0] for t in types}
+            return "body" if roots and roots <= OTHER_FRAMEWORKS else None
         if name.endswith(("available", "installed")):  # `torch.backends.mps.is_available()`, `is_hpu_installed()`
             parts = set(re.split(r"[._]", name))
             if parts & OTHER_BACKENDS:

@@ -1422,7 +1422,8 @@ class Project:
         # Not a class built only where shipped settings do not go (`elif args.optimizer == "adafactor":`).
         types = self.types_of(path, scope, receiver) or (
             self._passed_types_of(path, scope, receiver) if per_step else set())
-        types = {cls for cls in types if self._may_be_built(cls)}
+        # Nor one for another accelerator or framework (fastNLP's `PaddleDriver` beside its `TorchDriver`).
+        types = {cls for cls in types if self._may_be_built(cls) and not is_other_backend_class(cls.qualname)}
         for cls in sorted(types, key=_order):
             found = self.find_method(cls, method)
             if found is not None:
@@ -1465,6 +1466,7 @@ class Project:
         defining = [
             (cls, m) for cls in sorted(self.instantiated, key=_order)
             if (program is None or cls.path in program) and (m := self.find_method(cls, method)) is not None
+            and not is_other_backend_class(_class_of(m))
         ]
         alike = [m for cls, m in defining if _names_alike(receiver, cls.qualname)]
         if alike:
@@ -1472,7 +1474,7 @@ class Project:
         # A class the program builds by its name (`construct_class_by_name(class_name=...)`), which the receiver echoes
         # (`ema.update()`: PowerFunctionEMA), rather than the one built class that happens to define `update`.
         named = [m for m in self._methods_named(method) if (program is None or m.path in program)
-                 and _names_alike(receiver, _class_of(m))]
+                 and _names_alike(receiver, _class_of(m)) and not is_other_backend_class(_class_of(m))]
         if named:
             # `self.algorithm.train()` names the abstract base `Algorithm`, whose `train` only raises: the object it
             # holds is one of its subclasses (SLM-Lab's `VanillaDQN`, `PPO`), whose overrides run. Not `self.env.step()`

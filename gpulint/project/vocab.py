@@ -224,8 +224,13 @@ def is_other_backend_class(name: str) -> bool:
 
 # Devices other than the GPU, by the names a device test compares with (`device.type == "mps"`).
 OTHER_BACKENDS = frozenset({"cpu", "mps", "xla", "xpu", "npu", "hpu", "tpu", "mlu"})
-# A class named for one of them (not the CPU: `CPUOffload` serves a GPU run), or for AWS's Neuron or Graphcore's IPU.
-_OTHER_BACKEND_PARTS = (OTHER_BACKENDS - {"cpu"}) | {"neuron", "ipu"}
+# Other array frameworks, which a library supporting several backends tests for (`isinstance(x, paddle.Tensor)`):
+# their branches never run on PyTorch's tensors.
+OTHER_FRAMEWORKS = frozenset(
+    {"paddle", "oneflow", "jittor", "mindspore", "tensorflow", "tf", "jax", "jnp", "flax", "mxnet"})
+# A class named for one of them (not the CPU: `CPUOffload` serves a GPU run), for AWS's Neuron or Graphcore's IPU, or
+# for another framework (fastNLP's `PaddleDriver`, `OneflowDriver`, overriding what its `TorchDriver` does).
+_OTHER_BACKEND_PARTS = (OTHER_BACKENDS - {"cpu"}) | {"neuron", "ipu"} | (OTHER_FRAMEWORKS - {"tf", "jnp"})
 
 
 def _camel_parts(name: str) -> set[str]:

@@ -7595,3 +7595,48 @@ def test_a_branch_on_a_flag_every_call_in_the_step_passes_false_does_not_run(tmp
     assert check(tmp_path, files) == []
     files["train.py"] = files["train.py"].replace("multimask_output=False", "multimask_output=True")
     assert [f[:4] for f in check(tmp_path, files)] == [("train.py", 8, "GPL406", "certain")]
+
+
+def test_code_for_another_framework_does_not_run_in_pytorch_training(tmp_path, check):
+    # fastNLP: a driver per framework behind one abstract `Driver`, and helpers branching on the tensor's framework.
+    files = {
+        "drivers.py": """
+            import torch
+
+            class Driver:
+                def move(self, batch):
+                    raise NotImplementedError
+
+            class TorchDriver(Driver):
+                def move(self, batch):
+                    return batch.to("cuda", non_blocking=True)
+
+            class PaddleDriver(Driver):
+                def move(self, batch):
+                    return batch.cuda()
+
+            def choose_driver(name):
+                return TorchDriver() if name == "torch" else PaddleDriver()
+
+            def to_mask(lengths):
+                if isinstance(lengths, paddle.Tensor):
+                    return lengths.cpu()
+                longest = lengths.max().item()
+                return torch.arange(longest, device=lengths.device)[None] < lengths[:, None]
+        """,
+        "train.py": """
+            from drivers import choose_driver, to_mask
+
+            def train(model, loader, optimizer):
+                driver = choose_driver("torch")
+                for batch in loader:
+                    batch = driver.move(batch)
+                    loss = model(batch, to_mask(batch.lengths)).sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [f[:3] for f in check(tmp_path, files)] == [("drivers.py", 22, "GPL401")]
+    files["drivers.py"] = files["drivers.py"].replace("PaddleDriver", "SlowDriver").replace("paddle.Tensor", "list")
+    assert [f[:3] for f in check(tmp_path, files)] == [
+        ("drivers.py", 14, "GPL411"), ("drivers.py", 21, "GPL403"), ("drivers.py", 22, "GPL401")]

@@ -172,6 +172,11 @@ class BlockingHostToDeviceCopy(SyncRule):
         "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
         "        optimizer.step()\n"),
         training_script("z = x.type(torch.half)"),
+        # the keywords are passed on as a dict (fastNLP's `dict(non_blocking=non_blocking)`): what they hold is unknown
+        ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
+         "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    copy = dict(non_blocking=True)\n"
+         "    for x in loader:\n        x = x.to(device, **copy)\n        loss = model(x).sum()\n"
+         "        loss.backward()\n        optimizer.step()\n"),
         _PREPARED_SCRIPT.format(pin=", pin_memory=True"),
         ("import torch\n\n\nclass Imagination:\n    def __init__(self, tokenizer: torch.nn.Module, device):\n"
          "        self.tokenizer = tokenizer.to(device).eval()\n\n\n"
@@ -370,6 +375,8 @@ class BlockingHostToDeviceCopy(SyncRule):
                 or (self._in_lightning_module() and root_name(func.value) != "self"):
             return
         non_blocking = keyword_arg(node, "non_blocking")
+        if non_blocking is None and any(arg.star == "**" for arg in node.args):
+            return  # `data.to(device, **kwargs)`: the keywords, `non_blocking` among them maybe, are not known
         if non_blocking is not None and not is_false(non_blocking.value):
             if not pinned:
                 self._nonblocking.append((node, self.context.ancestors_snapshot()))
