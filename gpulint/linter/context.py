@@ -403,6 +403,10 @@ class FileContext:
         if kind is cst.Comparison and self.location_of(expr.left) == "host" \
                 and all(self.location_of(c.comparator) == "host" for c in expr.comparisons):
             return "host"
+        if kind is cst.Comparison and len(expr.comparisons) == 1 \
+                and type(expr.comparisons[0].operator) not in _IDENTITY_OR_MEMBERSHIP \
+                and "device" in (self.location_of(expr.left), self.location_of(expr.comparisons[0].comparator)):
+            return "device"  # `torch.rand(n, device=labels.device) < p`: a mask where its tensor is
         if kind is cst.ListComp or kind is cst.GeneratorExp or kind is cst.SetComp:
             return "host" if self.location_of(expr.elt) == "host" else "unknown"
         if kind is cst.List or kind is cst.Tuple or kind is cst.Set:
@@ -709,3 +713,7 @@ def _held_by_self(expr: cst.Attribute) -> str:
     if type(value) is cst.Attribute and type(value.value) is cst.Name and value.value.value == "self":
         return f"{value.attr.value}.{expr.attr.value}"
     return ""
+
+
+# Comparisons that answer on the host whatever their operands are (`x is None`, `k in batch`).
+_IDENTITY_OR_MEMBERSHIP = (cst.Is, cst.IsNot, cst.In, cst.NotIn)

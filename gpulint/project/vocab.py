@@ -342,7 +342,10 @@ NOT_TRAINING_PARTS = frozenset(
 )
 
 
-_ARCHIVED_FOLDERS = frozenset({"legacy", "deprecated", "archive", "archived", "old", "obsolete"})
+_ARCHIVED_FOLDERS = frozenset({"legacy", "deprecated", "archive", "archived", "old", "obsolete", "backup", "bak"})
+# A folder a file manager duplicated (tab-ddpm's `CTAB-GAN-Plus/model copy/`, `utils - Copy`, `Copy of model`,
+# `model (2)`): no package an import can name, a copy kept beside the code that runs.
+_DUPLICATE_FOLDER = re.compile(r"(?i)(?: -)? copy(?: \d+)?$|^copy of |\s\(\d+\)$")
 # Documentation (skrl's `docs/source/snippets/`: models that subclass the library's mixins, shown in the docs and run
 # by no training).
 _DOCS_FOLDERS = frozenset({"docs", "doc", "documentation"})
@@ -396,7 +399,7 @@ def is_kept_apart(path: str) -> bool:
         return True
     folders = path.replace("\\", "/").split("/")[:-1]
     return any(folder.lower().strip("_") in _ARCHIVED_FOLDERS or folder.lower() in _DOCS_FOLDERS
-               for folder in folders) or _vendored(folders)
+               or _DUPLICATE_FOLDER.search(folder) for folder in folders) or _vendored(folders)
 
 
 TRAINING_PARTS = frozenset({"train", "training", "trainer", "finetune", "pretrain", "fit"})

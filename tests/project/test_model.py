@@ -1979,6 +1979,11 @@ def test_which_function_names_say_no_training_step(name, cold):
     ("prepare_data.py", False),  # its preprocessing of the corpus into spectrograms
     ("sockeye/translate.py", False),
     ("synthesizer/train.py", True),  # Real-Time-Voice-Cloning trains its synthesizer there
+    ("CTAB-GAN-Plus/model copy/synthesizer/trainer.py", False),  # tab-ddpm's duplicated folder, which nothing imports
+    ("utils - Copy/train.py", False),
+    ("model (2)/train.py", False),
+    ("backup/train.py", False),
+    ("copy/train.py", True),  # a package named `copy` is no duplicate
 ])
 def test_which_files_may_hold_the_training_a_user_runs(path, training):
     from gpulint.project.vocab import is_training_path

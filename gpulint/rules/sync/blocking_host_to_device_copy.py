@@ -163,6 +163,8 @@ class BlockingHostToDeviceCopy(SyncRule):
          "        logits = self.proj(hidden)\n        labels = labels.to(logits.device)\n"
          "        return torch.nn.functional.cross_entropy(logits, labels)\n"),
         training_script("w = y.to(device)"),
+        # a mask drawn on the device is there already (Large-DiT's label dropout)
+        training_script("keep = torch.rand(x.shape[0], device=device) < 0.1\nkeep = keep.cuda()"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    device_type = \"cuda\"\n"
         "    for x, y in loader:\n        if device_type == \"cuda\":\n"
         "            x = x.pin_memory().to(device, non_blocking=True)\n        else:\n            x = x.to(device)\n"
@@ -172,7 +174,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         "        x = x.to(device, non_blocking=True)\n        loss = model(x).sum()\n        loss.backward()\n"
         "        optimizer.step()\n"),
         training_script("z = x.type(torch.half)"),
-        # the keywords are passed on as a dict (fastNLP's `dict(non_blocking=non_blocking)`): what they hold is unknown
+        # the keywords passed on as a dict name `non_blocking` (fastNLP's `dict(non_blocking=non_blocking)`)
         ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
          "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    copy = dict(non_blocking=True)\n"
          "    for x in loader:\n        x = x.to(device, **copy)\n        loss = model(x).sum()\n"
@@ -375,8 +377,8 @@ class BlockingHostToDeviceCopy(SyncRule):
                 or (self._in_lightning_module() and root_name(func.value) != "self"):
             return
         non_blocking = keyword_arg(node, "non_blocking")
-        if non_blocking is None and any(arg.star == "**" for arg in node.args):
-            return  # `data.to(device, **kwargs)`: the keywords, `non_blocking` among them maybe, are not known
+        if non_blocking is None and self._passes_non_blocking_in_keywords(node):
+            return
         if non_blocking is not None and not is_false(non_blocking.value):
             if not pinned:
                 self._nonblocking.append((node, self.context.ancestors_snapshot()))
@@ -667,6 +669,22 @@ class BlockingHostToDeviceCopy(SyncRule):
         for node in reversed(self.context.ancestors):
             if isinstance(node, cst.ClassDef):
                 return node.name.value in self.context.facts.lightning_classes
+        return False
+
+    def _passes_non_blocking_in_keywords(self, node: cst.Call) -> bool:
+        """`data.to(device, **kwargs)` where its function binds `kwargs` to keywords naming `non_blocking` (fastNLP's
+        `kwargs = dict(non_blocking=non_blocking) if isinstance(data, torch.Tensor) else {}`)."""
+        names = {arg.value.value for arg in node.args if arg.star == "**" and isinstance(arg.value, cst.Name)}
+        function = self.context.enclosing_function()
+        if not names or function is None:
+            return False
+        for assign in descendants(function):
+            if isinstance(assign, cst.Assign) and any(
+                    isinstance(t.target, cst.Name) and t.target.value in names for t in assign.targets):
+                if any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "non_blocking"
+                       or isinstance(n, cst.SimpleString) and n.value.strip("'\"") == "non_blocking"
+                       for n in descendants(assign.value)):
+                    return True
         return False
 
     def _on_cpu_branch(self) -> bool:
