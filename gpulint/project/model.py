@@ -102,6 +102,9 @@ _NOT_PER_STEP_EVENT_PARTS = frozenset(
 )
 # Callbacks registered for saving or loading (`_register_state_dict_hook(fn)`, `register_load_state_dict_post_hook`)
 # run when a checkpoint is written or read, never as part of a training step: no training finding there.
+# A call named for applying a function to data (`apply_to_collection`, `tree_map`, `map`): it runs the function it is
+# handed before it returns, where the call runs.
+_APPLYING_PARTS = frozenset({"apply", "map"})
 _SAVE_LOAD_EVENT_PARTS = frozenset({"state", "save", "load", "checkpoint", "ckpt", "pickle", "export", "serialize"})
 _BUILTINS = frozenset(dir(builtins))
 # Joins (path, caller, parameter) into a vote for what a caller passes on of its own parameter (`_passed_kind`).
@@ -2592,7 +2595,11 @@ class Project:
         words = set().union(*(name_parts(a) for a in call.name_args)) | name_parts(call.func)
         per_iteration = bool(words & _EVENT_PARTS) and not words & _NOT_PER_STEP_EVENT_PARTS \
             or call.func.rsplit(".", 1)[-1] in _AUTOGRAD_HOOKS
-        at_checkpoint = not per_iteration and bool(name_parts(call.func) & _SAVE_LOAD_EVENT_PARTS)
+        last = call.func.rsplit(".", 1)[-1]
+        # `torch.utils.checkpoint.checkpoint(custom_forward, x)` runs it now (and again in the backward pass)
+        recomputed = last in ("checkpoint", "checkpoint_sequential") and len(call.arg_kinds) > 1
+        applied = recomputed or bool(name_parts(last) & _APPLYING_PARTS)
+        at_checkpoint = not per_iteration and not applied and bool(name_parts(call.func) & _SAVE_LOAD_EVENT_PARTS)
         for name in call.name_args:
             for target in self._callable_targets(path, scope, name) if not name.startswith("self.") else \
                     ([m] if scope.cls and (m := self.find_method(Target(path, scope.cls, True), name[5:])) else
@@ -2605,6 +2612,8 @@ class Project:
                     reason = f"in `{callee}`, a callback of an iteration event"
                 elif at_checkpoint:  # runs when a checkpoint is written or read, whatever the code around does
                     callee_rank, reason = COLD, f"in `{callee}`, a hook of saving or loading state"
+                elif applied:  # `apply_to_collection(tensor, torch.Tensor, _translate)`, `tree_map(fn, batch)`
+                    callee_rank, reason = rank, f"in `{callee}`, applied by `{call.func}`"
                 else:
                     callee_rank, reason = max(rank, PROGRAM), f"in `{callee}`, a callback"
                 push((target.path, target.qualname), Reach(

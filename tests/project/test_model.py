@@ -7645,3 +7645,52 @@ def test_code_for_another_framework_does_not_run_in_pytorch_training(tmp_path, c
     files["drivers.py"] = files["drivers.py"].replace("PaddleDriver", "SlowDriver").replace("paddle.Tensor", "list")
     assert [f[:3] for f in check(tmp_path, files)] == [
         ("drivers.py", 14, "GPL411"), ("drivers.py", 21, "GPL403"), ("drivers.py", 22, "GPL401")]
+
+
+def test_a_function_handed_to_an_apply_helper_or_a_checkpoint_runs_where_the_call_runs(tmp_path, check):
+    # fastNLP's `tensor_to_numeric` applies its nested `_translate` (`.item()`) to the loss every step, in the
+    # default progress bar's `on_before_backward`; activation checkpointing runs its function at once too.
+    files = {
+        "driver.py": """
+            import torch
+            from utils import apply_to_collection
+
+            class Driver:
+                @staticmethod
+                def to_number(tensor):
+                    def _translate(data):
+                        return data.item()
+                    return apply_to_collection(tensor, torch.Tensor, _translate)
+        """,
+        "utils.py": """
+            def apply_to_collection(data, dtype, function):
+                return function(data) if isinstance(data, dtype) else data
+        """,
+        "block.py": """
+            import torch
+            from torch.utils.checkpoint import checkpoint
+
+            class Block(torch.nn.Module):
+                def forward(self, x):
+                    def custom_forward(h):
+                        if h.isnan().any():
+                            h = torch.nan_to_num(h)
+                        return h * 2
+                    return checkpoint(custom_forward, x, use_reentrant=False)
+        """,
+        "train.py": """
+            from block import Block
+            from driver import Driver
+
+            def train(loader, optimizer):
+                model = Block().cuda()
+                total = 0.0
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True)).sum()
+                    total += Driver.to_number(loss)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    found = [f[:3] for f in check(tmp_path, files)]
+    assert ("driver.py", 9, "GPL401") in found and ("block.py", 8, "GPL405") in found
