@@ -269,6 +269,23 @@ def _keyed_method(func: ast.AST) -> str:
     return ""
 
 
+def _module_added(node: ast.Call) -> tuple[str, ast.Call] | None:
+    """`self.flows.append(Flip())`, `self.blocks.add_module("b", Block(c))`: the attribute of `self` a container
+    attribute is, and the object built into it; None for anything else."""
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _ADDING_METHODS:
+        return None
+    receiver = dotted(func.value) or ""
+    position = 1 if func.attr in ("insert", "add_module") else 0
+    added = node.args[position] if len(node.args) > position else None
+    if not receiver.startswith("self.") or receiver.count(".") != 1 or not isinstance(added, ast.Call):
+        return None
+    return receiver, added
+
+
+_ADDING_METHODS = frozenset({"append", "insert", "add_module"})
+
+
 def _table_callee(func: ast.AST) -> str:
     """`Losses[config.loss]` -> "Losses[]": a call of what a table (a dict named at module level) holds under a key;
     "" for anything else (an attribute's item, `self.layers[i]`, is no table of definitions)."""
@@ -1608,12 +1625,7 @@ class _Walker:
         if name is None:
             return
         if isinstance(value, ast.Call):
-            calls = tuple(dotted(n.func) or _table_callee(n.func) for n in ast.walk(value) if isinstance(n, ast.Call))
-            value = _built_object(value)
-            callee = dotted(value.func) or _table_callee(value.func)
-            first = dotted(value.args[0]) or "" if value.args else ""
-            self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls,
-                                             option=config_option(value) or ""))
+            self._record_built(name, value)
         elif (source := dotted(value)) is not None:
             self.scope.assigns.append(Assign(name, source=source))
         elif isinstance(value, ast.Dict) and value.values and all(dotted(v) for v in value.values):
@@ -1622,6 +1634,17 @@ class _Walker:
             for choice in (value.body, value.orelse):
                 if (source := dotted(choice)) is not None:
                     self.scope.assigns.append(Assign(name, source=source))
+                elif isinstance(choice, ast.Call):  # `self.norm = LayerNorm(dim) if norms else DynamicTanh(dim)`
+                    self._record_built(name, choice)
+
+    def _record_built(self, name: str, value: ast.Call) -> None:
+        """`name = Class(...)`, `name = helper(x)`: what a call builds, with every call in it."""
+        calls = tuple(dotted(n.func) or _table_callee(n.func) for n in ast.walk(value) if isinstance(n, ast.Call))
+        value = _built_object(value)
+        callee = dotted(value.func) or _table_callee(value.func)
+        first = dotted(value.args[0]) or "" if value.args else ""
+        self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls,
+                                         option=config_option(value) or ""))
 
     def _note_self_set(self, target: ast.Attribute, value: ast.AST | None) -> None:
         """`self.x = value`: where `value` (None: not known) lives, for `Scope.self_sets`."""
@@ -1899,6 +1922,11 @@ class _Walker:
             values = [*node.args, *(k.value for k in node.keywords)]
             kinds = {self.values.kind_of(v) for v in values}
             self._fill(node.func.value, "host" if values and kinds == {"host"} else "unknown")
+        if (held := _module_added(node)) is not None:
+            # `self.flows.append(modules.Flip())`: the container holds what is added, as if assigned
+            receiver, added = held
+            self.scope.assigns.append(Assign(receiver, callee=dotted(added.func) or "", calls=tuple(
+                dotted(n.func) or "" for n in ast.walk(added) if isinstance(n, ast.Call))))
         if (name := _attribute_set_by_name(func, node.args)) is not None:
             self.scope.self_sets.append((name, "other"))  # `self.register_buffer("num_updates", torch.tensor(0))`
         loops = self.loop_stack[-1]

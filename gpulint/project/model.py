@@ -1170,7 +1170,9 @@ class Project:
                 and not any(a.target == name and (a.callee or a.source or not a.annotation) for a in holder.assigns):
             # (a parameter's annotation is kept as a binding without a value)
             return self._passed_external(Target(path, holder.cls, True), holder.params.index(name) - 1, seen)
-        if holder is None or name in holder.params or any(
+        if holder is None:  # `flex_attention`, imported from torch: a library's
+            return self._is_external(path, scope, name)
+        if name in holder.params or any(
                 bound == name and self._callable_targets(path, holder, callee) for bound, callee, _ in holder.unpacked):
             return False  # `model, optimizer = get_model(args)` before `model = DDP(model)`: the project's model
         return all(self._external_value(path, holder, a, seen) for a in holder.assigns if a.target == name)

@@ -7694,3 +7694,99 @@ def test_a_function_handed_to_an_apply_helper_or_a_checkpoint_runs_where_the_cal
     }
     found = [f[:3] for f in check(tmp_path, files)]
     assert ("driver.py", 9, "GPL401") in found and ("block.py", 8, "GPL405") in found
+
+
+def test_modules_appended_to_a_module_list_are_what_its_loop_calls(tmp_path):
+    # VITS (piper): `self.flows.append(modules.Flip())` in `__init__`, `for flow in self.flows: x = flow(x)`.
+    project = model(tmp_path, {
+        "modules.py": """
+            import torch
+
+            class Flip(torch.nn.Module):
+                def forward(self, x):
+                    return torch.flip(x, [1])
+
+            class Unused(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """,
+        "models.py": """
+            import torch
+            import modules
+
+            class Block(torch.nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.flows = torch.nn.ModuleList()
+                    for _ in range(n):
+                        self.flows.append(modules.Flip())
+
+                def forward(self, x):
+                    for flow in self.flows:
+                        x = flow(x)
+                    return x
+        """,
+        "train.py": """
+            from models import Block
+
+            def train(loader, optimizer):
+                model = Block(4).cuda()
+                for x in loader:
+                    loss = model(x).sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    })
+    reach = project.reach[("modules.py", "Flip.forward")]
+    assert reach.rank == 0 and not reach.likely
+    assert ("modules.py", "Unused.forward") not in project.reach or project.reach[("modules.py", "Unused.forward")].likely
+
+
+def test_an_attribute_built_by_either_branch_of_a_conditional_expression_is_of_those_classes(tmp_path):
+    # stable-audio-tools: `self.pre_norm = LayerNorm(dim) if not remove_norms else DynamicTanh(dim)`, and an
+    # attention helper calling a library function imported under a try (`flex_attention_compiled`): no guess.
+    project = model(tmp_path, {
+        "blocks.py": """
+            import torch
+            from torch.nn.attention.flex_attention import flex_attention
+
+            try:
+                flex_compiled = torch.compile(flex_attention)
+            except Exception:
+                flex_compiled = flex_attention
+
+            class LayerNorm(torch.nn.Module):
+                def forward(self, x):
+                    return x
+
+            class DynamicTanh(torch.nn.Module):
+                def forward(self, x):
+                    return torch.tanh(x)
+
+            class Other(torch.nn.Module):
+                def forward(self, x):
+                    return x
+
+            class Block(torch.nn.Module):
+                def __init__(self, remove_norms=False):
+                    super().__init__()
+                    self.pre_norm = LayerNorm() if not remove_norms else DynamicTanh()
+
+                def forward(self, x):
+                    return flex_compiled(self.pre_norm(x), x, x)
+        """,
+        "train.py": """
+            from blocks import Block, Other
+
+            def train(loader, optimizer):
+                model = Block().cuda()
+                other = Other()
+                for x in loader:
+                    loss = model(x).sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    })
+    for name in ("LayerNorm.forward", "DynamicTanh.forward"):
+        assert not project.reach[("blocks.py", name)].likely
+    assert ("blocks.py", "Other.forward") not in project.reach or project.reach[("blocks.py", "Other.forward")].rank > 0
