@@ -66,6 +66,7 @@ from gpulint.project.vocab import (
     is_cold_function_name,
     in_loss_class,
     is_kept_apart,
+    is_data_transform_class,
     is_other_backend_class,
     is_test_path,
     is_training_path,
@@ -1618,7 +1619,8 @@ class Project:
         only when the program has built more classes (`instantiated` only grows), not at every guessed call."""
         if self._pool is None or self._pool[0] != len(self.instantiated):
             built = [f for f in self._all_forwards() if self._built(Target(f.path, _class_of(f), True))
-                     and not self._applied_only(f) and not is_cold_class_name(_class_of(f))]
+                     and not self._applied_only(f) and not is_cold_class_name(_class_of(f))
+                     and not self._transforms_data(Target(f.path, _class_of(f), True))]
             layers = self._guessed_layer_names()
             models = [f for f in built if _class_of(f).rsplit(".", 1)[-1] not in layers]
             self._pool = (len(self.instantiated), built, models)
@@ -1724,6 +1726,16 @@ class Project:
         have an `__init__` of their own (heads kept in a dict, `self.heads[name](x)`, are called as models are)."""
         self._layer_names()
         return self._guess_layers  # type: ignore[return-value]  (set with `_layers`)
+
+    def _transforms_data(self, cls: Target) -> bool:
+        """A data transform: a class of a hierarchy of transforms (a base named so, `is_data_transform_class`:
+        schnetpack's `NeighborListTransform(Transform)`), which datasets apply to samples; a guessed model call in the
+        step does not run it. (A class only named so, OpenPCDet's `DepthLSSTransform(nn.Module)`, may be a layer.)"""
+        for klass in self.mro(cls):
+            scope = self.files[klass.path].scope(klass.qualname)
+            if scope is not None and any(is_data_transform_class(base) for base in scope.bases):
+                return True
+        return False
 
     def _applied_only(self, forward: Target) -> bool:
         """An autograd Function's `forward` runs through `Function.apply`, never by calling an object."""

@@ -233,6 +233,12 @@ OTHER_FRAMEWORKS = frozenset(
 _OTHER_BACKEND_PARTS = (OTHER_BACKENDS - {"cpu"}) | {"neuron", "ipu"} | (OTHER_FRAMEWORKS - {"tf", "jnp"})
 
 
+def is_data_transform_class(name: str) -> bool:
+    """`NeighborListTransform`, `Transform`: a transform a dataset applies to each sample (schnetpack's, in the loader's
+    workers), not a part of the model the step calls. (Not a `Transformer`.)"""
+    return "transform" in _camel_parts(name.rsplit(".", 1)[-1])
+
+
 def _camel_parts(name: str) -> set[str]:
     """`DiagonalGaussianDistribution` -> {"diagonal", "gaussian", "distribution"}."""
     return {part.lower() for part in _CAMEL_PART.findall(name)}

@@ -7790,3 +7790,46 @@ def test_an_attribute_built_by_either_branch_of_a_conditional_expression_is_of_t
     for name in ("LayerNorm.forward", "DynamicTanh.forward"):
         assert not project.reach[("blocks.py", name)].likely
     assert ("blocks.py", "Other.forward") not in project.reach or project.reach[("blocks.py", "Other.forward")].rank > 0
+
+
+def test_a_guessed_model_call_runs_no_data_transform(tmp_path, check):
+    # schnetpack: `constraint(pred, targets)` of unknown class in the step; its `Transform` modules (a neighbour list
+    # built with numpy on CPU tensors) are applied by datasets to each sample, not by the step.
+    files = {
+        "transform.py": """
+            import torch
+
+            class Transform(torch.nn.Module):
+                pass
+
+            class NeighborListTransform(Transform):
+                def forward(self, inputs):
+                    positions = inputs["R"].cpu().numpy()
+                    return {**inputs, "idx": torch.from_numpy(positions.argsort()).to(inputs["R"].device)}
+        """,
+        "model.py": """
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, inputs):
+                    energy = inputs["R"].sum()
+                    if energy.isnan().any():
+                        energy = torch.zeros_like(energy)
+                    return energy
+        """,
+        "train.py": """
+            from model import Net
+            from transform import NeighborListTransform
+
+            def train(loader, optimizer, constraints):
+                model = Net().cuda()
+                dataset_transform = NeighborListTransform()
+                for batch in loader:
+                    pred = model(batch)
+                    for constraint in constraints:
+                        pred = constraint(pred)
+                    pred.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [f[:3] for f in check(tmp_path, files)] == [("model.py", 7, "GPL405")]
