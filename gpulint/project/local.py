@@ -1618,6 +1618,10 @@ class _Walker:
             starred = any(isinstance(e, ast.Starred) for e in target.elts)
             if isinstance(value, ast.Call) and not starred and (callee := dotted(value.func)):
                 self.scope.unpacked += [(e.id, callee, i) for i, e in enumerate(target.elts) if isinstance(e, ast.Name)]
+            elif pairs and not starred:  # `stopper, stop = EarlyStopping(patience), False`: pair by pair
+                for element, item in zip(target.elts, value.elts):  # type: ignore[attr-defined]
+                    if isinstance(element, ast.Name):
+                        self._record_assign(element, item)
             return
         if isinstance(target, ast.Attribute) and _of_self(target):
             self._note_self_set(target, value)
@@ -1628,6 +1632,8 @@ class _Walker:
             self._record_built(name, value)
         elif (source := dotted(value)) is not None:
             self.scope.assigns.append(Assign(name, source=source))
+        elif isinstance(value, ast.Lambda):  # `lf = lambda x: 1.0`: a function, whatever it is called with
+            self.scope.assigns.append(Assign(name, annotation="Callable"))
         elif isinstance(value, ast.Dict) and value.values and all(dotted(v) for v in value.values):
             self.scope.assigns.append(Assign(name, entries=tuple(dotted(v) or "" for v in value.values)))
         elif isinstance(value, ast.IfExp):  # `self.update_target = self.polyak_update if polyak else self.copy_update`

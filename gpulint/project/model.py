@@ -1208,7 +1208,21 @@ class Project:
         last = assign.callee.rsplit(".", 1)[-1]
         if last in _WRAPPERS or last == "unwrap_model":
             return bool(assign.first_arg) and self._external_object(path, scope, assign.first_arg, seen)
-        return self._is_external(path, scope, head) or self._external_object(path, scope, head, seen)
+        if self._is_external(path, scope, head) or self._external_object(path, scope, head, seen):
+            return True
+        # `criterion = smartCrossEntropyLoss(...)`, a project helper returning `nn.CrossEntropyLoss(...)` either way
+        made_by = self._callable_targets(path, scope, assign.callee)
+        return bool(made_by) and all(not t.is_class and t.qualname and self._returns_only_library_objects(t)
+                                     for t in made_by)
+
+    def _returns_only_library_objects(self, function: Target) -> bool:
+        """Does every `return` of a project function give what a library builds (`return nn.CrossEntropyLoss()`),
+        and nothing else (no name, no wrapper of what it was given)?"""
+        scope = self.files[function.path].scope(function.qualname)
+        return scope is not None and bool(scope.returned_calls) and len(scope.returned_calls) == len(scope.returns) \
+            and all(callee and callee.rsplit(".", 1)[-1] not in _WRAPPERS
+                    and self._is_external(function.path, scope, callee.split(".", 1)[0])
+                    for callee in scope.returned_calls)
 
     def _external_attribute(self, path: str, scope: Scope, name: str, seen: frozenset[str]) -> bool:
         """Is `self.features` only ever assigned, in its class and the class's bases, what a library builds

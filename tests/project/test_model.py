@@ -1756,7 +1756,7 @@ def test_annotations_autograd_functions_and_replay_memories_are_followed(tmp_pat
 
             def train(model, loader, opt, config: Config, **kwargs):
                 ema: ModelEMA = kwargs.get("ema", None)
-                memory, diffusion = ReplayMemory(), Diffusion()
+                memory, diffusion = ReplayMemory(), make_diffusion()  # (a class the model cannot see)
                 for x in loader:
                     batch = memory.sample(32)
                     ROSA.apply(model(x)).sum().backward()
@@ -7833,3 +7833,57 @@ def test_a_guessed_model_call_runs_no_data_transform(tmp_path, check):
         """,
     }
     assert [f[:3] for f in check(tmp_path, files)] == [("model.py", 7, "GPL405")]
+
+
+def test_a_lambda_or_an_object_bound_in_a_tuple_assignment_is_no_unknown_module(tmp_path):
+    # yolov9's train.py: `lf = lambda x: ...` (or a factory's) is called `lf(epoch)` in the step, and
+    # `stopper, stop = EarlyStopping(patience), False` is called `stopper(epoch=epoch)`: no forward to guess.
+    project = model(tmp_path, {
+        "common.py": """
+            import torch
+
+            class DetectMultiBackend(torch.nn.Module):
+                def forward(self, im):
+                    return im.cpu().numpy()
+
+            class EarlyStopping:
+                def __call__(self, epoch):
+                    return epoch > 10
+        """,
+        "train.py": """
+            import torch
+            from common import DetectMultiBackend, EarlyStopping
+
+            def train(model, loader, optimizer, epochs):
+                lf = lambda x: 1.0 - x / epochs
+                stopper, stop = EarlyStopping(), False
+                for epoch, x in enumerate(loader):
+                    loss = model(x).sum() * lf(epoch)
+                    loss.backward()
+                    optimizer.step()
+                    stop = stopper(epoch)
+
+            def detect(weights):
+                return DetectMultiBackend()
+
+            def smart_cross_entropy(label_smoothing=0.0):
+                if label_smoothing:
+                    return torch.nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+                return torch.nn.CrossEntropyLoss()
+
+            def classify(model, loader, optimizer):
+                criterion = smart_cross_entropy(0.1)
+                for x, y in loader:
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+        """,
+    })
+    assert project.reach[("common.py", "EarlyStopping.__call__")].rank == 0
+    assert project.reach[("common.py", "EarlyStopping.__call__")].likely is False
+    scope = project.files["train.py"].scope("train")
+    lf = next(c for c in scope.calls if c.func == "lf")
+    assert project.resolve_call("train.py", scope, lf, True).targets == []
+    # a helper that returns torch's loss either way builds no module of the project
+    scope = project.files["train.py"].scope("classify")
+    criterion = next(c for c in scope.calls if c.func == "criterion")
+    assert project.resolve_call("train.py", scope, criterion, True).targets == []
