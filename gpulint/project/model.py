@@ -474,16 +474,17 @@ class Project:
             and not _calls_own_function(ix)  # a script without a `__main__` guard (`run(make_env(), spec)`)
         ]
         candidates = [p for p in modules if not self._is_imported(p)]
-        # Nor one another file names (setup.py's `console_scripts`: `lora_pti = lora_diffusion.cli_lora_pti:main`):
-        # each file's text is searched once for all the candidates' names.
-        stems = {p.rsplit("/", 1)[-1][:-3] for p in candidates}
+        # Nor one another file names by its package and name or its file name (setup.py's `console_scripts`:
+        # `lora_pti = lora_diffusion.cli_lora_pti:main`, a script's `python -m pkg.train`), not by a word alone
+        # (`loss`, in every file): each file's text is searched once for all the candidates' names.
+        names = {p: _module_mentions(p) for p in candidates}
         named: set[str] = set()
-        if stems and not by_name:
-            pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(stems))))
+        if names and not by_name:
+            pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(set().union(*names.values())))))
             for q, ix in self.files.items():
-                own = q.rsplit("/", 1)[-1][:-3] if "/" in q else None  # a module does not name itself
-                named |= {stem for stem in pattern.findall(ix.text) if stem != own}
-        orphans = set() if by_name else {p for p in candidates if p.rsplit("/", 1)[-1][:-3] not in named}
+                found = set(pattern.findall(ix.text)) - _module_mentions(q)  # a module does not name itself
+                named |= {p for p, mentions in names.items() if mentions & found}
+        orphans = set() if by_name else {p for p in candidates if p not in named}
         importers: dict[str, set[str]] = {}
         for importer, targets in imports.items():
             for target in targets:
@@ -3107,6 +3108,15 @@ class Project:
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _module_mentions(path: str) -> frozenset[str]:
+    """How another file names a module: `pkg.mod` or `pkg/mod` (its folder and name), or `mod.py`."""
+    *folders, name = path.removesuffix(".py").split("/")
+    mentions = {f"{name}.py"}
+    if folders:
+        mentions |= {f"{folders[-1]}.{name}", f"{folders[-1]}/{name}"}
+    return frozenset(mentions)
 
 
 def _calls_own_function(ix: ModuleIndex) -> bool:

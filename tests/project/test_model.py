@@ -7887,3 +7887,26 @@ def test_a_lambda_or_an_object_bound_in_a_tuple_assignment_is_no_unknown_module(
     scope = project.files["train.py"].scope("classify")
     criterion = next(c for c in scope.calls if c.func == "criterion")
     assert project.resolve_call("train.py", scope, criterion, True).targets == []
+
+
+def test_a_module_named_by_a_common_word_is_still_an_orphan_when_nothing_names_it_as_a_module(tmp_path):
+    # yolov9's old `utils/loss.py`: the word "loss" is in every file, but no file imports the module or names it
+    # (`utils.loss`, `loss.py`); the training imports `utils/loss_tal.py`.
+    files = {
+        "utils/__init__.py": "",
+        "utils/loss.py": "class ComputeLoss:\n    pass\n",
+        "utils/loss_tal.py": "class ComputeLoss:\n    pass\n",
+        "train.py": """
+            from utils.loss_tal import ComputeLoss
+
+            def train(model, loader, optimizer):
+                compute_loss = ComputeLoss()
+                for x, targets in loader:
+                    loss = compute_loss(model(x), targets)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert model(tmp_path, files)._orphan_module("utils/loss.py")
+    files["train.py"] += "            # the old loss: utils/loss.py\n"
+    assert not model(tmp_path, files)._orphan_module("utils/loss.py")
