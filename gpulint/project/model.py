@@ -2186,7 +2186,7 @@ class Project:
         for key, reach in fallbacks:
             if key in self.reach or _owner_name(key[1]) in unused:  # a loss class nothing names is never built
                 continue
-            if self._imported_only_by_orphans(key[0]):  # a module only modules nothing runs import
+            if self._orphan_module(key[0]):  # a module nothing runs, or one only such modules import
                 continue
             if key[1].rsplit(".", 1)[-1] in uncalled and "." in key[1] \
                     and not self._called_by_name(Target(key[0], key[1].rsplit(".", 1)[0], True)):

@@ -7910,3 +7910,34 @@ def test_a_module_named_by_a_common_word_is_still_an_orphan_when_nothing_names_i
     assert model(tmp_path, files)._orphan_module("utils/loss.py")
     files["train.py"] += "            # the old loss: utils/loss.py\n"
     assert not model(tmp_path, files)._orphan_module("utils/loss.py")
+
+
+def test_a_function_named_like_step_work_in_an_orphan_module_is_no_fallback_entry(tmp_path):
+    # yolov9's `utils/segment/loss.py`, which nothing imports: its `ComputeLoss.build_targets`, named like step work,
+    # is not taken for a loss the step runs by an unresolved call (the training's own `ComputeLoss` is another).
+    loss = """
+        class ComputeLoss:
+            def __call__(self, p, targets):
+                return self.build_targets(p, targets)
+
+            def build_targets(self, p, targets):
+                return targets[targets[:, 0] > 0]
+    """
+    files = {
+        "utils/__init__.py": "",
+        "utils/old_loss.py": loss,
+        "utils/loss_tal.py": loss,
+        "train.py": """
+            from utils.loss_tal import ComputeLoss
+
+            def train(model, loader, optimizer, criterion):
+                compute_loss = ComputeLoss()
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert ("utils/old_loss.py", "ComputeLoss.build_targets") not in model(tmp_path, files).reach
+    files["train.py"] = "import utils.old_loss\n" + textwrap.dedent(files["train.py"])
+    assert ("utils/old_loss.py", "ComputeLoss.build_targets") in model(tmp_path, files).reach
