@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal
 import libcst as cst
 
 from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts, params_of
-from gpulint.project.facts import FileFacts
+from gpulint.project.facts import PROGRAM, FileFacts
 from gpulint.project.local import (
     gate_interval, gpu_branch, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags, tuple_kinds,
 )
@@ -535,6 +535,16 @@ class FileContext:
         """The project model found training loops in the enclosing function (a script's `main` that trains)."""
         facts = self._function_facts()
         return facts is not None and bool(facts.step_loops)
+
+    def runs_outside_the_step(self) -> bool:
+        """The project model reached the enclosing function only outside the training step, through calls it
+        resolved (setup, an epoch's evaluation, an offline tool's loop over a checkpoint): no way into it from a
+        step, not even a guessed one."""
+        facts = self._function_facts()
+        return self.facts.entries and facts is not None and facts.reach is not None \
+            and facts.reach.rank == PROGRAM and not facts.reach.likely and not facts.step_loops \
+            and not any(frame.label == "training loop" or frame.label.startswith("loop over ")
+                        for frame in facts.reach.chain)  # (a step loop's call of a method named like generation)
 
     def called_every_step(self) -> bool:
         """The project model found the enclosing function called on every step by a call it resolved, whatever its

@@ -3615,7 +3615,8 @@ def test_the_main_block_of_a_module_the_project_imports_is_its_self_test(tmp_pat
     }
     found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
     assert not any(path == "utils_model.py" and line in (5, 6, 18) for path, line, _ in found)
-    assert ("utils_model.py", 9, "GPL504") in found  # the script's own `__main__` calls it every epoch
+    # the script's own `__main__` calls it once per epoch, not in the step: no launch overhead that counts
+    assert ("utils_model.py", 9, "GPL504") not in found
 
 
 def test_layers_enumerated_from_a_torch_container_are_no_models_of_unknown_class(tmp_path, check):

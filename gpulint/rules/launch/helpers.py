@@ -117,6 +117,8 @@ class WhereItRuns(Rule):
             self.report(node, message, when="training", fix=fix, unsafe_fix=unsafe)
         elif is_cold_function_name(_singular(function.name.value)) and not self.context.called_every_step():
             return  # `print_samples`, `save_checkpoints`: the plural of a cold name is cold too
+        elif self.context.runs_outside_the_step():
+            return  # an epoch's evaluation metrics, model surgery at setup, an offline tool's loop
         else:
             snapshot = self.context.ancestors_snapshot()
             report = Report(self, node, message or self.message, "training", snapshot, tuple(fix), unsafe)
