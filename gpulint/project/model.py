@@ -260,7 +260,9 @@ class Project:
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
-        self._class_names: dict[str, int] | None = None  # see `_class_definitions`
+        self._class_names: dict[str, int] | None = None
+        self._function_names: dict[str, int] | None = None  # see `_function_definitions`
+        self._code_texts: dict[str, str] = {}  # see `_code_of`  # see `_class_definitions`
         self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
         self._step_copies: dict[str, str] | None = None  # per file, how its step code copies to the device
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
@@ -1300,6 +1302,24 @@ class Project:
                     if definition.is_class:
                         self._class_names[definition.name] = self._class_names.get(definition.name, 0) + 1
         return self._class_names
+
+    def _code_of(self, path: str) -> str:
+        """A file's text without its strings and comments (made once per file, for the files that need it)."""
+        code = self._code_texts.get(path)
+        if code is None:
+            code = self._code_texts[path] = _STRING_OR_COMMENT.sub(" ", self.files[path].text)
+        return code
+
+    def _function_definitions(self) -> dict[str, int]:
+        """The names of the project's functions and methods, each with how many definitions of that name it has
+        (LLaMA2-Accessory's two copies of a diffusion package, each defining `update_with_local_losses`)."""
+        if self._function_names is None:
+            self._function_names = {}
+            for ix in self.files.values():
+                for definition in ix.definitions.values():
+                    if not definition.is_class:
+                        self._function_names[definition.name] = self._function_names.get(definition.name, 0) + 1
+        return self._function_names
 
     def _function_passes(self, path: str, scope: Scope, receiver: list[str]) -> list[Target]:
         """The `forward` and `backward` of the autograd Function `receiver` names: both run in every training step
@@ -2407,16 +2427,25 @@ class Project:
         # A capitalised name's count was taken when its file was outlined; others are searched for.
         searched = sorted(name for name in names if not CLASS_LIKE_NAME.fullmatch(name))
         pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, searched))) if searched else None
-        for ix in self.files.values():
+        for path, ix in self.files.items():
             for name in names:
                 counts[name] += ix.class_names.get(name, 0)
-            for found in pattern.findall(ix.text) if pattern else ():
-                counts[found] += 1
+            if pattern is not None and pattern.search(ix.text):
+                # (a docstring saying "it is called by update_with_local_losses" calls nothing)
+                for found in pattern.findall(self._code_of(path)):
+                    counts[found] += 1
         # A class a training config names bare (`criterion: DFINECriterion`, built by a registry) is used there. A
         # class defined in two copies of a vendored file (conditional-flow-matching's `MixedPrecisionTrainer`) is
         # named once by each of its definitions.
-        defined = self._class_definitions()
-        return {name for name, n in counts.items() if n <= max(1, defined.get(name, 0))
+        classes, functions = self._class_definitions(), self._function_definitions()
+
+        def definitions(name: str) -> int:
+            if CLASS_LIKE_NAME.fullmatch(name):
+                return classes.get(name, 0)
+            # (a module's `forward` runs by calling the module: its definitions are no sign it is unused)
+            return 0 if name in MODULE_CALL_METHODS or name.startswith("__") else functions.get(name, 0)
+
+        return {name for name, n in counts.items() if n <= max(1, definitions(name))
                 and name not in configured and name not in self.config_names}
 
     def _visit(self, key: Key, reach: Reach, push) -> None:

@@ -7942,3 +7942,40 @@ def test_a_function_named_like_step_work_in_an_orphan_module_is_no_fallback_entr
     assert ("utils/old_loss.py", "ComputeLoss.build_targets") not in model(tmp_path, files).reach
     files["train.py"] = "import utils.old_loss\n" + textwrap.dedent(files["train.py"])
     assert ("utils/old_loss.py", "ComputeLoss.build_targets") in model(tmp_path, files).reach
+
+
+def test_a_method_defined_in_two_copies_and_named_only_in_their_comments_is_never_called(tmp_path):
+    # LLaMA2-Accessory's two Large-DiT trees each hold guided diffusion's `LossAwareSampler`, whose
+    # `update_with_local_losses` nothing calls (a comment names it): it is unreferenced, no fallback entry.
+    sampler = """
+        import torch
+        import torch.distributed as dist
+
+        class LossAwareSampler:
+            def update_with_local_losses(self, local_ts, local_losses):
+                sizes = [torch.tensor([0], device=local_ts.device) for _ in range(dist.get_world_size())]
+                dist.all_gather(sizes, torch.tensor([len(local_ts)], device=local_ts.device))
+                self.update_with_all_losses([x.item() for x in sizes], local_losses)
+
+            def update_with_all_losses(self, ts, losses):
+                # Called by update_with_local_losses from all ranks.
+                pass
+
+        class LossSecondMomentResampler(LossAwareSampler):
+            pass
+    """
+    files = {
+        "a/__init__.py": "", "a/sampler.py": sampler, "b/__init__.py": "", "b/sampler.py": sampler,
+        "a/train.py": """
+            import a.sampler
+
+            def train(model, loader, optimizer):
+                for x in loader:
+                    model(x).sum().backward()
+                    optimizer.step()
+        """,
+    }
+    files["b/train.py"] = files["a/train.py"].replace("a.sampler", "b.sampler")
+    project = model(tmp_path, files)
+    assert project._unreferenced({"update_with_local_losses", "update_with_all_losses"}) == {
+        "update_with_local_losses"}  # the other one is called
