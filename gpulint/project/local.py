@@ -1781,7 +1781,7 @@ class _Walker:
                 scope.regions.append(Region("last-pass", *span, loop=self.loop_stack[-1][-1]))
             if part == "body" and _empty_exit(test, body):
                 scope.regions.append(Region("empty", *span))
-            if _reports_failure(body):
+            if _reports_failure(body) or (part == "body" and _tests_non_finite(test)):
                 scope.regions.append(Region("failure", *span))
             if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test) and not _starts_program(body):
                 scope.regions.append(Region("main", *span))
@@ -2109,6 +2109,22 @@ def _reports_failure(body: list[ast.stmt]) -> bool:
 
 
 _FAILURE_WORDS = re.compile(r"fail|warning|error|invalid|corrupt|\bnan\b|skip", re.IGNORECASE)
+
+
+def _tests_non_finite(test: ast.AST) -> bool:
+    """Is `if test:` taken only on values that are not finite: `if torch.isnan(loss).any():`, `if not ok.all():`
+    (`ok = torch.isfinite(scores)`, torchscale's `_make_finite`), `if overflow:`? Its body is a repair normal steps
+    do not run (the test itself still reads the device)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = test.operand
+        return isinstance(inner, ast.Call) and last_name(inner.func) == "all" and bool(
+            _FINITE_NAME.search(" ".join(n for node in ast.walk(inner) if (n := last_name(node)))))
+    names = " ".join(n for node in ast.walk(test) if isinstance(node, (ast.Name, ast.Attribute)) and (n := last_name(node)))
+    return bool(_NON_FINITE_NAME.search(names))
+
+
+_FINITE_NAME = re.compile(r"(?i)finite|\bok\b|valid")
+_NON_FINITE_NAME = re.compile(r"(?i)\bisnan\b|\bisinf\b|\bis_nan\b|\bhas_nan|\bnan_|_nan\b|\boverflow")
 
 
 def _steps_an_optimizer(body: list[ast.stmt]) -> bool:

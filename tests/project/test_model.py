@@ -7979,3 +7979,28 @@ def test_a_method_defined_in_two_copies_and_named_only_in_their_comments_is_neve
     project = model(tmp_path, files)
     assert project._unreferenced({"update_with_local_losses", "update_with_all_losses"}) == {
         "update_with_local_losses"}  # the other one is called
+
+
+def test_a_repair_of_values_that_are_not_finite_is_no_step_work(tmp_path, check):
+    # torchscale's `_make_finite`: `ok = scores.isfinite()`, `if not ok.all(): scores[~ok] = scores[ok].min()`; the
+    # test reads the device every step, the repair runs only on a bad batch.
+    files = {
+        "train.py": """
+            import torch
+
+            def make_finite(scores):
+                ok = scores.isfinite()
+                if not ok.all():
+                    scores[~ok] = scores[ok].min()
+                return scores
+
+            def train(model, loader, optimizer):
+                for x in loader:
+                    loss = make_finite(model(x.cuda(non_blocking=True))).sum()
+                    if torch.isnan(loss):
+                        loss = loss.nan_to_num().clamp(max=10).mean()[loss > 0].sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [f[:3] for f in check(tmp_path, files)] == [("train.py", 6, "GPL405"), ("train.py", 13, "GPL405")]
