@@ -270,8 +270,8 @@ def _keyed_method(func: ast.AST) -> str:
 
 
 def _module_added(node: ast.Call) -> tuple[str, ast.Call] | None:
-    """`self.flows.append(Flip())`, `self.blocks.add_module("b", Block(c))`: the attribute of `self` a container
-    attribute is, and the object built into it; None for anything else."""
+    """`self.flows.append(Flip())`, `self.blocks.add_module("b", Block(c))`: the container (an attribute of `self`)
+    and the call building what is added to it; None for anything else."""
     func = node.func
     if not isinstance(func, ast.Attribute) or func.attr not in _ADDING_METHODS:
         return None

@@ -260,9 +260,9 @@ class Project:
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
-        self._class_names: dict[str, int] | None = None
+        self._class_names: dict[str, int] | None = None  # see `_class_definitions`
         self._function_names: dict[str, int] | None = None  # see `_function_definitions`
-        self._code_texts: dict[str, str] = {}  # see `_code_of`  # see `_class_definitions`
+        self._code_texts: dict[str, str] = {}  # see `_code_of`
         self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
         self._step_copies: dict[str, str] | None = None  # per file, how its step code copies to the device
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
