@@ -2115,7 +2115,10 @@ def _tests_non_finite(test: ast.AST) -> bool:
     """Is `if test:` taken only on values that are not finite: `if torch.isnan(loss).any():`, `if not ok.all():`
     (`ok = torch.isfinite(scores)`, torchscale's `_make_finite`), `if overflow:`? Its body is a repair normal steps
     do not run (the test itself still reads the device)."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+    if isinstance(test, ast.BoolOp):  # `isinf(x).any() or isnan(x).any()`; `x is not None and isnan(x).any()`
+        tested = [_tests_non_finite(value) for value in test.values]
+        return all(tested) if isinstance(test.op, ast.Or) else any(tested)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):  # `not overflow` is the normal step
         inner = test.operand
         return isinstance(inner, ast.Call) and last_name(inner.func) == "all" and bool(
             _FINITE_NAME.search(" ".join(n for node in ast.walk(inner) if (n := last_name(node)))))

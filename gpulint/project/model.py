@@ -473,7 +473,7 @@ class Project:
             if "/" in p and p.rsplit("/", 1)[0] in packages
             and not p.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text
             and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS  # `pkg/train.py`, run with -m
-            and not _calls_own_function(ix)  # a script without a `__main__` guard (`run(make_env(), spec)`)
+            and not _runs_as_script(ix)  # a script without a `__main__` guard (`run(make_env(), spec)`)
         ]
         candidates = [p for p in modules if not self._is_imported(p)]
         # Nor one another file names by its package and name or its file name (setup.py's `console_scripts`:
@@ -874,12 +874,14 @@ class Project:
         for path, ix in self.files.items():
             if not file_may_call(ix):
                 continue
-            if ix.module_scope is not None:
-                yield path, ix.module_scope
+            # (each file's scopes are all read before any is handed on: what the model reads must not depend on
+            # where a caller stops looking)
+            scopes = [ix.module_scope] if ix.module_scope is not None else []
             for definition in ix.definitions.values():
                 if not definition.is_class and code_may_call(definition.code):
-                    for scope in ix.scopes_of(definition).values():
-                        yield path, scope
+                    scopes.extend(ix.scopes_of(definition).values())
+            for scope in scopes:
+                yield path, scope
 
     def _wrappers_passed(self, path: str, function: Scope, name: str) -> set[Target]:
         """The project classes that calls of `function` build through a helper and pass as its parameter `name`:
@@ -3148,11 +3150,12 @@ def _module_mentions(path: str) -> frozenset[str]:
     return frozenset(mentions)
 
 
-def _calls_own_function(ix: ModuleIndex) -> bool:
-    """Does the module's top level call a function it defines (a script run as it is, without a `__main__` guard)?"""
+def _runs_as_script(ix: ModuleIndex) -> bool:
+    """Does the module's top level loop or call a function it defines (a script run as it is, without a `__main__`
+    guard: nanoGPT's `bench.py`)?"""
     module = ix.module_scope
-    return module is not None and any(
-        call.func in ix.definitions and not ix.definitions[call.func].is_class for call in module.calls)
+    return module is not None and (bool(module.loops) or any(
+        call.func in ix.definitions and not ix.definitions[call.func].is_class for call in module.calls))
 
 
 # Libraries whose modules share names with a project's own (`torch.utils`, `torchvision.models`).

@@ -8000,7 +8000,54 @@ def test_a_repair_of_values_that_are_not_finite_is_no_step_work(tmp_path, check)
                     if torch.isnan(loss):
                         loss = loss.nan_to_num().clamp(max=10).mean()[loss > 0].sum()
                     loss.backward()
-                    optimizer.step()
+                    overflow = False
+                    if not overflow or loss.numel() > 1:  # (fairseq: the normal step, not a repair)
+                        optimizer.step()
+                        print(loss.item())
         """,
     }
-    assert [f[:3] for f in check(tmp_path, files)] == [("train.py", 6, "GPL405"), ("train.py", 13, "GPL405")]
+    assert [f[:3] for f in check(tmp_path, files)] == [
+        ("train.py", 6, "GPL405"), ("train.py", 13, "GPL405"), ("train.py", 19, "GPL401")]
+
+
+def test_a_script_in_a_package_folder_and_a_generator_of_batches_run_in_training(tmp_path, check):
+    # nanoGPT linted from the folder above it (`gpulint check nanoGPT/`): `bench.py` loops at its top level, no
+    # module imports it, yet it runs; pytorch/examples' `get_next_batch` generator builds each batch's targets on the
+    # CPU and moves them, once per batch of the loop that consumes it.
+    files = {
+        "repo/model.py": "import torch\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+        "repo/train.py": "from model import Net\n",
+        "repo/bench.py": """
+            import torch
+            from model import Net
+
+            model = Net().cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step in range(10):
+                loss = model(torch.randn(4, 4, device="cuda")).sum()
+                loss.backward()
+                optimizer.step()
+                print(loss.item())
+        """,
+        "repo/rpc_main.py": """
+            import torch
+
+            def run_trainer(model, optimizer, rank):
+                def get_next_batch(rank):
+                    for _ in range(10):
+                        target = torch.LongTensor(8).random_(8).to(rank)
+                        yield torch.randn(8, 4, device="cuda"), target
+
+                for epoch in range(100):
+                    for x, target in get_next_batch(rank):
+                        loss = torch.nn.functional.cross_entropy(model(x), target)
+                        loss.backward()
+                        optimizer.step()
+
+            if __name__ == "__main__":
+                run_trainer(None, None, 0)
+        """,
+    }
+    found = [f[:3] for f in check(tmp_path, files)]
+    assert ("repo/bench.py", 11, "GPL401") in found
+    assert ("repo/rpc_main.py", 7, "GPL504") in found

@@ -11,6 +11,7 @@ import libcst as cst
 from gpulint.linter.context import STRING_NODES, is_cold_function_name
 from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.rule import Replace, Report, Rule
+from gpulint.linter.syntax import descendants
 from gpulint.project.vocab import MICRO_STEP_PARTS
 from gpulint.rules.per_tensor.helpers import in_test_error_or_one_off_code
 
@@ -117,8 +118,9 @@ class WhereItRuns(Rule):
             self.report(node, message, when="training", fix=fix, unsafe_fix=unsafe)
         elif is_cold_function_name(_singular(function.name.value)) and not self.context.called_every_step():
             return  # `print_samples`, `save_checkpoints`: the plural of a cold name is cold too
-        elif self.context.runs_outside_the_step():
-            return  # an epoch's evaluation metrics, model surgery at setup, an offline tool's loop
+        elif self.context.runs_outside_the_step() and not _yields(function):
+            return  # an epoch's evaluation metrics, model surgery at setup, an offline tool's loop (not a generator
+            # of batches, whose body runs where a loop consumes it)
         else:
             snapshot = self.context.ancestors_snapshot()
             report = Report(self, node, message or self.message, "training", snapshot, tuple(fix), unsafe)
@@ -131,6 +133,10 @@ class WhereItRuns(Rule):
             self.context.add_report(
                 Report(self, report.node, report.message, when, report.ancestors, report.fix, report.unsafe_fix)
             )
+
+
+def _yields(function: cst.FunctionDef) -> bool:
+    return any(isinstance(node, cst.Yield) for node in descendants(function.body))
 
 
 def under_any_if(context: FileContext) -> bool:
