@@ -177,7 +177,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         # the keywords passed on as a dict name `non_blocking` (fastNLP's `dict(non_blocking=non_blocking)`)
         ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, dataset, optimizer, device):\n"
          "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    copy = dict(non_blocking=True)\n"
-         "    for x in loader:\n        x = x.to(device, **copy)\n        loss = model(x).sum()\n"
+         "    for x, y in loader:\n        x = x.to(device, **copy)\n        loss = model(x).sum()\n"
          "        loss.backward()\n        optimizer.step()\n"),
         _PREPARED_SCRIPT.format(pin=", pin_memory=True"),
         ("import torch\n\n\nclass Imagination:\n    def __init__(self, tokenizer: torch.nn.Module, device):\n"
