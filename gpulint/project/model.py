@@ -260,8 +260,7 @@ class Project:
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
-        self._class_names: dict[str, int] | None = None  # see `_class_definitions`
-        self._function_names: dict[str, int] | None = None  # see `_function_definitions`
+        self._definition_names: tuple[dict[str, int], dict[str, int]] | None = None  # see `_definition_counts`
         self._code_texts: dict[str, str] = {}  # see `_code_of`
         self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
         self._step_copies: dict[str, str] | None = None  # per file, how its step code copies to the device
@@ -1297,13 +1296,24 @@ class Project:
     def _class_definitions(self) -> dict[str, int]:
         """The names of the project's classes, each with how many classes of that name it defines (a vendored file
         copied into two packages defines its classes twice)."""
-        if self._class_names is None:
-            self._class_names = {}
+        return self._definition_counts()[0]
+
+    def _function_definitions(self) -> dict[str, int]:
+        """The names of the project's functions and methods, each with how many definitions of that name it has
+        (LLaMA2-Accessory's two copies of a diffusion package, each defining `update_with_local_losses`)."""
+        return self._definition_counts()[1]
+
+    def _definition_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """How many classes, and how many functions and methods, of each name the project defines: one pass."""
+        if self._definition_names is None:
+            classes: dict[str, int] = {}
+            functions: dict[str, int] = {}
             for ix in self.files.values():
                 for definition in ix.definitions.values():
-                    if definition.is_class:
-                        self._class_names[definition.name] = self._class_names.get(definition.name, 0) + 1
-        return self._class_names
+                    counts = classes if definition.is_class else functions
+                    counts[definition.name] = counts.get(definition.name, 0) + 1
+            self._definition_names = (classes, functions)
+        return self._definition_names
 
     def _code_of(self, path: str) -> str:
         """A file's text without its strings and comments (made once per file, for the files that need it)."""
@@ -1311,17 +1321,6 @@ class Project:
         if code is None:
             code = self._code_texts[path] = _STRING_OR_COMMENT.sub(" ", self.files[path].text)
         return code
-
-    def _function_definitions(self) -> dict[str, int]:
-        """The names of the project's functions and methods, each with how many definitions of that name it has
-        (LLaMA2-Accessory's two copies of a diffusion package, each defining `update_with_local_losses`)."""
-        if self._function_names is None:
-            self._function_names = {}
-            for ix in self.files.values():
-                for definition in ix.definitions.values():
-                    if not definition.is_class:
-                        self._function_names[definition.name] = self._function_names.get(definition.name, 0) + 1
-        return self._function_names
 
     def _function_passes(self, path: str, scope: Scope, receiver: list[str]) -> list[Target]:
         """The `forward` and `backward` of the autograd Function `receiver` names: both run in every training step
@@ -1884,14 +1883,7 @@ class Project:
         cls = Target(path, scope.cls, True)
         if self.find_method(cls, "step") is not None:
             return False
-        for klass in self.mro(cls):
-            klass_scope = self.files[klass.path].scope(klass.qualname)
-            project = {base.qualname.rsplit(".", 1)[-1] for base in self.bases(klass)}
-            if klass_scope is not None and any(
-                    name.endswith("Trainer") and name not in project
-                    for name in (base.rsplit(".", 1)[-1] for base in klass_scope.bases)):
-                return True
-        return False
+        return any(name.endswith("Trainer") for klass in self.mro(cls) for name in self._library_bases(klass))
 
     def _library_step_hooks(self, cls: Target) -> list[Target]:
         """The methods of `cls` (or its project bases) overriding what a library trainer's step calls on itself."""
@@ -2099,13 +2091,16 @@ class Project:
             definition = self.files[klass.path].definitions.get(klass.qualname)
             if definition is not None and "getattr(self" in definition.code:
                 return True
-            scope = self.files[klass.path].scope(klass.qualname)
-            project = {base.qualname.rsplit(".", 1)[-1] for base in self.bases(klass)}
-            for base in scope.bases if scope is not None else ():
-                name = base.rsplit(".", 1)[-1]
-                if name and name not in project and name not in ("object", "ABC", "Module"):
-                    return True
+            if any(name not in ("object", "ABC", "Module") for name in self._library_bases(klass)):
+                return True
         return False
+
+    def _library_bases(self, klass: Target) -> list[str]:
+        """The names of a class's bases that are no project class (a library's: `Trainer`, `PPOTrainer`, `Module`)."""
+        scope = self.files[klass.path].scope(klass.qualname)
+        project = {base.qualname.rsplit(".", 1)[-1] for base in self.bases(klass)}
+        return [name for base in (scope.bases if scope is not None else ())
+                if (name := base.rsplit(".", 1)[-1]) and name not in project]
 
     def _built_entries(self, method_entries: list[tuple[Key, Reach]], roots: list[tuple[Key, Reach]]):
         """The entry points in methods, less those of classes nothing in the project names but their definition
