@@ -945,6 +945,9 @@ class Project:
                 elif last in _WRAPPERS and assign.first_arg:
                     found |= self.types_of(path, scope, assign.first_arg, depth + 1)
                 for callee in assign.calls:
+                    if built := self._alternate_constructor(path, scope, callee):
+                        found |= built  # `self.noise_scheduler = DDPMScheduler.from_pretrained(...)`
+                        continue
                     for target_ in self._callable_targets(path, scope, callee):
                         if target_.is_class:
                             found |= self._built_types(target_, depth)
@@ -959,6 +962,15 @@ class Project:
                     if index == position:
                         found |= self.types_of(function.path, callee_scope, item, depth + 1)
         return found
+
+    def _alternate_constructor(self, path: str, scope: Scope, callee: str) -> set[Target]:
+        """The class a `Class.from_*(...)` call builds, by the convention of alternate constructors
+        (`DDPMScheduler.from_pretrained`, `Config.from_dict`): the class it is called on, which the classmethod's own
+        code (`cls.from_config(...)` -> `cls(**config)`) does not tell the model. Empty for any other callee."""
+        head, _, last = callee.rpartition(".")
+        if not head or not last.startswith("from_"):
+            return set()
+        return {cls for cls in self._callable_targets(path, scope, head) if cls.is_class}
 
     def _built_types(self, cls: Target, depth: int) -> set[Target]:
         """What building `cls` gives: the class, or the classes its `__new__` returns instances of (muzero-general's

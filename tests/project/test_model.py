@@ -7493,6 +7493,73 @@ def test_a_class_picked_from_a_table_by_key_is_built_and_called(tmp_path, check)
     assert check(tmp_path, files) == []
 
 
+def test_an_alternate_constructor_builds_the_class_it_is_called_on(tmp_path, check):
+    # tango: `self.noise_scheduler = DDPMScheduler.from_pretrained(...)` of a vendored diffusers, whose classmethod
+    # builds `cls(**config)`; `set_timesteps` is DDPM's, not that of every scheduler a pipeline builds whose name the
+    # attribute echoes (DPM-Solver's, Euler's: no training runs them).
+    files = {
+        "diffusers/__init__.py": "from .schedulers import DDPMScheduler, EulerScheduler\n",
+        "diffusers/schedulers.py": """
+            import numpy as np
+            import torch
+
+            class SchedulerMixin:
+                @classmethod
+                def from_pretrained(cls, name, **kwargs):
+                    return cls.from_config({"steps": 1000}, **kwargs)
+
+                @classmethod
+                def from_config(cls, config, **kwargs):
+                    return cls(**config)
+
+            class DDPMScheduler(SchedulerMixin):
+                def __init__(self, steps=1000):
+                    self.steps = steps
+
+                def set_timesteps(self, steps, device=None):
+                    self.timesteps = torch.from_numpy(np.arange(steps)[::-1].copy()).to(device)
+
+            class EulerScheduler(SchedulerMixin):
+                def __init__(self, steps=1000):
+                    self.steps = steps
+
+                def set_timesteps(self, steps, device=None):
+                    self.sigmas = torch.from_numpy(np.linspace(0, 1, steps)).to(device)
+        """,
+        "diffusers/pipeline.py": """
+            from .schedulers import DDPMScheduler, EulerScheduler
+
+            def make_scheduler(kind):
+                return EulerScheduler() if kind == "euler" else DDPMScheduler()
+        """,
+        "train.py": """
+            import torch
+            from diffusers import DDPMScheduler
+
+            class Diffusion(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = torch.nn.Linear(4, 4)
+                    self.noise_scheduler = DDPMScheduler.from_pretrained("model", subfolder="scheduler")
+
+                def forward(self, x):
+                    self.noise_scheduler.set_timesteps(1000, device=x.device)
+                    return self.net(x).mean()
+
+            def main(loader):
+                model = Diffusion().cuda()
+                optimizer = torch.optim.AdamW(model.parameters())
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    found = check(tmp_path, files)
+    assert [f[:3] for f in found] == [("diffusers/schedulers.py", 19, "GPL412")]
+    assert found[0][3] == "certain" and found[0][4].endswith("DDPMScheduler.set_timesteps()")
+
+
 def test_a_static_method_called_on_self_is_handed_no_instance(tmp_path, check):
     # DiT's `self.timestep_embedding(t, self.size)`: `t` is the static method's first parameter, `dim` its second,
     # a host number; `if dim % 2` waits for nothing.
