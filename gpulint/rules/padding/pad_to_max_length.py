@@ -13,6 +13,12 @@ from gpulint.rules.padding.helpers import LengthTracker
 _EVAL_SPLIT_PARTS = frozenset({"test", "validation", "valid", "val", "eval", "dev"})
 
 
+def _for_diffusion(context) -> bool:
+    """A file that imports `diffusers`, or is part of a copy of it (`third_party/diffusers/src/diffusers/pipelines/...`,
+    whose own imports are relative): its text encoders condition a diffusion model on their full fixed-length output."""
+    return context.imports.imported("diffusers") or "diffusers" in re.split(r"[\\/]", context.path)[:-1]
+
+
 def _is_eval_split(name: str) -> bool:
     """`"test[:400]"`, `"validation"`, `eval_dataset`, `val_ds`: a split or dataset used only to evaluate."""
     return bool({p for p in re.split(r"[^a-z]+", name.lower()) if p} & _EVAL_SPLIT_PARTS)
@@ -56,7 +62,7 @@ class PadToMaxLength(Rule):
         "rectangular array before batching) must keep the constant padding. With an attention mask and pad labels "
         "ignored, the model's outputs at real tokens and the loss are unchanged (tested).",
         false_positives="Fixed-shape pipelines on purpose (TPU/XLA, CUDA graphs), and tokenization done once offline. "
-        "Files that import `diffusers` are skipped: diffusion models condition on the text encoder's full fixed-length "
+        "Files that import `diffusers`, or belong to a copy of it, are skipped: diffusion models condition on the text encoder's full fixed-length "
         "output (CLIP's 77 tokens), a model-mandated length. "
         "A `padding=\"max_length\" if args.pad_to_max_length else False` option is not flagged (it is opt-in), nor is "
         "tokenisation mapped over an evaluation split (`raw[\"validation\"].map(...)`, a `split=\"test\"` dataset), "
@@ -103,7 +109,7 @@ class PadToMaxLength(Rule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """A `padding` parameter defaulting to max_length, which the function passes on (`padding=padding`)."""
-        if self.context.in_tests or self.context.imports.imported("diffusers"):
+        if self.context.in_tests or _for_diffusion(self.context):
             return
         params = [*node.params.params, *node.params.kwonly_params]
         if not any(param.name.value in ("padding", "pad_to_max_length") for param in params):
@@ -131,7 +137,7 @@ class PadToMaxLength(Rule):
                 self._eval_datasets.add(node.targets[0].target.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.context.in_tests or self.context.imports.imported("diffusers"):
+        if self.context.in_tests or _for_diffusion(self.context):
             return
         if self._no_text(node) or self._maps_eval_split():
             return
