@@ -185,6 +185,7 @@ class Scope:
     end: Pos = (0, 0)
     params: tuple[str, ...] = ()
     none_params: tuple[str, ...] = ()  # its parameters defaulting to None
+    required_params: tuple[str, ...] = ()  # its positional parameters without a default (`self` included)
     keywords_param: str = ""  # its `**kwargs`, which takes the keywords no parameter names
     decorators: tuple[str, ...] = ()
     decorator_args: tuple[str, ...] = ()  # dotted names passed to its decorators (`@trainer.on(Events.X)`)
@@ -1434,11 +1435,14 @@ class _Walker:
         )
         args = node.args
         params = tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+        required = tuple(positional[:len(positional) - len(args.defaults)])
         start = self._pos(node.decorator_list[0]) if node.decorator_list else self._pos(node)
         scope = Scope(
             self._child_qualname(node.name), node.name, "function", parent.qualname,
             cls=parent.qualname if parent.kind == "class" else "", line=node.lineno + self.offset, start=start, end=self._end(node),
-            params=params, keywords_param=args.kwarg.arg if args.kwarg else "", decorators=decorators,
+            params=params, required_params=required, keywords_param=args.kwarg.arg if args.kwarg else "",
+            decorators=decorators,
             decorator_args=decorator_args,
             decorator_periodic=any(_sets_period(d) for d in node.decorator_list if isinstance(d, ast.Call)),
             no_grad_decorated=any(self._turns_off_gradients(d) for d in decorators if d),

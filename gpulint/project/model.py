@@ -243,6 +243,8 @@ class Project:
         self._unselected_builds: dict[str, bool] = {}  # by class name: `_built_only_unselected`
         self._stepped: list[tuple] = []  # optimizer steps read, not yet followed (`_run`)
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
+        # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
+        self._guess_shapes: dict[str, set[tuple[int, frozenset[str], bool]]] = {}
         self.config_classes = frozenset(config_classes)  # dotted names the training configs build (`target: a.B`)
         self.config_names = frozenset(config_names)  # bare class names they give a registry (`criterion: DFINECriterion`)
         self._by_registry: frozenset[Target] | None = None
@@ -1146,7 +1148,7 @@ class Project:
                     out.targets, out.bound = self._library_step_hooks(cls), True
                     return out
                 return self._object_call(path, scope, func, guess_module)  # `self.model(x)`
-            return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
+            return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step, call)
         if len(parts) > 1 and parts[-1] == "apply" and (applied := self._function_passes(path, scope, parts[:-1])):
             out.targets = applied  # `ROSA.apply(x, w)`: an autograd Function's forward, and its backward
             return out
@@ -1170,7 +1172,7 @@ class Project:
             return out  # (a table the model does not know: nothing to guess)
         if len(parts) == 1:
             return self._object_call(path, scope, func, guess_module)
-        return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step)
+        return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step, call)
 
     def _external_object(self, path: str, scope: Scope, name: str, seen: frozenset[str] = frozenset()) -> bool:
         """Is `name` only ever bound, in its function or the enclosing ones, to what a library outside the project
@@ -1471,7 +1473,9 @@ class Project:
             current = ix.scope(current.parent) if current.parent else None
         return None
 
-    def _method_call(self, path: str, scope: Scope, receiver: str, method: str, per_step: bool) -> _Resolved:
+    def _method_call(
+        self, path: str, scope: Scope, receiver: str, method: str, per_step: bool, call: Call | None = None,
+    ) -> _Resolved:
         out = _Resolved(bound=True)
         # Not a class built only where shipped settings do not go (`elif args.optimizer == "adafactor":`).
         types = self.types_of(path, scope, receiver) or (
@@ -1490,9 +1494,24 @@ class Project:
         # holds a `PPOConfig` whose method runs).
         if not out.targets and per_step and method not in _COMMON_METHODS and not method.startswith("__") \
                 and not self._external_object(path, scope, receiver):
+            if call is not None:  # what the guessed methods must accept, also when guessed again later
+                self._guess_shapes.setdefault(f"{receiver}.{method}", set()).add(_call_shape(call))
             out.targets = self._method_guess(receiver, method) or self._module_named(method)
             out.certain, out.guess = False, f"{receiver}.{method}"
         return out
+
+    def _accepts(self, method: Target, shape: tuple[int, frozenset[str], bool]) -> bool:
+        """Can a method called on an instance take a call of this shape (positional arguments, keywords, unpacked
+        arguments)? `lr_scheduler.step()` is no noise scheduler's `step(self, model_output, timestep, sample)`: Python
+        would raise for the parameters nothing fills."""
+        positional, keywords, unpacked = shape
+        scope = self.files[method.path].scope(method.qualname)
+        if scope is None or unpacked:
+            return True
+        required = scope.required_params
+        if required and required[0] == scope.params[0] and not self._is_static(method):
+            required = required[1:]  # the instance
+        return all(name in keywords for name in required[positional:])
 
     def _abstract(self, method: Target) -> bool:
         """Does the method only raise `NotImplementedError` or `pass` (after its docstring): a base class's slot for
@@ -1517,10 +1536,15 @@ class Project:
         """An object of unknown class: the classes the program builds that define the method and whose name the
         receiver's echoes (`ema.update()`: ModelEMA; `loss_meter.update()`: AverageMeter), else the one built class
         defining a method of that name. Only classes in `program`, when it is known (`_program_of`)."""
+        shapes = self._guess_shapes.get(f"{receiver}.{method}", ())
+
+        def fits(m: Target) -> bool:
+            return not shapes or any(self._accepts(m, shape) for shape in shapes)
+
         defining = [
             (cls, m) for cls in sorted(self.instantiated, key=_order)
             if (program is None or cls.path in program) and (m := self.find_method(cls, method)) is not None
-            and not is_other_backend_class(_class_of(m))
+            and not is_other_backend_class(_class_of(m)) and fits(m)
         ]
         alike = [m for cls, m in defining if _names_alike(receiver, cls.qualname)]
         if alike:
@@ -1528,7 +1552,7 @@ class Project:
         # A class the program builds by its name (`construct_class_by_name(class_name=...)`), which the receiver echoes
         # (`ema.update()`: PowerFunctionEMA), rather than the one built class that happens to define `update`.
         named = [m for m in self._methods_named(method) if (program is None or m.path in program)
-                 and _names_alike(receiver, _class_of(m)) and not is_other_backend_class(_class_of(m))]
+                 and _names_alike(receiver, _class_of(m)) and not is_other_backend_class(_class_of(m)) and fits(m)]
         if named:
             # `self.algorithm.train()` names the abstract base `Algorithm`, whose `train` only raises: the object it
             # holds is one of its subclasses (SLM-Lab's `VanillaDQN`, `PPO`), whose overrides run. Not `self.env.step()`
@@ -1538,7 +1562,7 @@ class Project:
                 receiver.startswith("self.") else ""
             overriding = [o for m in named if self._abstract(m) and _class_of(m).rsplit(".", 1)[-1].lower() == role
                           for o in self.overrides(Target(m.path, _class_of(m), True), method)
-                          if (program is None or o.path in program) and o not in named]
+                          if (program is None or o.path in program) and o not in named and fits(o)]
             return named + overriding
         if method in ("train", "eval") and not name_parts(receiver.rsplit(".", 1)[-1]) & _RUNNER_PARTS:
             # `model.train()`, `self.features.train()`: torch's mode switch of a module, not the one class of the
@@ -3408,6 +3432,12 @@ def _scores_without_gradients(scope: Scope) -> bool:
 
 
 _HOLDS = re.compile(r"(?<=[a-z0-9])With(?=[A-Z])")
+
+
+def _call_shape(call: Call) -> tuple[int, frozenset[str], bool]:
+    """What a call fills: its positional arguments, by count; its keywords; whether it unpacks any (`*a`, `**kw`)."""
+    keywords = frozenset(keyword for keyword, _ in call.kw_kinds)
+    return len(call.arg_kinds), keywords, call.star_args or "**" in keywords
 
 
 def _names_alike(receiver: str, class_name: str) -> bool:

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/36"
+FORMAT = "gpulint.project/37"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -61,6 +61,7 @@ def scope_from(data: dict) -> Scope:
             "end": _pos(data["end"]),
             "params": tuple(data["params"]),
             "none_params": tuple(data["none_params"]),
+            "required_params": tuple(data["required_params"]),
             "decorators": tuple(data["decorators"]),
             "decorator_args": tuple(data["decorator_args"]),
             "bases": tuple(data["bases"]),

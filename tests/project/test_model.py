@@ -7560,6 +7560,63 @@ def test_an_alternate_constructor_builds_the_class_it_is_called_on(tmp_path, che
     assert found[0][3] == "certain" and found[0][4].endswith("DDPMScheduler.set_timesteps()")
 
 
+def test_a_guessed_method_must_accept_the_arguments_of_the_call(tmp_path, check):
+    # diffusers' train_controlnet.py: `lr_scheduler.step()` on what `accelerator.prepare` returns is no noise
+    # scheduler's `step(self, model_output, timestep, sample)`, which the vendored pipelines build: that call would
+    # raise. A learning-rate schedule whose `step` takes no argument is still a guess.
+    files = {
+        "schedulers.py": """
+            import torch
+
+            class EulerScheduler:
+                def step(self, model_output, timestep, sample, return_dict=True):
+                    index = (self.timesteps == timestep).nonzero().item()
+                    return sample - model_output * index
+
+            class WarmupScheduler:
+                def __init__(self, optimizer):
+                    self.optimizer = optimizer
+                    self.lrs = torch.ones(1, device="cuda")
+
+                def step(self, epoch=None):
+                    if self.lrs.sum() > 0:
+                        pass
+        """,
+        "pipeline.py": """
+            from schedulers import EulerScheduler
+
+            def sample(unet, latents):
+                scheduler = EulerScheduler()
+                for t in range(10):
+                    latents = scheduler.step(unet(latents, t), t, latents)
+                return latents
+        """,
+        "train.py": """
+            import torch
+            from accelerate import Accelerator
+            from schedulers import WarmupScheduler
+
+            def main(model, loader, get_scheduler):
+                accelerator = Accelerator()
+                optimizer = torch.optim.AdamW(model.parameters())
+                lr_scheduler = accelerator.prepare(get_scheduler("cosine", optimizer))
+                for x in loader:
+                    loss = model(x).mean()
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    lr_scheduler.step()
+
+            def warmup(optimizer):
+                return WarmupScheduler(optimizer)
+        """,
+    }
+    found = check(tmp_path, files)
+    assert [f[:4] for f in found] == [("schedulers.py", 15, "GPL405", "likely")]
+    # With a call that fills the noise scheduler's parameters, its `step` is a guess again.
+    files["train.py"] = files["train.py"].replace("lr_scheduler.step()", "lr_scheduler.step(loss, 1, x)")
+    assert ("schedulers.py", 6, "GPL401") in [f[:3] for f in check(tmp_path, files)]
+
+
 def test_a_static_method_called_on_self_is_handed_no_instance(tmp_path, check):
     # DiT's `self.timestep_embedding(t, self.size)`: `t` is the static method's first parameter, `dim` its second,
     # a host number; `if dim % 2` waits for nothing.
