@@ -45,6 +45,7 @@ from gpulint.project.vocab import (
     CONFIG_ROOTS,
     DEFAULT_GATE_PARTS,
     DEVICE_HOLDER,
+    ENV_SPACES,
     EVAL_LOADER_PARTS,
     HOST_BUILTINS,
     HOST_METHODS,
@@ -285,6 +286,16 @@ def _module_added(node: ast.Call) -> tuple[str, ast.Call] | None:
 
 
 _ADDING_METHODS = frozenset({"append", "insert", "add_module"})
+
+
+def _of_env_space(expr: ast.Attribute) -> bool:
+    """`env.action_space`, `envs.single_action_space.nvec`: an environment's space or what it describes, on the host."""
+    node: ast.AST = expr
+    while isinstance(node, ast.Attribute):
+        if node.attr in ENV_SPACES:
+            return True
+        node = node.value
+    return False
 
 
 def _table_callee(func: ast.AST) -> str:
@@ -1025,7 +1036,7 @@ class _Values:
         if isinstance(expr, ast.Call):
             return self._call_kind(expr)
         if isinstance(expr, ast.Attribute):
-            if expr.attr in METADATA_ATTRS or expr.attr in PACKED_BATCH_SIZES:
+            if expr.attr in METADATA_ATTRS or expr.attr in PACKED_BATCH_SIZES or _of_env_space(expr):
                 return "host"
             return "device" if _of_self(expr) and expr.attr in self.device_attributes else "unknown"
         if isinstance(expr, ast.Subscript):

@@ -138,6 +138,9 @@ HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
 NUMPY_ONLY_METHODS = frozenset({"astype"})
 METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "names", "layout",
                             "columns"})  # (a data frame's column names: `df.columns.tolist()`; no tensor has them)
+# A reinforcement-learning environment's spaces (gym, gymnasium): numpy-backed descriptions of actions and
+# observations (`envs.single_action_space.nvec`, `env.action_space.n`), no tensors.
+ENV_SPACES = frozenset({"action_space", "observation_space", "single_action_space", "single_observation_space"})
 METADATA_METHODS = frozenset({"size", "dim", "numel", "element_size", "nelement", "stride", "get_device", "data_ptr"})
 HOST_BUILTINS = frozenset(
     {"len", "float", "int", "bool", "str", "round", "range", "enumerate", "zip", "list",
