@@ -2525,6 +2525,7 @@ class Project:
                 if rank <= GATED:  # what a guessed call passes is known all the same, at every call making the guess
                     for target in resolved.targets:
                         self._record_given((target.path, target.qualname), call, resolved.bound, (path, scope.qualname))
+                        self._record_kinds((target.path, target.qualname), call, resolved.bound, path, scope)
                 if guess in self._guesses:
                     continue
                 self._guesses.add(guess)
@@ -2735,21 +2736,8 @@ class Project:
         if callee is None:
             return
         params = list(callee.params[1:] if bound and callee.params else callee.params)
-        kinds = self._param_kinds.setdefault(key, {})
         votes = self._gate_votes.setdefault(key, {})
-        # An argument that is the caller's own parameter as received votes for what the caller's callers pass
-        # (`_passed_kind`): the batch's lengths moved to the device in the loop reach the loss three calls down.
-        passed_on = {where: _PASSED_ON.join((path, scope.qualname, param)) for where, param in call.param_args}
-        for index, kind in enumerate(call.arg_kinds):
-            if kind == "unknown" and index < len(call.arg_names) and call.arg_names[index]:
-                kind = self._returned_into(path, scope, call.arg_names[index])
-            if index < len(params):
-                kinds.setdefault(params[index], set()).add(passed_on.get(str(index), kind) if kind == "unknown" else kind)
-        for keyword, kind in call.kw_kinds:
-            vote = passed_on.get(keyword, kind) if kind == "unknown" else kind
-            if keyword not in params and callee.keywords_param:  # `update(loss=loss_value)` into `**kwargs`
-                keyword = callee.keywords_param
-            kinds.setdefault(keyword, set()).add(vote)
+        self._record_kinds(key, call, bound, path, scope)
         self._record_given(key, call, bound, (path, scope.qualname))
         passed = self._passed_params.setdefault(key, set())
         passed.update(params[: len(call.arg_kinds)])
@@ -2765,6 +2753,27 @@ class Project:
             votes[param] = votes.get(param, True) and str(index) in interval
         for keyword, _ in call.kw_kinds:
             votes[keyword] = votes.get(keyword, True) and keyword in interval
+
+    def _record_kinds(self, key: Key, call: Call, bound: bool, path: str, scope: Scope) -> None:
+        """Where each argument of a call lives, as a vote for the parameter it fills (`_passed_kind`)."""
+        callee = self.files[key[0]].scope(key[1])
+        if callee is None:
+            return
+        params = list(callee.params[1:] if bound and callee.params else callee.params)
+        kinds = self._param_kinds.setdefault(key, {})
+        # An argument that is the caller's own parameter as received votes for what the caller's callers pass
+        # (`_passed_kind`): the batch's lengths moved to the device in the loop reach the loss three calls down.
+        passed_on = {where: _PASSED_ON.join((path, scope.qualname, param)) for where, param in call.param_args}
+        for index, kind in enumerate(call.arg_kinds):
+            if kind == "unknown" and index < len(call.arg_names) and call.arg_names[index]:
+                kind = self._returned_into(path, scope, call.arg_names[index])
+            if index < len(params):
+                kinds.setdefault(params[index], set()).add(passed_on.get(str(index), kind) if kind == "unknown" else kind)
+        for keyword, kind in call.kw_kinds:
+            vote = passed_on.get(keyword, kind) if kind == "unknown" else kind
+            if keyword not in params and callee.keywords_param:  # `update(loss=loss_value)` into `**kwargs`
+                keyword = callee.keywords_param
+            kinds.setdefault(keyword, set()).add(vote)
 
     # ------------------------------------------------------------------------------------------- facts
     def function_facts(self, path: str, scope: Scope, final: bool = False) -> FunctionFacts:

@@ -185,7 +185,7 @@ SAME_PLACE_METHODS = frozenset(
     {"detach", "clone", "float", "half", "double", "long", "int", "bool", "mean", "sum", "median", "max", "min",
      "std", "var", "norm", "abs", "squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "prod",
      "any", "all", "items", "values", "keys",  # a dict's views hold what it holds
-     "argmax", "argmin", "round", "floor", "ceil", "clamp", "cumsum", "cumprod", "exp", "log", "sqrt", "t",
+     "argmax", "argmin", "round", "floor", "ceil", "clamp", "clip", "cumsum", "cumprod", "exp", "log", "sqrt", "t",
      "transpose", "permute", "flip", "masked_fill", "masked_fill_", "expand", "expand_as", "repeat",
      "uniform_", "normal_", "random_", "fill_", "zero_"}  # in place: `torch.empty(1).uniform_(0, n)` stays where it is
 )

@@ -7617,6 +7617,52 @@ def test_a_guessed_method_must_accept_the_arguments_of_the_call(tmp_path, check)
     assert ("schedulers.py", 6, "GPL401") in [f[:3] for f in check(tmp_path, files)]
 
 
+def test_what_a_guessed_call_passes_tells_where_the_parameters_live(tmp_path, check):
+    # tango: `wav_to_fbank(paths, 1024, stft)` loads waveforms on the host and hands them to an STFT object of a
+    # class the model can only guess; its `mel_spectrogram(y)` asserts on `y` and moves its window to `y.device`:
+    # on the CPU, no sync and no copy. Handed a device tensor instead, both cost every step.
+    files = {
+        "stft.py": """
+            import torch
+
+            class TacotronSTFT(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.window = torch.hann_window(1024)
+
+                def mel_spectrogram(self, y):
+                    assert torch.min(y.data) >= -1, torch.min(y.data)
+                    return torch.stft(y, 1024, window=self.window.to(y.device), return_complex=True).abs()
+        """,
+        "tools.py": """
+            import torch
+
+            def get_mel_from_wav(audio, stft):
+                audio = torch.clip(torch.FloatTensor(audio).unsqueeze(0), -1, 1)
+                audio = torch.autograd.Variable(audio, requires_grad=False)
+                return stft.mel_spectrogram(audio)
+
+            def wav_to_fbank(waveform, target_length=1024, fn_stft=None):
+                return get_mel_from_wav(waveform[:target_length], fn_stft)
+        """,
+        "train.py": """
+            from stft import TacotronSTFT
+            from tools import wav_to_fbank
+
+            def main(model, loader, optimizer, device):
+                stft = TacotronSTFT()
+                for waveform in loader:
+                    mel = wav_to_fbank(waveform, 1024, stft).to(device, non_blocking=True)
+                    loss = model(mel).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["tools.py"] = files["tools.py"].replace("torch.FloatTensor(audio)", "audio.cuda(non_blocking=True)")
+    assert [f[:3] for f in check(tmp_path, files)] == [("stft.py", 10, "GPL405"), ("stft.py", 11, "GPL504")]
+
+
 def test_a_static_method_called_on_self_is_handed_no_instance(tmp_path, check):
     # DiT's `self.timestep_embedding(t, self.size)`: `t` is the static method's first parameter, `dim` its second,
     # a host number; `if dim % 2` waits for nothing.

@@ -537,6 +537,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             if name == "torch.device" and expr.args and self._device_verdict(expr.args[0].value) == "device":
                 return "device"
             return None
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "device" \
+                and self.context.location_of(expr.value) == "host":
+            return None  # `.to(y.device)` of a CPU tensor `y` (a waveform every caller loads on the host): the CPU
         resolved = self.context.resolve(expr) or ""
         if resolved.startswith("torch.") and resolved.rsplit(".", 1)[-1] in DTYPE_NAMES:
             return None
