@@ -830,7 +830,32 @@ class Project:
         found: set[Target] = set()
         if "." not in function.qualname and not function.cls:
             found = self._passed_classes(Target(path, function.qualname), function.params.index(name))
+        elif function.cls and function.name in ("forward", "__call__") and function.params.index(name) > 0:
+            found = self._passed_to_module(Target(path, function.cls, True), function.params.index(name) - 1, name)
         self._param_classes[key] = found
+        return found
+
+    def _passed_to_module(self, cls: Target, position: int, keyword: str) -> set[Target]:
+        """What the calls of objects of a module class pass at `position` (or by `keyword`) of its forward: the
+        classes of the names they pass, or nothing where one passes anything else (Tango 2's `model(latents, text,
+        ref_unet)`, with `ref_unet = copy.deepcopy(model.unet)`, calls the UNet's forward). The calls are looked for
+        in the files naming the class, where it is built."""
+        class_name = cls.qualname.rsplit(".", 1)[-1]
+        found: set[Target] = set()
+        for path, scope in self._scopes_that_may_call(lambda ix: class_name in ix.text, lambda code: "(" in code):
+            for call in scope.calls:
+                if not ("." not in call.func or call.func.startswith("self.") and call.func.count(".") == 1):
+                    continue  # an object called (`model(x)`, `self.model(x)`), not a method (`model.train()`)
+                if not any(cls in self.mro(t) for t in self.types_of(path, scope, call.func, 1)):
+                    continue
+                if call.star_args:
+                    return set()
+                passed = call.arg_names[position] if position < len(call.arg_names) else \
+                    dict(call.kw_names).get(keyword, "")
+                classes = self.types_of(path, scope, passed, 1) if passed else set()
+                if not classes:
+                    return set()  # a call passes what the model does not know: the callee guesses
+                found |= classes
         return found
 
     def _passed_classes(self, function: Target, position: int) -> set[Target]:

@@ -7663,6 +7663,62 @@ def test_what_a_guessed_call_passes_tells_where_the_parameters_live(tmp_path, ch
     assert [f[:3] for f in check(tmp_path, files)] == [("stft.py", 10, "GPL405"), ("stft.py", 11, "GPL504")]
 
 
+def test_a_module_passed_to_a_forward_is_of_the_classes_its_callers_pass(tmp_path, check):
+    # Tango 2: `model(latents, text, ref_unet)`, with `ref_unet = copy.deepcopy(model.unet)`: the forward's
+    # `ref_unet(...)` runs the UNet's forward, not every module of the project (an EMA wrapper's, with its syncs).
+    files = {
+        "nets.py": """
+            import copy
+            import torch
+
+            class UNet(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(4, 4)
+
+                def forward(self, x):
+                    if x.isnan().any():
+                        x = torch.nan_to_num(x)
+                    return self.proj(x)
+
+            class LitEma(torch.nn.Module):
+                def __init__(self, model):
+                    super().__init__()
+                    self.decay = torch.tensor(0.999)
+                    self.model = model
+
+                def forward(self, x):
+                    if x.isinf().any():
+                        x = torch.nan_to_num(x)
+                    return x
+
+            class DPO(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.unet = UNet()
+
+                def forward(self, latents, ref_unet):
+                    with torch.no_grad():
+                        ref = ref_unet(latents)
+                    return ((self.unet(latents) - ref) ** 2).mean()
+        """,
+        "train.py": """
+            import copy
+            from nets import DPO, LitEma
+
+            def main(loader, optimizer):
+                model = DPO().cuda()
+                ema = LitEma(model)
+                ref_unet = copy.deepcopy(model.unet)
+                for latents in loader:
+                    loss = model(latents.cuda(non_blocking=True), ref_unet)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [(f[0], f[1], f[2], f[3]) for f in check(tmp_path, files)] == [("nets.py", 11, "GPL405", "certain")]
+
+
 def test_a_static_method_called_on_self_is_handed_no_instance(tmp_path, check):
     # DiT's `self.timestep_embedding(t, self.size)`: `t` is the static method's first parameter, `dim` its second,
     # a host number; `if dim % 2` waits for nothing.
