@@ -24,6 +24,7 @@ from gpulint.project.local import (
     gate_interval, gpu_branch, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags, tuple_kinds,
 )
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
+    CONTAINER_BUILTINS,
     DEFAULT_GATE_PARTS,
     DEFAULT_HOT_FUNCTIONS,
     DEVICE_HOLDER,
@@ -456,6 +457,8 @@ class FileContext:
                     return "device" if set(elements) == {"device"} else "unknown"
                 return returned  # type: ignore[return-value]
         if isinstance(func, cst.Name) and func.value not in self._scopes[-1]:
+            if func.value in CONTAINER_BUILTINS:
+                return "host" if all(self.location_of(a.value) == "host" for a in call.args) else "unknown"
             if func.value in HOST_BUILTINS:
                 return "host"
             if func.value in VALUE_BUILTINS:

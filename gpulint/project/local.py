@@ -43,6 +43,7 @@ from gpulint.linter.regions import code_of
 from gpulint.project.vocab import (
     ACCUMULATION_PARTS,
     CONFIG_ROOTS,
+    CONTAINER_BUILTINS,
     DEFAULT_GATE_PARTS,
     DEVICE_HOLDER,
     ENV_SPACES,
@@ -1089,6 +1090,9 @@ class _Values:
         name = dotted(func) or ""
         resolved = resolve(name, self.aliases) if name else ""
         if isinstance(func, ast.Name) and func.id not in self.scopes[-1]:
+            if func.id in CONTAINER_BUILTINS:
+                values = [*call.args, *(k.value for k in call.keywords)]
+                return "host" if all(self.kind_of(v) == "host" for v in values) else "unknown"
             if func.id in HOST_BUILTINS:
                 return "host"
             if func.id in VALUE_BUILTINS:
