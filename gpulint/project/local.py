@@ -115,6 +115,9 @@ class Loop:
     # It calls a model (`task.model(x)`) only under no_grad: it extracts features or predicts, it does not train.
     model_without_grad: bool = False
     model_with_grad: bool = False
+    # Its body stores into containers at its own index (`rewards[step] = ...`, `obs[step] = next_obs`): a rollout
+    # filling its buffers, one transition per iteration.
+    fills_by_index: bool = False
 
 
 @dataclass
@@ -287,6 +290,30 @@ def _module_added(node: ast.Call) -> tuple[str, ast.Call] | None:
 
 
 _ADDING_METHODS = frozenset({"append", "insert", "add_module"})
+
+
+def _fills_by_index(loop: ast.For | ast.AsyncFor) -> bool:
+    """Does the loop's body (not a nested function's) assign into a container at the loop's own index
+    (`for step in range(n): rewards[step] = ...`)?"""
+    if not isinstance(loop.target, ast.Name):
+        return False
+    index = loop.target.id
+    for node in _walk_body(loop.body):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Name) and target.slice.id == index:
+                    return True
+    return False
+
+
+def _walk_body(statements: list[ast.stmt]):
+    """The nodes of statements, without descending into nested functions and classes."""
+    todo = list(statements)
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(child for child in ast.iter_child_nodes(node)
+                    if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
 
 
 def _of_env_space(expr: ast.Attribute) -> bool:
@@ -1696,6 +1723,7 @@ class _Walker:
                 scope.assigns.append(Assign(name, element_of=iterable))
             self.values.bind(node.target, self._element_kind(node.iter))
         loop.once = any(isinstance(statement, ast.Break) for statement in node.body)
+        loop.fills_by_index = is_for and _fills_by_index(node)
         index = len(scope.loops)
         scope.loops.append(loop)
         if node.body:

@@ -1877,16 +1877,17 @@ class Project:
         found = {index for index, loop in enumerate(scope.loops)
                  if loop.has_marker and not loop.no_grad and not loop.evaluates and not loop.once}
         # A reinforcement-learning trainer's loop over environment steps (`self.env.step(actions)` in it) that keeps
-        # each transition for learning: every interaction is a step of the training, whatever rhythm the updates it
-        # triggers keep (skrl's trainers; not an evaluation rollout, which keeps nothing).
+        # each transition for learning (in a buffer, or in tensors at the step's index: cleanrl's `rewards[step] =`):
+        # every interaction is a step of the training, whatever rhythm the updates it triggers keep (skrl's trainers;
+        # not an evaluation rollout, which keeps nothing).
         # (A rollout under `torch.inference_mode()` that keeps its transitions is collection for learning, as rsl_rl's
         # runner collects; only an evaluation or a single episode is not.)
         stepping = {call.loop for call in scope.calls if call.loop >= 0 and steps_environment(call.func)
                     and not scope.loops[call.loop].evaluates and not scope.loops[call.loop].once}
         if stepping:
             bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
-            found |= {index for index in stepping if index in bodies and any(
-                bodies[index].holds(call.pos) and _keeps_transition(call.func) for call in scope.calls)}
+            found |= {index for index in stepping if index in bodies and (scope.loops[index].fills_by_index or any(
+                bodies[index].holds(call.pos) and _keeps_transition(call.func) for call in scope.calls))}
         for call in scope.calls:
             if call.loop >= 0 and call.loop not in found and not scope.loops[call.loop].no_grad \
                     and not scope.loops[call.loop].evaluates and not scope.loops[call.loop].once \
