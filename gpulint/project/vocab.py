@@ -147,8 +147,9 @@ HOST_BUILTINS = frozenset(
      "tuple", "dict", "set", "sorted", "repr", "format", "isinstance", "getattr", "hasattr", "slice"}
 )
 # Builtins that build a container of what they are given: `tuple(t.to(device) for t in batch)` holds device
-# tensors, so what is unpacked or indexed out of it is host only when every argument is.
-CONTAINER_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted", "zip", "enumerate"})
+# tensors, so what is unpacked or indexed out of it is host only when every argument is. (Not `enumerate` and `zip`,
+# which loops take batches from: a batch a loader yields is on the host until it is moved.)
+CONTAINER_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted"})
 # `sum(losses)`, `max(a, b)`, `abs(t)` of tensors are tensors: host only when every argument is.
 VALUE_BUILTINS = frozenset({"abs", "min", "max", "sum"})
 # torch factories make a CPU tensor unless given a `device=` (reading it back is free).
