@@ -1331,6 +1331,24 @@ def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
 
+def _bound_only_to_none(function: ast.FunctionDef | ast.AsyncFunctionDef, params: frozenset[str]) -> frozenset[str]:
+    """The names a function assigns, and only ever to None (not its parameters, not names it declares global or
+    nonlocal, not names bound any other way: a loop's target, `with ... as w`, an import)."""
+    only_none: dict[str, bool] = {}
+    for node in _walk_body(function.body):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        only_none[name.id] = only_none.get(name.id, True) and isinstance(target, ast.Name) \
+                            and _is_none(node.value)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            only_none.update(dict.fromkeys(node.names, False))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            only_none.setdefault(node.id, False)
+    return frozenset(name for name, none in only_none.items() if none and name not in params)
+
+
 def _empty_container(value: ast.AST) -> bool:
     """`[]`, `{}`, `list()`, `dict()`, `defaultdict(list)`, `[[] for _ in layers]`."""
     if isinstance(value, (ast.List, ast.Dict, ast.Tuple)) and not getattr(value, "elts", getattr(value, "keys", None)):
@@ -1393,6 +1411,8 @@ class _Walker:
         # Per function being walked, its parameters that default to a literal other than None (`add_z_loss=False`),
         # with that value.
         self.default_values: list[dict[str, object]] = [{}]
+        # Per function: its local names that every assignment binds to None (`writer = None  # SummaryWriter(...)`).
+        self.none_names: list[frozenset[str]] = [frozenset()]
         self.none_params: list[frozenset[str]] = [frozenset()]  # the parameters of each function defaulting to None
         # Per scope: names last bound to an empty start (None, 0, False), with the loops around that binding
         # (`loss_ema = None` before the loop over batches, or at the top of each epoch): see `_first_pass_branch`.
@@ -1501,6 +1521,7 @@ class _Walker:
         scope.none_params = tuple(sorted(none))
         self.default_values.append(defaults)
         self.none_params.append(none)
+        self.none_names.append(_bound_only_to_none(node, frozenset(params)))
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)
@@ -1510,7 +1531,12 @@ class _Walker:
         self.values.leave()
         self.default_values.pop()
         self.none_params.pop()
+        self.none_names.pop()
         self._leave()
+
+    def _is_none_value(self, node: ast.AST) -> bool:
+        """A literal None, or a local name the function binds only to None."""
+        return _is_none(node) or isinstance(node, ast.Name) and node.id in self.none_names[-1]
 
     def _class(self, node: ast.ClassDef, shallow: bool = False) -> None:
         for decorator in node.decorator_list:
@@ -2004,8 +2030,8 @@ class _Walker:
         # `**losses` spread into the call: "**", whose values are not known.
         call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) if k.arg else ("**", "unknown") for k in node.keywords)
         call.star_args = any(isinstance(a, ast.Starred) for a in node.args)
-        call.none_args = tuple([str(i) for i, a in enumerate(node.args) if _is_none(a)]
-                               + [k.arg for k in node.keywords if k.arg and _is_none(k.value)])
+        call.none_args = tuple([str(i) for i, a in enumerate(node.args) if self._is_none_value(a)]
+                               + [k.arg for k in node.keywords if k.arg and self._is_none_value(k.value)])
         call.false_args = tuple([str(i) for i, a in enumerate(node.args) if _is_false(a)]
                                 + [k.arg for k in node.keywords if k.arg and _is_false(k.value)])
         call.interval_args = tuple(

@@ -2765,9 +2765,9 @@ class Project:
         votes = self._gate_votes.setdefault(key, {})
         self._record_kinds(key, call, bound, path, scope)
         self._record_given(key, call, bound, (path, scope.qualname))
-        passed = self._passed_params.setdefault(key, set())
-        passed.update(params[: len(call.arg_kinds)])
-        passed.update(keyword for keyword, _ in call.kw_kinds)  # "**" for unpacked keywords: any
+        passed = self._passed_params.setdefault(key, set())  # (a None passed is no value given: `writer=None`)
+        passed.update(p for index, p in enumerate(params[: len(call.arg_kinds)]) if str(index) not in call.none_args)
+        passed.update(keyword for keyword, _ in call.kw_kinds if keyword not in call.none_args)  # "**": any
         if call.star_args or "**" in passed:
             passed.add("*")
         # An interval test the shipped settings make true on most steps (`update_grad=(i + 1) % update_freq == 0` with

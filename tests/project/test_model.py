@@ -7719,6 +7719,33 @@ def test_a_module_passed_to_a_forward_is_of_the_classes_its_callers_pass(tmp_pat
     assert [(f[0], f[1], f[2], f[3]) for f in check(tmp_path, files)] == [("nets.py", 11, "GPL405", "certain")]
 
 
+def test_a_none_passed_or_held_in_a_name_bound_only_to_none_gives_no_value(tmp_path, check):
+    # Diffusion-Policies' main: `writer = None  # SummaryWriter(output_dir)`, handed on as `log_writer=writer`: the
+    # `if writer is not None:` logging never runs; nor with a literal `writer=None`. A real writer's does.
+    files = {
+        "train.py": """
+            import torch
+
+            def log_metrics(loss, step, writer=None):
+                if writer is not None:
+                    writer.add_scalar("loss", loss.item(), step)
+
+            def train(model, optimizer, loader):
+                writer = None  # SummaryWriter(output_dir)
+                for step, x in enumerate(loader):
+                    loss = model(x.cuda(non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    log_metrics(loss, step, writer=writer)
+        """,
+    }
+    assert check(tmp_path, files) == []
+    literal = files["train.py"].replace("writer=writer)", "writer=None)")
+    assert check(tmp_path, {"train.py": literal}) == []
+    real = files["train.py"].replace("writer = None  # SummaryWriter(output_dir)", "writer = make_writer()")
+    assert [f[:3] for f in check(tmp_path, {"train.py": real})] == [("train.py", 6, "GPL401")]
+
+
 def test_a_static_method_called_on_self_is_handed_no_instance(tmp_path, check):
     # DiT's `self.timestep_embedding(t, self.size)`: `t` is the static method's first parameter, `dim` its second,
     # a host number; `if dim % 2` waits for nothing.
