@@ -205,6 +205,8 @@ class Project:
         self._given_by_call: dict[Key, list[tuple[frozenset[str], dict[str, tuple[Key, str]]]]] = {}
         self._false_by_call: dict[Key, list[frozenset[str]]] = {}  # the parameters each call gives a literal False
         self._reached_unresolved: set[Key] = set()
+        # Of each function the setup calls (outside the step), the parameters each such call gives a value.
+        self._program_calls: dict[Key, list[frozenset[str]]] = {}
         self._reached_unknown_arguments: set[Key] = set()  # by a hook, a callback, a guess made again: no call read
         self._called_every_step: set[Key] = set()  # see `FunctionFacts.called_every_step`
         self._named_by_text: dict[Target, bool] = {}  # see `_built_by_text`
@@ -2559,6 +2561,9 @@ class Project:
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound, path, scope)
+            elif resolved.certain and rank <= PROGRAM:
+                for target in resolved.targets:
+                    self._record_program_call((target.path, target.qualname), call, resolved.bound)
             if resolved.certain and rank == PER_STEP and not likely and not reach.likely and not call.conditional:
                 self._called_every_step.update((t.path, t.qualname) for t in resolved.targets if self._one_pass(t))
             if resolved.certain and resolved.targets and not resolved.instantiates:  # not a guess
@@ -2904,11 +2909,29 @@ class Project:
 
     def _unset_params(self, key: Key, scope: Scope) -> frozenset[str]:
         """The parameters tested by `if p is not None:` that no call in the step passes, where every way the step
-        reaches the function is a call the model resolved (its arguments are known)."""
+        reaches the function is a call the model resolved (its arguments are known). For a function whose own loop
+        is the step loop, reached from the program's setup (`agent.train(data, log_writer=writer)` with `writer =
+        None`): those no call of the setup passes."""
         passed = self._passed_params.get(key)
-        if passed is None or "*" in passed or key in self._reached_unresolved:
+        if passed is None and key in self._program_calls and self.step_loops(key[0], scope):
+            passed = set().union(*self._program_calls[key])
+        elif passed is None or key in self._reached_unresolved:
+            return frozenset()
+        if "*" in passed:
             return frozenset()
         return frozenset(r.flags[0] for r in scope.regions if r.kind == "given" and r.flags[0] not in passed)
+
+    def _record_program_call(self, key: Key, call: Call, bound: bool) -> None:
+        """The parameters a call outside the step (the setup calling the function that loops) gives a value."""
+        callee = self.files[key[0]].scope(key[1])
+        if callee is None:
+            return
+        params = list(callee.params[1:] if bound and callee.params else callee.params)
+        given = {p for index, p in enumerate(params[: len(call.arg_kinds)]) if str(index) not in call.none_args}
+        given.update(keyword for keyword, _ in call.kw_kinds if keyword not in call.none_args)
+        if call.star_args or "**" in given:
+            given.add("*")
+        self._program_calls.setdefault(key, []).append(frozenset(given))
 
     def _passed_kind(self, key: Key, param: str, seen: frozenset = frozenset()) -> str:
         """Where the values every resolved call passes to a parameter live, when they agree: "host", "device" or

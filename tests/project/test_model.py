@@ -7746,6 +7746,41 @@ def test_a_none_passed_or_held_in_a_name_bound_only_to_none_gives_no_value(tmp_p
     assert [f[:3] for f in check(tmp_path, {"train.py": real})] == [("train.py", 6, "GPL401")]
 
 
+def test_a_looping_function_the_setup_calls_without_a_value_leaves_its_branch_unrun(tmp_path, check):
+    # Diffusion-Policies: `Agent.train` holds the step loop; the script's main calls it with `log_writer=writer`,
+    # `writer = None`: the logging under `if log_writer is not None:` never runs. Given a writer, it does.
+    files = {
+        "train.py": """
+            import torch
+
+            class Agent:
+                def __init__(self, model, optimizer):
+                    self.model = model
+                    self.optimizer = optimizer
+
+                def train(self, loader, iterations, log_writer=None):
+                    for step, x in enumerate(loader):
+                        loss = self.model(x.cuda(non_blocking=True)).mean()
+                        loss.backward()
+                        self.optimizer.step()
+                        if log_writer is not None:
+                            log_writer.add_scalar("loss", loss.item(), step)
+
+            def main(model, optimizer, loader):
+                agent = Agent(model, optimizer)
+                writer = None  # SummaryWriter(output_dir)
+                for epoch in range(10):
+                    agent.train(loader, iterations=100, log_writer=writer)
+
+            if __name__ == "__main__":
+                main(torch.nn.Linear(4, 4), None, [])
+        """,
+    }
+    assert check(tmp_path, files) == []
+    real = files["train.py"].replace("writer = None  # SummaryWriter(output_dir)", "writer = make_writer()")
+    assert [f[:3] for f in check(tmp_path, {"train.py": real})] == [("train.py", 15, "GPL401")]
+
+
 def test_a_static_method_called_on_self_is_handed_no_instance(tmp_path, check):
     # DiT's `self.timestep_embedding(t, self.size)`: `t` is the static method's first parameter, `dim` its second,
     # a host number; `if dim % 2` waits for nothing.
