@@ -2762,19 +2762,32 @@ class Project:
         scope = ix.scope(target.qualname)
         return scope.line if scope is not None else 1
 
-    def _record_arguments(self, key: Key, call: Call, bound: bool, path: str, scope: Scope) -> None:
+    def _params_filled(self, key: Key, bound: bool) -> list[str] | None:
+        """The parameters a call of the function fills, in order (not the instance of a bound method); None when
+        the function is not read."""
         callee = self.files[key[0]].scope(key[1])
         if callee is None:
+            return None
+        return list(callee.params[1:] if bound and callee.params else callee.params)
+
+    @staticmethod
+    def _given_values(call: Call, params: list[str]) -> set[str]:
+        """The parameters a call gives a value (a None passed is none: `writer=None`), "*" for any (unpacked
+        arguments), "**" for unpacked keywords."""
+        given = {p for index, p in enumerate(params[: len(call.arg_kinds)]) if str(index) not in call.none_args}
+        given.update(keyword for keyword, _ in call.kw_kinds if keyword not in call.none_args)
+        if call.star_args or "**" in given:
+            given.add("*")
+        return given
+
+    def _record_arguments(self, key: Key, call: Call, bound: bool, path: str, scope: Scope) -> None:
+        params = self._params_filled(key, bound)
+        if params is None:
             return
-        params = list(callee.params[1:] if bound and callee.params else callee.params)
         votes = self._gate_votes.setdefault(key, {})
         self._record_kinds(key, call, bound, path, scope)
         self._record_given(key, call, bound, (path, scope.qualname))
-        passed = self._passed_params.setdefault(key, set())  # (a None passed is no value given: `writer=None`)
-        passed.update(p for index, p in enumerate(params[: len(call.arg_kinds)]) if str(index) not in call.none_args)
-        passed.update(keyword for keyword, _ in call.kw_kinds if keyword not in call.none_args)  # "**": any
-        if call.star_args or "**" in passed:
-            passed.add("*")
+        self._passed_params.setdefault(key, set()).update(self._given_values(call, params))
         # An interval test the shipped settings make true on most steps (`update_grad=(i + 1) % update_freq == 0` with
         # `--update_freq 1`, VideoMAE's default) gates nothing.
         short = self._short_intervals(path)
@@ -2787,10 +2800,10 @@ class Project:
 
     def _record_kinds(self, key: Key, call: Call, bound: bool, path: str, scope: Scope) -> None:
         """Where each argument of a call lives, as a vote for the parameter it fills (`_passed_kind`)."""
-        callee = self.files[key[0]].scope(key[1])
-        if callee is None:
+        params = self._params_filled(key, bound)
+        if params is None:
             return
-        params = list(callee.params[1:] if bound and callee.params else callee.params)
+        callee = self.files[key[0]].scope(key[1])
         kinds = self._param_kinds.setdefault(key, {})
         # An argument that is the caller's own parameter as received votes for what the caller's callers pass
         # (`_passed_kind`): the batch's lengths moved to the device in the loop reach the loss three calls down.
@@ -2923,15 +2936,9 @@ class Project:
 
     def _record_program_call(self, key: Key, call: Call, bound: bool) -> None:
         """The parameters a call outside the step (the setup calling the function that loops) gives a value."""
-        callee = self.files[key[0]].scope(key[1])
-        if callee is None:
-            return
-        params = list(callee.params[1:] if bound and callee.params else callee.params)
-        given = {p for index, p in enumerate(params[: len(call.arg_kinds)]) if str(index) not in call.none_args}
-        given.update(keyword for keyword, _ in call.kw_kinds if keyword not in call.none_args)
-        if call.star_args or "**" in given:
-            given.add("*")
-        self._program_calls.setdefault(key, []).append(frozenset(given))
+        params = self._params_filled(key, bound)
+        if params is not None:
+            self._program_calls.setdefault(key, []).append(frozenset(self._given_values(call, params)))
 
     def _passed_kind(self, key: Key, param: str, seen: frozenset = frozenset()) -> str:
         """Where the values every resolved call passes to a parameter live, when they agree: "host", "device" or
