@@ -225,6 +225,7 @@ class Project:
         # By threshold (SHORT_INTERVAL; 2: exactly 1), as the whole project sets them.
         self._project_short = {below: every_step_intervals(intervals, below) for below in (SHORT_INTERVAL, 2)}
         self._short_by_file: dict[tuple[str, int], frozenset[str]] = {}
+        self._interval_texts: dict[str, tuple[set[tuple[str, int]], list[tuple[str, str]]]] = {}  # `_interval_text`
         self._orphans: frozenset[str] | None = None  # see `_orphan_module`
         self._imported_by_orphans: frozenset[str] = frozenset()
         # The words the shipped settings give options (configs.option_values): the configs' and the training files'.
@@ -320,7 +321,7 @@ class Project:
             for path, ix in self.files.items():
                 found: set[str] = set()
                 if "import" in ix.text:
-                    for dots, module, names, plain in _IMPORT_STATEMENT.findall(ix.text):
+                    for dots, module, names, plain in _import_statements(ix.text):
                         for name in self._import_names(module, names, plain):
                             target = self.find_module(name, path, len(dots))
                             if target is not None and target != path:
@@ -344,7 +345,7 @@ class Project:
         stems = {p.rsplit("/", 1)[-1][:-3] for p in self.files}
         for path in paths:
             text = self.files[path].text
-            for dots, module, names, plain in _IMPORT_STATEMENT.findall(text):
+            for dots, module, names, plain in _import_statements(text):
                 for name in self._import_names(module, names, plain):
                     if self.find_module(name, path, len(dots)) is None \
                             and name.rsplit(".", 1)[-1] in stems and name.split(".", 1)[0] not in _LIBRARY_ROOTS:
@@ -2342,17 +2343,21 @@ class Project:
         subclass of it built. Where the project builds none of them, its users do (a library's tasks)."""
         if not class_names:
             return set()
-        mention = re.compile(r"\b(%s)\b(\s*\(|\.)?" % "|".join(map(re.escape, sorted(class_names))))
+        # (Searched in the whole text, not line by line, so `\s` stops at the line's end.)
+        mention = re.compile(r"\b(%s)\b([^\S\n]*\(|\.)?" % "|".join(map(re.escape, sorted(class_names))))
         built, tested, passed = set(), set(), set()
         for path, ix in self.files.items():
             if not any(name in ix.text for name in class_names):
                 continue
             apart = is_kept_apart(path)
-            for line in ix.lines:
-                stripped = line.lstrip()
-                if stripped.startswith(("import ", "from ", "class ", "#")):
-                    continue  # an import, a subclass (its own builds are counted by its name)
-                for found in mention.finditer(line):
+            text, line_start, skipped = ix.text, -1, False
+            for found in mention.finditer(text):
+                start = text.rfind("\n", 0, found.start()) + 1
+                if start != line_start:  # the first mention on its line
+                    line_start, end = start, text.find("\n", start)
+                    stripped = text[start:end if end >= 0 else len(text)].lstrip()
+                    skipped = stripped.startswith(("import ", "from ", "class ", "#"))
+                if not skipped:  # not an import, nor a subclass (its own builds are counted by its name)
                     name, after = found.group(1), found.group(2) or ""
                     if apart:
                         tested.add(name)  # a test's `trainer_cls = Seq2SlateSimulationTrainer` too
@@ -3140,13 +3145,24 @@ class Project:
         pretraining every 100) as that default and the configs set them, the others as the whole project sets them."""
         found = self._short_by_file.get((path, below))
         if found is None:
-            own = argparse_intervals(self.files[path].text)
+            own, setting_aliases = self._interval_text(path)
             names = {name for name, _ in own}
             local = every_step_intervals([*self._config_intervals, *sorted(own)], below) if own else frozenset()
             found = (self._project_short[below] - names) | (local & names)
             # `dis_steps = config_train.display_steps`: a gate on `dis_steps` is a gate on the setting's interval
-            aliases = {name for name, setting in _SETTING_ALIAS.findall(self.files[path].text) if setting in found}
+            aliases = {name for name, setting in setting_aliases if setting in found}
             found = self._short_by_file[(path, below)] = found | frozenset(aliases)
+        return found
+
+    def _interval_text(self, path: str) -> tuple[set[tuple[str, int]], list[tuple[str, str]]]:
+        """What a file's text says of intervals (`_short_intervals`): its command line's own defaults, and the names
+        it binds to settings (`_SETTING_ALIAS`). Read once for both thresholds; the aliases line by line, only on
+        lines with a `.` (the multi-line pattern tried at every character of the text cost five times as much)."""
+        found = self._interval_texts.get(path)
+        if found is None:
+            ix = self.files[path]
+            aliases = [match.groups() for line in ix.lines if "." in line and (match := _SETTING_ALIAS.match(line))]
+            found = self._interval_texts[path] = (argparse_intervals(ix.text), aliases)
         return found
 
     def _host_attributes(self, path: str, functions: dict[str, FunctionFacts]) -> frozenset[str]:
@@ -3328,6 +3344,22 @@ _IMPORT_STATEMENT = re.compile(
     r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)|import[ \t]+([\w., \t]+))",
     re.MULTILINE,
 )
+
+
+def _import_statements(text: str) -> list[tuple[str, str, str, str]]:
+    """`_IMPORT_STATEMENT.findall(text)`, tried only at the starts of the lines holding `import` (as a multi-line
+    pattern it is tried at every character of the text, three times the cost)."""
+    found, end, at = [], 0, text.find("import")
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        match = _IMPORT_STATEMENT.match(text, start) if start >= end else None  # (not inside the last statement)
+        if match:
+            found.append(match.groups(""))
+            end = match.end()
+        at = text.find("import", text.find("\n", at) + 1 or len(text))
+    return found
+
+
 _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that registers it by name
 _REGISTRY_KEY = re.compile(r"""@[\w.]*register\w*\(\s*(?:name\s*=\s*)?["']([\w.-]+)["']""")  # ... under this key
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
@@ -3362,7 +3394,7 @@ def _device_kwargs(text: str) -> frozenset[str]:
     return frozenset(name.group(1) for name in names if name)
 
 # `dis_steps = config_train.display_steps`: a local name bound to a setting read off an object or a module.
-_SETTING_ALIAS = re.compile(r"^[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t]*(?:#.*)?$", re.MULTILINE)
+_SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t]*(?:#.*)?$")  # matched on one line
 
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
