@@ -101,6 +101,7 @@ class ModuleIndex:
     _scopes: dict[str, Scope | None] = field(default_factory=dict)
     _options: dict[str, dict[str, str]] = field(default_factory=dict)  # by class: `attribute_options`
     _devices: dict[str, frozenset[str]] = field(default_factory=dict)  # by class: `device_attributes`
+    _members: dict[str, list[Definition]] | None = None  # by class: `members`
 
     @property
     def module_scope(self) -> Scope | None:
@@ -110,6 +111,16 @@ class ModuleIndex:
         """Every scope read so far: the skeleton's (what runs at import) and those of the definitions analysed."""
         return [*(self.skeleton.scopes.values() if self.skeleton else ()),
                 *(scope for found in self._analysed.values() for scope in found.values())]
+
+    def members(self, cls: str) -> list[Definition]:
+        """The definitions of a top-level class's members, in the file's order (grouped once per file: the model asks
+        for them class by class, and a model file has hundreds of definitions)."""
+        if self._members is None:
+            self._members = {}
+            for definition in self.definitions.values():
+                if definition.cls:
+                    self._members.setdefault(definition.cls, []).append(definition)
+        return self._members.get(cls, [])
 
     def scopes_of(self, definition: Definition) -> dict[str, Scope]:
         """The analysis of one definition: its own scope and those nested in it, keyed by qualified name."""

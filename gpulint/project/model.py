@@ -1320,8 +1320,8 @@ class Project:
         """Where the class `cls` and its bases set `self.<attribute>`: each method that does, with its class."""
         for klass in self.mro(Target(path, cls, True)):
             ix = self.files[klass.path]
-            for definition in ix.definitions.values():
-                if definition.cls == klass.qualname and attribute in definition.sets_attributes:
+            for definition in ix.members(klass.qualname):
+                if attribute in definition.sets_attributes:
                     holder = ix.scope(definition.qualname)
                     if holder is not None:
                         yield klass, definition, holder
@@ -1708,7 +1708,7 @@ class Project:
         `MaskedLoss` inside `MaskedDiceLoss`, may still be the model an LR finder's `self.model(x)` is handed.)"""
         key = (path, cls)
         if key not in self._held_losses:
-            code = "\n".join(d.code for d in self.files[path].definitions.values() if d.cls == cls) \
+            code = "\n".join(d.code for d in self.files[path].members(cls)) \
                 if path in self.files else ""
             self._held_losses[key] = frozenset(loss for attribute, loss in _HELD_LOSS.findall(code)
                                                if re.search(rf"\bself\.{attribute}\s*\(", code))
@@ -3177,7 +3177,7 @@ class Project:
             if cls not in module.definitions or not module.definitions[cls].is_class:
                 continue
             found.update(f"{cls}.{a}" for a in self._class_host_attributes(Target(path, cls, True)))
-            code = "\n".join(d.code for d in module.definitions.values() if d.cls == cls and not d.is_class)
+            code = "\n".join(d.code for d in module.members(cls) if not d.is_class)
             for holder, attribute in sorted(set(_HELD_ATTRIBUTE.findall(code))):
                 types = self.attr_types(Target(path, cls, True), holder)
                 if types and all(attribute in self._class_host_attributes(t) for t in types):
@@ -3193,7 +3193,7 @@ class Project:
         if found is not None:
             return found
         module = self.files[cls.path]
-        methods = [d for d in module.definitions.values() if d.cls == cls.qualname and not d.is_class]
+        methods = [d for d in module.members(cls.qualname) if not d.is_class]
         init = next((d for d in methods if d.name == "__init__"), None)
         host: dict[str, bool] = {}
         if init is not None:
