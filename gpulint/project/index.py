@@ -27,7 +27,8 @@ from functools import cached_property
 from gpulint.linter.regions import code_of, split_units, stand_in
 from gpulint.project.configs import interval_settings, option_values, switch_settings
 from gpulint.project.local import (
-    MODULE_SCOPE, FileLocal, Scope, analyze, attribute_options, device_attributes, module_aliases, text_step_flags,
+    MODULE_SCOPE, FileLocal, Scope, analyze, attribute_options, device_attributes, may_set_period, module_aliases,
+    text_step_flags,
 )
 from gpulint.project.vocab import is_training_path
 
@@ -168,13 +169,14 @@ class ModuleIndex:
 
     def _analyse(self, definition: Definition) -> dict[str, Scope]:
         lines = self.lines[definition.start:definition.end]
+        text = "\n".join(lines)
         if definition.cls:
             # Inside a stand-in class of the member's own class, so that it gets its qualified name; the walker
             # adds the lines before it.
-            tree = _parse(f"class {definition.cls}:\n" + "\n".join(lines))
+            tree = _parse(f"class {definition.cls}:\n" + text)
             offset = definition.start - 1
         else:
-            tree = _parse("\n".join(lines))
+            tree = _parse(text)
             offset = definition.start
         if tree is None:
             return {}
@@ -182,7 +184,8 @@ class ModuleIndex:
             local = analyze(tree, aliases=self.aliases, step_flags=self.step_flags,
                             local_imports=any("import" in line for line in lines), line_offset=offset,
                             attribute_options=self.attribute_options(definition.cls) if definition.cls else None,
-                            device_attributes=self.device_attributes(definition.cls) if definition.cls else None)
+                            device_attributes=self.device_attributes(definition.cls) if definition.cls else None,
+                            periods=may_set_period(text))
         except RecursionError:  # nesting too deep to walk: the definition stays unknown to the model
             return {}
         # Without the stand-in's module and class.

@@ -1420,6 +1420,7 @@ class _Walker:
         # The attributes of the class being read that its methods set once, to a configuration option, with the
         # option's expression (`{"pitch_type": 'self.pitch_config["pitch_type"]'}`: index.attribute_options).
         self.attribute_options: dict[str, str] = {}
+        self.periods = True  # False: the text names no period (`may_set_period`), so no call sets one
 
     @property
     def scope(self) -> Scope:
@@ -1506,7 +1507,8 @@ class _Walker:
             params=params, required_params=required, keywords_param=args.kwarg.arg if args.kwarg else "",
             decorators=decorators,
             decorator_args=decorator_args,
-            decorator_periodic=any(_sets_period(d) for d in node.decorator_list if isinstance(d, ast.Call)),
+            decorator_periodic=self.periods and any(_sets_period(d) for d in node.decorator_list
+                                                    if isinstance(d, ast.Call)),
             no_grad_decorated=any(self._turns_off_gradients(d) for d in decorators if d),
         )
         self._enter(scope)
@@ -2065,7 +2067,7 @@ class _Walker:
             n for n in (dotted(_unpartial(a)) for a in (*node.args, *(k.value for k in node.keywords)))
             if n is not None
         )
-        call.periodic = _sets_period(node)
+        call.periodic = self.periods and _sets_period(node)
         scope.calls.append(call)
         # The callee itself is no reference; its receiver and arguments may hold calls.
         inner = [node.func.value] if isinstance(node.func, ast.Attribute) else []
@@ -2133,6 +2135,13 @@ def _unpartial(arg: ast.AST) -> ast.AST:
 
 
 _PERIOD_KEYWORDS = frozenset({"every", "period", "interval", "freq", "frequency", "every_n_steps", "every_n_iters"})
+_PERIOD_WORDS = ("every", "period", "interval", "freq")  # each of the keywords holds one
+
+
+def may_set_period(text: str) -> bool:
+    """May a call in `text` set a period (`_sets_period`)? Most definitions name none, and are spared a walk of
+    every call's arguments."""
+    return any(word in text for word in _PERIOD_WORDS)
 
 
 def _sets_period(call: ast.Call) -> bool:
@@ -2363,9 +2372,11 @@ def analyze(
     tree: ast.Module, extra_gates: Iterable[str] = (), aliases: dict[str, str] | None = None,
     step_flags: Iterable[str] | None = None, local_imports: bool = False, line_offset: int = 0,
     attribute_options: dict[str, str] | None = None, device_attributes: frozenset[str] | None = None,
+    periods: bool = True,
 ) -> FileLocal:
     """Every scope of a parsed file (or of one definition parsed alone: `local_imports` adds the aliases its own
-    imports make to the module's `aliases`), with its loops, regions and calls."""
+    imports make to the module's `aliases`), with its loops, regions and calls. `periods`: False where its text
+    cannot set a period (`may_set_period`)."""
     if aliases is None:
         aliases = {}
         import_aliases(ast.walk(tree), aliases)
@@ -2377,4 +2388,5 @@ def analyze(
     walker.offset = line_offset
     walker.attribute_options = attribute_options or {}
     walker.held_devices = device_attributes
+    walker.periods = periods
     return FileLocal(walker.run(tree), flags, aliases)
