@@ -306,14 +306,17 @@ def _fills_by_index(loop: ast.For | ast.AsyncFor) -> bool:
     return False
 
 
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
 def _walk_body(statements: list[ast.stmt]):
-    """The nodes of statements, without descending into nested functions and classes."""
+    """The nodes of statements, nested functions and classes included but not what is inside them."""
     todo = list(statements)
     while todo:
         node = todo.pop()
         yield node
-        todo.extend(child for child in ast.iter_child_nodes(node)
-                    if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+        if not isinstance(node, _NESTED_SCOPES):
+            todo.extend(ast.iter_child_nodes(node))
 
 
 def _of_env_space(expr: ast.Attribute) -> bool:
@@ -1334,18 +1337,22 @@ def _is_none(node: ast.AST) -> bool:
 def _bound_only_to_none(function: ast.FunctionDef | ast.AsyncFunctionDef, params: frozenset[str]) -> frozenset[str]:
     """The names a function assigns, and only ever to None (not its parameters, not names it declares global or
     nonlocal, not names bound any other way: a loop's target, `with ... as w`, an import)."""
+    nodes = list(_walk_body(function.body))
+    # the names `name = None` binds, by node: every other binding of a name rules it out
+    to_none = {id(t) for n in nodes if isinstance(n, ast.Assign) and _is_none(n.value) for t in n.targets
+               if isinstance(t, ast.Name)}
     only_none: dict[str, bool] = {}
-    for node in _walk_body(function.body):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        only_none[name.id] = only_none.get(name.id, True) and isinstance(target, ast.Name) \
-                            and _is_none(node.value)
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            only_none[node.id] = only_none.get(node.id, True) and id(node) in to_none
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             only_none.update(dict.fromkeys(node.names, False))
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            only_none.setdefault(node.id, False)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            only_none.update(dict.fromkeys(((a.asname or a.name).split(".")[0] for a in node.names), False))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            only_none[node.name] = False
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            only_none[node.name] = False
     return frozenset(name for name, none in only_none.items() if none and name not in params)
 
 
