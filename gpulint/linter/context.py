@@ -457,12 +457,10 @@ class FileContext:
                     return "device" if set(elements) == {"device"} else "unknown"
                 return returned  # type: ignore[return-value]
         if isinstance(func, cst.Name) and func.value not in self._scopes[-1]:
-            if func.value in CONTAINER_BUILTINS:
+            if func.value in CONTAINER_BUILTINS or func.value in VALUE_BUILTINS:  # hold or compute what they're given
                 return "host" if all(self.location_of(a.value) == "host" for a in call.args) else "unknown"
             if func.value in HOST_BUILTINS:
                 return "host"
-            if func.value in VALUE_BUILTINS:
-                return "host" if all(self.location_of(a.value) == "host" for a in call.args) else "unknown"
         if resolved in SAME_PLACE_FUNCTIONS and call.args and call.args[0].keyword is None and not call.args[0].star:
             return self.location_of(call.args[0].value)  # `Variable(conf_t)`: the tensor it wraps
         if builds_on_cpu_by_default(resolved, (a.keyword.value for a in call.args if a.keyword is not None)):

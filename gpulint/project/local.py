@@ -149,6 +149,11 @@ class Call:
     none_args: tuple[str, ...] = ()  # the arguments given a literal None ("0", "1"... or the keyword): left out
     false_args: tuple[str, ...] = ()  # the arguments given a literal False ("0", "1"... or the keyword)
 
+    @property
+    def unpacks(self) -> bool:
+        """Does the call unpack arguments (`f(*args)`, `f(**kw)`): which parameters they fill is unknown."""
+        return self.star_args or any(keyword == "**" for keyword, _ in self.kw_kinds)
+
     def passed(self, position: int, param: str) -> str:
         """The name this call passes to parameter `param`, at `position` (after `self`), in place or by keyword
         (sockeye's `ModelWithLoss(model=training_model, ...)`); "" for anything else."""
@@ -1418,8 +1423,10 @@ class _Walker:
         # Per function being walked, its parameters that default to a literal other than None (`add_z_loss=False`),
         # with that value.
         self.default_values: list[dict[str, object]] = [{}]
-        # Per function: its local names that every assignment binds to None (`writer = None  # SummaryWriter(...)`).
-        self.none_names: list[frozenset[str]] = [frozenset()]
+        # Per function: the function and its parameters, and its local names that every assignment binds to None
+        # (`writer = None  # SummaryWriter(...)`), worked out when first asked (`_is_none_value`).
+        self.functions: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, frozenset[str]]] = [(None, frozenset())]
+        self.none_names: list[frozenset[str] | None] = [frozenset()]
         self.none_params: list[frozenset[str]] = [frozenset()]  # the parameters of each function defaulting to None
         # Per scope: names last bound to an empty start (None, 0, False), with the loops around that binding
         # (`loss_ema = None` before the loop over batches, or at the top of each epoch): see `_first_pass_branch`.
@@ -1530,7 +1537,8 @@ class _Walker:
         scope.none_params = tuple(sorted(none))
         self.default_values.append(defaults)
         self.none_params.append(none)
-        self.none_names.append(_bound_only_to_none(node, frozenset(params)))
+        self.functions.append((node, frozenset(params)))
+        self.none_names.append(None)
         saved_depth, self.no_grad_depth = self.no_grad_depth, (1 if scope.no_grad_decorated else 0)
         saved_shallow, self.shallow = self.shallow, shallow or self.shallow
         self._block(node.body)
@@ -1540,12 +1548,21 @@ class _Walker:
         self.values.leave()
         self.default_values.pop()
         self.none_params.pop()
+        self.functions.pop()
         self.none_names.pop()
         self._leave()
 
     def _is_none_value(self, node: ast.AST) -> bool:
-        """A literal None, or a local name the function binds only to None."""
-        return _is_none(node) or isinstance(node, ast.Name) and node.id in self.none_names[-1]
+        """A literal None, or a local name the function binds only to None. Only a name bound to an empty start
+        before the call may be (most are not): the function's bindings are read for the first such name."""
+        if _is_none(node):
+            return True
+        if not isinstance(node, ast.Name) or node.id not in self.empty_starts[-1]:
+            return False
+        if self.none_names[-1] is None:
+            function, params = self.functions[-1]
+            self.none_names[-1] = _bound_only_to_none(function, params) if function is not None else frozenset()
+        return node.id in self.none_names[-1]
 
     def _class(self, node: ast.ClassDef, shallow: bool = False) -> None:
         for decorator in node.decorator_list:

@@ -2767,13 +2767,13 @@ class Project:
         scope = ix.scope(target.qualname)
         return scope.line if scope is not None else 1
 
-    def _params_filled(self, key: Key, bound: bool) -> list[str] | None:
-        """The parameters a call of the function fills, in order (not the instance of a bound method); None when
-        the function is not read."""
-        callee = self.files[key[0]].scope(key[1])
+    def _callee_params(self, key: Key, bound: bool) -> tuple[Scope, list[str]] | None:
+        """The function a call reaches, and the parameters the call fills, in order (not the instance of a bound
+        method); None when the function is not read."""
+        callee = self.files[key[0]].scope(key[1]) if key[0] in self.files else None
         if callee is None:
             return None
-        return list(callee.params[1:] if bound and callee.params else callee.params)
+        return callee, list(callee.params[1:] if bound and callee.params else callee.params)
 
     @staticmethod
     def _given_values(call: Call, params: list[str]) -> set[str]:
@@ -2781,14 +2781,15 @@ class Project:
         arguments), "**" for unpacked keywords."""
         given = {p for index, p in enumerate(params[: len(call.arg_kinds)]) if str(index) not in call.none_args}
         given.update(keyword for keyword, _ in call.kw_kinds if keyword not in call.none_args)
-        if call.star_args or "**" in given:
+        if call.unpacks:
             given.add("*")
         return given
 
     def _record_arguments(self, key: Key, call: Call, bound: bool, path: str, scope: Scope) -> None:
-        params = self._params_filled(key, bound)
-        if params is None:
+        filled = self._callee_params(key, bound)
+        if filled is None:
             return
+        _, params = filled
         votes = self._gate_votes.setdefault(key, {})
         self._record_kinds(key, call, bound, path, scope)
         self._record_given(key, call, bound, (path, scope.qualname))
@@ -2805,10 +2806,10 @@ class Project:
 
     def _record_kinds(self, key: Key, call: Call, bound: bool, path: str, scope: Scope) -> None:
         """Where each argument of a call lives, as a vote for the parameter it fills (`_passed_kind`)."""
-        params = self._params_filled(key, bound)
-        if params is None:
+        filled = self._callee_params(key, bound)
+        if filled is None:
             return
-        callee = self.files[key[0]].scope(key[1])
+        callee, params = filled
         kinds = self._param_kinds.setdefault(key, {})
         # An argument that is the caller's own parameter as received votes for what the caller's callers pass
         # (`_passed_kind`): the batch's lengths moved to the device in the loop reach the loss three calls down.
@@ -2860,14 +2861,14 @@ class Project:
         ) and not scope.no_grad_decorated
 
     def _record_given(self, key: Key, call: Call, bound: bool, caller: Key) -> None:
-        callee = self.files[key[0]].scope(key[1]) if key[0] in self.files else None
-        if callee is None:
+        filled = self._callee_params(key, bound)
+        if filled is None:
             return
-        params = list(callee.params[1:] if bound and callee.params else callee.params)
+        _, params = filled
         # A value is given where the model knows where it lives (a configuration's field may hold None) or where
         # the caller passes on a parameter of its own (what its callers give, `_given_by_every_call`).
         passed_params = {where for where, _ in call.param_args}
-        if call.star_args or any(keyword == "**" for keyword, _ in call.kw_kinds):
+        if call.unpacks:
             given: frozenset[str] = frozenset()  # unpacked arguments: what they give is not known
         else:
             given = frozenset(
@@ -2883,7 +2884,7 @@ class Project:
             if param is not None:
                 passed_on[param] = (caller, caller_param)
         self._given_by_call.setdefault(key, []).append((given, passed_on))
-        if call.star_args or any(keyword == "**" for keyword, _ in call.kw_kinds):
+        if call.unpacks:
             given_false: frozenset[str] = frozenset()
         else:
             given_false = frozenset([by_position[int(where)] for where in call.false_args
@@ -2941,9 +2942,9 @@ class Project:
 
     def _record_program_call(self, key: Key, call: Call, bound: bool) -> None:
         """The parameters a call outside the step (the setup calling the function that loops) gives a value."""
-        params = self._params_filled(key, bound)
-        if params is not None:
-            self._program_calls.setdefault(key, []).append(frozenset(self._given_values(call, params)))
+        filled = self._callee_params(key, bound)
+        if filled is not None:
+            self._program_calls.setdefault(key, []).append(frozenset(self._given_values(call, filled[1])))
 
     def _passed_kind(self, key: Key, param: str, seen: frozenset = frozenset()) -> str:
         """Where the values every resolved call passes to a parameter live, when they agree: "host", "device" or
@@ -3534,8 +3535,7 @@ _HOLDS = re.compile(r"(?<=[a-z0-9])With(?=[A-Z])")
 
 def _call_shape(call: Call) -> tuple[int, frozenset[str], bool]:
     """What a call fills: its positional arguments, by count; its keywords; whether it unpacks any (`*a`, `**kw`)."""
-    keywords = frozenset(keyword for keyword, _ in call.kw_kinds)
-    return len(call.arg_kinds), keywords, call.star_args or "**" in keywords
+    return len(call.arg_kinds), frozenset(keyword for keyword, _ in call.kw_kinds), call.unpacks
 
 
 def _names_alike(receiver: str, class_name: str) -> bool:
