@@ -140,6 +140,10 @@ class FileFacts:
     # build a torch loader and hand it their `**kwargs` (denoiser's and svoice's `distrib.loader`): each call is a
     # DataLoader construction, pinned only if it passes `pin_memory`.
     loader_factories: frozenset[str] = frozenset()
+    # Functions of this file (qualnames) whose loaders a trainer takes: those a Lightning module's `train_dataloader`
+    # reaches (pykale's `create_loader`, two calls away), and those whose result is handed to `trainer.fit(model,
+    # loader)` (drugban's `get_dataloader`, called by its `main.py`). A trainer copies every batch they yield.
+    trainer_loader_builders: frozenset[str] = frozenset()
 
     def library_kind(self, name: str) -> str:
         """What the library object a name holds costs (`library_objects`): "ema_pytorch", "timm_ema", or ""."""

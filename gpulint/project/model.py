@@ -59,6 +59,7 @@ from gpulint.project.vocab import (
     PER_BATCH_HOOKS,
     RUN_AND_EPOCH_HOOKS,
     TRAIN_LOADER_HOOKS,
+    TRAIN_LOADER_KEYWORDS,
     SHORT_INTERVAL,
     STEP_NAME_PARTS,
     camel_initials,
@@ -269,6 +270,7 @@ class Project:
         self._code_texts: dict[str, str] = {}  # see `_code_of`
         self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
         self._step_copies: dict[str, str] | None = None  # per file, how its step code copies to the device
+        self._fed_loaders: dict[str, frozenset[str]] | None = None  # see `_trainer_loader_builders`
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
         self._by_import_name: dict[str, bool] = {}  # by file (`_loads_by_name`)
@@ -362,16 +364,30 @@ class Project:
                 for (where, qualname), reach in self.reach.items():
                     definition = self.files[where].definitions.get(qualname)
                     # A function holding the step loop also holds its setup (`model.to(device)`): only its
-                    # non-blocking copies are surely the batches'.
+                    # non-blocking copies, and those in the step loop's body, are surely the batches'.
                     in_step = reach.rank <= GATED
                     if definition is None or not in_step and not self._step_loops.get((where, qualname)):
                         continue
-                    for copy in _DEVICE_COPY.findall(definition.code):
-                        kind = "nonblocking" if "non_blocking=True" in copy else "blocking" if in_step else ""
+                    copies = [(c, in_step) for c in _DEVICE_COPY.findall(definition.code)]
+                    if not in_step:
+                        copies += [(c, True) for c in self._copies_in_step_loops(where, qualname)]
+                    for copy, of_batches in copies:
+                        kind = "nonblocking" if "non_blocking=True" in copy else "blocking" if of_batches else ""
                         if kind and self._step_copies.get(where) != "nonblocking":
                             self._step_copies[where] = kind
         kinds = {kind for where, kind in self._step_copies.items() if where != path}
         return "nonblocking" if "nonblocking" in kinds else "blocking" if kinds else ""
+
+    def _copies_in_step_loops(self, path: str, qualname: str) -> list[str]:
+        """The device copies written in the bodies of a function's step loops (Conv-TasNet's `padded_mixture.cuda()`
+        in `for i, data in enumerate(data_loader):`)."""
+        ix = self.files[path]
+        scope, loops = ix.scope(qualname), self._step_loops.get((path, qualname), frozenset())
+        if scope is None:
+            return []
+        bodies = [r for r in scope.regions if r.kind == "loop" and r.loop in loops]
+        return [copy for body in bodies
+                for copy in _DEVICE_COPY.findall(_STRING_OR_COMMENT.sub(" ", "\n".join(ix.lines[body.start[0] - 1:body.end[0]])))]
 
     def _names_a_device(self) -> bool:
         """Does any file of the project name a device, an accelerator or a distributed backend?"""
@@ -3065,7 +3081,8 @@ class Project:
                          device_kwargs=_device_kwargs(ix.text),
                          own_loaders=self._own_loaders(path),
                          nonblocking_movers=self._nonblocking_movers(path),
-                         loader_factories=self._loader_factories(path))
+                         loader_factories=self._loader_factories(path),
+                         trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()))
 
     def _own_loaders(self, path: str) -> frozenset[str]:
         """The loader class names (`DataLoader`) this file binds to a class of the project with no base class."""
@@ -3096,7 +3113,8 @@ class Project:
 
     def _loader_factories(self, path: str) -> frozenset[str]:
         """The callees this file names like a loader (`distrib.loader`, `build_dataloader`) that are project functions
-        building a torch loader from their own `**kwargs` and never setting `pin_memory` (`loader_factory_code`)."""
+        building a torch loader from their own `**kwargs` and never setting `pin_memory` (`loader_factory_code`), or
+        project subclasses of a torch loader that never set it (Conv-TasNet's `AudioDataLoader(data.DataLoader)`)."""
         ix = self.files[path]
         found = set()
         for scope in ix.read_scopes():
@@ -3105,9 +3123,72 @@ class Project:
                 if name in found or "loader" not in name.lower() or name in LOADER_CLASSES:
                     continue
                 if self._every_definition(self.resolve_call(path, scope, call, per_step=False).targets,
-                                          loader_factory_code):
+                                          loader_factory_code) or self._unpinned_loader_class(path, call.func):
                     found.add(name)
         return frozenset(found)
+
+    def _trainer_loader_builders(self) -> dict[str, frozenset[str]]:
+        """By file, the functions whose loaders a trainer takes (`FileFacts.trainer_loader_builders`): a Lightning
+        module's `train_dataloader` hooks and what they call, two calls deep, and the functions whose result the
+        training files bind to a name they hand to `trainer.fit` as its training loader."""
+        if self._fed_loaders is None:
+            frontier: list[tuple[Target, int]] = []
+            for path, ix in self.files.items():
+                if not is_training_path(path) or not ("train_dataloader" in ix.text or ".fit(" in ix.text):
+                    continue
+                lightning = self._lightning_classes(path)
+                for definition in ix.definitions.values():
+                    if definition.name in TRAIN_LOADER_HOOKS and definition.cls \
+                            and definition.cls.rsplit(".", 1)[-1] in lightning:
+                        frontier.append((Target(path, definition.qualname, False), 0))
+                frontier += [(t, 1) for t in self._fit_loader_sources(path)]
+            found: dict[str, set[str]] = {}
+            while frontier:
+                target, depth = frontier.pop()
+                if target.qualname in found.setdefault(target.path, set()):
+                    continue
+                found[target.path].add(target.qualname)
+                scope = self.files[target.path].scope(target.qualname)
+                if scope is None or depth >= 2:
+                    continue
+                for call in scope.calls:
+                    frontier += [(t, depth + 1) for t in self.resolve_call(target.path, scope, call, False).targets
+                                 if not t.is_class]
+            self._fed_loaders = {path: frozenset(names) for path, names in found.items()}
+        return self._fed_loaders
+
+    def _fit_loader_sources(self, path: str) -> list[Target]:
+        """The functions whose result the file's `trainer.fit(model, loader)` takes as its training loader, through
+        the name it is bound to (`train_loader, val_loader = get_dataloader(...)`)."""
+        ix = self.files[path]
+        found = []
+        for definition in [None, *ix.definitions.values()]:
+            if definition is not None and (definition.is_class or ".fit(" not in definition.code):
+                continue
+            scope = ix.scope(definition.qualname if definition is not None else MODULE_SCOPE)
+            for call in scope.calls if scope is not None else ():
+                receiver, _, method = call.func.rpartition(".")
+                if method != "fit" or "trainer" not in receiver.lower():
+                    continue
+                names = {call.passed_in_place(1)} | {n for k, n in call.kw_names if k in TRAIN_LOADER_KEYWORDS}
+                callees = {a.callee for a in scope.assigns if a.target in names and a.callee}
+                callees |= {callee for name, callee, _ in scope.unpacked if name in names}
+                for callee in callees:
+                    made = Call(0, (0, 0), callee, -1)
+                    found += [t for t in self.resolve_call(path, scope, made, False).targets if not t.is_class]
+        return found
+
+    def _unpinned_loader_class(self, path: str, callee: str) -> bool:
+        """Is `callee` a project class deriving from a torch loader, whose classes never name `pin_memory`? Building
+        one builds a DataLoader, pinned only if the call says so."""
+        classes = [t for t in self.resolve_dotted_global(path, callee) if t.is_class]
+        return bool(classes) and all(LOADER_CLASSES & set(self._base_names(cls))
+                                     and not any("pin_memory" in self._class_text(k) for k in self.mro(cls))
+                                     for cls in classes)
+
+    def _class_text(self, cls: Target) -> str:
+        definition = self.files[cls.path].definitions.get(cls.qualname)
+        return "\n".join(self.files[cls.path].lines[definition.start:definition.end]) if definition else ""
 
     def _every_definition(self, targets: list[Target], test: Callable[[str], bool]) -> bool:
         """Are there targets, each a definition of the project whose code passes `test`?"""
@@ -3483,11 +3564,15 @@ def _names_a_model(name: str) -> bool:
 
 
 _LETTERED_NET = re.compile(r"net_?[a-z0-9]$")
-# A copy to the device (`x.to(device_id, non_blocking=True)`, `x.cuda()`), and the libraries that copy batches to the
-# device themselves (`accelerator.prepare`, Lightning, Fabric's `setup_dataloaders`).
+# A copy to the device (`x.to(device_id, non_blocking=True)`, `x.cuda()`).
 _DEVICE_COPY = re.compile(r"\.cuda\([^()]*\)|\.to\((?=[^()]*(?:\([^()]*\)[^()]*)*\))"
                           r"(?=[^)]*(?:device|cuda|rank|gpu|dev\(\)))(?:[^()]|\([^()]*\))*\)")
-_PLACES_BATCHES = re.compile(r"\.prepare\(|setup_dataloaders|\blightning\b|LightningModule|\bimport accelerate")
+# Code of a library that places the batches on the device itself: accelerate's and Fabric's `prepare` (not a dataset's
+# own `self.prepare(img, target)`, DETR's), Lightning.
+_PLACES_BATCHES = re.compile(
+    r"(?:[Aa]ccelerator|[Ff]abric)\w*\.prepare\(|setup_dataloaders|\blightning\b|LightningModule"
+    r"|\b(?:import|from) accelerate\b"
+)
 
 
 def _class_of(method: Target) -> str:

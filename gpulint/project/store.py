@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/38"
+FORMAT = "gpulint.project/39"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -185,6 +185,7 @@ def load_facts(data: dict) -> FileFacts:
         own_loaders=frozenset(data["own_loaders"]),
         nonblocking_movers=frozenset(data["nonblocking_movers"]),
         loader_factories=frozenset(data["loader_factories"]),
+        trainer_loader_builders=frozenset(data["trainer_loader_builders"]),
     )
 
 

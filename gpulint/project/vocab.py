@@ -51,6 +51,9 @@ PER_BATCH_HOOKS = frozenset(
 )
 # Hooks a framework (Lightning) calls once at setup to build the training loader: code the training program runs.
 TRAIN_LOADER_HOOKS = frozenset({"train_dataloader", "_train_dataloader"})
+# The keywords that hand a trainer its training loader (`trainer.fit(model, train_dataloaders=loader)`, Composer's
+# `Trainer(train_dataloader=loader)`).
+TRAIN_LOADER_KEYWORDS = frozenset({"train_dataloaders", "train_dataloader"})
 # What a library trainer's own optimization step (TRL's `PPOTrainer.step(queries, responses, scores)`, which does the
 # backward passes and optimizer steps) calls on itself: a subclass overriding one of these runs it every step.
 LIBRARY_STEP_HOOKS = frozenset(

@@ -8339,3 +8339,197 @@ def test_a_script_in_a_package_folder_and_a_generator_of_batches_run_in_training
     found = [f[:3] for f in check(tmp_path, files)]
     assert ("repo/bench.py", 11, "GPL401") in found
     assert ("repo/rpc_main.py", 7, "GPL504") in found
+
+
+def test_a_dataset_method_named_prepare_is_no_library_placing_the_batches(tmp_path, check):
+    """DETR's datasets call their own `self.prepare(img, target)` (YOLOS, ConditionalDETR): that is not accelerate's
+    `prepare`, so the training loader that `engine.py` copies from with blocking `.to(device)` is still unpinned."""
+    files = {
+        "datasets/coco.py": """
+            class CocoDetection:
+                def __init__(self, prepare):
+                    self.prepare = prepare
+
+                def __getitem__(self, idx):
+                    img, target = self.prepare(idx, {})
+                    return img, target
+        """,
+        "engine.py": """
+            def train_one_epoch(model, criterion, data_loader, optimizer, device):
+                for samples, targets in data_loader:
+                    samples = samples.to(device)
+                    loss = criterion(model(samples), targets)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        "main.py": """
+            from torch.utils.data import DataLoader
+            from engine import train_one_epoch
+
+            def main(args, model, criterion, optimizer, dataset_train):
+                data_loader_train = DataLoader(dataset_train, batch_size=2, num_workers=2)
+                for epoch in range(args.epochs):
+                    train_one_epoch(model, criterion, data_loader_train, optimizer, "cuda")
+
+            if __name__ == "__main__":
+                main(parse_args(), *build())
+        """,
+    }
+    assert ("main.py", 6, "GPL411") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    files["datasets/coco.py"] = "from accelerate import Accelerator\n" + files["datasets/coco.py"]
+    assert ("main.py", 6, "GPL411") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_a_subclass_of_dataloader_is_a_loader_and_its_step_loop_copies_are_the_batches(tmp_path, check):
+    """Conv-TasNet builds `AudioDataLoader(data.DataLoader)`, a subclass that only sets its collate function; its
+    solver copies each batch with a blocking `.cuda()` inside the step loop of a method the setup calls once: the
+    training loader is unpinned (not the cross-validation one, built for evaluation)."""
+    files = {
+        "src/data.py": """
+            import torch.utils.data as data
+
+            class AudioDataLoader(data.DataLoader):
+                def __init__(self, *args, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    self.collate_fn = collate
+        """,
+        "src/solver.py": """
+            class Solver:
+                def __init__(self, data, model, optimizer):
+                    self.tr_loader, self.model, self.optimizer = data["tr_loader"], model, optimizer
+
+                def train(self, epochs):
+                    for epoch in range(epochs):
+                        self._run_one_epoch()
+
+                def _run_one_epoch(self):
+                    for i, (mixture, source) in enumerate(self.tr_loader):
+                        mixture = mixture.cuda()
+                        loss = self.model(mixture).mean()
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+        """,
+        "src/train.py": """
+            from data import AudioDataLoader
+            from solver import Solver
+
+            def main(args, model, optimizer):
+                tr_loader = AudioDataLoader(args.tr_dataset, batch_size=1, shuffle=True)
+                cv_loader = AudioDataLoader(args.cv_dataset, batch_size=1)
+                Solver({"tr_loader": tr_loader, "cv_loader": cv_loader}, model.cuda(), optimizer).train(args.epochs)
+
+            if __name__ == "__main__":
+                main(parse_args(), build_model(), build_optimizer())
+        """,
+    }
+    assert ("src/train.py", 6, "GPL411") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    assert ("src/train.py", 7, "GPL411") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    files["src/data.py"] = files["src/data.py"].replace("super().__init__(*args, **kwargs)",
+                                                        "super().__init__(*args, pin_memory=True, **kwargs)")
+    assert ("src/train.py", 6, "GPL411") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_loaders_built_by_functions_whose_result_a_trainer_takes(tmp_path, check):
+    """pykale's Lightning examples: a `train_dataloader` hook reaching a sampler module's `create_loader` two calls
+    away, and a script handing what `get_dataloader(...)` returns (unpacked) to `trainer.fit(model,
+    train_dataloaders=...)`, whose function builds its loaders from a settings dict without `pin_memory`
+    (`DataLoader(ds, **params)`); the validation loader it builds too is not reported."""
+    files = {
+        "kale/sampler.py": """
+            import torch
+
+            def create_loader(dataset, batch_size):
+                return torch.utils.data.DataLoader(dataset=dataset, batch_size=batch_size, num_workers=2)
+        """,
+        "kale/domains.py": """
+            from kale.sampler import create_loader
+
+            def get_domain_loaders(dataset, split, batch_size):
+                return create_loader(dataset[split], batch_size)
+        """,
+        "kale/adapter.py": """
+            import pytorch_lightning as pl
+            from kale.domains import get_domain_loaders
+
+            class Adapter(pl.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    return self.model(batch).mean()
+
+                def train_dataloader(self):
+                    return get_domain_loaders(self.dataset, "train", 32)
+        """,
+        "examples/digits/main.py": """
+            import pytorch_lightning as pl
+            from kale.adapter import Adapter
+
+            if __name__ == "__main__":
+                pl.Trainer(max_epochs=10, accelerator="gpu").fit(Adapter())
+        """,
+        "examples/drugban/model.py": """
+            from torch.utils.data import DataLoader
+
+            def get_dataloader(train_dataset, valid_dataset, batchsize):
+                params = {"batch_size": batchsize, "shuffle": True, "num_workers": 4}
+                train_dataloader = DataLoader(train_dataset, **params)
+                valid_dataloader = DataLoader(valid_dataset, **params)
+                return train_dataloader, valid_dataloader
+        """,
+        "examples/drugban/main.py": """
+            import pytorch_lightning as pl
+            from model import get_dataloader
+
+            def main(args, model):
+                training_dataloader, valid_dataloader = get_dataloader(args.train, args.valid, 32)
+                trainer = pl.Trainer(max_epochs=10, accelerator="gpu")
+                trainer.fit(model, train_dataloaders=training_dataloader, val_dataloaders=valid_dataloader)
+
+            if __name__ == "__main__":
+                main(parse_args(), build_model())
+        """,
+    }
+    found = [(f[0], f[1], f[2]) for f in check(tmp_path, files) if f[2] == "GPL411"]
+    assert found == [("examples/drugban/model.py", 6, "GPL411"), ("kale/sampler.py", 5, "GPL411")]
+    files["examples/drugban/model.py"] = files["examples/drugban/model.py"].replace('"num_workers": 4',
+                                                                                    '"num_workers": 4, "pin_memory": True')
+    assert [(f[0], f[1]) for f in check(tmp_path, files) if f[2] == "GPL411"] == [("kale/sampler.py", 5)]
+
+
+def test_a_loader_built_where_the_training_flag_is_off_feeds_evaluation(tmp_path, check):
+    """sam-hq's `create_dataloaders(name_im_gt_list, training=...)` builds the training loader under `if training:`
+    and the evaluation loaders in its `else`: only the first feeds the step's copies."""
+    files = {
+        "utils/dataloader.py": """
+            from torch.utils.data import DataLoader
+
+            def create_dataloaders(datasets, batch_size, training=False):
+                if training:
+                    loader = DataLoader(datasets[0], batch_size, num_workers=4)
+                else:
+                    loader = DataLoader(datasets[1], batch_size, num_workers=4)
+                return loader
+        """,
+        "train.py": """
+            from utils.dataloader import create_dataloaders
+
+            def main(args, net, optimizer):
+                train_loader = create_dataloaders(args.train, 4, training=True)
+                valid_loader = create_dataloaders(args.valid, 1, training=False)
+                for epoch in range(args.epochs):
+                    for data in train_loader:
+                        inputs = data["image"].cuda()
+                        loss = net(inputs).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+
+            if __name__ == "__main__":
+                main(parse_args(), build_net(), build_optimizer())
+        """,
+    }
+    found = [(f[0], f[1]) for f in check(tmp_path, files) if f[0] == "utils/dataloader.py"]
+    assert found == [("utils/dataloader.py", 6)]
+    files["utils/dataloader.py"] = files["utils/dataloader.py"].replace("if training:", "if not training:")
+    found = [(f[0], f[1]) for f in check(tmp_path, files) if f[0] == "utils/dataloader.py"]
+    assert found == [("utils/dataloader.py", 8)]

@@ -16,6 +16,7 @@ from gpulint.project.vocab import (
     LOADER_CLASSES,
     SAME_PLACE_METHODS,
     TRAIN_LOADER_HOOKS,
+    TRAIN_LOADER_KEYWORDS,
     steps_environment,
 )
 from gpulint.rules.common import is_false, keyword_arg
@@ -110,11 +111,16 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`non_blocking=True`, or copies them in a loop over batches without it, or in a data module that copies "
         "nothing itself while another file's training step copies to the device (the finding is on the DataLoader: "
         "that is where the fix goes, and one loader feeds every copy of the step; a loader named or built for "
-        "evaluation is left out; a call of a project function that hands its `**kwargs` to a DataLoader, such as "
-        "`distrib.loader(dataset, batch_size=8)`, is a DataLoader construction); also a training DataLoader without "
+        "evaluation, or where a training flag is off (the `else` of `if training:`), is left out; a call of a "
+        "project function that hands its `**kwargs` to a DataLoader, such as "
+        "`distrib.loader(dataset, batch_size=8)`, or of a project subclass of DataLoader, is a DataLoader "
+        "construction, and so is `DataLoader(ds, **params)` where the function binds `params` to a dict display "
+        "and never names `pin_memory`); also a training DataLoader without "
         "`pin_memory` that is handed to a trainer which "
         "copies its batches itself: `trainer.fit(model, loader)`, Composer's `Trainer(train_dataloader=loader)`, "
-        "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls), or "
+        "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls, in "
+        "any module of the project, two calls deep), or in a function whose result another file hands to "
+        "`trainer.fit` as the training loader, or "
         "handed to `accelerator.prepare` / `fabric.setup_dataloaders` in a file with a training step (they copy each "
         "batch to the device, blocking by default); and "
         "a copy to the device in a Dataset's `__getitem__` (one blocking copy per sample) in a file that trains.",
@@ -341,7 +347,7 @@ class BlockingHostToDeviceCopy(SyncRule):
             isinstance(func, cst.Name) and method in self.context.facts.own_loaders)
         if builds_loader or method in self.context.facts.loader_factories:  # `distrib.loader(ds, **settings)` too
             pin = keyword_arg(node, "pin_memory")
-            if any(arg.star == "**" for arg in node.args):
+            if any(arg.star == "**" for arg in node.args) and not self._unpacks_unpinned_settings(node):
                 self._pinned_loader = True  # `**kwargs` may set pin_memory: do not claim it is unpinned
             elif pin is None:
                 self._loaders_to_pin.append(node)
@@ -386,6 +392,18 @@ class BlockingHostToDeviceCopy(SyncRule):
         call = {"cuda": "x.cuda()", "to": "x.to(device)", "type": "x.type(torch.cuda.FloatTensor)"}[func.attr.value]
         if non_blocking is None:
             self._blocking.append((node, call, self.context.ancestors_snapshot()))
+
+    def _unpacks_unpinned_settings(self, loader: cst.Call) -> bool:
+        """Does the loader unpack only names its function binds to a dict display, in a function that never names
+        `pin_memory` (drugban's `params = {"batch_size": ..., "shuffle": True}`, then `DataLoader(ds, **params)`)?"""
+        function = self.context.enclosing_function()
+        unpacked = [arg.value for arg in loader.args if arg.star == "**"]
+        if function is None or not all(isinstance(value, cst.Name) for value in unpacked):
+            return False
+        names = {value.value for value in unpacked}  # type: ignore[attr-defined]
+        bound = {name for node in descendants(function) if isinstance(node, cst.Assign)
+                 and isinstance(node.value, cst.Dict) for name in target_names(node.targets[0].target)}
+        return names <= bound and "pin_memory" not in self.context.module.code_for_node(function)
 
     def _in_module_branch(self, moved: cst.BaseExpression) -> bool:
         """Is the copy in the body of `if isinstance(x, nn.Module):` (or `if ... and isinstance(x, torch.nn.Module):`)
@@ -488,7 +506,7 @@ class BlockingHostToDeviceCopy(SyncRule):
                 self._fed_to_trainer.add(name)
         if method in ("fit", "Trainer"):
             self._fed_to_trainer |= {n for a in node.args if a.keyword is not None
-                                     and a.keyword.value in _TRAIN_LOADER_KEYWORDS and (n := dotted_name(a.value))}
+                                     and a.keyword.value in TRAIN_LOADER_KEYWORDS and (n := dotted_name(a.value))}
         function = self.context.enclosing_function()
         if function is not None and function.name.value in TRAIN_LOADER_HOOKS and method:
             self._loader_builders.add(method)  # `def train_dataloader(self): return self._dataloader()`
@@ -510,6 +528,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         if function is not None and function.name.value in self._loader_builders \
                 and owner is not None and owner.name.value in self.context.facts.lightning_classes:
             return True
+        # A function of this file whose loaders another file's trainer takes (the project model follows the calls)
+        qualname = ".".join(n.name.value for n in ancestors if isinstance(n, (cst.FunctionDef, cst.ClassDef)))
+        if qualname in self.context.facts.trainer_loader_builders:
+            return not _bound_for_evaluation(ancestors) and not _for_evaluation(ancestors)
         return _bound_to(ancestors, self._fed_to_trainer)
 
     def _fix(self, call: cst.Call) -> list[Replace]:
@@ -705,7 +727,6 @@ _BATCH_SOURCE = re.compile(r"loader|batch|next\(|data", re.IGNORECASE)
 # `for batch in pbar:`, `for i, data in enumerate(bar)`: the loop variable names what the wrapper yields.
 _BATCH_TARGET = re.compile(r"\b(batch|data|inputs)\b", re.IGNORECASE)
 # The keywords that hand a training loader to a trainer.
-_TRAIN_LOADER_KEYWORDS = frozenset({"train_dataloaders", "train_dataloader"})
 
 
 def _in_batch_loop(ancestors: tuple[cst.CSTNode, ...], context) -> bool:
@@ -782,6 +803,7 @@ def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
 
 # Words of a loader's name that say evaluation: `cv_loader` and `tt_loader` (cross-validation and test sets in
 # facebookresearch's audio recipes), `dev_loader` (a dev set).
+_TRAINING_PARTS = frozenset({"train", "training"})
 _EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test",
                                "testing", "cv", "tt", "dev"})
 
@@ -802,7 +824,24 @@ def _bound_for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
     """Is the loader bound to a name that says evaluation (`validate_loader = DataLoader(...)`)? Its batches are
     copied in the evaluation pass after each epoch, not in the step, even where the file's step copies batches."""
     assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
-    return _says_evaluation(_bound_name(assign))
+    return _says_evaluation(_bound_name(assign)) or _off_the_training_branch(ancestors)
+
+
+def _off_the_training_branch(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Is the loader built where a training flag is off: in the `else` of `if training:` (sam-hq's
+    `create_dataloaders(..., training=False)` building its evaluation loaders), or under `if not is_train:`?"""
+    for parent, child in zip(ancestors, ancestors[1:]):
+        if not isinstance(parent, cst.If):
+            continue
+        test, negated = parent.test, False
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, negated = test.expression, True
+        name = dotted_name(test)
+        if not name or not name_parts(name.rsplit(".", 1)[-1]) & _TRAINING_PARTS:
+            continue
+        if child is parent.orelse if not negated else child is parent.body:
+            return True
+    return False
 
 
 def _for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
