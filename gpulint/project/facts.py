@@ -107,6 +107,9 @@ class FileFacts:
     # Callees as written here (`tensor`) of project functions that copy an argument's host data to the device, with
     # the positions and keywords of the arguments they copy: each call passing host data is a pageable copy.
     copy_calls: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()
+    # Likewise, callees of project functions that move an argument to the device as it is (`Scope.moved_params`):
+    # a tensor built on the CPU and passed there is copied each call.
+    move_calls: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()
     # `Class.attribute` for attributes its methods only ever set to host values (`self.add_z_loss = add_z_loss`, whose
     # parameter defaults to False): a Python flag or number, never a tensor, wherever a method reads it.
     host_attributes: frozenset[str] = frozenset()

@@ -219,6 +219,10 @@ class Scope:
     # The parameters whose host data it copies to the device (`torch.from_numpy(x).to(device)`): a copy helper,
     # whose callers pay a pageable copy each time they pass it host data (DeepRL's `tensor(x)`).
     copied_params: tuple[str, ...] = ()
+    # The parameters it moves to the device as they are (`target.view(n).type_as(y_hat)`, `x.to(device)`,
+    # `x.cuda()`): a caller handing it a tensor built on the CPU pays a copy each call (pykale's
+    # `cross_entropy_logits(d_hat, torch.zeros(batch_size))`).
+    moved_params: tuple[str, ...] = ()
     # The attributes of `self` it sets (`self.add_z_loss = add_z_loss`), each with where the value lives: "host" (a
     # literal, a host expression, a parameter defaulting to a literal: `add_z_loss=False`), "parameter" (an
     # `nn.Parameter` of host data: on the CPU unless a module it belongs to is moved), or "other".
@@ -556,7 +560,23 @@ def epoch_end_branch(test: ast.AST) -> str | None:
             parts = name_parts(side.value)
             if "end" in parts and parts & _RUN_PHASE_PARTS:
                 return equal
+    if any(_is_last_index(a, b) for a, b in ((test.left, test.comparators[0]), (test.comparators[0], test.left))):
+        return equal  # `if i == len(pbar) - 1:  # last batch` (yolov9's classifier validates there)
     return None
+
+
+def _is_last_index(index: ast.AST, bound: ast.AST) -> bool:
+    """`i` and `len(x) - 1`, or `i + 1` and `len(x)`: the test of a loop's last pass."""
+    def one(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and node.value == 1
+
+    def length(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
+
+    if isinstance(index, ast.Name) and isinstance(bound, ast.BinOp) and isinstance(bound.op, ast.Sub):
+        return length(bound.left) and one(bound.right)
+    return isinstance(index, ast.BinOp) and isinstance(index.op, ast.Add) and isinstance(index.left, ast.Name) \
+        and one(index.right) and length(bound)
 
 
 def counts_an_epoch(body: list[ast.stmt]) -> bool:
@@ -2082,6 +2102,8 @@ class _Walker:
         if scope.kind == "function" and (copied := _copied_param(node, scope.params, self.aliases)) \
                 and copied not in scope.copied_params and not self._normalised(copied):
             scope.copied_params += (copied,)
+        if scope.kind == "function" and (moved := _moved_param(node, scope.params)) and moved not in scope.moved_params:
+            scope.moved_params += (moved,)
         if method == "next" and isinstance(node.func, ast.Name) and node.args and iterates_loader(node.args[0]) \
                 and loop >= 0:
             # `while True: batch = next(train_iter)` steps through a loader as surely as `for batch in loader:`.
@@ -2148,6 +2170,25 @@ def _copied_param(call: ast.Call, params: tuple[str, ...], aliases: dict[str, st
         else:
             return ""
     named = wrapped and isinstance(data, ast.Name) and data.id in params and data.id not in ("self", "cls")
+    return data.id if named else ""  # type: ignore[union-attr]
+
+
+def _moved_param(call: ast.Call, params: tuple[str, ...]) -> str:
+    """`x` for `x.to(device)`, `x.cuda()`, `x.view(n).type_as(y)` (`y` a name, not a dtype) where `x` is a
+    parameter; else ""."""
+    func = call.func
+    if not params or not isinstance(func, ast.Attribute) or func.attr not in ("to", "cuda", "type_as"):
+        return ""
+    if func.attr == "to":
+        target = next((k.value for k in call.keywords if k.arg == "device"), call.args[0] if call.args else None)
+        if not _names_a_device(target):
+            return ""
+    elif func.attr == "type_as" and not (call.args and isinstance(call.args[0], (ast.Name, ast.Attribute))):
+        return ""
+    data = func.value
+    while isinstance(data, ast.Call) and isinstance(data.func, ast.Attribute) and data.func.attr in HOST_RESHAPES:
+        data = data.func.value
+    named = isinstance(data, ast.Name) and data.id in params and data.id not in ("self", "cls")
     return data.id if named else ""  # type: ignore[union-attr]
 
 

@@ -217,6 +217,7 @@ class Project:
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
         # By file: the callees as written that copy host data to the device, with the arguments they copy.
         self._copy_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
+        self._move_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
         self.on_flags = frozenset().union(*(ix.on_flags for ix in self.files.values()))
         # Gates whose interval the shipped settings make 1 or a few steps (configs.every_step_intervals): the training
         # files' and the configs' settings; a file that sets an interval itself decides it for its own gates
@@ -598,11 +599,10 @@ class Project:
         target = self.find_module(module_name, path, level)
         if not imported:
             return [Target(target, "")] if target else []
-        if target is None:
-            return []
-        found = self.resolve_global(target, imported, seen)
+        found = self.resolve_global(target, imported, seen) if target is not None else []
         if found:
             return found
+        # (A namespace package, a folder without `__init__.py`, is no module of its own: its submodules still are.)
         submodule = self.find_module(f"{module_name}.{imported}" if module_name else imported, path, level)
         return [Target(submodule, "")] if submodule else []
 
@@ -3071,6 +3071,7 @@ class Project:
                          lightning_classes=self._lightning_classes(path),
                          unit_intervals=self._short_intervals(path, below=2),
                          copy_calls=tuple(sorted(self._copy_calls.get(path, ()))),
+                         move_calls=tuple(sorted(self._move_calls.get(path, ()))),
                          host_attributes=self._host_attributes(path, functions),
                          layer_classes=frozenset(d.name for d in ix.definitions.values()
                                                  if d.is_class and not d.cls and d.name in self._layer_names()),
@@ -3212,14 +3213,17 @@ class Project:
         return self._libraries
 
     def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
-        """A call of a copy helper (`Scope.copied_params`): which of its arguments the helper copies to the device,
-        by position at the call (a bound method's `self` is not passed) and by keyword."""
+        """A call of a copy helper (`Scope.copied_params`) or of a function moving its arguments (`moved_params`):
+        which of its arguments it copies to the device, by position at the call (a bound method's `self` is not
+        passed) and by keyword."""
         scope = self.files[target.path].scope(target.qualname)
-        if scope is None or not scope.copied_params:
+        if scope is None:
             return
         shift = 1 if bound and scope.params[:1] in (("self",), ("cls",)) else 0
-        positions = tuple(i - shift for i, p in enumerate(scope.params) if p in scope.copied_params and i >= shift)
-        self._copy_calls.setdefault(path, set()).add((call.func, positions, scope.copied_params))
+        for params, found in ((scope.copied_params, self._copy_calls), (scope.moved_params, self._move_calls)):
+            if params:
+                positions = tuple(i - shift for i, p in enumerate(scope.params) if p in params and i >= shift)
+                found.setdefault(path, set()).add((call.func, positions, params))
 
     def _short_intervals(self, path: str, below: int = SHORT_INTERVAL) -> frozenset[str]:
         """The short intervals for the gates of one file (`below=2`: those exactly 1): those its command line sets

@@ -67,6 +67,7 @@ def scope_from(data: dict) -> Scope:
             "bases": tuple(data["bases"]),
             "method_refs": tuple(data["method_refs"]),
             "copied_params": tuple(data["copied_params"]),
+            "moved_params": tuple(data["moved_params"]),
             "loops": [Loop(**{**loop, "start": _pos(loop["start"])}) for loop in data["loops"]],
             "regions": [
                 Region(r["kind"], _pos(r["start"]), _pos(r["end"]), r["loop"], tuple(r["flags"])) for r in data["regions"]
@@ -186,6 +187,7 @@ def load_facts(data: dict) -> FileFacts:
         nonblocking_movers=frozenset(data["nonblocking_movers"]),
         loader_factories=frozenset(data["loader_factories"]),
         trainer_loader_builders=frozenset(data["trainer_loader_builders"]),
+        move_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["move_calls"]),
     )
 
 

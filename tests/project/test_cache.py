@@ -182,8 +182,8 @@ def test_stored_facts_read_back_as_they_were_made():
             values[spec.name] = (3, 4, "bad")
         elif spec.name == "option_values":
             values[spec.name] = (("mode", ("a", "b")),)
-        elif spec.name == "copy_calls":
-            values[spec.name] = (("copy", (0, 1), ("x",)),)
+        elif spec.name in ("copy_calls", "move_calls"):
+            values[spec.name] = ((spec.name, (0, 1), ("x",)),)
         else:  # pairs of names
             values[spec.name] = ((spec.name, "value"),)
     facts = FileFacts(**values)

@@ -8533,3 +8533,82 @@ def test_a_loader_built_where_the_training_flag_is_off_feeds_evaluation(tmp_path
     files["utils/dataloader.py"] = files["utils/dataloader.py"].replace("if training:", "if not training:")
     found = [(f[0], f[1]) for f in check(tmp_path, files) if f[0] == "utils/dataloader.py"]
     assert found == [("utils/dataloader.py", 8)]
+
+
+def test_a_factory_tensor_handed_to_a_function_that_moves_it_is_created_then_moved(tmp_path, check):
+    """pykale's domain-adaptation steps build their domain labels with `torch.zeros(batch_size)` and hand them to
+    `losses.cross_entropy_logits`, whose `target.view(n).type_as(y_hat)` copies them to the device: a copy per call,
+    reported on the factory. A label tensor built on the device, or a helper that never moves its argument, costs
+    nothing."""
+    files = {
+        "kale/__init__.py": "",
+        "kale/losses.py": """
+            import torch.nn.functional as F
+
+            def cross_entropy_logits(output, target):
+                y_hat = output.argmax(1)
+                return F.nll_loss(F.log_softmax(output, 1), target.view(target.size(0)).type_as(y_hat))
+
+            def plain(output, target):
+                return (output - target).abs().mean()
+        """,
+        "kale/adapter.py": """
+            import torch
+            import pytorch_lightning as pl
+            from kale import losses
+
+            class DANN(pl.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    d_hat = self.domain_classifier(self.feat(x))
+                    batch_size = len(y)
+                    loss_src = losses.cross_entropy_logits(d_hat, torch.zeros(batch_size))
+                    loss_dev = losses.cross_entropy_logits(d_hat, torch.zeros(batch_size, device=x.device))
+                    loss_abs = losses.plain(d_hat, torch.ones(batch_size))
+                    return loss_src + loss_dev + loss_abs
+        """,
+        "main.py": """
+            import pytorch_lightning as pl
+            from kale.adapter import DANN
+
+            if __name__ == "__main__":
+                pl.Trainer(max_epochs=10, accelerator="gpu").fit(DANN())
+        """,
+    }
+    found = [(f[0], f[1], f[2]) for f in check(tmp_path, files) if f[2] == "GPL504"]
+    assert found == [("kale/adapter.py", 11, "GPL504")]
+    # `kale` as a namespace package (no `__init__.py`): `from kale import losses` still names its module
+    del files["kale/__init__.py"]
+    assert [(f[0], f[1]) for f in check(tmp_path / "namespace", files) if f[2] == "GPL504"] == [("kale/adapter.py", 11)]
+
+
+def test_a_branch_on_the_last_batch_of_an_epoch_runs_once_per_epoch(tmp_path, check):
+    """yolov9's classifier validates under `if i == len(pbar) - 1:  # last batch`, reached through `from classify
+    import val as validate` of a namespace package: once per epoch, not every step."""
+    files = {
+        "classify/val.py": """
+            def run(model, dataloader, device="cuda"):
+                correct = 0
+                for images, labels in dataloader:
+                    correct += (model(images.to(device)).argmax(1) == labels.to(device)).sum().item()
+                return correct
+        """,
+        "classify/train.py": """
+            from classify import val as validate
+
+            def train(model, trainloader, testloader, optimizer, epochs, device="cuda"):
+                for epoch in range(epochs):
+                    for i, (images, labels) in enumerate(trainloader):
+                        loss = model(images.to(device, non_blocking=True)).mean()
+                        loss.backward()
+                        optimizer.step()
+                        if i == len(trainloader) - 1:  # last batch
+                            validate.run(model, testloader)
+
+            if __name__ == "__main__":
+                train(*build())
+        """,
+    }
+    assert [f for f in check(tmp_path, files) if f[0] == "classify/val.py"] == []
+    files["classify/train.py"] = files["classify/train.py"].replace("if i == len(trainloader) - 1:", "if True:")
+    assert [f[2] for f in check(tmp_path / "every", files) if f[0] == "classify/val.py"] != []

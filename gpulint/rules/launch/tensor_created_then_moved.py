@@ -73,6 +73,12 @@ CPU_INDEX_MESSAGE = (
     "a tensor built on the CPU indexes a tensor that may be on the device: the index is copied to the device on every "
     "call; build it there (`torch.arange(n, device=x.device)`)"
 )
+MOVED_BY_CALLEE_MESSAGE = (
+    "the tensor is created on the CPU and `{callee}` copies it to the device on every call; pass `device=` to the "
+    "factory so it is created there"
+)
+# `torch.zeros(` and the other factories (`may_report_in`: a tensor handed to a function that moves it)
+_FACTORY_CALLS = tuple(f"{name}(" for name in sorted(DETERMINISTIC_FACTORIES | RANDOM_FACTORIES))
 # Factories whose tensors serve as indices (`logits[torch.arange(n), labels]`, `x[torch.randperm(n)]`).
 _INDEX_FACTORIES = frozenset({"arange", "randperm", "randint"})
 _MOVES_SELF_ATTRIBUTE = re.compile(r"\bself\.\w+\.(?:to|cuda)\(")
@@ -102,7 +108,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "`Variable(torch.zeros(n)).type(x.type())`, `torch.Tensor(torch.zeros(n)).type(x.type())`), "
         "`x.new_tensor([0.5, 0.25])` of constant host data, CPU-built index tensors that index a tensor not known to "
         "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), attributes `__init__` builds so "
-        "and a method moves every call (a noise schedule's `self.betas.to(x.device)`), and numpy random numbers wrapped in a "
+        "and a method moves every call (a noise schedule's `self.betas.to(x.device)`), tensors built so and handed to a "
+        "project function that moves that parameter to the device as it is (`cross_entropy_logits(d, "
+        "torch.zeros(n))`, whose `target.type_as(logits)` copies it; the project model finds such functions), and numpy random numbers wrapped in a "
         "device tensor type (`Tensor(np.random.normal(...))` with `Tensor = torch.cuda.FloatTensor`). It counts code "
         "inside the training loop, in a `forward`, and in helpers that hold no training loop; the setup before a "
         "training loop is not flagged.",
@@ -224,13 +232,21 @@ class CreatedOnCpuThenMoved(WhereItRuns):
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        # also a method moving an attribute that `__init__` may have built on the CPU (`self.betas.to(x.device)`)
-        return cls.has_words_in(code) or bool(class_name and _MOVES_SELF_ATTRIBUTE.search(code))
+        # also a method moving an attribute that `__init__` may have built on the CPU (`self.betas.to(x.device)`), and
+        # one handing a factory's tensor to a project function that moves it (`loss(d, torch.zeros(n))`)
+        return cls.has_words_in(code) or bool(class_name and _MOVES_SELF_ATTRIBUTE.search(code)) \
+            or any(word in code for word in _FACTORY_CALLS)
+
+    @classmethod
+    def runs_for_facts(cls, facts) -> bool:
+        return bool(facts.move_calls)  # `loss(d, torch.zeros(n))` need not hold a move itself
 
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self._cpu_built: dict[int, set[str]] = {}  # per function: names of tensors built on the CPU from factories
         self._cpu_attributes: list[set[str]] = []  # per enclosing class: `self.` attributes `_cpu_attributes_of` finds
+        # The project functions called here that move arguments to the device: callee -> (positions, keywords)
+        self._movers = {func: (positions, keywords) for func, positions, keywords in reversed(context.facts.move_calls)}
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._cpu_attributes.append(self._cpu_attributes_of(node))
@@ -263,6 +279,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
         func = node.func
+        if self._movers and (moved := self._movers.get(dotted_name(func) or "")):
+            self._check_moved_arguments(node, *moved)
         if self._numpy_random_to_device(node):
             self._report_where_it_runs(node, NUMPY_RANDOM_MESSAGE)
             return
@@ -411,6 +429,21 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return True
         # A local alias (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`), not torch's CPU types.
         return isinstance(call.func, cst.Name) and target.endswith("Tensor") and not target.startswith("torch.")
+
+    def _check_moved_arguments(self, call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> None:
+        """Arguments built on the CPU by a factory (`torch.zeros(batch_size)`) where the callee moves them to the
+        device (pykale's `cross_entropy_logits(d_hat, torch.zeros(batch_size))`, whose `target.type_as(y_hat)` copies
+        it): one copy per call."""
+        if one_time_branch(self.context):
+            return
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                return  # which parameters the rest fill is unknown
+            if not (arg.keyword.value in keywords if arg.keyword is not None else index in positions):
+                continue
+            created = self._cpu_creation(arg.value)
+            if created is not None and keyword_arg(created[0], "device") is None:
+                self._report_where_it_runs(arg.value, MOVED_BY_CALLEE_MESSAGE.format(callee=dotted_name(call.func)))
 
     def _cpu_creation(self, expr: cst.BaseExpression) -> tuple[cst.Call, str] | None:
         """(factory call, factory kind) when `expr` creates a tensor on the CPU: `torch.zeros(n)`,
