@@ -3410,6 +3410,10 @@ def _keeps_transition(func: str) -> bool:
     holder = receiver.rsplit(".", 1)[-1].lstrip("_")
     if method in _AGENT_LEARN_METHODS and name_parts(holder) & {"agent", "agents"}:
         return True  # SLM-Lab's `self.agent.update(state, action, reward, next_state, done)`: stores, then learns
+    if method == "append":
+        # An object's replay memory (ku2482's `self.memory.append(state, action, ...)`), not a local list of frames
+        # kept for rendering or recording (`rollout.append(obs)`, iris's `episode_buffer.append(...)` while playing).
+        return "." in receiver and bool(name_parts(holder) & _REPLAY_PARTS)
     return method in _BUFFER_METHODS and (holder == "self" or bool(name_parts(holder) & _BUFFER_PARTS))
 
 
@@ -3417,6 +3421,7 @@ _TRANSITION_METHODS = frozenset({"record_transition", "store_transition", "add_t
                                  "remember", "observe", "process_env_step"})
 _BUFFER_METHODS = frozenset({"add", "insert", "push", "store", "extend"})
 _AGENT_LEARN_METHODS = frozenset({"update", "step", "learn"})
+_REPLAY_PARTS = frozenset({"buffer", "buffers", "memory", "replay"})
 _BUFFER_PARTS = frozenset({"buffer", "buffers", "memory", "storage", "replay", "rollout", "rollouts", "agent",
                            "agents"})
 

@@ -8612,3 +8612,42 @@ def test_a_branch_on_the_last_batch_of_an_epoch_runs_once_per_epoch(tmp_path, ch
     assert [f for f in check(tmp_path, files) if f[0] == "classify/val.py"] == []
     files["classify/train.py"] = files["classify/train.py"].replace("if i == len(trainloader) - 1:", "if True:")
     assert [f[2] for f in check(tmp_path / "every", files) if f[0] == "classify/val.py"] != []
+
+
+def test_an_environment_loop_appending_to_the_agents_replay_memory_is_a_step_loop(tmp_path, check):
+    """ku2482's SAC steps the environment and keeps each transition with `self.memory.append(...)`: every
+    environment step is a training step, so the observation it copies to the device in `explore` is a per-step
+    copy. A local list of frames (`episode_buffer.append(obs)` while a person plays) keeps nothing for learning."""
+    files = {
+        "agent.py": """
+            import torch
+
+            class SacAgent:
+                def __init__(self, env, policy, memory, device):
+                    self.env, self.policy, self.memory, self.device = env, policy, memory, device
+
+                def explore(self, state):
+                    state = torch.FloatTensor(state).unsqueeze(0).to(self.device)
+                    with torch.no_grad():
+                        action = self.policy.sample(state)
+                    return action
+
+                def train_episode(self):
+                    done = False
+                    state = self.env.reset()
+                    while not done:
+                        action = self.explore(state)
+                        next_state, reward, done, _ = self.env.step(action)
+                        self.memory.append(state, action, reward, next_state, done)
+                        state = next_state
+
+            if __name__ == "__main__":
+                agent = SacAgent(make_env(), make_policy(), make_memory(), "cuda")
+                while True:
+                    agent.train_episode()
+        """,
+    }
+    found = [(f[0], f[1]) for f in check(tmp_path, files)]
+    assert ("agent.py", 9) in found
+    files["agent.py"] = files["agent.py"].replace("self.memory.append(", "episode_buffer.append(")
+    assert ("agent.py", 9) not in [(f[0], f[1]) for f in check(tmp_path / "local", files)]
