@@ -2308,6 +2308,9 @@ class Project:
                     continue  # I2SB's vendored `GaussianDiffusion`, built only by factories its training never calls
             push(key, reach)
         settle()
+        # What callers pass, as read while the calls were still being read, was provisional: a vote that came later
+        # (textgen's `Seq2Seq.forward`, reached from the loop after `Decoder.forward` was first asked) counts too.
+        self._passed_kinds.clear()
 
     def _built_only_apart(self, class_names: set[str]) -> set[str]:
         """The classes built (`Name(...)`), and only in files that are no training (asteroid's `SDRCallback`, built
@@ -2821,10 +2824,12 @@ class Project:
             votes[keyword] = votes.get(keyword, True) and keyword in interval
 
     def _record_kinds(self, key: Key, call: Call, bound: bool, path: str, scope: Scope) -> None:
-        """Where each argument of a call lives, as a vote for the parameter it fills (`_passed_kind`)."""
+        """Where each argument of a call lives, as a vote for the parameter it fills (`_passed_kind`). A test or a demo
+        passes what it likes: not what the training passes (rectified-flow's test module handing `VideoUnet` a
+        tensor where the training leaves a number)."""
         filled = self._callee_params(key, bound)
-        if filled is None:
-            return
+        if filled is None or not is_training_path(path) or key == (path, scope.qualname):
+            return  # (a function calling itself passes on what its other callers pass: `walk(x, depth - 1)`)
         callee, params = filled
         kinds = self._param_kinds.setdefault(key, {})
         # An argument that is the caller's own parameter as received votes for what the caller's callers pass

@@ -8651,3 +8651,73 @@ def test_an_environment_loop_appending_to_the_agents_replay_memory_is_a_step_loo
     assert ("agent.py", 9) in found
     files["agent.py"] = files["agent.py"].replace("self.memory.append(", "episode_buffer.append(")
     assert ("agent.py", 9) not in [(f[0], f[1]) for f in check(tmp_path / "local", files)]
+
+
+def test_what_callers_pass_is_read_when_every_call_is_known(tmp_path, check):
+    """textgen's seq2seq: the loop moves the lengths to the device and hands them to `Seq2Seq.forward`, which passes
+    them by keyword to `Decoder.forward` and on to `create_mask`, where `torch.arange(x_len.max())` reads a device
+    scalar. A module's `forward` is first asked what it is given before the loop's call is read (other code
+    guesses at it): that early answer must not stand. A test module passing its own values votes for nothing."""
+    files = {
+        "textgen/seq2seq/model.py": """
+            import torch
+            from torch import nn
+
+            class Decoder(nn.Module):
+                def create_mask(self, x_len, y_len):
+                    max_x_len = x_len.max()
+                    return torch.arange(max_x_len, device=x_len.device)[None, :] < x_len[:, None]
+
+                def forward(self, ctx, ctx_lengths, y, y_lengths, use_cache=False):
+                    mask = self.create_mask(y_lengths, ctx_lengths)
+                    return self.out(ctx) * mask
+
+            class Seq2Seq(nn.Module):
+                def __init__(self, decoder):
+                    super().__init__()
+                    self.decoder = decoder
+
+                def forward(self, x, x_lengths, y, y_lengths):
+                    return self.decoder(ctx=x, ctx_lengths=x_lengths, y=y, y_lengths=y_lengths)
+
+            class Seq2SeqModel:
+                def __init__(self):
+                    self.model = Seq2Seq(Decoder())
+
+                def train_model(self, train_data, optimizer, device):
+                    for it, (mb_x, mb_x_len, mb_y, mb_y_len) in enumerate(train_data):
+                        mb_x = torch.from_numpy(mb_x).to(device).long()
+                        mb_x_len = torch.from_numpy(mb_x_len).to(device).long()
+                        mb_y_len = torch.from_numpy(mb_y_len).to(device).long()
+                        loss = self.model(mb_x, mb_x_len, mb_x, mb_y_len).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+        """,
+        "textgen/trainer.py": """
+            from transformers import Trainer
+
+            class Seq2SeqTrainer(Trainer):
+                def compute_loss(self, model, inputs):
+                    return model(**inputs, use_cache=False).loss
+        """,
+        "tests/test_model.py": """
+            def test_decoder(decoder):
+                decoder(1, [3], 2, [3])
+        """,
+        "train_hf.py": """
+            from textgen.trainer import Seq2SeqTrainer
+
+            if __name__ == "__main__":
+                Seq2SeqTrainer(model=load_model(), args=make_args()).train()
+        """,
+        "train.py": """
+            from textgen.seq2seq.model import Seq2SeqModel  # noqa: F401
+
+            if __name__ == "__main__":
+                model = load_model()  # of a class the model does not know: `train_model` is a guess
+                model.train_model(load(), make_optimizer(), "cuda")
+        """,
+    }
+    assert ("textgen/seq2seq/model.py", 8, "GPL402") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
