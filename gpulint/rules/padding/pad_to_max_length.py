@@ -10,6 +10,8 @@ from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
 from gpulint.rules.common import is_true, keyword_arg
 from gpulint.rules.padding.helpers import LengthTracker
 
+# Code that trains: a backward pass, an optimizer step, a trainer's `train()` / `fit()`, a dataset for training.
+_TRAINS = re.compile(r"\.backward\(|\.step\(|\.train\(|\.fit\(|train_dataset|Trainer\(")
 _EVAL_SPLIT_PARTS = frozenset({"test", "validation", "valid", "val", "eval", "dev"})
 
 
@@ -49,7 +51,8 @@ class PadToMaxLength(Rule):
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags tokenizer calls with `padding=\"max_length\"`, `padding=PaddingStrategy.MAX_LENGTH` or "
-        "`pad_to_max_length=True` outside eval code, unless `max_length=` is computed from the batch itself, and a "
+        "`pad_to_max_length=True` outside eval code and code that only generates (`model.generate(...)` with no "
+        "training in the same function or script), unless `max_length=` is computed from the batch itself, and a "
         "`padding` parameter defaulting to `\"max_length\"` that its function passes on (`padding=padding`).",
         why_slow="Every sequence is padded to the model's maximum length, so a batch of 60-token sentences padded to 512 "
         "runs 8.5x the linear-layer FLOPs and 70x the attention FLOPs it needs; the pad positions are then masked out of "
@@ -71,6 +74,9 @@ class PadToMaxLength(Rule):
     valid = (
         'enc = tokenizer(texts, padding=True, truncation=True, max_length=512)\n',
         'def evaluate():\n    enc = tokenizer(texts, padding="max_length")\n',
+        # a script that only generates: the padding of what it is given
+        'for text in texts:\n    ids = tokenizer([text], padding="max_length", max_length=512)["input_ids"]\n'
+        '    print(model.generate(input_ids=ids))\n',
         'padding = "max_length" if args.pad_to_max_length else False\nenc = tokenizer(texts, padding=padding)\n',
         'def collate_fn(examples):\n    max_length = max(len(e["input_ids"]) for e in examples)\n'
         '    return tokenizer.pad(examples, padding="max_length", max_length=max_length + 1)\n',
@@ -139,7 +145,7 @@ class PadToMaxLength(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.context.in_tests or _for_diffusion(self.context):
             return
-        if self._no_text(node) or self._maps_eval_split():
+        if self._no_text(node) or self._maps_eval_split() or self._generates_only():
             return
         for arg in node.args:
             if arg.keyword is None:
@@ -151,6 +157,14 @@ class PadToMaxLength(Rule):
             elif keyword == "pad_to_max_length" and is_true(value):
                 if not self._dynamic_max_length(node):
                     self.report(arg, when="training", fix=[Replace(arg, "padding=True")], unsafe_fix=True)
+
+    def _generates_only(self) -> bool:
+        """Is the call in a function (or a script's top level) that generates with a model and never trains
+        (textgen's `t5_xlsum.py`: tokenize each article, then `model.generate(input_ids=...)`)? Inference pads
+        what it is given; the training's padding is elsewhere."""
+        function = self.context.enclosing_function()
+        code = self.context.module.code_for_node(function) if function is not None else self.context.module.code
+        return ".generate(" in code and not _TRAINS.search(code)
 
     def _maps_eval_split(self) -> bool:
         """True inside `<eval split>.map(...)`: `raw["validation"].map(f)`, `test_ds.filter(g).map(lambda x: ...)`."""
