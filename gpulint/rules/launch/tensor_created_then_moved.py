@@ -106,7 +106,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "`torch.eye(n)[y].to(dev)`, "
         "`counts = torch.ones(n) * k` then `counts.to(z.device)`, `torch.zeros(n).fill_(s).type_as(x[0])`, "
         "`Variable(torch.zeros(n)).type(x.type())`, `torch.Tensor(torch.zeros(n)).type(x.type())`), "
-        "`x.new_tensor([0.5, 0.25])` of constant host data, CPU-built index tensors that index a tensor not known to "
+        "`x.new_tensor([0.5, 0.25])` of constant host data or of a tensor built on the CPU (`x.new_tensor(torch.arange(n))`), CPU-built index tensors that index a tensor not known to "
         "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), attributes `__init__` builds so "
         "and a method moves every call (a noise schedule's `self.betas.to(x.device)`), tensors built so and handed to a "
         "project function that moves that parameter to the device as it is (`cross_entropy_logits(d, "
@@ -158,6 +158,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        self.keep = self.keep.to(x.device)\n        return x * self.keep[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n",
     )
     invalid = (
+        Invalid("import torch\n\n\nclass Decoder(torch.nn.Module):\n    def forward(self, signal):\n"
+                "        frame = torch.arange(0, 64).unfold(0, 4, 2)\n        frame = signal.new_tensor(frame).long()\n"
+                "        return signal.new_zeros(64, 4).index_add_(0, frame.view(-1), signal)\n"),
         Invalid(
             training_script("mask = torch.ones(8, 8).cuda()"),
             fixed=training_script("mask = torch.ones(8, 8, device=\"cuda\")"),
@@ -287,6 +290,13 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if self._constant_new_tensor(node):
             if not one_time_branch(self.context):
                 self._report_where_it_runs(node, CONSTANT_NEW_TENSOR_MESSAGE)
+            return
+        if isinstance(func, cst.Attribute) and func.attr.value == "new_tensor" and node.args:
+            # `signal.new_tensor(frame)` with `frame = torch.arange(n).unfold(...)`: a copy to `signal`'s device
+            data = node.args[0].value
+            if (self._cpu_creation(data) is not None or self._built_here(self._before_reshapes(data))) \
+                    and not one_time_branch(self.context):
+                self._report_where_it_runs(node)
             return
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as", "type"):
             return
