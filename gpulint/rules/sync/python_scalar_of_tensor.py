@@ -19,7 +19,7 @@ _NAMED_SLICE_BOUND = re.compile(r"\[[^\[\]\n]*:[ \t]*[A-Za-z_(]|[\w\])][ \t]*:[ 
 _LIST_BOUND = re.compile(r"\w[ \t]*=[ \t]*\[")
 # Arguments that PyTorch converts to a Python int: `torch.topk(x, k)` / `x.topk(k)` (position in the function form).
 _INT_ARGUMENTS = {"topk": ("k", 1), "kthvalue": ("k", 1)}
-_CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(")
+_CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(", "argmax(", "argmin(")
 # Factories whose sizes, bounds and fill values PyTorch converts to Python numbers: `x.new_zeros([B, idx.max() + 1])`,
 # `torch.linspace(d.min(), d.max(), n)`.
 _SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "arange", "linspace", "new_zeros",
@@ -27,6 +27,18 @@ _SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", 
 # The keywords that take a factory's sizes or bounds (`torch.arange(start=0, end=n)`, `torch.full(size=..., ...)`).
 _SIZE_KEYWORDS = frozenset({"start", "end", "step", "steps", "size"})
 _FACTORY_WORDS = ("zeros(", "ones(", "empty(", "full(", "rand(", "randn(", "arange(", "linspace(")
+
+
+def _is_whole_argmax(expr: cst.BaseExpression) -> bool:
+    """`torch.argmax(x)`, `x.argmax()` (or `argmin`) with no `dim`: the index over all elements, a 0-dim tensor."""
+    if not isinstance(expr, cst.Call) or last_name(expr.func) not in ("argmax", "argmin"):
+        return False
+    given = [a for a in expr.args if a.keyword is None or a.keyword.value in ("dim", "axis")]
+    return len(given) == (1 if isinstance(expr.func, cst.Attribute) and _is_torch(expr.func.value) else 0)
+
+
+def _is_torch(receiver: cst.BaseExpression) -> bool:
+    return isinstance(receiver, cst.Name) and receiver.value == "torch"
 
 
 class PythonScalarOfTensor(SyncRule):
@@ -40,6 +52,10 @@ class PythonScalarOfTensor(SyncRule):
     message_argument = "`{func}({name}=tensor)` converts the tensor to a Python int every step: a blocking device-to-host copy"
     message_size = (
         "`{func}` reads a tensor used as a size or bound on the host every step: a blocking device-to-host copy"
+    )
+    message_scalar_index = (
+        "a 0-dim tensor (`argmax()` over all elements) used as an index is read with `.item()` by PyTorch's indexing "
+        "every step: a blocking device-to-host copy"
     )
     message_list_index = (
         "a tensor used as an index of a Python list is converted to a Python int every step: a blocking device-to-host "
@@ -58,7 +74,9 @@ class PythonScalarOfTensor(SyncRule):
         "a tensor used as a slice bound (`x[start:ends[i]]`, `x[:n]` with `n = mask.sum()`), and a tensor passed "
         "where PyTorch needs a Python int (`torch.topk(x, k=ks[i])`) or number (a size, bound or fill value of a "
         "factory: `x.new_zeros([B, idx.max() + 1])`, `torch.arange(lengths.max())`, `torch.linspace(d.min(), d.max(), "
-        "n)`), and a tensor used as the index of a Python list (`order[ids[i]] = i` with `order = [0] * n`), in code "
+        "n)`), a tensor used as the index of a Python list (`order[ids[i]] = i` with `order = [0] * n`), and a 0-dim "
+        "index over all elements used to index a tensor (`x[torch.argmax(scores)]`, which PyTorch selects with "
+        "`.item()`), in code "
         "that runs every step and is not gated. "
         "Per-sample loops that do this once per sample are the usual case (a loss or reward function cutting each "
         "sequence at its own length).",
@@ -79,6 +97,7 @@ class PythonScalarOfTensor(SyncRule):
     )
     valid = (
         training_script("lr = float(optimizer.param_groups[0][\"lr\"])"),
+        training_script("rows = out.argmax(dim=1)\npicked = out[torch.arange(out.shape[0], device=out.device), rows]"),
         training_script("n = int(x.shape[0])"),
         # a CPU tensor's running sum stays on the CPU: its elements as slice bounds cost no copy
         training_script("bounds = torch.cumsum(torch.tensor([2, 3, 3]), dim=0)\nhead = x[bounds[0]:bounds[1]]"),
@@ -95,6 +114,7 @@ class PythonScalarOfTensor(SyncRule):
     )
     invalid = (
         Invalid(training_script("loss_f = float(loss)")),
+        Invalid(training_script("best = torch.argmax(out.sum(1))\npicked = out[best].mean()")),
         Invalid(training_script("ok = math.isfinite(loss)", header="import math")),
         Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),
         Invalid(training_script("ends = (out > 0).sum(dim=1)\nfor i in range(out.shape[0]):\n    head = out[i, :ends[i]]")),
@@ -108,8 +128,30 @@ class PythonScalarOfTensor(SyncRule):
         Invalid(training_script("last = torch.max(out.argmax(1))\npositions = torch.arange(start=0, end=last, device=out.device)")),
     )
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._scalar_indices: dict[int, set[str]] = {}  # per function: names bound to a whole-tensor argmax
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            names = self._scalar_indices.setdefault(id(self.context.enclosing_function()), set())
+            name = node.targets[0].target.value
+            (names.add if _is_whole_argmax(node.value) else names.discard)(name)
+
+    def _is_scalar_index(self, expr: cst.BaseExpression) -> bool:
+        """`torch.argmax(scores)`, `x.argmin()`, or a name the function binds to one: a 0-dim integer tensor."""
+        if isinstance(expr, cst.Name):
+            return expr.value in self._scalar_indices.get(id(self.context.enclosing_function()), ())
+        return _is_whole_argmax(expr)
+
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        """`order[ids[i]] = i` with `order = [0] * n`: a Python list takes only Python ints, read one at a time."""
+        """`order[ids[i]] = i` with `order = [0] * n`: a Python list takes only Python ints, read one at a time.
+        `x[torch.argmax(r)]`: indexing with a 0-dim integer tensor selects with its `.item()` (ATen's indexing)."""
+        indices = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+        scalar = next((i for i in indices if self._is_scalar_index(i)), None)
+        if scalar is not None and not self.context.is_host_value(node.value) and not self.in_per_tensor_loop():
+            self.report(scalar, self.message_scalar_index)
+            return
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
             return
         index = node.slice[0].slice.value

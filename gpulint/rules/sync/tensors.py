@@ -313,6 +313,15 @@ class Tensors:
                 return self.is_tensor(func.value) or self.is_mask(func.value)  # `mask.sum()`: masks are tensors
         return False
 
+    def _compares_tensors(self, sides: tuple[cst.Comparison, ...]) -> bool:
+        """Are the comparisons combined by element-wise logic comparisons of tensors: none of a host value, none an
+        identity or membership test?"""
+        return not any(
+            self.context.is_host_value(side.left)
+            or any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in side.comparisons)
+            for side in sides
+        )
+
     def is_mask(self, expr: cst.BaseExpression) -> bool:
         """A boolean tensor: a comparison of tensors, `.bool()`, `~t`, `isnan(t)`, or a name bound to one."""
         if isinstance(expr, cst.Name):
@@ -331,18 +340,16 @@ class Tensors:
             return self.is_tensor(expr)
         if isinstance(expr, cst.IfExp):  # `pos < margin if inverted else pos > margin`
             return self.is_mask(expr.body) and self.is_mask(expr.orelse)
+        if isinstance(expr, cst.Subscript) and all(
+                isinstance(e.slice, cst.Slice) or isinstance(e.slice.value, cst.Integer) for e in expr.slice):
+            return self.is_mask(expr.value)  # `mask[0]`, `mask[:, 1:]`: part of a mask
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
             return self.is_mask(expr.expression) or self.is_tensor(expr.expression)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.Multiply)):
             if isinstance(expr.left, cst.Comparison) and isinstance(expr.right, cst.Comparison):
                 # `(y >= 0) & (y < n)`, `(u > 0) * (l == u)`: element-wise logic on comparisons (Python code says
                 # `and` for numbers)
-                sides = (expr.left, expr.right)
-                return not any(
-                    self.context.is_host_value(side.left)
-                    or any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in side.comparisons)
-                    for side in sides
-                )
+                return self._compares_tensors((expr.left, expr.right))
             if isinstance(expr.operator, cst.Multiply):
                 return False  # `mask * weight` is a number
             return self.is_mask(expr.left) or self.is_mask(expr.right)
@@ -360,6 +367,11 @@ class Tensors:
                 return self.is_tensor(first) or self.is_mask(first)
             if resolved in _TORCH_MASK_FUNCTIONS:
                 return True
+            if resolved in _TORCH_BITWISE and len(expr.args) >= 2:  # RRHF's `torch.bitwise_and(d > 0, e < 0)`
+                second = expr.args[1].value
+                if isinstance(first, cst.Comparison) and isinstance(second, cst.Comparison):
+                    return self._compares_tensors((first, second))
+                return self.is_mask(first) and self.is_mask(second)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             method = expr.func.attr.value
             receiver = expr.func.value
@@ -380,6 +392,8 @@ class Tensors:
 _MASK_METHODS = frozenset(
     {"isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and", "logical_or"}
 )
+# Element-wise logic, a boolean tensor of boolean inputs.
+_TORCH_BITWISE = frozenset({"torch.bitwise_and", "torch.bitwise_or", "torch.bitwise_xor"})
 _TORCH_MASK_FUNCTIONS = frozenset(
     f"torch.{name}" for name in _MASK_METHODS | {"isneginf", "isposinf", "logical_xor", "isin"}
 )
