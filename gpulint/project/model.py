@@ -235,7 +235,9 @@ class Project:
         for option, word in (*config_values, *(v for ix in self.files.values() for v in ix.values)):
             self.option_values.setdefault(option, set()).add(word)
         # The switches shipped settings leave off (configs.off_switches): the configs' and the training files' word.
-        self.off_switches = off_switches([*config_switches, *(v for ix in self.files.values() for v in ix.switches)])
+        # A switch that turns the GPU on (Wave-U-Net's `--cuda`, `use_gpu`) is on wherever gpulint's findings matter.
+        self.off_switches = frozenset(name for name in off_switches(
+            [*config_switches, *(v for ix in self.files.values() for v in ix.switches)]) if not _turns_on_the_gpu(name))
         self.config_keys = frozenset(config_keys)  # the words training configs give (configs.registry_keys)
         self.entries = False
         self._guesses: set[tuple] = set()
@@ -3343,6 +3345,12 @@ class Project:
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _turns_on_the_gpu(switch: str) -> bool:
+    """`cuda`, `use_cuda`, `use_gpu`: a switch for training on the GPU (not `no_cuda`, `disable_gpu`)."""
+    parts = name_parts(switch)
+    return bool(parts & {"cuda", "gpu", "gpus"}) and not parts & {"no", "not", "disable", "disabled", "without", "cpu"}
 
 
 def _module_mentions(path: str) -> frozenset[str]:

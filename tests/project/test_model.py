@@ -8721,3 +8721,31 @@ def test_what_callers_pass_is_read_when_every_call_is_known(tmp_path, check):
     }
     assert ("textgen/seq2seq/model.py", 8, "GPL402") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
 
+
+
+def test_a_switch_that_turns_the_gpu_on_is_on(tmp_path, check):
+    """Wave-U-Net copies its batches under `if args.cuda:`, a `store_true` switch off by default: training on a GPU
+    passes it, so the copies are reported (naming the switch); a `--no_cuda` switch's branch stays off."""
+    files = {
+        "train.py": """
+            import argparse
+            import torch
+
+            def main(args, model, dataloader, optimizer):
+                for x, y in dataloader:
+                    if args.cuda:
+                        x = x.cuda()
+                    if args.no_cuda:
+                        y = y.cuda()
+                    loss = model(x).sum()
+                    loss.backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--cuda", action="store_true")
+                parser.add_argument("--no_cuda", action="store_true")
+                main(parser.parse_args(), *build())
+        """,
+    }
+    assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(8, "GPL411")]
