@@ -1424,6 +1424,7 @@ class Project:
                 out.targets += [o for o in overrides if _owner_name(o.qualname) not in unnamed]
             elif method is not None:
                 out.targets.append(method)
+            out.targets += self._parallel_hooks(cls)
         if per_step and not types and holder is not None and holder.kind == "function" and name in holder.params \
                 and not bindings:
             out.known = [m for cls in sorted(self._wrappers_passed(path, holder, name), key=_order)
@@ -1438,6 +1439,15 @@ class Project:
                 out.guess = f"{_MODEL_GUESS} {path}::{scope.cls}"  # the losses its class holds are left out
             out.targets = self._forward_guess(out.guess)
         return out
+
+    def _parallel_hooks(self, cls: Target) -> list[Target]:
+        """The `scatter` a subclass of `DataParallel` overrides: its forward (the library's) calls it on every call
+        (yolact's `CustomDataParallel.scatter`, which copies each image to the device). (Its `gather` moves outputs
+        already on a device.)"""
+        if not any(base.endswith("DataParallel") for base in self._base_names(cls)):
+            return []
+        scatter = self.find_method(cls, "scatter")
+        return [scatter] if scatter is not None else []
 
     def _call_method(self, cls: Target) -> Target | None:
         """What calling an object of the class runs: its `__call__`, or a module's `forward`."""

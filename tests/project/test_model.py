@@ -8749,3 +8749,35 @@ def test_a_switch_that_turns_the_gpu_on_is_on(tmp_path, check):
         """,
     }
     assert [(f[1], f[2]) for f in check(tmp_path, files)] == [(8, "GPL411")]
+
+
+def test_calling_a_data_parallel_subclass_runs_its_scatter(tmp_path, check):
+    """yolact wraps its network in `CustomDataParallel(nn.DataParallel)`, whose `scatter` copies each image to its
+    device: `nn.DataParallel.forward` calls `scatter` on every call of the wrapper, so the copies are per step."""
+    files = {
+        "train.py": """
+            import torch
+            import torch.nn as nn
+
+            def prepare_data(datum, device="cuda"):
+                images, targets = datum
+                for i in range(len(images)):
+                    images[i] = images[i].to(device)
+                return images, targets
+
+            class CustomDataParallel(nn.DataParallel):
+                def scatter(self, inputs, kwargs, device_ids):
+                    return [prepare_data(inputs[0])], [kwargs]
+
+            def train(net, loader, optimizer):
+                net = CustomDataParallel(net)
+                for datum in loader:
+                    loss = net(datum).sum()
+                    loss.backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                train(*build())
+        """,
+    }
+    assert ("train.py", 8, "GPL411") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
