@@ -389,8 +389,8 @@ class Project:
         if scope is None:
             return []
         bodies = [r for r in scope.regions if r.kind == "loop" and r.loop in loops]
-        return [copy for body in bodies
-                for copy in _DEVICE_COPY.findall(_STRING_OR_COMMENT.sub(" ", "\n".join(ix.lines[body.start[0] - 1:body.end[0]])))]
+        texts = ["\n".join(ix.lines[body.start[0] - 1:body.end[0]]) for body in bodies]
+        return [copy for text in texts for copy in _DEVICE_COPY.findall(_STRING_OR_COMMENT.sub(" ", text))]
 
     def _names_a_device(self) -> bool:
         """Does any file of the project name a device, an accelerator or a distributed backend?"""
@@ -2606,7 +2606,7 @@ class Project:
                 returned = {self._return_kind(t) for t in resolved.targets}
                 self._call_returns.setdefault(path, {}).setdefault(call.func, set()).update(returned)
                 for target in resolved.targets:
-                    self._note_copy_call(path, call, target, resolved.bound)
+                    self._note_device_helper_call(path, call, target, resolved.bound)
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
                             guessed=reach.guessed or _fans_out(resolved), resolved_call=resolved.certain,
                             arguments_known=not resolved.certain and program is not None)
@@ -3205,6 +3205,7 @@ class Project:
                                      for cls in classes)
 
     def _class_text(self, cls: Target) -> str:
+        """A class's source lines (a class's `Definition.code` is empty)."""
         definition = self.files[cls.path].definitions.get(cls.qualname)
         return "\n".join(self.files[cls.path].lines[definition.start:definition.end]) if definition else ""
 
@@ -3229,7 +3230,7 @@ class Project:
                                            if len(found) == 1 and "other" not in found))
         return self._libraries
 
-    def _note_copy_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
+    def _note_device_helper_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`) or of a function moving its arguments (`moved_params`):
         which of its arguments it copies to the device, by position at the call (a bound method's `self` is not
         passed) and by keyword."""

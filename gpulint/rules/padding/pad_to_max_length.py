@@ -75,8 +75,8 @@ class PadToMaxLength(Rule):
         'enc = tokenizer(texts, padding=True, truncation=True, max_length=512)\n',
         'def evaluate():\n    enc = tokenizer(texts, padding="max_length")\n',
         # a script that only generates: the padding of what it is given
-        'for text in texts:\n    ids = tokenizer([text], padding="max_length", max_length=512)["input_ids"]\n'
-        '    print(model.generate(input_ids=ids))\n',
+        ('for text in texts:\n    ids = tokenizer([text], padding="max_length", max_length=512)["input_ids"]\n'
+         '    print(model.generate(input_ids=ids))\n'),
         'padding = "max_length" if args.pad_to_max_length else False\nenc = tokenizer(texts, padding=padding)\n',
         'def collate_fn(examples):\n    max_length = max(len(e["input_ids"]) for e in examples)\n'
         '    return tokenizer.pad(examples, padding="max_length", max_length=max_length + 1)\n',

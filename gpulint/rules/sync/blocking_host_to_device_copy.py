@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 
 import libcst as cst
 
@@ -830,7 +831,7 @@ def _bound_for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
 def _off_the_training_branch(ancestors: Sequence[cst.CSTNode]) -> bool:
     """Is the loader built where a training flag is off: in the `else` of `if training:` (sam-hq's
     `create_dataloaders(..., training=False)` building its evaluation loaders), or under `if not is_train:`?"""
-    for parent, child in zip(ancestors, ancestors[1:]):
+    for parent, child in pairwise(ancestors):
         if not isinstance(parent, cst.If):
             continue
         test, negated = parent.test, False

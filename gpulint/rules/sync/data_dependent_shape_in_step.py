@@ -55,7 +55,8 @@ class DataDependentShapeInStep(SyncRule):
         Invalid(training_script("idx = (y > 0).nonzero()")),
         Invalid(training_script("keep = y != 0\nkept = x[keep]")),
         # RRHF's ranking loss: element-wise logic on comparisons, one row of it
-        Invalid(training_script("diff = out - out.t()\naval = torch.bitwise_and(diff > 0, out < 0)[0]\nloss = -diff[aval].sum()")),
+        Invalid(training_script("diff = out - out.t()\naval = torch.bitwise_and(diff > 0, out < 0)[0]\n"
+                                "loss = -diff[aval].sum()")),
         Invalid(training_script("classes = torch.unique(y)")),
         Invalid(training_script("rep = torch.repeat_interleave(x, y, dim=0)")),
         Invalid(training_script("x[(x > 0) * (x < 1)] -= 1")),

@@ -29,7 +29,8 @@ class TensorFormattedInStep(SyncRule):
     triggers = ("torch",)  # `%` formatting and logger calls are too common to pre-filter on
     docs = RuleDocs(
         what_it_does="Flags `print(t)`, f-strings and `.format()` / `%` of tensors, logger calls with tensor "
-        "arguments (a Lightning logger's `self.logger.log_metrics({\"loss\": loss})` too), `SummaryWriter.add_scalar`, `wandb.log` and `accelerator.log` of tensors or of dicts holding them "
+        "arguments (a Lightning logger's `self.logger.log_metrics({\"loss\": loss})` too), `SummaryWriter.add_scalar`, "
+        "`wandb.log` and `accelerator.log` of tensors or of dicts holding them "
         "(`logs = dict(outputs, loss=loss)`, `logs[\"scale\"] = scale`), and Lightning's `self.log` / `self.log_dict` "
         "of a tensor with `prog_bar=True` (unless `on_step=False`), in code that runs every step, ungated. A dict "
         "comprehension renaming the keys of a dict of losses or metrics (`{f\"train_{k}\": v for k, v in "
@@ -65,7 +66,8 @@ class TensorFormattedInStep(SyncRule):
         Invalid(training_script("print(loss)")),
         Invalid("import pytorch_lightning as pl\n\n\nclass Model(pl.LightningModule):\n"
                 "    def training_step(self, batch, batch_idx):\n        loss = self.net(batch).mean()\n"
-                "        self.logger.log_metrics({\"train_step_loss\": loss}, self.global_step)\n        return loss\n"),
+                "        self.logger.log_metrics({\"train_step_loss\": loss}, self.global_step)\n"
+                "        return loss\n"),
         Invalid(training_script("print(f\"step {step} loss {loss:.4f}\")")),
         Invalid(training_script("logger.info(\"loss %s\", loss)", header="import logging\n"
                                 "logger = logging.getLogger(__name__)")),
