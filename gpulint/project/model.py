@@ -195,6 +195,7 @@ class Project:
         self.instantiated: set[Target] = set()
         self._param_kinds: dict[Key, dict[str, set[str]]] = {}
         self._passed_kinds: dict[tuple[Key, str], str] = {}  # see `_passed_kind`
+        self._settled = False  # every call of the program has been read (`_run` is done)
         self._libraries: tuple[tuple[str, str], ...] | None = None  # see `_library_objects`
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         # The parameters each function's resolved calls in the step pass ("*": some call's unpacked arguments may
@@ -2323,6 +2324,7 @@ class Project:
         # What callers pass, as read while the calls were still being read, was provisional: a vote that came later
         # (textgen's `Seq2Seq.forward`, reached from the loop after `Decoder.forward` was first asked) counts too.
         self._passed_kinds.clear()
+        self._settled = True
 
     def _built_only_apart(self, class_names: set[str]) -> set[str]:
         """The classes built (`Name(...)`), and only in files that are no training (asteroid's `SDRCallback`, built
@@ -2996,7 +2998,9 @@ class Project:
                 vote = self._passed_kind(origin[0], caller_param, seen | {(key, param)})
             kinds.add(vote)
         kind = kinds.pop() if len(kinds) == 1 else "unknown"
-        if not seen:  # a result cut short by a cycle is not kept
+        # While the step is being read, a result cut short by a cycle is not kept; once every call is known, each is
+        # kept (a chain of callers passing a parameter on is walked once, not once per path through it: pycls).
+        if not seen or self._settled:
             self._passed_kinds[(key, param)] = kind
         return kind
 
