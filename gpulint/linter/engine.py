@@ -34,7 +34,7 @@ from gpulint.linter.positions import positions_of
 from gpulint.linter.regions import Cut, prune
 from gpulint.linter.rule import InsertBefore, Replace, Report, Rule
 from gpulint.linter.source import DecodeError, SourceFile, decode
-from gpulint.linter.syntax import child_fields, is_syntax
+from gpulint.linter.syntax import child_fields, is_syntax, qualname_of
 from gpulint.project import single_file_facts
 from gpulint.project.facts import ExecState, FileFacts, state_at
 from gpulint.project.local import (
@@ -307,8 +307,7 @@ def _may_apply(reports: Sequence[Report], facts: FileFacts) -> list[Report]:
 
 def _qualname_of(report: Report) -> str:
     """The qualified name of the function (or class body, or the module) a report is in, as the model names it."""
-    names = [node.name.value for node in report.ancestors if type(node) in (cst.FunctionDef, cst.ClassDef)]
-    return ".".join(names) if names else MODULE_SCOPE
+    return qualname_of(report.ancestors) or MODULE_SCOPE
 
 
 def _ast_tree(text: str) -> ast.Module | None:

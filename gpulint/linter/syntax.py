@@ -71,6 +71,11 @@ def syntax_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield value
 
 
+def qualname_of(ancestors: Sequence[cst.CSTNode]) -> str:
+    """The qualified name of the innermost function or class among `ancestors` ("Trainer.step"), "" at module level."""
+    return ".".join(node.name.value for node in ancestors if type(node) in (cst.FunctionDef, cst.ClassDef))
+
+
 def innermost(ancestors: Sequence[cst.CSTNode], kind: type[T]) -> T | None:
     """The innermost node of `kind` (a `FunctionDef`, a `ClassDef`) among `ancestors`, outermost first: for reports
     decided at the end of a file, from the ancestors saved when they were seen."""

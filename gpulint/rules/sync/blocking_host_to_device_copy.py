@@ -11,7 +11,7 @@ import libcst as cst
 from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
 from gpulint.linter.names import dotted_name, last_name, name_parts, params_of, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
-from gpulint.linter.syntax import descendants, innermost
+from gpulint.linter.syntax import descendants, innermost, qualname_of
 from gpulint.project.vocab import (
     BATCH_MOVE_HELPERS,
     LOADER_CLASSES,
@@ -530,8 +530,7 @@ class BlockingHostToDeviceCopy(SyncRule):
                 and owner is not None and owner.name.value in self.context.facts.lightning_classes:
             return True
         # A function of this file whose loaders another file's trainer takes (the project model follows the calls)
-        qualname = ".".join(n.name.value for n in ancestors if isinstance(n, (cst.FunctionDef, cst.ClassDef)))
-        if qualname in self.context.facts.trainer_loader_builders:
+        if qualname_of(ancestors) in self.context.facts.trainer_loader_builders:
             return not _bound_for_evaluation(ancestors) and not _for_evaluation(ancestors)
         return _bound_to(ancestors, self._fed_to_trainer)
 
