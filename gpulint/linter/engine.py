@@ -29,6 +29,7 @@ from gpulint.linter.context import FileContext
 from gpulint.linter.devices import DeviceEvidence
 from gpulint.linter.finding import Edit, Finding, Fix, one_line
 from gpulint.linter.noqa import Suppressions, check_directives
+from gpulint.linter.notebooks import script_view
 from gpulint.linter.options import LintOptions
 from gpulint.linter.positions import positions_of
 from gpulint.linter.regions import Cut, prune
@@ -78,7 +79,17 @@ def lint_text(
     facts: FileFacts | None = None,
 ) -> list[Finding]:
     """Findings of `rules` on `text`, sorted by line and column. `facts` are the project model's for this file;
-    without them the file is modelled alone (its own training loops, or its functions' names)."""
+    without them the file is modelled alone (its own training loops, or its functions' names). A marimo notebook
+    is read as the script it runs (notebooks.py)."""
+    view = script_view(text)
+    if view is None:
+        return _lint_script(path, text, rules, options, facts)
+    return [view.restore(f) for f in _lint_script(path, view.text, rules, options, facts)]
+
+
+def _lint_script(
+    path: str, text: str, rules: Sequence[type[Rule]], options: LintOptions, facts: FileFacts | None
+) -> list[Finding]:
     suppressions = Suppressions(text=text) if options.ignore_noqa else Suppressions.from_text(text)
     with _collector_paused():
         if facts is None:

@@ -11,6 +11,7 @@ from typing import Callable, Iterable, Sequence
 
 from gpulint.linter.cache import ProjectStore, ResultCache, content_hash
 from gpulint.linter.finding import Finding, rule_url
+from gpulint.linter.notebooks import analysed_text
 from gpulint.linter.options import LintOptions
 from gpulint.linter.source import SourceFile, decode
 from gpulint.project import FileFacts, Project, outline
@@ -174,7 +175,7 @@ def with_project_facts(
     for task in tasks:
         try:
             data = Path(task.path).read_bytes()
-            texts[task.display] = (content_hash(data), decode(data).text)
+            texts[task.display] = (content_hash(data), analysed_text(decode(data).text))
         except (OSError, ValueError):
             continue
         finally:
