@@ -2234,6 +2234,9 @@ class Project:
         counter = count()
 
         def push(key: Key, reach: Reach, resolved_call: bool = False, arguments_known: bool = False) -> None:
+            if reach.rank == PROGRAM and self._inference_only(key):
+                reach = Reach(COLD, chain=reach.chain, reason=f"in `{key[1].rsplit('.', 1)[-1]}`, which the program "
+                              "runs without gradients: evaluation or inference")
             if not resolved_call and reach.rank <= GATED:
                 self._reached_unresolved.add(key)
                 if not arguments_known:
@@ -2681,6 +2684,14 @@ class Project:
             push((target.path, target.qualname), Reach(rank, likely=likely, chain=(*chain, frame), flags=flags,
                                                        guessed=guessed), resolved_call=resolved_call,
                  arguments_known=arguments_known)
+
+    def _inference_only(self, key: Key) -> bool:
+        """A function decorated to run without gradients (`@torch.inference_mode()`) that the program calls outside
+        any step (Medusa's `get_model_answers`, which its answer-generation script calls) and that steps nothing
+        itself: what it runs is evaluation or inference, not training. (Called from a step, the same function is
+        step work: a teacher's forward, an EMA update.)"""
+        scope = self.files[key[0]].scope(key[1]) if key[0] in self.files else None
+        return scope is not None and scope.no_grad_decorated and not self.step_loops(key[0], scope)
 
     def _visit_by_text(self, key: Key, reach: Reach, push) -> None:
         """A function reached only through a fanned-out guess: the functions of its file it calls by name

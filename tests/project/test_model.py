@@ -8781,3 +8781,44 @@ def test_calling_a_data_parallel_subclass_runs_its_scatter(tmp_path, check):
         """,
     }
     assert ("train.py", 8, "GPL411") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_a_function_the_program_runs_without_gradients_is_no_training(tmp_path, check):
+    """Medusa's answer-generation script hands `get_model_answers` (`@torch.inference_mode()`) to its runner; what it
+    calls pads tree paths up to a constant length for decoding. Not the training's: the training loop in `train.py`
+    reaches nothing there. The same helper called from the training itself is reported."""
+    files = {
+        "buffers.py": """
+            def pad_path(path, length, pad_value=-2):
+                return path + [pad_value] * (length - len(path))
+        """,
+        "answers.py": """
+            import torch
+            from buffers import pad_path
+
+            @torch.inference_mode()
+            def get_model_answers(model, questions):
+                paths = [pad_path(q, 8) for q in questions]
+                return [model(p) for p in paths]
+
+            def run_eval(model, questions, run):
+                return run(get_model_answers, model, questions)
+
+            run_eval(torch.nn.Linear(2, 2).cuda(), [[1]], lambda f, *a: f(*a))
+        """,
+        "train.py": """
+            import torch
+
+            def train(model, loader, optimizer):
+                model.cuda()
+                for batch in loader:
+                    loss = model(batch.cuda(non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert not [f for f in check(tmp_path, files) if f[0] == "buffers.py"]
+    files["train.py"] = files["train.py"].replace("for batch in loader:", "for batch in loader:\n"
+                                                  "                    ids = pad_path(batch.tolist(), 512)")
+    files["train.py"] = files["train.py"].replace("import torch", "import torch\n            from buffers import pad_path")
+    assert [f[:3] for f in check(tmp_path, files) if f[0] == "buffers.py"] == [("buffers.py", 3, "GPL303")]
