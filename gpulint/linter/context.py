@@ -188,6 +188,7 @@ class FileContext:
                 _passed_move(self._moves[-1], node)
             location = self.location_of(node.value)
             elements = self._returned_tuple(node.value)
+            on_device = self._elements_on_device(node.value)
             for target in node.targets:
                 if _same_length_tuples(target.target, node.value):  # `x, y = x.to(dev), y.to(dev)`: element-wise
                     for name, value in zip(target.target.elements, node.value.elements):
@@ -198,8 +199,14 @@ class FileContext:
                     for name, element in zip(target.target.elements, elements):
                         self._bind(name.value, element)
                     continue
+                if on_device and type(target.target) in (cst.Tuple, cst.List):  # `x, lengths = moved_batch`
+                    for element in target.target.elements:
+                        self._bind(element.value, "device")
+                    continue
                 self._bind(target.target, location)
                 self._bind_keys(target.target, node.value, location)
+                if on_device and type(target.target) is cst.Name:
+                    self._scopes[-1][_ELEMENTS + target.target.value] = "device"
         elif kind is cst.AnnAssign:
             if isinstance(node.target, cst.Name) and _is_scalar_annotation(node.annotation):
                 self._declared[-1].add(node.target.value)  # `ref_size: int`: a Python number whatever it is bound to
@@ -276,6 +283,9 @@ class FileContext:
         wrap: their elements are where the wrapped values' elements are (`for i, t in enumerate(losses)`: i on the
         host, t unknown)."""
         parts = self._zipped(iterable)
+        if parts is None and self._elements_on_device(iterable):
+            self._bind(target, "device")
+            return
         if parts is None:
             location = self.location_of(iterable)  # the rows (or elements) of a device tensor (list) are on the device
             self._bind(target, location if location in ("host", "device") else "unknown")
@@ -333,8 +343,22 @@ class FileContext:
             for key in [k for k in scope if k.startswith(prefix)]:
                 scope[key] = "unknown"
 
+    def _elements_on_device(self, value: cst.BaseExpression) -> bool:
+        """A list whose every element is on the device: `[b.to(device) for b in batch]`, or a name bound to one."""
+        kind = type(value)
+        if kind is cst.ListComp or kind is cst.GeneratorExp:
+            return self.location_of(value.elt) == "device"
+        if kind is cst.Name:
+            for scope in reversed(self._scopes):
+                if _ELEMENTS + value.value in scope:
+                    return True
+                if value.value in scope:
+                    return False
+        return False
+
     def _bind(self, target: cst.BaseExpression, location: Location) -> None:
         if isinstance(target, cst.Name):
+            self._scopes[-1].pop(_ELEMENTS + target.value, None)
             if target.value in self._keyed_names:
                 self._forget_keys(target.value)
             self._assigned[-1].add(target.value)
@@ -678,6 +702,10 @@ def _subscript_key(node: cst.Subscript) -> str | None:
     if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
         return _string_key(node.slice[0].slice.value)
     return None
+
+
+# A scope's key for where the elements of a list bound to a name live (a name never starts with it).
+_ELEMENTS = "*"
 
 
 def _keyed(name: str, key: str) -> str:

@@ -283,3 +283,25 @@ def test_a_name_two_branches_bind_apart_is_of_unknown_place_after_the_if():
             probe(cont, both, only_body, placeholder)
         """
     ) == {"cont": "unknown", "both": "host", "only_body": "host", "placeholder": "host"}
+
+
+def test_the_elements_of_a_list_of_moved_tensors_are_on_the_device():
+    """StyleTTS: `batch = [b.to(device) for b in batch]`, then `texts, lengths = batch`: each element is on the device
+    (a loop over it too), until the name is bound to something else."""
+    assert locations(
+        """
+        import torch
+        def step(batch, device, other):
+            batch = [b.to(device) for b in batch]
+            texts, lengths = batch
+            for row in batch:
+                probe(row)
+            pair = [t.cuda() for t in other]
+            a, b = pair
+            pair = list(other)
+            c, d = pair
+            first, second = [t for t in other]
+            probe(texts, lengths, a, b, c, d, first, second)
+        """
+    ) == {"row": "device", "texts": "device", "lengths": "device", "a": "device", "b": "device", "c": "unknown",
+          "d": "unknown", "first": "unknown", "second": "unknown"}
