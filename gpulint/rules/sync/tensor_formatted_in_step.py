@@ -34,7 +34,8 @@ class TensorFormattedInStep(SyncRule):
         "(`logs = dict(outputs, loss=loss)`, `logs[\"scale\"] = scale`), and Lightning's `self.log` / `self.log_dict` "
         "of a tensor with `prog_bar=True` (unless `on_step=False`), in code that runs every step, ungated. A dict "
         "comprehension renaming the keys of a dict of losses or metrics (`{f\"train_{k}\": v for k, v in "
-        "logs.items()}`) counts as a dict of tensors.",
+        "logs.items()}`) counts as a dict of tensors, and so does a dict named for losses or metrics that the step got "
+        "from a call (`loss, loss_dict = self.shared_step(batch)`, then `self.log_dict(loss_dict, prog_bar=True)`).",
         why_slow="Turning a tensor into text (or a logged scalar) copies its values to the host, and that copy waits "
         "for all queued GPU work: each step ends in a full host-device round trip before the next launch.",
         example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n"
@@ -61,6 +62,11 @@ class TensorFormattedInStep(SyncRule):
          "    def training_step(self, batch, batch_idx):\n        loss = self.model(batch).mean()\n"
          "        self.log(\"train_loss\", loss)\n        self.log(\"epoch_loss\", loss, prog_bar=True, on_step=False)\n"
          "        return loss\n"),
+        # a dict of losses the step has already read as numbers
+        ("import torch\n\n\nclass Net(torch.nn.Module):\n"
+         "    def training_step(self, batch, batch_idx):\n        loss = self.model(batch).mean()\n"
+         "        loss_dict = {\"loss\": loss.item()}\n        self.log_dict(loss_dict, prog_bar=True)\n"
+         "        return loss\n"),
     )
     invalid = (
         Invalid(training_script("print(loss)")),
@@ -81,6 +87,10 @@ class TensorFormattedInStep(SyncRule):
                 "    def training_step(self, batch, batch_idx):\n        output = self.step(batch)\n"
                 "        self.log_dict({f\"train_{k}\": v for k, v in output[\"logs\"].items()}, prog_bar=True)\n"
                 "        return output[\"loss\"]\n"),
+        # a dict of losses the model's shared step returns (latent diffusion's training_step)
+        Invalid("import torch\n\n\nclass Net(torch.nn.Module):\n"
+                "    def training_step(self, batch, batch_idx):\n        loss, loss_dict = self.shared_step(batch)\n"
+                "        self.log_dict(loss_dict, prog_bar=True, on_step=True)\n        return loss\n"),
     )
 
     def __init__(self, context) -> None:
@@ -167,8 +177,14 @@ class TensorFormattedInStep(SyncRule):
         method = node.func.attr.value  # type: ignore[attr-defined]
         values = [a.value for a in node.args if a.keyword is None or a.keyword.value in ("value", "dictionary")]
         logged = values[1:2] if method == "log" else values[:1]
-        if any(self._tensor_arg(value) for value in logged):
+        if any(self._tensor_arg(value) or method == "log_dict" and self._loss_dict(value) for value in logged):
             self.report(node, self.message.format(how=f"self.{method}(prog_bar=True)"))
+
+    def _loss_dict(self, value: cst.BaseExpression) -> bool:
+        """A dict named for losses or metrics that the step got from a call (latent diffusion's `loss, loss_dict =
+        self.shared_step(batch)`): the losses a model computes are tensors, unless the step knows them as numbers."""
+        return isinstance(value, cst.Name) and bool(name_parts(value.value) & _LOSS_DICT_PARTS) \
+            and not self.context.is_host_value(value)
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         # `print(f"{loss}")` is one finding, on the f-string: the print's argument is a host string.
