@@ -354,7 +354,7 @@ NOT_TRAINING_PARTS = frozenset(
      "generation", "export", "eval", "evaluate", "evaluation", "predict", "prediction", "test", "tests", "testing",
      "visualize", "visualization", "convert", "deploy", "serve", "server", "app", "gradio",
      "streamlit", "notebook", "notebooks", "docs", "doc", "playground", "verify", "preprocess", "preprocessing",
-     "onnx", "extract", "hubconf", "synthesis", "synthesize", "translate", "prepare"}
+     "onnx", "extract", "hubconf", "synthesis", "synthesize", "translate", "prepare", "merge"}
 )
 
 
@@ -362,6 +362,16 @@ _ARCHIVED_FOLDERS = frozenset({"legacy", "deprecated", "archive", "archived", "o
 # A folder a file manager duplicated (tab-ddpm's `CTAB-GAN-Plus/model copy/`, `utils - Copy`, `Copy of model`,
 # `model (2)`): no package an import can name, a copy kept beside the code that runs.
 _DUPLICATE_FOLDER = re.compile(r"(?i)(?: -)? copy(?: \d+)?$|^copy of |\s\(\d+\)$")
+# A file kept as a copy beside the one that runs (textual_inversion's `ldm/modules/encoders/modules_bak.py`,
+# `train_old.py`, `model copy.py`): the word after its last underscore says so.
+_BACKUP_SUFFIXES = frozenset({"bak", "backup", "old", "deprecated", "unused"})
+
+
+def _backup_copy(stem: str) -> bool:
+    head, _, last = stem.lower().rpartition("_")
+    return bool(head) and last in _BACKUP_SUFFIXES or bool(_DUPLICATE_FOLDER.search(stem))
+
+
 # Documentation (skrl's `docs/source/snippets/`: models that subclass the library's mixins, shown in the docs and run
 # by no training).
 _DOCS_FOLDERS = frozenset({"docs", "doc", "documentation"})
@@ -408,12 +418,14 @@ def is_training_path(path: str) -> bool:
 
 
 def is_kept_apart(path: str) -> bool:
-    """A test, a file in a folder of archived code (`legacy/train_v1.py`: kept for reference, not the training a user
-    runs), of documentation (`docs/`) or in a vendored copy of a library (`third_party/`): no part of training,
-    whatever imports it."""
+    """A test, a backup copy of a file (`modules_bak.py`), a file in a folder of archived code (`legacy/train_v1.py`:
+    kept for reference, not the training a user runs), of documentation (`docs/`) or in a vendored copy of a library
+    (`third_party/`): no part of training, whatever imports it."""
     if is_test_path(path):
         return True
-    folders = path.replace("\\", "/").split("/")[:-1]
+    *folders, name = path.replace("\\", "/").split("/")
+    if _backup_copy(name.removesuffix(".py")):
+        return True
     return any(folder.lower().strip("_") in _ARCHIVED_FOLDERS or folder.lower() in _DOCS_FOLDERS
                or _DUPLICATE_FOLDER.search(folder) for folder in folders) or _vendored(folders)
 

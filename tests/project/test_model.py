@@ -1984,6 +1984,13 @@ def test_which_function_names_say_no_training_step(name, cold):
     ("model (2)/train.py", False),
     ("backup/train.py", False),
     ("copy/train.py", True),  # a package named `copy` is no duplicate
+    ("ldm/modules/encoders/modules_bak.py", False),  # textual_inversion's backup of `modules.py`, with a `__main__`
+    ("train_old.py", False),
+    ("model copy.py", False),
+    ("threshold.py", True),  # a word ending in "old" is no suffix
+    ("old.py", True),
+    ("merge_embeddings.py", False),  # textual_inversion's tool joining trained embeddings
+    ("train_merge.py", True),
 ])
 def test_which_files_may_hold_the_training_a_user_runs(path, training):
     from gpulint.project.vocab import is_training_path
