@@ -94,7 +94,7 @@ class Region:
     # `self` the branch needs true; for "gate" and "exit": the name of the
     # interval the gate divides by ("" for none); for "choice": the option, then the words that choose the branch;
     # for "param", "given" and "missing": the parameter tested (a flag, or one defaulting to None that the branch
-    # needs given, or needs left out)
+    # needs given, or needs left out); for "not-tensor": the parameter the branch needs to be no tensor
     flags: tuple[str, ...] = ()
 
     def holds(self, pos: Pos) -> bool:
@@ -1072,16 +1072,26 @@ class _Values:
         self.scopes: list[dict[str, Kind]] = [{}]
         # Per scope, its parameters that no statement has bound again yet: they hold what the callers passed.
         self.fresh_params: list[set[str]] = [set()]
+        # Per scope, the names bound to a parameter as it is (`timesteps = timestep`), by name: the parameter.
+        self.param_aliases: list[dict[str, str]] = [{}]
         # The enclosing class's attributes that hold device tensors (`device_attributes`): `self._states[idx]`.
         self.device_attributes: frozenset[str] = frozenset()
 
     def enter(self, bound: dict[str, Kind], params: tuple[str, ...] = ()) -> None:
         self.scopes.append(bound)
         self.fresh_params.append(set(params))
+        self.param_aliases.append({})
 
     def leave(self) -> None:
         self.scopes.pop()
         self.fresh_params.pop()
+        self.param_aliases.pop()
+
+    def passed_param(self, name: str) -> str | None:
+        """The parameter `name` holds as its caller passed it: itself, or the one it was bound to
+        (`timesteps = timestep`), while neither has been bound again."""
+        param = self.param_aliases[-1].get(name, name)
+        return param if param in self.fresh_params[-1] else None
 
     def kind_of(self, expr: ast.AST) -> Kind:
         if isinstance(expr, _LITERALS):
@@ -1165,6 +1175,7 @@ class _Values:
         if isinstance(target, ast.Name):
             self.scopes[-1][target.id] = kind
             self.fresh_params[-1].discard(target.id)
+            self.param_aliases[-1].pop(target.id, None)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self.bind(element.value if isinstance(element, ast.Starred) else element,
@@ -1675,6 +1686,9 @@ class _Walker:
                 self.values.bind(target, kind)
                 if recast:  # `norm_type = float(norm_type)`: still the value the caller gave (or the default)
                     self.values.fresh_params[-1].add(target.id)
+                if isinstance(target, ast.Name) and isinstance(node.value, ast.Name) \
+                        and node.value.id in self.values.fresh_params[-1]:
+                    self.values.param_aliases[-1][target.id] = node.value.id
         elif isinstance(node, ast.AnnAssign):
             if (name := dotted(node.target)) is not None and (annotated := annotated_class(node.annotation)):
                 self.scope.assigns.append(Assign(name, annotation=annotated))
@@ -1905,6 +1919,9 @@ class _Walker:
             if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test) and not _starts_program(body):
                 scope.regions.append(Region("main", *span))
             typed = typed_branch(test, part)
+            if typed is not None and typed[1] and (param := self.values.passed_param(typed[0])) is not None:
+                # `if not torch.is_tensor(timesteps):` on what a caller passed: dead where every call passes a tensor
+                scope.regions.append(Region("not-tensor", *span, flags=(param,)))
             if typed is not None:
                 self.typed_branches.append(typed)
             self._branch(body)

@@ -292,7 +292,7 @@ def test_a_loss_function_averaging_batches_without_gradients_is_no_step_work(tmp
                     model(batch).backward()
                     opt.step()
         """,
-        "merge/utils.py": """
+        "cocktail/utils.py": """
             import torch
             def llm_loss(base_model, batches):
                 total = 0
@@ -309,8 +309,8 @@ def test_a_loss_function_averaging_batches_without_gradients_is_no_step_work(tmp
                 return llm_loss if kind == "llm" else multi_loss
         """,
     })
-    assert ("merge/utils.py", "llm_loss") not in project.reach
-    assert ("merge/utils.py", "multi_loss") in project.reach
+    assert ("cocktail/utils.py", "llm_loss") not in project.reach
+    assert ("cocktail/utils.py", "multi_loss") in project.reach
 
 
 def test_the_step_of_a_trainer_only_tests_build_is_no_entry_where_the_project_builds_its_trainers(tmp_path):
@@ -8829,3 +8829,39 @@ def test_a_function_the_program_runs_without_gradients_is_no_training(tmp_path, 
                                                   "                    ids = pad_path(batch.tolist(), 512)")
     files["train.py"] = files["train.py"].replace("import torch", "import torch\n            from buffers import pad_path")
     assert [f[:3] for f in check(tmp_path, files) if f[0] == "buffers.py"] == [("buffers.py", 3, "GPL303")]
+
+
+def test_a_branch_for_a_parameter_that_is_no_tensor_is_dead_where_the_step_passes_a_device_tensor(tmp_path, check):
+    """diffusers' UNets: `timesteps = timestep; if not torch.is_tensor(timesteps): timesteps = torch.tensor([...],
+    device=...)` is for samplers passing an int. The training step passes `torch.randint(..., device=...)`: the branch
+    never runs there. A step passing a Python int does run it."""
+    files = {
+        "unet.py": """
+            import torch
+
+
+            class UNet(torch.nn.Module):
+                def forward(self, sample, timestep):
+                    timesteps = timestep
+                    if not torch.is_tensor(timesteps):
+                        timesteps = torch.tensor([timesteps], dtype=torch.long, device=sample.device)
+                    return self.body(sample, timesteps)
+        """,
+        "train.py": """
+            import torch
+            from unet import UNet
+
+
+            def main(loader, optimizer, device):
+                unet = UNet().to(device)
+                for batch in loader:
+                    latents = batch.to(device, non_blocking=True)
+                    timesteps = torch.randint(0, 1000, (latents.shape[0],), device=latents.device)
+                    loss = unet(latents, timesteps).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert not [f for f in check(tmp_path, files) if f[0] == "unet.py"]
+    files["train.py"] = files["train.py"].replace("unet(latents, timesteps)", "unet(latents, 500)")
+    assert {f[2] for f in check(tmp_path, files) if f[0] == "unet.py"} >= {"GPL412"}
