@@ -40,7 +40,8 @@ class TensorFromHostDataInStep(SyncRule):
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
         "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
         "tensor, such as `self.anchors`), and host data wrapped then moved "
-        "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`, also through a cast or reshape: "
+        "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`, `torch.tensor(ignore_index).type_as("
+        "labels)`, also through a cast or reshape: "
         "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`, `torch.stack` of CPU-built tensors moved), the "
         "legacy CUDA constructors given a list (`torch.cuda.IntTensor([0])`, `torch.cuda.LongTensor(sizes)`), and "
         "each call of a project helper that does so to "
@@ -58,6 +59,8 @@ class TensorFromHostDataInStep(SyncRule):
         "not this rule's."),
     )
     valid = (
+        # a cast to the type of a tensor on the host (`float` of host data, whatever its shape) moves nothing
+        training_script("w = torch.ones(2).float()\nscale = torch.tensor(0.5).type_as(w)"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n"
         "    weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)\n    for x, y in loader:\n"
         "        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n"
@@ -73,6 +76,8 @@ class TensorFromHostDataInStep(SyncRule):
     )
     invalid = (
         Invalid(training_script("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
+        # the ignore index as a tensor on the labels' device (transformers' token-classification loss)
+        Invalid(training_script("ignored = torch.tensor(-100).type_as(y)\ny = torch.where(y > 0, y, ignored)")),
         Invalid(training_script("sizes = [len(x), len(y)]\nt = torch.tensor(sizes).to(device)")),
         Invalid(training_script("sizes = x.shape\nt = torch.as_tensor(sizes, device=device)")),
         Invalid(training_script("pos = torch.from_numpy(grid).float().unsqueeze(0).to(x.device)",
@@ -104,6 +109,12 @@ class TensorFromHostDataInStep(SyncRule):
             self._check_helper_call(node, *copied)
             return
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and isinstance(func.value, cst.Call):
+            self._check_moved(node, _unreshaped(func.value))
+            return
+        if isinstance(func, cst.Attribute) and func.attr.value == "type_as" and isinstance(func.value, cst.Call) \
+                and len(node.args) == 1 and not self.context.is_host_value(node.args[0].value):
+            # `torch.tensor(loss_fct.ignore_index).type_as(labels)` (transformers' token-classification loss): to the
+            # device of `labels`, a tensor of the step
             self._check_moved(node, _unreshaped(func.value))
             return
         resolved = self.context.resolve(func)
