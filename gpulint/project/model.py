@@ -2560,6 +2560,11 @@ class Project:
         if scope is None:
             return
         facts = self.function_facts(path, scope)
+        if reach.rank == PER_STEP and scope.name == "training_step" and scope.cls \
+                and scope.cls.rsplit(".", 1)[-1] in self._lightning_classes(path):
+            # Lightning steps the optimizers `configure_optimizers` builds after every `training_step` (solo-learn's
+            # LARS, picked from a dict of classes by the config's name)
+            self._stepped.append((PER_STEP, (*reach.chain, Frame(path, scope.line, "Lightning's optimizer step")), ()))
         file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
                                every_step_intervals=self._short_intervals(path),
                                option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope]),

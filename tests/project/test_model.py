@@ -8865,3 +8865,43 @@ def test_a_branch_for_a_parameter_that_is_no_tensor_is_dead_where_the_step_passe
     assert not [f for f in check(tmp_path, files) if f[0] == "unet.py"]
     files["train.py"] = files["train.py"].replace("unet(latents, timesteps)", "unet(latents, 500)")
     assert {f[2] for f in check(tmp_path, files) if f[0] == "unet.py"} >= {"GPL412"}
+
+
+def test_lightning_steps_the_optimizer_the_module_builds_after_every_training_step(tmp_path):
+    """solo-learn: `configure_optimizers` picks LARS from a dict of classes by the config's name; Lightning calls its
+    `step` after every `training_step`, though no code of the project calls `optimizer.step()`."""
+    project = model(tmp_path, {
+        "lars.py": """
+            import torch
+
+
+            class LARS(torch.optim.Optimizer):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            p.add_(p.grad, alpha=-group["lr"])
+        """,
+        "method.py": """
+            import pytorch_lightning as pl
+            import torch
+            from lars import LARS
+
+
+            class Method(pl.LightningModule):
+                _OPTIMIZERS = {"sgd": torch.optim.SGD, "lars": LARS}
+
+                def training_step(self, batch, batch_idx):
+                    return self.backbone(batch).mean()
+
+                def configure_optimizers(self):
+                    return self._OPTIMIZERS[self.optimizer_name](self.parameters(), lr=0.1)
+        """,
+        "main_pretrain.py": """
+            import pytorch_lightning as pl
+            from method import Method
+
+            pl.Trainer(max_epochs=10).fit(Method())
+        """,
+    })
+    reach = project.reach.get(("lars.py", "LARS.step"))
+    assert reach is not None and reach.rank == PER_STEP
