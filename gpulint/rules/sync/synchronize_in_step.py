@@ -18,22 +18,36 @@ _SYNC_FUNCTIONS = frozenset(
     }
 )
 
+# Linear algebra that checks its result on the host (LAPACK's `info`): on a CUDA tensor each call synchronizes the
+# device. Each has an `_ex` twin that returns `info` as a tensor instead (PyTorch's docs, `torch.linalg`).
+_CHECKED_LINALG = {
+    "torch.linalg.cholesky": "torch.linalg.cholesky_ex", "torch.cholesky": "torch.linalg.cholesky_ex",
+    "torch.linalg.inv": "torch.linalg.inv_ex", "torch.inverse": "torch.linalg.inv_ex",
+    "torch.linalg.solve": "torch.linalg.solve_ex", "torch.linalg.ldl_factor": "torch.linalg.ldl_factor_ex",
+    "torch.linalg.lu_factor": "torch.linalg.lu_factor_ex",
+}
+
 
 class SynchronizeInStep(SyncRule):
     code = "GPL410"
     name = "synchronize-in-step"
     message = "`{name}()` blocks the host until all queued GPU work finishes, every step"
-    triggers = ("synchronize", "empty_cache")
+    message_checked = ("`{name}` checks its result on the host: on the GPU it synchronizes the device every step; "
+                       "`{twin}` returns the check as a tensor instead")
+    triggers = ("synchronize", "empty_cache", "cholesky", "inverse", "linalg")
     docs = RuleDocs(
         what_it_does="Flags `torch.cuda.synchronize()`, `torch.cuda.empty_cache()` and stream/event `synchronize()` "
-        "calls in code that runs every training step.",
+        "calls in code that runs every training step, and the linear algebra that checks its result on the host "
+        "(`torch.linalg.cholesky`, `inv` / `torch.inverse`, `solve`, `ldl_factor`, `lu_factor`: PyTorch documents "
+        "that each synchronizes a CUDA device, and its `_ex` twin does not).",
         why_slow="A device-wide synchronize drains the GPU queue and stops the CPU from running ahead: every kernel launch "
         "after it is exposed as idle GPU time. `empty_cache()` also synchronizes and returns cached blocks that the next "
         "step must allocate again with `cudaMalloc`, which is itself synchronous.",
         example="for batch in loader:\n    loss = model(batch)\n    loss.backward()\n    optimizer.step()\n"
         "    torch.cuda.synchronize()",
         use_instead="Time with `torch.cuda.Event(enable_timing=True)` read every N steps, or with the profiler; "
-        "let the caching allocator keep its blocks.",
+        "let the caching allocator keep its blocks. For checked linear algebra, call the `_ex` twin "
+        "(`L, info = torch.linalg.cholesky_ex(A)`) and read `info` when you log, if at all.",
         fix_safety="No fix: removing a synchronize can change what a timing measures.",
         false_positives=known_false_positives("Benchmark loops that time each step on purpose: put the call under an opt-in flag "
         "(`if args.synchronize_step:`, which gpulint respects), gate it, or add `# noqa: GPL410`."),
@@ -41,6 +55,7 @@ class SynchronizeInStep(SyncRule):
     valid = (
         training_script("if step % 50 == 0:\n    torch.cuda.synchronize()"),
         training_script("if synchronize_step:\n    torch.cuda.synchronize()", header="synchronize_step = False"),
+        training_script("cov = out.t() @ out / out.shape[0]\nwhite, info = torch.linalg.cholesky_ex(cov)"),
         training_script("if is_torch_xpu_available():\n    torch.xpu.empty_cache()",
                         header="def is_torch_xpu_available():\n    return False"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
@@ -53,6 +68,9 @@ class SynchronizeInStep(SyncRule):
         Invalid(training_script("torch.cuda.empty_cache()")),
         Invalid(training_script("torch.cuda.current_stream().synchronize()")),
         Invalid(training_script("done = torch.cuda.Event()\ndone.record()\ndone.synchronize()")),
+        # W-MSE's whitening: a Cholesky factor of the batch covariance every step
+        Invalid(training_script("cov = out.t() @ out / out.shape[0]\nwhite = torch.linalg.cholesky(cov)")),
+        Invalid(training_script("w = torch.inverse(out.t() @ out)")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -62,6 +80,9 @@ class SynchronizeInStep(SyncRule):
             return
         if name in _SYNC_FUNCTIONS:
             self.report(node, self.message.format(name=name))
+            return
+        if name in _CHECKED_LINALG:
+            self.report(node, self.message_checked.format(name=name, twin=_CHECKED_LINALG[name]))
             return
         if not isinstance(func, cst.Attribute) or func.attr.value != "synchronize":
             return
