@@ -107,22 +107,24 @@ class WhereItRuns(Rule):
             self._training_functions.add(id(function))
 
     def _report_where_it_runs(
-        self, node: cst.CSTNode, message: str | None = None, fix: Sequence[Replace] = (), unsafe: bool = False
+        self, node: cst.CSTNode, message: str | None = None, fix: Sequence[Replace] = (), unsafe: bool = False,
+        ancestors: tuple[cst.CSTNode, ...] | None = None,
     ) -> None:
+        """Report `node`, which runs where the code being visited runs (`ancestors`: its own enclosing nodes, when it
+        is an earlier statement of the same function)."""
         function = self.context.enclosing_function()
         if in_test_error_or_one_off_code(self.context):
             return
-        if function is None:
-            self.report(node, message, when="per_step", fix=fix, unsafe_fix=unsafe)
-        elif "forward" in name_parts(function.name.value):
-            self.report(node, message, when="training", fix=fix, unsafe_fix=unsafe)
+        snapshot = ancestors or self.context.ancestors_snapshot()
+        if function is None or "forward" in name_parts(function.name.value):
+            when = "per_step" if function is None else "training"
+            self.context.add_report(Report(self, node, message or self.message, when, snapshot, tuple(fix), unsafe))
         elif is_cold_function_name(_singular(function.name.value)) and not self.context.called_every_step():
             return  # `print_samples`, `save_checkpoints`: the plural of a cold name is cold too
         elif self.context.runs_outside_the_step() and not _yields(function):
             return  # an epoch's evaluation metrics, model surgery at setup, an offline tool's loop (not a generator
             # of batches, whose body runs where a loop consumes it)
         else:
-            snapshot = self.context.ancestors_snapshot()
             report = Report(self, node, message or self.message, "training", snapshot, tuple(fix), unsafe)
             self._pending.setdefault(id(function), []).append(report)
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpulint.linter.names import dotted_name, last_name, name_parts
+from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.rules.common import is_number, keyword_arg, new_keyword_arg
@@ -73,6 +73,10 @@ CPU_INDEX_MESSAGE = (
     "a tensor built on the CPU indexes a tensor that may be on the device: the index is copied to the device on every "
     "call; build it there (`torch.arange(n, device=x.device)`)"
 )
+FILLED_FROM_DEVICE_MESSAGE = (
+    "writing into `{name}`, a tensor built on the CPU and then moved to the device, copies device data to the host "
+    "(a blocking copy) before it goes back; build `{name}` on the device"
+)
 MOVED_BY_CALLEE_MESSAGE = (
     "the tensor is created on the CPU and `{callee}` copies it to the device on every call; pass `device=` to the "
     "factory so it is created there"
@@ -104,7 +108,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "`zeros`, `ones`, `empty`, `full`, `arange`, `eye`, `linspace`, `rand*`, the window functions such as "
         "`hann_window`), what is computed from them on the CPU before the move (`torch.exp(torch.arange(n)).to(dev)`, "
         "`torch.eye(n)[y].to(dev)`, "
-        "`counts = torch.ones(n) * k` then `counts.to(z.device)`, `torch.zeros(n).fill_(s).type_as(x[0])`, "
+        "`counts = torch.ones(n) * k` then `counts.to(z.device)` (and each store of a tensor not on the host into "
+        "such a buffer before it is moved: `x_pad[:, :n] = x` copies `x` to the host first), "
+        "`torch.zeros(n).fill_(s).type_as(x[0])`, "
         "`Variable(torch.zeros(n)).type(x.type())`, `torch.Tensor(torch.zeros(n)).type(x.type())`), "
         "`x.new_tensor([0.5, 0.25])` of constant host data or of a tensor built on the CPU "
         "(`x.new_tensor(torch.arange(n))`), CPU-built index tensors that index a tensor not known to "
@@ -161,6 +167,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        self.keep = self.keep.to(x.device)\n        return x * self.keep[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n",
     )
     invalid = (
+        # StyleTTS's encoders: the LSTM's output padded in a CPU buffer, then moved back (the fill and the move)
+        Invalid("import torch\n\n\nclass Encoder(torch.nn.Module):\n    def forward(self, x, mask):\n"
+                "        x = self.lstm(x)\n        x_pad = torch.zeros([x.shape[0], x.shape[1], mask.shape[-1]])\n"
+                "        x_pad[:, :, :x.shape[-1]] = x\n        return x_pad.to(x.device)\n", count=2),
         Invalid("import torch\n\n\nclass Decoder(torch.nn.Module):\n    def forward(self, signal):\n"
                 "        frame = torch.arange(0, 64).unfold(0, 4, 2)\n        frame = signal.new_tensor(frame).long()\n"
                 "        return signal.new_zeros(64, 4).index_add_(0, frame.view(-1), signal)\n"),
@@ -250,6 +260,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self._cpu_built: dict[int, set[str]] = {}  # per function: names of tensors built on the CPU from factories
+        # Per (function, name) of a CPU-built tensor: the stores into it of values not on the host (`x_pad[:, :n] =
+        # x`), with their enclosing nodes, reported when the tensor is moved to the device
+        self._filled: dict[tuple[int, str], list[tuple[cst.Name, cst.BaseExpression, tuple[cst.CSTNode, ...]]]] = {}
         self._cpu_attributes: list[set[str]] = []  # per enclosing class: `self.` attributes `_cpu_attributes_of` finds
         # The project functions called here that move arguments to the device: callee -> (positions, keywords)
         self._movers = {func: (positions, keywords) for func, positions, keywords in reversed(context.facts.move_calls)}
@@ -325,6 +338,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             created = func.value  # the factory call, or the factory followed by reshapes / casts
             fix = [Replace(node, on_device if created is factory else created.deep_replace(factory, on_device))]
         self._report_where_it_runs(node, fix=fix, unsafe=kind in RANDOM_FACTORIES)
+        self._report_fills(self._before_reshapes(func.value), device)
 
     def visit_For(self, node: cst.For) -> None:
         self._track_for(node)
@@ -355,11 +369,38 @@ class CreatedOnCpuThenMoved(WhereItRuns):
 
     def leave_Assign(self, original_node: cst.Assign) -> None:
         # Names bound to tensors built on the CPU in this function (factories and what is computed from them only).
-        built = self._cpu_built.setdefault(id(self.context.enclosing_function()), set())
+        function = id(self.context.enclosing_function())
+        built = self._cpu_built.setdefault(function, set())
         on_cpu = self._is_cpu_built(original_node.value, built)
         for target in original_node.targets:
             if isinstance(target.target, cst.Name):
                 (built.add if on_cpu else built.discard)(target.target.value)
+                self._filled.pop((function, target.target.value), None)
+            elif isinstance(target.target, cst.Subscript) and isinstance(target.target.value, cst.Name) \
+                    and target.target.value.value in built and not self._on_the_host(original_node.value, built):
+                # (reported on the buffer's name: a sync inside the store, `x[:, :n[i]] = y`, is a finding of its own)
+                self._filled.setdefault((function, target.target.value.value), []).append(
+                    (target.target.value, original_node.value, self.context.ancestors_snapshot()))
+
+    def _on_the_host(self, value: cst.BaseExpression, built: set[str]) -> bool:
+        """A value known on the host: a host value, a CPU-built tensor, or rows of an attribute `__init__` builds on
+        the CPU (TencentPretrain's `self.emb[2:n + 2]`, a plain tensor attribute)."""
+        while isinstance(value, cst.Subscript):
+            value = value.value
+        return self.context.is_host_value(value) or self._is_cpu_built(value, built) or bool(
+            self._cpu_attributes and _self_attribute(value) in self._cpu_attributes[-1])
+
+    def _report_fills(self, moved: cst.BaseExpression, device: cst.BaseExpression | bool) -> None:
+        """The stores into a CPU-built tensor that is now moved to the device that copied device data to the host: of
+        a value on the device, or of the tensor whose device the buffer moves to (StyleTTS's `x_pad[:, :n] = x`, then
+        `x_pad.to(x.device)`)."""
+        if not isinstance(moved, cst.Name):
+            return
+        owner = device.value if isinstance(device, cst.Attribute) and device.attr.value == "device" else None
+        for store, value, ancestors in self._filled.pop((id(self.context.enclosing_function()), moved.value), ()):
+            if self.context.location_of(value) == "device" or owner is not None and root_name(value) == root_name(owner):
+                self._report_where_it_runs(store, FILLED_FROM_DEVICE_MESSAGE.format(name=moved.value),
+                                           ancestors=ancestors)
 
     def _before_reshapes(self, expr: cst.BaseExpression) -> cst.BaseExpression:
         """`frame` of `frame.clone().detach().long()`: the tensor the reshapes and casts start from."""
