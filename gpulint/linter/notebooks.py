@@ -52,7 +52,8 @@ def script_view(text: str) -> ScriptView | None:
     tree = _parse(text)
     if tree is None:
         return None
-    cells = [node for node in tree.body if isinstance(node, ast.FunctionDef) and any(map(_is_cell, node.decorator_list))]
+    cells = [node for node in tree.body
+             if isinstance(node, ast.FunctionDef) and any(map(_is_cell, node.decorator_list))]
     if not cells:
         return None
     lines = text.split("\n")

@@ -298,8 +298,8 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}` left out, which every call in "
                              "the training step passes")
         elif kind == "not-tensor" and dict(facts.param_kinds).get(region.flags[0]) == "device":
-            return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}` not a tensor, which every call "
-                             "in the training step passes a tensor on the device")
+            return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}` not a tensor, which every "
+                             "call in the training step passes a tensor on the device")
         elif kind == "one-step":
             return ExecState(False, gated, False, "in a branch taken on one step of the run, not every step")
         elif kind == "last-pass" and region.loop in facts.step_loops:

@@ -8827,7 +8827,8 @@ def test_a_function_the_program_runs_without_gradients_is_no_training(tmp_path, 
     assert not [f for f in check(tmp_path, files) if f[0] == "buffers.py"]
     files["train.py"] = files["train.py"].replace("for batch in loader:", "for batch in loader:\n"
                                                   "                    ids = pad_path(batch.tolist(), 512)")
-    files["train.py"] = files["train.py"].replace("import torch", "import torch\n            from buffers import pad_path")
+    files["train.py"] = files["train.py"].replace(
+        "import torch", "import torch\n            from buffers import pad_path")
     assert [f[:3] for f in check(tmp_path, files) if f[0] == "buffers.py"] == [("buffers.py", 3, "GPL303")]
 
 

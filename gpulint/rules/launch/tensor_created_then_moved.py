@@ -398,7 +398,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return
         owner = device.value if isinstance(device, cst.Attribute) and device.attr.value == "device" else None
         for store, value, ancestors in self._filled.pop((id(self.context.enclosing_function()), moved.value), ()):
-            if self.context.location_of(value) == "device" or owner is not None and root_name(value) == root_name(owner):
+            if self.context.location_of(value) == "device" \
+                    or owner is not None and root_name(value) == root_name(owner):
                 self._report_where_it_runs(store, FILLED_FROM_DEVICE_MESSAGE.format(name=moved.value),
                                            ancestors=ancestors)
 

@@ -189,8 +189,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         _PREPARED_SCRIPT.format(pin=", pin_memory=True"),
         # a mask a helper builds from a length already on the device is there too (StyleTTS's `length_to_mask`)
         ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef length_to_mask(lengths):\n"
-         "    steps = torch.arange(int(lengths.max()), device=lengths.device)\n    return steps[None] >= lengths[:, None]\n\n\n"
-         "def train(model, dataset, optimizer, device):\n    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n"
+         "    steps = torch.arange(int(lengths.max()), device=lengths.device)\n"
+         "    return steps[None] >= lengths[:, None]\n\n\n"
+         "def train(model, dataset, optimizer, device):\n"
+         "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n"
          "    for batch in loader:\n        batch = [b.to(device, non_blocking=True) for b in batch]\n"
          "        mels, lengths = batch\n        mask = length_to_mask(lengths // 2).to(device)\n"
          "        loss = model(mels, mask).sum()\n        loss.backward()\n        optimizer.step()\n"),
@@ -631,8 +633,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         """Already on the device (or a gradient, or a registered buffer, or what a project function computes from a
         device tensor: StyleTTS's `length_to_mask(lengths).to(device)`), a module, or a CPU tensor built in the step
         (GPL5xx's `device=` finding)."""
-        if self.context.location_of(receiver) == "device" or _mentions_grad(receiver) or self._built_by_torch(receiver) \
-                or self._output_of_device_input(receiver):
+        if self.context.location_of(receiver) == "device" or _mentions_grad(receiver) \
+                or self._built_by_torch(receiver) or self._output_of_device_input(receiver):
             return True
         if self._buffers and _self_attribute(receiver) in self._buffers:
             return True  # `self.bias[None, :n].to(device)`: buffers move with the module
