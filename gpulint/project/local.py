@@ -48,6 +48,7 @@ from gpulint.project.vocab import (
     DEVICE_HOLDER,
     ENV_SPACES,
     EVAL_LOADER_PARTS,
+    EVAL_LOADER_WORD,
     HOST_BUILTINS,
     HOST_METHODS,
     HOST_MODULE_PREFIXES,
@@ -2350,11 +2351,15 @@ def iterates_loader(expr: ast.AST) -> bool:
 
 
 def iterates_eval_loader(expr: ast.AST) -> bool:
-    """`for batch in val_dataloader:`, `enumerate(tqdm(test_loader))`: a loop over an evaluation split."""
+    """`for batch in val_dataloader:`, `enumerate(tqdm(test_loader))`, `testdataloader` and `valLoader` (one word):
+    a loop over an evaluation split."""
     lowered = _iterated_name(_unwrapped(expr))
+    if EVAL_LOADER_WORD.match(lowered):
+        return True
     return bool(lowered and name_parts(lowered) & EVAL_LOADER_PARTS) and (
         bool(name_parts(lowered) & LOADER_PARTS) or lowered.endswith(("loader", "data", "dataset", "set"))
     )
+
 
 
 def _iterated_name(expr: ast.AST) -> str:
@@ -2367,8 +2372,8 @@ def _iterated_name(expr: ast.AST) -> str:
 
 def _names_loader(expr: ast.AST) -> bool:
     lowered = _iterated_name(expr)
-    if not lowered or name_parts(lowered) & EVAL_LOADER_PARTS:  # `val_loader`, `eval_dataloader`, `test_dl`
-        return False
+    if not lowered or name_parts(lowered) & EVAL_LOADER_PARTS or EVAL_LOADER_WORD.match(lowered):
+        return False  # `val_loader`, `eval_dataloader`, `test_dl`, `testloader`
     return bool(name_parts(lowered) & LOADER_PARTS) or lowered.endswith("loader") or lowered in ("train_data", "data")
 
 

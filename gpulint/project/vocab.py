@@ -117,6 +117,9 @@ ACCUMULATION_PARTS = frozenset({"acc", "accum", "accumulate", "accumulation", "a
 # A counter of micro-steps comes round on every optimizer step (`micro_step == accum_steps - 1`): no one-time test.
 MICRO_STEP_PARTS = ACCUMULATION_PARTS | {"micro"}
 EVAL_LOADER_PARTS = frozenset({"eval", "val", "valid", "validation", "test", "testing", "dev"})
+# An evaluation loader named in one lower-cased word (pointnet.pytorch's `testdataloader`, the CIFAR tutorials'
+# `testloader`, `valLoader`), which `name_parts` does not split.
+EVAL_LOADER_WORD = re.compile(r"(?:eval|val|valid|validation|test|testing|dev)(?:data)?(?:loader|dl|set|dataset)s?$")
 LOADER_PARTS = frozenset({"loader", "dataloader", "dl", "batches", "iterator", "train_iter", "data_iter", "prefetcher"})
 # Wrappers of an iterable that iterate what they wrap: `enumerate(loader)`, `tqdm(loader)`.
 ITERABLE_WRAPPERS = frozenset({"enumerate", "tqdm", "zip", "iter", "islice", "track", "progress_bar"})

@@ -8906,3 +8906,29 @@ def test_lightning_steps_the_optimizer_the_module_builds_after_every_training_st
     })
     reach = project.reach.get(("lars.py", "LARS.step"))
     assert reach is not None and reach.rank == PER_STEP
+
+
+def test_a_loop_over_an_evaluation_loader_named_in_one_word_is_no_step(tmp_path, check):
+    """pointnet.pytorch: after the epochs, `for i, data in enumerate(testdataloader, 0):` measures the final accuracy;
+    the CIFAR tutorials name theirs `testloader`. The loader is built for that evaluation, not for the step."""
+    script = """
+        import torch
+
+        dataloader = torch.utils.data.DataLoader(None, batch_size=4, pin_memory=True)
+        {name} = torch.utils.data.DataLoader(None, batch_size=4)
+        model = torch.nn.Linear(2, 2).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(10):
+            for x, y in dataloader:
+                x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+                model(x).sum().backward()
+                optimizer.step()
+        correct = 0
+        for x, y in {name}:
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            correct += model(x).argmax(1).eq(y).cpu().sum().item()
+    """
+    for name in ("testdataloader", "testloader", "valLoader"):
+        assert check(tmp_path, {"train.py": script.format(name=name)}) == [], name
+    found = check(tmp_path, {"train.py": script.format(name="trainloader")})
+    assert "GPL403" in {code for _, _, code, _, _ in found}  # a second loop over a training loader still steps

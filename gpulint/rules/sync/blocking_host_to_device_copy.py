@@ -14,6 +14,7 @@ from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.linter.syntax import descendants, innermost, qualname_of
 from gpulint.project.vocab import (
     BATCH_MOVE_HELPERS,
+    EVAL_LOADER_WORD,
     LOADER_CLASSES,
     SAME_PLACE_METHODS,
     TRAIN_LOADER_HOOKS,
@@ -870,4 +871,5 @@ def _bound_name(node: cst.CSTNode | None) -> str | None:
 
 
 def _says_evaluation(name: str | None) -> bool:
-    return bool(name) and bool(name_parts(name.rsplit(".", 1)[-1]) & _EVALUATION_PARTS)
+    last = name.rsplit(".", 1)[-1] if name else ""
+    return bool(name_parts(last) & _EVALUATION_PARTS) or bool(EVAL_LOADER_WORD.match(last.lower()))
