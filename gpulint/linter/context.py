@@ -425,6 +425,8 @@ class FileContext:
             return "device" if "device" in (left, right) else "unknown"
         if kind is cst.Comparison and any(type(c.comparator) in STRING_NODES for c in expr.comparisons):
             return "host"  # `args.loss == "l1"`: no tensor compares to a string
+        if kind is cst.Comparison and any(_is_none(c.comparator) for c in expr.comparisons):
+            return "host"  # `p.grad != None`: a tensor compared with None gives Python's own answer, a bool
         if kind is cst.Comparison and self.location_of(expr.left) == "host" \
                 and all(self.location_of(c.comparator) == "host" for c in expr.comparisons):
             return "host"
@@ -756,3 +758,7 @@ def _held_by_self(expr: cst.Attribute) -> str:
 
 # Comparisons that answer on the host whatever their operands are (`x is None`, `k in batch`).
 _IDENTITY_OR_MEMBERSHIP = (cst.Is, cst.IsNot, cst.In, cst.NotIn)
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return type(expr) is cst.Name and expr.value == "None"

@@ -33,6 +33,8 @@ class TensorConditionInStep(SyncRule):
         "float named `loss`): add `# noqa: GPL405`. `x is None` and shape/size tests are never flagged."),
     )
     valid = (
+        # a tensor compared with None: PyTorch's comparison gives way, and Python answers by identity (a bool)
+        training_script("if loss != None:\n    total = 1"),
         training_script("if x.shape[0] > 1:\n    pass"),
         training_script("if hparams[\"aux_loss\"]:\n    print(\"with the auxiliary loss\")",
                         header="import collections\n\nhparams = collections.defaultdict(bool)"),
