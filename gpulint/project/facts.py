@@ -102,6 +102,8 @@ class FileFacts:
     off_flags: frozenset[str] = frozenset()  # this file's switches that shipped settings leave off (`off_switches`)
     # Its classes deriving from Lightning's `LightningModule` (through any base): Lightning moves their batches.
     lightning_classes: frozenset[str] = frozenset()
+    # Its classes a collate function builds (the batches a loader yields), by qualified name: each batch moves itself
+    batch_classes: frozenset[str] = frozenset()
     # Intervals shipped settings make exactly 1 (`--accumulation_steps` default 1): gradient accumulation of one step.
     unit_intervals: frozenset[str] = frozenset()
     # Callees as written here (`tensor`) of project functions that copy an argument's host data to the device, with

@@ -165,6 +165,15 @@ _RUN_NAME_PARTS = frozenset({"train", "training", "main", "run", "finetune", "pr
 _LIGHTNING_BASES = frozenset({"LightningModule", "LightningDataModule"})
 
 
+# What a step calls to move a batch to the device; a batch class of the project may define its own.
+BATCH_MOVE_METHODS = frozenset({"to", "cuda", "to_device", "to_tensor"})
+
+
+def _builds_batches(scope: Scope) -> bool:
+    """A collate function (`collate_fn`, `collate_batch`, a `*Collator.__call__`): what it builds is a loader's batch."""
+    return "collate" in scope.name.lower() or scope.name == "__call__" and "collat" in (scope.cls or "").lower()
+
+
 def _is_lightning_base(base: str, text: str) -> bool:
     name = base.rsplit(".", 1)[-1]
     return name in _LIGHTNING_BASES or (name == "Callback" and "lightning" in text)
@@ -250,6 +259,12 @@ class Project:
         self._cold_built: set[Target] = set()  # classes built only in code the training does not run
         self._unselected_builds: dict[str, bool] = {}  # by class name: `_built_only_unselected`
         self._stepped: list[tuple] = []  # optimizer steps read, not yet followed (`_run`)
+        # Classes a collate function builds (the batches a loader yields), and the moves of a batch the step makes
+        # (`batch.to(device)` on an object of unknown class, Lightning's transfer): method name -> (rank, chain, flags)
+        self._batch_classes: set[Target] = set()
+        self._batch_moves: dict[tuple[int, str], tuple] = {}
+        self._batch_moves_followed: set[tuple[Target, int]] = set()
+        self._collated: frozenset[Target] | None = None
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
         self._guess_shapes: dict[str, set[tuple[int, frozenset[str], bool]]] = {}
@@ -2245,7 +2260,7 @@ class Project:
                 heapq.heappush(heap, (reach.rank, reach.likely, len(reach.chain), next(counter), key, reach))
 
         def drain() -> None:
-            while heap or self._stepped:
+            while heap or self._stepped or self._follow_batch_moves(push):
                 while heap:
                     *_, key, reach = heapq.heappop(heap)
                     if not reach.better_than(self.reach.get(key)):
@@ -2565,6 +2580,10 @@ class Project:
             # Lightning steps the optimizers `configure_optimizers` builds after every `training_step` (solo-learn's
             # LARS, picked from a dict of classes by the config's name)
             self._stepped.append((PER_STEP, (*reach.chain, Frame(path, scope.line, "Lightning's optimizer step")), ()))
+            # and moves each batch to the device before it, by the batch's own `to` where it has one (chemprop's
+            # `BatchMolGraph.to`)
+            self._batch_moves.setdefault((PER_STEP, "to"), (
+                (*reach.chain, Frame(path, scope.line, "Lightning's batch transfer")), ()))
         file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
                                every_step_intervals=self._short_intervals(path),
                                option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope]),
@@ -2575,6 +2594,8 @@ class Project:
             resolved = self.resolve_call(path, scope, call, per_step=rank <= GATED)
             chain = state.chain or reach.chain
             if rank <= PROGRAM:
+                if resolved.instantiates and _builds_batches(scope):
+                    self._batch_classes.update(resolved.instantiates)
                 for cls in resolved.instantiates:
                     if cls not in self.instantiated:
                         self.instantiated.add(cls)
@@ -2582,6 +2603,11 @@ class Project:
             elif state.cold and rank_ok(reach):  # built only where shipped settings do not go (`elif args.x == ...`)
                 self._cold_built.update(resolved.instantiates)
             likely = state.likely or reach.likely and rank != PER_STEP or not resolved.certain
+            method = call.func.rsplit(".", 1)[-1]
+            if method in BATCH_MOVE_METHODS and rank <= GATED and not resolved.targets \
+                    and not call.func.startswith(("self.", "torch.")):
+                # `interaction.to(self.device)` on a batch of unknown class: the batch classes' own `to` may run
+                self._batch_moves.setdefault((rank, method), (chain, tuple(state.flags)))
             if call.marker and call.func.endswith(".step") and rank <= GATED:
                 # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step (timm builds its
                 # LAMB and LARS from a table of names, so every one of them may), once the code in reach is read.
@@ -2689,6 +2715,45 @@ class Project:
             push((target.path, target.qualname), Reach(rank, likely=likely, chain=(*chain, frame), flags=flags,
                                                        guessed=guessed), resolved_call=resolved_call,
                  arguments_known=arguments_known)
+
+    def _follow_batch_moves(self, push) -> bool:
+        """Reach the move methods (`to`, `cuda`, `to_device`, `to_tensor`) of the batch classes, from each batch move
+        the step makes; True when that pushed anything (the classes are found as the collate functions are read)."""
+        pushed = False
+        if not self._batch_moves:
+            return False
+        for (rank, method), (chain, flags) in list(self._batch_moves.items()):
+            for cls in sorted(self._batch_classes | self._collated_classes(), key=lambda t: (t.path, t.qualname)):
+                target = self.find_method(cls, method)
+                if target is None or (target, rank) in self._batch_moves_followed \
+                        or target.path not in self.files or "Module" in self._base_names(cls):
+                    continue
+                self._batch_moves_followed.add((target, rank))
+                self._reach_all([target], rank, True, chain, flags, push)
+                pushed = True
+        return pushed
+
+    def _collated_classes(self) -> frozenset[Target]:
+        """The classes the project's collate functions build, whether or not the model reaches them (RecBole's
+        `collate_fn`, a method a DataLoader subclass hands to `super().__init__`)."""
+        if self._collated is None:
+            found: set[Target] = set()
+            for path, ix in self.files.items():
+                for definition in ix.definitions.values():
+                    if definition.is_class or "collat" not in definition.qualname.lower():
+                        continue
+                    scope = ix.scope(definition.qualname)
+                    if scope is None or not _builds_batches(scope):
+                        continue
+                    for call in scope.calls:
+                        found.update(self.resolve_call(path, scope, call, per_step=False).instantiates)
+            self._collated = frozenset(found)
+        return self._collated
+
+    def _batch_class_family(self) -> frozenset[Target]:
+        """The batch classes and their project bases (`BatchMolAtomBondGraph`'s `super().to(device)` runs
+        `BatchMolGraph.to` for every batch)."""
+        return frozenset(base for cls in self._batch_classes | self._collated_classes() for base in self.mro(cls))
 
     def _inference_only(self, key: Key) -> bool:
         """A function decorated to run without gradients (`@torch.inference_mode()`) that the program calls outside
@@ -3106,6 +3171,7 @@ class Project:
                          option_values=self._option_values_in(scopes, tested),
                          off_flags=self._off_flags_in(scopes, tested),
                          lightning_classes=self._lightning_classes(path),
+                         batch_classes=frozenset(c.qualname for c in self._batch_class_family() if c.path == path),
                          unit_intervals=self._short_intervals(path, below=2),
                          copy_calls=tuple(sorted(self._copy_calls.get(path, ()))),
                          move_calls=tuple(sorted(self._move_calls.get(path, ()))),

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/41"
+FORMAT = "gpulint.project/42"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -174,6 +174,7 @@ def load_facts(data: dict) -> FileFacts:
         option_values=tuple((option, tuple(words)) for option, words in data["option_values"]),
         off_flags=frozenset(data["off_flags"]),
         lightning_classes=frozenset(data["lightning_classes"]),
+        batch_classes=frozenset(data["batch_classes"]),
         unit_intervals=frozenset(data["unit_intervals"]),
         copy_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["copy_calls"]),
         host_attributes=frozenset(data["host_attributes"]),

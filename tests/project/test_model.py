@@ -8932,3 +8932,65 @@ def test_a_loop_over_an_evaluation_loader_named_in_one_word_is_no_step(tmp_path,
         assert check(tmp_path, {"train.py": script.format(name=name)}) == [], name
     found = check(tmp_path, {"train.py": script.format(name="trainloader")})
     assert "GPL403" in {code for _, _, code, _, _ in found}  # a second loop over a training loader still steps
+
+
+def test_a_batch_class_built_by_a_collate_function_moves_its_fields_every_step(tmp_path, check):
+    """RecBole's `Interaction.to`, chemprop's `BatchMolGraph.to` (which Lightning calls): the batch's own `to` runs
+    for every batch the step moves, and each field's blocking copy in it is a copy of the step. A class no collate
+    function builds (a schedule's tables moved once) is no batch; a batch's `super().to(device)` only delegates."""
+    files = {
+        "batch.py": """
+            import torch
+
+
+            class Graph:
+                def __init__(self, V, E):
+                    self.V, self.E = V, E
+
+                def to(self, device):
+                    self.V = self.V.to(device)
+                    self.E = self.E.to(device)
+                    return self
+
+
+            class LabelledGraph(Graph):
+                def __init__(self, V, E, y):
+                    super().__init__(V, E)
+                    self.y = y
+
+                def to(self, device):
+                    super().to(device)
+                    self.y = self.y.to(device)
+                    return self
+
+
+            class Schedule:
+                def __init__(self, betas):
+                    self.betas = betas
+
+                def to(self, device):
+                    self.betas = self.betas.to(device)
+                    return self
+
+
+            def collate_graphs(samples):
+                return LabelledGraph(torch.stack(samples), torch.stack(samples), torch.stack(samples))
+        """,
+        "train.py": """
+            import torch
+            from torch.utils.data import DataLoader
+            from batch import Schedule, collate_graphs
+
+
+            def train(model, dataset, optimizer, device):
+                schedule = Schedule(torch.linspace(0, 1, 10)).to(device)
+                loader = DataLoader(dataset, batch_size=8, collate_fn=collate_graphs, pin_memory=True)
+                for graph in loader:
+                    graph = graph.to(device)
+                    loss = model(graph, schedule).sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    found = sorted((line, code) for path, line, code, _, _ in check(tmp_path, files) if path == "batch.py")
+    assert found == [(10, "GPL411"), (11, "GPL411"), (22, "GPL411")]

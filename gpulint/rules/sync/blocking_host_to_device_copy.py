@@ -387,7 +387,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
             return
         if self._input_of_a_layer(func.value) or self._stored_back(func.value) or self._from_environment(func.value) \
-                or self._in_module_branch(func.value):
+                or self._in_module_branch(func.value) or self._batch_moving_itself(func.value):
             return
         pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
         if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch() \
@@ -595,6 +595,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         """`self.W.data = to_device(self.W.data, ...)`, `self.pe = self.pe.to(x.device)`, `setattr(self, name,
         to_device(getattr(self, name), ...))`: state the object keeps, moved the first time; every later call finds it
         on the device and copies nothing."""
+        if self._in_batch_class():
+            return False  # `self.V = self.V.to(device)` in a batch's own `to`: a new batch every step
         code = self.context.module.code_for_node
         parent = self.context.parent()
         if isinstance(parent, cst.Assign):
@@ -606,6 +608,20 @@ class BlockingHostToDeviceCopy(SyncRule):
             return False
         return isinstance(moved, cst.Call) and last_name(moved.func) == "getattr" and len(moved.args) == 2 \
             and [code(a.value) for a in moved.args] == [code(a.value) for a in setter.args[:2]]
+
+    def _batch_moving_itself(self, receiver: cst.BaseExpression) -> bool:
+        """`self.to(device)`, `super().to(device)` in a batch class: the move of its fields, which are the copies."""
+        own = isinstance(receiver, cst.Name) and receiver.value == "self" or isinstance(receiver, cst.Call) \
+            and isinstance(receiver.func, cst.Name) and receiver.func.value == "super"
+        return own and self._in_batch_class()
+
+    def _in_batch_class(self) -> bool:
+        """In a method of a class a collate function builds (chemprop's `BatchMolGraph.to`): its objects are batches."""
+        if not self.context.facts.batch_classes:
+            return False
+        ancestors = self.context.ancestors
+        cls = innermost(ancestors, cst.ClassDef)
+        return cls is not None and qualname_of(ancestors[:ancestors.index(cls) + 1]) in self.context.facts.batch_classes
 
     def _to_other_tensors_device(self, target: str) -> bool:
         """`labels.to(logits.device)`, `hidden.to(self.lm_head.weight.device)` in model code (a `forward`, or any
