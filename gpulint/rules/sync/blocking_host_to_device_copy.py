@@ -198,7 +198,7 @@ class BlockingHostToDeviceCopy(SyncRule):
          "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n"
          "    for batch in loader:\n        batch = [b.to(device, non_blocking=True) for b in batch]\n"
          "        mels, lengths = batch\n        mask = length_to_mask(lengths // 2).to(device)\n"
-         "        loss = model(mels, mask).sum()\n        loss.backward()\n        optimizer.step()\n"),
+         "        loss = model(mels).sum() + mask.float().sum()\n        loss.backward()\n        optimizer.step()\n"),
         ("import torch\n\n\nclass Imagination:\n    def __init__(self, tokenizer: torch.nn.Module, device):\n"
          "        self.tokenizer = tokenizer.to(device).eval()\n\n\n"
          "def train(model, tokenizer, loader, optimizer, device):\n    for x in loader:\n"
