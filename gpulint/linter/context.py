@@ -90,6 +90,7 @@ class FileContext:
         # defaulting to True or False: on the host.
         self._declared: list[set[str]] = [set()]
         self._assigned: list[set[str]] = [set()]  # per function: the names an assignment has bound by now
+        self._element_lists = False  # some scope has bound a name to a list of device tensors (`_elements_on_device`)
         # Per scope, the moves to the device still ahead (`labels = labels.to(device)`), by name: until its move, a
         # name bound to a tensor of unknown place holds a CPU tensor (see `_later_moves`).
         self._moves: list[dict[str, list[int]]] = [{}]
@@ -207,6 +208,7 @@ class FileContext:
                 self._bind_keys(target.target, node.value, location)
                 if on_device and type(target.target) is cst.Name:
                     self._scopes[-1][_ELEMENTS + target.target.value] = "device"
+                    self._element_lists = True
         elif kind is cst.AnnAssign:
             if isinstance(node.target, cst.Name) and _is_scalar_annotation(node.annotation):
                 self._declared[-1].add(node.target.value)  # `ref_size: int`: a Python number whatever it is bound to
@@ -348,7 +350,7 @@ class FileContext:
         kind = type(value)
         if kind is cst.ListComp or kind is cst.GeneratorExp:
             return self.location_of(value.elt) == "device"
-        if kind is cst.Name:
+        if kind is cst.Name and self._element_lists:
             for scope in reversed(self._scopes):
                 if _ELEMENTS + value.value in scope:
                     return True
@@ -358,7 +360,8 @@ class FileContext:
 
     def _bind(self, target: cst.BaseExpression, location: Location) -> None:
         if isinstance(target, cst.Name):
-            self._scopes[-1].pop(_ELEMENTS + target.value, None)
+            if self._element_lists:  # (most files bind no list of moved tensors: no lookup per binding)
+                self._scopes[-1].pop(_ELEMENTS + target.value, None)
             if target.value in self._keyed_names:
                 self._forget_keys(target.value)
             self._assigned[-1].add(target.value)

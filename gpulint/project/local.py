@@ -2361,7 +2361,6 @@ def iterates_eval_loader(expr: ast.AST) -> bool:
     )
 
 
-
 def _iterated_name(expr: ast.AST) -> str:
     """The lower-case last name of what is iterated (`self.val_loader` -> "val_loader"), "" when none."""
     if isinstance(expr, ast.Subscript) and (key := _string_of(expr.slice)) and (holder := last_name(expr.value)):

@@ -265,6 +265,7 @@ class Project:
         self._batch_moves: dict[tuple[int, str], tuple] = {}
         self._batch_moves_followed: set[tuple[Target, int]] = set()
         self._collated: frozenset[Target] | None = None
+        self._batch_family: frozenset[Target] | None = None  # see `_batch_class_family`
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
         self._guess_shapes: dict[str, set[tuple[int, frozenset[str], bool]]] = {}
@@ -2719,11 +2720,12 @@ class Project:
     def _follow_batch_moves(self, push) -> bool:
         """Reach the move methods (`to`, `cuda`, `to_device`, `to_tensor`) of the batch classes, from each batch move
         the step makes; True when that pushed anything (the classes are found as the collate functions are read)."""
-        pushed = False
         if not self._batch_moves:
             return False
+        pushed = False
+        classes = sorted(self._batch_classes | self._collated_classes(), key=lambda t: (t.path, t.qualname))
         for (rank, method), (chain, flags) in list(self._batch_moves.items()):
-            for cls in sorted(self._batch_classes | self._collated_classes(), key=lambda t: (t.path, t.qualname)):
+            for cls in classes:
                 target = self.find_method(cls, method)
                 if target is None or (target, rank) in self._batch_moves_followed \
                         or target.path not in self.files or "Module" in self._base_names(cls):
@@ -2740,6 +2742,7 @@ class Project:
             found: set[Target] = set()
             for path, ix in self.files.items():
                 for definition in ix.definitions.values():
+                    # (named for collating first: reading a scope parses its definition)
                     if definition.is_class or "collat" not in definition.qualname.lower():
                         continue
                     scope = ix.scope(definition.qualname)
@@ -2752,8 +2755,11 @@ class Project:
 
     def _batch_class_family(self) -> frozenset[Target]:
         """The batch classes and their project bases (`BatchMolAtomBondGraph`'s `super().to(device)` runs
-        `BatchMolGraph.to` for every batch)."""
-        return frozenset(base for cls in self._batch_classes | self._collated_classes() for base in self.mro(cls))
+        `BatchMolGraph.to` for every batch). Asked for every file's facts once the run is done: worked out once."""
+        if self._batch_family is None or not self._settled:
+            self._batch_family = frozenset(
+                base for cls in self._batch_classes | self._collated_classes() for base in self.mro(cls))
+        return self._batch_family
 
     def _inference_only(self, key: Key) -> bool:
         """A function decorated to run without gradients (`@torch.inference_mode()`) that the program calls outside
