@@ -62,6 +62,7 @@ class PerMetricLoggingLoop(PerTensorRule):
         training_script("values = torch.stack(list(loss_dict.values())).tolist()\nfor k, v in zip(loss_dict, values):\n"
                         "    meters[k].update(v)"),
         "def metrics_format(metrics):\n    for k, v in metrics.items():\n        metrics[k] = f\"{int(v) >> 30}GF\"\n",
+        training_script("metrics = {\"loss\": loss.detach()}\nmetrics.update(**probe_metrics)"),
     )
     invalid = (
         Invalid(training_script("loss_dict = criterion(out, y)\nfor k, v in loss_dict.items():\n"
@@ -80,7 +81,10 @@ class PerMetricLoggingLoop(PerTensorRule):
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("update", "log", "log_dict"):
             return
         receiver = name_parts(last_name(func.value) or "")
-        if not receiver & {"logger", "meter", "meters", "metrics", "tracker"}:
+        # `metrics.update(**probe_metrics)` is `dict.update`: it merges the tensors and reads none (a logger or meter
+        # is named so); `metrics.log(**losses)` is no dict's
+        loggers = {"logger", "meter", "meters", "tracker"} | ({"metrics"} if func.attr.value != "update" else set())
+        if not receiver & loggers:
             return
         for arg in node.args:
             if arg.star == "**" and not self.context.is_host_value(arg.value) and _names_metrics(arg.value):
