@@ -67,6 +67,10 @@ class TensorFromHostDataInStep(SyncRule):
         "        loss = torch.nn.functional.cross_entropy(model(x), y, weight=weights)\n        loss.backward()\n"
         "        optimizer.step()\n"),
         training_script("offsets = torch.tensor([0, 1, 2])"),
+        # only what is no tensor yet is converted: the step's own values are tensors
+        training_script("out = model(x)\nmean, logvar = out, out.log()\n"
+                        "mean, logvar = [v if isinstance(v, torch.Tensor) else torch.tensor(v).to(out) "
+                        "for v in (mean, logvar)]\nloss = (mean - logvar).pow(2).mean()"),
         training_script("kept = model(x).flatten()\n"
                         "mean = kept.mean() if kept.numel() > 0 else torch.tensor(0.0, device=device)"),
         training_script("offsets = torch.arange(4, device=device)"),
@@ -198,7 +202,23 @@ class TensorFromHostDataInStep(SyncRule):
             return
         if self.tensors.is_tensor(made.args[0].value):
             return  # a device tensor wrapped again is GPL2xx's finding (torch.tensor of step values)
+        if self._fallback_for_non_tensors(made.args[0].value):
+            return
         self.report(move, self.message_moved.format(func=resolved))
+
+    def _fallback_for_non_tensors(self, data: cst.BaseExpression) -> bool:
+        """`x if isinstance(x, th.Tensor) else th.tensor(x).to(tensor)` (guided diffusion's `normal_kl`, copied into
+        most diffusion codebases): only what is no tensor yet is converted, and the step passes tensors (the
+        floats come from evaluation's prior term)."""
+        if not isinstance(data, cst.Name):
+            return False
+        stack = self.context.ancestors_snapshot()
+        for node, child in reversed(list(zip(stack, stack[1:]))):
+            if isinstance(node, cst.IfExp) and child is not node.test:
+                typed = typed_test(node.test, child is node.body)
+                if typed is not None and typed[0] == data.value:
+                    return typed[1]
+        return False
 
 
 def _unreshaped(made: cst.Call) -> cst.Call:
