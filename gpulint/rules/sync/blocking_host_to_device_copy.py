@@ -162,6 +162,17 @@ class BlockingHostToDeviceCopy(SyncRule):
     )
     valid = (
         training_script("z = x.to(torch.float16)"),
+        # layers built lazily by the first forward and moved once (CUT's `create_mlp`): modules, not batches
+        ("import torch\nfrom torch import nn\n\n\nclass PatchSampler(nn.Module):\n    def __init__(self):\n"
+         "        super().__init__()\n        self.heads = None\n\n    def create_heads(self, feats):\n"
+         "        heads = nn.ModuleList()\n        for feat in feats:\n"
+         "            head = nn.Sequential(nn.Linear(feat.shape[-1], 16), nn.ReLU())\n            head.cuda()\n"
+         "            heads.append(head)\n        self.heads = heads\n\n    def forward(self, feats):\n"
+         "        if self.heads is None:\n            self.create_heads(feats)\n"
+         "        return [head(f) for head, f in zip(self.heads, feats)]\n\n\n"
+         "def train(model, sampler, loader, optimizer):\n    for x in loader:\n"
+         "        feats = [model(x.cuda(non_blocking=True))]\n        loss = sum(f.mean() for f in sampler(feats))\n"
+         "        loss.backward()\n        optimizer.step()\n"),
         # the project's batch helper copies without blocking, from a pinned loader
         ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef move_to_cuda(batch, gpu_id=0):\n"
          "    if isinstance(batch, dict):\n        return {k: move_to_cuda(v, gpu_id) for k, v in batch.items()}\n"
@@ -329,13 +340,22 @@ class BlockingHostToDeviceCopy(SyncRule):
             for target in node.targets:
                 self._cuda_type_names |= target_names(target.target)
         # `targets = torch.ones_like(classification) * -1`, then `targets = targets.cuda()`: made where its input
-        # is, by a `*_like` factory, not a batch from the host.
+        # is, by a `*_like` factory, not a batch from the host. And `mlp = nn.Sequential(...)`, then `mlp.cuda()`: a
+        # layer built lazily and moved once (CUT's `create_mlp`), no batch either.
         function = id(self.context.enclosing_function())
         for target in node.targets:
             if isinstance(target.target, cst.Name):
                 key = (function, target.target.value)
-                made_there = self._made_like(node.value) or self._output_of_device_input(node.value)
+                made_there = self._made_like(node.value) or self._output_of_device_input(node.value) \
+                    or self._builds_layer(node.value)
                 (self._torch_built.add if made_there else self._torch_built.discard)(key)
+
+    def _builds_layer(self, expr: cst.BaseExpression) -> bool:
+        """`nn.Sequential(...)`, `torch.nn.Linear(...)`: a module of torch.nn built here."""
+        if not isinstance(expr, cst.Call):
+            return False
+        module, _, name = (self.context.resolve(expr.func) or "").rpartition(".")
+        return module == "torch.nn" and name[:1].isupper() and name != "Parameter"
 
     def _is_cuda_type(self, expr: cst.BaseExpression) -> bool:
         """`torch.cuda.FloatTensor`, `"torch.cuda.LongTensor"`, a name bound to one, or `a if c else b` with one."""
