@@ -22,6 +22,26 @@ def _calls_max_or_len(expr: cst.BaseExpression) -> bool:
     return finder.found
 
 
+def _clamped_at_zero(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`e` of `max(0, e)` (a pad count never below zero), else None."""
+    if not isinstance(expr, cst.Call) or dotted_name(expr.func) != "max" or len(expr.args) != 2:
+        return None
+    first, second = (a.value for a in expr.args)
+    if isinstance(first, cst.Integer) and first.value == "0":
+        return second
+    return first if isinstance(second, cst.Integer) and second.value == "0" else None
+
+
+def filled_length(amount: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`max_len` of `max_len - len(ids)` (or of `max(0, max_len - len(ids))`): the length a count fills a list up to
+    (MiniCPM pads with `[eos_token_id] * (...)`, whatever the value is named); None for any other count."""
+    amount = _clamped_at_zero(amount) or amount
+    if isinstance(amount, cst.BinaryOperation) and isinstance(amount.operator, cst.Subtract) \
+            and isinstance(amount.right, cst.Call) and dotted_name(amount.right.func) == "len":
+        return amount.left
+    return None
+
+
 class _DataSizes(SyntaxVisitor):
     found = False
 
@@ -43,6 +63,8 @@ class LengthTracker:
     def __init__(self, context) -> None:
         self.context = context
         self._locals: dict[tuple[int, str], bool] = {}  # (id(function), name) -> constant?
+        # locals counting what fills a list up to a length, with the length (`padding_size` -> `max_seq_len`)
+        self._fill_counts: dict[tuple[int, str], cst.BaseExpression] = {}
 
     def record(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
@@ -51,11 +73,25 @@ class LengthTracker:
         function = self.context.enclosing_function()
         if function is not None:  # module-level names are judged by their name alone
             self._locals[(id(function), name)] = self.is_constant(node.value)
+            if (length := filled_length(node.value)) is not None:
+                self._fill_counts[(id(function), name)] = length
+
+    def fill_length(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The length `max_len - len(ids)` fills a list up to (`max_len`), also through a local holding the count
+        (`padding_size = max(0, max_seq_len - len(token_ids))`); None for any other count."""
+        if (length := filled_length(expr)) is not None:
+            return length
+        function = self.context.enclosing_function()
+        if isinstance(expr, cst.Name) and function is not None:
+            return self._fill_counts.get((id(function), expr.value))
+        return None
 
     def is_constant(self, expr: cst.BaseExpression) -> bool:
         """True when `expr` is (arithmetic on) a constant length and nothing computed from the data."""
         if isinstance(expr, cst.Integer):
             return True
+        if (clamped := _clamped_at_zero(expr)) is not None:
+            return self.is_constant(clamped)
         if isinstance(expr, cst.BinaryOperation):
             if isinstance(expr.operator, cst.Subtract):
                 return self.is_constant(expr.left)

@@ -18,8 +18,10 @@ _BUFFER_METHODS = frozenset({"new_zeros", "new_ones", "new_full", "new_empty"})
 # `[pad_token_id] * n` or `n * [PAD]` (what `_is_pad_list` accepts), and `while len(ids) < ...` (`visit_While`).
 _PAD_LIST = re.compile(r"\[\s*[\w.]*pad[\w.]*\s*,?\s*\]\s*\*|\*\s*\[\s*[\w.]*pad[\w.]*\s*,?\s*\]", re.IGNORECASE)
 _WHILE_LEN = re.compile(r"while\b[\s(]*len\s*\(")  # no leading `\b`: it would slow the search down
-# `[eos_token_id] * (self.model_max_length - len(ids))`: one value filling a list up to a length (`_up_to_length`).
+# `[eos_token_id] * (self.model_max_length - len(ids))`: one value filling a list up to a length
+# (`LengthTracker.fill_length`), also through a local count: `[0] * padding_size` after `padding_size = MAX - len(ids)`.
 _FILL_UP = re.compile(r"\]\s*\*\s*\(?[^()]*-\s*len\s*\(")
+_TIMES_COUNT = re.compile(r"\]\s*\*\s*[A-Za-z_]")  # `[0] * padding_size`, with the count computed elsewhere
 # What `_is_collate` accepts of a function's own name: `def collate_fn(`, `def my_collate(`, `def __getitem__(`.
 _COLLATE_DEF = re.compile(r"def\s+(?:\w*collate\w*|__getitem__)\s*\(", re.IGNORECASE)
 
@@ -42,7 +44,7 @@ class PadToConstantInCollate(Rule):
         return (
             _COLLATE_DEF.search(code) is not None or ("collat" in class_name.lower() and "__call__" in code)
             or _PAD_LIST.search(code) is not None or _WHILE_LEN.search(code) is not None
-            or _FILL_UP.search(code) is not None
+            or _FILL_UP.search(code) is not None or ("- len(" in code and _TIMES_COUNT.search(code) is not None)
         )
     docs = RuleDocs(
         what_it_does="Flags `F.pad(...)`, a project's own `pad_*(ids, MAX_LEN)` helper, or a `torch.zeros/full/ones(...)` "
@@ -71,6 +73,10 @@ class PadToConstantInCollate(Rule):
         "    return [ids + [pad_id] * (longest - len(ids)) for ids in batch]\n",
         "def collate(batch):\n    longest = max(len(ids) for ids in batch)\n    for ids in batch:\n"
         "        while len(ids) < longest:\n            ids.append(0)\n    return batch\n",
+        "def collate(batch):\n    longest = max(len(ids) for ids in batch)\n    for ids in batch:\n"
+        "        padding_size = max(0, longest - len(ids))\n        ids.extend([0] * padding_size)\n    return batch\n",
+        "def target_segments(tgt, seq_length):\n    pad_num = seq_length - len(tgt)\n"
+        "    tgt_seg = [1] * len(tgt) + [0] * pad_num\n    return tgt_seg\n",
         "import torch.nn.functional as F\n\ndef shift(x, pad):\n    padding = tuple([pad] * 4)\n"
         "    return F.pad(x, padding, 'replicate')\n",
         "def parse_splits(splits, num_splits):\n    while len(splits) < num_splits:\n        if strict:\n"
@@ -105,6 +111,12 @@ class PadToConstantInCollate(Rule):
             "import torch\n\nclass InstructionDataset(torch.utils.data.Dataset):\n    def __getitem__(self, index):\n"
             "        example = torch.tensor(self.encode(index))\n        padding = self.max_words - example.shape[0]\n"
             "        return torch.cat((example, torch.zeros(padding, dtype=torch.int64) - 1))\n"
+        ),
+        Invalid(
+            "def example_to_feature(tokenizer, example, max_seq_len=512):\n    token_ids = tokenizer.encode(example)\n"
+            "    features = {'input_ids': token_ids, 'type_ids': [0] * len(token_ids)}\n"
+            "    padding_size = max(0, max_seq_len - len(token_ids))\n    for name in features:\n"
+            "        features[name].extend([0] * padding_size)\n    return features\n"
         ),
     )
 
@@ -144,9 +156,10 @@ class PadToConstantInCollate(Rule):
         for pads, amount in ((node.left, node.right), (node.right, node.left)):
             if isinstance(amount, cst.Integer):
                 continue  # `tuple([self.pad] * 4)`: a fixed count of pads (an image's four sides), not up to a length
-            padding = _is_pad_list(pads) or (_is_single_element_list(pads) and _up_to_length(amount))
+            filled = self.lengths.fill_length(amount)
+            padding = _is_pad_list(pads) or (_is_single_element_list(pads) and filled is not None)
             if padding and self.lengths.is_constant(amount) and not self._pads_labels_or_mask():
-                length = amount.left if isinstance(amount, cst.BinaryOperation) else amount
+                length = filled or (amount.left if isinstance(amount, cst.BinaryOperation) else amount)
                 self.report(node, self.message.format(length=self.context.module.code_for_node(length)), when="training")
                 return
 
@@ -230,16 +243,21 @@ class PadToConstantInCollate(Rule):
 
 
 _LABEL_WORDS = ("label", "target", "mask", "msk")
+# Segment ids (`seg`, `tgt_seg`) are padded along with the tokens they mark, like a mask (a whole word: an audio
+# `segment` padded to `segment_length` is the input itself).
+_SEGMENT_ID_PARTS = frozenset({"seg", "segs"})
 
 
 def _names_labels(expr: cst.BaseExpression) -> bool:
-    """The expression names labels, targets or a mask (`labels`, `pad_targets[1:]`, `_msk`, `(x, y_mask)`)."""
+    """The expression names labels, targets, a mask or segment ids (`labels`, `pad_targets[1:]`, `_msk`,
+    `(x, y_mask)`, `tgt_seg`)."""
     if isinstance(expr, (cst.Tuple, cst.List)):
         return any(_names_labels(e.value) for e in expr.elements)
     if isinstance(expr, cst.Subscript):
         expr = expr.value
     name = dotted_name(expr)
-    return name is not None and any(word in name.lower() for word in _LABEL_WORDS)
+    return name is not None and (any(word in name.lower() for word in _LABEL_WORDS)
+                                 or bool(name_parts(name.rsplit(".", 1)[-1]) & _SEGMENT_ID_PARTS))
 
 
 def _is_pad_value(expr: cst.BaseExpression) -> bool:
@@ -260,13 +278,6 @@ def _is_pad_list(expr: cst.BaseExpression) -> bool:
 
 def _is_single_element_list(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.List) and len(expr.elements) == 1 and not isinstance(expr.elements[0], cst.StarredElement)
-
-
-def _up_to_length(amount: cst.BaseExpression) -> bool:
-    """`max_len - len(ids)`: the count that fills a list up to a length (MiniCPM pads with `[eos_token_id] * (...)`,
-    whatever the value is named)."""
-    return isinstance(amount, cst.BinaryOperation) and isinstance(amount.operator, cst.Subtract) \
-        and isinstance(amount.right, cst.Call) and last_name(amount.right.func) == "len"
 
 
 def _length_parts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
