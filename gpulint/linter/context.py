@@ -416,7 +416,10 @@ class FileContext:
                         return scope[keyed]
                     if name in scope:  # bound here to something else (a parameter of an inner function)
                         break
-            return "host" if self.location_of(expr.value) == "host" else "unknown"
+            # a slice or an element of a device tensor is on the device too (`y[:, -pred_len:].to(device)` copies
+            # nothing once `y` was moved)
+            held = self.location_of(expr.value)
+            return held if held in ("host", "device") else "unknown"
         if kind is cst.UnaryOperation:
             return self.location_of(expr.expression)
         if kind is cst.BinaryOperation:
