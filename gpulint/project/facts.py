@@ -149,6 +149,9 @@ class FileFacts:
     # reaches (pykale's `create_loader`, two calls away), and those whose result is handed to `trainer.fit(model,
     # loader)` (drugban's `get_dataloader`, called by its `main.py`). A trainer copies every batch they yield.
     trainer_loader_builders: frozenset[str] = frozenset()
+    # Some file of the project (not a test) turns torch.distributions' argument checks off for the whole process
+    # (`Distribution.set_default_validate_args(False)`, pydreamer's `train.py`): no distribution validates.
+    validation_off: bool = False
 
     def library_kind(self, name: str) -> str:
         """What the library object a name holds costs (`library_objects`): "ema_pytorch", "timm_ema", or ""."""
@@ -221,6 +224,12 @@ class ExecState:
         return "likely" if self.likely or self.flags else "certain"
 
 
+def _keeps_data_on_cpu(flag: str) -> bool:
+    """`cpu_offload`, `offloading`, `no_cuda`, `no_gpu`: a switch whose branch keeps the work on the CPU."""
+    parts = name_parts(flag)
+    return bool(parts & OFFLOAD_SWITCH_PARTS) or "no" in parts and bool(parts & {"cuda", "gpu"})
+
+
 NEUTRAL = ExecState(hot=False, gated=False, cold=False, reason="not on the training path", reached=False)
 _COLD_REASONS = {
     "backend": "in a branch for another device",
@@ -272,18 +281,16 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
                                       for f in region.flags):
             names = " and ".join(f"`{f}`" for f in region.flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which evaluates or samples, not trains")
-        elif kind in ("switch", "kept-switch") and any(not f.startswith("!") and name_parts(f) & OFFLOAD_SWITCH_PARTS
+        elif kind in ("switch", "kept-switch") and any(not f.startswith("!") and _keeps_data_on_cpu(f)
                                                        for f in region.flags):
             names = " and ".join(f"`{f}`" for f in region.flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which keeps data on the CPU by design")
         elif kind == "kept-switch" and any(f in file_facts.off_flags for f in region.flags):
             names = " and ".join(f"`self.{f}`" for f in region.flags if f in file_facts.off_flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which no shipped setting turns on")
-        elif kind == "switch" and all(f in file_facts.off_flags for f in region.flags):
-            names = " and ".join(f"`{f}`" for f in region.flags)
-            return ExecState(False, gated, True, f"in the branch for {names}, which no shipped setting turns on")
         elif kind == "switch":
-            # An opt-in feature: on every step once switched on, but off unless the user asks (or no default is known).
+            # An opt-in feature: on every step once switched on, but off unless the user asks (or no default is known);
+            # also when no shipped setting turns it on (HunyuanDiT's `--use-ema`): the user who passes it pays.
             flags.extend(f for f in region.flags if not f.startswith("!") and f not in file_facts.on_flags)
         elif kind == "choice" and file_facts.unselected(region.flags):
             option, op, *values = region.flags

@@ -170,8 +170,9 @@ BATCH_MOVE_METHODS = frozenset({"to", "cuda", "to_device", "to_tensor"})
 
 
 def _builds_batches(scope: Scope) -> bool:
-    """A collate function (`collate_fn`, `collate_batch`, a `*Collator.__call__`): what it builds is a loader's batch."""
-    return "collate" in scope.name.lower() or scope.name == "__call__" and "collat" in (scope.cls or "").lower()
+    """A collate function (`collate_fn`, `collate_batch`, a nested `collator`, a `*Collator.__call__`): what it builds
+    is a loader's batch."""
+    return "collat" in scope.name.lower() or scope.name == "__call__" and "collat" in (scope.cls or "").lower()
 
 
 def _is_lightning_base(base: str, text: str) -> bool:
@@ -265,6 +266,7 @@ class Project:
         self._batch_moves: dict[tuple[int, str], tuple] = {}
         self._batch_moves_followed: set[tuple[Target, int]] = set()
         self._collated: frozenset[Target] | None = None
+        self._no_validation: bool | None = None
         self._batch_family: frozenset[Target] | None = None  # see `_batch_class_family`
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
@@ -2605,9 +2607,10 @@ class Project:
                 self._cold_built.update(resolved.instantiates)
             likely = state.likely or reach.likely and rank != PER_STEP or not resolved.certain
             method = call.func.rsplit(".", 1)[-1]
-            if method in BATCH_MOVE_METHODS and rank <= GATED and not resolved.targets \
+            if method in BATCH_MOVE_METHODS and rank <= GATED and (not resolved.targets or not resolved.certain) \
                     and not call.func.startswith(("self.", "torch.")):
                 # `interaction.to(self.device)` on a batch of unknown class: the batch classes' own `to` may run
+                # (a guess by the method's name reaches only what the program imports; a loader's module may not be)
                 self._batch_moves.setdefault((rank, method), (chain, tuple(state.flags)))
             if call.marker and call.func.endswith(".step") and rank <= GATED:
                 # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step (timm builds its
@@ -2743,13 +2746,13 @@ class Project:
             for path, ix in self.files.items():
                 for definition in ix.definitions.values():
                     # (named for collating first: reading a scope parses its definition)
-                    if definition.is_class or "collat" not in definition.qualname.lower():
+                    if definition.is_class or "collat" not in definition.code.lower():
                         continue
-                    scope = ix.scope(definition.qualname)
-                    if scope is None or not _builds_batches(scope):
-                        continue
-                    for call in scope.calls:
-                        found.update(self.resolve_call(path, scope, call, per_step=False).instantiates)
+                    # the function itself, or a `collator` nested in a loader factory (LibCity's `get_dataloader`)
+                    for scope in ix.scopes_of(definition).values():
+                        if scope.kind == "function" and _builds_batches(scope):
+                            for call in scope.calls:
+                                found.update(self.resolve_call(path, scope, call, per_step=False).instantiates)
             self._collated = frozenset(found)
         return self._collated
 
@@ -3192,7 +3195,15 @@ class Project:
                          own_loaders=self._own_loaders(path),
                          nonblocking_movers=self._nonblocking_movers(path),
                          loader_factories=self._loader_factories(path),
-                         trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()))
+                         trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()),
+                         validation_off=self._validation_off())
+
+    def _validation_off(self) -> bool:
+        """Does a file of the project other than a test turn distributions' argument checks off for the process?"""
+        if self._no_validation is None:
+            self._no_validation = any(_VALIDATION_OFF.search(ix.text) for path, ix in self.files.items()
+                                      if "set_default_validate_args" in ix.text and not is_test_path(path))
+        return self._no_validation
 
     def _own_loaders(self, path: str) -> frozenset[str]:
         """The loader class names (`DataLoader`) this file binds to a class of the project with no base class."""
@@ -3607,6 +3618,7 @@ _SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
 _READ_GUESSES = 64
+_VALIDATION_OFF = re.compile(r"set_default_validate_args\(\s*False\s*\)")
 
 
 # torch.optim's optimizers, which a project's optimizer may derive from (composer's `DecoupledSGDW(SGD)`).

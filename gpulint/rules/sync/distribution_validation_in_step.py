@@ -38,12 +38,13 @@ class DistributionValidationInStep(SyncRule):
         "it is built, and again in `log_prob`; pass `validate_args=False`"
     )
     triggers = ("distributions",)
-    facts = ("set_default_validate_args",)  # read wherever it is in the file: it turns validation off for all
+    facts = ("set_default_validate_args",)  # read wherever it is in the file (the project model reads other files)
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags a `torch.distributions` distribution (`Normal`, `Categorical`, `Bernoulli`, ...) built "
-        "in code that runs every training step without `validate_args=False`, in a file that names a device and does "
-        "not turn validation off with `Distribution.set_default_validate_args(False)`.",
+        "in code that runs every training step without `validate_args=False`, in a file that names a device, in a "
+        "project no file of which (tests aside) turns validation off with "
+        "`Distribution.set_default_validate_args(False)`.",
         why_slow="With validation on (PyTorch's default unless Python runs with `-O`), the constructor checks every "
         "parameter against its constraint and branches on the result in Python (`if not valid.all(): raise`), which "
         "copies a boolean from the device and waits for the GPU; `log_prob` checks its value the same way. A policy "
@@ -58,10 +59,10 @@ class DistributionValidationInStep(SyncRule):
         false_positives=known_false_positives("Not reported in a file that shows no sign of a GPU (no device, "
         "`.cuda()`, accelerator or distributed package): its distributions may well live on the CPU; nor for a "
         "distribution of Python numbers or of scalar hyper-parameters by name (mixup's `Beta(alpha, alpha)`), which "
-        "validates on the host. A project that "
-        "turns validation off in another file (its entry "
-        "point calling `Distribution.set_default_validate_args(False)`), or runs with `python -O`: add "
-        "`validate_args=False` where the step builds them, or `# noqa: GPL407`."),
+        "validates on the host. A project that turns validation off where the text does not say so (a config "
+        "read at run time), or runs with `python -O`: add `validate_args=False` where the step builds them, or "
+        "`# noqa: GPL407`. (Checked one file at a time, without the project model, a call in another file is not "
+        "seen.)"),
     )
     valid = (
         training_script("dist = torch.distributions.Normal(out, torch.ones_like(out), validate_args=False)\n"
@@ -121,11 +122,12 @@ class DistributionValidationInStep(SyncRule):
         return name in _SCALAR_PARAMETER_NAMES
 
     def leave_Module(self, node: cst.Module) -> None:
-        # Wherever the file turns validation off, its distributions do not validate; and in a file that shows no
-        # sign of a GPU (Spinning Up's policies run on the CPU), the check reads host memory: no sync, unless the
-        # project names a device and hands the file its tensors (IQL's `policy.py`, imported by its training).
-        if self._validation_off or not (self.context.helper(DeviceEvidence).shows_gpu(self.context)
-                                        or self.context.facts.device_fed):
+        # Wherever the file or another file of the project (pydreamer's `train.py`) turns validation off, no
+        # distribution validates; and in a file that shows no sign of a GPU (Spinning Up's policies run on the CPU),
+        # the check reads host memory: no sync, unless the project names a device and hands the file its tensors
+        # (IQL's `policy.py`, imported by its training).
+        shows_gpu = self.context.helper(DeviceEvidence).shows_gpu(self.context) or self.context.facts.device_fed
+        if self._validation_off or self.context.facts.validation_off or not shows_gpu:
             self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
 
 
