@@ -566,9 +566,9 @@ def _applies(report: Report, state: ExecState, facts: FileFacts) -> bool:
         return state.per_step
     if report.when == "repeated":
         return not state.cold and not state.gated and (state.hot or not facts.entries)
-    # "training": code the training program runs, not only on some steps (a gate here or in a caller); with no entry
-    # point in sight, anything not cold.
-    return not state.cold and not state.gated and (state.reached or not facts.entries)
+    # "training": code the training program runs, not only on some steps (a gate here or in a caller), setup
+    # included (a trainer's `__init__` building its loader); with no entry point in sight, anything not cold.
+    return (not state.cold or state.setup) and not state.gated and (state.reached or not facts.entries)
 
 
 def _resolve(

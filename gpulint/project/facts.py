@@ -214,6 +214,10 @@ class ExecState:
     chain: tuple[Frame, ...] = ()
     flags: tuple[str, ...] = ()
     by_name: bool = False  # cold only because its function is named for evaluation, setup or sampling
+    # cold only because it is a constructor or named for setting up (`__init__`, `setup`; not `init_prompt`, named
+    # like setup work but run for inference): it runs once, in the training program, where a loader or a
+    # tokenizer's padding is set for every step to come
+    setup: bool = False
 
     @property
     def per_step(self) -> bool:
@@ -325,7 +329,8 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     # Named for evaluation, sampling, saving or setup: such code runs once or behind a test the model cannot read
     # (`if not exists(self.GAN): self.init_GAN()`, `if divisible_by(step, save_every): self.save()`).
     if is_cold_method(name, scope.cls) and name not in file_facts.hot_names and not facts.called_every_step:
-        return ExecState(False, gated, True, f"in `{name}`, which does not run every step", by_name=True)
+        return ExecState(False, gated, True, f"in `{name}`, which does not run every step", by_name=True,
+                         setup=name == "__init__" or "setup" in name_parts(name))
     if reach is None:
         return NEUTRAL
     if facts.epoch:

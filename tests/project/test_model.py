@@ -9073,3 +9073,87 @@ def test_a_batch_class_built_by_a_nested_collator_moves_its_fields_every_step(tm
     }
     found = sorted((line, code) for path, line, code, _, _ in check(tmp_path, files) if path == "data.py")
     assert found == [(13, "GPL412")]
+
+
+def test_a_loader_a_wrapper_builds_in_its_constructor_and_yields_from_feeds_the_step(tmp_path, check):
+    """CUT's `CustomDatasetDataLoader` builds an unpinned DataLoader in its `__init__` (setup, run once by the
+    training program) and hands its batches on from `__iter__` (`yield data`, no training of its own); the model's
+    `set_input` copies them with blocking copies every step: the loader's construction is a finding too."""
+    files = {
+        "data/__init__.py": """
+            import torch.utils.data
+
+
+            class CustomDatasetDataLoader:
+                def __init__(self, opt, dataset):
+                    self.dataloader = torch.utils.data.DataLoader(dataset, batch_size=opt.batch_size)
+
+                def __iter__(self):
+                    for data in self.dataloader:
+                        yield data
+
+
+            def create_dataset(opt, dataset):
+                return CustomDatasetDataLoader(opt, dataset)
+        """,
+        "models/model.py": """
+            import torch
+
+
+            class Model:
+                def __init__(self, net):
+                    self.net = net
+                    self.device = torch.device("cuda")
+
+                def set_input(self, batch):
+                    self.real_A = batch["A"].to(self.device)
+
+                def optimize_parameters(self, optimizer):
+                    self.net(self.real_A).mean().backward()
+                    optimizer.step()
+        """,
+        "train.py": """
+            from data import create_dataset
+            from models.model import Model
+
+
+            def main(opt, net, dataset, optimizer):
+                data = create_dataset(opt, dataset)
+                model = Model(net)
+                for batch in data:
+                    model.set_input(batch)
+                    model.optimize_parameters(optimizer)
+        """,
+    }
+    found = sorted((path, line, code) for path, line, code, _, _ in check(tmp_path, files))
+    assert found == [("data/__init__.py", 7, "GPL411"), ("models/model.py", 11, "GPL411")]
+
+
+def test_setup_code_the_program_runs_is_where_training_findings_are_but_not_a_function_named_like_it(tmp_path, check):
+    """A training finding (a tokenizer's fixed padding) holds in a dataset's `__init__`, which the program runs once
+    for every step to come; Tune-A-Video's `init_prompt` (DDIM inversion, named like setup work) is not setup."""
+    files = {
+        "train.py": """
+            import torch
+            from torch.utils.data import Dataset
+
+
+            class Captions(Dataset):
+                def __init__(self, tokenizer, texts):
+                    self.ids = tokenizer(texts, padding="max_length", max_length=77).input_ids
+
+
+            def init_prompt(prompt, pipeline):
+                return pipeline.tokenizer([prompt], padding="max_length", max_length=77).input_ids
+
+
+            def train(model, tokenizer, texts, optimizer):
+                data = Captions(tokenizer, texts)
+                for ids in data.ids:
+                    loss = model(ids.cuda(non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+                init_prompt("a cat", model.pipeline)
+        """,
+    }
+    assert [(line, code) for _, line, code, _, _ in check(tmp_path, files)] == [(8, "GPL301")]
