@@ -11,7 +11,7 @@ from gpulint.linter.syntax import SyntaxVisitor
 _LENGTH_PARTS = frozenset({"len", "length", "seq", "seqlen", "maxlen", "tokens", "words"})
 
 
-def _is_length_name(name: str) -> bool:
+def is_length_name(name: str) -> bool:
     return bool(name_parts(name) & _LENGTH_PARTS)
 
 
@@ -102,9 +102,9 @@ class LengthTracker:
             local = self._locals.get((id(function), expr.value)) if function is not None else None
             if local is not None:
                 return local
-            return _is_length_name(expr.value)
+            return is_length_name(expr.value)
         if isinstance(expr, cst.Attribute):
-            return _is_length_name(expr.attr.value) and dotted_name(expr) is not None
+            return is_length_name(expr.attr.value) and dotted_name(expr) is not None
         return False
 
     def is_dynamic_local(self, expr: cst.BaseExpression) -> bool:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from gpulint.linter.names import callee_method, dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, Report, Rule, RuleDocs
-from gpulint.rules.padding.helpers import LengthTracker
+from gpulint.rules.padding.helpers import LengthTracker, is_length_name
 
 _PAD_FUNCTIONS = frozenset({"torch.nn.functional.pad", "torch.constant_pad_nd"})
 _BUFFER_FUNCTIONS = frozenset({"torch.zeros", "torch.ones", "torch.full", "torch.empty"})
@@ -77,6 +77,8 @@ class PadToConstantInCollate(Rule):
         "        padding_size = max(0, longest - len(ids))\n        ids.extend([0] * padding_size)\n    return batch\n",
         "def target_segments(tgt, seq_length):\n    pad_num = seq_length - len(tgt)\n"
         "    tgt_seg = [1] * len(tgt) + [0] * pad_num\n    return tgt_seg\n",
+        "def context_channels_per_layer(context_channels, num_layers):\n"
+        "    pad_count = num_layers + 1 - len(context_channels)\n    return context_channels + [0] * pad_count\n",
         "import torch.nn.functional as F\n\ndef shift(x, pad):\n    padding = tuple([pad] * 4)\n"
         "    return F.pad(x, padding, 'replicate')\n",
         "def parse_splits(splits, num_splits):\n    while len(splits) < num_splits:\n        if strict:\n"
@@ -157,7 +159,9 @@ class PadToConstantInCollate(Rule):
             if isinstance(amount, cst.Integer):
                 continue  # `tuple([self.pad] * 4)`: a fixed count of pads (an image's four sides), not up to a length
             filled = self.lengths.fill_length(amount)
-            padding = _is_pad_list(pads) or (_is_single_element_list(pads) and filled is not None)
+            # (a value other than a pad fills up to a sequence length, not to `num_layers + 1`: a config list)
+            padding = _is_pad_list(pads) or (_is_single_element_list(pads) and filled is not None
+                                             and _names_a_length(filled))
             if padding and self.lengths.is_constant(amount) and not self._pads_labels_or_mask():
                 length = filled or (amount.left if isinstance(amount, cst.BinaryOperation) else amount)
                 self.report(node, self.message.format(length=self.context.module.code_for_node(length)), when="training")
@@ -278,6 +282,11 @@ def _is_pad_list(expr: cst.BaseExpression) -> bool:
 
 def _is_single_element_list(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.List) and len(expr.elements) == 1 and not isinstance(expr.elements[0], cst.StarredElement)
+
+
+def _names_a_length(expr: cst.BaseExpression) -> bool:
+    """`max_seq_len`, `self.model_max_length`, `args.seq_length - 2`: a length names itself so."""
+    return any(is_length_name((dotted_name(part) or "").rsplit(".", 1)[-1]) for part in _length_parts(expr))
 
 
 def _length_parts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
