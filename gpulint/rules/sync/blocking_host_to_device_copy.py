@@ -162,6 +162,12 @@ class BlockingHostToDeviceCopy(SyncRule):
     )
     valid = (
         training_script("z = x.to(torch.float16)"),
+        # a Hugging Face Trainer moved `inputs` to the device before `compute_loss`
+        ("import torch\nfrom transformers import Trainer\n\n\nclass HeadsTrainer(Trainer):\n"
+         "    def compute_loss(self, model, inputs, return_outputs=False):\n"
+         "        logits = model(input_ids=inputs[\"input_ids\"])\n"
+         "        labels = inputs[\"labels\"].to(logits.device)\n"
+         "        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())\n"),
         # layers built lazily by the first forward and moved once (CUT's `create_mlp`): modules, not batches
         ("import torch\nfrom torch import nn\n\n\nclass PatchSampler(nn.Module):\n    def __init__(self):\n"
          "        super().__init__()\n        self.heads = None\n\n    def create_heads(self, feats):\n"
@@ -409,7 +415,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
             return
         if self._input_of_a_layer(func.value) or self._stored_back(func.value) or self._from_environment(func.value) \
-                or self._in_module_branch(func.value) or self._batch_moving_itself(func.value):
+                or self._in_module_branch(func.value) or self._batch_moving_itself(func.value) \
+                or self._prepared_by_trainer(func.value):
             return
         pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
         if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch() \
@@ -733,6 +740,20 @@ class BlockingHostToDeviceCopy(SyncRule):
             return False
         root = root_name(receiver)
         return root is not None and root != "self" and any(p.name.value == root for p in function.params.params)
+
+    def _prepared_by_trainer(self, receiver: cst.BaseExpression) -> bool:
+        """`inputs["labels"].to(logits.device)` in the `compute_loss(self, model, inputs)` of a Hugging Face `Trainer`
+        subclass (transformers, trl): the trainer's `training_step` moved `inputs` to the device before calling it
+        (`_prepare_inputs`). An overridden `training_step` gets them unmoved, so only `compute_loss` is meant."""
+        function = self.context.enclosing_function()
+        cls = innermost(self.context.ancestors, cst.ClassDef)
+        if function is None or cls is None or function.name.value != "compute_loss":
+            return False
+        params = [p.name.value for p in function.params.params]
+        if root_name(receiver) not in params[2:3]:  # (self, model, inputs, ...)
+            return False
+        return any((self.context.resolve(base.value) or "").startswith(("transformers.", "trl."))
+                   and (dotted_name(base.value) or "").endswith("Trainer") for base in cls.bases)
 
     def _in_lightning_module(self) -> bool:
         """In a method of a LightningModule (the project model follows its bases across files): Lightning moves
