@@ -9157,3 +9157,37 @@ def test_setup_code_the_program_runs_is_where_training_findings_are_but_not_a_fu
         """,
     }
     assert [(line, code) for _, line, code, _, _ in check(tmp_path, files)] == [(8, "GPL301")]
+
+
+def test_a_forward_moving_its_inputs_copies_nothing_where_the_step_moved_the_batch(tmp_path, check):
+    """DeBERTa's trainer moves each batch (`batch_to(batch, device)`) before its task heads' `forward` moves
+    `input_ids` again: the second move copies nothing. A forward whose step moves no batch is still the copy."""
+    files = {
+        "heads.py": """
+            import torch
+
+
+            class MaskedLM(torch.nn.Module):
+                def forward(self, input_ids, labels):
+                    device = next(self.parameters()).device
+                    input_ids = input_ids.to(device)
+                    return self.loss(self.body(input_ids), labels.to(device))
+        """,
+        "trainer.py": """
+            def batch_to(batch, device):
+                return {k: v.to(device) for k, v in batch.items()}
+
+
+            def train(model, loader, optimizer, device):
+                for batch in loader:
+                    batch = batch_to(batch, device)
+                    loss = model(**batch)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    found = sorted((path, line, code) for path, line, code, _, _ in check(tmp_path, files))
+    assert ("heads.py", 8, "GPL411") not in found and ("trainer.py", 3, "GPL411") in found, found
+    files["trainer.py"] = files["trainer.py"].replace("batch = batch_to(batch, device)", "pass")
+    found = sorted((path, line, code) for path, line, code, _, _ in check(tmp_path, files))
+    assert ("heads.py", 8, "GPL411") in found, found

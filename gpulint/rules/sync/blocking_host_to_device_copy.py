@@ -152,7 +152,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "that hand their loaders to `accelerator.prepare` / `fabric.setup_dataloaders` (batches arrive on the device: "
         "only the loader is reported), "
         "nor `inputs.to(device)` in the `forward` of a class another module of the project builds as a layer (its "
-        "inputs come from that module), "
+        "inputs come from that module), or of any module where another file's step code copies the batches itself "
+        "(the forward moves what the step moved), nor `inputs` in a Hugging Face Trainer's `compute_loss`, "
         "nor copies in the methods of a LightningModule or a Lightning callback (Lightning moves each batch before "
         "`training_step` and hands callbacks the batch it moved), "
         "nor a copy in the branch of `if isinstance(x, nn.Module):` for the moved `x` (a helper moving models and "
@@ -732,11 +733,13 @@ class BlockingHostToDeviceCopy(SyncRule):
 
     def _input_of_a_layer(self, receiver: cst.BaseExpression) -> bool:
         """`inputs.to(self.device)` in the `forward` of a class another module builds as a layer (kospeech's
-        `ConformerEncoder`): its inputs come from that module, already on the device."""
+        `ConformerEncoder`): its inputs come from that module, already on the device. Likewise in any module's
+        `forward` where the step code of another file copies the batches itself (DeBERTa's trainer moves each batch
+        with `batch_to` before its task heads move `input_ids` again)."""
         function = self.context.enclosing_function()
         cls = innermost(self.context.ancestors, cst.ClassDef)
         if function is None or function.name.value != "forward" or cls is None \
-                or cls.name.value not in self.context.facts.layer_classes:
+                or (cls.name.value not in self.context.facts.layer_classes and not self.context.facts.batches_copied):
             return False
         root = root_name(receiver)
         return root is not None and root != "self" and any(p.name.value == root for p in function.params.params)
