@@ -2745,7 +2745,7 @@ class Project:
             found: set[Target] = set()
             for path, ix in self.files.items():
                 for definition in ix.definitions.values():
-                    # (named for collating first: reading a scope parses its definition)
+                    # (a text test first: reading a scope parses its definition)
                     if definition.is_class or "collat" not in definition.code.lower():
                         continue
                     # the function itself, or a `collator` nested in a loader factory (LibCity's `get_dataloader`)
