@@ -2746,7 +2746,8 @@ class Project:
             for path, ix in self.files.items():
                 for definition in ix.definitions.values():
                     # (a text test first: reading a scope parses its definition)
-                    if definition.is_class or "collat" not in definition.code.lower():
+                    if definition.is_class or not (_COLLATING.search(definition.qualname)
+                                                   or _COLLATING.search(definition.code)):
                         continue
                     # the function itself, or a `collator` nested in a loader factory (LibCity's `get_dataloader`)
                     for scope in ix.scopes_of(definition).values():
@@ -3619,6 +3620,9 @@ _SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
 _READ_GUESSES = 64
 _VALIDATION_OFF = re.compile(r"set_default_validate_args\(\s*False\s*\)")
+# A collate function or a collator (`collate_fn`, `DataCollator.__call__`, a nested `collator`), named in a
+# definition's name or text: no lowered copy of every definition's code
+_COLLATING = re.compile("collat", re.IGNORECASE)
 
 
 # torch.optim's optimizers, which a project's optimizer may derive from (composer's `DecoupledSGDW(SGD)`).

@@ -151,11 +151,17 @@ class TensorFromHostDataInStep(SyncRule):
             return False
         if self.context.bound_here(data.value):
             return False  # `lengths = [0] * n if lengths is None else lengths`: no longer what callers passed
+        return self._in_branch_for_non_tensor(data.value, cst.If)
+
+    def _in_branch_for_non_tensor(self, name: str, branch: type[cst.If] | type[cst.IfExp]) -> bool:
+        """Inside the branch of an `if` (or of a conditional expression) where `name` is known to be no tensor: the
+        innermost test of its type decides (`typed_test`)."""
         stack = self.context.ancestors_snapshot()
-        for node, child in reversed(list(zip(stack, stack[1:]))):  # the innermost test of its type decides
-            typed = typed_test(node.test, child is node.body) if isinstance(node, cst.If) else None
-            if typed is not None and typed[0] == data.value:
-                return typed[1]
+        for node, child in reversed(list(zip(stack, stack[1:]))):
+            if isinstance(node, branch) and child is not node.test:
+                typed = typed_test(node.test, child is node.body)
+                if typed is not None and typed[0] == name:
+                    return typed[1]
         return False
 
     def _check_cuda_constructor(self, call: cst.Call, resolved: str) -> None:
@@ -210,15 +216,7 @@ class TensorFromHostDataInStep(SyncRule):
         """`x if isinstance(x, th.Tensor) else th.tensor(x).to(tensor)` (guided diffusion's `normal_kl`, copied into
         most diffusion codebases): only what is no tensor yet is converted, and the step passes tensors (the
         floats come from evaluation's prior term)."""
-        if not isinstance(data, cst.Name):
-            return False
-        stack = self.context.ancestors_snapshot()
-        for node, child in reversed(list(zip(stack, stack[1:]))):
-            if isinstance(node, cst.IfExp) and child is not node.test:
-                typed = typed_test(node.test, child is node.body)
-                if typed is not None and typed[0] == data.value:
-                    return typed[1]
-        return False
+        return isinstance(data, cst.Name) and self._in_branch_for_non_tensor(data.value, cst.IfExp)
 
 
 def _unreshaped(made: cst.Call) -> cst.Call:
