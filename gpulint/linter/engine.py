@@ -278,8 +278,8 @@ def _run_rules(
         _Traversal(context, instances).walk(module)
     except RecursionError:
         return [parse_error(path, "too deeply nested to analyse", 1, 1)]
-    if any(type(rule).gpu_only for rule in instances) and not context.facts.device_fed \
-            and context.helper(DeviceEvidence).cpu_only(context):
+    if any(type(rule).gpu_only for rule in instances) and (context.facts.cpu_project or (
+            not context.facts.device_fed and context.helper(DeviceEvidence).cpu_only(context))):
         context.reports[:] = [report for report in context.reports if not report.rule.gpu_only]
     reports = _may_apply(context.reports, context.facts)
     if not reports:

@@ -288,6 +288,7 @@ class Project:
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
+        self._cpu_program: bool | None = None
         self._definition_names: tuple[dict[str, int], dict[str, int]] | None = None  # see `_definition_counts`
         self._code_texts: dict[str, str] = {}  # see `_code_of`
         self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
@@ -416,6 +417,14 @@ class Project:
         if self._device_named is None:
             self._device_named = any(GPU_EVIDENCE.search(ix.text) for ix in self.files.values())
         return self._device_named
+
+    def _runs_on_cpu_only(self) -> bool:
+        """Does the project train (it has entry points) without naming a device anywhere, nor a trainer that places
+        the model by itself (Hugging Face's `Trainer`), nor mixed precision, which only a GPU runs for speed?"""
+        if self._cpu_program is None:
+            self._cpu_program = self.entries and not self._names_a_device() \
+                and not any(_TRAINER_OR_AMP.search(ix.text) for ix in self.files.values())
+        return self._cpu_program
 
     def _is_imported(self, path: str, by_code: bool = False) -> bool:
         """Does another file of the project import this one (`by_code`: a file other than a package's `__init__`)?"""
@@ -3197,7 +3206,8 @@ class Project:
                          nonblocking_movers=self._nonblocking_movers(path),
                          loader_factories=self._loader_factories(path),
                          trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()),
-                         validation_off=self._validation_off())
+                         validation_off=self._validation_off(),
+                         cpu_project=self._runs_on_cpu_only())
 
     def _validation_off(self) -> bool:
         """Does a file of the project other than a test turn distributions' argument checks off for the process?"""
@@ -3619,6 +3629,7 @@ _SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
 _READ_GUESSES = 64
+_TRAINER_OR_AMP = re.compile(r"\bTrainer\b|TrainingArguments|autocast|GradScaler|\bamp\b|fp16|bf16|bfloat16|\.half\(")
 _VALIDATION_OFF = re.compile(r"set_default_validate_args\(\s*False\s*\)")
 # A collate function or a collator (`collate_fn`, `DataCollator.__call__`, a nested `collator`), named in a
 # definition's name or text: no lowered copy of every definition's code

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/43"
+FORMAT = "gpulint.project/44"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -190,6 +190,7 @@ def load_facts(data: dict) -> FileFacts:
         trainer_loader_builders=frozenset(data["trainer_loader_builders"]),
         move_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["move_calls"]),
         validation_off=data["validation_off"],
+        cpu_project=data["cpu_project"],
     )
 
 

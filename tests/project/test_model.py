@@ -9191,3 +9191,40 @@ def test_a_forward_moving_its_inputs_copies_nothing_where_the_step_moved_the_bat
     files["trainer.py"] = files["trainer.py"].replace("batch = batch_to(batch, device)", "pass")
     found = sorted((path, line, code) for path, line, code, _, _ in check(tmp_path, files))
     assert ("heads.py", 8, "GPL411") in found, found
+
+
+def test_a_project_that_names_no_device_anywhere_has_no_gpu_costs(tmp_path, check):
+    """pytorch-trpo trains under `torch.set_default_tensor_type('torch.DoubleTensor')` and names no device, no
+    accelerator and no trainer in any file: its conjugate-gradient helper's `.item()` reads host memory. The same
+    helper in a project whose script moves the policy to the GPU is a sync every step."""
+    files = {
+        "trpo.py": """
+            import torch
+
+            def conjugate_gradients(Avp, b, nsteps, residual_tol=1e-10):
+                x = torch.zeros(b.size())
+                r = b.clone()
+                rdotr = torch.dot(r, r)
+                for i in range(nsteps):
+                    alpha = rdotr / torch.dot(r, Avp(r))
+                    x += alpha * r
+                    print("residual", rdotr.item())
+                return x
+        """,
+        "main.py": """
+            import torch
+            from trpo import conjugate_gradients
+
+            torch.set_default_tensor_type('torch.DoubleTensor')
+
+            def main(env, policy, optimizer):
+                for episode in range(1000):
+                    loss = policy.loss(env.rollout(policy))
+                    loss.backward()
+                    step = conjugate_gradients(policy.fvp, loss.grad, 10)
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["main.py"] = files["main.py"].replace("env.rollout(policy)", "env.rollout(policy).cuda()")
+    assert ("trpo.py", 11, "GPL401") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
