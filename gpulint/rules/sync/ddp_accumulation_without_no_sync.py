@@ -66,7 +66,7 @@ class DdpAccumulationWithoutNoSync(SyncRule):
         super().__init__(context)
         self._uses_ddp = False
         self._uses_no_sync = False
-        self._accumulating_loops: set[int] = set()
+        self._gated_steps: list[tuple[int, tuple[cst.CSTNode, ...]]] = []
         self._backwards: list[tuple[cst.Call, int, tuple[cst.CSTNode, ...]]] = []
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -87,13 +87,16 @@ class DdpAccumulationWithoutNoSync(SyncRule):
         elif func.attr.value == "step" and _OPTIMIZER.search(last_name(func.value) or "") and (
             self._under_accumulation_gate(loop)
         ):
-            self._accumulating_loops.add(id(loop))
+            self._gated_steps.append((id(loop), self.context.ancestors_snapshot()))
 
     def _under_accumulation_gate(self, loop: cst.CSTNode) -> bool:
-        for node in reversed(self.context.ancestors[:-1]):
+        ancestors = self.context.ancestors
+        for depth in range(len(ancestors) - 2, -1, -1):
+            node = ancestors[depth]
             if node is loop:
                 return False
-            if isinstance(node, cst.If) and _is_accumulation_test(node.test):
+            # in the body of `if (i + 1) % accum == 0:`, not in its `else` (SimMIM's `else:` of `if accum > 1:`)
+            if isinstance(node, cst.If) and ancestors[depth + 1] is node.body and _is_accumulation_test(node.test):
                 return not self._accumulates_one_step(node.test)
         return False
 
@@ -113,8 +116,20 @@ class DdpAccumulationWithoutNoSync(SyncRule):
         if not self._uses_ddp or self._uses_no_sync:
             return
         for call, loop_id, ancestors in self._backwards:
-            if loop_id in self._accumulating_loops:
+            if any(step_loop == loop_id and not _exclusive(ancestors, step_ancestors)
+                   for step_loop, step_ancestors in self._gated_steps):
                 self.report_at(call, self.message, ancestors)
+
+
+def _exclusive(first: tuple[cst.CSTNode, ...], second: tuple[cst.CSTNode, ...]) -> bool:
+    """Are two nodes (by their ancestors, outermost first) in different branches of one `if`? SimMIM's loop steps
+    its optimizer every N micro-batches in `if ACCUMULATION_STEPS > 1:` and every batch in the `else`: the `else`
+    branch's backward accumulates nothing."""
+    for depth, (a, b) in enumerate(zip(first, second)):
+        if a is not b:
+            parent = first[depth - 1] if depth else None
+            return isinstance(parent, cst.If) and {id(a), id(b)} == {id(parent.body), id(parent.orelse)}
+    return False
 
 
 def _is_accumulation_test(test: cst.BaseExpression) -> bool:
