@@ -272,7 +272,8 @@ class Project:
         # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
         self._guess_shapes: dict[str, set[tuple[int, frozenset[str], bool]]] = {}
         self.config_classes = frozenset(config_classes)  # dotted names the training configs build (`target: a.B`)
-        self.config_names = frozenset(config_names)  # bare class names they give a registry (`criterion: DFINECriterion`)
+        # bare class names they give a registry (`criterion: DFINECriterion`, mmengine's `head=dict(type='HeatmapHead')`)
+        self.config_names = frozenset(config_names) | _python_config_names(self.files)
         self._by_registry: frozenset[Target] | None = None
         self._layers: frozenset[str] | None = None
         self._guess_layers: frozenset[str] | None = None
@@ -3629,6 +3630,21 @@ _SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
 _READ_GUESSES = 64
+# A class a Python config (mmengine's, under `configs/`) names for its registry: `type='HeatmapHead'`, `type=HeatmapHead`.
+_CONFIG_TYPE = re.compile(r"""\btype\s*=\s*["']?([A-Z]\w*)""")
+
+
+def _python_config_names(files: dict[str, ModuleIndex]) -> frozenset[str]:
+    """The classes the project's Python training configs (files in a `configs/` folder) name for a registry: an
+    mmengine program builds its model, heads and losses from them, and no other file names them."""
+    found: set[str] = set()
+    for path, ix in files.items():
+        folders = path.split("/")[:-1]
+        if "type" in ix.text and any(f in ("configs", "config") for f in folders) and is_training_path(path):
+            found.update(_CONFIG_TYPE.findall(ix.text))
+    return frozenset(found)
+
+
 _TRAINER_OR_AMP = re.compile(r"\bTrainer\b|TrainingArguments|autocast|GradScaler|\bamp\b|fp16|bf16|bfloat16|\.half\(")
 _VALIDATION_OFF = re.compile(r"set_default_validate_args\(\s*False\s*\)")
 # A collate function or a collator (`collate_fn`, `DataCollator.__call__`, a nested `collator`), named in a

@@ -9228,3 +9228,64 @@ def test_a_project_that_names_no_device_anywhere_has_no_gpu_costs(tmp_path, chec
     assert check(tmp_path, files) == []
     files["main.py"] = files["main.py"].replace("env.rollout(policy)", "env.rollout(policy).cuda()")
     assert ("trpo.py", 11, "GPL401") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_a_registered_class_an_mmengine_python_config_names_is_built(tmp_path, check):
+    """mmpose's heads are registered (`@MODELS.register_module()`) and built from Python configs under `configs/`
+    (`head=dict(type='HeatmapHead')`); mmengine's Runner, outside the repository, runs their `loss` every step. A
+    registered head no config names (here only a YAML config names another) is not built."""
+    files = {
+        "pose/registry.py": """
+            from mmengine.registry import Registry
+
+            MODELS = Registry("model")
+        """,
+        "pose/heads.py": """
+            import torch
+            from mmengine.model import BaseModule
+            from pose.registry import MODELS
+            from pose.metrics import pck_accuracy
+
+            @MODELS.register_module()
+            class HeatmapHead(BaseModule):
+                def loss(self, feats, targets):
+                    pred = self.final_layer(feats)
+                    avg_acc = pck_accuracy(pred.detach().cpu().numpy(), targets.cpu().numpy())
+                    acc = torch.tensor(avg_acc, device=targets.device)
+                    return {"loss": ((pred - targets) ** 2).mean(), "acc": acc}
+
+            @MODELS.register_module()
+            class OtherHead(BaseModule):
+                def loss(self, feats, targets):
+                    return {"loss": self.final_layer(feats).mean()}
+        """,
+        "pose/__init__.py": """
+            from pose.heads import HeatmapHead, OtherHead
+
+            __all__ = ["HeatmapHead", "OtherHead"]
+        """,
+        "configs/hrnet_coco.py": """
+            model = dict(type='TopdownPoseEstimator', head=dict(type='HeatmapHead', in_channels=32))
+            train_dataloader = dict(batch_size=64, num_workers=2)
+        """,
+        "configs/other.yaml": "head: OtherHead\n",
+        "tools/train.py": """
+            from mmengine.runner import Runner
+
+            def main(cfg):
+                runner = Runner.from_cfg(cfg)
+                runner.train()
+        """,
+        "tools/benchmark.py": """
+            import torch
+
+            def run(model, loader, optimizer):
+                for batch in loader:
+                    loss = model(batch)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert ("pose/heads.py", 12, "GPL412") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    files["configs/hrnet_coco.py"] = files["configs/hrnet_coco.py"].replace("HeatmapHead", "SimCCHead")
+    assert ("pose/heads.py", 12, "GPL412") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
