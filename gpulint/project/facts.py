@@ -112,6 +112,9 @@ class FileFacts:
     # Likewise, callees of project functions that move an argument to the device as it is (`Scope.moved_params`):
     # a tensor built on the CPU and passed there is copied each call.
     move_calls: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()
+    # And callees of project converters that read an argument to the host and return host values (mmpose's
+    # `to_numpy(x)`, `x.detach().cpu().numpy()`; `Scope.read_params`): each call handing one a device tensor waits.
+    read_calls: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()
     # `Class.attribute` for attributes its methods only ever set to host values (`self.add_z_loss = add_z_loss`, whose
     # parameter defaults to False): a Python flag or number, never a tensor, wherever a method reads it.
     host_attributes: frozenset[str] = frozenset()

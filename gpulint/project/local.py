@@ -224,6 +224,9 @@ class Scope:
     # `x.cuda()`): a caller handing it a tensor built on the CPU pays a copy each call (pykale's
     # `cross_entropy_logits(d_hat, torch.zeros(batch_size))`).
     moved_params: tuple[str, ...] = ()
+    # The parameters it copies into host arrays (`x.detach().cpu().numpy()`): with a host value returned, a
+    # converter (mmpose's `to_numpy`), whose every call handing it a device tensor is a blocking copy.
+    read_params: tuple[str, ...] = ()
     # The attributes of `self` it sets (`self.add_z_loss = add_z_loss`), each with where the value lives: "host" (a
     # literal, a host expression, a parameter defaulting to a literal: `add_z_loss=False`), "parameter" (an
     # `nn.Parameter` of host data: on the CPU unless a module it belongs to is moved), or "other".
@@ -2122,6 +2125,8 @@ class _Walker:
             scope.copied_params += (copied,)
         if scope.kind == "function" and (moved := _moved_param(node, scope.params)) and moved not in scope.moved_params:
             scope.moved_params += (moved,)
+        if scope.kind == "function" and (read := _read_param(node, scope.params)) and read not in scope.read_params:
+            scope.read_params += (read,)
         if method == "next" and isinstance(node.func, ast.Name) and node.args and iterates_loader(node.args[0]) \
                 and loop >= 0:
             # `while True: batch = next(train_iter)` steps through a loader as surely as `for batch in loader:`.
@@ -2205,6 +2210,26 @@ def _moved_param(call: ast.Call, params: tuple[str, ...]) -> str:
         return ""
     data = func.value
     while isinstance(data, ast.Call) and isinstance(data.func, ast.Attribute) and data.func.attr in HOST_RESHAPES:
+        data = data.func.value
+    named = isinstance(data, ast.Name) and data.id in params and data.id not in ("self", "cls")
+    return data.id if named else ""  # type: ignore[union-attr]
+
+
+# Tensor methods that copy a device tensor's values into a host array (and wait for the GPU to get there). A helper
+# returning `loss.item()` is a scalar read whose own line is the finding; a converter to arrays is called all over.
+_HOST_READS = frozenset({"cpu", "numpy"})
+# What a converter does to the tensor before it reads it: no copy of its own.
+_BEFORE_READ = frozenset({"detach", "clone", "float", "double", "half", "long", "int", "contiguous", "squeeze",
+                          "flatten", "view", "reshape"})
+
+
+def _read_param(call: ast.Call, params: tuple[str, ...]) -> str:
+    """`x` for `x.detach().cpu()`, `x.numpy()` where `x` is a parameter (not `self`); else ""."""
+    func = call.func
+    if not params or not isinstance(func, ast.Attribute) or func.attr not in _HOST_READS or call.args:
+        return ""
+    data = func.value
+    while isinstance(data, ast.Call) and isinstance(data.func, ast.Attribute) and data.func.attr in _BEFORE_READ:
         data = data.func.value
     named = isinstance(data, ast.Name) and data.id in params and data.id not in ("self", "cls")
     return data.id if named else ""  # type: ignore[union-attr]

@@ -229,6 +229,7 @@ class Project:
         # By file: the callees as written that copy host data to the device, with the arguments they copy.
         self._copy_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
         self._move_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
+        self._read_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
         self.on_flags = frozenset().union(*(ix.on_flags for ix in self.files.values()))
         # Gates whose interval the shipped settings make 1 or a few steps (configs.every_step_intervals): the training
         # files' and the configs' settings; a file that sets an interval itself decides it for its own gates
@@ -420,10 +421,12 @@ class Project:
         return self._device_named
 
     def _runs_on_cpu_only(self) -> bool:
-        """Does the project train (it has entry points) without naming a device anywhere, nor a trainer that places
-        the model by itself (Hugging Face's `Trainer`), nor mixed precision, which only a GPU runs for speed?"""
+        """Does the project train (it has entry points, in more than one file) without naming a device anywhere, nor a
+        trainer that places the model by itself (Hugging Face's `Trainer`), nor mixed precision, which only a GPU
+        runs for speed?"""
         if self._cpu_program is None:
-            self._cpu_program = self.entries and not self._names_a_device() \
+            # (a file linted alone is no program: the project that runs it is out of sight)
+            self._cpu_program = self.entries and len(self.files) > 1 and not self._names_a_device() \
                 and not any(_TRAINER_OR_AMP.search(ix.text) for ix in self.files.values())
         return self._cpu_program
 
@@ -3195,6 +3198,7 @@ class Project:
                          unit_intervals=self._short_intervals(path, below=2),
                          copy_calls=tuple(sorted(self._copy_calls.get(path, ()))),
                          move_calls=tuple(sorted(self._move_calls.get(path, ()))),
+                         read_calls=tuple(sorted(self._read_calls.get(path, ()))),
                          host_attributes=self._host_attributes(path, functions),
                          layer_classes=frozenset(d.name for d in ix.definitions.values()
                                                  if d.is_class and not d.cls and d.name in self._layer_names()),
@@ -3346,14 +3350,18 @@ class Project:
         return self._libraries
 
     def _note_device_helper_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
-        """A call of a copy helper (`Scope.copied_params`) or of a function moving its arguments (`moved_params`):
-        which of its arguments it copies to the device, by position at the call (a bound method's `self` is not
-        passed) and by keyword."""
+        """A call of a copy helper (`Scope.copied_params`), of a function moving its arguments (`moved_params`) or of
+        a converter reading them to the host (`read_params`): which of its arguments it copies, by position at the
+        call (a bound method's `self` is not passed) and by keyword."""
         scope = self.files[target.path].scope(target.qualname)
         if scope is None:
             return
         shift = 1 if bound and scope.params[:1] in (("self",), ("cls",)) else 0
-        for params, found in ((scope.copied_params, self._copy_calls), (scope.moved_params, self._move_calls)):
+        # A converter: a function (not a module's `forward` that ends on the host) returning the host copy, not a
+        # logger reading a value.
+        read = scope.read_params if "host" in scope.returns and not scope.cls else ()
+        for params, found in ((scope.copied_params, self._copy_calls), (scope.moved_params, self._move_calls),
+                              (read, self._read_calls)):
             if params:
                 positions = tuple(i - shift for i, p in enumerate(scope.params) if p in params and i >= shift)
                 found.setdefault(path, set()).add((call.func, positions, params))
@@ -3645,7 +3653,10 @@ def _python_config_names(files: dict[str, ModuleIndex]) -> frozenset[str]:
     return frozenset(found)
 
 
-_TRAINER_OR_AMP = re.compile(r"\bTrainer\b|TrainingArguments|autocast|GradScaler|\bamp\b|fp16|bf16|bfloat16|\.half\(")
+# What also says that a project trains on a GPU where no file names a device: a trainer or runner that places the
+# model itself (Hugging Face's, fastai's, mmengine's, DeepSpeed's, ignite's), and mixed precision.
+_TRAINER_OR_AMP = re.compile(r"Trainer\b|TrainingArguments|\btrl\b|\bRunner\b|\bLearner\b|deepspeed|fastai|mmengine|mmcv|ignite"
+                             r"|colossalai|autocast|GradScaler|\bamp\b|fp16|bf16|bfloat16|\.half\(")
 _VALIDATION_OFF = re.compile(r"set_default_validate_args\(\s*False\s*\)")
 # A collate function or a collator (`collate_fn`, `DataCollator.__call__`, a nested `collator`), named in a
 # definition's name or text: no lowered copy of every definition's code

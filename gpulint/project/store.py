@@ -68,6 +68,7 @@ def scope_from(data: dict) -> Scope:
             "method_refs": tuple(data["method_refs"]),
             "copied_params": tuple(data["copied_params"]),
             "moved_params": tuple(data["moved_params"]),
+            "read_params": tuple(data["read_params"]),
             "loops": [Loop(**{**loop, "start": _pos(loop["start"])}) for loop in data["loops"]],
             "regions": [
                 Region(r["kind"], _pos(r["start"]), _pos(r["end"]), r["loop"], tuple(r["flags"])) for r in data["regions"]
@@ -189,6 +190,7 @@ def load_facts(data: dict) -> FileFacts:
         loader_factories=frozenset(data["loader_factories"]),
         trainer_loader_builders=frozenset(data["trainer_loader_builders"]),
         move_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["move_calls"]),
+        read_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["read_calls"]),
         validation_off=data["validation_off"],
         cpu_project=data["cpu_project"],
     )

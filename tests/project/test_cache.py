@@ -182,7 +182,7 @@ def test_stored_facts_read_back_as_they_were_made():
             values[spec.name] = (3, 4, "bad")
         elif spec.name == "option_values":
             values[spec.name] = (("mode", ("a", "b")),)
-        elif spec.name in ("copy_calls", "move_calls"):
+        elif spec.name in ("copy_calls", "move_calls", "read_calls"):
             values[spec.name] = ((spec.name, (0, 1), ("x",)),)
         else:  # pairs of names
             values[spec.name] = ((spec.name, "value"),)

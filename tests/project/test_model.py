@@ -49,7 +49,7 @@ TRAIN_LOOP = """
     from helpers.logging import log_metrics
     from . import steps
 
-    def train(model, loader, optimizer):
+    def train(model, loader, optimizer, device):
         for step, batch in enumerate(loader):
             loss = steps.compute(model, batch)
             loss.backward()
@@ -1612,7 +1612,7 @@ def test_an_optimizer_derived_from_a_torch_optimizer_is_stepped_and_a_cache_read
 
             OPTIMIZERS = {"sgdw": DecoupledSGDW}
 
-            def train(loader, name):
+            def train(loader, name, device):
                 model = GPT()
                 optimizer = OPTIMIZERS[name](model.parameters(), lr=0.1)
                 for x in loader:
@@ -2337,7 +2337,7 @@ def test_a_guessed_module_call_does_not_reach_a_tracing_or_export_wrapper(tmp_pa
                 net = Net()
                 return TracingAdapter(net) if export else net
 
-            def train(model, loader):
+            def train(model, loader, device):
                 for x in loader:
                     loss = model(x)
                     loss.backward()
@@ -2426,7 +2426,7 @@ def test_an_optimizer_built_only_for_a_setting_no_script_passes_is_not_stepped(t
         "optim/adamw.py": optimizer.replace("{name}", "MyAdamW"),
         "optim/adafactor.py": optimizer.replace("{name}", "MyAdafactor"),
         "a_glue.py": """
-            def fit(model, loader, optimizer):
+            def fit(model, loader, optimizer, device):
                 for batch in loader:
                     model(batch).backward()
                     optimizer.step()
@@ -2474,7 +2474,7 @@ def test_a_dict_filled_with_host_values_holds_host_values(tmp_path, check, store
         "train.py": """
             from meter import MetricMeter
 
-            def train(model, loader, optimizer):
+            def train(model, loader, optimizer, device):
                 meter = MetricMeter()
                 for batch in loader:
                     loss = model(batch)
@@ -2498,7 +2498,7 @@ def test_what_a_step_method_returns_reaches_its_callers_callee(tmp_path, check, 
             from meter import MetricMeter
 
             class Engine:
-                def train(self, loader):
+                def train(self, loader, device):
                     meter = MetricMeter()
                     for batch in loader:
                         summary = self.forward_backward(batch)
@@ -4734,7 +4734,7 @@ def test_a_branch_for_an_optional_argument_no_call_in_the_step_passes_is_not_per
         "train.py": """
             from model import Synth
 
-            def train(loader, optimizer):
+            def train(loader, optimizer, device):
                 net = Synth()
                 for x, g, extra in loader:
                     net(x, g, extra).sum().backward()
@@ -5641,7 +5641,7 @@ def test_a_class_built_by_a_function_a_method_calls_may_run(tmp_path, check):
                     self.criterion = build_detection_loss(self.config)
         """,
         "train.py": """
-            def train(model, loader, opt):
+            def train(model, loader, opt, device):
                 for batch in loader:
                     loss = model(batch)["total_loss"]
                     loss.backward()
@@ -5767,7 +5767,7 @@ def test_a_branch_on_an_attribute_set_from_an_option_is_a_branch_on_the_option(t
             import yaml
             from model.loss import TTSLoss
 
-            def train(model, loader, opt):
+            def train(model, loader, opt, device):
                 criterion = TTSLoss(yaml.safe_load(open("config/preprocess.yaml")))
                 for x, y, lengths in loader:
                     criterion(model(x), y, lengths).backward()
@@ -5821,7 +5821,7 @@ def test_a_guessed_model_call_outside_any_class_is_read(tmp_path, monkeypatch, c
             def build(kind):
                 return {"net": Net}[kind]()
 
-            model = build("net")
+            model = build("net").cuda()
             for x in loader:
                 model(x).backward()
                 optimizer.step()
@@ -6433,7 +6433,7 @@ def test_an_optimizer_nothing_builds_or_names_is_not_stepped(tmp_path, check):
         "train.py": """
             from optimizer import Adan
 
-            def main(model, loader):
+            def main(model, loader, device):
                 optimizer = Adan(model.parameters())
                 for batch in loader:
                     model(batch).backward()
@@ -9289,3 +9289,43 @@ def test_a_registered_class_an_mmengine_python_config_names_is_built(tmp_path, c
     assert ("pose/heads.py", 12, "GPL412") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
     files["configs/hrnet_coco.py"] = files["configs/hrnet_coco.py"].replace("HeatmapHead", "SimCCHead")
     assert ("pose/heads.py", 12, "GPL412") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_a_call_of_a_converter_that_reads_its_argument_to_the_host_is_a_copy(tmp_path, check):
+    """mmpose's heads compute training accuracy on `to_numpy(pred)`, whose `x.detach().cpu().numpy()` copies the
+    device tensor to host memory: each call in the step waits for the GPU. A helper that only logs what it reads
+    returns nothing: its call is no conversion (its own `.item()` is the finding)."""
+    files = {
+        "utils.py": """
+            import numpy as np
+            import torch
+
+            def to_numpy(x):
+                if isinstance(x, torch.Tensor):
+                    arrays = x.detach().cpu().numpy()
+                else:
+                    arrays = np.asarray(x)
+                return arrays
+
+            def log_value(x):
+                print(x.item())
+        """,
+        "train.py": """
+            import torch
+            from utils import to_numpy, log_value
+
+            def train(model, loader, optimizer, device):
+                for x, y in loader:
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                    pred = model(x)
+                    loss = (pred - y).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    acc = (to_numpy(pred).argmax(1) == to_numpy(y)).mean()
+                    log_value(loss)
+        """,
+    }
+    found = [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    assert found.count(("train.py", 12, "GPL403")) == 2
+    assert ("train.py", 13, "GPL403") not in found
+    assert ("utils.py", 7, "GPL403") in found and ("utils.py", 13, "GPL401") in found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpulint.linter.names import name_parts
+from gpulint.linter.names import dotted_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
@@ -25,7 +25,9 @@ class CpuCopyInStep(SyncRule):
     docs = RuleDocs(
         what_it_does="Flags `.cpu()` and `.to(\"cpu\")` on tensors in code that runs every training step and is not "
         "gated (`.numpy()` needs a CPU tensor, so the copy before it is what is flagged). `.to(\"cpu\", "
-        "non_blocking=True)` copies into pinned memory without waiting and is not flagged.",
+        "non_blocking=True)` copies into pinned memory without waiting and is not flagged. A call of the project's "
+        "own converter (`to_numpy(pred)`, a function that returns `x.detach().cpu().numpy()`) is the same copy, "
+        "flagged at the call in the step as well as in the converter.",
         why_slow="A device-to-host copy into pageable memory is synchronous: the host waits for the copy, and the copy "
         "waits for every kernel queued before it. The CPU loses its lead and the GPU idles between steps.",
         example="for x, y in loader:\n    out = model(x)\n    loss = F.cross_entropy(out, y)\n    loss.backward()\n"
@@ -53,10 +55,35 @@ class CpuCopyInStep(SyncRule):
     invalid = (
         Invalid(training_script("history.append(loss.detach().cpu())", header="history = []")),
         Invalid(training_script("pred = model(x).argmax(1).to(\"cpu\")")),
+        Invalid(training_script("acc = (to_numpy(model(x)).argmax(1) == labels).mean()",
+                                header="import numpy as np\n\nlabels = np.zeros(8)\n\n\n"
+                                "def to_numpy(x):\n    return x.detach().cpu().numpy()"), count=2),  # and the converter
     )
+
+    message_helper = (
+        "`{func}(...)` reads its tensor argument to host memory (the project's `{func}` calls `.cpu()` on it) every "
+        "step, waiting for the GPU to finish"
+    )
+
+    @classmethod
+    def runs_for_facts(cls, facts) -> bool:
+        return bool(facts.read_calls)  # `to_numpy(pred)`, a project's converter, has none of the rule's words
+
+    @classmethod
+    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
+        return True  # nor has the function that calls it
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        # The project's converters called in this file, by callee as written: (positions, keywords) they read.
+        self._converters = {helper: (positions, keywords)
+                            for helper, positions, keywords in reversed(context.facts.read_calls)}
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if self._converters and (read := self._converters.get(dotted_name(func) or "")) is not None:
+            self._check_converter_call(node, *read)
+            return
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
@@ -72,6 +99,16 @@ class CpuCopyInStep(SyncRule):
         if function is not None and name_parts(function.name.value) & _EXPERIENCE_PARTS and not self.context.innermost_loop():
             return  # the rollout's batch copied once into the host store; one copy per sample in a loop still counts
         self.report(node, self.message.format(call=call))
+
+    def _check_converter_call(self, call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> None:
+        """`to_numpy(pred_heatmaps)` in the step, where the project's `to_numpy` does `x.detach().cpu().numpy()`: a
+        blocking copy of each argument it reads that is no host value."""
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        read = [positional[i] for i in positions if i < len(positional)]
+        read += [a.value for a in call.args if a.keyword is not None and a.keyword.value in keywords]
+        if self.in_per_tensor_loop() or not read or all(self.context.is_host_value(value) for value in read):
+            return
+        self.report(call, self.message_helper.format(func=dotted_name(call.func)))
 
     def _feeds_numpy_metric(self) -> bool:
         """`metric(y, t.cpu().numpy())`: numpy/sklearn metrics on the host are GPL2xx's finding."""
