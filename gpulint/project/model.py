@@ -2655,6 +2655,11 @@ class Project:
                     self._record_program_call((target.path, target.qualname), call, resolved.bound)
             if resolved.certain and rank == PER_STEP and not likely and not reach.likely and not call.conditional:
                 self._called_every_step.update((t.path, t.qualname) for t in resolved.targets if self._one_pass(t))
+            if resolved.certain and resolved.instantiates and rank == PER_STEP and not likely and not reach.likely:
+                # `TriangularCausalMask(B, L, device=x.device)` in a forward, under `if attn_mask is None:` too: a
+                # plain object built in the step runs its constructor every step (a module is built once, by design).
+                self._called_every_step.update((t.path, t.qualname) for t in resolved.targets
+                                               if t.qualname.endswith(".__init__") and self._plain_object(t))
             if resolved.certain and resolved.targets and not resolved.instantiates:  # not a guess
                 returned = {self._return_kind(t) for t in resolved.targets}
                 self._call_returns.setdefault(path, {}).setdefault(call.func, set()).update(returned)
@@ -2988,6 +2993,13 @@ class Project:
             self._given_params(key, scope) if final else frozenset(),
             self._false_params(key) if final else frozenset(),
         )
+
+    def _plain_object(self, init: Target) -> bool:
+        """Is `init` the constructor of a plain class (no library base on any of its project bases: no module, no
+        trainer), computing once on what it is given?"""
+        cls = Target(init.path, init.qualname.rsplit(".", 1)[0], True)
+        return self._one_pass(init) and not any(
+            name != "object" for klass in self.mro(cls) for name in self._library_bases(klass))
 
     def _one_pass(self, target: Target) -> bool:
         """A function that computes on what it is given, once: no loop of its own (a loop over a loader is a pass

@@ -9329,3 +9329,46 @@ def test_a_call_of_a_converter_that_reads_its_argument_to_the_host_is_a_copy(tmp
     assert found.count(("train.py", 12, "GPL403")) == 2
     assert ("train.py", 13, "GPL403") not in found
     assert ("utils.py", 7, "GPL403") in found and ("utils.py", 13, "GPL401") in found
+
+
+def test_a_plain_object_built_in_the_step_runs_its_constructor_every_step(tmp_path, check):
+    """Informer's `FullAttention.forward` builds `TriangularCausalMask(B, L, device=queries.device)` under `if
+    attn_mask is None:`; the mask's `__init__` makes a CPU tensor and copies it every step. A module built in the
+    step (a lazily made layer) is set up once: its `__init__` stays cold."""
+    files = {
+        "masking.py": """
+            import torch
+
+            class TriangularCausalMask():
+                def __init__(self, B, L, device="cpu"):
+                    mask_shape = [B, 1, L, L]
+                    with torch.no_grad():
+                        self._mask = torch.triu(torch.ones(mask_shape, dtype=torch.bool), diagonal=1).to(device)
+        """,
+        "attention.py": """
+            import torch
+            from masking import TriangularCausalMask
+
+            class FullAttention(torch.nn.Module):
+                def forward(self, queries, keys, attn_mask=None):
+                    B, L = queries.shape[:2]
+                    if attn_mask is None:
+                        attn_mask = TriangularCausalMask(B, L, device=queries.device)
+                    scores = torch.einsum("ble,bse->bls", queries, keys)
+                    return scores.masked_fill(attn_mask._mask[:, 0], -1e9)
+        """,
+        "train.py": """
+            import torch
+            from attention import FullAttention
+
+            def train(loader, optimizer, device):
+                model = FullAttention().to(device)
+                for q, k in loader:
+                    loss = model(q.to(device, non_blocking=True), k.to(device, non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert ("masking.py", 8, "GPL504") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    files["masking.py"] = files["masking.py"].replace("class TriangularCausalMask():", "class TriangularCausalMask(torch.nn.Module):")
+    assert [f for f in check(tmp_path, files) if f[0] == "masking.py"] == []
