@@ -351,6 +351,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return
         indices = [e.slice.value if isinstance(e.slice, cst.Index) else None for e in node.slice]
         for index in indices:
+            while isinstance(index, cst.Subscript):  # `torch.arange(B)[:, None, None]`: the CPU tensor, reshaped
+                index = index.value
             created = self._cpu_creation(index) if index is not None else None
             if created is not None and created[1] in _INDEX_FACTORIES or index is not None and self._built_here(index) \
                     or self._range_beside_tensor(index, indices):
