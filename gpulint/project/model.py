@@ -3369,9 +3369,10 @@ class Project:
         if scope is None:
             return
         shift = 1 if bound and scope.params[:1] in (("self",), ("cls",)) else 0
-        # A converter: a function (not a module's `forward` that ends on the host) returning the host copy, not a
-        # logger reading a value.
-        read = scope.read_params if "host" in scope.returns and not scope.cls else ()
+        # A converter: a function (not a module's `forward` that ends on the host) returning what it made (mmpose's
+        # `return arrays`, a host array or what it was given), not a logger reading a value.
+        returns_value = "host" in scope.returns or bool(scope.returned_names or scope.returned_calls)
+        read = scope.read_params if returns_value and not scope.cls else ()
         for params, found in ((scope.copied_params, self._copy_calls), (scope.moved_params, self._move_calls),
                               (read, self._read_calls)):
             if params:
