@@ -19,7 +19,7 @@ _NAMED_SLICE_BOUND = re.compile(r"\[[^\[\]\n]*:[ \t]*[A-Za-z_(]|[\w\])][ \t]*:[ 
 _LIST_BOUND = re.compile(r"\w[ \t]*=[ \t]*\[")
 # Arguments that PyTorch converts to a Python int: `torch.topk(x, k)` / `x.topk(k)` (position in the function form).
 _INT_ARGUMENTS = {"topk": ("k", 1), "kthvalue": ("k", 1)}
-_CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(", "argmax(", "argmin(", "max(", "min(")
+_CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(", "argmax(", "argmin(")
 # Factories whose sizes, bounds and fill values PyTorch converts to Python numbers: `x.new_zeros([B, idx.max() + 1])`,
 # `torch.linspace(d.min(), d.max(), n)`.
 _SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "arange", "linspace", "new_zeros",
@@ -57,10 +57,6 @@ class PythonScalarOfTensor(SyncRule):
         "a 0-dim tensor (`argmax()` over all elements) used as an index is read with `.item()` by PyTorch's indexing "
         "every step: a blocking device-to-host copy"
     )
-    message_compare = (
-        "Python's `{func}(tensor, ...)` compares a device tensor on the host every step: a blocking device-to-host "
-        "copy; `torch.clamp` keeps it on the device"
-    )
     message_list_index = (
         "a tensor used as an index of a Python list is converted to a Python int every step: a blocking device-to-host "
         "copy"
@@ -80,8 +76,7 @@ class PythonScalarOfTensor(SyncRule):
         "factory: `x.new_zeros([B, idx.max() + 1])`, `torch.arange(lengths.max())`, `torch.linspace(d.min(), d.max(), "
         "n)`), a tensor used as the index of a Python list (`order[ids[i]] = i` with `order = [0] * n`), and a 0-dim "
         "index over all elements used to index a tensor (`x[torch.argmax(scores)]`, which PyTorch selects with "
-        "`.item()`), and a tensor given to Python's `max` or `min` with other values (`max(reduce_mean(num_pos), "
-        "1.0)`, which compares on the host), in code "
+        "`.item()`), in code "
         "that runs every step and is not gated. "
         "Per-sample loops that do this once per sample are the usual case (a loss or reward function cutting each "
         "sequence at its own length).",
@@ -110,7 +105,6 @@ class PythonScalarOfTensor(SyncRule):
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
         training_script("half = out.shape[1] // 2\nhead, tail = out[:, :half], out[:, half:]"),
         training_script("best, where = torch.topk(out, k=min(5, out.shape[1]))"),
-        training_script("norm = (y > 0).sum().clamp(min=1.0)\nlongest = max([len(s) for s in x])"),
         training_script("order = [0] * out.shape[0]\nfor i, row in enumerate(torch.argsort(out.sum(1)).tolist()):\n"
                         "    order[row] = i"),
         training_script("noise = torch.randn([out.shape[0], out.ndim], device=out.device)"),
@@ -120,7 +114,6 @@ class PythonScalarOfTensor(SyncRule):
     )
     invalid = (
         Invalid(training_script("loss_f = float(loss)")),
-        Invalid(training_script("num_pos = (y > 0).sum()\nnorm = max(num_pos, 1.0)\nloss = model(x).sum() / norm")),
         Invalid(training_script("best = torch.argmax(out.sum(1))\npicked = out[best].mean()")),
         Invalid(training_script("ok = math.isfinite(loss)", header="import math")),
         Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),
@@ -213,18 +206,6 @@ class PythonScalarOfTensor(SyncRule):
                 and not self.in_per_tensor_loop():
             self.report(node, self.message_size.format(func=label))
 
-    def _compared(self, call: cst.Call, func: str) -> None:
-        """`max(reduce_mean(num_pos), 1.0)`: Python's builtin compares a tensor with the other values by
-        `bool(a > b)`, a host read. One iterable argument (`max(lengths)` of a list) is not a tensor's compare."""
-        if len(call.args) < 2 or any(arg.keyword is not None or arg.star for arg in call.args) \
-                or self.context.resolve(call.func) not in (None, func):
-            return
-        values = [arg.value for arg in call.args]
-        if not any(self.tensors.is_tensor(v) and not self.ruled_out_as_tensor(v) for v in values) \
-                or self.in_accumulator() or self.in_per_tensor_loop():
-            return
-        self.report(call, self.message_compare.format(func=func))
-
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if last_name(func) in _INT_ARGUMENTS:
@@ -234,9 +215,6 @@ class PythonScalarOfTensor(SyncRule):
             self._size_arguments(node)
             return
         if not node.args or node.args[0].keyword is not None:
-            return
-        if isinstance(func, cst.Name) and func.value in ("max", "min"):
-            self._compared(node, func.value)
             return
         if isinstance(func, cst.Name) and func.value in ("float", "int", "bool"):
             if len(node.args) != 1:
