@@ -2125,8 +2125,9 @@ class _Walker:
             scope.copied_params += (copied,)
         if scope.kind == "function" and (moved := _moved_param(node, scope.params)) and moved not in scope.moved_params:
             scope.moved_params += (moved,)
-        if scope.kind == "function" and (read := _read_param(node, scope.params)) and read not in scope.read_params:
-            scope.read_params += (read,)
+        if scope.kind == "function" and (read := _read_param(node, scope.params)) and read not in scope.read_params \
+                and not any(r.kind in _NO_RUN_REGIONS and r.holds(self._pos(node)) for r in scope.regions):
+            scope.read_params += (read,)  # (not a CPU fallback: `if is_mps: x = x.cpu()`)
         if method == "next" and isinstance(node.func, ast.Name) and node.args and iterates_loader(node.args[0]) \
                 and loop >= 0:
             # `while True: batch = next(train_iter)` steps through a loader as surely as `for batch in loader:`.
@@ -2215,6 +2216,9 @@ def _moved_param(call: ast.Call, params: tuple[str, ...]) -> str:
     return data.id if named else ""  # type: ignore[union-attr]
 
 
+# Branches the step does not take (another device's, an error handler, evaluation, dead code): what a function does
+# there says nothing of what it does to what the step hands it.
+_NO_RUN_REGIONS = frozenset({"backend", "error", "eval", "dead", "failure", "empty", "epoch-end"})
 # Tensor methods that copy a device tensor's values into a host array (and wait for the GPU to get there). A helper
 # returning `loss.item()` is a scalar read whose own line is the finding; a converter to arrays is called all over.
 _HOST_READS = frozenset({"cpu", "numpy"})
