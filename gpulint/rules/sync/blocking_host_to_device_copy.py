@@ -808,11 +808,22 @@ def _in_batch_loop(ancestors: tuple[cst.CSTNode, ...], context) -> bool:
     range(total_steps): x = next(datalooper)`)? Read off the loop's iterable, or its body's code."""
     for node in ancestors:
         if isinstance(node, cst.For) and (_BATCH_SOURCE.search(context.module.code_for_node(node.iter))
-                                          or _BATCH_TARGET.search(context.module.code_for_node(node.target))):
+                                          or _BATCH_TARGET.search(context.module.code_for_node(node.target))
+                                          or _wraps_a_loader(node.iter, ancestors, context)):
             return True
         if isinstance(node, (cst.For, cst.While)) and "next(" in context.module.code_for_node(node.body):
             return True
     return False
+
+
+def _wraps_a_loader(iterated: cst.BaseExpression, ancestors: tuple[cst.CSTNode, ...], context) -> bool:
+    """`for x, c in pbar:` where the function bound `pbar = tqdm(dataloader)`: a progress bar over a loader."""
+    function = innermost(ancestors, cst.FunctionDef)
+    if not isinstance(iterated, cst.Name) or function is None:
+        return False
+    bound = re.compile(r"(?<![\w.])%s\s*=\s*[\w.]+\((?:[^()\n]*[^\w()\n])?\w*(?:loader|batches)\b"
+                       % re.escape(iterated.value), re.IGNORECASE)
+    return bound.search(context.module.code_for_node(function.body)) is not None
 
 
 def _mentions_grad(expr: cst.BaseExpression) -> bool:
