@@ -9372,3 +9372,43 @@ def test_a_plain_object_built_in_the_step_runs_its_constructor_every_step(tmp_pa
     assert ("masking.py", 8, "GPL504") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
     files["masking.py"] = files["masking.py"].replace("class TriangularCausalMask():", "class TriangularCausalMask(torch.nn.Module):")
     assert [f for f in check(tmp_path, files) if f[0] == "masking.py"] == []
+
+
+def test_a_loader_of_a_dataset_that_returns_device_tensors_is_not_told_to_pin(tmp_path, check):
+    """memorizing-transformers' `TextSamplerDataset.__getitem__` returns `seq.cuda()`: its loader yields device
+    tensors, which cannot be pinned, though another file of the step copies batches (its kNN memory); the copy per
+    sample is the finding."""
+    files = {
+        "memory.py": """
+            import torch
+
+            def add_memories(batch, device):
+                return batch.to(device)
+        """,
+        "train.py": """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+            from memory import add_memories
+
+            class TextSamplerDataset(Dataset):
+                def __init__(self, data, seq_len):
+                    self.data, self.seq_len = data, seq_len
+
+                def __getitem__(self, index):
+                    seq = self.data[index: index + self.seq_len + 1].long()
+                    return seq.cuda()
+
+                def __len__(self):
+                    return len(self.data) // self.seq_len
+
+            def train(model, data, optimizer, steps, device):
+                loader = iter(DataLoader(TextSamplerDataset(data, 1024), batch_size=4))
+                for step in range(steps):
+                    batch = next(loader)
+                    loss = model(batch, add_memories(batch, device))
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    found = [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    assert ("train.py", 12, "GPL411") in found and ("train.py", 18, "GPL411") not in found

@@ -501,7 +501,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         # A data module that copies nothing itself (open_flamingo's `data.py`, guided-diffusion's `load_data`
         # generator) feeds the copies of another file's step.
         elsewhere = self.context.facts.batches_copied if not (self._nonblocking or batch_copies) else ""
-        if (in_file or elsewhere) and not self._pinned_loader:
+        # A Dataset whose `__getitem__` hands out device tensors (lucidrains' `TextSamplerDataset`): its loader's
+        # batches are on the device already, where pinning cannot apply; the copy per sample is the finding.
+        on_device_items = any(_in_dataset_item(ancestors) for _, _, ancestors in self._blocking)
+        if (in_file or elsewhere) and not self._pinned_loader and not on_device_items:
             # Built once, at setup: the loader is real wherever the training program builds it ("training"); the
             # copies that make it slow are in the step.
             nonblocking = self._nonblocking if in_file else elsewhere == "nonblocking"
