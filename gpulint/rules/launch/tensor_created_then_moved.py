@@ -27,7 +27,9 @@ DETERMINISTIC_FACTORIES = frozenset(
 SAME_DEVICE_FUNCTIONS = frozenset(
     {"exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "sqrt", "rsqrt", "pow", "sigmoid", "tanh", "abs",
      "neg", "reciprocal", "floor", "ceil", "round", "outer", "polar", "sinc", "clamp", "cumsum", "cumprod", "tril",
-     "triu", "flip", "roll", "diag", "square"}
+     "triu", "flip", "roll", "diag", "square",
+     # draws from probabilities it is given, where they are (`torch.bernoulli(torch.zeros_like(c) + p)`)
+     "bernoulli"}
 )
 # Random factories draw from a different generator on each device: moving the creation changes the numbers.
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "bernoulli", "normal"})
