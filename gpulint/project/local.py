@@ -196,6 +196,7 @@ class Scope:
     end: Pos = (0, 0)
     params: tuple[str, ...] = ()
     none_params: tuple[str, ...] = ()  # its parameters defaulting to None
+    false_params: tuple[str, ...] = ()  # its parameters defaulting to False (`parallel=False`)
     required_params: tuple[str, ...] = ()  # its positional parameters without a default (`self` included)
     keywords_param: str = ""  # its `**kwargs`, which takes the keywords no parameter names
     decorators: tuple[str, ...] = ()
@@ -1570,6 +1571,7 @@ class _Walker:
             self.values.device_attributes = self.class_devices.get(parent.qualname, frozenset())
         defaults, none = _literal_defaults(args)
         scope.none_params = tuple(sorted(none))
+        scope.false_params = tuple(sorted(name for name, value in defaults.items() if value is False))
         self.default_values.append(defaults)
         self.none_params.append(none)
         self.functions.append((node, frozenset(params)))

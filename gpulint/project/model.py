@@ -220,6 +220,7 @@ class Project:
         # Of each function the setup calls (outside the step), the parameters each such call gives a value.
         self._program_calls: dict[Key, list[frozenset[str]]] = {}
         self._reached_unknown_arguments: set[Key] = set()  # by a hook, a callback, a guess made again: no call read
+        self._reached_by_guess: set[Key] = set()  # those of them reached otherwise than as an entry point
         self._called_every_step: set[Key] = set()  # see `FunctionFacts.called_every_step`
         self._named_by_text: dict[Target, bool] = {}  # see `_built_by_text`
         self._host_attrs: dict[Target, frozenset[str]] = {}  # by class (`_class_host_attributes`)
@@ -2264,7 +2265,8 @@ class Project:
         heap: list = []
         counter = count()
 
-        def push(key: Key, reach: Reach, resolved_call: bool = False, arguments_known: bool = False) -> None:
+        def push(key: Key, reach: Reach, resolved_call: bool = False, arguments_known: bool = False,
+                 root: bool = False) -> None:
             if reach.rank == PROGRAM and self._inference_only(key):
                 reach = Reach(COLD, chain=reach.chain, reason=f"in `{key[1].rsplit('.', 1)[-1]}`, which the program "
                               "runs without gradients: evaluation or inference")
@@ -2272,6 +2274,8 @@ class Project:
                 self._reached_unresolved.add(key)
                 if not arguments_known:
                     self._reached_unknown_arguments.add(key)
+                    if not root:
+                        self._reached_by_guess.add(key)
             if reach.better_than(self.reach.get(key)):
                 heapq.heappush(heap, (reach.rank, reach.likely, len(reach.chain), next(counter), key, reach))
 
@@ -2299,7 +2303,7 @@ class Project:
 
         roots, named, modules = self._roots()
         for key, reach in roots:
-            push(key, reach)
+            push(key, reach, root=True)
         settle()
         # Loops that only consume a loader are the training loop where no training code reaches their function (a
         # script's loop calling a train step the model cannot resolve, reached from the script's body if at all);
@@ -2997,9 +3001,11 @@ class Project:
     def _plain_object(self, init: Target) -> bool:
         """Is `init` the constructor of a plain class (no library base on any of its project bases: no module, no
         trainer), computing once on what it is given?"""
-        cls = Target(init.path, init.qualname.rsplit(".", 1)[0], True)
-        return self._one_pass(init) and not any(
-            name != "object" for klass in self.mro(cls) for name in self._library_bases(klass))
+        return self._one_pass(init) and self._plain_class(Target(init.path, init.qualname.rsplit(".", 1)[0], True))
+
+    def _plain_class(self, cls: Target) -> bool:
+        """No library base on the class or any of its project bases (`object` aside): no module, no trainer."""
+        return not any(name != "object" for klass in self.mro(cls) for name in self._library_bases(klass))
 
     def _one_pass(self, target: Target) -> bool:
         """A function that computes on what it is given, once: no loop of its own (a loop over a loader is a pass
@@ -3015,7 +3021,7 @@ class Project:
         filled = self._callee_params(key, bound)
         if filled is None:
             return
-        _, params = filled
+        callee, params = filled
         # A value is given where the model knows where it lives (a configuration's field may hold None) or where
         # the caller passes on a parameter of its own (what its callers give, `_given_by_every_call`).
         passed_params = {where for where, _ in call.param_args}
@@ -3038,9 +3044,13 @@ class Project:
         if call.unpacks:
             given_false: frozenset[str] = frozenset()
         else:
+            # a literal False passed, or a parameter defaulting to False left out (maddpg's `update(sample, a_i,
+            # logger=logger)`, whose `parallel=False` no call passes)
+            passed = set(params[: len(call.arg_kinds)]) | {keyword for keyword, _ in call.kw_kinds}
             given_false = frozenset([by_position[int(where)] for where in call.false_args
                                      if where.isdigit() and int(where) in by_position]
-                                    + [where for where in call.false_args if not where.isdigit()])
+                                    + [where for where in call.false_args if not where.isdigit()]
+                                    + [param for param in callee.false_params if param not in passed])
         self._false_by_call.setdefault(key, []).append(given_false)
 
     def _given_params(self, key: Key, scope: Scope) -> frozenset[str]:
@@ -3053,9 +3063,20 @@ class Project:
         """The parameters every call of the function in the step gives a literal False, where the step reaches it
         only through calls whose arguments the model knows."""
         calls = self._false_by_call.get(key)
-        if not calls or key in self._reached_unknown_arguments:
+        if not calls or key in self._reached_by_guess:
             return frozenset()
+        if key in self._reached_unknown_arguments and not self._plain_function(key):
+            return frozenset()  # an entry point a library may call as well (a hook, a trainer's method)
         return frozenset.intersection(*calls)
+
+    def _plain_function(self, key: Key) -> bool:
+        """A function, or a method of a class with no library base on any of its project bases: an entry point that
+        the project calls itself (maddpg's `MADDPG.update`, one step's work, called by `main.py`) is called by nothing
+        else."""
+        definition = self.files[key[0]].definitions.get(key[1]) if key[0] in self.files else None
+        if definition is None or not definition.cls:
+            return definition is not None
+        return self._plain_class(Target(key[0], definition.cls, True))
 
     def _given_by_every_call(self, key: Key, param: str, seen: frozenset) -> bool:
         calls = self._given_by_call.get(key)

@@ -61,6 +61,7 @@ def scope_from(data: dict) -> Scope:
             "end": _pos(data["end"]),
             "params": tuple(data["params"]),
             "none_params": tuple(data["none_params"]),
+            "false_params": tuple(data["false_params"]),
             "required_params": tuple(data["required_params"]),
             "decorators": tuple(data["decorators"]),
             "decorator_args": tuple(data["decorator_args"]),

@@ -9412,3 +9412,38 @@ def test_a_loader_of_a_dataset_that_returns_device_tensors_is_not_told_to_pin(tm
     }
     found = [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
     assert ("train.py", 12, "GPL411") in found and ("train.py", 18, "GPL411") not in found
+
+
+def test_a_branch_on_a_flag_defaulting_to_false_that_no_call_passes_does_not_run(tmp_path, check):
+    """maddpg's `update(self, sample, agent_i, parallel=False, logger=None)`: `main.py` calls it without `parallel`,
+    so `if parallel: average_gradients(...)`, a collective per parameter, never runs. A call passing
+    `parallel=True` runs it."""
+    files = {
+        "maddpg.py": """
+            import torch
+            import torch.distributed as dist
+
+            class MADDPG:
+                def update(self, sample, agent_i, parallel=False, logger=None):
+                    loss = self.critic(sample).mean()
+                    loss.backward()
+                    if parallel:
+                        for p in self.critic.parameters():
+                            dist.all_reduce(p.grad)
+                    self.optimizer.step()
+        """,
+        "main.py": """
+            import torch
+            from maddpg import MADDPG
+
+            def run(buffer, device, steps):
+                maddpg = MADDPG()
+                for step in range(steps):
+                    sample = buffer.sample(to_gpu=True)
+                    for a_i in range(3):
+                        maddpg.update(sample, a_i, logger=None)
+        """,
+    }
+    assert [f for f in check(tmp_path, files) if f[0] == "maddpg.py"] == []
+    files["main.py"] = files["main.py"].replace("logger=None)", "parallel=True, logger=None)")
+    assert ("maddpg.py", 11, "GPL420") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
