@@ -353,8 +353,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return
         indices = [e.slice.value if isinstance(e.slice, cst.Index) else None for e in node.slice]
         for index in indices:
-            while isinstance(index, cst.Subscript):  # `torch.arange(B)[:, None, None]`: the CPU tensor, reshaped
-                index = index.value
+            while isinstance(index, cst.Subscript) and _only_reshapes(index):
+                index = index.value  # `torch.arange(B)[:, None, None]`: the CPU tensor, reshaped
             created = self._cpu_creation(index) if index is not None else None
             if created is not None and created[1] in _INDEX_FACTORIES or index is not None and self._built_here(index) \
                     or self._range_beside_tensor(index, indices):
@@ -646,6 +646,13 @@ class CreatedOnCpuThenMoved(WhereItRuns):
 def _torch_function(resolved: str) -> str:
     """`cumprod` for `torch.cumprod`: a function of torch's top-level namespace; "" for anything else."""
     return resolved[6:] if resolved.startswith("torch.") and resolved.count(".") == 1 else ""
+
+
+def _only_reshapes(subscript: cst.Subscript) -> bool:
+    """`t[:, None, None]`: slices and new axes keep a tensor index; `t[i]` picks an element, a 0-dim integer that
+    indexes like a Python int, copying nothing."""
+    return all(isinstance(e.slice, cst.Slice) or isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
+               and e.slice.value.value == "None" for e in subscript.slice)
 
 
 def _self_attribute(expr: cst.BaseExpression) -> str:
