@@ -277,6 +277,7 @@ class Project:
         # bare class names they give a registry (`criterion: DFINECriterion`, mmengine's `head=dict(type='HeatmapHead')`)
         self.config_names = frozenset(config_names) | _python_config_names(self.files)
         self._by_registry: frozenset[Target] | None = None
+        self._by_registry_name: frozenset[Target] | None = None
         self._layers: frozenset[str] | None = None
         self._guess_layers: frozenset[str] | None = None
         self._named: frozenset[str] | None = None
@@ -1833,20 +1834,29 @@ class Project:
         if definition is None or not definition.cls or not self._registry_built():
             return False
         cls = Target(key[0], definition.cls, True)
-        return self._registered(cls) and cls not in self._registry_built() and cls not in self.instantiated
+        if not self._registered(cls) or cls in self.instantiated:
+            return False
+        if cls not in self._registry_built():
+            return True
+        # Built only as the base of classes the configs name: the method runs only where one of them inherits it
+        # (mmpose's DSNTHead overrides the `loss` of IntegralRegressionHead, which no config names).
+        return cls not in self._registry_named() and not any(
+            self.find_method(named, definition.name) == Target(key[0], key[1]) for named in self._registry_named())
+
+    def _registry_named(self) -> frozenset[Target]:
+        """The registered classes the training configs name bare themselves (not their bases)."""
+        if self._by_registry_name is None:
+            self._by_registry_name = frozenset(
+                Target(path, d.qualname, True) for path, ix in self.files.items() for d in ix.definitions.values()
+                if d.is_class and d.name in self.config_names and self._registered(Target(path, d.qualname, True))
+            ) if self.config_names else frozenset()
+        return self._by_registry_name
 
     def _registry_built(self) -> frozenset[Target]:
         """The registered classes the training configs name bare (`criterion: DFINECriterion`), with their bases;
         empty when they name none (the registry is not driven by configs in sight)."""
         if self._by_registry is None:
-            found: set[Target] = set()
-            if self.config_names:
-                for path, ix in self.files.items():
-                    for definition in ix.definitions.values():
-                        cls = Target(path, definition.qualname, True)
-                        if definition.is_class and definition.name in self.config_names and self._registered(cls):
-                            found.update(self.mro(cls))
-            self._by_registry = frozenset(found)
+            self._by_registry = frozenset(base for cls in self._registry_named() for base in self.mro(cls))
         return self._by_registry
 
     def _config_built(self) -> frozenset[Target] | None:

@@ -9286,7 +9286,7 @@ def test_a_registered_class_an_mmengine_python_config_names_is_built(tmp_path, c
                     optimizer.step()
         """,
     }
-    assert ("pose/heads.py", 12, "GPL412") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    assert ("pose/heads.py", 13, "GPL412") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
     files["configs/hrnet_coco.py"] = files["configs/hrnet_coco.py"].replace("HeatmapHead", "SimCCHead")
     assert ("pose/heads.py", 12, "GPL412") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
 
@@ -9447,3 +9447,53 @@ def test_a_branch_on_a_flag_defaulting_to_false_that_no_call_passes_does_not_run
     assert [f for f in check(tmp_path, files) if f[0] == "maddpg.py"] == []
     files["main.py"] = files["main.py"].replace("logger=None)", "parallel=True, logger=None)")
     assert ("maddpg.py", 11, "GPL420") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_a_registered_base_whose_method_every_named_subclass_overrides_does_not_run_it(tmp_path, check):
+    """mmpose's configs build `DSNTHead`, which derives from `IntegralRegressionHead` and overrides its `loss`: the
+    base's `loss` never runs, though the base is built as part of every DSNTHead. Its `forward`, inherited, does."""
+    files = {
+        "pose/registry.py": """
+            from mmengine.registry import Registry
+
+            MODELS = Registry("model")
+        """,
+        "pose/heads.py": """
+            import torch
+            from mmengine.model import BaseModule
+            from pose.registry import MODELS
+
+            @MODELS.register_module()
+            class IntegralRegressionHead(BaseModule):
+                def forward(self, feats):
+                    return self.fc(feats)
+
+                def loss(self, feats, targets):
+                    pred = self.forward(feats)
+                    acc = torch.tensor(pck(pred.detach().cpu().numpy()), device=targets.device)
+                    return {"loss": (pred - targets).abs().mean(), "acc": acc}
+
+            @MODELS.register_module()
+            class DSNTHead(IntegralRegressionHead):
+                def loss(self, feats, targets):
+                    return {"loss": (self.forward(feats) - targets).abs().mean()}
+        """,
+        "pose/__init__.py": """
+            from pose.heads import DSNTHead, IntegralRegressionHead
+        """,
+        "configs/dsnt.py": """
+            model = dict(type='TopdownPoseEstimator', head=dict(type='DSNTHead', in_channels=32))
+        """,
+        "tools/benchmark.py": """
+            import torch
+
+            def run(model, loader, optimizer, device):
+                for batch in loader:
+                    loss = model(batch.to(device, non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [f for f in check(tmp_path, files) if f[0] == "pose/heads.py"] == []
+    files["configs/dsnt.py"] = files["configs/dsnt.py"].replace("DSNTHead", "IntegralRegressionHead")
+    assert ("pose/heads.py", 13, "GPL412") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
