@@ -9286,7 +9286,7 @@ def test_a_registered_class_an_mmengine_python_config_names_is_built(tmp_path, c
                     optimizer.step()
         """,
     }
-    assert ("pose/heads.py", 13, "GPL412") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    assert ("pose/heads.py", 12, "GPL412") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
     files["configs/hrnet_coco.py"] = files["configs/hrnet_coco.py"].replace("HeatmapHead", "SimCCHead")
     assert ("pose/heads.py", 12, "GPL412") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
 
