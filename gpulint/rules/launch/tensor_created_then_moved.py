@@ -649,10 +649,12 @@ def _torch_function(resolved: str) -> str:
 
 
 def _only_reshapes(subscript: cst.Subscript) -> bool:
-    """`t[:, None, None]`: slices and new axes keep a tensor index; `t[i]` picks an element, a 0-dim integer that
-    indexes like a Python int, copying nothing."""
-    return all(isinstance(e.slice, cst.Slice) or isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
-               and e.slice.value.value == "None" for e in subscript.slice)
+    """`t[:, None, None]`, `ind[0]`: slices, new axes and a fixed row keep a tensor index (yolov9's `ind[0]` of a
+    `[2, b, n]` CPU tensor); `t[i]` with a loop's `i` picks an element, a 0-dim integer that indexes like a Python
+    int, copying nothing."""
+    return all(isinstance(e.slice, cst.Slice) or isinstance(e.slice, cst.Index) and (
+        isinstance(e.slice.value, cst.Integer)
+        or isinstance(e.slice.value, cst.Name) and e.slice.value.value == "None") for e in subscript.slice)
 
 
 def _self_attribute(expr: cst.BaseExpression) -> str:
