@@ -724,7 +724,8 @@ class Project:
             qualname = f"{sub.qualname}.{name}"
             # not a test's or a documentation snippet's subclass: no training builds it
             if qualname in self.files[sub.path].definitions and not is_kept_apart(sub.path) \
-                    and not self._shadowed(sub, name):
+                    and not self._shadowed(sub, name) and not self._unbuilt_registered((sub.path, qualname)):
+                # (nor a registered subclass no config builds: mmpose's EDPoseHead, which no training config names)
                 found.append(Target(sub.path, qualname))
         return found
 
@@ -2850,9 +2851,13 @@ class Project:
 
     def _guess_in(self, guess: str, program: frozenset[str] | None) -> list[Target]:
         if _is_forward_guess(guess):
-            return self._forward_guess(guess, program)
-        receiver, method = guess.rsplit(".", 1)
-        return self._method_guess(receiver, method, program) or self._module_named(method, program)
+            targets = self._forward_guess(guess, program)
+        else:
+            receiver, method = guess.rsplit(".", 1)
+            targets = self._method_guess(receiver, method, program) or self._module_named(method, program)
+        # Where a registry builds the classes from configs, not a class registered for it that no config names
+        # (mmpose's inferencers, a head only a demo project uses): the model's `self.head(x)` never runs it.
+        return [t for t in targets if not self._unbuilt_registered((t.path, t.qualname))]
 
     def _protocol_methods(self, cls: Target, chain: tuple[Frame, ...], push) -> None:
         """An object the program builds is used through Python's protocols too: a dataset's `__getitem__`, an

@@ -9497,3 +9497,54 @@ def test_a_registered_base_whose_method_every_named_subclass_overrides_does_not_
     assert [f for f in check(tmp_path, files) if f[0] == "pose/heads.py"] == []
     files["configs/dsnt.py"] = files["configs/dsnt.py"].replace("DSNTHead", "IntegralRegressionHead")
     assert ("pose/heads.py", 13, "GPL412") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_a_registered_subclass_no_config_builds_is_no_override_a_base_runs(tmp_path, check):
+    """mmpose's `TransformerHead.forward` calls `self.forward_decoder(...)`, which its registered subclasses
+    override: where the configs drive the registry, only the overrides of classes a config names run."""
+    files = {
+        "pose/registry.py": """
+            from mmengine.registry import Registry
+
+            MODELS = Registry("model")
+        """,
+        "pose/heads.py": """
+            import torch
+            from mmengine.model import BaseModule
+            from pose.registry import MODELS
+
+            @MODELS.register_module()
+            class TransformerHead(BaseModule):
+                def forward(self, feats):
+                    return self.forward_decoder(feats)
+
+            @MODELS.register_module()
+            class UsedHead(TransformerHead):
+                def forward_decoder(self, feats):
+                    return feats.mean(1)
+
+            @MODELS.register_module()
+            class DemoHead(TransformerHead):
+                def forward_decoder(self, feats):
+                    keep = feats[feats.sum(-1) > 0]
+                    return keep.mean(0)
+        """,
+        "pose/__init__.py": """
+            from pose.heads import DemoHead, TransformerHead, UsedHead
+        """,
+        "configs/used.py": """
+            model = dict(type='TopdownPoseEstimator', head=dict(type='UsedHead'))
+        """,
+        "tools/train.py": """
+            import torch
+
+            def run(head, loader, optimizer, device):
+                for batch in loader:
+                    loss = head(batch.to(device, non_blocking=True)).sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [f for f in check(tmp_path, files) if f[0] == "pose/heads.py"] == []
+    files["configs/used.py"] = files["configs/used.py"].replace("UsedHead", "DemoHead")
+    assert ("pose/heads.py", 19, "GPL406") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
