@@ -1051,9 +1051,21 @@ class Project:
         (`DDPMScheduler.from_pretrained`, `Config.from_dict`): the class it is called on, which the classmethod's own
         code (`cls.from_config(...)` -> `cls(**config)`) does not tell the model. Empty for any other callee."""
         head, _, last = callee.rpartition(".")
-        if not head or not last.startswith("from_"):
+        if not head:
             return set()
-        return {cls for cls in self._callable_targets(path, scope, head) if cls.is_class}
+        classes = {cls for cls in self._callable_targets(path, scope, head) if cls.is_class}
+        if last.startswith("from_"):
+            return classes
+        # any classmethod that returns `cls(...)` (maddpg's `MADDPG.init_from_env(env)`)
+        return {cls for cls in classes if (method := self.find_method(cls, last)) is not None
+                and self._builds_own_class(method)}
+
+    def _builds_own_class(self, method: Target) -> bool:
+        """A classmethod returning `cls(...)`, or a name it binds to one (`instance = cls(**d); return instance`)."""
+        scope = self.files[method.path].scope(method.qualname)
+        return scope is not None and "classmethod" in scope.decorators and (
+            "cls" in scope.returned_calls
+            or any(a.callee == "cls" and a.target in scope.returned_names for a in scope.assigns))
 
     def _built_types(self, cls: Target, depth: int) -> set[Target]:
         """What building `cls` gives: the class, or the classes its `__new__` returns instances of (muzero-general's

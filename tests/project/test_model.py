@@ -9424,6 +9424,10 @@ def test_a_branch_on_a_flag_defaulting_to_false_that_no_call_passes_does_not_run
             import torch.distributed as dist
 
             class MADDPG:
+                @classmethod
+                def init_from_env(cls, env, **kwargs):
+                    return cls(**kwargs)
+
                 def update(self, sample, agent_i, parallel=False, logger=None):
                     loss = self.critic(sample).mean()
                     loss.backward()
@@ -9437,7 +9441,7 @@ def test_a_branch_on_a_flag_defaulting_to_false_that_no_call_passes_does_not_run
             from maddpg import MADDPG
 
             def run(buffer, device, steps):
-                maddpg = MADDPG()
+                maddpg = MADDPG.init_from_env(None)
                 for step in range(steps):
                     sample = buffer.sample(to_gpu=True)
                     for a_i in range(3):
@@ -9446,7 +9450,7 @@ def test_a_branch_on_a_flag_defaulting_to_false_that_no_call_passes_does_not_run
     }
     assert [f for f in check(tmp_path, files) if f[0] == "maddpg.py"] == []
     files["main.py"] = files["main.py"].replace("logger=None)", "parallel=True, logger=None)")
-    assert ("maddpg.py", 11, "GPL420") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    assert ("maddpg.py", 15, "GPL420") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
 
 
 def test_a_registered_base_whose_method_every_named_subclass_overrides_does_not_run_it(tmp_path, check):
