@@ -127,7 +127,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`trainer.fit` as the training loader, or "
         "handed to `accelerator.prepare` / `fabric.setup_dataloaders` in a file with a training step (they copy each "
         "batch to the device, blocking by default); and "
-        "a copy to the device in a Dataset's `__getitem__` (one blocking copy per sample) in a file that trains.",
+        "a copy to the device in a Dataset's `__getitem__` (one blocking copy per sample) in a file that trains "
+        "(its loaders then yield device tensors, which cannot be pinned: they are not told to pin). A loop over a "
+        "name the function bound to a wrapper of a loader (`pbar = tqdm(dataloader)`) is a loop over batches.",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
         "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
