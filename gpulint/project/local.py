@@ -2211,8 +2211,13 @@ def _moved_param(call: ast.Call, params: tuple[str, ...]) -> str:
             return ""
     elif func.attr == "type_as" and not (call.args and isinstance(call.args[0], (ast.Name, ast.Attribute))):
         return ""
-    data = func.value
-    while isinstance(data, ast.Call) and isinstance(data.func, ast.Attribute) and data.func.attr in HOST_RESHAPES:
+    return _param_through(func.value, HOST_RESHAPES, params)
+
+
+def _param_through(data: ast.AST, methods: frozenset[str], params: tuple[str, ...]) -> str:
+    """The parameter (not `self`) that `data` is, through calls of `methods` on it (`x.view(n).float()` -> "x");
+    else ""."""
+    while isinstance(data, ast.Call) and isinstance(data.func, ast.Attribute) and data.func.attr in methods:
         data = data.func.value
     named = isinstance(data, ast.Name) and data.id in params and data.id not in ("self", "cls")
     return data.id if named else ""  # type: ignore[union-attr]
@@ -2234,11 +2239,7 @@ def _read_param(call: ast.Call, params: tuple[str, ...]) -> str:
     func = call.func
     if not params or not isinstance(func, ast.Attribute) or func.attr not in _HOST_READS or call.args:
         return ""
-    data = func.value
-    while isinstance(data, ast.Call) and isinstance(data.func, ast.Attribute) and data.func.attr in _BEFORE_READ:
-        data = data.func.value
-    named = isinstance(data, ast.Name) and data.id in params and data.id not in ("self", "cls")
-    return data.id if named else ""  # type: ignore[union-attr]
+    return _param_through(func.value, _BEFORE_READ, params)
 
 
 def _unpartial(arg: ast.AST) -> ast.AST:

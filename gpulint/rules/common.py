@@ -61,3 +61,11 @@ def off_by_default(code: str, real: int, judged: int, why: str) -> str:
     fresh batches (`bench/corpus/fresh`), why, and how to turn it on."""
     return (f"Off by default (turn it on with `--extend-select {code}`): on fresh batches 1-44 of `bench/corpus` its "
             f"findings were real per-step cost in {real} of {judged} judged; {why}. ")
+
+
+def arguments_at(call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> list[cst.BaseExpression]:
+    """The arguments a call passes at these positions or by these keywords (a project helper's copied or read
+    parameters, as `FileFacts.copy_calls` and `read_calls` give them)."""
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    return [positional[i] for i in positions if i < len(positional)] + [
+        a.value for a in call.args if a.keyword is not None and a.keyword.value in keywords]

@@ -6,7 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.common import is_false, keyword_arg
+from gpulint.rules.common import arguments_at, is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
 
@@ -103,9 +103,7 @@ class CpuCopyInStep(SyncRule):
     def _check_converter_call(self, call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> None:
         """`to_numpy(pred_heatmaps)` in the step, where the project's `to_numpy` does `x.detach().cpu().numpy()`: a
         blocking copy of each argument it reads that is no host value."""
-        positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        read = [positional[i] for i in positions if i < len(positional)]
-        read += [a.value for a in call.args if a.keyword is not None and a.keyword.value in keywords]
+        read = arguments_at(call, positions, keywords)
         if self.in_per_tensor_loop() or not read or all(self.context.is_host_value(value) for value in read):
             return
         self.report(call, self.message_helper.format(func=dotted_name(call.func)))

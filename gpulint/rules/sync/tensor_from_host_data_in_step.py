@@ -7,7 +7,7 @@ import libcst as cst
 from gpulint.linter.names import dotted_name
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.project.vocab import HOST_RESHAPES, JOINING_FUNCTIONS
-from gpulint.rules.common import is_cpu_string, keyword_arg
+from gpulint.rules.common import arguments_at, is_cpu_string, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives, selects_action
 
@@ -183,9 +183,7 @@ class TensorFromHostDataInStep(SyncRule):
         arguments the helper copies, when they are not known to be tensors already."""
         if selects_action((dotted_name(call.func) or "").rsplit(".", 1)[-1]):
             return  # the observation an action is chosen for must reach the device (SyncRule's environment exchange)
-        positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        copied = [positional[i] for i in positions if i < len(positional)]
-        copied += [a.value for a in call.args if a.keyword is not None and a.keyword.value in keywords]
+        copied = arguments_at(call, positions, keywords)
         if self.in_per_tensor_loop() or not any(
                 not _is_empty_literal(data) and self.context.location_of(data) != "device"
                 and not self.tensors.is_tensor(data) for data in copied):
