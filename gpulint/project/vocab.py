@@ -102,6 +102,8 @@ DEFAULT_GATE_PARTS = frozenset(
         "log", "logging", "logger", "print", "report", "display", "verbose", "debug", "interval", "every", "freq",
         "frequency", "period", "eval", "evaluate", "save", "checkpoint", "ckpt",
         "wandb", "tensorboard", "writer", "summary", "summaries", "visualize", "sample", "tick",
+        # and as the -ing forms a test names them (SPADE's `iter_counter.needs_displaying()`, `needs_printing()`)
+        "printing", "reporting", "displaying", "visualizing", "evaluating", "saving", "checkpointing", "sampling",
     }
 )
 # A gate whose period is shorter than this many steps runs on a large share of them: `step % 2 == 0` halves a cost,
