@@ -215,6 +215,9 @@ class Project:
         # `**kwargs` give none that is known), and those it passes on from its caller's own parameters (see
         # `_given_params`).
         self._given_by_call: dict[Key, list[tuple[frozenset[str], dict[str, tuple[Key, str]]]]] = {}
+        # Each resolved call in the step of each function: every parameter it passes a value (not a literal None),
+        # and those it passes on from its caller's own parameters (see `_passes_only_unset`).
+        self._passes_by_call: dict[Key, list[tuple[frozenset[str], dict[str, tuple[Key, str]]]]] = {}
         self._false_by_call: dict[Key, list[frozenset[str]]] = {}  # the parameters each call gives a literal False
         self._reached_unresolved: set[Key] = set()
         # Of each function the setup calls (outside the step), the parameters each such call gives a value.
@@ -2966,7 +2969,12 @@ class Project:
         votes = self._gate_votes.setdefault(key, {})
         self._record_kinds(key, call, bound, path, scope)
         self._record_given(key, call, bound, (path, scope.qualname))
-        self._passed_params.setdefault(key, set()).update(self._given_values(call, params))
+        values = self._given_values(call, params)
+        self._passed_params.setdefault(key, set()).update(values)
+        by_position = dict(enumerate(params))
+        passed_on = {param: ((path, scope.qualname), caller_param) for where, caller_param in call.param_args
+                     if (param := by_position.get(int(where)) if where.isdigit() else where) is not None}
+        self._passes_by_call.setdefault(key, []).append((frozenset(values), passed_on))
         # An interval test the shipped settings make true on most steps (`update_grad=(i + 1) % update_freq == 0` with
         # `--update_freq 1`, VideoMAE's default) gates nothing.
         short = self._short_intervals(path)
@@ -3125,19 +3133,41 @@ class Project:
                 return False
         return True
 
-    def _unset_params(self, key: Key, scope: Scope) -> frozenset[str]:
+    def _unset_params(self, key: Key, scope: Scope, seen: frozenset[Key] = frozenset()) -> frozenset[str]:
         """The parameters tested by `if p is not None:` that no call in the step passes, where every way the step
         reaches the function is a call the model resolved (its arguments are known). For a function whose own loop
         is the step loop, reached from the program's setup (`agent.train(data, log_writer=writer)` with `writer =
-        None`): those no call of the setup passes."""
+        None`): those no call of the setup passes. A parameter that calls pass on only from their callers' own
+        unset parameters is unset too (nerf_pl's `psnr(pred, gt)` handing `valid_mask=valid_mask` to `mse`)."""
+        tested = [r.flags[0] for r in scope.regions if r.kind == "given"]
+        return frozenset(p for p in tested if self._never_given(key, scope, p, seen))
+
+    def _never_given(self, key: Key, scope: Scope, param: str, seen: frozenset[Key]) -> bool:
         passed = self._passed_params.get(key)
+        in_step = passed is not None  # (else the calls of the setup, whose arguments `_passes_by_call` does not hold)
         if passed is None and key in self._program_calls and self.step_loops(key[0], scope):
             passed = set().union(*self._program_calls[key])
         elif passed is None or key in self._reached_unresolved:
-            return frozenset()
+            return False
         if "*" in passed:
-            return frozenset()
-        return frozenset(r.flags[0] for r in scope.regions if r.kind == "given" and r.flags[0] not in passed)
+            return False
+        return param not in passed or in_step and self._passes_only_unset(key, param, seen | {key})
+
+    def _passes_only_unset(self, key: Key, param: str, seen: frozenset[Key]) -> bool:
+        """Does every resolved call passing `param` pass on a parameter defaulting to None of its caller that no
+        call gives the caller in turn?"""
+        for values, passed_on in self._passes_by_call.get(key, ()):
+            if param not in values:
+                continue
+            origin = passed_on.get(param)
+            if origin is None or origin[0] in seen:
+                return False
+            caller, caller_param = origin
+            caller_scope = self.files[caller[0]].scope(caller[1]) if caller[0] in self.files else None
+            if caller_scope is None or caller_param not in caller_scope.none_params \
+                    or not self._never_given(caller, caller_scope, caller_param, seen):
+                return False
+        return True
 
     def _record_program_call(self, key: Key, call: Call, bound: bool) -> None:
         """The parameters a call outside the step (the setup calling the function that loops) gives a value."""

@@ -9552,3 +9552,39 @@ def test_a_registered_subclass_no_config_builds_is_no_override_a_base_runs(tmp_p
     assert [f for f in check(tmp_path, files) if f[0] == "pose/heads.py"] == []
     files["configs/used.py"] = files["configs/used.py"].replace("UsedHead", "DemoHead")
     assert ("pose/heads.py", 19, "GPL406") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_a_parameter_passed_on_only_from_an_unset_parameter_is_unset(tmp_path, check):
+    """nerf_pl's `psnr(image_pred, image_gt, valid_mask=None)` hands `valid_mask=valid_mask` to `mse`, whose `if
+    valid_mask is not None: value = value[valid_mask]` syncs; the training step calls `psnr(pred, gt)`: the mask is
+    never given, so the branch never runs. A step that passes a mask runs it."""
+    files = {
+        "metrics.py": """
+            import torch
+
+            def mse(image_pred, image_gt, valid_mask=None):
+                value = (image_pred - image_gt) ** 2
+                if valid_mask is not None:
+                    value = value[valid_mask]
+                return torch.mean(value)
+
+            def psnr(image_pred, image_gt, valid_mask=None):
+                return -10 * torch.log10(mse(image_pred, image_gt, valid_mask))
+        """,
+        "train.py": """
+            import torch
+            from metrics import psnr
+
+            def train(model, loader, optimizer, device):
+                for rays, rgbs in loader:
+                    rays, rgbs = rays.to(device, non_blocking=True), rgbs.to(device, non_blocking=True)
+                    pred = model(rays)
+                    loss = ((pred - rgbs) ** 2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    quality = psnr(pred.detach(), rgbs)
+        """,
+    }
+    assert [f for f in check(tmp_path, files) if f[0] == "metrics.py"] == []
+    files["train.py"] = files["train.py"].replace("psnr(pred.detach(), rgbs)", "psnr(pred.detach(), rgbs, rgbs > 0)")
+    assert ("metrics.py", 7, "GPL406") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
