@@ -875,7 +875,7 @@ def backend_branch(test: ast.AST) -> str | None:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return OTHER_BRANCH.get(backend_branch(test.operand) or "")
     if isinstance(test, (ast.Name, ast.Attribute)):  # `if self.use_gpu:`, `if args.cuda:` (not `if no_cuda:`)
-        parts = name_parts((dotted(test) or "").rsplit(".", 1)[-1])
+        parts = name_parts(test.attr if isinstance(test, ast.Attribute) else test.id)  # and `params[0].is_cuda`
         return "orelse" if parts & _CUDA_FLAG_PARTS and not parts & _NEGATING_PARTS else None
     if isinstance(test, ast.Call):
         name = dotted(test.func) or ""
@@ -1635,6 +1635,11 @@ class _Walker:
                 exit_seen = True  # the first such `if` of a block gates the statements after it
                 self.scope.regions.append(Region("exit", self._pos(body[index + 1]), self._end(body[-1]),
                                                  flags=(gate_interval(statement.test),)))
+            elif isinstance(statement, ast.If) and not statement.orelse and isinstance(statement.body[-1], ast.Return) \
+                    and index + 1 < len(body) and backend_branch(self._named_backend_test(statement.test)) == "orelse":
+                # `if parameters[0].is_cuda: return torch.nn.utils.clip_grad_norm_(...)`: what follows runs on the
+                # CPU only (pfrl's `clip_l2_grad_norm_`)
+                self.scope.regions.append(Region("backend", self._pos(body[index + 1]), self._end(body[-1])))
 
     def _statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and self.shallow:
