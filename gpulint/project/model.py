@@ -3143,6 +3143,7 @@ class Project:
         return frozenset(p for p in tested if self._never_given(key, scope, p, seen))
 
     def _never_given(self, key: Key, scope: Scope, param: str, seen: frozenset[Key]) -> bool:
+        """Does no call that reaches the function give `param` a value (`_unset_params`)?"""
         passed = self._passed_params.get(key)
         in_step = passed is not None  # (else the calls of the setup, whose arguments `_passes_by_call` does not hold)
         if passed is None and key in self._program_calls and self.step_loops(key[0], scope):

@@ -826,8 +826,9 @@ def _wraps_a_loader(iterated: cst.BaseExpression, ancestors: tuple[cst.CSTNode, 
     function = innermost(ancestors, cst.FunctionDef)
     if not isinstance(iterated, cst.Name) or function is None:
         return False
-    bound = re.compile(r"(?<![\w.])%s\s*=\s*[\w.]+\((?:[^()\n]*[^\w()\n])?\w*(?:loader|batches)\b"
-                       % re.escape(iterated.value), re.IGNORECASE)
+    name = re.escape(iterated.value)
+    bound = re.compile(rf"(?<![\w.]){name}\s*=\s*[\w.]+\((?:[^()\n]*[^\w()\n])?\w*(?:loader|batches)\b",
+                       re.IGNORECASE)
     return bound.search(context.module.code_for_node(function.body)) is not None
 
 
