@@ -2971,10 +2971,8 @@ class Project:
         self._record_given(key, call, bound, (path, scope.qualname))
         values = self._given_values(call, params)
         self._passed_params.setdefault(key, set()).update(values)
-        by_position = dict(enumerate(params))
-        passed_on = {param: ((path, scope.qualname), caller_param) for where, caller_param in call.param_args
-                     if (param := by_position.get(int(where)) if where.isdigit() else where) is not None}
-        self._passes_by_call.setdefault(key, []).append((frozenset(values), passed_on))
+        self._passes_by_call.setdefault(key, []).append(
+            (frozenset(values), _passed_on(call, params, (path, scope.qualname))))
         # An interval test the shipped settings make true on most steps (`update_grad=(i + 1) % update_freq == 0` with
         # `--update_freq 1`, VideoMAE's default) gates nothing.
         short = self._short_intervals(path)
@@ -3069,19 +3067,14 @@ class Project:
                 + [keyword for keyword, kind in call.kw_kinds if keyword not in call.none_args
                    and (kind != "unknown" or keyword in passed_params)]
             )
-        by_position = dict(enumerate(params))
-        passed_on = {}
-        for where, caller_param in call.param_args:
-            param = by_position.get(int(where)) if where.isdigit() else where
-            if param is not None:
-                passed_on[param] = (caller, caller_param)
-        self._given_by_call.setdefault(key, []).append((given, passed_on))
+        self._given_by_call.setdefault(key, []).append((given, _passed_on(call, params, caller)))
         if call.unpacks:
             given_false: frozenset[str] = frozenset()
         else:
             # a literal False passed, or a parameter defaulting to False left out (maddpg's `update(sample, a_i,
             # logger=logger)`, whose `parallel=False` no call passes)
-            passed = set(params[: len(call.arg_kinds)]) | {keyword for keyword, _ in call.kw_kinds}
+            passed = self._given_values(call, params)  # (a None passed leaves `if parallel:` as untaken)
+            by_position = dict(enumerate(params))
             given_false = frozenset([by_position[int(where)] for where in call.false_args
                                      if where.isdigit() and int(where) in by_position]
                                     + [where for where in call.false_args if not where.isdigit()]
@@ -3730,6 +3723,13 @@ _SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
 _READ_GUESSES = 64
+def _passed_on(call: Call, params: list[str], caller: Key) -> dict[str, tuple[Key, str]]:
+    """The callee's parameters a call fills with its caller's own parameters: param -> (caller, caller's param)."""
+    by_position = dict(enumerate(params))
+    return {param: (caller, caller_param) for where, caller_param in call.param_args
+            if (param := by_position.get(int(where)) if where.isdigit() else where) is not None}
+
+
 # A class a Python config (mmengine's, under `configs/`) names for its registry: `type='HeatmapHead'`, `type=HeatmapHead`.
 _CONFIG_TYPE = re.compile(r"""\btype\s*=\s*["']?([A-Z]\w*)""")
 

@@ -63,6 +63,14 @@ def off_by_default(code: str, real: int, judged: int, why: str) -> str:
             f"findings were real per-step cost in {real} of {judged} judged; {why}. ")
 
 
+def by_callee(calls: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...]) -> dict[
+        str, tuple[tuple[int, ...], tuple[str, ...]]]:
+    """A project model's table of helper calls (`FileFacts.copy_calls`, `move_calls`, `read_calls`) by callee as
+    written: the positions and keywords of the arguments each helper copies or reads (the first entry of a name wins,
+    as the facts list them)."""
+    return {func: (positions, keywords) for func, positions, keywords in reversed(calls)}
+
+
 def arguments_at(call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> list[cst.BaseExpression]:
     """The arguments a call passes at these positions or by these keywords (a project helper's copied or read
     parameters, as `FileFacts.copy_calls` and `read_calls` give them)."""

@@ -10,7 +10,7 @@ import libcst as cst
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
-from gpulint.rules.common import is_number, keyword_arg, new_keyword_arg
+from gpulint.rules.common import by_callee, is_number, keyword_arg, new_keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns, one_time_branch
 
@@ -266,8 +266,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         # x`), with their enclosing nodes, reported when the tensor is moved to the device
         self._filled: dict[tuple[int, str], list[tuple[cst.Name, cst.BaseExpression, tuple[cst.CSTNode, ...]]]] = {}
         self._cpu_attributes: list[set[str]] = []  # per enclosing class: `self.` attributes `_cpu_attributes_of` finds
-        # The project functions called here that move arguments to the device: callee -> (positions, keywords)
-        self._movers = {func: (positions, keywords) for func, positions, keywords in reversed(context.facts.move_calls)}
+        self._movers = by_callee(context.facts.move_calls)  # the project functions called here that move arguments
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._cpu_attributes.append(self._cpu_attributes_of(node))

@@ -6,7 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.common import arguments_at, is_false, keyword_arg
+from gpulint.rules.common import arguments_at, by_callee, is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
 
@@ -68,15 +68,9 @@ class CpuCopyInStep(SyncRule):
     def runs_for_facts(cls, facts) -> bool:
         return bool(facts.read_calls)  # `to_numpy(pred)`, a project's converter, has none of the rule's words
 
-    @classmethod
-    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return True  # nor has the function that calls it
-
     def __init__(self, context) -> None:
         super().__init__(context)
-        # The project's converters called in this file, by callee as written: (positions, keywords) they read.
-        self._converters = {helper: (positions, keywords)
-                            for helper, positions, keywords in reversed(context.facts.read_calls)}
+        self._converters = by_callee(context.facts.read_calls)  # the project's converters called in this file
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -7,7 +7,7 @@ import libcst as cst
 from gpulint.linter.names import dotted_name
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.project.vocab import HOST_RESHAPES, JOINING_FUNCTIONS
-from gpulint.rules.common import arguments_at, is_cpu_string, keyword_arg
+from gpulint.rules.common import arguments_at, by_callee, is_cpu_string, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives, selects_action
 
@@ -95,16 +95,9 @@ class TensorFromHostDataInStep(SyncRule):
     def runs_for_facts(cls, facts) -> bool:
         return bool(facts.copy_calls)  # `tensor(x)`, a project's copy helper, has none of the rule's words
 
-    @classmethod
-    def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return True  # nor has the function that calls it
-
     def __init__(self, context) -> None:
         super().__init__(context)
-        # The project's copy helpers called in this file, by callee as written: (positions, keywords) they copy.
-        # (The first entry of a name wins, as the facts list them.)
-        self._copy_helpers = {helper: (positions, keywords)
-                              for helper, positions, keywords in reversed(context.facts.copy_calls)}
+        self._copy_helpers = by_callee(context.facts.copy_calls)  # the project's copy helpers called in this file
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
