@@ -145,18 +145,23 @@ class PadToMaxLength(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.context.in_tests or _for_diffusion(self.context):
             return
-        if self._no_text(node) or self._maps_eval_split() or self._generates_only():
-            return
         for arg in node.args:
             if arg.keyword is None:
                 continue
             keyword, value = arg.keyword.value, arg.value
             if keyword == "padding" and self._is_max_length(value):
-                if not self._dynamic_max_length(node):
+                if self._pads_for_training(node):
                     self.report(arg, when="training", fix=[Replace(value, "True")], unsafe_fix=True)
             elif keyword == "pad_to_max_length" and is_true(value):
-                if not self._dynamic_max_length(node):
+                if self._pads_for_training(node):
                     self.report(arg, when="training", fix=[Replace(arg, "padding=True")], unsafe_fix=True)
+
+    def _pads_for_training(self, node: cst.Call) -> bool:
+        """The tests of a padding call that may pad training batches, asked only of a call that pads to a fixed length:
+        `_generates_only` renders the enclosing function's code, too dear to do for every call."""
+        if self._no_text(node) or self._maps_eval_split() or self._generates_only():
+            return False
+        return not self._dynamic_max_length(node)
 
     def _generates_only(self) -> bool:
         """Is the call in a function (or a script's top level) that generates with a model and never trains
