@@ -284,6 +284,7 @@ class Project:
         self._layers: frozenset[str] | None = None
         self._guess_layers: frozenset[str] | None = None
         self._named: frozenset[str] | None = None
+        self._near: dict[str, list[str]] = {}  # by top-level folder: `_named_near`
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
@@ -1425,6 +1426,21 @@ class Project:
             self._definition_names = (classes, functions)
         return self._definition_names
 
+    def _named_near(self, path: str, name: str) -> bool:
+        """Is the method name used, besides its definition, where the file's own folder may run: in that top-level
+        folder, at the project's root, or in a file importing from the folder? A sibling project's trainer calling a
+        method of the same name (Lumina-T2X's `training_losses` in each sub-project) does not run this one."""
+        top = _top_level(path)
+        if not top:
+            return True
+        near = self._near.get(top)
+        if near is None:
+            imports = self._imported()
+            near = self._near[top] = [p for p in self.files if _top_level(p) in (top, "")
+                                      or any(_top_level(t) == top for t in imports.get(p, ()))]
+        pattern = re.compile(rf"\b{re.escape(name)}\b")
+        return sum(len(pattern.findall(self._code_of(p))) for p in near if name in self.files[p].text) > 1
+
     def _code_of(self, path: str) -> str:
         """A file's text without its strings and comments (made once per file, for the files that need it)."""
         code = self._code_texts.get(path)
@@ -1764,6 +1780,13 @@ class Project:
             built, models, forwards = ([f for f in pool if f.path in program] for pool in (built, models, forwards))
         elif program is not None and self._builds_library_model(program):
             return []
+        elif program is not None:
+            # A program holding no module of its own runs those of its own folder, not a sibling project's
+            # (Lumina-T2X's compositional sampler does not train lumina_audio's models).
+            tops = {_top_level(path) for path in program} - {""}
+            if tops and any(_top_level(f.path) in tops for f in forwards):
+                built, models, forwards = ([f for f in pool if _top_level(f.path) in tops]
+                                           for pool in (built, models, forwards))
         receiver = guess.partition(" ")[2]
         if guess == _NO_LOSS_GUESS:
             return [f for f in models or built or forwards if not LOSS_CLASS.search(_class_of(f))]
@@ -2207,13 +2230,17 @@ class Project:
                                                reason=f"in `{name}`, which runs when its module is called")))
         # A framework calls the hooks of the modules the program builds: not of a class nothing names (ldm's
         # NoisyLatentImageClassifier, which no config builds).
+        never_fit = self._lightning_never_fit(hooks)
+        # nor their methods named like step work (the `p_losses` a `training_step` would call)
+        named = [(key, reach) for key, reach in named if _owner_name(key[1]) not in never_fit]
         if self.entries and len(self.files) > 1:
             owners = {_owner_name(key[1]) for key, _ in hooks + setup_hooks if "." in key[1]}
             # Of trainers (a `training_step`), not of the components a library's users pick (a regularizer's
             # `compute_loss`, a gradient-logging callback): a project's own code builds the trainers it ships.
             trainers = {_owner_name(key[1]) for key, _ in hooks if key[1].endswith(".training_step")}
             unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names) \
-                | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners)
+                | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners) \
+                | never_fit
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots)
@@ -2368,6 +2395,9 @@ class Project:
                 continue
             if self._unbuilt_registered(key):  # nor one that the registry's configs do not name
                 continue
+            if in_sight and "." in key[1] and not self._named_near(key[0], key[1].rsplit(".", 1)[-1]) \
+                    and not self._called_by_name(Target(key[0], key[1].rsplit(".", 1)[0], True)):
+                continue
             scope = self.files[key[0]].scope(key[1])
             if scope is None:
                 continue
@@ -2389,6 +2419,15 @@ class Project:
         # (textgen's `Seq2Seq.forward`, reached from the loop after `Decoder.forward` was first asked) counts too.
         self._passed_kinds.clear()
         self._settled = True
+
+    def _lightning_never_fit(self, hooks: list[tuple[Key, Reach]]) -> set[str]:
+        """The Lightning modules whose hooks nothing runs: the project never starts Lightning's loop (no `.fit(`,
+        `LightningCLI` or `fabric`), so its `training_step`s are code kept from another project (Lumina-T2X's audio
+        and music demos hold latent-diffusion's Lightning modules, and only sample with them)."""
+        lightning = {name for path in {key[0] for key, _ in hooks} for name in self._lightning_classes(path)}
+        if not lightning or any(_STARTS_LIGHTNING.search(ix.text) for ix in self.files.values()):
+            return set()
+        return lightning
 
     def _built_only_apart(self, class_names: set[str]) -> set[str]:
         """The classes built (`Name(...)`), and only in files that are no training (asteroid's `SDRCallback`, built
@@ -3857,6 +3896,10 @@ def _decorator_lines(code: str) -> int:
 
 
 _DEFINITION_LINE = re.compile(r"^[ \t]*(?:async\s+def|def|class)\s", re.MULTILINE)
+
+
+# What starts Lightning's training loop: `trainer.fit(model)`, `LightningCLI(...)`, a Fabric launch.
+_STARTS_LIGHTNING = re.compile(r"\.fit\(|\bLightningCLI\b|\bcli_main\b|\bFabric\(")
 
 
 def _owner_name(qualname: str) -> str:

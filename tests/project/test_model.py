@@ -9588,3 +9588,100 @@ def test_a_parameter_passed_on_only_from_an_unset_parameter_is_unset(tmp_path, c
     assert [f for f in check(tmp_path, files) if f[0] == "metrics.py"] == []
     files["train.py"] = files["train.py"].replace("psnr(pred.detach(), rgbs)", "psnr(pred.detach(), rgbs, rgbs > 0)")
     assert ("metrics.py", 7, "GPL406") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
+def test_lightning_modules_of_a_project_that_never_fits_are_no_entries(tmp_path):
+    """Lumina-T2X's audio and music demos hold latent-diffusion's Lightning modules and only sample with them: no file
+    calls `.fit(`, so no `training_step` runs, nor the `p_losses` named like step work that it would call. A script
+    calling `trainer.fit(model)` makes both entries again."""
+    files = {
+        "audio/models/ddpm.py": """
+            import pytorch_lightning as pl
+            class DDPM(pl.LightningModule):
+                def training_step(self, batch, idx):
+                    return self.p_losses(batch)
+                def p_losses(self, x):
+                    return self.net(x).mean().item()
+            class LatentDiffusion(DDPM):
+                def p_losses(self, x):
+                    return self.net(x).mean().cpu()
+        """,
+        "audio/demo.py": "from audio.models.ddpm import LatentDiffusion\nmodel = LatentDiffusion()\nmodel.sample()\n",
+        "train.py": TRAIN_LOOP.replace("from . import steps\n", ""),
+        "helpers/logging.py": "def log_metrics(loss):\n    print(loss.item())\n",
+    }
+    project = model(tmp_path, files)
+    for qualname in ("DDPM.training_step", "DDPM.p_losses", "LatentDiffusion.p_losses"):
+        assert ("audio/models/ddpm.py", qualname) not in project.reach
+    files["audio/train.py"] = ("import pytorch_lightning as pl\nfrom audio.models.ddpm import LatentDiffusion\n"
+                               "pl.Trainer().fit(LatentDiffusion())\n")
+    project = model(tmp_path, files)
+    assert ("audio/models/ddpm.py", "DDPM.training_step") in project.reach
+
+
+def test_a_guessed_model_call_stays_in_its_own_top_level_folder(tmp_path):
+    """A training loop calls `model(x)` on a model it is handed, and nothing it imports holds a module: the guess runs
+    the modules of its own top-level folder, not those of a sibling project (Lumina-T2X's compositional sampler
+    reached lumina_audio's models)."""
+    files = {
+        "compose/transport.py": """
+            class Transport:
+                def training_losses(self, model, x):
+                    return model(x)
+        """,
+        "compose/models.py": """
+            import torch
+            class DiT(torch.nn.Module):
+                def forward(self, x):
+                    return x
+        """,
+        "compose/train.py": """
+            from compose.transport import Transport
+            def main(model, loader, opt):
+                for x in loader:
+                    Transport().training_losses(model, x).backward()
+                    opt.step()
+        """,
+        "compose/build.py": "from compose.models import DiT\ndef build():\n    return DiT()\n",
+        "audio/models.py": """
+            import torch
+            class AudioDiT(torch.nn.Module):
+                def forward(self, x):
+                    return x.nonzero()
+        """,
+        "audio/pipeline.py": "from audio.models import AudioDiT\ndef build():\n    return AudioDiT()\n",
+    }
+    project = model(tmp_path, files)
+    assert ("compose/transport.py", "Transport.training_losses") in project.reach
+    assert ("compose/models.py", "DiT.forward") in project.reach
+    assert ("audio/models.py", "AudioDiT.forward") not in project.reach
+
+
+def test_a_method_named_like_step_work_is_no_entry_where_only_a_sibling_project_uses_its_name(tmp_path):
+    """Lumina-T2X has a `training_losses` in each sub-project: the one of a sampling-only folder is used by no file
+    of its own folder, the root, or a file importing from the folder. Its own training script calling it makes it
+    an entry again."""
+    losses = """
+        class Transport:
+            def training_losses(self, model, x):
+                return model(x).mean().item()
+    """
+    files = {
+        "imagenet/transport.py": losses,
+        "imagenet/train.py": """
+            from imagenet.transport import Transport
+            def main(model, loader, opt):
+                transport = Transport()
+                for x in loader:
+                    loss = transport.training_losses(model, x)
+                    loss.backward()
+                    opt.step()
+        """,
+        "compose/transport.py": losses + "    DEFAULT = Transport()\n",
+    }
+    project = model(tmp_path, files)
+    assert ("imagenet/transport.py", "Transport.training_losses") in project.reach
+    assert ("compose/transport.py", "Transport.training_losses") not in project.reach
+    files["compose/train.py"] = files["imagenet/train.py"].replace("imagenet", "compose")
+    project = model(tmp_path, files)
+    assert ("compose/transport.py", "Transport.training_losses") in project.reach
