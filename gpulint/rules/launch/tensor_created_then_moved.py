@@ -75,6 +75,11 @@ CPU_INDEX_MESSAGE = (
     "a tensor built on the CPU indexes a tensor that may be on the device: the index is copied to the device on every "
     "call; build it there (`torch.arange(n, device=x.device)`)"
 )
+NUMPY_INDEX_MESSAGE = (
+    "the numpy array `{name}` indexes device tensors: each indexing turns it into a CPU tensor and copies it to the "
+    "device; move it once (`torch.as_tensor({name}, device=device)`) or draw the indices there "
+    "(`torch.randperm(n, device=device)`)"
+)
 FILLED_FROM_DEVICE_MESSAGE = (
     "writing into `{name}`, a tensor built on the CPU and then moved to the device, copies device data to the host "
     "(a blocking copy) before it goes back; build `{name}` on the device"
@@ -87,6 +92,9 @@ MOVED_BY_CALLEE_MESSAGE = (
 _FACTORY_CALLS = tuple(f"{name}(" for name in sorted(DETERMINISTIC_FACTORIES | RANDOM_FACTORIES))
 # Factories whose tensors serve as indices (`logits[torch.arange(n), labels]`, `x[torch.randperm(n)]`).
 _INDEX_FACTORIES = frozenset({"arange", "randperm", "randint"})
+# numpy's, whose arrays index device tensors in RL minibatch loops (`b_obs[mb_inds]`)
+_NUMPY_INDEX_FACTORIES = frozenset({"numpy.arange", "numpy.random.permutation", "numpy.random.choice",
+                                    "numpy.random.randint"})
 _MOVES_SELF_ATTRIBUTE = re.compile(r"\bself\.\w+\.(?:to|cuda)\(")
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
@@ -116,7 +124,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "`Variable(torch.zeros(n)).type(x.type())`, `torch.Tensor(torch.zeros(n)).type(x.type())`), "
         "`x.new_tensor([0.5, 0.25])` of constant host data or of a tensor built on the CPU "
         "(`x.new_tensor(torch.arange(n))`), CPU-built index tensors that index a tensor not known to "
-        "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), attributes `__init__` builds so "
+        "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), numpy index arrays that index a "
+        "device tensor (`b_obs[mb_inds]` with `mb_inds` a slice of `np.arange(n)` or `np.random.permutation(n)`), "
+        "attributes `__init__` builds so "
         "and a method moves every call (a noise schedule's `self.betas.to(x.device)`), tensors built so and handed "
         "to a "
         "project function that moves that parameter to the device as it is (`cross_entropy_logits(d, "
@@ -143,6 +153,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "named like a dtype it is not flagged. Zero-element tensors and pinned staging buffers are skipped.",
     )
     valid = (
+        # numpy indices into a numpy buffer: no device involved
+        training_script("buffer = np.zeros((64, 4))\ninds = np.random.permutation(64)\nrows = buffer[inds]",
+                        header="import numpy as np"),
         training_script("pos = torch.arange(128, device=\"cuda\")"),
         "import torch\n\nbuf = torch.zeros(1024).cuda()\n",
         training_script("x = torch.zeros(4).to(torch.float16)"),
@@ -246,6 +259,14 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             "import torch\n\nclass Resampler:\n    def gather(self, local_ts, sizes):\n"
             "        return [torch.zeros(max(sizes)).to(local_ts) for _ in sizes]\n"
         ),
+        # CleanRL's PPO minibatches: a numpy index array picks rows of device tensors
+        Invalid(training_script("inds = np.arange(x.shape[0])\nnp.random.shuffle(inds)\nmb_inds = inds[:8]\n"
+                                "picked = x[mb_inds]", header="import numpy as np")),
+        # Lumina-T2X's flow-matching timesteps: drawn on the CPU in either branch, then moved to the batch's device
+        Invalid(training_script("if uniform:\n    t = torch.rand((len(x),))\nelse:\n"
+                                "    u = torch.normal(mean=0.0, std=1.0, size=(len(x),))\n"
+                                "    t = 1 / (1 + torch.exp(-u))\n"
+                                "t = t.to(x)\nloss = loss + (t * out.sum()).mean()", header="uniform = False")),
     )
 
     @classmethod
@@ -267,6 +288,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         self._filled: dict[tuple[int, str], list[tuple[cst.Name, cst.BaseExpression, tuple[cst.CSTNode, ...]]]] = {}
         self._cpu_attributes: list[set[str]] = []  # per enclosing class: `self.` attributes `_cpu_attributes_of` finds
         self._movers = by_callee(context.facts.move_calls)  # the project functions called here that move arguments
+        self._numpy_indices: dict[int, set[str]] = {}  # per function: names of numpy index arrays (`_numpy_index`)
+        self._numpy_reported: set[tuple[int, str]] = set()  # (function, index name) already reported
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._cpu_attributes.append(self._cpu_attributes_of(node))
@@ -360,6 +383,28 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 if not one_time_branch(self.context):
                     self._report_where_it_runs(index, CPU_INDEX_MESSAGE)
                 return
+            if self._numpy_index_of_tensor(node, index):
+                if not one_time_branch(self.context):
+                    self._report_where_it_runs(index, NUMPY_INDEX_MESSAGE.format(name=dotted_name(index)))
+                return
+
+    def _numpy_index_of_tensor(self, node: cst.Subscript, index: cst.BaseExpression | None) -> bool:
+        """`b_obs[mb_inds]` with `mb_inds` a slice of `np.arange(n)` (CleanRL's PPO minibatches): PyTorch turns the
+        numpy array into a CPU index tensor and copies it to the device, for every tensor it indexes. Not an array
+        indexed with it (`self.observations[batch_inds]`, a numpy buffer)."""
+        function = id(self.context.enclosing_function())
+        numpy_names = self._numpy_indices.get(function, set())
+        if not (isinstance(index, cst.Name) and index.value in numpy_names):
+            return False
+        indexed = node.value
+        if isinstance(indexed, cst.Name) and indexed.value in numpy_names \
+                or self.context.location_of(indexed) != "device":
+            return False
+        # Once per index array and function: the minibatch loop indexes a handful of rollout tensors with it, and one
+        # `torch.as_tensor(mb_inds, device=...)` (or indices drawn on the device) mends them all.
+        reported = (function, index.value) in self._numpy_reported
+        self._numpy_reported.add((function, index.value))
+        return not reported
 
     def _range_beside_tensor(self, index: cst.BaseExpression | None, indices: list) -> bool:
         if isinstance(index, cst.Call) and isinstance(index.func, cst.Name) and index.func.value == "list" \
@@ -375,15 +420,31 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         function = id(self.context.enclosing_function())
         built = self._cpu_built.setdefault(function, set())
         on_cpu = self._is_cpu_built(original_node.value, built)
+        numpy_names = self._numpy_indices.setdefault(function, set())
+        numpy_index = self._numpy_index(original_node.value, numpy_names)
         for target in original_node.targets:
             if isinstance(target.target, cst.Name):
                 (built.add if on_cpu else built.discard)(target.target.value)
+                (numpy_names.add if numpy_index else numpy_names.discard)(target.target.value)
                 self._filled.pop((function, target.target.value), None)
             elif isinstance(target.target, cst.Subscript) and isinstance(target.target.value, cst.Name) \
                     and target.target.value.value in built and not self._on_the_host(original_node.value, built):
                 # (reported on the buffer's name: a sync inside the store, `x[:, :n[i]] = y`, is a finding of its own)
                 self._filled.setdefault((function, target.target.value.value), []).append(
                     (target.target.value, original_node.value, self.context.ancestors_snapshot()))
+
+    def _numpy_index(self, value: cst.BaseExpression, numpy_names: set[str]) -> bool:
+        """An array of indices numpy builds: `np.arange(n)`, `np.random.permutation(n)`, `np.random.choice(...)`,
+        a slice of one (`b_inds[start:end]`) or one shifted (`inds + i`)."""
+        if isinstance(value, cst.Call):
+            return (self.context.resolve(value.func) or "") in _NUMPY_INDEX_FACTORIES
+        if isinstance(value, cst.Subscript):
+            return isinstance(value.value, cst.Name) and value.value.value in numpy_names \
+                and all(isinstance(e.slice, cst.Slice) for e in value.slice)
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract)):
+            return isinstance(value.left, cst.Name) and value.left.value in numpy_names \
+                and isinstance(value.right, (cst.Name, cst.Integer))
+        return False
 
     def _on_the_host(self, value: cst.BaseExpression, built: set[str]) -> bool:
         """A value known on the host: a host value, a CPU-built tensor, or rows of an attribute `__init__` builds on
@@ -422,6 +483,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         `__init__`)."""
         if isinstance(expr, (cst.Name, cst.Attribute)):
             return (dotted_name(expr) or "") in built
+        if isinstance(expr, cst.UnaryOperation):  # `torch.exp(-u)` of a `u` drawn on the CPU (Lumina-T2X's timesteps)
+            return self._is_cpu_built(expr.expression, built)
         if isinstance(expr, cst.Comparison):
             # `torch.arange(n) % 4 == 0`: a CPU tensor compared with CPU tensors or host values stays on the CPU
             return self._is_cpu_built(expr.left, built) and all(

@@ -72,6 +72,8 @@ class PerMetricLoggingLoop(PerTensorRule):
             "            if isinstance(v, torch.Tensor):\n                v = v.item()\n            self.meters[k].update(v)\n"
         ),
         Invalid(training_script("for name, l in zip(names, losses):\n    writer.add_scalar(name, l, step)")),
+        Invalid(training_script("loss_dict = criterion(out, y)\nfor k, v in loss_dict.items():\n"
+                                "    if k != \"loss\":\n        writer.add_scalar(k, v.mean(), step)")),
         Invalid(training_script("loss_dict = criterion(out, y)\nmetric_logger.update(loss=loss_value, **loss_dict)")),
     )
 
@@ -126,7 +128,7 @@ def _names_metrics(expr: cst.BaseExpression) -> bool:
 
 class _ReadFinder(SyntaxVisitor):
     """Is one of `names` surely a tensor read on the host: `v.item()`, `v.tolist()`, `v.cpu()`, `v.numpy()`, or
-    `writer.add_scalar(k, v)` of a loss? (`float(v)` / `int(v)` are not counted: the dict may hold Python numbers.)"""
+    `writer.add_scalar(k, v)` (or of `v.mean()`) of a loss? (`float(v)` / `int(v)` are not counted: the dict may hold Python numbers.)"""
 
     def __init__(self, names: set[str], logged_counts: bool) -> None:
         super().__init__()
@@ -143,10 +145,22 @@ class _ReadFinder(SyntaxVisitor):
             isinstance(func, cst.Attribute) and func.attr.value in HOST_METHODS and root_name(func.value) in self.names
         )
         logged = self.logged_counts and last_name(func) in ("add_scalar", "add_scalars") and any(
-            isinstance(arg.value, cst.Name) and arg.value.value in self.names for arg in node.args
+            # the value, or a reduction of it (`value.mean()`: Lumina-T2X's sub-losses)
+            _value_or_reduction(arg.value) in self.names for arg in node.args
         )
         self.found = self.found or method_read or logged
         return not self.found
+
+
+def _value_or_reduction(expr: cst.BaseExpression) -> str | None:
+    """`v` of `v`, `v.mean()`, `v.detach().float()`: the name of a tensor logged whole or reduced (not `v.shape[0]`)."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args \
+            and expr.func.attr.value in _REDUCTIONS:
+        expr = expr.func.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+_REDUCTIONS = frozenset({"mean", "sum", "detach", "float", "norm", "max", "min"})
 
 
 def _names_losses(iterable: cst.BaseExpression) -> bool:

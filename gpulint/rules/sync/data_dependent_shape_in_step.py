@@ -21,7 +21,8 @@ class DataDependentShapeInStep(SyncRule):
     docs = RuleDocs(
         what_it_does="Flags operations whose output shape depends on tensor data: `nonzero`, `argwhere`, single-argument "
         "`torch.where`, `masked_select`, `unique`, `repeat_interleave` with tensor repeats and no `output_size`, and "
-        "boolean-mask indexing in any position (`x[mask]`, `x[:, mask]`; masks are comparisons, `.bool()`, "
+        "boolean-mask indexing in any position (`x[mask]`, `x[:, mask]`; masks are comparisons (also of a mask "
+        "with a number: `rollout.mask > 1e-8`), `.bool()`, "
         "`torch.isfinite(x)`, `torch.any(x == y, dim=1)`, `a < m if flag else a > m`, names bound to them, "
         "parameters named like masks, followed through `clone`, `view`, `torch.stack` / `torch.cat`, `.T` and "
         "tuple unpacking), and stores through a mask that go through `nonzero` (`x[m] = y[m]`, `x[rows, m] = 1`, "
@@ -67,6 +68,9 @@ class DataDependentShapeInStep(SyncRule):
         Invalid(training_script("logits = model(x)\nlogits[:, y > 0] *= 0")),
         Invalid(training_script("keep = y >= 0\nsmoothed = y.roll(1)\nlabels = y.clone()\n"
                                 "labels[keep] = smoothed[keep]"), count=2),
+        # sb3-contrib's recurrent PPO: the buffer's padding mask, kept as floats, compared into a boolean mask
+        Invalid(training_script("mask = batch.mask > 1e-8\nentropy_loss = -torch.mean(out[mask])",
+                                header="batch = None")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -337,7 +337,10 @@ class Tensors:
                 return self.is_mask(expr.value)
             return "mask" in name_parts(expr.attr.value) and self.context.location_of(expr) != "host"
         if isinstance(expr, cst.Comparison):
-            return self.is_tensor(expr)
+            # `rollout_data.mask > 1e-8` (sb3-contrib's recurrent buffers keep the mask as floats): a mask compared
+            # with a number is a boolean mask whatever its source
+            return self.is_tensor(expr) or len(expr.comparisons) == 1 and self.is_mask(expr.left) \
+                and isinstance(expr.comparisons[0].comparator, (cst.Integer, cst.Float))
         if isinstance(expr, cst.IfExp):  # `pos < margin if inverted else pos > margin`
             return self.is_mask(expr.body) and self.is_mask(expr.orelse)
         if isinstance(expr, cst.Subscript) and all(
