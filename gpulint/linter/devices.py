@@ -21,6 +21,30 @@ class DeviceEvidence:
     def __init__(self, context) -> None:
         self.gpu = False
         self.backward = False
+        self._classes: list[cst.ClassDef] = []
+        # Per class: does it set `self.device` to the CPU, and to anything else?
+        self._cpu_device: dict[cst.ClassDef, bool] = {}
+        self._other_device: set[cst.ClassDef] = set()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.append(node)
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self._classes or not any(dotted_name(t.target) == "self.device" for t in node.targets):
+            return
+        cls = self._classes[-1]
+        if _names_the_cpu(node.value):
+            self._cpu_device[cls] = True
+        else:
+            self._other_device.add(cls)
+
+    def cpu_classes(self) -> frozenset[cst.ClassDef]:
+        """The classes that fix `self.device` to the CPU and never set it otherwise (pfrl's A3C and ACER agents,
+        hogwild learners whose tensors all live on the CPU)."""
+        return frozenset(cls for cls in self._cpu_device if cls not in self._other_device)
 
     def leave_Call(self, call: cst.Call) -> None:
         method = last_name(call.func)
@@ -48,6 +72,13 @@ class DeviceEvidence:
     def cpu_only(self, context) -> bool:
         """A training script with no sign of a GPU."""
         return self.backward and not self.shows_gpu(context)
+
+
+def _names_the_cpu(value: cst.BaseExpression) -> bool:
+    """`torch.device("cpu")` or `"cpu"`."""
+    if isinstance(value, cst.Call) and last_name(value.func) == "device" and len(value.args) == 1:
+        value = value.args[0].value
+    return isinstance(value, cst.SimpleString) and value.evaluated_value == "cpu"
 
 
 def _follows_a_tensor(arg: cst.Arg) -> bool:

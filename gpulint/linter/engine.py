@@ -278,9 +278,13 @@ def _run_rules(
         _Traversal(context, instances).walk(module)
     except RecursionError:
         return [parse_error(path, "too deeply nested to analyse", 1, 1)]
-    if any(type(rule).gpu_only for rule in instances) and (context.facts.cpu_project or (
-            not context.facts.device_fed and context.helper(DeviceEvidence).cpu_only(context))):
-        context.reports[:] = [report for report in context.reports if not report.rule.gpu_only]
+    if any(type(rule).gpu_only for rule in instances):
+        evidence = context.helper(DeviceEvidence)
+        if context.facts.cpu_project or not context.facts.device_fed and evidence.cpu_only(context):
+            context.reports[:] = [report for report in context.reports if not report.rule.gpu_only]
+        elif cpu_classes := evidence.cpu_classes():
+            context.reports[:] = [report for report in context.reports
+                                  if not (report.rule.gpu_only and cpu_classes.intersection(report.ancestors))]
     reports = _may_apply(context.reports, context.facts)
     if not reports:
         return []

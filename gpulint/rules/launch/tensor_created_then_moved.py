@@ -156,6 +156,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         # numpy indices into a numpy buffer: no device involved
         training_script("buffer = np.zeros((64, 4))\ninds = np.random.permutation(64)\nrows = buffer[inds]",
                         header="import numpy as np"),
+        # one index drawn by numpy is a number, not an array (nerf-pytorch's `img_i = np.random.choice(i_train)`)
+        training_script("img_i = np.random.choice(x.shape[0])\nrow = x[img_i]", header="import numpy as np"),
         training_script("pos = torch.arange(128, device=\"cuda\")"),
         "import torch\n\nbuf = torch.zeros(1024).cuda()\n",
         training_script("x = torch.zeros(4).to(torch.float16)"),
@@ -437,7 +439,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         """An array of indices numpy builds: `np.arange(n)`, `np.random.permutation(n)`, `np.random.choice(...)`,
         a slice of one (`b_inds[start:end]`) or one shifted (`inds + i`)."""
         if isinstance(value, cst.Call):
-            return (self.context.resolve(value.func) or "") in _NUMPY_INDEX_FACTORIES
+            resolved = self.context.resolve(value.func) or ""
+            if resolved in ("numpy.random.choice", "numpy.random.randint"):  # an array only when given a size
+                positional = [arg for arg in value.args if arg.keyword is None and not arg.star]
+                return len(positional) > (1 if resolved.endswith("choice") else 2) \
+                    or keyword_arg(value, "size") is not None
+            return resolved in _NUMPY_INDEX_FACTORIES
         if isinstance(value, cst.Subscript):
             return isinstance(value.value, cst.Name) and value.value.value in numpy_names \
                 and all(isinstance(e.slice, cst.Slice) for e in value.slice)

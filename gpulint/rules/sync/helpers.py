@@ -49,7 +49,8 @@ _NOT_REPORTED = (
     "(`if step == 0:`), fallbacks for empty or all-NaN tensors (the `else` of `x.mean() if x.numel() > 0`, the body "
     "of `if not mask.any():`), the step a loss scaler skips (`if scaler.has_overflow:`), "
     "training scripts that never name a device (CPU-only), projects of several files none of which names a device, "
-    "an accelerator, a trainer or mixed precision (they train on the CPU), and the exchange with a "
+    "an accelerator, a trainer or mixed precision (they train on the CPU), the methods of a class that fixes "
+    "`self.device` to the CPU (`torch.device(\"cpu\")`, pfrl's A3C), and the exchange with a "
     "reinforcement-learning environment, which runs on the host (anything in `select_action` / `act` / an `Agent`'s `__call__`, and host reads of "
     "`actions`)."
 )
