@@ -69,8 +69,8 @@ class DataDependentShapeInStep(SyncRule):
         Invalid(training_script("keep = y >= 0\nsmoothed = y.roll(1)\nlabels = y.clone()\n"
                                 "labels[keep] = smoothed[keep]"), count=2),
         # sb3-contrib's recurrent PPO: the buffer's padding mask, kept as floats, compared into a boolean mask
-        Invalid(training_script("mask = batch.mask > 1e-8\nentropy_loss = -torch.mean(out[mask])",
-                                header="batch = None")),
+        Invalid(training_script("rollout = types.SimpleNamespace(mask=y.float())\nmask = rollout.mask > 1e-8\n"
+                                "entropy_loss = -torch.mean(out[mask])", header="import types")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
