@@ -81,6 +81,9 @@ class FunctionFacts:
     # Parameters every call in the training step passes a literal False (sam-hq's `multimask_output=False`), where
     # every way the step reaches the function is a call whose arguments are known: their `if p:` branches do not run.
     false_params: frozenset[str] = frozenset()
+    # Parameters every call in the training step passes a literal string, with the strings (Show-o's
+    # `uni_prompting(batch, "t2i")`): the branches of `if task == "t2v":` for other words do not run in the step.
+    word_params: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,20 @@ def regions_at(scope: Scope, pos: Pos) -> list[Region]:
     return sorted((r for r in scope.regions if r.holds(pos)), key=lambda r: r.start, reverse=True)
 
 
+def _unchosen_word(param: str, regions, word_params: tuple[tuple[str, tuple[str, ...]], ...]) -> bool:
+    """Does no word the calls pass for `param` take the branches around the position: `if task == "t2v":` where
+    every call passes "t2i" or "mmu", or the `else` of `if task == "t2i": ... elif task == "mmu": ...`?"""
+    passed = dict(word_params).get(param)
+    if passed is None:
+        return False
+    taken = set(passed)
+    for region in regions:
+        if region.kind == "word" and region.flags[0] == param:
+            _, op, *words = region.flags
+            taken = taken & set(words) if op == "in" else taken - set(words)
+    return not taken
+
+
 def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: FileFacts) -> ExecState:
     """How often the code at `pos` in `scope` runs: its regions, innermost first (a gate, a switch, a branch for
     another device, a step loop), then how the step reaches its function."""
@@ -314,6 +331,11 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
         elif kind == "param" and region.flags[0] in facts.false_params:
             return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}`, which every call in the "
                              "training step passes False")
+        elif kind == "word" and _unchosen_word(region.flags[0], regions, facts.word_params):
+            param, op, *words = region.flags
+            test = " or ".join(map(repr, words))
+            return ExecState(False, gated, True, f"in the branch for `{param}` {'=' if op == 'in' else '!='} {test}, "
+                             "which no call in the training step passes")
         elif kind == "missing" and region.flags[0] in facts.given_params:
             return ExecState(False, gated, True, f"in the branch for `{region.flags[0]}` left out, which every call in "
                              "the training step passes")

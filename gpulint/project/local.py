@@ -95,7 +95,8 @@ class Region:
     # `self` the branch needs true; for "gate" and "exit": the name of the
     # interval the gate divides by ("" for none); for "choice": the option, then the words that choose the branch;
     # for "param", "given" and "missing": the parameter tested (a flag, or one defaulting to None that the branch
-    # needs given, or needs left out); for "not-tensor": the parameter the branch needs to be no tensor
+    # needs given, or needs left out); for "not-tensor": the parameter the branch needs to be no tensor; for "word":
+    # the parameter, "in" or "not in", and the literal strings it is compared with (`if task == "t2i":`)
     flags: tuple[str, ...] = ()
 
     def holds(self, pos: Pos) -> bool:
@@ -149,6 +150,8 @@ class Call:
     conditional: bool = False  # inside an `if` or an `except` of its scope: it may not run whenever the scope does
     none_args: tuple[str, ...] = ()  # the arguments given a literal None ("0", "1"... or the keyword): left out
     false_args: tuple[str, ...] = ()  # the arguments given a literal False ("0", "1"... or the keyword)
+    # The arguments given a literal string, as (where, word): `uni_prompting(x, "t2i")` -> (("1", "t2i"),)
+    word_args: tuple[tuple[str, str], ...] = ()
 
     @property
     def unpacks(self) -> bool:
@@ -925,6 +928,8 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return False
     op, right = test.ops[0], test.comparators[0]
+    if isinstance(op, (ast.Gt, ast.GtE)) and _grows_cache(right, body):
+        return True
     if isinstance(op, ast.NotIn):
         cache, subscripted = dotted(right), True
     elif isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
@@ -942,6 +947,22 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
                     return True
                 if not subscripted and dotted(target) == cache:
                     return True
+    return False
+
+
+def _grows_cache(bound: ast.AST, body: list[ast.stmt]) -> bool:
+    """`if seq_len > self.max_seq_len_cached:` whose body rebuilds the cache for the longer length (the rotary
+    embeddings of Hugging Face's Llama, copied into many projects): it grows the cache a few times in a run, then never
+    again. The body sets the attribute or calls a method of its own object, which does."""
+    cache = dotted(bound)
+    if cache is None or not cache.startswith("self.") or not name_parts(cache.rsplit(".", 1)[-1]) & {"cache", "cached"}:
+        return False
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Assign) and any(dotted(target) == cache for target in node.targets):
+                return True
+            if isinstance(node, ast.Call) and (dotted(node.func) or "").startswith("self."):
+                return True
     return False
 
 
@@ -1365,6 +1386,28 @@ def typed_branch(test: ast.AST, part: str) -> tuple[str, bool] | None:
     if func == "isinstance" and len(call.args) == 2 and part == ("orelse" if negated else "body"):
         return (call.args[0].id, False)
     return None
+
+
+def _is_word(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def word_branch(test: ast.AST, params: frozenset[str]) -> tuple[str, ...] | None:
+    """`if task == "t2i":`, `elif mode in ("loss", "train"):` on a parameter: (param, "in", words...) for the body;
+    `!=` and `not in` give "not in". None for anything else."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+            and test.left.id in params):
+        return None
+    op, right = test.ops[0], test.comparators[0]
+    if isinstance(op, (ast.Eq, ast.NotEq)) and _is_word(right):
+        words: list[ast.AST] = [right]
+    elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts \
+            and all(_is_word(e) for e in right.elts):
+        words = list(right.elts)
+    else:
+        return None
+    kind = "in" if isinstance(op, (ast.Eq, ast.In)) else "not in"
+    return (test.left.id, kind, *sorted({w.value for w in words}))
 
 
 def _is_false(node: ast.AST) -> bool:
@@ -1881,6 +1924,8 @@ class _Walker:
             test, {name: value for name, value in self.default_values[-1].items() if name in fresh})
         # `if lengths is None:` on a parameter defaulting to None: the branch runs only for callers leaving it out.
         missing = missing_branch(test, self.none_params[-1] & fresh)
+        # `if task == "t2i":` on a parameter: the branch runs for callers passing that word
+        words = word_branch(test, fresh & frozenset(scope.params))
         before = dict(self.values.scopes[-1])
         bound: list[dict[str, Kind]] = []
         for part, body in (("body", node.body), ("orelse", node.orelse)):
@@ -1911,6 +1956,11 @@ class _Walker:
                 scope.regions.append(Region("epoch-end", *span))
             if part in choices and not branch:
                 scope.regions.append(Region("choice", *span, flags=choices[part]))
+            if words is not None:  # the `else` of `if task == "t2i":` runs for the other words
+                param, kind, *chosen = words
+                if part == "orelse":
+                    kind = "not in" if kind == "in" else "in"
+                scope.regions.append(Region("word", *span, flags=(param, kind, *chosen)))
             if _never_taken(test, part):
                 scope.regions.append(Region("dead", *span))
             if part == "body" and (narrowed := _narrowed_class(test)) is not None:
@@ -2108,6 +2158,8 @@ class _Walker:
                                + [k.arg for k in node.keywords if k.arg and self._is_none_value(k.value)])
         call.false_args = tuple([str(i) for i, a in enumerate(node.args) if _is_false(a)]
                                 + [k.arg for k in node.keywords if k.arg and _is_false(k.value)])
+        call.word_args = tuple([(str(i), a.value) for i, a in enumerate(node.args) if _is_word(a)]
+                               + [(k.arg, k.value.value) for k in node.keywords if k.arg and _is_word(k.value)])
         call.interval_args = tuple(
             [f"{i}={gate_interval(a)}" for i, a in enumerate(node.args) if is_interval_test(a)]
             + [f"{k.arg}={gate_interval(k.value)}" for k in node.keywords if k.arg and is_interval_test(k.value)]

@@ -219,6 +219,11 @@ class Project:
         # and those it passes on from its caller's own parameters (see `_passes_only_unset`).
         self._passes_by_call: dict[Key, list[tuple[frozenset[str], dict[str, tuple[Key, str]]]]] = {}
         self._false_by_call: dict[Key, list[frozenset[str]]] = {}  # the parameters each call gives a literal False
+        self._words_by_call: dict[Key, list[dict[str, str]]] = {}  # the literal string each call gives each parameter
+        # Functions read while what their calls pass chose some of their `if task == "...":` branches, and those to
+        # read again because a later call passes another word (or one of unknown arguments reaches them)
+        self._word_blocked: set[Key] = set()
+        self._word_revisits: list[Key] = []
         self._reached_unresolved: set[Key] = set()
         # Of each function the setup calls (outside the step), the parameters each such call gives a value.
         self._program_calls: dict[Key, list[frozenset[str]]] = {}
@@ -2326,6 +2331,8 @@ class Project:
             if not resolved_call and reach.rank <= GATED:
                 self._reached_unresolved.add(key)
                 if not arguments_known:
+                    if key in self._word_blocked and key not in self._reached_unknown_arguments:
+                        self._word_revisits.append(key)  # what it is passed is no longer known: every branch may run
                     self._reached_unknown_arguments.add(key)
                     if not root:
                         self._reached_by_guess.add(key)
@@ -2333,13 +2340,18 @@ class Project:
                 heapq.heappush(heap, (reach.rank, reach.likely, len(reach.chain), next(counter), key, reach))
 
         def drain() -> None:
-            while heap or self._stepped or self._follow_batch_moves(push):
+            while heap or self._stepped or self._word_revisits or self._follow_batch_moves(push):
                 while heap:
                     *_, key, reach = heapq.heappop(heap)
                     if not reach.better_than(self.reach.get(key)):
                         continue
                     self.reach[key] = reach
                     self._visit(key, reach, push)
+                # A function whose `if task == ...:` branches a later call opened: its calls there are read again
+                revisits, self._word_revisits = self._word_revisits, []
+                for key in dict.fromkeys(revisits):
+                    if key in self.reach:
+                        self._visit(key, self.reach[key], push)
                 # `optimizer.step()` runs the optimizers the program may build: known once the code in reach is read
                 # (a setup that builds one only for a setting no shipped script passes may be read after the step).
                 stepped, self._stepped = self._stepped, []
@@ -2660,6 +2672,8 @@ class Project:
         if scope is None:
             return
         facts = self.function_facts(path, scope)
+        if facts.word_params and any(region.kind == "word" for region in scope.regions):
+            self._word_blocked.add(key)
         if reach.rank == PER_STEP and scope.name == "training_step" and scope.cls \
                 and scope.cls.rsplit(".", 1)[-1] in self._lightning_classes(path):
             # Lightning steps the optimizers `configure_optimizers` builds after every `training_step` (solo-learn's
@@ -3068,6 +3082,8 @@ class Project:
             frozenset(p for p, gated in votes.items() if not gated), key in self._called_every_step,
             self._given_params(key, scope) if final else frozenset(),
             self._false_params(key) if final else frozenset(),
+            # (read while the step is being read too: a call passing another word later reads the function again)
+            self._param_words(key),
         )
 
     def _plain_object(self, init: Target) -> bool:
@@ -3119,6 +3135,13 @@ class Project:
                                     + [where for where in call.false_args if not where.isdigit()]
                                     + [param for param in callee.false_params if param not in passed])
         self._false_by_call.setdefault(key, []).append(given_false)
+        before = self._param_words(key) if key in self._word_blocked else None
+        by_position = dict(enumerate(params))
+        self._words_by_call.setdefault(key, []).append({} if call.unpacks else {
+            (by_position[int(where)] if where.isdigit() else where): word for where, word in call.word_args
+            if not where.isdigit() or int(where) in by_position})
+        if before is not None and self._param_words(key) != before:
+            self._word_revisits.append(key)
 
     def _given_params(self, key: Key, scope: Scope) -> frozenset[str]:
         """The parameters defaulting to None that every way the step reaches the function gives a value: each way is a
@@ -3135,6 +3158,17 @@ class Project:
         if key in self._reached_unknown_arguments and not self._plain_function(key):
             return frozenset()  # an entry point a library may call as well (a hook, a trainer's method)
         return frozenset.intersection(*calls)
+
+    def _param_words(self, key: Key) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The parameters every call of the function in the step gives a literal string, with the strings, where every
+        way the step reaches it is a call whose arguments are known (as `_false_params`)."""
+        calls = self._words_by_call.get(key)
+        if not calls or key in self._reached_by_guess:
+            return ()
+        if key in self._reached_unknown_arguments and not self._plain_function(key):
+            return ()
+        params = set(calls[0]).intersection(*calls[1:])
+        return tuple(sorted((param, tuple(sorted({given[param] for given in calls}))) for param in params))
 
     def _plain_function(self, key: Key) -> bool:
         """A function, or a method of a class with no library base on any of its project bases: an entry point that

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/44"
+FORMAT = "gpulint.project/45"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -83,6 +83,7 @@ def scope_from(data: dict) -> Scope:
                     "arg_callees": tuple(call["arg_callees"]), "kw_names": tuple(tuple(k) for k in call["kw_names"]),
                     "param_args": tuple(tuple(pair) for pair in call["param_args"]),
                     "none_args": tuple(call["none_args"]), "false_args": tuple(call["false_args"]),
+                    "word_args": tuple(tuple(pair) for pair in call["word_args"]),
                 })
                 for call in data["calls"]
             ],
@@ -164,6 +165,7 @@ def load_facts(data: dict) -> FileFacts:
             called_every_step=f["called_every_step"],
             given_params=frozenset(f["given_params"]),
             false_params=frozenset(f["false_params"]),
+            word_params=tuple((param, tuple(words)) for param, words in f["word_params"]),
         )
     return FileFacts(
         functions=functions,

@@ -9685,3 +9685,57 @@ def test_a_method_named_like_step_work_is_no_entry_where_only_a_sibling_project_
     files["compose/train.py"] = files["imagenet/train.py"].replace("imagenet", "compose")
     project = model(tmp_path, files)
     assert ("compose/transport.py", "Transport.training_losses") in project.reach
+
+
+def test_a_branch_on_a_word_no_call_passes_does_not_run_nor_its_callees(tmp_path):
+    """Show-o's prompting class dispatches on a task string (`uni_prompting(batch, "t2i")`): the branches for words no
+    call in the step passes (its video prompts) do not run, nor what they call; a call passing the word later in the
+    reading (another loop, read after the function) opens its branch again."""
+    files = {
+        "prompting.py": """
+            import torch
+            class Prompting:
+                def __call__(self, batch, task):
+                    if task == "t2i":
+                        return self.t2i_prompt(batch)
+                    elif task == "t2v":
+                        return self.t2v_prompt(batch)
+                    else:
+                        return self.lm_prompt(batch)
+                def t2i_prompt(self, batch):
+                    return torch.tensor(batch).cuda()
+                def t2v_prompt(self, batch):
+                    return torch.tensor(batch).cuda()
+                def lm_prompt(self, batch):
+                    return torch.tensor(batch).cuda()
+        """,
+        "train.py": """
+            from prompting import Prompting
+            def main(model, loader, optimizer):
+                prompting = Prompting()
+                for batch in loader:
+                    loss = model(prompting(batch, "t2i")).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    project = model(tmp_path, files)
+    reach = project.reach
+    assert reach[("prompting.py", "Prompting.t2i_prompt")].rank == PER_STEP
+    assert reach.get(("prompting.py", "Prompting.t2v_prompt")) is None \
+        or reach[("prompting.py", "Prompting.t2v_prompt")].rank > GATED
+    assert reach.get(("prompting.py", "Prompting.lm_prompt")) is None \
+        or reach[("prompting.py", "Prompting.lm_prompt")].rank > GATED
+    files["video.py"] = """
+        from prompting import Prompting
+        def video_main(model, loader, optimizer):
+            prompting = Prompting()
+            for batch in loader:
+                loss = model(prompting(batch, "t2v")).mean()
+                loss.backward()
+                optimizer.step()
+    """
+    reach = model(tmp_path, files).reach
+    assert reach[("prompting.py", "Prompting.t2v_prompt")].rank == PER_STEP
+    assert reach.get(("prompting.py", "Prompting.lm_prompt")) is None \
+        or reach[("prompting.py", "Prompting.lm_prompt")].rank > GATED
