@@ -53,7 +53,8 @@ class PadToConstantInCollate(Rule):
         "`*Collator.__call__`) or a dataset's `__getitem__`; and token lists padded up to a constant anywhere on the "
         "training path: `ids + [pad_token_id] * (max_seq_length - len(ids))` (any one value filling a list up to a "
         "constant length: `ids += [eos_token_id] * (self.model_max_length - len(ids))`), `while len(ids) < max_seq_length: "
-        "ids.append(0)`.",
+        "ids.append(0)`. Not the placeholders another modality fills (`[img_pad_id] * num_image_tokens`: slots for "
+        "image embeddings).",
         why_slow="Every batch is as long as the longest sequence the pipeline allows, not as the longest in the batch: "
         "linear layers spend FLOPs proportional to the padded length and attention to its square, all on pad tokens "
         "that the loss then ignores.",
@@ -85,6 +86,13 @@ class PadToConstantInCollate(Rule):
         "            raise ValueError(splits)\n        splits.append(0.0)\n    return splits\n",
     )
     invalid = (
+        # Show-o2: the placeholders its image embeddings fill are no padding; the pad up to `max_seq_len` is
+        Invalid(
+            "def format_sequence(text_ids, boi_id, eoi_id, pad_id, img_pad_id, num_image_tokens, max_seq_len):\n"
+            "    ids = text_ids + [boi_id] + [img_pad_id] * num_image_tokens + [eoi_id]\n"
+            "    ids = ids + [pad_id] * (max_seq_len - len(ids))\n    return ids\n",
+            count=1,
+        ),
         Invalid(
             "import torch\nMAX_LEN = 512\n\ndef collate_fn(batch):\n"
             "    ids = torch.zeros(len(batch), MAX_LEN, dtype=torch.long)\n    for i, seq in enumerate(batch):\n"
@@ -273,11 +281,16 @@ def _is_pad_value(expr: cst.BaseExpression) -> bool:
 
 
 def _is_pad_list(expr: cst.BaseExpression) -> bool:
-    """`[pad_token_id]`, `[tokenizer.pad_token_id]`, `[PAD]`: a one-element list of a pad value."""
+    """`[pad_token_id]`, `[tokenizer.pad_token_id]`, `[PAD]`: a one-element list of a pad value. Not the placeholder
+    of another modality (Show-o2's `[img_pad_id] * num_image_tokens`): slots its image embeddings fill."""
     if not isinstance(expr, cst.List) or len(expr.elements) != 1:
         return False
     name = dotted_name(expr.elements[0].value)
-    return name is not None and "pad" in name.lower()
+    return name is not None and "pad" in name.lower() \
+        and not name_parts(name.rsplit(".", 1)[-1]) & _PLACEHOLDER_PARTS
+
+
+_PLACEHOLDER_PARTS = frozenset({"img", "image", "vision", "video", "audio", "patch"})
 
 
 def _is_single_element_list(expr: cst.BaseExpression) -> bool:

@@ -68,6 +68,11 @@ class BlockingCollectiveInStep(SyncRule):
         "reduced tensor is not seen."),
     )
     valid = (
+        # Show-o: gathered for logging every step, read on the host only under the logging gate, inside another `if`
+        training_script("avg = accelerator.gather(loss.detach()).mean()\nif sync:\n"
+                        "    if (step + 1) % 50 == 0:\n        print(avg.item())",
+                        header="sync = True\n\n\nclass Accelerator:\n    def gather(self, t):\n        return t\n\n\n"
+                        "accelerator = Accelerator()"),
         ("import torch\n\n\nclass Loss(torch.nn.Module):\n    def forward(self, outputs, targets):\n"
          "        losses = {\"loss_mask\": 0, \"loss_dice\": 0}\n        losses[\"core\"] = self.reduce_loss(losses)\n"
          "        return losses\n\n    def reduce_loss(self, losses):\n        return sum(losses.values())\n"),
@@ -216,7 +221,7 @@ class BlockingCollectiveInStep(SyncRule):
         Looks at the statements after the collective's, then after each enclosing block's, up to the end of the
         innermost loop body (or function), at most _LOOKAHEAD_STATEMENTS of them; reads under a step gate do not count.
         """
-        finder = _HostReadFinder(set(names))
+        finder = _HostReadFinder(set(names), self.context.is_gate)
         budget = _LOOKAHEAD_STATEMENTS
         chain = self.context.ancestors
         for index in range(len(chain) - 2, 0, -1):
@@ -247,10 +252,11 @@ class _HostReadFinder(SyntaxVisitor):
     """Finds a host read of one of `names`: `x.item()`, `x.tolist()`, `x.cpu()`, `float(x)` (also of `x[...]`,
     `x.detach()`), following assignments computed from them and comprehensions over them."""
 
-    def __init__(self, names: set[str]) -> None:
+    def __init__(self, names: set[str], is_gate=lambda test: False) -> None:
         super().__init__()
         self.names = names
         self.found = False
+        self.is_gate = is_gate  # a test that gates its body to every N steps: reads there are the gate's business
 
     def visit_Call(self, node: cst.Call) -> bool:
         func = node.func
@@ -295,6 +301,12 @@ class _HostReadFinder(SyntaxVisitor):
 
     def visit_If(self, node: cst.If) -> bool:
         self._test(node.test)
+        if not self.found and self.is_gate(node.test):
+            # `if accelerator.sync_gradients:` then `if step % log_every == 0: log(avg.item())` (Show-o): the read
+            # is gated, nested or not; an `else` runs the other steps
+            if node.orelse is not None:
+                self.walk(node.orelse)
+            return False
         return not self.found
 
     def visit_While(self, node: cst.While) -> bool:
