@@ -220,6 +220,9 @@ class Project:
         self._passes_by_call: dict[Key, list[tuple[frozenset[str], dict[str, tuple[Key, str]]]]] = {}
         self._false_by_call: dict[Key, list[frozenset[str]]] = {}  # the parameters each call gives a literal False
         self._words_by_call: dict[Key, list[dict[str, str]]] = {}  # the literal string each call gives each parameter
+        # By guess ("model.log_info"): the sets of methods the guessing functions call on that receiver (`_duck_typed`)
+        self._guess_protocols: dict[str, set[frozenset[str]]] = {}
+        self._classes: list[Target] | None = None  # `_all_classes`
         # Functions read while what their calls pass chose some of their `if task == "...":` branches, and those to
         # read again because a later call passes another word (or one of unknown arguments reaches them)
         self._word_blocked: set[Key] = set()
@@ -1623,9 +1626,39 @@ class Project:
                 and not self._external_object(path, scope, receiver):
             if call is not None:  # what the guessed methods must accept, also when guessed again later
                 self._guess_shapes.setdefault(f"{receiver}.{method}", set()).add(_call_shape(call))
-            out.targets = self._method_guess(receiver, method) or self._module_named(method)
+            # what else the function calls on the object: the classes defining all of it may be the object's
+            self._guess_protocols.setdefault(f"{receiver}.{method}", set()).add(frozenset(
+                c.func.rsplit(".", 1)[-1] for c in scope.calls
+                if c.func.startswith(receiver + ".") and "." not in c.func[len(receiver) + 1:]))
+            out.targets = self._method_guess(receiver, method) or self._module_named(method) \
+                or self._duck_typed(f"{receiver}.{method}")
             out.certain, out.guess = False, f"{receiver}.{method}"
         return out
+
+    def _duck_typed(self, guess: str, program: frozenset[str] | None = None) -> list[Target]:
+        """An object of unknown class on which a function calls several methods (robomimic's `run_epoch(model, ...)`:
+        `model.process_batch_for_training(batch)`, `model.train_on_batch(...)`, `model.log_info(info)`): the classes
+        with a project base in common that define every one of them (robomimic's algorithms, built from a registry), in
+        `program` when it is known. Their overrides of the method run; an abstract base's slot does not."""
+        method = guess.rsplit(".", 1)[1]
+        protocols = [called for called in self._guess_protocols.get(guess, ()) if len(called) >= _DUCK_METHODS]
+        if not protocols:
+            return []
+        called = min(protocols, key=len)
+        classes = [cls for cls in self._all_classes() if (program is None or cls.path in program)
+                   and not is_other_backend_class(cls.qualname)
+                   and all(self.find_method(cls, name) is not None for name in called)]
+        if not classes or not set.intersection(*({k for k in self.mro(cls) if k.path in self.files} for cls in classes)):
+            return []  # unrelated classes that happen to share method names, with no project base in common: no answer
+        found = {self.find_method(cls, method) for cls in classes}
+        return sorted((m for m in found if m is not None and not self._abstract(m)), key=_order)
+
+    def _all_classes(self) -> list[Target]:
+        """Every class the project defines at a file's top level (made once)."""
+        if self._classes is None:
+            self._classes = [Target(path, d.qualname, True) for path, ix in sorted(self.files.items())
+                             for d in ix.definitions.values() if d.is_class and "." not in d.qualname]
+        return self._classes
 
     def _accepts(self, method: Target, shape: tuple[int, frozenset[str], bool]) -> bool:
         """Can a method called on an instance take a call of this shape (positional arguments, keywords, unpacked
@@ -2922,7 +2955,8 @@ class Project:
             targets = self._forward_guess(guess, program)
         else:
             receiver, method = guess.rsplit(".", 1)
-            targets = self._method_guess(receiver, method, program) or self._module_named(method, program)
+            targets = self._method_guess(receiver, method, program) or self._module_named(method, program) \
+                or self._duck_typed(guess, program)
         # Where a registry builds the classes from configs, not a class registered for it that no config names
         # (mmpose's inferencers, a head only a demo project uses): the model's `self.head(x)` never runs it.
         return [t for t in targets if not self._unbuilt_registered((t.path, t.qualname))]
@@ -3934,6 +3968,11 @@ _DEFINITION_LINE = re.compile(r"^[ \t]*(?:async\s+def|def|class)\s", re.MULTILIN
 
 # What starts Lightning's training loop: `trainer.fit(model)`, `LightningCLI(...)`, a Fabric launch.
 _STARTS_LIGHTNING = re.compile(r"\.fit\(|\bLightningCLI\b|\bcli_main\b|\bFabric\(")
+
+
+# How many methods a function must call on an object of unknown class before the classes defining them all are taken
+# for its class (`Project._duck_typed`): one or two are shared by unrelated classes (`update`, `step`).
+_DUCK_METHODS = 4
 
 
 def _owner_name(qualname: str) -> str:

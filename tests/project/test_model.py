@@ -9739,3 +9739,50 @@ def test_a_branch_on_a_word_no_call_passes_does_not_run_nor_its_callees(tmp_path
     assert reach[("prompting.py", "Prompting.t2v_prompt")].rank == PER_STEP
     assert reach.get(("prompting.py", "Prompting.lm_prompt")) is None \
         or reach[("prompting.py", "Prompting.lm_prompt")].rank > GATED
+
+
+def test_an_object_of_unknown_class_is_one_of_the_classes_defining_all_it_is_asked(tmp_path):
+    """robomimic's `run_epoch(model, ...)` gets its algorithm from a registry: it calls `process_batch_for_training`,
+    `train_on_batch`, `on_gradient_step` and `log_info` on it. The classes with a project base in common that define
+    them all are what it may be, so their `log_info` (an `.item()` per loss) runs every step; an unrelated class
+    defining only `log_info` does not."""
+    files = {
+        "algo.py": """
+            class Algo:
+                def process_batch_for_training(self, batch):
+                    return batch
+                def train_on_batch(self, batch):
+                    return {}
+                def on_gradient_step(self):
+                    pass
+                def log_info(self, info):
+                    return {}
+            class BC(Algo):
+                def train_on_batch(self, batch):
+                    loss = self.net(batch).mean()
+                    loss.backward()
+                    self.optimizer.step()
+                    return {"loss": loss}
+                def log_info(self, info):
+                    return {"Loss": info["loss"].item()}
+            class Logger:
+                def log_info(self, info):
+                    print(info)
+            REGISTRY = {"bc": BC}
+        """,
+        "train.py": """
+            from algo import REGISTRY, Logger
+            def run_epoch(model, loader):
+                for batch in loader:
+                    batch = model.process_batch_for_training(batch)
+                    info = model.train_on_batch(batch)
+                    model.on_gradient_step()
+                    step_log = model.log_info(info)
+            def main(name, loader):
+                Logger().log_info("start")
+                run_epoch(REGISTRY[name](), loader)
+        """,
+    }
+    reach = model(tmp_path, files).reach
+    assert reach[("algo.py", "BC.log_info")].rank == PER_STEP
+    assert reach.get(("algo.py", "Logger.log_info")) is None or reach[("algo.py", "Logger.log_info")].rank > GATED
