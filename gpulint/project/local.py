@@ -152,6 +152,9 @@ class Call:
     false_args: tuple[str, ...] = ()  # the arguments given a literal False ("0", "1"... or the keyword)
     # The arguments given a literal string, as (where, word): `uni_prompting(x, "t2i")` -> (("1", "t2i"),)
     word_args: tuple[tuple[str, str], ...] = ()
+    # The arguments given a setting of a configuration object (`cfg.algorithm.clip_grad`), "0", "1"... or the keyword:
+    # host values, but ones a configuration may leave None
+    setting_args: tuple[str, ...] = ()
 
     @property
     def unpacks(self) -> bool:
@@ -966,6 +969,19 @@ def _grows_cache(bound: ast.AST, body: list[ast.stmt]) -> bool:
     return False
 
 
+def _returns_cached(statement: ast.If) -> bool:
+    """`if key == self._cached_params: return self._cached_mask`: a cache hit returned early."""
+    test, last = statement.test, statement.body[-1]
+    if not (isinstance(last, ast.Return) and last.value is not None and len(statement.body) == 1):
+        return False
+    kept = dotted(last.value) or ""
+    if not kept.startswith("self.") or not name_parts(kept.rsplit(".", 1)[-1]) & {"cache", "cached"}:
+        return False
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) \
+        and any((dotted(side) or "").startswith("self.") and name_parts((dotted(side) or "").rsplit(".", 1)[-1])
+                & {"cache", "cached"} for side in (test.left, *test.comparators))
+
+
 def _hasattr_negated(test: ast.AST) -> str | None:
     """`self.queue_lr` of `not hasattr(self, "queue_lr")` (Real-ESRGAN's training pool, made on the first step)."""
     if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call)):
@@ -1010,7 +1026,19 @@ def _eval_branch(test: ast.AST) -> str | None:
         return "body" if isinstance(test.ops[0], ast.IsNot) else "orelse"
     if _generation_state(subject) or _deploy_switch(subject):
         return "orelse" if negated else "body"
+    if isinstance(subject, ast.Call) and _evaluation_running(subject):
+        # `if not evaluation_agent.is_running():` (salina): the results of an evaluation run in the background are
+        # read and it is started again, whenever it finishes
+        return "body" if negated else "orelse"
     return None
+
+
+def _evaluation_running(call: ast.Call) -> bool:
+    """`evaluation_agent.is_running()`, `self.evaluator.running()`: asks whether an evaluation is still going."""
+    if not isinstance(call.func, ast.Attribute) or call.func.attr not in ("is_running", "running", "is_alive"):
+        return False
+    receiver = dotted(call.func.value) or ""
+    return bool(name_parts(receiver.rsplit(".", 1)[-1]) & {"eval", "evaluation", "evaluator", "validation"})
 
 
 # A model's export or deployment form (RepVGG-style `if self.deploy:`, `torch.onnx.is_in_onnx_export()`): not what
@@ -1130,7 +1158,11 @@ class _Values:
         if isinstance(expr, ast.Attribute):
             if expr.attr in METADATA_ATTRS or expr.attr in PACKED_BATCH_SIZES or _of_env_space(expr):
                 return "host"
-            return "device" if _of_self(expr) and expr.attr in self.device_attributes else "unknown"
+            if _of_self(expr) and expr.attr in self.device_attributes:
+                return "device"
+            # `cfg.algorithm.clip_grad`: a setting of a configuration object is a Python value (salina's
+            # `clip_grad(params, cfg.algorithm.clip_grad)`, whose `if grad > 0` reads no tensor)
+            return "host" if config_option(expr) is not None else "unknown"
         if isinstance(expr, ast.Subscript):
             if _string_of(expr.slice) in OPTIMIZER_SETTINGS:  # `optimizer.param_groups[0]["lr"]`: a Python float
                 return "host"
@@ -1386,6 +1418,10 @@ def typed_branch(test: ast.AST, part: str) -> tuple[str, bool] | None:
     if func == "isinstance" and len(call.args) == 2 and part == ("orelse" if negated else "body"):
         return (call.args[0].id, False)
     return None
+
+
+def _is_setting(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and config_option(node) is not None
 
 
 def _is_word(node: ast.AST) -> bool:
@@ -1683,6 +1719,11 @@ class _Walker:
                 # `if parameters[0].is_cuda: return torch.nn.utils.clip_grad_norm_(...)`: what follows runs on the
                 # CPU only (pfrl's `clip_l2_grad_norm_`)
                 self.scope.regions.append(Region("backend", self._pos(body[index + 1]), self._end(body[-1])))
+            elif isinstance(statement, ast.If) and not statement.orelse and index + 1 < len(body) \
+                    and _returns_cached(statement):
+                # `if (T, n_steps) == self._cached_mask_params: return self._cached_mask` (salina's transformers):
+                # what follows builds the cache on a miss, once per shape
+                self.scope.regions.append(Region("once", self._pos(body[index + 1]), self._end(body[-1])))
 
     def _statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and self.shallow:
@@ -2160,6 +2201,8 @@ class _Walker:
                                 + [k.arg for k in node.keywords if k.arg and _is_false(k.value)])
         call.word_args = tuple([(str(i), a.value) for i, a in enumerate(node.args) if _is_word(a)]
                                + [(k.arg, k.value.value) for k in node.keywords if k.arg and _is_word(k.value)])
+        call.setting_args = tuple([str(i) for i, a in enumerate(node.args) if _is_setting(a)]
+                                  + [k.arg for k in node.keywords if k.arg and _is_setting(k.value)])
         call.interval_args = tuple(
             [f"{i}={gate_interval(a)}" for i, a in enumerate(node.args) if is_interval_test(a)]
             + [f"{k.arg}={gate_interval(k.value)}" for k in node.keywords if k.arg and is_interval_test(k.value)]

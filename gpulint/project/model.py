@@ -2560,14 +2560,18 @@ class Project:
 
     def _called_only_unreached(self, key: Key) -> bool:
         """Is the top-level function called, and only inside project functions the model did not reach (never at a
-        module's top level, never passed by name)?"""
+        module's top level, never passed by name)? Not counted: a file defining its own function of that name. A
+        function that only such files name is called by nothing."""
         name = key[1]
         mention = re.compile(rf"\b{re.escape(name)}\b")
         call = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(")
-        called = False
+        called = mentioned = False
         for path, ix in self.files.items():
             if name not in ix.text:
                 continue
+            if path != key[0] and name in ix.definitions:
+                continue  # a file with its own function of that name calls that one (salina's reinforce script)
+            mentioned = mentioned or len(mention.findall(ix.text)) > (1 if path == key[0] else 0)
             inside = 0
             for definition in ix.definitions.values():
                 if definition.is_class or definition.qualname == name and path == key[0]:
@@ -2583,7 +2587,7 @@ class Project:
             imports = len(re.findall(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", ix.text))
             if len(mention.findall(ix.text)) > inside + own + imports:
                 return False  # named at a module's top level, or in a docstring or comment: not known to be unused
-        return called
+        return called or not mentioned
 
     def _built_only_unreached(self, cls: Target) -> bool:
         """Is the class (with its subclasses) named only inside its own family's methods and inside dead functions
@@ -3150,11 +3154,13 @@ class Project:
         if call.unpacks:
             given: frozenset[str] = frozenset()  # unpacked arguments: what they give is not known
         else:
+            # (a configuration's setting is a Python value, but one it may leave None: not given)
             given = frozenset(
                 [param for index, (param, kind) in enumerate(zip(params, call.arg_kinds))
-                 if str(index) not in call.none_args and (kind != "unknown" or str(index) in passed_params)]
+                 if str(index) not in call.none_args and str(index) not in call.setting_args
+                 and (kind != "unknown" or str(index) in passed_params)]
                 + [keyword for keyword, kind in call.kw_kinds if keyword not in call.none_args
-                   and (kind != "unknown" or keyword in passed_params)]
+                   and keyword not in call.setting_args and (kind != "unknown" or keyword in passed_params)]
             )
         self._given_by_call.setdefault(key, []).append((given, _passed_on(call, params, caller)))
         if call.unpacks:

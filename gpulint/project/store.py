@@ -84,6 +84,7 @@ def scope_from(data: dict) -> Scope:
                     "param_args": tuple(tuple(pair) for pair in call["param_args"]),
                     "none_args": tuple(call["none_args"]), "false_args": tuple(call["false_args"]),
                     "word_args": tuple(tuple(pair) for pair in call["word_args"]),
+                    "setting_args": tuple(call["setting_args"]),
                 })
                 for call in data["calls"]
             ],

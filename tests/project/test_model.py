@@ -9786,3 +9786,35 @@ def test_an_object_of_unknown_class_is_one_of_the_classes_defining_all_it_is_ask
     reach = model(tmp_path, files).reach
     assert reach[("algo.py", "BC.log_info")].rank == PER_STEP
     assert reach.get(("algo.py", "Logger.log_info")) is None or reach[("algo.py", "Logger.log_info")].rank > GATED
+
+
+def test_a_loss_function_only_a_file_with_its_own_copy_names_is_no_fallback_entry(tmp_path):
+    """salina's `rl/functional.py` has a `compute_reinforce_loss` that nothing calls: the reinforce script defines and
+    calls its own copy. The library's is no loss the training runs; one the script imports and calls is."""
+    files = {
+        "lib/functional.py": """
+            def compute_reinforce_loss(reward, logp):
+                assert reward.isfinite().all().item()
+                return -(reward * logp).mean()
+        """,
+        "examples/main.py": """
+            import torch
+            def compute_reinforce_loss(reward, logp):
+                return -(reward * logp).mean()
+            def train(agent, env, optimizer):
+                agent.cuda()
+                for epoch in range(100):
+                    reward, logp = agent(env)
+                    loss = compute_reinforce_loss(reward, logp)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    reach = model(tmp_path, files).reach
+    assert ("examples/main.py", "compute_reinforce_loss") in reach
+    assert ("lib/functional.py", "compute_reinforce_loss") not in reach
+    files["examples/main.py"] = files["examples/main.py"].replace(
+        "import torch\n            def compute_reinforce_loss(reward, logp):\n                return -(reward * logp).mean()\n",
+        "import torch\n            from lib.functional import compute_reinforce_loss\n")
+    reach = model(tmp_path, files).reach
+    assert ("lib/functional.py", "compute_reinforce_loss") in reach
