@@ -54,7 +54,8 @@ class PadToConstantInCollate(Rule):
         "training path: `ids + [pad_token_id] * (max_seq_length - len(ids))` (any one value filling a list up to a "
         "constant length: `ids += [eos_token_id] * (self.model_max_length - len(ids))`), `while len(ids) < max_seq_length: "
         "ids.append(0)`. Not the placeholders another modality fills (`[img_pad_id] * num_image_tokens`: slots for "
-        "image embeddings).",
+        "image embeddings), nor a buffer in a function that cuts random windows of that length (`st = "
+        "random.randint(0, n - self.max_len)`: fixed-length segments by design, the buffer pads only a shorter clip).",
         why_slow="Every batch is as long as the longest sequence the pipeline allows, not as the longest in the batch: "
         "linear layers spend FLOPs proportional to the padded length and attention to its square, all on pad tokens "
         "that the loss then ignores.",
@@ -84,6 +85,12 @@ class PadToConstantInCollate(Rule):
         "    return F.pad(x, padding, 'replicate')\n",
         "def parse_splits(splits, num_splits):\n    while len(splits) < num_splits:\n        if strict:\n"
         "            raise ValueError(splits)\n        splits.append(0.0)\n    return splits\n",
+        # fixed-length random crops, a zero buffer only for the rare shorter clip (audio codecs and vocoders)
+        "import random\nimport torch\n\nclass Clips(torch.utils.data.Dataset):\n    max_len = 24000\n\n"
+        "    def __getitem__(self, index):\n        out = torch.zeros(1, self.max_len)\n"
+        "        audio = self.clips[index]\n        if audio.shape[1] > self.max_len:\n"
+        "            st = random.randint(0, audio.shape[1] - self.max_len - 1)\n"
+        "            return audio[:, st:st + self.max_len]\n        out[:, :audio.shape[1]] = audio\n        return out\n",
     )
     invalid = (
         # Show-o2: the placeholders its image embeddings fill are no padding; the pad up to `max_seq_len` is
@@ -151,7 +158,7 @@ class PadToConstantInCollate(Rule):
         if length is None or self.context.in_tests or self._pads_labels_or_mask(node):
             return
         function = self.context.enclosing_function()
-        if function is None:
+        if function is None or self._crops_to(function, length):
             return
         message = self.message.format(length=self.context.module.code_for_node(length))
         if self._is_collate(function):
@@ -223,6 +230,14 @@ class PadToConstantInCollate(Rule):
         for function_name, call, message, ancestors in self._pending:
             if function_name in self._collate_fn_names:
                 self.context.add_report(Report(self, call, message, "training", ancestors))
+
+    def _crops_to(self, function: cst.FunctionDef, length: cst.BaseExpression) -> bool:
+        """Does the function cut a random window of that length (`st = random.randint(0, n - self.max_len)`)? Then
+        every sample is a fixed-length segment by design (audio codecs and vocoders train on fixed crops), and the
+        buffer pads only the rare clip shorter than a segment."""
+        code = self.context.module.code_for_node(function)
+        name = re.escape(self.context.module.code_for_node(length))
+        return re.search(rf"randint\([^)]*-\s*{name}\b", code) is not None
 
     def _is_collate(self, function: cst.FunctionDef) -> bool:
         name = function.name.value
