@@ -1199,8 +1199,8 @@ class _Values:
                 return "host"
             if method == "to" and call.args and isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "device":
                 holder = call.args[0].value
-                if DEVICE_HOLDER.search(last_name(holder) or ""):
-                    return "device"  # `y.to(self.device)`: the training device
+                if DEVICE_HOLDER.search(last_name(holder) or "") or config_option(call.args[0]) is not None:
+                    return "device"  # `y.to(self.device)`, `w.to(cfg.algorithm.device)`: the training device
                 return self.kind_of(holder)  # `onehot.to(label.device)`: where `label` is
             if method in ("to", "cuda"):
                 return "device"
