@@ -22,8 +22,8 @@ class DeviceEvidence:
         self.gpu = False
         self.backward = False
         self._classes: list[cst.ClassDef] = []
-        # Per class: does it set `self.device` to the CPU, and to anything else?
-        self._cpu_device: dict[cst.ClassDef, bool] = {}
+        # The classes that set `self.device` to the CPU, and those that set it to anything else
+        self._cpu_device: set[cst.ClassDef] = set()
         self._other_device: set[cst.ClassDef] = set()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -36,15 +36,12 @@ class DeviceEvidence:
         if not self._classes or not any(dotted_name(t.target) == "self.device" for t in node.targets):
             return
         cls = self._classes[-1]
-        if _names_the_cpu(node.value):
-            self._cpu_device[cls] = True
-        else:
-            self._other_device.add(cls)
+        (self._cpu_device if _names_the_cpu(node.value) else self._other_device).add(cls)
 
     def cpu_classes(self) -> frozenset[cst.ClassDef]:
         """The classes that fix `self.device` to the CPU and never set it otherwise (pfrl's A3C and ACER agents,
         hogwild learners whose tensors all live on the CPU)."""
-        return frozenset(cls for cls in self._cpu_device if cls not in self._other_device)
+        return frozenset(self._cpu_device - self._other_device)
 
     def leave_Call(self, call: cst.Call) -> None:
         method = last_name(call.func)

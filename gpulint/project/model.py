@@ -2467,8 +2467,9 @@ class Project:
 
     def _lightning_never_fit(self, hooks: list[tuple[Key, Reach]]) -> set[str]:
         """The Lightning modules whose hooks nothing runs: the project never starts Lightning's loop (no `.fit(`,
-        `LightningCLI` or `fabric`), so its `training_step`s are code kept from another project (Lumina-T2X's audio
-        and music demos hold latent-diffusion's Lightning modules, and only sample with them)."""
+        `LightningCLI`, lightning-bolts' `cli_main` or a `Fabric(`), so its `training_step`s are code kept from another
+        project (Lumina-T2X's audio and music demos hold latent-diffusion's Lightning modules, and only sample with
+        them)."""
         lightning = {name for path in {key[0] for key, _ in hooks} for name in self._lightning_classes(path)}
         if not lightning or any(_STARTS_LIGHTNING.search(ix.text) for ix in self.files.values()):
             return set()
