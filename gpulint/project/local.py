@@ -957,8 +957,8 @@ def _grows_cache(bound: ast.AST, body: list[ast.stmt]) -> bool:
     """`if seq_len > self.max_seq_len_cached:` whose body rebuilds the cache for the longer length (the rotary
     embeddings of Hugging Face's Llama, copied into many projects): it grows the cache a few times in a run, then never
     again. The body sets the attribute or calls a method of its own object, which does."""
-    cache = dotted(bound)
-    if cache is None or not cache.startswith("self.") or not name_parts(cache.rsplit(".", 1)[-1]) & {"cache", "cached"}:
+    cache = _cache_attribute(bound)
+    if cache is None:
         return False
     for statement in body:
         for node in ast.walk(statement):
@@ -974,12 +974,18 @@ def _returns_cached(statement: ast.If) -> bool:
     test, last = statement.test, statement.body[-1]
     if not (isinstance(last, ast.Return) and last.value is not None and len(statement.body) == 1):
         return False
-    kept = dotted(last.value) or ""
-    if not kept.startswith("self.") or not name_parts(kept.rsplit(".", 1)[-1]) & {"cache", "cached"}:
+    if _cache_attribute(last.value) is None:
         return False
     return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) \
-        and any((dotted(side) or "").startswith("self.") and name_parts((dotted(side) or "").rsplit(".", 1)[-1])
-                & {"cache", "cached"} for side in (test.left, *test.comparators))
+        and any(_cache_attribute(side) is not None for side in (test.left, *test.comparators))
+
+
+def _cache_attribute(expr: ast.AST) -> str | None:
+    """`self.max_seq_len_cached`, `self._cached_mask`: an attribute of the object named for a cache, else None."""
+    name = dotted(expr)
+    if name is None or not name.startswith("self.") or not name_parts(name.rsplit(".", 1)[-1]) & {"cache", "cached"}:
+        return None
+    return name
 
 
 def _hasattr_negated(test: ast.AST) -> str | None:

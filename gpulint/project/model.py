@@ -223,6 +223,7 @@ class Project:
         # By guess ("model.log_info"): the sets of methods the guessing functions call on that receiver (`_duck_typed`)
         self._guess_protocols: dict[str, set[frozenset[str]]] = {}
         self._classes: list[Target] | None = None  # `_all_classes`
+        self._duck_found: dict[tuple, list[Target]] = {}  # `_duck_typed`, by (methods called, method, program)
         # Functions read while what their calls pass chose some of their `if task == "...":` branches, and those to
         # read again because a later call passes another word (or one of unknown arguments reaches them)
         self._word_blocked: set[Key] = set()
@@ -1644,14 +1645,17 @@ class Project:
         protocols = [called for called in self._guess_protocols.get(guess, ()) if len(called) >= _DUCK_METHODS]
         if not protocols:
             return []
-        called = min(protocols, key=len)
-        classes = [cls for cls in self._all_classes() if (program is None or cls.path in program)
-                   and not is_other_backend_class(cls.qualname)
-                   and all(self.find_method(cls, name) is not None for name in called)]
-        if not classes or not set.intersection(*({k for k in self.mro(cls) if k.path in self.files} for cls in classes)):
-            return []  # unrelated classes that happen to share method names, with no project base in common: no answer
-        found = {self.find_method(cls, method) for cls in classes}
-        return sorted((m for m in found if m is not None and not self._abstract(m)), key=_order)
+        memo = (min(protocols, key=len), method, program)  # a guess is made again at each visit of its caller
+        if memo not in self._duck_found:
+            called = memo[0]
+            classes = [cls for cls in self._all_classes() if (program is None or cls.path in program)
+                       and not is_other_backend_class(cls.qualname)
+                       and all(self.find_method(cls, name) is not None for name in called)]
+            found = {self.find_method(cls, method) for cls in classes} if classes and set.intersection(
+                *({k for k in self.mro(cls) if k.path in self.files} for cls in classes)) else set()
+            # (classes with no project base in common only happen to share method names: no answer)
+            self._duck_found[memo] = sorted((m for m in found if m is not None and not self._abstract(m)), key=_order)
+        return list(self._duck_found[memo])  # (callers extend the targets they get)
 
     def _all_classes(self) -> list[Target]:
         """Every class the project defines at a file's top level (made once)."""
@@ -3164,20 +3168,19 @@ class Project:
                    and keyword not in call.setting_args and (kind != "unknown" or keyword in passed_params)]
             )
         self._given_by_call.setdefault(key, []).append((given, _passed_on(call, params, caller)))
+        by_position = dict(enumerate(params))
         if call.unpacks:
             given_false: frozenset[str] = frozenset()
         else:
             # a literal False passed, or a parameter defaulting to False left out (maddpg's `update(sample, a_i,
             # logger=logger)`, whose `parallel=False` no call passes)
             passed = self._given_values(call, params)  # (a None passed leaves `if parallel:` as untaken)
-            by_position = dict(enumerate(params))
             given_false = frozenset([by_position[int(where)] for where in call.false_args
                                      if where.isdigit() and int(where) in by_position]
                                     + [where for where in call.false_args if not where.isdigit()]
                                     + [param for param in callee.false_params if param not in passed])
         self._false_by_call.setdefault(key, []).append(given_false)
         before = self._param_words(key) if key in self._word_blocked else None
-        by_position = dict(enumerate(params))
         self._words_by_call.setdefault(key, []).append({} if call.unpacks else {
             (by_position[int(where)] if where.isdigit() else where): word for where, word in call.word_args
             if not where.isdigit() or int(where) in by_position})
@@ -3194,19 +3197,21 @@ class Project:
         """The parameters every call of the function in the step gives a literal False, where the step reaches it
         only through calls whose arguments the model knows."""
         calls = self._false_by_call.get(key)
-        if not calls or key in self._reached_by_guess:
+        if not calls or not self._arguments_known(key):
             return frozenset()
-        if key in self._reached_unknown_arguments and not self._plain_function(key):
-            return frozenset()  # an entry point a library may call as well (a hook, a trainer's method)
         return frozenset.intersection(*calls)
+
+    def _arguments_known(self, key: Key) -> bool:
+        """Does the step reach the function only through calls whose arguments the model read: not by a guess, nor
+        as an entry point a library may call as well (a hook, a trainer's method)?"""
+        return key not in self._reached_by_guess and (
+            key not in self._reached_unknown_arguments or self._plain_function(key))
 
     def _param_words(self, key: Key) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """The parameters every call of the function in the step gives a literal string, with the strings, where every
         way the step reaches it is a call whose arguments are known (as `_false_params`)."""
         calls = self._words_by_call.get(key)
-        if not calls or key in self._reached_by_guess:
-            return ()
-        if key in self._reached_unknown_arguments and not self._plain_function(key):
+        if not calls or not self._arguments_known(key):
             return ()
         params = set(calls[0]).intersection(*calls[1:])
         return tuple(sorted((param, tuple(sorted({given[param] for given in calls}))) for param in params))

@@ -58,6 +58,13 @@ TRAIN_LOOP = """
 """
 
 
+# An mmengine-style registry module (mmpose's `registry.py`), for the tests of classes a registry builds by name.
+POSE_REGISTRY = """
+    from mmengine.registry import Registry
+
+    MODELS = Registry("model")
+"""
+
 def test_a_helper_in_another_module_is_reached_every_step_with_its_chain(tmp_path, check):
     found = check(tmp_path, {
         "train.py": TRAIN_LOOP,
@@ -9235,11 +9242,7 @@ def test_a_registered_class_an_mmengine_python_config_names_is_built(tmp_path, c
     (`head=dict(type='HeatmapHead')`); mmengine's Runner, outside the repository, runs their `loss` every step. A
     registered head no config names (here only a YAML config names another) is not built."""
     files = {
-        "pose/registry.py": """
-            from mmengine.registry import Registry
-
-            MODELS = Registry("model")
-        """,
+        "pose/registry.py": POSE_REGISTRY,
         "pose/heads.py": """
             import torch
             from mmengine.model import BaseModule
@@ -9457,11 +9460,7 @@ def test_a_registered_base_whose_method_every_named_subclass_overrides_does_not_
     """mmpose's configs build `DSNTHead`, which derives from `IntegralRegressionHead` and overrides its `loss`: the
     base's `loss` never runs, though the base is built as part of every DSNTHead. Its `forward`, inherited, does."""
     files = {
-        "pose/registry.py": """
-            from mmengine.registry import Registry
-
-            MODELS = Registry("model")
-        """,
+        "pose/registry.py": POSE_REGISTRY,
         "pose/heads.py": """
             import torch
             from mmengine.model import BaseModule
@@ -9507,11 +9506,7 @@ def test_a_registered_subclass_no_config_builds_is_no_override_a_base_runs(tmp_p
     """mmpose's `TransformerHead.forward` calls `self.forward_decoder(...)`, which its registered subclasses
     override: where the configs drive the registry, only the overrides of classes a config names run."""
     files = {
-        "pose/registry.py": """
-            from mmengine.registry import Registry
-
-            MODELS = Registry("model")
-        """,
+        "pose/registry.py": POSE_REGISTRY,
         "pose/heads.py": """
             import torch
             from mmengine.model import BaseModule

@@ -386,7 +386,11 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                     self._report_where_it_runs(index, CPU_INDEX_MESSAGE)
                 return
             if self._numpy_index_of_tensor(node, index):
-                if not one_time_branch(self.context):
+                # Once per index array and function: the minibatch loop indexes a handful of rollout tensors with it,
+                # and one `torch.as_tensor(mb_inds, device=...)` (or indices drawn on the device) mends them all.
+                first = (id(self.context.enclosing_function()), index.value) not in self._numpy_reported
+                self._numpy_reported.add((id(self.context.enclosing_function()), index.value))
+                if first and not one_time_branch(self.context):
                     self._report_where_it_runs(index, NUMPY_INDEX_MESSAGE.format(name=dotted_name(index)))
                 return
 
@@ -394,19 +398,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         """`b_obs[mb_inds]` with `mb_inds` a slice of `np.arange(n)` (CleanRL's PPO minibatches): PyTorch turns the
         numpy array into a CPU index tensor and copies it to the device, for every tensor it indexes. Not an array
         indexed with it (`self.observations[batch_inds]`, a numpy buffer)."""
-        function = id(self.context.enclosing_function())
-        numpy_names = self._numpy_indices.get(function, set())
+        numpy_names = self._numpy_indices.get(id(self.context.enclosing_function()), set())
         if not (isinstance(index, cst.Name) and index.value in numpy_names):
             return False
         indexed = node.value
-        if isinstance(indexed, cst.Name) and indexed.value in numpy_names \
-                or self.context.location_of(indexed) != "device":
-            return False
-        # Once per index array and function: the minibatch loop indexes a handful of rollout tensors with it, and one
-        # `torch.as_tensor(mb_inds, device=...)` (or indices drawn on the device) mends them all.
-        reported = (function, index.value) in self._numpy_reported
-        self._numpy_reported.add((function, index.value))
-        return not reported
+        return not (isinstance(indexed, cst.Name) and indexed.value in numpy_names) \
+            and self.context.location_of(indexed) == "device"
 
     def _range_beside_tensor(self, index: cst.BaseExpression | None, indices: list) -> bool:
         if isinstance(index, cst.Call) and isinstance(index.func, cst.Name) and index.func.value == "list" \
