@@ -511,9 +511,15 @@ def _step_counter(node: ast.AST) -> bool:
     return bool(parts & STEP_NAME_PARTS) and not parts & (_SIZE_PARTS | MICRO_STEP_PARTS)
 
 
+# A step counter below this literal (`if self.global_step < 5:`) is true on the first few steps only.
+_FEW_STEPS = 100
+
+
 def one_step_test(test: ast.AST) -> bool:
     """`current_step == merge_bn_startpoint`, `step == 0`: true on one step of the run (of the epoch, for a batch
-    index), where the counter only grows."""
+    index), where the counter only grows; `self.global_step < 5` (PaSST's spectrogram images): on a few first ones."""
+    if _first_steps_test(test):
+        return True
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
     left, right = test.left, test.comparators[0]
@@ -521,6 +527,19 @@ def one_step_test(test: ast.AST) -> bool:
            for side in (left, right) for n in ast.walk(side)):
         return False  # `step == accum_steps - 1`: the last micro-step of every optimizer step
     return _step_counter(left) != _step_counter(right)
+
+
+def _first_steps_test(test: ast.AST) -> bool:
+    """`step < 5`, `self.global_step <= 10`, `3 > it`: a step counter below a small whole number."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    counter, bound, op = test.left, test.comparators[0], test.ops[0]
+    if isinstance(op, (ast.Gt, ast.GtE)):
+        counter, bound = bound, counter
+    elif not isinstance(op, (ast.Lt, ast.LtE)):
+        return False
+    return isinstance(bound, ast.Constant) and type(bound.value) is int and 0 < bound.value <= _FEW_STEPS \
+        and _step_counter(counter)
 
 
 def _empty_exit(test: ast.AST, body: list[ast.stmt]) -> bool:
@@ -1059,7 +1078,12 @@ def _deploy_switch(expr: ast.AST) -> bool:
 
 
 def _never_taken(test: ast.AST, part: str) -> bool:
-    """The body of `if False:` (code switched off by hand, minimal-llama's barriers), the `else` of `if True:`."""
+    """The body of `if False:` (code switched off by hand, minimal-llama's barriers), the `else` of `if True:`; the
+    body of `if torch.is_anomaly_enabled():`, checks for a debugging run (InstantMesh's `assert torch.all(
+    torch.isfinite(out))`), where anomaly detection, itself reported (GPL506), is on."""
+    if isinstance(test, ast.Call) and not test.args and dotted(test.func) in ("torch.is_anomaly_enabled",
+                                                                                "torch.autograd.is_anomaly_enabled"):
+        return part == "body"
     return isinstance(test, ast.Constant) and test.value in (False, True) and bool(test.value) == (part == "orelse")
 
 
@@ -2163,7 +2187,28 @@ class _Walker:
                     branch = current.body if evaluation == "body" else current.orelse if evaluation == "orelse" else None
                     if branch is not None:
                         self.scope.regions.append(Region("eval", self._pos(branch), self._end(branch)))
+                    if self._typed_choice(current):
+                        continue
                 stack.extend(ast.iter_child_nodes(current))
+
+    def _typed_choice(self, node: ast.IfExp) -> bool:
+        """`torch.tensor(cam, device=device) if not torch.is_tensor(cam) else cam` (InstantMesh's renderer): the
+        value for what is no tensor, as the branch of an `if` of the same test (`_if`). Read here, part by part;
+        False (nothing read) when the test says nothing of a type."""
+        parts = (("body", node.body), ("orelse", node.orelse))
+        typed = [typed_branch(node.test, part) for part, _ in parts]
+        if not any(typed):
+            return False
+        self._expr(node.test)
+        for found, (_, value) in zip(typed, parts):
+            if found is not None and found[1] and (param := self.values.passed_param(found[0])) is not None:
+                self.scope.regions.append(Region("not-tensor", self._pos(value), self._end(value), flags=(param,)))
+            if found is not None:
+                self.typed_branches.append(found)
+            self._expr(value)
+            if found is not None:
+                self.typed_branches.pop()
+        return True
 
     def _call(self, node: ast.Call) -> None:
         scope = self.scope

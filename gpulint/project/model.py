@@ -28,7 +28,7 @@ import builtins
 import heapq
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Callable, Iterable, Iterator
 
@@ -296,6 +296,7 @@ class Project:
         self._near: dict[str, list[str]] = {}  # by top-level folder: `_named_near`
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
+        self._by_config_named: frozenset[Target] = frozenset()  # the classes the configs name, without their bases
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._held_losses: dict[Key, frozenset[str]] = {}  # by class: `_losses_held_by`
         self._param_classes: dict[tuple[str, str, str], set[Target]] = {}  # see `_param_types`
@@ -746,7 +747,9 @@ class Project:
         """The overrides of `name` that `self.name()` in a method of `cls` can run: not those of a subclass that
         replaces the calling method too (omnisafe's `PolicyGradient._update` calls `self._update_actor` per
         mini-batch, but `NaturalPG` and its subclasses run their own `_update`, which calls it once)."""
-        found = self.overrides(cls, name)
+        # Not the override of a subclass in a module nothing runs (oat's `PPOMultiTurnLearner`, which no file
+        # imports or names): it never takes the place of the method called.
+        found = [o for o in self.overrides(cls, name) if not self._orphan_module(o.path)]
         caller = Target(path, scope.qualname)
         if scope.qualname != f"{scope.cls}.{scope.name}" or self.find_method(cls, scope.name) != caller:
             return found
@@ -938,6 +941,8 @@ class Project:
             passed = call.arg_names[position] if position < len(call.arg_names) and not call.star_args else ""
             built = call.arg_callees[position] if position < len(call.arg_callees) and not call.star_args else ""
             classes = self.types_of(path, scope, passed, 1) if passed else set()  # a new object: its own depth
+            if passed and not classes:  # the caller's own parameter, which its callers fill (SEDD hands its `graph`
+                classes = self._passed_types_of(path, scope, passed)  # from `_run` through `get_step_fn` down)
             if built:  # `main(Decoder(), loader)`: the object built in place
                 for made_by in self._callable_targets(path, scope, built):
                     classes |= self._built_types(made_by, 1) if made_by.is_class else self.returned_types(made_by, 1)
@@ -1705,8 +1710,11 @@ class Project:
         def fits(m: Target) -> bool:
             return not shapes or any(self._accepts(m, shape) for shape in shapes)
 
+        self._config_built()  # (fills `_by_config_named`)
+        # A class a training config names is built too, though by a generic factory (`instantiate_from_config(cfg)`)
+        # that no call of the program names it in.
         defining = [
-            (cls, m) for cls in sorted(self.instantiated, key=_order)
+            (cls, m) for cls in sorted(self.instantiated | self._by_config_named, key=_order)
             if (program is None or cls.path in program) and (m := self.find_method(cls, method)) is not None
             and not is_other_backend_class(_class_of(m)) and fits(m)
         ]
@@ -1732,7 +1740,12 @@ class Project:
             # `model.train()`, `self.features.train()`: torch's mode switch of a module, not the one class of the
             # program that defines a `train` (learn2learn's `MAMLppTrainer`); `trainer.train()` runs a trainer's.
             return []
-        return [m for _, m in defining] if len({m for _, m in defining}) == 1 else []
+        methods = list(dict.fromkeys(m for _, m in defining))
+        if len(methods) > 1 and all(cls in self._by_config_named for cls, _ in defining):
+            # Only classes the configs name define it (InstantMesh's `InstantMesh` and `InstantNeRF`, each the
+            # generator of one shipped config): whichever a run's config builds, its method runs.
+            return methods
+        return methods if len(methods) == 1 else []
 
     def optimizer_steps(self) -> list[Target]:
         """The `step` of the project's optimizers (classes deriving from an `...Optimizer`): what `optimizer.step()`
@@ -1946,14 +1959,16 @@ class Project:
         A name outside the project (`taming.modules.losses.VQLPIPSWithDiscriminator`) builds none of its classes."""
         if self._by_config is None:
             found: set[Target] = set()
+            named: set[Target] = set()
             if self.config_classes and self._builds_by_name():
                 for dotted in sorted(self.config_classes):
                     module, _, name = dotted.rpartition(".")
                     path = self.find_module(module, "") if module else None
                     for target in self.resolve_global(path, name) if path else ():
                         if target.is_class:
+                            named.add(target)
                             found.update(self.mro(target))
-            self._by_config = frozenset(found)
+            self._by_config, self._by_config_named = frozenset(found), frozenset(named)
         return self._by_config or None
 
     def _layer_names(self) -> frozenset[str]:
@@ -3002,6 +3017,7 @@ class Project:
         at_checkpoint = not per_iteration and not applied and bool(name_parts(call.func) & _SAVE_LOAD_EVENT_PARTS)
         for name in call.name_args:
             for target in self._callable_targets(path, scope, name) if not name.startswith("self.") else \
+                    self._bound_method(path, scope, call, name, rank) if applied and name.count(".") > 1 else \
                     ([m] if scope.cls and (m := self.find_method(Target(path, scope.cls, True), name[5:])) else
                      self._attribute_closures(path, scope, name)):
                 if target.is_class or target.qualname == "":
@@ -3021,6 +3037,14 @@ class Project:
                     chain=(*chain, Frame(target.path, self._line_of(target), _label(target.qualname))), reason=reason,
                     flags=state.flags,  # registered behind an opt-in switch: it runs only once that is on
                 ))
+
+    def _bound_method(self, path: str, scope: Scope, call: Call, name: str, rank: int) -> list[Target]:
+        """What a method of an attribute handed to a call that applies it runs (`checkpoint(self.generator.
+        forward_planes, images, cameras)`): what `self.generator.forward_planes(images, cameras)` would, the call's
+        other arguments being the method's."""
+        applied = replace(call, func=name, arg_kinds=call.arg_kinds[1:], arg_names=call.arg_names[1:],
+                          arg_callees=call.arg_callees[1:], name_args=(), param_args=())
+        return self.resolve_call(path, scope, applied, per_step=rank <= GATED).targets
 
     def _nested_scopes(self, ix: ModuleIndex, scope: Scope) -> list[Scope]:
         if scope.kind == "module":

@@ -1457,6 +1457,65 @@ def test_a_program_that_builds_from_configs_runs_the_classes_its_training_config
     assert not [f for f in found if f[0] == "models/classifier.py"]  # `taming.losses.NoisyClassifier` is not ours
 
 
+CONFIG_BUILT_GENERATORS = {
+    "src/util.py": CONFIG_BUILT["util.py"],
+    "src/models/mesh.py": """
+        import torch
+
+        class MeshGenerator(torch.nn.Module):
+            def forward_planes(self, images):
+                if images.sum().item() > 0:
+                    return images
+                return -images
+
+            def forward_geometry(self, planes):
+                return planes.mean().item()
+    """,
+    "src/models/nerf.py": """
+        import torch
+
+        class NerfGenerator(torch.nn.Module):
+            def forward_planes(self, images):
+                return images.cpu()
+    """,
+    "src/recon.py": """
+        import torch
+        import pytorch_lightning as pl
+        from src.util import instantiate_from_config
+
+        class Recon(pl.LightningModule):
+            def __init__(self, generator_config):
+                super().__init__()
+                self.generator = instantiate_from_config(generator_config)
+
+            def training_step(self, batch, batch_idx):
+                planes = torch.utils.checkpoint.checkpoint(self.generator.forward_planes, batch, use_reentrant=False)
+                return self.generator.forward_geometry(planes)
+    """,
+    "train.py": """
+        import pytorch_lightning as pl
+        from src.recon import Recon
+
+        pl.Trainer().fit(Recon({}))
+    """,
+    "configs/mesh.yaml": "model:\n  target: src.recon.Recon\n  params:\n    generator_config:\n"
+                         "      target: src.models.mesh.MeshGenerator\n",
+    "configs/nerf.yaml": "model:\n  target: src.recon.Recon\n  params:\n    generator_config:\n"
+                         "      target: src.models.nerf.NerfGenerator\n",
+}
+
+
+def test_the_classes_configs_name_answer_a_method_called_on_an_object_a_config_builds(tmp_path, check):
+    """InstantMesh's `self.lrm_generator = instantiate_from_config(cfg)`: its `forward_geometry`, which only the
+    generator one config names defines, runs every step; so does the `forward_planes` of both configs' generators,
+    handed to `checkpoint` as a bound method of the attribute."""
+    found = check(tmp_path, CONFIG_BUILT_GENERATORS)
+    lines = {(path, line) for path, line, *_ in found}
+    assert ("src/models/mesh.py", 6) in lines  # MeshGenerator.forward_planes, through checkpoint
+    assert ("src/models/mesh.py", 11) in lines  # MeshGenerator.forward_geometry
+    assert ("src/models/nerf.py", 6) in lines  # NerfGenerator.forward_planes: the other config's generator
+
+
 def test_an_object_another_module_builds_at_its_top_level_is_of_that_class(tmp_path):
     """nanotron's `nanotron_timer(...)` is a `TimerManager` built in its own module: not a module call to guess."""
     project = model(tmp_path, {
@@ -9813,3 +9872,156 @@ def test_a_loss_function_only_a_file_with_its_own_copy_names_is_no_fallback_entr
         "import torch\n            from lib.functional import compute_reinforce_loss\n")
     reach = model(tmp_path, files).reach
     assert ("lib/functional.py", "compute_reinforce_loss") in reach
+
+
+def test_the_override_of_a_subclass_in_a_module_nothing_imports_is_not_dispatched_to(tmp_path, check):
+    """oat's `PPOLearner.learn` calls `self.learning_step(batch)` every step: the override of `GRPOLearner`, which the
+    training script builds, runs; that of `MultiTurnLearner`, in a module no file imports or names, never does."""
+    found = check(tmp_path, {
+        "learners/base.py": """
+            class PPOLearner:
+                def learn(self, loader, optimizer):
+                    for batch in loader:
+                        self.learning_step(batch).backward()
+                        optimizer.step()
+
+                def learning_step(self, batch):
+                    return batch.mean()
+        """,
+        "learners/grpo.py": """
+            import torch
+            from learners.base import PPOLearner
+
+            class GRPOLearner(PPOLearner):
+                def learning_step(self, batch):
+                    torch.cuda.synchronize()
+                    return batch.mean()
+        """,
+        "learners/multiturn.py": """
+            import torch
+            from learners.base import PPOLearner
+
+            class MultiTurnLearner(PPOLearner):
+                def learning_step(self, batch):
+                    torch.cuda.synchronize()
+                    return batch.mean()
+        """,
+        "train.py": """
+            from learners.grpo import GRPOLearner
+
+            def main(loader, optimizer):
+                GRPOLearner().learn(loader, optimizer)
+
+            if __name__ == "__main__":
+                main([], None)
+        """,
+    })
+    lines = {(path, line) for path, line, *_ in found}
+    assert ("learners/grpo.py", 7) in lines
+    assert not [f for f in found if f[0] == "learners/multiturn.py"]
+
+
+def test_checks_of_an_anomaly_detecting_run_and_conversions_of_non_tensors_cost_no_step(tmp_path, check):
+    """InstantMesh's `if torch.is_anomaly_enabled(): assert torch.all(torch.isfinite(out))` runs only when anomaly
+    detection is on (a debugging run); its renderer's `torch.tensor(cam, device=d) if not torch.is_tensor(cam) else
+    cam` converts only cameras given as lists, so `render(...)` is no helper that copies its argument."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def transform(points, matrix):
+                out = torch.matmul(points, matrix)
+                if torch.is_anomaly_enabled():
+                    assert torch.all(torch.isfinite(out)), "inf or nan"
+                return out
+
+            def render(cam, points, device="cuda"):
+                mtx = torch.tensor(cam, device=device) if not torch.is_tensor(cam) else cam
+                return transform(points, mtx)
+
+            def train(model, loader, optimizer):
+                for batch in loader:
+                    render(batch["cam"], model(batch["x"])).mean().backward()
+                    optimizer.step()
+        """,
+    })
+    assert not found
+
+
+def test_code_for_the_first_few_steps_runs_on_no_later_step(tmp_path, check):
+    """PaSST logs its first spectrograms as images (`if self.global_step < 5:` around `x.cpu().numpy()`): a step
+    counter below a small whole number holds on a few steps of the run; `step > 3` on every later one."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def train(model, loader, opt):
+                for step, x in enumerate(loader):
+                    out = model(x.cuda(non_blocking=True))
+                    if step < 5:
+                        print(out.cpu().numpy().shape)
+                    if 3 >= step:
+                        print(out.cpu().numpy().shape)
+                    if step > 3:
+                        print(out.max().item())
+                    out.mean().backward()
+                    opt.step()
+        """,
+    })
+    assert [line for _, line, *_ in found] == [12]
+
+
+def test_an_object_handed_down_through_parameters_is_of_the_classes_the_first_caller_built(tmp_path):
+    """SEDD's `_run` builds `graph = get_graph(cfg)` (a Uniform or an Absorbing graph) and hands it through
+    `get_step_fn(graph)` to `get_loss_fn(graph)`, whose closure calls `graph.score_entropy(...)`: both graphs'
+    overrides of the abstract method run, not the base's slot alone."""
+    project = model(tmp_path, {
+        "graph_lib.py": """
+            import abc
+
+            class Graph(abc.ABC):
+                @abc.abstractmethod
+                def score_entropy(self, score, x):
+                    pass
+
+            class Uniform(Graph):
+                def score_entropy(self, score, x):
+                    return score
+
+            class Absorbing(Graph):
+                def score_entropy(self, score, x):
+                    return score[x == 0]
+
+            def get_graph(kind):
+                if kind == "uniform":
+                    return Uniform()
+                return Absorbing()
+        """,
+        "losses.py": """
+            def get_loss_fn(graph):
+                def loss_fn(model, batch):
+                    return graph.score_entropy(model(batch), batch).mean()
+                return loss_fn
+
+            def get_step_fn(graph):
+                loss_fn = get_loss_fn(graph)
+
+                def step_fn(model, optimizer, batch):
+                    loss_fn(model, batch).backward()
+                    optimizer.step()
+                return step_fn
+        """,
+        "run_train.py": """
+            import graph_lib
+            import losses
+
+            def run(cfg, model, optimizer, loader):
+                graph = graph_lib.get_graph(cfg.graph)
+                step_fn = losses.get_step_fn(graph)
+                for batch in loader:
+                    step_fn(model, optimizer, batch)
+        """,
+    })
+    reached = {key for key, reach in project.reach.items() if reach.rank == PER_STEP}
+    assert ("graph_lib.py", "Absorbing.score_entropy") in reached
+    assert ("graph_lib.py", "Uniform.score_entropy") in reached

@@ -77,6 +77,11 @@ class TensorFromHostDataInStep(SyncRule):
         training_script("buffer = torch.cuda.FloatTensor(4, 8)"),
         # No elements, nothing to copy: an empty placeholder for a batch with no matches.
         training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
+        # InstantMesh's renderer: only cameras given as lists are converted; the step passes its batch's tensors
+        ("import torch\n\n\ndef render(cam, points, device=\"cuda\"):\n"
+         "    mtx = torch.tensor(cam, device=device) if not torch.is_tensor(cam) else cam\n"
+         "    return points @ mtx\n\n\ndef train(model, loader, optimizer):\n    for batch in loader:\n"
+         "        render(batch[\"cam\"], model(batch[\"x\"])).mean().backward()\n        optimizer.step()\n"),
     )
     invalid = (
         Invalid(training_script("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
@@ -144,7 +149,10 @@ class TensorFromHostDataInStep(SyncRule):
             return False
         if self.context.bound_here(data.value):
             return False  # `lengths = [0] * n if lengths is None else lengths`: no longer what callers passed
-        return self._in_branch_for_non_tensor(data.value, cst.If)
+        # (or the value of a conditional expression for it: `torch.tensor(cam, device=d) if not torch.is_tensor(cam)
+        # else cam`, InstantMesh's renderer)
+        return self._in_branch_for_non_tensor(data.value, cst.If) \
+            or self._in_branch_for_non_tensor(data.value, cst.IfExp)
 
     def _in_branch_for_non_tensor(self, name: str, branch: type[cst.If] | type[cst.IfExp]) -> bool:
         """Inside the branch of an `if` (or of a conditional expression) where `name` is known to be no tensor: the
