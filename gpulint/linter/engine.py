@@ -483,6 +483,7 @@ def _pruned(text: str, active: Sequence[type[Rule]], facts: FileFacts) -> Cut | 
     facts_pattern = _trigger_pattern(fact_words) if fact_words else None
     devices = _DEVICE_WORDS if any(r.gpu_only for r in active) and _calls_backward(text) else None
     in_step, program = facts.step_code(), facts.program_code()
+    by_facts = [r for r in active if r.runs_for_facts(facts)]
 
     def holds(names: frozenset[str], qualname: str) -> bool:
         prefix = qualname + "."
@@ -495,6 +496,7 @@ def _pruned(text: str, active: Sequence[type[Rule]], facts: FileFacts) -> Cut | 
             or (in_program and holds(program, qualname) and any(r.may_report_in(code, name, class_name) for r in in_program))
             or (facts_pattern is not None and facts_pattern.search(code))
             or (devices is not None and devices.search(code))
+            or any(r.may_report_for_facts(code, facts) for r in by_facts)
         )
 
     def hot(qualname: str) -> bool:  # also for rules that run anywhere: some report only what runs every step

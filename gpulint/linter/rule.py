@@ -101,6 +101,13 @@ class Rule:
         return False
 
     @classmethod
+    def may_report_for_facts(cls, code: str, facts) -> bool:
+        """Could the rule report inside a function whose code is `code` because of what the project model says of
+        the file (a call of a project function returning a CPU tensor, then moved), though `may_report_in` says no?
+        Asked only of rules `runs_for_facts` keeps."""
+        return False
+
+    @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         """Could the rule report inside the function `name` (a method of `class_name`, or "") whose code, without
         docstrings and comments, is `code`? The engine parses only the functions some rule may report in (see

@@ -10,6 +10,7 @@ import libcst as cst
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
+from gpulint.project.local import tuple_kinds
 from gpulint.rules.common import by_callee, is_number, keyword_arg, new_keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns, one_time_branch
@@ -88,6 +89,10 @@ MOVED_BY_CALLEE_MESSAGE = (
     "the tensor is created on the CPU and `{callee}` copies it to the device on every call; pass `device=` to the "
     "factory so it is created there"
 )
+RETURNED_ON_CPU_MESSAGE = (
+    "`{name}` is a tensor `{callee}` returns on the CPU (built from host data), copied to the device on every call; "
+    "have `{callee}` build it on the device"
+)
 # `torch.zeros(` and the other factories (`may_report_in`: a tensor handed to a function that moves it)
 _FACTORY_CALLS = tuple(f"{name}(" for name in sorted(DETERMINISTIC_FACTORIES | RANDOM_FACTORIES))
 # Factories whose tensors serve as indices (`logits[torch.arange(n), labels]`, `x[torch.randperm(n)]`).
@@ -131,6 +136,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "to a "
         "project function that moves that parameter to the device as it is (`cross_entropy_logits(d, "
         "torch.zeros(n))`, whose `target.type_as(logits)` copies it; the project model finds such functions), and "
+        "a CPU tensor a project function returns and the caller moves (`index, lam = mixup(n)`, where `mixup` "
+        "builds `lam` with `torch.FloatTensor(np.random.beta(...))`, then `lam.to(x.device)`; the project model says "
+        "what it returns), CPU-drawn indices sorted before they index (`torch.randperm(n)[:k].sort().values`), and "
         "numpy random numbers wrapped in a "
         "device tensor type (`Tensor(np.random.normal(...))` with `Tensor = torch.cuda.FloatTensor`). It counts code "
         "inside the training loop, in a `forward`, and in helpers that hold no training loop; the setup before a "
@@ -269,6 +277,13 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                                 "    u = torch.normal(mean=0.0, std=1.0, size=(len(x),))\n"
                                 "    t = 1 / (1 + torch.exp(-u))\n"
                                 "t = t.to(x)\nloss = loss + (t * out.sum()).mean()", header="uniform = False")),
+        # PaSST's mixup: a helper draws the weights on the CPU from numpy, the step moves them to the device
+        Invalid(training_script(
+            "index, lam = mixup(out.shape[0])\nlam = lam.to(out.device)\npicked = out * lam",
+            header="import numpy as np\n\n\ndef mixup(size):\n    index = torch.randperm(size)\n"
+                   "    lam = torch.FloatTensor(np.random.beta(0.3, 0.3, size))\n    return index, lam\n")),
+        # PaSST's structured patchout: indices drawn and sorted on the CPU pick columns of the device batch
+        Invalid(training_script("keep = torch.randperm(out.shape[1])[:4].sort().values\npicked = out[:, keep]")),
     )
 
     @classmethod
@@ -280,7 +295,13 @@ class CreatedOnCpuThenMoved(WhereItRuns):
 
     @classmethod
     def runs_for_facts(cls, facts) -> bool:
-        return bool(facts.move_calls)  # `loss(d, torch.zeros(n))` need not hold a move itself
+        # `loss(d, torch.zeros(n))` need not hold a move itself; `lam.to(x.device)` of a helper's CPU tensor no factory
+        return bool(facts.move_calls) or bool(_host_returning(facts))
+
+    @classmethod
+    def may_report_for_facts(cls, code: str, facts) -> bool:
+        # a function moving what a project function it calls returns on the host (`lam = lam.to(x.device)`)
+        return (".to(" in code or ".cuda(" in code) and any(f"{callee}(" in code for callee in _host_returning(facts))
 
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
@@ -292,6 +313,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         self._movers = by_callee(context.facts.move_calls)  # the project functions called here that move arguments
         self._numpy_indices: dict[int, set[str]] = {}  # per function: names of numpy index arrays (`_numpy_index`)
         self._numpy_reported: set[tuple[int, str]] = set()  # (function, index name) already reported
+        self._returns = dict(context.facts.return_kinds)  # the project functions called here, where their values live
+        self._returned_on_cpu: dict[int, dict[str, str]] = {}  # per function: name -> the project function it is from
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._cpu_attributes.append(self._cpu_attributes_of(node))
@@ -342,6 +365,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as", "type"):
             return
+        if self._moves_returned_on_cpu(node, func):
+            return
         created = self._cpu_creation(func.value)
         if created is None and self._built_here(self._before_reshapes(func.value)):
             # `labels = torch.cat([torch.arange(n), ...])` ... `labels.to(device)` (or `labels.long().to(device)`)
@@ -365,6 +390,39 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             fix = [Replace(node, on_device if created is factory else created.deep_replace(factory, on_device))]
         self._report_where_it_runs(node, fix=fix, unsafe=kind in RANDOM_FACTORIES)
         self._report_fills(self._before_reshapes(func.value), device)
+
+    def _moves_returned_on_cpu(self, move: cst.Call, func: cst.Attribute) -> bool:
+        """`rn_indices, lam = my_mixup(n, alpha)`, then `lam.to(x.device)` (PaSST's mixup): a tensor a project
+        function builds on the CPU from host data every call (`torch.FloatTensor(np.random.beta(...))`), which the
+        model says it returns on the host, moved here to the device. Reported (once) when so; True then."""
+        if not isinstance(func.value, cst.Name) or func.attr.value not in ("cuda", "to"):
+            return False
+        callee = self._returned_on_cpu.get(id(self.context.enclosing_function()), {}).get(func.value.value)
+        if callee is None or keyword_arg(move, "non_blocking") is not None \
+                or self._target_device(move, func.attr.value) is None or one_time_branch(self.context):
+            return False
+        self._report_where_it_runs(move, RETURNED_ON_CPU_MESSAGE.format(name=func.value.value, callee=callee))
+        return True
+
+    def _bind_returned(self, function: int, assign: cst.Assign) -> None:
+        """Keep the names `assign` binds to what a project function returns on the host (a CPU tensor, if it is then
+        moved): `lam = make()`, or `idx, lam = my_mixup(...)` element by element; forget the others it rebinds."""
+        found = self._returned_on_cpu.setdefault(function, {})
+        value = assign.value
+        callee = dotted_name(value.func) or "" if isinstance(value, cst.Call) else ""
+        kind = self._returns.get(callee, "") if callee else ""
+        for target in assign.targets:
+            names = [target.target] if isinstance(target.target, cst.Name) else \
+                [e.value for e in target.target.elements] if isinstance(target.target, cst.Tuple) else []
+            kinds = tuple_kinds(kind) if isinstance(target.target, cst.Tuple) else None
+            for position, name in enumerate(names):
+                if not isinstance(name, cst.Name):
+                    continue
+                here = kinds[position] if kinds is not None and position < len(kinds) else kind
+                if here == "host":
+                    found[name.value] = callee
+                else:
+                    found.pop(name.value, None)
 
     def visit_For(self, node: cst.For) -> None:
         self._track_for(node)
@@ -417,6 +475,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
     def leave_Assign(self, original_node: cst.Assign) -> None:
         # Names bound to tensors built on the CPU in this function (factories and what is computed from them only).
         function = id(self.context.enclosing_function())
+        if self._returns:
+            self._bind_returned(function, original_node)
         built = self._cpu_built.setdefault(function, set())
         on_cpu = self._is_cpu_built(original_node.value, built)
         numpy_names = self._numpy_indices.setdefault(function, set())
@@ -486,7 +546,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         `(labels.unsqueeze(0) == labels.unsqueeze(1)).float()` with `labels` built so (or `self.betas`, in
         `__init__`)."""
         if isinstance(expr, (cst.Name, cst.Attribute)):
-            return (dotted_name(expr) or "") in built
+            return (dotted_name(expr) or "") in built or type(expr) is cst.Attribute and self._cpu_creation(expr) is not None
         if isinstance(expr, cst.UnaryOperation):  # `torch.exp(-u)` of a `u` drawn on the CPU (Lumina-T2X's timesteps)
             return self._is_cpu_built(expr.expression, built)
         if isinstance(expr, cst.Comparison):
@@ -593,6 +653,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if isinstance(expr, cst.Subscript):
             # `torch.eye(n)[labels].to(device)`: a one-hot picked from an identity built on the CPU (no fix).
             created = self._cpu_creation(expr.value)
+            return (created[0], "") if created else None
+        if isinstance(expr, cst.Attribute) and expr.attr.value in ("values", "indices") \
+                and isinstance(expr.value, cst.Call) and isinstance(expr.value.func, cst.Attribute) \
+                and expr.value.func.attr.value in _SORTING_METHODS:
+            # `torch.randperm(n)[:k].sort().values` (PaSST's patchout indices): sorted where they were drawn (no fix).
+            created = self._cpu_creation(expr.value.func.value)
             return (created[0], "") if created else None
         if isinstance(expr, cst.BinaryOperation):
             # `(torch.arange(n) + offset).cuda()`: built on the CPU, then moved (no fix: the arithmetic stays).
@@ -707,6 +773,16 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if name_parts(name) & {"dtype", "type", "cpu", "precision"} or name in DTYPE_NAMES:
             return None
         return "device" if _DEVICE_WORD.search(name) else "tensor"
+
+
+# Tensor methods returning a named tuple of values and indices, on the device of the tensor they read.
+_SORTING_METHODS = frozenset({"sort", "topk", "max", "min", "kthvalue", "median", "mode"})
+
+
+def _host_returning(facts) -> list[str]:
+    """The project functions called in the file (as written) that return host values, whole or some of a tuple."""
+    return [callee for callee, kind in facts.return_kinds
+            if kind == "host" or kind.startswith("tuple:") and "host" in tuple_kinds(kind)]
 
 
 def _torch_function(resolved: str) -> str:

@@ -24,6 +24,8 @@ class DataDependentShapeInStep(SyncRule):
         "boolean-mask indexing in any position (`x[mask]`, `x[:, mask]`; masks are comparisons (also of a mask "
         "with a number: `rollout.mask > 1e-8`), `.bool()`, "
         "`torch.isfinite(x)`, `torch.any(x == y, dim=1)`, `a < m if flag else a > m`, names bound to them, "
+        "a name bound to a value of unknown kind compared with a number once it indexes a tensor (`rel = x == "
+        "n - 1`, then `entropy[rel]`, and every later `score[rel]`), "
         "parameters named like masks, followed through `clone`, `view`, `torch.stack` / `torch.cat`, `.T` and "
         "tuple unpacking), and stores through a mask that go through `nonzero` (`x[m] = y[m]`, `x[rows, m] = 1`, "
         "`x[:, m] *= 0`), in code that runs every step, ungated.",
@@ -71,6 +73,14 @@ class DataDependentShapeInStep(SyncRule):
         # sb3-contrib's recurrent PPO: the buffer's padding mask, kept as floats, compared into a boolean mask
         Invalid(training_script("rollout = types.SimpleNamespace(mask=y.float())\nmask = rollout.mask > 1e-8\n"
                                 "entropy_loss = -torch.mean(out[mask])", header="import types")),
+        # SEDD's score entropy: tokens of unknown kind compared with the absorbing state's id index the loss tensors
+        Invalid("import torch\n\n\ndef score_entropy(score, x):\n    rel_ind = x == score.shape[-1] - 1\n"
+                "    entropy = torch.zeros(*x.shape, device=x.device)\n"
+                "    entropy[rel_ind] += score[rel_ind].exp().sum(dim=-1)\n    return entropy\n\n\n"
+                "def train(model, loader, optimizer):\n    for batch in loader:\n"
+                "        tokens = batch[\"input_ids\"].cuda(non_blocking=True)\n"
+                "        score_entropy(model(tokens), batch[\"input_ids\"]).mean().backward()\n"
+                "        optimizer.step()\n", count=2),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -107,7 +117,8 @@ class DataDependentShapeInStep(SyncRule):
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         indices = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
-        masks = [index for index in indices if self.tensors.is_mask(index)]
+        masks = [index for index in indices if self.tensors.is_mask(index)
+                 or self.tensors.confirmed_mask(index, node.value)]
         if not masks or self.context.is_host_value(node.value):
             return
         if self._masked_fill(node, indices, masks):

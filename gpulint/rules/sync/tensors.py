@@ -84,6 +84,9 @@ class Tensors:
         self.context = context
         self._bound: dict[tuple[int, str], bool | None] = {}  # None: bound to an unknown value, judged by name
         self._masks: set[tuple[int, str]] = set()
+        # Names bound to a value compared with a number (`rel_ind = x == self.dim - 1`, `x` of unknown kind): a mask
+        # once it indexes a tensor (`confirmed_mask`)
+        self._maybe_masks: set[tuple[int, str]] = set()
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
         self._tensor_sequences: set[tuple[int, str]] = set()  # parameters annotated `List[torch.Tensor]`
         self._lists: set[tuple[int, str]] = set()  # names bound to a list display (`order = [0] * n`)
@@ -161,6 +164,10 @@ class Tensors:
             self._masks.add(key)
         else:
             self._masks.discard(key)
+        if key not in self._masks and _compared_with_a_number(value):
+            self._maybe_masks.add(key)
+        else:
+            self._maybe_masks.discard(key)
 
     def _object_moved(self, value: cst.BaseExpression) -> bool:
         """`loss_cls(**opt).to(device)`, `PerceptualLoss(...).cuda()`: an object built from a class (a name in
@@ -322,6 +329,19 @@ class Tensors:
             for side in sides
         )
 
+    def confirmed_mask(self, index: cst.BaseExpression, indexed: cst.BaseExpression) -> bool:
+        """Is `index`, a name bound to a comparison with a number (`rel_ind = x == self.dim - 1`), a mask as it indexes
+        a tensor (`esigm1.expand_as(x)[rel_ind]`)? Then it is a mask wherever it indexes after (`x0[rel_ind]`): a
+        Python number compared with one would be a bool, which no code indexes a tensor with."""
+        if not isinstance(index, cst.Name):
+            return False
+        key = self._key(index.value)
+        if key not in self._maybe_masks or not self.is_tensor(indexed):
+            return False
+        self._maybe_masks.discard(key)
+        self._masks.add(key)
+        return True
+
     def is_mask(self, expr: cst.BaseExpression) -> bool:
         """A boolean tensor: a comparison of tensors, `.bool()`, `~t`, `isnan(t)`, or a name bound to one."""
         if isinstance(expr, cst.Name):
@@ -434,3 +454,25 @@ def _string_index(node: cst.Subscript) -> str | None:
         if isinstance(value, cst.SimpleString):
             return value.raw_value
     return None
+
+
+def _compared_with_a_number(value: cst.BaseExpression) -> bool:
+    """`x == 0`, `ids != -100`, `x == self.dim - 1`, `labels != self.ignore_index`: one name compared with a number,
+    a negative number, arithmetic with a number, or an attribute of `self` (a setting)."""
+    if not (isinstance(value, cst.Comparison) and len(value.comparisons) == 1 and isinstance(value.left, cst.Name)):
+        return False
+    comparison = value.comparisons[0]
+    if not isinstance(comparison.operator, (cst.Equal, cst.NotEqual, cst.LessThan, cst.GreaterThan,
+                                            cst.LessThanEqual, cst.GreaterThanEqual)):
+        return False
+    return _numberish(comparison.comparator)
+
+
+def _numberish(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return _numberish(expr.expression)
+    if isinstance(expr, cst.BinaryOperation):
+        return _numberish(expr.left) or _numberish(expr.right)
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
