@@ -296,7 +296,7 @@ class Project:
         self._near: dict[str, list[str]] = {}  # by top-level folder: `_named_near`
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
-        self._by_config_named: frozenset[Target] = frozenset()  # the classes the configs name, without their bases
+        self._by_config_named: frozenset[Target] = frozenset()  # see `_config_named`
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._held_losses: dict[Key, frozenset[str]] = {}  # by class: `_losses_held_by`
         self._param_classes: dict[tuple[str, str, str], set[Target]] = {}  # see `_param_types`
@@ -1710,11 +1710,11 @@ class Project:
         def fits(m: Target) -> bool:
             return not shapes or any(self._accepts(m, shape) for shape in shapes)
 
-        self._config_built()  # (fills `_by_config_named`)
         # A class a training config names is built too, though by a generic factory (`instantiate_from_config(cfg)`)
         # that no call of the program names it in.
+        configured = self._config_named()
         defining = [
-            (cls, m) for cls in sorted(self.instantiated | self._by_config_named, key=_order)
+            (cls, m) for cls in sorted(self.instantiated | configured, key=_order)
             if (program is None or cls.path in program) and (m := self.find_method(cls, method)) is not None
             and not is_other_backend_class(_class_of(m)) and fits(m)
         ]
@@ -1741,7 +1741,7 @@ class Project:
             # program that defines a `train` (learn2learn's `MAMLppTrainer`); `trainer.train()` runs a trainer's.
             return []
         methods = list(dict.fromkeys(m for _, m in defining))
-        if len(methods) > 1 and all(cls in self._by_config_named for cls, _ in defining):
+        if len(methods) > 1 and all(cls in configured for cls, _ in defining):
             # Only classes the configs name define it (InstantMesh's `InstantMesh` and `InstantNeRF`, each the
             # generator of one shipped config): whichever a run's config builds, its method runs.
             return methods
@@ -1970,6 +1970,11 @@ class Project:
                             found.update(self.mro(target))
             self._by_config, self._by_config_named = frozenset(found), frozenset(named)
         return self._by_config or None
+
+    def _config_named(self) -> frozenset[Target]:
+        """The project classes the training configs name themselves (`_config_built` without their bases)."""
+        self._config_built()
+        return self._by_config_named
 
     def _layer_names(self) -> frozenset[str]:
         """Classes a module's `__init__` names (`self.attn = Attention(cfg)`, `PipelineBlock(module_builder=

@@ -394,7 +394,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
     def _moves_returned_on_cpu(self, move: cst.Call, func: cst.Attribute) -> bool:
         """`rn_indices, lam = my_mixup(n, alpha)`, then `lam.to(x.device)` (PaSST's mixup): a tensor a project
         function builds on the CPU from host data every call (`torch.FloatTensor(np.random.beta(...))`), which the
-        model says it returns on the host, moved here to the device. Reported (once) when so; True then."""
+        model says it returns on the host, moved here to the device. Reported when so; True then."""
         if not isinstance(func.value, cst.Name) or func.attr.value not in ("cuda", "to"):
             return False
         callee = self._returned_on_cpu.get(id(self.context.enclosing_function()), {}).get(func.value.value)
@@ -546,7 +546,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         `(labels.unsqueeze(0) == labels.unsqueeze(1)).float()` with `labels` built so (or `self.betas`, in
         `__init__`)."""
         if isinstance(expr, (cst.Name, cst.Attribute)):
-            return (dotted_name(expr) or "") in built or type(expr) is cst.Attribute and self._cpu_creation(expr) is not None
+            return (dotted_name(expr) or "") in built \
+                or type(expr) is cst.Attribute and self._cpu_creation(expr) is not None  # `....sort().values`
         if isinstance(expr, cst.UnaryOperation):  # `torch.exp(-u)` of a `u` drawn on the CPU (Lumina-T2X's timesteps)
             return self._is_cpu_built(expr.expression, built)
         if isinstance(expr, cst.Comparison):

@@ -16,15 +16,22 @@ from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positiv
 _EXPERIENCE_PARTS = frozenset({"experience", "experiences", "rollout", "rollouts"})
 
 
+# Library functions that copy the tensor they are given to host memory (PIL images are host data).
+_TO_HOST_FUNCTIONS = frozenset({
+    "torchvision.transforms.functional.to_pil_image", "torchvision.transforms.v2.functional.to_pil_image",
+})
+
+
 class CpuCopyInStep(SyncRule):
     code = "GPL403"
     reads_to_host = True
     name = "cpu-copy-in-step"
     message = "`{call}` copies a device tensor to host memory every step, waiting for the GPU to finish"
-    triggers = (".cpu(", "cpu\"", "cpu'")
+    triggers = (".cpu(", "cpu\"", "cpu'", "to_pil_image(")
     docs = RuleDocs(
         what_it_does="Flags `.cpu()` and `.to(\"cpu\")` on tensors in code that runs every training step and is not "
-        "gated (`.numpy()` needs a CPU tensor, so the copy before it is what is flagged). `.to(\"cpu\", "
+        "gated (`.numpy()` needs a CPU tensor, so the copy before it is what is flagged), and torchvision's "
+        "`to_pil_image(tensor)`, which copies the tensor to the host to make an image. `.to(\"cpu\", "
         "non_blocking=True)` copies into pinned memory without waiting and is not flagged. A call of the project's "
         "own converter (`to_numpy(pred)`, a function that returns `x.detach().cpu().numpy()`) is the same copy, "
         "flagged at the call in the step as well as in the converter.",
@@ -55,6 +62,10 @@ class CpuCopyInStep(SyncRule):
     invalid = (
         Invalid(training_script("history.append(loss.detach().cpu())", header="history = []")),
         Invalid(training_script("pred = model(x).argmax(1).to(\"cpu\")")),
+        # InstantMesh's zero123plus step: each generated image made a PIL image for the CLIP processor
+        Invalid(training_script("out = model(x)\n"
+                                "images = [v2.functional.to_pil_image(out[i]) for i in range(len(out))]",
+                                header="from torchvision.transforms import v2")),
         Invalid(training_script("top = to_numpy(model(x)).argmax(1)",
                                 header="\n\ndef to_numpy(x):\n    return x.detach().cpu().numpy()"), count=2),  # and the converter
     )
@@ -77,6 +88,8 @@ class CpuCopyInStep(SyncRule):
         if self._converters and (read := self._converters.get(dotted_name(func) or "")) is not None:
             self._check_converter_call(node, *read)
             return
+        if self._library_read(node):
+            return
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
@@ -92,6 +105,16 @@ class CpuCopyInStep(SyncRule):
         if function is not None and name_parts(function.name.value) & _EXPERIENCE_PARTS and not self.context.innermost_loop():
             return  # the rollout's batch copied once into the host store; one copy per sample in a loop still counts
         self.report(node, self.message.format(call=call))
+
+    def _library_read(self, call: cst.Call) -> bool:
+        """`v2.functional.to_pil_image(images[i])` (InstantMesh's zero123plus step, per image): torchvision copies the
+        tensor to the host to make a PIL image. Reported (when the tensor is no host value); True for such a call."""
+        resolved = self.context.resolve(call.func) or ""
+        if resolved not in _TO_HOST_FUNCTIONS or not call.args:
+            return False
+        if not self.context.is_host_value(call.args[0].value):  # (one copy per image, also in a comprehension)
+            self.report(call, self.message.format(call=f"{resolved.rsplit('.', 1)[-1]}(...)"))
+        return True
 
     def _check_converter_call(self, call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> None:
         """`to_numpy(pred_heatmaps)` in the step, where the project's `to_numpy` does `x.detach().cpu().numpy()`: a
