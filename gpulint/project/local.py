@@ -490,11 +490,16 @@ def accumulation_boundary(test: ast.AST) -> bool:
     return divisor is not None and bool(name_parts(divisor.rsplit(".", 1)[-1]) & ACCUMULATION_PARTS)
 
 
+# Libraries' own interval gates: Lightning's `trainer._logger_connector.should_update_logs`, true on every
+# `log_every_n_steps`-th step (flash-attention's monitor callbacks return early unless it is).
+_LIBRARY_GATES = frozenset({"should_update_logs"})
+
+
 def _gate_word(name: str, extra: frozenset[str]) -> bool:
     last = name.rsplit(".", 1)[-1]
     if last.startswith("can_"):  # `buffer.can_sample(n)`: true on every step once the buffer has filled
         return last in extra
-    return name in extra or last in extra or bool(name_parts(last) & DEFAULT_GATE_PARTS)
+    return name in extra or last in extra or last in _LIBRARY_GATES or bool(name_parts(last) & DEFAULT_GATE_PARTS)
 
 
 # Parts of a name that make it a size, not a counter (`batch_size`, `iter_len`).
@@ -552,6 +557,35 @@ def _empty_exit(test: ast.AST, body: list[ast.stmt]) -> bool:
 
 
 _ZERO_FACTORIES = frozenset({"tensor", "zeros", "zeros_like", "new_zeros", "new_tensor", "full", "ones"})
+
+
+def _zero_fallback(test: ast.AST, body: list[ast.stmt]) -> bool:
+    """`if avg_factor <= 0: loss_qfl = torch.tensor(0, requires_grad=True).to(device)` (nanodet's GFL head): zero
+    losses for a batch with nothing to learn from (no positive sample), which normal steps do not take. The test is an
+    emptiness test or a count at or below zero; the body only binds constant tensors."""
+    if not body or not all(isinstance(statement, ast.Assign) for statement in body):
+        return False
+    if not (_emptiness_test(test) or _at_most_zero(test)):
+        return False
+    return all(_constant_tensor(statement.value) for statement in body)  # type: ignore[attr-defined]
+
+
+def _at_most_zero(test: ast.AST) -> bool:
+    """`n <= 0`, `num_pos == 0`, `count < 1`: a count of something at or below zero."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, (ast.Name, ast.Attribute))):
+        return False
+    bound, op = test.comparators[0], test.ops[0]
+    if not (isinstance(bound, ast.Constant) and type(bound.value) in (int, float)):
+        return False
+    return isinstance(op, (ast.LtE, ast.Eq)) and bound.value == 0 or isinstance(op, ast.Lt) and bound.value in (0, 1)
+
+
+def _constant_tensor(value: ast.AST) -> bool:
+    """`torch.tensor(0, dtype=torch.float32, requires_grad=True).to(device)`, `x.new_zeros(())`: a tensor of constants."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("to", "cuda"):
+        value = value.func.value
+    return isinstance(value, ast.Call) and last_name(value.func) in _ZERO_FACTORIES \
+        and all(isinstance(a, ast.Constant) for a in value.args)
 _SIZE_CALLS = frozenset({"len", "numel", "size", "nelement", "sum", "count_nonzero", "any"})
 
 
@@ -1548,6 +1582,7 @@ class _Walker:
         self.offset = 0  # added to every line: a definition parsed alone sits this many lines into its file
         self.aliases = aliases
         self.gates = extra_gates | frozenset(step_flags)
+        self.step_flags = frozenset(step_flags)  # (`_interval_arg`)
         self.values = _Values(aliases)
         self.scopes: dict[str, Scope] = {}
         self.stack: list[Scope] = []
@@ -2044,7 +2079,7 @@ class _Walker:
                 scope.regions.append(Region("one-step", *span))
             if isinstance(body[-1], ast.Break) and self.loop_stack[-1]:
                 scope.regions.append(Region("last-pass", *span, loop=self.loop_stack[-1][-1]))
-            if part == "body" and _empty_exit(test, body):
+            if part == "body" and (_empty_exit(test, body) or _zero_fallback(test, body)):
                 scope.regions.append(Region("empty", *span))
             if _reports_failure(body) or (part == "body" and _tests_non_finite(test)):
                 scope.regions.append(Region("failure", *span))
@@ -2255,8 +2290,8 @@ class _Walker:
         call.setting_args = tuple([str(i) for i, a in enumerate(node.args) if _is_setting(a)]
                                   + [k.arg for k in node.keywords if k.arg and _is_setting(k.value)])
         call.interval_args = tuple(
-            [f"{i}={gate_interval(a)}" for i, a in enumerate(node.args) if is_interval_test(a)]
-            + [f"{k.arg}={gate_interval(k.value)}" for k in node.keywords if k.arg and is_interval_test(k.value)]
+            [f"{i}={gate_interval(a)}" for i, a in enumerate(node.args) if self._interval_arg(a)]
+            + [f"{k.arg}={gate_interval(k.value)}" for k in node.keywords if k.arg and self._interval_arg(k.value)]
         )
         if node.args:
             call.first_arg = dotted(node.args[0]) or ""
@@ -2301,6 +2336,11 @@ class _Walker:
                 self._expr(child)
         for child in (*node.args, *(k.value for k in node.keywords)):
             self._note_method_ref(child)  # `checkpoint(self._block, x)`: a method handed on
+
+    def _interval_arg(self, arg: ast.AST) -> bool:
+        """An interval test passed on (`update(..., step % 100 == 0)`), or a flag the file sets to one (EfficientZero's
+        `vis_result`, True on every `vis_interval`-th step, then `update_weights(..., vis_result)`)."""
+        return is_interval_test(arg) or isinstance(arg, ast.Name) and arg.id in self.step_flags
 
     def _note_method_ref(self, node: ast.AST) -> None:
         """`self.name` read, not called: maybe a method handed on (`_expr` and `_call` see only such reads)."""
@@ -2617,14 +2657,21 @@ _STEP_FLAG = re.compile(r"[ \t]*(\w+)\s*=\s*\(?[^=\n#]*%[^=\n#]*==\s*0")
 _ACCUMULATION_TEXT = re.compile(r"%\s*[\w.]*acc(?:um|_)", re.IGNORECASE)
 
 
+# `if step % config.vis_interval == 0:` then `vis_result = True` on the next line: a flag true once every N steps.
+_FLAG_SET_IN_GATE = re.compile(r"[ \t]*(?:el)?if\b[^\n#]*%[^\n#]*==\s*0[^\n#]*:[ \t]*\n[ \t]+(\w+)\s*=\s*True\b")
+
+
 def text_step_flags(text: str) -> frozenset[str]:
-    """Names assigned an interval test anywhere in the file's text."""
+    """Names assigned an interval test anywhere in the file's text, or set True in the body of one."""
     found = set()
     for match in _EQUALS_ZERO.finditer(text):
         start = text.rfind("\n", 0, match.start()) + 1
         flag = _STEP_FLAG.match(text, start, match.end())
-        if flag and not _ACCUMULATION_TEXT.search(text, start, match.end()):
-            found.add(flag.group(1))
+        if not _ACCUMULATION_TEXT.search(text, start, match.end()):
+            if flag:
+                found.add(flag.group(1))
+            elif set_in_gate := _FLAG_SET_IN_GATE.match(text, start):
+                found.add(set_in_gate.group(1))
     return frozenset(found)
 
 

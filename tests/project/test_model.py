@@ -10025,3 +10025,46 @@ def test_an_object_handed_down_through_parameters_is_of_the_classes_the_first_ca
     reached = {key for key, reach in project.reach.items() if reach.rank == PER_STEP}
     assert ("graph_lib.py", "Absorbing.score_entropy") in reached
     assert ("graph_lib.py", "Uniform.score_entropy") in reached
+
+
+def test_a_flag_set_on_every_nth_step_and_passed_on_gates_the_callee(tmp_path, check):
+    """EfficientZero sets `vis_result = True` on every `vis_interval`-th step (`False` otherwise) and passes it to
+    `update_weights(..., vis_result)`, whose `if vis_result:` reads visualisation data on the host: those reads run
+    once in a thousand steps. The same for a flag assigned the interval test itself."""
+    update = (
+        "import torch\n\n\ndef update_weights(model, batch, optimizer, vis_result=False):\n"
+        "    loss = model(batch.cuda(non_blocking=True)).mean()\n    loss.backward()\n    optimizer.step()\n"
+        "    if vis_result:\n        print(loss.detach().cpu())\n\n\n"
+        "def train(model, loader, optimizer):\n    for step, batch in enumerate(loader):\n"
+    )
+    for number, flag in enumerate((
+            "        if step % 1000 == 0:\n            vis_result = True\n        else:\n            vis_result = False\n",
+            "        vis_result = step % 1000 == 0\n")):
+        text = update + flag + "        update_weights(model, batch, optimizer, vis_result)\n"
+        assert not check(tmp_path / str(number), {"train.py": text}), flag
+
+
+def test_zero_losses_for_a_batch_without_positives_cost_no_step(tmp_path, check):
+    """nanodet's GFL head: `if avg_factor <= 0:` binds zero losses copied to the device, for a batch with no positive
+    sample; normal steps take the `else`. A constant copied to the device in the step otherwise is still reported."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            def head_loss(out, device):
+                avg_factor = out.sum().item()
+                if avg_factor <= 0:
+                    loss = torch.tensor(0, dtype=torch.float32, requires_grad=True).to(device)
+                else:
+                    loss = out.mean() / avg_factor
+                scale = torch.tensor(2.0).to(device)
+                return loss * scale
+
+            def train(model, loader, optimizer, device):
+                for x in loader:
+                    head_loss(model(x.to(device, non_blocking=True)), device).backward()
+                    optimizer.step()
+        """,
+    })
+    lines = sorted({line for _, line, *_ in found})
+    assert lines == [5, 10]
