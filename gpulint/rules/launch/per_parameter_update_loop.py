@@ -68,7 +68,9 @@ class PerParameterUpdateLoop(WhereItRuns):
         what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
         "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "
         "`dict(model.named_parameters())` whose body updates each tensor, or its counterpart found by the "
-        "parameter's name (`ema[name].mul_(d)`, `self.shadow[name].lerp_(p, w)`): in-place arithmetic (`add_`, `mul_`, "
+        "parameter's name (`ema[name].mul_(d)`, `self.shadow[name].lerp_(p, w)`, or bound first: `ema_val = "
+        "self.state[name]`; also over a project method walking the model's tensors by name, "
+        "`self._get_model_state_iterator(model)`): in-place arithmetic (`add_`, `mul_`, "
         "`lerp_`, `addcdiv_`, `copy_`, `p.grad.zero_()`, `torch.nan_to_num(g, out=g)`), `p.data = ...`, or per-parameter "
         "state stored in a dict. Only per-step shapes count: the loop reads gradients, blends one set of tensors into "
         "another (EMA), keeps per-parameter state, or sits in a function named like an update (`update`, `step`, "
@@ -137,6 +139,21 @@ class PerParameterUpdateLoop(WhereItRuns):
         ),
         Invalid(training_script("model_ema.update(model)",
                                 header="from timm.utils import ModelEmaV2\n\nmodel_ema = ModelEmaV2(torch.nn.Linear(2, 2))")),
+        # detectron2-style EMA (nanodet, d2go): a project method walks the model's tensors by name, the EMA's copy of
+        # each is looked up by it and updated in place
+        Invalid(
+            "import itertools\nimport torch\n\n\nclass EMA:\n    def __init__(self, model):\n"
+            "        self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}\n\n"
+            "    def _get_model_state_iterator(self, model):\n"
+            "        return itertools.chain(model.named_parameters(), model.named_buffers())\n\n"
+            "    def update(self, model, decay):\n        with torch.no_grad():\n"
+            "            for name, val in self._get_model_state_iterator(model):\n"
+            "                ema_val = self.state[name]\n"
+            "                ema_val.copy_(ema_val * (1 - decay) + val * decay)\n\n\n"
+            "def train(model, loader, optimizer):\n    ema = EMA(model)\n    for x in loader:\n"
+            "        model(x.cuda(non_blocking=True)).mean().backward()\n        optimizer.step()\n"
+            "        ema.update(model, 0.999)\n"
+        ),
     )
 
     def __init__(self, context: FileContext) -> None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # Identifier parts that name a collection of model tensors (`model_params`, `self.grads`, `trainable_parameters`).
 PARAM_WORDS = frozenset({"param", "params", "parameters", "grad", "grads", "gradients"})
 # Words one of which a loop over a model's tensors has in its text (triggers of the rules that look for such loops).
-PARAM_TRIGGERS = ("param", "Param", "grad", "Grad", "state_dict", "buffers")
+PARAM_TRIGGERS = ("param", "Param", "grad", "Grad", "state_dict", "buffers", "state_iter")
 # Words one of which a reduction has in its text (REDUCTION_METHODS, TORCH_REDUCTIONS, helpers named `*_norm`).
 REDUCTION_WORDS = (
     "norm", "sum(", "mean(", "max(", "min(", "std(", "var(", "prod(", "any(", "all(", "count_nonzero(",
@@ -59,7 +59,7 @@ def has_loop(pattern: re.Pattern[str], code: str) -> bool:
 
 # What `is_model_tensor_iterable` accepts always spells one of these words.
 PARAM_LOOP = loop_over("param|grad|state_dict|buffers")
-PARAM_FOR_STATEMENT = loop_over("param|grad|state_dict|buffers", statements_only=True)
+PARAM_FOR_STATEMENT = loop_over("param|grad|state_dict|buffers|state_iter", statements_only=True)
 
 # Parts that make such a name something else (`optimizer.param_groups` holds dicts of hyper-parameters).
 NOT_PARAM_WORDS = frozenset({"groups", "group", "names", "name", "count", "counts", "numel", "shapes", "keys"})
@@ -122,7 +122,8 @@ def tensor_targets(target: cst.BaseExpression, iterable: cst.BaseExpression) -> 
             for element, arg in zip(elements, iterable.args):
                 names |= tensor_targets(element, arg.value)
             return names
-        named = isinstance(func, cst.Attribute) and func.attr.value in ("named_parameters", "named_buffers", "items")
+        named = isinstance(func, cst.Attribute) and (func.attr.value in ("named_parameters", "named_buffers", "items")
+                                                      or _names_a_state_walk(func.attr.value))
         if named and len(elements) == 2:
             return target_names(elements[1])
     return target_names(target)
@@ -138,6 +139,8 @@ def is_model_tensor_iterable(expr: cst.BaseExpression) -> bool:
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method in ("parameters", "named_parameters", "buffers", "named_buffers"):
+                return True
+            if _names_a_state_walk(method):
                 return True
             if method in ("values", "items"):
                 receiver = func.value
@@ -157,6 +160,16 @@ def is_model_tensor_iterable(expr: cst.BaseExpression) -> bool:
         )
     name = last_name(expr)
     return name is not None and _is_param_name(name)
+
+
+# A project method walking a model's tensors (detectron2-style EMAs' `_get_model_state_iterator(model)`, which
+# chains `named_parameters()` and `named_buffers()`): named for a state or parameters, and for iterating.
+_STATE_WALK_PARTS = frozenset({"state", "param", "params", "parameters", "weights", "buffers"})
+
+
+def _names_a_state_walk(method: str) -> bool:
+    parts = name_parts(method)
+    return bool(parts & _STATE_WALK_PARTS) and bool(parts & {"iterator", "iter"})
 
 
 def _chain_calls_state_dict(expr: cst.BaseExpression) -> bool:
@@ -254,7 +267,9 @@ class _LoopBodyScanner(SyntaxVisitor):
     # -- assignments propagate "derived from a loop tensor" and "holds a reduction"
     def visit_Assign(self, node: cst.Assign) -> None:
         self._hits_at_assign.append(self._hits)
-        if root_name(node.value) in self.tensors:
+        if root_name(node.value) in self.tensors or isinstance(node.value, cst.Subscript) and self.keys \
+                and _indexed_by(node.value, self.keys):
+            # (`ema_val = self.state[name]`, the counterpart a detectron2-style EMA then updates in place)
             for target in node.targets:
                 self.tensors |= target_names(target.target)
         elif isinstance(node.value, cst.Tuple):

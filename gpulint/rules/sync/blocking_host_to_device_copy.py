@@ -22,12 +22,14 @@ from gpulint.project.vocab import (
     steps_environment,
 )
 from gpulint.rules.common import is_false, keyword_arg
+from gpulint.rules.per_tensor.helpers import is_model_tensor_iterable
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import (
     SyncRule,
     cpu_target,
     holds_training_loop,
     in_error_path_or_first_step,
+    iterates_tensors_of_model,
     known_false_positives,
 )
 from gpulint.rules.sync.tensors import MODULE_NAME
@@ -165,6 +167,28 @@ class BlockingHostToDeviceCopy(SyncRule):
     )
     valid = (
         training_script("z = x.to(torch.float16)"),
+        # an EMA moving itself to the device of the weights it averages (`self.to(...)` of an object, no batch)
+        ("import torch\n\n\nclass Shadow:\n    def __init__(self, params):\n"
+         "        self.shadow = [p.detach().clone() for p in params]\n\n    def to(self, device):\n"
+         "        self.shadow = [p.to(device, non_blocking=True) for p in self.shadow]\n\n"
+         "    def update(self, params):\n        params = list(params)\n        self.to(device=params[0].device)\n"
+         "        torch._foreach_lerp_(self.shadow, params, 0.001)\n\n\n"
+         "def train(model, loader, optimizer, device):\n    shadow = Shadow(model.parameters())\n    for x in loader:\n"
+         "        model(x.to(device, non_blocking=True)).mean().backward()\n        optimizer.step()\n"
+         "        shadow.update(model.parameters())\n"),
+        # detectron2-style EMA: the model's weights, on the device already, moved to the EMA's device (the same)
+        ("import itertools\nimport torch\n\n\nclass EMA:\n    def __init__(self, model, device):\n"
+         "        self.device = device\n"
+         "        self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}\n\n"
+         "    def model_state_iterator(self, model):\n"
+         "        return itertools.chain(model.named_parameters(), model.named_buffers())\n\n"
+         "    def update(self, model):\n        with torch.no_grad():\n"
+         "            for name, val in self.model_state_iterator(model):\n"
+         "                val = val.to(self.device)\n"
+         "                self.state[name].copy_(self.state[name] * 0.999 + val * 0.001)\n\n\n"
+         "def train(model, loader, optimizer, device):\n    ema = EMA(model, device)\n    for x in loader:\n"
+         "        model(x.to(device, non_blocking=True)).mean().backward()\n        optimizer.step()\n"
+         "        ema.update(model)\n"),
         # a Hugging Face Trainer moved `inputs` to the device before `compute_loss`
         ("import torch\nfrom transformers import Trainer\n\n\nclass HeadsTrainer(Trainer):\n"
          "    def compute_loss(self, model, inputs, return_outputs=False):\n"
@@ -688,9 +712,19 @@ class BlockingHostToDeviceCopy(SyncRule):
         if self.context.location_of(receiver) == "device" or _mentions_grad(receiver) \
                 or self._built_by_torch(receiver) or self._output_of_device_input(receiver):
             return True
+        if isinstance(receiver, cst.Name) and (receiver.value == "self" or self._model_tensor(receiver.value)):
+            return True  # the object itself (`self.to(device=...)`), or a model's weight an EMA reads
         if self._buffers and _self_attribute(receiver) in self._buffers:
             return True  # `self.bias[None, :n].to(device)`: buffers move with the module
         return bool(MODULE_NAME.search(last_name(receiver) or "")) or self._annotated_module(receiver)
+
+    def _model_tensor(self, name: str) -> bool:
+        """Is `name` the tensor a loop over a model's weights binds (detectron2-style EMAs: `for name, val in
+        self._get_model_state_iterator(model): val = val.to(self.device)`, or `model.named_parameters()`)? The model
+        lives on the device: such a move is no copy of a batch (and none at all where the EMA shares the device)."""
+        loop = self.context.innermost_loop()
+        return isinstance(loop, cst.For) and name in target_names(loop.target) \
+            and (iterates_tensors_of_model(loop.iter) or is_model_tensor_iterable(loop.iter))
 
     def _annotated_module(self, receiver: cst.BaseExpression) -> bool:
         """A parameter annotated as a module (iris's `WorldModelEnv(tokenizer: torch.nn.Module, ...)`, built every
