@@ -586,6 +586,8 @@ def _constant_tensor(value: ast.AST) -> bool:
         value = value.func.value
     return isinstance(value, ast.Call) and last_name(value.func) in _ZERO_FACTORIES \
         and all(isinstance(a, ast.Constant) for a in value.args)
+
+
 _SIZE_CALLS = frozenset({"len", "numel", "size", "nelement", "sum", "count_nonzero", "any"})
 
 

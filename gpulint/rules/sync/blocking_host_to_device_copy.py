@@ -22,14 +22,13 @@ from gpulint.project.vocab import (
     steps_environment,
 )
 from gpulint.rules.common import is_false, keyword_arg
-from gpulint.rules.per_tensor.helpers import is_model_tensor_iterable
 from gpulint.rules.examples import training_script
+from gpulint.rules.per_tensor.helpers import is_model_tensor_iterable
 from gpulint.rules.sync.helpers import (
     SyncRule,
     cpu_target,
     holds_training_loop,
     in_error_path_or_first_step,
-    iterates_tensors_of_model,
     known_false_positives,
 )
 from gpulint.rules.sync.tensors import MODULE_NAME
@@ -723,8 +722,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._get_model_state_iterator(model): val = val.to(self.device)`, or `model.named_parameters()`)? The model
         lives on the device: such a move is no copy of a batch (and none at all where the EMA shares the device)."""
         loop = self.context.innermost_loop()
-        return isinstance(loop, cst.For) and name in target_names(loop.target) \
-            and (iterates_tensors_of_model(loop.iter) or is_model_tensor_iterable(loop.iter))
+        return isinstance(loop, cst.For) and name in target_names(loop.target) and is_model_tensor_iterable(loop.iter)
 
     def _annotated_module(self, receiver: cst.BaseExpression) -> bool:
         """A parameter annotated as a module (iris's `WorldModelEnv(tokenizer: torch.nn.Module, ...)`, built every
