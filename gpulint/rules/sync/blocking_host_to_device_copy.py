@@ -172,7 +172,7 @@ class BlockingHostToDeviceCopy(SyncRule):
          "        self.shadow = [p.to(device, non_blocking=True) for p in self.shadow]\n\n"
          "    def update(self, params):\n        params = list(params)\n        self.to(device=params[0].device)\n"
          "        torch._foreach_lerp_(self.shadow, params, 0.001)\n\n\n"
-         "def train(model, loader, optimizer, device):\n    shadow = Shadow(model.parameters())\n    for x in loader:\n"
+         "def train(model, loader, optimizer, device):\n    shadow = Shadow(model.parameters())\n    for x, _ in loader:\n"
          "        model(x.to(device, non_blocking=True)).mean().backward()\n        optimizer.step()\n"
          "        shadow.update(model.parameters())\n"),
         # detectron2-style EMA: the model's weights, on the device already, moved to the EMA's device (the same)
@@ -185,7 +185,7 @@ class BlockingHostToDeviceCopy(SyncRule):
          "            for name, val in self.model_state_iterator(model):\n"
          "                val = val.to(self.device)\n"
          "                self.state[name].copy_(self.state[name] * 0.999 + val * 0.001)\n\n\n"
-         "def train(model, loader, optimizer, device):\n    ema = EMA(model, device)\n    for x in loader:\n"
+         "def train(model, loader, optimizer, device):\n    ema = EMA(model, device)\n    for x, _ in loader:\n"
          "        model(x.to(device, non_blocking=True)).mean().backward()\n        optimizer.step()\n"
          "        ema.update(model)\n"),
         # a Hugging Face Trainer moved `inputs` to the device before `compute_loss`

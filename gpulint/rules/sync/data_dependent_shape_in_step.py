@@ -77,10 +77,9 @@ class DataDependentShapeInStep(SyncRule):
         Invalid("import torch\n\n\ndef score_entropy(score, x):\n    rel_ind = x == score.shape[-1] - 1\n"
                 "    entropy = torch.zeros(*x.shape, device=x.device)\n"
                 "    entropy[rel_ind] += score[rel_ind].exp().sum(dim=-1)\n    return entropy\n\n\n"
-                "def train(model, loader, optimizer):\n    for batch in loader:\n"
-                "        tokens = batch[\"input_ids\"].cuda(non_blocking=True)\n"
-                "        score_entropy(model(tokens), batch[\"input_ids\"]).mean().backward()\n"
-                "        optimizer.step()\n", count=2),
+                "def train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+                "        x = x.to(device, non_blocking=True)\n        parts = [y.to(device, non_blocking=True)]\n"
+                "        score_entropy(model(x), parts[0]).mean().backward()\n        optimizer.step()\n", count=2),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

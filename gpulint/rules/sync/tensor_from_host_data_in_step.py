@@ -80,8 +80,9 @@ class TensorFromHostDataInStep(SyncRule):
         # InstantMesh's renderer: only cameras given as lists are converted; the step passes its batch's tensors
         ("import torch\n\n\ndef render(cam, points, device=\"cuda\"):\n"
          "    mtx = torch.tensor(cam, device=device) if not torch.is_tensor(cam) else cam\n"
-         "    return points @ mtx\n\n\ndef train(model, loader, optimizer):\n    for batch in loader:\n"
-         "        render(batch[\"cam\"], model(batch[\"x\"])).mean().backward()\n        optimizer.step()\n"),
+         "    return points * mtx.float().mean()\n\n\ndef train(model, loader, optimizer, device):\n"
+         "    for x, y in loader:\n        cams = [y.to(device, non_blocking=True)]\n"
+         "        render(cams[0], model(x.to(device, non_blocking=True))).mean().backward()\n        optimizer.step()\n"),
     )
     invalid = (
         Invalid(training_script("weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)")),
