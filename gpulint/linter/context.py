@@ -314,6 +314,11 @@ class FileContext:
             return [None, args[0].value]
         return None
 
+    def returned_kind(self, callee: str) -> str:
+        """Where what the project function `callee` (as this file writes it) returns lives, as the model says: "host",
+        "device", a tuple kind ("tuple:host,device"), or "" when it does not say."""
+        return self._returns.get(callee, "")
+
     def _returned_tuple(self, value: cst.BaseExpression) -> list[Location] | None:
         """Where each element of the tuple a project function returns lives (`return loss, to_cpu(parts)`)."""
         if type(value) is not cst.Call or not self._returns:

@@ -141,7 +141,7 @@ def _lint_text(
             return [parse_error(path, "too deeply nested for the parser", 1, 1)]
         if error is not None:
             return [error]
-    cut = _pruned(text, active, facts) if options.prune else None
+    cut = _pruned(text, active, facts, [r for r in by_facts if r in active]) if options.prune else None
     if cut is not None:
         pruned = "\n".join(cut.kept)
         try:
@@ -469,12 +469,15 @@ def _calls_backward(text: str) -> bool:
     return _starts_word(_BACKWARD_CALL, text)
 
 
-def _pruned(text: str, active: Sequence[type[Rule]], facts: FileFacts) -> Cut | None:
+def _pruned(
+    text: str, active: Sequence[type[Rule]], facts: FileFacts, by_facts: Sequence[type[Rule]] = (),
+) -> Cut | None:
     """The file cut into the functions some active rule needs and the rest (see regions.py), or None to parse it
     whole.
 
     A step-only rule (`hot_only`) needs the functions the project model says run in the step; any other rule needs
-    the functions it may report in (`Rule.may_report_in`); every rule needs those holding its `facts`."""
+    the functions it may report in (`Rule.may_report_in`); every rule needs those holding its `facts`. `by_facts`:
+    the active rules the project model's facts keep (`Rule.runs_for_facts`), asked `Rule.may_report_for_facts` too."""
     # Where the project has entry points, a rule looks only at what the training program runs (its findings
     # elsewhere are dropped), except a rule with findings real wherever they are.
     anywhere = [r for r in active if r.reports_anywhere or (not r.hot_only and not facts.entries)]
@@ -483,7 +486,6 @@ def _pruned(text: str, active: Sequence[type[Rule]], facts: FileFacts) -> Cut | 
     facts_pattern = _trigger_pattern(fact_words) if fact_words else None
     devices = _DEVICE_WORDS if any(r.gpu_only for r in active) and _calls_backward(text) else None
     in_step, program = facts.step_code(), facts.program_code()
-    by_facts = [r for r in active if r.runs_for_facts(facts)]
 
     def holds(names: frozenset[str], qualname: str) -> bool:
         prefix = qualname + "."

@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import ast
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from gpulint.linter.regions import code_of
 from gpulint.project.vocab import (
@@ -552,8 +553,7 @@ def _empty_exit(test: ast.AST, body: list[ast.stmt]) -> bool:
     a loss for a batch with nothing to compute, which normal steps do not take."""
     if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None or not _emptiness_test(test):
         return False
-    calls = [n for n in ast.walk(body[0].value) if isinstance(n, ast.Call)]
-    return all(last_name(c.func) in _ZERO_FACTORIES and all(isinstance(a, ast.Constant) for a in c.args) for c in calls)
+    return all(_constant_factory(c) for c in ast.walk(body[0].value) if isinstance(c, ast.Call))
 
 
 _ZERO_FACTORIES = frozenset({"tensor", "zeros", "zeros_like", "new_zeros", "new_tensor", "full", "ones"})
@@ -584,8 +584,12 @@ def _constant_tensor(value: ast.AST) -> bool:
     """`torch.tensor(0, dtype=torch.float32, requires_grad=True).to(device)`, `x.new_zeros(())`: a tensor of constants."""
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("to", "cuda"):
         value = value.func.value
-    return isinstance(value, ast.Call) and last_name(value.func) in _ZERO_FACTORIES \
-        and all(isinstance(a, ast.Constant) for a in value.args)
+    return isinstance(value, ast.Call) and _constant_factory(value)
+
+
+def _constant_factory(call: ast.Call) -> bool:
+    """`torch.tensor(0.0)`, `torch.zeros(1)`, `x.new_zeros(())`: a factory given only constants."""
+    return last_name(call.func) in _ZERO_FACTORIES and all(isinstance(a, ast.Constant) for a in call.args)
 
 
 _SIZE_CALLS = frozenset({"len", "numel", "size", "nelement", "sum", "count_nonzero", "any"})
@@ -2087,15 +2091,8 @@ class _Walker:
                 scope.regions.append(Region("failure", *span))
             if part == "body" and scope.qualname == MODULE_SCOPE and _is_main_test(test) and not _starts_program(body):
                 scope.regions.append(Region("main", *span))
-            typed = typed_branch(test, part)
-            if typed is not None and typed[1] and (param := self.values.passed_param(typed[0])) is not None:
-                # `if not torch.is_tensor(timesteps):` on what a caller passed: dead where every call passes a tensor
-                scope.regions.append(Region("not-tensor", *span, flags=(param,)))
-            if typed is not None:
-                self.typed_branches.append(typed)
-            self._branch(body)
-            if typed is not None:
-                self.typed_branches.pop()
+            with self._typed_branch(typed_branch(test, part), span):
+                self._branch(body)
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
         self.values.scopes[-1] = merged_branches(before, *bound, OTHER_BRANCH.get(branch))
 
@@ -2238,14 +2235,24 @@ class _Walker:
             return False
         self._expr(node.test)
         for found, (_, value) in zip(typed, parts):
-            if found is not None and found[1] and (param := self.values.passed_param(found[0])) is not None:
-                self.scope.regions.append(Region("not-tensor", self._pos(value), self._end(value), flags=(param,)))
-            if found is not None:
-                self.typed_branches.append(found)
-            self._expr(value)
-            if found is not None:
-                self.typed_branches.pop()
+            with self._typed_branch(found, (self._pos(value), self._end(value))):
+                self._expr(value)
         return True
+
+    @contextmanager
+    def _typed_branch(self, typed: tuple[str, bool] | None, span: tuple[Pos, Pos]) -> Iterator[None]:
+        """Read a branch that knows the type of a name (`typed_branch`) inside this: `if not torch.is_tensor(t):` on
+        what a caller passed is a "not-tensor" region, dead where every call passes a tensor; and the name's type is
+        known there (`typed_branches`, for `_normalised`)."""
+        if typed is not None and typed[1] and (param := self.values.passed_param(typed[0])) is not None:
+            self.scope.regions.append(Region("not-tensor", *span, flags=(param,)))
+        if typed is not None:
+            self.typed_branches.append(typed)
+        try:
+            yield
+        finally:
+            if typed is not None:
+                self.typed_branches.pop()
 
     def _call(self, node: ast.Call) -> None:
         scope = self.scope

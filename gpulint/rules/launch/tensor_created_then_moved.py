@@ -313,7 +313,6 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         self._movers = by_callee(context.facts.move_calls)  # the project functions called here that move arguments
         self._numpy_indices: dict[int, set[str]] = {}  # per function: names of numpy index arrays (`_numpy_index`)
         self._numpy_reported: set[tuple[int, str]] = set()  # (function, index name) already reported
-        self._returns = dict(context.facts.return_kinds)  # the project functions called here, where their values live
         self._returned_on_cpu: dict[int, dict[str, str]] = {}  # per function: name -> the project function it is from
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -410,7 +409,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         found = self._returned_on_cpu.setdefault(function, {})
         value = assign.value
         callee = dotted_name(value.func) or "" if isinstance(value, cst.Call) else ""
-        kind = self._returns.get(callee, "") if callee else ""
+        kind = self.context.returned_kind(callee) if callee else ""
         for target in assign.targets:
             names = [target.target] if isinstance(target.target, cst.Name) else \
                 [e.value for e in target.target.elements] if isinstance(target.target, cst.Tuple) else []
@@ -475,7 +474,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
     def leave_Assign(self, original_node: cst.Assign) -> None:
         # Names bound to tensors built on the CPU in this function (factories and what is computed from them only).
         function = id(self.context.enclosing_function())
-        if self._returns:
+        if self.context.facts.return_kinds:
             self._bind_returned(function, original_node)
         built = self._cpu_built.setdefault(function, set())
         on_cpu = self._is_cpu_built(original_node.value, built)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpulint.linter.names import dotted_name, name_parts
+from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import arguments_at, by_callee, is_false, keyword_arg
 from gpulint.rules.examples import training_script
@@ -109,8 +109,10 @@ class CpuCopyInStep(SyncRule):
     def _library_read(self, call: cst.Call) -> bool:
         """`v2.functional.to_pil_image(images[i])` (InstantMesh's zero123plus step, per image): torchvision copies the
         tensor to the host to make a PIL image. Reported (when the tensor is no host value); True for such a call."""
+        if not call.args or last_name(call.func) != "to_pil_image":  # (no import lookup for every call of the file)
+            return False
         resolved = self.context.resolve(call.func) or ""
-        if resolved not in _TO_HOST_FUNCTIONS or not call.args:
+        if resolved not in _TO_HOST_FUNCTIONS:
             return False
         if not self.context.is_host_value(call.args[0].value):  # (one copy per image, also in a comprehension)
             self.report(call, self.message.format(call=f"{resolved.rsplit('.', 1)[-1]}(...)"))

@@ -152,10 +152,9 @@ class TensorFromHostDataInStep(SyncRule):
             return False  # `lengths = [0] * n if lengths is None else lengths`: no longer what callers passed
         # (or the value of a conditional expression for it: `torch.tensor(cam, device=d) if not torch.is_tensor(cam)
         # else cam`, InstantMesh's renderer)
-        return self._in_branch_for_non_tensor(data.value, cst.If) \
-            or self._in_branch_for_non_tensor(data.value, cst.IfExp)
+        return self._in_branch_for_non_tensor(data.value, (cst.If, cst.IfExp))
 
-    def _in_branch_for_non_tensor(self, name: str, branch: type[cst.If] | type[cst.IfExp]) -> bool:
+    def _in_branch_for_non_tensor(self, name: str, branch: type | tuple[type, ...]) -> bool:
         """Inside the branch of an `if` (or of a conditional expression) where `name` is known to be no tensor: the
         innermost test of its type decides (`typed_test`)."""
         stack = self.context.ancestors_snapshot()
