@@ -2670,18 +2670,38 @@ _ACCUMULATION_TEXT = re.compile(r"%\s*[\w.]*acc(?:um|_)", re.IGNORECASE)
 _FLAG_SET_IN_GATE = re.compile(r"[ \t]*(?:el)?if\b[^\n#]*%[^\n#]*==\s*0[^\n#]*:[ \t]*\n[ \t]+(\w+)\s*=\s*True\b")
 
 
+# `return frequency > 0 and step % frequency == 0`: a helper that answers whether this is a periodic step.
+_RETURNS_INTERVAL = re.compile(r"([ \t]*)return\b[^\n#]*%[^=\n#]*==\s*0")
+_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
+
+
 def text_step_flags(text: str) -> frozenset[str]:
-    """Names assigned an interval test anywhere in the file's text, or set True in the body of one."""
+    """Names assigned an interval test anywhere in the file's text, set True in the body of one, or assigned what a
+    function of the file returning one returns (LightZero's `should_monitor = should_run_periodic_monitor(...)`)."""
     found = set()
+    interval_functions = set()
     for match in _EQUALS_ZERO.finditer(text):
         start = text.rfind("\n", 0, match.start()) + 1
-        flag = _STEP_FLAG.match(text, start, match.end())
-        if not _ACCUMULATION_TEXT.search(text, start, match.end()):
-            if flag:
-                found.add(flag.group(1))
-            elif set_in_gate := _FLAG_SET_IN_GATE.match(text, start):
-                found.add(set_in_gate.group(1))
+        if _ACCUMULATION_TEXT.search(text, start, match.end()):
+            continue
+        if flag := _STEP_FLAG.match(text, start, match.end()):
+            found.add(flag.group(1))
+        elif set_in_gate := _FLAG_SET_IN_GATE.match(text, start):
+            found.add(set_in_gate.group(1))
+        elif returned := _RETURNS_INTERVAL.match(text, start, match.end()):
+            if function := _enclosing_def(text, start, len(returned.group(1))):
+                interval_functions.add(function)
+    for function in interval_functions:
+        found.update(re.findall(rf"(?m)^[ \t]*(\w+)\s*=\s*(?:self\.)?{function}\(", text))
     return frozenset(found)
+
+
+def _enclosing_def(text: str, start: int, indent: int) -> str | None:
+    """The name of the function whose body holds the line at `start`, indented by `indent`."""
+    for definition in reversed(list(_DEF.finditer(text, 0, start))):
+        if len(definition.group(1)) < indent:
+            return definition.group(2)
+    return None
 
 
 def find_step_flags(tree: ast.AST) -> set[str]:

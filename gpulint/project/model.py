@@ -46,7 +46,9 @@ from gpulint.project.facts import (
 )
 from gpulint.project.configs import argparse_intervals, every_step_intervals, off_switches
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
-from gpulint.project.local import MODULE_SCOPE, Assign, Call, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds
+from gpulint.project.local import (
+    MODULE_SCOPE, Assign, Call, Region, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds,
+)
 from gpulint.project.vocab import (
     BATCH_MOVE_HELPERS,
     DEFAULT_HOT_FUNCTIONS,
@@ -293,6 +295,8 @@ class Project:
         self._layers: frozenset[str] | None = None
         self._guess_layers: frozenset[str] | None = None
         self._named: frozenset[str] | None = None
+        self._naming_files: dict[str, dict[str, int]] = {}  # class name -> the files naming it, how often (`_text_named`)
+        self._defining_files: dict[str, set[str]] = {}  # class name -> the files defining a class of that name
         self._near: dict[str, list[str]] = {}  # by top-level folder: `_named_near`
         self._by_name: bool | None = None
         self._by_config: frozenset[Target] | None = None
@@ -1896,7 +1900,7 @@ class Project:
         if by_config is not None:
             return cls in by_config
         name = cls.qualname.rsplit(".", 1)[-1]
-        return name in self._text_named() or name in self.config_names  # `generator_type: StyleMelGANGenerator`
+        return self._text_names_class(cls) or name in self.config_names  # `generator_type: StyleMelGANGenerator`
 
     def _registered(self, cls: Target) -> bool:
         """Is `cls` decorated for a registry (`@register()`, `@MODELS.register_module()`)?"""
@@ -2022,15 +2026,42 @@ class Project:
         if self._named is None:
             counts: dict[str, int] = {}
             for path, ix in self.files.items():
+                for definition in ix.definitions.values():
+                    if definition.is_class:
+                        self._defining_files.setdefault(definition.name, set()).add(path)
                 if not is_training_path(path) and not self._is_imported(path) and not is_test_path(path):
                     for definition in ix.definitions.values():  # only its own definitions
                         if definition.is_class:
                             counts[definition.name] = counts.get(definition.name, 0) + 1
+                            self._naming_files.setdefault(definition.name, {})[path] = 1
                     continue
                 for name, n in ix.class_names.items():
                     counts[name] = counts.get(name, 0) + n
+                    self._naming_files.setdefault(name, {})[path] = n
             self._named = frozenset(name for name, n in counts.items() if n > 1)
         return self._named
+
+    def _text_names_class(self, cls: Target) -> bool:
+        """Is this very class named in the project's text beyond its definition (`_text_named`)? Where several files
+        define a class of its name, a file naming it names its own (VGen's UNets each define and build their own
+        `DropPath`, beside the one in `unet/util.py`, which they import with `*` and nothing builds)."""
+        name = cls.qualname.rsplit(".", 1)[-1]
+        if name not in self._text_named():
+            return False
+        defining = self._defining_files.get(name, set())
+        if len(defining) < 2:
+            return True
+        naming = self._naming_files.get(name, {})
+        return any(path not in defining for path in naming) or self._named_beside_definition(cls, name)
+
+    def _named_beside_definition(self, cls: Target, name: str) -> bool:
+        """Is the class named in its own file outside its own body (where `super(DropPath, self)` names it)?"""
+        ix = self.files[cls.path]
+        definition = ix.definitions.get(cls.qualname)
+        if definition is None:
+            return True
+        lines = ix.lines[:definition.start] + ix.lines[definition.end:]
+        return bool(re.search(rf"\b{re.escape(name)}\b", "\n".join(lines)))
 
     # ------------------------------------------------------------------------------------------- entry points
     def step_loops(self, path: str, scope: Scope) -> frozenset[int]:
@@ -2073,8 +2104,9 @@ class Project:
             if index not in found and (loop.iterates_loader or loop.fetches) and not loop.no_grad and not loop.once
             and not (loop.model_without_grad and not loop.model_with_grad)  # vissl's feature extraction
         } if not _switches_to_eval(scope) else set()
-        # A loop fetching the batch around a loop that steps (over phases or micro-batches) is the step loop.
         bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
+        found -= _gradient_measuring_loops(scope, found, bodies)
+        # A loop fetching the batch around a loop that steps (over phases or micro-batches) is the step loop.
         for index in list(candidates):
             body = bodies.get(index)
             if body is not None and any(body.holds(scope.loops[inner].start) for inner in found):
@@ -3779,6 +3811,26 @@ def _copies_without_blocking(code: str) -> bool:
     return copies > 0
 
 
+
+
+def _gradient_measuring_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> set[int]:
+    """Loops calling backward with no optimizer step, when every optimizer step of the function is in another loop
+    that neither holds them nor sits inside them: gluonts' SCott trainers, after each epoch's step loop, run a second
+    loop over a full-batch loader calling backward only, to measure the gradient over the training set. Once an
+    epoch, no step. (Under gradient accumulation the step follows the backward loop in a loop holding it.)"""
+    steps = [call.pos for call in scope.calls if call.marker and call.func.rsplit(".", 1)[-1] == "step"]
+    backwards = [call.pos for call in scope.calls if call.marker and call.func.rsplit(".", 1)[-1] == "backward"]
+    if not steps:
+        return set()
+
+    def apart(one: int, other: int) -> bool:
+        return not bodies[one].holds(scope.loops[other].start) and not bodies[other].holds(scope.loops[one].start)
+
+    return {index for index in found if index in bodies
+            and any(bodies[index].holds(pos) for pos in backwards)  # (not a rollout loop, which steps no model)
+            and not any(bodies[index].holds(pos) for pos in steps)
+            and all(any(other != index and bodies[other].holds(pos) and apart(index, other) for other in bodies)
+                    for pos in steps)}
 
 
 def _keeps_transition(func: str) -> bool:

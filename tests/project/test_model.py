@@ -10044,6 +10044,151 @@ def test_a_flag_set_on_every_nth_step_and_passed_on_gates_the_callee(tmp_path, c
         assert not check(tmp_path / str(number), {"train.py": text}), flag
 
 
+def test_a_flag_a_helper_returns_as_an_interval_test_gates_its_if(tmp_path, check):
+    """LightZero's `should_monitor = should_run_periodic_monitor(step, freq, last)`, a function of the file that
+    returns `freq > 0 and (last < 0 or step % freq == 0)`: the host reads under `if should_monitor:` run once in
+    `freq` steps. A helper returning anything else is no gate."""
+    def text(helper_returns: str) -> str:
+        return (
+            "import torch\n\n\ndef should_run_periodic_monitor(step, frequency, last):\n"
+            f"    return {helper_returns}\n\n\n"
+            "def train(model, loader, optimizer):\n    last = -1\n    for step, batch in enumerate(loader):\n"
+            "        loss = model(batch.cuda(non_blocking=True)).mean()\n        loss.backward()\n"
+            "        optimizer.step()\n"
+            "        should_monitor = should_run_periodic_monitor(step, 5000, last)\n"
+            "        if should_monitor:\n            print(loss.detach().cpu())\n            last = step\n"
+        )
+    assert not check(tmp_path / "gated", {"train.py": text("frequency > 0 and (last < 0 or step % frequency == 0)")})
+    assert check(tmp_path / "open", {"train.py": text("frequency > 0 and step > last")})
+
+
+def test_a_backward_only_pass_after_the_step_loop_is_no_step_loop(tmp_path, check):
+    """gluonts' SCott trainers: after each epoch's step loop, a second loop over a full-batch loader calls backward
+    only, measuring the gradient over the training set; its host reads run once an epoch. A backward loop whose
+    optimizer step follows it in the loop around it (gradient accumulation) still steps."""
+    measuring = check(tmp_path / "measuring", {"train.py": """
+        import torch
+
+        def train(net, loader, full_loader, optimizer, epochs, device):
+            for epoch in range(epochs):
+                for batch in loader:
+                    optimizer.zero_grad()
+                    loss = net(batch.to(device, non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+                total = 0.0
+                net.zero_grad()
+                for batch in full_loader:
+                    loss = net(batch.to(device, non_blocking=True)).mean()
+                    loss.backward()
+                    total += loss.item()
+        """})
+    assert not measuring
+    accumulating = check(tmp_path / "accumulating", {"train.py": """
+        import torch
+
+        def train(net, loader, optimizer, steps, accumulation, device):
+            for step in range(steps):
+                total = 0.0
+                for micro in range(accumulation):
+                    loss = net(next(loader).to(device, non_blocking=True)).mean()
+                    loss.backward()
+                    total += loss.item()
+                optimizer.step()
+                optimizer.zero_grad()
+        """})
+    assert [f[2] for f in accumulating] == ["GPL201"]
+    rollout = check(tmp_path / "rollout", {"train.py": """
+        import torch
+
+        def train(agent, envs, optimizer, updates, steps, device):
+            rewards = torch.zeros(steps, device=device)
+            next_obs = torch.Tensor(envs.reset()).to(device)
+            for update in range(updates):
+                for step in range(steps):
+                    with torch.no_grad():
+                        action = agent(next_obs)
+                    next_obs, reward, done, info = envs.step(action.cpu().numpy())
+                    rewards[step] = torch.tensor(reward).to(device).view(-1)
+                    next_obs = torch.Tensor(next_obs).to(device)
+                for epoch in range(4):
+                    loss = agent.loss(rewards)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """})
+    assert [f[2] for f in rollout] == ["GPL412"], "a rollout loop, which runs no backward, is no gradient pass"
+
+
+def test_a_class_whose_name_other_files_define_for_themselves_is_built_only_where_named(tmp_path, check):
+    """VGen's UNet modules each define and build their own `DropPath`, and import with `*` the one in `util.py`,
+    which nothing builds (only its own `super(DropPath, self)` names it): a guessed model call does not run it."""
+    files = {
+        "nets/__init__.py": "",
+        "nets/util.py": """
+            import torch
+            from torch import nn
+
+
+            class DropPath(nn.Module):
+                def __init__(self, p):
+                    super(DropPath, self).__init__()
+                    self.p = p
+
+                def forward(self, x):
+                    index = torch.where(torch.rand(x.size(0), device=x.device) < self.p)[0]
+                    return x[index]
+        """,
+        "nets/unet.py": """
+            import torch
+            from torch import nn
+            from .util import *
+
+
+            class DropPath(nn.Module):
+                def __init__(self, p):
+                    super(DropPath, self).__init__()
+                    self.p = p
+
+                def forward(self, x):
+                    keep = (torch.rand(x.size(0), 1, device=x.device) > self.p).to(x.dtype)
+                    return x * keep
+
+
+            class UNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.drop = DropPath(0.1)
+                    self.proj = nn.Linear(8, 8)
+
+                def forward(self, x):
+                    return self.drop(self.proj(x))
+        """,
+        "train.py": """
+            import torch
+            from nets import unet
+
+
+            def build(name):
+                return getattr(unet, name)()
+
+
+            def main(loader, device):
+                model = build("UNet").to(device)
+                optimizer = torch.optim.AdamW(model.parameters())
+                for step, x in enumerate(loader):
+                    loss = model(x.to(device, non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    }
+    assert not check(tmp_path / "own", files)
+    files["nets/unet.py"] = files["nets/unet.py"].replace("self.drop = DropPath(0.1)", "self.drop = util.DropPath(0.1)")
+    files["nets/unet.py"] = files["nets/unet.py"].replace("from .util import *", "from . import util")
+    assert [f[2] for f in check(tmp_path / "util", files)] == ["GPL406"]
+
+
 def test_zero_losses_for_a_batch_without_positives_cost_no_step(tmp_path, check):
     """nanodet's GFL head: `if avg_factor <= 0:` binds zero losses copied to the device, for a batch with no positive
     sample; normal steps take the `else`. A constant copied to the device in the step otherwise is still reported."""
