@@ -223,7 +223,9 @@ def is_cold_class_name(qualname: str) -> bool:
     name = qualname.rsplit(".", 1)[-1]
     # `DFINEPostProcessor`: turns outputs into detections for evaluation and inference
     parts = _camel_parts(name)
-    return bool(parts & COLD_CLASS_PARTS) or "postprocess" in name.lower() or {"sequence", "generator"} <= parts
+    # `TorchScriptGreedySearch`: ParlAI's wrapper that traces a trained agent's model for export
+    return bool(parts & COLD_CLASS_PARTS) or "postprocess" in name.lower() or {"sequence", "generator"} <= parts \
+        or {"torch", "script"} <= parts
 
 
 def camel_initials(name: str) -> str:
@@ -359,7 +361,7 @@ NOT_TRAINING_PARTS = frozenset(
      "generation", "export", "eval", "evaluate", "evaluation", "predict", "prediction", "test", "tests", "testing",
      "visualize", "visualization", "convert", "deploy", "serve", "server", "app", "gradio",
      "streamlit", "notebook", "notebooks", "docs", "doc", "playground", "verify", "preprocess", "preprocessing",
-     "onnx", "extract", "hubconf", "synthesis", "synthesize", "translate", "prepare", "merge"}
+     "onnx", "torchscript", "extract", "hubconf", "synthesis", "synthesize", "translate", "prepare", "merge"}
 )
 
 

@@ -2058,11 +2058,25 @@ def test_which_function_names_say_no_training_step(name, cold):
     ("old.py", True),
     ("merge_embeddings.py", False),  # textual_inversion's tool joining trained embeddings
     ("train_merge.py", True),
+    ("parlai/torchscript/modules.py", False),  # ParlAI's wrappers tracing a trained agent's model for export
 ])
 def test_which_files_may_hold_the_training_a_user_runs(path, training):
     from gpulint.project.vocab import is_training_path
 
     assert is_training_path(path) == training
+
+
+@pytest.mark.parametrize("name, cold", [
+    ("DetPostProcessor", True),
+    ("TorchScriptGreedySearch", True),  # ParlAI's export wrapper, which traces an agent's trained model
+    ("TorchScriptTransformerClassifier", True),
+    ("TorchModule", False),
+    ("ScriptedTrainer", False),
+])
+def test_which_class_names_evaluate_or_export(name, cold):
+    from gpulint.project.vocab import is_cold_class_name
+
+    assert is_cold_class_name(name) == cold
 
 
 def test_an_object_a_library_builds_runs_the_library_and_a_docstring_loads_nothing(tmp_path):
