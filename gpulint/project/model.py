@@ -2467,6 +2467,8 @@ class Project:
             if self._stepping and not named_for_training(key[0]):
                 continue  # the project's training loops are in sight: a loop over batches elsewhere infers or evaluates
             reach = self.reach.get(key)
+            if reach is not None and reach.rank == COLD:
+                continue  # reached only from inference or evaluation: Matcha's CLI (`@torch.inference_mode()`) batches
             if reach is None or key[1] == MODULE_SCOPE or reach.chain and reach.chain[0].label == "script":
                 self._step_loops[key] = self._step_loops.get(key, frozenset()) | frozenset(loops)
                 scope = self.files[key[0]].scope(key[1])
@@ -3479,10 +3481,14 @@ class Project:
                          cpu_project=self._runs_on_cpu_only())
 
     def _validation_off(self) -> bool:
-        """Does a file of the project other than a test turn distributions' argument checks off for the process?"""
+        """Does a file of the project other than a test turn distributions' argument checks off for the process:
+        with `False`, or with a setting shipped configs leave off (sheeprl's CLI:
+        `Distribution.set_default_validate_args(cfg.distribution.validate_args)`, `validate_args: False`)?"""
         if self._no_validation is None:
-            self._no_validation = any(_VALIDATION_OFF.search(ix.text) for path, ix in self.files.items()
-                                      if "set_default_validate_args" in ix.text and not is_test_path(path))
+            self._no_validation = any(
+                argument == "False" or argument.rsplit(".", 1)[-1] in self.off_switches
+                for path, ix in self.files.items() if "set_default_validate_args" in ix.text and not is_test_path(path)
+                for argument in _VALIDATION_SETTING.findall(ix.text))
         return self._no_validation
 
     def _own_loaders(self, path: str) -> frozenset[str]:
@@ -3949,7 +3955,7 @@ def _python_config_names(files: dict[str, ModuleIndex]) -> frozenset[str]:
 # model itself (Hugging Face's, fastai's, mmengine's, DeepSpeed's, ignite's), and mixed precision.
 _TRAINER_OR_AMP = re.compile(r"Trainer\b|TrainingArguments|\btrl\b|\bRunner\b|\bLearner\b|deepspeed|fastai|mmengine|mmcv|ignite"
                              r"|colossalai|autocast|GradScaler|\bamp\b|fp16|bf16|bfloat16|\.half\(")
-_VALIDATION_OFF = re.compile(r"set_default_validate_args\(\s*False\s*\)")
+_VALIDATION_SETTING = re.compile(r"set_default_validate_args\(\s*([\w.]+)\s*\)")  # its argument: `False`, `cfg.x.y`
 # A collate function or a collator (`collate_fn`, `DataCollator.__call__`, a nested `collator`), named in a
 # definition's name or text: no lowered copy of every definition's code
 _COLLATING = re.compile("collat", re.IGNORECASE)

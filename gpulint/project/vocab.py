@@ -126,7 +126,7 @@ LOADER_PARTS = frozenset({"loader", "dataloader", "dl", "batches", "iterator", "
 # Wrappers of an iterable that iterate what they wrap: `enumerate(loader)`, `tqdm(loader)`.
 ITERABLE_WRAPPERS = frozenset({"enumerate", "tqdm", "zip", "iter", "islice", "track", "progress_bar"})
 STEP_METHODS = frozenset({"backward", "manual_backward", "zero_grad"})
-OPTIMIZER_RECEIVER = re.compile(r"(optim|opt$|^opt|scaler|solver)", re.IGNORECASE)
+OPTIMIZER_RECEIVER = re.compile(r"(optim|opt$|^opt|scaler|solver|^svi$)", re.IGNORECASE)  # (Pyro's `svi.step(x)`)
 NO_GRAD = frozenset(
     {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
 )
@@ -203,7 +203,9 @@ SAME_PLACE_METHODS = frozenset(
 )
 # Functions whose result is their first argument, where it lives (`Variable(conf_t)`, PyTorch 0.3's autograd wrapper).
 SAME_PLACE_FUNCTIONS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
-HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.")
+# (`F._Reduction.get_enum("mean")`: torch's own table of reduction names, a Python int, which mmdet-style losses test)
+HOST_MODULE_PREFIXES = ("time.", "math.", "numpy.", "np.", "os.", "random.", "datetime.", "json.",
+                        "torch.nn.functional._Reduction.")
 
 
 # Keys of an optimizer's param group that hold Python numbers (`optimizer.param_groups[0]["lr"]`).

@@ -7074,6 +7074,39 @@ def test_validation_turned_off_in_another_file_turns_it_off_for_the_project(tmp_
     assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("policy.py", 7, "GPL407")]
 
 
+def test_validation_set_from_a_setting_shipped_configs_leave_off_is_off(tmp_path, check):
+    """sheeprl's CLI calls `Distribution.set_default_validate_args(cfg.distribution.validate_args)` and its default
+    config says `validate_args: False`: the distributions its algorithms build every step validate nothing. A config
+    that turns the setting on leaves the finding."""
+    files = {
+        "configs/distribution/default.yaml": "validate_args: False\n",
+        "policy.py": """
+            import torch
+            from torch.distributions import Normal
+
+            class Policy(torch.nn.Module):
+                def forward(self, obs):
+                    return Normal(self.net(obs), 1.0)
+        """,
+        "train.py": """
+            import torch
+            from torch.distributions import Distribution
+            from policy import Policy
+
+            def train(cfg, loader, optimizer):
+                Distribution.set_default_validate_args(cfg.distribution.validate_args)
+                policy = Policy().cuda()
+                for obs, act in loader:
+                    loss = -policy(obs.cuda(non_blocking=True)).log_prob(act.cuda(non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path / "off", files) == []
+    files["configs/distribution/default.yaml"] = "validate_args: True\n"
+    assert [(f[0], f[2]) for f in check(tmp_path / "on", files)] == [("policy.py", "GPL407")]
+
+
 def test_a_modules_train_mode_switch_is_not_the_project_class_with_a_train_method(tmp_path, check):
     """learn2learn's supervised pretraining calls `model.train()` in its loop, torch's mode switch; the one class of
     the program with a `train` method (MAML++'s trainer) is not run by it. A trainer's
@@ -10201,6 +10234,102 @@ def test_a_class_whose_name_other_files_define_for_themselves_is_built_only_wher
     files["nets/unet.py"] = files["nets/unet.py"].replace("self.drop = DropPath(0.1)", "self.drop = util.DropPath(0.1)")
     files["nets/unet.py"] = files["nets/unet.py"].replace("from .util import *", "from . import util")
     assert [f[2] for f in check(tmp_path / "util", files)] == ["GPL406"]
+
+
+def test_a_loader_loop_reached_only_from_inference_is_no_training_loop(tmp_path, check):
+    """Matcha-TTS's CLI (`@torch.inference_mode() def cli()`) calls `batched_synthesis`, which loops over a loader of
+    texts and copies each batch: inference, not the training loop a script's loader loop otherwise is. Without the
+    decorator the same script is taken for training."""
+    files = {"cli.py": """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def to_waveform(mel, vocoder):
+                return vocoder(mel).clamp(-1, 1).cpu()
+
+
+            def batched_synthesis(model, vocoder, texts, device):
+                loader = DataLoader(texts, batch_size=8)
+                for batch in loader:
+                    x = batch.to(device)
+                    mel = model.synthesise(x)
+                    wave = to_waveform(mel, vocoder)
+                    print(wave.shape)
+
+
+            @torch.inference_mode()
+            def cli():
+                model = torch.load("model.pt")
+                vocoder = torch.load("vocoder.pt")
+                batched_synthesis(model, vocoder, torch.load("texts.pt"), "cuda")
+
+
+            if __name__ == "__main__":
+                cli()
+        """}
+    assert check(tmp_path / "inference", files) == []
+    files["cli.py"] = files["cli.py"].replace("@torch.inference_mode()", "# (with gradients)")
+    assert {f[2] for f in check(tmp_path / "plain", files)} == {"GPL403", "GPL411"}
+
+
+def test_torchs_reduction_table_gives_a_python_int(tmp_path, check):
+    """mmdet-style losses (SegFormer's `reduce_loss`) test `reduction_enum = F._Reduction.get_enum(reduction)`, a
+    Python int from torch's table of reduction names: no tensor condition."""
+    assert check(tmp_path, {"train.py": """
+            import torch
+            import torch.nn.functional as F
+
+
+            def reduce_loss(loss, reduction):
+                reduction_enum = F._Reduction.get_enum(reduction)
+                if reduction_enum == 0:
+                    return loss
+                elif reduction_enum == 1:
+                    return loss.mean()
+                return loss.sum()
+
+
+            def train(model, loader, optimizer):
+                for x, y in loader:
+                    loss = reduce_loss(F.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True), reduction="none"), "mean")
+                    loss.backward()
+                    optimizer.step()
+        """}) == []
+
+
+def test_pyros_svi_step_is_a_training_step(tmp_path, check):
+    """Pyro's examples train with `svi.step(x)` (the ELBO's backward and the optimizer's step in one call): a loop
+    calling it is a step loop, even where the project's other training loops are in sight."""
+    found = check(tmp_path, {
+        "examples/vae.py": """
+            import torch
+            from pyro.infer import SVI, Trace_ELBO
+            from pyro.optim import Adam
+
+
+            def main(model, guide, loader, device):
+                svi = SVI(model, guide, Adam({"lr": 1e-3}), loss=Trace_ELBO())
+                for epoch in range(10):
+                    total = 0.0
+                    for x, _ in loader:
+                        x = x.to(device)
+                        total += svi.step(x)
+                    print(total)
+        """,
+        "fit.py": """
+            import torch
+
+
+            def fit(model, loader, optimizer):
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("examples/vae.py", 12, "GPL411")]
 
 
 def test_zero_losses_for_a_batch_without_positives_cost_no_step(tmp_path, check):
