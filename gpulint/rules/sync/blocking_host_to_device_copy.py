@@ -233,6 +233,13 @@ class BlockingHostToDeviceCopy(SyncRule):
          "    for x, y in loader:\n        x = x.to(device, **copy)\n        loss = model(x).sum()\n"
          "        loss.backward()\n        optimizer.step()\n"),
         _PREPARED_SCRIPT.format(pin=", pin_memory=True"),
+        # diffusers' DreamBooth scripts: the prompts of prior-preservation images, generated once before training
+        _PREPARED_SCRIPT.format(pin=", pin_memory=True").replace(
+            "    loader = DataLoader(",
+            "    sample_dataloader = DataLoader(dataset, batch_size=4)\n"
+            "    sample_dataloader = accelerator.prepare(sample_dataloader)\n"
+            "    for example in sample_dataloader:\n        model(example)\n"
+            "    loader = DataLoader("),
         # a mask a helper builds from a length already on the device is there too (StyleTTS's `length_to_mask`)
         ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef length_to_mask(lengths):\n"
          "    steps = torch.arange(int(lengths.max()), device=lengths.device)\n"
@@ -925,10 +932,11 @@ def _in_dataset_item(ancestors: tuple[cst.CSTNode, ...]) -> bool:
 
 
 # Words of a loader's name that say evaluation: `cv_loader` and `tt_loader` (cross-validation and test sets in
-# facebookresearch's audio recipes), `dev_loader` (a dev set).
+# facebookresearch's audio recipes), `dev_loader` (a dev set), `sample_dataloader` (the prompts diffusers' DreamBooth
+# scripts generate prior-preservation images from, once before training).
 _TRAINING_PARTS = frozenset({"train", "training"})
 _EVALUATION_PARTS = frozenset({"eval", "evaluate", "evaluation", "val", "valid", "validation", "validate", "test",
-                               "testing", "cv", "tt", "dev"})
+                               "testing", "cv", "tt", "dev", "sample", "sampling"})
 
 
 def _names_in(expr: cst.BaseExpression) -> set[str]:

@@ -174,7 +174,8 @@ def in_error_path_or_first_step(chain) -> bool:
         if isinstance(node, cst.Assert) and child is node.msg:  # `assert ok, f"bad {x}"`: built when it fails
             return True
         if isinstance(node, cst.If) and child is node.body and (
-            _ends_with_raise(node.body) or _is_first_step_test(node.test) or _is_non_finite_test(node.test)
+            _ends_with_raise(node.body) or _only_warns(node.body) or _is_first_step_test(node.test)
+            or _is_non_finite_test(node.test)
         ):
             return True
         if isinstance(node, (cst.If, cst.IfExp)) and child in (node.body, node.orelse) \
@@ -219,6 +220,16 @@ def _is_count_call(expr: cst.BaseExpression) -> bool:
 def _is_size_call(expr: cst.BaseExpression) -> bool:
     """`x.numel()`, `len(x)`."""
     return isinstance(expr, cst.Call) and last_name(expr.func) in ("numel", "len", "nelement")
+
+
+def _only_warns(body: cst.BaseSuite) -> bool:
+    """An `if` body that only warns (`logging.warn(f"strange loss {loss.item()}")`, ParlAI's `warn_once(...)`): it
+    runs when something went wrong, not on a normal step (its test, read every step, is judged apart)."""
+    lines = body.body if isinstance(body, cst.IndentedBlock) else (body,)
+    statements = [s for line in lines if isinstance(line, cst.SimpleStatementLine) for s in line.body]
+    return len(statements) == len(lines) and bool(statements) and all(
+        isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and "warn" in (last_name(s.value.func) or "")
+        for s in statements)
 
 
 def _ends_with_raise(body: cst.BaseSuite) -> bool:

@@ -39,6 +39,9 @@ class ScalarSyncInStep(SyncRule):
         training_script("counts = torch.zeros(4)\nfirst = counts[0].item()"),
         training_script("picks = self_rng.choice(8, size=2).tolist()", header="import numpy as np\n\nself_rng = np.random.default_rng(0)"),
         training_script("if not torch.isfinite(loss).all():\n    print(f\"loss is {loss.item()}\")\n    break"),
+        # a branch that only warns runs when the loss went wrong (its test is GPL405's)
+        training_script("if loss.abs().gt(1e4):\n    logging.warning(f\"strange loss {loss.item()}\")",
+                        header="import logging"),
         "import torch\n\n\ndef evaluate(model, loader):\n    for x, y in loader:\n        print(model(x).sum().item())\n",
         training_script("names = frame.columns.tolist()",
                         header="import numpy as np\n\n\nclass Frame:\n    columns = np.array([\"a\", \"b\"])\n\n\nframe = Frame()"),

@@ -55,6 +55,10 @@ class SynchronizeInStep(SyncRule):
     valid = (
         training_script("if step % 50 == 0:\n    torch.cuda.synchronize()"),
         training_script("if synchronize_step:\n    torch.cuda.synchronize()", header="synchronize_step = False"),
+        # OpenChatKit's pipeline: `if self.enable_tidy_profiling: self.profiling_optimizer_step()`
+        training_script("if enable_tidy_profiling:\n    profiling_optimizer_step()",
+                        header="enable_tidy_profiling = False\n\n\ndef profiling_optimizer_step():\n"
+                        "    torch.cuda.synchronize()"),
         training_script("cov = out.t() @ out / out.shape[0]\nwhite, info = torch.linalg.cholesky_ex(cov)"),
         training_script("if is_torch_xpu_available():\n    torch.xpu.empty_cache()",
                         header="def is_torch_xpu_available():\n    return False"),
@@ -92,14 +96,19 @@ class SynchronizeInStep(SyncRule):
             self.report(node, self.message.format(name=(dotted_name(receiver) or receiver_name) + ".synchronize"))
 
     def _opted_in(self) -> bool:
-        """Under `if args.synchronize_step:` / `if timing:`: a sync the user asked for with a flag."""
+        """Under `if args.synchronize_step:` / `if timing:`: a sync the user asked for with a flag; or in a function
+        named for profiling or timing (OpenChatKit's `profiling_optimizer_step`, called under its profiling flag)."""
         chain = self.context.ancestors
         for index in range(len(chain) - 2, -1, -1):
             node, child = chain[index], chain[index + 1]
             if isinstance(node, cst.FunctionDef):
-                return False
+                return bool(name_parts(node.name.value) & _TIMING_PARTS)
             if isinstance(node, cst.If) and child is node.body:
                 name = dotted_name(node.test) or ""
-                if name_parts(name.rsplit(".", 1)[-1]) & {"sync", "synchronize", "timing", "time", "benchmark", "profile"}:
+                if name_parts(name.rsplit(".", 1)[-1]) & (_TIMING_PARTS | {"sync", "synchronize", "time"}):
                     return True
         return False
+
+
+# Words of a flag or a function that measures time: its synchronize is what the measurement needs.
+_TIMING_PARTS = frozenset({"timing", "benchmark", "profile", "profiling"})
