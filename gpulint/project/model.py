@@ -2078,6 +2078,8 @@ class Project:
         if not scope.loops or not is_training_path(path) or is_cold_function_name(scope.name) \
                 or scope.cls and is_cold_class_name(scope.cls) or self._orphan_module(path):
             return frozenset()  # (a module nothing runs has no step loops, whether or not the model read it)
+        if scope.cls and self._is_optimizer(Target(path, scope.cls, True)):
+            return frozenset()  # an optimizer's own loops (L-BFGS's line search) run inside `optimizer.step()`
         # A loop under no_grad or over an evaluation split may call zero_grad (or a helper that steps when it
         # trains), but its iterations are no training steps: StyleTTS2's validation loop calls optimizer.zero_grad().
         found = {index for index, loop in enumerate(scope.loops)

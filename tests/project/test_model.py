@@ -10332,6 +10332,37 @@ def test_pyros_svi_step_is_a_training_step(tmp_path, check):
     assert [(f[0], f[1], f[2]) for f in found] == [("examples/vae.py", 12, "GPL411")]
 
 
+def test_an_optimizers_own_loop_is_no_step_loop(tmp_path):
+    """gpytorch's example L-BFGS: its line search loops, calling the closure and backward until the step is good;
+    that loop runs inside `optimizer.step()` (when anything builds the optimizer), not as a training loop."""
+    project = model(tmp_path, {
+        "lbfgs.py": """
+            import torch
+
+            class LBFGS(torch.optim.Optimizer):
+                def _step(self, closure):
+                    while True:
+                        loss = closure()
+                        loss.backward()
+                        if loss.item() < 1.0:
+                            return loss
+        """,
+        "search.py": """
+            class LineSearch:
+                def _step(self, closure):
+                    while True:
+                        loss = closure()
+                        loss.backward()
+                        if loss.item() < 1.0:
+                            return loss
+        """,
+    })
+    optimizer = project.files["lbfgs.py"].scope("LBFGS._step")
+    assert project.step_loops("lbfgs.py", optimizer) == frozenset()
+    other = project.files["search.py"].scope("LineSearch._step")
+    assert project.step_loops("search.py", other) == frozenset({0})
+
+
 def test_zero_losses_for_a_batch_without_positives_cost_no_step(tmp_path, check):
     """nanodet's GFL head: `if avg_factor <= 0:` binds zero losses copied to the device, for a batch with no positive
     sample; normal steps take the `else`. A constant copied to the device in the step otherwise is still reported."""
