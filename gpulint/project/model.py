@@ -3820,7 +3820,6 @@ def _copies_without_blocking(code: str) -> bool:
 
 
 
-
 def _gradient_measuring_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> set[int]:
     """Loops calling backward with no optimizer step, when every optimizer step of the function is in another loop
     that neither holds them nor sits inside them: gluonts' SCott trainers, after each epoch's step loop, run a second
