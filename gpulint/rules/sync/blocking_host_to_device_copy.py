@@ -237,8 +237,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         _PREPARED_SCRIPT.format(pin=", pin_memory=True").replace(
             "    loader = DataLoader(",
             "    sample_dataloader = DataLoader(dataset, batch_size=4)\n"
-            "    sample_dataloader = accelerator.prepare(sample_dataloader)\n"
-            "    for example in sample_dataloader:\n        model(example)\n"
+            "    (sample_dataloader,) = accelerator.prepare(sample_dataloader)\n"
+            "    for x, y in sample_dataloader:\n        model(x)\n"
             "    loader = DataLoader("),
         # a mask a helper builds from a length already on the device is there too (StyleTTS's `length_to_mask`)
         ("import torch\nfrom torch.utils.data import DataLoader\n\n\ndef length_to_mask(lengths):\n"
