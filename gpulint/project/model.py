@@ -2026,14 +2026,13 @@ class Project:
         if self._named is None:
             counts: dict[str, int] = {}
             for path, ix in self.files.items():
-                for definition in ix.definitions.values():
-                    if definition.is_class:
-                        self._defining_files.setdefault(definition.name, set()).add(path)
+                classes = [definition.name for definition in ix.definitions.values() if definition.is_class]
+                for name in classes:
+                    self._defining_files.setdefault(name, set()).add(path)
                 if not is_training_path(path) and not self._is_imported(path) and not is_test_path(path):
-                    for definition in ix.definitions.values():  # only its own definitions
-                        if definition.is_class:
-                            counts[definition.name] = counts.get(definition.name, 0) + 1
-                            self._naming_files.setdefault(definition.name, {})[path] = 1
+                    for name in classes:  # only its own definitions
+                        counts[name] = counts.get(name, 0) + 1
+                        self._naming_files.setdefault(name, {})[path] = 1
                     continue
                 for name, n in ix.class_names.items():
                     counts[name] = counts.get(name, 0) + n

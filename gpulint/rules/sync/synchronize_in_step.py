@@ -105,10 +105,12 @@ class SynchronizeInStep(SyncRule):
                 return bool(name_parts(node.name.value) & _TIMING_PARTS)
             if isinstance(node, cst.If) and child is node.body:
                 name = dotted_name(node.test) or ""
-                if name_parts(name.rsplit(".", 1)[-1]) & (_TIMING_PARTS | {"sync", "synchronize", "time"}):
+                if name_parts(name.rsplit(".", 1)[-1]) & _OPT_IN_FLAG_PARTS:
                     return True
         return False
 
 
 # Words of a flag or a function that measures time: its synchronize is what the measurement needs.
 _TIMING_PARTS = frozenset({"timing", "benchmark", "profile", "profiling"})
+# ... and of a flag that asks for the synchronize itself (`if args.synchronize_step:`)
+_OPT_IN_FLAG_PARTS = _TIMING_PARTS | {"sync", "synchronize", "time"}
