@@ -201,6 +201,11 @@ def _parse(text: str) -> ast.Module | None:
         return None
 
 
+def _property_writer(first_line: str, name: str) -> bool:
+    """`@alpha.setter` (or `.deleter`) on the first line of the definition of `alpha`."""
+    return first_line.strip() in (f"@{name}.setter", f"@{name}.deleter")
+
+
 def outline(path: str, text: str) -> ModuleIndex:
     """The outline of one file: its definitions and its analysed skeleton (see the module docstring)."""
     lines = text.split("\n")
@@ -216,9 +221,11 @@ def outline(path: str, text: str) -> ModuleIndex:
         owner = units[unit.owner] if unit.owner is not None else None
         qualname = f"{owner.name}.{unit.name}" if owner else unit.name
         code = "" if unit.is_class else code_of("\n".join(lines[unit.start:unit.end]))
-        index.definitions[qualname] = Definition(
-            qualname, unit.name, owner.name if owner else "", unit.start, unit.end, unit.is_class, code
-        )
+        if qualname not in index.definitions or not _property_writer(lines[unit.start], unit.name):
+            # a property's setter keeps its getter's name: reading `self.alpha` runs the getter, not the setter
+            index.definitions[qualname] = Definition(
+                qualname, unit.name, owner.name if owner else "", unit.start, unit.end, unit.is_class, code
+            )
         if not unit.is_class:
             skeleton[unit.start:unit.end] = stand_in(lines[unit.start], unit.end - unit.start)
     tree = _parse("\n".join(skeleton))
