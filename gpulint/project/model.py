@@ -209,6 +209,7 @@ class Project:
         self._passed_kinds: dict[tuple[Key, str], str] = {}  # see `_passed_kind`
         self._settled = False  # every call of the program has been read (`_run` is done)
         self._libraries: tuple[tuple[str, str], ...] | None = None  # see `_library_objects`
+        self._device_attributes: frozenset[str] | None = None  # see `_device_kwarg_attributes`
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         # The parameters each function's resolved calls in the step pass ("*": some call's unpacked arguments may
         # pass any), and the functions the step also reaches otherwise (a guess, a hook, a callback: passing unknown).
@@ -3473,7 +3474,7 @@ class Project:
                          used_by_code=self._is_imported(path, by_code=True),
                          batches_copied=self._batches_copied_elsewhere(path),
                          library_objects=self._library_objects(),
-                         device_kwargs=_device_kwargs(ix.text),
+                         device_kwargs=_device_kwargs(ix.text) | self._device_kwarg_attributes(),
                          own_loaders=self._own_loaders(path),
                          nonblocking_movers=self._nonblocking_movers(path),
                          loader_factories=self._loader_factories(path),
@@ -3604,6 +3605,14 @@ class Project:
         codes = [self.files[t.path].definitions[t.qualname].code for t in targets
                  if t.path in self.files and t.qualname in self.files[t.path].definitions]
         return bool(codes) and len(codes) == len(targets) and all(map(test, codes))
+
+    def _device_kwarg_attributes(self) -> frozenset[str]:
+        """The attributes any file binds to keyword arguments naming a device (`self.tpdv = dict(..., device=device)`
+        in HARL's base classes): a subclass in another file moves with `x.to(**self.tpdv)`."""
+        if self._device_attributes is None:
+            self._device_attributes = frozenset(
+                name for ix in self.files.values() for name in _device_kwargs(ix.text, attributes_only=True))
+        return self._device_attributes
 
     def _library_objects(self) -> tuple[tuple[str, str], ...]:
         """The names (last parts) the project binds to objects of the library classes `LIBRARY_OBJECTS` knows, and
@@ -3916,12 +3925,14 @@ _DEVICE_KWARGS_VALUE = re.compile(r"=\s*(?:dict\([^()]*\bdevice\s*=|\{[^{}]*[\"'
 _NAME_BEFORE = re.compile(r"(\w+)\s*$")
 
 
-def _device_kwargs(text: str) -> frozenset[str]:
-    """The names `text` binds to keyword arguments naming a device (`self.tpdv = dict(dtype=..., device=device)`)."""
+def _device_kwargs(text: str, attributes_only: bool = False) -> frozenset[str]:
+    """The names `text` binds to keyword arguments naming a device (`self.tpdv = dict(dtype=..., device=device)`);
+    with `attributes_only`, those it binds as attributes of `self`."""
     if "device" not in text:
         return frozenset()
     names = (_NAME_BEFORE.search(text, max(0, m.start() - 200), m.start()) for m in _DEVICE_KWARGS_VALUE.finditer(text))
-    return frozenset(name.group(1) for name in names if name)
+    return frozenset(name.group(1) for name in names
+                     if name and (not attributes_only or text[max(0, name.start() - 5):name.start()] == "self."))
 
 # `dis_steps = config_train.display_steps`: a local name bound to a setting read off an object or a module.
 _SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t]*(?:#.*)?$")  # matched on one line

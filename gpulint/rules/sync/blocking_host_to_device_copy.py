@@ -107,7 +107,8 @@ class BlockingHostToDeviceCopy(SyncRule):
 
     docs = RuleDocs(
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.to(**self.tpdv)` "
-        "where the file binds those keyword arguments to a device (`self.tpdv = dict(dtype=..., device=device)`), `x.cuda()`, "
+        "where the file, or any file for an attribute (a base class's `self.tpdv`), binds those keyword arguments to a "
+        "device (`self.tpdv = dict(dtype=..., device=device)`), `x.cuda()`, "
         "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
         "as `move_to_device(batch, device)`, and the field copies in the own `to(device)` of a batch class a collate "
         "function builds, which runs for every batch the step or Lightning moves) without `non_blocking=True`; and a "
@@ -640,7 +641,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         if keyword is not None:
             return not self._to_other_tensors_device(dotted_name(keyword.value) or "")
         if not call.args or call.args[0].keyword is not None or call.args[0].star:
-            # `x.to(**self.tpdv)`, where the file binds `tpdv = dict(..., device=device)`
+            # `x.to(**self.tpdv)`, where the file (or any file, for an attribute) binds `tpdv = dict(device=...)`
             unpacked = next((arg.value for arg in call.args if arg.star == "**"), None)
             return unpacked is not None \
                 and (dotted_name(unpacked) or "").rsplit(".", 1)[-1] in self.context.facts.device_kwargs
