@@ -22,6 +22,7 @@ from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts, 
 from gpulint.project.facts import PROGRAM, FileFacts
 from gpulint.project.local import (
     gate_interval, gpu_branch, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags, tuple_kinds,
+    typed_branch,
 )
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
     CONTAINER_BUILTINS,
@@ -143,6 +144,7 @@ class FileContext:
             self._bind_loop_target(node.target, node.iter)
         elif kind is cst.If:
             self._branches.append((len(self._scopes) - 1, dict(self._scopes[-1]), []))
+            self._bind_untyped(node, "body")
         elif kind is cst.FunctionDef:
             self._names.append(node.name.value)
             facts = self.facts.functions.get(".".join(self._names))
@@ -244,6 +246,7 @@ class FileContext:
                 index, before, ends = self._branches[-1]
                 ends.append(self._scopes[index])
                 self._scopes[index] = dict(before)
+                self._bind_untyped(parent, "orelse")
         elif kind is cst.If:
             index, before, ends = self._branches.pop()
             if ends:
@@ -252,6 +255,26 @@ class FileContext:
                 gpu = self._gpu_branch(node) if disagree else None
                 self._scopes[index] = merged_branches(before, body, orelse, gpu)
         self._stack.pop()
+
+    def _bind_untyped(self, node: cst.If, part: str) -> None:
+        """The branch of `if torch.is_tensor(size):` (or `isinstance(size, torch.Tensor)`) that `part` names, where
+        it is the one taken for what is no tensor (the `else`; the body under `not`), holds `size` on the host:
+        `else: size = float(size)` reads nothing from the device. Only for a name the function bound itself."""
+        test = node.test
+        if type(test) is cst.UnaryOperation:
+            test = test.expression
+        if type(test) is not cst.Call or last_name(test.func) not in ("is_tensor", "isinstance"):
+            return  # the cheap test first: most `if`s test no type
+        if len(test.args) == 2 and "torch.Tensor" not in (self.imports.resolve(test.args[1].value),
+                                                          dotted_name(test.args[1].value)):
+            return  # `isinstance(x, paddle.Tensor)`: another framework's tensor; x may still be torch's
+        tree = self._ast_of(node.test)
+        typed = typed_branch(tree, part) if tree is not None else None
+        function = self.enclosing_function()
+        if typed is not None and typed[1] and not (function and any(
+                p.name.value == typed[0] for p in params_of(function))):
+            # (a parameter's branch is the project model's: dead where every caller passes a tensor, local.py)
+            self._scopes[-1][typed[0]] = "host"
 
     def _gpu_branch(self, node: cst.If) -> str | None:
         """The branch of `node` a GPU run takes, where its test chooses a device (`local.gpu_branch`, on the test's

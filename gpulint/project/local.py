@@ -1039,6 +1039,36 @@ def _returns_cached(statement: ast.If) -> bool:
         and any(_cache_attribute(side) is not None for side in (test.left, *test.comparators))
 
 
+def _returns_while_held(statement: ast.If, rest: list[ast.stmt]) -> bool:
+    """`if self.pe is not None: if self.pe.size(1) >= x.size(1): return` before the statements that rebuild
+    `self.pe` (ESPnet's `extend_pe`, copied into most speech projects): the table is built again only when a longer
+    input than any before arrives, a few times in a run."""
+    held = _held_attribute(statement.test)
+    if held is None or not _ends_in_return(statement.body):
+        return False
+    return any(isinstance(node, ast.Assign) and any(dotted(target) == held for target in node.targets)
+               for later in rest for node in ast.walk(later))
+
+
+def _held_attribute(test: ast.AST) -> str | None:
+    """`self.pe` of `self.pe is not None` (alone or first in an `and`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        test = test.values[0]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        name = dotted(test.left)
+        return name if name is not None and name.startswith("self.") else None
+    return None
+
+
+def _ends_in_return(body: list[ast.stmt]) -> bool:
+    """The block returns, or its last statement is an `if` with no `else` whose own block does (a nested test)."""
+    last = body[-1]
+    if isinstance(last, ast.Return):
+        return True
+    return isinstance(last, ast.If) and not last.orelse and _ends_in_return(last.body)
+
+
 def _cache_attribute(expr: ast.AST) -> str | None:
     """`self.max_seq_len_cached`, `self._cached_mask`: an attribute of the object named for a cache, else None."""
     name = dotted(expr)
@@ -1080,7 +1110,13 @@ _GENERATION_STATE = frozenset(
 def _eval_branch(test: ast.AST) -> str | None:
     """`if not self.training:` is the evaluation branch of a module ("body"); `if self.training:` has it in "orelse".
     `if kv_cache is not None:` (or `if kv_cache:`) is generation ("body"); `if kv_cache is None:` has it in "orelse".
-    `if self.deploy:` and `if torch.onnx.is_in_onnx_export():` are export ("body")."""
+    `if self.deploy:` and `if torch.onnx.is_in_onnx_export():` are export ("body").
+    A test joining one of these: `if not self.training and calc is not None:` is false in training, so its body is
+    the evaluation branch; `if self.training or calc is None:` is true in training, so its `else` is."""
+    if isinstance(test, ast.BoolOp):
+        # "body" from a part of an `and` (the part is false in training), "orelse" from a part of an `or` (true)
+        wanted = "body" if isinstance(test.op, ast.And) else "orelse"
+        return wanted if any(_eval_branch(value) == wanted for value in test.values) else None
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
     subject = test.operand if negated else test
     if isinstance(subject, ast.Attribute) and subject.attr == "training":
@@ -1600,6 +1636,7 @@ class _Walker:
         self.typed_branches: list[tuple[str, bool]] = []
         self.no_grad_depth = 0
         self.containers: set[str] = set()  # names bound to an empty list or dict (`_returned_kind`)
+        self.converted: set[str] = set()  # such dicts a loop then read every value of to the host (`_converted_values`)
         self.class_devices: dict[str, frozenset[str]] = {}  # by class: `device_attributes`
         # The class's device attributes, given when one of its members is analysed alone (in a stand-in class).
         self.held_devices: frozenset[str] | None = None
@@ -1791,7 +1828,7 @@ class _Walker:
                 # CPU only (pfrl's `clip_l2_grad_norm_`)
                 self.scope.regions.append(Region("backend", self._pos(body[index + 1]), self._end(body[-1])))
             elif isinstance(statement, ast.If) and not statement.orelse and index + 1 < len(body) \
-                    and _returns_cached(statement):
+                    and (_returns_cached(statement) or _returns_while_held(statement, body[index + 1:])):
                 # `if (T, n_steps) == self._cached_mask_params: return self._cached_mask` (salina's transformers):
                 # what follows builds the cache on a miss, once per shape
                 self.scope.regions.append(Region("once", self._pos(body[index + 1]), self._end(body[-1])))
@@ -1837,6 +1874,7 @@ class _Walker:
                 for name, value in pairs:
                     if isinstance(name, ast.Name):
                         (self.containers.add if _empty_container(value) else self.containers.discard)(name.id)
+                        self.converted.discard(name.id)
             for target in node.targets:
                 if isinstance(target, ast.Subscript):  # `loss_summary["loss"] = loss.item()`
                     self._fill(target.value, kind)
@@ -1983,7 +2021,35 @@ class _Walker:
         self.loop_stack[-1].append(index)
         self._block(node.body)
         self.loop_stack[-1].pop()
+        if is_for and (converted := self._converted_values(node)) is not None:
+            self.values.scopes[-1][converted] = "host"
+            self.converted.add(converted)
         self._block(node.orelse)
+
+    def _converted_values(self, loop: ast.For | ast.AsyncFor) -> str | None:
+        """The dict a loop reads every value of to the host, in place: `for k in losses: losses[k] =
+        losses[k].item()`, `for k, v in losses.items(): losses[k] = v.item()` (Amphion's trainers, before they return
+        the losses to be logged). A dict the function filled itself (`containers`) holds Python numbers after it."""
+        iterable = loop.iter
+        if isinstance(iterable, ast.Call) and last_name(iterable.func) == "list" and len(iterable.args) == 1:
+            iterable = iterable.args[0]  # `for k in list(losses.keys()):`
+        method = iterable.func.attr if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
+            and not iterable.args else None
+        holder = iterable.func.value if method in ("keys", "items") else iterable if method is None else None
+        if not isinstance(holder, ast.Name) or holder.id not in self.containers:
+            return None
+        target = loop.target
+        key = target.elts[0] if method == "items" and isinstance(target, ast.Tuple) and len(target.elts) == 2 \
+            else target if method != "items" else None
+        if not isinstance(key, ast.Name):
+            return None
+        for statement in loop.body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(written := statement.targets[0], ast.Subscript) \
+                    and dotted(written.value) == holder.id and dotted(written.slice) == key.id \
+                    and self.values.kind_of(statement.value) == "host":
+                return holder.id
+        return None
 
     def _first_pass_branch(self, test: ast.AST, part: str, body: list[ast.stmt]) -> bool:
         """Inside a loop, the branch of `if loss_ema is None:` (or the `else` of `if loss_ema:`) that binds the name,
@@ -2154,12 +2220,13 @@ class _Walker:
         if isinstance(container, ast.Name) and container.id in self.containers and kind != "host" \
                 and container.id in self.values.scopes[-1]:
             self.values.scopes[-1][container.id] = "unknown"
+            self.converted.discard(container.id)
 
     def _returned_kind(self, value: ast.AST) -> Kind:
         """Where a returned value lives. A list or dict that started empty (`return tcls, tbox`) holds what was
         stored into it (`_fill`); returned with others, its elements are unknown."""
         if isinstance(value, (ast.Tuple, ast.List)) and any(
-                isinstance(n, ast.Name) and n.id in self.containers for n in value.elts):
+                isinstance(n, ast.Name) and n.id in self.containers and n.id not in self.converted for n in value.elts):
             return "unknown"
         kind = self.values.kind_of(value)
         starred = isinstance(value, ast.Tuple) and any(isinstance(e, ast.Starred) for e in value.elts)
