@@ -10387,3 +10387,83 @@ def test_zero_losses_for_a_batch_without_positives_cost_no_step(tmp_path, check)
     })
     lines = sorted({line for _, line, *_ in found})
     assert lines == [5, 10]
+
+
+def test_reading_a_property_runs_its_getter_not_its_setter(tmp_path, check):
+    # gpytorch's kernels: `self.alpha` in `forward` reads the getter; the setter (and the helper it calls, which
+    # turns a Python number into a device tensor) runs only where code assigns the property
+    files = {
+        "train.py": """
+            import torch
+
+            class Kernel(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.raw_alpha = torch.nn.Parameter(torch.zeros(1))
+
+                @property
+                def alpha(self):
+                    return self.raw_alpha.exp()
+
+                @alpha.setter
+                def alpha(self, value):
+                    self._set_alpha(value)
+
+                def _set_alpha(self, value):
+                    if not torch.is_tensor(value):
+                        value = torch.as_tensor(value).to(self.raw_alpha)
+                    self.raw_alpha.data.copy_(value.log())
+
+                def forward(self, x):
+                    print(self.raw_alpha.sum().item())
+                    return x * self.alpha
+
+            def train(loader, optimizer):
+                kernel = Kernel().cuda()
+                for x in loader:
+                    x = x.cuda(non_blocking=True)
+                    loss = kernel(x).sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [f[:3] for f in check(tmp_path, files)] == [("train.py", 23, "GPL401")]
+
+
+def test_device_keywords_a_base_class_keeps_move_batches_in_a_subclass_file(tmp_path, check):
+    # HARL's actors: `OnPolicyBase` binds `self.tpdv = dict(dtype=..., device=device)`; `HAPPO.update` in another
+    # file copies each numpy minibatch with `check(x).to(**self.tpdv)`
+    files = {
+        "base.py": """
+            import torch
+
+            class OnPolicyBase:
+                def __init__(self, actor, device):
+                    self.tpdv = dict(dtype=torch.float32, device=device)
+                    self.actor = actor
+                    self.optimizer = torch.optim.Adam(actor.parameters())
+        """,
+        "happo.py": """
+            import numpy as np
+            import torch
+
+            from base import OnPolicyBase
+
+            def check(value):
+                return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+
+            class HAPPO(OnPolicyBase):
+                def update(self, sample):
+                    obs, adv = sample
+                    adv = check(adv).to(**self.tpdv)
+                    loss = (self.actor(check(obs).to(**self.tpdv, non_blocking=True)) * adv).mean()
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+                def train(self, buffer):
+                    for sample in buffer.feed_forward_generator(4):
+                        self.update(sample)
+        """,
+    }
+    assert [f[:3] for f in check(tmp_path, files)] == [("happo.py", 13, "GPL411")]
