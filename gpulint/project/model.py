@@ -210,6 +210,7 @@ class Project:
         self._settled = False  # every call of the program has been read (`_run` is done)
         self._libraries: tuple[tuple[str, str], ...] | None = None  # see `_library_objects`
         self._device_attributes: frozenset[str] | None = None  # see `_device_kwarg_attributes`
+        self._serving: frozenset[str] | None = None  # see `_serving_modules`
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         # The parameters each function's resolved calls in the step pass ("*": some call's unpacked arguments may
         # pass any), and the functions the step also reaches otherwise (a guess, a hook, a callback: passing unknown).
@@ -2301,7 +2302,8 @@ class Project:
                 key = (path, definition.qualname)
                 frame = Frame(path, definition.start + 1, _label(definition.qualname))
                 name = definition.name
-                if training and definition.may_enter and not self._orphan_module(path):
+                if training and definition.may_enter and not self._orphan_module(path) \
+                        and path not in self._serving_modules():
                     (method_entries if definition.cls else roots).extend(self._entries_in(path, ix, definition))
                 hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
                 if name in TRAIN_LOADER_HOOKS and training and definition.cls:
@@ -2369,6 +2371,15 @@ class Project:
             if any(name not in ("object", "ABC", "Module") for name in self._library_bases(klass)):
                 return True
         return False
+
+    def _trainer_moves_inputs(self, path: str, scope: Scope) -> bool:
+        """`compute_loss(self, model, inputs)` (or `training_step`) of a subclass of a library's `Trainer`
+        (Hugging Face's, TRL's): the trainer moved the batch's tensors to the device before it calls the hook
+        (`_prepare_inputs`), so `inputs["scores"].to(device)` there copies nothing."""
+        if scope.name not in ("compute_loss", "training_step") or "inputs" not in scope.params or not scope.cls:
+            return False
+        return any(name.endswith("Trainer") for klass in self.mro(Target(path, scope.cls, True))
+                   for name in self._library_bases(klass))
 
     def _library_bases(self, klass: Target) -> list[str]:
         """The names of a class's bases that are no project class (a library's: `Trainer`, `PPOTrainer`, `Module`)."""
@@ -2553,7 +2564,31 @@ class Project:
                 continue
             for name in set(call.findall(ix.text)):
                 places.setdefault(name, set()).add(path)
-        return {name for name, paths in places.items() if not any(is_training_path(path) for path in paths)}
+        serving = self._serving_modules()
+        return {name for name, paths in places.items()
+                if not any(is_training_path(path) and path not in serving for path in paths)}
+
+    def _serving_modules(self) -> frozenset[str]:
+        """Modules of a package that only inference, demo or evaluation scripts import, directly or through other
+        such modules (Amphion's `maskgct_utils.py`, which builds MaskGCT for `maskgct_inference.py` and a Gradio
+        demo): part of those programs, not of training. Not a script, nor a module that registers its classes."""
+        if self._serving is None:
+            importers: dict[str, set[str]] = {}
+            for importer, targets in self._imported().items():
+                for target in targets:
+                    importers.setdefault(target, set()).add(importer)
+            apart = {p for p in self.files if not is_training_path(p)}
+            candidates = {
+                p for p, ix in self.files.items()
+                if p not in apart and importers.get(p) and not p.endswith(("/__init__.py", "/__main__.py"))
+                and "__main__" not in ix.text and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS
+                and not _runs_as_script(ix) and not _REGISTERED.search(ix.text)
+            }
+            serving: set[str] = set()
+            while found := {p for p in candidates - serving if importers[p] <= apart | serving}:
+                serving |= found
+            self._serving = frozenset(serving)
+        return self._serving
 
     def _built_only_unselected(self, class_names: set[str]) -> set[str]:
         """The classes built only in branches for option values no shipped setting gives (stable-audio-tools builds
@@ -3181,8 +3216,10 @@ class Project:
         epoch = any(scope.loops[i].iterates_loader and not scope.loops[i].no_grad for i in loops) and not (
             name_parts(scope.name) & STEP_NAME_PARTS
         )
-        param_kinds = tuple(sorted((p, kind) for p in self._param_kinds.get(key, {})
-                                   if (kind := self._passed_kind(key, p)) != "unknown"))
+        kinds = {p: kind for p in self._param_kinds.get(key, {}) if (kind := self._passed_kind(key, p)) != "unknown"}
+        if self._trainer_moves_inputs(path, scope):
+            kinds.setdefault("inputs", "device")
+        param_kinds = tuple(sorted(kinds.items()))
         votes = self._gate_votes.get(key, {})
         return FunctionFacts(
             self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds,

@@ -10467,3 +10467,46 @@ def test_device_keywords_a_base_class_keeps_move_batches_in_a_subclass_file(tmp_
         """,
     }
     assert [f[:3] for f in check(tmp_path, files)] == [("happo.py", 13, "GPL411")]
+
+
+def test_a_model_only_an_inference_scripts_helper_builds_does_not_train(tmp_path, check):
+    # Amphion's MaskGCT: `MaskGCT_T2S.compute_loss` is step work by its name, but the model is built only in
+    # `maskgct_utils.py`, which only `maskgct_inference.py` imports; the project trains another model
+    loss_code = """
+        import torch
+
+        class {name}(torch.nn.Module):
+            def compute_loss(self, x):
+                n = int(x.sum().item())
+                return self.net(x).mean() * n
+    """
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/released.py": loss_code.format(name="Released"),
+        "pkg/trained.py": loss_code.format(name="Trained"),
+        "pkg/released_utils.py": """
+            from pkg.released import Released
+
+            def build_model(cfg):
+                return Released()
+        """,
+        "pkg/released_inference.py": """
+            from pkg.released_utils import build_model
+
+            if __name__ == "__main__":
+                model = build_model(None)
+                print(model.compute_loss(None))
+        """,
+        "train.py": """
+            from pkg.trained import Trained
+
+            def main(loader):
+                model = Trained().cuda()
+                optimizer = torch.optim.Adam(model.parameters())
+                for x in loader:
+                    loss = model.compute_loss(x.cuda(non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [f[:3] for f in check(tmp_path, files)] == [("pkg/trained.py", 6, "GPL401")]
