@@ -687,7 +687,7 @@ def names_a_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
     stack = [test]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.BinOp) and is_step_modulo(node) or divisibility_call(node):
+        if isinstance(node, ast.BinOp) and is_step_modulo(node) or divisibility_call(node) or _rare_draw(node):
             return True
         if isinstance(node, ast.Call):
             name = dotted(node.func)
@@ -704,6 +704,22 @@ def names_a_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
                 continue
         stack.extend(ast.iter_child_nodes(node))
     return False
+
+
+# A draw of a uniform number in [0, 1) on the host: `random.random()`, `np.random.rand()`.
+_UNIFORM_DRAWS = frozenset({"random.random", "random", "np.random.random", "np.random.rand", "numpy.random.random",
+                            "numpy.random.rand"})
+
+
+def _rare_draw(node: ast.AST) -> bool:
+    """`random.random() < 0.01`: true on about one step in a hundred (icefall's `ActivationBalancer` and `Whiten`,
+    copied into many speech projects, read their statistics so, "because syncing with the GPU is slow"). A chance of
+    at most 10%."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Lt, ast.LtE))):
+        return False
+    draw, chance = node.left, node.comparators[0]
+    return isinstance(draw, ast.Call) and not draw.args and dotted(draw.func) in _UNIFORM_DRAWS \
+        and isinstance(chance, ast.Constant) and isinstance(chance.value, float) and 0 < chance.value <= 0.1
 
 
 def is_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
