@@ -16,12 +16,15 @@ class TensorConditionInStep(SyncRule):
     name = "tensor-condition-in-step"
     message = "`{kind}` on a tensor value makes the host wait for the GPU to decide a Python branch, every step"
     message_compare = "`{func}()` compares a tensor on the host: a device-to-host sync every step"
+    message_equal = "`torch.equal()` compares two tensors and returns a Python bool: a device-to-host sync every step"
     triggers = ("torch", "max(", "min(")
     _latches: frozenset[str] = frozenset()  # names the `if` being checked sets to True (see `_short_circuits`)
     docs = RuleDocs(
         what_it_does="Flags `if`, `while`, `assert` and conditional expressions whose test is a tensor (`if loss > 10:`, "
         "`assert torch.isfinite(loss)`, `if mask.any():`, `if 0.0 in attention_mask:`) or `any()` / `all()` over "
-        "tensors (`if any(torch.isnan(l) for l in losses):`) in code that runs every step, ungated.",
+        "tensors (`if any(torch.isnan(l) for l in losses):`) in code that runs every step, ungated; `max()` / `min()` "
+        "of a tensor and a number; and `torch.equal(a, b)`, which answers with a Python bool (the finding is on the "
+        "call, wherever the bool is then tested).",
         why_slow="Python needs a bool, so the tensor is copied to the host (`Tensor.__bool__` calls `.item()`): a "
         "device-to-host round trip that drains the GPU queue before the branch can be taken.",
         example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    if loss > 100:\n"
@@ -64,6 +67,7 @@ class TensorConditionInStep(SyncRule):
         Invalid(training_script("if model.training and loss > 100:\n    break")),
         Invalid(training_script("trimmed = False\nif trimmed or out.argmax(1)[-1] == 2:\n    continue")),
         Invalid(training_script("keep = y > 0\nif 0 in keep.long():\n    continue")),
+        Invalid(training_script("unchanged = torch.equal(loss, loss.detach())\nif unchanged:\n    continue")),
     )
 
     def visit_If(self, node: cst.If) -> None:
@@ -82,6 +86,12 @@ class TensorConditionInStep(SyncRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if self.context.resolve(func) == "torch.equal":
+            # the answer is a Python bool: the sync is here, wherever the bool is tested (gpytorch's
+            # `x1_eq_x2 = torch.equal(x1, x2)`, then `if x1_eq_x2:`)
+            if not all(self.context.location_of(arg.value) == "host" for arg in node.args):
+                self.report(node, self.message_equal)
+            return
         if not (isinstance(func, cst.Name) and func.value in ("max", "min")) or len(node.args) < 2:
             return
         if any(arg.keyword is not None or arg.star for arg in node.args):

@@ -40,6 +40,7 @@ _TORCH_NON_TENSOR = frozenset(
         "device", "dtype", "Size", "Generator", "no_grad", "enable_grad", "inference_mode", "autocast", "manual_seed",
         "save", "load", "compile", "numel", "typename", "set_grad_enabled", "finfo", "iinfo", "get_default_dtype",
         "use_deterministic_algorithms", "set_float32_matmul_precision", "get_rng_state", "seed", "initial_seed",
+        "equal",  # a Python bool (read from the device: GPL405 reports the call)
     }
 )
 # Names of nn.Modules (moved to the device too, but their attributes are Python values).
