@@ -270,11 +270,12 @@ class FileContext:
             return  # `isinstance(x, paddle.Tensor)`: another framework's tensor; x may still be torch's
         tree = self._ast_of(node.test)
         typed = typed_branch(tree, part) if tree is not None else None
+        if typed is None or not typed[1]:
+            return
         function = self.enclosing_function()
-        if typed is not None and typed[1] and not (function and any(
-                p.name.value == typed[0] for p in params_of(function))):
-            # (a parameter's branch is the project model's: dead where every caller passes a tensor, local.py)
-            self._scopes[-1][typed[0]] = "host"
+        if function is not None and any(p.name.value == typed[0] for p in params_of(function)):
+            return  # a parameter's branch is the project model's: dead where every caller passes a tensor (local.py)
+        self._scopes[-1][typed[0]] = "host"
 
     def _gpu_branch(self, node: cst.If) -> str | None:
         """The branch of `node` a GPU run takes, where its test chooses a device (`local.gpu_branch`, on the test's
