@@ -2302,8 +2302,7 @@ class Project:
                 key = (path, definition.qualname)
                 frame = Frame(path, definition.start + 1, _label(definition.qualname))
                 name = definition.name
-                if training and definition.may_enter and not self._orphan_module(path) \
-                        and path not in self._serving_modules():
+                if training and definition.may_enter and not self._orphan_module(path):
                     (method_entries if definition.cls else roots).extend(self._entries_in(path, ix, definition))
                 hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
                 if name in TRAIN_LOADER_HOOKS and training and definition.cls:

@@ -297,6 +297,10 @@ _NUMERIC_CHECK_PARTS = frozenset({"anomaly", "anomalies", "nan", "nans", "inf", 
 def is_cold_function_name(name: str) -> bool:
     if name in PER_BATCH_HOOKS:  # torchbearer's `on_sample` draws the training batch: a hook of every step
         return False
+    if name.strip("_") == "reset":
+        # an environment's `reset` / `_reset` (torchrl's, gym's): once an episode, where a step ends one; a meter's
+        # or a metric's at a log interval or an epoch's end
+        return True
     parts = name_parts(name)
     if "per" in parts:  # `per_sample_loss`, `clip_per_sample`: work on each sample of the batch, not sampling
         parts = parts - {"sample", "samples"}

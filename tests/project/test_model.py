@@ -10510,3 +10510,34 @@ def test_a_model_only_an_inference_scripts_helper_builds_does_not_train(tmp_path
         """,
     }
     assert [f[:3] for f in check(tmp_path, files)] == [("pkg/trained.py", 6, "GPL401")]
+
+
+def test_a_trainer_module_only_a_demo_script_imports_still_trains(tmp_path, check):
+    # PufferLib: `clean_pufferl.py` holds the PPO trainer, and `demo.py --mode train` is how users run it; a module
+    # only scripts named for demos import is still training when its own loops step an optimizer
+    files = {
+        "clean_pufferl.py": """
+            import torch
+
+            def train(data):
+                losses = data.losses
+                for mb in range(data.minibatches):
+                    loss = data.policy(data.obs[mb]).mean()
+                    data.optimizer.zero_grad()
+                    loss.backward()
+                    data.optimizer.step()
+                    torch.cuda.synchronize()
+                    losses.policy_loss += loss.item()
+        """,
+        "demo.py": """
+            import clean_pufferl
+
+            if __name__ == "__main__":
+                data = clean_pufferl.create()
+                while True:
+                    clean_pufferl.train(data)
+        """,
+    }
+    assert [f[:3] for f in check(tmp_path, files)] == [
+        ("clean_pufferl.py", 11, "GPL410"), ("clean_pufferl.py", 12, "GPL201"),
+    ]
