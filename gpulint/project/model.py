@@ -310,6 +310,7 @@ class Project:
         self._not_dead: set[Key] = set()  # functions `_dead` found alive
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
         self._imports: dict[str, frozenset[str]] | None = None  # project files each file imports (see _imported)
+        self._importing: dict[str, set[str]] | None = None  # project files importing each file (see _imported_by)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
         self._cpu_program: bool | None = None
@@ -377,6 +378,15 @@ class Project:
                                 found.add(target)
                 self._imports[path] = frozenset(found)
         return self._imports
+
+    def _imported_by(self) -> dict[str, set[str]]:
+        """The project files importing each file (`_imported`, turned around)."""
+        if self._importing is None:
+            self._importing = {}
+            for importer, targets in self._imported().items():
+                for target in targets:
+                    self._importing.setdefault(target, set()).add(importer)
+        return self._importing
 
     def _builds_library_model(self, program: frozenset[str]) -> bool:
         """Does a program with no module of the project build its model from a library in its own script (a
@@ -545,13 +555,8 @@ class Project:
         packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")} | {
             t.rsplit("/", 1)[0] for targets in imports.values() for t in targets if "/" in t}
         by_name = any(self._loads_by_name(p) for p in self.files)
-        modules = [
-            p for p, ix in self.files.items()
-            if "/" in p and p.rsplit("/", 1)[0] in packages
-            and not p.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text
-            and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS  # `pkg/train.py`, run with -m
-            and not _runs_as_script(ix)  # a script without a `__main__` guard (`run(make_env(), spec)`)
-        ]
+        modules = [p for p, ix in self.files.items()
+                   if "/" in p and p.rsplit("/", 1)[0] in packages and _never_run_as_script(p, ix)]
         candidates = [p for p in modules if not self._is_imported(p)]
         # Nor one another file names by its package and name or its file name (setup.py's `console_scripts`:
         # `lora_pti = lora_diffusion.cli_lora_pti:main`, a script's `python -m pkg.train`), not by a word alone
@@ -564,10 +569,7 @@ class Project:
                 found = set(pattern.findall(ix.text)) - _module_mentions(q)  # a module does not name itself
                 named |= {p for p, mentions in names.items() if mentions & found}
         orphans = set() if by_name else {p for p in candidates if p not in named}
-        importers: dict[str, set[str]] = {}
-        for importer, targets in imports.items():
-            for target in targets:
-                importers.setdefault(target, set()).add(importer)
+        importers = self._imported_by()
         # A module that registers its classes (`@register_loss("swav_momentum")`) is loaded by its registry, so
         # what it imports may run; a test importing a module says nothing of whether training runs it.
         registers = {p for p in modules if _REGISTERED.search(self.files[p].text)}
@@ -2572,17 +2574,10 @@ class Project:
         such modules (Amphion's `maskgct_utils.py`, which builds MaskGCT for `maskgct_inference.py` and a Gradio
         demo): part of those programs, not of training. Not a script, nor a module that registers its classes."""
         if self._serving is None:
-            importers: dict[str, set[str]] = {}
-            for importer, targets in self._imported().items():
-                for target in targets:
-                    importers.setdefault(target, set()).add(importer)
+            importers = self._imported_by()
             apart = {p for p in self.files if not is_training_path(p)}
-            candidates = {
-                p for p, ix in self.files.items()
-                if p not in apart and importers.get(p) and not p.endswith(("/__init__.py", "/__main__.py"))
-                and "__main__" not in ix.text and not name_parts(p.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS
-                and not _runs_as_script(ix) and not _REGISTERED.search(ix.text)
-            }
+            candidates = {p for p, ix in self.files.items() if p not in apart and importers.get(p)
+                          and _never_run_as_script(p, ix) and not _REGISTERED.search(ix.text)}
             serving: set[str] = set()
             while found := {p for p in candidates - serving if importers[p] <= apart | serving}:
                 serving |= found
@@ -3802,6 +3797,13 @@ def _turns_on_the_gpu(switch: str) -> bool:
     """`cuda`, `use_cuda`, `use_gpu`: a switch for training on the GPU (not `no_cuda`, `disable_gpu`)."""
     parts = name_parts(switch)
     return bool(parts & {"cuda", "gpu", "gpus"}) and not parts & {"no", "not", "disable", "disabled", "without", "cpu"}
+
+
+def _never_run_as_script(path: str, ix: ModuleIndex) -> bool:
+    """A module only imports run: no package `__init__` or `__main__`, no `__main__` block, not named for running
+    (`pkg/train.py`, run with -m), no program at its top level without a guard (`run(make_env(), spec)`)."""
+    return not path.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text \
+        and not name_parts(path.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS and not _runs_as_script(ix)
 
 
 def _module_mentions(path: str) -> frozenset[str]:
