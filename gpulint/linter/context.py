@@ -375,10 +375,13 @@ class FileContext:
                 scope[key] = "unknown"
 
     def _elements_on_device(self, value: cst.BaseExpression) -> bool:
-        """A list whose every element is on the device: `[b.to(device) for b in batch]`, or a name bound to one."""
+        """A list whose every element is on the device: `[b.to(device) for b in batch]`, a dict whose every value is
+        (`{k: v.to(device) for k, v in batch.items()}`), or a name bound to one."""
         kind = type(value)
         if kind is cst.ListComp or kind is cst.GeneratorExp:
             return self.location_of(value.elt) == "device"
+        if kind is cst.DictComp:
+            return self.location_of(value.value) == "device"
         if kind is cst.Name and self._element_lists:
             for scope in reversed(self._scopes):
                 if _ELEMENTS + value.value in scope:
@@ -448,6 +451,8 @@ class FileContext:
             # a slice or an element of a device tensor is on the device too (`y[:, -pred_len:].to(device)` copies
             # nothing once `y` was moved)
             held = self.location_of(expr.value)
+            if held == "unknown" and self._element_lists and self._elements_on_device(expr.value):
+                return "device"  # `batch["mel"]` of a batch whose every value was moved
             return held if held in ("host", "device") else "unknown"
         if kind is cst.UnaryOperation:
             return self.location_of(expr.expression)

@@ -1302,7 +1302,10 @@ class _Values:
             if isinstance(expr.value, ast.Attribute) and _of_self(expr.value) \
                     and expr.value.attr in self.device_attributes:
                 return "device"  # `self._states[indices]`: rows of a tensor the object keeps on the device
-            return "host" if self.kind_of(expr.value) == "host" else "unknown"
+            held = self.kind_of(expr.value)
+            if held == "unknown" and isinstance(expr.value, ast.Name) and self._moved_name(expr.value.id):
+                return "device"  # `batch["mel"]` of a batch whose every value was moved
+            return "host" if held == "host" else "unknown"
         if isinstance(expr, ast.UnaryOp):
             return self.kind_of(expr.operand)
         if isinstance(expr, ast.BinOp):
@@ -1321,6 +1324,14 @@ class _Values:
             kinds = {self.kind_of(v) if k is not None else "unknown" for k, v in zip(expr.keys, expr.values)}
             return "host" if kinds <= {"host"} else "unknown"
         return "unknown"
+
+    def _moved_name(self, name: str) -> bool:
+        for scope in reversed(self.scopes):
+            if _ELEMENTS + name in scope:
+                return True
+            if name in scope:
+                return False
+        return False
 
     def _call_kind(self, call: ast.Call) -> Kind:
         func = call.func
@@ -1362,8 +1373,15 @@ class _Values:
             return "host"
         return "unknown"
 
+    def moved_elements(self, value: ast.AST) -> bool:
+        """`{k: v.to(device) for k, v in batch.items()}`, `[b.cuda() for b in batch]`: every element on the device."""
+        if isinstance(value, ast.DictComp):
+            return self.kind_of(value.value) == "device"
+        return isinstance(value, ast.ListComp) and self.kind_of(value.elt) == "device"
+
     def bind(self, target: ast.AST, kind: Kind) -> None:
         if isinstance(target, ast.Name):
+            self.scopes[-1].pop(_ELEMENTS + target.id, None)
             self.scopes[-1][target.id] = kind
             self.fresh_params[-1].discard(target.id)
             self.param_aliases[-1].pop(target.id, None)
@@ -1373,6 +1391,8 @@ class _Values:
                           "unknown" if kind == "device" else kind)
 
 
+# The key under which a scope records that every element of a name's list or dict is on the device.
+_ELEMENTS = "*"
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
@@ -1915,6 +1935,8 @@ class _Walker:
                 recast = isinstance(target, ast.Name) and target.id in self.values.fresh_params[-1] \
                     and _casts(node.value, target.id)
                 self.values.bind(target, kind)
+                if isinstance(target, ast.Name) and self.values.moved_elements(node.value):
+                    self.values.scopes[-1][_ELEMENTS + target.id] = "device"
                 if recast:  # `norm_type = float(norm_type)`: still the value the caller gave (or the default)
                     self.values.fresh_params[-1].add(target.id)
                 if isinstance(target, ast.Name) and isinstance(node.value, ast.Name) \

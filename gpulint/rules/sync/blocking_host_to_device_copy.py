@@ -58,6 +58,13 @@ _PREPARED_SCRIPT = (
 )
 
 
+# A model's base class: `nn.Module`, `PreTrainedModel`, `ModelMixin`, `PreTrainedPolicy`, `Transformer`.
+_MODEL_BASE = re.compile(r"(?:Module|Model|ModelMixin|Policy|Transformer|Net|Network)$")
+_GUARDED_LOOP = (
+    "import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+    "        if x.device != device:\n            x = {copy}\n        loss = model(x).sum()\n"
+    "        loss.backward()\n        optimizer.step()\n"
+)
 
 # A call that trains on a batch: `learner.train(data)`, `agent.update(batch)`, `loss.backward()`, `opt.step()`.
 _TRAINS = re.compile(r"\.\w*(?:train|update|learn|step|optimi[sz]e|fit)\w*\s*\(|backward\s*\(")
@@ -160,6 +167,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         "(the forward moves what the step moved), nor `inputs` in a Hugging Face Trainer's `compute_loss`, "
         "nor copies in the methods of a LightningModule or a Lightning callback (Lightning moves each batch before "
         "`training_step` and hands callbacks the batch it moved), "
+        "nor a copy behind a comparison of the moved tensor's device (`if img.device != device: img = img.to(device)`) "
+        "in a method of a model class (a module's, model's or policy's defensive move; in a training loop, a replay "
+        "buffer or an environment it stays a finding), "
         "nor a copy in the branch of `if isinstance(x, nn.Module):` for the moved `x` (a helper moving models and "
         "batches alike), nor the observation a reinforcement-learning environment's `step` returned, "
         "nor a call of a batch helper of the project whose own copies all pass `non_blocking=True` "
@@ -255,8 +265,18 @@ class BlockingHostToDeviceCopy(SyncRule):
          "def train(model, tokenizer, loader, optimizer, device):\n    for x in loader:\n"
          "        env = Imagination(tokenizer, device)\n        loss = model(x.to(device, non_blocking=True)).sum()\n"
          "        loss.backward()\n        optimizer.step()\n"),
+        # a model's defensive move, behind a device comparison: its input arrives on the device in training
+        ("import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n\n\nclass Head(nn.Module):\n"
+         "    def forward(self, hidden, device):\n        if hidden.device != device:\n"
+         "            hidden = hidden.to(device)\n        return hidden.mean()\n\n\n"
+         "def train(model, head, dataset, optimizer, device):\n"
+         "    loader = DataLoader(dataset, batch_size=4, pin_memory=True)\n    for x in loader:\n"
+         "        loss = head(model(x.to(device, non_blocking=True)), device)\n        loss.backward()\n"
+         "        optimizer.step()\n"),
     )
     invalid = (
+        # the same guard in the training loop is true every step: the batch comes from the host
+        Invalid(_GUARDED_LOOP.format(copy="x.to(device)"), fixed=_GUARDED_LOOP.format(copy="x.to(device, non_blocking=True)")),
         Invalid(_PREPARED_SCRIPT.format(pin=""), fixed=_PREPARED_SCRIPT.format(pin=", pin_memory=True")),
         # A loop over step numbers fetching each batch with `next`: the loader feeds the copy (the loader and the copy)
         Invalid(_STEPS_SCRIPT.format(pin="", blocking=""),
@@ -450,7 +470,7 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         if self._input_of_a_layer(func.value) or self._stored_back(func.value) or self._from_environment(func.value) \
                 or self._in_module_branch(func.value) or self._batch_moving_itself(func.value) \
-                or self._prepared_by_trainer(func.value):
+                or self._prepared_by_trainer(func.value) or self._behind_device_mismatch(func.value):
             return
         pinned = _is_pinned_call(func.value)  # `x.pin_memory().to(device)`: pinned for nothing without non_blocking
         if (self._moves_device_value(func.value) and not pinned) or self._on_cpu_branch() \
@@ -493,6 +513,26 @@ class BlockingHostToDeviceCopy(SyncRule):
             if any(isinstance(c, cst.Call) and last_name(c.func) == "isinstance" and len(c.args) == 2
                    and root_name(c.args[0].value) == name and (last_name(c.args[1].value) or "").endswith("Module")
                    for c in conjuncts):
+                return True
+        return False
+
+    def _behind_device_mismatch(self, moved: cst.BaseExpression) -> bool:
+        """`if img.device != device: img = img.to(device)` in a model's method (a class deriving from a module,
+        model or policy class): a defensive move that copies only when a caller hands in a tensor from elsewhere; in
+        training the step's activations are on the device already (block-swapping models compare too, and move
+        weights, not activations). Elsewhere the devices differ by design (TorchRL's CPU sampler indices for a CUDA
+        storage, an environment's data for its device), and in a training loop the batch is on the host: findings."""
+        function = self.context.enclosing_function()
+        cls = innermost(self.context.ancestors, cst.ClassDef)
+        if function is None or cls is None or holds_training_loop(self.context, function) \
+                or self._is_step_function(function) \
+                or not any(_MODEL_BASE.search(last_name(base.value) or "") for base in cls.bases):
+            return False
+        moved_code = self.context.module.code_for_node(moved)
+        stack = self.context.ancestors
+        for parent, child in zip(reversed(stack[:-1]), reversed(stack[1:])):
+            if isinstance(parent, cst.If) and child is parent.body and _compares_device_of(
+                    parent.test, moved_code, self.context.module.code_for_node):
                 return True
         return False
 
@@ -944,6 +984,18 @@ def _names_in(expr: cst.BaseExpression) -> set[str]:
     """The names and dotted names in an expression (`tqdm(self.loader)`: `tqdm`, `self.loader`, `self`)."""
     return {name for node in descendants(expr) if isinstance(node, (cst.Name, cst.Attribute))
             and (name := dotted_name(node))}
+
+
+def _compares_device_of(test: cst.BaseExpression, moved_code: str, code) -> bool:
+    """Is `test` `moved.device != other` or `other != moved.device` (or `is not`), alone or in an `and` / `or`?"""
+    if isinstance(test, cst.BooleanOperation):
+        return _compares_device_of(test.left, moved_code, code) or _compares_device_of(test.right, moved_code, code)
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, (cst.NotEqual, cst.IsNot))):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(side, cst.Attribute) and side.attr.value == "device" and code(side.value) == moved_code
+               for side in sides)
 
 
 def _bound_to(ancestors: Sequence[cst.CSTNode], names: set[str]) -> bool:

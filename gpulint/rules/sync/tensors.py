@@ -72,7 +72,9 @@ _DIM_KEYWORDS = ("dim", "keepdim")
 _UNKNOWN_SOURCES = frozenset({cst.Subscript, cst.Attribute, cst.Call})
 # Annotations naming torch's tensor types (`torch.Tensor`, `Tensor`, `torch.LongTensor`), and sequences of them.
 _TENSOR_ANNOTATION = re.compile(r"(?<![\w.])(?:torch\.)?(?:[A-Z][a-z]+)?Tensor\b")
-_SEQUENCE_ANNOTATION = re.compile(r"^(?:typing\.)?(?:List|Sequence|Iterable|Tuple|list|tuple)\[")
+# `List[Tensor]`, and `Optional[List[Tensor]]` (ORZ's `custom_rewards`): a sequence, whose truth test is `len() > 0`.
+_SEQUENCE_ANNOTATION = re.compile(
+    r"^(?:(?:typing\.)?Optional\[)?(?:typing\.)?(?:List|Sequence|Iterable|Tuple|list|tuple)\[")
 
 
 class Tensors:
