@@ -3052,8 +3052,10 @@ class Project:
             targets = self._method_guess(receiver, method, program) or self._module_named(method, program) \
                 or self._duck_typed(guess, program)
         # Where a registry builds the classes from configs, not a class registered for it that no config names
-        # (mmpose's inferencers, a head only a demo project uses): the model's `self.head(x)` never runs it.
-        return [t for t in targets if not self._unbuilt_registered((t.path, t.qualname))]
+        # (mmpose's inferencers, a head only a demo project uses): the model's `self.head(x)` never runs it. Nor a
+        # test's stand-in (LeRobot's `_FakeQwenModel.forward` for `reward_model.forward(batch)`): a guess never
+        # lands in tests, backups or vendored copies, which only an import the model resolves can reach.
+        return [t for t in targets if not self._unbuilt_registered((t.path, t.qualname)) and not is_kept_apart(t.path)]
 
     def _protocol_methods(self, cls: Target, chain: tuple[Frame, ...], push) -> None:
         """An object the program builds is used through Python's protocols too: a dataset's `__getitem__`, an

@@ -10541,3 +10541,54 @@ def test_a_trainer_module_only_a_demo_script_imports_still_trains(tmp_path, chec
     assert [f[:3] for f in check(tmp_path, files)] == [
         ("clean_pufferl.py", 11, "GPL410"), ("clean_pufferl.py", 12, "GPL201"),
     ]
+
+
+def test_a_guessed_method_call_never_lands_in_a_tests_stand_in(tmp_path):
+    # LeRobot's example loop calls `reward_model.forward(batch)` on a model a factory builds; a test module's fake
+    # model with a `forward` (reading `.item()` per sample) is no candidate: only a resolved import reaches a test
+    files = {
+        "train.py": """
+            import torch
+            from factory import make_model
+
+            def train(loader, optimizer):
+                reward_model = make_model()
+                for batch in loader:
+                    loss = reward_model.forward(batch)
+                    loss.backward()
+                    optimizer.step()
+        """,
+        "factory.py": """
+            import importlib
+
+            def make_model(name="Classifier"):
+                # the model class of that name (tests hand in their own stand-ins)
+                return getattr(importlib.import_module("models"), name)()
+        """,
+        "models.py": """
+            import torch
+
+            class Classifier(torch.nn.Module):
+                def forward(self, batch):
+                    return batch.float().mean()
+        """,
+        "tests/test_rewards.py": """
+            import torch
+
+            class FakeRewardModel(torch.nn.Module):
+                def forward(self, input_ids, attention_mask=None, **kwargs):
+                    batch_size, seq_len = input_ids.shape
+                    logits = torch.zeros(batch_size, seq_len, 10)
+                    for i in range(batch_size):
+                        target = int(input_ids[i, -1].item())
+                        logits[i, -2, target] = 1.0
+                    return logits
+
+            def test_reward():
+                assert FakeRewardModel()(torch.ones(2, 3)).shape == (2, 3, 10)
+        """,
+    }
+    project = model(tmp_path, files)
+    assert ("tests/test_rewards.py", "FakeRewardModel.forward") not in project.reach
+    assert project.reach[("factory.py", "make_model")].rank == PROGRAM
+
