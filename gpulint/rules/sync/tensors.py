@@ -71,7 +71,8 @@ _MASK_KEEPING_METHODS = frozenset(
 _DIM_KEYWORDS = ("dim", "keepdim")
 _UNKNOWN_SOURCES = frozenset({cst.Subscript, cst.Attribute, cst.Call})
 # Annotations naming torch's tensor types (`torch.Tensor`, `Tensor`, `torch.LongTensor`), and sequences of them.
-_TENSOR_ANNOTATION = re.compile(r"(?<![\w.])(?:torch\.)?(?:[A-Z][a-z]+)?Tensor\b")
+# `Tensor`, `torch.LongTensor`, and a distributed `DTensor`
+_TENSOR_ANNOTATION = re.compile(r"(?<![\w.])(?:torch\.)?(?:[A-Z][a-z]+|D)?Tensor\b")
 # `List[Tensor]`, and `Optional[List[Tensor]]` (ORZ's `custom_rewards`): a sequence, whose truth test is `len() > 0`.
 _SEQUENCE_ANNOTATION = re.compile(
     r"^(?:(?:typing\.)?Optional\[)?(?:typing\.)?(?:List|Sequence|Iterable|Tuple|list|tuple)\[")
@@ -205,15 +206,19 @@ class Tensors:
         """`ids: torch.Tensor` binds a tensor; `samples: List[torch.LongTensor]` a sequence of tensors (its elements are
         tensors). A parameter that defaults to None (`input_pos: Optional[Tensor] = None`) is an optional input, often
         given only on another path (generation's cache positions): left to its name."""
-        if param.annotation is None or (isinstance(param.default, cst.Name) and param.default.value == "None"):
+        if param.annotation is None:
             return
         text = self.context.module.code_for_node(param.annotation.annotation)
-        if not _TENSOR_ANNOTATION.search(text):
-            return
         key = self._key(param.name.value)
         if _SEQUENCE_ANNOTATION.match(text):
-            self._tensor_sequences.add(key)
-        else:
+            # `grads: list[DTensor]`: a list, whose truth test is its length, whatever its name says
+            self._bound[key] = False
+            if _TENSOR_ANNOTATION.search(text):
+                self._tensor_sequences.add(key)
+            return
+        if isinstance(param.default, cst.Name) and param.default.value == "None":
+            return
+        if _TENSOR_ANNOTATION.search(text):
             self._bound[key] = True
 
     def _elements_are_tensors(self, iterable: cst.BaseExpression) -> bool:
@@ -285,6 +290,8 @@ class Tensors:
             key = _string_index(expr)
             if key is not None and _tensor_name(key):
                 return True
+            if isinstance(expr.value, cst.Name) and self._key(expr.value.value) in self._tensor_sequences:
+                return True  # `grads[0]` of `grads: List[Tensor]`
             return self.is_tensor(expr.value)
         if isinstance(expr, cst.Call):
             return self._call_is_tensor(expr)
