@@ -25,8 +25,9 @@ class PerElementLoop(LoopFactsRule):
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         return "for " in code  # (the file test above is no test of a function: it need not name torch itself)
     docs = RuleDocs(
-        what_it_does="Flags `for i in range(x.size(0))` (also `x.shape[0]`, `len(x)` of a device tensor) in the training "
-        "step when the body indexes with the loop variable, and loops that write a tensor one row at a time "
+        what_it_does="Flags `for i in range(x.size(0))` (also `x.shape[0]`, `len(x)` of a device tensor, and a count "
+        "scaled from one by a number, `num_joints = output.size(1) // 3`) in the training step when the body indexes "
+        "with the loop variable (`x[i]`, or `x[i * 3 + 1]` for rows laid out in groups), and loops that write a tensor one row at a time "
         "(`for i, n in enumerate(lengths): labels[i, n:] = -100`).",
         why_slow="Every iteration launches its own small kernels on one row: for a batch of 256 that is 256x the launch "
         "count of the batched op, each launch ~5-10 us of CPU time, with the GPU mostly idle between them.",
@@ -101,8 +102,11 @@ class PerElementLoop(LoopFactsRule):
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             key = (id(self.context.enclosing_function()), node.targets[0].target.value)
             tensor = size_of(node.value)
+            derived = self._scaled_size(node.value)
             if tensor is not None:
                 self._size_locals[key] = (tensor, _is_len_call(node.value))
+            elif derived is not None:
+                self._size_locals[key] = derived  # `num_joints = num_channels // 3`: a count of rows all the same
             else:
                 self._size_locals.pop(key, None)
             if _matmul_recurrence(node.targets[0].target.value, node.value):
@@ -122,6 +126,14 @@ class PerElementLoop(LoopFactsRule):
                     frame.reported = True
                     self.report(node, self.row_message.format(tensor=self.context.module.code_for_node(sub.value)))
                     return
+
+    def _scaled_size(self, value: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:
+        """The size local `n` of `n // 3`, `n * 2`, `n - 1` (a row count scaled by a number): what `n` counts."""
+        if not (isinstance(value, cst.BinaryOperation) and isinstance(value.left, cst.Name)
+                and isinstance(value.right, cst.Integer)
+                and isinstance(value.operator, (cst.FloorDivide, cst.Multiply, cst.Subtract, cst.Add))):
+            return None
+        return self._size_locals.get((id(self.context.enclosing_function()), value.left.value))
 
     def _over_tensor_rows(self, bound: cst.BaseExpression) -> bool:
         if isinstance(bound, cst.Name):  # `bs = image.size(0)` earlier in the function
