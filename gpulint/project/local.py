@@ -1010,7 +1010,7 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
     if isinstance(op, (ast.Gt, ast.GtE)) and _grows_cache(right, body):
         return True
     if isinstance(op, ast.NotIn):
-        cache, subscripted = dotted(right), True
+        cache, subscripted = dotted(_keys_of(right)), True
     elif isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
         cache, subscripted = dotted(test.left), False
     else:
@@ -1026,7 +1026,19 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
                     return True
                 if not subscripted and dotted(target) == cache:
                     return True
+            # `self._policies.update({group: build(group)})` (BenchMARL's per-group getters), `cache.setdefault(...)`
+            if subscripted and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("update", "setdefault") and dotted(node.func.value) == cache:
+                return True
     return False
+
+
+def _keys_of(container: ast.AST) -> ast.AST:
+    """`cache` of `cache.keys()`: `key not in cache.keys()` tests the same as `key not in cache`."""
+    if isinstance(container, ast.Call) and isinstance(container.func, ast.Attribute) and container.func.attr == "keys" \
+            and not container.args:
+        return container.func.value
+    return container
 
 
 def _grows_cache(bound: ast.AST, body: list[ast.stmt]) -> bool:
@@ -1108,7 +1120,7 @@ def _hasattr_negated(test: ast.AST) -> str | None:
 def _cache_tested(test: ast.AST) -> str | None:
     """The cache a `_fills_cache` test looks in: `cache` of `key not in cache`, `self.x` of `self.x is None`."""
     if isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.NotIn):
-        return dotted(test.comparators[0])
+        return dotted(_keys_of(test.comparators[0]))
     return dotted(test.left) if isinstance(test, ast.Compare) else None
 
 

@@ -69,6 +69,7 @@ from gpulint.project.vocab import (
     is_cold_function_name,
     in_loss_class,
     is_kept_apart,
+    is_profiler_path,
     is_data_transform_class,
     is_other_backend_class,
     is_test_path,
@@ -2431,6 +2432,12 @@ class Project:
             if reach.rank == PROGRAM and self._inference_only(key):
                 reach = Reach(COLD, chain=reach.chain, reason=f"in `{key[1].rsplit('.', 1)[-1]}`, which the program "
                               "runs without gradients: evaluation or inference")
+            elif reach.rank <= PROGRAM and reach.chain and is_profiler_path(key[0]) \
+                    and not is_profiler_path(reach.chain[0].path):
+                # xtuner's `profiler/prober.py` dumps and timers: hooks the step calls, which do their work (and
+                # their syncs) only on the steps a user lists for profiling
+                reach = Reach(COLD, chain=reach.chain, reason=f"in `{key[1].rsplit('.', 1)[-1]}`, a profiler's code, "
+                              "which works on the steps profiling is asked for")
             if not resolved_call and reach.rank <= GATED:
                 self._reached_unresolved.add(key)
                 if not arguments_known:

@@ -334,6 +334,9 @@ _SETUP_VERBS = frozenset({"build", "make", "create", "init", "initialize", "setu
 def is_hot_function_name(name: str) -> bool:
     if name.lstrip("_").split("_", 1)[0].lower() in _SETUP_VERBS:
         return False
+    words = name.lower().strip("_").split("_")
+    if "for" in words[1:] and words[0] in ("get", "make", "build", "create", "init"):
+        return False  # `_get_policy_for_loss` (BenchMARL): builds what the loss will use, once
     parts = name_parts(name)
     per_step = (
         bool(parts & LOSS_NAME_PARTS)
@@ -436,6 +439,16 @@ def is_training_path(path: str) -> bool:
     # A private folder (`_export/`) is named by what follows its underscores.
     return not (words & NOT_TRAINING_PARTS
                 or any(folder.lower().strip("_") in NOT_TRAINING_PARTS for folder in folders))
+
+
+def is_profiler_path(path: str) -> bool:
+    """A module of a profiler (`profiler/prober.py`, `utils/profiling.py`): what it does in the step is opt-in
+    measurement, on the steps a user asks to profile."""
+    *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
+    return bool(name_parts(name) & _PROFILER_WORDS) or any(folder.lower() in _PROFILER_WORDS for folder in folders)
+
+
+_PROFILER_WORDS = frozenset({"profiler", "profilers", "profiling"})
 
 
 def is_kept_apart(path: str) -> bool:

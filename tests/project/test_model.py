@@ -10592,3 +10592,106 @@ def test_a_guessed_method_call_never_lands_in_a_tests_stand_in(tmp_path):
     assert ("tests/test_rewards.py", "FakeRewardModel.forward") not in project.reach
     assert project.reach[("factory.py", "make_model")].rank == PROGRAM
 
+
+
+def test_a_synchronize_in_a_benchmark_fences_what_it_times(tmp_path, check):
+    # TorchRL's `benchmarks/bench_rnn_backward.py`: the syncs around each timed run are the measurement, not lost
+    # time; the same loop in the training script is a finding
+    step = """
+        import time
+        import torch
+
+        def train(model, loader, optimizer):
+            for x in loader:
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                loss = model(x.cuda(non_blocking=True)).sum()
+                loss.backward()
+                optimizer.step()
+                torch.cuda.synchronize()
+                print(time.perf_counter() - start)
+    """
+    files = {"benchmarks/bench_step.py": step, "train.py": step}
+    assert [f[:3] for f in check(tmp_path, files)] == [("train.py", 7, "GPL410"), ("train.py", 12, "GPL410")]
+
+
+def test_a_profilers_hooks_the_step_calls_are_not_per_step(tmp_path, check):
+    # xtuner's `profiler/prober.py`: the step calls its probes every time, and they dump and time only on the steps
+    # a user lists for profiling
+    files = {
+        "train.py": """
+            import torch
+            from tools.profiler.prober import dump_grads
+            from tools.metrics import log_grads
+
+            def train(model, loader, optimizer):
+                for step, x in enumerate(loader):
+                    loss = model(x.cuda(non_blocking=True)).sum()
+                    loss.backward()
+                    dump_grads(model, step)
+                    log_grads(model)
+                    optimizer.step()
+        """,
+        "tools/profiler/prober.py": """
+            import torch
+
+            def dump_grads(model, step):
+                for name, p in model.named_parameters():
+                    print(name, p.grad.norm().item())
+        """,
+        "tools/metrics.py": """
+            def log_grads(model):
+                for name, p in model.named_parameters():
+                    print(name, p.grad.norm().item())
+        """,
+    }
+    assert {f[0] for f in check(tmp_path, files)} == {"tools/metrics.py"}
+
+
+def test_a_getter_that_builds_once_per_key_with_update_runs_its_build_once(tmp_path, check):
+    # BenchMARL's `get_policy_for_loss(group)`: `if group not in self._policies.keys(): self._policies.update({group:
+    # self._build_policy(group)})`, called every step, builds each group's policy once
+    files = {
+        "train.py": """
+            import torch
+
+            class Algorithm:
+                def __init__(self, specs, device):
+                    self.specs, self.device, self._policies = specs, device, {}
+
+                def get_policy(self, group):
+                    if group not in self._policies.keys():
+                        self._policies.update({group: self._build_policy(group)})
+                    return self._policies[group]
+
+                def _build_policy(self, group):
+                    spec = self.specs[group].to(self.device)
+                    return torch.nn.Linear(spec.shape[-1], 2).to(self.device)
+
+            def train(algorithm, loader, optimizer):
+                for batch in loader:
+                    loss = algorithm.get_policy("agents")(batch.cuda(non_blocking=True)).sum()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+
+
+def test_a_getter_of_what_the_loss_uses_is_not_the_loss(tmp_path):
+    # BenchMARL's `_get_policy_for_loss(group)`: named for the loss, it builds the policy the loss module holds
+    files = {
+        "algorithm.py": """
+            import torch
+
+            class Algorithm:
+                def _get_policy_for_loss(self, group):
+                    return torch.nn.Linear(4, 2).to(self.device)
+
+                def compute_loss(self, batch):
+                    return batch.sum()
+        """,
+    }
+    project = model(tmp_path, files)
+    assert ("algorithm.py", "Algorithm._get_policy_for_loss") not in project.reach
+    assert project.reach[("algorithm.py", "Algorithm.compute_loss")].rank == PER_STEP

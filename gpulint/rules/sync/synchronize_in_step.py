@@ -49,8 +49,10 @@ class SynchronizeInStep(SyncRule):
         "let the caching allocator keep its blocks. For checked linear algebra, call the `_ex` twin "
         "(`L, info = torch.linalg.cholesky_ex(A)`) and read `info` when you log, if at all.",
         fix_safety="No fix: removing a synchronize can change what a timing measures.",
-        false_positives=known_false_positives("Benchmark loops that time each step on purpose: put the call under an opt-in flag "
-        "(`if args.synchronize_step:`, which gpulint respects), gate it, or add `# noqa: GPL410`."),
+        false_positives=known_false_positives("Files of a benchmark suite (under a `benchmarks/` or `bench/` folder, or named "
+        "`bench_*.py` / `benchmark_*.py`) or a profiler (a `profiler/` folder) are left out: their syncs fence what they time. A training loop that times "
+        "each step on purpose elsewhere: put the call under an opt-in flag (`if args.synchronize_step:`, which gpulint "
+        "respects), gate it, or add `# noqa: GPL410`."),
     )
     valid = (
         training_script("if step % 50 == 0:\n    torch.cuda.synchronize()"),
@@ -97,7 +99,11 @@ class SynchronizeInStep(SyncRule):
 
     def _opted_in(self) -> bool:
         """Under `if args.synchronize_step:` / `if timing:`: a sync the user asked for with a flag; or in a function
-        named for profiling or timing (OpenChatKit's `profiling_optimizer_step`, called under its profiling flag)."""
+        named for profiling or timing (OpenChatKit's `profiling_optimizer_step`, called under its profiling flag);
+        or anywhere in a benchmark or a profiler (`benchmarks/bench_rnn.py`): there the sync fences what is timed or
+        measured."""
+        if _is_benchmark_path(self.context.path):
+            return True
         chain = self.context.ancestors
         for index in range(len(chain) - 2, -1, -1):
             node, child = chain[index], chain[index + 1]
@@ -114,3 +120,14 @@ class SynchronizeInStep(SyncRule):
 _TIMING_PARTS = frozenset({"timing", "benchmark", "profile", "profiling"})
 # ... and of a flag that asks for the synchronize itself (`if args.synchronize_step:`)
 _OPT_IN_FLAG_PARTS = _TIMING_PARTS | {"sync", "synchronize", "time"}
+
+
+def _is_benchmark_path(path: str) -> bool:
+    """A file of a benchmark suite or a profiler: under a `benchmarks/` (`benchmark/`, `bench/`, `profiler/`) folder,
+    or named for one (`bench_collectors.py`, `benchmark_step.py`, xtuner's `profiler/prober.py`)."""
+    *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
+    return any(folder.lower() in _BENCHMARK_WORDS for folder in folders) \
+        or bool(name_parts(name) & _BENCHMARK_WORDS)
+
+
+_BENCHMARK_WORDS = frozenset({"bench", "benchmark", "benchmarks", "benchmarking", "profiler", "profilers", "profiling"})
