@@ -1317,7 +1317,8 @@ class _Values:
             held = self.kind_of(expr.value)
             if held == "unknown" and isinstance(expr.value, ast.Name) and self._moved_name(expr.value.id):
                 return "device"  # `batch["mel"]` of a batch whose every value was moved
-            return "host" if held == "host" else "unknown"
+            # a row or a slice of a device tensor, or a value of a batch on the device, is on the device too
+            return held if held in ("host", "device") else "unknown"
         if isinstance(expr, ast.UnaryOp):
             return self.kind_of(expr.operand)
         if isinstance(expr, ast.BinOp):
@@ -1368,6 +1369,9 @@ class _Values:
                 return self.kind_of(func.value)
         name = dotted(func) or ""
         resolved = resolve(name, self.aliases) if name else ""
+        if isinstance(func, ast.Name) and func.id == "next" and call.args and isinstance(call.args[0], ast.Name) \
+                and self.prepared(call.args[0].id):
+            return "device"  # `batch = next(dl_iter)` of `dl_iter = cycle(prepared_loader)`
         if isinstance(func, ast.Name) and func.id not in self.scopes[-1]:
             if func.id in CONTAINER_BUILTINS:
                 values = [*call.args, *(k.value for k in call.keywords)]
@@ -1385,6 +1389,27 @@ class _Values:
             return "host"
         return "unknown"
 
+    def places_batches(self, value: ast.AST) -> bool:
+        """`accelerator.prepare(..., loader)`, `fabric.setup_dataloaders(loader)`, and `iter(loader)` /
+        `cycle(loader)` of a loader they prepared: what it yields is on the device."""
+        if not isinstance(value, ast.Call):
+            return False
+        func = dotted(value.func) or ""
+        receiver, _, method = func.rpartition(".")
+        if method in ("prepare", "prepare_data_loader", "setup_dataloaders") \
+                and _PLACING_LIBRARY.search(receiver.rsplit(".", 1)[-1]):
+            return True
+        return method in ("iter", "cycle") and bool(value.args) and isinstance(value.args[0], ast.Name) \
+            and self.prepared(value.args[0].id)
+
+    def prepared(self, name: str) -> bool:
+        for scope in reversed(self.scopes):
+            if _PREPARED + name in scope:
+                return True
+            if name in scope:
+                return False
+        return False
+
     def moved_elements(self, value: ast.AST) -> bool:
         """`{k: v.to(device) for k, v in batch.items()}`, `[b.cuda() for b in batch]`: every element on the device."""
         if isinstance(value, ast.DictComp):
@@ -1394,6 +1419,7 @@ class _Values:
     def bind(self, target: ast.AST, kind: Kind) -> None:
         if isinstance(target, ast.Name):
             self.scopes[-1].pop(_ELEMENTS + target.id, None)
+            self.scopes[-1].pop(_PREPARED + target.id, None)
             self.scopes[-1][target.id] = kind
             self.fresh_params[-1].discard(target.id)
             self.param_aliases[-1].pop(target.id, None)
@@ -1405,6 +1431,9 @@ class _Values:
 
 # The key under which a scope records that every element of a name's list or dict is on the device.
 _ELEMENTS = "*"
+# ... and that a name holds a loader (or an iterator over one) Accelerate or Fabric prepared.
+_PREPARED = "^"
+_PLACING_LIBRARY = re.compile(r"accelerator|fabric", re.IGNORECASE)
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
@@ -1949,6 +1978,11 @@ class _Walker:
                 self.values.bind(target, kind)
                 if isinstance(target, ast.Name) and self.values.moved_elements(node.value):
                     self.values.scopes[-1][_ELEMENTS + target.id] = "device"
+                if self.values.places_batches(node.value):
+                    # `model, opt, loader = accelerator.prepare(model, opt, loader)`: its loader yields device batches
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            self.values.scopes[-1][_PREPARED + name.id] = "device"
                 if recast:  # `norm_type = float(norm_type)`: still the value the caller gave (or the default)
                     self.values.fresh_params[-1].add(target.id)
                 if isinstance(target, ast.Name) and isinstance(node.value, ast.Name) \
@@ -2073,6 +2107,7 @@ class _Walker:
             for name, iterable in _loop_elements(node.target, node.iter, loop.label or _modules_of(node.iter)):
                 scope.assigns.append(Assign(name, element_of=iterable))
             self.values.bind(node.target, self._element_kind(node.iter))
+            self._bind_prepared_batch(node.target, node.iter)
         loop.once = any(isinstance(statement, ast.Break) for statement in node.body)
         loop.fills_by_index = is_for and _fills_by_index(node)
         index = len(scope.loops)
@@ -2267,6 +2302,18 @@ class _Walker:
     def _function_locals(self) -> frozenset[str]:
         """The names the current function has bound so far (its parameters and assignments); none outside one."""
         return frozenset(self.values.scopes[-1]) if self.scope.kind == "function" and self.values.scopes else frozenset()
+
+    def _bind_prepared_batch(self, target: ast.AST, iterable: ast.AST) -> None:
+        """`for batch in loader` / `for step, batch in enumerate(loader)` over a loader Accelerate or Fabric
+        prepared: the batch arrives on the device (they copy it before yielding it)."""
+        wrapped = _unwrapped(iterable)
+        if not (isinstance(wrapped, ast.Name) and self.values.prepared(wrapped.id)):
+            return
+        if isinstance(target, ast.Tuple) and isinstance(iterable, ast.Call) and last_name(iterable.func) == "enumerate" \
+                and len(target.elts) == 2:
+            target = target.elts[1]
+        if isinstance(target, ast.Name):
+            self.values.bind(target, "device")
 
     def _element_kind(self, iterable: ast.AST) -> Kind:
         """Where the elements of `for x in iterable` live: `zip(a, b)` and `enumerate(a)` are host objects, their

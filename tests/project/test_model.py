@@ -10695,3 +10695,37 @@ def test_a_getter_of_what_the_loss_uses_is_not_the_loss(tmp_path):
     project = model(tmp_path, files)
     assert ("algorithm.py", "Algorithm._get_policy_for_loss") not in project.reach
     assert project.reach[("algorithm.py", "Algorithm.compute_loss")].rank == PER_STEP
+
+
+@pytest.mark.parametrize("loop", [
+    "for step, batch in enumerate(loader):",
+    "batches = cycle(loader)\n                for _ in range(100):\n                    batch = next(batches)",
+])
+def test_a_batch_of_a_loader_accelerate_prepared_is_on_the_device_in_the_helpers_it_reaches(tmp_path, check, loop):
+    # musubi-tuner's and LeRobot's trainers: `accelerator.prepare(..., loader)` copies each batch before the loop gets
+    # it, so a helper in another file moving `batch["latents"].to(device)` copies nothing
+    files = {
+        "helpers.py": """
+            def call_model(model, batch, device):
+                latents = batch["latents"].to(device)
+                return model(latents)
+        """,
+        "train.py": f"""
+            from itertools import cycle
+
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+            from helpers import call_model
+
+            def train(model, dataset, optimizer):
+                accelerator = Accelerator()
+                loader = DataLoader(dataset, batch_size=4, pin_memory=True)
+                model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+                {loop}
+                    loss = call_model(model, batch, accelerator.device).mean()
+                    accelerator.backward(loss)
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
