@@ -149,7 +149,8 @@ def _lint_text(
         except Exception:  # the line-based cut was fooled (e.g. by a string), or the file has an error: parse it whole
             module = None
         if module is not None:
-            error = _error_in_left_out_code(path, text, "\n".join(cut.left_out))
+            # (the project model's read of the whole file found no syntax error: the left-out code has none)
+            error = None if facts.syntax_checked else _error_in_left_out_code(path, text, "\n".join(cut.left_out))
             return [error] if error else _lint_parsed(path, suppressions, pruned, module, active, options, facts)
     try:
         module = _parse(text)

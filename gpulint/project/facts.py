@@ -162,6 +162,9 @@ class FileFacts:
     # trainer that places the model (pytorch-trpo, under `set_default_tensor_type('torch.DoubleTensor')`): the whole
     # program runs on the CPU, so costs that exist only on a GPU (`Rule.gpu_only`) are none in any of its files.
     cpu_project: bool = False
+    # Python's parser read the whole file without error while the project was read (`problem` is None): a lint that
+    # parses only part of it need not check the rest for a syntax error.
+    syntax_checked: bool = False
 
     def library_kind(self, name: str) -> str:
         """What the library object a name holds costs (`library_objects`): "ema_pytorch", "timm_ema", or ""."""

@@ -3061,8 +3061,8 @@ class Project:
         # Where a registry builds the classes from configs, not a class registered for it that no config names
         # (mmpose's inferencers, a head only a demo project uses): the model's `self.head(x)` never runs it. Nor a
         # test's stand-in (LeRobot's `_FakeQwenModel.forward` for `reward_model.forward(batch)`): a guess never
-        # lands in tests, backups or vendored copies, which only an import the model resolves can reach.
-        return [t for t in targets if not self._unbuilt_registered((t.path, t.qualname)) and not is_kept_apart(t.path)]
+        # lands in a test module, which only an import the model resolves can reach.
+        return [t for t in targets if not self._unbuilt_registered((t.path, t.qualname)) and not is_test_path(t.path)]
 
     def _protocol_methods(self, cls: Target, chain: tuple[Frame, ...], push) -> None:
         """An object the program builds is used through Python's protocols too: a dataset's `__getitem__`, an
@@ -3520,7 +3520,7 @@ class Project:
                          loader_factories=self._loader_factories(path),
                          trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()),
                          validation_off=self._validation_off(),
-                         cpu_project=self._runs_on_cpu_only())
+                         cpu_project=self._runs_on_cpu_only(), syntax_checked=problem is None)
 
     def _validation_off(self) -> bool:
         """Does a file of the project other than a test turn distributions' argument checks off for the process:
