@@ -1339,8 +1339,12 @@ class _Values:
         return "unknown"
 
     def _moved_name(self, name: str) -> bool:
+        return self._marked(_ELEMENTS, name)
+
+    def _marked(self, mark: str, name: str) -> bool:
+        """Did the scope that last bound `name` record `mark` for it (`_ELEMENTS`, `_PREPARED`)?"""
         for scope in reversed(self.scopes):
-            if _ELEMENTS + name in scope:
+            if mark + name in scope:
                 return True
             if name in scope:
                 return False
@@ -1403,12 +1407,7 @@ class _Values:
             and self.prepared(value.args[0].id)
 
     def prepared(self, name: str) -> bool:
-        for scope in reversed(self.scopes):
-            if _PREPARED + name in scope:
-                return True
-            if name in scope:
-                return False
-        return False
+        return self._marked(_PREPARED, name)
 
     def moved_elements(self, value: ast.AST) -> bool:
         """`{k: v.to(device) for k, v in batch.items()}`, `[b.cuda() for b in batch]`: every element on the device."""
