@@ -43,6 +43,7 @@ from typing import Iterable, Iterator
 
 from gpulint.linter.regions import code_of
 from gpulint.project.vocab import (
+    ACCELERATE_OR_FABRIC,
     ACCUMULATION_PARTS,
     CONFIG_ROOTS,
     CONTAINER_BUILTINS,
@@ -68,6 +69,7 @@ from gpulint.project.vocab import (
     OTHER_BACKENDS,
     OTHER_FRAMEWORKS,
     PACKED_BATCH_SIZES,
+    PREPARE_METHODS,
     RESUME_PARTS,
     SAME_PLACE_FUNCTIONS,
     SAME_PLACE_METHODS,
@@ -1400,8 +1402,7 @@ class _Values:
             return False
         func = dotted(value.func) or ""
         receiver, _, method = func.rpartition(".")
-        if method in ("prepare", "prepare_data_loader", "setup_dataloaders") \
-                and _PLACING_LIBRARY.search(receiver.rsplit(".", 1)[-1]):
+        if method in PREPARE_METHODS and ACCELERATE_OR_FABRIC.search(receiver.rsplit(".", 1)[-1]):
             return True
         return method in ("iter", "cycle") and bool(value.args) and isinstance(value.args[0], ast.Name) \
             and self.prepared(value.args[0].id)
@@ -1432,7 +1433,6 @@ class _Values:
 _ELEMENTS = "*"
 # ... and that a name holds a loader (or an iterator over one) Accelerate or Fabric prepared.
 _PREPARED = "^"
-_PLACING_LIBRARY = re.compile(r"accelerator|fabric", re.IGNORECASE)
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 

@@ -211,6 +211,7 @@ class Project:
         self._settled = False  # every call of the program has been read (`_run` is done)
         self._libraries: tuple[tuple[str, str], ...] | None = None  # see `_library_objects`
         self._device_attributes: frozenset[str] | None = None  # see `_device_kwarg_attributes`
+        self._kwargs_by_file: dict[str, frozenset[tuple[str, bool]]] = {}  # see `_device_kwargs_of`
         self._serving: frozenset[str] | None = None  # see `_serving_modules`
         self._gate_votes: dict[Key, dict[str, bool]] = {}
         # The parameters each function's resolved calls in the step pass ("*": some call's unpacked arguments may
@@ -3514,7 +3515,8 @@ class Project:
                          used_by_code=self._is_imported(path, by_code=True),
                          batches_copied=self._batches_copied_elsewhere(path),
                          library_objects=self._library_objects(),
-                         device_kwargs=_device_kwargs(ix.text) | self._device_kwarg_attributes(),
+                         device_kwargs=frozenset(name for name, _ in self._device_kwargs_of(path))
+                         | self._device_kwarg_attributes(),
                          own_loaders=self._own_loaders(path),
                          nonblocking_movers=self._nonblocking_movers(path),
                          loader_factories=self._loader_factories(path),
@@ -3651,8 +3653,14 @@ class Project:
         in HARL's base classes): a subclass in another file moves with `x.to(**self.tpdv)`."""
         if self._device_attributes is None:
             self._device_attributes = frozenset(
-                name for ix in self.files.values() for name in _device_kwargs(ix.text, attributes_only=True))
+                name for path in self.files for name, on_self in self._device_kwargs_of(path) if on_self)
         return self._device_attributes
+
+    def _device_kwargs_of(self, path: str) -> frozenset[tuple[str, bool]]:
+        """`_device_kwargs` of a file, read once (its attributes feed every file's facts, its names its own)."""
+        if path not in self._kwargs_by_file:
+            self._kwargs_by_file[path] = _device_kwargs(self.files[path].text)
+        return self._kwargs_by_file[path]
 
     def _library_objects(self) -> tuple[tuple[str, str], ...]:
         """The names (last parts) the project binds to objects of the library classes `LIBRARY_OBJECTS` knows, and
@@ -3972,14 +3980,13 @@ _DEVICE_KWARGS_VALUE = re.compile(r"=\s*(?:dict\([^()]*\bdevice\s*=|\{[^{}]*[\"'
 _NAME_BEFORE = re.compile(r"(\w+)\s*$")
 
 
-def _device_kwargs(text: str, attributes_only: bool = False) -> frozenset[str]:
-    """The names `text` binds to keyword arguments naming a device (`self.tpdv = dict(dtype=..., device=device)`);
-    with `attributes_only`, those it binds as attributes of `self`."""
+def _device_kwargs(text: str) -> frozenset[tuple[str, bool]]:
+    """The names `text` binds to keyword arguments naming a device (`self.tpdv = dict(dtype=..., device=device)`),
+    each with whether it binds it as an attribute of `self`."""
     if "device" not in text:
         return frozenset()
     names = (_NAME_BEFORE.search(text, max(0, m.start() - 200), m.start()) for m in _DEVICE_KWARGS_VALUE.finditer(text))
-    return frozenset(name.group(1) for name in names
-                     if name and (not attributes_only or text[max(0, name.start() - 5):name.start()] == "self."))
+    return frozenset((name.group(1), text[max(0, name.start() - 5):name.start()] == "self.") for name in names if name)
 
 # `dis_steps = config_train.display_steps`: a local name bound to a setting read off an object or a module.
 _SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t]*(?:#.*)?$")  # matched on one line

@@ -335,8 +335,8 @@ def is_hot_function_name(name: str) -> bool:
     if name.lstrip("_").split("_", 1)[0].lower() in _SETUP_VERBS:
         return False
     words = name.lower().strip("_").split("_")
-    if "for" in words[1:] and words[0] in ("get", "make", "build", "create", "init"):
-        return False  # `_get_policy_for_loss` (BenchMARL): builds what the loss will use, once
+    if words[0] == "get" and "for" in words[1:]:
+        return False  # `_get_policy_for_loss` (BenchMARL): builds what the loss will use, once (other verbs: above)
     parts = name_parts(name)
     per_step = (
         bool(parts & LOSS_NAME_PARTS)
@@ -444,11 +444,23 @@ def is_training_path(path: str) -> bool:
 def is_profiler_path(path: str) -> bool:
     """A module of a profiler (`profiler/prober.py`, `utils/profiling.py`): what it does in the step is opt-in
     measurement, on the steps a user asks to profile."""
+    return _path_named(path, _PROFILER_WORDS)
+
+
+def is_benchmark_path(path: str) -> bool:
+    """A file of a benchmark suite: under a `benchmarks/` (`benchmark/`, `bench/`) folder, or named for one
+    (`bench_collectors.py`, `benchmark_step.py`)."""
+    return _path_named(path, _BENCHMARK_WORDS)
+
+
+def _path_named(path: str, words: frozenset[str]) -> bool:
+    """Is a folder on the path one of `words`, or a part of the file's name?"""
     *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
-    return bool(name_parts(name) & _PROFILER_WORDS) or any(folder.lower() in _PROFILER_WORDS for folder in folders)
+    return bool(name_parts(name) & words) or any(folder.lower() in words for folder in folders)
 
 
 _PROFILER_WORDS = frozenset({"profiler", "profilers", "profiling"})
+_BENCHMARK_WORDS = frozenset({"bench", "benchmark", "benchmarks", "benchmarking"})
 
 
 def is_kept_apart(path: str) -> bool:
@@ -482,6 +494,10 @@ def steps_environment(func: str) -> bool:
     return method == "step" and bool(name_parts(receiver.rsplit(".", 1)[-1].lstrip("_")) & _ENVIRONMENT_PARTS)
 
 
+# The receiver of a call of Accelerate's or Fabric's (`accelerator.prepare(...)`, `fabric.all_reduce(x)`), and their
+# calls that hand back loaders yielding batches already on the device.
+ACCELERATE_OR_FABRIC = re.compile(r"accelerator|fabric", re.IGNORECASE)
+PREPARE_METHODS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders"})
 # torch's loader classes that take `pin_memory` (webdataset's `WebLoader` derives from torch's `DataLoader`).
 LOADER_CLASSES = frozenset({"DataLoader", "WebLoader"})
 # Project helpers that move a (nested) batch with plain `.to(device)` (OLMo, Accelerate's send_to_device default).

@@ -10,6 +10,7 @@ from gpulint.linter.context import HOST_METHODS
 from gpulint.linter.names import dotted_name, last_name, root_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
+from gpulint.project.vocab import ACCELERATE_OR_FABRIC
 from gpulint.rules.common import is_false, is_true, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, iterates_tensors_of_model, known_false_positives
@@ -29,7 +30,6 @@ _WRAPPER_NAME = re.compile(
 _PICKLING_WRAPPER = re.compile(r"gather_(list|object)|broadcast_object", re.IGNORECASE)
 # `accelerator.gather(loss)` / `fabric.all_reduce(x)`: Accelerate's and Fabric's collectives.
 _ACCELERATOR_COLLECTIVES = frozenset({"gather", "reduce", "all_reduce", "all_gather", "broadcast"})
-_ACCELERATOR = re.compile(r"accelerator|fabric", re.IGNORECASE)
 _LOOKAHEAD_STATEMENTS = 12
 LOOP_NODES = (cst.For, cst.While)
 _METADATA = frozenset({"shape", "ndim", "dtype", "device", "size", "dim", "numel", "is_cuda"})
@@ -132,7 +132,7 @@ class BlockingCollectiveInStep(SyncRule):
         elif _WRAPPER_NAME.search(method) and not resolved.startswith("torch.") and not _self_method(func):
             self._check_wrapper(node, method)  # a method of the class itself (`self.reduce_loss`) sums, it does not gather
         elif method in _ACCELERATOR_COLLECTIVES and isinstance(func, cst.Attribute) and (
-            _ACCELERATOR.search(last_name(func.value) or "")
+            ACCELERATE_OR_FABRIC.search(last_name(func.value) or "")
         ):
             self._check_wrapper(node, f"{last_name(func.value)}.{method}")
         elif method in _ACCELERATOR_COLLECTIVES and not resolved.startswith("torch.") and node.args and (

@@ -13,9 +13,11 @@ from gpulint.linter.names import dotted_name, last_name, name_parts, params_of, 
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.linter.syntax import descendants, innermost, qualname_of
 from gpulint.project.vocab import (
+    ACCELERATE_OR_FABRIC,
     BATCH_MOVE_HELPERS,
     EVAL_LOADER_WORD,
     LOADER_CLASSES,
+    PREPARE_METHODS,
     SAME_PLACE_METHODS,
     TRAIN_LOADER_HOOKS,
     TRAIN_LOADER_KEYWORDS,
@@ -431,8 +433,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         func = node.func
         method = last_name(func)
         self._note_trainer_loaders(node, method)
-        if isinstance(func, cst.Attribute) and (method == "setup_dataloaders" or method in ("prepare", "prepare_data_loader")
-                                                and re.search(r"accelerator|fabric", last_name(func.value) or "", re.IGNORECASE)):
+        if isinstance(func, cst.Attribute) and method in PREPARE_METHODS and (
+                method == "setup_dataloaders" or ACCELERATE_OR_FABRIC.search(last_name(func.value) or "")):
             self._prepared_names |= {name for arg in node.args if (name := dotted_name(arg.value))}
             self._prepare_call = f"{last_name(func.value)}.{method}"
             return

@@ -8,6 +8,7 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.project.vocab import is_benchmark_path, is_profiler_path
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
@@ -102,7 +103,7 @@ class SynchronizeInStep(SyncRule):
         named for profiling or timing (OpenChatKit's `profiling_optimizer_step`, called under its profiling flag);
         or anywhere in a benchmark or a profiler (`benchmarks/bench_rnn.py`): there the sync fences what is timed or
         measured."""
-        if _is_benchmark_path(self.context.path):
+        if is_benchmark_path(self.context.path) or is_profiler_path(self.context.path):
             return True
         chain = self.context.ancestors
         for index in range(len(chain) - 2, -1, -1):
@@ -121,13 +122,3 @@ _TIMING_PARTS = frozenset({"timing", "benchmark", "profile", "profiling"})
 # ... and of a flag that asks for the synchronize itself (`if args.synchronize_step:`)
 _OPT_IN_FLAG_PARTS = _TIMING_PARTS | {"sync", "synchronize", "time"}
 
-
-def _is_benchmark_path(path: str) -> bool:
-    """A file of a benchmark suite or a profiler: under a `benchmarks/` (`benchmark/`, `bench/`, `profiler/`) folder,
-    or named for one (`bench_collectors.py`, `benchmark_step.py`, xtuner's `profiler/prober.py`)."""
-    *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
-    return any(folder.lower() in _BENCHMARK_WORDS for folder in folders) \
-        or bool(name_parts(name) & _BENCHMARK_WORDS)
-
-
-_BENCHMARK_WORDS = frozenset({"bench", "benchmark", "benchmarks", "benchmarking", "profiler", "profilers", "profiling"})

@@ -203,8 +203,9 @@ class Tensors:
         return False
 
     def annotated(self, param: cst.Param) -> None:
-        """`ids: torch.Tensor` binds a tensor; `samples: List[torch.LongTensor]` a sequence of tensors (its elements are
-        tensors). A parameter that defaults to None (`input_pos: Optional[Tensor] = None`) is an optional input, often
+        """`ids: torch.Tensor` binds a tensor. A parameter annotated as a sequence (`grads: list[DTensor]`,
+        `Optional[List[Tensor]]`) is no tensor (its truth test is its length), and of tensors its elements are. A
+        tensor parameter that defaults to None (`input_pos: Optional[Tensor] = None`) is an optional input, often
         given only on another path (generation's cache positions): left to its name."""
         if param.annotation is None:
             return
