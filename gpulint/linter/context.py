@@ -37,6 +37,8 @@ from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules impor
     METADATA_METHODS,
     NUMPY_ONLY_METHODS,
     PACKED_BATCH_SIZES,
+    PREPROCESSOR_METHODS,
+    PREPROCESSOR_NAMES,
     SAME_PLACE_FUNCTIONS,
     SAME_PLACE_METHODS,
     VALUE_BUILTINS,
@@ -534,6 +536,8 @@ class FileContext:
             if device is None or _is_cpu_literal(device):
                 return "host"
             return "device"
+        if _preprocesses(func):
+            return "host"  # `self.processor.image_processor(images, return_tensors="pt")`: CPU tensors
         if resolved in JOINING_FUNCTIONS and call.args and type(call.args[0].value) in _SEQUENCE_DISPLAYS \
                 and self.location_of(call.args[0].value) == "host":
             # `torch.stack([torch.as_tensor(row) for row in rows])`: CPU tensors joined on the CPU (not a list
@@ -776,6 +780,15 @@ def _ends_with_exit_cst(body: cst.BaseSuite) -> bool:
     else:
         return False
     return isinstance(small, (cst.Continue, cst.Return))  # not `break`: see local._ends_with_exit
+
+
+def _preprocesses(func: cst.BaseExpression) -> bool:
+    """`tokenizer(...)`, `self.processor(...)`, `self.processor.image_processor(...)`, `tokenizer.encode(...)`: a Hugging
+    Face preprocessor, which returns host values and CPU tensors."""
+    if last_name(func) in PREPROCESSOR_NAMES:
+        return True
+    return type(func) is cst.Attribute and func.attr.value in PREPROCESSOR_METHODS \
+        and last_name(func.value) in PREPROCESSOR_NAMES
 
 
 def _is_cpu_literal(expr: cst.BaseExpression) -> bool:

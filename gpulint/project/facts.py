@@ -353,6 +353,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
                              "not every step")
         elif kind in _COLD_REASONS:
             return ExecState(False, gated, True, _COLD_REASONS[kind])
+        elif kind == "iteration" and region.loop in facts.step_loops:
+            return ExecState(False, gated, False, "once per iteration, after a rollout of many environment steps "
+                             "(amortised over them), not every step")
         elif kind == "loop" and region.loop in facts.step_loops:
             frame = dict(facts.loop_frames).get(region.loop)
             return ExecState(True, gated, False, "inside the training loop", chain=(frame,) if frame else (),

@@ -24,6 +24,9 @@ For every function, method and class body, and for the module's own statements (
     choice    the branch for some words of an option (`if args.pp_engine == "afab":`): none of the training a user
               runs when no shipped setting gives the option those words
     loop      a loop's body (the model decides which loops are step loops)
+    iteration the statements of a loop's body outside its rollout, an inner loop stepping an environment
+              (`Region.loop`): once per on-policy iteration, after many environment steps (a loop walking the
+              rollout back in time, GAE, is left out: it runs once per collected step)
 - its calls, with their position, innermost loop, the value kinds of their arguments and the arguments that are
   interval tests (`log_metrics(..., should_log=step % 10 == 0)` gates `if should_log:` in the callee);
 - what it assigns from calls (which classes an object holds), what it returns, and the names it passes around
@@ -79,6 +82,7 @@ from gpulint.project.vocab import (
     VALUE_BUILTINS,
     builds_on_cpu_by_default,
     name_parts,
+    steps_environment,
 )
 
 Pos = tuple[int, int]
@@ -331,6 +335,37 @@ def _fills_by_index(loop: ast.For | ast.AsyncFor) -> bool:
 
 
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _holds_loop(statements: list[ast.stmt]) -> bool:
+    return any(isinstance(node, (ast.For, ast.AsyncFor, ast.While)) for node in _walk_body(statements))
+
+
+def _holds_step_marker(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
+    """Does a loop call backward or an optimizer's step (at any depth, not in a nested function)?"""
+    return any(isinstance(node, ast.Call) and (method := last_name(node.func)) is not None
+               and is_step_marker(node, method) for node in _walk_body(loop.body))
+
+
+def _walks_back_in_time(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
+    """`for t in reversed(range(T)):`, `for t in range(T - 1, -1, -1):`: a loop over the steps of a rollout, backwards."""
+    if isinstance(loop, ast.While):
+        return False
+    iterable = loop.iter
+    if isinstance(iterable, ast.Call) and last_name(iterable.func) == "reversed":
+        return True
+    return isinstance(iterable, ast.Call) and last_name(iterable.func) == "range" and len(iterable.args) == 3 \
+        and isinstance(step := iterable.args[2], ast.UnaryOp) and isinstance(step.op, ast.USub)
+
+
+def _holds_rollout(body: list[ast.stmt]) -> bool:
+    """Does a loop's body hold a rollout: an inner loop stepping a reinforcement-learning environment (`for t in
+    range(steps_per_epoch): ... env.step(action)`)? Then each pass of the loop is one iteration of an on-policy
+    algorithm: a rollout of many environment steps, then the update."""
+    return any(isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+               and any(isinstance(call, ast.Call) and steps_environment(dotted(call.func) or "")
+                       for call in _walk_body(loop.body))
+               for loop in _walk_body(body))
 
 
 def _walk_body(statements: list[ast.stmt]):
@@ -1915,6 +1950,12 @@ class _Walker:
                 # CPU only (pfrl's `clip_l2_grad_norm_`)
                 self.scope.regions.append(Region("backend", self._pos(body[index + 1]), self._end(body[-1])))
             elif isinstance(statement, ast.If) and not statement.orelse and index + 1 < len(body) \
+                    and isinstance(statement.body[-1], (ast.Return, ast.Raise)) \
+                    and _eval_branch(statement.test) == "orelse":
+                # `if self.training: return losses` (detectron2's meta-architectures, mmdet's heads): what follows is
+                # the inference path, the evaluation branch of the whole rest of the block
+                self.scope.regions.append(Region("eval", self._pos(body[index + 1]), self._end(body[-1])))
+            elif isinstance(statement, ast.If) and not statement.orelse and index + 1 < len(body) \
                     and (_returns_cached(statement) or _returns_while_held(statement, body[index + 1:])):
                 # `if (T, n_steps) == self._cached_mask_params: return self._cached_mask` (salina's transformers):
                 # what follows builds the cache on a miss, once per shape
@@ -2111,6 +2152,10 @@ class _Walker:
         loop.fills_by_index = is_for and _fills_by_index(node)
         index = len(scope.loops)
         scope.loops.append(loop)
+        if _holds_rollout(node.body):
+            # (appended before the loop's own region: a statement that starts the body is found in this one first)
+            scope.regions.extend(Region("iteration", start, end, loop=index)
+                                 for start, end in self._iteration_spans(node.body))
         if node.body:
             scope.regions.append(Region("loop", *self._span(node.body), loop=index))
         self.loop_stack[-1].append(index)
@@ -2120,6 +2165,28 @@ class _Walker:
             self.values.scopes[-1][converted] = "host"
             self.converted.add(converted)
         self._block(node.orelse)
+
+    def _iteration_spans(self, body: list[ast.stmt]) -> Iterator[tuple[Pos, Pos]]:
+        """The spans of the statements of a loop's body outside its rollout (the branches of an `if`, a `with` or a
+        `try` looked into): the update, its line search, its logging. Not a loop walking the rollout back in time
+        (`for t in reversed(range(T)):`, GAE), which runs once per collected step, nor an update loop over
+        mini-batches (`for i in range(learning_iters): for batch in loader: ... loss.backward()`), whose passes are
+        a few training steps each."""
+        for statement in body:
+            if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)):
+                if not _holds_rollout([statement]) and not _walks_back_in_time(statement) \
+                        and not _holds_step_marker(statement):
+                    yield self._pos(statement), self._end(statement)
+                continue
+            blocks = [getattr(statement, field) for field in ("body", "orelse", "finalbody")
+                      if isinstance(getattr(statement, field, None), list)]
+            blocks += [handler.body for handler in getattr(statement, "handlers", ())]
+            if isinstance(statement, (ast.If, ast.With, ast.AsyncWith, ast.Try)) \
+                    and any(_holds_loop(block) for block in blocks):
+                for block in blocks:
+                    yield from self._iteration_spans(block)
+            else:
+                yield self._pos(statement), self._end(statement)
 
     def _converted_values(self, loop: ast.For | ast.AsyncFor) -> str | None:
         """The dict a loop reads every value of to the host, in place: `for k in losses: losses[k] =

@@ -67,6 +67,7 @@ from gpulint.project.vocab import (
     camel_initials,
     is_cold_class_name,
     is_cold_function_name,
+    is_cold_method,
     in_loss_class,
     is_kept_apart,
     is_profiler_path,
@@ -3017,6 +3018,12 @@ class Project:
         definition = ix.definitions.get(qualname)
         if definition is None or definition.is_class:
             return
+        name = qualname.rsplit(".", 1)[-1]
+        if name_parts(name) & _PREDICTION_PARTS and is_cold_method(name, definition.cls or "") \
+                and name not in self.hot_names:
+            # `self.predict(...)` in a `forward` reached by a guess (mmengine's `mode == "predict"` branch): read, it
+            # would be cold by its name, so what only it calls is no step work either
+            return
         owner = Target(path, definition.cls, True) if definition.cls else None
         targets = []
         # Strings and comments left out: an error message that says "call rope_init() first" calls nothing.
@@ -3994,6 +4001,10 @@ _SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
 _READ_GUESSES = 64
+# Name parts of functions that predict or infer (`predict`, `predict_all`, `inference`): what a guessed call reaches
+# through one of them is no step work. (Not every cold word: botorch's `_eval_context_covar` is the training
+# forward's, torchrec's `profile` counts ids every step, a detector's `sample_rois` draws the step's targets.)
+_PREDICTION_PARTS = frozenset({"predict", "prediction", "inference", "infer"})
 def _passed_on(call: Call, params: list[str], caller: Key) -> dict[str, tuple[Key, str]]:
     """The callee's parameters a call fills with its caller's own parameters: param -> (caller, caller's param)."""
     by_position = dict(enumerate(params))

@@ -142,6 +142,10 @@ RESUME_PARTS = frozenset({"resume", "resumed", "skip", "skipped"})
 
 # Values on the host: what reading them costs nothing.
 HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu"})
+# Hugging Face preprocessors (`tokenizer(texts, return_tensors="pt")`, `processor.image_processor(images)`): they
+# run on the host and return CPU tensors. Named exactly: a `post_processor` of a detector computes on the device.
+PREPROCESSOR_NAMES = frozenset({"tokenizer", "processor", "image_processor", "feature_extractor", "text_tokenizer"})
+PREPROCESSOR_METHODS = frozenset({"encode", "encode_plus", "batch_encode_plus", "apply_chat_template", "pad"})
 # Methods of numpy arrays that tensors lack: what they return is a host array (`preds.astype(np.float32)`).
 NUMPY_ONLY_METHODS = frozenset({"astype"})
 METADATA_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "names", "layout",

@@ -305,3 +305,20 @@ def test_the_elements_of_a_list_of_moved_tensors_are_on_the_device():
         """
     ) == {"row": "device", "texts": "device", "lengths": "device", "a": "device", "b": "device", "c": "unknown",
           "d": "unknown", "first": "unknown", "second": "unknown"}
+
+
+def test_what_a_hugging_face_preprocessor_returns_is_on_the_host():
+    """ms-swift's templates encode each sample in the data pipeline: `self.processor.image_processor(images,
+    return_tensors="pt")` and `tokenizer(...)` hand back CPU tensors, whose `.tolist()` reads nothing from the GPU.
+    Moved to the device they are there; a detector's `post_processor` computes on the device and is not one."""
+    assert locations(
+        """
+        def encode(self, images, texts, outputs, tokenizer, device):
+            image_inputs = self.processor.image_processor(images, return_tensors="pt")
+            ids = tokenizer(texts, return_tensors="pt")
+            encoded = self.tokenizer.encode(texts[0])
+            moved = tokenizer(texts, return_tensors="pt").to(device)
+            boxes = self.post_processor(outputs)
+            probe(image_inputs, ids, encoded, moved, boxes)
+        """
+    ) == {"image_inputs": "host", "ids": "host", "encoded": "host", "moved": "device", "boxes": "unknown"}

@@ -10729,3 +10729,176 @@ def test_a_batch_of_a_loader_accelerate_prepared_is_on_the_device_in_the_helpers
         """,
     }
     assert check(tmp_path, files) == []
+
+
+def test_a_forward_reached_by_a_fanned_out_guess_does_not_reach_on_through_its_predict_mode(tmp_path):
+    """mmpretrain's `BlipRetrieval.forward` dispatches on `mode` (`"loss"` trains, `"predict"` runs retrieval over
+    the whole test set), and mmengine's loop, outside the project, passes the word. Reached by a guess fanned out to
+    every model of the project (read by text, not by regions), its `self.predict(...)` is still cold by its name, so
+    what only `predict` calls is no step work; its loss helper is reached as before."""
+    layers = "".join(f"\nclass Layer{i}(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                     for i in range(70))
+    project = model(tmp_path, {
+        "models.py": "import torch\n" + layers + textwrap.dedent("""
+
+            class Retrieval(torch.nn.Module):
+                def forward(self, images, mode="tensor"):
+                    if mode == "loss":
+                        return self.loss(images)
+                    elif mode == "predict":
+                        return self.predict(images)
+                    return images
+
+                def loss(self, images):
+                    return self.contrastive(images)
+
+                def contrastive(self, images):
+                    return images.sum()
+
+                def predict(self, images):
+                    return self.score_matrix(images)
+
+                def score_matrix(self, images):
+                    return [row.argmax().item() for row in images]
+        """),
+        "train.py": """
+            def train(model, loader, opt):
+                for batch in loader:
+                    model(batch).backward()
+                    opt.step()
+        """,
+    })
+    reach = project.reach
+    assert reach[("models.py", "Retrieval.contrastive")].rank == PER_STEP
+    assert ("models.py", "Retrieval.score_matrix") not in reach
+
+
+def test_the_code_after_an_early_return_in_training_is_the_inference_path(check, tmp_path):
+    """detectron2's meta-architectures end their training branch with `return losses` (`if self.training: ...
+    return losses`): what follows post-processes predictions for inference, and the helpers it calls are no step
+    work. A forward that returns early only on some other test still runs the rest every step."""
+    files = {
+        "model.py": """
+            import torch
+            from torch import nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 4)
+
+                def forward(self, x):
+                    out = self.fc(x)
+                    if self.training:
+                        return out.sum()
+                    return self.combine(out)
+
+                def combine(self, out):
+                    keep = out[out > 0]
+                    return keep.sum().item()
+        """,
+        "train.py": """
+            import torch
+            from model import Net
+
+            def train(loader, device):
+                model = Net().to(device)
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x in loader:
+                    loss = model(x.to(device, non_blocking=True))
+                    loss.backward()
+                    opt.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["model.py"] = files["model.py"].replace("if self.training:", "if out.dim() == 0:")
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("model.py", 18)]
+
+
+def test_the_update_after_a_rollout_runs_once_per_iteration_not_every_step(check, tmp_path):
+    """Safe-Policy-Optimization's TRPO: each pass of the epoch loop rolls out thousands of environment steps, then
+    updates the actor once (a line search reading `.item()`) and the critics over minibatches. The actor update and
+    its line search and logging run once per iteration, amortised over the rollout; the critic's minibatch loop is a
+    training loop of its own, every step of it reported (and its early stop after each pass over them), and so is a
+    loop that walks the rollout back in time."""
+    files = {
+        "trpo.py": """
+            import torch
+
+            def main(env, policy, actor_opt, critic_opt, buffer, logger, epochs, steps_per_epoch, device):
+                policy.to(device)
+                obs = env.reset()
+                for epoch in range(epochs):
+                    for t in range(steps_per_epoch):
+                        action = policy.act(obs)
+                        obs, reward, done, info = env.step(action)
+                        buffer.store(obs, action, reward)
+                    data = buffer.get()
+                    rewards = data.rewards
+                    returns = torch.zeros_like(rewards)
+                    running = torch.zeros_like(rewards[:, 0])
+                    for t in range(rewards.shape[1] - 1, -1, -1):
+                        running = rewards[:, t] + 0.99 * running
+                        returns[:, t] = running
+                    loss_pi = policy.actor_loss(data)
+                    actor_opt.zero_grad()
+                    loss_pi.backward()
+                    actor_opt.step()
+                    for _ in range(10):
+                        if policy.kl(data).item() < 0.01:
+                            break
+                    logger.store(loss_actor=loss_pi.item())
+                    for i in range(4):
+                        for batch in buffer.minibatches():
+                            loss_v = policy.critic_loss(batch)
+                            critic_opt.zero_grad()
+                            loss_v.backward()
+                            critic_opt.step()
+                            logger.store(loss_critic=loss_v.item())
+                        if policy.kl(data).item() > 0.02:
+                            break
+        """,
+    }
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("trpo.py", 16), ("trpo.py", 33), ("trpo.py", 34)]
+    files["trpo.py"] = files["trpo.py"].replace("obs, reward, done, info = env.step(action)",
+                                                "obs, reward, done, info = simulate(action)")
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("trpo.py", 16), ("trpo.py", 24), ("trpo.py", 26), ("trpo.py", 33), ("trpo.py", 34)]
+
+
+def test_a_loader_whose_batches_the_files_own_loop_takes_as_they_are_is_not_reported(check, tmp_path):
+    """Safe-Policy-Optimization's critic update: `DataLoader(TensorDataset(*rollout_tensors))` over tensors its
+    rollout buffer keeps on the device, iterated by the file's own training loop with no copy. That another file of
+    the project copies its batches to the device says nothing of this loader's; a loop handing its batches to a helper
+    with the device (DeBERTa's `batch_to(batch, self.device)`) copies them."""
+    files = {
+        "ppo.py": """
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+            def update(critic, optimizer, obs, returns, device):
+                critic.to(device)
+                loader = DataLoader(TensorDataset(obs, returns), batch_size=64, shuffle=True)
+                for obs_b, ret_b in loader:
+                    loss = (critic(obs_b) - ret_b).pow(2).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        "pretrain.py": """
+            import torch
+
+            def train(model, loader, optimizer, device):
+                for x, y in loader:
+                    x, y = x.to(device), y.to(device)
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    assert [(f[0], f[1]) for f in check(tmp_path, files) if f[2] == "GPL411"] == [
+        ("pretrain.py", 6), ("pretrain.py", 6)]
+    copied = files["ppo.py"].replace("loss = (critic(obs_b)", "obs_b = move(obs_b, device)\n                    loss = (critic(obs_b)")
+    assert ("ppo.py", 7) in [(f[0], f[1]) for f in check(tmp_path, {**files, "ppo.py": copied})]
+    files["ppo.py"] = files["ppo.py"].replace("for obs_b, ret_b in loader:", "for obs_b, ret_b in other:")
+    assert ("ppo.py", 7) in [(f[0], f[1]) for f in check(tmp_path, files)]
+

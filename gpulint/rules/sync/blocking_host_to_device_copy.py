@@ -130,7 +130,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         "project function that hands its `**kwargs` to a DataLoader, such as "
         "`distrib.loader(dataset, batch_size=8)`, or of a project subclass of DataLoader, is a DataLoader "
         "construction, and so is `DataLoader(ds, **params)` where the function binds `params` to a dict display "
-        "and never names `pin_memory`); also a training DataLoader without "
+        "and never names `pin_memory`; a loader that a training loop of its own file iterates without copying its "
+        "batches, such as a `TensorDataset` over tensors a rollout buffer keeps on the device, is not reported "
+        "for another file's copies); also a training DataLoader without "
         "`pin_memory` that is handed to a trainer which "
         "copies its batches itself: `trainer.fit(model, loader)`, Composer's `Trainer(train_dataloader=loader)`, "
         "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls, in "
@@ -575,7 +577,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         in_file = (self._nonblocking or batch_copies) and self.context.facts.step_code()
         # A data module that copies nothing itself (open_flamingo's `data.py`, guided-diffusion's `load_data`
         # generator) feeds the copies of another file's step.
-        elsewhere = self.context.facts.batches_copied if not (self._nonblocking or batch_copies) else ""
+        # (Not a file whose own training loop takes the loader's batches as they are: Safe-Policy-Optimization's
+        # `DataLoader(TensorDataset(*rollout_tensors))`, whose tensors the rollout buffer keeps on the device.)
+        elsewhere = self.context.facts.batches_copied \
+            if not (self._nonblocking or batch_copies or self._loops_over_own_loader()) else ""
         # A Dataset whose `__getitem__` hands out device tensors (lucidrains' `TextSamplerDataset`): its loader's
         # batches are on the device already, where pinning cannot apply; the copy per sample is the finding.
         on_device_items = any(_in_dataset_item(ancestors) for _, _, ancestors in self._blocking)
@@ -601,6 +606,20 @@ class BlockingHostToDeviceCopy(SyncRule):
                 pinned = self._pinned(loader)
                 self.context.add_report(Report(self, loader, self.message_trainer, "training", ancestors,
                                                (pinned,) if pinned is not None else (), True))
+
+    def _loops_over_own_loader(self) -> bool:
+        """Does a training loop of this file iterate a name it binds to one of its unpinned loaders (`for obs_b, ret_b in
+        dataloader:` with `dataloader = DataLoader(...)`), and name no device in its body? Its batches reach the step
+        uncopied (not DeBERTa's `batch = batch_to(batch, self.device)`, a project helper's copy)."""
+        if not self.context.facts.step_code():
+            return False
+        bound = {name for _, ancestors in self._unpinned_loaders
+                 if (name := _bound_name(next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)))}
+        for loop in self._loops:
+            body = self.context.module.code_for_node(loop.body)
+            if _names_in(loop.iter) & bound and _TRAINS.search(body) and not _DEVICE_WORDS.search(body):
+                return True
+        return False
 
     def _emit_prepared_loaders(self) -> None:
         """The training loaders without `pin_memory` that accelerate or Fabric copy to the device, in a file with a
