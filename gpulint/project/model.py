@@ -4001,10 +4001,13 @@ _SETTING_ALIAS = re.compile(r"[ \t]*(\w+)[ \t]*=[ \t]*[A-Za-z_][\w.]*\.(\w+)[ \t
 # A guess reaching at most this many forwards (the few models a program builds) is followed by reading them, as a
 # resolved call is; beyond, by the names their text calls (a library's hundreds of forwards).
 _READ_GUESSES = 64
+
 # Name parts of functions that predict or infer (`predict`, `predict_all`, `inference`): what a guessed call reaches
 # through one of them is no step work. (Not every cold word: botorch's `_eval_context_covar` is the training
 # forward's, torchrec's `profile` counts ids every step, a detector's `sample_rois` draws the step's targets.)
 _PREDICTION_PARTS = frozenset({"predict", "prediction", "inference", "infer"})
+
+
 def _passed_on(call: Call, params: list[str], caller: Key) -> dict[str, tuple[Key, str]]:
     """The callee's parameters a call fills with its caller's own parameters: param -> (caller, caller's param)."""
     by_position = dict(enumerate(params))
