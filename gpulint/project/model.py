@@ -1854,8 +1854,9 @@ class Project:
                 built, models, forwards = ([f for f in pool if _top_level(f.path) in tops]
                                            for pool in (built, models, forwards))
         receiver = guess.partition(" ")[2]
-        if guess == _NO_LOSS_GUESS:
-            return [f for f in models or built or forwards if not LOSS_CLASS.search(_class_of(f))]
+        if guess == _NO_LOSS_GUESS:  # (nor a callable of no library base, as for a model's call below)
+            return [f for f in models or built or forwards if not LOSS_CLASS.search(_class_of(f))
+                    and not self._no_library_base(Target(f.path, _class_of(f), True))]
         if guess == _METRIC_GUESS:
             return [f for f in built if _METRIC_CLASS.search(_class_of(f))]
         if guess == _LOSS_GUESS:  # `criterion(outputs, batch)`: the loss classes built, if the project has any
@@ -1863,7 +1864,10 @@ class Project:
         if guess.startswith(_MODEL_GUESS):  # `self.model(x)`: not a loss the same class calls by its own attribute
             holder = guess.removeprefix(_MODEL_GUESS).strip()
             held = self._losses_held_by(*holder.split("::")) if holder else frozenset()
-            return [f for f in models or built or forwards if _class_of(f).rsplit(".", 1)[-1] not in held]
+            # nor a callable of no library base (FastVideo's pipeline stages, `PipelineStage(ABC)` with a `__call__`
+            # running its `forward`): an object named as a model is a module
+            return [f for f in models or built or forwards if _class_of(f).rsplit(".", 1)[-1] not in held
+                    and not self._no_library_base(Target(f.path, _class_of(f), True))]
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
             return [f for f in built if _names_alike(receiver, _class_of(f))]
         return models or built or forwards
@@ -3247,6 +3251,19 @@ class Project:
         trainer), computing once on what it is given?"""
         return self._one_pass(init) and self._plain_class(Target(init.path, init.qualname.rsplit(".", 1)[0], True))
 
+    def _no_library_base(self, cls: Target) -> bool:
+        """No library base on the class or its project bases but `object` and typing's or abc's (`ABC`, `Generic`):
+        no module, whatever it names `forward`. (A project class named as the library class it derives from,
+        Baichuan's `class PreTrainedModel(PreTrainedModel)`, has a library base.)"""
+        for klass in self.mro(cls):
+            scope = self.files[klass.path].scope(klass.qualname)
+            project = {base.qualname.rsplit(".", 1)[-1] for base in self.bases(klass) if base != klass}
+            for written in scope.bases if scope is not None else ():
+                name = written.rsplit(".", 1)[-1]
+                if name not in _PLAIN_BASES and name not in project:
+                    return False
+        return True
+
     def _plain_class(self, cls: Target) -> bool:
         """No library base on the class or any of its project bases (`object` aside): no module, no trainer."""
         return not any(name != "object" for klass in self.mro(cls) for name in self._library_bases(klass))
@@ -4006,6 +4023,8 @@ _READ_GUESSES = 64
 # through one of them is no step work. (Not every cold word: botorch's `_eval_context_covar` is the training
 # forward's, torchrec's `profile` counts ids every step, a detector's `sample_rois` draws the step's targets.)
 _PREDICTION_PARTS = frozenset({"predict", "prediction", "inference", "infer"})
+# The library bases of a class that make no module of it: Python's and typing's.
+_PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol"})
 
 
 def _passed_on(call: Call, params: list[str], caller: Key) -> dict[str, tuple[Key, str]]:

@@ -10902,3 +10902,52 @@ def test_a_loader_whose_batches_the_files_own_loop_takes_as_they_are_is_not_repo
     files["ppo.py"] = files["ppo.py"].replace("for obs_b, ret_b in loader:", "for obs_b, ret_b in other:")
     assert ("ppo.py", 7) in [(f[0], f[1]) for f in check(tmp_path, files)]
 
+
+
+def test_a_guessed_model_call_runs_modules_not_plain_callables_with_a_forward(check, tmp_path):
+    """FastVideo's pipeline stages are `PipelineStage(ABC)` objects whose `__call__` runs their `forward`; its
+    training pipelines call `current_model(**kwargs)` on a transformer of unknown class. That call runs a module (a
+    class with a library base such as `nn.Module`), not a stage of an inference pipeline."""
+    files = {
+        "stages.py": """
+            from abc import ABC
+
+            class Stage(ABC):
+                def __call__(self, batch):
+                    return self.forward(batch)
+
+                def forward(self, batch):
+                    return batch.sum().item()
+        """,
+        "models.py": """
+            import torch
+
+            class DiT(torch.nn.Module):
+                def forward(self, x):
+                    print(x.max().item())
+                    return x
+        """,
+        "train.py": """
+            import stages
+            import models
+
+            def train(current_model, loader, opt, device):
+                for batch in loader:
+                    current_model(batch.to(device, non_blocking=True)).sum().backward()
+                    opt.step()
+        """,
+    }
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("models.py", 6)]
+    # Baichuan's `class PreTrainedModel(PreTrainedModel)`: a project class named as the library class it derives from
+    files["models.py"] = """
+        from transformers import PreTrainedModel
+
+        class PreTrainedModel(PreTrainedModel):
+            pass
+
+        class DiT(PreTrainedModel):
+            def forward(self, x):
+                print(x.max().item())
+                return x
+    """
+    assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("models.py", 9)]
