@@ -362,10 +362,15 @@ def _holds_rollout(body: list[ast.stmt]) -> bool:
     """Does a loop's body hold a rollout: an inner loop stepping a reinforcement-learning environment (`for t in
     range(steps_per_epoch): ... env.step(action)`)? Then each pass of the loop is one iteration of an on-policy
     algorithm: a rollout of many environment steps, then the update."""
+    if not any(_steps_an_environment(node) for node in _walk_body(body)):
+        return False  # (most loops: one walk, not one per inner loop)
     return any(isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
-               and any(isinstance(call, ast.Call) and steps_environment(dotted(call.func) or "")
-                       for call in _walk_body(loop.body))
+               and any(_steps_an_environment(node) for node in _walk_body(loop.body))
                for loop in _walk_body(body))
+
+
+def _steps_an_environment(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and steps_environment(dotted(node.func) or "")
 
 
 def _walk_body(statements: list[ast.stmt]):

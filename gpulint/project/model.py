@@ -3254,7 +3254,8 @@ class Project:
     def _no_library_base(self, cls: Target) -> bool:
         """No library base on the class or its project bases but `object` and typing's or abc's (`ABC`, `Generic`):
         no module, whatever it names `forward`. (A project class named as the library class it derives from,
-        Baichuan's `class PreTrainedModel(PreTrainedModel)`, has a library base.)"""
+        Baichuan's `class PreTrainedModel(PreTrainedModel)`, has a library base: `_library_bases` would take that base
+        for the class itself, and its other callers rely on it as it is.)"""
         for klass in self.mro(cls):
             scope = self.files[klass.path].scope(klass.qualname)
             project = {base.qualname.rsplit(".", 1)[-1] for base in self.bases(klass) if base != klass}

@@ -234,7 +234,7 @@ class LoopFactsRule(MetricRule):
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         for frame in self._frames[-1]:
-            if not frame.indexed_by_var and any(_scaled_index_name(e) in frame.loop_vars for e in node.slice):
+            if not frame.indexed_by_var and any(index_name(e, scaled=True) in frame.loop_vars for e in node.slice):
                 frame.indexed_by_var = True
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
@@ -260,20 +260,14 @@ def _tensor_operand(context, expr: cst.BaseExpression) -> bool:
     return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and not context.is_host_value(expr)
 
 
-def index_name(element: cst.SubscriptElement) -> str | None:
-    index = element.slice
-    if isinstance(index, cst.Index) and isinstance(index.value, cst.Name):
-        return index.value.value
-    return None
-
-
-def _scaled_index_name(element: cst.SubscriptElement) -> str | None:
-    """The loop variable of `x[i]`, and of `x[i * 3 + 1]` (rows laid out in groups: ViTPose's combined targets)."""
+def index_name(element: cst.SubscriptElement, scaled: bool = False) -> str | None:
+    """The name of `x[i]`; with `scaled`, also of `x[i * 3 + 1]` (rows laid out in groups: ViTPose's combined
+    targets)."""
     index = element.slice
     if not isinstance(index, cst.Index):
         return None
     value = index.value
-    while isinstance(value, cst.BinaryOperation) and isinstance(value.right, cst.Integer) \
+    while scaled and isinstance(value, cst.BinaryOperation) and isinstance(value.right, cst.Integer) \
             and isinstance(value.operator, (cst.Multiply, cst.Add, cst.Subtract)):
         value = value.left
     return value.value if isinstance(value, cst.Name) else None

@@ -121,4 +121,3 @@ class SynchronizeInStep(SyncRule):
 _TIMING_PARTS = frozenset({"timing", "benchmark", "profile", "profiling"})
 # ... and of a flag that asks for the synchronize itself (`if args.synchronize_step:`)
 _OPT_IN_FLAG_PARTS = _TIMING_PARTS | {"sync", "synchronize", "time"}
-
