@@ -192,7 +192,7 @@ def run_gpulint(command: str, folder: Path) -> list[Found]:
     argv = shlex.split(command)
     if argv and argv[0] == "python":
         argv[0] = sys.executable
-    argv += ["check", "--format", "json", "--no-cache", "--exit-zero", "."]
+    argv += ["check", "--format", "json", "--no-cache", "--exit-zero", "--confidence", "possible", "."]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, check=False, timeout=3600)
     if result.returncode != 0:
@@ -267,10 +267,10 @@ def score_repo(labels: list[FreshLabel], found: list[Found], repo: str, outcome:
             outcome.missed.append(item)
 
 
-def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> tuple[Outcome, Outcome]:
-    """The scores of every finding, and of the `certain` ones only (what `--confidence certain` shows)."""
-    outcome = Outcome(tallies={key: Tally() for key in (*FAMILIES, "all")})
-    certain = Outcome(tallies={key: Tally() for key in (*FAMILIES, "all")})
+def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> tuple[Outcome, Outcome, Outcome]:
+    """The scores of the findings `gpulint check` shows (`certain` and `likely`), of the `certain` ones only (what
+    `--confidence certain` shows), and of all of them (`--confidence possible`)."""
+    outcome, certain, everything = (Outcome(tallies={key: Tally() for key in (*FAMILIES, "all")}) for _ in range(3))
     for row in batch.repos:
         folder = lay_out_repo(mirrors, row.repo, row.commit, root)
         files, lines = _line_counts(folder)
@@ -283,9 +283,16 @@ def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> tuple[Out
         stale = stale_labels(labels, folder)
         outcome.stale += stale
         usable = [item for item in labels if all(item is not s for s, _ in stale)]
-        score_repo(usable, found, row.repo, outcome)
-        score_repo(usable, [f for f in found if f.confidence == "certain"], row.repo, certain)
-    return outcome, certain
+        for view, scored in zip(confidence_views(found), (outcome, certain, everything)):
+            score_repo(usable, view, row.repo, scored)
+    return outcome, certain, everything
+
+
+def confidence_views(found: list[Found]) -> tuple[list[Found], list[Found], list[Found]]:
+    """What `gpulint check` shows (`certain` and `likely` findings), what `--confidence certain` shows, and what
+    `--confidence possible` shows (all): the batch is linted once, with `--confidence possible`."""
+    return ([f for f in found if f.confidence in ("certain", "likely")],
+            [f for f in found if f.confidence == "certain"], found)
 
 
 def _ratio(value: float | None) -> str:
@@ -376,20 +383,24 @@ def main(argv: list[str] | None = None) -> int:
             if root.exists() and any(root.iterdir()):
                 raise CorpusError(f"{root}: --layout folder must be empty or absent")
             root.mkdir(parents=True, exist_ok=True)
-            outcome, certain = evaluate(batch, Path(args.mirrors), args.gpulint, root)
+            outcome, certain, everything = evaluate(batch, Path(args.mirrors), args.gpulint, root)
         else:
             with tempfile.TemporaryDirectory(prefix="gpulint-fresh-") as tmp:
-                outcome, certain = evaluate(batch, Path(args.mirrors), args.gpulint, Path(tmp))
+                outcome, certain, everything = evaluate(batch, Path(args.mirrors), args.gpulint, Path(tmp))
     except CorpusError as exc:
         print(f"fresh_eval: error: {exc}", file=sys.stderr)
         return 2
     if args.unjudged:
-        print("\n".join(f"{f.code} {repo}:{f.path}:{f.line}:{f.end_line}  {f.message}" for repo, f in outcome.unjudged))
+        # (of all confidences: the `possible` findings are judged too, for the figures of `--confidence possible`)
+        print("\n".join(f"{f.code} {repo}:{f.path}:{f.line}:{f.end_line}  {f.message}"
+                        for repo, f in everything.unjudged))
         return 0
     print(render(batch, outcome))
-    t = certain.tallies["all"]
-    print(f"certain findings only (--confidence certain): {t.findings} findings, {t.real} real, {t.false} false, "
-          f"{t.unjudged} unjudged, precision {_ratio(t.precision)}, recall {_ratio(t.recall)}")
+    for name, scored in (("certain findings only (--confidence certain)", certain),
+                         ("all findings (--confidence possible)", everything)):
+        t = scored.tallies["all"]
+        print(f"{name}: {t.findings} findings, {t.real} real, {t.false} false, {t.unjudged} unjudged, "
+              f"precision {_ratio(t.precision)}, recall {_ratio(t.recall)}")
     if args.details:
         print(details(outcome))
     return 0

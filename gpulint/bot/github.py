@@ -329,8 +329,8 @@ def _suggestion(finding: Finding, fd: FileDiff | None) -> tuple[int, int, str] |
 def review_comment(finding: Finding, fd: FileDiff | None, base: str | None = None) -> ReviewComment:
     fp = fingerprint(finding, fd)
     title = f"{md.link(md.code(finding.code), finding.url)} {md.text(finding.name)}".strip()
-    likely = " *(likely)*" if finding.confidence == "likely" else ""
-    body = [f"<!-- gpulint:fp={fp} -->", f"**{title}**{likely}: {md.message(finding.message)}"]
+    confidence = f" *({finding.confidence})*" if finding.confidence != "certain" else ""
+    body = [f"<!-- gpulint:fp={fp} -->", f"**{title}**{confidence}: {md.message(finding.message)}"]
     chain = chain_markdown(finding, base)
     if chain:
         body.append(f"<sub>{chain}</sub>")
@@ -482,7 +482,7 @@ def chain_text(f: Finding) -> str:
 
 
 def annotation(f: Finding) -> dict:
-    title = f"{f.code} {f.name}".strip() + (" (likely)" if f.confidence == "likely" else "")
+    title = f"{f.code} {f.name}".strip() + (f" ({f.confidence})" if f.confidence != "certain" else "")
     out = {
         "path": f.path, "start_line": f.line, "end_line": f.end_line,
         "annotation_level": _LEVEL.get(f.severity, "warning"),

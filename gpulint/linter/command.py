@@ -19,7 +19,7 @@ from gpulint.linter import formats
 from gpulint.linter.cache import CACHE_DIR, CACHE_MARKER, ResultCache
 from gpulint.linter.codes import RULE_CODES
 from gpulint.linter.discovery import discover, excluded, relative_to_root
-from gpulint.linter.finding import Finding
+from gpulint.linter.finding import CONFIDENCE_LEVELS, Finding
 from gpulint.linter.formats import FORMATS
 from gpulint.linter.noqa import UNUSED_NOQA_CODE, add_noqa
 from gpulint.linter.options import LintOptions
@@ -53,9 +53,11 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     rules.add_argument("--extend-select", type=_comma_list, metavar="CODES", help="codes or prefixes to enable in addition")
     rules.add_argument("--ignore", type=_comma_list, metavar="CODES", help="codes or prefixes to disable")
     rules.add_argument(
-        "--confidence", choices=("likely", "certain"), default="likely",
+        "--confidence", choices=CONFIDENCE_LEVELS, default="likely",
         help="show findings at least this sure to run every step: `certain` hides those reached through a guess "
-             "(an object of unknown class, a callback, a name, an opt-in flag); default: likely (all)",
+             "(an object of unknown class, a callback, a name, an opt-in flag); `likely` (the default) hides only "
+             "those reached through a guess among many candidates (one of a project's dozens of models), which "
+             "`possible` shows too",
     )
     rules.add_argument("--ignore-noqa", action="store_true", help="report findings that `# noqa` comments would suppress")
 
@@ -222,8 +224,9 @@ def _check(args: argparse.Namespace, stdin: bool) -> int:
 
 
 def _at_confidence(findings: list[Finding], args: argparse.Namespace) -> list[Finding]:
-    """--confidence certain: the findings reached without a guess."""
-    return [f for f in findings if args.confidence == "likely" or f.confidence == "certain"]
+    """The findings at least as sure as --confidence (`certain` > `likely` > `possible`)."""
+    most = CONFIDENCE_LEVELS.index(args.confidence)
+    return [f for f in findings if CONFIDENCE_LEVELS.index(f.confidence) <= most]
 
 
 def _task(display: str, path: str, config: LintConfig, enabled: list[str], options: LintOptions,

@@ -24,6 +24,10 @@ def one_line(message: str) -> str:
     return re.sub(r"\s*\n\s*", " ", message)
 
 
+# How sure a finding is to run every step, surest first (`Finding.confidence`; `gpulint check --confidence`).
+CONFIDENCE_LEVELS = ("certain", "likely", "possible")
+
+
 @dataclass(frozen=True)
 class Edit:
     """Replace [line:column, end_line:end_column) with content. Lines and columns are 1-based; end is exclusive."""
@@ -79,7 +83,8 @@ class Finding:
     fix: Fix | None = None
     url: str = ""
     # How sure gpulint is that the code runs every step: "certain" when the training step reaches it through calls
-    # it resolved, "likely" through a guess (an object of unknown class, a callback, a name, an opt-in flag).
+    # it resolved, "likely" through a guess (an object of unknown class, a callback, a name, an opt-in flag),
+    # "possible" only through a guess among many candidates (one of a project's dozens of models).
     confidence: str = "certain"
     chain: tuple = ()  # Frames (gpulint.project.facts) from the training entry point to the finding's function
     cost: Cost | None = None  # with --plan: what it costs per step

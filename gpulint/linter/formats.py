@@ -151,7 +151,7 @@ def why_per_step(finding: Finding) -> str:
         return ""
     chain = " -> ".join(str(frame) for frame in finding.chain)
     text = f"per step via {chain}" if chain else "per step"
-    return text + (" (likely)" if finding.confidence == "likely" else "")
+    return text + (f" ({finding.confidence})" if finding.confidence != "certain" else "")
 
 
 def _frame(finding: Finding, lines: list[str], style: _Style) -> list[str]:

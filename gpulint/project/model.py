@@ -149,6 +149,8 @@ class _Resolved:
     # Of an uncertain resolution, the functions it surely reaches besides the guess (`_WrappedModel.__call__`, where
     # a parameter may hold a wrapper some callers build: `_wrappers_passed`).
     known: list[Target] = field(default_factory=list)
+    # Of a guessed module call, what the call fills (`_call_shape`): the guess is narrowed to forwards that take it.
+    shape: tuple[int, frozenset[str], bool] | None = None
 
 
 def module_names(path: str) -> list[str]:
@@ -1269,7 +1271,7 @@ class Project:
                 if self._library_trainer_step(path, scope, call):
                     out.targets, out.bound = self._library_step_hooks(cls), True
                     return out
-                return self._object_call(path, scope, func, guess_module)  # `self.model(x)`
+                return self._object_call(path, scope, func, guess_module, call)  # `self.model(x)`
             return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step, call)
         if len(parts) > 1 and parts[-1] == "apply" and (applied := self._function_passes(path, scope, parts[:-1])):
             out.targets = applied  # `ROSA.apply(x, w)`: an autograd Function's forward, and its backward
@@ -1293,7 +1295,7 @@ class Project:
         if parts[0] in _BUILTINS or func.endswith("[]") or self._is_external(path, scope, parts[0]):
             return out  # (a table the model does not know: nothing to guess)
         if len(parts) == 1:
-            return self._object_call(path, scope, func, guess_module)
+            return self._object_call(path, scope, func, guess_module, call)
         return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step, call)
 
     def _external_object(self, path: str, scope: Scope, name: str, seen: frozenset[str] = frozenset()) -> bool:
@@ -1482,7 +1484,7 @@ class Project:
                 found += [m for m in (forward, self.find_method(cls, "backward")) if m is not None]
         return found
 
-    def _object_call(self, path: str, scope: Scope, name: str, per_step: bool) -> _Resolved:
+    def _object_call(self, path: str, scope: Scope, name: str, per_step: bool, call: Call | None = None) -> _Resolved:
         """Calling an object: a module's `forward` (or a class's `__call__`), or the closure an attribute holds."""
         out = _Resolved(bound=True)
         closures = self._attribute_closures(path, scope, name)
@@ -1528,7 +1530,8 @@ class Project:
             out.certain, out.guess = False, _forward_guess_key(name)
             if out.guess == _MODEL_GUESS and scope.cls:
                 out.guess = f"{_MODEL_GUESS} {path}::{scope.cls}"  # the losses its class holds are left out
-            out.targets = self._forward_guess(out.guess)
+            out.shape = _call_shape(call) if call is not None else None
+            out.targets = self._forward_guess(out.guess, shape=out.shape)
         return out
 
     def _parallel_hooks(self, cls: Target) -> list[Target]:
@@ -1693,6 +1696,21 @@ class Project:
             required = required[1:]  # the instance
         return all(name in keywords for name in required[positional:])
 
+    def _takes(self, function: Target, shape: tuple[int, frozenset[str], bool]) -> bool:
+        """Can the function take a call of this shape: its required parameters filled (`_accepts`), and each keyword
+        one of its parameters or taken by its `**kwargs`? Python raises for an unexpected keyword."""
+        if not self._accepts(function, shape):
+            return False
+        scope = self.files[function.path].scope(function.qualname)
+        _, keywords, unpacked = shape
+        return scope is None or unpacked or bool(scope.keywords_param) or keywords <= set(scope.params)
+
+    def _names_keywords(self, function: Target, shape: tuple[int, frozenset[str], bool]) -> bool:
+        """Does the function name every keyword of a call of this shape, which passes some and unpacks none?"""
+        _, keywords, unpacked = shape
+        scope = self.files[function.path].scope(function.qualname)
+        return bool(keywords) and not unpacked and scope is not None and keywords <= set(scope.params)
+
     def _abstract(self, method: Target) -> bool:
         """Does the method only raise `NotImplementedError` or `pass` (after its docstring): a base class's slot for
         its subclasses' work?"""
@@ -1832,7 +1850,20 @@ class Project:
         which wraps a trained model; no training step calls it as its model."""
         return "ScriptModule" in self._base_names(cls)
 
-    def _forward_guess(self, guess: str, program: frozenset[str] | None = None) -> list[Target]:
+    def _forward_guess(self, guess: str, program: frozenset[str] | None = None,
+                       shape: tuple[int, frozenset[str], bool] | None = None) -> list[Target]:
+        """The forwards a guessed module call may run (`_forward_candidates`), narrowed to those that can take the
+        call's `shape` (`model(qry=q, tgt=t)` runs no attention layer's `forward(self, hidden_states)`), and of those
+        to the ones naming its keywords (a `**kwargs` taking them is not what the call was written for). Narrowed
+        only: where none fits, the call runs what the project does not define, or what the model cannot tell, and the
+        candidates stay as they are (no wider pool is tried instead)."""
+        candidates = self._forward_candidates(guess, program)
+        if shape is None:
+            return candidates
+        fitting = [f for f in candidates if self._takes(f, shape)] or candidates
+        return [f for f in fitting if self._names_keywords(f, shape)] or fitting
+
+    def _forward_candidates(self, guess: str, program: frozenset[str] | None = None) -> list[Target]:
         """The forwards a call of a module of unknown class may run (`outputs = model(batch)` where the model came
         from a factory or a config): those of the classes the program builds or names. A call on a local object runs
         a model, not a layer that another module builds (a layer runs where its module calls it, which the model
@@ -2854,14 +2885,15 @@ class Project:
                 self._stepped.append((rank, chain, state.flags))
             if resolved.known:  # as sure as the call itself
                 self._reach_all(resolved.known, rank, state.likely or reach.likely and rank != PER_STEP, chain,
-                                state.flags, push, guessed=reach.guessed)
+                                state.flags, push, guessed=reach.guessed, among=reach.among)
             if not resolved.certain:
                 # A guess fans out to many functions (modules' `forward`s): made once per way of reaching them, and
                 # made again when the program has built more.
                 program = self._program_of(chain)
-                guess = (resolved.guess, len(resolved.targets), rank, likely, tuple(state.flags), program)
+                guess = (resolved.guess, resolved.shape, len(resolved.targets), rank, likely, tuple(state.flags),
+                         program)
                 if program is not None:
-                    resolved.targets = self._guess_in(resolved.guess, program)
+                    resolved.targets = self._guess_in(resolved.guess, program, resolved.shape)
                 if rank <= GATED:  # what a guessed call passes is known all the same, at every call making the guess
                     for target in resolved.targets:
                         self._record_given((target.path, target.qualname), call, resolved.bound, (path, scope.qualname))
@@ -2869,7 +2901,7 @@ class Project:
                 if guess in self._guesses:
                     continue
                 self._guesses.add(guess)
-                self._deferred.append((resolved.guess, rank, likely, chain, state.flags))
+                self._deferred.append((resolved.guess, resolved.shape, rank, likely, chain, state.flags, reach.among))
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound, path, scope)
@@ -2890,7 +2922,8 @@ class Project:
                     self._note_device_helper_call(path, call, target, resolved.bound)
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
                             guessed=reach.guessed or _fans_out(resolved), resolved_call=resolved.certain,
-                            arguments_known=not resolved.certain and program is not None)
+                            arguments_known=not resolved.certain and program is not None,
+                            among=reach.among, width=0 if resolved.certain else len(resolved.targets))
             self._callbacks(path, scope, call, rank, state, chain, push)
         for child in self._nested_scopes(ix, scope):
             if child.kind == "function" and child.decorator_args and rank_ok(reach):
@@ -2898,7 +2931,7 @@ class Project:
                 if words & _EVENT_PARTS and not words & _NOT_PER_STEP_EVENT_PARTS:
                     push((path, child.qualname), Reach(GATED if child.decorator_periodic else PER_STEP, likely=True, chain=(
                         *reach.chain, Frame(path, child.line, _label(child.qualname))),
-                        reason=f"in `{child.name}`, a handler of an iteration event"))
+                        reason=f"in `{child.name}`, a handler of an iteration event", among=reach.among))
         if facts.step_loops and rank_ok(reach):
             self._consumed_generators(path, scope, facts, push)
         self._referenced_methods(path, scope, reach, push)
@@ -2914,7 +2947,7 @@ class Project:
         for name in scope.method_refs:  # as `self.name()` resolves: the method, and the overrides it dispatches to
             if self.find_method(cls, name) is not None:
                 methods += self.resolve_call(path, scope, Call(0, (0, 0), f"self.{name}", -1), per_step=False).targets
-        self._reach_all(list(dict.fromkeys(methods)), reach.rank, True, reach.chain, reach.flags, push)
+        self._reach_all(list(dict.fromkeys(methods)), reach.rank, True, reach.chain, reach.flags, push, among=reach.among)
 
     def _consumed_generators(self, path: str, scope: Scope, facts: FunctionFacts, push) -> None:
         """A generator whose items a step loop takes (`batches = get_batch(...)`, then `next(batches)` or
@@ -2953,13 +2986,16 @@ class Project:
 
     def _reach_all(
         self, targets: list[Target], rank: int, likely: bool, chain, flags, push, guessed: bool = False,
-        resolved_call: bool = False, arguments_known: bool = False,
+        resolved_call: bool = False, arguments_known: bool = False, among: int = 0, width: int = 0,
     ) -> None:
+        """Push each target, reached by `chain` and one more frame; `width`: the targets are one guess's candidates
+        (shown in the frame), `among`: the widest guess on the way before it."""
         for target in targets:
-            frame = Frame(target.path, self._line_of(target), _label(target.qualname))
+            label = _label(target.qualname) + (f" (guessed, 1 of {width})" if width > 1 else " (guessed)" if width else "")
+            frame = Frame(target.path, self._line_of(target), label)
             push((target.path, target.qualname), Reach(rank, likely=likely, chain=(*chain, frame), flags=flags,
-                                                       guessed=guessed), resolved_call=resolved_call,
-                 arguments_known=arguments_known)
+                                                       guessed=guessed, among=max(among, width)),
+                 resolved_call=resolved_call, arguments_known=arguments_known)
 
     def _follow_batch_moves(self, push) -> bool:
         """Reach the move methods (`to`, `cuda`, `to_device`, `to_tensor`) of the batch classes, from each batch move
@@ -3040,7 +3076,7 @@ class Project:
                 found = self._layer_forward(owner, name)
             if found is not None and found.qualname != qualname:
                 targets.append(found)
-        self._reach_all(targets, reach.rank, True, reach.chain, reach.flags, push, guessed=True)
+        self._reach_all(targets, reach.rank, True, reach.chain, reach.flags, push, guessed=True, among=reach.among)
 
     def _layer_forward(self, owner: Target, attr: str) -> Target | None:
         """The `forward` of the class of this file that `owner.__init__` assigns to `self.<attr>`, read off its text."""
@@ -3058,14 +3094,16 @@ class Project:
         """Methods of objects of unknown class, guessed anew with every class the program has built by now (the
         per-step code is read before the setup code that builds, say, the EMA it updates)."""
         deferred, self._deferred = self._deferred, []
-        for guess, rank, likely, chain, flags in deferred:
-            targets = self._guess_in(guess, self._program_of(chain))
+        for guess, shape, rank, likely, chain, flags, among in deferred:
+            targets = self._guess_in(guess, self._program_of(chain), shape)
             self._reach_all(targets, rank, likely, chain, flags, push,
-                            guessed=_is_forward_guess(guess) and len(targets) > _READ_GUESSES)
+                            guessed=_is_forward_guess(guess) and len(targets) > _READ_GUESSES, among=among,
+                            width=len(targets))
 
-    def _guess_in(self, guess: str, program: frozenset[str] | None) -> list[Target]:
+    def _guess_in(self, guess: str, program: frozenset[str] | None,
+                  shape: tuple[int, frozenset[str], bool] | None = None) -> list[Target]:
         if _is_forward_guess(guess):
-            targets = self._forward_guess(guess, program)
+            targets = self._forward_guess(guess, program, shape)
         else:
             receiver, method = guess.rsplit(".", 1)
             targets = self._method_guess(receiver, method, program) or self._module_named(method, program) \

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/46"
+FORMAT = "gpulint.project/47"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -154,7 +154,7 @@ def load_facts(data: dict) -> FileFacts:
         functions[name] = FunctionFacts(
             reach=Reach(reach["rank"], reach["likely"], _frames(
                 [[fr["path"], fr["line"], fr["label"]] for fr in reach["chain"]]
-            ), tuple(reach["flags"]), reach["reason"], reach["guessed"]) if reach else None,
+            ), tuple(reach["flags"]), reach["reason"], reach["guessed"], reach["among"]) if reach else None,
             step_loops=frozenset(f["step_loops"]),
             loop_frames=tuple((index, Frame(frame["path"], frame["line"], frame["label"]))
                               for index, frame in f["loop_frames"]),

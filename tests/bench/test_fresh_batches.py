@@ -12,7 +12,9 @@ from tests.bench.scripts import load_bench_script
 CORPUS = Path(__file__).resolve().parents[2] / "bench" / "corpus"
 # Different repositories that share a name.
 DISTINCT = {("dino", frozenset({"IDEA-Research/DINO", "facebookresearch/dino"})),
-            ("lora", frozenset({"cloneofsimo/lora", "microsoft/LoRA"}))}
+            ("lora", frozenset({"cloneofsimo/lora", "microsoft/LoRA"})),
+            # openvpi's is a rewrite of the original (Lightning tasks, its own models and samplers), not a copy
+            ("diffsinger", frozenset({"MoonInTheRiver/DiffSinger", "openvpi/DiffSinger"}))}
 
 
 def test_every_fresh_batch_loads():
@@ -33,3 +35,11 @@ def test_a_repository_is_in_one_batch_and_no_tuned_label_under_any_owner():
     repeated = {(name, frozenset(repo for _, repo in found)) for name, found in places.items()
                 if len({where for where, _ in found}) > 1}
     assert repeated <= DISTINCT, sorted(repeated - DISTINCT)
+
+
+def test_the_default_figures_leave_out_possible_findings_as_gpulint_check_does():
+    fresh_eval = load_bench_script("fresh_eval")
+    found = [fresh_eval.Found("a.py", line, line, "GPL401", "m", confidence)
+             for line, confidence in ((1, "certain"), (2, "likely"), (3, "possible"))]
+    shown, certain, everything = fresh_eval.confidence_views(found)
+    assert [f.line for f in shown] == [1, 2] and [f.line for f in certain] == [1] and everything == found

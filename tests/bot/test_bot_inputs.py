@@ -167,12 +167,14 @@ def test_confidence_and_chain_are_optional(tmp_path):
     (rich,) = _load(tmp_path, [{**GOOD, "confidence": "likely", "chain": CHAIN}])
     assert rich.confidence == "likely" and [(f.path, f.line, f.name) for f in rich.chain] == [
         ("train.py", 120, "loop over train_loader"), ("trainer.py", 88, "step()"), ("logging.py", 40, "log_metrics()")]
+    (wide,) = _load(tmp_path, [{**GOOD, "confidence": "possible"}])  # `gpulint check --confidence possible`
+    assert wide.confidence == "possible"
 
 
 @pytest.mark.parametrize(
     "over, message",
     [
-        ({"confidence": "maybe"}, r"findings\[0\].confidence: expected 'certain' or 'likely', got 'maybe'"),
+        ({"confidence": "maybe"}, r"findings\[0\].confidence: expected 'certain', 'likely' or 'possible', got 'maybe'"),
         ({"confidence": 1}, r"findings\[0\].confidence: expected a string, got int"),
         ({"chain": {"path": "a.py"}}, r"findings\[0\].chain: expected a list, got dict"),
         ({"chain": [{"path": "a.py", "name": "f()"}]}, r"findings\[0\].chain\[0\].line: missing"),
