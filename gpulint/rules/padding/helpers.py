@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from gpulint.linter.names import callee_method, dotted_name, name_parts
@@ -62,6 +64,7 @@ class LengthTracker:
 
     def __init__(self, context) -> None:
         self.context = context
+        self._batch_fed: frozenset[tuple[str, str]] | None = None  # `batch_fed_params`, read once per file
         self._locals: dict[tuple[int, str], bool] = {}  # (id(function), name) -> constant?
         # locals counting what fills a list up to a length, with the length (`padding_size` -> `max_seq_len`)
         self._fill_counts: dict[tuple[int, str], cst.BaseExpression] = {}
@@ -102,10 +105,24 @@ class LengthTracker:
             local = self._locals.get((id(function), expr.value)) if function is not None else None
             if local is not None:
                 return local
+            if function is not None and (function.name.value, expr.value) in self.batch_fed_params():
+                return False  # `def pad_token(self, tokens, max_length)`, handed the batch's longest by its callers
             return is_length_name(expr.value)
         if isinstance(expr, cst.Attribute):
             return is_length_name(expr.attr.value) and dotted_name(expr) is not None
         return False
+
+    def batch_fed_params(self) -> frozenset[tuple[str, str]]:
+        """(function, parameter) pairs of this file that every call here of the function (by its name, or
+        `self.name(...)`) fills with a length computed from the batch: FlagAI's collators compute `max_length =
+        max([len(t) for t in input_ids])` and hand it to `self.pad_token(tokens, max_length)`, which pads to it."""
+        if self._batch_fed is None:
+            try:
+                tree = ast.parse(self.context.module.code)
+            except (SyntaxError, ValueError):
+                tree = ast.Module(body=[], type_ignores=[])
+            self._batch_fed = _batch_fed_params(tree)
+        return self._batch_fed
 
     def is_dynamic_local(self, expr: cst.BaseExpression) -> bool:
         """True when `expr` is (arithmetic on) a local computed from the data in this function."""
@@ -115,3 +132,33 @@ class LengthTracker:
             function = self.context.enclosing_function()
             return function is not None and self._locals.get((id(function), expr.value)) is False
         return _calls_max_or_len(expr)
+
+
+def _batch_fed_params(tree: ast.Module) -> frozenset[tuple[str, str]]:
+    """`LengthTracker.batch_fed_params` over a parsed file."""
+    functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    params = {f.name: [a.arg for a in (*f.args.posonlyargs, *f.args.args)] for f in functions}
+    fed: dict[tuple[str, str], bool] = {}  # (function, parameter) -> every call seen passes a batch length?
+    for caller in functions:
+        measured = {target.id for node in ast.walk(caller) if isinstance(node, ast.Assign) and _measures(node.value)
+                    for target in node.targets if isinstance(target, ast.Name)}
+        for call in (node for node in ast.walk(caller) if isinstance(node, ast.Call)):
+            func = call.func
+            on_self = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id in ("self", "cls")
+            name = func.id if isinstance(func, ast.Name) else func.attr if on_self else None
+            if name not in params:
+                continue
+            names = params[name][1:] if on_self and params[name][:1] in (["self"], ["cls"]) else params[name]
+            bound = [(param, arg) for param, arg in zip(names, call.args) if not isinstance(arg, ast.Starred)]
+            bound += [(k.arg, k.value) for k in call.keywords if k.arg is not None]
+            for param, arg in bound:
+                batch = isinstance(arg, ast.Name) and arg.id in measured or _measures(arg)
+                fed[(name, param)] = fed.get((name, param), True) and batch
+    return frozenset(key for key, batch in fed.items() if batch)
+
+
+def _measures(expr: ast.expr) -> bool:
+    """Is it computed by measuring the data: `max(len(t) for t in ids)`, `max(lengths)`?"""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "len")
+               for node in ast.walk(expr))

@@ -49,7 +49,8 @@ class PadToConstantInCollate(Rule):
     docs = RuleDocs(
         what_it_does="Flags `F.pad(...)`, a project's own `pad_*(ids, MAX_LEN)` helper, or a `torch.zeros/full/ones(...)` "
         "buffer sized by a constant length (a module-level `MAX_LEN`, `self.max_length`, `args.max_seq_length`, "
-        "`self.max_words - len(x)`) in a collate function (named `collate*`, passed as `collate_fn=`, a "
+        "`self.max_words - len(x)`; a parameter, unless every call of the function in its file hands it a length "
+        "measured from the batch, `max(len(ids) for ids in batch)`) in a collate function (named `collate*`, passed as `collate_fn=`, a "
         "`*Collator.__call__`) or a dataset's `__getitem__`; and token lists padded up to a constant anywhere on the "
         "training path: `ids + [pad_token_id] * (max_seq_length - len(ids))` (any one value filling a list up to a "
         "constant length: `ids += [eos_token_id] * (self.model_max_length - len(ids))`), `while len(ids) < max_seq_length: "
@@ -91,6 +92,11 @@ class PadToConstantInCollate(Rule):
         "        audio = self.clips[index]\n        if audio.shape[1] > self.max_len:\n"
         "            st = random.randint(0, audio.shape[1] - self.max_len - 1)\n"
         "            return audio[:, st:st + self.max_len]\n        out[:, :audio.shape[1]] = audio\n        return out\n",
+        # a helper padding to the length it is handed, which every caller in the file measures from the batch
+        "class DynamicCollator:\n    def __init__(self, pad_id):\n        self.pad_id = pad_id\n\n"
+        "    def pad_tokens(self, tokens, max_length):\n        return tokens + [self.pad_id] * (max_length - len(tokens))\n\n"
+        "    def __call__(self, batch):\n        max_length = max(len(ids) for ids in batch)\n"
+        "        return [self.pad_tokens(ids, max_length) for ids in batch]\n",
     )
     invalid = (
         # Show-o2: the placeholders its image embeddings fill are no padding; the pad up to `max_seq_len` is
@@ -128,6 +134,15 @@ class PadToConstantInCollate(Rule):
             "import torch\n\nclass InstructionDataset(torch.utils.data.Dataset):\n    def __getitem__(self, index):\n"
             "        example = torch.tensor(self.encode(index))\n        padding = self.max_words - example.shape[0]\n"
             "        return torch.cat((example, torch.zeros(padding, dtype=torch.int64) - 1))\n"
+        ),
+        # the same helper, handed a constant by one of its callers
+        Invalid(
+            "MAX_LEN = 512\n\ndef pad_tokens(tokens, max_length, pad_id=0):\n"
+            "    return tokens + [pad_id] * (max_length - len(tokens))\n\n"
+            "def collate(batch):\n    longest = max(len(ids) for ids in batch)\n"
+            "    return [pad_tokens(ids, longest) for ids in batch]\n\n"
+            "def collate_fixed(batch):\n    return [pad_tokens(ids, MAX_LEN) for ids in batch]\n",
+            count=2,  # the helper's padding, and the call handing it the constant
         ),
         Invalid(
             "def example_to_feature(tokenizer, example, max_seq_len=512):\n    token_ids = tokenizer.encode(example)\n"
