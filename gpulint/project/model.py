@@ -2947,7 +2947,8 @@ class Project:
         for name in scope.method_refs:  # as `self.name()` resolves: the method, and the overrides it dispatches to
             if self.find_method(cls, name) is not None:
                 methods += self.resolve_call(path, scope, Call(0, (0, 0), f"self.{name}", -1), per_step=False).targets
-        self._reach_all(list(dict.fromkeys(methods)), reach.rank, True, reach.chain, reach.flags, push, among=reach.among)
+        self._reach_all(list(dict.fromkeys(methods)), reach.rank, True, reach.chain, reach.flags, push,
+                        among=reach.among)
 
     def _consumed_generators(self, path: str, scope: Scope, facts: FunctionFacts, push) -> None:
         """A generator whose items a step loop takes (`batches = get_batch(...)`, then `next(batches)` or
@@ -2991,7 +2992,8 @@ class Project:
         """Push each target, reached by `chain` and one more frame; `width`: the targets are one guess's candidates
         (shown in the frame), `among`: the widest guess on the way before it."""
         for target in targets:
-            label = _label(target.qualname) + (f" (guessed, 1 of {width})" if width > 1 else " (guessed)" if width else "")
+            mark = f" (guessed, 1 of {width})" if width > 1 else " (guessed)" if width else ""
+            label = _label(target.qualname) + mark
             frame = Frame(target.path, self._line_of(target), label)
             push((target.path, target.qualname), Reach(rank, likely=likely, chain=(*chain, frame), flags=flags,
                                                        guessed=guessed, among=max(among, width)),

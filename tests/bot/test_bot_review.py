@@ -254,6 +254,7 @@ def test_chain_and_likely_in_the_inline_comment(tmp_path):
     annotation = ops.annotation(f)
     assert annotation["title"].endswith("(likely)")
     (wide,) = _load(tmp_path, [{**finding(57), "confidence": "possible", "chain": chain}])
-    assert "scalar-sync-in-step** *(possible)*:" in ops.review_comment(wide, fd, "https://github.com/o/r/blob/abc/").body
+    body = ops.review_comment(wide, fd, "https://github.com/o/r/blob/abc/").body
+    assert "scalar-sync-in-step** *(possible)*:" in body
     assert ops.annotation(wide)["title"].endswith("(possible)")
     assert annotation["raw_details"] == "per step via train.py:120 loop over train_loader → src/train.py:57 step()"

@@ -230,7 +230,8 @@ def test_a_guess_among_many_models_is_only_possible_and_hidden_by_default(tmp_pa
 
 def test_a_guess_among_a_few_models_stays_likely(tmp_path, check):
     found = check(tmp_path, {"zoo.py": _backbones(3), "train.py": ZOO_TRAINER})
-    assert [(line, confidence) for _, line, _, confidence, _ in found] == [(5, "likely"), (10, "likely"), (15, "likely")]
+    assert [(line, confidence) for _, line, _, confidence, _ in found] == [
+        (5, "likely"), (10, "likely"), (15, "likely")]
     assert found[0][4] == "loop over loader -> Backbone0.forward() (guessed, 1 of 3)"
 
 
@@ -3166,7 +3167,8 @@ def test_a_module_kept_in_a_holder_under_its_class_name_runs_that_class(tmp_path
         """,
     })
     reach = project.reach[("model.py", "MappingNetwork.forward")]
-    assert reach.rank == PER_STEP and [f.label for f in reach.chain][-2:] == ["compute_loss()", "MappingNetwork.forward() (guessed)"]
+    assert reach.rank == PER_STEP and [f.label for f in reach.chain][-2:] == [
+        "compute_loss()", "MappingNetwork.forward() (guessed)"]
 
 
 def test_the_next_of_an_iterator_object_a_step_loop_takes_from_runs_every_step(tmp_path, check):
@@ -3459,7 +3461,8 @@ def test_a_loop_calling_an_agent_built_from_a_config_steps_through_the_class_its
         """,
     })
     assert [(f[0], f[1], f[2], f[4]) for f in found] == [
-        ("buffer.py", 12, "GPL412", "training loop -> SACAgent.update() (guessed, 1 of 2) -> ReplayBuffer.sample() (guessed)")]
+        ("buffer.py", 12, "GPL412",
+         "training loop -> SACAgent.update() (guessed, 1 of 2) -> ReplayBuffer.sample() (guessed)")]
 
 
 def test_each_element_of_a_returned_tuple_lives_where_it_was_made(tmp_path, check):

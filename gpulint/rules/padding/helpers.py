@@ -58,7 +58,8 @@ class _DataSizes(SyntaxVisitor):
 
 class LengthTracker:
     """Which names hold a constant sequence length: config attributes (`self.max_len`, `args.max_seq_length`),
-    length-named constants and parameters not computed in the function (`MAX_LEN`, `max_seq_length`), and locals
+    length-named constants and parameters not computed in the function (`MAX_LEN`, `max_seq_length`; not a parameter
+    every call in the file fills with a length measured from the batch: `batch_fed_params`), and locals
     assigned from one of those. A local assigned from the batch (`max_len = max(len(s) for s in batch)`) is dynamic; the amount that
     pads up to a constant (`pad_len = MAX_LEN - len(ids)`) counts as constant: it is what padding to MAX_LEN looks like."""
 
@@ -119,7 +120,7 @@ class LengthTracker:
         if self._batch_fed is None:
             try:
                 tree = ast.parse(self.context.module.code)
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError):  # (the file is linted whatever its shape)
                 tree = ast.Module(body=[], type_ignores=[])
             self._batch_fed = _batch_fed_params(tree)
         return self._batch_fed

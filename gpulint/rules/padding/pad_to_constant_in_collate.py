@@ -50,7 +50,8 @@ class PadToConstantInCollate(Rule):
         what_it_does="Flags `F.pad(...)`, a project's own `pad_*(ids, MAX_LEN)` helper, or a `torch.zeros/full/ones(...)` "
         "buffer sized by a constant length (a module-level `MAX_LEN`, `self.max_length`, `args.max_seq_length`, "
         "`self.max_words - len(x)`; a parameter, unless every call of the function in its file hands it a length "
-        "measured from the batch, `max(len(ids) for ids in batch)`) in a collate function (named `collate*`, passed as `collate_fn=`, a "
+        "measured from the batch, `max(len(ids) for ids in batch)`) in a collate function (named `collate*`, passed "
+        "as `collate_fn=`, a "
         "`*Collator.__call__`) or a dataset's `__getitem__`; and token lists padded up to a constant anywhere on the "
         "training path: `ids + [pad_token_id] * (max_seq_length - len(ids))` (any one value filling a list up to a "
         "constant length: `ids += [eos_token_id] * (self.model_max_length - len(ids))`), `while len(ids) < max_seq_length: "
@@ -94,7 +95,8 @@ class PadToConstantInCollate(Rule):
         "            return audio[:, st:st + self.max_len]\n        out[:, :audio.shape[1]] = audio\n        return out\n",
         # a helper padding to the length it is handed, which every caller in the file measures from the batch
         "class DynamicCollator:\n    def __init__(self, pad_id):\n        self.pad_id = pad_id\n\n"
-        "    def pad_tokens(self, tokens, max_length):\n        return tokens + [self.pad_id] * (max_length - len(tokens))\n\n"
+        "    def pad_tokens(self, tokens, max_length):\n"
+        "        return tokens + [self.pad_id] * (max_length - len(tokens))\n\n"
         "    def __call__(self, batch):\n        max_length = max(len(ids) for ids in batch)\n"
         "        return [self.pad_tokens(ids, max_length) for ids in batch]\n",
     )
