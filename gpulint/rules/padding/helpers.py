@@ -106,7 +106,8 @@ class LengthTracker:
             local = self._locals.get((id(function), expr.value)) if function is not None else None
             if local is not None:
                 return local
-            if function is not None and (function.name.value, expr.value) in self.batch_fed_params():
+            if function is not None and _is_param(function, expr.value) \
+                    and (function.name.value, expr.value) in self.batch_fed_params():
                 return False  # `def pad_token(self, tokens, max_length)`, handed the batch's longest by its callers
             return is_length_name(expr.value)
         if isinstance(expr, cst.Attribute):
@@ -133,6 +134,13 @@ class LengthTracker:
             function = self.context.enclosing_function()
             return function is not None and self._locals.get((id(function), expr.value)) is False
         return _calls_max_or_len(expr)
+
+
+def _is_param(function: cst.FunctionDef, name: str) -> bool:
+    """Is `name` a positional or keyword parameter of the function? (Only then are its callers read: that parses
+    the file once more, with `ast`.)"""
+    params = function.params
+    return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
 
 def _batch_fed_params(tree: ast.Module) -> frozenset[tuple[str, str]]:
