@@ -30,7 +30,6 @@ MAX_BYTES = 2**60  # about 1.15 EB: a plan's byte counts above this are not a re
 MAX_SECONDS = 1e7  # about 116 days for one training step
 PLAN_SCHEMA = planfile.SCHEMA  # one home for the schema string; planfile imports no torch
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-CONFIDENCES = CONFIDENCE_LEVELS
 _RULE_CODE = re.compile(r"^GPL\d{3}$")
 _RULE_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -294,7 +293,7 @@ def _finding(raw: dict, where: str, root: str | None) -> Finding:
     if len(path) > MAX_PATH:
         raise BotInputError(f"{where}.path: longer than {MAX_PATH} characters")
     confidence = _field(raw, "confidence", str, where, optional=True, default="certain")
-    if confidence not in CONFIDENCES:
+    if confidence not in CONFIDENCE_LEVELS:
         raise BotInputError(f"{where}.confidence: expected 'certain', 'likely' or 'possible', got {_shown(confidence)}")
     _field(raw, "url", str, where, optional=True)  # checked for shape only: links come from the rule's code
     chain, elided = _chain(raw, where, root)

@@ -294,6 +294,7 @@ class Project:
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
         self._guess_shapes: dict[str, set[tuple[int, frozenset[str], bool]]] = {}
+        self._module_classes: dict[Target, bool] = {}  # `_of_a_module`, by class
         self.config_classes = frozenset(config_classes)  # dotted names the training configs build (`target: a.B`)
         # bare class names they give a registry (`criterion: DFINECriterion`, mmengine's `head=dict(type='HeatmapHead')`)
         self.config_names = frozenset(config_names) | _python_config_names(self.files)
@@ -1484,7 +1485,7 @@ class Project:
                 found += [m for m in (forward, self.find_method(cls, "backward")) if m is not None]
         return found
 
-    def _object_call(self, path: str, scope: Scope, name: str, per_step: bool, call: Call | None = None) -> _Resolved:
+    def _object_call(self, path: str, scope: Scope, name: str, per_step: bool, call: Call) -> _Resolved:
         """Calling an object: a module's `forward` (or a class's `__call__`), or the closure an attribute holds."""
         out = _Resolved(bound=True)
         closures = self._attribute_closures(path, scope, name)
@@ -1530,7 +1531,7 @@ class Project:
             out.certain, out.guess = False, _forward_guess_key(name)
             if out.guess == _MODEL_GUESS and scope.cls:
                 out.guess = f"{_MODEL_GUESS} {path}::{scope.cls}"  # the losses its class holds are left out
-            out.shape = _call_shape(call) if call is not None else None
+            out.shape = _call_shape(call)
             out.targets = self._forward_guess(out.guess, shape=out.shape)
         return out
 
@@ -1885,9 +1886,9 @@ class Project:
                 built, models, forwards = ([f for f in pool if _top_level(f.path) in tops]
                                            for pool in (built, models, forwards))
         receiver = guess.partition(" ")[2]
-        if guess == _NO_LOSS_GUESS:  # (nor a callable of no library base, as for a model's call below)
+        if guess == _NO_LOSS_GUESS:  # (nor a callable of no library base: `_of_a_module`, as for a model's call)
             return [f for f in models or built or forwards if not LOSS_CLASS.search(_class_of(f))
-                    and not self._no_library_base(Target(f.path, _class_of(f), True))]
+                    and self._of_a_module(f)]
         if guess == _METRIC_GUESS:
             return [f for f in built if _METRIC_CLASS.search(_class_of(f))]
         if guess == _LOSS_GUESS:  # `criterion(outputs, batch)`: the loss classes built, if the project has any
@@ -1898,7 +1899,7 @@ class Project:
             # nor a callable of no library base (FastVideo's pipeline stages, `PipelineStage(ABC)` with a `__call__`
             # running its `forward`): an object named as a model is a module
             return [f for f in models or built or forwards if _class_of(f).rsplit(".", 1)[-1] not in held
-                    and not self._no_library_base(Target(f.path, _class_of(f), True))]
+                    and self._of_a_module(f)]
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
             return [f for f in built if _names_alike(receiver, _class_of(f))]
         return models or built or forwards
@@ -3290,6 +3291,14 @@ class Project:
         """Is `init` the constructor of a plain class (no library base on any of its project bases: no module, no
         trainer), computing once on what it is given?"""
         return self._one_pass(init) and self._plain_class(Target(init.path, init.qualname.rsplit(".", 1)[0], True))
+
+    def _of_a_module(self, forward: Target) -> bool:
+        """Is the class of a `forward` a module, a class with a library base (`_no_library_base`)? Asked of every
+        candidate at every guessed call; the answer is the class's, kept."""
+        cls = Target(forward.path, _class_of(forward), True)
+        if cls not in self._module_classes:
+            self._module_classes[cls] = not self._no_library_base(cls)
+        return self._module_classes[cls]
 
     def _no_library_base(self, cls: Target) -> bool:
         """No library base on the class or its project bases but `object` and typing's or abc's (`ABC`, `Generic`):
