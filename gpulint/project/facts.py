@@ -95,6 +95,10 @@ class FunctionFacts:
     # Parameters every call in the training step passes a literal string, with the strings (Show-o's
     # `uni_prompting(batch, "t2i")`): the branches of `if task == "t2v":` for other words do not run in the step.
     word_params: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Its step loop steps an environment (a rollout): code outside that loop runs once per rollout of many steps
+    # (morl-baselines' `train_iteration`, whose setup moves the weight vector to the device before its loop).
+    rollout: bool = False
+    rollout_loops: frozenset[int] = frozenset()  # its step loops that step an environment and no optimizer
 
 
 @dataclass(frozen=True)
@@ -367,9 +371,18 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
                              "not every step")
         elif kind in _COLD_REASONS:
             return ExecState(False, gated, True, _COLD_REASONS[kind])
+        elif kind == "episode-end" and region.loop in facts.step_loops:
+            return ExecState(False, gated, False, "in the branch for an episode's end, once per episode, not every "
+                             "environment step")
         elif kind == "iteration" and region.loop in facts.step_loops:
             return ExecState(False, gated, False, "once per iteration, after a rollout of many environment steps "
                              "(amortised over them), not every step")
+        elif kind == "loop" and region.loop in facts.rollout_loops and facts.reach is not None \
+                and facts.reach.rank == GATED:
+            # A rollout its caller runs behind a gate (GPI-PD's model rollouts every `dynamics_rollout_freq` steps,
+            # an evaluation episode every N updates): it runs at the gate's rhythm, not as the training loop.
+            return ExecState(True, True, False, "in a rollout its caller runs on some steps",
+                             chain=facts.reach.chain, flags=tuple(flags))
         elif kind == "loop" and region.loop in facts.step_loops:
             frame = dict(facts.loop_frames).get(region.loop)
             return ExecState(True, gated, False, "inside the training loop", chain=(frame,) if frame else (),
@@ -385,6 +398,9 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
         return NEUTRAL
     if facts.epoch:
         return ExecState(False, gated, False, f"in `{name}` outside its loop over batches (once per epoch)")
+    if facts.rollout:
+        return ExecState(False, gated, False, f"in `{name}` outside its loop stepping the environment (once per "
+                         "rollout of many steps)")
     if reach.rank == COLD:
         return ExecState(False, gated, True, reach.reason or f"in `{name}`, reached only from code that is not training")
     if reach.rank == PROGRAM:

@@ -14,6 +14,8 @@ For every function, method and class body, and for the module's own statements (
     eval      the branch a module takes outside training (`if not self.training:`)
     once      a branch that computes a value once and keeps it (`if key not in cache: cache[key] = ...`)
     one-step  a branch taken on one step of the run (`if current_step == merge_bn_startpoint:`)
+    episode-end the branch for an episode's end (`if terminated or truncated:`) in a loop stepping an environment
+              (`Region.loop`): once per episode
     last-pass a branch ending in `break` (`if updates >= max_updates: ...; break`): taken on the last pass of the
               loop it ends (`Region.loop`), once per run of that loop
     empty     a loss's exit for a batch with nothing to compute (`if not pairs: return torch.tensor(0.0)`)
@@ -128,6 +130,7 @@ class Loop:
     # Its body stores into containers at its own index (`rewards[step] = ...`, `obs[step] = next_obs`): a rollout
     # filling its buffers, one transition per iteration.
     fills_by_index: bool = False
+    steps_env: bool = False  # its body steps a reinforcement-learning environment (`env.step(action)`): a rollout
 
 
 @dataclass
@@ -676,6 +679,20 @@ def epoch_end_branch(test: ast.AST) -> str | None:
     if any(_is_last_index(a, b) for a, b in ((test.left, test.comparators[0]), (test.comparators[0], test.left))):
         return equal  # `if i == len(pbar) - 1:  # last batch` (yolov9's classifier validates there)
     return None
+
+
+def episode_end_test(test: ast.AST) -> bool:
+    """`if terminated or truncated:`, `if done:`, `if self.done[0]:`: the test of an episode's end, in a loop stepping
+    an environment. Not `if any(dones):` over vectorised environments, one of which ends every few steps."""
+    if isinstance(test, ast.BoolOp):
+        return all(episode_end_test(value) for value in test.values)
+    if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant):
+        test = test.value
+    name = dotted(test) if isinstance(test, (ast.Name, ast.Attribute)) else None
+    return name is not None and bool(name_parts(name.rsplit(".", 1)[-1]) & _EPISODE_END_PARTS)
+
+
+_EPISODE_END_PARTS = frozenset({"done", "terminated", "truncated", "terminal", "termination", "truncation"})
 
 
 def _is_last_index(index: ast.AST, bound: ast.AST) -> bool:
@@ -2155,9 +2172,10 @@ class _Walker:
             self._bind_prepared_batch(node.target, node.iter)
         loop.once = any(isinstance(statement, ast.Break) for statement in node.body)
         loop.fills_by_index = is_for and _fills_by_index(node)
+        loop.steps_env = any(_steps_an_environment(inner) for inner in _walk_body(node.body))
         index = len(scope.loops)
         scope.loops.append(loop)
-        if _holds_rollout(node.body):
+        if loop.steps_env and _holds_rollout(node.body):
             # (appended before the loop's own region: a statement that starts the body is found in this one first)
             scope.regions.extend(Region("iteration", start, end, loop=index)
                                  for start, end in self._iteration_spans(node.body))
@@ -2320,6 +2338,9 @@ class _Walker:
                 scope.regions.append(Region("one-step", *span))
             if isinstance(body[-1], ast.Break) and self.loop_stack[-1]:
                 scope.regions.append(Region("last-pass", *span, loop=self.loop_stack[-1][-1]))
+            if part == "body" and self.loop_stack[-1] and scope.loops[self.loop_stack[-1][-1]].steps_env \
+                    and episode_end_test(test) and not _learns(body):
+                scope.regions.append(Region("episode-end", *span, loop=self.loop_stack[-1][-1]))
             if part == "body" and (_empty_exit(test, body) or _zero_fallback(test, body)):
                 scope.regions.append(Region("empty", *span))
             if _reports_failure(body) or (part == "body" and _tests_non_finite(test)):
@@ -2773,6 +2794,20 @@ def _tests_non_finite(test: ast.AST) -> bool:
 
 _FINITE_NAME = re.compile(r"(?i)finite|\bok\b|valid")
 _NON_FINITE_NAME = re.compile(r"(?i)\bisnan\b|\bisinf\b|\bis_nan\b|\bhas_nan|\bnan_|_nan\b|\boverflow")
+
+
+def _learns(body: list[ast.stmt]) -> bool:
+    """Does the block step an optimizer or call an update (`agent.update()`, `self.learn()`, `finish_episode()`)? A
+    Monte Carlo method (REINFORCE) learns at each episode's end: that branch is its training step."""
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call) and (method := last_name(node.func)) is not None \
+                    and (is_step_marker(node, method) or name_parts(method) & _LEARNING_PARTS):
+                return True
+    return False
+
+
+_LEARNING_PARTS = frozenset({"update", "learn", "train", "optimize", "finish", "backward"})
 
 
 def _steps_an_optimizer(body: list[ast.stmt]) -> bool:

@@ -2167,11 +2167,13 @@ class Project:
         name = call.func.rsplit(".", 1)[-1]
         if "epoch" in name_parts(name):
             return False
+        targets = self.resolve_call(path, scope, call, per_step=False).targets
+        if targets and all(self._steps_environment_in_loop(target) for target in targets):
+            return False  # `self.train_iteration(...)` stepping the environment thousands of times: a rollout's caller
         if name in self.hot_names and name not in MODULE_CALL_METHODS:
             return True
         if self._library_trainer_step(path, scope, call):
             return True
-        targets = self.resolve_call(path, scope, call, per_step=False).targets
         if targets:
             return self._runs_step_work(targets, depth=2)
         # `learner.train(batch)` on a learner built from a registry: the project's methods of that name all step.
@@ -2307,6 +2309,11 @@ class Project:
                     family.add(child)
                     stack.append(child)
         return family
+
+    def _steps_environment_in_loop(self, target: Target) -> bool:
+        """Does the function step an environment in a loop of its own (one call is a whole rollout)?"""
+        scope = self.files[target.path].scope(target.qualname)
+        return scope is not None and any(loop.steps_env for loop in scope.loops)
 
     def _loops_over_batches(self, target: Target, scope: Scope) -> bool:
         """Does the function loop over a loader, itself or through the method it extends (`super()._update()`
@@ -3272,6 +3279,9 @@ class Project:
         epoch = any(scope.loops[i].iterates_loader and not scope.loops[i].no_grad for i in loops) and not (
             name_parts(scope.name) & STEP_NAME_PARTS
         )
+        # (a loop over the environments, `for env in self.envs: env.step(a)`, is one step of them all)
+        rollout_loops = frozenset(i for i in loops if scope.loops[i].steps_env and not scope.loops[i].has_marker
+                                  and not name_parts(scope.loops[i].label) & _ENVIRONMENT_WORDS)
         kinds = {p: kind for p in self._param_kinds.get(key, {}) if (kind := self._passed_kind(key, p)) != "unknown"}
         if self._trainer_moves_inputs(path, scope):
             kinds.setdefault("inputs", "device")
@@ -3285,6 +3295,7 @@ class Project:
             self._false_params(key) if final else frozenset(),
             # (read while the step is being read too: a call passing another word later reads the function again)
             self._param_words(key),
+            rollout=bool(rollout_loops), rollout_loops=rollout_loops,
         )
 
     def _plain_object(self, init: Target) -> bool:
@@ -3996,6 +4007,7 @@ def _keeps_transition(func: str) -> bool:
 _TRANSITION_METHODS = frozenset({"record_transition", "store_transition", "add_transition", "post_interaction",
                                  "remember", "observe", "process_env_step"})
 _BUFFER_METHODS = frozenset({"add", "insert", "push", "store", "extend"})
+_ENVIRONMENT_WORDS = frozenset({"env", "envs", "environment", "environments"})
 _AGENT_LEARN_METHODS = frozenset({"update", "step", "learn"})
 _REPLAY_PARTS = frozenset({"buffer", "buffers", "memory", "replay"})
 _BUFFER_PARTS = frozenset({"buffer", "buffers", "memory", "storage", "replay", "rollout", "rollouts", "agent",

@@ -11020,3 +11020,106 @@ def test_a_guessed_model_call_runs_modules_not_plain_callables_with_a_forward(ch
                 return x
     """
     assert [(f[0], f[1]) for f in check(tmp_path, files)] == [("models.py", 9)]
+
+
+GPI_SHAPED_AGENT = """
+    import numpy as np
+    import torch
+
+
+    class ModelEnv:
+        def __init__(self, dynamics):
+            self.dynamics = dynamics
+
+        def step(self, obs, actions):
+            pred = self.dynamics(torch.cat([obs, actions], dim=1))
+            return pred.cpu().numpy(), np.zeros(len(obs), dtype=bool)
+
+
+    class Learner:
+        def __init__(self, env, q_net, dynamics, optimizer, device):
+            self.env, self.q_net, self.dynamics = env, q_net, dynamics
+            self.optimizer, self.device = optimizer, device
+            self.model_buffer, self.replay_buffer = [], []
+            self.global_step = 0
+
+        def max_action(self, obs, w):
+            return self.q_net(obs, w).argmax().item()
+
+        def update(self, w):
+            loss = self.q_net(torch.stack(self.replay_buffer[-32:]), w).pow(2).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+
+        def rollout_dynamics(self, w, obs):
+            model_env = ModelEnv(self.dynamics)
+            for h in range(5):
+                obs = torch.tensor(obs).to(self.device)
+                actions = self.q_net(obs, w)
+                next_obs, dones = model_env.step(obs, actions)
+                self.model_buffer.add(next_obs, dones)
+                obs = next_obs[~dones]
+
+        def train_iteration(self, total_timesteps, weight):
+            tensor_w = torch.tensor(weight).float().to(self.device)
+            obs = self.env.reset()
+            for _ in range(total_timesteps):
+                self.global_step += 1
+                action = self.max_action(torch.as_tensor(obs).to(self.device), tensor_w)
+                next_obs, reward, terminated, truncated = self.env.step(action)
+                self.replay_buffer.add(obs, action, reward, next_obs)
+                if self.global_step % 250 == 0:
+                    self.rollout_dynamics(tensor_w, next_obs)
+                self.update(tensor_w)
+                if terminated or truncated:
+                    obs = self.env.reset()
+                    tensor_w = torch.tensor(np.random.dirichlet(np.ones(2))).float().to(self.device)
+                else:
+                    obs = next_obs
+
+        def train(self, iterations):
+            for _ in range(iterations):
+                self.train_iteration(10_000, np.ones(2) / 2)
+"""
+
+
+def test_rl_setup_episode_ends_and_gated_model_rollouts_are_not_per_step(tmp_path, check):
+    """GPI-PD's shape: `train_iteration` moves its weight vector before its loop over environment steps (once per
+    iteration of 10,000 steps), draws a new one in the branch for an episode's end, and every 250 steps runs a rollout
+    of a learned model (a loop stepping an environment and keeping transitions, reached behind a gate). The greedy
+    action is read with `.item()` in `max_action` for the host environment, and `train` calls `train_iteration`
+    once per 10,000 steps. None of these costs every step; the observation's blocking copy to the device does."""
+    found = check(tmp_path, {"agent.py": GPI_SHAPED_AGENT, "train.py": """
+        from agent import Learner
+        import torch
+
+        Learner(None, None, None, None, torch.device("cuda")).train(10)
+    """})
+    assert [(path, line, code) for path, line, code, *_ in found] == [("agent.py", 45, "GPL412")], found
+
+
+def test_an_episode_end_branch_that_learns_is_the_step_of_a_monte_carlo_method(tmp_path, check):
+    """REINFORCE updates at each episode's end: that branch is its training step, and the loss read there is read
+    every step of the training."""
+    found = check(tmp_path, {"reinforce.py": """
+        import torch
+
+
+        def train(env, policy, optimizer, device):
+            obs = env.reset()
+            log_probs = []
+            for t in range(1_000_000):
+                dist = policy(torch.as_tensor(obs, device=device))
+                action = dist.sample()
+                log_probs.append(dist.log_prob(action))
+                obs, reward, done = env.step(action.item())
+                if done:
+                    loss = -torch.stack(log_probs).sum() * reward
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    print(loss.item())
+                    obs = env.reset()
+    """})
+    assert [(path, line, code) for path, line, code, *_ in found] == [("reinforce.py", 18, "GPL401")], found

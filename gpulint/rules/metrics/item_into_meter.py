@@ -25,6 +25,7 @@ _STATS_PARTS = frozenset({"stat", "stats", "statistics", "meter", "meters", "met
 _METRIC_DICT_WORDS = frozenset({"loss", "losses", "metrics", "stats", "logs", "log"})
 
 
+_TRANSITION_STORES = frozenset({"buffer", "replay", "memory", "rollout", "rollouts", "storage"})
 _WORD_BOUNDARY = re.compile(r"[_.]+|(?<=[a-z])(?=[A-Z])")
 
 
@@ -41,7 +42,9 @@ def _accumulating_callee(call: cst.Call) -> str | None:
     if name is None:
         return None
     if isinstance(call.func, cst.Attribute) and name in _ACCUMULATING_METHODS:
-        return name
+        # a replay buffer keeps each transition on the host for learning (`self.replay_buffer.add(obs, actions, ...)`
+        # after the action went to the environment): no meter
+        return None if _words(last_name(call.func.value) or "") & _TRANSITION_STORES else name
     words = _words(name)
     return name if words & _STATS_PARTS and "log" not in words else None
 
@@ -68,7 +71,8 @@ class ItemIntoMeter(MetricRule):
         use_instead="Accumulate detached device tensors (`running += loss.detach() * n`) or collect them in a list and "
         "`torch.stack(...)` once; call `.item()` under the logging gate.",
         fix_safety="No fix: meters often format or serialise the value and would break on a tensor.",
-        false_positives="Values already on the host (after `.cpu()` / `.tolist()` within the function). Meters whose "
+        false_positives="Values already on the host (after `.cpu()` / `.tolist()` within the function); a "
+        "reinforcement-learning replay buffer's `add` is no meter (it keeps each transition on the host). Meters whose "
         "`update` is itself a logger call every step are a GPL4xx sync as well.",
     )
     valid = (
@@ -78,6 +82,7 @@ class ItemIntoMeter(MetricRule):
         training_script("running_loss.update(loss.detach())\nmetric_logger.update(lr=optimizer.param_groups[0]['lr'])"),
         training_script("loss_meter.update(loss.detach())\nmetric_logger.update(loss_scale_value=scaler.get_scale())"),
         training_script("wandb_log_metrics({'loss': loss.item()})"),
+        training_script("replay_buffer.add(x, out.argmax().item(), y)"),
         training_script("cache = {}\ncache['loss'] = loss.detach()\nlosses = {}\nlosses['n'] = x.size(0)"),
         "import torch\n\n@torch.no_grad()\ndef validate(model, loader, criterion, losses):\n    for x, y in loader:\n"
         "        losses.update(criterion(model(x), y).item(), x.size(0))\n",

@@ -52,21 +52,31 @@ _NOT_REPORTED = (
     "an accelerator, a trainer or mixed precision (they train on the CPU), the methods of a class that fixes "
     "`self.device` to the CPU (`torch.device(\"cpu\")`, pfrl's A3C), and the exchange with a "
     "reinforcement-learning environment, which runs on the host (anything in `select_action` / `act` / an `Agent`'s `__call__`, and host reads of "
-    "`actions`)."
+    "`actions` or of what is assigned to them)."
 )
+
+
+def _assigns_action(ancestors) -> bool:
+    """Is the node in the value of `action = ...` (`action = policy(obs).cpu().numpy()`): the action the loop hands to
+    the host environment?"""
+    assign = innermost(ancestors, cst.Assign)
+    return assign is not None and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name) \
+        and bool(_ACTION_NAME.search(assign.targets[0].target.value))
 
 
 def known_false_positives(text: str) -> str:
     return text + _NOT_REPORTED
 
 
-_ACTION_SELECTOR = re.compile(r"^_?(act|(select|get|choose|sample|take|compute|predict)_actions?)$")
+# (and any `*_action`: GPI's `gpi_action`, a Q-learner's `max_action`, `greedy_action`, whose result the loop hands
+# to `env.step`)
+_ACTION_SELECTOR = re.compile(r"^_?(act|(\w+_)?actions?)$")
 _AGENT_CLASS = re.compile(r"Agent$")
 _ACTION_NAME = re.compile(r"^(\w+_)?actions?$")
 
 
 def selects_action(name: str) -> bool:
-    """`select_action`, `act`, `get_actions`: a policy choosing the action for a host environment."""
+    """`select_action`, `act`, `get_actions`, `max_action`: a policy choosing the action for a host environment."""
     return bool(_ACTION_SELECTOR.match(name))
 
 
@@ -135,7 +145,7 @@ class SyncRule(Rule):
             if selects_action(function.name.value) or (
                     function.name.value == "__call__" and owner is not None and _AGENT_CLASS.search(owner.name.value)):
                 return True
-        return self.reads_to_host and bool(_ACTION_NAME.search(root_name(node) or ""))
+        return self.reads_to_host and (bool(_ACTION_NAME.search(root_name(node) or "")) or _assigns_action(ancestors))
 
     def report_at(self, node: cst.CSTNode, message: str, ancestors: tuple[cst.CSTNode, ...], fix=(),
                   unsafe_fix: bool = False) -> None:
