@@ -51,7 +51,7 @@ _NOT_REPORTED = (
     "training scripts that never name a device (CPU-only), projects of several files none of which names a device, "
     "an accelerator, a trainer or mixed precision (they train on the CPU), the methods of a class that fixes "
     "`self.device` to the CPU (`torch.device(\"cpu\")`, pfrl's A3C), and the exchange with a "
-    "reinforcement-learning environment, which runs on the host (anything in `select_action` / `act` / an `Agent`'s `__call__`, and host reads of "
+    "reinforcement-learning environment, which runs on the host (anything in `select_action` / `act` / a `*_action` method / an `Agent`'s `__call__`, and host reads of "
     "`actions` or of what is assigned to them)."
 )
 
