@@ -51,7 +51,7 @@ _NOT_REPORTED = (
     "training scripts that never name a device (CPU-only), projects of several files none of which names a device, "
     "an accelerator, a trainer or mixed precision (they train on the CPU), the methods of a class that fixes "
     "`self.device` to the CPU (`torch.device(\"cpu\")`, pfrl's A3C), and the exchange with a "
-    "reinforcement-learning environment, which runs on the host (anything in `select_action` / `act` / a `*_action` method / an `Agent`'s `__call__`, and host reads of "
+    "reinforcement-learning environment, which runs on the host (anything in `select_action` / `act` / `max_action` / an `Agent`'s `__call__`, and host reads of "
     "`actions` or of what is assigned to them)."
 )
 
@@ -68,9 +68,10 @@ def known_false_positives(text: str) -> str:
     return text + _NOT_REPORTED
 
 
-# (and any `*_action`: GPI's `gpi_action`, a Q-learner's `max_action`, `greedy_action`, whose result the loop hands
-# to `env.step`)
-_ACTION_SELECTOR = re.compile(r"^_?(act|(\w+_)?actions?)$")
+# (and a Q-learner's `max_action`, `greedy_action`, GPI's `gpi_action`, whose result the loop hands to `env.step`; not
+# any `*_action`: FastVideo's `_get_optional_action` loads a world model's action conditions from the batch)
+_ACTION_SELECTOR = re.compile(
+    r"^_?(act|(select|get|choose|sample|take|compute|predict|max|greedy|best|gpi|policy|random|explore)_actions?)$")
 _AGENT_CLASS = re.compile(r"Agent$")
 _ACTION_NAME = re.compile(r"^(\w+_)?actions?$")
 
