@@ -1062,7 +1062,8 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
             v in filled or any(dotted(n) in caches for n in ast.walk(v)) for v in test.values)
     if (attribute := _hasattr_negated(test)) is not None:  # `if not hasattr(self, "queue_lr"): self.queue_lr = ...`
         return any(dotted(target) == attribute for statement in body for node in ast.walk(statement)
-                   for target in (node.targets if isinstance(node, ast.Assign) else []))
+                   for target in (node.targets if isinstance(node, ast.Assign) else [])) \
+            or any(_registers(node, attribute) for statement in body for node in ast.walk(statement))
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return False
     op, right = test.ops[0], test.comparators[0]
@@ -1090,6 +1091,23 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
                     and node.func.attr in ("update", "setdefault") and dotted(node.func.value) == cache:
                 return True
     return False
+
+
+def _registers(node: ast.AST, attribute: str) -> bool:
+    """`self.register_buffer("classes_so_far", ...)` (mammoth's iCaRL), `setattr(self, "pool", ...)`: sets `attribute`
+    (`self.classes_so_far`) by its name."""
+    if not isinstance(node, ast.Call):
+        return False
+    owner, _, name = attribute.rpartition(".")
+    args = node.args
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("register_buffer", "register_parameter") \
+            and dotted(node.func.value) == owner:
+        named = args[0] if args else None
+    elif isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(args) >= 2 and dotted(args[0]) == owner:
+        named = args[1]
+    else:
+        return False
+    return isinstance(named, ast.Constant) and named.value == name
 
 
 def _keys_of(container: ast.AST) -> ast.AST:

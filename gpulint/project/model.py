@@ -119,6 +119,9 @@ _PASSED_ON = "\0"
 _BY_NAME_CALLS = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", "locate(")  # and `_LOADS_BY_NAME`
 # Lightning's CLI builds the `class_path:` of its YAML configs (models, data modules, callbacks).
 _BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:", "LightningCLI(")
+# detectron2's trainers, whose `run_step` calls the model the configs name (`build_model(cfg)`).
+_DETECTRON2_TRAINERS = frozenset({"DefaultTrainer", "SimpleTrainer", "AMPTrainer"})
+_META_ARCH_REGISTERED = re.compile(r"@\s*META_ARCH_REGISTRY\.register\b")
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
@@ -2388,7 +2391,7 @@ class Project:
                 | never_fit
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
-        roots += hooks + setup_hooks + self._built_entries(method_entries, roots)
+        roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models()
         # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):
         # the callers of such functions are read too.
         workers = {key[1].rsplit(".", 1)[-1] for key, reach in roots if reach.rank == PER_STEP}
@@ -2406,6 +2409,34 @@ class Project:
                     if calls.search(code):
                         roots += self._entries_in(path, ix, definition)
         return roots, named, modules
+
+    def _library_trainer_models(self) -> list[tuple[Key, Reach]]:
+        """detectron2's trainer (a project's `Trainer(DefaultTrainer)`) runs `self.model(data)` in its own `run_step`:
+        the `forward` of each meta-architecture the training configs name (`META_ARCHITECTURE: "CondInst"`, a class
+        under `@META_ARCH_REGISTRY.register()`) runs every step (AdelaiDet's FCOS, CondInst, BlendMask, SOLOv2)."""
+        trainers = [(path, definition) for path, ix in self.files.items() if is_training_path(path)
+                    for definition in ix.definitions.values() if definition.is_class
+                    and (scope := ix.scope(definition.qualname)) is not None
+                    and any(base.rsplit(".", 1)[-1] in _DETECTRON2_TRAINERS for base in scope.bases)]
+        if not trainers:
+            return []
+        path, trainer = trainers[0]
+        found = []
+        for cls in sorted(self._registry_named(), key=lambda target: (target.path, target.qualname)):
+            ix = self.files[cls.path]
+            if not any(_META_ARCH_REGISTERED.match(line.lstrip())
+                       for line in ix.lines[ix.definitions[cls.qualname].start:ix.definitions[cls.qualname].end]):
+                continue
+            forward = self.find_method(cls, "forward")
+            scope = self.files[forward.path].scope(forward.qualname) if forward is not None else None
+            if scope is None:
+                continue
+            chain = (Frame(path, trainer.start + 1, f"{trainer.name}.run_step() (detectron2's)"),
+                     Frame(forward.path, scope.line, _label(forward.qualname)))
+            found.append(((forward.path, forward.qualname), Reach(PER_STEP, likely=True, chain=chain, reason=(
+                f"in `{forward.qualname}`, which detectron2's trainer runs every step"))))
+        self.entries = self.entries or bool(found)
+        return found
 
     def _called_by_name(self, cls: Target) -> bool:
         """May the class's methods run by a name the text does not spell: it looks its own methods up

@@ -73,9 +73,9 @@ RUN_AND_EPOCH_HOOKS = frozenset(
 # Split on "_": a function is cold when one of its name's parts is one of these (`evaluate_model`, `__init__`).
 COLD_NAME_PARTS = frozenset(
     {
-        "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "testing", "predict",
-        "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save", "checkpoint", "ckpt",
-        "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
+        "eval", "evaluate", "evaluation", "evaluator", "evaluators", "valid", "validate", "validation", "val", "test",
+        "testing", "predict", "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save",
+        "checkpoint", "ckpt", "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
         "detect", "compile", "configure", "config", "register", "repr", "gradcam", "saliency", "visualization",
         "explain", "explanation", "forecast", "forecasts", "backtest", "debug",
     }

@@ -11123,3 +11123,101 @@ def test_an_episode_end_branch_that_learns_is_the_step_of_a_monte_carlo_method(t
                     obs = env.reset()
     """})
     assert [(path, line, code) for path, line, code, *_ in found] == [("reinforce.py", 18, "GPL401")], found
+
+
+def test_a_buffer_registered_by_name_under_a_hasattr_test_is_made_once(tmp_path, check):
+    """mammoth's iCaRL keeps the classes it has seen in a buffer it registers on the first step (`if not hasattr(self,
+    "classes_so_far"): self.register_buffer("classes_so_far", labels.unique().to("cpu"))`); the `else` branch adding
+    to it runs every later step."""
+    found = check(tmp_path, {"train.py": """
+        import torch
+
+
+        class ICarl(torch.nn.Module):
+            def observe(self, inputs, labels, optimizer):
+                if not hasattr(self, "classes_so_far"):
+                    self.register_buffer("classes_so_far", labels.unique().to("cpu"))
+                else:
+                    setattr(self, "seen", torch.cat((self.classes_so_far, labels.to("cpu"))))
+                loss = self.net(inputs).mean()
+                loss.backward()
+                optimizer.step()
+
+
+        def main(model, loader, optimizer):
+            for inputs, labels in loader:
+                model.observe(inputs.cuda(non_blocking=True), labels.cuda(non_blocking=True), optimizer)
+    """})
+    assert sorted({(line, code) for _, line, code, *_ in found}) == [(10, "GPL403")], found
+
+
+def test_a_function_named_for_evaluators_is_no_step_work(tmp_path, check):
+    """Fast-LLM's trainer calls `self._run_evaluators(...)` on every step; each evaluator runs at its own interval, and
+    what they read to the host is evaluation, not the training step's."""
+    found = check(tmp_path, {"trainer.py": """
+        import torch
+
+
+        class Trainer:
+            def _run_evaluators(self, step):
+                for evaluator in self.evaluators:
+                    print(evaluator.run(step).item())
+
+            def train(self, loader, optimizer):
+                for step, batch in enumerate(loader):
+                    loss = self.model(batch.cuda(non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    self._run_evaluators(step)
+                    print(loss.item())
+    """})
+    assert sorted({(line, code) for _, line, code, *_ in found}) == [(16, "GPL401")], found
+
+
+def test_detectron2s_trainer_runs_the_meta_architectures_the_configs_name(tmp_path, check):
+    """AdelaiDet's `Trainer(DefaultTrainer)` leaves the step to detectron2's `run_step`, which calls the model that
+    `build_model(cfg)` makes from `META_ARCHITECTURE`: the forward of each registered meta-architecture the configs name
+    runs every step (likely: the model cannot see the call), and one no config names does not."""
+    files = {
+        "tools/train_net.py": """
+            from detectron2.engine import DefaultTrainer, default_argument_parser, launch
+
+            import adet.modeling  # noqa: F401
+
+
+            class Trainer(DefaultTrainer):
+                def train_loop(self, start_iter, max_iter):
+                    for self.iter in range(start_iter, max_iter):
+                        self.before_step()
+                        self.run_step()
+                        self.after_step()
+
+
+            if __name__ == "__main__":
+                launch(Trainer.train, default_argument_parser().parse_args())
+        """,
+        "adet/__init__.py": "",
+        "adet/modeling/__init__.py": "from .detectors import OneStage, TwoStage\n",
+        "adet/modeling/detectors.py": """
+            import torch
+            from detectron2.modeling import META_ARCH_REGISTRY
+
+
+            @META_ARCH_REGISTRY.register()
+            class OneStage(torch.nn.Module):
+                def forward(self, batched_inputs):
+                    images = [x["image"].to(self.device) for x in batched_inputs]
+                    num_pos = (torch.stack(images) > 0).sum()
+                    return {"loss": num_pos.item()}
+
+
+            @META_ARCH_REGISTRY.register()
+            class TwoStage(torch.nn.Module):
+                def forward(self, batched_inputs):
+                    return {"loss": torch.stack([x["image"] for x in batched_inputs]).sum().item()}
+        """,
+        "configs/OneStage.yaml": "MODEL:\n  META_ARCHITECTURE: OneStage\n",
+    }
+    found = {(f[0], f[1], f[2], f[3]) for f in check(tmp_path, files)}
+    assert found == {("adet/modeling/detectors.py", 9, "GPL411", "likely"),
+                     ("adet/modeling/detectors.py", 11, "GPL401", "likely")}, found
