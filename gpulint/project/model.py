@@ -3570,7 +3570,7 @@ class Project:
             self._return_kinds[key] = "unknown"  # while it is worked out: a function returning its own call
             scope = self.files[function.path].scope(function.qualname)
             kinds = {self._resolved_elements(function.path, scope, k) for k in scope.returns} if scope else set()
-            found = self._return_kinds[key] = kinds.pop() if len(kinds) == 1 else "unknown"
+            found = self._return_kinds[key] = kinds.pop() if len(kinds) == 1 else _merged_tuples(kinds)
         return found
 
     def _resolved_elements(self, path: str, scope: Scope, kind: str) -> str:
@@ -4017,6 +4017,20 @@ def _gradient_measuring_loops(scope: Scope, found: set[int], bodies: dict[int, R
             and not any(bodies[index].holds(pos) for pos in steps)
             and all(any(other != index and bodies[other].holds(pos) and apart(index, other) for other in bodies)
                     for pos in steps)}
+
+
+def _merged_tuples(kinds: set[str]) -> str:
+    """The kind of a function's returns that are tuples of one length, element by element (`return 0, 0` early,
+    `return avg_expert_loss, avg_self_loss` at the end, the second still the `-1` it started as: "tuple:unknown,host");
+    a tuple of host values is "host" as a whole. "unknown" for anything else."""
+    elements = [tuple_kinds(kind) for kind in kinds]
+    lengths = {len(found) for found in elements if found is not None}
+    if len(lengths) != 1 or not any(found is not None for found in elements):
+        return "unknown"
+    length = lengths.pop()
+    rows = [found if found is not None else [kind] * length for found, kind in zip(elements, kinds)]
+    merged = [column[0] if len(set(column)) == 1 else "unknown" for column in zip(*rows)]
+    return tuple_kind(merged) if any(kind != "unknown" for kind in merged) else "unknown"
 
 
 def _keeps_transition(func: str) -> bool:

@@ -11221,3 +11221,35 @@ def test_detectron2s_trainer_runs_the_meta_architectures_the_configs_name(tmp_pa
     found = {(f[0], f[1], f[2], f[3]) for f in check(tmp_path, files)}
     assert found == {("adet/modeling/detectors.py", 9, "GPL411", "likely"),
                      ("adet/modeling/detectors.py", 11, "GPL401", "likely")}, found
+
+
+def test_tuples_returned_in_several_places_keep_the_kinds_they_agree_on(tmp_path, check):
+    """mammoth's CNLL returns `0, 0` early and `avg_expert_loss, avg_self_loss` at the end, the second still the `-1`
+    it started as: `avg_self_loss < 0` in its caller tests a Python number, while the first element is not known."""
+    found = check(tmp_path, {"train.py": """
+        import torch
+
+
+        class Learner:
+            def _observe(self, x):
+                expert_loss, own_loss = -1, -1
+                if x.size(0) == 0:
+                    return 0, 0
+                expert_loss = self.warm_up(x)
+                return expert_loss, own_loss
+
+            def observe(self, x, optimizer):
+                loss = self.net(x).mean()
+                loss.backward()
+                optimizer.step()
+                expert_loss, own_loss = self._observe(x)
+                if expert_loss < 0:
+                    print("warming up")
+                return loss.detach() if own_loss < 0 else own_loss
+
+
+        def main(learner, loader, optimizer):
+            for x in loader:
+                learner.observe(x.cuda(non_blocking=True), optimizer)
+    """})
+    assert sorted({(line, code) for _, line, code, *_ in found}) == [(18, "GPL405")], found
