@@ -35,6 +35,7 @@ from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules impor
     JOINING_FUNCTIONS,
     METADATA_ATTRS,
     METADATA_METHODS,
+    NOT_TRAINING_SWITCH_PARTS,
     NUMPY_ONLY_METHODS,
     PACKED_BATCH_SIZES,
     PREPROCESSOR_METHODS,
@@ -51,6 +52,14 @@ from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules impor
 
 if TYPE_CHECKING:
     from gpulint.linter.reports import Report
+
+def _through_inference(chain) -> bool:
+    """Does the way in pass through a function named for inference or sampling (DiffSinger's `GaussianDiffusion.
+    inference()`, which a guessed forward calls only when `infer` is true)? What it calls runs when the program
+    samples, guessed or not."""
+    return any(name_parts(frame.label.split("(", 1)[0].rsplit(".", 1)[-1]) & NOT_TRAINING_SWITCH_PARTS
+               for frame in chain)
+
 
 Location = Literal["host", "device", "unknown"]
 LOOPS = (cst.For, cst.While)
@@ -613,7 +622,8 @@ class FileContext:
         step, not even a guessed one."""
         facts = self._function_facts()
         return self.facts.entries and facts is not None and facts.reach is not None \
-            and facts.reach.rank == PROGRAM and not facts.reach.likely and not facts.step_loops \
+            and facts.reach.rank == PROGRAM and not facts.step_loops \
+            and (not facts.reach.likely or _through_inference(facts.reach.chain)) \
             and not any(frame.label == "training loop" or frame.label.startswith("loop over ")
                         for frame in facts.reach.chain)  # (a step loop's call of a method named like generation)
 

@@ -11253,3 +11253,69 @@ def test_tuples_returned_in_several_places_keep_the_kinds_they_agree_on(tmp_path
                 learner.observe(x.cuda(non_blocking=True), optimizer)
     """})
     assert sorted({(line, code) for _, line, code, *_ in found}) == [(18, "GPL405")], found
+
+
+def test_what_an_inference_method_calls_is_not_training_even_through_a_guess(tmp_path, check):
+    """DiffSinger's Lightning task reaches `GaussianDiffusion.forward` through a guessed call; its `else` branch
+    samples with `self.inference(...)`, whose solver builds small CPU tensors and moves them. The solver runs when the
+    program samples, not in the training step, however the way in was found; the loss's own copy in `forward` is
+    reported."""
+    found = check(tmp_path, {
+        "solver.py": """
+            import torch
+
+
+            class Solver:
+                def step_size(self, t):
+                    return torch.logaddexp(t, torch.zeros((1,)).to(t))
+
+                def sample(self, x, steps):
+                    for i in range(steps):
+                        x = x - self.step_size(x)
+                    return x
+        """,
+        "diffusion.py": """
+            import torch
+            from solver import Solver
+
+
+            class Diffusion(torch.nn.Module):
+                def inference(self, cond):
+                    solver = Solver()
+                    return solver.sample(torch.randn_like(cond), 20)
+
+                def forward(self, cond, target=None, infer=True):
+                    if not infer:
+                        noise = torch.randn(target.shape).to(target.device)
+                        return (self.net(target + noise, cond) - noise).pow(2).mean()
+                    else:
+                        return self.inference(cond)
+
+
+            class Encoder(torch.nn.Module):
+                def forward(self, x, target=None, infer=True):
+                    return x
+        """,
+        "train.py": """
+            import torch
+            import diffusion  # noqa: F401
+            from lightning import LightningModule
+
+
+            class Task(LightningModule):
+                def training_step(self, batch, batch_idx):
+                    cond, target = batch
+                    return run_model(self.model, cond, target)
+
+
+            def run_model(model, cond, target):
+                return model(cond, target, infer=False)
+
+
+            if __name__ == "__main__":
+                from lightning import Trainer
+
+                Trainer(accelerator="gpu").fit(Task())
+        """,
+    })
+    assert {(path, line, code) for path, line, code, *_ in found} == {("diffusion.py", 13, "GPL504")}, found
