@@ -2839,7 +2839,9 @@ def _steps_an_optimizer(body: list[ast.stmt]) -> bool:
 def is_step_marker(call: ast.Call, name: str) -> bool:
     if name in STEP_METHODS:
         return True
-    if name == "step" and isinstance(call.func, ast.Attribute):
+    if name == "step" and isinstance(call.func, ast.Attribute) and len(call.args) + len(call.keywords) <= 1:
+        # (`optimizer.step()`, `scaler.step(optimizer)`, `opt.step(closure)`; not an ODE solver's step of a sampler,
+        # `self.solver_p.step(model_output, t, x)` in UniPC)
         receiver = last_name(call.func.value) or ""
         return bool(OPTIMIZER_RECEIVER.search(receiver)) and "sched" not in receiver.lower()
     return False

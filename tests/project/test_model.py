@@ -11319,3 +11319,27 @@ def test_what_an_inference_method_calls_is_not_training_even_through_a_guess(tmp
         """,
     })
     assert {(path, line, code) for path, line, code, *_ in found} == {("diffusion.py", 13, "GPL504")}, found
+
+
+def test_an_ode_solvers_step_in_a_denoising_loop_is_no_optimizer_step(tmp_path):
+    """UniPC's `self.solver_p.step(model_output, t, x)` and a sampler's `dpm_solver.step(out, t, x)` step an ODE
+    solver through the timesteps of a sample, not an optimizer: their loops are no training loops. An optimizer's
+    `step()` takes no argument but a closure; a scaler's, the optimizer."""
+    project = model(tmp_path, {"pipeline.py": """
+        import torch
+
+
+        def denoise(model, dpm_solver, x, timesteps):
+            for t in timesteps:
+                x = dpm_solver.step(model(x, t), t, x).prev_sample
+            return x
+
+
+        def train(model, loader, solver, scaler):
+            for x, y in loader:
+                scaler.scale((model(x) - y).pow(2).mean()).backward()
+                scaler.step(solver)
+                solver.step()
+    """})
+    for function, loops in (("denoise", frozenset()), ("train", frozenset({0}))):
+        assert project.step_loops("pipeline.py", project.files["pipeline.py"].scope(function)) == loops, function
