@@ -53,6 +53,7 @@ from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules impor
 if TYPE_CHECKING:
     from gpulint.linter.reports import Report
 
+
 def _through_inference(chain) -> bool:
     """Does the way in pass through a function named for inference or sampling (DiffSinger's `GaussianDiffusion.
     inference()`, which a guessed forward calls only when `infer` is true)? What it calls runs when the program

@@ -29,7 +29,7 @@ import heapq
 import re
 import sys
 from dataclasses import dataclass, field, replace
-from itertools import count
+from itertools import count, takewhile
 from typing import Callable, Iterable, Iterator
 
 from gpulint.project.facts import (
@@ -2423,9 +2423,10 @@ class Project:
         path, trainer = trainers[0]
         found = []
         for cls in sorted(self._registry_named(), key=lambda target: (target.path, target.qualname)):
-            ix = self.files[cls.path]
-            if not any(_META_ARCH_REGISTERED.match(line.lstrip())
-                       for line in ix.lines[ix.definitions[cls.qualname].start:ix.definitions[cls.qualname].end]):
+            definition = self.files[cls.path].definitions[cls.qualname]
+            lines = self.files[cls.path].lines[definition.start:definition.end]
+            decorators = takewhile(lambda line: line.lstrip().startswith("@"), lines)  # up to the `class` line
+            if not any(_META_ARCH_REGISTERED.match(line.lstrip()) for line in decorators):
                 continue
             forward = self.find_method(cls, "forward")
             scope = self.files[forward.path].scope(forward.qualname) if forward is not None else None

@@ -74,8 +74,9 @@ RUN_AND_EPOCH_HOOKS = frozenset(
 COLD_NAME_PARTS = frozenset(
     {
         "eval", "evaluate", "evaluation", "evaluator", "evaluators", "valid", "validate", "validation", "val", "test",
-        "testing", "predict", "prediction", "inference", "infer", "generate", "generation", "sample", "sampling", "save",
-        "checkpoint", "ckpt", "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile", "decode", "greedy", "beam",
+        "testing", "predict", "prediction", "inference", "infer", "generate", "generation", "sample", "sampling",
+        "save", "checkpoint", "ckpt", "init", "setup", "export", "visualize", "plot", "demo", "benchmark", "profile",
+        "decode", "greedy", "beam",
         "detect", "compile", "configure", "config", "register", "repr", "gradcam", "saliency", "visualization",
         "explain", "explanation", "forecast", "forecasts", "backtest", "debug",
     }
