@@ -57,11 +57,11 @@ _NOT_REPORTED = (
 
 
 def _assigns_action(ancestors) -> bool:
-    """Is the node in the value of `action = ...` (`action = policy(obs).cpu().numpy()`): the action the loop hands to
-    the host environment?"""
+    """Is the node in the value of `action = ...` or `actions = ...` (`action = policy(obs).cpu().numpy()`): the action
+    the loop hands to the host environment?"""
     assign = innermost(ancestors, cst.Assign)
     return assign is not None and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name) \
-        and bool(_ACTION_NAME.search(assign.targets[0].target.value))
+        and assign.targets[0].target.value in ("action", "actions")  # (not `num_actions`, a count of tokens)
 
 
 def known_false_positives(text: str) -> str:
