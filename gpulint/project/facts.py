@@ -95,10 +95,9 @@ class FunctionFacts:
     # Parameters every call in the training step passes a literal string, with the strings (Show-o's
     # `uni_prompting(batch, "t2i")`): the branches of `if task == "t2v":` for other words do not run in the step.
     word_params: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # Its step loop steps an environment (a rollout): code outside that loop runs once per rollout of many steps
-    # (morl-baselines' `train_iteration`, whose setup moves the weight vector to the device before its loop).
-    rollout: bool = False
-    rollout_loops: frozenset[int] = frozenset()  # its step loops that step an environment and no optimizer
+    # Its step loops that step an environment and no optimizer (rollouts): code outside them runs once per rollout of
+    # many steps (morl-baselines' `train_iteration`, whose setup moves the weight vector to the device before its loop).
+    rollout_loops: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -398,7 +397,7 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
         return NEUTRAL
     if facts.epoch:
         return ExecState(False, gated, False, f"in `{name}` outside its loop over batches (once per epoch)")
-    if facts.rollout:
+    if facts.rollout_loops:
         return ExecState(False, gated, False, f"in `{name}` outside its loop stepping the environment (once per "
                          "rollout of many steps)")
     if reach.rank == COLD:

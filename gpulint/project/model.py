@@ -29,7 +29,7 @@ import heapq
 import re
 import sys
 from dataclasses import dataclass, field, replace
-from itertools import count, takewhile
+from itertools import count
 from typing import Callable, Iterable, Iterator
 
 from gpulint.project.facts import (
@@ -52,6 +52,7 @@ from gpulint.project.local import (
 from gpulint.project.vocab import (
     BATCH_MOVE_HELPERS,
     DEFAULT_HOT_FUNCTIONS,
+    ENVIRONMENT_PARTS,
     GPU_EVIDENCE,
     LIBRARY_OBJECTS,
     LIBRARY_STEP_HOOKS,
@@ -64,6 +65,7 @@ from gpulint.project.vocab import (
     TRAIN_LOADER_KEYWORDS,
     SHORT_INTERVAL,
     STEP_NAME_PARTS,
+    TRANSITION_STORE_PARTS,
     camel_initials,
     is_cold_class_name,
     is_cold_function_name,
@@ -1948,8 +1950,9 @@ class Project:
         name = cls.qualname.rsplit(".", 1)[-1]
         return self._text_names_class(cls) or name in self.config_names  # `generator_type: StyleMelGANGenerator`
 
-    def _registered(self, cls: Target) -> bool:
-        """Is `cls` decorated for a registry (`@register()`, `@MODELS.register_module()`)?"""
+    def _registered(self, cls: Target, decorator: re.Pattern | None = None) -> bool:
+        """Is `cls` decorated for a registry (`@register()`, `@MODELS.register_module()`; `decorator`: for one registry,
+        `@META_ARCH_REGISTRY.register()`)?"""
         ix = self.files[cls.path]
         definition = ix.definitions.get(cls.qualname)
         if definition is None:
@@ -1957,7 +1960,7 @@ class Project:
         for line in ix.lines[definition.start:definition.end]:  # its decorators, up to the `class` line
             if not line.lstrip().startswith("@"):
                 return False
-            if _REGISTERED.match(line.lstrip()):
+            if (decorator or _REGISTERED).match(line.lstrip()):
                 return True
         return False
 
@@ -2423,10 +2426,7 @@ class Project:
         path, trainer = trainers[0]
         found = []
         for cls in sorted(self._registry_named(), key=lambda target: (target.path, target.qualname)):
-            definition = self.files[cls.path].definitions[cls.qualname]
-            lines = self.files[cls.path].lines[definition.start:definition.end]
-            decorators = takewhile(lambda line: line.lstrip().startswith("@"), lines)  # up to the `class` line
-            if not any(_META_ARCH_REGISTERED.match(line.lstrip()) for line in decorators):
+            if not self._registered(cls, _META_ARCH_REGISTERED):
                 continue
             forward = self.find_method(cls, "forward")
             scope = self.files[forward.path].scope(forward.qualname) if forward is not None else None
@@ -3313,7 +3313,7 @@ class Project:
         )
         # (a loop over the environments, `for env in self.envs: env.step(a)`, is one step of them all)
         rollout_loops = frozenset(i for i in loops if scope.loops[i].steps_env and not scope.loops[i].has_marker
-                                  and not name_parts(scope.loops[i].label) & _ENVIRONMENT_WORDS)
+                                  and not name_parts(scope.loops[i].label) & ENVIRONMENT_PARTS)
         kinds = {p: kind for p in self._param_kinds.get(key, {}) if (kind := self._passed_kind(key, p)) != "unknown"}
         if self._trainer_moves_inputs(path, scope):
             kinds.setdefault("inputs", "device")
@@ -3327,7 +3327,7 @@ class Project:
             self._false_params(key) if final else frozenset(),
             # (read while the step is being read too: a call passing another word later reads the function again)
             self._param_words(key),
-            rollout=bool(rollout_loops), rollout_loops=rollout_loops,
+            rollout_loops=rollout_loops,
         )
 
     def _plain_object(self, init: Target) -> bool:
@@ -4053,11 +4053,9 @@ def _keeps_transition(func: str) -> bool:
 _TRANSITION_METHODS = frozenset({"record_transition", "store_transition", "add_transition", "post_interaction",
                                  "remember", "observe", "process_env_step"})
 _BUFFER_METHODS = frozenset({"add", "insert", "push", "store", "extend"})
-_ENVIRONMENT_WORDS = frozenset({"env", "envs", "environment", "environments"})
 _AGENT_LEARN_METHODS = frozenset({"update", "step", "learn"})
 _REPLAY_PARTS = frozenset({"buffer", "buffers", "memory", "replay"})
-_BUFFER_PARTS = frozenset({"buffer", "buffers", "memory", "storage", "replay", "rollout", "rollouts", "agent",
-                           "agents"})
+_BUFFER_PARTS = TRANSITION_STORE_PARTS | frozenset({"buffers", "agent", "agents"})
 
 
 def _is_condition_line(line: str) -> bool:

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/48"
+FORMAT = "gpulint.project/49"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -159,7 +159,6 @@ def load_facts(data: dict) -> FileFacts:
             loop_frames=tuple((index, Frame(frame["path"], frame["line"], frame["label"]))
                               for index, frame in f["loop_frames"]),
             epoch=f["epoch"],
-            rollout=f["rollout"],
             rollout_loops=frozenset(f["rollout_loops"]),
             gate_params=frozenset(f["gate_params"]),
             param_kinds=tuple(tuple(pair) for pair in f["param_kinds"]),

@@ -489,14 +489,16 @@ def named_for_training(path: str) -> bool:
     *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
     return bool(name_parts(name) & TRAINING_PARTS) or any(name_parts(folder) & TRAINING_PARTS for folder in folders)
 
-_ENVIRONMENT_PARTS = frozenset({"env", "envs", "environment", "environments"})
+# Where reinforcement learning keeps transitions for learning (`self.replay_buffer.add(...)`, `rollouts.insert(...)`).
+TRANSITION_STORE_PARTS = frozenset({"buffer", "replay", "memory", "rollout", "rollouts", "storage"})
+ENVIRONMENT_PARTS = frozenset({"env", "envs", "environment", "environments"})
 
 
 def steps_environment(func: str) -> bool:
     """`self.env.step(actions)`, `envs.step(a)`, `train_env.step(a)`: a step of a reinforcement-learning
     environment."""
     receiver, _, method = func.rpartition(".")
-    return method == "step" and bool(name_parts(receiver.rsplit(".", 1)[-1].lstrip("_")) & _ENVIRONMENT_PARTS)
+    return method == "step" and bool(name_parts(receiver.rsplit(".", 1)[-1].lstrip("_")) & ENVIRONMENT_PARTS)
 
 
 # The receiver of a call of Accelerate's or Fabric's (`accelerator.prepare(...)`, `fabric.all_reduce(x)`), and their

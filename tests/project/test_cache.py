@@ -169,7 +169,7 @@ def test_stored_facts_read_back_as_they_were_made():
     reach = Reach(2, True, (Frame("train.py", 12, "loop"),), ("use_ema",), "why", True)
     function = FunctionFacts(reach, frozenset({1}), ((1, Frame("train.py", 12, "loop")),), True, frozenset({"g"}),
                              (("x", "host"),), frozenset({"u"}), frozenset({"o"}), True, frozenset({"p"}),
-                             rollout=True, rollout_loops=frozenset({1}))
+                             rollout_loops=frozenset({1}))
     values = {}
     for spec in dataclasses.fields(FileFacts):
         kind = spec.type

@@ -9,6 +9,7 @@ import libcst as cst
 
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.project.vocab import TRANSITION_STORE_PARTS
 from gpulint.rules.examples import training_script
 from gpulint.rules.metrics.helpers import (
     MetricRule,
@@ -25,7 +26,6 @@ _STATS_PARTS = frozenset({"stat", "stats", "statistics", "meter", "meters", "met
 _METRIC_DICT_WORDS = frozenset({"loss", "losses", "metrics", "stats", "logs", "log"})
 
 
-_TRANSITION_STORES = frozenset({"buffer", "replay", "memory", "rollout", "rollouts", "storage"})
 _WORD_BOUNDARY = re.compile(r"[_.]+|(?<=[a-z])(?=[A-Z])")
 
 
@@ -44,7 +44,7 @@ def _accumulating_callee(call: cst.Call) -> str | None:
     if isinstance(call.func, cst.Attribute) and name in _ACCUMULATING_METHODS:
         # a replay buffer keeps each transition on the host for learning (`self.replay_buffer.add(obs, actions, ...)`
         # after the action went to the environment): no meter
-        return None if _words(last_name(call.func.value) or "") & _TRANSITION_STORES else name
+        return None if _words(last_name(call.func.value) or "") & TRANSITION_STORE_PARTS else name
     words = _words(name)
     return name if words & _STATS_PARTS and "log" not in words else None
 
