@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 import libcst as cst
@@ -85,8 +86,11 @@ class FileContext:
         module: cst.Module,
         gate_names: Iterable[str] = (),
         facts: FileFacts | None = None,
+        text: str | None = None,
     ) -> None:
         self.path = path
+        self.text = text  # what `module` was parsed from (None: `syntax_tree` prints the module again)
+        self._syntax_tree: ast.Module | None | bool = False  # False: not parsed yet
         self.in_tests = is_test_path(path)
         self.module = module
         self.imports = ImportMap()
@@ -118,6 +122,13 @@ class FileContext:
         # Names bound to a dict display with string keys (`metrics = {"loss": loss, "step": step}`): each value's
         # place is kept in the scope under `metrics['loss']` (`_keyed`), so that `metrics["loss"]` is where it is.
         self._keyed_names: set[str] = set()
+
+    def syntax_tree(self) -> ast.Module | None:
+        """The file parsed by Python's `ast` (cheaper to walk than the libcst tree), once per file; None when Python
+        cannot parse it."""
+        if self._syntax_tree is False:
+            self._syntax_tree = parse_ast(self.text if self.text is not None else self.module.code)
+        return self._syntax_tree
 
     # ------------------------------------------------------------------ traversal (called by the engine)
     @property
@@ -826,3 +837,13 @@ _IDENTITY_OR_MEMBERSHIP = (cst.Is, cst.IsNot, cst.In, cst.NotIn)
 
 def _is_none(expr: cst.BaseExpression) -> bool:
     return type(expr) is cst.Name and expr.value == "None"
+
+
+def parse_ast(text: str) -> ast.Module | None:
+    """`text` parsed by Python's `ast`; None when it cannot be."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences: Python 3.12 warns on stderr while parsing
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None

@@ -233,7 +233,7 @@ def _lint_parsed(
 ) -> list[Finding]:
     """Run the rules over a parsed module. `parsed_text` is what was parsed: the file, or its pruned copy (same
     lines and columns), which positions are computed from; `suppressions` were read from the file itself."""
-    context = FileContext(path, module, options.gate_names, facts)
+    context = FileContext(path, module, options.gate_names, facts, parsed_text)
     instances = [rule(context) for rule in active]
     try:
         return _run_rules(path, suppressions, parsed_text, module, instances, context, options)
@@ -289,7 +289,7 @@ def _run_rules(
     reports = _may_apply(context.reports, context.facts)
     if not reports:
         return []
-    tree = _ast_tree(parsed_text)
+    tree = context.syntax_tree()
     positions = positions_of(parsed_text, module, reports, tree)
     where = _Where(tree, parsed_text, options.gate_names) if tree is not None else None
     kept = []
@@ -324,15 +324,6 @@ def _may_apply(reports: Sequence[Report], facts: FileFacts) -> list[Report]:
 def _qualname_of(report: Report) -> str:
     """The qualified name of the function (or class body, or the module) a report is in, as the model names it."""
     return qualname_of(report.ancestors) or MODULE_SCOPE
-
-
-def _ast_tree(text: str) -> ast.Module | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences: Python 3.12 warns on stderr while parsing
-            return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -119,11 +119,8 @@ class LengthTracker:
         `self.name(...)`) fills with a length computed from the batch: FlagAI's collators compute `max_length =
         max([len(t) for t in input_ids])` and hand it to `self.pad_token(tokens, max_length)`, which pads to it."""
         if self._batch_fed is None:
-            try:
-                tree = ast.parse(self.context.module.code)
-            except (SyntaxError, ValueError, RecursionError):  # (the file is linted whatever its shape)
-                tree = ast.Module(body=[], type_ignores=[])
-            self._batch_fed = _batch_fed_params(tree)
+            tree = self.context.syntax_tree()  # (the file is linted whatever its shape)
+            self._batch_fed = _batch_fed_params(tree) if tree is not None else frozenset()
         return self._batch_fed
 
     def is_dynamic_local(self, expr: cst.BaseExpression) -> bool:
