@@ -1157,9 +1157,14 @@ def _returns_while_held(statement: ast.If, rest: list[ast.stmt]) -> bool:
 
 
 def _held_attribute(test: ast.AST) -> str | None:
-    """`self.pe` of `self.pe is not None` (alone or first in an `and`)."""
+    """`self.pe` of `self.pe is not None` (alone or first in an `and`), or of a truth test of it (`if
+    self.initialized: return` before the set-up that ends with `self.initialized = True`: prime-rl's
+    `initialize_transfer`, called before every weight broadcast)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         test = test.values[0]
+    if isinstance(test, ast.Attribute):
+        name = dotted(test)
+        return name if name is not None and name.startswith("self.") and name.count(".") == 1 else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
         name = dotted(test.left)
@@ -2991,12 +2996,47 @@ def text_step_flags(text: str) -> frozenset[str]:
             found.add(flag.group(1))
         elif set_in_gate := _FLAG_SET_IN_GATE.match(text, start):
             found.add(set_in_gate.group(1))
+        elif flag := _flag_set_in_long_gate(text, start):
+            found.add(flag)
         elif returned := _RETURNS_INTERVAL.match(text, start, match.end()):
             if function := _enclosing_def(text, start, len(returned.group(1))):
                 interval_functions.add(function)
     for function in interval_functions:
         found.update(re.findall(rf"(?m)^[ \t]*(\w+)\s*=\s*(?:self\.)?{function}\(", text))
     return frozenset(found)
+
+
+_IF_LINE = re.compile(r"[ \t]*(?:el)?if\b")
+_SET_TRUE = re.compile(r"[ \t]+(\w+)\s*=\s*True\b")
+_COMMENT_LINES = re.compile(r"(?:[ \t]*(?:#[^\n]*)?\n)*")
+
+
+def _flag_set_in_long_gate(text: str, start: int) -> str | None:
+    """The flag set True first thing in the body of an `if` whose condition spans lines, one of them holding the
+    interval test at `start` (distiller's `if ((minibatch_id > 0) and ... and\n (global_id % freq == 0)):` then
+    `set_masks = True`; black's `if (\n    step % n == 0\n    and ...\n):`). None for anything else."""
+    head = start
+    for _ in range(6):  # back to the line opening the statement, within the brackets the test is in
+        if _IF_LINE.match(text, head):
+            break
+        if head == 0:
+            return None
+        head = text.rfind("\n", 0, head - 1) + 1
+    else:
+        return None
+    depth, end = 0, head
+    for _ in range(12):  # forward to the line closing the condition
+        stop = text.find("\n", end)
+        if stop < 0:
+            return None
+        line = text[end:stop].split("#", 1)[0]
+        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        end = stop + 1
+        if depth <= 0 and line.rstrip().endswith(":"):
+            body = _COMMENT_LINES.match(text, end).end()  # (the body may open with comments)
+            flag = _SET_TRUE.match(text, body) if start < end else None  # (the test is in this condition)
+            return flag.group(1) if flag else None
+    return None
 
 
 def _enclosing_def(text: str, start: int, indent: int) -> str | None:

@@ -317,6 +317,8 @@ class Project:
         self._pool: tuple[int, list[Target], list[Target]] | None = None  # see _guess_pool
         self._held_losses: dict[Key, frozenset[str]] = {}  # by class: `_losses_held_by`
         self._param_classes: dict[tuple[str, str, str], set[Target]] = {}  # see `_param_types`
+        self._param_function_targets: dict[tuple[str, str, str], list[Target]] = {}  # see `_param_functions`
+        self._param_function_depth = 0  # callers' callers read so far (`_param_functions`)
         self._wrappers: dict[tuple[str, str, str], set[Target]] = {}  # see `_wrappers_passed`
         self._not_dead: set[Key] = set()  # functions `_dead` found alive
         self._stepping = False  # a loop that calls backward or steps an optimizer is in sight
@@ -1149,8 +1151,12 @@ class Project:
             if found is not None and "." not in func:
                 return [Target(path, nested, found.kind == "class")]
             if head in current.params or any(a.target == head for a in current.assigns):
-                # A local variable: an object, not a definition; or the closure a factory returned.
-                return self._returned_functions(path, current, head) if "." not in func else []
+                # A local variable: an object, not a definition; or the closure a factory returned, or a function
+                # the callers pass in.
+                if "." in func:
+                    return []
+                found = self._returned_functions(path, current, head)
+                return found or (self._param_functions(path, current, head) if head in current.params else [])
             current = ix.scope(current.parent) if current.parent and current.parent != MODULE_SCOPE else None
         # Imports inside the function: every one binding the name (KAIR's `define_G` imports a different network
         # `as net` in each branch of its `if net_type == ...` chain).
@@ -1204,9 +1210,49 @@ class Project:
                 if factory.is_class or factory_scope is None:
                     continue
                 for returned in factory_scope.returned_names:
-                    nested = self.files[factory.path].scope(f"{factory.qualname}.{returned}")
-                    if nested is not None and nested.kind == "function":
-                        found.append(Target(factory.path, nested.qualname, False))
+                    found += [Target(factory.path, nested.qualname, False) for nested in
+                              self._definitions_named(factory.path, f"{factory.qualname}.{returned}")
+                              if nested.kind == "function"]
+        return found
+
+    def _definitions_named(self, path: str, qualname: str) -> list[Scope]:
+        """The scopes of a file's definitions of this name: one per `def` of it, the later ones as `name#2`,
+        `name#3`... (reid-strong-baseline's `make_loss` defines `loss_func` in each branch of its `if` chain)."""
+        ix = self.files[path]
+        found = []
+        scope = ix.scope(qualname)
+        while scope is not None:
+            found.append(scope)
+            scope = ix.scope(f"{qualname}#{len(found) + 1}")
+        return found
+
+    def _param_functions(self, path: str, function: Scope, name: str) -> list[Target]:
+        """The project functions the callers of a top-level function pass as its parameter `name`: a function by
+        name, or the closure a factory returned into the caller's local, or what the caller's own callers pass
+        (reid-strong-baseline's `make_loss` returns `loss_func`, which `train` hands to `do_train` and `do_train` to
+        the trainer factory whose update calls `loss_fn(...)`)."""
+        key = (path, function.qualname, name)
+        if key in self._param_function_targets:
+            return self._param_function_targets[key]
+        self._param_function_targets[key] = []  # while looking: a recursive pass-on knows nothing more
+        found: list[Target] = []
+        if function.kind == "function" and "." not in function.qualname and not function.cls \
+                and self._param_function_depth < 3:
+            position = function.params.index(name)
+            short = function.qualname
+            call_text = re.compile(rf"(?<![\w.]){re.escape(short)}\s*\(|\.{re.escape(short)}\s*\(")
+            self._param_function_depth += 1
+            try:
+                for caller_path, scope, call in self._calls_of(
+                        Target(path, short), lambda ix: short in ix.text and bool(call_text.search(ix.text)),
+                        lambda code: bool(call_text.search(code))):
+                    passed = call.passed(position, name) if not call.star_args else dict(call.kw_names).get(name, "")
+                    if passed and "." not in passed:
+                        found += [t for t in self._callable_targets(caller_path, scope, passed) if not t.is_class]
+            finally:
+                self._param_function_depth -= 1
+        found = list(dict.fromkeys(found))
+        self._param_function_targets[key] = found
         return found
 
     def _descend(self, targets: list[Target], parts: list[str]) -> list[Target]:
@@ -2156,6 +2202,7 @@ class Project:
         } if not _switches_to_eval(scope) else set()
         bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
         found -= _gradient_measuring_loops(scope, found, bodies)
+        found -= _epoch_loops(scope, found, bodies)
         # A loop fetching the batch around a loop that steps (over phases or micro-batches) is the step loop.
         for index in list(candidates):
             body = bodies.get(index)
@@ -2364,7 +2411,8 @@ class Project:
                 elif name in RUN_AND_EPOCH_HOOKS and training and definition.cls:
                     setup_hooks.append((key, Reach(COLD, chain=(frame,), reason=f"in `{name}`, which runs once per "
                                                                                 "run, phase or epoch")))
-                if hooked and training and not is_cold_function_name(name):
+                if hooked and training and not is_cold_function_name(name) \
+                        and not self._epoch_of_steps(path, ix, definition):
                     hooks.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
                     self.entries = self.entries or training
                 elif definition.code.startswith("@") and (_PER_STEP_DECORATOR.match(definition.code)
@@ -2412,6 +2460,27 @@ class Project:
                     if calls.search(code):
                         roots += self._entries_in(path, ix, definition)
         return roots, named, modules
+
+    def _epoch_of_steps(self, path: str, ix: ModuleIndex, definition: Definition) -> bool:
+        """Is a function named for an epoch (`train_one_epoch`, a hot name) an epoch's work the model can see: a step
+        loop of its own, or a call (outside its loops) of a function with one (distiller's `train_one_epoch` calls
+        `train(loader, ...)`, whose loop steps, then logs the weights' sparsity)? Then its step loops are found as
+        such, and the code around them runs once per epoch, not every step."""
+        if "epoch" not in name_parts(definition.name):
+            return False
+        scope = ix.scope(definition.qualname)
+        if scope is None:
+            return False
+        if self.step_loops(path, scope):
+            return True
+        for call in scope.calls:
+            if call.loop >= 0 or not call.func:
+                continue
+            for target in self.resolve_call(path, scope, call, per_step=False).targets:
+                callee = self.files[target.path].scope(target.qualname) if target.qualname else None
+                if callee is not None and not target.is_class and self.step_loops(target.path, callee):
+                    return True
+        return False
 
     def _library_trainer_models(self) -> list[tuple[Key, Reach]]:
         """detectron2's trainer (a project's `Trainer(DefaultTrainer)`) runs `self.model(data)` in its own `run_step`:
@@ -4018,6 +4087,29 @@ def _gradient_measuring_loops(scope: Scope, found: set[int], bodies: dict[int, R
             and not any(bodies[index].holds(pos) for pos in steps)
             and all(any(other != index and bodies[other].holds(pos) and apart(index, other) for other in bodies)
                     for pos in steps)}
+
+
+def _epoch_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> set[int]:
+    """Of the step loops, those over no loader whose body holds a step loop over a loader that steps the optimizer
+    itself, and whose own steps are all conditional: epoch loops, flushing after their loop over batches what that
+    loop left accumulated (imitation's reward trainer: `if accumulated_size != 0: self.optim.step()`, then its
+    validation loop). Not an outer loop whose inner loop only accumulates gradients over micro-batches and which
+    steps after it every time: that outer loop is the step loop."""
+    loops = scope.loops
+
+    def steps_in(index: int) -> list[Call]:
+        body = bodies.get(index)
+        return [c for c in scope.calls if c.marker and c.func.endswith(".step") and body is not None
+                and body.holds(c.pos)]
+
+    def own_steps(index: int) -> list[Call]:
+        return [c for c in steps_in(index) if c.loop == index]
+
+    return {outer for outer in found
+            if not (loops[outer].iterates_loader or loops[outer].fetches) and outer in bodies
+            and all(c.conditional for c in own_steps(outer))
+            and any(inner != outer and loops[inner].iterates_loader and bodies[outer].holds(loops[inner].start)
+                    and steps_in(inner) for inner in found)}
 
 
 def _merged_tuples(kinds: set[str]) -> str:

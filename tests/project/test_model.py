@@ -2557,6 +2557,150 @@ def test_calling_the_closure_a_factory_returned_runs_it(tmp_path, check):
     assert [(f[0], f[1], f[4]) for f in found] == [("run_lib.py", 8, "training loop")]
 
 
+def test_a_loss_closure_handed_down_through_parameters_runs_every_step(tmp_path, check):
+    """A loss factory returns a closure (`loss_func`, defined in each branch of an `if`), the script hands it to
+    `do_train(..., loss_fn)`, which hands it to the trainer factory whose nested update function calls `loss_fn(...)`
+    every step: each closure and the triplet loss one calls run every step, so the mask indexing there is found."""
+    found = check(tmp_path, {
+        "losses.py": """
+            import torch
+
+            class Triplet:
+                def __call__(self, dist, target):
+                    same = target[:, None] == target[None, :]
+                    return dist[same].max()
+
+            def make_loss(cfg):
+                triplet = Triplet()
+                if cfg.sampler == "softmax":
+                    def loss_func(score, feat, target):
+                        return torch.nn.functional.cross_entropy(score, target)
+                else:
+                    def loss_func(score, feat, target):
+                        dist = torch.cdist(feat, feat)
+                        return torch.nn.functional.cross_entropy(score, target) + triplet(dist, target)
+                return loss_func
+        """,
+        "engine.py": """
+            def create_trainer(model, optimizer, loss_fn):
+                def update(batch):
+                    img, target = batch[0].cuda(non_blocking=True), batch[1].cuda(non_blocking=True)
+                    score, feat = model(img)
+                    loss = loss_fn(score, feat, target)
+                    loss.backward()
+                    optimizer.step()
+                return update
+
+            def do_train(model, loader, optimizer, loss_fn):
+                update = create_trainer(model, optimizer, loss_fn)
+                for batch in loader:
+                    update(batch)
+        """,
+        "train.py": """
+            from engine import do_train
+            from losses import make_loss
+
+            def main(cfg, model, loader, optimizer):
+                loss_func = make_loss(cfg)
+                do_train(model, loader, optimizer, loss_func)
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("losses.py", 7, "GPL406")]
+    assert found[0][4].endswith("make_loss.loss_func() -> Triplet.__call__()")
+
+
+def test_an_epoch_function_calling_the_step_loop_runs_its_own_code_once_per_epoch(tmp_path, check):
+    """`train_one_epoch` is a hot name, but this one calls `train(loader, ...)`, whose loop steps, and then logs each
+    weight's sparsity: the logging runs once per epoch; the loop's own read runs every step."""
+    found = check(tmp_path, {
+        "compress.py": """
+            import torch
+
+            def log_sparsity(model):
+                for p in model.parameters():
+                    print(torch.norm(p).item())
+
+            class Compressor:
+                def __init__(self, model, loader, opt):
+                    self.model, self.loader, self.opt = model, loader, opt
+
+                def train_one_epoch(self, epoch):
+                    loss = train(self.loader, self.model, self.opt)
+                    log_sparsity(self.model)
+                    return loss
+
+                def run(self):
+                    for epoch in range(10):
+                        self.train_one_epoch(epoch)
+
+            def train(loader, model, opt):
+                for x, y in loader:
+                    x = x.cuda(non_blocking=True)
+                    loss = model(x).sum()
+                    loss.backward()
+                    opt.step()
+                    print(loss.item())
+                return loss
+        """,
+        "main.py": """
+            from compress import Compressor
+
+            Compressor(None, None, None).run()
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("compress.py", 27, "GPL401")]
+
+
+def test_a_step_after_the_loop_over_batches_makes_no_step_loop_of_the_epoch_loop(tmp_path, check):
+    """A reward trainer's epoch loop holds its loop over the loader (backward, and a step every few batches), then
+    flushes an incomplete accumulation with `optim.step()` and runs a validation loop: the epoch loop is no step loop,
+    so only the batch loop's read runs every step. A loop whose inner loop only accumulates gradients over
+    micro-batches, and which steps after it every time, is the step loop."""
+    found = check(tmp_path, {
+        "trainer.py": """
+            import torch
+
+            def train(model, optim, loader, val_loader, epochs, batch_size):
+                for epoch in range(epochs):
+                    total, size = 0.0, 0
+                    for x, y in loader:
+                        loss = torch.nn.functional.mse_loss(model(x.cuda(non_blocking=True)), y)
+                        total += loss.item()
+                        loss.backward()
+                        size += len(x)
+                        if size >= batch_size:
+                            optim.step()
+                            optim.zero_grad()
+                            size = 0
+                    if size:
+                        optim.step()
+                    val = 0.0
+                    for x, y in val_loader:
+                        val += model(x).mean().item()
+                    print(total, val)
+
+            train(None, None, [], [], 3, 64)
+        """,
+        "accumulate.py": """
+            import torch
+
+            def train(model, optim, loader, steps):
+                while True:
+                    micro_batches = loader.get_batch()
+                    for micro_batch in micro_batches:
+                        x, y = micro_batch
+                        loss = torch.nn.functional.mse_loss(model(x.cuda(non_blocking=True)), y)
+                        loss.backward()
+                    optim.step()
+                    optim.zero_grad()
+                    print(loss.item())
+
+            train(None, None, None, 10)
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("accumulate.py", 13, "GPL401"), ("trainer.py", 9, "GPL201")]
+
+
 def test_an_optimizer_built_only_for_a_setting_no_script_passes_is_not_stepped(tmp_path, check):
     """GaLore builds its Adafactor only for `--optimizer galore_adafactor`, which no shipped script passes: the
     `optimizer.step()` of its loops, and of a second script's loop read first, do not run it."""
@@ -10146,7 +10290,8 @@ def test_an_object_handed_down_through_parameters_is_of_the_classes_the_first_ca
 def test_a_flag_set_on_every_nth_step_and_passed_on_gates_the_callee(tmp_path, check):
     """EfficientZero sets `vis_result = True` on every `vis_interval`-th step (`False` otherwise) and passes it to
     `update_weights(..., vis_result)`, whose `if vis_result:` reads visualisation data on the host: those reads run
-    once in a thousand steps. The same for a flag assigned the interval test itself."""
+    once in a thousand steps. The same for a flag assigned the interval test itself, or set under a condition
+    written over several lines."""
     update = (
         "import torch\n\n\ndef update_weights(model, batch, optimizer, vis_result=False):\n"
         "    loss = model(batch.cuda(non_blocking=True)).mean()\n    loss.backward()\n    optimizer.step()\n"
@@ -10155,7 +10300,12 @@ def test_a_flag_set_on_every_nth_step_and_passed_on_gates_the_callee(tmp_path, c
     )
     for number, flag in enumerate((
             "        if step % 1000 == 0:\n            vis_result = True\n        else:\n            vis_result = False\n",
-            "        vis_result = step % 1000 == 0\n")):
+            "        vis_result = step % 1000 == 0\n",
+            # a condition over several lines: distiller's style, then black's
+            "        vis_result = False\n        if ((step > 0) and\n                (step % 1000 == 0)):\n"
+            "            # not the first step, and a visualisation is due\n            vis_result = True\n",
+            "        vis_result = False\n        if (\n            step > 0\n            and step % 1000 == 0\n"
+            "        ):\n            vis_result = True\n")):
         text = update + flag + "        update_weights(model, batch, optimizer, vis_result)\n"
         assert not check(tmp_path / str(number), {"train.py": text}), flag
 
