@@ -33,7 +33,8 @@ class TensorConditionInStep(SyncRule):
         "check every N steps. For `max(1, t)` use `t.clamp(min=1)` (`torch.clamp_min`), which stays on the device.",
         fix_safety="No fix: a device-side rewrite (`torch.where`, masking, `torch._assert_async`) changes control flow.",
         false_positives=known_false_positives("Tests on names gpulint takes for tensors but that hold Python numbers (a helper returning a "
-        "float named `loss`): add `# noqa: GPL405`. `x is None` and shape/size tests are never flagged."),
+        "float named `loss`): add `# noqa: GPL405`. `x is None`, shape/size tests and comparisons with a class's member "
+        "(`loss_mask == LossMask.output_only`, an Enum's) are never flagged."),
     )
     valid = (
         # a tensor compared with None: PyTorch's comparison gives way, and Python answers by identity (a bool)
@@ -50,6 +51,8 @@ class TensorConditionInStep(SyncRule):
         training_script("seen = {0: 1}\nif 0 in seen or 1 in [1, 2]:\n    pass"),
         training_script("count = (y > 0).sum().clamp(min=1)\nn = max(1, x.shape[0])"),
         training_script("if not model.training and loss > 100:\n    break"),
+        training_script("if loss_mask == LossMask.output_only:\n    pass",
+                        header="import enum\n\n\nclass LossMask(enum.Enum):\n    output_only = 1\n\n\nloss_mask = LossMask(1)"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    queue_full = False\n"
          "    for x, y in loader:\n        y = y.to(device, non_blocking=True)\n"
          "        loss = model(x.to(device, non_blocking=True)).sum()\n"

@@ -303,6 +303,8 @@ class Tensors:
         if isinstance(expr, cst.Comparison):
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
                 return False
+            if any(_enum_member(side) for side in (expr.left, *(c.comparator for c in expr.comparisons))):
+                return False  # `loss_mask == LossMask.output_only`: a setting compared with an Enum's member
             return self.is_tensor(expr.left) or any(self.is_tensor(c.comparator) for c in expr.comparisons)
         if isinstance(expr, cst.BooleanOperation):
             return self.is_tensor(expr.left) or self.is_tensor(expr.right)
@@ -487,3 +489,12 @@ def _numberish(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.BinaryOperation):
         return _numberish(expr.left) or _numberish(expr.right)
     return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _enum_member(expr: cst.BaseExpression) -> bool:
+    """`LossMask.output_only`, `Mode.TRAIN.value`: a member of a class (a CamelCase name), which is an Enum's or a
+    constant's, never a tensor."""
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Attribute) and expr.attr.value == "value":
+        expr = expr.value
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value[:1].isupper() \
+        and not expr.value.value.isupper() and any(c.islower() for c in expr.value.value)
