@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.names import last_name
+from gpulint.linter.names import dotted_name, last_name, params_of
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import keyword_arg
 from gpulint.rules.examples import training_script
@@ -39,6 +39,11 @@ def _is_whole_argmax(expr: cst.BaseExpression) -> bool:
 
 def _is_torch(receiver: cst.BaseExpression) -> bool:
     return isinstance(receiver, cst.Name) and receiver.value == "torch"
+
+
+_SLICE_ROWS = ("\n\ndef slice_rows(x, starts, width=2):\n    ret = torch.zeros_like(x[:, :width])\n"
+               "    for i in range(x.size(0)):\n        start = starts[i]\n        ret[i] = x[i, start:start + width]\n"
+               "    return ret")
 
 
 class PythonScalarOfTensor(SyncRule):
@@ -76,7 +81,9 @@ class PythonScalarOfTensor(SyncRule):
         "factory: `x.new_zeros([B, idx.max() + 1])`, `torch.arange(lengths.max())`, `torch.linspace(d.min(), d.max(), "
         "n)`), a tensor used as the index of a Python list (`order[ids[i]] = i` with `order = [0] * n`), and a 0-dim "
         "index over all elements used to index a tensor (`x[torch.argmax(scores)]`, which PyTorch selects with "
-        "`.item()`), in code "
+        "`.item()`), and a per-row offset used as a slice bound in a loop over a tensor's rows (`for i in "
+        "range(x.size(0)): start = starts[i]; ret[i] = x[i, :, start:start + n]`, `starts` a parameter not known to "
+        "hold host values: VITS's `slice_segments`), in code "
         "that runs every step and is not gated. "
         "Per-sample loops that do this once per sample are the usual case (a loss or reward function cutting each "
         "sequence at its own length).",
@@ -111,6 +118,9 @@ class PythonScalarOfTensor(SyncRule):
         training_script("positions = torch.arange(start=0, end=out.shape[1], dtype=torch.long, device=out.device)"),
         training_script("grad_norm = optimizer.param_groups[0].get(\"grad_norm\", 0.0)\n"
                         "norm = grad_norm.item() if isinstance(grad_norm, torch.Tensor) else float(grad_norm)"),
+        # each row's offset read once, on the host, before the per-row cuts
+        training_script("starts = torch.randint(0, 2, (out.shape[0],), device=out.device).tolist()\n"
+                        "rows = slice_rows(out, starts)", header=_SLICE_ROWS),
     )
     invalid = (
         Invalid(training_script("loss_f = float(loss)")),
@@ -126,17 +136,27 @@ class PythonScalarOfTensor(SyncRule):
                                 "per_word = out.new_zeros([out.shape[0], words.max() + 1])\n"
                                 "per_word = per_word.scatter_add(1, words, out)")),
         Invalid(training_script("last = torch.max(out.argmax(1))\npositions = torch.arange(start=0, end=last, device=out.device)")),
+        # VITS's `slice_segments`: each row cut at its own offset (of unknown place), read one row at a time
+        Invalid(training_script("rows = slice_rows(out, model.offsets(out))", header=_SLICE_ROWS)),
     )
 
     def __init__(self, context) -> None:
         super().__init__(context)
         self._scalar_indices: dict[int, set[str]] = {}  # per function: names bound to a whole-tensor argmax
+        # per function: names bound to one row's element of a parameter (`idx_str = ids_str[i]`), with that element
+        self._row_elements: dict[int, dict[str, cst.Subscript]] = {}
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-            names = self._scalar_indices.setdefault(id(self.context.enclosing_function()), set())
+            function = id(self.context.enclosing_function())
+            names = self._scalar_indices.setdefault(function, set())
             name = node.targets[0].target.value
             (names.add if _is_whole_argmax(node.value) else names.discard)(name)
+            rows = self._row_elements.setdefault(function, {})
+            if isinstance(node.value, cst.Subscript):
+                rows[name] = node.value
+            else:
+                rows.pop(name, None)
 
     def _is_scalar_index(self, expr: cst.BaseExpression) -> bool:
         """`torch.argmax(scores)`, `x.argmin()`, or a name the function binds to one: a 0-dim integer tensor."""
@@ -159,9 +179,34 @@ class PythonScalarOfTensor(SyncRule):
             self.report(index, self.message_list_index)
 
     def visit_Slice(self, node: cst.Slice) -> None:
+        """One finding per slice, on its first bound read on the host (`x[start:start + n]` reads `start` twice, one
+        sync each, and one fix mends both)."""
         for bound in (node.lower, node.upper, node.step):
-            if bound is not None and self._is_device_int(bound) and not self.in_per_tensor_loop():
+            if bound is not None and (self._is_device_int(bound) or self._row_offset(bound)) \
+                    and not self.in_per_tensor_loop():
                 self.report(bound, self.message_slice)
+                return
+
+    def _row_offset(self, bound: cst.BaseExpression) -> bool:
+        """`x[i, :, idx_str:idx_end]` in `for i in range(x.size(0))`, with `idx_str = ids_str[i]` and `idx_end =
+        idx_str + n`: each row cut at its own offset, read from a parameter holding one offset per row (VITS's
+        `slice_segments`, copied into most speech projects, is handed the random offsets its caller drew on the
+        device). Not where the offsets are known to be host values."""
+        loop = self.context.innermost_loop()
+        if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Name):
+            return False
+        rows = _rows_of(loop.iter)
+        index = loop.target.value
+        sliced = next((n for n in reversed(self.context.ancestors) if isinstance(n, cst.Subscript)), None)
+        if rows is None or sliced is None or dotted_name(_row_source(sliced.value)) != rows:
+            return False
+        function = self.context.enclosing_function()
+        if function is None:
+            return False
+        params = {param.name.value for param in params_of(function)}
+        elements = self._row_elements.get(id(function), {})
+        return any(_row_element(element, index) in params and not self.context.is_host_value(element.value)
+                   for name in _names_in(bound) if (element := elements.get(name)) is not None)
 
     def _is_device_int(self, expr: cst.BaseExpression) -> bool:
         """A tensor where Python needs an int (`__index__`): a tensor, or an element of one."""
@@ -231,3 +276,47 @@ class PythonScalarOfTensor(SyncRule):
         if self.ruled_out_as_tensor(value):
             return
         self.report(node, self.message.format(func=label))
+
+
+def _rows_of(iterable: cst.BaseExpression) -> str | None:
+    """`x` of `range(x.size(0))`, `range(x.shape[0])`, `range(len(x))`: the tensor whose rows a loop counts."""
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range"
+            and len(iterable.args) == 1):
+        return None
+    count = iterable.args[0].value
+    if isinstance(count, cst.Call) and isinstance(count.func, cst.Attribute) and count.func.attr.value == "size" \
+            and len(count.args) == 1 and isinstance(count.args[0].value, cst.Integer) and count.args[0].value.value == "0":
+        return dotted_name(count.func.value)
+    if isinstance(count, cst.Subscript) and isinstance(count.value, cst.Attribute) \
+            and count.value.attr.value == "shape" and len(count.slice) == 1 \
+            and isinstance(count.slice[0].slice, cst.Index) and isinstance(count.slice[0].slice.value, cst.Integer) \
+            and count.slice[0].slice.value.value == "0":
+        return dotted_name(count.value.value)
+    if isinstance(count, cst.Call) and isinstance(count.func, cst.Name) and count.func.value == "len" \
+            and len(count.args) == 1:
+        return dotted_name(count.args[0].value)
+    return None
+
+
+def _row_source(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`x` of `x[i, :, a:b]`, or of `x` itself."""
+    return expr.value if isinstance(expr, cst.Subscript) else expr
+
+
+def _row_element(element: cst.Subscript, index: str) -> str | None:
+    """`ids_str` of `ids_str[i]` (`i` the loop's index): the name an element is taken from, one row at a time."""
+    if len(element.slice) != 1 or not isinstance(element.slice[0].slice, cst.Index):
+        return None
+    position = element.slice[0].slice.value
+    if not (isinstance(position, cst.Name) and position.value == index and isinstance(element.value, cst.Name)):
+        return None
+    return element.value.value
+
+
+def _names_in(expr: cst.BaseExpression) -> list[str]:
+    """The plain names of an expression made of names, numbers and arithmetic (`idx_str + 1`)."""
+    if isinstance(expr, cst.Name):
+        return [expr.value]
+    if isinstance(expr, cst.BinaryOperation):
+        return _names_in(expr.left) + _names_in(expr.right)
+    return []
