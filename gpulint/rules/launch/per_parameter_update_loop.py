@@ -9,6 +9,7 @@ import libcst as cst
 
 from gpulint.linter.names import last_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.project.vocab import name_parts
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns
 from gpulint.rules.per_tensor.helpers import (
@@ -93,7 +94,8 @@ class PerParameterUpdateLoop(WhereItRuns):
         "names none is skipped). Skipped: functions named like `init`/`setup`/`checkpoint`, loops "
         "that scale weights by a constant (initialisation), loops that only copy tensors unchanged outside update "
         "functions, loops that sort tensors into lists for a `torch._foreach_*` call, loops doing matrix products per "
-        "tensor (Muon's Newton-Schulz iterations: compute-bound, with no foreach form), and loops under a logging gate.",
+        "tensor (Muon's Newton-Schulz iterations: compute-bound, with no foreach form), loops over a loss's own parameters "
+        "(`center_criterion.parameters()`: a tensor or two), and loops under a logging gate.",
     )
     valid = (
         training_script("with torch.no_grad():\n"
@@ -101,6 +103,9 @@ class PerParameterUpdateLoop(WhereItRuns):
         ("import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
          "        for p in self.parameters():\n            p.data.mul_(0.5)\n"),
         training_script("for p in model.parameters():\n    p.grad = None"),
+        # a center loss's one `centers` tensor, its gradient rescaled every step: nothing for a foreach call to batch
+        training_script("for param in center_criterion.parameters():\n    param.grad.data *= 2.0",
+                        header="center_criterion = torch.nn.Module()"),
         training_script("for p in model.parameters():\n    p.grad = p.grad.detach().view_as(p)"),
         training_script("grads = []\nfor p in model.parameters():\n    if p.grad is not None:\n"
                         "        grads.append(p.grad)\n"
@@ -186,8 +191,18 @@ class PerParameterUpdateLoop(WhereItRuns):
         # initialisation.
         zipped = isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip" and len(node.iter.args) >= 2
         if (scan.touches_grad or scan.blends or zipped or scan.stores_state or scan.in_update_function) \
-                and not _multiplies_matrices(self.context.module.code_for_node(node.body)):
+                and not _multiplies_matrices(self.context.module.code_for_node(node.body)) \
+                and not _loss_parameters(node.iter):
             self._report_where_it_runs(node.iter)
+
+
+def _loss_parameters(iterable: cst.BaseExpression) -> bool:
+    """`center_criterion.parameters()`: the parameters of a loss (a center loss's one `centers` tensor), a tensor or
+    two, with nothing for a foreach call to batch."""
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value in ("parameters", "named_parameters")):
+        return False
+    return bool(name_parts(last_name(iterable.func.value) or "") & {"criterion", "loss"})
 
 
 # Muon's Newton-Schulz iterations, Shampoo's roots, GaLore's projections: matrix products per weight, which dominate
