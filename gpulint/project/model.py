@@ -4091,8 +4091,8 @@ def _gradient_measuring_loops(scope: Scope, found: set[int], bodies: dict[int, R
 
 def _epoch_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> set[int]:
     """Of the step loops, those over no loader whose body holds a step loop over a loader that steps the optimizer
-    itself, and whose own steps are all conditional: epoch loops, flushing after their loop over batches what that
-    loop left accumulated (imitation's reward trainer: `if accumulated_size != 0: self.optim.step()`, then its
+    itself, and which step only under a condition themselves: epoch loops, flushing after their loop over batches
+    what it left accumulated (imitation's reward trainer: `if accumulated_size != 0: self.optim.step()`, then its
     validation loop). Not an outer loop whose inner loop only accumulates gradients over micro-batches and which
     steps after it every time: that outer loop is the step loop."""
     loops = scope.loops
@@ -4107,7 +4107,7 @@ def _epoch_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> se
 
     return {outer for outer in found
             if not (loops[outer].iterates_loader or loops[outer].fetches) and outer in bodies
-            and all(c.conditional for c in own_steps(outer))
+            and (own := own_steps(outer)) and all(c.conditional for c in own)
             and any(inner != outer and loops[inner].iterates_loader and bodies[outer].holds(loops[inner].start)
                     and steps_in(inner) for inner in found)}
 

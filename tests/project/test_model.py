@@ -2701,6 +2701,50 @@ def test_a_step_after_the_loop_over_batches_makes_no_step_loop_of_the_epoch_loop
     assert [(f[0], f[1], f[2]) for f in found] == [("accumulate.py", 13, "GPL401"), ("trainer.py", 9, "GPL201")]
 
 
+def test_a_builder_handed_to_a_memo_helper_runs_once_per_key(tmp_path, check):
+    """`_cached(cache, key, build)` calls `build()` only when the dict it is handed lacks the key: what `build` reads
+    on the host, it reads once per key, not every step. A helper calling what it is handed every time runs it every
+    step."""
+    found = check(tmp_path, {
+        "rotate.py": """
+            import torch
+
+            _tables = {}
+
+            def _cached(cache, key, build):
+                if key not in cache:
+                    cache[key] = build()
+                return cache[key]
+
+            def _always(build):
+                return build()
+
+            def table(size, x):
+                def build():
+                    return torch.eye(size, device=x.device) * x.sum().item()
+                return _cached(_tables, size, build)
+
+            def fresh(size, x):
+                def build():
+                    return torch.eye(size, device=x.device) * x.sum().item()
+                return _always(build)
+        """,
+        "train.py": """
+            from rotate import fresh, table
+
+            def train(model, loader, optimizer):
+                for x in loader:
+                    x = x.cuda(non_blocking=True)
+                    loss = (model(x) @ table(4, x) @ fresh(4, x)).sum()
+                    loss.backward()
+                    optimizer.step()
+
+            train(None, [], None)
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("rotate.py", 21, "GPL401")]
+
+
 def test_an_optimizer_built_only_for_a_setting_no_script_passes_is_not_stepped(tmp_path, check):
     """GaLore builds its Adafactor only for `--optimizer galore_adafactor`, which no shipped script passes: the
     `optimizer.step()` of its loops, and of a second script's loop read first, do not run it."""
