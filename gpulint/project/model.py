@@ -1156,8 +1156,8 @@ class Project:
                 # the callers pass in.
                 if "." in func:
                     return []
-                found = self._returned_functions(path, current, head)
-                return found or (self._param_functions(path, current, head) if head in current.params else [])
+                closures = self._returned_functions(path, current, head)
+                return closures or (self._param_functions(path, current, head) if head in current.params else [])
             current = ix.scope(current.parent) if current.parent and current.parent != MODULE_SCOPE else None
         # Imports inside the function: every one binding the name (KAIR's `define_G` imports a different network
         # `as net` in each branch of its `if net_type == ...` chain).
@@ -1247,7 +1247,7 @@ class Project:
                 for caller_path, scope, call in self._calls_of(
                         Target(path, short), lambda ix: short in ix.text and bool(call_text.search(ix.text)),
                         lambda code: bool(call_text.search(code))):
-                    passed = call.passed(position, name) if not call.star_args else dict(call.kw_names).get(name, "")
+                    passed = call.passed(position, name)
                     if passed and "." not in passed:
                         found += [t for t in self._callable_targets(caller_path, scope, passed) if not t.is_class]
             finally:
