@@ -3724,12 +3724,10 @@ class Project:
         return self._no_validation
 
     def _cuda_default(self) -> bool:
-        """Does a file of the project other than a test make CUDA the default device (`FileFacts.cuda_default`), and
-        not set it back to the CPU (FlagAI's `init_from_json` builds a model under `torch.cuda.HalfTensor` and then
-        restores `torch.FloatTensor`: a scope, not the program's default)?"""
+        """Does a file of the project other than a test make CUDA the default device (`FileFacts.cuda_default`)?"""
         if self._makes_cuda_default is None:
             self._makes_cuda_default = any(
-                _CUDA_DEFAULT.search(ix.text) and not _CPU_DEFAULT.search(ix.text) for path, ix in self.files.items()
+                _CUDA_DEFAULT.search(ix.text) for path, ix in self.files.items()
                 if "set_default_" in ix.text and not is_test_path(path))
         return self._makes_cuda_default
 
@@ -4266,8 +4264,6 @@ _TRAINER_OR_AMP = re.compile(r"Trainer\b|TrainingArguments|\btrl\b|\bRunner\b|\b
 # `torch.set_default_device("cuda")`, `set_default_tensor_type(torch.cuda.FloatTensor)` or its string form, a project's
 # own `set_default_device('cuda')`
 _CUDA_DEFAULT = re.compile(r"set_default_device\(\s*['\"]cuda|set_default_tensor_type\(\s*['\"]?(?:torch\.)?cuda\.")
-_CPU_DEFAULT = re.compile(
-    r"set_default_device\(\s*['\"]cpu|set_default_tensor_type\(\s*['\"]?torch\.(?:Float|Double|Half|BFloat16)Tensor")
 _VALIDATION_SETTING = re.compile(r"set_default_validate_args\(\s*([\w.]+)\s*\)")  # its argument: `False`, `cfg.x.y`
 # A collate function or a collator (`collate_fn`, `DataCollator.__call__`, a nested `collator`), named in a
 # definition's name or text: no lowered copy of every definition's code
