@@ -176,10 +176,6 @@ class FileFacts:
     # trainer that places the model (pytorch-trpo, under `set_default_tensor_type('torch.DoubleTensor')`): the whole
     # program runs on the CPU, so costs that exist only on a GPU (`Rule.gpu_only`) are none in any of its files.
     cpu_project: bool = False
-    # Some file of the project (not a test) makes CUDA the default device (`torch.set_default_device("cuda")`,
-    # `torch.set_default_tensor_type(torch.cuda.FloatTensor)`, ALF's `alf.set_default_device("cuda")` in its
-    # `train.py`): torch's factories called without `device=` make their tensors on the GPU.
-    cuda_default: bool = False
     # Python's parser read the whole file without error while the project was read (`problem` is None): a lint that
     # parses only part of it need not check the rest for a syntax error.
     syntax_checked: bool = False

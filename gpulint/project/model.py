@@ -295,7 +295,6 @@ class Project:
         self._batch_moves_followed: set[tuple[Target, int]] = set()
         self._collated: frozenset[Target] | None = None
         self._no_validation: bool | None = None
-        self._makes_cuda_default: bool | None = None  # see `_cuda_default`
         self._batch_family: frozenset[Target] | None = None  # see `_batch_class_family`
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
@@ -3709,8 +3708,7 @@ class Project:
                          loader_factories=self._loader_factories(path),
                          trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()),
                          validation_off=self._validation_off(),
-                         cpu_project=self._runs_on_cpu_only(), cuda_default=self._cuda_default(),
-                         syntax_checked=problem is None)
+                         cpu_project=self._runs_on_cpu_only(), syntax_checked=problem is None)
 
     def _validation_off(self) -> bool:
         """Does a file of the project other than a test turn distributions' argument checks off for the process:
@@ -3722,14 +3720,6 @@ class Project:
                 for path, ix in self.files.items() if "set_default_validate_args" in ix.text and not is_test_path(path)
                 for argument in _VALIDATION_SETTING.findall(ix.text))
         return self._no_validation
-
-    def _cuda_default(self) -> bool:
-        """Does a file of the project other than a test make CUDA the default device (`FileFacts.cuda_default`)?"""
-        if self._makes_cuda_default is None:
-            self._makes_cuda_default = any(
-                _CUDA_DEFAULT.search(ix.text) for path, ix in self.files.items()
-                if "set_default_" in ix.text and not is_test_path(path))
-        return self._makes_cuda_default
 
     def _own_loaders(self, path: str) -> frozenset[str]:
         """The loader class names (`DataLoader`) this file binds to a class of the project with no base class."""
@@ -4261,9 +4251,6 @@ def _python_config_names(files: dict[str, ModuleIndex]) -> frozenset[str]:
 # model itself (Hugging Face's, fastai's, mmengine's, DeepSpeed's, ignite's), and mixed precision.
 _TRAINER_OR_AMP = re.compile(r"Trainer\b|TrainingArguments|\btrl\b|\bRunner\b|\bLearner\b|deepspeed|fastai|mmengine|mmcv|ignite"
                              r"|colossalai|autocast|GradScaler|\bamp\b|fp16|bf16|bfloat16|\.half\(")
-# `torch.set_default_device("cuda")`, `set_default_tensor_type(torch.cuda.FloatTensor)` or its string form, a project's
-# own `set_default_device('cuda')`
-_CUDA_DEFAULT = re.compile(r"set_default_device\(\s*['\"]cuda|set_default_tensor_type\(\s*['\"]?(?:torch\.)?cuda\.")
 _VALIDATION_SETTING = re.compile(r"set_default_validate_args\(\s*([\w.]+)\s*\)")  # its argument: `False`, `cfg.x.y`
 # A collate function or a collator (`collate_fn`, `DataCollator.__call__`, a nested `collator`), named in a
 # definition's name or text: no lowered copy of every definition's code

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/50"
+FORMAT = "gpulint.project/49"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -198,7 +198,6 @@ def load_facts(data: dict) -> FileFacts:
         read_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["read_calls"]),
         validation_off=data["validation_off"],
         cpu_project=data["cpu_project"],
-        cuda_default=data["cuda_default"],
         syntax_checked=data["syntax_checked"],
     )
 

@@ -2745,45 +2745,6 @@ def test_a_builder_handed_to_a_memo_helper_runs_once_per_key(tmp_path, check):
     assert [(f[0], f[1], f[2]) for f in found] == [("rotate.py", 21, "GPL401")]
 
 
-def test_a_project_that_makes_cuda_the_default_device_creates_on_the_gpu(tmp_path, check):
-    """A project whose entry makes CUDA the default device (`torch.set_default_device("cuda")`, or a wrapper of its
-    own such as ALF's `alf.set_default_device("cuda")`) creates `torch.arange(n)` on the GPU: its `.to(device)` copies
-    nothing. numpy's random numbers still start on the CPU (GPL412); without the default, both are reported."""
-    step = """
-        import numpy as np
-        import torch
-
-        def train(model, loader, optimizer, device):
-            for x in loader:
-                x = x.to(device, non_blocking=True)
-                index = torch.arange(x.shape[0]).to(device)
-                noise = torch.from_numpy(np.random.randn(4)).to(device)
-                loss = (model(x[index]) + noise.sum()).sum()
-                loss.backward()
-                optimizer.step()
-    """
-    found = check(tmp_path / "default", {
-        "utils.py": """
-            import torch
-
-            def set_default_device(name):
-                torch.set_default_tensor_type(torch.cuda.FloatTensor if name == "cuda" else torch.FloatTensor)
-        """,
-        "main.py": """
-            import utils
-            from step import train
-
-            utils.set_default_device("cuda")
-            train(None, [], None, "cuda")
-        """,
-        "step.py": step,
-    })
-    assert [(f[0], f[1], f[2]) for f in found] == [("step.py", 9, "GPL412")]
-    plain = check(tmp_path / "plain", {"main.py": "from step import train\n\ntrain(None, [], None, 'cuda')\n",
-                                       "step.py": step})
-    assert [(f[0], f[1], f[2]) for f in plain] == [("step.py", 8, "GPL504"), ("step.py", 9, "GPL412")]
-
-
 def test_an_optimizer_built_only_for_a_setting_no_script_passes_is_not_stepped(tmp_path, check):
     """GaLore builds its Adafactor only for `--optimizer galore_adafactor`, which no shipped script passes: the
     `optimizer.step()` of its loops, and of a second script's loop read first, do not run it."""

@@ -100,8 +100,6 @@ _INDEX_FACTORIES = frozenset({"arange", "randperm", "randint"})
 # numpy's, whose arrays index device tensors in RL minibatch loops (`b_obs[mb_inds]`)
 _NUMPY_INDEX_FACTORIES = frozenset({"numpy.arange", "numpy.random.permutation", "numpy.random.choice",
                                     "numpy.random.randint"})
-# The findings of data that starts on the host whatever the default device (numpy's, constant host lists).
-_HOST_DATA_MESSAGES = (NUMPY_RANDOM_MESSAGE, CONSTANT_NEW_TENSOR_MESSAGE, NUMPY_INDEX_MESSAGE.split("`", 1)[0])
 _MOVES_SELF_ATTRIBUTE = re.compile(r"\bself\.\w+\.(?:to|cuda)\(")
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
@@ -160,10 +158,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "(hoisting it needs a place to keep it).",
         false_positives="A helper called only at setup or every N steps from another module (gpulint cannot see the "
         "caller): add `# noqa: GPL504`. `.to(x)` with `x` named like a tensor is flagged without a fix; with `x` "
-        "named like a dtype it is not flagged. Zero-element tensors and pinned staging buffers are skipped; so are "
-        "torch's factories in a project one of whose files (not a test) makes CUDA the default device "
-        "(`torch.set_default_device(\"cuda\")`, `torch.set_default_tensor_type(torch.cuda.FloatTensor)`), where "
-        "they create on the GPU (numpy's arrays and constant host data are still reported).",
+        "named like a dtype it is not flagged. Zero-element tensors and pinned staging buffers are skipped.",
     )
     valid = (
         # numpy indices into a numpy buffer: no device involved
@@ -347,13 +342,6 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return set()  # (most classes: the other methods need not be walked)
         reset = set().union(*(_assigned_targets(m) for m in methods if m is not init))
         return {name[5:] for name in built if name not in reset}
-
-    def _report_where_it_runs(self, node: cst.CSTNode, message: str | None = None, *args, **kwargs) -> None:
-        """Where the project makes CUDA the default device, torch's factories make their tensors on the GPU: only
-        numpy's arrays and constant host data still start on the CPU."""
-        if self.context.facts.cuda_default and not (message or "").startswith(_HOST_DATA_MESSAGES):
-            return
-        super()._report_where_it_runs(node, message, *args, **kwargs)
 
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
