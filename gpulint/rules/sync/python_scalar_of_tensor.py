@@ -137,7 +137,9 @@ class PythonScalarOfTensor(SyncRule):
                                 "per_word = per_word.scatter_add(1, words, out)")),
         Invalid(training_script("last = torch.max(out.argmax(1))\npositions = torch.arange(start=0, end=last, device=out.device)")),
         # VITS's `slice_segments`: each row cut at its own offset (of unknown place), read one row at a time
-        Invalid(training_script("rows = slice_rows(out, model.offsets(out))", header=_SLICE_ROWS)),
+        Invalid(training_script(
+            "rows = slice_rows(out, cached.get(\"starts\", torch.zeros(out.shape[0], dtype=torch.long)))",
+            header=_SLICE_ROWS + "\n\n\ncached = {}")),
     )
 
     def __init__(self, context) -> None:
@@ -285,7 +287,8 @@ def _rows_of(iterable: cst.BaseExpression) -> str | None:
         return None
     count = iterable.args[0].value
     if isinstance(count, cst.Call) and isinstance(count.func, cst.Attribute) and count.func.attr.value == "size" \
-            and len(count.args) == 1 and isinstance(count.args[0].value, cst.Integer) and count.args[0].value.value == "0":
+            and len(count.args) == 1 and isinstance(count.args[0].value, cst.Integer) \
+            and count.args[0].value.value == "0":
         return dotted_name(count.func.value)
     if isinstance(count, cst.Subscript) and isinstance(count.value, cst.Attribute) \
             and count.value.attr.value == "shape" and len(count.slice) == 1 \
