@@ -954,11 +954,8 @@ class Project:
     def _passed_classes(self, function: Target, position: int) -> set[Target]:
         """What the calls of `function` pass at `position`: the classes of the names they pass, or nothing where one
         passes anything else."""
-        name = function.qualname
-        call_text = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(|\.{re.escape(name)}\s*\(")
         found: set[Target] = set()
-        for path, scope, call in self._calls_of(function, lambda ix: name in ix.text and bool(call_text.search(ix.text)),
-                                                lambda code: bool(call_text.search(code))):
+        for path, scope, call in self._calls_by_name(function):
             passed = call.arg_names[position] if position < len(call.arg_names) and not call.star_args else ""
             built = call.arg_callees[position] if position < len(call.arg_callees) and not call.star_args else ""
             classes = self.types_of(path, scope, passed, 1) if passed else set()  # a new object: its own depth
@@ -971,6 +968,14 @@ class Project:
                 return set()  # a call passes what the model does not know: the callee guesses
             found |= classes
         return found
+
+    def _calls_by_name(self, function: Target) -> Iterator[tuple[str, Scope, Call]]:
+        """The calls of a top-level function by its name (`name(...)`, `module.name(...)`), read only in the files and
+        definitions whose text holds one (`_calls_of`)."""
+        name = function.qualname
+        call_text = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(|\.{re.escape(name)}\s*\(")
+        return self._calls_of(function, lambda ix: name in ix.text and bool(call_text.search(ix.text)),
+                              lambda code: bool(call_text.search(code)))
 
     def _constructions(self, cls: Target) -> Iterator[tuple[str, Scope, Call]]:
         """The calls building `cls` by its name (`_calls_of`), read only in files and definitions that write it."""
@@ -1239,13 +1244,9 @@ class Project:
         if function.kind == "function" and "." not in function.qualname and not function.cls \
                 and self._param_function_depth < 3:
             position = function.params.index(name)
-            short = function.qualname
-            call_text = re.compile(rf"(?<![\w.]){re.escape(short)}\s*\(|\.{re.escape(short)}\s*\(")
             self._param_function_depth += 1
             try:
-                for caller_path, scope, call in self._calls_of(
-                        Target(path, short), lambda ix: short in ix.text and bool(call_text.search(ix.text)),
-                        lambda code: bool(call_text.search(code))):
+                for caller_path, scope, call in self._calls_by_name(Target(path, function.qualname)):
                     passed = call.passed(position, name)
                     if passed and "." not in passed:
                         found += [t for t in self._callable_targets(caller_path, scope, passed) if not t.is_class]

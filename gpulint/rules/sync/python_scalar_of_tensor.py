@@ -10,6 +10,7 @@ from gpulint.linter.names import dotted_name, last_name, params_of
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import keyword_arg
 from gpulint.rules.examples import training_script
+from gpulint.rules.metrics.helpers import range_bound, size_of
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 
@@ -197,7 +198,9 @@ class PythonScalarOfTensor(SyncRule):
         loop = self.context.innermost_loop()
         if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Name):
             return False
-        rows = _rows_of(loop.iter)
+        count = range_bound(loop.iter)  # `range(x.size(0))`, `range(x.shape[0])`, `range(len(x))`: x's rows
+        counted = size_of(count) if count is not None and len(loop.iter.args) == 1 else None
+        rows = dotted_name(counted) if counted is not None else None
         index = loop.target.value
         sliced = next((n for n in reversed(self.context.ancestors) if isinstance(n, cst.Subscript)), None)
         if rows is None or sliced is None or dotted_name(_row_source(sliced.value)) != rows:
@@ -278,27 +281,6 @@ class PythonScalarOfTensor(SyncRule):
         if self.ruled_out_as_tensor(value):
             return
         self.report(node, self.message.format(func=label))
-
-
-def _rows_of(iterable: cst.BaseExpression) -> str | None:
-    """`x` of `range(x.size(0))`, `range(x.shape[0])`, `range(len(x))`: the tensor whose rows a loop counts."""
-    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range"
-            and len(iterable.args) == 1):
-        return None
-    count = iterable.args[0].value
-    if isinstance(count, cst.Call) and isinstance(count.func, cst.Attribute) and count.func.attr.value == "size" \
-            and len(count.args) == 1 and isinstance(count.args[0].value, cst.Integer) \
-            and count.args[0].value.value == "0":
-        return dotted_name(count.func.value)
-    if isinstance(count, cst.Subscript) and isinstance(count.value, cst.Attribute) \
-            and count.value.attr.value == "shape" and len(count.slice) == 1 \
-            and isinstance(count.slice[0].slice, cst.Index) and isinstance(count.slice[0].slice.value, cst.Integer) \
-            and count.slice[0].slice.value.value == "0":
-        return dotted_name(count.value.value)
-    if isinstance(count, cst.Call) and isinstance(count.func, cst.Name) and count.func.value == "len" \
-            and len(count.args) == 1:
-        return dotted_name(count.args[0].value)
-    return None
 
 
 def _row_source(expr: cst.BaseExpression) -> cst.BaseExpression:

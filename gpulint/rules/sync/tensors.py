@@ -497,4 +497,4 @@ def _enum_member(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Attribute) and expr.attr.value == "value":
         expr = expr.value
     return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value[:1].isupper() \
-        and not expr.value.value.isupper() and any(c.islower() for c in expr.value.value)
+        and any(c.islower() for c in expr.value.value)  # (`LossMask`, not a constant such as `CFG`)
