@@ -13,6 +13,17 @@ from gpulint.project.vocab import HOST_MODULE_PREFIXES
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 
+# PyG functions that read sizes from a batch vector unless they are passed: name -> (position of the batch vector,
+# ((size keyword, its position), ...)).
+_PYG_SIZE_ARGUMENTS = {
+    "to_dense_batch": (1, (("batch_size", 4), ("max_num_nodes", 3))),
+    "to_dense_adj": (1, (("batch_size", 4), ("max_num_nodes", 3))),
+    "global_add_pool": (1, (("size", 2),)),
+    "global_mean_pool": (1, (("size", 2),)),
+    "global_max_pool": (1, (("size", 2),)),
+}
+
+
 class DataDependentShapeInStep(SyncRule):
     code = "GPL406"
     name = "data-dependent-shape-in-step"
@@ -28,7 +39,9 @@ class DataDependentShapeInStep(SyncRule):
         "n - 1`, then `entropy[rel]`, and every later `score[rel]`), "
         "parameters named like masks, followed through `clone`, `view`, `torch.stack` / `torch.cat`, `.T` and "
         "tuple unpacking), and stores through a mask that go through `nonzero` (`x[m] = y[m]`, `x[rows, m] = 1`, "
-        "`x[:, m] *= 0`), in code that runs every step, ungated.",
+        "`x[:, m] *= 0`); and PyG's `to_dense_batch` / `to_dense_adj` without `batch_size` and `max_num_nodes`, and "
+        "`global_add_pool` / `global_mean_pool` / `global_max_pool` over a batch vector without `size` (PyG reads "
+        "the sizes off the batch vector: `int(batch.max()) + 1`), in code that runs every step, ungated.",
         why_slow="To allocate the result PyTorch must know how many elements it has, so it copies a count from the "
         "device and waits for it: a hidden device-to-host sync that also breaks CUDA graphs and `torch.compile` "
         "(graph break).",
@@ -53,6 +66,9 @@ class DataDependentShapeInStep(SyncRule):
         training_script("scores = model(x)\nscores[:, y < 0] = 0.0"),
         # A Python slice named for what it selects: a fixed shape.
         training_script("mask_slice = slice(0, 1)\nmasks = model(x)[:, mask_slice]"),
+        # GraphGPS-style dense attention over a graph batch, its sizes known from the loader
+        training_script("dense, real = to_dense_batch(x, y, batch_size=64, max_num_nodes=128)",
+                        header="from torch_geometric.utils import to_dense_batch"),
     )
     invalid = (
         Invalid(training_script("idx = (y > 0).nonzero()")),
@@ -61,6 +77,9 @@ class DataDependentShapeInStep(SyncRule):
         Invalid(training_script("diff = out - out.t()\naval = torch.bitwise_and(diff > 0, out < 0)[0]\n"
                                 "loss = -diff[aval].sum()")),
         Invalid(training_script("classes = torch.unique(y)")),
+        Invalid(training_script("dense, real = to_dense_batch(x, y)\npooled = global_mean_pool(x, y)",
+                                header="from torch_geometric.nn import global_mean_pool\n"
+                                       "from torch_geometric.utils import to_dense_batch"), count=2),
         Invalid(training_script("rep = torch.repeat_interleave(x, y, dim=0)")),
         Invalid(training_script("x[(x > 0) * (x < 1)] -= 1")),
         Invalid(training_script("sel = x.masked_select(x > 0)")),
@@ -105,6 +124,12 @@ class DataDependentShapeInStep(SyncRule):
                     repeats = positional[0]  # `torch.repeat_interleave(repeats)`
             if repeats is not None and self.tensors.is_tensor(repeats.value):
                 what = "repeat_interleave"
+        elif resolved.startswith("torch_geometric.") and method in _PYG_SIZE_ARGUMENTS:
+            missing = self._pyg_sizes_missing(node, method, positional)
+            if missing is not None:
+                self.report(node, f"`{method}(...)` without `{missing}` reads it off the batch vector on the host "
+                                  f"(`int(batch.max())`): the host waits for the GPU; pass `{missing}=`")
+            return
         if what is None:
             return
         if is_method and self.context.is_host_value(func.value):  # numpy arrays and CPU tensors
@@ -113,6 +138,18 @@ class DataDependentShapeInStep(SyncRule):
                                            for a in positional):
             return  # `torch.where(labels[i] == eoc)` over a CPU tensor (not a name: a list bound to `[]` fills later)
         self.report(node, self.message.format(what=what))
+
+    @staticmethod
+    def _pyg_sizes_missing(node: cst.Call, method: str, positional: list[cst.Arg]) -> str | None:
+        """`to_dense_batch(x, batch)`: PyG learns the sizes it is not given from the batch vector on the host
+        (`int(batch.max()) + 1`, `int(num_nodes.max())`); with every size passed it reads nothing."""
+        batch_position, sizes = _PYG_SIZE_ARGUMENTS[method]
+        # No batch vector: one graph, nothing to count (but `to_dense_adj` then counts the nodes off `edge_index`).
+        if len(positional) <= batch_position and keyword_arg(node, "batch") is None and method != "to_dense_adj":
+            return None
+        missing = [name for name, position in sizes
+                   if keyword_arg(node, name) is None and len(positional) <= position]
+        return missing[0] if missing else None
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         indices = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
