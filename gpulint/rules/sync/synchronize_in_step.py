@@ -29,6 +29,10 @@ _CHECKED_LINALG = {
 }
 
 
+# ... and the tensor methods among them (`x.inverse()`, `x.cholesky()`)
+_CHECKED_METHODS = {"inverse": "torch.linalg.inv_ex", "cholesky": "torch.linalg.cholesky_ex"}
+
+
 class SynchronizeInStep(SyncRule):
     code = "GPL410"
     name = "synchronize-in-step"
@@ -39,8 +43,8 @@ class SynchronizeInStep(SyncRule):
     docs = RuleDocs(
         what_it_does="Flags `torch.cuda.synchronize()`, `torch.cuda.empty_cache()` and stream/event `synchronize()` "
         "calls in code that runs every training step, and the linear algebra that checks its result on the host "
-        "(`torch.linalg.cholesky`, `inv` / `torch.inverse`, `solve`, `ldl_factor`, `lu_factor`: PyTorch documents "
-        "that each synchronizes a CUDA device, and its `_ex` twin does not).",
+        "(`torch.linalg.cholesky`, `inv` / `torch.inverse` / `x.inverse()`, `solve`, `ldl_factor`, `lu_factor`: "
+        "PyTorch documents that each synchronizes a CUDA device, and its `_ex` twin does not).",
         why_slow="A device-wide synchronize drains the GPU queue and stops the CPU from running ahead: every kernel launch "
         "after it is exposed as idle GPU time. `empty_cache()` also synchronizes and returns cached blocks that the next "
         "step must allocate again with `cudaMalloc`, which is itself synchronous.",
@@ -63,6 +67,9 @@ class SynchronizeInStep(SyncRule):
                         header="enable_tidy_profiling = False\n\n\ndef profiling_optimizer_step():\n"
                         "    torch.cuda.synchronize()"),
         training_script("cov = out.t() @ out / out.shape[0]\nwhite, info = torch.linalg.cholesky_ex(cov)"),
+        # a transform's inverse of its argument: no linear algebra
+        training_script("recovered = mel.inverse(out)",
+                        header="class Mel:\n    def inverse(self, spec):\n        return spec\n\n\nmel = Mel()"),
         training_script("if is_torch_xpu_available():\n    torch.xpu.empty_cache()",
                         header="def is_torch_xpu_available():\n    return False"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
@@ -78,6 +85,9 @@ class SynchronizeInStep(SyncRule):
         # W-MSE's whitening: a Cholesky factor of the batch covariance every step
         Invalid(training_script("cov = out.t() @ out / out.shape[0]\nwhite = torch.linalg.cholesky(cov)")),
         Invalid(training_script("w = torch.inverse(out.t() @ out)")),
+        # LoFTR's ground truth: the camera intrinsics inverted on the device at every step
+        Invalid(training_script("intrinsics = torch.eye(3, device=device).expand(x.shape[0], 3, 3)\n"
+                                "back_projection = intrinsics.inverse()")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -90,6 +100,14 @@ class SynchronizeInStep(SyncRule):
             return
         if name in _CHECKED_LINALG:
             self.report(node, self.message_checked.format(name=name, twin=_CHECKED_LINALG[name]))
+            return
+        if isinstance(func, cst.Attribute) and func.attr.value in _CHECKED_METHODS and not node.args \
+                and not (name or "").startswith(("torch.", "np.", "numpy.")) \
+                and not self.context.is_host_value(func.value):
+            # `K.inverse()`: the tensor method of `torch.inverse` (LoFTR's intrinsics, every step); no argument, so no
+            # vocoder's `inverse(mel)` nor a transform's `inverse(x)`
+            twin = _CHECKED_METHODS[func.attr.value]
+            self.report(node, self.message_checked.format(name=f"x.{func.attr.value}()", twin=twin))
             return
         if not isinstance(func, cst.Attribute) or func.attr.value != "synchronize":
             return
