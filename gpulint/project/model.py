@@ -1080,7 +1080,8 @@ class Project:
                     if built := self._alternate_constructor(path, scope, callee):
                         found |= built  # `self.noise_scheduler = DDPMScheduler.from_pretrained(...)`
                         continue
-                    for target_ in self._callable_targets(path, scope, callee):
+                    built_by = self._callable_targets(path, scope, callee) or self._class_aliases(path, scope, callee)
+                    for target_ in built_by:
                         if target_.is_class:
                             found |= self._built_types(target_, depth)
                         elif target_.qualname and depth < 4:
@@ -1094,6 +1095,14 @@ class Project:
                     if index == position:
                         found |= self.types_of(function.path, callee_scope, item, depth + 1)
         return found
+
+    def _class_aliases(self, path: str, scope: Scope, name: str) -> list[Target]:
+        """The classes a local name is set to (zoology's `block_cls = TransformerBlock` on one branch, `MambaBlock`
+        on another, then `nn.ModuleList([block_cls(config) for ...])`): what calling it builds."""
+        if "." in name:
+            return []
+        return [t for a in scope.assigns if a.target == name and a.source
+                for t in self._callable_targets(path, scope, a.source) if t.is_class]
 
     def _alternate_constructor(self, path: str, scope: Scope, callee: str) -> set[Target]:
         """The class a `Class.from_*(...)` call builds, by the convention of alternate constructors
@@ -1333,6 +1342,7 @@ class Project:
             return self._method_call(path, scope, ".".join(parts[:-1]), parts[-1], per_step, call)
         if len(parts) > 1 and parts[-1] == "apply" and (applied := self._function_passes(path, scope, parts[:-1])):
             out.targets = applied  # `ROSA.apply(x, w)`: an autograd Function's forward, and its backward
+            out.bound = True  # (autograd passes `ctx`: the call's arguments fill the parameters after it)
             return out
         targets = self._callable_targets(path, scope, func)
         if targets:
@@ -1984,8 +1994,24 @@ class Project:
             return self._registry_models([f for f in models or built or forwards
                                           if _class_of(f).rsplit(".", 1)[-1] not in held and self._of_a_module(f)])
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
-            return [f for f in built if _names_alike(receiver, _class_of(f))]
+            alike = [f for f in built if _names_alike(receiver, _class_of(f))]
+            return alike or (self._callable_losses(receiver) if _names_a_loss(receiver.rsplit(".", 1)[-1]) else [])
         return models or built or forwards
+
+    def _callable_losses(self, receiver: str) -> list[Target]:
+        """The `__call__` of the loss classes the program builds that are no modules (large_concept_model's
+        `ReconstructionCriterion`, a plain class a factory's registry builds by the name its config gives), whose
+        names echo `receiver` (`self.criterion(batch)`); not in a module nothing runs."""
+        found = []
+        for cls in self._all_classes():
+            name = cls.qualname.rsplit(".", 1)[-1]
+            if not LOSS_CLASS.search(name) or not _names_alike(receiver, name) or self._orphan_module(cls.path) \
+                    or not self._plain_class(cls) or not self._built(cls):
+                continue
+            method = self.find_method(cls, "__call__")
+            if method is not None and not self._abstract(method) and method not in found:
+                found.append(method)
+        return found
 
     def _registry_models(self, candidates: list[Target]) -> list[Target]:
         """Of the forwards a model call may run, those of the classes filed in a registry under a key the training

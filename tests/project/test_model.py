@@ -4396,6 +4396,129 @@ def test_a_loss_registered_under_a_configured_key_runs_every_step(tmp_path, chec
     assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("project/layers.py", 18)]
 
 
+def test_a_layer_class_chosen_into_a_local_name_is_built(tmp_path, check):
+    """zoology's backbone picks its block class on a branch (`block_cls = TransformerBlock`, or a Mamba block) and
+    builds `nn.ModuleList([block_cls(config) for ...])`: looping over the list runs those blocks' forwards."""
+    files = {
+        "train.py": """
+            import torch
+            from torch import nn
+
+            class TransformerBlock(nn.Module):
+                def forward(self, x):
+                    return x[x > 0]
+
+            class Backbone(nn.Module):
+                def __init__(self, block_type, n_layers):
+                    super().__init__()
+                    if block_type == "transformer":
+                        block_cls = TransformerBlock
+                    self.layers = nn.ModuleList([block_cls() for _ in range(n_layers)])
+
+                def forward(self, x):
+                    for layer in self.layers:
+                        x = layer(x)
+                    return x
+
+            def train(loader, device):
+                model = Backbone("transformer", 4)
+                optimizer = torch.optim.SGD(model.parameters())
+                for x in loader:
+                    model(x.to(device, non_blocking=True)).sum().backward()
+                    optimizer.step()
+        """,
+    }
+    found = check(tmp_path, files)
+    assert [(path, line) for path, line, *_ in found] == [("train.py", 7)]
+    assert "TransformerBlock.forward()" in found[0][4]
+
+
+def test_a_plain_loss_class_from_a_factory_runs_its_call(tmp_path, check):
+    """large_concept_model's trainer calls `self.criterion(batch)`, a plain class (no module) with a `__call__` that a
+    factory's registry builds by the name the config gives (`@CriterionsFactory.register("next_sentence_mse")`)."""
+    files = {
+        "train.py": """
+            import torch
+            from criterion import CriterionsFactory
+
+            class Trainer:
+                def __init__(self, model, name):
+                    self.model = model
+                    self.criterion = CriterionsFactory.build(name, model)
+                    self.optimizer = torch.optim.SGD(model.parameters())
+
+                def train(self, loader, device):
+                    for batch in loader:
+                        loss = self.criterion(batch.to(device, non_blocking=True))
+                        loss.backward()
+                        self.optimizer.step()
+        """,
+        "criterion.py": """
+            import torch
+
+            class CriterionsFactory:
+                registry = {}
+
+                @classmethod
+                def build(cls, name, model):
+                    return cls.registry[name](model)
+
+                @classmethod
+                def register(cls, name):
+                    def inner(wrapped):
+                        cls.registry[name] = wrapped
+                        return wrapped
+                    return inner
+
+            @CriterionsFactory.register("next_sentence_mse")
+            class ReconstructionCriterion:
+                def __init__(self, model):
+                    self.model = model
+
+                def __call__(self, batch):
+                    out = torch.relu(self.model(batch))
+                    return out[out > 0].sum()
+        """,
+        "configs/train.yaml": "criterion:\n  name: next_sentence_mse\n",
+    }
+    found = check(tmp_path, files)
+    assert [(path, line) for path, line, *_ in found] == [("criterion.py", 25)]
+    assert "ReconstructionCriterion.__call__()" in found[0][4]
+
+
+def test_function_apply_fills_the_parameters_after_ctx(tmp_path, check):
+    """`Norm.apply(x, prenorm, weight)` runs `forward(ctx, x, prenorm, weight)`: autograd passes `ctx`, so the call's
+    device tensor `x` is no `ctx`, and `ctx.prenorm` (a flag the step passes) is no tensor in `backward` (mamba's
+    vendored Triton layer norm, reached in zoology's Mamba blocks)."""
+    files = {
+        "train.py": """
+            import torch
+
+            class Norm(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, prenorm, weight):
+                    ctx.prenorm = prenorm
+                    ctx.save_for_backward(x, weight)
+                    return x * weight
+
+                @staticmethod
+                def backward(ctx, dy):
+                    x, weight = ctx.saved_tensors
+                    if ctx.prenorm:
+                        dy = dy * 2
+                    return dy * weight, None, dy * x
+
+            def train(loader, optimizer, device, prenorm):
+                weight = torch.ones(4, device=device)
+                for x in loader:
+                    x = x.to(device, non_blocking=True)
+                    Norm.apply(x, prenorm, weight).sum().backward()
+                    optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+
+
 def test_a_decorator_calling_its_function_behind_a_gate_gates_it(tmp_path, check):
     """ALF's `@_summary_wrapper` returns a wrapper that calls the summary function only `if
     should_record_summaries():`: the decorated function runs on summary steps, however often the step calls it."""
