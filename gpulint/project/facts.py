@@ -11,10 +11,11 @@ Everything here is plain data (sent to the worker processes) and imports no pars
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
 from gpulint.project.configs import SET_IN_CODE
-from gpulint.project.local import Pos, Region, Scope, is_short_interval
+from gpulint.project.local import Pos, Region, Scope, is_short_interval, names_a_gate
 from gpulint.project.vocab import NOT_TRAINING_SWITCH_PARTS, OFFLOAD_SWITCH_PARTS, is_cold_method, name_parts
 
 PER_STEP, GATED, PROGRAM, COLD = 0, 1, 2, 3
@@ -324,7 +325,8 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             continue  # `step % args.log_every == 0` where the shipped configurations set `log_every` to 1, `step % 2`
         if kind == "gate" and _tests_open_param(region, regions, facts):
             continue
-        if kind in ("gate", "exit") or (kind == "param" and region.flags[0] in facts.gate_params):
+        if kind in ("gate", "exit") or (kind == "param" and (region.flags[0] in facts.gate_params
+                                                            or _gate_named_flag(region.flags[0], scope, facts))):
             gated = True
         elif kind == "switch" and all(not f.startswith("!") and name_parts(f) & NOT_TRAINING_SWITCH_PARTS
                                       for f in region.flags):
@@ -408,6 +410,14 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     return ExecState(True, gated or reach.rank == GATED, False, reach.reason or f"in `{name}`, which runs every step",
                      likely=reach.likely, chain=reach.chain, flags=tuple(dict.fromkeys((*reach.flags, *flags))),
                      wide=reach.wide)
+
+
+def _gate_named_flag(param: str, scope: Scope, facts: FunctionFacts) -> bool:
+    """`if perform_logging:` on a parameter defaulting to False and named for a gate, that no caller the model resolved
+    binds to a value other than an interval test: a gate by its name, as `if should_log:` is (warp-drive's trainers
+    pass `perform_logging=logging_flag`, true every `metrics_log_freq` iterations, through calls of objects kept in a
+    dict, `self.trainers[policy].compute_loss_and_metrics(...)`, which the model cannot resolve)."""
+    return param in scope.false_params and param not in facts.open_params and names_a_gate(ast.Name(id=param))
 
 
 def _tests_open_param(gate: Region, regions: list[Region], facts: FunctionFacts) -> bool:

@@ -4519,6 +4519,47 @@ def test_function_apply_fills_the_parameters_after_ctx(tmp_path, check):
     assert check(tmp_path, files) == []
 
 
+def test_a_flag_parameter_named_for_logging_gates_where_no_caller_is_resolved(tmp_path, check):
+    """warp-drive's A2C trainer calls `self.trainers[policy].compute_loss_and_metrics(..., perform_logging=logging_flag)`
+    through a dict of objects the model cannot resolve; `if perform_logging:` on a parameter defaulting to False and
+    named for logging runs on the steps that log, as `if should_log:` does. A parameter named for no gate stays a
+    setting (`if return_metrics:` runs every step once a caller turns it on)."""
+    files = {
+        "train.py": """
+            import torch
+
+            class A2C:
+                def __init__(self, model):
+                    self.model = model
+
+                def compute_loss(self, batch, perform_logging=False):
+                    loss = self.model(batch).mean()
+                    metrics = {}
+                    if perform_logging:
+                        metrics["loss"] = loss.item()
+                    return loss, metrics
+
+            class Trainer:
+                def __init__(self, model, freq):
+                    self.trainers = {"car": A2C(model)}
+                    self.optimizer = torch.optim.SGD(model.parameters())
+                    self.freq = freq
+
+                def train(self, loader, device):
+                    for iteration, batch in enumerate(loader):
+                        logging_flag = iteration % self.freq == 0
+                        for policy in self.trainers:
+                            batch = batch.to(device, non_blocking=True)
+                            loss, _ = self.trainers[policy].compute_loss(batch, perform_logging=logging_flag)
+                            loss.backward()
+                            self.optimizer.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["train.py"] = files["train.py"].replace("perform_logging", "return_metrics")
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("train.py", 12)]
+
+
 def test_a_decorator_calling_its_function_behind_a_gate_gates_it(tmp_path, check):
     """ALF's `@_summary_wrapper` returns a wrapper that calls the summary function only `if
     should_record_summaries():`: the decorated function runs on summary steps, however often the step calls it."""
