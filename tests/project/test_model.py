@@ -4268,8 +4268,14 @@ def test_a_loop_calling_model_eval_on_each_batch_is_no_training(tmp_path, check)
         """,
     }
     assert check(tmp_path, files) == []
-    files["training/dump.py"] = files["training/dump.py"].replace("model.eval()", "model.train()")
+    evaluating = files["training/dump.py"]
+    files["training/dump.py"] = evaluating.replace("model.eval()", "model.train()")
     assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("training/dump.py", 8)]
+    # An evaluation the loop runs behind its interval (Open-Reasoner-Zero's `if ...: await self.eval()`) leaves the
+    # other passes training.
+    files["training/dump.py"] = evaluating.replace("for batch in loader:\n", "for i, batch in enumerate(loader):\n") \
+        .replace("model.eval()", "if i % 100 == 0:\n                        model.eval()")
+    assert [(path, line) for path, line, *_ in check(tmp_path, files)] == [("training/dump.py", 9)]
 
 
 GRAPHGYM_PROJECT = {
