@@ -306,6 +306,7 @@ class Project:
         self._by_registry: frozenset[Target] | None = None
         self._by_registry_name: frozenset[Target] | None = None
         self._gating_decorators: dict[Target, str | None] = {}  # `_gating_decorator`, by decorated function
+        self._keyed_classes: frozenset[Target] | None = None  # `_config_keyed_classes`
         self._layers: frozenset[str] | None = None
         self._guess_layers: frozenset[str] | None = None
         self._named: frozenset[str] | None = None
@@ -2020,10 +2021,19 @@ class Project:
         and heads are its parts, run by its forward, not models a step calls). The candidates as they are where no
         config gives a key (a registry filing classes by their names, `@MODELS.register_module()`, may be handed the
         model's name in ways the configs' text does not show: PixArt's `model = 'PixArtMS_XL_2'`)."""
-        words = self.config_names | self.config_keys
-        chosen = [f for f in candidates if self._registry_key(Target(f.path, _class_of(f), True)) in words
-                  and not LOSS_CLASS.search(_class_of(f))]
+        keyed = self._config_keyed_classes()
+        chosen = [f for f in candidates if Target(f.path, _class_of(f), True) in keyed]
         return chosen or candidates
+
+    def _config_keyed_classes(self) -> frozenset[Target]:
+        """The classes (no losses) filed in a registry under a key the training configs give: read once, since the
+        configs' words are known from the start, not at every guessed model call."""
+        if self._keyed_classes is None:
+            words = self.config_names | self.config_keys
+            classes = (Target(path, d.qualname, True) for path, ix in self.files.items()
+                       for d in ix.definitions.values() if d.is_class and not LOSS_CLASS.search(d.qualname))
+            self._keyed_classes = frozenset(cls for cls in classes if self._registry_key(cls) in words)
+        return self._keyed_classes
 
     def _losses_held_by(self, path: str, cls: str) -> frozenset[str]:
         """The loss classes a class keeps in attributes it calls itself (ZoeDepth's trainer: `self.grad_loss =
