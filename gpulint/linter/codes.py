@@ -35,6 +35,7 @@ RULE_CODES: tuple[tuple[str, str, bool], ...] = (
     ('GPL410', 'synchronize-in-step', True),
     ('GPL411', 'blocking-host-to-device-copy', True),
     ('GPL412', 'tensor-from-host-data-in-step', True),
+    ('GPL413', 'host-list-index-in-step', True),
     ('GPL420', 'blocking-collective-in-step', True),
     ('GPL421', 'barrier-or-object-collective-in-step', True),
     ('GPL422', 'ddp-accumulation-without-no-sync', True),

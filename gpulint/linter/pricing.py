@@ -34,7 +34,7 @@ MIN_SHOWN_SHARE = 0.05  # a CUDA Graphs saving or a copy below this share of the
 # Lint codes that name a host-device sync (each one forfeits the host's lead over the device), and those that name
 # what else blocks a CUDA graph's capture: the lint findings a blocker of that kind links to.
 SYNC_CODES = frozenset({"GPL201", "GPL202", "GPL207", "GPL401", "GPL402", "GPL403", "GPL404", "GPL405", "GPL406",
-                        "GPL410", "GPL412", "GPL421", "GPL504"})
+                        "GPL410", "GPL412", "GPL413", "GPL421", "GPL504"})
 BLOCKER_CODES = {"sync": SYNC_CODES | {"GPL101", "GPL411", "GPL420"}, "dynamic-shape": frozenset({"GPL406"}),
                  "cpu-op": frozenset({"GPL403", "GPL504", "GPL505"}), "rng": frozenset()}
 PADDING_CODES = frozenset({"GPL301", "GPL302", "GPL303"})

@@ -2610,7 +2610,10 @@ class _Walker:
                 # zero_grad alone makes no step loop: an epoch loop clears gradients before its loop over batches,
                 # and validation loops call it too.
                 scope.loops[loop].has_marker = True
-            elif method != "zero_grad" and (scope.name == "backward" or not _passes_gradient(node, method)):
+            if method != "zero_grad" and all(_over_models(scope.loops[index].label) for index in loops) \
+                    and (scope.name == "backward" or not _passes_gradient(node, method)):
+                # (outside any loop, or only in loops over the models one step trains: warp-drive's
+                # `for policy in self.policies_to_train:` doing backward and a step for each, one call per iteration)
                 # (an autograd Function's own `backward` runs in the backward pass of whatever model applies it)
                 scope.marker_outside_loop = True
         # (A copy made only of what is no tensor, `if not isinstance(lengths, torch.Tensor): lengths =
@@ -2887,6 +2890,16 @@ def _unwrapped(expr: ast.AST) -> ast.AST:
     while isinstance(expr, ast.Call) and expr.args and last_name(expr.func) in ITERABLE_WRAPPERS:
         expr = expr.args[0]
     return expr
+
+
+# The last words of an iterable that holds the models (or their optimizers) one training step updates in turn.
+_MODEL_COLLECTION_PARTS = frozenset({"policies", "agents", "models", "optimizers", "optims", "nets", "networks",
+                                     "learners", "players"})
+
+
+def _over_models(label: str) -> bool:
+    """`self.policies_to_train`, `optimizers`: a loop over the models (or optimizers) of one step, not over data."""
+    return bool(label) and bool(name_parts(label.rsplit(".", 1)[-1]) & _MODEL_COLLECTION_PARTS)
 
 
 def iterates_loader(expr: ast.AST) -> bool:

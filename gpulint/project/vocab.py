@@ -282,6 +282,8 @@ _GENERATED_HELPER_PARTS = frozenset(
     {"prior", "priors", "mask", "masks", "grid", "grids", "anchor", "anchors", "position", "positions", "pos",
      "kernel", "window", "matrix", "bias", "target", "targets", "label", "labels", "coords", "offsets", "weights"}
 )
+# What a reinforcement-learning iteration collects to learn from.
+_EXPERIENCE_PARTS = frozenset({"rollout", "rollouts", "experience", "experiences", "trajectory", "trajectories"})
 # What a training step draws at random (`sample_timesteps`, `sample_orders`, `sample_noise`): not generation.
 _DRAWN_VALUE_PARTS = frozenset(
     {"t", "time", "times", "timestep", "timesteps", "sigma", "sigmas", "noise", "order", "orders", "mask", "masks",
@@ -315,8 +317,10 @@ def is_cold_function_name(name: str) -> bool:
     parts = name_parts(name)
     if "per" in parts:  # `per_sample_loss`, `clip_per_sample`: work on each sample of the batch, not sampling
         parts = parts - {"sample", "samples"}
-    if "generate" in parts and parts & _GENERATED_HELPER_PARTS:
-        parts = parts - {"generate"}  # `_generate_prior`, `generate_anchors`: builds a tensor the step uses
+    if "generate" in parts and parts & (_GENERATED_HELPER_PARTS | _EXPERIENCE_PARTS):
+        # `_generate_prior`, `generate_anchors`: builds a tensor the step uses; `_generate_rollout_batch`: collects
+        # the experience a reinforcement-learning iteration trains on (warp-drive's trainers), not generation
+        parts = parts - {"generate"}
     # `train_validate`, `train_and_evaluate`: the training half runs every step; `detect_anomaly`, `check_nan`: a
     # numeric check of the step, not detection or evaluation.
     return bool(parts & COLD_NAME_PARTS) and not parts & {"train", "training", "fit"} and not parts & _NUMERIC_CHECK_PARTS

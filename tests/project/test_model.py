@@ -11888,3 +11888,54 @@ def test_an_ode_solvers_step_in_a_denoising_loop_is_no_optimizer_step(tmp_path):
     """})
     for function, loops in (("denoise", frozenset()), ("train", frozenset({0}))):
         assert project.step_loops("pipeline.py", project.files["pipeline.py"].scope(function)) == loops, function
+
+
+def test_an_rl_trainers_iteration_loop_steps_through_an_update_over_its_policies(tmp_path, check):
+    """warp-drive's trainers: `train()` loops over iterations, each collecting a rollout
+    (`_generate_rollout_batch`, named for generation but collecting experience) and updating every policy in
+    `for policy in self.policies_to_train:` (backward and a step for each) in a subclass's `_update_model_params`.
+    The loop over policies is no loop over batches: one call of the update is one iteration's training, so the
+    iteration loop is the step loop, and the timing syncs of both run every step."""
+    found = check(tmp_path, {
+        "trainers/__init__.py": "",
+        "trainers/base.py": """
+            import torch
+
+
+            class TrainerBase:
+                def _update_model_params(self, iteration):
+                    raise NotImplementedError
+
+                def _generate_rollout_batch(self):
+                    for index in range(self.batch_size):
+                        self.envs.step_all_envs(index)
+                        torch.cuda.synchronize()
+
+                def train(self):
+                    for iteration in range(self.num_iters):
+                        self._generate_rollout_batch()
+                        self._update_model_params(iteration)
+        """,
+        "trainers/a2c.py": """
+            import torch
+
+            from trainers.base import TrainerBase
+
+
+            class TrainerA2C(TrainerBase):
+                def _update_model_params(self, iteration):
+                    for policy in self.policies_to_train:
+                        loss = self.models[policy](self.obs[policy]).mean()
+                        self.optimizers[policy].zero_grad()
+                        loss.backward()
+                        self.optimizers[policy].step()
+                    torch.cuda.synchronize()
+        """,
+        "train.py": """
+            from trainers.a2c import TrainerA2C
+
+            TrainerA2C().train()
+        """,
+    })
+    assert {(path, line, code) for path, line, code, *_ in found} == {
+        ("trainers/base.py", 12, "GPL410"), ("trainers/a2c.py", 14, "GPL410")}, found

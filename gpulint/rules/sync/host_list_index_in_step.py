@@ -1,0 +1,75 @@
+"""GPL413 host-list-index-in-step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.rules.examples import training_script
+from gpulint.rules.sync.helpers import SyncRule, known_false_positives
+
+
+class HostListIndexInStep(SyncRule):
+    code = "GPL413"
+    name = "host-list-index-in-step"
+    message = ("indexing a device tensor with a Python list copies the list to the device with a blocking copy "
+               "every step; build the index tensor on the device once, or use a slice")
+    # `x[:, [0]]`, `x[[1, 2]]`, or a name bound to a list display (`leaf = [411, 2445]`, `ids = [i - 1 for i in ...]`)
+    triggers = ("[[", ", [", "= [")
+    docs = RuleDocs(
+        what_it_does="Flags a tensor that lives on the device indexed (read or written) with a Python list: a list "
+        "display of host values (`x[:, [0]]`, `x[..., [2, 1, 0]]`), a list comprehension, or a name its function "
+        "binds to one (`leaf = [411, 2445, 5905]`, then `v[:, leaf]`), in code that runs every step, ungated.",
+        why_slow="PyTorch turns the list into an index tensor on the CPU and copies it to the indexed tensor's "
+        "device with a blocking copy from pageable memory: the host waits for every kernel queued before it. A "
+        "3D-pose model indexing its joints this way at each level of its kinematic tree waits that many times a step.",
+        example="for x, y in loader:\n    joints = model(x.to(device, non_blocking=True))\n"
+        "    root_relative = joints - joints[:, [0]]",
+        use_instead="A slice keeps the dimension without an index tensor (`joints[:, 0:1]`); otherwise build the "
+        "index once on the device (`leaf = torch.tensor([411, 2445], device=device)` outside the loop, or a "
+        "registered buffer) and index with it.",
+        fix_safety="No fix: a slice is equivalent only for a run of consecutive indices, and where to build a device "
+        "index depends on the code around it.",
+        false_positives=known_false_positives("A receiver gpulint takes for a device tensor that is a NumPy array or "
+        "a CPU tensor: add `# noqa: GPL413`."),
+    )
+    valid = (
+        training_script("joints = model(x).view(x.shape[0], -1, 3)\nroot_relative = joints - joints[:, 0:1]"),
+        training_script("joints = model(x).view(x.shape[0], -1, 3)\nleaf = torch.tensor([0, 2], device=device)\n"
+                        "picked = joints[:, leaf]"),
+        # a list of tensors is a tuple of index tensors already on the device: nothing is copied
+        training_script("joints = model(x).view(x.shape[0], -1, 3)\nrows = torch.arange(4, device=device)\n"
+                        "picked = joints[[rows, y]]"),
+        training_script("boxes = np.zeros((4, 5))\nswapped = boxes[:, [1, 0, 3, 2]]", header="import numpy as np"),
+        training_script("if step % 100 == 0:\n    joints = model(x).view(x.shape[0], -1, 3)\n"
+                        "    print(joints[:, [0, 1]].sum())"),
+    )
+    invalid = (
+        # HybrIK's pose heads: joints made root-relative with a list index, in every forward
+        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 3)\nroot_relative = joints - joints[:, [0]]")),
+        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 3)\nleaf = [411, 2445, 5905]\n"
+                                "picked = joints[:, leaf].clone()")),
+        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 3)\nparents = [0, 0, 1]\n"
+                                "joints[:, [i + 1 for i in parents]] = 0.0")),
+    )
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if not any(isinstance(element.slice, cst.Index) and self._host_list(element.slice.value)
+                   for element in node.slice):
+            return
+        receiver = node.value
+        if self.context.is_host_value(receiver) or not self.tensors.is_tensor(receiver) \
+                or self.tensors.named_only(receiver):
+            return
+        self.report(node)
+
+    def _host_list(self, index: cst.BaseExpression) -> bool:
+        """`[0]`, `[2, 1, 0]`, `[i + 1 for i in parents]`, or a name bound to a list display; not a list holding
+        tensors (`x[[rows, cols]]` indexes with tensors already where `x` is)."""
+        if isinstance(index, cst.List):
+            return bool(index.elements) and not any(
+                isinstance(element, cst.StarredElement) or self.tensors.is_tensor(element.value)
+                for element in index.elements)
+        if isinstance(index, cst.ListComp):
+            return not self.tensors.is_tensor(index.elt)
+        return isinstance(index, cst.Name) and self.tensors.is_list(index)
