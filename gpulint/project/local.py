@@ -2172,7 +2172,9 @@ class _Walker:
 
     def _note_self_set(self, target: ast.Attribute, value: ast.AST | None) -> None:
         """`self.x = value`: where `value` (None: not known) lives, for `Scope.self_sets`."""
-        if value is not None and (self.values.kind_of(value) == "host" or (
+        if _empty_container(value):
+            kind = "other"  # `self.losses = {}`, filled later with whatever the step stores in it (imaginaire)
+        elif value is not None and (self.values.kind_of(value) == "host" or (
                 isinstance(value, ast.Name) and value.id in self.default_values[-1])):
             kind = "host"
         elif isinstance(value, ast.Call) and resolve(dotted(value.func) or "", self.aliases) in _PARAMETER \
@@ -2890,6 +2892,24 @@ def _unwrapped(expr: ast.AST) -> ast.AST:
     while isinstance(expr, ast.Call) and expr.args and last_name(expr.func) in ITERABLE_WRAPPERS:
         expr = expr.args[0]
     return expr
+
+
+def _empty_container(value: ast.AST | None) -> bool:
+    """`{}`, `[]`, `dict()`, `OrderedDict()`, `defaultdict(list)`, or one holding only such (imaginaire's
+    `dict(gen_update=dict(), dis_update=dict())`): a container that starts empty and holds what is put in it later,
+    host values or tensors."""
+    if isinstance(value, ast.Dict):
+        return all(_empty_container(v) for v in value.values)
+    if isinstance(value, ast.List):
+        return all(_empty_container(v) for v in value.elts)
+    if not isinstance(value, ast.Call) or (dotted(value.func) or "").rsplit(".", 1)[-1] not in _CONTAINER_TYPES:
+        return False
+    if (dotted(value.func) or "").endswith("defaultdict"):
+        return not value.keywords  # `defaultdict(list)`: its argument makes the empty default
+    return not value.args and all(_empty_container(k.value) for k in value.keywords)
+
+
+_CONTAINER_TYPES = frozenset({"dict", "list", "OrderedDict", "defaultdict"})
 
 
 # The last words of an iterable that holds the models (or their optimizers) one training step updates in turn.

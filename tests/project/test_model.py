@@ -11939,3 +11939,49 @@ def test_an_rl_trainers_iteration_loop_steps_through_an_update_over_its_policies
     })
     assert {(path, line, code) for path, line, code, *_ in found} == {
         ("trainers/base.py", 12, "GPL410"), ("trainers/a2c.py", 14, "GPL410")}, found
+
+
+def test_an_attribute_set_to_empty_dicts_holds_what_the_step_stores_in_them(tmp_path, check):
+    """imaginaire's trainers: `self.losses = dict(gen_update=dict(), dis_update=dict())` in `__init__`, filled with
+    the step's loss tensors, then read one by one into meters every step. Empty containers hold whatever is put in
+    them later: the attribute is no host value, and each `loss.item()` is a sync."""
+    found = check(tmp_path, {"train.py": """
+        import torch
+
+
+        class Meter:
+            def __init__(self):
+                self.values = []
+
+            def write(self, value):
+                self.values.append(value)
+
+
+        class Trainer:
+            def __init__(self, model, device):
+                self.model = model.to(device)
+                self.meters = {}
+                self.losses = dict(gen_update=dict(), dis_update=dict())
+
+            def write_loss_meters(self):
+                for update, losses in self.losses.items():
+                    for loss_name, loss in losses.items():
+                        if loss_name not in self.meters:
+                            self.meters[loss_name] = Meter()
+                        self.meters[loss_name].write(loss.item())
+
+            def gen_update(self, data):
+                out = self.model(data)
+                self.losses["gen_update"]["l1"] = out.abs().mean()
+                self.losses["gen_update"]["l1"].backward()
+
+
+        def train(loader, model, optimizer, device):
+            trainer = Trainer(model, device)
+            for data in loader:
+                trainer.gen_update(data.to(device, non_blocking=True))
+                optimizer.step()
+                trainer.write_loss_meters()
+    """})
+    assert {(path, line, code) for path, line, code, *_ in found} == {
+        ("train.py", 21, "GPL103"), ("train.py", 24, "GPL202")}, found

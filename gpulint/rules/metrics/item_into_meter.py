@@ -20,6 +20,8 @@ from gpulint.rules.metrics.helpers import (
 )
 
 _ACCUMULATING_METHODS = frozenset({"update", "append", "extend", "add", "add_"})
+# Methods a meter collects a value with, besides the accumulating ones (`meter.write(value)`).
+_METER_WRITES = frozenset({"write", "record"})
 # Callees that collect statistics (`self._stats(...)`, `Statistics(loss, n_words, n_correct)`, `update_metrics(...)`).
 _STATS_PARTS = frozenset({"stat", "stats", "statistics", "meter", "meters", "metric", "metrics"})
 # Dicts whose entries are logged later (`loss['D/real'] = ...`, `metrics["loss"] = ...`).
@@ -45,8 +47,17 @@ def _accumulating_callee(call: cst.Call) -> str | None:
         # a replay buffer keeps each transition on the host for learning (`self.replay_buffer.add(obs, actions, ...)`
         # after the action went to the environment): no meter
         return None if _words(last_name(call.func.value) or "") & TRANSITION_STORE_PARTS else name
+    if isinstance(call.func, cst.Attribute) and name in _METER_WRITES and _words(_holder(call.func.value)) & _STATS_PARTS:
+        return name  # imaginaire's `self.meters[name].write(loss.item())`: a meter keeps it until its flush
     words = _words(name)
     return name if words & _STATS_PARTS and "log" not in words else None
+
+
+def _holder(receiver: cst.BaseExpression) -> str:
+    """`self.meters[name]` -> "meters", `meter` -> "meter": what the receiver is named, through one subscript."""
+    if isinstance(receiver, cst.Subscript):
+        receiver = receiver.value
+    return last_name(receiver) or ""
 
 
 class ItemIntoMeter(MetricRule):
@@ -58,7 +69,7 @@ class ItemIntoMeter(MetricRule):
     triggers = (".item(", ".tolist(", "float(", ".numpy(", "update(")
     docs = RuleDocs(
         what_it_does="Flags meters and lists fed with host scalars read every step: `losses.update(loss.item(), n)`, "
-        "`metric_logger.update(loss=loss.item())`, `history.append(loss.item())`, `preds.extend(out.argmax(1).tolist())`, "
+        "`metric_logger.update(loss=loss.item())`, `history.append(loss.item())`, `meters[name].write(loss.item())`, `preds.extend(out.argmax(1).tolist())`, "
         "statistics objects (`Statistics(loss.item(), n_correct)`, `self._stats(...)`), `v = loss.item()` later fed to "
         "one of those (reported at the read), device tensors handed to a `metric_logger.update(...)` (a "
         "MetricLogger calls `.item()` on each tensor itself), and reads stored into a metrics dict every step "
@@ -91,6 +102,8 @@ class ItemIntoMeter(MetricRule):
         Invalid(training_script("losses.update(loss.item(), x.size(0))")),
         Invalid(training_script("metric_logger.update(loss=loss.item())")),
         Invalid(training_script("history.append(loss.item())")),
+        # imaginaire's trainers: a meter per loss, written every step and flushed at the logging interval
+        Invalid(training_script("meters[\"loss\"].write(loss.item())", header="meters = {}")),
         Invalid(training_script("preds.extend(out.argmax(1).tolist())")),
         Invalid(training_script("losses.update(loss.item() * accum_steps, x.size(0))")),
         Invalid(training_script("loss_value = loss.item()\nmetric_logger.update(loss=loss_value)")),
