@@ -2318,7 +2318,9 @@ class _Walker:
         words = word_branch(test, fresh & frozenset(scope.params))
         before = dict(self.values.scopes[-1])
         bound: list[dict[str, Kind]] = []
+        parts_calls: list[range] = []  # the calls each part adds to the scope
         for part, body in (("body", node.body), ("orelse", node.orelse)):
+            first_call = len(scope.calls)
             self.values.scopes[-1] = dict(before)
             if not body:
                 bound.append(self.values.scopes[-1])
@@ -2376,8 +2378,11 @@ class _Walker:
                 scope.regions.append(Region("main", *span))
             with self._typed_branch(typed_branch(test, part), span):
                 self._branch(body)
+            parts_calls.append(range(first_call, len(scope.calls)))
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
         self.values.scopes[-1] = merged_branches(before, *bound, OTHER_BRANCH.get(branch))
+        if len(parts_calls) == 2 and self.branch_depth[-1] == 0:
+            _called_on_both_branches(node, scope.calls, *parts_calls, self.offset)
 
     def _named_backend_test(self, test: ast.AST) -> ast.AST:
         """`is_mps` (or `not is_mps`) as the device test it was bound to in this scope; any other test as it is."""
@@ -2910,6 +2915,30 @@ def _empty_container(value: ast.AST | None) -> bool:
 
 
 _CONTAINER_TYPES = frozenset({"dict", "list", "OrderedDict", "defaultdict"})
+
+
+def _called_on_both_branches(node: ast.If, calls: list[Call], body: range, orelse: range, offset: int) -> None:
+    """A function the body and the `else` of an `if` both call, each at its own top level, runs whichever branch
+    is taken (OneTrainer's step: `self.model_setup.predict(...)` after a prior-model prediction, or alone): those calls
+    are no more conditional than the `if` itself (here at the top of its scope)."""
+    tops = {"body": _top_lines(node.body, offset), "orelse": _top_lines(node.orelse, offset)}
+    in_body = {calls[i].func for i in body if calls[i].func and calls[i].line in tops["body"]}
+    in_else = {calls[i].func for i in orelse if calls[i].func and calls[i].line in tops["orelse"]}
+    for i in (*body, *orelse):
+        if calls[i].func in in_body & in_else:
+            calls[i].conditional = False
+
+
+def _top_lines(body: list[ast.stmt], offset: int) -> frozenset[int]:
+    """The lines (in the file: parsed lines + `offset`) of a block's own statements, not of blocks nested in them (a
+    `with` counts as its own block's)."""
+    lines: set[int] = set()
+    for statement in body:
+        if isinstance(statement, (ast.With, ast.AsyncWith)):
+            lines |= _top_lines(statement.body, offset)
+        elif not isinstance(statement, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try)):
+            lines.update(range(statement.lineno + offset, (statement.end_lineno or statement.lineno) + offset + 1))
+    return frozenset(lines)
 
 
 # The last words of an iterable that holds the models (or their optimizers) one training step updates in turn.

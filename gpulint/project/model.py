@@ -3085,6 +3085,8 @@ class Project:
                          program)
                 if program is not None:
                     resolved.targets = self._guess_in(resolved.guess, program, resolved.shape)
+                if rank == PER_STEP and not call.conditional:
+                    self._mark_called_every_step(resolved.targets)
                 if rank <= GATED:  # what a guessed call passes is known all the same, at every call making the guess
                     for target in resolved.targets:
                         self._record_given((target.path, target.qualname), call, resolved.bound, (path, scope.qualname))
@@ -3092,7 +3094,8 @@ class Project:
                 if guess in self._guesses:
                     continue
                 self._guesses.add(guess)
-                self._deferred.append((resolved.guess, resolved.shape, rank, likely, chain, state.flags, reach.among))
+                self._deferred.append((resolved.guess, resolved.shape, rank, likely, chain, state.flags, reach.among,
+                                       rank == PER_STEP and not call.conditional))
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound, path, scope)
@@ -3322,8 +3325,10 @@ class Project:
         """Methods of objects of unknown class, guessed anew with every class the program has built by now (the
         per-step code is read before the setup code that builds, say, the EMA it updates)."""
         deferred, self._deferred = self._deferred, []
-        for guess, shape, rank, likely, chain, flags, among in deferred:
+        for guess, shape, rank, likely, chain, flags, among, every_step in deferred:
             targets = self._guess_in(guess, self._program_of(chain), shape)
+            if every_step:
+                self._mark_called_every_step(targets)
             self._reach_all(targets, rank, likely, chain, flags, push,
                             guessed=_is_forward_guess(guess) and len(targets) > _READ_GUESSES, among=among,
                             width=len(targets))
@@ -3546,6 +3551,12 @@ class Project:
     def _plain_class(self, cls: Target) -> bool:
         """No library base on the class or any of its project bases (`object` aside): no module, no trainer."""
         return not any(name != "object" for klass in self.mro(cls) for name in self._library_bases(klass))
+
+    def _mark_called_every_step(self, guessed: list[Target]) -> None:
+        """The candidates of a guessed call the step makes every time it runs (OneTrainer's
+        `self.model_setup.predict(model, batch, ...)`, its class one of the project's setups): whichever it is
+        computes on what the step gives it, whatever its name says (`predict`)."""
+        self._called_every_step.update((t.path, t.qualname) for t in guessed if self._one_pass(t))
 
     def _one_pass(self, target: Target) -> bool:
         """A function that computes on what it is given, once: no loop of its own (a loop over a loader is a pass

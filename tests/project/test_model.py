@@ -11985,3 +11985,62 @@ def test_an_attribute_set_to_empty_dicts_holds_what_the_step_stores_in_them(tmp_
     """})
     assert {(path, line, code) for path, line, code, *_ in found} == {
         ("train.py", 21, "GPL103"), ("train.py", 24, "GPL202")}, found
+
+
+def test_a_guessed_predict_the_step_calls_on_either_branch_runs_every_step(tmp_path, check):
+    """OneTrainer's step: `self.model_setup.predict(model, batch, ...)` on a setup of unknown class (one of the
+    project's setups), called in the body of an `if` and in its `else`. Whichever branch is taken the step predicts,
+    so the call is as unconditional as the `if`, and the setups' `predict` computes the step's forward: a method
+    named for inference, but not inference here."""
+    setups = {
+        f"setups/{name.lower()}.py": f"""
+            import random
+
+            import torch
+
+
+            class {name}Setup:
+                def predict(self, model, batch, device):
+                    keep = torch.tensor([random.random() > 0.1 for _ in range(4)], device=device)
+                    return model(batch) * keep[:, None]
+        """
+        for name in ("Flux", "Sana", "Chroma")
+    }
+    found = check(tmp_path, {
+        **setups,
+        "setups/__init__.py": "",
+        "trainer.py": """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model_setup, model, optimizer, device):
+                    self.model_setup, self.model, self.optimizer, self.device = model_setup, model, optimizer, device
+
+                def train(self, loader):
+                    for batch in loader:
+                        batch = batch.to(self.device, non_blocking=True)
+                        if batch.shape[0] > 8:
+                            with torch.no_grad():
+                                prior = self.model_setup.predict(self.model, batch, self.device)
+                            output = self.model_setup.predict(self.model, batch, self.device) - prior
+                        else:
+                            output = self.model_setup.predict(self.model, batch, self.device)
+                        output.mean().backward()
+                        self.optimizer.step()
+        """,
+        "train.py": """
+            import torch
+
+            from setups.flux import FluxSetup
+            from setups.sana import SanaSetup
+            from setups.chroma import ChromaSetup
+            from trainer import Trainer
+
+            setup = {"flux": FluxSetup, "sana": SanaSetup, "chroma": ChromaSetup}["flux"]()
+            model = torch.nn.Linear(4, 4).cuda()
+            Trainer(setup, model, torch.optim.AdamW(model.parameters()), "cuda").train([])
+        """,
+    })
+    assert {(path, line, code) for path, line, code, *_ in found} == {
+        (f"setups/{name}.py", 9, "GPL412") for name in ("flux", "sana", "chroma")}, found
