@@ -78,6 +78,9 @@ class TensorFormattedInStep(SyncRule):
         Invalid(training_script("logger.info(\"loss %s\", loss)", header="import logging\n"
                                 "logger = logging.getLogger(__name__)")),
         Invalid(training_script("msg = \"loss {:.3f}\".format(loss)")),
+        # CPM-Bee's step line: a template joined from pieces, formatted with the step's tensors
+        Invalid(training_script("grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+                                "print((\"| loss: {:.4f} \" + \"| grad_norm: {:.4f}\").format(1.0, grad_norm))")),
         Invalid(training_script("logs = dict(loss=loss, lr=optimizer.param_groups[0][\"lr\"])\naccelerator.log(logs)",
                                 header=_ACCELERATOR)),
         Invalid("import torch\n\n\nclass Net(torch.nn.Module):\n"
@@ -150,7 +153,8 @@ class TensorFormattedInStep(SyncRule):
             how = "a logger call"
         elif isinstance(func, cst.Attribute) and func.attr.value in ("add_scalar", "add_scalars"):
             how = "add_scalar"
-        elif isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, cst.SimpleString):
+        elif isinstance(func, cst.Attribute) and func.attr.value == "format" and _is_string_expression(func.value):
+            # (also a template joined from pieces: `("| loss: {:.4f} " + "| grad_norm: {:.4f}").format(...)`)
             how = "str.format"
         elif self.context.resolve(func) == "wandb.log":
             how = "wandb.log"
