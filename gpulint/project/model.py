@@ -3144,6 +3144,17 @@ class Project:
         self._reach_all(list(dict.fromkeys(methods)), reach.rank, True, reach.chain, reach.flags, push,
                         among=reach.among)
 
+    def _methods_called(self, path: str, scope: Scope, callee: str) -> list[Target]:
+        """What the scope's calls of `callee` run, where the model resolves them for certain (habitat's
+        `data_generator = rollouts.data_generator(advantages, n)`, its `rollouts` a parameter of known class)."""
+        found: list[Target] = []
+        for call in scope.calls:
+            if call.func == callee:
+                resolved = self.resolve_call(path, scope, call, per_step=False)
+                if resolved.certain:
+                    found += resolved.targets
+        return list(dict.fromkeys(found))
+
     def _consumed_generators(self, path: str, scope: Scope, facts: FunctionFacts, push) -> None:
         """A generator whose items a step loop takes (`batches = get_batch(...)`, then `next(batches)` or
         `for x in batches` in the loop) runs one pass of its yielding loop per step: that loop is a step loop of
@@ -3156,7 +3167,8 @@ class Project:
         for assign in scope.assigns:
             if assign.target not in fed or not assign.callee:
                 continue
-            for target in self._callable_targets(path, scope, assign.callee):
+            for target in self._callable_targets(path, scope, assign.callee) or self._methods_called(path, scope,
+                                                                                                   assign.callee):
                 generator = self.files[target.path].scope(target.qualname)
                 if generator is None or generator.kind != "function" or not generator.yield_loops:
                     continue

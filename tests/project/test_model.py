@@ -12044,3 +12044,43 @@ def test_a_guessed_predict_the_step_calls_on_either_branch_runs_every_step(tmp_p
     })
     assert {(path, line, code) for path, line, code, *_ in found} == {
         (f"setups/{name}.py", 9, "GPL412") for name in ("flux", "sana", "chroma")}, found
+
+
+def test_a_generator_method_a_step_loop_consumes_runs_its_yielding_loop_every_step(tmp_path, check):
+    """habitat-baselines' PPO: `data_generator = rollouts.data_generator(advantages, n)` on a parameter of known
+    class, then `for batch in data_generator:` steps the optimizer. Each minibatch is one pass of the generator's
+    yielding loop, so what that loop copies it copies every step (not once per epoch)."""
+    found = check(tmp_path, {"ppo.py": """
+        import numpy as np
+        import torch
+
+
+        class Storage:
+            def data_generator(self, num_mini_batch):
+                raise NotImplementedError
+
+
+        class RolloutStorage(Storage):
+            def __init__(self, device):
+                self.device = device
+                self.obs = torch.zeros(8, 4, device=device)
+
+            def data_generator(self, num_mini_batch):
+                for start in range(0, 8, num_mini_batch):
+                    lengths = torch.from_numpy(np.ones(num_mini_batch, dtype=np.int64)).to(device=self.device)
+                    yield self.obs[start:start + num_mini_batch], lengths
+
+
+        class PPO:
+            def __init__(self, model, optimizer):
+                self.model, self.optimizer = model, optimizer
+
+            def update(self, rollouts: RolloutStorage):
+                for epoch in range(4):
+                    data_generator = rollouts.data_generator(2)
+                    for obs, lengths in data_generator:
+                        loss = (self.model(obs) * lengths[:, None]).mean()
+                        loss.backward()
+                        self.optimizer.step()
+    """})
+    assert {(path, line, code) for path, line, code, *_ in found} == {("ppo.py", 18, "GPL412")}, found
