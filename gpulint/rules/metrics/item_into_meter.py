@@ -20,6 +20,8 @@ from gpulint.rules.metrics.helpers import (
 )
 
 _ACCUMULATING_METHODS = frozenset({"update", "append", "extend", "add", "add_"})
+# A reporter that keeps what each step reports in summaries (`ppe.reporting.report`, `reporter.report`).
+_REPORTER_PARTS = frozenset({"reporting", "reporter"})
 # Methods a meter collects a value with, besides the accumulating ones (`meter.write(value)`).
 _METER_WRITES = frozenset({"write", "record"})
 # Callees that collect statistics (`self._stats(...)`, `Statistics(loss, n_words, n_correct)`, `update_metrics(...)`).
@@ -49,6 +51,8 @@ def _accumulating_callee(call: cst.Call) -> str | None:
         return None if _words(last_name(call.func.value) or "") & TRANSITION_STORE_PARTS else name
     if isinstance(call.func, cst.Attribute) and name in _METER_WRITES and _words(_holder(call.func.value)) & _STATS_PARTS:
         return name  # imaginaire's `self.meters[name].write(loss.item())`: a meter keeps it until its flush
+    if isinstance(call.func, cst.Attribute) and name == "report" and _words(_holder(call.func.value)) & _REPORTER_PARTS:
+        return name  # pytorch-pfn-extras' (and Chainer's) `reporting.report({...})`: summaries kept until the log
     words = _words(name)
     return name if words & _STATS_PARTS and "log" not in words else None
 
@@ -69,7 +73,7 @@ class ItemIntoMeter(MetricRule):
     triggers = (".item(", ".tolist(", "float(", ".numpy(", "update(")
     docs = RuleDocs(
         what_it_does="Flags meters and lists fed with host scalars read every step: `losses.update(loss.item(), n)`, "
-        "`metric_logger.update(loss=loss.item())`, `history.append(loss.item())`, `meters[name].write(loss.item())`, `preds.extend(out.argmax(1).tolist())`, "
+        "`metric_logger.update(loss=loss.item())`, `history.append(loss.item())`, `meters[name].write(loss.item())`, `ppe.reporting.report({...: loss.item()})`, `preds.extend(out.argmax(1).tolist())`, "
         "statistics objects (`Statistics(loss.item(), n_correct)`, `self._stats(...)`), `v = loss.item()` later fed to "
         "one of those (reported at the read), device tensors handed to a `metric_logger.update(...)` (a "
         "MetricLogger calls `.item()` on each tensor itself), and reads stored into a metrics dict every step "
@@ -104,6 +108,9 @@ class ItemIntoMeter(MetricRule):
         Invalid(training_script("history.append(loss.item())")),
         # imaginaire's trainers: a meter per loss, written every step and flushed at the logging interval
         Invalid(training_script("meters[\"loss\"].write(loss.item())", header="meters = {}")),
+        # pytorch-pfn-extras' examples: the loss reported every step, summarised by LogReport at its interval
+        Invalid(training_script("ppe.reporting.report({\"train/loss\": loss.item()})",
+                                header="import pytorch_pfn_extras as ppe")),
         Invalid(training_script("preds.extend(out.argmax(1).tolist())")),
         Invalid(training_script("losses.update(loss.item() * accum_steps, x.size(0))")),
         Invalid(training_script("loss_value = loss.item()\nmetric_logger.update(loss=loss_value)")),
