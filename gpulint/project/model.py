@@ -3565,10 +3565,16 @@ class Project:
         return not any(name != "object" for klass in self.mro(cls) for name in self._library_bases(klass))
 
     def _mark_called_every_step(self, guessed: list[Target]) -> None:
-        """The candidates of a guessed call the step makes every time it runs (OneTrainer's
-        `self.model_setup.predict(model, batch, ...)`, its class one of the project's setups): whichever it is
-        computes on what the step gives it, whatever its name says (`predict`)."""
-        self._called_every_step.update((t.path, t.qualname) for t in guessed if self._one_pass(t))
+        """The candidates of a guessed call the step makes every time it runs, where they are the overrides of one
+        base class's method (OneTrainer's `self.model_setup.predict(model, batch, ...)`, its class one of the
+        project's `BaseModelSetup`s): whichever it is computes on what the step gives it, whatever its name says
+        (`predict`). Not methods that only share a name (a replay memory's `sample` and a diffusion model's)."""
+        classes = [Target(t.path, t.qualname.rsplit(".", 1)[0], True) for t in guessed if "." in t.qualname]
+        if len(classes) < max(2, len(guessed)):
+            return  # (one class guessed by the receiver's name, `diffusion.sample(4)`: its name still tells)
+        shared = set.intersection(*(set(self.mro(cls)) for cls in classes))  # (the base may be a candidate too)
+        if shared:
+            self._called_every_step.update((t.path, t.qualname) for t in guessed if self._one_pass(t))
 
     def _one_pass(self, target: Target) -> bool:
         """A function that computes on what it is given, once: no loop of its own (a loop over a loader is a pass

@@ -11990,16 +11990,18 @@ def test_an_attribute_set_to_empty_dicts_holds_what_the_step_stores_in_them(tmp_
 def test_a_guessed_predict_the_step_calls_on_either_branch_runs_every_step(tmp_path, check):
     """OneTrainer's step: `self.model_setup.predict(model, batch, ...)` on a setup of unknown class (one of the
     project's setups), called in the body of an `if` and in its `else`. Whichever branch is taken the step predicts,
-    so the call is as unconditional as the `if`, and the setups' `predict` computes the step's forward: a method
-    named for inference, but not inference here."""
+    so the call is as unconditional as the `if`, and the setups' `predict` (overrides of one base's) computes the
+    step's forward: a method named for inference, but not inference here."""
     setups = {
         f"setups/{name.lower()}.py": f"""
             import random
 
             import torch
 
+            from setups.base import BaseModelSetup
 
-            class {name}Setup:
+
+            class {name}Setup(BaseModelSetup):
                 def predict(self, model, batch, device):
                     keep = torch.tensor([random.random() > 0.1 for _ in range(4)], device=device)
                     return model(batch) * keep[:, None]
@@ -12009,6 +12011,11 @@ def test_a_guessed_predict_the_step_calls_on_either_branch_runs_every_step(tmp_p
     found = check(tmp_path, {
         **setups,
         "setups/__init__.py": "",
+        "setups/base.py": """
+            class BaseModelSetup:
+                def predict(self, model, batch, device):
+                    raise NotImplementedError
+        """,
         "trainer.py": """
             import torch
 
@@ -12043,7 +12050,7 @@ def test_a_guessed_predict_the_step_calls_on_either_branch_runs_every_step(tmp_p
         """,
     })
     assert {(path, line, code) for path, line, code, *_ in found} == {
-        (f"setups/{name}.py", 9, "GPL412") for name in ("flux", "sana", "chroma")}, found
+        (f"setups/{name}.py", 11, "GPL412") for name in ("flux", "sana", "chroma")}, found
 
 
 def test_a_generator_method_a_step_loop_consumes_runs_its_yielding_loop_every_step(tmp_path, check):
