@@ -29,6 +29,12 @@ _TARGET = re.compile(r"""^[ \t-]*["']?(?:_target_|target|class_path)["']?[ \t]*:
                      re.MULTILINE)
 
 
+# ... and a module path given under another key that names what a builder makes (`obj:`, `class:`, `type:`).
+_DOTTED_CLASS = re.compile(
+    r"""^[ \t-]*["']?(?:obj|_obj_|class|cls|type)["']?[ \t]*:[ \t]*["']?([A-Za-z_]\w*(?:\.\w+){2,})["']?[ \t]*$""",
+    re.MULTILINE)
+
+
 # Names of intervals (`log_every`, `logging_steps`, `print_freq`, `log_interval`) and the settings that give them a
 # whole number: argparse defaults, assignments, keyword arguments and annotated fields (`x: int = 1`), YAML and JSON
 # keys, command-line options in scripts and READMEs.
@@ -295,8 +301,9 @@ class TrainingConfigs:
 
 
 def classes_in(text: str) -> set[str]:
-    """The dotted class names a config's `target:` lines build (`sgm.models.diffusion.DiffusionEngine`)."""
-    return set(_TARGET.findall(text))
+    """The dotted class names a config's `target:` lines build (`sgm.models.diffusion.DiffusionEngine`), and the
+    dotted paths of other keys that name what to build (3D-Speaker's `obj: speakerlab.loss.margin_loss.ArcMarginLoss`)."""
+    return set(_TARGET.findall(text)) | set(_DOTTED_CLASS.findall(text))
 
 
 def is_training_config(path: str) -> bool:
@@ -334,7 +341,7 @@ def config_file_facts(text: str, display: str) -> TrainingConfigs:
     switches = frozenset(switch_settings(text, display))
     if not is_training_config(display):
         return TrainingConfigs(values=values, switches=switches)
-    classes = frozenset(classes_in(text)) if "target" in text or "class_path" in text else frozenset()
+    classes = frozenset(classes_in(text)) if "target" in text or "class_path" in text or "." in text else frozenset()
     names = keys = frozenset()
     if display.endswith((".yaml", ".yml", ".json")):
         names, keys = frozenset(named_classes(text)), frozenset(registry_keys(text))

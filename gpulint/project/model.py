@@ -2139,7 +2139,7 @@ class Project:
         if self._by_config is None:
             found: set[Target] = set()
             named: set[Target] = set()
-            if self.config_classes and self._builds_by_name():
+            if self.config_classes and (self._builds_by_name() or self._imports_by_path()):
                 for dotted in sorted(self.config_classes):
                     module, _, name = dotted.rpartition(".")
                     path = self.find_module(module, "") if module else None
@@ -2979,6 +2979,12 @@ class Project:
                 found.append(sub)
                 stack += self._subclasses().get(sub, ())
         return found
+
+    def _imports_by_path(self) -> bool:
+        """Does the program import modules by a path it is given (3D-Speaker's builder: `importlib.import_module(
+        module)`, then `getattr(m, name)` for a config's `obj: speakerlab.loss.margin_loss.ArcMarginLoss`)? Then
+        the dotted classes its configs give are built, though nothing else builds by name."""
+        return any("import_module(" in ix.text and "getattr(" in ix.text for ix in self.files.values())
 
     def _builds_by_name(self) -> bool:
         """Does the program build objects from names written elsewhere (Hydra, ldm's `instantiate_from_config`)?"""

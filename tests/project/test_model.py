@@ -12091,3 +12091,74 @@ def test_a_generator_method_a_step_loop_consumes_runs_its_yielding_loop_every_st
                         self.optimizer.step()
     """})
     assert {(path, line, code) for path, line, code, *_ in found} == {("ppo.py", 18, "GPL412")}, found
+
+
+def test_a_loss_a_config_names_by_module_path_for_an_importlib_builder_is_reached(tmp_path, check):
+    """3D-Speaker: its YAML configs give `obj: speakerlab.loss.margin_loss.ArcMarginLoss`, its builder imports the
+    module by that path (`importlib.import_module`, then `getattr`), and the step calls `criterion(output, y)`: the
+    loss the configs name is what the step runs."""
+    found = check(tmp_path, {
+        "conf/train.yaml": """
+            loss:
+              obj: speaker.losses.margin.ArcMarginLoss
+              args:
+                scale: 32.0
+        """,
+        "speaker/__init__.py": "",
+        "speaker/losses/__init__.py": "",
+        "speaker/losses/margin.py": """
+            import torch
+
+
+            class ArcMarginLoss(torch.nn.Module):
+                def forward(self, cosine, label):
+                    one_hot = torch.zeros(cosine.size()).type_as(cosine)
+                    one_hot.scatter_(1, label.unsqueeze(1), 1)
+                    return torch.nn.functional.cross_entropy(cosine * one_hot, label)
+
+
+            class CenterLoss(torch.nn.Module):
+                def forward(self, x, label):
+                    return x.pow(2).mean()
+        """,
+        "speaker/builder.py": """
+            import importlib
+
+
+            def build(path, args):
+                module_name, name = path.rsplit(".", 1)
+                return getattr(importlib.import_module(module_name), name)(**args)
+        """,
+        "train.py": """
+            import torch
+            import yaml
+
+            from speaker.builder import build
+
+
+            def train(model, loader, criterion, optimizer, device):
+                for x, y in loader:
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+
+
+            class Classifier(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = torch.nn.Linear(4, 4)
+
+                def forward(self, x):
+                    return self.fc(x)
+
+
+            if __name__ == "__main__":
+                config = yaml.safe_load(open("conf/train.yaml"))
+                criterion = build(config["loss"]["obj"], config["loss"]["args"])
+                model = Classifier().cuda()
+                train(model, [], criterion, torch.optim.SGD(model.parameters(), lr=0.1), "cuda")
+        """,
+    })
+    assert {(path, line, code) for path, line, code, *_ in found} == {
+        ("speaker/losses/margin.py", 7, "GPL504")}, found
