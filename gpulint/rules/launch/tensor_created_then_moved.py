@@ -192,6 +192,11 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        self.keep = self.keep.to(x.device)\n        return x * self.keep[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n",
     )
     invalid = (
+        # CPM-Bee's rotary embedding: `inv_freq` cast in `__init__` (still on the CPU), moved in every forward
+        Invalid("import torch\n\n\nclass Rotary(torch.nn.Module):\n    def __init__(self, dim, dtype=torch.half):\n"
+                "        super().__init__()\n        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2) / dim))\n"
+                "        inv_freq = inv_freq.to(dtype)\n        self.inv_freq = inv_freq\n\n"
+                "    def forward(self, x):\n        return x * self.inv_freq.to(device=x.device, dtype=x.dtype)\n"),
         # StyleTTS's encoders: the LSTM's output padded in a CPU buffer, then moved back (the fill and the move)
         Invalid("import torch\n\n\nclass Encoder(torch.nn.Module):\n    def forward(self, x, mask):\n"
                 "        x = self.lstm(x)\n        x_pad = torch.zeros([x.shape[0], x.shape[1], mask.shape[-1]])\n"
@@ -697,7 +702,20 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if func.attr.value == "type":
             target = self.context.resolve(call.args[0].value) or "" if len(call.args) == 1 else ""
             return target.startswith("torch.") and not target.startswith("torch.cuda.")
+        if func.attr.value == "to":
+            return self._dtype_cast(call)
         return func.attr.value in RESHAPES
+
+    def _dtype_cast(self, call: cst.Call) -> bool:
+        """`x.to(dtype)`, `x.to(torch.float16)`, `x.to(dtype=dtype)`: a cast that leaves the tensor where it is
+        (CPM-Bee's rotary `inv_freq = inv_freq.to(dtype)` in `__init__`)."""
+        if len(call.args) != 1:
+            return False
+        arg = call.args[0]
+        if arg.keyword is not None:
+            return arg.keyword.value == "dtype"
+        name = self.context.resolve(arg.value) or dotted_name(arg.value) or ""
+        return name.rsplit(".", 1)[-1] == "dtype" or name.removeprefix("torch.") in _TORCH_DTYPES
 
     def _is_legacy_constructor(self, call: cst.Call) -> bool:
         resolved = self.context.resolve(call.func) or ""
@@ -820,3 +838,8 @@ def _assigned_targets(function: cst.FunctionDef) -> set[str | None]:
     scan = _AssignedTargets()
     scan.walk(function.body)
     return scan.targets
+
+
+# torch's dtypes by name: `x.to(torch.float16)` casts, it moves nothing.
+_TORCH_DTYPES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
+                           "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128"})
