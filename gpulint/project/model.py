@@ -36,6 +36,7 @@ from gpulint.project.facts import (
     COLD,
     GATED,
     PER_STEP,
+    WIDE_GUESS,
     PROGRAM,
     ExecState,
     FileFacts,
@@ -1996,7 +1997,14 @@ class Project:
                                           if _class_of(f).rsplit(".", 1)[-1] not in held and self._of_a_module(f)])
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
             alike = [f for f in built if _names_alike(receiver, _class_of(f))]
-            return alike or (self._callable_losses(receiver) if _names_a_loss(receiver.rsplit(".", 1)[-1]) else [])
+            if alike:
+                return alike
+            if _names_a_loss(receiver.rsplit(".", 1)[-1]):
+                return self._callable_losses(receiver)
+            # `self.backbone(point)`, built by a registry from the config's `backbone=dict(type="PT-v3m1")`
+            # (Pointcept's segmentors): the modules the configs name by registry key
+            keyed = self._registry_models([f for f in models or built if self._of_a_module(f)])
+            return keyed if self._config_keyed(keyed) else []
         return models or built or forwards
 
     def _callable_losses(self, receiver: str) -> list[Target]:
@@ -2030,10 +2038,28 @@ class Project:
         configs' words are known from the start, not at every guessed model call."""
         if self._keyed_classes is None:
             words = self.config_names | self.config_keys
-            classes = (Target(path, d.qualname, True) for path, ix in self.files.items()
-                       for d in ix.definitions.values() if d.is_class and not LOSS_CLASS.search(d.qualname))
-            self._keyed_classes = frozenset(cls for cls in classes if self._registry_key(cls) in words)
+            classes = [Target(path, d.qualname, True) for path, ix in self.files.items()
+                       for d in ix.definitions.values() if d.is_class and not LOSS_CLASS.search(d.qualname)]
+            keyed = {cls for cls in classes if self._registry_key(cls) in words}
+            if keyed:
+                # A registry that files some classes under keys the configs give files the others under their names
+                # (Pointcept's `@MODELS.register_module()` segmentors beside its `register_module("PT-v3m1")`
+                # backbones): those the configs name are built by the same word.
+                keyed |= {cls for cls in classes if self._registry_key(cls) is None and self._registered(cls)
+                          and cls.qualname.rsplit(".", 1)[-1] in self.config_names}
+            self._keyed_classes = frozenset(keyed)
         return self._keyed_classes
+
+    def _width(self, guessed: list[Target]) -> int:
+        """How many candidates a guess chose among, as its confidence counts them: no more than a wide guess's
+        limit where every candidate is a model the configs name (`_config_keyed`)."""
+        return min(len(guessed), WIDE_GUESS) if self._config_keyed(guessed) else len(guessed)
+
+    def _config_keyed(self, targets: list[Target]) -> bool:
+        """Are the guessed `targets` all methods of classes a registry builds by a word the configs give? Each is
+        then a model some shipped configuration trains: a guess among them is no wide one, however many there are."""
+        keyed = self._config_keyed_classes()
+        return bool(targets) and all(Target(t.path, _class_of(t), True) in keyed for t in targets)
 
     def _losses_held_by(self, path: str, cls: str) -> frozenset[str]:
         """The loss classes a class keeps in attributes it calls itself (ZoeDepth's trainer: `self.grad_loss =
@@ -2065,7 +2091,10 @@ class Project:
         program builds from configs, else another place of the project's text names it?"""
         if cls in self.instantiated:
             return True
-        if self._registry_key(cls) in self.config_keys:  # `@registry.register_model("blip2_opt")`, `arch: blip2_opt`
+        key = self._registry_key(cls)
+        if key in self.config_keys or key in self.config_names:
+            # `@registry.register_model("blip2_opt")`, `arch: blip2_opt`; `@MODELS.register_module("PT-v3m1")`,
+            # `backbone=dict(type="PT-v3m1")` in a Python config
             return True
         by_registry = self._registry_built()
         if by_registry and self._registered(cls):
@@ -2107,7 +2136,7 @@ class Project:
         if definition is None or not definition.cls or not self._registry_built():
             return False
         cls = Target(key[0], definition.cls, True)
-        if not self._registered(cls) or cls in self.instantiated:
+        if not self._registered(cls) or cls in self.instantiated or cls in self._config_keyed_classes():
             return False
         if cls not in self._registry_built():
             return True
@@ -3123,7 +3152,7 @@ class Project:
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
                             guessed=reach.guessed or _fans_out(resolved), resolved_call=resolved.certain,
                             arguments_known=not resolved.certain and program is not None,
-                            among=reach.among, width=0 if resolved.certain else len(resolved.targets))
+                            among=reach.among, width=0 if resolved.certain else self._width(resolved.targets))
             self._callbacks(path, scope, call, rank, state, chain, push)
         for child in self._nested_scopes(ix, scope):
             if child.kind == "function" and child.decorator_args and rank_ok(reach):
@@ -3349,7 +3378,7 @@ class Project:
                 self._mark_called_every_step(targets)
             self._reach_all(targets, rank, likely, chain, flags, push,
                             guessed=_is_forward_guess(guess) and len(targets) > _READ_GUESSES, among=among,
-                            width=len(targets))
+                            width=self._width(targets))
 
     def _guess_in(self, guess: str, program: frozenset[str] | None,
                   shape: tuple[int, frozenset[str], bool] | None = None) -> list[Target]:
@@ -4393,7 +4422,7 @@ def _passed_on(call: Call, params: list[str], caller: Key) -> dict[str, tuple[Ke
 
 
 # A class a Python config (mmengine's, under `configs/`) names for its registry: `type='HeatmapHead'`, `type=HeatmapHead`.
-_CONFIG_TYPE = re.compile(r"""\btype\s*=\s*["']?([A-Z]\w*)""")
+_CONFIG_TYPE = re.compile(r"""\btype\s*=\s*["']?([A-Z][\w.-]*\w|[A-Z])""")  # `type="PT-v3m1"`, `type='SGD'`
 
 
 def _python_config_names(files: dict[str, ModuleIndex]) -> frozenset[str]:
