@@ -391,7 +391,8 @@ NOT_TRAINING_PARTS = frozenset(
 )
 
 
-_ARCHIVED_FOLDERS = frozenset({"legacy", "deprecated", "archive", "archived", "old", "obsolete", "backup", "bak"})
+_ARCHIVED_FOLDERS = frozenset({"legacy", "deprecated", "deprecate", "archive", "archived", "old", "obsolete", "backup",
+                               "bak"})
 # A folder a file manager duplicated (tab-ddpm's `CTAB-GAN-Plus/model copy/`, `utils - Copy`, `Copy of model`,
 # `model (2)`): no package an import can name, a copy kept beside the code that runs.
 _DUPLICATE_FOLDER = re.compile(r"(?i)(?: -)? copy(?: \d+)?$|^copy of |\s\(\d+\)$")

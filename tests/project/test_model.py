@@ -2106,6 +2106,7 @@ def test_which_function_names_say_no_training_step(name, cold):
     ("train.py", True),
     ("legacy/train_v1.py", False),  # kept for reference, not what a user runs
     ("deprecated/trainer.py", False),
+    ("warp_drive/training/deprecate/trainer.py", False),  # warp-drive keeps its old trainers in `deprecate/`
     ("chat_sft.py", True),  # nanochat's SFT training script
     ("verify.py", False),  # RWKV-LM's check of a trained model
     ("scripts/sample_images.py", False),
