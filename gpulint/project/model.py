@@ -3605,8 +3605,10 @@ class Project:
         project's `BaseModelSetup`s): whichever it is computes on what the step gives it, whatever its name says
         (`predict`). Not methods that only share a name (a replay memory's `sample` and a diffusion model's)."""
         classes = [Target(t.path, t.qualname.rsplit(".", 1)[0], True) for t in guessed if "." in t.qualname]
-        if len(classes) < max(2, len(guessed)):
-            return  # (one class guessed by the receiver's name, `diffusion.sample(4)`: its name still tells)
+        if len(classes) < max(2, len(guessed)) or len(guessed) > WIDE_GUESS:
+            # (one class guessed by the receiver's name, `diffusion.sample(4)`, or one of a wide family, ALF's 35
+            # algorithms' `predict_step`s, a rendering wrapper's among them: its name still tells)
+            return
         shared = set.intersection(*(set(self.mro(cls)) for cls in classes))  # (the base may be a candidate too)
         if shared:
             self._called_every_step.update((t.path, t.qualname) for t in guessed if self._one_pass(t))

@@ -12163,3 +12163,33 @@ def test_a_loss_a_config_names_by_module_path_for_an_importlib_builder_is_reache
     })
     assert {(path, line, code) for path, line, code, *_ in found} == {
         ("speaker/losses/margin.py", 7, "GPL504")}, found
+
+
+def test_a_wide_family_of_overrides_keeps_what_its_members_names_say(tmp_path, check):
+    """ALF's `self._ac_algorithm.predict_step(...)` in every update, the algorithm one of 35 overriding one base's
+    `predict_step` (a rendering wrapper among them): a guess that wide does not make each candidate step work, and a
+    method named for prediction stays cold (unlike OneTrainer's 19 setups, each the trained model's forward)."""
+    algorithms = "import torch\n\n\nclass Algorithm:\n    def predict_step(self, x):\n        raise NotImplementedError\n" \
+        + "".join(f"\n\nclass Algorithm{i}(Algorithm):\n    def predict_step(self, x):\n        torch.cuda.synchronize()\n"
+                  "        return x\n" for i in range(24))
+    found = check(tmp_path, {
+        "algorithms.py": algorithms,
+        "trainer.py": """
+            import algorithms
+
+
+            class Trainer:
+                def __init__(self, sub_algorithm, optimizer):
+                    self._algorithm, self.optimizer = sub_algorithm, optimizer
+
+                def train(self, loader):
+                    for batch in loader:
+                        change = self._algorithm.predict_step(batch)
+                        change.mean().backward()
+                        self.optimizer.step()
+        """,
+        "train.py": "import sys\n\nimport algorithms\nfrom trainer import Trainer\n\n"
+                    + "".join(f"a{i} = algorithms.Algorithm{i}()\n" for i in range(24))
+                    + "Trainer(getattr(algorithms, sys.argv[1])(), None).train([])\n",
+    }, "--confidence", "possible")
+    assert found == [], found
