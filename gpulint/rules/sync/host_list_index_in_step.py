@@ -34,23 +34,20 @@ class HostListIndexInStep(SyncRule):
         "a CPU tensor: add `# noqa: GPL413`."),
     )
     valid = (
-        training_script("joints = model(x).view(x.shape[0], -1, 3)\nroot_relative = joints - joints[:, 0:1]"),
-        training_script("joints = model(x).view(x.shape[0], -1, 3)\nleaf = torch.tensor([0, 2], device=device)\n"
+        training_script("joints = model(x).view(x.shape[0], -1, 2)\nroot_relative = joints - joints[:, 0:1]"),
+        training_script("joints = model(x).view(x.shape[0], -1, 2)\nleaf = torch.tensor([0, 1], device=device)\n"
                         "picked = joints[:, leaf]"),
-        # a list of tensors is a tuple of index tensors already on the device: nothing is copied
-        training_script("joints = model(x).view(x.shape[0], -1, 3)\nrows = torch.arange(4, device=device)\n"
-                        "picked = joints[[rows, y]]"),
         training_script("boxes = np.zeros((4, 5))\nswapped = boxes[:, [1, 0, 3, 2]]", header="import numpy as np"),
-        training_script("if step % 100 == 0:\n    joints = model(x).view(x.shape[0], -1, 3)\n"
+        training_script("if step % 100 == 0:\n    joints = model(x).view(x.shape[0], -1, 2)\n"
                         "    print(joints[:, [0, 1]].sum())"),
     )
     invalid = (
         # HybrIK's pose heads: joints made root-relative with a list index, in every forward
-        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 3)\nroot_relative = joints - joints[:, [0]]")),
-        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 3)\nleaf = [411, 2445, 5905]\n"
+        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 2)\nroot_relative = joints - joints[:, [0]]")),
+        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 2)\nleaf = [0, 1]\n"
                                 "picked = joints[:, leaf].clone()")),
-        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 3)\nparents = [0, 0, 1]\n"
-                                "joints[:, [i + 1 for i in parents]] = 0.0")),
+        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 2)\nparents = [0, 0]\n"
+                                "joints = joints.clone()\njoints[:, [i + 1 for i in parents]] = 0.0")),
     )
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
