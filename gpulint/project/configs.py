@@ -341,7 +341,7 @@ def config_file_facts(text: str, display: str) -> TrainingConfigs:
     switches = frozenset(switch_settings(text, display))
     if not is_training_config(display):
         return TrainingConfigs(values=values, switches=switches)
-    classes = frozenset(classes_in(text)) if "target" in text or "class_path" in text or "." in text else frozenset()
+    classes = frozenset(classes_in(text))
     names = keys = frozenset()
     if display.endswith((".yaml", ".yml", ".json")):
         names, keys = frozenset(named_classes(text)), frozenset(registry_keys(text))

@@ -2381,7 +2381,7 @@ class _Walker:
             parts_calls.append(range(first_call, len(scope.calls)))
             bound.append(self.values.scopes[-1])  # (a nested `if` replaces the scope's dict: taken after the block)
         self.values.scopes[-1] = merged_branches(before, *bound, OTHER_BRANCH.get(branch))
-        if len(parts_calls) == 2 and self.branch_depth[-1] == 0:
+        if len(parts_calls) == 2 and all(parts_calls) and self.branch_depth[-1] == 0:  # (both parts call something)
             _called_on_both_branches(node, scope.calls, *parts_calls, self.offset)
 
     def _named_backend_test(self, test: ast.AST) -> ast.AST:

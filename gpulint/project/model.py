@@ -2003,8 +2003,7 @@ class Project:
                 return self._callable_losses(receiver)
             # `self.backbone(point)`, built by a registry from the config's `backbone=dict(type="PT-v3m1")`
             # (Pointcept's segmentors): the modules the configs name by registry key
-            keyed = self._registry_models([f for f in models or built if self._of_a_module(f)])
-            return keyed if self._config_keyed(keyed) else []
+            return [f for f in models or built if self._keyed_method(f) and self._of_a_module(f)]
         return models or built or forwards
 
     def _callable_losses(self, receiver: str) -> list[Target]:
@@ -2029,8 +2028,7 @@ class Project:
         and heads are its parts, run by its forward, not models a step calls). The candidates as they are where no
         config gives a key (a registry filing classes by their names, `@MODELS.register_module()`, may be handed the
         model's name in ways the configs' text does not show: PixArt's `model = 'PixArtMS_XL_2'`)."""
-        keyed = self._config_keyed_classes()
-        chosen = [f for f in candidates if Target(f.path, _class_of(f), True) in keyed]
+        chosen = [f for f in candidates if self._keyed_method(f)]
         return chosen or candidates
 
     def _config_keyed_classes(self) -> frozenset[Target]:
@@ -2058,8 +2056,11 @@ class Project:
     def _config_keyed(self, targets: list[Target]) -> bool:
         """Are the guessed `targets` all methods of classes a registry builds by a word the configs give? Each is
         then a model some shipped configuration trains: a guess among them is no wide one, however many there are."""
-        keyed = self._config_keyed_classes()
-        return bool(targets) and all(Target(t.path, _class_of(t), True) in keyed for t in targets)
+        return bool(targets) and all(self._keyed_method(t) for t in targets)
+
+    def _keyed_method(self, method: Target) -> bool:
+        """Is `method` one of a class a registry builds by a word the configs give (`_config_keyed_classes`)?"""
+        return Target(method.path, _class_of(method), True) in self._config_keyed_classes()
 
     def _losses_held_by(self, path: str, cls: str) -> frozenset[str]:
         """The loss classes a class keeps in attributes it calls itself (ZoeDepth's trainer: `self.grad_loss =
@@ -3604,8 +3605,10 @@ class Project:
         base class's method (OneTrainer's `self.model_setup.predict(model, batch, ...)`, its class one of the
         project's `BaseModelSetup`s): whichever it is computes on what the step gives it, whatever its name says
         (`predict`). Not methods that only share a name (a replay memory's `sample` and a diffusion model's)."""
+        if len(guessed) > WIDE_GUESS:
+            return  # (checked first: this runs at every visit of a step's guessed call)
         classes = [Target(t.path, t.qualname.rsplit(".", 1)[0], True) for t in guessed if "." in t.qualname]
-        if len(classes) < max(2, len(guessed)) or len(guessed) > WIDE_GUESS:
+        if len(classes) < max(2, len(guessed)):
             # (one class guessed by the receiver's name, `diffusion.sample(4)`, or one of a wide family, ALF's 35
             # algorithms' `predict_step`s, a rendering wrapper's among them: its name still tells)
             return

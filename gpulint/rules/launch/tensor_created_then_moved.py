@@ -715,7 +715,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if arg.keyword is not None:
             return arg.keyword.value == "dtype"
         name = self.context.resolve(arg.value) or dotted_name(arg.value) or ""
-        return name.rsplit(".", 1)[-1] == "dtype" or name.removeprefix("torch.") in _TORCH_DTYPES
+        return name.rsplit(".", 1)[-1] == "dtype" or name.removeprefix("torch.") in DTYPE_NAMES
 
     def _is_legacy_constructor(self, call: cst.Call) -> bool:
         resolved = self.context.resolve(call.func) or ""
@@ -838,8 +838,3 @@ def _assigned_targets(function: cst.FunctionDef) -> set[str | None]:
     scan = _AssignedTargets()
     scan.walk(function.body)
     return scan.targets
-
-
-# torch's dtypes by name: `x.to(torch.float16)` casts, it moves nothing.
-_TORCH_DTYPES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
-                           "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128"})
