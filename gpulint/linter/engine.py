@@ -691,7 +691,8 @@ class _Traversal:
                 for child in value:
                     if is_syntax(type(child)):
                         self.walk(child)
-            elif is_syntax(value_kind):
+            elif is_syntax(value_kind) and value_kind is not cst.Annotation:
+                # An annotation names types: `-> Tuple[Tensor, Mask]` indexes no tensor, `x: List[int]` reads none.
                 self.walk(value)
         for handler in leaves.get(kind, ()):
             handler(node)

@@ -69,6 +69,11 @@ class DataDependentShapeInStep(SyncRule):
         # GraphGPS-style dense attention over a graph batch, its sizes known from the loader
         training_script("dense, real = to_dense_batch(x, y, batch_size=64, max_num_nodes=128)",
                         header="from torch_geometric.utils import to_dense_batch"),
+        # PyTorch-BigGraph's annotations: a type subscripted with a type named `Mask` indexes no tensor
+        training_script("scores, ignored = split(model(x), y > 0)",
+                        header="from typing import Tuple\n\nMask = torch.Tensor\n\n\n"
+                               "def split(scores: torch.Tensor, keep: Mask) -> Tuple[torch.Tensor, Mask]:\n"
+                               "    return scores * keep, ~keep"),
     )
     invalid = (
         Invalid(training_script("idx = (y > 0).nonzero()")),
