@@ -2002,9 +2002,17 @@ class Project:
             if _names_a_loss(receiver.rsplit(".", 1)[-1]):
                 return self._callable_losses(receiver)
             # `self.backbone(point)`, built by a registry from the config's `backbone=dict(type="PT-v3m1")`
-            # (Pointcept's segmentors): the modules the configs name by registry key
-            return [f for f in models or built if self._keyed_method(f) and self._of_a_module(f)]
-        return models or built or forwards
+            # (Pointcept's segmentors): the modules the configs name by registry key; where the registry files them
+            # in tables, those of the table the attribute echoes (FunASR's `self.normalize(...)`, a class of
+            # `"normalize_classes"`), none where no table does
+            keyed = [f for f in models or built if self._keyed_method(f) and self._of_a_module(f)]
+            tables = {f: self._registry_table(Target(f.path, _class_of(f), True)) for f in keyed}
+            if not any(table.startswith("table:") for table in tables.values()):
+                return keyed
+            word = receiver.rsplit(".", 1)[-1].lower()
+            return [f for f in keyed if word in name_parts(tables[f].removeprefix("table:"))]
+        # `model(**batch)` on a model a registry built from the recipe's `model: Paraformer` (FunASR's trainer)
+        return self._registry_models(models or built or forwards)
 
     def _callable_losses(self, receiver: str) -> list[Target]:
         """The `__call__` of the loss classes the program builds that are no modules (large_concept_model's
@@ -2029,7 +2037,25 @@ class Project:
         config gives a key (a registry filing classes by their names, `@MODELS.register_module()`, may be handed the
         model's name in ways the configs' text does not show: PixArt's `model = 'PixArtMS_XL_2'`)."""
         chosen = [f for f in candidates if self._keyed_method(f)]
-        return chosen or candidates
+        # Where the registry has a table of models beside its tables of parts (FunASR's `"model_classes"` beside
+        # `"encoder_classes"`, `"frontend_classes"`), a model call runs one of its models.
+        models = [f for f in chosen if _MODEL_REGISTRY_PARTS & name_parts(
+            self._registry_table(Target(f.path, _class_of(f), True)).removeprefix("table:"))]
+        return models or chosen or candidates
+
+    def _registry_table(self, cls: Target) -> str:
+        """The registry a class's decorator files it in: "table:" and the table where the decorator gives a table
+        and a key (`table:model_classes` for `@tables.register("model_classes", "Paraformer")`), else the
+        decorator's name (`MODELS.register_module`); "" for none."""
+        ix = self.files[cls.path]
+        definition = ix.definitions.get(cls.qualname)
+        for line in ix.lines[definition.start:definition.end] if definition is not None else ():
+            if not line.lstrip().startswith("@"):
+                return ""
+            if found := _REGISTRY_KEY.match(line.lstrip()):
+                name = line.lstrip()[1:].split("(", 1)[0]
+                return f"table:{found.group(1)}" if found.group(2) else name
+        return ""
 
     def _config_keyed_classes(self) -> frozenset[Target]:
         """The classes (no losses) filed in a registry under a key the training configs give: read once, since the
@@ -2128,7 +2154,7 @@ class Project:
             if not line.lstrip().startswith("@"):
                 return None
             if found := _REGISTRY_KEY.match(line.lstrip()):
-                return found.group(1)
+                return found.group(2) or found.group(1)
         return None
 
     def _unbuilt_registered(self, key: Key) -> bool:
@@ -4371,7 +4397,11 @@ _LOADS_ITS_FOLDER = re.compile(r"(?:glob|listdir|scandir|iter_modules)\((?:[^)\n
 # `@register_loss("weighted_cross_entropy")` over a function (GraphGym's losses, run by its `compute_loss`): a loss
 _LOSS_REGISTERED = re.compile(r"@[\w.]*(?:register_loss|LOSS\w*\.register)\w*\b")
 _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that registers it by name
-_REGISTRY_KEY = re.compile(r"""@[\w.]*register\w*\(\s*(?:name\s*=\s*)?["']([\w.-]+)["']""")  # ... under this key
+_MODEL_REGISTRY_PARTS = frozenset({"model", "models", "network", "networks", "arch", "archs"})
+# ... under this key: the second of two strings where the first names the registry's table (FunASR's
+# `@tables.register("model_classes", "Paraformer")`)
+_REGISTRY_KEY = re.compile(
+    r"""@[\w.]*register\w*\(\s*(?:name\s*=\s*)?["']([\w.-]+)["'](?:\s*,\s*(?:name\s*=\s*)?["']([\w.-]+)["'])?""")
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
 

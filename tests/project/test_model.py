@@ -12193,3 +12193,77 @@ def test_a_wide_family_of_overrides_keeps_what_its_members_names_say(tmp_path, c
                     + "Trainer(getattr(algorithms, sys.argv[1])(), None).train([])\n",
     }, "--confidence", "possible")
     assert found == [], found
+
+
+def test_a_registry_of_tables_builds_the_model_its_recipe_names_and_the_parts_its_attributes_echo(tmp_path, check):
+    """FunASR files classes in tables under keys (`@tables.register("model_classes", "Paraformer")`), and its recipes
+    name them (`model: Paraformer`, `encoder: ConformerEncoder`): the trainer's `model(**batch)` runs the models the
+    recipes name, from the table of models; the model's `self.normalize(x)` runs the normalisers the recipes name, not
+    a frontend of another table that the dataset runs on the CPU."""
+    found = check(tmp_path, {
+        "examples/aishell/conf/paraformer.yaml":
+            "model: Paraformer\nencoder: ConformerEncoder\nnormalize: GlobalMVN\nfrontend: WavFrontend\n",
+        "funasr/register.py": """
+            class Tables:
+                def register(self, table, key):
+                    def wrap(cls):
+                        getattr(self, table)[key] = cls
+                        return cls
+                    return wrap
+            tables = Tables()
+        """,
+        "funasr/models.py": """
+            import torch
+            from funasr.register import tables
+
+            @tables.register("normalize_classes", "GlobalMVN")
+            class GlobalMVN(torch.nn.Module):
+                def forward(self, x):
+                    return x - x.mean(), int(x.shape[0])
+
+            @tables.register("frontend_classes", "WavFrontend")
+            class WavFrontend(torch.nn.Module):
+                def forward(self, x):
+                    return x, x.abs().max().item()
+
+            @tables.register("encoder_classes", "ConformerEncoder")
+            class ConformerEncoder(torch.nn.Module):
+                def forward(self, x, lengths):
+                    return x * 2, lengths.tolist()
+
+            @tables.register("model_classes", "Paraformer")
+            class Paraformer(torch.nn.Module):
+                def __init__(self, encoder, normalize):
+                    super().__init__()
+                    self.encoder, self.normalize = encoder, normalize
+
+                def forward(self, speech, speech_lengths):
+                    speech, _ = self.normalize(speech)
+                    out, lens = self.encoder(speech, speech_lengths)
+                    return out.mean(), {"loss": out.mean().cpu()}
+
+            @tables.register("model_classes", "Emotion2vec")
+            class Emotion2vec(torch.nn.Module):
+                def forward(self, source):
+                    return source.mean(), source.argmax().item()
+        """,
+        "funasr/train.py": """
+            import torch
+            import funasr.models
+            from funasr.register import tables
+
+            def main(cfg, loader, opt):
+                encoder = tables.encoder_classes[cfg["encoder"]]()
+                normalize = tables.normalize_classes[cfg["normalize"]]()
+                model = tables.model_classes[cfg["model"]](encoder, normalize).cuda()
+                for batch in loader:
+                    loss, stats = model(**batch)
+                    loss.backward()
+                    opt.step()
+        """,
+    })
+    lines = {(path, line) for path, line, *_ in found}
+    assert ("funasr/models.py", 18) in lines  # the encoder's lengths read to the host
+    assert ("funasr/models.py", 29) in lines  # the model's stats copied to the host
+    assert ("funasr/models.py", 13) not in lines  # a frontend: no part the model's attributes run
+    assert ("funasr/models.py", 34) not in lines  # a model no recipe names
