@@ -15,11 +15,13 @@ class HostListIndexInStep(SyncRule):
     message = ("indexing a device tensor with a Python list copies the list to the device with a blocking copy "
                "every step; build the index tensor on the device once, or use a slice")
     # `x[:, [0]]`, `x[[1, 2]]`, or a name bound to a list display (`leaf = [411, 2445]`, `ids = [i - 1 for i in ...]`)
-    triggers = ("[[", ", [", "= [")
+    # or to the batches of indices a `BatchSampler` yields
+    triggers = ("[[", ", [", "= [", "BatchSampler")
     docs = RuleDocs(
         what_it_does="Flags a tensor that lives on the device indexed (read or written) with a Python list: a list "
         "display of host values (`x[:, [0]]`, `x[..., [2, 1, 0]]`), a list comprehension, or a name its function "
-        "binds to one (`leaf = [411, 2445, 5905]`, then `v[:, leaf]`), in code that runs every step, ungated.",
+        "binds to one (`leaf = [411, 2445, 5905]`, then `v[:, leaf]`) or to a batch of indices a `BatchSampler` "
+        "yields (PPO's minibatches), in code that runs every step, ungated.",
         why_slow="PyTorch turns the list into an index tensor on the CPU and copies it to the indexed tensor's "
         "device with a blocking copy from pageable memory: the host waits for every kernel queued before it. A "
         "3D-pose model indexing its joints this way at each level of its kinematic tree waits that many times a step.",
@@ -48,6 +50,11 @@ class HostListIndexInStep(SyncRule):
                                 "picked = joints[:, leaf].clone()")),
         Invalid(training_script("joints = model(x).view(x.shape[0], -1, 2)\nparents = [0, 0]\n"
                                 "joints = joints.clone()\njoints[:, [i + 1 for i in parents]] = 0.0")),
+        # PPO's minibatches (varibad's rollout storage): `BatchSampler` yields each batch of indices as a list
+        Invalid(training_script("joints = model(x).view(x.shape[0], -1, 2)\n"
+                                "for rows in BatchSampler(SubsetRandomSampler(range(x.shape[0])), 2, drop_last=True):\n"
+                                "    picked = joints[rows]",
+                                header="from torch.utils.data import BatchSampler, SubsetRandomSampler")),
     )
 
     def visit_Subscript(self, node: cst.Subscript) -> None:

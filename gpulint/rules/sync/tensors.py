@@ -94,6 +94,7 @@ class Tensors:
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
         self._tensor_sequences: set[tuple[int, str]] = set()  # parameters annotated `List[torch.Tensor]`
         self._lists: set[tuple[int, str]] = set()  # names bound to a list display (`order = [0] * n`)
+        self._batch_samplers: set[tuple[int, str]] = set()  # names bound to a `BatchSampler(...)`
 
     def _key(self, name: str) -> tuple[int, str]:
         return (id(self.context.enclosing_function()), name)
@@ -161,6 +162,10 @@ class Tensors:
             self._lists.add(key)
         else:
             self._lists.discard(key)
+        if _is_batch_sampler(value):
+            self._batch_samplers.add(key)
+        else:
+            self._batch_samplers.discard(key)
         # What comes from something unknown (`labels.dones[:, :-1]`, `criterion(out, y)`) is judged by its name
         # later, as an unbound name is: `loss = criterion(out, y)` is a tensor, `n = count(batch)` is not known to be.
         self._bound[key] = self.is_tensor(value) or (None if self._of_unknown_place(value) else False)
@@ -232,6 +237,14 @@ class Tensors:
         # `for sample in samples` (a tensor, or a list of tensors); `zip(prompts, samples)` and `enumerate(ids)`
         # element by element.
         parts = _zipped(node.iter)
+        if isinstance(node.target, cst.Name) and (_is_batch_sampler(node.iter) or isinstance(node.iter, cst.Name)
+                                                  and self._key(node.iter.value) in self._batch_samplers):
+            # `for indices in BatchSampler(SubsetRandomSampler(range(n)), size, drop_last=True)`: each batch of
+            # indices is a Python list (PPO's minibatches)
+            key = self._key(node.target.value)
+            self._lists.add(key)
+            self._bound[key] = False
+            return
         if isinstance(node.target, cst.Name) and self._elements_are_tensors(node.iter):
             self._bound[self._key(node.target.value)] = True
         elif isinstance(node.target, cst.Tuple) and parts is not None and len(node.target.elements) == len(parts):
@@ -444,6 +457,11 @@ def _zipped(iterable: cst.BaseExpression) -> list[cst.BaseExpression | None] | N
     if wrapper == "zip":
         return [arg.value for arg in iterable.args]
     return [None, iterable.args[0].value] if wrapper == "enumerate" else None
+
+
+def _is_batch_sampler(value: cst.BaseExpression) -> bool:
+    """`BatchSampler(...)` (torch's, or `torch.utils.data.BatchSampler`): it yields lists of indices."""
+    return isinstance(value, cst.Call) and last_name(value.func) == "BatchSampler"
 
 
 def _is_list_display(value: cst.BaseExpression) -> bool:
