@@ -68,8 +68,9 @@ class PerParameterUpdateLoop(WhereItRuns):
     docs = RuleDocs(
         what_it_does="Flags `for` loops over `parameters()`, `buffers()`, parameter lists, `group[\"params\"]`, "
         "`zip(ema.parameters(), model.parameters())`, `state_dict()` values or the keys of a "
-        "`dict(model.named_parameters())` whose body updates each tensor, or its counterpart found by the "
-        "parameter's name (`ema[name].mul_(d)`, `self.shadow[name].lerp_(p, w)`, or bound first: `ema_val = "
+        "`dict(model.named_parameters())` (or of another dict, indexing such a dict by its keys: `for key, v in "
+        "self.ema_state.items(): self.ema_state[key].mul_(r).add_(source[key])`) whose body updates each tensor, "
+        "or its counterpart found by the parameter's name (`ema[name].mul_(d)`, `self.shadow[name].lerp_(p, w)`, or bound first: `ema_val = "
         "self.state[name]`; also over a project method walking the model's tensors by name, "
         "`self._get_model_state_iterator(model)`): in-place arithmetic (`add_`, `mul_`, "
         "`lerp_`, `addcdiv_`, `copy_`, `p.grad.zero_()`, `torch.nan_to_num(g, out=g)`), `p.data = ...`, or per-parameter "
@@ -144,6 +145,13 @@ class PerParameterUpdateLoop(WhereItRuns):
         ),
         Invalid(training_script("model_ema.update(model)",
                                 header="from timm.utils import ModelEmaV2\n\nmodel_ema = ModelEmaV2(torch.nn.Linear(2, 2))")),
+        # ResShift's EMA: its own dict of copies walked key by key, each blended with the model's tensor of that key
+        Invalid(
+            "import torch\n\n\nclass Trainer:\n    def update_ema_model(self, rate):\n"
+            "        source_state = self.model.state_dict()\n"
+            "        for key, value in self.ema_state.items():\n"
+            "            self.ema_state[key].mul_(rate).add_(source_state[key].detach(), alpha=1 - rate)\n"
+        ),
         # detectron2-style EMA (nanodet, d2go): a project method walks the model's tensors by name, the EMA's copy of
         # each is looked up by it and updated in place
         Invalid(

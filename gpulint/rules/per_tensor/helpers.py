@@ -12,7 +12,7 @@ import libcst as cst
 from gpulint.linter.context import HOST_METHODS, METADATA_ATTRS, METADATA_METHODS
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name, target_names
 from gpulint.linter.rule import Rule
-from gpulint.linter.syntax import SyntaxVisitor
+from gpulint.linter.syntax import SyntaxVisitor, descendants
 from gpulint.rules.common import keyword_arg
 
 if TYPE_CHECKING:
@@ -527,7 +527,35 @@ def scan_model_tensor_for(
     iterated = node.iter.func.value if isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) else node.iter
     if tensor_dicts and isinstance(iterated, cst.Name) and iterated.value in tensor_dicts:
         return scan_tensor_loop(target_names(node.target) | tensor_dicts, node.body, context)
+    keys = _dict_loop_keys(node)
+    if tensor_dicts and keys and _indexes_by(node.body, tensor_dicts, keys):
+        # `for key, value in self.ema_state.items(): self.ema_state[key].mul_(r).add_(source[key])` with `source =
+        # self.model.state_dict()` (ResShift's EMA): another dict walked key by key beside the model's tensors
+        values = frozenset(target_names(node.target) - keys)
+        return scan_tensor_loop(values | tensor_dicts, node.body, context, keys)
     return None
+
+
+def _dict_loop_keys(node: cst.For) -> frozenset[str]:
+    """The key names of a loop over a dict's `.items()` (`for key, value in d.items()`) or `.keys()`."""
+    it = node.iter
+    if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args):
+        return frozenset()
+    target = node.target
+    if it.func.attr.value == "items" and isinstance(target, cst.Tuple) and len(target.elements) == 2 \
+            and isinstance(target.elements[0].value, cst.Name):
+        return frozenset({target.elements[0].value.value})
+    if it.func.attr.value == "keys" and isinstance(target, cst.Name):
+        return frozenset({target.value})
+    return frozenset()
+
+
+def _indexes_by(body: cst.CSTNode, dicts: frozenset[str], keys: frozenset[str]) -> bool:
+    """Does `body` index one of `dicts` with one of `keys` (`source_state[key]`)?"""
+    return any(isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value in dicts
+               and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+               and isinstance(node.slice[0].slice.value, cst.Name) and node.slice[0].slice.value.value in keys
+               for node in descendants(body))
 
 
 def binds_tensor_dict(value: cst.BaseExpression) -> bool:
