@@ -397,10 +397,14 @@ def _of_env_space(expr: ast.Attribute) -> bool:
 
 
 def _table_callee(func: ast.AST) -> str:
-    """`Losses[config.loss]` -> "Losses[]": a call of what a table (a dict named at module level) holds under a key;
-    "" for anything else (an attribute's item, `self.layers[i]`, is no table of definitions)."""
+    """`Losses[config.loss]` -> "Losses[]": a call of what a table (a dict named at module level) holds under a key,
+    `models_mae.__dict__[name]` -> "models_mae.__dict__[]"; "" for anything else (an attribute's item, `self.layers[i]`, is no table of definitions)."""
     if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
         return func.value.id + "[]"
+    # `models_mae.__dict__[args.model](...)` (MAE, DeiT, MoCo v3, MAGE): a factory of that module picked by name
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Attribute) and func.value.attr == "__dict__" \
+            and (owner := dotted(func.value.value)):
+        return owner + ".__dict__[]"
     return ""
 
 

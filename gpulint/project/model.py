@@ -1155,6 +1155,8 @@ class Project:
         """Functions or classes a dotted callee names, by scope then module (not objects' methods)."""
         if not func or func.startswith("super()"):
             return []
+        if func.endswith(".__dict__[]"):
+            return self._module_factories(path, func.removesuffix(".__dict__[]"))
         if func.endswith("[]"):
             return self._table_entries(path, scope, func[:-2])
         head = func.split(".", 1)[0]
@@ -1206,6 +1208,13 @@ class Project:
             if other is not None:
                 found += self._table_entries(target, other, imported, depth + 1)
         return list(dict.fromkeys(found))
+
+    def _module_factories(self, path: str, module: str) -> list[Target]:
+        """The public top-level functions of a project module, for a call of one its `__dict__` picks by name
+        (`models_mae.__dict__[args.model](norm_pix_loss=...)`: the factories building each model size)."""
+        files = [t.path for t in self.resolve_dotted_global(path, module) if t.qualname == "" and not t.is_class]
+        return [Target(file, d.qualname, False) for file in files for d in self.files[file].definitions.values()
+                if not d.cls and not d.is_class and not d.name.startswith("_")]
 
     def _picked_functions(self, path: str, scope: Scope, picker: str) -> list[Target]:
         """The project functions a picker returns by name (`return get_mmc4_dataset` in open_flamingo's

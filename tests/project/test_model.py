@@ -12267,3 +12267,51 @@ def test_a_registry_of_tables_builds_the_model_its_recipe_names_and_the_parts_it
     assert ("funasr/models.py", 29) in lines  # the model's stats copied to the host
     assert ("funasr/models.py", 13) not in lines  # a frontend: no part the model's attributes run
     assert ("funasr/models.py", 34) not in lines  # a model no recipe names
+
+
+def test_a_factory_a_module_dict_picks_by_name_builds_its_model(tmp_path, check):
+    """MAE-style training scripts build the model with `models_mae.__dict__[args.model](...)`: a factory of that
+    module picked by the configured name, each returning the model class. The step's `model(samples)` runs that
+    class's forward, not only the modules the script builds by name. (rcg: another generator's configs build their
+    classes by `target:`, so a class no config names counts as built only where the program builds it.)"""
+    found = check(tmp_path, {
+        "configs/ldm.yaml": "model:\n  target: main_pretrain.Probe\n",
+        "models_mae.py": """
+            import torch
+
+            class MaskedAutoencoder(torch.nn.Module):
+                def forward(self, imgs):
+                    keep = imgs.flatten(1).sum(1) > 0
+                    return imgs[keep.nonzero(as_tuple=True)].mean()
+
+            def mae_vit_base(**kwargs):
+                return MaskedAutoencoder(**kwargs)
+
+            def mae_vit_large(**kwargs):
+                return MaskedAutoencoder(**kwargs)
+        """,
+        "main_pretrain.py": """
+            import importlib
+            import torch
+            import models_mae
+
+            class Probe(torch.nn.Module):
+                def forward(self, x):
+                    return x.mean()
+
+            def instantiate_from_config(config):
+                module, cls = config["target"].rsplit(".", 1)
+                return getattr(importlib.import_module(module), cls)()
+
+            def main(args, loader, optimizer):
+                model = models_mae.__dict__[args.model](norm_pix_loss=True).cuda()
+                probe = Probe().cuda()
+                for samples in loader:
+                    samples = samples.cuda(non_blocking=True)
+                    loss = model(samples)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    })
+    lines = {(path, line) for path, line, *_ in found}
+    assert ("models_mae.py", 7) in lines  # the forward's data-dependent indexing, every step
