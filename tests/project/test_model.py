@@ -12315,3 +12315,61 @@ def test_a_factory_a_module_dict_picks_by_name_builds_its_model(tmp_path, check)
     })
     lines = {(path, line) for path, line, *_ in found}
     assert ("models_mae.py", 7) in lines  # the forward's data-dependent indexing, every step
+
+
+def test_a_cache_its_class_empties_again_is_filled_every_call(tmp_path, check):
+    """ESPnet's guided-attention loss (PortaSpeech, FastSpeech 2 ports) tests `if self.masks is None:` before building
+    its masks, but empties them again at the end of every call (`_reset_masks`, `reset_always=True`): the masks are
+    built every step, not once. A cache nothing empties again is filled once."""
+    found = check(tmp_path, {
+        "loss.py": """
+            import torch
+
+            class GuidedAttentionLoss(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.masks = None
+
+                def _reset_masks(self):
+                    self.masks = None
+
+                def _make_masks(self, lens):
+                    return torch.arange(int(lens.max().item()))
+
+                def forward(self, att, lens):
+                    if self.masks is None:
+                        self.masks = self._make_masks(lens).to(att.device)
+                    loss = (att * self.masks).mean()
+                    self._reset_masks()
+                    return loss
+
+            class CachedWindow(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.window = None
+
+                def _make_window(self, lens):
+                    return torch.arange(int(lens.max().item()))
+
+                def forward(self, att, lens):
+                    if self.window is None:
+                        self.window = self._make_window(lens).to(att.device)
+                    return (att * self.window).mean()
+        """,
+        "train.py": """
+            import torch
+            from loss import GuidedAttentionLoss, CachedWindow
+
+            def main(model, loader, optimizer, device):
+                guided, window = GuidedAttentionLoss(), CachedWindow()
+                for x, lens in loader:
+                    x, lens = x.to(device, non_blocking=True), lens.to(device, non_blocking=True)
+                    att = model(x)
+                    loss = guided(att, lens) + window(att, lens)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    })
+    lines = {(path, line) for path, line, *_ in found}
+    assert ("loss.py", 13) in lines  # the masks' lengths read every step
+    assert ("loss.py", 28) not in lines  # a window built once
