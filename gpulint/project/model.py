@@ -570,7 +570,9 @@ class Project:
         imports = self._imported()
         packages = {p.rsplit("/", 1)[0] for p in self.files if p.endswith("/__init__.py")} | {
             t.rsplit("/", 1)[0] for targets in imports.values() for t in targets if "/" in t}
-        by_name = any(self._loads_by_name(p) for p in self.files)
+        # (Loading by name where the names come from the configs' `target:` paths, ldm's `get_obj_from_str`, loads the
+        # modules those paths name, no others: rcg's vendored guided-diffusion trainer that nothing imports stays unrun.)
+        by_name = any(self._loads_by_name(p) and not self._loads_config_targets(p) for p in self.files)
         modules = [p for p, ix in self.files.items()
                    if "/" in p and p.rsplit("/", 1)[0] in packages and _never_run_as_script(p, ix)]
         # Nor one whose package's `__init__` imports every module of its folder (GraphGPS's `__all__ = [basename(f)[:-3]
@@ -588,6 +590,10 @@ class Project:
             for q, ix in self.files.items():
                 found = set(pattern.findall(ix.text)) - _module_mentions(q)  # a module does not name itself
                 named |= {p for p, mentions in names.items() if mentions & found}
+        targeted = {target.rsplit(".", 1)[0].replace(".", "/") for target in self.config_classes}
+        named |= {p for p in candidates if p.removesuffix(".py").removesuffix("/__init__") in targeted
+                  or any(t.endswith("/" + p.removesuffix(".py")) or p.removesuffix(".py").endswith("/" + t)
+                         for t in targeted)}
         orphans = set() if by_name else {p for p in candidates if p not in named}
         importers = self._imported_by()
         # A module that registers its classes (`@register_loss("swav_momentum")`) is loaded by its registry, so
@@ -601,6 +607,19 @@ class Project:
             dead |= found
         self._orphans = frozenset(orphans | imported_by_dead)
         self._imported_by_orphans = frozenset(imported_by_dead)
+
+    def _loads_config_targets(self, path: str) -> bool:
+        """Does the file load by name only through ldm's config helpers (`get_obj_from_str`, `instantiate_from_config`:
+        calls of them, and `importlib` inside them), which import the module of a config's `target:` path, where the
+        configs give such paths?"""
+        if not self.config_classes:
+            return False
+        code = _STRING_OR_COMMENT.sub(" ", self.files[path].text)
+        helpers = _STRING_OR_COMMENT.sub(" ", "\n".join(
+            d.code for d in self.files[path].definitions.values() if d.name in _CONFIG_TARGET_LOADERS))
+        # (calls of the helpers load what the configs name; any other loading must sit inside them)
+        return all(code.count(word) <= helpers.count(word) for word in _LOADS_BY_NAME
+                   if word.removesuffix("(") not in _CONFIG_TARGET_LOADERS)
 
     def _loads_by_name(self, path: str) -> bool:
         found = self._by_import_name.get(path)
@@ -4223,11 +4242,17 @@ def _turns_on_the_gpu(switch: str) -> bool:
     return bool(parts & {"cuda", "gpu", "gpus"}) and not parts & {"no", "not", "disable", "disabled", "without", "cpu"}
 
 
+# A module named for helping, whatever else its name says (`train_util.py`): imported, not run.
+_HELPER_NAME_PARTS = frozenset({"util", "utils", "helper", "helpers"})
+
+
 def _never_run_as_script(path: str, ix: ModuleIndex) -> bool:
     """A module only imports run: no package `__init__` or `__main__`, no `__main__` block, not named for running
-    (`pkg/train.py`, run with -m), no program at its top level without a guard (`run(make_env(), spec)`)."""
+    (`pkg/train.py`, run with -m; not `train_util.py`), no program at its top level without a guard (`run(make_env(),
+    spec)`)."""
+    parts = name_parts(path.rsplit("/", 1)[-1][:-3])
     return not path.endswith(("/__init__.py", "/__main__.py")) and "__main__" not in ix.text \
-        and not name_parts(path.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS and not _runs_as_script(ix)
+        and not (parts & _RUN_NAME_PARTS and not parts & _HELPER_NAME_PARTS) and not _runs_as_script(ix)
 
 
 def _module_mentions(path: str) -> frozenset[str]:
@@ -4418,6 +4443,8 @@ _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|
 # Code that loads a module or builds a class by a name only known at run time; Hydra's `"_target_"` key in code.
 _LOADS_BY_NAME = ("import_module(", "__import__(", *_BY_NAME_CALLS)
 _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
+# ldm's helpers building what a config's `target:` names: the only by-name loading in their files
+_CONFIG_TARGET_LOADERS = frozenset({"get_obj_from_str", "instantiate_from_config"})
 
 # An object named for a function (`self.grad_clip_fn(params)`, `loss_func(x, y)`) is no module to guess a forward for.
 _FUNCTION_NAME_PARTS = frozenset({"fn", "func", "function", "callable"})

@@ -12373,3 +12373,62 @@ def test_a_cache_its_class_empties_again_is_filled_every_call(tmp_path, check):
     lines = {(path, line) for path, line, *_ in found}
     assert ("loss.py", 13) in lines  # the masks' lengths read every step
     assert ("loss.py", 28) not in lines  # a window built once
+
+
+def test_a_vendored_trainer_nothing_imports_is_no_entry_where_configs_name_what_loads_by_name(tmp_path, check):
+    """rcg vendors guided-diffusion's `train_util.py` (a `TrainLoop` with its own loop) and imports it nowhere; its
+    ldm code loads classes by name, but only the configs' `target:` paths (`get_obj_from_str`, importlib inside it).
+    Such loading runs the modules those paths name: the vendored trainer never runs. A module named for a helper
+    (`train_util`) is no script either."""
+    found = check(tmp_path, {
+        "configs/ldm.yaml": "model:\n  target: models.net.Net\n",
+        "models/__init__.py": "",
+        "models/net.py": """
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x):
+                    return x.mean()
+        """,
+        "ldm/__init__.py": "",
+        "ldm/util.py": """
+            import importlib
+
+            def get_obj_from_str(string):
+                module, cls = string.rsplit(".", 1)
+                return getattr(importlib.import_module(module), cls)
+
+            def instantiate_from_config(config):
+                return get_obj_from_str(config["target"])(**config.get("params", {}))
+        """,
+        "guided/__init__.py": "",
+        "guided/train_util.py": """
+            import torch
+
+            class TrainLoop:
+                def run_loop(self, data, model, opt):
+                    for batch in data:
+                        loss = model(batch.cuda())
+                        loss.backward()
+                        opt.step()
+                        print(loss.item())
+        """,
+        "main.py": """
+            import torch
+            from ldm.util import instantiate_from_config
+
+            def main(config, loader, opt):
+                model = instantiate_from_config(config["model"]).cuda()
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True))
+                    loss.backward()
+                    opt.step()
+                    print(loss.item())
+
+            if __name__ == "__main__":
+                main({}, [], None)
+        """,
+    })
+    paths = {path for path, *_ in found}
+    assert "main.py" in paths
+    assert "guided/train_util.py" not in paths
