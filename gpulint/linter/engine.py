@@ -306,13 +306,16 @@ def _run_rules(
 def _may_apply(reports: Sequence[Report], facts: FileFacts) -> list[Report]:
     """The reports that can be findings, judged by their function alone, before anything is placed: a per-step
     report needs a function the step runs (or a step loop in it), a training report one the program runs (when the
-    project has entry points). Placing a report costs a regeneration of its statement."""
+    project has entry points), and neither counts in a project that never trains (`FileFacts.inference_only`).
+    Placing a report costs a regeneration of its statement."""
     step, program = facts.step_code(), facts.program_code()
     kept = []
     for report in reports:
         if report.when == "always":
             kept.append(report)
             continue
+        if facts.inference_only:
+            continue  # a project that samples or evaluates and never trains: nothing runs per training step
         function = _qualname_of(report)
         if report.when == "per_step":
             if function in step:

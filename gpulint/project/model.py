@@ -330,6 +330,7 @@ class Project:
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
         self._cpu_program: bool | None = None
+        self._no_training: bool | None = None  # `_never_trains`
         self._definition_names: tuple[dict[str, int], dict[str, int]] | None = None  # see `_definition_counts`
         self._code_texts: dict[str, str] = {}  # see `_code_of`
         self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
@@ -477,6 +478,16 @@ class Project:
             self._cpu_program = self.entries and len(self.files) > 1 and not self._names_a_device() \
                 and not any(_TRAINER_OR_AMP.search(ix.text) for ix in self.files.values())
         return self._cpu_program
+
+    def _never_trains(self) -> bool:
+        """Does the project run programs of its own while nothing in it trains (FileFacts.inference_only)? Not for a
+        file linted alone: the project that runs it is out of sight."""
+        if self._no_training is None:
+            files = {p: ix for p, ix in self.files.items() if not is_test_path(p)}
+            self._no_training = not self.entries and len(files) > 1 \
+                and not any(_TRAINS.search(ix.text) for ix in files.values()) \
+                and any("__main__" in ix.text for ix in files.values())
+        return self._no_training
 
     def _is_imported(self, path: str, by_code: bool = False) -> bool:
         """Does another file of the project import this one (`by_code`: a file other than a package's `__init__`)?"""
@@ -3948,7 +3959,8 @@ class Project:
                          loader_factories=self._loader_factories(path),
                          trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()),
                          validation_off=self._validation_off(),
-                         cpu_project=self._runs_on_cpu_only(), syntax_checked=problem is None)
+                         cpu_project=self._runs_on_cpu_only(), inference_only=self._never_trains(),
+                         syntax_checked=problem is None)
 
     def _validation_off(self) -> bool:
         """Does a file of the project other than a test turn distributions' argument checks off for the process:
@@ -4443,6 +4455,8 @@ _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|
 # Code that loads a module or builds a class by a name only known at run time; Hydra's `"_target_"` key in code.
 _LOADS_BY_NAME = ("import_module(", "__import__(", *_BY_NAME_CALLS)
 _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
+# What a file that trains says somewhere: a backward pass or gradients zeroed (`loss.backward()`, `zero_grad()`).
+_TRAINS = re.compile(r"\bbackward\s*\(|\bzero_grad\s*\(")
 # ldm's helpers building what a config's `target:` names: the only by-name loading in their files
 _CONFIG_TARGET_LOADERS = frozenset({"get_obj_from_str", "instantiate_from_config"})
 

@@ -198,6 +198,7 @@ def load_facts(data: dict) -> FileFacts:
         read_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["read_calls"]),
         validation_off=data["validation_off"],
         cpu_project=data["cpu_project"],
+        inference_only=data["inference_only"],
         syntax_checked=data["syntax_checked"],
     )
 

@@ -12432,3 +12432,55 @@ def test_a_vendored_trainer_nothing_imports_is_no_entry_where_configs_name_what_
     paths = {path for path, *_ in found}
     assert "main.py" in paths
     assert "guided/train_util.py" not in paths
+
+
+def test_a_project_that_only_samples_has_no_step_findings(tmp_path, check):
+    """unidiffuser ships sampling scripts and its models, no training code: nothing in it calls backward or zeroes
+    gradients, so its sampler's loops and its models' forwards run when it samples, not in a training step. With a
+    training script beside them, the same model code is step code."""
+    model = """
+        import math
+        import torch
+
+        def timestep_embedding(t, half):
+            freqs = torch.exp(-math.log(10000) * torch.arange(start=0, end=half, dtype=torch.float32) / half).to(
+                device=t.device)
+            return t[:, None] * freqs[None]
+
+        class UViT(torch.nn.Module):
+            def forward(self, x, t):
+                return x + timestep_embedding(t, x.shape[-1]).sum()
+    """
+    sample = """
+        import torch
+        from uvit import UViT
+
+        def main():
+            model = UViT().cuda().eval()
+            x = torch.randn(4, 8, device="cuda")
+            for step in range(50):
+                t = torch.full((4,), step, device="cuda")
+                x = model(x, t)
+            return x
+
+        if __name__ == "__main__":
+            main()
+    """
+    train = """
+        import torch
+        from uvit import UViT
+
+        def main(loader, optimizer):
+            model = UViT().cuda()
+            for x, t in loader:
+                loss = model(x.cuda(non_blocking=True), t.cuda(non_blocking=True)).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        if __name__ == "__main__":
+            main([], None)
+    """
+    assert check(tmp_path / "sampling", {"uvit.py": model, "sample.py": sample}) == []
+    found = check(tmp_path / "training", {"uvit.py": model, "sample.py": sample, "train.py": train})
+    assert ("uvit.py", 6) in {(path, line) for path, line, *_ in found}
