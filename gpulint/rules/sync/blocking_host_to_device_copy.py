@@ -120,7 +120,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "device (`self.tpdv = dict(dtype=..., device=device)`), `x.cuda()`, "
         "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
         "as `move_to_device(batch, device)`, and the field copies in the own `to(device)` of a batch class a collate "
-        "function builds, which runs for every batch the step or Lightning moves) without `non_blocking=True`; and a "
+        "function builds, which runs for every batch the step or Lightning moves) without `non_blocking=True` (or with "
+        "`non_blocking=False`); and a "
         "DataLoader that does not set "
         "`pin_memory` (or a webdataset `WebLoader`) in a file whose training step copies batches with "
         "`non_blocking=True`, or copies them in a loop over batches without it, or in a data module that copies "
@@ -281,6 +282,9 @@ class BlockingHostToDeviceCopy(SyncRule):
     invalid = (
         # the same guard in the training loop is true every step: the batch comes from the host
         Invalid(_GUARDED_LOOP.format(copy="x.to(device)"), fixed=_GUARDED_LOOP.format(copy="x.to(device, non_blocking=True)")),
+        # `non_blocking=False` written out (speech-resynthesis' loops) blocks as much as leaving it out
+        Invalid(_GUARDED_LOOP.format(copy="x.to(device, non_blocking=False)"),
+                fixed=_GUARDED_LOOP.format(copy="x.to(device, non_blocking=True)")),
         Invalid(_PREPARED_SCRIPT.format(pin=""), fixed=_PREPARED_SCRIPT.format(pin=", pin_memory=True")),
         # A loop over step numbers fetching each batch with `next`: the loader feeds the copy (the loader and the copy)
         Invalid(_STEPS_SCRIPT.format(pin="", blocking=""),
@@ -488,8 +492,8 @@ class BlockingHostToDeviceCopy(SyncRule):
                 self._nonblocking.append((node, self.context.ancestors_snapshot()))
             return
         call = {"cuda": "x.cuda()", "to": "x.to(device)", "type": "x.type(torch.cuda.FloatTensor)"}[func.attr.value]
-        if non_blocking is None:
-            self._blocking.append((node, call, self.context.ancestors_snapshot()))
+        # (`non_blocking=False` written out, speech-resynthesis' loops: as blocking as leaving it out)
+        self._blocking.append((node, call, self.context.ancestors_snapshot()))
 
     def _unpacks_unpinned_settings(self, loader: cst.Call) -> bool:
         """Does the loader unpack only names its function binds to a dict display, in a function that never names
@@ -976,6 +980,11 @@ def _is_pinned_call(receiver: cst.BaseExpression) -> bool:
 
 
 def _with_non_blocking(call: cst.Call) -> cst.Call:
+    """The call with `non_blocking=True`: added, or in place of a `non_blocking=False` it passes."""
+    if any(arg.keyword is not None and arg.keyword.value == "non_blocking" for arg in call.args):
+        return call.with_changes(args=[arg.with_changes(value=cst.Name("True"))
+                                       if arg.keyword is not None and arg.keyword.value == "non_blocking" else arg
+                                       for arg in call.args])
     args = list(call.args)
     if args:
         last = args[-1]
