@@ -398,7 +398,8 @@ def _of_env_space(expr: ast.Attribute) -> bool:
 
 def _table_callee(func: ast.AST) -> str:
     """`Losses[config.loss]` -> "Losses[]": a call of what a table (a dict named at module level) holds under a key,
-    `models_mae.__dict__[name]` -> "models_mae.__dict__[]"; "" for anything else (an attribute's item, `self.layers[i]`, is no table of definitions)."""
+    `models_mae.__dict__[name]` -> "models_mae.__dict__[]"; "" for anything else (an attribute's item,
+    `self.layers[i]`, is no table of definitions)."""
     if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
         return func.value.id + "[]"
     # `models_mae.__dict__[args.model](...)` (MAE, DeiT, MoCo v3, MAGE): a factory of that module picked by name
@@ -2407,8 +2408,10 @@ class _Walker:
 
     def _emptied_again(self, test: ast.AST) -> bool:
         """Does the cache `test` looks in belong to the attributes its class empties again (`reset_attributes`)?"""
-        return any(dotted(node) in {f"self.{a}" for a in self.reset_attributes} for node in ast.walk(test)
-                   if isinstance(node, ast.Attribute)) if self.reset_attributes else False
+        if not self.reset_attributes:
+            return False
+        emptied = {f"self.{attribute}" for attribute in self.reset_attributes}
+        return any(isinstance(node, ast.Attribute) and dotted(node) in emptied for node in ast.walk(test))
 
     def _named_backend_test(self, test: ast.AST) -> ast.AST:
         """`is_mps` (or `not is_mps`) as the device test it was bound to in this scope; any other test as it is."""

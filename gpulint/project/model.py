@@ -601,10 +601,12 @@ class Project:
             for q, ix in self.files.items():
                 found = set(pattern.findall(ix.text)) - _module_mentions(q)  # a module does not name itself
                 named |= {p for p, mentions in names.items() if mentions & found}
+        # A module a config's `target:` path names (`pkg.mod.Class`: `pkg/mod.py`, under any folder) is named too.
         targeted = {target.rsplit(".", 1)[0].replace(".", "/") for target in self.config_classes}
-        named |= {p for p in candidates if p.removesuffix(".py").removesuffix("/__init__") in targeted
-                  or any(t.endswith("/" + p.removesuffix(".py")) or p.removesuffix(".py").endswith("/" + t)
-                         for t in targeted)}
+        for p in candidates:
+            module = p.removesuffix(".py").removesuffix("/__init__")
+            if any(module == t or module.endswith("/" + t) or t.endswith("/" + module) for t in targeted):
+                named.add(p)
         orphans = set() if by_name else {p for p in candidates if p not in named}
         importers = self._imported_by()
         # A module that registers its classes (`@register_loss("swav_momentum")`) is loaded by its registry, so
@@ -2086,15 +2088,23 @@ class Project:
         """The registry a class's decorator files it in: "table:" and the table where the decorator gives a table
         and a key (`table:model_classes` for `@tables.register("model_classes", "Paraformer")`), else the
         decorator's name (`MODELS.register_module`); "" for none."""
+        found = self._registry_decorator(cls)
+        if found is None:
+            return ""
+        line, match = found
+        return f"table:{match.group(1)}" if match.group(2) else line[1:].split("(", 1)[0]
+
+    def _registry_decorator(self, cls: Target) -> tuple[str, re.Match] | None:
+        """The decorator line filing the class in a registry under a key (`_REGISTRY_KEY`), and its match."""
         ix = self.files[cls.path]
         definition = ix.definitions.get(cls.qualname)
         for line in ix.lines[definition.start:definition.end] if definition is not None else ():
-            if not line.lstrip().startswith("@"):
-                return ""
-            if found := _REGISTRY_KEY.match(line.lstrip()):
-                name = line.lstrip()[1:].split("(", 1)[0]
-                return f"table:{found.group(1)}" if found.group(2) else name
-        return ""
+            line = line.lstrip()
+            if not line.startswith("@"):
+                return None
+            if found := _REGISTRY_KEY.match(line):
+                return line, found
+        return None
 
     def _config_keyed_classes(self) -> frozenset[Target]:
         """The classes (no losses) filed in a registry under a key the training configs give: read once, since the
@@ -2187,14 +2197,8 @@ class Project:
 
     def _registry_key(self, cls: Target) -> str | None:
         """The key a registry decorator files the class under (`@registry.register_model("albef_pretrain")`)."""
-        ix = self.files[cls.path]
-        definition = ix.definitions.get(cls.qualname)
-        for line in ix.lines[definition.start:definition.end] if definition is not None else ():
-            if not line.lstrip().startswith("@"):
-                return None
-            if found := _REGISTRY_KEY.match(line.lstrip()):
-                return found.group(2) or found.group(1)
-        return None
+        found = self._registry_decorator(cls)
+        return found[1].group(2) or found[1].group(1) if found is not None else None
 
     def _unbuilt_registered(self, key: Key) -> bool:
         """A method of a registered class that no training config names (D-FINE's `DetCriterion.loss_boxes`)."""
