@@ -178,9 +178,9 @@ class FileFacts:
     # program runs on the CPU, so costs that exist only on a GPU (`Rule.gpu_only`) are none in any of its files.
     cpu_project: bool = False
     # The project runs programs (scripts with a `__main__` block) and nothing in it trains: no entry point, and no
-    # file but tests calls backward or zero_grad (unidiffuser, which ships sampling scripts only): its loops sample
-    # or evaluate, so no finding is per step or training code. (A library with no programs of its own is not one:
-    # its layers run in its users' training.)
+    # file but tests calls backward or zero_grad, names an optimizer or builds a trainer (unidiffuser, which ships
+    # sampling scripts only): its loops sample or evaluate, so no finding is per step or training code. (A library
+    # with no programs of its own is not one: its layers run in its users' training.)
     inference_only: bool = False
     # Python's parser read the whole file without error while the project was read (`problem` is None): a lint that
     # parses only part of it need not check the rest for a syntax error.

@@ -4459,8 +4459,9 @@ _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|
 # Code that loads a module or builds a class by a name only known at run time; Hydra's `"_target_"` key in code.
 _LOADS_BY_NAME = ("import_module(", "__import__(", *_BY_NAME_CALLS)
 _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
-# What a file that trains says somewhere: a backward pass or gradients zeroed (`loss.backward()`, `zero_grad()`).
-_TRAINS = re.compile(r"\bbackward\s*\(|\bzero_grad\s*\(")
+# What a file that trains says somewhere: a backward pass or gradients zeroed (`loss.backward()`, `zero_grad()`), an
+# optimizer, or a trainer that does both (FastChat's `Trainer(model=model, ...)` then `trainer.train()`, `.fit(...)`).
+_TRAINS = re.compile(r"\bbackward\s*\(|\bzero_grad\s*\(|\boptimi[sz]er\b|\boptim\.|\bTrainer\s*\(|\.fit\s*\(")
 # ldm's helpers building what a config's `target:` names: the only by-name loading in their files
 _CONFIG_TARGET_LOADERS = frozenset({"get_obj_from_str", "instantiate_from_config"})
 

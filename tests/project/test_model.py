@@ -12436,8 +12436,8 @@ def test_a_vendored_trainer_nothing_imports_is_no_entry_where_configs_name_what_
 
 def test_a_project_that_only_samples_has_no_step_findings(tmp_path, check):
     """unidiffuser ships sampling scripts and its models, no training code: nothing in it calls backward or zeroes
-    gradients, so its sampler's loops and its models' forwards run when it samples, not in a training step. With a
-    training script beside them, the same model code is step code."""
+    gradients, names no optimizer and builds no trainer, so its sampler's loops and its models' forwards run when it
+    samples, not in a training step. With a training script beside them, the same model code is step code."""
     model = """
         import math
         import torch
@@ -12481,6 +12481,19 @@ def test_a_project_that_only_samples_has_no_step_findings(tmp_path, check):
         if __name__ == "__main__":
             main([], None)
     """
+    # (and with a script that hands the model to a trainer, which calls backward itself: FastChat's `Trainer(...)`)
+    finetune = """
+        from transformers import Trainer
+        from uvit import UViT
+
+        def main(dataset):
+            Trainer(model=UViT(), train_dataset=dataset).train()
+
+        if __name__ == "__main__":
+            main([])
+    """
     assert check(tmp_path / "sampling", {"uvit.py": model, "sample.py": sample}) == []
     found = check(tmp_path / "training", {"uvit.py": model, "sample.py": sample, "train.py": train})
+    assert ("uvit.py", 6) in {(path, line) for path, line, *_ in found}
+    found = check(tmp_path / "trainer", {"uvit.py": model, "sample.py": sample, "finetune.py": finetune})
     assert ("uvit.py", 6) in {(path, line) for path, line, *_ in found}
