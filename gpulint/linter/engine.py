@@ -39,8 +39,7 @@ from gpulint.linter.syntax import child_fields, is_syntax, qualname_of
 from gpulint.project import single_file_facts
 from gpulint.project.facts import ExecState, FileFacts, state_at
 from gpulint.project.local import (
-    MODULE_SCOPE, Scope, attribute_options, dotted, holder_at, module_aliases, read_scope, reset_attributes,
-    text_step_flags,
+    MODULE_SCOPE, Scope, class_attributes, dotted, holder_at, module_aliases, read_scope, text_step_flags,
 )
 
 PARSE_ERROR_CODE, PARSE_ERROR_NAME = "GPL001", "parse-error"
@@ -308,14 +307,14 @@ def _may_apply(reports: Sequence[Report], facts: FileFacts) -> list[Report]:
     report needs a function the step runs (or a step loop in it), a training report one the program runs (when the
     project has entry points), and neither counts in a project that never trains (`FileFacts.inference_only`).
     Placing a report costs a regeneration of its statement."""
+    if facts.inference_only:  # a project that samples or evaluates and never trains: nothing runs per training step
+        return [report for report in reports if report.when == "always"]
     step, program = facts.step_code(), facts.program_code()
     kept = []
     for report in reports:
         if report.when == "always":
             kept.append(report)
             continue
-        if facts.inference_only:
-            continue  # a project that samples or evaluates and never trains: nothing runs per training step
         function = _qualname_of(report)
         if report.when == "per_step":
             if function in step:
@@ -408,14 +407,14 @@ class _Where:
         return ""
 
     def _class_facts(self, parents: list[ast.AST]) -> tuple[dict[str, str], frozenset[str]]:
-        """The enclosing class's attributes set once to a configuration option (local.attribute_options), and those
-        it empties again after filling them (local.reset_attributes)."""
+        """The enclosing class's attributes set once to a configuration option, and those it empties again after
+        filling them (local.class_attributes)."""
         cls = next((p for p in reversed(parents) if isinstance(p, ast.ClassDef)), None)
         if cls is None:
             return {}, frozenset()
         if id(cls) not in self.options:
             text = "\n".join(self.lines[cls.lineno - 1:cls.end_lineno or cls.lineno])
-            self.options[id(cls)] = (attribute_options(text), reset_attributes(text))
+            self.options[id(cls)] = class_attributes(text)
         return self.options[id(cls)]
 
 

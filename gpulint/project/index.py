@@ -27,8 +27,8 @@ from functools import cached_property
 from gpulint.linter.regions import code_of, split_units, stand_in
 from gpulint.project.configs import interval_settings, option_values, switch_settings
 from gpulint.project.local import (
-    MODULE_SCOPE, FileLocal, Scope, analyze, attribute_options, device_attributes, may_set_period, module_aliases,
-    reset_attributes, text_step_flags,
+    MODULE_SCOPE, FileLocal, Scope, analyze, class_attributes, device_attributes, may_set_period, module_aliases,
+    text_step_flags,
 )
 from gpulint.project.vocab import is_training_path
 
@@ -100,8 +100,7 @@ class ModuleIndex:
     lines: list[str] = field(default_factory=list)
     _analysed: dict[str, dict[str, Scope]] = field(default_factory=dict)
     _scopes: dict[str, Scope | None] = field(default_factory=dict)
-    _options: dict[str, dict[str, str]] = field(default_factory=dict)  # by class: `attribute_options`
-    _resets: dict[str, frozenset[str]] = field(default_factory=dict)  # by class: `reset_attributes`
+    _attributes: dict[str, tuple[dict[str, str], frozenset[str]]] = field(default_factory=dict)  # `class_attributes`
     _devices: dict[str, frozenset[str]] = field(default_factory=dict)  # by class: `device_attributes`
     _members: dict[str, list[Definition]] | None = None  # by class: `members`
 
@@ -147,21 +146,14 @@ class ModuleIndex:
             return self.scopes_of(definition).get(qualname)
         return self.skeleton.scopes.get(qualname) if self.skeleton else None
 
-    def attribute_options(self, cls: str) -> dict[str, str]:
-        """The class's attributes set once to a configuration option (local.attribute_options)."""
-        if cls not in self._options:
-            self._options[cls] = attribute_options(self._class_text(cls))
-        return self._options[cls]
-
-    def reset_attributes(self, cls: str) -> frozenset[str]:
-        """The class's attributes set to None again after they are filled (local.reset_attributes)."""
-        if cls not in self._resets:
-            self._resets[cls] = reset_attributes(self._class_text(cls))
-        return self._resets[cls]
-
-    def _class_text(self, cls: str) -> str:
-        definition = self.definitions.get(cls)
-        return "\n".join(self.lines[definition.start:definition.end]) if definition is not None else ""
+    def class_attributes(self, cls: str) -> tuple[dict[str, str], frozenset[str]]:
+        """The class's attributes set once to a configuration option, and those it empties again after filling them
+        (local.class_attributes)."""
+        if cls not in self._attributes:
+            definition = self.definitions.get(cls)
+            text = "\n".join(self.lines[definition.start:definition.end]) if definition is not None else ""
+            self._attributes[cls] = class_attributes(text)
+        return self._attributes[cls]
 
     def device_attributes(self, cls: str) -> frozenset[str]:
         """The class's attributes that hold device tensors (local.device_attributes). The class is parsed only when
@@ -189,13 +181,13 @@ class ModuleIndex:
             offset = definition.start
         if tree is None:
             return {}
+        options, resets = self.class_attributes(definition.cls) if definition.cls else ({}, frozenset())
         try:
             local = analyze(tree, aliases=self.aliases, step_flags=self.step_flags,
                             local_imports=any("import" in line for line in lines), line_offset=offset,
-                            attribute_options=self.attribute_options(definition.cls) if definition.cls else None,
+                            attribute_options=options, resets=resets,
                             device_attributes=self.device_attributes(definition.cls) if definition.cls else None,
-                            periods=may_set_period(text),
-                            resets=self.reset_attributes(definition.cls) if definition.cls else frozenset())
+                            periods=may_set_period(text))
         except RecursionError:  # nesting too deep to walk: the definition stays unknown to the model
             return {}
         # Without the stand-in's module and class.

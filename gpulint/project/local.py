@@ -1558,14 +1558,21 @@ def _parsed(dotted_name: str) -> ast.expr:
 _SETS_ATTRIBUTE_LINE = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?[-+*/|&]?=(?!=)([^\n]*)")
 
 
-def attribute_options(class_text: str) -> dict[str, str]:
-    """The attributes a class's text sets exactly once (docstrings and comments aside), each to a configuration
-    option on one line (`self.pitch_type = self.pitch_config["pitch_type"]`), with the option's text: a branch on
-    the attribute is a branch on the option (`if self.pitch_type == "ph":`, `_named_option_test`)."""
+def class_attributes(class_text: str) -> tuple[dict[str, str], frozenset[str]]:
+    """What a class's text (docstrings and comments aside, stripped once for both) says of its attributes:
+    `_attribute_options` and `_reset_attributes`."""
     if "self." not in class_text:
-        return {}
+        return {}, frozenset()
+    code = code_of(class_text)
+    return _attribute_options(code), _reset_attributes(code) if "None" in code else frozenset()
+
+
+def _attribute_options(code: str) -> dict[str, str]:
+    """The attributes a class's code sets exactly once, each to a configuration option on one line
+    (`self.pitch_type = self.pitch_config["pitch_type"]`), with the option's text: a branch on the attribute is a
+    branch on the option (`if self.pitch_type == "ph":`, `_named_option_test`)."""
     sets: dict[str, list[str]] = {}
-    for attribute, value in _SETS_ATTRIBUTE_LINE.findall(code_of(class_text)):
+    for attribute, value in _SETS_ATTRIBUTE_LINE.findall(code):
         sets.setdefault(attribute, []).append(value.strip())
     return {attribute: values[0] for attribute, values in sets.items() if len(values) == 1 and _is_option(values[0])}
 
@@ -1573,14 +1580,12 @@ def attribute_options(class_text: str) -> dict[str, str]:
 _SETS_NONE_LINE = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?=\s*None\s*$", re.MULTILINE)
 
 
-def reset_attributes(class_text: str) -> frozenset[str]:
-    """The attributes a class's text sets to None on more than one line (docstrings and comments aside): emptied
-    again after they are filled (ESPnet's guided-attention loss: `self.masks = None` in `__init__` and in
-    `_reset_masks`, which `forward` calls when `reset_always`), so `if self.masks is None:` fills them every call."""
-    if "None" not in class_text:
-        return frozenset()
+def _reset_attributes(code: str) -> frozenset[str]:
+    """The attributes a class's code sets to None on more than one line: emptied again after they are filled
+    (ESPnet's guided-attention loss: `self.masks = None` in `__init__` and in `_reset_masks`, which `forward` calls
+    when `reset_always`), so `if self.masks is None:` fills them every call."""
     counts: dict[str, int] = {}
-    for attribute in _SETS_NONE_LINE.findall(code_of(class_text)):
+    for attribute in _SETS_NONE_LINE.findall(code):
         counts[attribute] = counts.get(attribute, 0) + 1
     return frozenset(attribute for attribute, n in counts.items() if n > 1)
 
@@ -1844,9 +1849,9 @@ class _Walker:
         # (`loss_ema = None` before the loop over batches, or at the top of each epoch): see `_first_pass_branch`.
         self.empty_starts: list[dict[str, tuple[int, ...]]] = [{}]
         # The attributes of the class being read that its methods set once, to a configuration option, with the
-        # option's expression (`{"pitch_type": 'self.pitch_config["pitch_type"]'}`: index.attribute_options).
+        # option's expression (`{"pitch_type": 'self.pitch_config["pitch_type"]'}`: index.class_attributes).
         self.attribute_options: dict[str, str] = {}
-        self.reset_attributes: frozenset[str] = frozenset()  # of the class: `reset_attributes`
+        self.reset_attributes: frozenset[str] = frozenset()  # of the class: `_reset_attributes`
         self.periods = True  # False: the text names no period (`may_set_period`), so no call sets one
 
     @property
@@ -2407,7 +2412,7 @@ class _Walker:
             _called_on_both_branches(node, scope.calls, *parts_calls, self.offset)
 
     def _emptied_again(self, test: ast.AST) -> bool:
-        """Does the cache `test` looks in belong to the attributes its class empties again (`reset_attributes`)?"""
+        """Does the cache `test` looks in belong to the attributes its class empties again (`_reset_attributes`)?"""
         if not self.reset_attributes:
             return False
         emptied = {f"self.{attribute}" for attribute in self.reset_attributes}
@@ -3037,7 +3042,7 @@ def read_scope(
 ) -> Scope:
     """One function, class or module read alone: its own loops and regions, not those of what is nested in it. (The
     engine needs the scopes that hold reports, not the whole file.) `options`, `resets`: its class's
-    `attribute_options` and `reset_attributes`."""
+    `class_attributes`."""
     walker = _Walker(aliases, frozenset(extra_gates), set(step_flags), shallow=True)
     walker.attribute_options = options or {}
     walker.reset_attributes = resets

@@ -553,9 +553,7 @@ def _dict_loop_keys(node: cst.For) -> frozenset[str]:
 def _indexes_by(body: cst.CSTNode, dicts: frozenset[str], keys: frozenset[str]) -> bool:
     """Does `body` index one of `dicts` with one of `keys` (`source_state[key]`)?"""
     return any(isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value in dicts
-               and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
-               and isinstance(node.slice[0].slice.value, cst.Name) and node.slice[0].slice.value.value in keys
-               for node in descendants(body))
+               and _indexed_by(node, keys) for node in descendants(body))
 
 
 def binds_tensor_dict(value: cst.BaseExpression) -> bool:
