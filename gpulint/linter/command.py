@@ -56,8 +56,8 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
         "--confidence", choices=CONFIDENCE_LEVELS, default="likely",
         help="show findings at least this sure to run every step: `certain` hides those reached through a guess "
              "(an object of unknown class, a callback, a name, an opt-in flag); `likely` (the default) hides only "
-             "those reached through a guess among many candidates (one of a project's dozens of models), which "
-             "`possible` shows too",
+             "those reached through a guess among many candidates (one of a project's dozens of models) and those "
+             "behind an opt-in switch that no shipped setting turns on, which `possible` shows too",
     )
     rules.add_argument("--ignore-noqa", action="store_true", help="report findings that `# noqa` comments would suppress")
 

@@ -630,7 +630,9 @@ def _opt_in(state: ExecState) -> str:
     if not state.flags:
         return ""
     names = ", ".join(f"`{flag}`" for flag in state.flags)
-    return f" (when {names} {'is' if len(state.flags) == 1 else 'are'} on)"
+    off = ", ".join(f"`{flag}`" for flag in state.off_flags)
+    unset = f"; no shipped setting turns {off} on" if off else ""
+    return f" (when {names} {'is' if len(state.flags) == 1 else 'are'} on{unset})"
 
 
 def _fix_of(report: Report, module: cst.Module, positions, lines: list[str]) -> Fix | None:

@@ -12,6 +12,7 @@ Everything here is plain data (sent to the worker processes) and imports no pars
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpulint.project.configs import SET_IN_CODE
@@ -246,6 +247,9 @@ class ExecState:
     likely: bool = False
     chain: tuple[Frame, ...] = ()
     flags: tuple[str, ...] = ()
+    # Among `flags`, the switches every shipped setting leaves off (`FileFacts.off_flags`): the code runs only for a
+    # user who turns one on, so the finding is shown at the lowest confidence.
+    off_flags: tuple[str, ...] = ()
     wide: bool = False  # reached only through a guess among many candidates (`Reach.wide`)
     by_name: bool = False  # cold only because its function is named for evaluation, setup or sampling
     # cold only because it is a constructor or named for setting up (`__init__`, `setup`; not `init_prompt`, named
@@ -259,7 +263,7 @@ class ExecState:
 
     @property
     def confidence(self) -> str:
-        if self.wide:
+        if self.wide or self.off_flags:
             return "possible"
         return "likely" if self.likely or self.flags else "certain"
 
@@ -388,11 +392,11 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             # A rollout its caller runs behind a gate (GPI-PD's model rollouts every `dynamics_rollout_freq` steps,
             # an evaluation episode every N updates): it runs at the gate's rhythm, not as the training loop.
             return ExecState(True, True, False, "in a rollout its caller runs on some steps",
-                             chain=facts.reach.chain, flags=tuple(flags))
+                             chain=facts.reach.chain, **_switches(flags, file_facts))
         elif kind == "loop" and region.loop in facts.step_loops:
             frame = dict(facts.loop_frames).get(region.loop)
             return ExecState(True, gated, False, "inside the training loop", chain=(frame,) if frame else (),
-                             flags=tuple(flags))
+                             **_switches(flags, file_facts))
     reach = facts.reach
     name = scope.name
     # Named for evaluation, sampling, saving or setup: such code runs once or behind a test the model cannot read
@@ -413,8 +417,14 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
         return ExecState(False, gated, False, reach.reason or f"in `{name}`, which runs once, not every step",
                          likely=reach.likely, chain=reach.chain, wide=reach.wide)
     return ExecState(True, gated or reach.rank == GATED, False, reach.reason or f"in `{name}`, which runs every step",
-                     likely=reach.likely, chain=reach.chain, flags=tuple(dict.fromkeys((*reach.flags, *flags))),
-                     wide=reach.wide)
+                     likely=reach.likely, chain=reach.chain, wide=reach.wide,
+                     **_switches([*reach.flags, *flags], file_facts))
+
+
+def _switches(flags: Iterable[str], file_facts: FileFacts) -> dict[str, tuple[str, ...]]:
+    """The opt-in switches a state needs on, and those of them that every shipped setting leaves off."""
+    needed = tuple(dict.fromkeys(flags))
+    return {"flags": needed, "off_flags": tuple(f for f in needed if f in file_facts.off_flags)}
 
 
 def _gate_named_flag(param: str, scope: Scope, facts: FunctionFacts) -> bool:

@@ -3934,7 +3934,9 @@ class Project:
                     functions[scope.qualname] = found
         for qualname in self._reached_by_file().get(path, ()):  # reached by a guess, never read
             functions.setdefault(qualname, FunctionFacts(self.reach[(path, qualname)]))
-        tested = self._tested_words(ix)
+        # (the switches the callers' branches need on, too: a finding shows them all)
+        tested = self._tested_words(ix) | {flag for found in functions.values() if found.reach
+                                           for flag in found.reach.flags}
         problem = (ix.problem.line, ix.problem.column, ix.problem.message) if ix.problem else None
         # A callee as written returns a known kind when every function it reached here returns that kind.
         returns = tuple(sorted((func, next(iter(kinds))) for func, kinds in self._call_returns.get(path, {}).items()

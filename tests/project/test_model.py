@@ -973,9 +973,10 @@ def test_branches_for_another_device_error_paths_and_eval_branches_are_cold(tmp_
 
 
 @pytest.mark.parametrize("script, expected", [
-    # `--log_norms` is off unless a command passes it: with none in sight, its branch is still what the user who
-    # passes it pays every step (an opt-in feature, likely).
-    ("", [(15, "likely"), (17, "certain")]),
+    # `--log_norms` is off unless a command passes it: with none passing it, its branch is what only a user who
+    # turns it on pays (an opt-in feature no shipped setting turns on: possible, hidden by default); a shipped
+    # command that passes it makes it likely.
+    ("", [(15, "possible"), (17, "certain")]),
     ("python train.py --log_norms\n", [(15, "likely"), (17, "certain")]),
     ("python train.py --log_norms --sync 0\n", [(15, "likely"), (17, "certain")]),
 ])
@@ -1002,8 +1003,10 @@ def test_an_opt_in_flag_makes_a_finding_likely_and_a_default_on_flag_does_not(tm
     }
     if script:
         files["run.sh"] = script
-    found = check(tmp_path, files)
+    found = check(tmp_path, files, "--confidence", "possible")
     assert [(line, confidence) for _, line, _, confidence, _ in found] == expected
+    shown = check(tmp_path, files)  # the default, --confidence likely
+    assert [(line, confidence) for _, line, _, confidence, _ in shown] == [e for e in expected if e[1] != "possible"]
 
 
 def test_tests_and_demos_are_no_entry_points_and_unreached_code_gets_no_per_step_finding(tmp_path, check):
@@ -3432,9 +3435,33 @@ def test_a_loop_calling_a_method_every_project_class_of_that_name_steps_with_is_
     assert [(f[0], f[1], f[2]) for f in found] == [("run.py", 12, "GPL411")]
 
 
+def test_a_finding_names_the_opt_in_switch_no_shipped_setting_turns_on(tmp_path, monkeypatch, capsys):
+    write(tmp_path, {"train.py": """
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--large_log", action="store_true")
+
+        def train(model, loader, opt, args):
+            model.cuda()
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                opt.step()
+                if args.large_log:
+                    print(loss.item())
+    """})
+    monkeypatch.chdir(tmp_path)
+    main(["check", ".", "--format", "json", "--no-cache", "--exit-zero", "--confidence", "possible"])
+    [finding] = json.loads(capsys.readouterr().out)
+    assert finding["confidence"] == "possible"
+    assert finding["message"].endswith("(when `large_log` is on; no shipped setting turns `large_log` on)")
+
+
 def test_an_off_switch_in_a_conjunction_makes_its_branch_opt_in_and_a_dmodel_is_a_model(tmp_path, check):
     """llm-baselines builds its dynamics logger under `is_master() and cfg.log_dynamics` (`store_true`, never
-    given): what it costs is the opt-in feature's, likely; `step % 10 == 0 and cfg.log_norms` still gates. demucs
+    given): what it costs is the opt-in feature's, possible (no shipped setting turns it on); `step % 10 == 0 and
+    cfg.log_norms` still gates. demucs
     calls `self.dmodel(mix)`: a model."""
     found = check(tmp_path, {
         "train.py": """
@@ -3475,7 +3502,9 @@ def test_an_off_switch_in_a_conjunction_makes_its_branch_opt_in_and_a_dmodel_is_
             parser.add_argument("--log_dynamics", action="store_true")
         """,
     })
-    assert [(f[0], f[1], f[3]) for f in found] == [("train.py", 7, "likely"), ("train.py", 12, "certain")]
+    assert [(f[0], f[1], f[3]) for f in found] == [("train.py", 12, "certain")]
+    found = check(tmp_path, {}, "--confidence", "possible")
+    assert [(f[0], f[1], f[3]) for f in found] == [("train.py", 7, "possible"), ("train.py", 12, "certain")]
 
 
 def test_a_method_guess_prefers_a_class_the_receiver_names_over_the_one_built_class_with_that_method(tmp_path):
