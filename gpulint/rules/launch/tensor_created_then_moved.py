@@ -204,6 +204,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         Invalid("import torch\n\n\nclass Decoder(torch.nn.Module):\n    def forward(self, signal):\n"
                 "        frame = torch.arange(0, 64).unfold(0, 4, 2)\n        frame = signal.new_tensor(frame).long()\n"
                 "        return signal.new_zeros(64, 4).index_add_(0, frame.view(-1), signal)\n"),
+        # a timestep embedding's frequencies: negated and scaled on the CPU, then moved
+        Invalid("import torch\n\n\nclass TimeEmbedding(torch.nn.Module):\n    def forward(self, t):\n"
+                "        freqs = torch.exp(-torch.arange(64, dtype=torch.float32) / 64).to(t.device)\n"
+                "        return t[:, None] * freqs[None]\n"),
         Invalid(
             training_script("mask = torch.ones(8, 8).cuda()"),
             fixed=training_script("mask = torch.ones(8, 8, device=\"cuda\")"),
@@ -664,6 +668,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 and expr.value.func.attr.value in _SORTING_METHODS:
             # `torch.randperm(n)[:k].sort().values` (PaSST's patchout indices): sorted where they were drawn (no fix).
             created = self._cpu_creation(expr.value.func.value)
+            return (created[0], "") if created else None
+        if isinstance(expr, cst.UnaryOperation):
+            # `-torch.arange(n) / d` inside `torch.exp(...)`: negated where it was built (no fix).
+            created = self._cpu_creation(expr.expression)
             return (created[0], "") if created else None
         if isinstance(expr, cst.BinaryOperation):
             # `(torch.arange(n) + offset).cuda()`: built on the CPU, then moved (no fix: the arithmetic stays).
