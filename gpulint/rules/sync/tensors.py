@@ -95,6 +95,8 @@ class Tensors:
         self._tensor_sequences: set[tuple[int, str]] = set()  # parameters annotated `List[torch.Tensor]`
         self._lists: set[tuple[int, str]] = set()  # names bound to a list display (`order = [0] * n`)
         self._batch_samplers: set[tuple[int, str]] = set()  # names bound to a `BatchSampler(...)`
+        # names bound to integer positions (`argsort`, `topk`'s indices): they gather a fixed number of elements
+        self._indices: set[tuple[int, str]] = set()
 
     def _key(self, name: str) -> tuple[int, str]:
         return (id(self.context.enclosing_function()), name)
@@ -123,6 +125,10 @@ class Tensors:
                         key = self._key(element.value.value)
                         self._bound[key] = True
                         self._masks.discard(key)
+                if len(target.elements) == 2 and isinstance(target.elements[1].value, cst.Name) \
+                        and last_name(value.func) in _VALUES_AND_INDICES:
+                    # `_, clean_mask = torch.topk(loss, k)`: integer positions, whatever the name says
+                    self._indices.add(self._key(target.elements[1].value.value))
             elif isinstance(target, (cst.Tuple, cst.List)):
                 # `preds, partial_loss = model(x)`: bound here (judged by name); a name bound before keeps what it
                 # held (`targets, n = self.validate(targets)` hands the tensor back)
@@ -169,6 +175,10 @@ class Tensors:
         # What comes from something unknown (`labels.dones[:, :-1]`, `criterion(out, y)`) is judged by its name
         # later, as an unbound name is: `loss = criterion(out, y)` is a tensor, `n = count(batch)` is not known to be.
         self._bound[key] = self.is_tensor(value) or (None if self._of_unknown_place(value) else False)
+        if _gives_indices(value):
+            self._indices.add(key)
+        else:
+            self._indices.discard(key)
         if self.is_mask(value):
             self._masks.add(key)
         else:
@@ -374,6 +384,8 @@ class Tensors:
             key = self._key(expr.value)
             if key in self._masks:
                 return True
+            if key in self._indices:
+                return False
             # A name bound to a tensor (a mask generator's output) or to something unknown is a mask when named one.
             if self._bound.get(key, None) is False or self.context.location_of(expr) == "host":
                 return False
@@ -446,6 +458,20 @@ _TORCH_BITWISE = frozenset({"torch.bitwise_and", "torch.bitwise_or", "torch.bitw
 _TORCH_MASK_FUNCTIONS = frozenset(
     f"torch.{name}" for name in _MASK_METHODS | {"isneginf", "isposinf", "logical_xor", "isin"}
 )
+
+
+# Calls whose result is a pair (values, integer indices), and those whose result is integer positions.
+_VALUES_AND_INDICES = frozenset({"topk", "sort", "max", "min", "kthvalue", "mode", "median", "cummax", "cummin"})
+_INDEX_FUNCTIONS = frozenset({"argsort", "argmax", "argmin", "randperm", "multinomial", "searchsorted", "bucketize"})
+
+
+def _gives_indices(value: cst.BaseExpression) -> bool:
+    """`loss.argsort()[:k]`, `torch.randperm(n)`, `x.topk(k).indices`: integer positions, not a boolean mask."""
+    while isinstance(value, cst.Subscript):  # `order[:k]`: part of the positions
+        value = value.value
+    if isinstance(value, cst.Attribute) and value.attr.value == "indices" and isinstance(value.value, cst.Call):
+        return last_name(value.value.func) in _VALUES_AND_INDICES
+    return isinstance(value, cst.Call) and last_name(value.func) in _INDEX_FUNCTIONS
 
 
 def _zipped(iterable: cst.BaseExpression) -> list[cst.BaseExpression | None] | None:
