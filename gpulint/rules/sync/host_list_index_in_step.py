@@ -12,16 +12,18 @@ from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 class HostListIndexInStep(SyncRule):
     code = "GPL413"
     name = "host-list-index-in-step"
-    message = ("indexing a device tensor with a Python list copies the list to the device with a blocking copy "
-               "every step; build the index tensor on the device once, or use a slice")
+    message = ("indexing a device tensor with a Python list (or a NumPy array) copies the indices to the device with "
+               "a blocking copy every step; build the index tensor on the device once, or use a slice")
     # `x[:, [0]]`, `x[[1, 2]]`, or a name bound to a list display (`leaf = [411, 2445]`, `ids = [i - 1 for i in ...]`)
-    # or to the batches of indices a `BatchSampler` yields
-    triggers = ("[[", ", [", "= [", "BatchSampler")
+    # or to the batches of indices a `BatchSampler` yields, or to a NumPy array of positions (`np.random.randint`)
+    triggers = ("[[", ", [", "= [", "BatchSampler", "randint(", "choice(", "permutation(", "arange(", "argsort(",
+                "flatnonzero(")
     docs = RuleDocs(
         what_it_does="Flags a tensor that lives on the device indexed (read or written) with a Python list: a list "
         "display of host values (`x[:, [0]]`, `x[..., [2, 1, 0]]`), a list comprehension, or a name its function "
-        "binds to one (`leaf = [411, 2445, 5905]`, then `v[:, leaf]`) or to a batch of indices a `BatchSampler` "
-        "yields (PPO's minibatches), in code that runs every step, ungated.",
+        "binds to one (`leaf = [411, 2445, 5905]`, then `v[:, leaf]`), to a batch of indices a `BatchSampler` "
+        "yields (PPO's minibatches) or to a NumPy array of positions (`idxes = np.random.randint(0, n, size=b)`, a "
+        "replay buffer's sampled rows), in code that runs every step, ungated.",
         why_slow="PyTorch turns the list into an index tensor on the CPU and copies it to the indexed tensor's "
         "device with a blocking copy from pageable memory: the host waits for every kernel queued before it. A "
         "3D-pose model indexing its joints this way at each level of its kinematic tree waits that many times a step.",
@@ -29,7 +31,8 @@ class HostListIndexInStep(SyncRule):
         "    root_relative = joints - joints[:, [0]]",
         use_instead="A slice keeps the dimension without an index tensor (`joints[:, 0:1]`); otherwise build the "
         "index once on the device (`leaf = torch.tensor([411, 2445], device=device)` outside the loop, or a "
-        "registered buffer) and index with it.",
+        "registered buffer) and index with it; draw sampled rows on the device (`torch.randint(0, n, (b,), "
+        "device=device)`).",
         fix_safety="No fix: a slice is equivalent only for a run of consecutive indices, and where to build a device "
         "index depends on the code around it.",
         false_positives=known_false_positives("A receiver gpulint takes for a device tensor that is a NumPy array or "
@@ -42,6 +45,8 @@ class HostListIndexInStep(SyncRule):
         training_script("boxes = np.zeros((4, 5))\nswapped = boxes[:, [1, 0, 3, 2]]", header="import numpy as np"),
         training_script("if step % 100 == 0:\n    joints = model(x).view(x.shape[0], -1, 2)\n"
                         "    print(joints[:, [0, 1]].sum())"),
+        training_script("rows = np.random.randint(0, 4, size=2)\npicked = np.zeros((4, 5))[rows]",
+                        header="import numpy as np"),
     )
     invalid = (
         # HybrIK's pose heads: joints made root-relative with a list index, in every forward
@@ -55,6 +60,9 @@ class HostListIndexInStep(SyncRule):
                                 "for rows in BatchSampler(SubsetRandomSampler(range(x.shape[0])), 2, drop_last=True):\n"
                                 "    picked = joints[rows]",
                                 header="from torch.utils.data import BatchSampler, SubsetRandomSampler")),
+        # an RL replay buffer kept on the device, sampled with NumPy's random positions every update
+        Invalid(training_script("rows = np.random.randint(0, x.shape[0], size=16)\npicked = x.to(device)[rows]",
+                                header="import numpy as np")),
     )
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -76,4 +84,4 @@ class HostListIndexInStep(SyncRule):
                 for element in index.elements)
         if isinstance(index, cst.ListComp):
             return not self.tensors.is_tensor(index.elt)
-        return isinstance(index, cst.Name) and self.tensors.is_list(index)
+        return isinstance(index, cst.Name) and (self.tensors.is_list(index) or self.tensors.is_index_array(index))

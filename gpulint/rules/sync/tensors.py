@@ -94,6 +94,8 @@ class Tensors:
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
         self._tensor_sequences: set[tuple[int, str]] = set()  # parameters annotated `List[torch.Tensor]`
         self._lists: set[tuple[int, str]] = set()  # names bound to a list display (`order = [0] * n`)
+        # names bound to a NumPy array of indices (`idxes = np.random.randint(0, n, size=b)`)
+        self._index_arrays: set[tuple[int, str]] = set()
         self._batch_samplers: set[tuple[int, str]] = set()  # names bound to a `BatchSampler(...)`
         # names bound to integer positions (`argsort`, `topk`'s indices): they gather a fixed number of elements
         self._indices: set[tuple[int, str]] = set()
@@ -168,6 +170,10 @@ class Tensors:
             self._lists.add(key)
         else:
             self._lists.discard(key)
+        if isinstance(value, cst.Call) and self.context.resolve(value.func) in _NUMPY_INDEX_ARRAYS:
+            self._index_arrays.add(key)
+        else:
+            self._index_arrays.discard(key)
         if _is_batch_sampler(value):
             self._batch_samplers.add(key)
         else:
@@ -283,6 +289,10 @@ class Tensors:
         if isinstance(expr, cst.Name):
             return self._key(expr.value) not in self._bound
         return isinstance(expr, cst.Subscript) and _string_index(expr) is not None
+
+    def is_index_array(self, expr: cst.BaseExpression) -> bool:
+        """A name its function bound to a NumPy array of positions (`np.random.randint(0, n, size=b)`)."""
+        return isinstance(expr, cst.Name) and self._key(expr.value) in self._index_arrays
 
     def is_list(self, expr: cst.BaseExpression) -> bool:
         """A name its function bound to a list display (`[0] * n`, `[]`, `[None for _ in ids]`): a Python list."""
@@ -460,6 +470,9 @@ _TORCH_MASK_FUNCTIONS = frozenset(
 )
 
 
+# NumPy calls that make an array of positions on the host (a replay buffer's sampled rows).
+_NUMPY_INDEX_ARRAYS = frozenset(f"numpy.{name}" for name in (
+    "random.randint", "random.choice", "random.permutation", "arange", "argsort", "flatnonzero"))
 # Calls whose result is a pair (values, integer indices), and those whose result is integer positions.
 _VALUES_AND_INDICES = frozenset({"topk", "sort", "max", "min", "kthvalue", "mode", "median", "cummax", "cummin"})
 _INDEX_FUNCTIONS = frozenset({"argsort", "argmax", "argmin", "randperm", "multinomial", "searchsorted", "bucketize"})
