@@ -148,8 +148,9 @@ _ATTRIBUTE_SET = re.compile(r"""\.(\w+)[ \t]*=[ \t]*(?!=)(True\b|False\b|[^\n]*)
 # attribute keeps what the constructor is given, or a module default; those settings say what it is.
 _PASSED_THROUGH = re.compile(
     r"""[ \t(]*(?:([\w.]+)[ \t]+if[ \t]+(\w+)[ \t]+is[ \t]+None[ \t]+else[ \t]+)?(\w+)[ \t)]*""")
-# `COLLECT_STATS = False` at a module's top: a library-wide default its objects read.
-_MODULE_SWITCH = re.compile(r"""^([A-Z][A-Z0-9_]*)[ \t]*=[ \t]*(True|False)[ \t]*(?:#.*)?$""", re.MULTILINE)
+# `COLLECT_STATS = False` at a module's top: a library-wide default its objects read; `enable_amp = True` in a
+# Python config file (Pointcept's, mmcv's), which sets the switch of that name.
+_MODULE_SWITCH = re.compile(r"""^([A-Za-z_]\w*)[ \t]*=[ \t]*(True|False)[ \t]*(?:#.*)?$""", re.MULTILINE)
 _BOOL_KEY = re.compile(r"""^[ \t-]*["']?(\w+)["']?[ \t]*:[ \t]*(true|false|True|False)\b""", re.MULTILINE)
 _FLAG_ALONE = re.compile(r"--([A-Za-z][\w-]*)(?=[ \t]*(?:\\?\n|$|--|[;&|]))", re.MULTILINE)
 _FLAG_WORDS = {"true": "true", "false": "false", "1": "true", "0": "false"}

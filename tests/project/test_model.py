@@ -2354,6 +2354,10 @@ def test_switch_settings_and_the_switches_they_leave_off():
         ("use_fsdp", "false"), ("ema", "true")}
     assert switch_settings("python train.py --use-ema --lr 3 \\\n  --compile\npython t.py --amp 0\n", "run.sh") == {
         ("use_ema", "true"), ("compile", "true"), ("amp", "false")}
+    # A Python config file's top-level switches (Pointcept's `enable_amp = True` over a base's `False`): on.
+    base = switch_settings("enable_amp = False\nempty_cache = False\nCOLLECT_STATS = False\n", "configs/base.py")
+    tuned = switch_settings("_base_ = ['base.py']\nenable_amp = True  # mixed precision\n", "configs/ptv3.py")
+    assert off_switches(base | tuned) == {"empty_cache", "collect_stats"}
 
 
 def test_a_factory_named_for_losses_is_setup_not_step_work(tmp_path, check):
