@@ -2508,6 +2508,9 @@ class _Walker:
             kinds = [self._returned_element_kind(e) for e in value.elts]
             if any(k != "unknown" for k in kinds):
                 return tuple_kind(kinds)
+        if kind == "unknown" and isinstance(value, ast.Call):
+            # `return clip_grad_norm_fp32(params, clip)`: what that function returns ("=callee", as for an element)
+            return self._returned_element_kind(value)
         return kind
 
     def _returned_element_kind(self, element: ast.AST) -> Kind:
@@ -2560,9 +2563,20 @@ class _Walker:
                     branch = current.body if evaluation == "body" else current.orelse if evaluation == "orelse" else None
                     if branch is not None:
                         self.scope.regions.append(Region("eval", self._pos(branch), self._end(branch)))
+                    self._switched_value(current)
                     if self._typed_choice(current):
                         continue
                 stack.extend(ast.iter_child_nodes(current))
+
+    def _switched_value(self, node: ast.IfExp) -> None:
+        """`self.count_zeros() if args.log_num_zeros_in_grad else None` (Megatron's optimizer): the value is computed
+        only with the switch on, as the body of an `if` on it (`_if`)."""
+        span = (self._pos(node.body), self._end(node.body))
+        flags = switch_flags(node.test)
+        if flags:
+            self.scope.regions.append(Region("switch", *span, flags=flags))
+        elif kept := kept_switches(node.test):
+            self.scope.regions.append(Region("kept-switch", *span, flags=kept))
 
     def _typed_choice(self, node: ast.IfExp) -> bool:
         """`torch.tensor(cam, device=device) if not torch.is_tensor(cam) else cam` (InstantMesh's renderer): the

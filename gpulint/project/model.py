@@ -3900,18 +3900,26 @@ class Project:
 
     def _resolved_elements(self, path: str, scope: Scope, kind: str) -> str:
         """A returned tuple's kind with its "=callee" elements resolved to what those functions return
-        (`return loss, to_cpu(parts)`: "tuple:device,host")."""
+        (`return loss, to_cpu(parts)`: "tuple:device,host"); a value returned whole from a call ("=callee": a method
+        handing on what a helper returns) is what that helper returns."""
+        if kind.startswith("="):
+            return self._callee_return(path, scope, kind[1:])
         elements = tuple_kinds(kind)
         if elements is None or not any(e.startswith("=") for e in elements):
             return kind
         resolved = []
         for element in elements:
             if element.startswith("="):
-                targets = self.resolve_call(path, scope, Call(0, (0, 0), element[1:], -1), per_step=False)
-                returned = {self._return_kind(t) for t in targets.targets} if targets.certain else set()
-                element = returned.pop() if len(returned) == 1 and not targets.instantiates else "unknown"
+                element = self._callee_return(path, scope, element[1:])
             resolved.append(element if element in ("host", "device") else "unknown")
         return tuple_kind(resolved) if any(e != "unknown" for e in resolved) else "unknown"
+
+    def _callee_return(self, path: str, scope: Scope, callee: str) -> str:
+        """What the function a call of `scope` resolves to returns, when the call resolves for certain to functions
+        that agree (not to a class: an object is built); "unknown" otherwise."""
+        targets = self.resolve_call(path, scope, Call(0, (0, 0), callee, -1), per_step=False)
+        returned = {self._return_kind(t) for t in targets.targets} if targets.certain else set()
+        return returned.pop() if len(returned) == 1 and not targets.instantiates else "unknown"
 
     def _reached_by_file(self) -> dict[str, list[str]]:
         if self._by_file is None:

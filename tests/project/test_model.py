@@ -3462,6 +3462,86 @@ def test_a_finding_names_the_opt_in_switch_no_shipped_setting_turns_on(tmp_path,
     assert finding["message"].endswith("(when `large_log` is on; no shipped setting turns `large_log` on)")
 
 
+def test_a_method_returning_a_helpers_call_returns_what_the_helper_returns(tmp_path, check):
+    """Megatron's optimizer: `clip_grad_norm` returns `clip_grad_norm_fp32(...)`, which returns `total_norm.item()`:
+    the step's `math.isfinite(grad_norm)` reads a Python float, no tensor."""
+    found = check(tmp_path, {
+        "clip.py": """
+            import torch
+
+            def clip_grad_norm_fp32(parameters, max_norm):
+                total_norm = torch.stack([p.grad.detach().abs().max() for p in parameters]).max()
+                total_norm = total_norm.item()
+                return total_norm
+        """,
+        "train.py": """
+            import math
+            from clip import clip_grad_norm_fp32
+
+            class Optimizer:
+                def __init__(self, opt, params):
+                    self.opt = opt
+                    self.params = params
+
+                def clip_grad_norm(self, clip_grad):
+                    return clip_grad_norm_fp32(self.params, clip_grad)
+
+                def step(self):
+                    grad_norm = self.clip_grad_norm(1.0)
+                    if not math.isfinite(grad_norm):
+                        return False
+                    self.opt.step()
+                    return True
+
+            def train(model, loader, opt):
+                model.cuda()
+                optimizer = Optimizer(opt, list(model.parameters()))
+                for batch in loader:
+                    model(batch).backward()
+                    optimizer.step()
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("clip.py", 5, "GPL102"), ("clip.py", 6, "GPL401")]
+
+
+def test_a_value_computed_only_with_a_switch_on_is_opt_in(tmp_path, check):
+    """Megatron's optimizer: `self.count_zeros() if self.log_num_zeros_in_grad else None` runs the per-parameter
+    count only with the switch on, as the body of an `if` on it; the switch is a `store_true` no script passes."""
+    files = {"train.py": """
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--log_num_zeros_in_grad", action="store_true")
+
+        def count_zeros(model):
+            total = 0.0
+            for p in model.parameters():
+                total += p.grad.norm().item() ** 2
+            return total
+
+        class Optimizer:
+            def __init__(self, opt, log_num_zeros_in_grad):
+                self.opt = opt
+                self.log_num_zeros_in_grad = log_num_zeros_in_grad
+
+            def step(self, model):
+                self.opt.step()
+                return count_zeros(model) if self.log_num_zeros_in_grad else None
+
+        def train(model, loader, opt, args):
+            model.cuda()
+            optimizer = Optimizer(opt, args.log_num_zeros_in_grad)
+            for batch in loader:
+                model(batch).backward()
+                zeros = optimizer.step(model)
+                norms = count_zeros(model) if args.log_num_zeros_in_grad else None
+                print(zeros, norms)
+    """}
+    assert check(tmp_path, files) == []
+    found = check(tmp_path, {}, "--confidence", "possible")
+    assert [(f[1], f[2], f[3]) for f in found] == [(9, "GPL101", "possible")]
+
+
 def test_an_off_switch_in_a_conjunction_makes_its_branch_opt_in_and_a_dmodel_is_a_model(tmp_path, check):
     """llm-baselines builds its dynamics logger under `is_master() and cfg.log_dynamics` (`store_true`, never
     given): what it costs is the opt-in feature's, possible (no shipped setting turns it on); `step % 10 == 0 and
