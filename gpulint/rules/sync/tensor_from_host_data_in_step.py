@@ -9,7 +9,7 @@ from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.project.vocab import HOST_RESHAPES, JOINING_FUNCTIONS
 from gpulint.rules.common import arguments_at, by_callee, is_cpu_string, keyword_arg
 from gpulint.rules.examples import training_script
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives, selects_action
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, is_lightning_log, known_false_positives, selects_action
 
 _DATA_CONSTRUCTORS = frozenset(
     {
@@ -17,6 +17,25 @@ _DATA_CONSTRUCTORS = frozenset(
         "torch.FloatTensor", "torch.BoolTensor", "torch.ByteTensor",
     }
 )
+
+
+# A LightningModule's counters, Python ints Lightning keeps on the host.
+_LIGHTNING_COUNTERS = frozenset({"self.current_epoch", "self.global_step", "self.trainer.current_epoch",
+                                 "self.trainer.global_step"})
+_LIGHTNING_MODULE = """import torch
+import lightning as L
+
+
+class Agent(L.LightningModule):
+    def training_step(self, batch, batch_idx):
+        loss = self.loss(batch)
+{body}
+        return loss
+"""
+
+
+def _lightning_module(body: str) -> str:
+    return _LIGHTNING_MODULE.format(body="\n".join("        " + line for line in body.splitlines()))
 
 
 # The legacy typed constructors of CUDA tensors: given a list (`torch.cuda.IntTensor([0])`), they copy it from the host;
@@ -35,7 +54,9 @@ class TensorFromHostDataInStep(SyncRule):
     message_cuda = "`{func}(host data)` copies host data into a new device tensor: a synchronous pageable copy every step"
     message_helper = ("`{func}(...)` copies its argument's host data to the device (a helper of this project that "
                       "moves it with a blocking copy): a synchronous pageable copy every step")
-    triggers = ("device=", ".to(", ".cuda(")  # `torch.cuda.IntTensor(` holds ".cuda("
+    message_lightning = ("`self.{method}(...)` of a Python number: Lightning makes it a tensor on the module's device "
+                         "(`torch.tensor(value, device=self.device)`), a synchronous pageable copy every step")
+    triggers = ("device=", ".to(", ".cuda(", "self.log")  # `torch.cuda.IntTensor(` holds ".cuda("
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
         "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
@@ -46,7 +67,9 @@ class TensorFromHostDataInStep(SyncRule):
         "legacy CUDA constructors given a list (`torch.cuda.IntTensor([0])`, `torch.cuda.LongTensor(sizes)`), and "
         "each call of a project helper that does so to "
         "its argument (`def tensor(x): return torch.from_numpy(np.asarray(x)).to(device)`, then `tensor(rewards)`) "
-        "with data not known to be a tensor, in code that runs every step, ungated.",
+        "with data not known to be a tensor, and Lightning's `self.log(name, value)` / `self.log_dict({...})` of a "
+        "Python number (`len(episodes)`, `self.current_epoch`, a float the step computed on the host), which "
+        "Lightning turns into `torch.tensor(value, device=self.device)`, in code that runs every step, ungated.",
         why_slow="The data is copied from pageable host memory, which CUDA does synchronously: the host waits until "
         "the copy, queued behind all earlier kernels, is done. It is a sync hidden in a constructor.",
         example="for x, y in loader:\n    weights = torch.tensor(class_weights, device=\"cuda\")\n"
@@ -54,7 +77,8 @@ class TensorFromHostDataInStep(SyncRule):
         use_instead="Build constants once before the loop; for per-step host data use "
         "`torch.tensor(data).pin_memory().to(device, non_blocking=True)`, or create the values on the device.",
         fix_safety="No fix: the remedy (hoist a constant out of the loop, or pin and copy asynchronously) depends on "
-        "whether the data changes between steps.",
+        "whether the data changes between steps. For Lightning, log the tensor the value came from, or log host "
+        "numbers at an interval (`if batch_idx % 50 == 0:`) or from a callback that runs less often.",
         false_positives=known_false_positives("A list that holds device tensors is GPL2xx's finding (`torch.tensor([...])` of step values), "
         "not this rule's."),
     )
@@ -75,6 +99,8 @@ class TensorFromHostDataInStep(SyncRule):
                         "mean = kept.mean() if kept.numel() > 0 else torch.tensor(0.0, device=device)"),
         training_script("offsets = torch.arange(4, device=device)"),
         training_script("buffer = torch.cuda.FloatTensor(4, 8)"),
+        _lightning_module('self.log("train_loss", loss)\nself.log_dict({"loss": loss.detach()})'),
+        _lightning_module('if batch_idx % 50 == 0:\n    self.log("episodes", len(self.episodes))'),
         # No elements, nothing to copy: an empty placeholder for a batch with no matches.
         training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
         # InstantMesh's renderer: only cameras given as lists are converted; the step passes its batch's tensors
@@ -94,6 +120,9 @@ class TensorFromHostDataInStep(SyncRule):
                                 header="import numpy as np\n\ngrid = np.ones((16, 16))")),
         Invalid(training_script("rows = torch.stack([torch.as_tensor([i, i + 1]) for i in range(4)]).to(device)")),
         Invalid(training_script("overflow = torch.cuda.IntTensor([0])")),
+        # Lightning Bolts' RL modules log episode statistics kept as Python numbers at every step
+        Invalid(_lightning_module('self.log_dict({"episodes": len(self.episodes), "epoch": self.current_epoch})')),
+        Invalid(_lightning_module('steps = float(len(batch))\nself.log("steps", steps, prog_bar=True)')),
         Invalid(training_script("sizes = [len(x), len(y)]\nt = torch.cuda.LongTensor(sizes)")),
     )
 
@@ -107,6 +136,10 @@ class TensorFromHostDataInStep(SyncRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if is_lightning_log(func):
+            if any(self._host_number(value) for value in _logged_values(node)):
+                self.report(node, self.message_lightning.format(method=func.attr.value))  # type: ignore[attr-defined]
+            return
         copied = self._copy_helpers.get(dotted_name(func) or "") if self._copy_helpers else None
         if copied is not None:
             self._check_helper_call(node, *copied)
@@ -179,6 +212,14 @@ class TensorFromHostDataInStep(SyncRule):
             return
         self.report(call, self.message_cuda.format(func=resolved))
 
+    def _host_number(self, value: cst.BaseExpression) -> bool:
+        """A Python number Lightning will make a tensor of: a counter of the module (`self.current_epoch`), a size
+        (`len(self.episodes)`), a value the step keeps on the host; not a tensor read to the host for the log
+        (`loss.item()`, `float(loss)`: GPL401/GPL402's findings, whose fix logs the tensor itself)."""
+        if (dotted_name(value) or "") in _LIGHTNING_COUNTERS:
+            return True
+        return self.context.is_host_value(value) and not _reads_device_value(value, self.context)
+
     def _check_helper_call(self, call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> None:
         """`tensor(transitions.reward)`, where the project's `tensor` does `torch.from_numpy(x).to(device)`: the
         arguments the helper copies, when they are not known to be tensors already."""
@@ -224,6 +265,31 @@ def _unreshaped(made: cst.Call) -> cst.Call:
             and isinstance(made.func.value, cst.Call):
         made = made.func.value
     return made
+
+
+def _reads_device_value(value: cst.CSTNode, context) -> bool:
+    """Does `value` read a tensor to the host (`.item()`, `.tolist()`, `float(t)` of what is not known host data)?"""
+    if isinstance(value, cst.Call):
+        func = value.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist", "cpu", "numpy"):
+            return True
+        if isinstance(func, cst.Name) and func.value in ("float", "int", "bool") and value.args \
+                and not context.is_host_value(value.args[0].value):
+            return True
+    return any(_reads_device_value(child, context) for child in value.children)
+
+
+def _logged_values(call: cst.Call) -> list[cst.BaseExpression]:
+    """What `self.log(name, value)` logs (its second argument, or `value=`), or the values of the dict display
+    `self.log_dict({...})` logs."""
+    method = call.func.attr.value  # type: ignore[attr-defined]
+    if method == "log":
+        value = arguments_at(call, (1,), ("value",))
+        return [value[0]] if value else []
+    mapping = arguments_at(call, (0,), ("dictionary",))
+    if not mapping or not isinstance(mapping[0], cst.Dict):
+        return []
+    return [element.value for element in mapping[0].elements if isinstance(element, cst.DictElement)]
 
 
 def _is_empty_literal(data: cst.BaseExpression) -> bool:
