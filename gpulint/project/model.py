@@ -1879,10 +1879,12 @@ class Project:
         # A class a training config names is built too, though by a generic factory (`instantiate_from_config(cfg)`)
         # that no call of the program names it in.
         configured = self._config_named()
+        # `model.step(batch)` (hyena-dna's tuning loop): a model's own method, never an optimizer's `step`
+        modelled = bool(name_parts(receiver.rsplit(".", 1)[-1]) & _MODEL_NAMES)
         defining = [
             (cls, m) for cls in sorted(self.instantiated | configured, key=_order)
             if (program is None or cls.path in program) and (m := self.find_method(cls, method)) is not None
-            and not is_other_backend_class(_class_of(m)) and fits(m)
+            and not is_other_backend_class(_class_of(m)) and fits(m) and not (modelled and self._is_optimizer(cls))
         ]
         alike = [m for cls, m in defining if _names_alike(receiver, cls.qualname)]
         if alike:
@@ -1929,6 +1931,14 @@ class Project:
         # latent-diffusion's `AdamWwithEMAandWings` beside stable-dreamfusion's Adan).
         return [step for step in self._optimizer_steps if self._may_be_built(cls := Target(step.path, _class_of(step), True))
                 and self._built(cls)]
+
+    def _library_optimizer(self, path: str, scope: Scope, receiver: str) -> bool:
+        """Is `receiver` a name the function binds only to a library's optimizer (`optimizer =
+        torch.optim.AdamW(...)`, hyena-dna's tuning loop)? Its `step` is the library's, not one of the project's."""
+        assigns = [a for a in scope.assigns if a.target == receiver]
+        return bool(assigns) and all(
+            a.callee and not a.source and not a.element_of and _optimizer_base(a.callee.rsplit(".", 1)[-1])
+            and self._is_external(path, scope, a.callee.split(".", 1)[0]) for a in assigns)
 
     def _may_be_built(self, cls: Target) -> bool:
         return cls in self.instantiated or cls not in self._cold_built
@@ -3175,7 +3185,8 @@ class Project:
                 # `interaction.to(self.device)` on a batch of unknown class: the batch classes' own `to` may run
                 # (a guess by the method's name reaches only what the program imports; a loader's module may not be)
                 self._batch_moves.setdefault((rank, method), (chain, tuple(state.flags)))
-            if call.marker and call.func.endswith(".step") and rank <= GATED:
+            if call.marker and call.func.endswith(".step") and rank <= GATED \
+                    and not self._library_optimizer(path, scope, call.func[:-len(".step")]):
                 # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step (timm builds its
                 # LAMB and LARS from a table of names, so every one of them may), once the code in reach is read.
                 self._stepped.append((rank, chain, state.flags))

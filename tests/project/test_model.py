@@ -3504,6 +3504,45 @@ def test_a_method_returning_a_helpers_call_returns_what_the_helper_returns(tmp_p
     assert [(f[0], f[1], f[2]) for f in found] == [("clip.py", 5, "GPL102"), ("clip.py", 6, "GPL401")]
 
 
+def test_a_library_optimizer_bound_here_steps_no_project_optimizer_and_a_model_step_is_no_optimizer_step(
+        tmp_path, check):
+    """hyena-dna's tuning loop builds `torch.optim.AdamW` and calls `model.step(batch)`: neither runs the project's
+    LAMB (built elsewhere, for a config key no shipped config gives)."""
+    files = {
+        "optim/lamb.py": """
+            from torch.optim import Optimizer
+
+            class Lamb(Optimizer):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            p.data.add_(p.grad, alpha=-group["lr"] * p.data.norm().item())
+        """,
+        "registry.py": """
+            from optim.lamb import Lamb
+
+            OPTIMIZERS = {"lamb": Lamb}
+
+            def build(name, params):
+                return OPTIMIZERS[name](params, lr=1e-3)
+        """,
+        "tune.py": """
+            import torch
+
+            def tune_model(model, X, epochs=1):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                model.cuda()
+                for epoch in range(epochs):
+                    for i in range(0, len(X), 8):
+                        out = model.step({"x": X[i:i + 8]})
+                        out["loss"].backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+        """,
+    }
+    assert check(tmp_path, files, "--confidence", "possible") == []
+
+
 def test_a_value_computed_only_with_a_switch_on_is_opt_in(tmp_path, check):
     """Megatron's optimizer: `self.count_zeros() if self.log_num_zeros_in_grad else None` runs the per-parameter
     count only with the switch on, as the body of an `if` on it; the switch is a `store_true` no script passes."""
