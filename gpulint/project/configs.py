@@ -151,6 +151,8 @@ _PASSED_THROUGH = re.compile(
 # `COLLECT_STATS = False` at a module's top: a library-wide default its objects read; `enable_amp = True` in a
 # Python config file (Pointcept's, mmcv's), which sets the switch of that name.
 _MODULE_SWITCH = re.compile(r"""^([A-Za-z_]\w*)[ \t]*=[ \t]*(True|False)[ \t]*(?:#.*)?$""", re.MULTILINE)
+# `opt['dist'] = True` (BasicSR's options, set by the launcher): a setting of the switch the key names.
+_KEY_SWITCH_SET = re.compile(r"""\[[ \t]*["'](\w+)["'][ \t]*\][ \t]*=[ \t]*(True|False)\b""")
 _BOOL_KEY = re.compile(r"""^[ \t-]*["']?(\w+)["']?[ \t]*:[ \t]*(true|false|True|False)\b""", re.MULTILINE)
 _FLAG_ALONE = re.compile(r"--([A-Za-z][\w-]*)(?=[ \t]*(?:\\?\n|$|--|[;&|]))", re.MULTILINE)
 _FLAG_WORDS = {"true": "true", "false": "false", "1": "true", "0": "false"}
@@ -178,6 +180,8 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
             elif not _passed_through(name, value):
                 found.append((name, "set"))
         found += [(name.lower(), value.lower()) for name, value in _MODULE_SWITCH.findall(text)]
+        found += [(name, value.lower()) for name, value in _KEY_SWITCH_SET.findall(text)] if "'] =" in text \
+            or '"] =' in text else []
         found += [(name, value.lower()) for name, value in _GET_WITH_DEFAULT.findall(text)] if ".get(" in text else []
     elif suffix in ("yaml", "yml", "json"):
         found += [(name, value.lower()) for name, value in _BOOL_KEY.findall(text)]

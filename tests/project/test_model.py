@@ -2358,6 +2358,10 @@ def test_switch_settings_and_the_switches_they_leave_off():
     base = switch_settings("enable_amp = False\nempty_cache = False\nCOLLECT_STATS = False\n", "configs/base.py")
     tuned = switch_settings("_base_ = ['base.py']\nenable_amp = True  # mixed precision\n", "configs/ptv3.py")
     assert off_switches(base | tuned) == {"empty_cache", "collect_stats"}
+    # BasicSR: `dist=False` is a helper's default; the launcher sets `opt['dist'] = True` for distributed runs.
+    options = switch_settings("def build(dataset, dist=False):\n    pass\n\nif launcher == 'none':\n"
+                              "    opt['dist'] = False\nelse:\n    opt['dist'] = True\n", "basicsr/utils/options.py")
+    assert ("dist", "true") in options and "dist" not in off_switches(options)
 
 
 def test_a_factory_named_for_losses_is_setup_not_step_work(tmp_path, check):
