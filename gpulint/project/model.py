@@ -628,11 +628,18 @@ class Project:
         if not self.config_classes:
             return False
         code = _STRING_OR_COMMENT.sub(" ", self.files[path].text)
+        # (a loader nothing calls loads nothing: VQ-Diffusion's `class_from_string` beside `instantiate_from_config`)
         helpers = _STRING_OR_COMMENT.sub(" ", "\n".join(
-            d.code for d in self.files[path].definitions.values() if d.name in _CONFIG_TARGET_LOADERS))
+            d.code for d in self.files[path].definitions.values() if d.name in _CONFIG_TARGET_LOADERS
+            or not d.is_class and any(word in d.code for word in _LOADS_BY_NAME) and self._never_named(d.name)))
         # (calls of the helpers load what the configs name; any other loading must sit inside them)
         return all(code.count(word) <= helpers.count(word) for word in _LOADS_BY_NAME
                    if word.removesuffix("(") not in _CONFIG_TARGET_LOADERS)
+
+    def _never_named(self, name: str) -> bool:
+        """Does no code of the project name `name` but its own definition (a helper nothing calls)?"""
+        pattern = re.compile(rf"\b{re.escape(name)}\b")
+        return sum(len(pattern.findall(self._code_of(p))) for p, ix in self.files.items() if name in ix.text) <= 1
 
     def _loads_by_name(self, path: str) -> bool:
         found = self._by_import_name.get(path)
