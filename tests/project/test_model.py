@@ -3443,27 +3443,15 @@ def test_a_loop_calling_a_method_every_project_class_of_that_name_steps_with_is_
     assert [(f[0], f[1], f[2]) for f in found] == [("run.py", 12, "GPL411")]
 
 
-def test_a_finding_names_the_opt_in_switch_no_shipped_setting_turns_on(tmp_path, monkeypatch, capsys):
-    write(tmp_path, {"train.py": """
-        import argparse
+def test_a_finding_names_the_opt_in_switch_no_shipped_setting_turns_on():
+    from gpulint.linter.engine import _opt_in
+    from gpulint.project.facts import ExecState
 
-        parser = argparse.ArgumentParser()
-        parser.add_argument("--large_log", action="store_true")
-
-        def train(model, loader, opt, args):
-            model.cuda()
-            for batch in loader:
-                loss = model(batch)
-                loss.backward()
-                opt.step()
-                if args.large_log:
-                    print(loss.item())
-    """})
-    monkeypatch.chdir(tmp_path)
-    main(["check", ".", "--format", "json", "--no-cache", "--exit-zero", "--confidence", "possible"])
-    [finding] = json.loads(capsys.readouterr().out)
-    assert finding["confidence"] == "possible"
-    assert finding["message"].endswith("(when `large_log` is on; no shipped setting turns `large_log` on)")
+    off = ExecState(True, False, False, "", flags=("large_log",), off_flags=("large_log",))
+    assert off.confidence == "possible"
+    assert _opt_in(off) == " (when `large_log` is on; no shipped setting turns `large_log` on)"
+    passed = ExecState(True, False, False, "", flags=("large_log",))
+    assert passed.confidence == "likely" and _opt_in(passed) == " (when `large_log` is on)"
 
 
 def test_a_method_returning_a_helpers_call_returns_what_the_helper_returns(tmp_path, check):
