@@ -14,7 +14,13 @@ CORPUS = Path(__file__).resolve().parents[2] / "bench" / "corpus"
 DISTINCT = {("dino", frozenset({"IDEA-Research/DINO", "facebookresearch/dino"})),
             ("lora", frozenset({"cloneofsimo/lora", "microsoft/LoRA"})),
             # openvpi's is a rewrite of the original (Lightning tasks, its own models and samplers), not a copy
-            ("diffsinger", frozenset({"MoonInTheRiver/DiffSinger", "openvpi/DiffSinger"}))}
+            ("diffsinger", frozenset({"MoonInTheRiver/DiffSinger", "openvpi/DiffSinger"})),
+            # two unofficial VALL-E implementations (a DeepSpeed trainer of its own; one built on icefall and lhotse)
+            ("vall-e", frozenset({"enhuiz/vall-e", "lifeiteng/vall-e"})),
+            # the CQL paper's code and a PyTorch reimplementation of it
+            ("cql", frozenset({"BY571/CQL", "aviralkumar2907/CQL"})),
+            # MosaicML's Composer recipes and PyTorch's examples
+            ("examples", frozenset({"mosaicml/examples", "pytorch/examples"}))}
 
 
 def test_every_fresh_batch_loads():
