@@ -65,7 +65,7 @@ class DataDependentShapeInStep(SyncRule):
         training_script("index = torch.zeros_like(y > 0, dtype=torch.long)\nfirst_rows = x[index]"),
         training_script("scores = model(x)\nscores[:, y < 0] = 0.0"),
         # Positions named like a mask (a replay buffer keeping the k cleanest samples): a gather of k rows.
-        training_script("_, clean_mask = torch.topk(model(x), 8, largest=False)\nkept = x[clean_mask]"),
+        training_script("_, clean_mask = torch.topk(model(x).sum(dim=1), 1, largest=False)\nkept = x[clean_mask]"),
         training_script("keep_mask = model(x).argsort()[:8]\nkept = y[keep_mask]"),
         # A Python slice named for what it selects: a fixed shape.
         training_script("mask_slice = slice(0, 1)\nmasks = model(x)[:, mask_slice]"),
