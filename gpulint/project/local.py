@@ -2355,10 +2355,8 @@ class _Walker:
             if part == "body" and is_gate(test, self.gates) and flags is None and not flag_parameter \
                     and not _steps_an_optimizer(body):
                 scope.regions.append(Region("gate", *span, flags=(gate_interval(test),)))
-            if part == "body" and flags:
-                scope.regions.append(Region("switch", *span, flags=flags))
-            if part == "body" and flags is None and (kept := kept_switches(test)):
-                scope.regions.append(Region("kept-switch", *span, flags=kept))
+            if part == "body":
+                self._switch_region(test, flags, span)
             if part == "body" and isinstance(test, ast.Name) and test.id in scope.params:
                 # `if should_sync:` on a parameter: a gate when every caller passes an interval test.
                 scope.regions.append(Region("param", *span, flags=(test.id,)))
@@ -2571,11 +2569,14 @@ class _Walker:
     def _switched_value(self, node: ast.IfExp) -> None:
         """`self.count_zeros() if args.log_num_zeros_in_grad else None` (Megatron's optimizer): the value is computed
         only with the switch on, as the body of an `if` on it (`_if`)."""
-        span = (self._pos(node.body), self._end(node.body))
-        flags = switch_flags(node.test)
+        self._switch_region(node.test, switch_flags(node.test), (self._pos(node.body), self._end(node.body)))
+
+    def _switch_region(self, test: ast.AST, flags: tuple[str, ...] | None, span: tuple[Pos, Pos]) -> None:
+        """The region of what runs only with a configuration switch on (`switch_flags`), or with a switch its object
+        keeps from its constructor (`kept_switches`)."""
         if flags:
             self.scope.regions.append(Region("switch", *span, flags=flags))
-        elif kept := kept_switches(node.test):
+        elif flags is None and (kept := kept_switches(test)):
             self.scope.regions.append(Region("kept-switch", *span, flags=kept))
 
     def _typed_choice(self, node: ast.IfExp) -> bool:

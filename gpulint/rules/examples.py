@@ -32,3 +32,22 @@ def training_script(body: str, header: str = "") -> str:
     imports."""
     indented = "\n".join("        " + line if line else "" for line in body.splitlines())
     return _SCRIPT.format(body=indented, header="\n" + header.rstrip("\n") if header else "")
+
+
+_LIGHTNING_MODULE = """import torch
+import lightning as L
+
+
+class Classifier(L.LightningModule):
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self.net(x)
+        loss = torch.nn.functional.cross_entropy(logits, y)
+{body}
+        return loss
+"""
+
+
+def lightning_module(body: str) -> str:
+    """A LightningModule whose `training_step` computes `loss` from `batch`, then runs `body`."""
+    return _LIGHTNING_MODULE.format(body="\n".join("        " + line for line in body.splitlines()))

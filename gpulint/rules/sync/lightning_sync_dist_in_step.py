@@ -6,25 +6,8 @@ import libcst as cst
 
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import is_false, is_true, keyword_arg
+from gpulint.rules.examples import lightning_module
 from gpulint.rules.sync.helpers import SyncRule, is_lightning_log, known_false_positives
-
-_MODULE = """import torch
-import lightning as L
-
-
-class Classifier(L.LightningModule):
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        logits = self.net(x)
-        loss = torch.nn.functional.cross_entropy(logits, y)
-{body}
-        return loss
-"""
-
-
-def _module(body: str) -> str:
-    return _MODULE.format(body="\n".join("        " + line for line in body.splitlines()))
-
 
 class LightningSyncDistInStep(SyncRule):
     code = "GPL423"
@@ -52,16 +35,16 @@ class LightningSyncDistInStep(SyncRule):
         "group. The finding then costs nothing; it matters once the same module runs under DDP."),
     )
     valid = (
-        _module('self.log("train_loss", loss)'),
-        _module('self.log("train_loss", loss, on_step=False, on_epoch=True, sync_dist=True)'),
-        _module('self.log_dict({"loss": loss}, sync_dist=False, prog_bar=False)'),
-        _module('if batch_idx % 100 == 0:\n    self.log("train_loss", loss, sync_dist=True)'),
+        lightning_module('self.log("train_loss", loss)'),
+        lightning_module('self.log("train_loss", loss, on_step=False, on_epoch=True, sync_dist=True)'),
+        lightning_module('self.log_dict({"loss": loss}, sync_dist=False, prog_bar=False)'),
+        lightning_module('if batch_idx % 100 == 0:\n    self.log("train_loss", loss, sync_dist=True)'),
     )
     invalid = (
-        Invalid(_module('self.log("train_loss", loss, sync_dist=True)')),
-        Invalid(_module('self.log_dict({"loss": loss, "acc": (logits.argmax(1) == y).float().mean()},'
+        Invalid(lightning_module('self.log("train_loss", loss, sync_dist=True)')),
+        Invalid(lightning_module('self.log_dict({"loss": loss, "acc": (logits.argmax(1) == y).float().mean()},'
                         ' on_epoch=True, sync_dist=True)')),
-        Invalid(_module('self.log("lr", self.lr, on_step=True, sync_dist=True)')),
+        Invalid(lightning_module('self.log("lr", self.lr, on_step=True, sync_dist=True)')),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

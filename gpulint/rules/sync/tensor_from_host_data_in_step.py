@@ -8,7 +8,7 @@ from gpulint.linter.names import dotted_name
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.project.vocab import HOST_RESHAPES, JOINING_FUNCTIONS
 from gpulint.rules.common import arguments_at, by_callee, is_cpu_string, keyword_arg
-from gpulint.rules.examples import training_script
+from gpulint.rules.examples import lightning_module, training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, is_lightning_log, known_false_positives, selects_action
 
 _DATA_CONSTRUCTORS = frozenset(
@@ -22,20 +22,6 @@ _DATA_CONSTRUCTORS = frozenset(
 # A LightningModule's counters, Python ints Lightning keeps on the host.
 _LIGHTNING_COUNTERS = frozenset({"self.current_epoch", "self.global_step", "self.trainer.current_epoch",
                                  "self.trainer.global_step"})
-_LIGHTNING_MODULE = """import torch
-import lightning as L
-
-
-class Agent(L.LightningModule):
-    def training_step(self, batch, batch_idx):
-        loss = self.loss(batch)
-{body}
-        return loss
-"""
-
-
-def _lightning_module(body: str) -> str:
-    return _LIGHTNING_MODULE.format(body="\n".join("        " + line for line in body.splitlines()))
 
 
 # The legacy typed constructors of CUDA tensors: given a list (`torch.cuda.IntTensor([0])`), they copy it from the host;
@@ -99,8 +85,8 @@ class TensorFromHostDataInStep(SyncRule):
                         "mean = kept.mean() if kept.numel() > 0 else torch.tensor(0.0, device=device)"),
         training_script("offsets = torch.arange(4, device=device)"),
         training_script("buffer = torch.cuda.FloatTensor(4, 8)"),
-        _lightning_module('self.log("train_loss", loss)\nself.log_dict({"loss": loss.detach()})'),
-        _lightning_module('if batch_idx % 50 == 0:\n    self.log("episodes", len(self.episodes))'),
+        lightning_module('self.log("train_loss", loss)\nself.log_dict({"loss": loss.detach()})'),
+        lightning_module('if batch_idx % 50 == 0:\n    self.log("episodes", len(self.episodes))'),
         # No elements, nothing to copy: an empty placeholder for a batch with no matches.
         training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
         # InstantMesh's renderer: only cameras given as lists are converted; the step passes its batch's tensors
@@ -121,8 +107,8 @@ class TensorFromHostDataInStep(SyncRule):
         Invalid(training_script("rows = torch.stack([torch.as_tensor([i, i + 1]) for i in range(4)]).to(device)")),
         Invalid(training_script("overflow = torch.cuda.IntTensor([0])")),
         # Lightning Bolts' RL modules log episode statistics kept as Python numbers at every step
-        Invalid(_lightning_module('self.log_dict({"episodes": len(self.episodes), "epoch": self.current_epoch})')),
-        Invalid(_lightning_module('steps = float(len(batch))\nself.log("steps", steps, prog_bar=True)')),
+        Invalid(lightning_module('self.log_dict({"episodes": len(self.episodes), "epoch": self.current_epoch})')),
+        Invalid(lightning_module('steps = float(len(batch))\nself.log("steps", steps, prog_bar=True)')),
         Invalid(training_script("sizes = [len(x), len(y)]\nt = torch.cuda.LongTensor(sizes)")),
     )
 
