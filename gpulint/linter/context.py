@@ -225,7 +225,10 @@ class FileContext:
                     for name, element in zip(target.target.elements, elements):
                         self._bind(name.value, element)
                     continue
-                if on_device and type(target.target) in (cst.Tuple, cst.List):  # `x, lengths = moved_batch`
+                # `x, lengths = moved_batch`; `states, actions = experiences`, a parameter every call hands a tuple of
+                # device tensors (a replay buffer's `sample()`) or a device tensor (its rows)
+                if type(target.target) in (cst.Tuple, cst.List) and (
+                        on_device or type(node.value) is cst.Name and location == "device"):
                     for element in target.target.elements:
                         self._bind(element.value, "device")
                     continue

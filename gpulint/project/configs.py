@@ -133,12 +133,17 @@ _OPTION_WORD = re.compile(r"--([A-Za-z][\w-]*)(?:[ \t]+|=)[\"']?(\w[\w.+/-]{0,39
 _OVERRIDE_WORD = re.compile(r"(?<![\w.=/-])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)=[\"']?(\w[\w.+/-]{0,39})")
 
 
-# What settings say of on/off switches, as "true", "false" or "set" (given a value the text cannot read):
+# What settings say of on/off switches, as "true", "false", "zero" (an attribute set to 0) or "set" (given a value
+# the text cannot read):
 # argparse's `store_true` (off unless a command passes it) and boolean defaults, `name: bool = False` fields,
 # YAML/JSON booleans, `--name` alone in a command (on), `name=True` keywords, and `args.name = <expression>`.
 _ARGPARSE_SWITCH = re.compile(
-    r"""add_argument\(\s*["']-{1,2}([\w-]+)["'][^)]*?\b"""
-    r"""(?:action\s*=\s*["']store_(true|false)["']|default\s*=\s*(True|False)\b)""")
+    r"""add_argument\(\s*((?:["']-{1,2}[\w-]+["']\s*,\s*)+)((?:[^()]|\([^()]*\))*?)\b"""
+    r"""(?:action\s*=\s*["']store_(true|false)["']|default\s*=\s*(True|False|[01])\b(?![.\w]))""")
+_ARGPARSE_NAME = re.compile(r"""["'](-{1,2})([\w-]+)["']""")
+_ARGPARSE_DEST = re.compile(r"""\bdest\s*=\s*["'](\w+)["']""")
+# `type=int, default=0, choices=[0, 1]` (SAC extensions' `-per`, `-munchausen`): a switch written as a number.
+_ZERO_ONE_CHOICES = re.compile(r"""\bchoices\s*=\s*[\[(]\s*0\s*,\s*1\s*[\])]""")
 # Matched from the distinctive part on, with the name read off the text before it (`_word_before`): a pattern
 # starting with `\b(\w+)` is tried at every word of a file, which made these two a third of reading the settings.
 _BOOL_FIELD = re.compile(r"""[ \t]*:[ \t]*bool[ \t]*=[ \t]*(?:field\(\s*default\s*=\s*)?(True|False)\b""")
@@ -156,6 +161,8 @@ _KEY_SWITCH_SET = re.compile(r"""\[[ \t]*["'](\w+)["'][ \t]*\][ \t]*=[ \t]*(True
 _BOOL_KEY = re.compile(r"""^[ \t-]*["']?(\w+)["']?[ \t]*:[ \t]*(true|false|True|False)\b""", re.MULTILINE)
 _FLAG_ALONE = re.compile(r"--([A-Za-z][\w-]*)(?=[ \t]*(?:\\?\n|$|--|[;&|]))", re.MULTILINE)
 _FLAG_WORDS = {"true": "true", "false": "false", "1": "true", "0": "false"}
+# A one-dash option given 0 or 1 in a command (`python run.py -per 1`): argparse's numbered switches.
+_SHORT_OPTION_SWITCH = re.compile(r"(?<![\w-])-([A-Za-z][\w-]*)[ \t]+([01])(?![\w.])")
 # An override in a command: Hydra's `model.use_ema=true`, tacotron2's `--hparams=distributed_run=True,fp16_run=True`.
 _OVERRIDE_SWITCH = re.compile(r"(?<![\w-])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)=(true|false|True|False)\b")
 
@@ -165,8 +172,7 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     suffix = path.rsplit(".", 1)[-1]
     if suffix == "py":
-        for name, store, default in _ARGPARSE_SWITCH.findall(text) if "add_argument" in text else ():
-            found.append((name, {"true": "false", "false": "true"}[store] if store else default.lower()))
+        found += _argparse_switches(text) if "add_argument" in text else []
         if "bool" in text:
             found += [(name, match.group(1).lower()) for match in _BOOL_FIELD.finditer(text)
                       if (name := _word_before(text, match.start()))]
@@ -177,6 +183,8 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
                 value = _parenthesised(text, match.end(2) - len(value) + value.index("("))
             if value in ("True", "False"):
                 found.append((name, value.lower()))
+            elif value.split("#", 1)[0].strip() == "0":
+                found.append((name, "zero"))
             elif not _passed_through(name, value):
                 found.append((name, "set"))
         found += [(name.lower(), value.lower()) for name, value in _MODULE_SWITCH.findall(text)]
@@ -190,7 +198,25 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
         found += [(name, _FLAG_WORDS[value.lower()]) for name, value in _OPTION_WORD.findall(text)
                   if value.lower() in _FLAG_WORDS]
         found += [(name, value.lower()) for name, value in _OVERRIDE_SWITCH.findall(text)]
+        found += [(name, _FLAG_WORDS[value]) for name, value in _SHORT_OPTION_SWITCH.findall(text)]
     return {(name.replace("-", "_"), value) for name, value in found}
+
+
+def _argparse_switches(text: str) -> list[tuple[str, str]]:
+    """argparse's switches and what their defaults say (`store_true`: "false"), each under the name the program
+    reads (`dest`: the first long option, `-dist, --distributional` -> "distributional")."""
+    found = []
+    for match in _ARGPARSE_SWITCH.finditer(text):
+        names, _, store, default = match.groups()
+        call = _parenthesised(text, match.start() + len("add_argument"))
+        if default in ("0", "1") and not _ZERO_ONE_CHOICES.search(call):
+            continue  # a number, not a switch
+        options = _ARGPARSE_NAME.findall(names)
+        dest = _ARGPARSE_DEST.search(call)
+        name = dest.group(1) if dest else next((name for dashes, name in options if dashes == "--"), options[0][1])
+        value = {"true": "false", "false": "true"}[store] if store else {"0": "false", "1": "true"}.get(default, default)
+        found.append((name, value.lower()))
+    return found
 
 
 # `config.get('debug_nan', False)`: a switch read with its default (a config that never names it leaves it there).
@@ -217,11 +243,12 @@ def _parenthesised(text: str, start: int) -> str:
 
 
 def off_switches(settings: Iterable[tuple[str, str]]) -> frozenset[str]:
-    """The switches some setting turns off and none turns on or sets to what the text cannot read."""
+    """The switches some setting turns off and none turns on or sets to what the text cannot read (an attribute set
+    to 0, "zero", agrees with a switch written as a number: SAC extensions' `self.per = 0` for `-per` 0)."""
     said: dict[str, set[str]] = {}
     for name, value in settings:
         said.setdefault(name, set()).add(value)
-    return frozenset(name for name, values in said.items() if values == {"false"})
+    return frozenset(name for name, values in said.items() if values - {"zero"} == {"false"})
 
 
 # An option the program assigns on a configuration object (`args.optimizer_type = ...`, whatever the value): its

@@ -878,6 +878,9 @@ def kept_switches(test: ast.AST) -> tuple[str, ...]:
     keeps from its constructor, off when shipped settings never turn them on (`model.off_switches`)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return tuple(flag for value in test.values for flag in kept_switches(value))
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value in (1, True):
+        test = test.left  # `self.per == 1`: a switch written as a number (an argparse `choices=[0, 1]`)
     if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self" \
             and test.attr != "training":  # `nn.Module.training`: what `.train()` sets, true in every training step
         return (test.attr,)
@@ -2357,6 +2360,9 @@ class _Walker:
                 scope.regions.append(Region("gate", *span, flags=(gate_interval(test),)))
             if part == "body":
                 self._switch_region(test, flags, span)
+            elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                # the `else` of `if not self.munchausen:` runs only with the switch on
+                self._switch_region(test.operand, switch_flags(test.operand), span)
             if part == "body" and isinstance(test, ast.Name) and test.id in scope.params:
                 # `if should_sync:` on a parameter: a gate when every caller passes an interval test.
                 scope.regions.append(Region("param", *span, flags=(test.id,)))

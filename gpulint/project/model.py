@@ -43,6 +43,7 @@ from gpulint.project.facts import (
     Frame,
     FunctionFacts,
     Reach,
+    regions_at,
     state_at,
 )
 from gpulint.project.configs import argparse_intervals, every_step_intervals, off_switches
@@ -278,6 +279,7 @@ class Project:
         # A switch that turns the GPU on (Wave-U-Net's `--cuda`, `use_gpu`) is on wherever gpulint's findings matter.
         self.off_switches = frozenset(name for name in off_switches(
             [*config_switches, *(v for ix in self.files.values() for v in ix.switches)]) if not _turns_on_the_gpu(name))
+        self._off_lowered = frozenset(name.lower() for name in self.off_switches)
         self.config_keys = frozenset(config_keys)  # the words training configs give (configs.registry_keys)
         self.entries = False
         self._guesses: set[tuple] = set()
@@ -1549,7 +1551,8 @@ class Project:
                     continue
                 if assign.source.startswith("self.") and assign.source.count(".") == 1:
                     method = self.find_method(cls, assign.source[5:])
-                    found += [method] if method is not None and method not in found else []
+                    found += [method] if method is not None and method not in found \
+                        and not self._bound_only_when_off(method) else []
                 elif assign.callee.rsplit(".", 1)[-1] == "partial" and assign.first_arg:
                     # Palette's `self.set_device = partial(Util.set_device, rank=rank)`: the function it binds
                     found += [t for t in self._callable_targets(klass.path, scope, assign.first_arg)
@@ -2759,10 +2762,33 @@ class Project:
                 found.append((key, Reach(PROGRAM, chain=(frame,))))
                 self.entries = True
             if scope.marker_outside_loop and not is_cold_function_name(scope.name) \
-                    and not self._called_once_per_epoch(Target(path, scope.qualname), scope.name):
+                    and not self._called_once_per_epoch(Target(path, scope.qualname), scope.name) \
+                    and not self._bound_only_when_off(Target(path, scope.qualname, False)):
                 found.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{scope.name}`, one training step")))
                 self.entries = True
         return found
+
+    def _bound_only_when_off(self, method: Target) -> bool:
+        """A method nothing calls by name that its object binds to another attribute only under switches no shipped
+        setting turns on (SAC extensions' agent: `if self.per == 1: self.learn = self.learn_per`; the step calls
+        `self.learn(...)`): it runs only with that switch on."""
+        ix = self.files[method.path]
+        cls, _, name = method.qualname.rpartition(".")
+        if not cls or f"self.{name}" not in ix.text or any(f".{name}(" in other.text for other in self.files.values()):
+            return False
+        bindings = list(re.finditer(rf"=[ \t]*self\.{name}\b(?![\w(])", ix.text))
+        return bool(bindings) and all(self._under_off_switch(ix, cls, match.start()) for match in bindings)
+
+    def _under_off_switch(self, ix: ModuleIndex, cls: str, offset: int) -> bool:
+        """Is the character at `offset` of a class's method inside a branch for switches no shipped setting turns
+        on?"""
+        line = ix.text.count("\n", 0, offset) + 1
+        column = offset - (ix.text.rfind("\n", 0, offset) + 1)
+        holder = next((d for d in ix.members(cls) if d.start < line <= d.end and not d.is_class), None)
+        scope = ix.scope(holder.qualname) if holder is not None else None
+        return scope is not None and any(
+            region.kind in ("switch", "kept-switch") and self._off_flags_in([], frozenset(region.flags))
+            for region in regions_at(scope, (line, column)))
 
     # ------------------------------------------------------------------------------------------- propagation
     def _run(self) -> None:
@@ -3262,7 +3288,7 @@ class Project:
         cls = Target(path, scope.cls, True)
         methods: list[Target] = []
         for name in scope.method_refs:  # as `self.name()` resolves: the method, and the overrides it dispatches to
-            if self.find_method(cls, name) is not None:
+            if (method := self.find_method(cls, name)) is not None and not self._bound_only_when_off(method):
                 methods += self.resolve_call(path, scope, Call(0, (0, 0), f"self.{name}", -1), per_step=False).targets
         self._reach_all(list(dict.fromkeys(methods)), reach.rank, True, reach.chain, reach.flags, push,
                         among=reach.among)
@@ -3901,7 +3927,10 @@ class Project:
                         kind = elements[position] if elements is not None and position < len(elements) else "unknown"
                     kinds.add(kind)
         kind = kinds.pop() if len(kinds) == 1 else "unknown"
-        return "unknown" if tuple_kinds(kind) is not None else kind  # a tuple bound whole is no tensor
+        elements = tuple_kinds(kind)
+        if elements is not None:  # a tuple bound whole is no tensor, but its tensors all live on the device (a replay
+            return "device" if set(elements) == {"device"} else "unknown"  # buffer's `sample()`), as `location_of` says
+        return kind
 
     def _return_kind(self, function: Target) -> str:
         """Where what a function returns lives: "host" when every `return` gives a host value (`return
@@ -4259,7 +4288,8 @@ class Project:
         conditions test: the scopes the model never read, a function it reached by a guess, are read by the rules)."""
         read = {flag for scope in scopes for region in scope.regions if region.kind in ("switch", "kept-switch")
                 for flag in region.flags}
-        return frozenset(flag for flag in read | tested if flag in self.off_switches)
+        # (whatever the case: SAC extensions' `self.D2RL` keeps `-d2rl`)
+        return frozenset(flag for flag in read | tested if flag.lower() in self._off_lowered)
 
     def _option_values_in(self, scopes: Iterable[Scope], tested: frozenset[str] = frozenset()
                           ) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -2362,6 +2362,19 @@ def test_switch_settings_and_the_switches_they_leave_off():
     options = switch_settings("def build(dataset, dist=False):\n    pass\n\nif launcher == 'none':\n"
                               "    opt['dist'] = False\nelse:\n    opt['dist'] = True\n", "basicsr/utils/options.py")
     assert ("dist", "true") in options and "dist" not in off_switches(options)
+    # argparse's switches under the name the program reads, and switches written as numbers (`choices=[0, 1]`)
+    numbered = switch_settings(textwrap.dedent("""
+        p.add_argument("-dist", "--distributional", type=int, default=0, choices=[0, 1])
+        p.add_argument("-u", "--use-ema", action="store_true", dest="ema")
+        p.add_argument("-n_step", type=int, default=1)
+        p.add_argument("-per", type=int, choices=(0, 1), default=0)
+        self.per = 0
+        self.count = 0
+    """), "run.py")
+    assert numbered == {("distributional", "false"), ("ema", "false"), ("per", "false"), ("per", "zero"),
+                        ("count", "zero")}
+    assert off_switches(numbered) == {"distributional", "ema", "per"}
+    assert switch_settings("python run.py -per 1 -info sac -n_step 3\n", "README.md") == {("per", "true")}
 
 
 def test_a_factory_named_for_losses_is_setup_not_step_work(tmp_path, check):
@@ -12645,3 +12658,70 @@ def test_a_project_that_only_samples_has_no_step_findings(tmp_path, check):
     assert ("uvit.py", 6) in {(path, line) for path, line, *_ in found}
     found = check(tmp_path / "trainer", {"uvit.py": model, "sample.py": sample, "finetune.py": finetune})
     assert ("uvit.py", 6) in {(path, line) for path, line, *_ in found}
+
+
+def test_an_agent_choosing_its_learning_method_under_numbered_switches_runs_only_the_default_one(tmp_path, check):
+    """SAC extensions' agent binds `self.learn` to `learn_per` under `if self.per == 1:` and to `learn_distr` under
+    `if self.distributional:`, from argparse switches written as numbers (`type=int, default=0, choices=[0, 1]`) no
+    command turns on: only `learn_` runs, and in it only what runs with `munchausen` off (the `else` of
+    `if not self.munchausen:`); a README command passing `-per 1` would turn PER on."""
+    agent = """
+        import torch
+
+        class Agent:
+            def __init__(self, per, distributional, munchausen, device):
+                self.per = per
+                self.distributional = distributional
+                self.munchausen = munchausen
+                self.device = device
+                if self.per == 1:
+                    self.learn = self.learn_per
+                else:
+                    self.per = 0
+                    if self.distributional:
+                        self.learn = self.learn_distr
+                    else:
+                        self.learn = self.learn_
+
+            def step(self, batch):
+                self.learn(batch)
+
+            def learn_(self, batch):
+                q = self.critic(batch)
+                if not self.munchausen:
+                    target = q.mean()
+                else:
+                    target = q.mean().cpu()
+                loss = (q - target).pow(2).mean()
+                loss.backward()
+                self.optimizer.step()
+
+            def learn_per(self, batch):
+                loss = self.critic(batch).mean()
+                print(loss.item())
+                loss.backward()
+                self.optimizer.step()
+
+            def learn_distr(self, batch):
+                loss = self.critic(batch).mean()
+                print(loss.item())
+                loss.backward()
+                self.optimizer.step()
+    """
+    run = """
+        import argparse
+        import torch
+        from agent import Agent
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("-per", type=int, default=0, choices=[0, 1], help="PER if set to 1")
+        parser.add_argument("-dist", "--distributional", type=int, default=0, choices=[0, 1])
+        parser.add_argument("-munchausen", type=int, choices=[0, 1], default=0)
+        args = parser.parse_args()
+        agent = Agent(args.per, args.distributional, args.munchausen, "cuda")
+        for batch in loader:
+            agent.step(batch.cuda(non_blocking=True))
+    """
+    assert check(tmp_path / "default", {"agent.py": agent, "run.py": run}) == []
+    found = check(tmp_path / "per", {"agent.py": agent, "run.py": run, "README.md": "python run.py -per 1\n"})
+    assert [(f[0], f[1], f[2]) for f in found] == [("agent.py", 34, "GPL401")]
