@@ -12725,3 +12725,51 @@ def test_an_agent_choosing_its_learning_method_under_numbered_switches_runs_only
     assert check(tmp_path / "default", {"agent.py": agent, "run.py": run}) == []
     found = check(tmp_path / "per", {"agent.py": agent, "run.py": run, "README.md": "python run.py -per 1\n"})
     assert [(f[0], f[1], f[2]) for f in found] == [("agent.py", 34, "GPL401")]
+
+
+def test_a_tuple_of_device_tensors_handed_to_the_learning_step_unpacks_to_device_tensors(tmp_path, check):
+    """SAC extensions' agent: `experiences = self.memory.sample()` returns a tuple of tensors the buffer moved to the
+    device, and `learn(experiences)` unpacks it: `states.to(self.device)` there copies nothing. The buffer's own moves
+    of host data are the copies."""
+    found = check(tmp_path, {
+        "buffer.py": """
+            import numpy as np
+            import torch
+
+            class ReplayBuffer:
+                def __init__(self, device):
+                    self.device = device
+                    self.memory = []
+
+                def sample(self):
+                    rows = self.memory[:64]
+                    states = torch.from_numpy(np.stack([r.state for r in rows])).float().to(self.device)
+                    actions = torch.from_numpy(np.vstack([r.action for r in rows])).float().to(self.device)
+                    return (states, actions)
+        """,
+        "train.py": """
+            import torch
+            from buffer import ReplayBuffer
+
+            class Agent:
+                def __init__(self, device):
+                    self.device = device
+                    self.memory = ReplayBuffer(device)
+
+                def step(self):
+                    experiences = self.memory.sample()
+                    self.learn(experiences)
+
+                def learn(self, experiences):
+                    states, actions = experiences
+                    q = self.critic(states.to(self.device), actions.to(self.device))
+                    loss = q.mean()
+                    loss.backward()
+                    self.optimizer.step()
+
+            agent = Agent("cuda")
+            for i in range(100):
+                agent.step()
+        """,
+    })
+    assert sorted({(f[0], f[1]) for f in found}) == [("buffer.py", 12), ("buffer.py", 13)]
