@@ -188,8 +188,8 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
             elif not _passed_through(name, value):
                 found.append((name, "set"))
         found += [(name.lower(), value.lower()) for name, value in _MODULE_SWITCH.findall(text)]
-        found += [(name, value.lower()) for name, value in _KEY_SWITCH_SET.findall(text)] if "'] =" in text \
-            or '"] =' in text else []
+        found += [(name, value.lower()) for name, value in _KEY_SWITCH_SET.findall(text)] if "']" in text \
+            or '"]' in text else []
         found += [(name, value.lower()) for name, value in _GET_WITH_DEFAULT.findall(text)] if ".get(" in text else []
     elif suffix in ("yaml", "yml", "json"):
         found += [(name, value.lower()) for name, value in _BOOL_KEY.findall(text)]

@@ -2360,7 +2360,7 @@ def test_switch_settings_and_the_switches_they_leave_off():
     assert off_switches(base | tuned) == {"empty_cache", "collect_stats"}
     # BasicSR: `dist=False` is a helper's default; the launcher sets `opt['dist'] = True` for distributed runs.
     options = switch_settings("def build(dataset, dist=False):\n    pass\n\nif launcher == 'none':\n"
-                              "    opt['dist'] = False\nelse:\n    opt['dist'] = True\n", "basicsr/utils/options.py")
+                              "    opt['dist'] = False\nelse:\n    opt['dist']=True\n", "basicsr/utils/options.py")
     assert ("dist", "true") in options and "dist" not in off_switches(options)
     # argparse's switches under the name the program reads, and switches written as numbers (`choices=[0, 1]`)
     numbered = switch_settings(textwrap.dedent("""

@@ -46,6 +46,10 @@ class AnomalyDetectionOn(Rule):
             "        for batch in loader:\n            model(batch).backward()\n            opt.step()\n"
         ),
         Invalid(
+            "import torch\n\nif __name__ == \"__main__\":\n    torch.autograd.set_detect_anomaly(True)\n",
+            fixed="import torch\n\nif __name__ == \"__main__\":\n    torch.autograd.set_detect_anomaly(False)\n",
+        ),
+        Invalid(
             "def Trainer(**settings):\n    return settings\n\n\ntrainer = Trainer(max_epochs=3, detect_anomaly=True)\n",
             fixed="def Trainer(**settings):\n    return settings\n\n\ntrainer = Trainer(max_epochs=3, detect_anomaly=False)\n",
         ),

@@ -142,12 +142,24 @@ def _yields(function: cst.FunctionDef) -> bool:
 
 
 def under_any_if(context: FileContext) -> bool:
-    """Inside the body of any `if` in the same function (`if args.debug:`): switched by a flag, not always on."""
+    """Inside the body of any `if` in the same function (`if args.debug:`): switched by a flag, not always on. A
+    script's `if __name__ == "__main__":` switches nothing (MotionDiffuse's training script turns anomaly mode on
+    there)."""
     chain = context.ancestors
     for index in range(len(chain) - 2, -1, -1):
         node = chain[index]
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
-        if isinstance(node, (cst.If, cst.IfExp)) and chain[index + 1] is not node.test:
+        if isinstance(node, (cst.If, cst.IfExp)) and chain[index + 1] is not node.test and not _is_main_guard(node.test):
             return True
     return False
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`, either way round."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = {side.value if isinstance(side, cst.Name) else side.evaluated_value
+             if isinstance(side, cst.SimpleString) else None for side in (test.left, test.comparisons[0].comparator)}
+    return sides == {"__name__", "__main__"}
