@@ -73,6 +73,10 @@ _LITERALS = frozenset(
 
 # A numpy random Generator (`self.rng = np.random.default_rng(seed)`) and its draws, which live on the host.
 _RNG_NAME = re.compile(r"(^|_)(rng|np_random|random_state)$")
+_GRAPH_FEATURES = frozenset({"ndata", "edata", "srcdata", "dstdata"})  # a DGL graph's node and edge feature tables
+# What a model's `generate()` is called on (`self.actor_model.module.generate(prompts, ...)`, `policy.generate(...)`):
+# the tokens it returns are on the model's device, as its inputs are (a tokenizer or a pipeline returns host values).
+_GENERATING_MODEL_PARTS = frozenset({"model", "actor", "policy", "lm", "llm", "net", "transformer", "decoder"})
 _NUMPY_RANDOM_METHODS = frozenset(
     {"choice", "integers", "permutation", "uniform", "normal", "random", "shuffle", "binomial", "beta", "randint", "rand"}
 )
@@ -318,6 +322,10 @@ class FileContext:
                 return stack[index]  # type: ignore[return-value]
         return None
 
+    def enclosing_class(self) -> str:
+        """The qualified name of the innermost class around the current node ("" outside any class)."""
+        return self._classes[-1] if self._classes else ""
+
     def innermost_loop(self) -> cst.CSTNode | None:
         """The innermost For/While enclosing the current node within its function (the node itself excluded)."""
         stack = self._stack
@@ -461,6 +469,9 @@ class FileContext:
                     return "host"
             if expr.attr.value == "data":
                 return self.location_of(expr.value)  # `p.data`: the tensor's own storage, where the tensor is
+            if expr.attr.value in _GRAPH_FEATURES:
+                # `g.ndata["feat"]` of a DGL graph moved by `g = g.to(device)`: its features moved with it
+                return "device" if self.location_of(expr.value) == "device" else "unknown"
             if type(expr.value) is cst.Call and (self.imports.resolve(expr.value.func) or "").startswith(
                     HOST_MODULE_PREFIXES):
                 return "host"  # `np.finfo(np.float32).eps`: an attribute of what numpy returns
@@ -540,6 +551,9 @@ class FileContext:
                 return self.location_of(func.value)
             if method in _NUMPY_RANDOM_METHODS and _RNG_NAME.search(last_name(func.value) or ""):
                 return "host"  # `self.rng.choice(n, size=k)`: a numpy Generator draws on the host
+            if method == "generate" and any(name_parts(part) & _GENERATING_MODEL_PARTS
+                                            for part in (dotted_name(func.value) or "").split(".")):
+                return "device"  # `seq = self.actor_model.module.generate(prompts, ...)` (ReMax's RLHF step)
         if self._returns:  # a project function the model knows returns a host (or device) value
             written = dotted_name(func)
             if written in self._returns:

@@ -131,6 +131,7 @@ class Loop:
     # filling its buffers, one transition per iteration.
     fills_by_index: bool = False
     steps_env: bool = False  # its body steps a reinforcement-learning environment (`env.step(action)`): a rollout
+    over_rows: bool = False  # `for i in range(batch_size):`, `range(x.shape[0])`, `range(len(x))`: a batch's rows
 
 
 @dataclass
@@ -556,6 +557,26 @@ def _gate_word(name: str, extra: frozenset[str]) -> bool:
 
 # Parts of a name that make it a size, not a counter (`batch_size`, `iter_len`).
 _SIZE_PARTS = frozenset({"size", "sizes", "len", "length", "shape", "dim", "dims"})
+
+
+# Names of a batch's size (`batch_size`, `bsz`, `bs`, `num_samples`).
+_ROW_COUNT_PARTS = frozenset({"batch", "bs", "bsz", "samples", "rows"})
+
+
+def _over_rows(iterable: ast.AST) -> bool:
+    """`range(batch_size)`, `range(x.shape[0])`, `range(x.size(0))`, `range(len(x))`: a loop over a batch's rows."""
+    if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range"
+            and len(iterable.args) == 1):
+        return False
+    bound = iterable.args[0]
+    if isinstance(bound, ast.Subscript) and isinstance(bound.value, ast.Attribute) and bound.value.attr == "shape" \
+            and isinstance(bound.slice, ast.Constant) and bound.slice.value == 0:
+        return True
+    if isinstance(bound, ast.Call) and (name := dotted(bound.func)) is not None:
+        return name == "len" or (name.endswith(".size") and len(bound.args) == 1
+                                 and isinstance(bound.args[0], ast.Constant) and bound.args[0].value == 0)
+    name = dotted(bound)
+    return name is not None and bool(name_parts(name.rsplit(".", 1)[-1]) & _ROW_COUNT_PARTS)
 
 
 def _step_counter(node: ast.AST) -> bool:
@@ -2222,6 +2243,7 @@ class _Walker:
             loop.iterates_loader = iterates_loader(node.iter)
             loop.evaluates = iterates_eval_loader(node.iter)
             loop.label = dotted(_unwrapped(node.iter)) or ""
+            loop.over_rows = _over_rows(node.iter)
             for name, iterable in _loop_elements(node.target, node.iter, loop.label or _modules_of(node.iter)):
                 scope.assigns.append(Assign(name, element_of=iterable))
             self.values.bind(node.target, self._element_kind(node.iter))

@@ -49,7 +49,7 @@ from gpulint.project.facts import (
 from gpulint.project.configs import argparse_intervals, every_step_intervals, off_switches
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import (
-    MODULE_SCOPE, Assign, Call, Region, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds,
+    MODULE_SCOPE, Assign, Call, Loop, Region, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds,
 )
 from gpulint.project.vocab import (
     BATCH_MOVE_HELPERS,
@@ -2628,7 +2628,7 @@ class Project:
                                                reason=f"in `{name}`, which runs when its module is called")))
         # A framework calls the hooks of the modules the program builds: not of a class nothing names (ldm's
         # NoisyLatentImageClassifier, which no config builds).
-        never_fit = self._lightning_never_fit(hooks)
+        never_fit = self._lightning_never_fit(hooks) | self._hooks_nothing_calls(hooks)
         # nor their methods named like step work (the `p_losses` a `training_step` would call)
         named = [(key, reach) for key, reach in named if _owner_name(key[1]) not in never_fit]
         if self.entries and len(self.files) > 1:
@@ -2641,7 +2641,8 @@ class Project:
                 | never_fit
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
-        roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models()
+        roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models() \
+            + self._models_a_library_trainer_trains()
         # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):
         # the callers of such functions are read too.
         workers = {key[1].rsplit(".", 1)[-1] for key, reach in roots if reach.rank == PER_STEP}
@@ -2706,6 +2707,51 @@ class Project:
                 f"in `{forward.qualname}`, which detectron2's trainer runs every step"))))
         self.entries = self.entries or bool(found)
         return found
+
+    def _models_a_library_trainer_trains(self) -> list[tuple[Key, Reach]]:
+        """`trainer = Trainer(model=model, ...)` then `trainer.train()`, with a Hugging Face (or TRL) trainer or a
+        project subclass of one: the library's loop runs the model's `forward` every step (landmark-attention's
+        `LlamaForCausalLM`, the project's own copy of the model, under a `TrainerCosine(Trainer)`)."""
+        found = []
+        for path, ix in self.files.items():
+            if "Trainer" not in ix.text or "model" not in ix.text or ".train(" not in ix.text \
+                    or not is_training_path(path):
+                continue
+            for scope in self._scopes_of_file(ix):
+                if not any(call.func.endswith(".train") and not call.arg_kinds for call in scope.calls):
+                    continue
+                for call in scope.calls:
+                    model = call.passed(0, "model") if "Trainer" in call.func.rsplit(".", 1)[-1] else ""
+                    if not model or not self._library_trainer(path, scope, call.func):
+                        continue
+                    for cls in sorted(self.types_of(path, scope, model), key=_order):
+                        forward = self.find_method(cls, "forward")
+                        forward_scope = self.files[forward.path].scope(forward.qualname) if forward else None
+                        if forward_scope is None:
+                            continue
+                        chain = (Frame(path, call.line, f"{call.func}(model={model}).train() (the library's loop)"),
+                                 Frame(forward.path, forward_scope.line, _label(forward.qualname)))
+                        found.append(((forward.path, forward.qualname), Reach(PER_STEP, chain=chain, reason=(
+                            f"in `{forward.qualname}`, which the trainer's loop runs every step"))))
+        self.entries = self.entries or bool(found)
+        return found
+
+    def _scopes_of_file(self, ix: ModuleIndex) -> list[Scope]:
+        """The file's module scope and the scopes of its top-level functions and methods."""
+        scopes = [ix.module_scope] if ix.module_scope is not None else []
+        for definition in ix.definitions.values():
+            if not definition.is_class:
+                scopes += [s for s in ix.scopes_of(definition).values() if s.kind == "function"]
+        return scopes
+
+    def _library_trainer(self, path: str, scope: Scope, func: str) -> bool:
+        """Is `func` a library's trainer class (`transformers.Trainer`, TRL's `SFTTrainer`), or a project class
+        deriving from one?"""
+        targets = self._callable_targets(path, scope, func)
+        if not targets:
+            return self._is_external(path, scope, func.split(".", 1)[0])
+        return any(target.is_class and any(name.endswith("Trainer") for klass in self.mro(target)
+                                           for name in self._library_bases(klass)) for target in targets)
 
     def _called_by_name(self, cls: Target) -> bool:
         """May the class's methods run by a name the text does not spell: it looks its own methods up
@@ -2921,6 +2967,31 @@ class Project:
         if not lightning or any(_STARTS_LIGHTNING.search(ix.text) for ix in self.files.values()):
             return set()
         return lightning
+
+    def _hooks_nothing_calls(self, hooks: list[tuple[Key, Reach]]) -> set[str]:
+        """The classes of plain modules (no base but project classes and `nn.Module`) whose framework-named hooks no
+        code calls: EasyNLP's latent-diffusion `DDPM(nn.Module)` keeps the `training_step` and `on_train_batch_end` of
+        the Lightning module it was copied from, and its own Trainer calls `forward`. No framework runs them."""
+        found = set()
+        for (path, qualname), _ in hooks:
+            if "." not in qualname:
+                continue
+            cls, _, hook = qualname.rpartition(".")
+            if not self._plain_module(Target(path, cls, True)):
+                continue
+            # called on another object (`cb.on_batch_end(...)`), by its own class, or by name (`getattr(cb, hook)`)
+            called = re.compile(r"(?<!\bself)\.%s\s*\(|[\"']%s[\"']" % (re.escape(hook), re.escape(hook)))
+            if not any(called.search(ix.text) for ix in self.files.values()) and not any(
+                    f"self.{hook}(" in d.code for klass in self.mro(Target(path, cls, True))
+                    for d in self.files[klass.path].members(klass.qualname)):
+                found.add(_owner_name(qualname))
+        return found
+
+    def _plain_module(self, cls: Target) -> bool:
+        """Does a class derive from `nn.Module` and from no other library's class (a Lightning module, a callback, a
+        `Trainer`, whose framework calls its hooks)?"""
+        bases = {name for klass in self.mro(cls) for name in self._library_bases(klass)}
+        return "Module" in bases and bases <= {"object", "ABC", "Module"}
 
     def _built_only_apart(self, class_names: set[str]) -> set[str]:
         """The classes built (`Name(...)`), and only in files that are no training (asteroid's `SDRCallback`, built
@@ -3735,7 +3806,7 @@ class Project:
         Only such a function runs every step because one step calls it (`valid_step(model, val_loader)` called in
         an epoch loop the model took for a step loop is an evaluation pass all the same)."""
         scope = self.files[target.path].scope(target.qualname) if target.path in self.files else None
-        return scope is not None and not scope.loops and not any(
+        return scope is not None and not any(_passes_over_data(loop) for loop in scope.loops) and not any(
             call.func.rsplit(".", 1)[-1] == "eval" and not call.arg_kinds for call in scope.calls
         ) and not scope.no_grad_decorated
 
@@ -4797,6 +4868,14 @@ def _common_prefix(a: str, b: str) -> int:
             break
         n += 1
     return n
+
+
+def _passes_over_data(loop: Loop) -> bool:
+    """Does a loop make passes of its own: over a loader, an environment, or a model called on each pass (a loop
+    over tokens generates)? A loop over a batch's rows that calls no model (ReMax's `for i in range(batch_size):`
+    fixing each generated sequence) computes on what the function was given."""
+    return not loop.over_rows or loop.iterates_loader or loop.fetches or loop.steps_env or loop.has_marker \
+        or loop.model_with_grad or loop.model_without_grad or loop.evaluates
 
 
 def _switches_to_eval(scope: Scope) -> bool:

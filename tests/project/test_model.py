@@ -12773,3 +12773,140 @@ def test_a_tuple_of_device_tensors_handed_to_the_learning_step_unpacks_to_device
         """,
     })
     assert sorted({(f[0], f[1]) for f in found}) == [("buffer.py", 12), ("buffer.py", 13)]
+
+
+def test_an_rlhf_step_fixing_each_generated_sequence_runs_every_step(tmp_path, check):
+    """ReMax's experience step calls `_generate_sequence`, which samples with the actor's `generate()` and then fixes
+    each row in a loop over the batch: the loop is over rows, not a pass of its own, so the helper runs every step
+    whatever its name says, and the tokens `generate()` returns are on the device."""
+    found = check(tmp_path, {"trainer.py": """
+        import torch
+
+        DEVICE = torch.device("cuda")
+
+
+        class Trainer:
+            def _generate_sequence(self, prompts, mask):
+                with torch.no_grad():
+                    seq = self.actor_model.module.generate(prompts, attention_mask=mask)
+                valid_ans_len = (seq != self.pad_token_id).sum(dim=-1)
+                out_seq = []
+                for i in range(seq.shape[0]):
+                    if valid_ans_len[i] <= 1:
+                        seq[i, -1] = self.space_id
+                    out_seq.append(seq[i:i + 1])
+                return torch.cat(out_seq, dim=0)
+
+            def train(self, loader, optimizer):
+                for batch in loader:
+                    seq = self._generate_sequence(batch["prompt"], batch["mask"])
+                    loss = self.actor_model(seq).loss
+                    loss.backward()
+                    optimizer.step()
+    """})
+    assert sorted({(line, code) for _, line, code, *_ in found}) == [(14, "GPL405"), (15, "GPL204")], found
+
+
+def test_the_features_of_a_moved_dgl_graph_are_on_the_device(tmp_path, check):
+    """benchmarking-gnns moves each batched graph with `batch_graphs.to(device)`; its `ndata` and `edata` moved with
+    it, so `.to(device)` of its features copies nothing (the graph's own move is the copy)."""
+    found = check(tmp_path, {"train.py": """
+        import torch
+
+
+        def train_epoch(model, optimizer, device, data_loader):
+            for batch_graphs, batch_labels in data_loader:
+                batch_graphs = batch_graphs.to(device)
+                batch_x = batch_graphs.ndata['feat'].to(device)
+                batch_e = batch_graphs.edata['feat'].to(device)
+                loss = model.loss(model(batch_graphs, batch_x, batch_e), batch_labels.to(device, non_blocking=True))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    """})
+    assert sorted({(line, code) for _, line, code, *_ in found}) == [(7, "GPL411")], found
+
+
+def test_lightning_hooks_a_plain_module_kept_from_another_project_do_not_run(tmp_path, check):
+    """EasyNLP's latent-diffusion `DDPM(nn.Module)` keeps the `training_step` of the Lightning module it was copied
+    from; its own Trainer calls the model's `forward`, and nothing calls `training_step`."""
+    found = check(tmp_path, {
+        "ddpm.py": """
+            import torch
+            from torch import nn
+
+
+            class DDPM(nn.Module):
+                def training_step(self, batch, batch_idx):
+                    loss = self(batch["image"].cuda())
+                    self.log("loss", loss.item())
+                    return loss
+
+                def forward(self, x):
+                    return self.net(x).mean()
+        """,
+        "train.py": """
+            import torch
+            from ddpm import DDPM
+
+
+            def main(loader):
+                model = DDPM().cuda()
+                optimizer = torch.optim.AdamW(model.parameters())
+                for batch in loader:
+                    loss = model(batch["image"].cuda(non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+        """,
+    })
+    assert found == [], found
+
+
+def test_a_model_handed_to_a_library_trainer_runs_its_forward_every_step(tmp_path, check):
+    """landmark-attention fine-tunes its own copy of `LlamaForCausalLM` with `TrainerCosine(Trainer)(model=model, ...)`
+    and `trainer.train()`, beside a benchmark with a loop of its own: the library's loop runs the model's `forward`
+    every step, and the chain says so."""
+    found = check(tmp_path, {
+        "llama/llama_mem.py": """
+            import torch
+            from torch import nn
+
+
+            class LlamaForCausalLM(nn.Module):
+                def forward(self, input_ids, labels=None):
+                    fill = torch.tensor(torch.finfo(torch.float16).min, device=input_ids.device)
+                    return self.model(input_ids, fill)
+        """,
+        "llama/train.py": """
+            from transformers import Trainer
+            from llama_mem import LlamaForCausalLM
+
+
+            class TrainerCosine(Trainer):
+                def create_scheduler(self, num_training_steps, optimizer=None):
+                    return None
+
+
+            def train():
+                model = LlamaForCausalLM.from_pretrained("llama-7b")
+                trainer = TrainerCosine(model=model, args=None, train_dataset=None)
+                trainer.train()
+
+
+            if __name__ == "__main__":
+                train()
+        """,
+        "lm_benchmark/main.py": """
+            import torch
+
+
+            def train(model, loader, optimizer):
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True)).mean()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    })
+    assert [(f[0], f[1], f[2], f[4]) for f in found] == [
+        ("llama/llama_mem.py", 8, "GPL412",
+         "TrainerCosine(model=model).train() (the library's loop) -> LlamaForCausalLM.forward()")], found
