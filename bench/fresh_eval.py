@@ -22,6 +22,12 @@ theirs). Under the per-repository table, the pooled line gives both figures with
 findings, covered / all positives). Findings on no labelled line are *unjudged*: zero when the batch is scored at the
 commit its labels were written for; after later rule changes `--unjudged` lists them.
 
+Readers label a statement that spans several lines at its first line; a finding sits on the line of the expression
+it flags (the f-string of a multi-line `print(`, the `padding="max_length"` keyword of a tokenizer call). The last
+line printed scores the shown findings with labels also matched by statement: a finding covers a label on the first
+line of the statement it is in, and is judged by it when no label is on its own lines. The table keeps line-exact
+matching.
+
     python bench/fresh_eval.py bench/corpus/fresh/batch-1                 # the table
     python bench/fresh_eval.py bench/corpus/fresh/batch-1 --details       # also misses, false findings, unjudged
     python bench/fresh_eval.py bench/corpus/fresh/batch-1 --layout /tmp/b1  # keep the laid-out repositories
@@ -33,6 +39,7 @@ It is a benchmark: it exits 0 whatever the figures; a malformed batch or flag is
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import json
 import os
@@ -232,14 +239,41 @@ def stale_labels(labels: list[FreshLabel], folder: Path) -> list[tuple[FreshLabe
     return stale
 
 
-def score_repo(labels: list[FreshLabel], found: list[Found], repo: str, outcome: Outcome) -> None:
+def statement_starts(text: str) -> dict[int, int]:
+    """The first line of the statement each line belongs to, for the lines of statements that span several: a simple
+    statement, or the header of a compound one (`for ... in (`, `if (`, a `with`'s items). Readers label a statement
+    at its first line; a finding sits on the line of the expression it flags."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    starts: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        body = getattr(node, "body", None)
+        end = (body[0].lineno - 1) if isinstance(body, list) and body and isinstance(body[0], ast.stmt) \
+            else (node.end_lineno or node.lineno)
+        for line in range(node.lineno + 1, max(node.lineno, end) + 1):
+            starts.setdefault(line, node.lineno)
+    return starts
+
+
+def score_repo(labels: list[FreshLabel], found: list[Found], repo: str, outcome: Outcome,
+               starts: dict[str, dict[int, int]] | None = None) -> None:
+    """Score one repository's findings against its labels. With `starts` (`statement_starts` by path), a finding on
+    a later line of a statement also covers a label on the statement's first line, and is judged by it when no label
+    is on its own lines."""
     by_line: dict[tuple[str, int], list[FreshLabel]] = {}
     for item in labels:
         by_line.setdefault((item.label.path, item.label.line), []).append(item)
     covered: set[int] = set()
     for finding in found:
         hits = [item for line in range(finding.line, finding.end_line + 1) for item in by_line.get((finding.path, line), ())]
-        covered.update(id(item) for item in hits)
+        start = (starts or {}).get(finding.path, {}).get(finding.line)
+        statement = by_line.get((finding.path, start), []) if start is not None else []
+        covered.update(id(item) for item in [*hits, *statement])
+        hits = hits or statement
         for key in (finding.family, "all", repo):
             tally = outcome.tallies.setdefault(key, Tally())
             tally.findings += 1
@@ -267,10 +301,12 @@ def score_repo(labels: list[FreshLabel], found: list[Found], repo: str, outcome:
             outcome.missed.append(item)
 
 
-def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> tuple[Outcome, Outcome, Outcome]:
+def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> tuple[Outcome, Outcome, Outcome, Outcome]:
     """The scores of the findings `gpulint check` shows (`certain` and `likely`), of the `certain` ones only (what
-    `--confidence certain` shows), and of all of them (`--confidence possible`)."""
-    outcome, certain, everything = (Outcome(tallies={key: Tally() for key in (*FAMILIES, "all")}) for _ in range(3))
+    `--confidence certain` shows), of all of them (`--confidence possible`), and of those it shows with labels
+    matched by statement (`statement_starts`)."""
+    outcome, certain, everything, by_statement = (
+        Outcome(tallies={key: Tally() for key in (*FAMILIES, "all")}) for _ in range(4))
     for row in batch.repos:
         folder = lay_out_repo(mirrors, row.repo, row.commit, root)
         files, lines = _line_counts(folder)
@@ -283,9 +319,13 @@ def evaluate(batch: Batch, mirrors: Path, command: str, root: Path) -> tuple[Out
         stale = stale_labels(labels, folder)
         outcome.stale += stale
         usable = [item for item in labels if all(item is not s for s, _ in stale)]
-        for view, scored in zip(confidence_views(found), (outcome, certain, everything)):
+        views = confidence_views(found)
+        for view, scored in zip(views, (outcome, certain, everything)):
             score_repo(usable, view, row.repo, scored)
-    return outcome, certain, everything
+        starts = {path: statement_starts((folder / path).read_text(encoding="utf-8", errors="replace"))
+                  for path in {f.path for f in views[0]} if (folder / path).is_file()}
+        score_repo(usable, views[0], row.repo, by_statement, starts)
+    return outcome, certain, everything, by_statement
 
 
 def confidence_views(found: list[Found]) -> tuple[list[Found], list[Found], list[Found]]:
@@ -383,10 +423,11 @@ def main(argv: list[str] | None = None) -> int:
             if root.exists() and any(root.iterdir()):
                 raise CorpusError(f"{root}: --layout folder must be empty or absent")
             root.mkdir(parents=True, exist_ok=True)
-            outcome, certain, everything = evaluate(batch, Path(args.mirrors), args.gpulint, root)
+            outcome, certain, everything, by_statement = evaluate(batch, Path(args.mirrors), args.gpulint, root)
         else:
             with tempfile.TemporaryDirectory(prefix="gpulint-fresh-") as tmp:
-                outcome, certain, everything = evaluate(batch, Path(args.mirrors), args.gpulint, Path(tmp))
+                outcome, certain, everything, by_statement = evaluate(
+                    batch, Path(args.mirrors), args.gpulint, Path(tmp))
     except CorpusError as exc:
         print(f"fresh_eval: error: {exc}", file=sys.stderr)
         return 2
@@ -397,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(render(batch, outcome))
     for name, scored in (("certain findings only (--confidence certain)", certain),
-                         ("all findings (--confidence possible)", everything)):
+                         ("all findings (--confidence possible)", everything),
+                         ("labels matched by statement (a label on a statement's first line, a finding on a later line "
+                          "of it)", by_statement)):
         t = scored.tallies["all"]
         print(f"{name}: {t.findings} findings, {t.real} real, {t.false} false, {t.unjudged} unjudged, "
               f"precision {_ratio(t.precision)}, recall {_ratio(t.recall)}")

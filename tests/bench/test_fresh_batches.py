@@ -49,3 +49,27 @@ def test_the_default_figures_leave_out_possible_findings_as_gpulint_check_does()
              for line, confidence in ((1, "certain"), (2, "likely"), (3, "possible"))]
     shown, certain, everything = fresh_eval.confidence_views(found)
     assert [f.line for f in shown] == [1, 2] and [f.line for f in certain] == [1] and everything == found
+
+
+def test_labels_matched_by_statement_cover_a_finding_on_a_later_line_of_it():
+    """A reader labels a multi-line statement at its first line (`print(` of a print whose f-string reads a device
+    loss); gpulint reports the line of the expression it flags. The line-exact figures miss the label and leave the
+    finding to a judge; the statement view matches them, and a label on the finding's own line still judges it."""
+    fresh_eval = load_bench_script("fresh_eval")
+    text = "x = 1\nprint(\n    f'{loss}',\n)\nfor i in range(\n        n):\n    y = 2\n"
+    starts = fresh_eval.statement_starts(text)
+    assert starts == {3: 2, 4: 2, 6: 5}
+
+    def label(line, verdict, origin="reading"):
+        return fresh_eval.FreshLabel(fresh_eval.Label("o/r", "c", "a.py", line, "GPL4", verdict, "", ""), origin)
+
+    labels = [label(2, "pos"), label(5, "pos"), label(6, "neg", "finding")]
+    found = [fresh_eval.Found("a.py", 3, 3, "GPL404", "m", "certain"), fresh_eval.Found("a.py", 6, 6, "GPL411", "m",
+                                                                                          "certain")]
+    exact, by_statement = (fresh_eval.Outcome(tallies={}) for _ in range(2))
+    fresh_eval.score_repo(labels, found, "o/r", exact)
+    fresh_eval.score_repo(labels, found, "o/r", by_statement, {"a.py": starts})
+    line_exact, matched = exact.tallies["all"], by_statement.tallies["all"]
+    assert (line_exact.hits, line_exact.real, line_exact.false, line_exact.unjudged) == (0, 0, 1, 1)
+    # the print's finding is real by the statement's label; the loop header's, judged neg on its own line, stays false
+    assert (matched.hits, matched.real, matched.false, matched.unjudged) == (2, 1, 1, 0)
