@@ -939,8 +939,8 @@ def option_choices(test: ast.AST) -> dict[str, tuple[str, ...]]:
     """The branches of `if test:` that run only for chosen values of an option, each with the option, a comparison
     and the values: `args.engine == "afab"` -> {"body": ("engine", "in", "afab")}; `cfg.loss in ("mse", "l2")` ->
     {"body": ("loss", "in", "mse", "l2")}; `args.clip_max_norm > 0` -> {"body": ("clip_max_norm", ">", "0")};
-    `args.kl_beta != 0` -> {"body": ("kl_beta", "!=", "0"), "orelse": ("kl_beta", "in", "0")}. `!=` and `not in`
-    choose the `else` among words. Empty for any other test."""
+    `args.kl_beta != 0` -> {"body": ("kl_beta", "!=", "0"), "orelse": ("kl_beta", "in", "0")}, and `==` a number the
+    other way round. `!=` and `not in` choose the `else` among words. Empty for any other test."""
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
         return {}
     left = test.left
@@ -961,6 +961,8 @@ def option_choices(test: ast.AST) -> dict[str, tuple[str, ...]]:
         return {"body": (option, _ORDER_OPS[type(op)], number)} if number is not None else {}
     if isinstance(op, ast.NotEq) and number is not None:
         return {"body": (option, "!=", number), "orelse": (option, "in", number)}
+    if isinstance(op, ast.Eq) and number is not None:  # Match4Match's `else` of `if B == 0:` with `--B` 0
+        return {"body": (option, "in", number), "orelse": (option, "!=", number)}
     part = "body" if isinstance(op, (ast.Eq, ast.In)) else "orelse" if isinstance(op, (ast.NotEq, ast.NotIn)) else None
     return {part: (option, "in", *values)} if part else {}  # type: ignore[dict-item]
 

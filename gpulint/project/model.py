@@ -1552,7 +1552,7 @@ class Project:
                 if assign.source.startswith("self.") and assign.source.count(".") == 1:
                     method = self.find_method(cls, assign.source[5:])
                     found += [method] if method is not None and method not in found \
-                        and not self._bound_only_when_off(method) else []
+                        and not self._runs_only_where_off(method) else []
                 elif assign.callee.rsplit(".", 1)[-1] == "partial" and assign.first_arg:
                     # Palette's `self.set_device = partial(Util.set_device, rank=rank)`: the function it binds
                     found += [t for t in self._callable_targets(klass.path, scope, assign.first_arg)
@@ -2809,32 +2809,39 @@ class Project:
                 self.entries = True
             if scope.marker_outside_loop and not is_cold_function_name(scope.name) \
                     and not self._called_once_per_epoch(Target(path, scope.qualname), scope.name) \
-                    and not self._bound_only_when_off(Target(path, scope.qualname, False)):
+                    and not self._runs_only_where_off(Target(path, scope.qualname, False)):
                 found.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{scope.name}`, one training step")))
                 self.entries = True
         return found
 
-    def _bound_only_when_off(self, method: Target) -> bool:
-        """A method nothing calls by name that its object binds to another attribute only under switches no shipped
-        setting turns on (SAC extensions' agent: `if self.per == 1: self.learn = self.learn_per`; the step calls
-        `self.learn(...)`): it runs only with that switch on."""
-        ix = self.files[method.path]
-        cls, _, name = method.qualname.rpartition(".")
-        if not cls or f"self.{name}" not in ix.text or any(f".{name}(" in other.text for other in self.files.values()):
-            return False
-        bindings = list(re.finditer(rf"=[ \t]*self\.{name}\b(?![\w(])", ix.text))
-        return bool(bindings) and all(self._under_off_switch(ix, cls, match.start()) for match in bindings)
+    def _runs_only_where_off(self, function: Target) -> bool:
+        """A function every call of which (or binding, `self.learn = self.learn_per`, then `self.learn(...)`) sits in
+        a branch shipped settings never take: under a switch none turns on (SAC extensions' `if self.per == 1:`,
+        FashionKLIP's `if args.is_finetune_only and epoch < 10: train_only(...)`), or for an option value none gives
+        (Match4Match's `else` of `if B == 0:` with `--B` 0). It does one step's work, but not in shipped training."""
+        name = function.qualname.rsplit(".", 1)[-1]
+        uses = re.compile(r"(?<!def )(?<![\w])%s\s*\(|=[ \t]*self\.%s\b(?![\w(])" % (re.escape(name), re.escape(name)))
+        sites = [(ix, match.start()) for ix in self.files.values() if name in ix.text
+                 for match in uses.finditer(ix.text)]
+        return bool(sites) and all(self._in_branch_not_taken(ix, offset) for ix, offset in sites)
 
-    def _under_off_switch(self, ix: ModuleIndex, cls: str, offset: int) -> bool:
-        """Is the character at `offset` of a class's method inside a branch for switches no shipped setting turns
-        on?"""
+    def _in_branch_not_taken(self, ix: ModuleIndex, offset: int) -> bool:
+        """Is the character at `offset` of a file inside a branch for switches no shipped setting turns on, or for
+        option values none gives?"""
         line = ix.text.count("\n", 0, offset) + 1
-        column = offset - (ix.text.rfind("\n", 0, offset) + 1)
-        holder = next((d for d in ix.members(cls) if d.start < line <= d.end and not d.is_class), None)
-        scope = ix.scope(holder.qualname) if holder is not None else None
-        return scope is not None and any(
-            region.kind in ("switch", "kept-switch") and self._off_flags_in([], frozenset(region.flags))
-            for region in regions_at(scope, (line, column)))
+        pos = (line, offset - (ix.text.rfind("\n", 0, offset) + 1))
+        holders = [d for d in ix.definitions.values() if not d.is_class and d.start < line <= d.end]
+        scopes = [s for d in holders for s in ix.scopes_of(d).values() if s.kind == "function" and s.start <= pos <= s.end]
+        scope = max(scopes, key=lambda s: s.start) if scopes else ix.module_scope
+        if scope is None:
+            return False
+        for region in regions_at(scope, pos):
+            if region.kind in ("switch", "kept-switch") and self._off_flags_in([], frozenset(region.flags)):
+                return True
+            if region.kind == "choice" and FileFacts(option_values=self._option_values_in([scope])).unselected(
+                    region.flags):
+                return True
+        return False
 
     # ------------------------------------------------------------------------------------------- propagation
     def _run(self) -> None:
@@ -3359,7 +3366,7 @@ class Project:
         cls = Target(path, scope.cls, True)
         methods: list[Target] = []
         for name in scope.method_refs:  # as `self.name()` resolves: the method, and the overrides it dispatches to
-            if (method := self.find_method(cls, name)) is not None and not self._bound_only_when_off(method):
+            if (method := self.find_method(cls, name)) is not None and not self._runs_only_where_off(method):
                 methods += self.resolve_call(path, scope, Call(0, (0, 0), f"self.{name}", -1), per_step=False).targets
         self._reach_all(list(dict.fromkeys(methods)), reach.rank, True, reach.chain, reach.flags, push,
                         among=reach.among)

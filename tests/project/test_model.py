@@ -12910,3 +12910,53 @@ def test_a_model_handed_to_a_library_trainer_runs_its_forward_every_step(tmp_pat
     assert [(f[0], f[1], f[2], f[4]) for f in found] == [
         ("llama/llama_mem.py", 8, "GPL412",
          "TrainerCosine(model=model).train() (the library's loop) -> LlamaForCausalLM.forward()")], found
+
+
+def test_a_step_function_called_only_in_branches_shipped_settings_never_take_is_no_entry(tmp_path, check):
+    """Match4Match trains with `train_model_small_batch` unless `--B` is set (default 0), and FashionKLIP runs
+    `train_only` only under `--is-finetune-only`: each of the others does a whole step's work, but every call of it
+    sits in a branch no shipped setting takes."""
+    found = check(tmp_path, {
+        "steps.py": """
+            import torch
+
+
+            def train_model_small_batch(model, optimizer, batch):
+                loss = model(batch.cuda(non_blocking=True)).mean()
+                loss.backward()
+                optimizer.step()
+
+
+            def train_model_huge_batch(model, optimizer, batch):
+                loss = model(batch.cuda(non_blocking=True)).mean()
+                print(loss.item())
+                loss.backward()
+                optimizer.step()
+
+
+            def train_only(model, optimizer, batch):
+                loss = model(batch.cuda(non_blocking=True)).mean()
+                print(loss.item())
+                loss.backward()
+                optimizer.step()
+        """,
+        "train.py": """
+            import argparse
+            import steps
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--B", type=int, default=0, help="a small batch size; 0 trains the whole batch")
+            parser.add_argument("--is-finetune-only", default=False, action="store_true")
+            args = parser.parse_args()
+            B = args.B
+            for epoch in range(10):
+                for batch in loader:
+                    if args.is_finetune_only and epoch < 10:
+                        steps.train_only(model, optimizer, batch)
+                    elif B == 0:
+                        steps.train_model_small_batch(model, optimizer, batch)
+                    else:
+                        steps.train_model_huge_batch(model, optimizer, batch)
+        """,
+    })
+    assert found == [], found

@@ -67,6 +67,8 @@ class DataDependentShapeInStep(SyncRule):
         # Positions named like a mask (a replay buffer keeping the k cleanest samples): a gather of k rows.
         training_script("_, clean_mask = torch.topk(model(x).sum(dim=1), 1, largest=False)\nkept = x[clean_mask]"),
         training_script("keep_mask = model(x).argsort()[:8]\nkept = y[keep_mask]"),
+        # The position of each row's mask token (a prompt-based classifier): a gather of one element per row.
+        training_script("mask_pos = y.squeeze()\nlogits = model(x)[torch.arange(x.size(0)), mask_pos]"),
         # A Python slice named for what it selects: a fixed shape.
         training_script("mask_slice = slice(0, 1)\nmasks = model(x)[:, mask_slice]"),
         # GraphGPS-style dense attention over a graph batch, its sizes known from the loader

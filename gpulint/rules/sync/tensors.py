@@ -77,6 +77,10 @@ _TENSOR_ANNOTATION = re.compile(r"(?<![\w.])(?:torch\.)?(?:[A-Z][a-z]+|D)?Tensor
 _SEQUENCE_ANNOTATION = re.compile(
     r"^(?:(?:typing\.)?Optional\[)?(?:typing\.)?(?:List|Sequence|Iterable|Tuple|list|tuple)\[")
 
+# Parts of a name for positions, not for a boolean mask (`mask_pos`, `mask_idx`, `mask_positions`).
+_POSITION_PARTS = frozenset({"pos", "position", "positions", "idx", "idxs", "index", "indices", "ind", "inds", "loc",
+                             "locs"})
+
 
 class Tensors:
     """Which names hold tensors, per function, from the assignments seen so far; and `is_tensor(expr)`.
@@ -396,10 +400,12 @@ class Tensors:
                 return True
             if key in self._indices:
                 return False
-            # A name bound to a tensor (a mask generator's output) or to something unknown is a mask when named one.
+            # A name bound to a tensor (a mask generator's output) or to something unknown is a mask when named one,
+            # unless the name says positions (`mask_pos`, `mask_idx`: where a prompt's mask token is, one per row).
             if self._bound.get(key, None) is False or self.context.location_of(expr) == "host":
                 return False
-            return "mask" in name_parts(expr.value)
+            parts = name_parts(expr.value)
+            return "mask" in parts and not parts & _POSITION_PARTS
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in ("T", "mT"):  # `j, k = ((gxy % 1 < g) & (gxy > 1)).T`
                 return self.is_mask(expr.value)
