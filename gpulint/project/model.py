@@ -280,6 +280,7 @@ class Project:
         self.off_switches = frozenset(name for name in off_switches(
             [*config_switches, *(v for ix in self.files.values() for v in ix.switches)]) if not _turns_on_the_gpu(name))
         self._off_lowered = frozenset(name.lower() for name in self.off_switches)
+        self._branch_word_set: frozenset[str] | None = None  # see `_branch_words`
         self.config_keys = frozenset(config_keys)  # the words training configs give (configs.registry_keys)
         self.entries = False
         self._guesses: set[tuple] = set()
@@ -586,8 +587,13 @@ class Project:
         # (Loading by name where the names come from the configs' `target:` paths, ldm's `get_obj_from_str`, loads the
         # modules those paths name, no others: rcg's vendored guided-diffusion trainer that nothing imports stays unrun.)
         by_name = any(self._loads_by_name(p) and not self._loads_config_targets(p) for p in self.files)
+        # A flat project's top-level modules too, beside a top-level training script that imports its other modules
+        # (mellotron's `fp16_optimizer.py`, which neither `train.py` nor anything else imports)
+        flat_training = any("/" not in p and not _never_run_as_script(p, ix) and _TRAINS.search(ix.text)
+                            and any("/" not in q for q in imports.get(p, ())) for p, ix in self.files.items())
         modules = [p for p, ix in self.files.items()
-                   if "/" in p and p.rsplit("/", 1)[0] in packages and _never_run_as_script(p, ix)]
+                   if ("/" in p and p.rsplit("/", 1)[0] in packages or "/" not in p and flat_training)
+                   and _never_run_as_script(p, ix)]
         # Nor one whose package's `__init__` imports every module of its folder (GraphGPS's `__all__ = [basename(f)[:-3]
         # for f in glob.glob(join(dirname(__file__), "*.py"))]`, star-imported; or `import_module` over `os.listdir`).
         loading = {p.rsplit("/", 1)[0] for p, ix in self.files.items()
@@ -1022,8 +1028,9 @@ class Project:
         definitions whose text holds one (`_calls_of`)."""
         name = function.qualname
         call_text = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(|\.{re.escape(name)}\s*\(")
+        # (the substring test first: most definitions do not hold the name, and it costs a fraction of the pattern)
         return self._calls_of(function, lambda ix: name in ix.text and bool(call_text.search(ix.text)),
-                              lambda code: bool(call_text.search(code)))
+                              lambda code: name in code and bool(call_text.search(code)))
 
     def _constructions(self, cls: Target) -> Iterator[tuple[str, Scope, Call]]:
         """The calls building `cls` by its name (`_calls_of`), read only in files and definitions that write it."""
@@ -1073,7 +1080,8 @@ class Project:
         call_text = re.compile(rf"\b{re.escape(method)}\s*\(")
         found: set[Target] = set()
         for caller_path, scope in self._scopes_that_may_call(lambda ix: method in ix.text,
-                                                             lambda code: bool(call_text.search(code))):
+                                                             lambda code: method in code
+                                                             and bool(call_text.search(code))):
             for call in scope.calls:
                 helper = call.arg_callees[position] if 0 <= position < len(call.arg_callees) else ""
                 if not helper or call.func.rsplit(".", 1)[-1] != method \
@@ -2823,7 +2831,8 @@ class Project:
         uses = re.compile(r"(?<!def )(?<![\w])%s\s*\(|=[ \t]*self\.%s\b(?![\w(])" % (re.escape(name), re.escape(name)))
         sites = [(ix, match.start()) for ix in self.files.values() if name in ix.text
                  for match in uses.finditer(ix.text)]
-        return bool(sites) and all(self._in_branch_not_taken(ix, offset) for ix, offset in sites)
+        # (a function called in many places is not all switched off: reading each caller costs a parse)
+        return 0 < len(sites) <= _FEW_CALL_SITES and all(self._in_branch_not_taken(ix, offset) for ix, offset in sites)
 
     def _in_branch_not_taken(self, ix: ModuleIndex, offset: int) -> bool:
         """Is the character at `offset` of a file inside a branch for switches no shipped setting turns on, or for
@@ -2831,6 +2840,9 @@ class Project:
         line = ix.text.count("\n", 0, offset) + 1
         pos = (line, offset - (ix.text.rfind("\n", 0, offset) + 1))
         holders = [d for d in ix.definitions.values() if not d.is_class and d.start < line <= d.end]
+        code = (holders[0].code if holders else ix.text).lower()
+        if not any(word in code for word in self._branch_words()):
+            return False  # it names no switch nor option a branch could test (read before any parse)
         scopes = [s for d in holders for s in ix.scopes_of(d).values() if s.kind == "function" and s.start <= pos <= s.end]
         scope = max(scopes, key=lambda s: s.start) if scopes else ix.module_scope
         if scope is None:
@@ -2842,6 +2854,12 @@ class Project:
                     region.flags):
                 return True
         return False
+
+    def _branch_words(self) -> frozenset[str]:
+        """The switches shipped settings leave off and the options they give values, lowercased."""
+        if self._branch_word_set is None:
+            self._branch_word_set = self._off_lowered | frozenset(option.lower() for option in self.option_values)
+        return self._branch_word_set
 
     # ------------------------------------------------------------------------------------------- propagation
     def _run(self) -> None:
@@ -4600,6 +4618,9 @@ _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
 _TRAINS = re.compile(r"\bbackward\s*\(|\bzero_grad\s*\(|\boptimi[sz]er\b|\boptim\.|\bTrainer\s*\(|\.fit\s*\(")
 # ldm's helpers building what a config's `target:` names: the only by-name loading in their files
 _CONFIG_TARGET_LOADERS = frozenset({"get_obj_from_str", "instantiate_from_config"})
+
+# A function called in more places than this is not taken for one every call of which a setting switches off.
+_FEW_CALL_SITES = 8
 
 # An object named for a function (`self.grad_clip_fn(params)`, `loss_func(x, y)`) is no module to guess a forward for.
 _FUNCTION_NAME_PARTS = frozenset({"fn", "func", "function", "callable"})

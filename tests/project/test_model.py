@@ -10593,7 +10593,7 @@ def test_a_branch_on_a_word_no_call_passes_does_not_run_nor_its_callees(tmp_path
         or reach[("prompting.py", "Prompting.t2v_prompt")].rank > GATED
     assert reach.get(("prompting.py", "Prompting.lm_prompt")) is None \
         or reach[("prompting.py", "Prompting.lm_prompt")].rank > GATED
-    files["video.py"] = """
+    files["train_video.py"] = """
         from prompting import Prompting
         def video_main(model, loader, optimizer):
             prompting = Prompting()
@@ -12960,3 +12960,54 @@ def test_a_step_function_called_only_in_branches_shipped_settings_never_take_is_
         """,
     })
     assert found == [], found
+
+
+def test_a_flat_projects_module_its_training_script_never_imports_does_not_run(tmp_path, check):
+    """mellotron keeps every module at the top level: `train.py` imports the model and its helpers, not
+    `fp16_optimizer.py` (nor the loss scaler only that imports), whose `backward` does a step's work but never runs."""
+    found = check(tmp_path, {
+        "loss_scaler.py": """
+            class DynamicLossScaler:
+                def has_overflow(self, params):
+                    return any(float(p.grad.data.float().sum()) == float("inf") for p in params)
+        """,
+        "fp16_optimizer.py": """
+            from loss_scaler import DynamicLossScaler
+
+            class FP16_Optimizer:
+                # FP16_Optimizer wraps an existing optimizer: `optimizer = FP16_Optimizer(optimizer)`
+
+                def __init__(self, optimizer):
+                    self.optimizer = optimizer
+                    self.loss_scaler = DynamicLossScaler()
+
+                def backward(self, loss):
+                    loss.backward()
+                    if not self.loss_scaler.has_overflow(self.params):
+                        self.optimizer.step()
+        """,
+        "model.py": """
+            import torch
+
+            class Tacotron2(torch.nn.Module):
+                def forward(self, x):
+                    return self.net(x)
+        """,
+        "train.py": """
+            import torch
+            from model import Tacotron2
+
+            def train(loader):
+                model = Tacotron2().cuda()
+                optimizer = torch.optim.Adam(model.parameters())
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True)).mean()
+                    print(loss.item())
+                    loss.backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                train(None)
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("train.py", 10, "GPL401")], found
