@@ -12898,13 +12898,15 @@ def test_a_model_handed_to_a_library_trainer_runs_its_forward_every_step(tmp_pat
         """,
         "lm_benchmark/main.py": """
             import torch
+            import torch.nn.functional as F
 
 
-            def train(model, loader, optimizer):
-                for x in loader:
-                    loss = model(x.cuda(non_blocking=True)).mean()
-                    loss.backward()
-                    optimizer.step()
+            def train_base(model, batches, opt, iterations):
+                for _ in range(iterations):
+                    x, y = next(batches)
+                    F.cross_entropy(model(x), y).backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
         """,
     })
     assert [(f[0], f[1], f[2], f[4]) for f in found] == [
