@@ -29,7 +29,7 @@ import heapq
 import re
 import sys
 from dataclasses import dataclass, field, replace
-from itertools import count
+from itertools import count, islice
 from typing import Callable, Iterable, Iterator
 
 from gpulint.project.facts import (
@@ -2721,36 +2721,27 @@ class Project:
         project subclass of one: the library's loop runs the model's `forward` every step (landmark-attention's
         `LlamaForCausalLM`, the project's own copy of the model, under a `TrainerCosine(Trainer)`)."""
         found = []
-        for path, ix in self.files.items():
-            if "Trainer" not in ix.text or "model" not in ix.text or ".train(" not in ix.text \
-                    or not is_training_path(path):
+        # (a scope building the trainer and calling `.train()` holds both words: only such definitions are read)
+        for path, scope in self._scopes_that_may_call(
+                lambda ix: "Trainer" in ix.text and ".train(" in ix.text and is_training_path(ix.path),
+                lambda code: "Trainer" in code and ".train(" in code):
+            if not any(call.func.endswith(".train") and not call.arg_kinds for call in scope.calls):
                 continue
-            for scope in self._scopes_of_file(ix):
-                if not any(call.func.endswith(".train") and not call.arg_kinds for call in scope.calls):
+            for call in scope.calls:
+                model = call.passed(0, "model") if "Trainer" in call.func.rsplit(".", 1)[-1] else ""
+                if not model or not self._library_trainer(path, scope, call.func):
                     continue
-                for call in scope.calls:
-                    model = call.passed(0, "model") if "Trainer" in call.func.rsplit(".", 1)[-1] else ""
-                    if not model or not self._library_trainer(path, scope, call.func):
+                for cls in sorted(self.types_of(path, scope, model), key=_order):
+                    forward = self.find_method(cls, "forward")
+                    forward_scope = self.files[forward.path].scope(forward.qualname) if forward else None
+                    if forward_scope is None:
                         continue
-                    for cls in sorted(self.types_of(path, scope, model), key=_order):
-                        forward = self.find_method(cls, "forward")
-                        forward_scope = self.files[forward.path].scope(forward.qualname) if forward else None
-                        if forward_scope is None:
-                            continue
-                        chain = (Frame(path, call.line, f"{call.func}(model={model}).train() (the library's loop)"),
-                                 Frame(forward.path, forward_scope.line, _label(forward.qualname)))
-                        found.append(((forward.path, forward.qualname), Reach(PER_STEP, chain=chain, reason=(
-                            f"in `{forward.qualname}`, which the trainer's loop runs every step"))))
+                    chain = (Frame(path, call.line, f"{call.func}(model={model}).train() (the library's loop)"),
+                             Frame(forward.path, forward_scope.line, _label(forward.qualname)))
+                    found.append(((forward.path, forward.qualname), Reach(PER_STEP, chain=chain, reason=(
+                        f"in `{forward.qualname}`, which the trainer's loop runs every step"))))
         self.entries = self.entries or bool(found)
         return found
-
-    def _scopes_of_file(self, ix: ModuleIndex) -> list[Scope]:
-        """The file's module scope and the scopes of its top-level functions and methods."""
-        scopes = [ix.module_scope] if ix.module_scope is not None else []
-        for definition in ix.definitions.values():
-            if not definition.is_class:
-                scopes += [s for s in ix.scopes_of(definition).values() if s.kind == "function"]
-        return scopes
 
     def _library_trainer(self, path: str, scope: Scope, func: str) -> bool:
         """Is `func` a library's trainer class (`transformers.Trainer`, TRL's `SFTTrainer`), or a project class
@@ -2829,9 +2820,10 @@ class Project:
         (Match4Match's `else` of `if B == 0:` with `--B` 0). It does one step's work, but not in shipped training."""
         name = function.qualname.rsplit(".", 1)[-1]
         uses = re.compile(r"(?<!def )(?<![\w])%s\s*\(|=[ \t]*self\.%s\b(?![\w(])" % (re.escape(name), re.escape(name)))
-        sites = [(ix, match.start()) for ix in self.files.values() if name in ix.text
-                 for match in uses.finditer(ix.text)]
-        # (a function called in many places is not all switched off: reading each caller costs a parse)
+        # (a function called in many places is not all switched off: reading each caller costs a parse, and the
+        # search stops at the first site past the few)
+        sites = list(islice(((ix, match.start()) for ix in self.files.values() if name in ix.text
+                             for match in uses.finditer(ix.text)), _FEW_CALL_SITES + 1))
         return 0 < len(sites) <= _FEW_CALL_SITES and all(self._in_branch_not_taken(ix, offset) for ix, offset in sites)
 
     def _in_branch_not_taken(self, ix: ModuleIndex, offset: int) -> bool:
