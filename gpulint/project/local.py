@@ -200,6 +200,7 @@ class Assign:
     annotation: str = ""  # the class an annotation names (`ema: Optional[ModelEMA] = kwargs.get("ema")`)
     option: str = ""  # the configuration option it reads (`model_type = model_config.get("model_type", None)`)
     entries: tuple[str, ...] = ()  # a table's values, as dotted names (`Losses = {"edm": EDMLoss}`)
+    picked_from: str = ""  # the table an entry is read from (`model_class = MODELS[kind][task]`: "MODELS")
 
 
 @dataclass
@@ -408,6 +409,38 @@ def _table_callee(func: ast.AST) -> str:
             and (owner := dotted(func.value.value)):
         return owner + ".__dict__[]"
     return ""
+
+
+def _table_values(value: ast.AST) -> tuple[str, ...]:
+    """A dict literal's values as dotted names, through nested dicts and past `None` holes (`{"bert": {Task.NER:
+    BertForNer, Task.QA: None}}` -> ("BertForNer",)); () unless every other value is a dotted name."""
+    found = _table_leaves(value)
+    return tuple(found) if found else ()
+
+
+def _table_leaves(value: ast.AST) -> list[str] | None:
+    """`_table_values`' leaves; None where a value is neither a dotted name, `None` nor such a dict."""
+    if not isinstance(value, ast.Dict) or not value.values:
+        return None
+    found: list[str] = []
+    for item in value.values:
+        if isinstance(item, ast.Constant) and item.value is None:
+            continue
+        inner = _table_leaves(item) if isinstance(item, ast.Dict) else None
+        name = dotted(item) if inner is None else None
+        if inner is None and not name:
+            return None
+        found += inner if inner is not None else [name or ""]
+    return found
+
+
+def _picked_from_table(value: ast.AST) -> str:
+    """`MODELS[kind][task]` -> "MODELS": a name read out of a table by key, at any depth; "" for anything else."""
+    if not isinstance(value, ast.Subscript):
+        return ""
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return value.id if isinstance(value, ast.Name) else ""
 
 
 def _returned_callee(func: ast.AST) -> str:
@@ -2204,14 +2237,20 @@ class _Walker:
             self.scope.assigns.append(Assign(name, source=source))
         elif isinstance(value, ast.Lambda):  # `lf = lambda x: 1.0`: a function, whatever it is called with
             self.scope.assigns.append(Assign(name, annotation="Callable"))
-        elif isinstance(value, ast.Dict) and value.values and all(dotted(v) for v in value.values):
-            self.scope.assigns.append(Assign(name, entries=tuple(dotted(v) or "" for v in value.values)))
+        elif (entries := _table_values(value)):
+            self.scope.assigns.append(Assign(name, entries=entries))
+        elif (table := _picked_from_table(value)) and self._table_name(table):
+            self.scope.assigns.append(Assign(name, picked_from=table))  # `cls = PREFIX_MODELS[kind][task_type]`
         elif isinstance(value, ast.IfExp):  # `self.update_target = self.polyak_update if polyak else self.copy_update`
             for choice in (value.body, value.orelse):
                 if (source := dotted(choice)) is not None:
                     self.scope.assigns.append(Assign(name, source=source))
                 elif isinstance(choice, ast.Call):  # `self.norm = LayerNorm(dim) if norms else DynamicTanh(dim)`
                     self._record_built(name, choice)
+
+    def _table_name(self, name: str) -> bool:
+        """Is `name` a table here: no parameter, and no loop variable or other local than a table of this scope?"""
+        return name not in self.scope.params and all(a.entries for a in self.scope.assigns if a.target == name)
 
     def _record_built(self, name: str, value: ast.Call) -> None:
         """`name = Class(...)`, `name = helper(x)`: what a call builds, with every call in it."""

@@ -126,6 +126,7 @@ _BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:", "Lig
 # detectron2's trainers, whose `run_step` calls the model the configs name (`build_model(cfg)`).
 _DETECTRON2_TRAINERS = frozenset({"DefaultTrainer", "SimpleTrainer", "AMPTrainer"})
 _META_ARCH_REGISTERED = re.compile(r"@\s*META_ARCH_REGISTRY\.register\b")
+_TRAINER_TRAIN = re.compile(r"\b\w*trainer\.train\(", re.I)  # `trainer.train(resume_from_checkpoint=...)`
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
 
@@ -247,6 +248,7 @@ class Project:
         self._reached_unresolved: set[Key] = set()
         # Of each function the setup calls (outside the step), the parameters each such call gives a value.
         self._program_calls: dict[Key, list[frozenset[str]]] = {}
+        self._program_false: dict[Key, list[frozenset[str]]] = {}  # what each of those calls gives False
         self._reached_unknown_arguments: set[Key] = set()  # by a hook, a callback, a guess made again: no call read
         self._reached_by_guess: set[Key] = set()  # those of them reached otherwise than as an entry point
         self._called_every_step: set[Key] = set()  # see `FunctionFacts.called_every_step`
@@ -291,6 +293,7 @@ class Project:
         self._optimizer_steps: list[Target] | None = None
         self._cold_built: set[Target] = set()  # classes built only in code the training does not run
         self._unselected_builds: dict[str, bool] = {}  # by class name: `_built_only_unselected`
+        self._unconfigured: dict[str, bool] = {}  # by class name: `_registered_unconfigured`
         self._stepped: list[tuple] = []  # optimizer steps read, not yet followed (`_run`)
         # Classes a collate function builds (the batches a loader yields), and the moves of a batch the step makes
         # (`batch.to(device)` on an object of unknown class, Lightning's transfer): method name -> (rank, chain, flags)
@@ -1152,8 +1155,10 @@ class Project:
         on another, then `nn.ModuleList([block_cls(config) for ...])`): what calling it builds."""
         if "." in name:
             return []
-        return [t for a in scope.assigns if a.target == name and a.source
-                for t in self._callable_targets(path, scope, a.source) if t.is_class]
+        # (or read out of a table of classes: `model_class = PREFIX_MODELS[config.model_type][task_type]`)
+        return [t for a in scope.assigns if a.target == name and (a.source or a.picked_from)
+                for t in (self._callable_targets(path, scope, a.source) if a.source
+                          else self._table_entries(path, scope, a.picked_from)) if t.is_class]
 
     def _alternate_constructor(self, path: str, scope: Scope, callee: str) -> set[Target]:
         """The class a `Class.from_*(...)` call builds, by the convention of alternate constructors
@@ -1162,7 +1167,8 @@ class Project:
         head, _, last = callee.rpartition(".")
         if not head:
             return set()
-        classes = {cls for cls in self._callable_targets(path, scope, head) if cls.is_class}
+        classes = {cls for cls in self._callable_targets(path, scope, head) or self._class_aliases(path, scope, head)
+                   if cls.is_class}
         if last.startswith("from_"):
             return classes
         # any classmethod that returns `cls(...)` (maddpg's `MADDPG.init_from_env(env)`)
@@ -2231,11 +2237,13 @@ class Project:
     def _unbuilt_registered(self, key: Key) -> bool:
         """A method of a registered class that no training config names (D-FINE's `DetCriterion.loss_boxes`)."""
         definition = self.files[key[0]].definitions.get(key[1])
-        if definition is None or not definition.cls or not self._registry_built():
+        if definition is None or not definition.cls:
             return False
         cls = Target(key[0], definition.cls, True)
         if not self._registered(cls) or cls in self.instantiated or cls in self._config_keyed_classes():
             return False
+        if not self._registry_built():  # the configs name no registered class: DifFace's vendored BasicSR
+            return bool(self._registered_unconfigured({_owner_name(definition.cls)}))
         if cls not in self._registry_built():
             return True
         # Built only as the base of classes the configs name: the method runs only where one of them inherits it
@@ -2646,7 +2654,7 @@ class Project:
             trainers = {_owner_name(key[1]) for key, _ in hooks if key[1].endswith(".training_step")}
             unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names) \
                 | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners) \
-                | never_fit
+                | self._registered_unconfigured(owners) | never_fit
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models() \
@@ -2721,11 +2729,14 @@ class Project:
         project subclass of one: the library's loop runs the model's `forward` every step (landmark-attention's
         `LlamaForCausalLM`, the project's own copy of the model, under a `TrainerCosine(Trainer)`)."""
         found = []
-        # (a scope building the trainer and calling `.train()` holds both words: only such definitions are read)
+        trained_elsewhere = self._trains_a_built_trainer()
+        # (a scope building the trainer names it: only such definitions are read)
         for path, scope in self._scopes_that_may_call(
-                lambda ix: "Trainer" in ix.text and ".train(" in ix.text and is_training_path(ix.path),
-                lambda code: "Trainer" in code and ".train(" in code):
-            if not any(call.func.endswith(".train") and not call.arg_kinds for call in scope.calls):
+                lambda ix: "Trainer" in ix.text and is_training_path(ix.path) and (
+                    trained_elsewhere or ".train(" in ix.text),
+                lambda code: "Trainer" in code and (trained_elsewhere or ".train(" in code)):
+            if not trained_elsewhere and not any(call.func.endswith(".train") and not call.arg_kinds
+                                                 for call in scope.calls):
                 continue
             for call in scope.calls:
                 model = call.passed(0, "model") if "Trainer" in call.func.rsplit(".", 1)[-1] else ""
@@ -2742,6 +2753,13 @@ class Project:
                         f"in `{forward.qualname}`, which the trainer's loop runs every step"))))
         self.entries = self.entries or bool(found)
         return found
+
+    def _trains_a_built_trainer(self) -> bool:
+        """Does a training script call `trainer.train(...)` on a trainer some other function built and returned
+        (P-tuning-v2's `trainer, _ = get_trainer(args)` in `run.py`, each task's `get_trainer` building a
+        `BaseTrainer(model=model, ...)`)?"""
+        return any(is_training_path(path) and _TRAINER_TRAIN.search(ix.text) for path, ix in self.files.items()
+                   if ".train(" in ix.text)
 
     def _library_trainer(self, path: str, scope: Scope, func: str) -> bool:
         """Is `func` a library's trainer class (`transformers.Trainer`, TRL's `SFTTrainer`), or a project class
@@ -2788,7 +2806,7 @@ class Project:
             return method_entries
         owners = {_owner_name(key[1]) for key, _ in method_entries}
         unused = self._unreferenced(owners) | self._built_only_by_tests(owners - self.config_names) \
-            | self._built_only_unselected(owners)
+            | self._built_only_unselected(owners) | self._registered_unconfigured(owners)
         kept = [(key, reach) for key, reach in method_entries if _owner_name(key[1]) not in unused]
         others = any(key[1] != MODULE_SCOPE and reach.rank < PROGRAM or self.step_loops(key[0], scope)
                      for key, reach in roots if (scope := self.files[key[0]].scope(key[1])) is not None)
@@ -2807,11 +2825,25 @@ class Project:
                 found.append((key, Reach(PROGRAM, chain=(frame,))))
                 self.entries = True
             if scope.marker_outside_loop and not is_cold_function_name(scope.name) \
+                    and not self._autograd_function_backward(path, scope) \
                     and not self._called_once_per_epoch(Target(path, scope.qualname), scope.name) \
                     and not self._runs_only_where_off(Target(path, scope.qualname, False)):
                 found.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{scope.name}`, one training step")))
                 self.entries = True
         return found
+
+    def _autograd_function_backward(self, path: str, scope: Scope) -> bool:
+        """The `backward` of a `torch.autograd.Function` the project applies somewhere (PVD's Chamfer distance, whose
+        kernel call is named `chamfer_3D.backward(...)`): it runs where its `apply` runs, which reach follows, not as
+        a step of its own. A Function nothing in sight names is applied by code out of sight: its backward stays an
+        entry."""
+        if scope.name != "backward" or not scope.cls or not any(
+                name == "Function" for klass in self.mro(Target(path, scope.cls, True))
+                for name in self._library_bases(klass)):
+            return False
+        name = scope.cls.rsplit(".", 1)[-1]
+        mention = re.compile(r"\b%s\b" % re.escape(name))
+        return sum(len(mention.findall(self._code_of(file))) for file, ix in self.files.items() if name in ix.text) > 1
 
     def _runs_only_where_off(self, function: Target) -> bool:
         """A function every call of which (or binding, `self.learn = self.learn_per`, then `self.learn(...)`) sits in
@@ -3069,6 +3101,33 @@ class Project:
                         built[name] = built.get(name, True) and unselected
         self._unselected_builds.update({name: built.get(name, False) for name in unknown})
         return {name for name in class_names if self._unselected_builds[name]}
+
+    def _registered_unconfigured(self, class_names: set[str]) -> set[str]:
+        """The classes only a registry builds, where the training configs shipped name no registered class at all
+        (DifFace's vendored BasicSR picks `SRModel` from `model_type` of option files DifFace does not ship; its own
+        configs name classes by module path). Nothing else calls them by name; a project shipping no training
+        configs leaves them to its users. A class the code names in a string is picked by that key (trlx's
+        `trainer="AcceleratePPOTrainer"`)."""
+        if not class_names or not (self.config_names or self.config_classes) or self._registry_named():
+            return set()
+        for name in class_names - self._unconfigured.keys():
+            classes = [Target(path, d.qualname, True) for path, ix in self.files.items() if name in ix.class_names
+                       for d in ix.definitions.values() if d.is_class and d.name == name]
+            self._unconfigured[name] = bool(classes) and all(self._registered(cls) for cls in classes) \
+                and name not in self.config_keys and not self._called_anywhere(name) and not self._quoted(name) \
+                and not any(key in self.config_keys or key in self.config_names or self._quoted(key)
+                            for cls in classes if (key := self._registry_key(cls)))
+        return {name for name in class_names if self._unconfigured[name]}
+
+    def _quoted(self, name: str) -> bool:
+        """Does the project's code give `name` as a string (`trainer="AcceleratePPOTrainer"`, the key a registry
+        builds it by)?"""
+        return any(f'"{name}"' in ix.text or f"'{name}'" in ix.text for ix in self.files.values())
+
+    def _called_anywhere(self, name: str) -> bool:
+        """Does any code of the project call `name(...)` (its `class name(` lines aside)?"""
+        call = re.compile(r"(?<!class )\b%s\s*\(" % re.escape(name))
+        return any(call.search(self._code_of(path)) for path, ix in self.files.items() if name + "(" in ix.text)
 
     def _built_only_by_tests(self, class_names: set[str]) -> set[str]:
         """The classes only tests build, where the project's own code builds others of them (ReAgent's workflows
@@ -3831,7 +3890,7 @@ class Project:
         filled = self._callee_params(key, bound)
         if filled is None:
             return
-        callee, params = filled
+        _, params = filled
         # A value is given where the model knows where it lives (a configuration's field may hold None) or where
         # the caller passes on a parameter of its own (what its callers give, `_given_by_every_call`).
         passed_params = {where for where, _ in call.param_args}
@@ -3848,23 +3907,34 @@ class Project:
             )
         self._given_by_call.setdefault(key, []).append((given, _passed_on(call, params, caller)))
         by_position = dict(enumerate(params))
-        if call.unpacks:
-            given_false: frozenset[str] = frozenset()
-        else:
-            # a literal False passed, or a parameter defaulting to False left out (maddpg's `update(sample, a_i,
-            # logger=logger)`, whose `parallel=False` no call passes)
-            passed = self._given_values(call, params)  # (a None passed leaves `if parallel:` as untaken)
-            given_false = frozenset([by_position[int(where)] for where in call.false_args
-                                     if where.isdigit() and int(where) in by_position]
-                                    + [where for where in call.false_args if not where.isdigit()]
-                                    + [param for param in callee.false_params if param not in passed])
-        self._false_by_call.setdefault(key, []).append(given_false)
+        self._false_by_call.setdefault(key, []).append(self._given_false(key, call, params))
         before = self._param_words(key) if key in self._word_blocked else None
         self._words_by_call.setdefault(key, []).append({} if call.unpacks else {
             (by_position[int(where)] if where.isdigit() else where): word for where, word in call.word_args
             if not where.isdigit() or int(where) in by_position})
         if before is not None and self._param_words(key) != before:
             self._word_revisits.append(key)
+
+    def _given_false(self, key: Key, call: Call, params: tuple[str, ...]) -> frozenset[str]:
+        """The parameters a call gives False: a literal False, a parameter defaulting to False left out (maddpg's
+        `update(sample, a_i, logger=logger)`, whose `parallel=False` no call passes), or a switch shipped settings
+        leave off."""
+        callee = self.files[key[0]].scope(key[1])
+        if call.unpacks or callee is None:
+            return frozenset()
+        by_position = dict(enumerate(params))
+        passed = self._given_values(call, params)  # (a None passed leaves `if parallel:` as untaken)
+        return frozenset([by_position[int(where)] for where in call.false_args
+                          if where.isdigit() and int(where) in by_position]
+                         + [where for where in call.false_args if not where.isdigit()]
+                         + [param for param in callee.false_params if param not in passed]
+                         + self._off_switches_passed(call))
+
+    def _off_switches_passed(self, call: Call) -> list[str]:
+        """The parameters a call hands by keyword a switch shipped settings leave off (DynamicViT's
+        `train_one_epoch(..., use_amp=args.use_amp)`, `--use_amp` defaulting to False): False in every shipped run."""
+        return [keyword for keyword, name in call.kw_names
+                if "." in name and name.rsplit(".", 1)[-1] in self.off_switches]
 
     def _given_params(self, key: Key, scope: Scope) -> frozenset[str]:
         """The parameters defaulting to None that every way the step reaches the function gives a value: each way is a
@@ -3876,7 +3946,11 @@ class Project:
         """The parameters every call of the function in the step gives a literal False, where the step reaches it
         only through calls whose arguments the model knows."""
         calls = self._false_by_call.get(key)
-        if not calls or not self._arguments_known(key):
+        if calls is None and key in self._program_false and key[0] in self.files \
+                and (scope := self.files[key[0]].scope(key[1])) is not None and self.step_loops(key[0], scope) \
+                and key not in self._reached_unresolved:
+            calls = self._program_false[key]  # a function looping over the steps, called by the setup
+        elif not calls or not self._arguments_known(key):
             return frozenset()
         return frozenset.intersection(*calls)
 
@@ -3966,6 +4040,7 @@ class Project:
         filled = self._callee_params(key, bound)
         if filled is not None:
             self._program_calls.setdefault(key, []).append(frozenset(self._given_values(call, filled[1])))
+            self._program_false.setdefault(key, []).append(self._given_false(key, call, filled[1]))
 
     def _passed_kind(self, key: Key, param: str, seen: frozenset = frozenset()) -> str:
         """Where the values every resolved call passes to a parameter live, when they agree: "host", "device" or

@@ -370,12 +370,13 @@ def may_be_step_work(name: str, class_name: str = "") -> bool:
 
 
 def is_test_path(path: str) -> bool:
-    """A test module or a file under a tests/test_utils folder: `tests/x.py`, `test_x.py`, `x_test.py`, `conftest.py`."""
+    """A test module or a file under a tests/test_utils folder: `tests/x.py`, `test_x.py`, `x_test.py`, `conftest.py`,
+    nequip's `utils/unittests/`."""
     parts = path.replace("\\", "/").split("/")
     base = parts[-1]
     return (
         base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py"
-        or any(p in ("tests", "test", "testing", "test_utils") for p in parts[:-1])
+        or any(p in ("tests", "test", "testing", "test_utils", "unittests", "unit_tests") for p in parts[:-1])
     )
 
 

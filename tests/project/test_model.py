@@ -669,6 +669,278 @@ def test_a_basicsr_models_hooks_run_every_iteration_and_its_lazy_pool_once(tmp_p
     assert not [f for f in found if f[1] == 16]  # the pool, made once
 
 
+def test_registered_models_no_shipped_config_names_do_not_run(tmp_path, check):
+    """DifFace vendors BasicSR: its `SRModel` is registered and built by `basicsr/train.py` from the `model_type` of an
+    option file, and no option file ships; DifFace's own configs name their classes by module path. Neither the
+    model's `feed_data` (a name that runs every step) nor a guess from basicsr's loop reaches it; the project's own
+    trainer still runs."""
+    files = {
+        "basicsr/utils/registry.py": """
+            class Registry:
+                def register(self):
+                    return lambda cls: cls
+
+                def get(self, name):
+                    return None
+
+
+            MODEL_REGISTRY = Registry()
+        """,
+        "basicsr/models/sr_model.py": """
+            from basicsr.utils.registry import MODEL_REGISTRY
+
+
+            @MODEL_REGISTRY.register()
+            class SRModel:
+                def feed_data(self, data):
+                    self.lq = data["lq"].to(self.device)
+
+                def optimize_parameters(self, current_iter):
+                    self.optimizer_g.zero_grad()
+                    loss = self.cri_pix(self.net_g(self.lq), self.lq)
+                    loss.backward()
+                    self.optimizer_g.step()
+
+
+            @MODEL_REGISTRY.register()
+            class SRGANModel(SRModel):
+                def optimize_parameters(self, current_iter):
+                    self.net_d(self.lq).mean().backward()
+        """,
+        "basicsr/train.py": """
+            from basicsr.utils.registry import MODEL_REGISTRY
+
+
+            def train_pipeline(opt, loader):
+                model = MODEL_REGISTRY.get(opt["model_type"])(opt)
+                for data in loader:
+                    model.feed_data(data)
+                    model.optimize_parameters(0)
+        """,
+        "trainer.py": """
+            import torch
+
+
+            class TrainerSR:
+                def training_step(self, data):
+                    lq = data["lq"].cuda()
+                    loss = self.model(lq).mean()
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        "main.py": """
+            from trainer import TrainerSR
+
+            if __name__ == "__main__":
+                trainer = TrainerSR()
+                for data in loader:
+                    trainer.training_step(data)
+        """,
+        "configs/sr.yaml": "trainer:\n  target: trainer.TrainerSR\nmodel:\n  target: models.swinir.SwinIR\n",
+    }
+    found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
+    assert ("trainer.py", 7, "GPL411") in found, found
+    assert not [f for f in found if f[0].startswith("basicsr/models")], found
+    files["options/train_sr.yml"] = "name: sr\nmodel_type: SRModel\n"  # an option file naming it: it runs
+    found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
+    assert ("basicsr/models/sr_model.py", 8, "GPL411") in found, found
+
+
+def test_a_model_a_table_picks_for_a_trainer_another_function_trains_runs_its_forward(tmp_path, check):
+    """P-tuning-v2's `get_model` reads the class out of a nested table (`PREFIX_MODELS[config.model_type][task]`)
+    and builds it with `from_pretrained`; each task's `get_trainer` hands it to a `BaseTrainer(Trainer)` and returns
+    the trainer, and `run.py` calls `trainer.train(resume_from_checkpoint=...)`: the model's `forward` runs every step."""
+    found = check(tmp_path, {
+        "model/prefix.py": """
+            import torch
+            from torch import nn
+
+
+            class BertPrefixForSequenceClassification(nn.Module):
+                def forward(self, input_ids):
+                    mask = torch.ones(input_ids.shape[0], self.pre_seq_len).to(self.bert.device)
+                    return self.bert(input_ids, mask)
+
+
+            class BertPrefixForTokenClassification(nn.Module):
+                def forward(self, input_ids):
+                    return self.bert(input_ids)
+        """,
+        "model/utils.py": """
+            from model.prefix import BertPrefixForSequenceClassification, BertPrefixForTokenClassification
+
+            PREFIX_MODELS = {
+                "bert": {"seq": BertPrefixForSequenceClassification, "token": BertPrefixForTokenClassification},
+                "deberta-v2": {"seq": None, "token": None},
+            }
+
+
+            def get_model(args, task, config):
+                model_class = PREFIX_MODELS[config.model_type][task]
+                model = model_class.from_pretrained(args.model_name_or_path, config=config)
+                return model
+        """,
+        "training/trainer_base.py": """
+            from transformers import Trainer
+
+
+            class BaseTrainer(Trainer):
+                def log_best_metrics(self):
+                    return self.best_metrics
+        """,
+        "tasks/glue/get_trainer.py": """
+            from model.utils import get_model
+            from training.trainer_base import BaseTrainer
+
+
+            def get_trainer(args):
+                model = get_model(args, "seq", args.config)
+                trainer = BaseTrainer(model=model, args=args)
+                return trainer
+        """,
+        "run.py": """
+            from tasks.glue.get_trainer import get_trainer
+
+
+            def train(trainer, checkpoint=None):
+                result = trainer.train(resume_from_checkpoint=checkpoint)
+                trainer.save_model()
+                return result
+
+
+            if __name__ == "__main__":
+                train(get_trainer(args))
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("model/prefix.py", 8, "GPL504")], found
+
+
+def test_a_packages_unittests_folder_holds_tests_not_training(tmp_path, check):
+    """nequip ships its unit-test helpers inside the package (`nequip/utils/unittests/`): a loop there that runs
+    backward and reads each gradient's norm is a test, and anomaly mode switched on there is a test's setting."""
+    found = check(tmp_path, {
+        "pkg/utils/unittests/model_tests.py": """
+            import torch
+
+
+            def check_gradients(model, batches):
+                torch.autograd.set_detect_anomaly(True)
+                for batch in batches:
+                    model(batch).sum().backward()
+                    for p in model.parameters():
+                        print(f"{p.grad.norm()}")
+        """,
+        "pkg/train.py": """
+            import torch
+
+
+            def main(model, loader, opt):
+                for batch in loader:
+                    model(batch.cuda(non_blocking=True)).sum().backward()
+                    opt.step()
+        """,
+    })
+    assert found == [], found
+
+
+def test_a_branch_on_a_parameter_the_setup_hands_an_off_switch_is_not_taken(tmp_path, check):
+    """DynamicViT's `main` calls `train_one_epoch(..., use_amp=args.use_amp)`, and `--use_amp` defaults to False in
+    every shipped command: the loop's `if use_amp:` branch (the loss scaler's gradient norm read each step) never
+    runs. With the switch on in a shipped script, it does."""
+    files = {
+        "engine.py": """
+            import torch
+
+
+            def train_one_epoch(model, loader, optimizer, scaler, use_amp=False):
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+                    if use_amp:
+                        grad_norm = scaler(loss, optimizer)
+                        print(grad_norm.item())
+                    else:
+                        loss.backward()
+                        optimizer.step()
+        """,
+        "main.py": """
+            import argparse
+
+            from engine import train_one_epoch
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--use_amp", type=str2bool, default=False)
+
+
+            def main(args):
+                for epoch in range(args.epochs):
+                    train_one_epoch(model, loader, optimizer, scaler, use_amp=args.use_amp)
+
+
+            if __name__ == "__main__":
+                main(parser.parse_args())
+        """,
+        "train.sh": "python main.py --epochs 300\n",
+    }
+    assert check(tmp_path, files) == []
+    files["train.sh"] = "python main.py --epochs 300 --use_amp true\n"
+    assert [(f[0], f[1], f[2]) for f in check(tmp_path, files)] == [("engine.py", 10, "GPL401")]
+
+
+def test_a_layer_whose_callers_hand_it_the_loaders_batches_copies_them(tmp_path, check):
+    """FUNIT's `Trainer(nn.Module)` builds `self.model = FUNITModel(cfg)` as a layer, and its `gen_update(co_data,
+    ...)` hands the model the batches the script's loop takes from two loaders: the model's `forward` copies them,
+    `co_data[0].cuda()`, every step (an input of a layer is otherwise taken to be on the device already)."""
+    found = check(tmp_path, {
+        "funit_model.py": """
+            import torch
+            from torch import nn
+
+
+            class FUNITModel(nn.Module):
+                def forward(self, co_data, cl_data):
+                    xa = co_data[0].cuda()
+                    xb = cl_data[0].cuda()
+                    loss = self.gen(xa, xb).mean()
+                    loss.backward()
+                    return loss
+        """,
+        "trainer.py": """
+            import torch
+            from torch import nn
+            from funit_model import FUNITModel
+
+
+            class Trainer(nn.Module):
+                def __init__(self, cfg):
+                    super().__init__()
+                    self.model = FUNITModel()
+                    self.gen_opt = torch.optim.RMSprop(self.model.parameters())
+
+                def forward(self, *inputs):
+                    print("Forward function not implemented.")
+
+                def gen_update(self, co_data, cl_data):
+                    self.gen_opt.zero_grad()
+                    loss = self.model(co_data, cl_data)
+                    self.gen_opt.step()
+                    return loss
+        """,
+        "train.py": """
+            from torch.utils.data import DataLoader
+            from trainer import Trainer
+
+            trainer = Trainer(config)
+            trainer.cuda()
+            content_loader = DataLoader(content, batch_size=64, pin_memory=True)
+            class_loader = DataLoader(classes, batch_size=64, pin_memory=True)
+            while True:
+                for it, (co_data, cl_data) in enumerate(zip(content_loader, class_loader)):
+                    trainer.gen_update(co_data, cl_data)
+        """,
+    })
+    assert {(f[0], f[1], f[2]) for f in found} == {("funit_model.py", 8, "GPL411"), ("funit_model.py", 9, "GPL411")}, found
+
+
 def test_a_class_whose_new_returns_other_classes_builds_those(tmp_path):
     """muzero-general's `MuZeroNetwork.__new__` returns a `MuZeroFullyConnectedNetwork` or a `MuZeroResidualNetwork`
     (by the config): the trainer's `self.model.initial_inference(...)` runs theirs."""
@@ -6385,6 +6657,88 @@ def test_a_backward_given_its_outputs_gradient_is_no_training_step_of_its_own(tm
     assert project.reach[("blocks.py", "CheckpointFunction.backward")].rank == PER_STEP
     assert ("blocks.py", "ReversibleBlock.backward_with_keyword") not in project.reach
     assert project.reach[("blocks.py", "Trainer.train_step")].rank == PER_STEP
+
+
+def test_an_autograd_functions_backward_runs_where_its_apply_runs(tmp_path, check):
+    """PVD's Chamfer distance is an autograd Function whose backward calls its CUDA kernel `chamfer_3D.backward(...)`
+    and builds its gradients on the CPU: only the evaluation metrics apply it, so its backward is no training step
+    of its own. Applied in the model's forward, it runs every step."""
+    files = {
+        "metrics/chamfer.py": """
+            import torch
+            from torch.utils.cpp_extension import load
+
+            chamfer_3D = load(name="chamfer_3D", sources=["chamfer_cuda.cpp", "chamfer3D.cu"])
+
+
+            class chamfer_3DFunction(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, xyz1, xyz2):
+                    return chamfer_3D.forward(xyz1, xyz2)
+
+                @staticmethod
+                def backward(ctx, graddist1):
+                    gradxyz1 = torch.zeros(graddist1.size())
+                    gradxyz1 = gradxyz1.to(graddist1.device)
+                    chamfer_3D.backward(gradxyz1, graddist1)
+                    return gradxyz1, None
+
+
+            class ChamferDist(torch.nn.Module):
+                def forward(self, xyz1, xyz2):
+                    return chamfer_3DFunction.apply(xyz1, xyz2)
+        """,
+        "metrics/evaluation_metrics.py": """
+            from metrics.chamfer import ChamferDist
+
+            cham3D = ChamferDist()
+
+
+            def compute_all_metrics(sample_pcs, ref_pcs):
+                return cham3D(sample_pcs, ref_pcs)
+        """,
+        "test_generation.py": """
+            from metrics.evaluation_metrics import compute_all_metrics
+
+            if __name__ == "__main__":
+                print(compute_all_metrics(samples, refs))
+        """,
+        "model.py": """
+            import torch
+
+
+            class Completion(torch.nn.Module):
+                def forward(self, x):
+                    return self.net(x)
+        """,
+        "train_generation.py": """
+            from model import Completion
+
+
+            def train(loader, opt):
+                model = Completion().cuda()
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True)).mean()
+                    loss.backward()
+                    opt.step()
+        """,
+    }
+    assert check(tmp_path, files) == []
+    files["model.py"] = """
+        import torch
+        from metrics.chamfer import ChamferDist
+
+
+        class Completion(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.chamfer = ChamferDist()
+
+            def forward(self, x):
+                return self.chamfer(self.net(x), x)
+    """
+    found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
+    assert ("metrics/chamfer.py", 16, "GPL504") in found, found
 
 
 def test_a_class_built_only_by_factories_training_never_calls_runs_no_loss(tmp_path, check):
