@@ -656,6 +656,14 @@ class FileContext:
             and not any(frame.label == "training loop" or frame.label.startswith("loop over ")
                         for frame in facts.reach.chain)  # (a step loop's call of a method named like generation)
 
+    def outside_the_program(self) -> bool:
+        """In a function the project model found no way into from the training program, where it found the
+        program's entry points (nequip's unit-test helpers, a debugging script's function nothing calls)."""
+        if not self.facts.entries or not self._names:
+            return False
+        facts = self._function_facts()
+        return facts is None or (facts.reach is None and not facts.step_loops)
+
     def called_every_step(self) -> bool:
         """The project model found the enclosing function called on every step by a call it resolved, whatever its
         name says (`FunctionFacts.called_every_step`)."""

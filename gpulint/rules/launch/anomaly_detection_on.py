@@ -19,7 +19,7 @@ class AnomalyDetectionOn(Rule):
     docs = RuleDocs(
         what_it_does="Flags `torch.autograd.set_detect_anomaly(True)`, `torch.autograd.detect_anomaly()` and a "
         "`detect_anomaly=True` argument to a framework (Lightning's `Trainer`, torchtnt's `AutoUnit`) outside test "
-        "files, unless they sit under an `if` (a debug flag).",
+        "files, unless they sit under an `if` (a debug flag) or in a function the training program never calls.",
         why_slow="Anomaly mode records a Python stack trace for every autograd node in the forward pass and checks "
         "every backward output for NaN, which reads values back to the host: backward runs several times slower and "
         "synchronizes the device repeatedly.",
@@ -35,6 +35,11 @@ class AnomalyDetectionOn(Rule):
         "import torch\n\ntorch.autograd.set_detect_anomaly(False)\n",
         "import torch\n\ntorch.autograd.set_detect_anomaly(args.debug)\n",
         "def Trainer(**settings):\n    return settings\n\n\ntrainer = Trainer(max_epochs=3, detect_anomaly=args.debug)\n",
+        # a debugging helper the training never calls
+        "import torch\n\n\ndef debug_step(model, batch):\n    torch.autograd.set_detect_anomaly(True)\n"
+        "    model(batch).sum().backward()\n\n\ndef train(model, loader, opt):\n    for batch in loader:\n"
+        "        model(batch).sum().backward()\n        opt.step()\n\n\nif __name__ == \"__main__\":\n"
+        "    train(model, loader, opt)\n",
     )
     invalid = (
         Invalid(
@@ -57,7 +62,7 @@ class AnomalyDetectionOn(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.context.resolve(node.func) or ""
-        if self.context.in_tests or under_any_if(self.context):
+        if self.context.in_tests or under_any_if(self.context) or self.context.outside_the_program():
             return
         if name == "torch.autograd.set_detect_anomaly":
             mode = keyword_arg(node, "mode") or (node.args[0] if node.args and node.args[0].keyword is None else None)

@@ -851,7 +851,10 @@ class BlockingHostToDeviceCopy(SyncRule):
                 or (cls.name.value not in self.context.facts.layer_classes and not self.context.facts.batches_copied):
             return False
         root = root_name(receiver)
-        return root is not None and root != "self" and any(p.name.value == root for p in function.params.params)
+        # (unless every caller hands it host data: FUNIT's trainer passes the loader's batches on to its model,
+        # whose `forward` copies `co_data[0].cuda()`)
+        return root is not None and root != "self" and any(p.name.value == root for p in function.params.params) \
+            and self.context.location_of(cst.Name(root)) != "host"
 
     def _prepared_by_trainer(self, receiver: cst.BaseExpression) -> bool:
         """`inputs["labels"].to(logits.device)` in the `compute_loss(self, model, inputs)` of a Hugging Face `Trainer`
