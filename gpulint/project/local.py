@@ -1912,6 +1912,9 @@ class _Walker:
         self.attribute_options: dict[str, str] = {}
         self.reset_attributes: frozenset[str] = frozenset()  # of the class: `_reset_attributes`
         self.periods = True  # False: the text names no period (`may_set_period`), so no call sets one
+        # Per scope: the counters it sets to a remainder (`self.t_step = (self.t_step + 1) % UPDATE_EVERY`), which
+        # come round to 0 every N calls: `if self.t_step == 0:` is a gate every N, not the run's first step.
+        self.cyclic_counters: dict[str, set[str]] = {}
 
     @property
     def scope(self) -> Scope:
@@ -2231,6 +2234,8 @@ class _Walker:
         name = dotted(target)
         if name is None:
             return
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod):
+            self.cyclic_counters.setdefault(self.scope.qualname, set()).add(name)
         if isinstance(value, ast.Call):
             self._record_built(name, value)
         elif (source := dotted(value)) is not None:
@@ -2457,7 +2462,8 @@ class _Walker:
             if part == "body" and _fills_cache(test, body, self._function_locals(), self._function_params()) \
                     and not self._emptied_again(test):
                 scope.regions.append(Region("once", *span))
-            if (part == "body" and one_step_branch(test)) or ends_the_run(body) or self._first_pass_branch(test, part, body):
+            if (part == "body" and one_step_branch(test) and not self._tests_cyclic_counter(test)) \
+                    or ends_the_run(body) or self._first_pass_branch(test, part, body):
                 scope.regions.append(Region("one-step", *span))
             if isinstance(body[-1], ast.Break) and self.loop_stack[-1]:
                 scope.regions.append(Region("last-pass", *span, loop=self.loop_stack[-1][-1]))
@@ -2523,6 +2529,13 @@ class _Walker:
         if len(sources) != 1 or not (source := sources.pop()) or config_option(_parsed(source)) is None:
             return test
         return ast.Compare(_parsed(source), test.ops, test.comparators)
+
+    def _tests_cyclic_counter(self, test: ast.AST) -> bool:
+        """Does the test name a counter this scope sets to a remainder (`if self.t_step == 0:`, DQN agents learning
+        every UPDATE_EVERY environment steps)?"""
+        counters = self.cyclic_counters.get(self.scope.qualname)
+        return bool(counters) and any(dotted(node) in counters for node in ast.walk(test)
+                                      if isinstance(node, (ast.Name, ast.Attribute)))
 
     def _function_params(self) -> tuple[str, ...]:
         """The current function's parameters; none outside one."""

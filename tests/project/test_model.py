@@ -941,6 +941,65 @@ def test_a_layer_whose_callers_hand_it_the_loaders_batches_copies_them(tmp_path,
     assert {(f[0], f[1], f[2]) for f in found} == {("funit_model.py", 8, "GPL411"), ("funit_model.py", 9, "GPL411")}, found
 
 
+def test_a_counter_set_to_a_remainder_gates_every_n_calls_not_the_first_step(tmp_path, check):
+    """A DQN agent (IQN-and-Extensions, the Udacity agents) sets `self.t_step = (self.t_step + 1) % UPDATE_EVERY`
+    and learns under `if self.t_step == 0:`: that comes round every UPDATE_EVERY environment steps, and each time it
+    is one training step, so the learning step's host read is a per-step cost, not a first-step one."""
+    found = check(tmp_path, {
+        "agent.py": """
+            import numpy as np
+            import torch
+            import torch.nn.functional as F
+
+            UPDATE_EVERY = 4
+            device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
+
+            class Agent:
+                def __init__(self, qnetwork_local, qnetwork_target, memory):
+                    self.qnetwork_local = qnetwork_local.to(device)
+                    self.qnetwork_target = qnetwork_target.to(device)
+                    self.optimizer = torch.optim.Adam(self.qnetwork_local.parameters())
+                    self.memory = memory
+                    self.t_step = 0
+
+                def step(self, state, action, reward, next_state, done):
+                    self.memory.add(state, action, reward, next_state, done)
+                    self.t_step = (self.t_step + 1) % UPDATE_EVERY
+                    if self.t_step == 0:
+                        if len(self.memory) > 64:
+                            self.learn(self.memory.sample(), 0.99)
+
+                def learn(self, experiences, gamma):
+                    states, actions, rewards, next_states, dones = experiences
+                    q_next = self.qnetwork_target(next_states).detach().max(1)[0].unsqueeze(1)
+                    q_targets = rewards + gamma * q_next * (1 - dones)
+                    loss = F.mse_loss(self.qnetwork_local(states).gather(1, actions), q_targets)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    for target_param, local_param in zip(self.qnetwork_target.parameters(), self.qnetwork_local.parameters()):
+                        target_param.data.copy_(1e-3 * local_param.data + (1.0 - 1e-3) * target_param.data)
+                    print(f"loss {loss.item()}")
+        """,
+        "train.py": """
+            from agent import Agent
+
+            agent = Agent(q1, q2, memory)
+            for episode in range(2000):
+                state = env.reset()
+                for t in range(1000):
+                    action = agent.act(state)
+                    next_state, reward, done, _ = env.step(action)
+                    agent.step(state, action, reward, next_state, done)
+                    state = next_state
+                    if done:
+                        break
+        """,
+    })
+    assert ("agent.py", 35, "GPL401") in {(f[0], f[1], f[2]) for f in found}, found
+
+
 def test_a_class_whose_new_returns_other_classes_builds_those(tmp_path):
     """muzero-general's `MuZeroNetwork.__new__` returns a `MuZeroFullyConnectedNetwork` or a `MuZeroResidualNetwork`
     (by the config): the trainer's `self.model.initial_inference(...)` runs theirs."""
