@@ -112,7 +112,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "the tensor is created on the CPU and then copied to the device; pass `device=` to the factory so it is "
         "created there"
     )
-    triggers = (".cuda(", ".to(", ".type_as(", ".type(", "random.", "new_tensor(")
+    # (and the index factories: `rewards[jidx]` with `jidx = torch.arange(0, bsz, 2)` moves nothing itself)
+    triggers = (".cuda(", ".to(", ".type_as(", ".type(", "random.", "new_tensor(", "arange(", "randperm(", "randint(")
     # What is moved was made here by a torch factory (`torch.zeros(`, `torch.LongTensor(n).random_(`), or by numpy's
     # random module.
     requires = (CREATION_WORDS,)
@@ -192,6 +193,16 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        self.keep = self.keep.to(x.device)\n        return x * self.keep[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n",
     )
     invalid = (
+        # a pairwise reward model's loss (RLHF reward-model recipes): the chosen and rejected rows picked with
+        # positions made on the CPU, in a file that moves nothing itself
+        Invalid(
+            "import torch\nimport torch.nn as nn\nfrom transformers import Trainer\n\n\n"
+            "class RewardTrainer(Trainer):\n    def compute_loss(self, model, inputs, return_outputs=False):\n"
+            "        rewards = model(input_ids=inputs[\"input_ids\"])[0]\n"
+            "        jidx = torch.arange(0, rewards.size(0), 2)\n        kidx = jidx + 1\n"
+            "        return -nn.functional.logsigmoid(rewards[jidx] - rewards[kidx]).mean()\n",
+            count=2,
+        ),
         # CPM-Bee's rotary embedding: `inv_freq` cast in `__init__` (still on the CPU), moved in every forward
         Invalid("import torch\n\n\nclass Rotary(torch.nn.Module):\n    def __init__(self, dim, dtype=torch.half):\n"
                 "        super().__init__()\n        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2) / dim))\n"

@@ -12,21 +12,18 @@ from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 class HostListIndexInStep(SyncRule):
     code = "GPL413"
     name = "host-list-index-in-step"
-    message = ("indexing a device tensor with a Python list (or a NumPy array, or a CPU tensor) copies the indices to "
-               "the device with a blocking copy every step; build the index tensor on the device once, or use a slice")
+    message = ("indexing a device tensor with a Python list (or a NumPy array) copies the indices to the device with "
+               "a blocking copy every step; build the index tensor on the device once, or use a slice")
     # `x[:, [0]]`, `x[[1, 2]]`, or a name bound to a list display (`leaf = [411, 2445]`, `ids = [i - 1 for i in ...]`)
-    # or to the batches of indices a `BatchSampler` yields, or to a NumPy array of positions (`np.random.randint`), or
-    # to positions a torch factory makes on the CPU (`jidx = torch.arange(0, bsz, 2)`, `torch.randperm(n)`)
+    # or to the batches of indices a `BatchSampler` yields, or to a NumPy array of positions (`np.random.randint`)
     triggers = ("[[", ", [", "= [", "BatchSampler", "randint(", "choice(", "permutation(", "arange(", "argsort(",
-                "flatnonzero(", "randperm(")
+                "flatnonzero(")
     docs = RuleDocs(
         what_it_does="Flags a tensor that lives on the device indexed (read or written) with a Python list: a list "
         "display of host values (`x[:, [0]]`, `x[..., [2, 1, 0]]`), a list comprehension, or a name its function "
         "binds to one (`leaf = [411, 2445, 5905]`, then `v[:, leaf]`), to a batch of indices a `BatchSampler` "
-        "yields (PPO's minibatches), to a NumPy array of positions (`idxes = np.random.randint(0, n, size=b)`, a "
-        "replay buffer's sampled rows) or to positions a torch factory makes on the CPU, without `device=` "
-        "(`jidx = torch.arange(0, bsz, 2)` to pick a reward model's chosen rows, `torch.randperm(n)` to shuffle a "
-        "batch), in code that runs every step, ungated.",
+        "yields (PPO's minibatches) or to a NumPy array of positions (`idxes = np.random.randint(0, n, size=b)`, a "
+        "replay buffer's sampled rows), in code that runs every step, ungated.",
         why_slow="PyTorch turns the list into an index tensor on the CPU and copies it to the indexed tensor's "
         "device with a blocking copy from pageable memory: the host waits for every kernel queued before it. A "
         "3D-pose model indexing its joints this way at each level of its kinematic tree waits that many times a step.",
@@ -50,9 +47,6 @@ class HostListIndexInStep(SyncRule):
                         "    print(joints[:, [0, 1]].sum())"),
         training_script("rows = np.random.randint(0, 4, size=2)\npicked = np.zeros((4, 5))[rows]",
                         header="import numpy as np"),
-        training_script("rewards = model(x).view(-1)\nchosen = torch.arange(0, rewards.shape[0], 2, device=device)\n"
-                        "margin = rewards[chosen] - rewards[chosen + 1]"),
-        training_script("rewards = model(x).view(-1)\nmargin = rewards[0::2] - rewards[1::2]"),
     )
     invalid = (
         # HybrIK's pose heads: joints made root-relative with a list index, in every forward
@@ -69,26 +63,13 @@ class HostListIndexInStep(SyncRule):
         # an RL replay buffer kept on the device, sampled with NumPy's random positions every update
         Invalid(training_script("rows = np.random.randint(0, x.shape[0], size=16)\npicked = x.to(device)[rows]",
                                 header="import numpy as np")),
-        # a pairwise reward model's loss picking the chosen and rejected rows with positions made on the CPU
-        Invalid(training_script("rewards = model(x)[0]\nchosen = torch.arange(0, rewards.size(0), 2)\n"
-                                "rejected = chosen + 1\nmargin = rewards[chosen] - rewards[rejected]"), count=2),
-        # a mutual-information estimator shuffling its samples with a CPU permutation every step
-        Invalid(training_script("samples = model(x).view(x.shape[0], -1)\norder = torch.randperm(samples.shape[0]).long()\n"
-                                "shuffled = samples[order]")),
     )
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        indices = [element.slice.value for element in node.slice if isinstance(element.slice, cst.Index)]
+        if not any(isinstance(element.slice, cst.Index) and self._host_list(element.slice.value)
+                   for element in node.slice):
+            return
         receiver = node.value
-        if any(self.tensors.is_cpu_index(index) for index in indices):
-            # Only a tensor (or an array) takes a tensor of positions, never a flag: one made on the CPU indexes what
-            # the step computed or was handed (`rewards = model(...)[0]`, an estimator's `y_samples`) unless that is
-            # known to live on the host.
-            if self.context.location_of(receiver) != "host" and not self.context.is_host_value(receiver):
-                self.report(node)
-            return
-        if not any(self._host_list(index) for index in indices):
-            return
         if self.context.is_host_value(receiver) or not self.tensors.is_tensor(receiver) \
                 or self.tensors.named_only(receiver):
             return

@@ -100,7 +100,6 @@ class Tensors:
         self._lists: set[tuple[int, str]] = set()  # names bound to a list display (`order = [0] * n`)
         # names bound to a NumPy array of indices (`idxes = np.random.randint(0, n, size=b)`)
         self._index_arrays: set[tuple[int, str]] = set()
-        self._cpu_indices: set[tuple[int, str]] = set()  # names bound to positions made on the CPU
         self._batch_samplers: set[tuple[int, str]] = set()  # names bound to a `BatchSampler(...)`
         # names bound to integer positions (`argsort`, `topk`'s indices): they gather a fixed number of elements
         self._indices: set[tuple[int, str]] = set()
@@ -175,10 +174,6 @@ class Tensors:
             self._lists.add(key)
         else:
             self._lists.discard(key)
-        if self._cpu_index_tensor(value):
-            self._cpu_indices.add(key)
-        else:
-            self._cpu_indices.discard(key)
         if isinstance(value, cst.Call) and self.context.resolve(value.func) in _NUMPY_INDEX_ARRAYS:
             self._index_arrays.add(key)
         else:
@@ -298,22 +293,6 @@ class Tensors:
         if isinstance(expr, cst.Name):
             return self._key(expr.value) not in self._bound
         return isinstance(expr, cst.Subscript) and _string_index(expr) is not None
-
-    def _cpu_index_tensor(self, value: cst.BaseExpression) -> bool:
-        """`torch.arange(0, bsz, 2)`, `torch.randperm(n).long()`, `jidx + 1` of such a name: positions made on the
-        CPU (no `device=`), which index a device tensor only after a blocking copy."""
-        if isinstance(value, cst.BinaryOperation):
-            return any(self.is_cpu_index(side) for side in (value.left, value.right)) \
-                and any(isinstance(side, cst.Integer) for side in (value.left, value.right))
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
-                and value.func.attr.value in _INDEX_CASTS:
-            value = value.func.value
-        return isinstance(value, cst.Call) and self.context.resolve(value.func) in _CPU_INDEX_FACTORIES \
-            and keyword_arg(value, "device") is None
-
-    def is_cpu_index(self, expr: cst.BaseExpression) -> bool:
-        """A name its function bound to positions made on the CPU as a tensor (`jidx = torch.arange(0, bsz, 2)`)."""
-        return isinstance(expr, cst.Name) and self._key(expr.value) in self._cpu_indices
 
     def is_index_array(self, expr: cst.BaseExpression) -> bool:
         """A name its function bound to a NumPy array of positions (`np.random.randint(0, n, size=b)`)."""
@@ -500,9 +479,6 @@ _TORCH_MASK_FUNCTIONS = frozenset(
 # NumPy calls that make an array of positions on the host (a replay buffer's sampled rows).
 _NUMPY_INDEX_ARRAYS = frozenset(f"numpy.{name}" for name in (
     "random.randint", "random.choice", "random.permutation", "arange", "argsort", "flatnonzero"))
-# Torch calls making positions, on the CPU unless given `device=`, and the casts that keep them there.
-_CPU_INDEX_FACTORIES = frozenset({"torch.arange", "torch.randperm", "torch.randint"})
-_INDEX_CASTS = frozenset({"long", "int", "view", "reshape", "flatten"})
 # Calls whose result is a pair (values, integer indices), and those whose result is integer positions.
 _VALUES_AND_INDICES = frozenset({"topk", "sort", "max", "min", "kthvalue", "mode", "median", "cummax", "cummin"})
 _INDEX_FUNCTIONS = frozenset({"argsort", "argmax", "argmin", "randperm", "multinomial", "searchsorted", "bucketize"})
