@@ -6,9 +6,14 @@ One place for each fact, so that two families never disagree on it (TorchFix kee
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
-from gpulint.linter.names import last_name
+from gpulint.linter.names import last_name, name_parts
+
+if TYPE_CHECKING:
+    from gpulint.linter.context import FileContext
 
 
 def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
@@ -77,3 +82,22 @@ def arguments_at(call: cst.Call, positions: tuple[int, ...], keywords: tuple[str
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     return [positional[i] for i in positions if i < len(positional)] + [
         a.value for a in call.args if a.keyword is not None and a.keyword.value in keywords]
+
+
+# Function-name parts of the data pipeline (tokenization, collation, dataset items): its tensors are CPU tensors,
+# built by the tokenizer or in loader workers, so reading them costs no device sync.
+DATA_PIPELINE_PARTS = frozenset(
+    {"tokenize", "tokenized", "tokenizer", "preprocess", "collate", "collator", "encode", "getitem", "dataset"}
+)
+
+
+def in_data_pipeline(context: FileContext) -> bool:
+    """Is the node being visited in a data-pipeline function or in a Dataset, Collator or Sampler class (a sampler's
+    `__iter__` shuffles CPU indices once an epoch: LoFTR's `RandomConcatSampler`)?"""
+    for node in reversed(context.ancestors):
+        if isinstance(node, cst.FunctionDef) and name_parts(node.name.value) & DATA_PIPELINE_PARTS:
+            return True
+        if isinstance(node, cst.ClassDef):
+            name = node.name.value.lower()
+            return "dataset" in name or "collator" in name or "sampler" in name
+    return False

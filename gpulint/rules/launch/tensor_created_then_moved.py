@@ -11,7 +11,7 @@ from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.project.local import tuple_kinds
-from gpulint.rules.common import by_callee, is_number, keyword_arg, new_keyword_arg
+from gpulint.rules.common import by_callee, in_data_pipeline, is_number, keyword_arg, new_keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns, one_time_branch
 
@@ -162,6 +162,14 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "named like a dtype it is not flagged. Zero-element tensors and pinned staging buffers are skipped.",
     )
     valid = (
+        # a sampler shuffling the dataset's CPU indices once an epoch (LoFTR's `RandomConcatSampler`)
+        "import torch\nfrom torch.utils.data import Sampler\n\n\nclass ConcatSampler(Sampler):\n"
+        "    def __iter__(self):\n        indices = []\n        for low, high in self.ranges:\n"
+        "            indices.append(torch.randperm(high - low) + low)\n        indices = torch.cat(indices)\n"
+        "        order = torch.randperm(len(indices))\n        return iter(indices[order].tolist())\n\n\n"
+        "def train(model, dataset, opt, device):\n"
+        "    loader = torch.utils.data.DataLoader(dataset, sampler=ConcatSampler(), pin_memory=True)\n"
+        "    for x in loader:\n        model(x.to(device, non_blocking=True)).mean().backward()\n        opt.step()\n",
         # numpy indices into a numpy buffer: no device involved
         training_script("buffer = np.zeros((64, 4))\ninds = np.random.permutation(64)\nrows = buffer[inds]",
                         header="import numpy as np"),
@@ -450,8 +458,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         """`values[torch.arange(n), actions]`: indexing a device tensor with a CPU tensor copies the index over; so
         does a Python `range` beside a tensor index (`log_ps[range(n), actions]`, or `list(range(n))`), which PyTorch
         makes a CPU tensor."""
-        if self.context.location_of(node.value) == "host":
-            return
+        if self.context.location_of(node.value) == "host" or in_data_pipeline(self.context):
+            return  # (a dataset's or a sampler's indices index CPU tensors)
         indices = [e.slice.value if isinstance(e.slice, cst.Index) else None for e in node.slice]
         for index in indices:
             while isinstance(index, cst.Subscript) and _only_reshapes(index):

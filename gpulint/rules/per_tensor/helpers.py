@@ -13,7 +13,7 @@ from gpulint.linter.context import HOST_METHODS, METADATA_ATTRS, METADATA_METHOD
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name, target_names
 from gpulint.linter.rule import Rule
 from gpulint.linter.syntax import SyntaxVisitor, descendants
-from gpulint.rules.common import keyword_arg
+from gpulint.rules.common import in_data_pipeline, keyword_arg
 
 if TYPE_CHECKING:
     from gpulint.linter.context import FileContext
@@ -581,24 +581,6 @@ def scan_model_tensor_comprehension(node: cst.CSTNode, context: FileContext) -> 
     if scan.reductions and iterated_by_truth_consumer(context):
         scan.reads += 1
     return scan
-
-
-# Function-name parts of the data pipeline (tokenization, collation, dataset items): its tensors are CPU tensors,
-# built by the tokenizer or in loader workers, so reading them costs no device sync.
-DATA_PIPELINE_PARTS = frozenset(
-    {"tokenize", "tokenized", "tokenizer", "preprocess", "collate", "collator", "encode", "getitem", "dataset"}
-)
-
-
-def in_data_pipeline(context: FileContext) -> bool:
-    """Is the node being visited in a data-pipeline function or in a Dataset/Collator class?"""
-    for node in reversed(context.ancestors):
-        if isinstance(node, cst.FunctionDef) and name_parts(node.name.value) & DATA_PIPELINE_PARTS:
-            return True
-        if isinstance(node, cst.ClassDef):
-            name = node.name.value.lower()
-            return "dataset" in name or "collator" in name
-    return False
 
 
 # Function-name parts of one-off work that is not named cold: loading/converting weights, building the model, fusing
