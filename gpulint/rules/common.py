@@ -92,12 +92,25 @@ DATA_PIPELINE_PARTS = frozenset(
 
 
 def in_data_pipeline(context: FileContext) -> bool:
-    """Is the node being visited in a data-pipeline function or in a Dataset, Collator or Sampler class (a sampler's
-    `__iter__` shuffles CPU indices once an epoch: LoFTR's `RandomConcatSampler`)?"""
+    """Is the node being visited in a data-pipeline function or in a Dataset, Collator or Sampler class?"""
     for node in reversed(context.ancestors):
         if isinstance(node, cst.FunctionDef) and name_parts(node.name.value) & DATA_PIPELINE_PARTS:
             return True
         if isinstance(node, cst.ClassDef):
-            name = node.name.value.lower()
-            return "dataset" in name or "collator" in name or "sampler" in name
+            return is_data_class(node)
     return False
+
+
+def in_data_class(context: FileContext) -> bool:
+    """Is the node being visited in a method of a Dataset, Collator or Sampler class (a sampler's `__iter__` shuffles
+    CPU indices once an epoch: LoFTR's `RandomConcatSampler`)? Not a function named like data work alone: a text
+    encoder's `encode_text` runs in the model."""
+    for node in reversed(context.ancestors):
+        if isinstance(node, cst.ClassDef):
+            return is_data_class(node)
+    return False
+
+
+def is_data_class(node: cst.ClassDef) -> bool:
+    name = node.name.value.lower()
+    return "dataset" in name or "collator" in name or "sampler" in name

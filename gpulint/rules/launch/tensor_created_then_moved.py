@@ -11,7 +11,7 @@ from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.project.local import tuple_kinds
-from gpulint.rules.common import by_callee, in_data_pipeline, is_number, keyword_arg, new_keyword_arg
+from gpulint.rules.common import by_callee, in_data_class, is_number, keyword_arg, new_keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns, one_time_branch
 
@@ -458,7 +458,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         """`values[torch.arange(n), actions]`: indexing a device tensor with a CPU tensor copies the index over; so
         does a Python `range` beside a tensor index (`log_ps[range(n), actions]`, or `list(range(n))`), which PyTorch
         makes a CPU tensor."""
-        if self.context.location_of(node.value) == "host" or in_data_pipeline(self.context):
+        if self.context.location_of(node.value) == "host" or in_data_class(self.context):
             return  # (a dataset's or a sampler's indices index CPU tensors)
         indices = [e.slice.value if isinstance(e.slice, cst.Index) else None for e in node.slice]
         for index in indices:
