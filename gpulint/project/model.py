@@ -2841,6 +2841,8 @@ class Project:
                 name == "Function" for klass in self.mro(Target(path, scope.cls, True))
                 for name in self._library_bases(klass)):
             return False
+        # (not `_text_names_class`: its counts leave out scripts nothing imports, such as the evaluation script that
+        # applies PVD's Function, and names not written like a class, `chamfer_3DFunction`)
         name = scope.cls.rsplit(".", 1)[-1]
         mention = re.compile(r"\b%s\b" % re.escape(name))
         return sum(len(mention.findall(self._code_of(file))) for file, ix in self.files.items() if name in ix.text) > 1
@@ -3890,7 +3892,7 @@ class Project:
         filled = self._callee_params(key, bound)
         if filled is None:
             return
-        _, params = filled
+        callee, params = filled
         # A value is given where the model knows where it lives (a configuration's field may hold None) or where
         # the caller passes on a parameter of its own (what its callers give, `_given_by_every_call`).
         passed_params = {where for where, _ in call.param_args}
@@ -3907,7 +3909,7 @@ class Project:
             )
         self._given_by_call.setdefault(key, []).append((given, _passed_on(call, params, caller)))
         by_position = dict(enumerate(params))
-        self._false_by_call.setdefault(key, []).append(self._given_false(key, call, params))
+        self._false_by_call.setdefault(key, []).append(self._given_false(callee, call, params))
         before = self._param_words(key) if key in self._word_blocked else None
         self._words_by_call.setdefault(key, []).append({} if call.unpacks else {
             (by_position[int(where)] if where.isdigit() else where): word for where, word in call.word_args
@@ -3915,12 +3917,11 @@ class Project:
         if before is not None and self._param_words(key) != before:
             self._word_revisits.append(key)
 
-    def _given_false(self, key: Key, call: Call, params: tuple[str, ...]) -> frozenset[str]:
+    def _given_false(self, callee: Scope, call: Call, params: list[str]) -> frozenset[str]:
         """The parameters a call gives False: a literal False, a parameter defaulting to False left out (maddpg's
         `update(sample, a_i, logger=logger)`, whose `parallel=False` no call passes), or a switch shipped settings
         leave off."""
-        callee = self.files[key[0]].scope(key[1])
-        if call.unpacks or callee is None:
+        if call.unpacks:
             return frozenset()
         by_position = dict(enumerate(params))
         passed = self._given_values(call, params)  # (a None passed leaves `if parallel:` as untaken)
@@ -4039,8 +4040,9 @@ class Project:
         """The parameters a call outside the step (the setup calling the function that loops) gives a value."""
         filled = self._callee_params(key, bound)
         if filled is not None:
-            self._program_calls.setdefault(key, []).append(frozenset(self._given_values(call, filled[1])))
-            self._program_false.setdefault(key, []).append(self._given_false(key, call, filled[1]))
+            callee, params = filled
+            self._program_calls.setdefault(key, []).append(frozenset(self._given_values(call, params)))
+            self._program_false.setdefault(key, []).append(self._given_false(callee, call, params))
 
     def _passed_kind(self, key: Key, param: str, seen: frozenset = frozenset()) -> str:
         """Where the values every resolved call passes to a parameter live, when they agree: "host", "device" or
