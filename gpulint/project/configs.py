@@ -316,10 +316,35 @@ def option_values(text: str, path: str) -> set[tuple[str, str]]:
             found += [(match.group(1), SET_IN_CODE) for match in _CONFIG_ATTRIBUTE_SET.finditer(text)
                       if name_parts(_word_before(text, match.start())) & CONFIG_ROOTS]
     else:
+        text = _shell_expanded(text) if "$" in text else text
         if "--" in text:
             found += _OPTION_WORD.findall(text)
         found += _OVERRIDE_WORD.findall(text)
+        # (a value made of a variable the script does not set, `--criterion $1`: no text says it)
+        found = [(name, SET_IN_CODE if _UNSET_VARIABLE in value else value) for name, value in found]
     return {(name.replace("-", "_"), value) for name, value in found}
+
+
+# A script's variables (`CRITERION=diffusion_loss`, then `--criterion ${CRITERION}`), set once; `${ARCH:-base}`.
+_SHELL_ASSIGNMENT = re.compile(r"""^[ \t]*(?:export[ \t]+)?([A-Za-z_]\w*)=["']?([\w.+/-]*)["']?[ \t]*(?:#.*)?$""",
+                               re.MULTILINE)
+_SHELL_VARIABLE = re.compile(r"\$\{(\w+)(?::?-([\w.+/-]*))?\}|\$(\w+)")
+_UNSET_VARIABLE = "gpulintunsetvariable"
+
+
+def _shell_expanded(text: str) -> str:
+    """A script's text with the variables it sets once put in their places (`--arch graphormer_diff_${ARCH}` after
+    `ARCH=base`); a variable it sets to several values, or not at all (`$1`), becomes `_UNSET_VARIABLE`."""
+    values: dict[str, set[str]] = {}
+    for name, value in _SHELL_ASSIGNMENT.findall(text):
+        values.setdefault(name, set()).add(value)
+
+    def value_of(match: re.Match) -> str:
+        name = match.group(1) or match.group(3)
+        given = values.get(name, {match.group(2)} if match.group(2) else set())
+        return next(iter(given)) if len(given) == 1 else _UNSET_VARIABLE
+
+    return _SHELL_VARIABLE.sub(value_of, text)
 
 
 @dataclass(frozen=True)

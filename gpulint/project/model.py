@@ -46,7 +46,7 @@ from gpulint.project.facts import (
     regions_at,
     state_at,
 )
-from gpulint.project.configs import argparse_intervals, every_step_intervals, off_switches
+from gpulint.project.configs import SET_IN_CODE, argparse_intervals, every_step_intervals, off_switches
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import (
     MODULE_SCOPE, Assign, Call, Loop, Region, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds,
@@ -294,6 +294,9 @@ class Project:
         self._cold_built: set[Target] = set()  # classes built only in code the training does not run
         self._unselected_builds: dict[str, bool] = {}  # by class name: `_built_only_unselected`
         self._unconfigured: dict[str, bool] = {}  # by class name: `_registered_unconfigured`
+        self._model_architectures: dict[str, set[str]] | None = None  # see `_architectures`
+        self._quoted_words: dict[str, bool] = {}  # see `_quoted_in_code`
+        self._chosen_by_option: frozenset[Target] | None = None  # see `_option_chosen`
         self._stepped: list[tuple] = []  # optimizer steps read, not yet followed (`_run`)
         # Classes a collate function builds (the batches a loader yields), and the moves of a batch the step makes
         # (`batch.to(device)` on an object of unknown class, Lightning's transfer): method name -> (rank, chain, flags)
@@ -1902,7 +1905,8 @@ class Project:
 
         # A class a training config names is built too, though by a generic factory (`instantiate_from_config(cfg)`)
         # that no call of the program names it in.
-        configured = self._config_named()
+        # So is one a registry builds by the word a command-line option gives (fairseq's `--arch`).
+        configured = self._config_named() | self._option_chosen()
         # `model.step(batch)` (hyena-dna's tuning loop): a model's own method, never an optimizer's `step`
         modelled = bool(name_parts(receiver.rsplit(".", 1)[-1]) & _MODEL_NAMES)
         defining = [
@@ -1954,7 +1958,7 @@ class Project:
         # for `--optimizer galore_adafactor`, which no script passes), nor one nothing builds or names (a vendored
         # latent-diffusion's `AdamWwithEMAandWings` beside stable-dreamfusion's Adan).
         return [step for step in self._optimizer_steps if self._may_be_built(cls := Target(step.path, _class_of(step), True))
-                and self._built(cls)]
+                and self._built(cls) and not self._built_only_unselected({cls.qualname.rsplit(".", 1)[-1]})]
 
     def _library_optimizer(self, path: str, scope: Scope, receiver: str) -> bool:
         """Is `receiver` a name the function binds only to a library's optimizer (`optimizer =
@@ -2201,6 +2205,8 @@ class Project:
         program builds from configs, else another place of the project's text names it?"""
         if cls in self.instantiated:
             return True
+        if (chosen := self._option_choice(cls)) is not None:  # fairseq's `--optimizer nag`
+            return chosen
         key = self._registry_key(cls)
         if key in self.config_keys or key in self.config_names:
             # `@registry.register_model("blip2_opt")`, `arch: blip2_opt`; `@MODELS.register_module("PT-v3m1")`,
@@ -2242,6 +2248,8 @@ class Project:
         cls = Target(key[0], definition.cls, True)
         if not self._registered(cls) or cls in self.instantiated or cls in self._config_keyed_classes():
             return False
+        if (chosen := self._option_choice(cls)) is not None:
+            return not chosen
         if not self._registry_built():  # the configs name no registered class: DifFace's vendored BasicSR
             return bool(self._registered_unconfigured({_owner_name(definition.cls)}))
         if cls not in self._registry_built():
@@ -2654,11 +2662,11 @@ class Project:
             trainers = {_owner_name(key[1]) for key, _ in hooks if key[1].endswith(".training_step")}
             unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names) \
                 | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners) \
-                | self._registered_unconfigured(owners) | never_fit
+                | self._registered_unconfigured(owners) | self._unselected_registered(owners) | never_fit
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models() \
-            + self._models_a_library_trainer_trains()
+            + self._models_a_library_trainer_trains() + self._library_registry_entries()
         # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):
         # the callers of such functions are read too.
         workers = {key[1].rsplit(".", 1)[-1] for key, reach in roots if reach.rank == PER_STEP}
@@ -2722,6 +2730,46 @@ class Project:
             found.append(((forward.path, forward.qualname), Reach(PER_STEP, likely=True, chain=chain, reason=(
                 f"in `{forward.qualname}`, which detectron2's trainer runs every step"))))
         self.entries = self.entries or bool(found)
+        return found
+
+    def _library_registry_entries(self) -> list[tuple[Key, Reach]]:
+        """The step methods of the classes a project files in a training library's registries (a fairseq plugin:
+        `@register_criterion("l1_loss")` from `fairseq.criterions`, trained by `fairseq-train --user-dir .
+        --criterion l1_loss`): fairseq's trainer runs the task's `train_step` and, in it, the criterion's `forward`
+        every step. Not those of classes no shipped setting picks (`_option_choice`)."""
+        found = []
+        for path, ix in self.files.items():
+            if not is_training_path(path) or "@" not in ix.text or ix.module_scope is None:
+                continue
+            for definition in ix.definitions.values():
+                if not definition.is_class or not ix.lines[definition.start].lstrip().startswith("@"):
+                    continue
+                cls = Target(path, definition.qualname, True)
+                decorator = self._registry_decorator(cls)
+                table = decorator[0][1:].split("(", 1)[0] if decorator is not None else ""
+                method = _LIBRARY_REGISTRY_STEPS.get(table.rsplit(".", 1)[-1])
+                if method is None or not self._is_external(path, ix.module_scope, table.split(".", 1)[0]) \
+                        or self._option_choice(cls) is False:
+                    continue
+                step = self.find_method(cls, method)
+                scope = self.files[step.path].scope(step.qualname) if step is not None else None
+                if scope is None:  # (the library's own: fairseq's `FairseqTask.train_step`)
+                    continue
+                # (the library imports the plugin's whole package, `--user-dir`: the program guesses stay in)
+                package = self._top_package(path)
+                chain = (Frame(package, 1, "package the training library loads"),
+                         Frame(path, definition.start + 1, f"{definition.name} ({table})"),
+                         Frame(step.path, scope.line, _label(step.qualname)))
+                found.append(((step.path, step.qualname), Reach(PER_STEP, likely=True, chain=chain, reason=(
+                    f"in `{step.qualname}`, which the training library's trainer runs every step"))))
+        self.entries = self.entries or bool(found)
+        return found
+
+    def _top_package(self, path: str) -> str:
+        """The `__init__.py` of the outermost package holding the file (the file itself where none holds it)."""
+        found, folder = path, path.rpartition("/")[0]
+        while folder and (init := f"{folder}/__init__.py") in self.files:
+            found, folder = init, folder.rpartition("/")[0]
         return found
 
     def _models_a_library_trainer_trains(self) -> list[tuple[Key, Reach]]:
@@ -2806,7 +2854,8 @@ class Project:
             return method_entries
         owners = {_owner_name(key[1]) for key, _ in method_entries}
         unused = self._unreferenced(owners) | self._built_only_by_tests(owners - self.config_names) \
-            | self._built_only_unselected(owners) | self._registered_unconfigured(owners)
+            | self._built_only_unselected(owners) | self._registered_unconfigured(owners) \
+            | self._unselected_registered(owners)
         kept = [(key, reach) for key, reach in method_entries if _owner_name(key[1]) not in unused]
         others = any(key[1] != MODULE_SCOPE and reach.rank < PROGRAM or self.step_loops(key[0], scope)
                      for key, reach in roots if (scope := self.files[key[0]].scope(key[1])) is not None)
@@ -3092,14 +3141,18 @@ class Project:
             for definition in ix.definitions.values():
                 if definition.is_class or not any(name + "(" in definition.code for name in unknown):
                     continue
+                # (a method of a class no shipped setting picks from its registry: fairseq's `FairseqAdafactor`
+                # builds `Adafactor`)
+                owner_unselected = bool(definition.cls) \
+                    and self._option_choice(Target(path, definition.cls, True)) is False
                 for scope in ix.scopes_of(definition).values():
                     options = FileFacts(option_values=self._option_values_in([scope]))
                     for call in scope.calls:
                         name = call.func.rsplit(".", 1)[-1]
                         if name not in unknown:
                             continue
-                        unselected = any(r.kind == "choice" and options.unselected(r.flags)
-                                         for r in scope.regions if r.holds(call.pos))
+                        unselected = owner_unselected or any(r.kind == "choice" and options.unselected(r.flags)
+                                                             for r in scope.regions if r.holds(call.pos))
                         built[name] = built.get(name, True) and unselected
         self._unselected_builds.update({name: built.get(name, False) for name in unknown})
         return {name for name in class_names if self._unselected_builds[name]}
@@ -3120,6 +3173,72 @@ class Project:
                 and not any(key in self.config_keys or key in self.config_names or self._quoted(key)
                             for cls in classes if (key := self._registry_key(cls)))
         return {name for name in class_names if self._unconfigured[name]}
+
+    def _option_choice(self, cls: Target) -> bool | None:
+        """Whether the shipped settings pick `cls` from a registry keyed by a command-line option: fairseq files
+        `@register_optimizer("adafactor")` in the table `--optimizer` picks from, and `@register_model("fconv")`
+        under the architectures `--arch` picks (`@register_model_architecture("fconv", "fconv_wmt_en_de")`). True
+        where a shipped setting gives the option its key, or the code quotes the key (`args.criterion = "ctc"`);
+        False where they give the option only other words; None where the class is filed in no such registry, no
+        setting gives the option a word, or some value of it no text says (`--criterion $1`, `args.criterion =
+        args.underlying_criterion`) leaves the others open."""
+        found = self._registry_decorator(cls)
+        if found is None or found[1].group(2):  # (a table and a key: FunASR's, filled by configs)
+            return None
+        line, match = found
+        table = line[1:].split("(", 1)[0].rsplit(".", 1)[-1]
+        if not table.startswith("register_"):
+            return None
+        option, key = table.removeprefix("register_"), match.group(1)
+        options = ("arch", "model") if option == "model" else (option,)
+        words = set().union(*(self.option_values.get(name, ()) for name in options))
+        if not words - {SET_IN_CODE}:
+            return None
+        keys = {key} | self._architectures().get(key, set()) if option == "model" else {key}
+        if keys & words or any(self._quoted_in_code(word) for word in keys):
+            return True
+        return None if SET_IN_CODE in words else False
+
+    def _option_chosen(self) -> frozenset[Target]:
+        """The classes registries keyed by command-line options build by the words shipped settings give
+        (`_option_choice`)."""
+        if self._chosen_by_option is None:
+            self._chosen_by_option = frozenset(
+                cls for path, ix in self.files.items() if "@" in ix.text for d in ix.definitions.values()
+                if d.is_class and ix.lines[d.start].lstrip().startswith("@")
+                and self._option_choice(cls := Target(path, d.qualname, True)))
+        return self._chosen_by_option
+
+    def _architectures(self) -> dict[str, set[str]]:
+        """By model key, the architecture names filed for it (`@register_model_architecture("fconv",
+        "fconv_wmt_en_de")`): `--arch` picks the model by any of them."""
+        if self._model_architectures is None:
+            self._model_architectures = {}
+            for ix in self.files.values():
+                if "_architecture(" in ix.text:
+                    for model, arch in _ARCHITECTURE.findall(ix.text):
+                        self._model_architectures.setdefault(model, set()).add(arch)
+        return self._model_architectures
+
+    def _quoted_in_code(self, word: str) -> bool:
+        """Does code of the project give `word` as a string outside the decorators filing classes under it (a
+        registry key the program picks itself: `dec_args.criterion = "ctc"`)?"""
+        if word not in self._quoted_words:
+            quoted = re.compile(r"""["']%s["']""" % re.escape(word))
+            self._quoted_words[word] = any(quoted.search(line) and not line.lstrip().startswith("@")
+                                           for ix in self.files.values() if word in ix.text for line in ix.lines)
+        return self._quoted_words[word]
+
+    def _unselected_registered(self, class_names: set[str]) -> set[str]:
+        """The classes every definition of which a registry keyed by an option files under a key no shipped setting
+        picks (`_option_choice`: fairseq's Adafactor, for `--optimizer adafactor`, which no script passes)."""
+        found = set()
+        for name in class_names:
+            classes = [Target(path, d.qualname, True) for path, ix in self.files.items() if name in ix.class_names
+                       for d in ix.definitions.values() if d.is_class and d.name == name]
+            if classes and all(self._option_choice(cls) is False for cls in classes):
+                found.add(name)
+        return found
 
     def _quoted(self, name: str) -> bool:
         """Does the project's code give `name` as a string (`trainer="AcceleratePPOTrainer"`, the key a registry
@@ -4670,6 +4789,11 @@ _LOADS_ITS_FOLDER = re.compile(r"(?:glob|listdir|scandir|iter_modules)\((?:[^)\n
 # `@register_loss("weighted_cross_entropy")` over a function (GraphGym's losses, run by its `compute_loss`): a loss
 _LOSS_REGISTERED = re.compile(r"@[\w.]*(?:register_loss|LOSS\w*\.register)\w*\b")
 _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that registers it by name
+# The method a training library runs every step on the classes filed in its registries (fairseq's trainer: the
+# task's `train_step`, which runs the criterion's `forward`, which runs the model's)
+_LIBRARY_REGISTRY_STEPS = {"register_criterion": "forward", "register_task": "train_step"}
+# `@register_model_architecture("transformer_lm", "transformer_lm_wiki103")`: a model key and an architecture of it
+_ARCHITECTURE = re.compile(r"""@[\w.]*register_\w*architecture\(\s*["'](\w+)["']\s*,\s*["'](\w+)["']""")
 _MODEL_REGISTRY_PARTS = frozenset({"model", "models", "network", "networks", "arch", "archs"})
 # ... under this key: the second of two strings where the first names the registry's table (FunASR's
 # `@tables.register("model_classes", "Paraformer")`)

@@ -13426,3 +13426,211 @@ def test_a_flat_projects_module_its_training_script_never_imports_does_not_run(t
         """,
     })
     assert [(f[0], f[1], f[2]) for f in found] == [("train.py", 10, "GPL401")], found
+
+
+FAIRSEQ_REGISTRY = """
+    REGISTRIES = {}
+
+    def setup_registry(option):
+        table = {}
+        def build(args, *extra):
+            return table[getattr(args, option[2:].replace("-", "_"))](args, *extra)
+        def register(name):
+            def wrap(cls):
+                table[name] = cls
+                return cls
+            return wrap
+        return build, register, table
+"""
+
+
+def test_a_registry_a_command_line_option_picks_from_runs_only_what_the_scripts_pick(tmp_path, check):
+    """A fairseq fork (TRIME) files its optimizers and criterions in registries keyed by `--optimizer` and
+    `--criterion`, and its models under the architectures `--arch` picks: the shipped scripts' words choose what
+    runs. `Adafactor`, which no script picks, never steps; the picked criterion, which nothing names in code, runs
+    in the task's step."""
+    found = check(tmp_path, {
+        "scripts/train_lm.sh": "python train.py --optimizer adam --criterion mem_loss --arch lm_big\n",
+        "fairseq/registry.py": FAIRSEQ_REGISTRY,
+        "fairseq/optim/__init__.py": """
+            from fairseq import registry
+            build_optimizer, register_optimizer, OPTIMIZER_REGISTRY = registry.setup_registry("--optimizer")
+        """,
+        "fairseq/optim/adam.py": """
+            import torch
+            from fairseq.optim import register_optimizer
+
+            @register_optimizer("adam")
+            class FairseqAdam:
+                def __init__(self, args, params):
+                    self._optimizer = Adam(params)
+
+            class Adam(torch.optim.Optimizer):
+                def step(self):
+                    for p in self.param_groups[0]["params"]:
+                        p.data.add_(p.grad, alpha=-0.1)
+        """,
+        "fairseq/optim/adafactor.py": """
+            import torch
+            from fairseq.optim import register_optimizer
+
+            @register_optimizer("adafactor")
+            class FairseqAdafactor:
+                def __init__(self, args, params):
+                    self._optimizer = Adafactor(params)
+
+            class Adafactor(torch.optim.Optimizer):
+                def step(self):
+                    for p in self.param_groups[0]["params"]:
+                        p.data.mul_(0.9)
+        """,
+        "fairseq/criterions/__init__.py": """
+            from fairseq import registry
+            build_criterion, register_criterion, CRITERION_REGISTRY = registry.setup_registry("--criterion")
+        """,
+        "fairseq/criterions/losses.py": """
+            import torch
+            from fairseq.criterions import register_criterion
+
+            @register_criterion("mem_loss")
+            class MemoryLoss(torch.nn.Module):
+                def forward(self, model, sample):
+                    loss = model(sample["input"]).sum()
+                    return loss, {"loss": loss.item()}
+
+            @register_criterion("ranking_loss")
+            class RankingLoss(torch.nn.Module):
+                def forward(self, model, sample):
+                    scores = model(sample["input"])
+                    return scores.sum(), scores.argmax().tolist()
+        """,
+        "fairseq/models/__init__.py": """
+            MODEL_REGISTRY = {}
+            def register_model(name):
+                def wrap(cls):
+                    MODEL_REGISTRY[name] = cls
+                    return cls
+                return wrap
+            def register_model_architecture(model_name, arch_name):
+                def wrap(fn):
+                    return fn
+                return wrap
+        """,
+        "fairseq/models/nets.py": """
+            import torch
+            from fairseq.models import register_model, register_model_architecture
+
+            @register_model("lm")
+            class LanguageModel(torch.nn.Module):
+                def forward(self, x):
+                    return x * 2
+
+            @register_model("conv")
+            class ConvModel(torch.nn.Module):
+                def forward(self, x):
+                    if x.sum() > 0:
+                        return x
+                    return -x
+
+            @register_model_architecture("lm", "lm_big")
+            def lm_big(args):
+                args.layers = 24
+        """,
+        "fairseq/tasks.py": """
+            class Task:
+                def train_step(self, sample, model, criterion, optimizer):
+                    loss = criterion(model, sample)
+                    loss.backward()
+                    return loss
+        """,
+        "fairseq/trainer.py": """
+            from fairseq import optim, criterions
+
+            class Trainer:
+                def __init__(self, args, task, model):
+                    self.args, self.task, self.model = args, task, model
+                    self.criterion = criterions.build_criterion(args)
+                    self.optimizer = optim.build_optimizer(args, model.parameters())
+
+                def train_step(self, sample):
+                    loss = self.task.train_step(sample, self.model, self.criterion, self.optimizer)
+                    self.optimizer.step()
+                    return loss
+        """,
+        "train.py": """
+            import argparse
+            from fairseq.trainer import Trainer
+            from fairseq.tasks import Task
+            from fairseq import models
+
+            def main(args, loader):
+                trainer = Trainer(args, Task(), models.build(args))
+                for sample in loader:
+                    trainer.train_step(sample)
+        """,
+    })
+    assert {path for path, *_ in found} == {"fairseq/optim/adam.py", "fairseq/criterions/losses.py"}, found
+    assert [line for path, line, *_ in found if path == "fairseq/criterions/losses.py"] == [9]
+
+
+def test_a_script_variable_gives_a_registry_option_its_word():
+    """`CRITERION=diffusion_loss` then `--criterion ${CRITERION}`: the option's word is the variable's; a variable
+    the script does not set (`$1`) gives a word no text says."""
+    from gpulint.project.configs import SET_IN_CODE, option_values
+    script = ("CRITERION=diffusion_loss\nARCH=base\n"
+              "fairseq-train --arch graphormer_${ARCH} --criterion ${CRITERION} --optimizer $1 --lr-scheduler "
+              "${SCHED:-cosine}\n")
+    assert {pair for pair in option_values(script, "scripts/train.sh") if pair[0].islower()} == {
+        ("arch", "graphormer_base"), ("criterion", "diffusion_loss"), ("optimizer", SET_IN_CODE),
+        ("lr_scheduler", "cosine")}
+
+
+def test_a_training_library_runs_the_criterion_and_model_a_plugin_registers(tmp_path, check):
+    """Graphormer is a fairseq plugin (`fairseq-train --user-dir graphormer`): it registers its criterions and models
+    in fairseq's registries and has no training loop of its own. The criterion the script picks runs every step, and
+    the model its `model(...)` call runs, picked by `--arch`; a criterion no script picks does not."""
+    found = check(tmp_path, {
+        "examples/zinc.sh": "CRIT=l1_loss\nfairseq-train --user-dir ../../graphormer --criterion $CRIT "
+                            "--arch graphormer_slim --task graph_prediction\n",
+        "graphormer/__init__.py": "from . import criterions, models\n",
+        "graphormer/criterions/__init__.py": "from . import l1_loss, ranking\n",
+        "graphormer/criterions/l1_loss.py": """
+            import torch
+            from fairseq.criterions import FairseqCriterion, register_criterion
+
+            @register_criterion("l1_loss")
+            class GraphPredictionL1Loss(FairseqCriterion):
+                def forward(self, model, sample, reduce=True):
+                    logits = model(**sample["net_input"])
+                    loss = torch.nn.functional.l1_loss(logits, sample["target"])
+                    return loss, sample["target"].size(0), {"loss": loss.item()}
+        """,
+        "graphormer/criterions/ranking.py": """
+            from fairseq.criterions import FairseqCriterion, register_criterion
+
+            @register_criterion("ranking_loss")
+            class RankingLoss(FairseqCriterion):
+                def forward(self, model, sample, reduce=True):
+                    scores = model(**sample["net_input"])
+                    return scores.sum(), 1, {"best": scores.argmax().tolist()}
+        """,
+        "graphormer/models/__init__.py": "from . import graphormer\n",
+        "graphormer/models/graphormer.py": """
+            import torch
+            from fairseq.models import FairseqEncoderModel, register_model, register_model_architecture
+
+            @register_model("graphormer")
+            class GraphormerModel(FairseqEncoderModel):
+                def forward(self, batched_data):
+                    x = batched_data["x"] + torch.arange(3, device=batched_data["x"].device)
+                    return x[x > 0].sum()
+
+            @register_model_architecture("graphormer", "graphormer_slim")
+            def graphormer_slim(args):
+                args.layers = 12
+        """,
+    })
+    lines = {(path, line) for path, line, *_ in found}
+    assert lines == {("graphormer/criterions/l1_loss.py", 10), ("graphormer/models/graphormer.py", 9)}, found
+    chain = next(c for path, line, code, confidence, c in found if path == "graphormer/models/graphormer.py")
+    assert "GraphPredictionL1Loss.forward" in chain
