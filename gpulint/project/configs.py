@@ -257,6 +257,21 @@ SET_IN_CODE = "\0set"
 _CONFIG_ATTRIBUTE_SET = re.compile(r"\.(\w+)[ \t]*=(?!=)")  # the root before the dot: `_word_before`
 
 
+# fairseq's architectures give an option its default where no command gave it one: `args.pbc_approach =
+# getattr(args, "pbc_approach", "none")` keeps what was given, else sets "none".
+_DEFAULT_KEPT = re.compile(r"""[ \t]*(?:safe_)?getattr\(\s*\w+\s*,\s*["'](\w+)["']\s*,\s*"""
+                           r"""(?:["']([\w.+/-]{1,40})["']|(-?\d[\d.]*(?:e-?\d+)?|True|False))\s*\)""")
+
+
+def _value_set_in_code(text: str, match: re.Match) -> str:
+    """The word an assignment to a configuration's option gives it: the default of `args.x = getattr(args, "x",
+    "none")`, else `SET_IN_CODE`."""
+    kept = _DEFAULT_KEPT.match(text, match.end())
+    if kept is not None and kept.group(1) == match.group(1):
+        return kept.group(2) or kept.group(3)
+    return SET_IN_CODE
+
+
 def _word_before(text: str, end: int) -> str:
     """The word that ends where `end` is in `text` ("" when none does)."""
     start = end
@@ -313,7 +328,8 @@ def option_values(text: str, path: str) -> set[tuple[str, str]]:
         if "add_argument" in text:
             found += [(name, word or number) for name, word, number in _ARGPARSE_WORD.findall(text)]
         if suffix == "py":  # `neox_args.optimizer_type = "adam"`: the program sets it, from what no text says
-            found += [(match.group(1), SET_IN_CODE) for match in _CONFIG_ATTRIBUTE_SET.finditer(text)
+            found += [(match.group(1), _value_set_in_code(text, match))
+                      for match in _CONFIG_ATTRIBUTE_SET.finditer(text)
                       if name_parts(_word_before(text, match.start())) & CONFIG_ROOTS]
     else:
         text = _shell_expanded(text) if "$" in text else text

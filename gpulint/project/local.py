@@ -1598,6 +1598,9 @@ _RETURNS_ITSELF = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "floa
                              "requires_grad_", "share_memory"})
 
 
+_SELF_ATTRIBUTE = re.compile(r"self\.\w+")
+
+
 def _built_object(call: ast.Call) -> ast.Call:
     """The call that builds what `call` returns: `Net(cfg)` of `Net(cfg).to(device).train()`."""
     while isinstance(call.func, ast.Attribute) and call.func.attr in _RETURNS_ITSELF and isinstance(call.func.value, ast.Call):
@@ -2588,17 +2591,22 @@ class _Walker:
             kinds = [self._returned_element_kind(e) for e in value.elts]
             if any(k != "unknown" for k in kinds):
                 return tuple_kind(kinds)
-        if kind == "unknown" and isinstance(value, ast.Call):
+        if kind == "unknown" and isinstance(value, (ast.Call, ast.Name)):
             # `return clip_grad_norm_fp32(params, clip)`: what that function returns ("=callee", as for an element)
             return self._returned_element_kind(value)
         return kind
 
     def _returned_element_kind(self, element: ast.AST) -> Kind:
         """Where a returned tuple's element lives; for a call of unknown kind, "=callee" (`to_cpu`), which the
-        project model resolves to what that function returns."""
+        project model resolves to what that function returns; so for a name bound only to calls of the object's
+        own layers (`m = self.fc1_m(x)`, ..., `m = self.fc3_m(m)`, then `return m, v`): the last of them."""
         kind = self.values.kind_of(element)
         if kind == "unknown" and isinstance(element, ast.Call) and (callee := dotted(element.func)):
             return "=" + callee
+        if kind == "unknown" and isinstance(element, ast.Name):
+            bound = [a.callee for a in self.scope.assigns if a.target == element.id]
+            if bound and all(_SELF_ATTRIBUTE.fullmatch(callee) for callee in bound):
+                return "=" + bound[-1]
         return kind
 
     def _turns_off_gradients(self, name: str) -> bool:

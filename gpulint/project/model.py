@@ -297,6 +297,7 @@ class Project:
         self._model_architectures: dict[str, set[str]] | None = None  # see `_architectures`
         self._quoted_words: dict[str, bool] = {}  # see `_quoted_in_code`
         self._chosen_by_option: frozenset[Target] | None = None  # see `_option_chosen`
+        self._torch_layers: dict[tuple[str, str, str], bool] = {}  # see `_holds_torch_layer`
         self._stepped: list[tuple] = []  # optimizer steps read, not yet followed (`_run`)
         # Classes a collate function builds (the batches a loader yields), and the moves of a batch the step makes
         # (`batch.to(device)` on an object of unknown class, Lightning's transfer): method name -> (rank, chain, flags)
@@ -4249,8 +4250,27 @@ class Project:
         """What the function a call of `scope` resolves to returns, when the call resolves for certain to functions
         that agree (not to a class: an object is built); "unknown" otherwise."""
         targets = self.resolve_call(path, scope, Call(0, (0, 0), callee, -1), per_step=False)
+        if not targets.targets and scope.cls and self._holds_torch_layer(path, scope.cls, callee):
+            return "device"  # `self.fc(x)`, where `self.fc = nn.Linear(...)`: a layer's output is where its weights are
         returned = {self._return_kind(t) for t in targets.targets} if targets.certain else set()
         return returned.pop() if len(returned) == 1 and not targets.instantiates else "unknown"
+
+    def _holds_torch_layer(self, path: str, cls: str, callee: str) -> bool:
+        """Is `callee` (`self.fc`) an attribute the class sets only to layers of `torch.nn` (`nn.Linear(...)`,
+        `nn.Sequential(...)`)? Not a container (`nn.ModuleList`, which is not called), nor `nn.Identity`, which
+        hands back what it is given."""
+        if not callee.startswith("self.") or callee.count(".") != 1:
+            return False
+        key = (path, cls, callee)
+        found = self._torch_layers.get(key)
+        if found is None:
+            ix = self.files[path]
+            top = cls.split(".", 1)[0]
+            callees = [resolve(a.callee, ix.aliases) for d in ix.members(top) if not d.is_class
+                       for sub in ix.scopes_of(d).values() for a in sub.assigns if a.target == callee]
+            found = self._torch_layers[key] = bool(callees) and all(
+                bool(_TORCH_LAYER.fullmatch(c or "")) and c.rsplit(".", 1)[-1] not in _NOT_LAYER_CALLS for c in callees)
+        return found
 
     def _reached_by_file(self) -> dict[str, list[str]]:
         if self._by_file is None:
@@ -4789,6 +4809,10 @@ _LOADS_ITS_FOLDER = re.compile(r"(?:glob|listdir|scandir|iter_modules)\((?:[^)\n
 # `@register_loss("weighted_cross_entropy")` over a function (GraphGym's losses, run by its `compute_loss`): a loss
 _LOSS_REGISTERED = re.compile(r"@[\w.]*(?:register_loss|LOSS\w*\.register)\w*\b")
 _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that registers it by name
+# A class of `torch.nn` built by its dotted name (`torch.nn.Linear`): a layer; those that are no layer to call
+_TORCH_LAYER = re.compile(r"torch\.nn\.(?:modules\.\w+\.)?[A-Z]\w*")
+_NOT_LAYER_CALLS = frozenset({"Identity", "Flatten", "Unflatten", "ModuleList", "ModuleDict", "ParameterList",
+                              "ParameterDict", "Parameter", "Buffer"})
 # The method a training library runs every step on the classes filed in its registries (fairseq's trainer: the
 # task's `train_step`, which runs the criterion's `forward`, which runs the model's)
 _LIBRARY_REGISTRY_STEPS = {"register_criterion": "forward", "register_task": "train_step"}

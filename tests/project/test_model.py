@@ -13634,3 +13634,68 @@ def test_a_training_library_runs_the_criterion_and_model_a_plugin_registers(tmp_
     assert lines == {("graphormer/criterions/l1_loss.py", 10), ("graphormer/models/graphormer.py", 9)}, found
     chain = next(c for path, line, code, confidence, c in found if path == "graphormer/models/graphormer.py")
     assert "GraphPredictionL1Loss.forward" in chain
+
+
+def test_what_a_torch_layer_returns_through_a_tuple_is_on_the_device(tmp_path, check):
+    """diffusion-point-cloud's PointNet encoder returns `m, v`, each last bound to a call of an `nn.Linear` it holds:
+    `z_mu, z_sigma = self.encoder(x)` are device tensors, so logging `z_mu.mean()` every step reads the device. What
+    an `nn.Identity` hands back is what it was given: nothing is known of it."""
+    found = check(tmp_path, {
+        "models/encoder.py": """
+            import torch
+            from torch import nn
+
+            class PointNetEncoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc_m = nn.Linear(3, 4)
+                    self.fc_v = torch.nn.Linear(3, 4)
+                    self.skip = nn.Identity()
+
+                def forward(self, x):
+                    m = self.fc_m(x)
+                    v = self.fc_v(x)
+                    return m, v, self.skip(x)
+        """,
+        "models/vae.py": """
+            import torch
+            from models.encoder import PointNetEncoder
+
+            class VAE(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = PointNetEncoder()
+
+                def get_loss(self, x, writer=None, it=0):
+                    z_mu, z_sigma, raw = self.encoder(x)
+                    if writer is not None:
+                        writer.add_scalar("train/z_mean", z_mu.mean(), it)
+                        writer.add_scalar("train/raw", raw, it)
+                    return z_mu.pow(2).mean() + z_sigma.exp().mean()
+        """,
+        "train.py": """
+            import torch
+            from models.vae import VAE
+
+            def main(loader, writer):
+                model = VAE().cuda()
+                opt = torch.optim.Adam(model.parameters())
+                for it, x in enumerate(loader):
+                    loss = model.get_loss(x.cuda(non_blocking=True), writer=writer, it=it)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [("models/vae.py", 13, "GPL404")], found
+
+
+def test_an_architecture_default_is_the_word_an_option_keeps():
+    """fairseq's architectures write `args.x = getattr(args, "x", default)`: the option keeps the word a command gave,
+    else the default; a value from elsewhere (`args.criterion = args.underlying_criterion`) says no word."""
+    from gpulint.project.configs import SET_IN_CODE, option_values
+    code = ('def base(args):\n    args.pbc_approach = safe_getattr(args, "pbc_approach", "none")\n'
+            '    args.layers = getattr(args, "layers", 12)\n    args.criterion = args.underlying_criterion\n'
+            '    args.other = getattr(args, "layers", "x")\n')
+    assert option_values(code, "models/arch.py") == {("pbc_approach", "none"), ("layers", "12"),
+                                                     ("criterion", SET_IN_CODE), ("other", SET_IN_CODE)}
