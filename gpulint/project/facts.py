@@ -174,6 +174,9 @@ class FileFacts:
     # Some file of the project (not a test) turns torch.distributions' argument checks off for the whole process
     # (`Distribution.set_default_validate_args(False)`, pydreamer's `train.py`): no distribution validates.
     validation_off: bool = False
+    # Some file of the project (not a test) makes the GPU torch's default device (`torch.set_default_device("cuda")`,
+    # `torch.set_default_tensor_type("torch.cuda.FloatTensor")`): a factory given no `device=` builds on the GPU.
+    default_device_gpu: bool = False
     # The project has training entry points and no file names a device, an accelerator, a distributed backend or a
     # trainer that places the model (pytorch-trpo, under `set_default_tensor_type('torch.DoubleTensor')`): the whole
     # program runs on the CPU, so costs that exist only on a GPU (`Rule.gpu_only`) are none in any of its files.

@@ -306,6 +306,7 @@ class Project:
         self._batch_moves_followed: set[tuple[Target, int]] = set()
         self._collated: frozenset[Target] | None = None
         self._no_validation: bool | None = None
+        self._gpu_default: bool | None = None  # see `_default_device_gpu`
         self._batch_family: frozenset[Target] | None = None  # see `_batch_class_family`
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
@@ -4323,7 +4324,7 @@ class Project:
                          nonblocking_movers=self._nonblocking_movers(path),
                          loader_factories=self._loader_factories(path),
                          trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()),
-                         validation_off=self._validation_off(),
+                         validation_off=self._validation_off(), default_device_gpu=self._default_device_gpu(),
                          cpu_project=self._runs_on_cpu_only(), inference_only=self._never_trains(),
                          syntax_checked=problem is None)
 
@@ -4337,6 +4338,14 @@ class Project:
                 for path, ix in self.files.items() if "set_default_validate_args" in ix.text and not is_test_path(path)
                 for argument in _VALIDATION_SETTING.findall(ix.text))
         return self._no_validation
+
+    def _default_device_gpu(self) -> bool:
+        """Does a file of the project other than a test make the GPU torch's default device (NeRF's
+        `torch.set_default_tensor_type('torch.cuda.FloatTensor')`, ALF's `alf.set_default_device("cuda")`)?"""
+        if self._gpu_default is None:
+            self._gpu_default = any(_GPU_DEFAULT_DEVICE.search(ix.text) for path, ix in self.files.items()
+                                    if "set_default_" in ix.text and not is_test_path(path))
+        return self._gpu_default
 
     def _own_loaders(self, path: str) -> frozenset[str]:
         """The loader class names (`DataLoader`) this file binds to a class of the project with no base class."""
@@ -4904,6 +4913,8 @@ def _python_config_names(files: dict[str, ModuleIndex]) -> frozenset[str]:
 # model itself (Hugging Face's, fastai's, mmengine's, DeepSpeed's, ignite's), and mixed precision.
 _TRAINER_OR_AMP = re.compile(r"Trainer\b|TrainingArguments|\btrl\b|\bRunner\b|\bLearner\b|deepspeed|fastai|mmengine|mmcv|ignite"
                              r"|colossalai|autocast|GradScaler|\bamp\b|fp16|bf16|bfloat16|\.half\(")
+_GPU_DEFAULT_DEVICE = re.compile(r"""^[ \t]*[\w.]*set_default_(?:device\(\s*["'](?:cuda|gpu)|tensor_type\(\s*["']?torch\.cuda\.)""",
+                                 re.MULTILINE)
 _VALIDATION_SETTING = re.compile(r"set_default_validate_args\(\s*([\w.]+)\s*\)")  # its argument: `False`, `cfg.x.y`
 # A collate function or a collator (`collate_fn`, `DataCollator.__call__`, a nested `collator`), named in a
 # definition's name or text: no lowered copy of every definition's code

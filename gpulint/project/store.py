@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/55"
+FORMAT = "gpulint.project/56"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -197,6 +197,7 @@ def load_facts(data: dict) -> FileFacts:
         move_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["move_calls"]),
         read_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["read_calls"]),
         validation_off=data["validation_off"],
+        default_device_gpu=data["default_device_gpu"],
         cpu_project=data["cpu_project"],
         inference_only=data["inference_only"],
         syntax_checked=data["syntax_checked"],

@@ -143,7 +143,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "numpy random numbers wrapped in a "
         "device tensor type (`Tensor(np.random.normal(...))` with `Tensor = torch.cuda.FloatTensor`). It counts code "
         "inside the training loop, in a `forward`, and in helpers that hold no training loop; the setup before a "
-        "training loop is not flagged.",
+        "training loop is not flagged, nor is a project that makes the GPU torch's default device "
+        "(`torch.set_default_device(\"cuda\")`, `torch.set_default_tensor_type(\"torch.cuda.FloatTensor\")`), "
+        "where a factory without `device=` builds on the GPU.",
         why_slow="Host-device round trip: the tensor is allocated and filled by the CPU, then copied from pageable "
         "memory with a host-to-device transfer that blocks the Python thread until the copy is done, and the CPU "
         "buffer is thrown away. With `device=` the GPU allocates it from its cache and fills it with one kernel, "
@@ -162,6 +164,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "named like a dtype it is not flagged. Zero-element tensors and pinned staging buffers are skipped.",
     )
     valid = (
+        # the program makes the GPU torch's default device: the factory builds there, the move moves nothing
+        training_script("noise = torch.randn(x.shape[0], 8).to(device)", header='torch.set_default_device("cuda")'),
         # a sampler shuffling the dataset's CPU indices once an epoch (LoFTR's `RandomConcatSampler`)
         "import torch\nfrom torch.utils.data import Sampler\n\n\nclass ConcatSampler(Sampler):\n"
         "    def __iter__(self):\n        indices = []\n        for low, high in self.ranges:\n"
@@ -374,7 +378,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
         func = node.func
-        if self._movers and (moved := self._movers.get(dotted_name(func) or "")):
+        if self._movers and not self.context.facts.default_device_gpu \
+                and (moved := self._movers.get(dotted_name(func) or "")):
             self._check_moved_arguments(node, *moved)
         if self._numpy_random_to_device(node):
             self._report_where_it_runs(node, NUMPY_RANDOM_MESSAGE)
@@ -392,6 +397,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to", "type_as", "type"):
             return
+        if self.context.facts.default_device_gpu:
+            return  # factories build on the GPU: the move moves nothing (`torch.set_default_device("cuda")`)
         if self._moves_returned_on_cpu(node, func):
             return
         created = self._cpu_creation(func.value)
