@@ -3913,7 +3913,10 @@ class Project:
                 kind = self._returned_into(path, scope, call.arg_names[index])
             if index < len(params):
                 kinds.setdefault(params[index], set()).add(passed_on.get(str(index), kind) if kind == "unknown" else kind)
+        named = dict(call.kw_names)
         for keyword, kind in call.kw_kinds:
+            if kind == "unknown" and (name := named.get(keyword)) and "." not in name:
+                kind = self._returned_into(path, scope, name)  # `reparameterize(mean=z_mu)`, `z_mu, _ = encoder(x)`
             vote = passed_on.get(keyword, kind) if kind == "unknown" else kind
             if keyword not in params and callee.keywords_param:  # `update(loss=loss_value)` into `**kwargs`
                 keyword = callee.keywords_param

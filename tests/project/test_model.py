@@ -13699,3 +13699,35 @@ def test_an_architecture_default_is_the_word_an_option_keeps():
             '    args.other = getattr(args, "layers", "x")\n')
     assert option_values(code, "models/arch.py") == {("pbc_approach", "none"), ("layers", "12"),
                                                      ("criterion", SET_IN_CODE), ("other", SET_IN_CODE)}
+
+
+def test_a_keyword_argument_unpacked_from_a_call_passes_where_it_lives(tmp_path, check):
+    """`z_mu, z_sigma = self.encoder(x)`, then `log_latents(writer, mu=z_mu)`: the helper's `mu` is a device tensor
+    (what the encoder's layers return), as it would be passed by position."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+
+            class Encoder(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc_m = torch.nn.Linear(3, 4)
+                    self.fc_v = torch.nn.Linear(3, 4)
+
+                def forward(self, x):
+                    return self.fc_m(x), self.fc_v(x)
+
+            def log_latents(writer, step, mu):
+                writer.add_scalar("train/z_mean", mu.mean(), step)
+
+            def main(loader, writer):
+                encoder = Encoder().cuda()
+                opt = torch.optim.Adam(encoder.parameters())
+                for step, x in enumerate(loader):
+                    z_mu, z_sigma = encoder(x.cuda(non_blocking=True))
+                    log_latents(writer, step, mu=z_mu)
+                    (z_mu.pow(2).mean() + z_sigma.exp().mean()).backward()
+                    opt.step()
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 14, "GPL404")], found

@@ -205,6 +205,14 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        self.keep = self.keep.to(x.device)\n        return x * self.keep[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n",
     )
     invalid = (
+        # a VAE's reparameterization trick, sampled on the CPU for a device mean at every step (its name is also
+        # that of RepVGG's one-off branch fusion: the step calling it decides)
+        Invalid("import torch\n\n\ndef reparameterize_gaussian(mean, logvar):\n"
+                "    eps = torch.randn(mean.size()).to(mean)\n    return mean + eps * torch.exp(0.5 * logvar)\n\n\n"
+                "def train(model, loader, optimizer, device):\n    for x in loader:\n"
+                "        mean, logvar = model(x.to(device, non_blocking=True))\n"
+                "        z = reparameterize_gaussian(mean, logvar)\n        z.pow(2).mean().backward()\n"
+                "        optimizer.step()\n"),
         # a pairwise reward model's loss (RLHF reward-model recipes): the chosen and rejected rows picked with
         # positions made on the CPU, in a file that moves nothing itself
         Invalid(

@@ -592,7 +592,8 @@ ONE_OFF_PARTS = frozenset(
 
 
 def in_test_error_or_one_off_code(context: FileContext) -> bool:
-    """Test code, an `except` handler (an error path), or a function named for one-off work. A script's `main` is
+    """Test code, an `except` handler (an error path), or a function named for one-off work that the project model
+    does not find the step calling (`FunctionFacts.called_every_step`). A script's `main` is
     one-off work around its loops: the training loop it holds runs every step (learn2learn's examples average their
     meta-gradients parameter by parameter in `main`'s loop)."""
     if context.in_tests:
@@ -602,7 +603,9 @@ def in_test_error_or_one_off_code(context: FileContext) -> bool:
             return True
         if isinstance(node, cst.FunctionDef):
             parts = name_parts(node.name.value) & ONE_OFF_PARTS
-            return bool(parts - {"main"} if context.holds_step_loops() else parts)
+            # (not one the step calls, whatever its name says: a VAE's `reparameterize_gaussian(mean, logvar)`
+            # samples every step, where RepVGG's `reparameterize()` fuses branches once)
+            return bool(parts - {"main"} if context.holds_step_loops() else parts) and not context.called_every_step()
     return False
 
 
