@@ -500,6 +500,20 @@ class Project:
                 and any("__main__" in ix.text for ix in files.values())
         return self._no_training
 
+    def _tool_script(self, path: str) -> bool:
+        """A script (a `__main__` block nothing imports) that trains nothing, itself or through the project files it
+        imports, and is not named for training, in a project other files of which train: a tool run apart from the
+        training (converting or merging weights, preparing data)."""
+        ix = self.files[path]
+        if "__main__" not in ix.text or self._is_imported(path) or _TRAIN_CALL.search(ix.text) \
+                or name_parts(path.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS - {"main", "run"}:
+            return False
+        program = _closure([path], self._imported())
+        if any(_TRAINS.search(self.files[p].text) for p in program):
+            return False
+        return any(_TRAINS.search(other.text) for p, other in self.files.items()
+                   if p not in program and not is_test_path(p))
+
     def _is_imported(self, path: str, by_code: bool = False) -> bool:
         """Does another file of the project import this one (`by_code`: a file other than a package's `__init__`)?"""
         if self._imported_files is None:
@@ -2618,7 +2632,11 @@ class Project:
         for path, ix in self.files.items():
             training = is_training_path(path)
             module = ix.module_scope
-            if module is not None and training:
+            if module is not None and training and self._tool_script(path):
+                # a script that trains nothing, beside those that do (LLMZoo's `tools/apply_delta.py` merging weights)
+                roots.append(((path, MODULE_SCOPE), Reach(COLD, chain=(Frame(path, 1, "script"),),
+                                                          reason="in a script that trains nothing")))
+            elif module is not None and training:
                 # A script's body, a module's top level: what runs when the program starts or imports it.
                 roots.append(((path, MODULE_SCOPE), Reach(PROGRAM, chain=(Frame(path, 1, "script"),))))
                 self.entries = self.entries or bool(self.step_loops(path, module))
@@ -4845,6 +4863,8 @@ _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
 # What a file that trains says somewhere: a backward pass or gradients zeroed (`loss.backward()`, `zero_grad()`), an
 # optimizer, or a trainer that does both (FastChat's `Trainer(model=model, ...)` then `trainer.train()`, `.fit(...)`).
 _TRAINS = re.compile(r"\bbackward\s*\(|\bzero_grad\s*\(|\boptimi[sz]er\b|\boptim\.|\bTrainer\s*\(|\.fit\s*\(")
+# A call that trains through a runner or trainer built elsewhere (`runner.train()`, `trainer.train(...)`)
+_TRAIN_CALL = re.compile(r"\.(?:train|fit)\s*\(")
 # ldm's helpers building what a config's `target:` names: the only by-name loading in their files
 _CONFIG_TARGET_LOADERS = frozenset({"get_obj_from_str", "instantiate_from_config"})
 

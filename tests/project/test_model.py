@@ -13731,3 +13731,54 @@ def test_a_keyword_argument_unpacked_from_a_call_passes_where_it_lives(tmp_path,
         """,
     })
     assert [(path, line, code) for path, line, code, *_ in found] == [("train.py", 14, "GPL404")], found
+
+
+TOOL_SCRIPT = """
+    import argparse
+    import torch
+
+    from transformers import AutoModelForCausalLM
+
+    def apply_delta(base_path, delta_path):
+        base = AutoModelForCausalLM.from_pretrained(base_path, torch_dtype=torch.float16)
+        delta = AutoModelForCausalLM.from_pretrained(delta_path, torch_dtype=torch.float16)
+        for name, param in base.state_dict().items():
+            param.data += delta.state_dict()[name]
+        base.save_pretrained(base_path + "-merged")
+
+    if __name__ == "__main__":
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--base")
+        parser.add_argument("--delta")
+        args = parser.parse_args()
+        apply_delta(args.base, args.delta)
+"""
+
+
+def test_a_script_that_trains_nothing_beside_one_that_does_is_a_tool(tmp_path, check):
+    """LLMZoo trains with a Hugging Face `Trainer` in `train.py`, and ships `tools/apply_delta.py`, which adds a delta
+    to a model's weights once: its per-parameter loop is no step of training."""
+    train = """
+        import transformers
+        from transformers import Trainer
+        from zoo.models import build_model
+
+        def main():
+            parser = transformers.HfArgumentParser((transformers.TrainingArguments,))
+            training_args, = parser.parse_args_into_dataclasses()
+            model, tokenizer = build_model(training_args)
+            trainer = Trainer(model=model, tokenizer=tokenizer, args=training_args)
+            trainer.train()
+
+        if __name__ == "__main__":
+            main()
+    """
+    models = """
+        import transformers
+
+        def build_model(training_args):
+            model = transformers.AutoModelForCausalLM.from_pretrained("base", cache_dir=training_args.cache_dir)
+            return model, transformers.AutoTokenizer.from_pretrained("base")
+    """
+    assert check(tmp_path, {"train.py": train, "zoo/__init__.py": "", "zoo/models.py": models,
+                            "tools/apply_delta.py": TOOL_SCRIPT}) == []
