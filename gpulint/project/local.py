@@ -201,6 +201,7 @@ class Assign:
     option: str = ""  # the configuration option it reads (`model_type = model_config.get("model_type", None)`)
     entries: tuple[str, ...] = ()  # a table's values, as dotted names (`Losses = {"edm": EDMLoss}`)
     picked_from: str = ""  # the table an entry is read from (`model_class = MODELS[kind][task]`: "MODELS")
+    pos: Pos = (0, 0)  # where the call it is assigned starts (for a call only: `callee`)
 
 
 @dataclass
@@ -2267,7 +2268,7 @@ class _Walker:
         callee = dotted(value.func) or _table_callee(value.func)
         first = dotted(value.args[0]) or "" if value.args else ""
         self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls,
-                                         option=config_option(value) or ""))
+                                         option=config_option(value) or "", pos=self._pos(value)))
 
     def _note_self_set(self, target: ast.Attribute, value: ast.AST | None) -> None:
         """`self.x = value`: where `value` (None: not known) lives, for `Scope.self_sets`."""

@@ -980,6 +980,13 @@ class Project:
             return self._assigned_types(path, holder, name, depth + 1)
         return self._imported_object_types(path, name, depth + 1)
 
+    def _in_unselected_branch(self, scope: Scope, pos: tuple[int, int]) -> bool:
+        """Is `pos` in a branch of `scope` for option values no shipped setting gives?"""
+        if pos == (0, 0) or not any(r.kind == "choice" and r.holds(pos) for r in scope.regions):
+            return False
+        options = FileFacts(option_values=self._option_values_in([scope]))
+        return any(r.kind == "choice" and r.holds(pos) and options.unselected(r.flags) for r in scope.regions)
+
     def _passed_types_of(self, path: str, scope: Scope, name: str) -> set[Target]:
         """For an object the model would guess: the classes its function's callers pass, when it is a parameter."""
         holder = self._binding_scope(path, scope, name) if "." not in name else None
@@ -1132,9 +1139,11 @@ class Project:
 
     def _assigned_types(self, path: str, scope: Scope, target: str, depth: int) -> set[Target]:
         found: set[Target] = set()
-        for assign in scope.assigns:
-            if assign.target != target:
-                continue
+        assigns = [a for a in scope.assigns if a.target == target]
+        # Not what a branch for option values no shipped setting gives builds (diffusion-point-cloud's `if args.model
+        # == 'gaussian': model = GaussianVAE(args)`, with `--model` flow by default), unless every branch is such.
+        assigns = [a for a in assigns if not self._in_unselected_branch(scope, a.pos)] or assigns
+        for assign in assigns:
             if assign.annotation:
                 found |= {t for t in self._callable_targets(path, scope, assign.annotation) if t.is_class}
             elif assign.source:
@@ -3036,8 +3045,9 @@ class Project:
         # Where the training program is in sight, a loss nothing names is not built by it (a file linted alone
         # is no program: what names its classes is elsewhere).
         in_sight = self.entries and len(self.files) > 1
-        unused = self._unreferenced({_owner_name(key[1]) for key, _ in fallbacks if key not in self.reach}) \
-            if in_sight else set()
+        owners = {_owner_name(key[1]) for key, _ in fallbacks if key not in self.reach}
+        # (nor one built only in branches for option values no shipped setting gives)
+        unused = self._unreferenced(owners) | self._built_only_unselected(owners) if in_sight else set()
         # A method named like a loss whose name occurs nowhere else, in a class no library calls into (a
         # diffusion's `foot_contact_loss_humanml3d`, which no code calls), is never run.
         uncalled = self._unreferenced({key[1].rsplit(".", 1)[-1] for key, _ in fallbacks if "." in key[1]
@@ -3155,9 +3165,21 @@ class Project:
         its language-model training wrapper under `elif model_type == "lm":`, and no model config says "lm")."""
         unknown = class_names - self._unselected_builds.keys()
         built: dict[str, bool] = {}  # by class name: every build found is unselected (none found: not in it)
+        def note(scope: Scope, owner_unselected: bool) -> None:
+            options = FileFacts(option_values=self._option_values_in([scope]))
+            for call in scope.calls:
+                name = call.func.rsplit(".", 1)[-1]
+                if name in unknown:
+                    unselected = owner_unselected or any(r.kind == "choice" and options.unselected(r.flags)
+                                                         for r in scope.regions if r.holds(call.pos))
+                    built[name] = built.get(name, True) and unselected
+
         for path, ix in self.files.items() if unknown else ():
-            if not any(name + "(" in ix.text for name in unknown):
+            # (an evaluation script's build, `test_gen.py`'s, trains nothing)
+            if not is_training_path(path) or not any(name + "(" in ix.text for name in unknown):
                 continue
+            if ix.module_scope is not None:  # a script's top level (`if args.model == "gaussian": model = ...`)
+                note(ix.module_scope, False)
             for definition in ix.definitions.values():
                 if definition.is_class or not any(name + "(" in definition.code for name in unknown):
                     continue
@@ -3166,14 +3188,7 @@ class Project:
                 owner_unselected = bool(definition.cls) \
                     and self._option_choice(Target(path, definition.cls, True)) is False
                 for scope in ix.scopes_of(definition).values():
-                    options = FileFacts(option_values=self._option_values_in([scope]))
-                    for call in scope.calls:
-                        name = call.func.rsplit(".", 1)[-1]
-                        if name not in unknown:
-                            continue
-                        unselected = owner_unselected or any(r.kind == "choice" and options.unselected(r.flags)
-                                                             for r in scope.regions if r.holds(call.pos))
-                        built[name] = built.get(name, True) and unselected
+                    note(scope, owner_unselected)
         self._unselected_builds.update({name: built.get(name, False) for name in unknown})
         return {name for name in class_names if self._unselected_builds[name]}
 
@@ -3551,6 +3566,10 @@ class Project:
                 self._call_returns.setdefault(path, {}).setdefault(call.func, set()).update(returned)
                 for target in resolved.targets:
                     self._note_device_helper_call(path, call, target, resolved.bound)
+            elif not resolved.targets and scope.cls and rank <= GATED \
+                    and self._holds_torch_layer(path, scope.cls, call.func):
+                # `z = self.fc(x)` in the step: the layer's output is on the device (`_holds_torch_layer`)
+                self._call_returns.setdefault(path, {}).setdefault(call.func, set()).add("device")
             self._reach_all(resolved.targets, rank, likely, chain, state.flags, push,
                             guessed=reach.guessed or _fans_out(resolved), resolved_call=resolved.certain,
                             arguments_known=not resolved.certain and program is not None,

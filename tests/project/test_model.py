@@ -13782,3 +13782,61 @@ def test_a_script_that_trains_nothing_beside_one_that_does_is_a_tool(tmp_path, c
     """
     assert check(tmp_path, {"train.py": train, "zoo/__init__.py": "", "zoo/models.py": models,
                             "tools/apply_delta.py": TOOL_SCRIPT}) == []
+
+
+def test_a_model_built_only_for_an_option_value_no_setting_gives_does_not_train(tmp_path, check):
+    """diffusion-point-cloud's `train_gen.py` builds `GaussianVAE` under `if args.model == 'gaussian':` and `FlowVAE`
+    under `elif args.model == 'flow':`, with `--model` flow by default; its evaluation script builds either from a
+    checkpoint. `model.get_loss(...)` in the loop runs FlowVAE's, not GaussianVAE's."""
+    vae = """
+        import torch
+
+        class {name}(torch.nn.Module):
+            def __init__(self, args):
+                super().__init__()
+                self.fc = torch.nn.Linear(3, 4)
+
+            def get_loss(self, x, writer=None, it=0):
+                z = self.fc(x)
+                writer.add_scalar("train/z_mean", z.mean(), it)
+                return z.pow(2).mean()
+    """
+    found = check(tmp_path, {
+        "models/vae_gaussian.py": vae.format(name="GaussianVAE"),
+        "models/vae_flow.py": vae.format(name="FlowVAE"),
+        "train_gen.py": """
+            import argparse
+            import torch
+            from torch.utils.tensorboard import SummaryWriter
+            from models.vae_gaussian import GaussianVAE
+            from models.vae_flow import FlowVAE
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--model", type=str, default="flow", choices=["flow", "gaussian"])
+            args = parser.parse_args()
+            writer = SummaryWriter()
+            if args.model == "gaussian":
+                model = GaussianVAE(args).to("cuda")
+            elif args.model == "flow":
+                model = FlowVAE(args).to("cuda")
+            optimizer = torch.optim.Adam(model.parameters())
+
+            def train(it, x):
+                loss = model.get_loss(x.to("cuda", non_blocking=True), writer=writer, it=it)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+            for it, x in enumerate(torch.utils.data.DataLoader(range(10), pin_memory=True)):
+                train(it, x)
+        """,
+        "test_gen.py": """
+            import torch
+            from models.vae_gaussian import GaussianVAE
+            from models.vae_flow import FlowVAE
+
+            ckpt = torch.load("ckpt.pt")
+            model = GaussianVAE(ckpt["args"]) if ckpt["args"].model == "gaussian" else FlowVAE(ckpt["args"])
+        """,
+    })
+    assert {path for path, *_ in found} == {"models/vae_flow.py"}, found
