@@ -2600,14 +2600,17 @@ class _Walker:
     def _returned_element_kind(self, element: ast.AST) -> Kind:
         """Where a returned tuple's element lives; for a call of unknown kind, "=callee" (`to_cpu`), which the
         project model resolves to what that function returns; so for a name bound only to calls of the object's
-        own layers (`m = self.fc1_m(x)`, ..., `m = self.fc3_m(m)`, then `return m, v`): the last of them."""
+        own layers and of torch's functions (`m = F.relu(self.fc1_m(x))`, ..., `m = self.fc3_m(m)`, then `return m,
+        v`): the last of those layers."""
         kind = self.values.kind_of(element)
         if kind == "unknown" and isinstance(element, ast.Call) and (callee := dotted(element.func)):
             return "=" + callee
         if kind == "unknown" and isinstance(element, ast.Name):
             bound = [a.callee for a in self.scope.assigns if a.target == element.id]
-            if bound and all(_SELF_ATTRIBUTE.fullmatch(callee) for callee in bound):
-                return "=" + bound[-1]
+            layers = [callee for callee in bound if _SELF_ATTRIBUTE.fullmatch(callee)]
+            if layers and all(callee in layers or resolve(callee, self.aliases).startswith("torch.")
+                              for callee in bound):
+                return "=" + layers[-1]
         return kind
 
     def _turns_off_gradients(self, name: str) -> bool:

@@ -13643,17 +13643,20 @@ def test_what_a_torch_layer_returns_through_a_tuple_is_on_the_device(tmp_path, c
     found = check(tmp_path, {
         "models/encoder.py": """
             import torch
+            import torch.nn.functional as F
             from torch import nn
 
             class PointNetEncoder(nn.Module):
                 def __init__(self):
                     super().__init__()
-                    self.fc_m = nn.Linear(3, 4)
+                    self.fc1_m = nn.Linear(3, 4)
+                    self.fc_m = nn.Linear(4, 4)
                     self.fc_v = torch.nn.Linear(3, 4)
                     self.skip = nn.Identity()
 
                 def forward(self, x):
-                    m = self.fc_m(x)
+                    m = F.relu(self.fc1_m(x))
+                    m = self.fc_m(m)
                     v = self.fc_v(x)
                     return m, v, self.skip(x)
         """,
