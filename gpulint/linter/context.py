@@ -571,8 +571,6 @@ class FileContext:
             return self.location_of(call.args[0].value)  # `Variable(conf_t)`: the tensor it wraps
         if builds_on_cpu_by_default(resolved, (a.keyword.value for a in call.args if a.keyword is not None)):
             device = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
-            if device is None and self.facts.default_device_gpu:
-                return "device"  # under `torch.set_default_device("cuda")`
             if device is None or _is_cpu_literal(device):
                 return "host"
             return "device"

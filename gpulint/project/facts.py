@@ -175,7 +175,9 @@ class FileFacts:
     # (`Distribution.set_default_validate_args(False)`, pydreamer's `train.py`): no distribution validates.
     validation_off: bool = False
     # Some file of the project (not a test) makes the GPU torch's default device (`torch.set_default_device("cuda")`,
-    # `torch.set_default_tensor_type("torch.cuda.FloatTensor")`): a factory given no `device=` builds on the GPU.
+    # `torch.set_default_tensor_type("torch.cuda.FloatTensor")`): a factory given no `device=` builds on the GPU, where
+    # the program does not pick the CPU around it (ALF's `with alf.device("cpu"):`), which gpulint does not follow: it
+    # drops the findings a factory's CPU tensor makes (GPL504), and claims no factory's tensor is on the device.
     default_device_gpu: bool = False
     # The project has training entry points and no file names a device, an accelerator, a distributed backend or a
     # trainer that places the model (pytorch-trpo, under `set_default_tensor_type('torch.DoubleTensor')`): the whole

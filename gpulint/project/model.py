@@ -292,7 +292,7 @@ class Project:
         self._by_file: dict[str, list[str]] | None = None
         self._optimizer_steps: list[Target] | None = None
         self._cold_built: set[Target] = set()  # classes built only in code the training does not run
-        self._unselected_builds: dict[str, bool] = {}  # by class name: `_built_only_unselected`
+        self._unselected_builds: dict[tuple[str, bool], bool] = {}  # `_built_only_unselected`
         self._unconfigured: dict[str, bool] = {}  # by class name: `_registered_unconfigured`
         self._model_architectures: dict[str, set[str]] | None = None  # see `_architectures`
         self._quoted_words: dict[str, bool] = {}  # see `_quoted_in_code`
@@ -1983,7 +1983,16 @@ class Project:
         # for `--optimizer galore_adafactor`, which no script passes), nor one nothing builds or names (a vendored
         # latent-diffusion's `AdamWwithEMAandWings` beside stable-dreamfusion's Adan).
         return [step for step in self._optimizer_steps if self._may_be_built(cls := Target(step.path, _class_of(step), True))
-                and self._built(cls) and not self._built_only_unselected({cls.qualname.rsplit(".", 1)[-1]})]
+                and self._built(cls) and not self._built_only_unselected_by_call(cls.qualname.rsplit(".", 1)[-1])]
+
+    def _built_only_unselected_by_call(self, name: str) -> bool:
+        """Is the class built only by calls in branches for option values no shipped setting gives, and named
+        nowhere else (not `optimizer = SGD if optim == "sgd" else utils.LARS`, which builds it through a name)?"""
+        if not self._built_only_unselected({name}):
+            return False
+        word, call = re.compile(rf"\b{re.escape(name)}\b"), re.compile(rf"\b{re.escape(name)}\s*\(")
+        codes = [self._code_of(p) for p, ix in self.files.items() if name in ix.text]
+        return sum(len(word.findall(c)) - len(call.findall(c)) - c.count(f"class {name}") for c in codes) <= 0
 
     def _library_optimizer(self, path: str, scope: Scope, receiver: str) -> bool:
         """Is `receiver` a name the function binds only to a library's optimizer (`optimizer =
@@ -3046,8 +3055,9 @@ class Project:
         # is no program: what names its classes is elsewhere).
         in_sight = self.entries and len(self.files) > 1
         owners = {_owner_name(key[1]) for key, _ in fallbacks if key not in self.reach}
-        # (nor one built only in branches for option values no shipped setting gives)
-        unused = self._unreferenced(owners) | self._built_only_unselected(owners) if in_sight else set()
+        # (nor one the training builds only in branches for option values no shipped setting gives)
+        unused = self._unreferenced(owners) | self._built_only_unselected(owners, by_training=True) \
+            if in_sight else set()
         # A method named like a loss whose name occurs nowhere else, in a class no library calls into (a
         # diffusion's `foot_contact_loss_humanml3d`, which no code calls), is never run.
         uncalled = self._unreferenced({key[1].rsplit(".", 1)[-1] for key, _ in fallbacks if "." in key[1]
@@ -3160,28 +3170,30 @@ class Project:
             self._serving = frozenset(serving)
         return self._serving
 
-    def _built_only_unselected(self, class_names: set[str]) -> set[str]:
+    def _built_only_unselected(self, class_names: set[str], by_training: bool = False) -> set[str]:
         """The classes built only in branches for option values no shipped setting gives (stable-audio-tools builds
-        its language-model training wrapper under `elif model_type == "lm":`, and no model config says "lm")."""
-        unknown = class_names - self._unselected_builds.keys()
+        its language-model training wrapper under `elif model_type == "lm":`, and no model config says "lm");
+        `by_training`: counting the builds of training files only (not an evaluation script's, which builds what a
+        checkpoint names)."""
+        unknown = {(name, by_training) for name in class_names} - self._unselected_builds.keys()
+        unknown_names = {name for name, _ in unknown}
         built: dict[str, bool] = {}  # by class name: every build found is unselected (none found: not in it)
         def note(scope: Scope, owner_unselected: bool) -> None:
             options = FileFacts(option_values=self._option_values_in([scope]))
             for call in scope.calls:
                 name = call.func.rsplit(".", 1)[-1]
-                if name in unknown:
+                if name in unknown_names:
                     unselected = owner_unselected or any(r.kind == "choice" and options.unselected(r.flags)
                                                          for r in scope.regions if r.holds(call.pos))
                     built[name] = built.get(name, True) and unselected
 
         for path, ix in self.files.items() if unknown else ():
-            # (an evaluation script's build, `test_gen.py`'s, trains nothing)
-            if not is_training_path(path) or not any(name + "(" in ix.text for name in unknown):
+            if by_training and not is_training_path(path) or not any(name + "(" in ix.text for name in unknown_names):
                 continue
             if ix.module_scope is not None:  # a script's top level (`if args.model == "gaussian": model = ...`)
                 note(ix.module_scope, False)
             for definition in ix.definitions.values():
-                if definition.is_class or not any(name + "(" in definition.code for name in unknown):
+                if definition.is_class or not any(name + "(" in definition.code for name in unknown_names):
                     continue
                 # (a method of a class no shipped setting picks from its registry: fairseq's `FairseqAdafactor`
                 # builds `Adafactor`)
@@ -3189,8 +3201,8 @@ class Project:
                     and self._option_choice(Target(path, definition.cls, True)) is False
                 for scope in ix.scopes_of(definition).values():
                     note(scope, owner_unselected)
-        self._unselected_builds.update({name: built.get(name, False) for name in unknown})
-        return {name for name in class_names if self._unselected_builds[name]}
+        self._unselected_builds.update({(name, by_training): built.get(name, False) for name in unknown_names})
+        return {name for name in class_names if self._unselected_builds[(name, by_training)]}
 
     def _registered_unconfigured(self, class_names: set[str]) -> set[str]:
         """The classes only a registry builds, where the training configs shipped name no registered class at all

@@ -166,6 +166,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
     valid = (
         # the program makes the GPU torch's default device: the factory builds there, the move moves nothing
         training_script("noise = torch.randn(x.shape[0], 8).to(device)", header='torch.set_default_device("cuda")'),
+        training_script("picked = out[torch.arange(x.shape[0]), y]",
+                        header='torch.set_default_tensor_type("torch.cuda.FloatTensor")'),
         # a sampler shuffling the dataset's CPU indices once an epoch (LoFTR's `RandomConcatSampler`)
         "import torch\nfrom torch.utils.data import Sampler\n\n\nclass ConcatSampler(Sampler):\n"
         "    def __iter__(self):\n        indices = []\n        for low, high in self.ranges:\n"
@@ -473,8 +475,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         """`values[torch.arange(n), actions]`: indexing a device tensor with a CPU tensor copies the index over; so
         does a Python `range` beside a tensor index (`log_ps[range(n), actions]`, or `list(range(n))`), which PyTorch
         makes a CPU tensor."""
-        if self.context.location_of(node.value) == "host" or in_data_class(self.context):
-            return  # (a dataset's or a sampler's indices index CPU tensors)
+        if self.context.location_of(node.value) == "host" or in_data_class(self.context) \
+                or self.context.facts.default_device_gpu:
+            return  # (a dataset's or a sampler's indices index CPU tensors; under a GPU default device, none is CPU)
         indices = [e.slice.value if isinstance(e.slice, cst.Index) else None for e in node.slice]
         for index in indices:
             while isinstance(index, cst.Subscript) and _only_reshapes(index):
