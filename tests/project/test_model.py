@@ -13444,6 +13444,23 @@ FAIRSEQ_REGISTRY = """
 """
 
 
+# A fairseq optimizer: the registered wrapper builds the optimizer that steps (one update per parameter).
+FAIRSEQ_OPTIMIZER = """
+    import torch
+    from fairseq.optim import register_optimizer
+
+    @register_optimizer("{key}")
+    class Fairseq{name}:
+        def __init__(self, args, params):
+            self._optimizer = {name}(params)
+
+    class {name}(torch.optim.Optimizer):
+        def step(self):
+            for p in self.param_groups[0]["params"]:
+                p.data.add_(p.grad, alpha=-0.1)
+"""
+
+
 def test_a_registry_a_command_line_option_picks_from_runs_only_what_the_scripts_pick(tmp_path, check):
     """A fairseq fork (TRIME) files its optimizers and criterions in registries keyed by `--optimizer` and
     `--criterion`, and its models under the architectures `--arch` picks: the shipped scripts' words choose what
@@ -13456,34 +13473,8 @@ def test_a_registry_a_command_line_option_picks_from_runs_only_what_the_scripts_
             from fairseq import registry
             build_optimizer, register_optimizer, OPTIMIZER_REGISTRY = registry.setup_registry("--optimizer")
         """,
-        "fairseq/optim/adam.py": """
-            import torch
-            from fairseq.optim import register_optimizer
-
-            @register_optimizer("adam")
-            class FairseqAdam:
-                def __init__(self, args, params):
-                    self._optimizer = Adam(params)
-
-            class Adam(torch.optim.Optimizer):
-                def step(self):
-                    for p in self.param_groups[0]["params"]:
-                        p.data.add_(p.grad, alpha=-0.1)
-        """,
-        "fairseq/optim/adafactor.py": """
-            import torch
-            from fairseq.optim import register_optimizer
-
-            @register_optimizer("adafactor")
-            class FairseqAdafactor:
-                def __init__(self, args, params):
-                    self._optimizer = Adafactor(params)
-
-            class Adafactor(torch.optim.Optimizer):
-                def step(self):
-                    for p in self.param_groups[0]["params"]:
-                        p.data.mul_(0.9)
-        """,
+        "fairseq/optim/adam.py": FAIRSEQ_OPTIMIZER.format(key="adam", name="Adam"),
+        "fairseq/optim/adafactor.py": FAIRSEQ_OPTIMIZER.format(key="adafactor", name="Adafactor"),
         "fairseq/criterions/__init__.py": """
             from fairseq import registry
             build_criterion, register_criterion, CRITERION_REGISTRY = registry.setup_registry("--criterion")
