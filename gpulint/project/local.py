@@ -1599,7 +1599,7 @@ _RETURNS_ITSELF = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "floa
                              "requires_grad_", "share_memory"})
 
 
-_SELF_ATTRIBUTE = re.compile(r"self\.\w+")
+_SELF_ATTRIBUTE = re.compile(r"self\.\w+")  # a call of what the object holds (`self.fc3_m`): one of its layers
 
 
 def _built_object(call: ast.Call) -> ast.Call:
