@@ -20,8 +20,9 @@ class HostListIndexInStep(SyncRule):
                 "flatnonzero(")
     docs = RuleDocs(
         what_it_does="Flags a tensor that lives on the device indexed (read or written) with a Python list: a list "
-        "display of host values (`x[:, [0]]`, `x[..., [2, 1, 0]]`), a list comprehension, or a name its function "
-        "binds to one (`leaf = [411, 2445, 5905]`, then `v[:, leaf]`), to a batch of indices a `BatchSampler` "
+        "display of host values (`x[:, [0]]`, `x[..., [2, 1, 0]]`), a list comprehension, a name its function "
+        "binds to one (`leaf = [411, 2445, 5905]`, then `v[:, leaf]`) or an attribute its class sets only to lists "
+        "(`self.parents = [0, 0, 1]` in `__init__`, then `joints[:, self.parents]`), to a batch of indices a `BatchSampler` "
         "yields (PPO's minibatches) or to a NumPy array of positions (`idxes = np.random.randint(0, n, size=b)`, a "
         "replay buffer's sampled rows), in code that runs every step, ungated.",
         why_slow="PyTorch turns the list into an index tensor on the CPU and copies it to the indexed tensor's "
@@ -39,6 +40,13 @@ class HostListIndexInStep(SyncRule):
         "a CPU tensor: add `# noqa: GPL413`."),
     )
     valid = (
+        # an attribute a method also sets to what its callers pass (`set_select(indexes)`): not known to be a list
+        ("import torch\n\n\nclass EnsembleLinear(torch.nn.Module):\n    def __init__(self, n):\n"
+         "        super().__init__()\n        self.weight = torch.nn.Parameter(torch.randn(n, 3, 3))\n"
+         "        self.select = list(range(n))\n\n    def set_select(self, indexes):\n        self.select = indexes\n\n"
+         "    def forward(self, x):\n        return x @ self.weight[self.select]\n\n\n"
+         "def train(model, loader, optimizer, device):\n    for x in loader:\n"
+         "        model(x.to(device, non_blocking=True)).sum().backward()\n        optimizer.step()\n"),
         training_script("joints = model(x).view(x.shape[0], -1, 2)\nroot_relative = joints - joints[:, 0:1]"),
         training_script("joints = model(x).view(x.shape[0], -1, 2)\nleaf = torch.tensor([0, 1], device=device)\n"
                         "picked = joints[:, leaf]"),
@@ -49,6 +57,13 @@ class HostListIndexInStep(SyncRule):
                         header="import numpy as np"),
     )
     invalid = (
+        # a pose head's kinematic tree kept as a list attribute (`self.parents`), indexed in every forward
+        Invalid("import torch\n\n\nclass PoseHead(torch.nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = torch.nn.Linear(8, 6)\n        self.parents = [0, 0, 1]\n\n"
+                "    def forward(self, x):\n        joints = self.fc(x).view(-1, 3, 2)\n"
+                "        return joints - joints[:, self.parents]\n\n\n"
+                "def train(model, loader, optimizer, device):\n    for x in loader:\n"
+                "        model(x.to(device, non_blocking=True)).sum().backward()\n        optimizer.step()\n"),
         # HybrIK's pose heads: joints made root-relative with a list index, in every forward
         Invalid(training_script("joints = model(x).view(x.shape[0], -1, 2)\nroot_relative = joints - joints[:, [0]]")),
         Invalid(training_script("joints = model(x).view(x.shape[0], -1, 2)\nleaf = [0, 1]\n"
@@ -84,4 +99,5 @@ class HostListIndexInStep(SyncRule):
                 for element in index.elements)
         if isinstance(index, cst.ListComp):
             return not self.tensors.is_tensor(index.elt)
-        return isinstance(index, cst.Name) and (self.tensors.is_list(index) or self.tensors.is_index_array(index))
+        return isinstance(index, (cst.Name, cst.Attribute)) and self.tensors.is_list(index) \
+            or isinstance(index, cst.Name) and self.tensors.is_index_array(index)
