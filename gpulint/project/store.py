@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/60"
+FORMAT = "gpulint.project/61"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -88,7 +88,8 @@ def scope_from(data: dict) -> Scope:
                 })
                 for call in data["calls"]
             ],
-            "assigns": [Assign(**{**a, "calls": tuple(a["calls"]), "entries": tuple(a["entries"])}) for a in data["assigns"]],
+            "assigns": [Assign(**{**a, "calls": tuple(a["calls"]), "entries": tuple(a["entries"]), "pos": _pos(a["pos"])})
+                        for a in data["assigns"]],
             "imports": [tuple(i) for i in data["imports"]],
             "self_sets": [(attribute, host) for attribute, host in data["self_sets"]],
             "unpacked": [(name, callee, position) for name, callee, position in data["unpacked"]],

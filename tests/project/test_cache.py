@@ -215,3 +215,25 @@ def test_config_files_are_read_again_only_when_they_change(tmp_path, monkeypatch
     assert read == ["configs/train.yaml"]
     stored = json.loads(next((tmp_path / ".gpulint_cache").rglob("[!p]*.json")).read_text())["configs"]
     assert stored["configs/train.yaml"][1]["intervals"] == [["log_every", 1]]
+
+
+def test_stored_outlines_read_back_as_they_were_made():
+    """A file's outline survives the store with every position a tuple again (a position read back as a list would
+    not compare with a region's bounds: `if args.model == "gaussian": model = GaussianVAE(args)`)."""
+    from gpulint.project import outline
+    from gpulint.project.store import dump_index, load_index
+
+    text = textwrap.dedent("""
+        import torch
+        if args.model == "gaussian":
+            model = GaussianVAE(args)
+        else:
+            model = FlowVAE(args)
+        for x in loader:
+            loss = model.get_loss(x.cuda())
+            loss.backward()
+    """)
+    made = outline("train.py", text)
+    read = load_index("train.py", text, json.loads(json.dumps(dump_index(made))))
+    assert read.module_scope == made.module_scope
+    assert all(isinstance(a.pos, tuple) for a in read.module_scope.assigns)
