@@ -179,6 +179,9 @@ class FileFacts:
     # the program does not pick the CPU around it (ALF's `with alf.device("cpu"):`), which gpulint does not follow: it
     # drops the findings a factory's CPU tensor makes (GPL504), and claims no factory's tensor is on the device.
     default_device_gpu: bool = False
+    # Callees as written here (`self.var_sched.uniform_sample_t`) of project functions every `return` of which gives
+    # a Python list (`return ts.tolist()`): what they return indexes a tensor with a host list.
+    list_returning: frozenset[str] = frozenset()
     # The project has training entry points and no file names a device, an accelerator, a distributed backend or a
     # trainer that places the model (pytorch-trpo, under `set_default_tensor_type('torch.DoubleTensor')`): the whole
     # program runs on the CPU, so costs that exist only on a GPU (`Rule.gpu_only`) are none in any of its files.

@@ -231,6 +231,7 @@ class Scope:
     calls: list[Call] = field(default_factory=list)
     assigns: list[Assign] = field(default_factory=list)
     returns: list[Kind] = field(default_factory=list)
+    list_returns: int = 0  # how many of its `return`s give a Python list (`ts.tolist()`, `[...]`)
     returned_calls: list[str] = field(default_factory=list)  # `return helper(x)`: the helper's kind is returned
     returned_names: list[str] = field(default_factory=list)  # `return model`: what `model` holds is returned
     returned_items: list[tuple[int, str]] = field(default_factory=list)  # `return model, optim`: (0, "model"), ...
@@ -1602,6 +1603,13 @@ _RETURNS_ITSELF = frozenset({"to", "cuda", "cpu", "train", "eval", "half", "floa
 _SELF_ATTRIBUTE = re.compile(r"self\.\w+")  # a call of what the object holds (`self.fc3_m`): one of its layers
 
 
+def _gives_a_list(value: ast.AST) -> bool:
+    """`ts.tolist()`, `[t for t in ts]`, `[0, 1]`: a Python list."""
+    if isinstance(value, ast.Call):
+        return isinstance(value.func, ast.Attribute) and value.func.attr == "tolist" and not value.args
+    return isinstance(value, (ast.List, ast.ListComp))
+
+
 def _built_object(call: ast.Call) -> ast.Call:
     """The call that builds what `call` returns: `Net(cfg)` of `Net(cfg).to(device).train()`."""
     while isinstance(call.func, ast.Attribute) and call.func.attr in _RETURNS_ITSELF and isinstance(call.func.value, ast.Call):
@@ -2188,6 +2196,7 @@ class _Walker:
             if node.value is not None:
                 self._expr(node.value)
                 self.scope.returns.append(self._returned_kind(node.value))
+                self.scope.list_returns += _gives_a_list(node.value)
                 if isinstance(node.value, ast.Call):
                     self.scope.returned_calls.append(dotted(node.value.func) or "")
                 elif (name := dotted(node.value)) is not None:

@@ -257,6 +257,7 @@ class Project:
         self._library_programs: dict[frozenset[str], bool] = {}  # see `_builds_library_model`
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
+        self._list_calls: dict[str, set[str]] = {}  # by file, the callees as written that return lists
         # By file: the callees as written that copy host data to the device, with the arguments they copy.
         self._copy_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
         self._move_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
@@ -3576,6 +3577,8 @@ class Project:
             if resolved.certain and resolved.targets and not resolved.instantiates:  # not a guess
                 returned = {self._return_kind(t) for t in resolved.targets}
                 self._call_returns.setdefault(path, {}).setdefault(call.func, set()).update(returned)
+                if all(self._returns_lists(t) for t in resolved.targets):
+                    self._list_calls.setdefault(path, set()).add(call.func)
                 for target in resolved.targets:
                     self._note_device_helper_call(path, call, target, resolved.bound)
             elif not resolved.targets and scope.cls and rank <= GATED \
@@ -4308,6 +4311,11 @@ class Project:
         returned = {self._return_kind(t) for t in targets.targets} if targets.certain else set()
         return returned.pop() if len(returned) == 1 and not targets.instantiates else "unknown"
 
+    def _returns_lists(self, function: Target) -> bool:
+        """Does every `return` of the function give a Python list (`return ts.tolist()`)?"""
+        scope = self.files[function.path].scope(function.qualname)
+        return scope is not None and 0 < scope.list_returns == len(scope.returns)
+
     def _holds_torch_layer(self, path: str, cls: str, callee: str) -> bool:
         """Is `callee` (`self.fc`) an attribute the class sets only to layers of `torch.nn` (`nn.Linear(...)`,
         `nn.Sequential(...)`)? Not a container (`nn.ModuleList`, which is not called), nor `nn.Identity`, which
@@ -4377,6 +4385,7 @@ class Project:
                          loader_factories=self._loader_factories(path),
                          trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()),
                          validation_off=self._validation_off(), default_device_gpu=self._default_device_gpu(),
+                         list_returning=frozenset(self._list_calls.get(path, ())),
                          cpu_project=self._runs_on_cpu_only(), inference_only=self._never_trains(),
                          syntax_checked=problem is None)
 

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/61"
+FORMAT = "gpulint.project/62"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -199,6 +199,7 @@ def load_facts(data: dict) -> FileFacts:
         read_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["read_calls"]),
         validation_off=data["validation_off"],
         default_device_gpu=data["default_device_gpu"],
+        list_returning=frozenset(data["list_returning"]),
         cpu_project=data["cpu_project"],
         inference_only=data["inference_only"],
         syntax_checked=data["syntax_checked"],

@@ -22,7 +22,8 @@ class HostListIndexInStep(SyncRule):
         what_it_does="Flags a tensor that lives on the device indexed (read or written) with a Python list: a list "
         "display of host values (`x[:, [0]]`, `x[..., [2, 1, 0]]`), a list comprehension, a name its function "
         "binds to one (`leaf = [411, 2445, 5905]`, then `v[:, leaf]`) or an attribute its class sets only to lists "
-        "(`self.parents = [0, 0, 1]` in `__init__`, then `joints[:, self.parents]`), to a batch of indices a `BatchSampler` "
+        "(`self.parents = [0, 0, 1]` in `__init__`, then `joints[:, self.parents]`) or to what a project function "
+        "returns as a list (`return ts.tolist()`: a diffusion schedule's sampled time steps), to a batch of indices a `BatchSampler` "
         "yields (PPO's minibatches) or to a NumPy array of positions (`idxes = np.random.randint(0, n, size=b)`, a "
         "replay buffer's sampled rows), in code that runs every step, ungated.",
         why_slow="PyTorch turns the list into an index tensor on the CPU and copies it to the indexed tensor's "
@@ -57,6 +58,17 @@ class HostListIndexInStep(SyncRule):
                         header="import numpy as np"),
     )
     invalid = (
+        # a diffusion schedule's time steps drawn as a list (`return ts.tolist()`, the project model says so)
+        Invalid("import torch\n\n\nclass Schedule(torch.nn.Module):\n    def __init__(self, n):\n"
+                "        super().__init__()\n        self.n = n\n"
+                "        self.register_buffer(\"alpha_bars\", torch.linspace(0.9, 0.1, n))\n\n"
+                "    def uniform_sample_t(self, batch_size):\n"
+                "        return torch.randint(1, self.n, (batch_size,)).numpy().tolist()\n\n"
+                "    def weights(self, batch_size):\n        t = self.uniform_sample_t(batch_size)\n"
+                "        return self.alpha_bars[t]\n\n\n"
+                "def train(model, sched, loader, optimizer, device):\n    for x in loader:\n"
+                "        w = sched.weights(x.shape[0])\n"
+                "        (model(x.to(device, non_blocking=True)) * w).sum().backward()\n        optimizer.step()\n"),
         # a pose head's kinematic tree kept as a list attribute (`self.parents`), indexed in every forward
         Invalid("import torch\n\n\nclass PoseHead(torch.nn.Module):\n    def __init__(self):\n"
                 "        super().__init__()\n        self.fc = torch.nn.Linear(8, 6)\n        self.parents = [0, 0, 1]\n\n"

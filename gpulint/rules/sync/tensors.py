@@ -12,7 +12,7 @@ import re
 import libcst as cst
 
 from gpulint.linter.context import SAME_PLACE_FUNCTIONS
-from gpulint.linter.names import last_name, name_parts
+from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.rules.common import keyword_arg
 
 # Tensor methods that return a tensor. The first group exists only on tensors; the second also on numpy arrays and
@@ -172,8 +172,9 @@ class Tensors:
         if not isinstance(target, cst.Name):
             return
         key = self._key(target.value)
-        if _is_list_display(value):
-            self._lists.add(key)
+        if _is_list_display(value) or isinstance(value, cst.Call) \
+                and dotted_name(value.func) in self.context.facts.list_returning:
+            self._lists.add(key)  # (or what a project function returns as a list: `t = sched.uniform_sample_t(b)`)
         else:
             self._lists.discard(key)
         if isinstance(value, cst.Call) and self.context.resolve(value.func) in _NUMPY_INDEX_ARRAYS:
