@@ -58,17 +58,19 @@ class HostListIndexInStep(SyncRule):
                         header="import numpy as np"),
     )
     invalid = (
-        # a diffusion schedule's time steps drawn as a list (`return ts.tolist()`, the project model says so)
+        # a diffusion schedule's time steps drawn as a list (`return ts.tolist()`, the project model says so), then
+        # used to index the schedule's buffer from the model that holds it
         Invalid("import torch\n\n\nclass Schedule(torch.nn.Module):\n    def __init__(self, n):\n"
                 "        super().__init__()\n        self.n = n\n"
                 "        self.register_buffer(\"alpha_bars\", torch.linspace(0.9, 0.1, n))\n\n"
                 "    def uniform_sample_t(self, batch_size):\n"
-                "        return torch.randint(1, self.n, (batch_size,)).numpy().tolist()\n\n"
-                "    def weights(self, batch_size):\n        t = self.uniform_sample_t(batch_size)\n"
-                "        return self.alpha_bars[t]\n\n\n"
-                "def train(model, sched, loader, optimizer, device):\n    for x in loader:\n"
-                "        w = sched.weights(x.shape[0])\n"
-                "        (model(x.to(device, non_blocking=True)) * w).sum().backward()\n        optimizer.step()\n"),
+                "        return torch.randint(1, self.n, (batch_size,)).numpy().tolist()\n\n\n"
+                "class Diffusion(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                "        self.sched = Schedule(100)\n        self.net = torch.nn.Linear(3, 3)\n\n"
+                "    def get_loss(self, x):\n        t = self.sched.uniform_sample_t(x.shape[0])\n"
+                "        alpha_bar = self.sched.alpha_bars[t]\n        return (self.net(x) * alpha_bar[:, None]).sum()\n\n\n"
+                "def train(model, loader, optimizer, device):\n    for x in loader:\n"
+                "        model.get_loss(x.to(device, non_blocking=True)).backward()\n        optimizer.step()\n"),
         # a pose head's kinematic tree kept as a list attribute (`self.parents`), indexed in every forward
         Invalid("import torch\n\n\nclass PoseHead(torch.nn.Module):\n    def __init__(self):\n"
                 "        super().__init__()\n        self.fc = torch.nn.Linear(8, 6)\n        self.parents = [0, 0, 1]\n\n"

@@ -96,6 +96,7 @@ class Tensors:
         # once it indexes a tensor (`confirmed_mask`)
         self._maybe_masks: set[tuple[int, str]] = set()
         self._tensor_attributes: set[str] = set()  # `self.queue_ptr` registered as a buffer or assigned a tensor
+        self._buffers: set[str] = set()  # the names the file's modules register buffers under (`"alpha_bars"`)
         self._tensor_sequences: set[tuple[int, str]] = set()  # parameters annotated `List[torch.Tensor]`
         self._lists: set[tuple[int, str]] = set()  # names bound to a list display (`order = [0] * n`)
         # by class: the attributes of `self` its methods set only to list displays (`self.select = list(range(n))`)
@@ -163,6 +164,7 @@ class Tensors:
             name = call.args[0].value
             if isinstance(name, cst.SimpleString):
                 self._tensor_attributes.add(name.raw_value)
+                self._buffers.add(name.raw_value)
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
@@ -342,6 +344,8 @@ class Tensors:
                 return self.is_tensor(expr.value)  # `x.min(dim=-1).values`
             if isinstance(expr.value, cst.Name) and expr.value.value == "self" and expr.attr.value in self._tensor_attributes:
                 return True
+            if expr.attr.value in self._buffers:
+                return True  # `self.var_sched.alpha_bars`, a buffer another module of the file registers
             if self.context.location_of(expr.value) == "device" and not MODULE_NAME.search(last_name(expr.value) or ""):
                 return True  # `batch.y`, `data.train_mask` of a batch moved to the device (not `net.label_dim`)
             return expr.attr.value == "data" and self.is_tensor(expr.value)
