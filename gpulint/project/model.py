@@ -4404,8 +4404,12 @@ class Project:
         """Does a file of the project other than a test make the GPU torch's default device (NeRF's
         `torch.set_default_tensor_type('torch.cuda.FloatTensor')`, ALF's `alf.set_default_device("cuda")`)?"""
         if self._gpu_default is None:
-            self._gpu_default = any(_GPU_DEFAULT_DEVICE.search(ix.text) for path, ix in self.files.items()
-                                    if "set_default_" in ix.text and not is_test_path(path))
+            # (not one that sets it back to the CPU after building the model on the GPU: LLaMA-Adapter's
+            # `set_default_tensor_type(torch.cuda.HalfTensor)`, the model, then `set_default_tensor_type(torch.FloatTensor)`)
+            self._gpu_default = any(
+                _GPU_DEFAULT_DEVICE.search(ix.text) and len(_GPU_DEFAULT_DEVICE.findall(ix.text)) ==
+                len(_DEFAULT_DEVICE_SET.findall(ix.text))
+                for path, ix in self.files.items() if "set_default_" in ix.text and not is_test_path(path))
         return self._gpu_default
 
     def _own_loaders(self, path: str) -> frozenset[str]:
@@ -4978,6 +4982,7 @@ _TRAINER_OR_AMP = re.compile(r"Trainer\b|TrainingArguments|\btrl\b|\bRunner\b|\b
                              r"|colossalai|autocast|GradScaler|\bamp\b|fp16|bf16|bfloat16|\.half\(")
 _GPU_DEFAULT_DEVICE = re.compile(r"""^[ \t]*[\w.]*set_default_(?:device\(\s*["'](?:cuda|gpu)|tensor_type\(\s*["']?torch\.cuda\.)""",
                                  re.MULTILINE)
+_DEFAULT_DEVICE_SET = re.compile(r"^[ \t]*[\w.]*set_default_(?:device|tensor_type)\(", re.MULTILINE)
 _VALIDATION_SETTING = re.compile(r"set_default_validate_args\(\s*([\w.]+)\s*\)")  # its argument: `False`, `cfg.x.y`
 # A collate function or a collator (`collate_fn`, `DataCollator.__call__`, a nested `collator`), named in a
 # definition's name or text: no lowered copy of every definition's code

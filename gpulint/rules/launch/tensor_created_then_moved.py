@@ -104,6 +104,11 @@ _MOVES_SELF_ATTRIBUTE = re.compile(r"\bself\.\w+\.(?:to|cuda)\(")
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
 
+# A program that builds its model under a GPU default device, then makes the CPU the default again (LLaMA-Adapter).
+_BUILT_ON_THE_GPU = ("def build():\n    torch.set_default_tensor_type(torch.cuda.HalfTensor)\n"
+                     "    net = torch.nn.Linear(8, 8)\n    torch.set_default_tensor_type(torch.FloatTensor)\n    return net")
+
+
 class CreatedOnCpuThenMoved(WhereItRuns):
     code = "GPL504"
     gpu_only = True  # kernel launches saved: none on the CPU
@@ -207,6 +212,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        self.keep = self.keep.to(x.device)\n        return x * self.keep[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n",
     )
     invalid = (
+        # the GPU is the default device only while the model is built (LLaMA-Adapter), then the CPU again
+        Invalid(training_script("noise = torch.randn(x.shape[0], 8).to(device)", header=_BUILT_ON_THE_GPU),
+                fixed=training_script("noise = torch.randn(x.shape[0], 8, device=device)", header=_BUILT_ON_THE_GPU)),
         # a VAE's reparameterization trick, sampled on the CPU for a device mean at every step (its name is also
         # that of RepVGG's one-off branch fusion: the step calling it decides)
         Invalid("import torch\n\n\ndef reparameterize_gaussian(mean, logvar):\n"
