@@ -43,11 +43,12 @@ class HostListIndexInStep(SyncRule):
     valid = (
         # an attribute a method also sets to what its callers pass (`set_select(indexes)`): not known to be a list
         ("import torch\n\n\nclass EnsembleLinear(torch.nn.Module):\n    def __init__(self, n):\n"
-         "        super().__init__()\n        self.weight = torch.nn.Parameter(torch.randn(n, 3, 3))\n"
+         "        super().__init__()\n        self.weight = torch.nn.Parameter(torch.randn(n, 8, 4))\n"
          "        self.select = list(range(n))\n\n    def set_select(self, indexes):\n        self.select = indexes\n\n"
          "    def forward(self, x):\n        return x @ self.weight[self.select]\n\n\n"
-         "def train(model, loader, optimizer, device):\n    for x in loader:\n"
-         "        model(x.to(device, non_blocking=True)).sum().backward()\n        optimizer.step()\n"),
+         "def train(model, loader, optimizer, device):\n    ensemble = EnsembleLinear(3).to(device)\n"
+         "    for x, y in loader:\n        ensemble(x.to(device, non_blocking=True)).sum().backward()\n"
+         "        optimizer.step()\n"),
         training_script("joints = model(x).view(x.shape[0], -1, 2)\nroot_relative = joints - joints[:, 0:1]"),
         training_script("joints = model(x).view(x.shape[0], -1, 2)\nleaf = torch.tensor([0, 1], device=device)\n"
                         "picked = joints[:, leaf]"),
@@ -66,18 +67,20 @@ class HostListIndexInStep(SyncRule):
                 "    def uniform_sample_t(self, batch_size):\n"
                 "        return torch.randint(1, self.n, (batch_size,)).numpy().tolist()\n\n\n"
                 "class Diffusion(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                "        self.sched = Schedule(100)\n        self.net = torch.nn.Linear(3, 3)\n\n"
+                "        self.sched = Schedule(100)\n        self.net = torch.nn.Linear(8, 8)\n\n"
                 "    def get_loss(self, x):\n        t = self.sched.uniform_sample_t(x.shape[0])\n"
                 "        alpha_bar = self.sched.alpha_bars[t]\n        return (self.net(x) * alpha_bar[:, None]).sum()\n\n\n"
-                "def train(model, loader, optimizer, device):\n    for x in loader:\n"
-                "        model.get_loss(x.to(device, non_blocking=True)).backward()\n        optimizer.step()\n"),
+                "def train(model, loader, optimizer, device):\n    diffusion = Diffusion().to(device)\n"
+                "    for x, y in loader:\n        diffusion.get_loss(x.to(device, non_blocking=True)).backward()\n"
+                "        optimizer.step()\n"),
         # a pose head's kinematic tree kept as a list attribute (`self.parents`), indexed in every forward
         Invalid("import torch\n\n\nclass PoseHead(torch.nn.Module):\n    def __init__(self):\n"
                 "        super().__init__()\n        self.fc = torch.nn.Linear(8, 6)\n        self.parents = [0, 0, 1]\n\n"
                 "    def forward(self, x):\n        joints = self.fc(x).view(-1, 3, 2)\n"
                 "        return joints - joints[:, self.parents]\n\n\n"
-                "def train(model, loader, optimizer, device):\n    for x in loader:\n"
-                "        model(x.to(device, non_blocking=True)).sum().backward()\n        optimizer.step()\n"),
+                "def train(model, loader, optimizer, device):\n    head = PoseHead().to(device)\n"
+                "    for x, y in loader:\n        head(x.to(device, non_blocking=True)).sum().backward()\n"
+                "        optimizer.step()\n"),
         # HybrIK's pose heads: joints made root-relative with a list index, in every forward
         Invalid(training_script("joints = model(x).view(x.shape[0], -1, 2)\nroot_relative = joints - joints[:, [0]]")),
         Invalid(training_script("joints = model(x).view(x.shape[0], -1, 2)\nleaf = [0, 1]\n"
