@@ -298,6 +298,7 @@ class Project:
         self._model_architectures: dict[str, set[str]] | None = None  # see `_architectures`
         self._quoted_words: dict[str, bool] = {}  # see `_quoted_in_code`
         self._chosen_by_option: frozenset[Target] | None = None  # see `_option_chosen`
+        self._option_choices: dict[Target, bool | None] = {}  # by class: `_option_choice`
         self._torch_layers: dict[tuple[str, str, str], bool] = {}  # see `_holds_torch_layer`
         self._stepped: list[tuple] = []  # optimizer steps read, not yet followed (`_run`)
         # Classes a collate function builds (the batches a loader yields), and the moves of a batch the step makes
@@ -308,6 +309,7 @@ class Project:
         self._collated: frozenset[Target] | None = None
         self._no_validation: bool | None = None
         self._gpu_default: bool | None = None  # see `_default_device_gpu`
+        self._training_files: frozenset[str] | None = None  # see `_files_that_train`
         self._batch_family: frozenset[Target] | None = None  # see `_batch_class_family`
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
         # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
@@ -497,7 +499,7 @@ class Project:
         if self._no_training is None:
             files = {p: ix for p, ix in self.files.items() if not is_test_path(p)}
             self._no_training = not self.entries and len(files) > 1 \
-                and not any(_TRAINS.search(ix.text) for ix in files.values()) \
+                and not self._files_that_train() & files.keys() \
                 and any("__main__" in ix.text for ix in files.values())
         return self._no_training
 
@@ -510,10 +512,14 @@ class Project:
                 or name_parts(path.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS - {"main", "run"}:
             return False
         program = _closure([path], self._imported())
-        if any(_TRAINS.search(self.files[p].text) for p in program):
-            return False
-        return any(_TRAINS.search(other.text) for p, other in self.files.items()
-                   if p not in program and not is_test_path(p))
+        training = self._files_that_train()
+        return not program & training and any(p not in program and not is_test_path(p) for p in training)
+
+    def _files_that_train(self) -> frozenset[str]:
+        """The files whose text says they train (`_TRAINS`), found once for every script's question."""
+        if self._training_files is None:
+            self._training_files = frozenset(p for p, ix in self.files.items() if _TRAINS.search(ix.text))
+        return self._training_files
 
     def _is_imported(self, path: str, by_code: bool = False) -> bool:
         """Does another file of the project import this one (`by_code`: a file other than a package's `__init__`)?"""
@@ -2784,8 +2790,7 @@ class Project:
                 if not definition.is_class or not ix.lines[definition.start].lstrip().startswith("@"):
                     continue
                 cls = Target(path, definition.qualname, True)
-                decorator = self._registry_decorator(cls)
-                table = decorator[0][1:].split("(", 1)[0] if decorator is not None else ""
+                table = self._registry_table(cls)
                 method = _LIBRARY_REGISTRY_STEPS.get(table.rsplit(".", 1)[-1])
                 if method is None or not self._is_external(path, ix.module_scope, table.split(".", 1)[0]) \
                         or self._option_choice(cls) is False:
@@ -3180,12 +3185,10 @@ class Project:
         unknown_names = {name for name, _ in unknown}
         built: dict[str, bool] = {}  # by class name: every build found is unselected (none found: not in it)
         def note(scope: Scope, owner_unselected: bool) -> None:
-            options = FileFacts(option_values=self._option_values_in([scope]))
             for call in scope.calls:
                 name = call.func.rsplit(".", 1)[-1]
                 if name in unknown_names:
-                    unselected = owner_unselected or any(r.kind == "choice" and options.unselected(r.flags)
-                                                         for r in scope.regions if r.holds(call.pos))
+                    unselected = owner_unselected or self._in_unselected_branch(scope, call.pos)
                     built[name] = built.get(name, True) and unselected
 
         for path, ix in self.files.items() if unknown else ():
@@ -3214,8 +3217,7 @@ class Project:
         if not class_names or not (self.config_names or self.config_classes) or self._registry_named():
             return set()
         for name in class_names - self._unconfigured.keys():
-            classes = [Target(path, d.qualname, True) for path, ix in self.files.items() if name in ix.class_names
-                       for d in ix.definitions.values() if d.is_class and d.name == name]
+            classes = self._classes_named(name)
             self._unconfigured[name] = bool(classes) and all(self._registered(cls) for cls in classes) \
                 and name not in self.config_keys and not self._called_anywhere(name) and not self._quoted(name) \
                 and not any(key in self.config_keys or key in self.config_names or self._quoted(key)
@@ -3230,14 +3232,16 @@ class Project:
         False where they give the option only other words; None where the class is filed in no such registry, no
         setting gives the option a word, or some value of it no text says (`--criterion $1`, `args.criterion =
         args.underlying_criterion`) leaves the others open."""
-        found = self._registry_decorator(cls)
-        if found is None or found[1].group(2):  # (a table and a key: FunASR's, filled by configs)
-            return None
-        line, match = found
-        table = line[1:].split("(", 1)[0].rsplit(".", 1)[-1]
+        if cls not in self._option_choices:
+            self._option_choices[cls] = self._read_option_choice(cls)
+        return self._option_choices[cls]
+
+    def _read_option_choice(self, cls: Target) -> bool | None:
+        # (not a table and a key, `table:model_classes`: FunASR's, filled by configs)
+        table = self._registry_table(cls).rsplit(".", 1)[-1]
         if not table.startswith("register_"):
             return None
-        option, key = table.removeprefix("register_"), match.group(1)
+        option, key = table.removeprefix("register_"), self._registry_key(cls)
         options = ("arch", "model") if option == "model" else (option,)
         words = set().union(*(self.option_values.get(name, ()) for name in options))
         if not words - {SET_IN_CODE}:
@@ -3280,13 +3284,13 @@ class Project:
     def _unselected_registered(self, class_names: set[str]) -> set[str]:
         """The classes every definition of which a registry keyed by an option files under a key no shipped setting
         picks (`_option_choice`: fairseq's Adafactor, for `--optimizer adafactor`, which no script passes)."""
-        found = set()
-        for name in class_names:
-            classes = [Target(path, d.qualname, True) for path, ix in self.files.items() if name in ix.class_names
-                       for d in ix.definitions.values() if d.is_class and d.name == name]
-            if classes and all(self._option_choice(cls) is False for cls in classes):
-                found.add(name)
-        return found
+        return {name for name in class_names
+                if (classes := self._classes_named(name)) and all(self._option_choice(c) is False for c in classes)}
+
+    def _classes_named(self, name: str) -> list[Target]:
+        """Every class of the project called `name`."""
+        return [Target(path, d.qualname, True) for path, ix in self.files.items() if name in ix.class_names
+                for d in ix.definitions.values() if d.is_class and d.name == name]
 
     def _quoted(self, name: str) -> bool:
         """Does the project's code give `name` as a string (`trainer="AcceleratePPOTrainer"`, the key a registry

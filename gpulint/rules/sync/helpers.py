@@ -24,9 +24,6 @@ class FileState:
     def __init__(self, context) -> None:
         self.tensors = Tensors(context)
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.tensors.class_entered(node)
-
     def leave_Assign(self, node: cst.Assign) -> None:
         self.tensors.assigned(node)
 

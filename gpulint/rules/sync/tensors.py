@@ -99,8 +99,8 @@ class Tensors:
         self._buffers: set[str] = set()  # the names the file's modules register buffers under (`"alpha_bars"`)
         self._tensor_sequences: set[tuple[int, str]] = set()  # parameters annotated `List[torch.Tensor]`
         self._lists: set[tuple[int, str]] = set()  # names bound to a list display (`order = [0] * n`)
-        # by class: the attributes of `self` its methods set only to list displays (`self.select = list(range(n))`)
-        self._list_attributes: dict[str, frozenset[str]] = {}
+        # by class (its node's id): the attributes of `self` its methods set only to lists (`_list_attributes_of`)
+        self._list_attributes: dict[int, frozenset[str]] = {}
         # names bound to a NumPy array of indices (`idxes = np.random.randint(0, n, size=b)`)
         self._index_arrays: set[tuple[int, str]] = set()
         self._batch_samplers: set[tuple[int, str]] = set()  # names bound to a `BatchSampler(...)`
@@ -303,26 +303,29 @@ class Tensors:
         """A name its function bound to a NumPy array of positions (`np.random.randint(0, n, size=b)`)."""
         return isinstance(expr, cst.Name) and self._key(expr.value) in self._index_arrays
 
-    def class_entered(self, node: cst.ClassDef) -> None:
-        """Note the attributes the class's methods set only to lists of host values (an ensemble layer's
-        `self.select = list(range(ensemble_size))`, a pose head's `self.parents = [0, 0, 1]`)."""
-        kinds: dict[str, bool] = {}
-        for assign in _self_assignments(node):
-            for target in assign.targets:
-                attribute = target.target
-                if isinstance(attribute, cst.Attribute) and isinstance(attribute.value, cst.Name) \
-                        and attribute.value.value == "self":
-                    listed = _is_list_display(assign.value) or _is_list_call(assign.value)
-                    kinds[attribute.attr.value] = kinds.get(attribute.attr.value, True) and listed
-        # (the context has entered the class: it is the enclosing one)
-        self._list_attributes[self.context.enclosing_class()] = frozenset(
-            name for name, listed in kinds.items() if listed)
+    def _list_attributes_of(self, node: cst.ClassDef) -> frozenset[str]:
+        """The attributes the class's methods set only to lists of host values (an ensemble layer's `self.select =
+        list(range(ensemble_size))`, a pose head's `self.parents = [0, 0, 1]`); read when an index asks, not for every
+        class of every file."""
+        found = self._list_attributes.get(id(node))
+        if found is None:
+            kinds: dict[str, bool] = {}
+            for assign in _self_assignments(node):
+                for target in assign.targets:
+                    attribute = target.target
+                    if isinstance(attribute, cst.Attribute) and isinstance(attribute.value, cst.Name) \
+                            and attribute.value.value == "self":
+                        listed = _is_list_display(assign.value) or _is_list_call(assign.value)
+                        kinds[attribute.attr.value] = kinds.get(attribute.attr.value, True) and listed
+            found = self._list_attributes[id(node)] = frozenset(name for name, listed in kinds.items() if listed)
+        return found
 
     def is_list(self, expr: cst.BaseExpression) -> bool:
         """A name its function bound to a list display (`[0] * n`, `[]`, `[None for _ in ids]`), or an attribute of
-        `self` its class sets only to lists (`class_entered`): a Python list."""
+        `self` its class sets only to lists (`_list_attributes_of`): a Python list."""
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            return expr.attr.value in self._list_attributes.get(self.context.enclosing_class(), ())
+            cls = next((n for n in reversed(self.context.ancestors) if isinstance(n, cst.ClassDef)), None)
+            return cls is not None and expr.attr.value in self._list_attributes_of(cls)
         return isinstance(expr, cst.Name) and self._key(expr.value) in self._lists
 
     def is_tensor(self, expr: cst.BaseExpression) -> bool:
@@ -535,7 +538,7 @@ def _is_batch_sampler(value: cst.BaseExpression) -> bool:
 
 
 def _is_list_call(value: cst.BaseExpression) -> bool:
-    """`list(range(n))`, `list(indices)`: a Python list (of what it is given: the list rules ask of host values)."""
+    """`list(range(n))`: a Python list of host numbers."""
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "list" \
         and len(value.args) == 1 and isinstance(value.args[0].value, cst.Call) \
         and last_name(value.args[0].value.func) == "range"
