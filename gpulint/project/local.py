@@ -44,7 +44,7 @@ import ast
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from gpulint.linter.regions import code_of
 from gpulint.project.vocab import (
@@ -1491,6 +1491,10 @@ class _Values:
     def _moved_name(self, name: str) -> bool:
         return self._marked(_ELEMENTS, name)
 
+    def names_cuda_type(self, name: str) -> bool:
+        """Is `name` bound to a legacy CUDA tensor type (`torch.cuda.FloatTensor`, or a conditional choosing it)?"""
+        return self._marked(_CUDA_TYPE, name)
+
     def _marked(self, mark: str, name: str) -> bool:
         """Did the scope that last bound `name` record `mark` for it (`_ELEMENTS`, `_PREPARED`)?"""
         for scope in reversed(self.scopes):
@@ -1568,6 +1572,7 @@ class _Values:
         if isinstance(target, ast.Name):
             self.scopes[-1].pop(_ELEMENTS + target.id, None)
             self.scopes[-1].pop(_PREPARED + target.id, None)
+            self.scopes[-1].pop(_CUDA_TYPE + target.id, None)
             self.scopes[-1][target.id] = kind
             self.fresh_params[-1].discard(target.id)
             self.param_aliases[-1].pop(target.id, None)
@@ -1581,6 +1586,9 @@ class _Values:
 _ELEMENTS = "*"
 # ... and that a name holds a loader (or an iterator over one) Accelerate or Fabric prepared.
 _PREPARED = "^"
+# ... and that a name holds a legacy CUDA tensor type, whose call on a list copies it to the device.
+_CUDA_TYPE = "&"
+_CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z0-9]*Tensor$")
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
@@ -2163,6 +2171,9 @@ class _Walker:
                 recast = isinstance(target, ast.Name) and target.id in self.values.fresh_params[-1] \
                     and _casts(node.value, target.id)
                 self.values.bind(target, kind)
+                if isinstance(target, ast.Name) and _names_cuda_type(node.value, self.aliases):
+                    # `FloatTensor = th.cuda.FloatTensor if use_cuda else th.FloatTensor` (old RL and GAN code)
+                    self.values.scopes[-1][_CUDA_TYPE + target.id] = "device"
                 if isinstance(target, ast.Name) and self.values.moved_elements(node.value):
                     self.values.scopes[-1][_ELEMENTS + target.id] = "device"
                 if self.values.places_batches(node.value):
@@ -2777,7 +2788,8 @@ class _Walker:
                 scope.marker_outside_loop = True
         # (A copy made only of what is no tensor, `if not isinstance(lengths, torch.Tensor): lengths =
         # torch.tensor(lengths, device=device)`, converts lists and passes its callers' tensors on as they are.)
-        if scope.kind == "function" and (copied := _copied_param(node, scope.params, self.aliases)) \
+        if scope.kind == "function" and (copied := _copied_param(node, scope.params, self.aliases,
+                                                                 self.values.names_cuda_type)) \
                 and copied not in scope.copied_params and not self._normalised(copied):
             scope.copied_params += (copied,)
         if scope.kind == "function" and (moved := _moved_param(node, scope.params)) and moved not in scope.moved_params:
@@ -2831,14 +2843,19 @@ def _names_a_device(target: ast.AST | None) -> bool:
     return bool(re.search(r"device|cuda|gpu", text, re.IGNORECASE))
 
 
-def _copied_param(call: ast.Call, params: tuple[str, ...], aliases: dict[str, str]) -> str:
-    """`x` for `torch.from_numpy(x).float().to(device)` or `torch.tensor(x, device=device)` where `x` is a parameter;
-    else "". (A parameter moved as it is, `x.to(device)`, may already be a tensor: GPL411 judges that copy.)"""
+def _copied_param(call: ast.Call, params: tuple[str, ...], aliases: dict[str, str],
+                  names_cuda_type: Callable[[str], bool] = lambda name: False) -> str:
+    """`x` for `torch.from_numpy(x).float().to(device)`, `torch.tensor(x, device=device)` or
+    `torch.cuda.FloatTensor(x)` (also through a local name bound to that type: `names_cuda_type`) where `x` is a
+    parameter; else "". (A parameter moved as it is, `x.to(device)`, may already be a tensor: GPL411 judges that
+    copy.)"""
     if not params:
         return ""
     func = call.func
     wrapped = False  # made into a tensor from host data here (`torch.from_numpy`), not a tensor moved as it is
-    if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
+    if len(call.args) == 1 and not call.keywords and _calls_cuda_type(func, aliases, names_cuda_type):
+        data, wrapped = call.args[0], True
+    elif isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
         target = next((k.value for k in call.keywords if k.arg == "device"), call.args[0] if call.args else None)
         if func.attr == "to" and not _names_a_device(target):
             return ""
@@ -2857,6 +2874,17 @@ def _copied_param(call: ast.Call, params: tuple[str, ...], aliases: dict[str, st
             return ""
     named = wrapped and isinstance(data, ast.Name) and data.id in params and data.id not in ("self", "cls")
     return data.id if named else ""  # type: ignore[union-attr]
+
+
+def _names_cuda_type(value: ast.AST, aliases: dict[str, str]) -> bool:
+    """`torch.cuda.LongTensor`, or `th.cuda.FloatTensor if use_cuda else th.FloatTensor`."""
+    if isinstance(value, ast.IfExp):
+        return _names_cuda_type(value.body, aliases) or _names_cuda_type(value.orelse, aliases)
+    return bool(_CUDA_TENSOR_TYPE.match(resolve(dotted(value) or "", aliases)))
+
+
+def _calls_cuda_type(func: ast.AST, aliases: dict[str, str], names_cuda_type: Callable[[str], bool]) -> bool:
+    return isinstance(func, ast.Name) and names_cuda_type(func.id) or _names_cuda_type(func, aliases)
 
 
 def _moved_param(call: ast.Call, params: tuple[str, ...]) -> str:

@@ -852,8 +852,11 @@ class Project:
         replaces the calling method too (omnisafe's `PolicyGradient._update` calls `self._update_actor` per
         mini-batch, but `NaturalPG` and its subclasses run their own `_update`, which calls it once)."""
         # Not the override of a subclass in a module nothing runs (oat's `PPOMultiTurnLearner`, which no file
-        # imports or names): it never takes the place of the method called.
-        found = [o for o in self.overrides(cls, name) if not self._orphan_module(o.path)]
+        # imports or names): it never takes the place of the method called. Nor that of a subclass nothing builds,
+        # itself or through a subclass of its own (pytorch-DRL's `MAA2C`, whose `exploration_action` the base
+        # `Agent._take_n_steps` of the A2C the scripts train does not run).
+        found = [o for o in self.overrides(cls, name) if not self._orphan_module(o.path)
+                 and self._built_itself_or_below(Target(o.path, o.qualname.rsplit(".", 1)[0], True))]
         caller = Target(path, scope.qualname)
         if scope.qualname != f"{scope.cls}.{scope.name}" or self.find_method(cls, scope.name) != caller:
             return found
@@ -894,6 +897,10 @@ class Project:
             call = re.compile(rf"(?<!class )\b{re.escape(name)}\s*\(|[\"']{re.escape(name)}[\"']")
             self._named_by_text[cls] = any(name in ix.text and call.search(ix.text) for ix in self.files.values())
         return self._named_by_text[cls]
+
+    def _built_itself_or_below(self, cls: Target) -> bool:
+        """Is `cls` or one of its subclasses built anywhere, or may it be (`_built_by_text`)?"""
+        return self._built_by_text(cls) or any(self._built_by_text(sub) for sub in self._all_subclasses(cls))
 
     def _subclasses(self) -> dict[Target, list[Target]]:
         """Each top-level class of the project, with the project classes that name it as a base."""

@@ -6066,13 +6066,54 @@ def test_a_trust_region_update_once_per_epoch_is_no_step(tmp_path):
     `PolicyGradient._update` calls `self._update_actor` per mini-batch, which runs PPOLag's override (PPOLag extends
     `_update` with `super()`) and not NaturalPG's or TRPO's (they replace `_update`). The epoch loop of `learn` is no
     step loop: its `_update()` loops over batches itself, and PPOLag's `_update` does so through `super()`."""
-    project = model(tmp_path, {"algos.py": TRUST_REGION, "train.py": "from algos import TRPO\n\nTRPO().learn(10)\n"})
+    project = model(tmp_path, {"algos.py": TRUST_REGION,
+                               "train.py": "from algos import PPOLag, TRPO\n\nTRPO().learn(10)\nPPOLag().learn(10)\n"})
     for once in ("NaturalPG._update_actor", "TRPO._update_actor"):
         assert project.reach[("algos.py", once)].rank == PROGRAM, once
     for step in ("PolicyGradient._update_actor", "PPOLag._update_actor", "PolicyGradient._update_critic"):
         assert project.reach[("algos.py", step)].rank == PER_STEP, step
     learn = project.files["algos.py"].scope("PolicyGradient.learn")
     assert project.step_loops("algos.py", learn) == frozenset()
+
+
+def test_a_base_method_dispatches_to_no_override_of_a_subclass_nothing_builds(tmp_path):
+    """pytorch-DRL's `Agent._take_n_steps` calls `self.exploration_action(state)`: the scripts train `A2C`, whose
+    override runs every step; `MAA2C` (a multi-agent variant no script builds) overrides it too, and runs never."""
+    project = model(tmp_path, {
+        "agents.py": """
+            class Agent:
+                def interact(self):
+                    for step in range(self.n_steps):
+                        action = self.exploration_action(self.state)
+                        self.state = self.env.step(action)
+
+            class A2C(Agent):
+                def exploration_action(self, state):
+                    return self.actor(state).argmax().item()
+
+                def train(self):
+                    self.loss().backward()
+                    self.optimizer.step()
+
+            class MAA2C(Agent):
+                def __init__(self):
+                    super(MAA2C, self).__init__()
+
+                def exploration_action(self, state):
+                    return [actor(state).argmax().item() for actor in self.actors]
+        """,
+        "run_a2c.py": """
+            from agents import A2C
+
+            a2c = A2C()
+            while True:
+                a2c.interact()
+                a2c.train()
+        """,
+    })
+    assert project.reach[("agents.py", "A2C.exploration_action")].rank == PER_STEP
+    unbuilt = project.reach.get(("agents.py", "MAA2C.exploration_action"))
+    assert unbuilt is None or unbuilt.rank > PER_STEP
 
 
 def test_a_guessed_model_call_of_a_program_that_builds_a_library_model_runs_no_project_forward(tmp_path):

@@ -31,13 +31,13 @@ from gpulint.rules.sync.helpers import (
     cpu_target,
     holds_training_loop,
     in_error_path_or_first_step,
+    is_cuda_tensor_type,
     known_false_positives,
 )
 from gpulint.rules.sync.tensors import MODULE_NAME
 
 _DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
 # `x.type(torch.cuda.FloatTensor)` is a host-to-device copy too (old scripts use it to move batches).
-_CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z]*Tensor$")
 
 
 # An accelerate training script for the examples, with a stand-in `Accelerator` (they run as they are in the
@@ -425,14 +425,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         return module == "torch.nn" and name[:1].isupper() and name != "Parameter"
 
     def _is_cuda_type(self, expr: cst.BaseExpression) -> bool:
-        """`torch.cuda.FloatTensor`, `"torch.cuda.LongTensor"`, a name bound to one, or `a if c else b` with one."""
-        if isinstance(expr, cst.IfExp):
-            return self._is_cuda_type(expr.body) or self._is_cuda_type(expr.orelse)
-        if isinstance(expr, cst.SimpleString):
-            return bool(_CUDA_TENSOR_TYPE.match(expr.raw_value))
-        if isinstance(expr, cst.Name) and expr.value in self._cuda_type_names:
-            return True
-        return bool(_CUDA_TENSOR_TYPE.match(self.context.resolve(expr) or ""))
+        return is_cuda_tensor_type(expr, self.context, self._cuda_type_names)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

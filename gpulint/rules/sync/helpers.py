@@ -162,6 +162,22 @@ _INDEX_PARTS = frozenset({"idx", "i"})
 _INDEX_QUALIFIERS = frozenset({"global", "cur", "current", "train", "it"})
 
 
+# The legacy CUDA tensor types: `torch.cuda.FloatTensor(rows)` copies a list from the host.
+_CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z0-9]*Tensor$")
+
+
+def is_cuda_tensor_type(expr: cst.BaseExpression, context, names: set[str]) -> bool:
+    """`torch.cuda.FloatTensor`, `"torch.cuda.LongTensor"`, a name of `names` (those the file bound to one), or `a if
+    c else b` with one (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, old GAN and RL code)."""
+    if isinstance(expr, cst.IfExp):
+        return is_cuda_tensor_type(expr.body, context, names) or is_cuda_tensor_type(expr.orelse, context, names)
+    if isinstance(expr, cst.SimpleString):
+        return bool(_CUDA_TENSOR_TYPE.match(expr.raw_value))
+    if isinstance(expr, cst.Name) and expr.value in names:
+        return True
+    return bool(_CUDA_TENSOR_TYPE.match(context.resolve(expr) or ""))
+
+
 def is_lightning_log(func: cst.BaseExpression) -> bool:
     """`self.log(...)` / `self.log_dict(...)` of a LightningModule."""
     return (

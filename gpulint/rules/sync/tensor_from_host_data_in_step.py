@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpulint.linter.names import dotted_name
+from gpulint.linter.names import dotted_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.project.vocab import HOST_RESHAPES, JOINING_FUNCTIONS
 from gpulint.rules.common import arguments_at, by_callee, is_cpu_string, keyword_arg
 from gpulint.rules.examples import lightning_module, training_script
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, is_lightning_log, known_false_positives, selects_action
+from gpulint.rules.sync.helpers import (
+    SyncRule,
+    cpu_target,
+    is_cuda_tensor_type,
+    is_lightning_log,
+    known_false_positives,
+    selects_action,
+)
 
 _DATA_CONSTRUCTORS = frozenset(
     {
@@ -42,7 +49,7 @@ class TensorFromHostDataInStep(SyncRule):
                       "moves it with a blocking copy): a synchronous pageable copy every step")
     message_lightning = ("`self.{method}(...)` of a Python number: Lightning makes it a tensor on the module's device "
                          "(`torch.tensor(value, device=self.device)`), a synchronous pageable copy every step")
-    triggers = ("device=", ".to(", ".cuda(", "self.log")  # `torch.cuda.IntTensor(` holds ".cuda("
+    triggers = ("device=", ".to(", ".cuda(", "cuda.", "self.log")  # "cuda.": `torch.cuda.IntTensor(ids)`
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
         "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
@@ -119,6 +126,18 @@ class TensorFromHostDataInStep(SyncRule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self._copy_helpers = by_callee(context.facts.copy_calls)  # the project's copy helpers called in this file
+        self._cuda_type_names: set[str] = set()  # `FloatTensor = th.cuda.FloatTensor if use_cuda else th.FloatTensor`
+        self._lists: set[tuple[int, str]] = set()  # (function, name) bound to a list: `x = np.array(x).tolist()`
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        names = set().union(*(target_names(target.target) for target in node.targets))
+        if is_cuda_tensor_type(node.value, self.context, set()):
+            self._cuda_type_names |= names
+        function = id(self.context.enclosing_function())
+        is_list = isinstance(node.value, (cst.List, cst.ListComp)) or isinstance(node.value, cst.Call) \
+            and isinstance(node.value.func, cst.Attribute) and node.value.func.attr.value == "tolist"
+        for name in names:
+            (self._lists.add if is_list else self._lists.discard)((function, name))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -140,8 +159,8 @@ class TensorFromHostDataInStep(SyncRule):
             self._check_moved(node, _unreshaped(func.value))
             return
         resolved = self.context.resolve(func)
-        if resolved in _CUDA_CONSTRUCTORS:
-            self._check_cuda_constructor(node, resolved)
+        if resolved in _CUDA_CONSTRUCTORS or isinstance(func, cst.Name) and func.value in self._cuda_type_names:
+            self._check_cuda_constructor(node, resolved or func.value)
             return
         if resolved not in ("torch.tensor", "torch.as_tensor") or not node.args or node.args[0].keyword is not None:
             return
@@ -193,7 +212,8 @@ class TensorFromHostDataInStep(SyncRule):
         # A host value named as a collection (`sizes`, `id_list`): a lone size (`n`) would only allocate.
         named = (dotted_name(data) or "").rsplit(".", 1)[-1].lower()
         sequence = isinstance(data, (cst.List, cst.Tuple, cst.ListComp)) or self.context.is_host_value(data) \
-            and named.endswith(("s", "list"))
+            and named.endswith(("s", "list")) or isinstance(data, cst.Name) \
+            and (id(self.context.enclosing_function()), data.value) in self._lists
         if not sequence or _is_empty_literal(data) or self.in_per_tensor_loop() or self.tensors.is_tensor(data):
             return
         self.report(call, self.message_cuda.format(func=resolved))
