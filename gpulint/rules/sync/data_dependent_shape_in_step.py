@@ -28,10 +28,11 @@ class DataDependentShapeInStep(SyncRule):
     code = "GPL406"
     name = "data-dependent-shape-in-step"
     message = "`{what}` has an output size that depends on tensor values: the host waits for the GPU to learn it"
-    triggers = ("nonzero", "masked_select", "unique", "repeat_interleave", "where(", "argwhere", "torch")
+    triggers = ("nonzero", "masked_select", "unique", "repeat_interleave", "where(", "argwhere", "bincount", "torch")
     docs = RuleDocs(
         what_it_does="Flags operations whose output shape depends on tensor data: `nonzero`, `argwhere`, single-argument "
-        "`torch.where`, `masked_select`, `unique`, `repeat_interleave` with tensor repeats and no `output_size`, and "
+        "`torch.where`, `masked_select`, `unique`, `bincount` (its length is the largest value plus one, also with "
+        "`minlength`), `repeat_interleave` with tensor repeats and no `output_size`, and "
         "boolean-mask indexing in any position (`x[mask]`, `x[:, mask]`; masks are comparisons (also of a mask "
         "with a number: `rollout.mask > 1e-8`), `.bool()`, "
         "`torch.isfinite(x)`, `torch.any(x == y, dim=1)`, `a < m if flag else a > m`, names bound to them, "
@@ -48,7 +49,9 @@ class DataDependentShapeInStep(SyncRule):
         example="for x, y in loader:\n    logits = model(x)\n    keep = y != -1\n"
         "    loss = F.cross_entropy(logits[keep], y[keep])",
         use_instead="Keep shapes static: weight by the mask (`(loss * mask).sum() / mask.sum()`), use `ignore_index`, "
-        "`torch.where(mask, a, b)`, `masked_fill`, or pass `output_size=` to `repeat_interleave`.",
+        "`torch.where(mask, a, b)`, `masked_fill`, pass `output_size=` to `repeat_interleave`, and count into a "
+        "tensor of known length (`torch.zeros(n, device=d).index_add_(0, idx, ones)` or `scatter_add_`) instead of "
+        "`bincount`.",
         fix_safety="No fix: static-shape rewrites (masking, `ignore_index`, `output_size=`) need knowledge of the data.",
         false_positives=known_false_positives("Masks gpulint takes for booleans that are integer index tensors (`x[mask_idx]` with long "
         "indices does not sync): add `# noqa: GPL406`. Stores of a host scalar through one mask (`x[mask] = 0`, "
@@ -91,6 +94,8 @@ class DataDependentShapeInStep(SyncRule):
                                 header="from torch_geometric.nn import global_mean_pool\n"
                                        "from torch_geometric.utils import to_dense_batch"), count=2),
         Invalid(training_script("rep = torch.repeat_interleave(x, y, dim=0)")),
+        # DiffDock's per-graph sizes: `torch.bincount(data["ligand"].batch)`, with or without `minlength`
+        Invalid(training_script("per_class = torch.bincount(y, minlength=10)")),
         Invalid(training_script("x[(x > 0) * (x < 1)] -= 1")),
         Invalid(training_script("sel = x.masked_select(x > 0)")),
         Invalid(training_script("low, high = torch.stack((y > 0, y < 3))\nkept = x[low]")),
@@ -120,7 +125,8 @@ class DataDependentShapeInStep(SyncRule):
         is_method = isinstance(func, cst.Attribute) and not is_torch and not resolved.startswith(HOST_MODULE_PREFIXES)
         positional = [a for a in node.args if a.keyword is None]
         what = None
-        if method in ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive") and (is_torch or is_method):
+        if method in ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount") \
+                and (is_torch or is_method):
             what = method
         elif method == "where" and is_torch and len(node.args) == 1:
             what = "torch.where(condition)"
