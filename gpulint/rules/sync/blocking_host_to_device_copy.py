@@ -37,6 +37,10 @@ from gpulint.rules.sync.helpers import (
 from gpulint.rules.sync.tensors import MODULE_NAME
 
 _DEVICE_WORDS = re.compile(r"device|rank|gpu|cuda|dev$", re.IGNORECASE)
+# What names a device in a loop's body (a rank as a name, not a function: `bmt.print_rank(...)` logs), less the
+# `torch.cuda` API (`torch.cuda.synchronize()`, `torch.cuda.max_memory_allocated()`), which copies nothing.
+_BODY_DEVICE_WORDS = re.compile(r"device|gpu|cuda|rank(?!\s*\()", re.IGNORECASE)
+_CUDA_API = re.compile(r"torch\.cuda\.\w+")
 # `x.type(torch.cuda.FloatTensor)` is a host-to-device copy too (old scripts use it to move batches).
 
 
@@ -606,14 +610,16 @@ class BlockingHostToDeviceCopy(SyncRule):
     def _loops_over_own_loader(self) -> bool:
         """Does a training loop of this file iterate a name it binds to one of its unpinned loaders (`for obs_b, ret_b in
         dataloader:` with `dataloader = DataLoader(...)`), and name no device in its body? Its batches reach the step
-        uncopied (not DeBERTa's `batch = batch_to(batch, self.device)`, a project helper's copy)."""
+        uncopied (not DeBERTa's `batch = batch_to(batch, self.device)`, a project helper's copy). ModelCenter's
+        `torch.cuda.synchronize()` around the step, for timing, and `bmt.print_rank(...)` name no device to copy to."""
         if not self.context.facts.step_code():
             return False
         bound = {name for _, ancestors in self._unpinned_loaders
                  if (name := _bound_name(next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)))}
         for loop in self._loops:
             body = self.context.module.code_for_node(loop.body)
-            if _names_in(loop.iter) & bound and _TRAINS.search(body) and not _DEVICE_WORDS.search(body):
+            if _names_in(loop.iter) & bound and _TRAINS.search(body) \
+                    and not _BODY_DEVICE_WORDS.search(_CUDA_API.sub("", body)):
                 return True
         return False
 
