@@ -13,18 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulint.config import DEFAULT_EXCLUDE, LintConfig
+from gpulint.project.configs import is_dependency_file
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 # Configurations, scripts and READMEs: read by the project model for the classes they build by name (`target:
 # pkg.mod.Class`) and the intervals they set (`--logging_steps 1`), not linted.
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".sh", ".md")
+# ... and dependency files, for the PyTorch they pin (`requirements.txt`, `pyproject.toml`, `setup.cfg`): read by
+# name among the files of these suffixes (a `.txt` file is most often data).
+DEPENDENCY_SUFFIXES = (".txt", ".toml", ".cfg")
 
 
 @dataclass
 class Discovery:
     files: list[Path] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (path, one-line reason)
-    configs: list[Path] = field(default_factory=list)  # files of CONFIG_SUFFIXES under the given folders
+    configs: list[Path] = field(default_factory=list)  # config and dependency files under the given folders
 
 
 def relative_to_root(path: Path, root: Path) -> str:
@@ -87,9 +91,10 @@ def _walk(folder: Path, config: LintConfig) -> tuple[list[Path], list[Path]]:
         dirs[:] = keep
         for name in sorted(files):
             python = name.endswith(PYTHON_SUFFIXES)
-            if not python and not name.endswith(CONFIG_SUFFIXES):
-                continue
             file = here / name
+            if not python and not name.endswith(CONFIG_SUFFIXES) and not (
+                    name.endswith(DEPENDENCY_SUFFIXES) and is_dependency_file(relative_to_root(file, config.root))):
+                continue
             if tracked is not None and file.resolve() not in tracked:
                 continue
             if config.is_excluded(relative_to_root(file, config.root)):

@@ -126,9 +126,10 @@ def split_units(text: str, lines: list[str]) -> list[Unit]:
     in_string = _lines_in_strings(text, len(lines))
     for start, header, end in _blocks(lines, in_string, "", 0, len(lines)):
         name = _name_of(lines[header])
-        members = _members(lines, in_string, header + 1, end) if lines[header].lstrip().startswith("class") else []
+        is_class = lines[header].lstrip().startswith("class")
+        members = _members(lines, in_string, header + 1, end) if is_class else []
         if not members:
-            units.append(Unit(start, end, name))
+            units.append(Unit(start, end, name, is_class=is_class))  # (`class DPOTrainer(Paired): pass`: a class)
             continue
         owner = len(units)
         units.append(Unit(start, end, name, is_class=True))

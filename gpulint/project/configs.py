@@ -11,7 +11,10 @@
 - the words it gives options (`adv_loss: hinge`, `--pp_engine 1f1b`, `default="1f1b"`): a branch for a value that no
   shipped setting gives (`if args.pp_engine == "afab":`) is not the training a user runs (`option_values`);
 - what it says of switches (`action="store_true"`, `use_fsdp: false`, `--use_ema`): a switch some setting turns off
-  and none turns on (`off_switches`) guards code that shipped training does not run.
+  and none turns on (`off_switches`) guards code that shipped training does not run;
+- the PyTorch its dependency files pin (`torch==1.8.1` in `requirements.txt`, `pytorch=1.10` in a conda
+  `environment.yml`, `torchvision==0.9.1` in `setup.py`): where the defaults differ by version (`zero_grad()` keeps
+  the gradients below 2.0), the project runs the version it pins (`torch_pin`).
 """
 
 from __future__ import annotations
@@ -371,6 +374,77 @@ class TrainingConfigs:
     values: frozenset[tuple[str, str]] = frozenset()  # the words they give options (`option_values`)
     switches: frozenset[tuple[str, str]] = frozenset()  # what they say of switches (`switch_settings`)
     keys: frozenset[str] = frozenset()  # the lower-case words they give as values (`registry_keys`)
+    # (folder, "major.minor") of the dependency files pinning PyTorch (`torch_pin`): "" is the project's root
+    torch_pins: frozenset[tuple[str, str]] = frozenset()
+
+
+# The files that say which packages a project installs: pip's requirements, setuptools', poetry's and PEP 621's
+# metadata, conda environments.
+_DEPENDENCY_FILE = re.compile(r"(?:^|/)(?:[\w.-]*requirements[\w.-]*\.txt|setup\.py|setup\.cfg|pyproject\.toml|"
+                              r"(?:environment[\w.-]*|conda[\w.-]*|env)\.ya?ml)$")
+# `torch==1.8.1`, `torch>=1.7,<1.9`, `torch==1.13.1+cu117`, `pytorch=1.10.0` (conda), `torch~=1.12`, poetry's
+# `torch = "^1.13"`; and torchvision's pins, which fix the torch they build against (0.15 is the first for torch
+# 2.0). The name, then its specifiers up to the end of the requirement.
+_TORCH_REQUIREMENT = re.compile(r"""(?<![\w.\[-])(?:py)?torch(vision)?(?:\[[\w,]*\])?["']?[ \t]*(=?[ \t]*["']?[=<>~^!]*[ \t]*\d[^"'\n;#]*)""")
+# A torch requirement naming no version: a requirements line (`torch`, conda's `- pytorch`) or a quoted one in
+# setup.py or pyproject.toml (`'torch'`, `"torch[opt]"`); not `import torch`.
+_OPEN_TORCH = re.compile(r"""(?:^[ \t-]*|["'])(?:py)?torch(?:\[[\w,]*\])?(?:["']|[ \t]*$)""", re.MULTILINE)
+# One specifier (`>=1.7`, `<1.9`, `==1.8.1`, conda's `=1.10`, poetry's `^1.13` or a bare `1.13.1`). Those that bound
+# the version from above pin it; a lower bound alone (`torch>=1.7`) pins nothing: pip takes the newest.
+_SPECIFIER = re.compile(r"(==|=|~=|<=|<|>=|>|!=|\^)?(\d+)(?:\.(\d+))?")
+_UPPER_BOUNDS = frozenset({"==", "=", "~=", "<=", "<", "^", ""})
+
+
+def is_dependency_file(path: str) -> bool:
+    """`requirements.txt`, `requirements/train.txt`, `setup.py`, `pyproject.toml`, `environment.yml`."""
+    return bool(_DEPENDENCY_FILE.search(path)) or path.startswith("requirements/") and path.endswith(".txt")
+
+
+def torch_pin(text: str) -> str | None:
+    """The newest PyTorch a dependency file lets the project install, as "major.minor": None where it requires no
+    torch, "" where some requirement leaves the version open (`torch`, `torch>=1.7`; horovod's `setup.py` requires
+    `torch` and pins `torch==1.4.0` only for its developers), else the highest of its torch (or torchvision)
+    requirements' upper bounds."""
+    bounds: list[tuple[int, int] | None] = []
+    for match in _TORCH_REQUIREMENT.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if text[line_start:match.start()].lstrip().startswith("#"):
+            continue  # a commented-out pin
+        vision, specifiers = match.groups()
+        bounds.append(_upper_bound(specifiers, bool(vision)))
+    bounds += [None for _ in _OPEN_TORCH.finditer(text)]
+    if not bounds:
+        return None
+    if None in bounds:
+        return ""
+    major, minor = max(bound for bound in bounds if bound is not None)
+    return f"{major}.{minor}"
+
+
+def _upper_bound(specifiers: str, vision: bool) -> tuple[int, int] | None:
+    """The lowest upper bound of one requirement's specifiers (`>=1.7,<1.9`: 1.8), as torch's version (torchvision
+    0.N builds against torch 1.(N-1) up to 0.14, 0.15 onwards against 2.x); None where none bounds it."""
+    found: list[tuple[int, int]] = []
+    for specifier in specifiers.replace(" ", "").replace("\t", "").lstrip("=\"'").split(","):
+        if (parsed := _SPECIFIER.match(specifier)) is None or (parsed.group(1) or "") not in _UPPER_BOUNDS:
+            continue
+        operator, major, minor = parsed.groups()
+        version = (int(major), int(minor or 0))
+        if operator == "<":  # `torch<2`: any 1.x; `torch<1.10`: 1.9 at most
+            version = (version[0] - 1, 99) if not minor else (version[0], version[1] - 1)
+        if vision:
+            if version[0] != 0:
+                continue
+            version = (1, version[1] - 1) if version[1] < 15 else (2, version[1] - 15)
+        found.append(version)
+    return min(found) if found else None
+
+
+def dependency_pins(text: str, display: str) -> frozenset[tuple[str, str]]:
+    """For a dependency file that requires PyTorch: (its folder, `torch_pin`), "" for a version left open."""
+    if not is_dependency_file(display) or (pin := torch_pin(text)) is None:
+        return frozenset()
+    return frozenset({(display.rpartition("/")[0], pin)})
 
 
 def classes_in(text: str) -> set[str]:
@@ -410,15 +484,18 @@ def config_file_facts(text: str, display: str) -> TrainingConfigs:
     configures training). `united` joins the files' facts."""
     # Any shipped setting may choose an option (a benchmark's script, an inference config): reading more of
     # them only keeps more branches that the training may take.
+    pins = dependency_pins(text, display)
+    if display.endswith((".txt", ".toml", ".cfg")):
+        return TrainingConfigs(torch_pins=pins)  # a dependency file, and no more
     values = frozenset(option_values(text, display))
     switches = frozenset(switch_settings(text, display))
     if not is_training_config(display):
-        return TrainingConfigs(values=values, switches=switches)
+        return TrainingConfigs(values=values, switches=switches, torch_pins=pins)
     classes = frozenset(classes_in(text))
     names = keys = frozenset()
     if display.endswith((".yaml", ".yml", ".json")):
         names, keys = frozenset(named_classes(text)), frozenset(registry_keys(text))
-    return TrainingConfigs(classes, names, tuple(sorted(interval_settings(text))), values, switches, keys)
+    return TrainingConfigs(classes, names, tuple(sorted(interval_settings(text))), values, switches, keys, pins)
 
 
 def united(parts: Iterable[TrainingConfigs]) -> TrainingConfigs:
@@ -428,4 +505,5 @@ def united(parts: Iterable[TrainingConfigs]) -> TrainingConfigs:
         frozenset().union(*(p.classes for p in parts)), frozenset().union(*(p.names for p in parts)),
         tuple(setting for p in parts for setting in p.intervals), frozenset().union(*(p.values for p in parts)),
         frozenset().union(*(p.switches for p in parts)), frozenset().union(*(p.keys for p in parts)),
+        frozenset().union(*(p.torch_pins for p in parts)),
     )

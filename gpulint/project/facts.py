@@ -179,6 +179,10 @@ class FileFacts:
     # the program does not pick the CPU around it (ALF's `with alf.device("cpu"):`), which gpulint does not follow: it
     # drops the findings a factory's CPU tensor makes (GPL504), and claims no factory's tensor is on the device.
     default_device_gpu: bool = False
+    # The PyTorch the file runs under, "major.minor", as the nearest dependency file above it pins it (`torch==1.8.1`
+    # in `requirements.txt`); "" where none pins it: defaults that changed (`zero_grad()` keeping gradients before
+    # 2.0) are the pinned version's.
+    torch_pin: str = ""
     # Callees as written here (`self.var_sched.uniform_sample_t`) of project functions every `return` of which gives
     # a Python list (`return ts.tolist()`): what they return indexes a tensor with a host list.
     list_returning: frozenset[str] = frozenset()

@@ -201,7 +201,7 @@ class Assign:
     option: str = ""  # the configuration option it reads (`model_type = model_config.get("model_type", None)`)
     entries: tuple[str, ...] = ()  # a table's values, as dotted names (`Losses = {"edm": EDMLoss}`)
     picked_from: str = ""  # the table an entry is read from (`model_class = MODELS[kind][task]`: "MODELS")
-    pos: Pos = (0, 0)  # where the call it is assigned starts (for a call only: `callee`)
+    pos: Pos = (0, 0)  # where the value assigned starts (a call, a name, a table read; (0, 0): not noted)
 
 
 @dataclass
@@ -2263,17 +2263,18 @@ class _Walker:
         if isinstance(value, ast.Call):
             self._record_built(name, value)
         elif (source := dotted(value)) is not None:
-            self.scope.assigns.append(Assign(name, source=source))
+            self.scope.assigns.append(Assign(name, source=source, pos=self._pos(value)))
         elif isinstance(value, ast.Lambda):  # `lf = lambda x: 1.0`: a function, whatever it is called with
             self.scope.assigns.append(Assign(name, annotation="Callable"))
         elif (entries := _table_values(value)):
             self.scope.assigns.append(Assign(name, entries=entries))
         elif (table := _picked_from_table(value)) and self._table_name(table):
-            self.scope.assigns.append(Assign(name, picked_from=table))  # `cls = PREFIX_MODELS[kind][task_type]`
+            # `cls = PREFIX_MODELS[kind][task_type]`
+            self.scope.assigns.append(Assign(name, picked_from=table, pos=self._pos(value)))
         elif isinstance(value, ast.IfExp):  # `self.update_target = self.polyak_update if polyak else self.copy_update`
             for choice in (value.body, value.orelse):
                 if (source := dotted(choice)) is not None:
-                    self.scope.assigns.append(Assign(name, source=source))
+                    self.scope.assigns.append(Assign(name, source=source, pos=self._pos(choice)))
                 elif isinstance(choice, ast.Call):  # `self.norm = LayerNorm(dim) if norms else DynamicTanh(dim)`
                     self._record_built(name, choice)
 

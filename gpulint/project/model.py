@@ -46,7 +46,13 @@ from gpulint.project.facts import (
     regions_at,
     state_at,
 )
-from gpulint.project.configs import SET_IN_CODE, argparse_intervals, every_step_intervals, off_switches
+from gpulint.project.configs import (
+    SET_IN_CODE,
+    argparse_intervals,
+    dependency_pins,
+    every_step_intervals,
+    off_switches,
+)
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import (
     MODULE_SCOPE, Assign, Call, Loop, Region, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds,
@@ -123,6 +129,8 @@ _PASSED_ON = "\0"
 _BY_NAME_CALLS = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", "locate(")  # and `_LOADS_BY_NAME`
 # Lightning's CLI builds the `class_path:` of its YAML configs (models, data modules, callbacks).
 _BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:", "LightningCLI(")
+_LOADS_DYNAMICALLY = ("import_module(", "__import__(", "getmembers(", "__subclasses__(", "globals()[", "locals()[",
+                      " eval(")
 # detectron2's trainers, whose `run_step` calls the model the configs name (`build_model(cfg)`).
 _DETECTRON2_TRAINERS = frozenset({"DefaultTrainer", "SimpleTrainer", "AMPTrainer"})
 _META_ARCH_REGISTERED = re.compile(r"@\s*META_ARCH_REGISTRY\.register\b")
@@ -201,7 +209,8 @@ class Project:
     def __init__(self, indexes: Iterable[ModuleIndex], hot_functions: Iterable[str] = (), gate_names: Iterable[str] = (),
                  config_classes: Iterable[str] = (), config_intervals: Iterable[tuple[str, int]] = (),
                  config_names: Iterable[str] = (), config_values: Iterable[tuple[str, str]] = (),
-                 config_switches: Iterable[tuple[str, str]] = (), config_keys: Iterable[str] = ()):
+                 config_switches: Iterable[tuple[str, str]] = (), config_keys: Iterable[str] = (),
+                 torch_pins: Iterable[tuple[str, str]] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
@@ -249,6 +258,9 @@ class Project:
         # Of each function the setup calls (outside the step), the parameters each such call gives a value.
         self._program_calls: dict[Key, list[frozenset[str]]] = {}
         self._program_false: dict[Key, list[frozenset[str]]] = {}  # what each of those calls gives False
+        self._false_for_training: dict[tuple[str, str, str], bool] = {}  # see `_left_false_by_training`
+        self._named_outside_classes: dict[Target, bool] = {}  # see `_named_outside`
+        self._run_time_loads: bool | None = None  # see `_loads_dynamically`
         self._reached_unknown_arguments: set[Key] = set()  # by a hook, a callback, a guess made again: no call read
         self._reached_by_guess: set[Key] = set()  # those of them reached otherwise than as an entry point
         self._called_every_step: set[Key] = set()  # see `FunctionFacts.called_every_step`
@@ -285,6 +297,18 @@ class Project:
         self._off_lowered = frozenset(name.lower() for name in self.off_switches)
         self._branch_word_set: frozenset[str] | None = None  # see `_branch_words`
         self.config_keys = frozenset(config_keys)  # the words training configs give (configs.registry_keys)
+        # By folder, the PyTorch its dependency files pin (configs.torch_pin): the config files' and `setup.py`'s; ""
+        # where one of them leaves the version open
+        self.torch_pins: dict[str, str] = {}
+        for folder, pin in sorted({*torch_pins, *(pin for path, ix in self.files.items()
+                                                  for pin in dependency_pins(ix.text, path))}):
+            known = self.torch_pins.get(folder)
+            if known is None:
+                self.torch_pins[folder] = pin
+            elif known and pin:
+                self.torch_pins[folder] = max(known, pin, key=_version)
+            else:
+                self.torch_pins[folder] = ""
         self.entries = False
         self._guesses: set[tuple] = set()
         self._children: dict[Target, list[Target]] | None = None
@@ -852,11 +876,14 @@ class Project:
         replaces the calling method too (omnisafe's `PolicyGradient._update` calls `self._update_actor` per
         mini-batch, but `NaturalPG` and its subclasses run their own `_update`, which calls it once)."""
         # Not the override of a subclass in a module nothing runs (oat's `PPOMultiTurnLearner`, which no file
-        # imports or names): it never takes the place of the method called. Nor that of a subclass nothing builds,
-        # itself or through a subclass of its own (pytorch-DRL's `MAA2C`, whose `exploration_action` the base
-        # `Agent._take_n_steps` of the A2C the scripts train does not run).
-        found = [o for o in self.overrides(cls, name) if not self._orphan_module(o.path)
-                 and self._built_itself_or_below(Target(o.path, o.qualname.rsplit(".", 1)[0], True))]
+        # imports or names): it never takes the place of the method called. Nor, where the project builds classes of
+        # the family, that of a subclass nothing builds, itself or through a subclass of its own (pytorch-DRL's
+        # `MAA2C`, whose `exploration_action` the base `Agent._take_n_steps` of the A2C the scripts train does not
+        # run); a library building none of them leaves each to its users, and a program that loads its modules or
+        # classes at run time (mammoth's models, imported by file name) may build any.
+        found = [o for o in self.overrides(cls, name) if not self._orphan_module(o.path)]
+        if not self._loads_dynamically() and not self._builds_by_name() and self._built_itself_or_below(cls):
+            found = [o for o in found if self._built_itself_or_below(Target(o.path, _class_of(o), True))]
         caller = Target(path, scope.qualname)
         if scope.qualname != f"{scope.cls}.{scope.name}" or self.find_method(cls, scope.name) != caller:
             return found
@@ -898,9 +925,37 @@ class Project:
             self._named_by_text[cls] = any(name in ix.text and call.search(ix.text) for ix in self.files.values())
         return self._named_by_text[cls]
 
+    def _loads_dynamically(self) -> bool:
+        """Does the program import modules or find classes at run time (`importlib.import_module`, `__import__`,
+        `inspect.getmembers`, `__subclasses__()`, `globals()[name]`)? Then no text names all it builds."""
+        if self._run_time_loads is None:
+            self._run_time_loads = any(word in ix.text for ix in self.files.values() for word in _LOADS_DYNAMICALLY)
+        return self._run_time_loads
+
     def _built_itself_or_below(self, cls: Target) -> bool:
-        """Is `cls` or one of its subclasses built anywhere, or may it be (`_built_by_text`)?"""
-        return self._built_by_text(cls) or any(self._built_by_text(sub) for sub in self._all_subclasses(cls))
+        """May `cls` or one of its subclasses be built: named anywhere beyond its own definition (`_named_outside`)?"""
+        return self._named_outside(cls) or any(self._named_outside(sub) for sub in self._all_subclasses(cls))
+
+    def _named_outside(self, cls: Target) -> bool:
+        """Is `cls` built, configured or registered, or is its name written outside its own body, imports and the
+        `class` lines of its subclasses (a call, a table of classes `{"a2c": A2C}`, a string)? `super(MAA2C, self)`
+        in its own methods does not build it."""
+        if cls not in self._named_outside_classes:
+            name = cls.qualname.rsplit(".", 1)[-1]
+            word = re.compile(rf"\b{re.escape(name)}\b")
+            found = cls in self.instantiated or name in self.config_names or self._registered(cls)
+            for path, ix in self.files.items() if not found else ():
+                if name not in ix.text:
+                    continue
+                lines = ix.lines
+                if path == cls.path and (definition := ix.definitions.get(cls.qualname)) is not None:
+                    lines = lines[:definition.start] + lines[definition.end:]
+                if any(word.search(line) and not line.lstrip().startswith(("class ", "from ", "import "))
+                       for line in lines):
+                    found = True
+                    break
+            self._named_outside_classes[cls] = found
+        return self._named_outside_classes[cls]
 
     def _subclasses(self) -> dict[Target, list[Target]]:
         """Each top-level class of the project, with the project classes that name it as a base."""
@@ -994,12 +1049,38 @@ class Project:
             return self._assigned_types(path, holder, name, depth + 1)
         return self._imported_object_types(path, name, depth + 1)
 
-    def _in_unselected_branch(self, scope: Scope, pos: tuple[int, int]) -> bool:
-        """Is `pos` in a branch of `scope` for option values no shipped setting gives?"""
-        if pos == (0, 0) or not any(r.kind == "choice" and r.holds(pos) for r in scope.regions):
+    def _in_unselected_branch(self, path: str, scope: Scope, pos: tuple[int, int]) -> bool:
+        """Is `pos` in a branch of `scope` for option values no shipped setting gives, or under `if p:` on a
+        parameter that defaults to False and that no training file's call passes (`_left_false_by_training`)?"""
+        if pos == (0, 0):
+            return False
+        if any(r.kind == "param" and r.holds(pos) and self._left_false_by_training(path, scope, r.flags[0])
+               for r in scope.regions):
+            return True
+        if not any(r.kind == "choice" and r.holds(pos) for r in scope.regions):
             return False
         options = FileFacts(option_values=self._option_values_in([scope]))
         return any(r.kind == "choice" and r.holds(pos) and options.unselected(r.flags) for r in scope.regions)
+
+    def _left_false_by_training(self, path: str, function: Scope, param: str) -> bool:
+        """DiffDock's `get_model(args, ..., old=False)`: the training scripts call it without `old`, the inference and
+        evaluation scripts pass `old=args.old_score_model`; what `if old:` builds, no training builds. A top-level
+        function's parameter defaulting to False, where the training files call the function and none of those
+        calls gives the parameter a value (by position or keyword, or through `*args` / `**kwargs`)."""
+        if function.kind != "function" or function.cls or "." in function.qualname \
+                or param not in function.false_params:
+            return False
+        key = (path, function.qualname, param)
+        if key not in self._false_for_training:
+            index = function.params.index(param)
+            calls = [call for caller, _, call in self._calls_of(Target(path, function.qualname),
+                                                               lambda ix: function.name in ix.text,
+                                                               lambda code: function.name in code)
+                     if is_training_path(caller)]
+            self._false_for_training[key] = bool(calls) and not any(
+                call.unpacks or call.star_args or len(call.arg_kinds) > index
+                or any(keyword in (param, "**") for keyword, _ in call.kw_kinds) for call in calls)
+        return self._false_for_training[key]
 
     def _passed_types_of(self, path: str, scope: Scope, name: str) -> set[Target]:
         """For an object the model would guess: the classes its function's callers pass, when it is a parameter."""
@@ -1156,7 +1237,7 @@ class Project:
         assigns = [a for a in scope.assigns if a.target == target]
         # Not what a branch for option values no shipped setting gives builds (diffusion-point-cloud's `if args.model
         # == 'gaussian': model = GaussianVAE(args)`, with `--model` flow by default), unless every branch is such.
-        assigns = [a for a in assigns if not self._in_unselected_branch(scope, a.pos)] or assigns
+        assigns = [a for a in assigns if not self._in_unselected_branch(path, scope, a.pos)] or assigns
         for assign in assigns:
             if assign.annotation:
                 found |= {t for t in self._callable_targets(path, scope, assign.annotation) if t.is_class}
@@ -1198,7 +1279,11 @@ class Project:
         if "." in name:
             return []
         # (or read out of a table of classes: `model_class = PREFIX_MODELS[config.model_type][task_type]`)
-        return [t for a in scope.assigns if a.target == name and (a.source or a.picked_from)
+        # Not what a branch no training takes sets (DiffDock's `if old: model_class = CGOldModel`), unless every
+        # branch is such.
+        assigns = [a for a in scope.assigns if a.target == name and (a.source or a.picked_from)]
+        assigns = [a for a in assigns if not self._in_unselected_branch(path, scope, a.pos)] or assigns
+        return [t for a in assigns
                 for t in (self._callable_targets(path, scope, a.source) if a.source
                           else self._table_entries(path, scope, a.picked_from)) if t.is_class]
 
@@ -2267,6 +2352,8 @@ class Project:
         if by_config is not None:
             return cls in by_config
         name = cls.qualname.rsplit(".", 1)[-1]
+        if name not in self.config_names and self._built_only_unselected({name}):
+            return False  # DiffDock's `if old: model_class = CGOldModel`, which only evaluation asks for
         return self._text_names_class(cls) or name in self.config_names  # `generator_type: StyleMelGANGenerator`
 
     def _registered(self, cls: Target, decorator: re.Pattern | None = None) -> bool:
@@ -3192,19 +3279,22 @@ class Project:
         unknown_names = {name for name, _ in unknown}
         built: dict[str, bool] = {}  # by class name: every build found is unselected (none found: not in it)
         def note(scope: Scope, owner_unselected: bool) -> None:
-            for call in scope.calls:
-                name = call.func.rsplit(".", 1)[-1]
+            # its calls, and the names bound to the class to be called (`if old: model_class = CGOldModel`)
+            uses = [(call.func, call.pos) for call in scope.calls] + [(a.source, a.pos) for a in scope.assigns
+                                                                       if a.source]
+            for used, pos in uses:
+                name = used.rsplit(".", 1)[-1]
                 if name in unknown_names:
-                    unselected = owner_unselected or self._in_unselected_branch(scope, call.pos)
+                    unselected = owner_unselected or self._in_unselected_branch(path, scope, pos)
                     built[name] = built.get(name, True) and unselected
 
         for path, ix in self.files.items() if unknown else ():
-            if by_training and not is_training_path(path) or not any(name + "(" in ix.text for name in unknown_names):
+            if by_training and not is_training_path(path) or not any(name in ix.text for name in unknown_names):
                 continue
             if ix.module_scope is not None:  # a script's top level (`if args.model == "gaussian": model = ...`)
                 note(ix.module_scope, False)
             for definition in ix.definitions.values():
-                if definition.is_class or not any(name + "(" in definition.code for name in unknown_names):
+                if definition.is_class or not any(name in definition.code for name in unknown_names):
                     continue
                 # (a method of a class no shipped setting picks from its registry: fairseq's `FairseqAdafactor`
                 # builds `Adafactor`)
@@ -3388,8 +3478,8 @@ class Project:
         (mmf's `build_detection_loss`, called by its model's `build`), so it is not dead."""
         classes = [cls, *self._all_subclasses(cls)]
         names = {klass.qualname for klass in classes}
-        if self._builds_by_name() or names & self.config_names:
-            return False
+        if self._builds_by_name() or names & self.config_names or any(self._registered(k) for k in classes):
+            return False  # (a registry builds a registered one: vissl's `@register_loss` class of no methods)
         return all(self._named_only_in_dead_code(name, names, {(k.path, k.qualname) for k in classes}, set())
                    for name in names)
 
@@ -4396,6 +4486,7 @@ class Project:
                          loader_factories=self._loader_factories(path),
                          trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()),
                          validation_off=self._validation_off(), default_device_gpu=self._default_device_gpu(),
+                         torch_pin=self._torch_pin(path),
                          list_returning=frozenset(self._list_calls.get(path, ())),
                          cpu_project=self._runs_on_cpu_only(), inference_only=self._never_trains(),
                          syntax_checked=problem is None)
@@ -4410,6 +4501,17 @@ class Project:
                 for path, ix in self.files.items() if "set_default_validate_args" in ix.text and not is_test_path(path)
                 for argument in _VALIDATION_SETTING.findall(ix.text))
         return self._no_validation
+
+    def _torch_pin(self, path: str) -> str:
+        """The PyTorch the file runs under, as the nearest dependency files above it pin it ("": none pins it, or one
+        of them leaves it open)."""
+        folder = path.rpartition("/")[0]
+        while True:
+            if folder in self.torch_pins:
+                return self.torch_pins[folder]
+            if not folder:
+                return ""
+            folder = folder.rpartition("/")[0]
 
     def _default_device_gpu(self) -> bool:
         """Does a file of the project other than a test make the GPU torch's default device (NeRF's
@@ -5089,6 +5191,11 @@ _PLACES_BATCHES = re.compile(
     r"(?:[Aa]ccelerator|[Ff]abric)\w*\.prepare\(|setup_dataloaders|\blightning\b|LightningModule"
     r"|\b(?:import|from) accelerate\b"
 )
+
+
+def _version(pin: str) -> tuple[int, ...]:
+    """"1.13" -> (1, 13), for comparing pins."""
+    return tuple(int(part) for part in pin.split("."))
 
 
 def _class_of(method: Target) -> str:

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/63"
+FORMAT = "gpulint.project/64"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -199,6 +199,7 @@ def load_facts(data: dict) -> FileFacts:
         read_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["read_calls"]),
         validation_off=data["validation_off"],
         default_device_gpu=data["default_device_gpu"],
+        torch_pin=str(data["torch_pin"]),
         list_returning=frozenset(data["list_returning"]),
         cpu_project=data["cpu_project"],
         inference_only=data["inference_only"],
@@ -210,7 +211,8 @@ def dump_configs(facts: TrainingConfigs) -> dict:
     """One config file's facts (configs.config_file_facts) as JSON data."""
     return {"classes": sorted(facts.classes), "names": sorted(facts.names),
             "intervals": [list(i) for i in facts.intervals], "values": sorted(map(list, facts.values)),
-            "switches": sorted(map(list, facts.switches)), "keys": sorted(facts.keys)}
+            "switches": sorted(map(list, facts.switches)), "keys": sorted(facts.keys),
+            "torch_pins": sorted(map(list, facts.torch_pins))}
 
 
 def load_configs(data: dict) -> TrainingConfigs:
@@ -220,6 +222,7 @@ def load_configs(data: dict) -> TrainingConfigs:
         tuple((str(name), int(value)) for name, value in data["intervals"]),
         frozenset((str(name), str(value)) for name, value in data["values"]),
         frozenset((str(name), str(value)) for name, value in data["switches"]), frozenset(map(str, data["keys"])),
+        frozenset((str(folder), str(pin)) for folder, pin in data["torch_pins"]),
     )
 
 

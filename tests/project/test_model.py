@@ -12,6 +12,7 @@ import pytest
 from gpulint.cli import main
 from gpulint.project import Project, outline
 from gpulint.project.facts import GATED, PER_STEP, PROGRAM, state_at
+from gpulint.project.model import Target
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -6004,7 +6005,14 @@ def test_a_method_every_subclass_replaces_does_not_run_unless_its_class_is_built
                 def get_batch_metrics(self, batch):
                     return batch
         """,
-        "train.py": "from trainers import Bare\n\nBare().train(loader, optimizer)\n",
+        "train.py": """
+            import trainers
+            from trainers import Bare
+
+            CHOSEN = {"kto": trainers.KTOTrainer, "dpo": trainers.DPOTrainer, "child": trainers.BareChild}
+            Bare().train(loader, optimizer)
+            CHOSEN[args.loss]().train(loader, optimizer)
+        """,
     })
     assert ("trainers.py", "UnpairedPreferenceTrainer.get_batch_metrics") not in project.reach
     for reached in ("KTOTrainer", "PairedPreferenceTrainer", "Bare", "BareChild"):
@@ -6114,6 +6122,56 @@ def test_a_base_method_dispatches_to_no_override_of_a_subclass_nothing_builds(tm
     assert project.reach[("agents.py", "A2C.exploration_action")].rank == PER_STEP
     unbuilt = project.reach.get(("agents.py", "MAA2C.exploration_action"))
     assert unbuilt is None or unbuilt.rank > PER_STEP
+
+
+def test_a_class_chosen_under_a_flag_no_training_call_passes_is_not_trained(tmp_path):
+    """DiffDock's `get_model(args, ..., old=False)` picks `CGOldModel` under `if old:`; `train.py` calls it without
+    `old`, and only `inference.py` passes `old=args.old_score_model`. The loop's `model(batch)` runs the new model's
+    forward, not the old one's, even where the loop's model is a parameter the model guesses among built classes."""
+    project = model(tmp_path, {
+        "models.py": """
+            import torch
+
+            class CGOldModel(torch.nn.Module):
+                def forward(self, batch):
+                    return batch.cpu()
+
+            class CGModel(torch.nn.Module):
+                def forward(self, batch):
+                    return batch
+        """,
+        "utils.py": """
+            from models import CGModel, CGOldModel
+
+            def get_model(args, device, old=False):
+                if old:
+                    model_class = CGOldModel
+                else:
+                    model_class = CGModel
+                model = model_class(args)
+                return model.to(device)
+
+            def train_epoch(model, loader, optimizer):
+                for batch in loader:
+                    model(batch).sum().backward()
+                    optimizer.step()
+        """,
+        "train.py": """
+            from utils import get_model, train_epoch
+
+            model = get_model(args, "cuda")
+            train_epoch(model, loader, optimizer)
+        """,
+        "inference.py": """
+            from utils import get_model
+
+            model = get_model(args, "cuda", old=args.old_score_model)
+            model(batch)
+        """,
+    })
+    assert project.reach[("models.py", "CGModel.forward")].rank == PER_STEP
+    old = project.reach.get(("models.py", "CGOldModel.forward"))
+    assert old is None or old.rank > PER_STEP
 
 
 def test_a_guessed_model_call_of_a_program_that_builds_a_library_model_runs_no_project_forward(tmp_path):
@@ -13875,3 +13933,107 @@ def test_a_model_built_only_for_an_option_value_no_setting_gives_does_not_train(
         """,
     })
     assert {path for path, *_ in found} == {"models/vae_flow.py"}, found
+
+
+def test_a_class_of_no_methods_is_a_class_with_its_bases(tmp_path):
+    """HALOs' `class DPOTrainer(PairedPreferenceTrainer): pass` is a class like any other: the outline says so, and
+    the project knows it as a subclass of its base (whose methods it runs)."""
+    project = model(tmp_path, {"trainers.py": """
+        class PairedPreferenceTrainer:
+            def get_batch_metrics(self, batch):
+                return batch
+
+        class DPOTrainer(PairedPreferenceTrainer):
+            pass
+    """})
+    assert project.files["trainers.py"].definitions["DPOTrainer"].is_class
+    base = Target("trainers.py", "PairedPreferenceTrainer", True)
+    assert project.bases(Target("trainers.py", "DPOTrainer", True)) == [base]
+
+
+@pytest.mark.parametrize("text, pin", [
+    ("torch==1.8.1\nnumpy\n", "1.8"),
+    ("torch==1.13.1+cu117", "1.13"),
+    ("torch>=1.7", ""),  # a lower bound alone: pip takes the newest
+    ("torch\n", ""),
+    # horovod: users install `torch`, its developers the oldest it supports
+    ("pytorch_require_list = ['torch']\ndev_require_list = ['torch==1.4.0', 'torchvision==0.5.0']\n", ""),
+    ("import torch\nsetup(install_requires=['torch==1.8.1'])\n", "1.8"),
+    ("torch==1.8.1\ntorch==1.10.0 ; python_version >= '3.9'\n", "1.10"),
+    ("torch>=1.7,<1.9", "1.8"),
+    ("torch<2", "1.99"),
+    ("dependencies:\n  - pytorch=1.10.0\n  - cudatoolkit=11.1\n", "1.10"),
+    ("  - pytorch::pytorch==1.13.1", "1.13"),
+    ('install_requires=["torchvision==0.9.1", "transformers==4.5.0"]', "1.8"),
+    ("torchvision==0.16.0", "2.1"),
+    ('[tool.poetry.dependencies]\ntorch = "^1.13"\n', "1.13"),
+    ("# torch==1.4\ntorch==2.1.0", "2.1"),
+    ("transformers[torch]==4.5\ntorchaudio==0.8.1\npytorch-lightning==1.5\n", None),
+    ("numpy==1.21\n", None),
+])
+def test_the_pytorch_a_dependency_file_pins(text, pin):
+    """The newest PyTorch a project's dependency file lets it install, as "major.minor": each torch (or torchvision)
+    requirement's lowest upper bound, the highest of them; "" where a requirement leaves it open; None where the file
+    requires no torch."""
+    from gpulint.project.configs import torch_pin
+
+    assert torch_pin(text) == pin
+
+
+def test_zero_grad_under_a_pinned_pytorch_before_2_zeroes_every_gradient(tmp_path, check):
+    """DiffDock's `environment.yml` pins PyTorch 1.13.1, jiant's `setup.py` torchvision 0.9.1 (torch 1.8): there a
+    plain `optimizer.zero_grad()` in the step zeroes every gradient (`set_to_none` defaulted to False before 2.0).
+    The nearest dependency file above a file decides: a sub-project pinning 2.1 runs the new default, and a project
+    pinning nothing is taken to run a current PyTorch."""
+    loop = """
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                model(x.cuda()).sub(y.cuda()).pow(2).mean().backward()
+                optimizer.step()
+    """
+    found = check(tmp_path, {
+        "environment.yml": "dependencies:\n  - python=3.8\n  - pytorch=1.13.1\n",
+        "train.py": loop,
+        "modern/requirements.txt": "torch==2.1.0\n",
+        "modern/train.py": loop,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found if code == "GPL503"] == [("train.py", 4, "GPL503")]
+    found = check(tmp_path / "fresh", {"train.py": loop, "setup.py": "setup(install_requires=['torchvision==0.9.1'])\n"})
+    assert [(path, line, code) for path, line, code, *_ in found if code == "GPL503"] == [("train.py", 4, "GPL503")]
+    found = check(tmp_path / "unpinned", {"train.py": loop})
+    assert not [f for f in found if f[2] == "GPL503"]
+
+
+def test_a_loop_over_its_own_loader_that_copies_nothing_needs_no_pinned_loader(tmp_path, check):
+    """ModelCenter's fine-tuning scripts build their datasets on the GPU and loop over `dataloader["train"]` as it
+    is, timing the step with `torch.cuda.synchronize()` and logging with `bmt.print_rank(...)`: that names no device
+    the batches are copied to, so the blocking copies of another script's step (its pretraining loop's `.cuda()`) do
+    not make these loaders' pinning a finding."""
+    found = check(tmp_path, {
+        "pretrain.py": """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def pretrain(model, dataset, optimizer):
+                loader = DataLoader(dataset, batch_size=8)
+                for batch in loader:
+                    model(batch.cuda()).mean().backward()
+                    optimizer.step()
+        """,
+        "finetune.py": """
+            import torch
+            import bmtrain as bmt
+            from torch.utils.data import DataLoader
+
+            def finetune(model, dataset, optimizer):
+                dataloader = {"train": DataLoader(dataset["train"], batch_size=8)}
+                for it, data in enumerate(dataloader["train"]):
+                    torch.cuda.synchronize()
+                    loss = model(data["input_ids"]).mean()
+                    loss.backward()
+                    optimizer.step()
+                    bmt.print_rank("step {}".format(it))
+        """,
+    })
+    assert [(path, line) for path, line, code, *_ in found if code == "GPL411"] == [("pretrain.py", 6), ("pretrain.py", 8)]

@@ -37,6 +37,10 @@ class ZeroGradKeepsTensors(Rule):
     gpu_only = True  # kernel launches saved: none on the CPU
     name = "zero-grad-set-to-none-false"
     message = "`zero_grad(set_to_none=False)` launches a memset per gradient every step; the default frees them instead"
+    message_pinned = (
+        "under PyTorch {pin} (what this project's dependencies pin), `zero_grad()` defaults to `set_to_none=False`: "
+        "a memset per gradient every step; pass `set_to_none=True`"
+    )
     message_default = (
         "this `zero_grad` defaults to `set_to_none=False` and passes it on: each call without arguments launches a "
         "memset per gradient every step; default it to True, as torch's optimizers do"
@@ -46,7 +50,10 @@ class ZeroGradKeepsTensors(Rule):
     docs = RuleDocs(
         what_it_does="Flags `optimizer.zero_grad(set_to_none=False)` and `model.zero_grad(False)`, and an optimizer "
         "wrapper's `def zero_grad(self, set_to_none=False)` that passes its default on to the optimizer it wraps (a "
-        "plain `wrapper.zero_grad()` in the training loop then zeroes every gradient).",
+        "plain `wrapper.zero_grad()` in the training loop then zeroes every gradient). Where the project pins a "
+        "PyTorch before 2.0 (`torch==1.13.1` in `requirements.txt`, `pytorch=1.10` in a conda `environment.yml`, "
+        "`torchvision==0.9.1` in `setup.py`: the nearest dependency file above the file decides), a plain "
+        "`zero_grad()` too: `set_to_none` defaulted to False until 2.0.",
         why_slow="Kernel launch count and memory traffic: zeroing keeps every gradient allocated and launches one "
         "memset (or `zero_` kernel) per parameter tensor every step, then the backward pass reads the zeros back to "
         "accumulate into them. `set_to_none=True` (the default since PyTorch 2.0) launches nothing and lets backward "
@@ -79,7 +86,14 @@ class ZeroGradKeepsTensors(Rule):
         arg = keyword_arg(node, "set_to_none")
         if arg is None and node.args and node.args[0].keyword is None:
             arg = node.args[0]
-        if arg is not None and is_false(arg.value):
+        pin = self.context.facts.torch_pin
+        if arg is None and not node.args and pin and int(pin.split(".")[0]) < 2:
+            fixed = node.with_changes(args=[cst.Arg(keyword=cst.Name("set_to_none"), value=cst.Name("True"),
+                                                    equal=cst.AssignEqual(cst.SimpleWhitespace(""),
+                                                                          cst.SimpleWhitespace("")))])
+            self.report(node, self.message_pinned.format(pin=pin), when="training", fix=[Replace(node, fixed)],
+                        unsafe_fix=True)
+        elif arg is not None and is_false(arg.value):
             self.report(node, when="training", fix=[Replace(arg.value, "True")], unsafe_fix=True)
         elif arg is not None and isinstance(arg.value, cst.Name) and (default := self._false_default(arg.value.value)):
             self.report(node, self.message_default, when="training", fix=[Replace(default, "True")], unsafe_fix=True)
