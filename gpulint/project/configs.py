@@ -386,6 +386,8 @@ _DEPENDENCY_FILE = re.compile(r"(?:^|/)(?:[\w.-]*requirements[\w.-]*\.txt|setup\
 # `torch = "^1.13"`; and torchvision's pins, which fix the torch they build against (0.15 is the first for torch
 # 2.0). The name, then its specifiers up to the end of the requirement.
 _TORCH_REQUIREMENT = re.compile(r"""(?<![\w.\[-])(?:py)?torch(vision)?(?:\[[\w,]*\])?["']?[ \t]*(=?[ \t]*["']?[=<>~^!]*[ \t]*\d[^"'\n;#]*)""")
+# A conda environment's list of channels, up to the next top-level key.
+_CONDA_CHANNELS = re.compile(r"^channels:.*\n(?:[ \t-].*\n|\n)*", re.MULTILINE)
 # A torch requirement naming no version: a requirements line (`torch`, conda's `- pytorch`) or a quoted one in
 # setup.py or pyproject.toml (`'torch'`, `"torch[opt]"`); not `import torch`.
 _OPEN_TORCH = re.compile(r"""(?:^[ \t-]*|["'])(?:py)?torch(?:\[[\w,]*\])?(?:["']|[ \t]*$)""", re.MULTILINE)
@@ -405,6 +407,7 @@ def torch_pin(text: str) -> str | None:
     torch, "" where some requirement leaves the version open (`torch`, `torch>=1.7`; horovod's `setup.py` requires
     `torch` and pins `torch==1.4.0` only for its developers), else the highest of its torch (or torchvision)
     requirements' upper bounds."""
+    text = _CONDA_CHANNELS.sub("", text)  # `channels: [pytorch, conda-forge]` names where to look, not a package
     bounds: list[tuple[int, int] | None] = []
     for match in _TORCH_REQUIREMENT.finditer(text):
         line_start = text.rfind("\n", 0, match.start()) + 1

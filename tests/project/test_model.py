@@ -13963,6 +13963,8 @@ def test_a_class_of_no_methods_is_a_class_with_its_bases(tmp_path):
     ("torch>=1.7,<1.9", "1.8"),
     ("torch<2", "1.99"),
     ("dependencies:\n  - pytorch=1.10.0\n  - cudatoolkit=11.1\n", "1.10"),
+    # LoFTR: `pytorch` under `channels:` is where conda looks, not a package
+    ("name: loftr\nchannels:\n  - pytorch\n  - conda-forge\ndependencies:\n  - pytorch=1.8.1\n", "1.8"),
     ("  - pytorch::pytorch==1.13.1", "1.13"),
     ('install_requires=["torchvision==0.9.1", "transformers==4.5.0"]', "1.8"),
     ("torchvision==0.16.0", "2.1"),
