@@ -217,6 +217,7 @@ class Scope:
     params: tuple[str, ...] = ()
     none_params: tuple[str, ...] = ()  # its parameters defaulting to None
     false_params: tuple[str, ...] = ()  # its parameters defaulting to False (`parallel=False`)
+    word_defaults: tuple[tuple[str, str], ...] = ()  # its parameters defaulting to a string (`dtype="float"`)
     required_params: tuple[str, ...] = ()  # its positional parameters without a default (`self` included)
     keywords_param: str = ""  # its `**kwargs`, which takes the keywords no parameter names
     decorators: tuple[str, ...] = ()
@@ -1495,6 +1496,10 @@ class _Values:
         """Is `name` bound to a legacy CUDA tensor type (`torch.cuda.FloatTensor`, or a conditional choosing it)?"""
         return self._marked(_CUDA_TYPE, name)
 
+    def names_list(self, name: str) -> bool:
+        """Is `name` bound to a list (`x = np.array(x).tolist()`, `[...]`, `list(...)`)?"""
+        return self._marked(_LIST, name)
+
     def _marked(self, mark: str, name: str) -> bool:
         """Did the scope that last bound `name` record `mark` for it (`_ELEMENTS`, `_PREPARED`)?"""
         for scope in reversed(self.scopes):
@@ -1573,6 +1578,7 @@ class _Values:
             self.scopes[-1].pop(_ELEMENTS + target.id, None)
             self.scopes[-1].pop(_PREPARED + target.id, None)
             self.scopes[-1].pop(_CUDA_TYPE + target.id, None)
+            self.scopes[-1].pop(_LIST + target.id, None)
             self.scopes[-1][target.id] = kind
             self.fresh_params[-1].discard(target.id)
             self.param_aliases[-1].pop(target.id, None)
@@ -1588,6 +1594,8 @@ _ELEMENTS = "*"
 _PREPARED = "^"
 # ... and that a name holds a legacy CUDA tensor type, whose call on a list copies it to the device.
 _CUDA_TYPE = "&"
+# ... and that a name holds a list (what a legacy CUDA type copies, where a number only sizes the tensor).
+_LIST = "["
 _CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z0-9]*Tensor$")
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
@@ -2036,6 +2044,7 @@ class _Walker:
         defaults, none = _literal_defaults(args)
         scope.none_params = tuple(sorted(none))
         scope.false_params = tuple(sorted(name for name, value in defaults.items() if value is False))
+        scope.word_defaults = tuple(sorted((name, value) for name, value in defaults.items() if isinstance(value, str)))
         self.default_values.append(defaults)
         self.none_params.append(none)
         self.functions.append((node, frozenset(params)))
@@ -2174,6 +2183,8 @@ class _Walker:
                 if isinstance(target, ast.Name) and _names_cuda_type(node.value, self.aliases):
                     # `FloatTensor = th.cuda.FloatTensor if use_cuda else th.FloatTensor` (old RL and GAN code)
                     self.values.scopes[-1][_CUDA_TYPE + target.id] = "device"
+                if isinstance(target, ast.Name) and _makes_list(node.value):
+                    self.values.scopes[-1][_LIST + target.id] = "host"  # `x = np.array(x).tolist()`
                 if isinstance(target, ast.Name) and self.values.moved_elements(node.value):
                     self.values.scopes[-1][_ELEMENTS + target.id] = "device"
                 if self.values.places_batches(node.value):
@@ -2790,7 +2801,8 @@ class _Walker:
         # (A copy made only of what is no tensor, `if not isinstance(lengths, torch.Tensor): lengths =
         # torch.tensor(lengths, device=device)`, converts lists and passes its callers' tensors on as they are.)
         if scope.kind == "function" and (copied := _copied_param(node, scope.params, self.aliases,
-                                                                 self.values.names_cuda_type)) \
+                                                                 self.values.names_cuda_type,
+                                                                 self.values.names_list)) \
                 and copied not in scope.copied_params and not self._normalised(copied):
             scope.copied_params += (copied,)
         if scope.kind == "function" and (moved := _moved_param(node, scope.params)) and moved not in scope.moved_params:
@@ -2845,17 +2857,23 @@ def _names_a_device(target: ast.AST | None) -> bool:
 
 
 def _copied_param(call: ast.Call, params: tuple[str, ...], aliases: dict[str, str],
-                  names_cuda_type: Callable[[str], bool] = lambda name: False) -> str:
+                  names_cuda_type: Callable[[str], bool] = lambda name: False,
+                  names_list: Callable[[str], bool] = lambda name: False) -> str:
     """`x` for `torch.from_numpy(x).float().to(device)`, `torch.tensor(x, device=device)` or
-    `torch.cuda.FloatTensor(x)` (also through a local name bound to that type: `names_cuda_type`) where `x` is a
-    parameter; else "". (A parameter moved as it is, `x.to(device)`, may already be a tensor: GPL411 judges that
-    copy.)"""
+    `torch.cuda.FloatTensor(x)` of a list (also through a local name bound to that type: `names_cuda_type`; the
+    parameter rebound to a list, `names_list`, or named as a collection: `lengths`) where `x` is a parameter; else "".
+    (A parameter moved as it is, `x.to(device)`, may already be a tensor: GPL411 judges that copy. A legacy type
+    given a number, `torch.cuda.LongTensor(max_len)`, only allocates.)"""
     if not params:
         return ""
     func = call.func
     wrapped = False  # made into a tensor from host data here (`torch.from_numpy`), not a tensor moved as it is
     if len(call.args) == 1 and not call.keywords and _calls_cuda_type(func, aliases, names_cuda_type):
-        data, wrapped = call.args[0], True
+        data = call.args[0]
+        listed = isinstance(data, ast.Name) and (names_list(data.id) or data.id.lower().endswith(("s", "list")))
+        if not listed:
+            return ""
+        wrapped = True
     elif isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
         target = next((k.value for k in call.keywords if k.arg == "device"), call.args[0] if call.args else None)
         if func.attr == "to" and not _names_a_device(target):
@@ -2875,6 +2893,14 @@ def _copied_param(call: ast.Call, params: tuple[str, ...], aliases: dict[str, st
             return ""
     named = wrapped and isinstance(data, ast.Name) and data.id in params and data.id not in ("self", "cls")
     return data.id if named else ""  # type: ignore[union-attr]
+
+
+def _makes_list(value: ast.AST) -> bool:
+    """`[...]`, `[x for ...]`, `list(...)`, `t.tolist()`."""
+    if isinstance(value, (ast.List, ast.ListComp)):
+        return True
+    return isinstance(value, ast.Call) and (isinstance(value.func, ast.Name) and value.func.id == "list"
+                                            or isinstance(value.func, ast.Attribute) and value.func.attr == "tolist")
 
 
 def _names_cuda_type(value: ast.AST, aliases: dict[str, str]) -> bool:

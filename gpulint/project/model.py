@@ -4188,9 +4188,13 @@ class Project:
         by_position = dict(enumerate(params))
         self._false_by_call.setdefault(key, []).append(self._given_false(callee, call, params))
         before = self._param_words(key) if key in self._word_blocked else None
-        self._words_by_call.setdefault(key, []).append({} if call.unpacks else {
+        words = {} if call.unpacks else {
             (by_position[int(where)] if where.isdigit() else where): word for where, word in call.word_args
-            if not where.isdigit() or int(where) in by_position})
+            if not where.isdigit() or int(where) in by_position}
+        if not call.unpacks:  # a word parameter the call leaves out takes its default (`dtype="float"`)
+            passed = self._given_values(call, params) | {keyword for keyword, _ in call.kw_kinds}
+            words.update((param, word) for param, word in callee.word_defaults if param not in passed)
+        self._words_by_call.setdefault(key, []).append(words)
         if before is not None and self._param_words(key) != before:
             self._word_revisits.append(key)
 
