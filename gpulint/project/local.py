@@ -52,6 +52,7 @@ from gpulint.project.vocab import (
     ACCUMULATION_PARTS,
     CONFIG_ROOTS,
     CONTAINER_BUILTINS,
+    CUDA_TENSOR_TYPE,
     DEFAULT_GATE_PARTS,
     DEVICE_HOLDER,
     ENV_SPACES,
@@ -1596,7 +1597,6 @@ _PREPARED = "^"
 _CUDA_TYPE = "&"
 # ... and that a name holds a list (what a legacy CUDA type copies, where a number only sizes the tensor).
 _LIST = "["
-_CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z0-9]*Tensor$")
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
@@ -2907,7 +2907,7 @@ def _names_cuda_type(value: ast.AST, aliases: dict[str, str]) -> bool:
     """`torch.cuda.LongTensor`, or `th.cuda.FloatTensor if use_cuda else th.FloatTensor`."""
     if isinstance(value, ast.IfExp):
         return _names_cuda_type(value.body, aliases) or _names_cuda_type(value.orelse, aliases)
-    return bool(_CUDA_TENSOR_TYPE.match(resolve(dotted(value) or "", aliases)))
+    return bool(CUDA_TENSOR_TYPE.match(resolve(dotted(value) or "", aliases)))
 
 
 def _calls_cuda_type(func: ast.AST, aliases: dict[str, str], names_cuda_type: Callable[[str], bool]) -> bool:

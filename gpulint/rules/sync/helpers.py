@@ -7,11 +7,11 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
-from gpulint.project.vocab import ACCUMULATION_PARTS
 from gpulint.linter.devices import DeviceEvidence
+from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Report, Rule
 from gpulint.linter.syntax import innermost
+from gpulint.project.vocab import ACCUMULATION_PARTS, CUDA_TENSOR_TYPE
 from gpulint.rules.common import is_cpu_device, keyword_arg
 from gpulint.rules.sync.tensors import Tensors
 
@@ -162,20 +162,16 @@ _INDEX_PARTS = frozenset({"idx", "i"})
 _INDEX_QUALIFIERS = frozenset({"global", "cur", "current", "train", "it"})
 
 
-# The legacy CUDA tensor types: `torch.cuda.FloatTensor(rows)` copies a list from the host.
-_CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z0-9]*Tensor$")
-
-
 def is_cuda_tensor_type(expr: cst.BaseExpression, context, names: set[str]) -> bool:
     """`torch.cuda.FloatTensor`, `"torch.cuda.LongTensor"`, a name of `names` (those the file bound to one), or `a if
     c else b` with one (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, old GAN and RL code)."""
     if isinstance(expr, cst.IfExp):
         return is_cuda_tensor_type(expr.body, context, names) or is_cuda_tensor_type(expr.orelse, context, names)
     if isinstance(expr, cst.SimpleString):
-        return bool(_CUDA_TENSOR_TYPE.match(expr.raw_value))
+        return bool(CUDA_TENSOR_TYPE.match(expr.raw_value))
     if isinstance(expr, cst.Name) and expr.value in names:
         return True
-    return bool(_CUDA_TENSOR_TYPE.match(context.resolve(expr) or ""))
+    return bool(CUDA_TENSOR_TYPE.match(context.resolve(expr) or ""))
 
 
 def is_lightning_log(func: cst.BaseExpression) -> bool:
