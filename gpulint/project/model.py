@@ -639,7 +639,11 @@ class Project:
             t.rsplit("/", 1)[0] for targets in imports.values() for t in targets if "/" in t}
         # (Loading by name where the names come from the configs' `target:` paths, ldm's `get_obj_from_str`, loads the
         # modules those paths name, no others: rcg's vendored guided-diffusion trainer that nothing imports stays unrun.)
-        by_name = any(self._loads_by_name(p) and not self._loads_config_targets(p) for p in self.files)
+        # A file loading modules by name may load any module of the project it belongs to: the folder above its
+        # package (Cream's copy of mmcv loads the modules of CDARTS_detection's configs, not CDARTS' own `lib/core`).
+        loading_roots = {self._above_package(p) for p in self.files
+                         if self._loads_by_name(p) and not self._loads_config_targets(p)}
+        by_name = "" in loading_roots
         # A flat project's top-level modules too, beside a top-level training script that imports its other modules
         # (mellotron's `fp16_optimizer.py`, which neither `train.py` nor anything else imports)
         flat_training = any("/" not in p and not _never_run_as_script(p, ix) and _TRAINS.search(ix.text)
@@ -668,7 +672,8 @@ class Project:
             module = p.removesuffix(".py").removesuffix("/__init__")
             if any(module == t or module.endswith("/" + t) or t.endswith("/" + module) for t in targeted):
                 named.add(p)
-        orphans = set() if by_name else {p for p in candidates if p not in named}
+        orphans = set() if by_name else {p for p in candidates if p not in named
+                                           and not any(p.startswith(root + "/") for root in loading_roots)}
         importers = self._imported_by()
         # A module that registers its classes (`@register_loss("swav_momentum")`) is loaded by its registry, so
         # what it imports may run; a test importing a module says nothing of whether training runs it.
@@ -681,6 +686,13 @@ class Project:
             dead |= found
         self._orphans = frozenset(orphans | imported_by_dead)
         self._imported_by_orphans = frozenset(imported_by_dead)
+
+    def _above_package(self, path: str) -> str:
+        """The folder above the package holding `path` (the first folder up with no `__init__.py`; "" at the top)."""
+        folder = path.rpartition("/")[0]
+        while folder and f"{folder}/__init__.py" in self.files:
+            folder = folder.rpartition("/")[0]
+        return folder
 
     def _loads_config_targets(self, path: str) -> bool:
         """Does the file load by name only through ldm's config helpers (`get_obj_from_str`, `instantiate_from_config`:
@@ -4812,7 +4824,7 @@ def _turns_on_the_gpu(switch: str) -> bool:
 
 
 # A module named for helping, whatever else its name says (`train_util.py`): imported, not run.
-_HELPER_NAME_PARTS = frozenset({"util", "utils", "helper", "helpers"})
+_HELPER_NAME_PARTS = frozenset({"util", "utils", "helper", "helpers", "function", "functions"})
 
 
 def _never_run_as_script(path: str, ix: ModuleIndex) -> bool:

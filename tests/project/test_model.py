@@ -3492,6 +3492,34 @@ def test_a_package_module_nothing_imports_or_names_runs_no_training(tmp_path, ch
     assert [path for path, *_ in found] == ["palm/ppo.py"]
 
 
+def test_a_loader_by_name_in_one_sub_project_leaves_another_sub_projects_orphans_orphaned(tmp_path, check):
+    """Cream holds a copy of mmcv (under `CDARTS/CDARTS_detection/`) that imports modules by the names its configs
+    give: it may load any module of the detection project, not CDARTS' own `lib/core/pretrain_function.py`, which
+    nothing imports (its `search.py` uses `lib.core.search_function`). A `*_function.py` module is a helper, not a
+    script named for running."""
+    loop = """
+        import torch
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch.cuda(non_blocking=True)).sum()
+                loss.backward()
+                optimizer.step()
+                print(loss.item())
+    """
+    files = {
+        "CDARTS/lib/core/search_function.py": loop,
+        "CDARTS/lib/core/pretrain_function.py": loop,
+        "CDARTS/search.py": "from lib.core.search_function import train\n\nif __name__ == '__main__':\n"
+                            "    train(model, loader, optimizer)\n",
+        "CDARTS/CDARTS_detection/mmcv/__init__.py": "",
+        "CDARTS/CDARTS_detection/mmcv/config.py": "import importlib\n\n\ndef load(name):\n"
+                                                   "    return importlib.import_module(name)\n",
+    }
+    found = check(tmp_path, files, "--select", "GPL401")
+    assert [path for path, *_ in found] == ["CDARTS/lib/core/search_function.py"]
+
+
 def test_wrappers_function_aliases_and_callables_resolve_without_a_guess(tmp_path):
     """x-transformers' shapes: `XTransformer(...).to(DEVICE)` is an XTransformer; `AutoregressiveWrapper(net)` keeps
     `self.net = net` and runs what it was given; `detach_multiple = DetachMultiple.apply` runs the Function; a
