@@ -27,7 +27,8 @@ import sys
 import tempfile
 
 # The files a user's checkout gives gpulint: Python, and the configs, scripts and READMEs it reads for what the training
-# builds and the intervals it sets (gpulint.linter.discovery's suffixes).
+# builds and the intervals it sets (gpulint.linter.discovery's suffixes), and the dependency files that pin PyTorch
+# (`requirements.txt`, `pyproject.toml`: `gpulint.project.configs.is_dependency_file`).
 _LAID_OUT = (".py", ".pyi", ".yaml", ".yml", ".json", ".sh", ".md")
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,8 @@ LABEL_COLUMNS = (
 )
 DEFAULT_LABELS = Path(__file__).resolve().parent / "corpus" / "labels.csv"
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+from gpulint.project.configs import is_dependency_file  # noqa: E402  (the same files a user's checkout holds)
 
 # The naive baseline: what a grep for the suspicious calls would flag, one regex per family hint.
 # Deliberately context-free (no hot path, gates or device provenance): it is the floor gpulint must beat.
@@ -245,7 +248,8 @@ def lay_out_repo(git_dir: Path, commit: str, target: Path) -> bool:
         parts = meta.split()
         # A symbolic link (mode 120000) is stored as a blob holding its target's path: written out it would be a
         # file of one line that is no Python (speechbrain's recipes link to shared prepare scripts).
-        if len(parts) == 3 and parts[1] == "blob" and parts[0] != "120000" and path.endswith(_LAID_OUT):
+        if len(parts) == 3 and parts[1] == "blob" and parts[0] != "120000" \
+                and (path.endswith(_LAID_OUT) or is_dependency_file(path)):
             wanted.append((parts[2], path))
     request = "".join(f"{sha}\n" for sha, _ in wanted).encode()
     batch = subprocess.run(
