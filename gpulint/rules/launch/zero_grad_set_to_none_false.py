@@ -53,7 +53,8 @@ class ZeroGradKeepsTensors(Rule):
         "plain `wrapper.zero_grad()` in the training loop then zeroes every gradient). Where the project pins a "
         "PyTorch before 2.0 (`torch==1.13.1` in `requirements.txt`, `pytorch=1.10` in a conda `environment.yml`, "
         "`torchvision==0.9.1` in `setup.py`: the nearest dependency file above the file decides), a plain "
-        "`zero_grad()` too: `set_to_none` defaulted to False until 2.0.",
+        "`zero_grad()` too: `set_to_none` defaulted to False until 2.0 (reported without a fix: the receiver may be a "
+        "wrapper whose `zero_grad` takes no argument).",
         why_slow="Kernel launch count and memory traffic: zeroing keeps every gradient allocated and launches one "
         "memset (or `zero_` kernel) per parameter tensor every step, then the backward pass reads the zeros back to "
         "accumulate into them. `set_to_none=True` (the default since PyTorch 2.0) launches nothing and lets backward "
@@ -88,11 +89,9 @@ class ZeroGradKeepsTensors(Rule):
             arg = node.args[0]
         pin = self.context.facts.torch_pin
         if arg is None and not node.args and pin and int(pin.split(".")[0]) < 2:
-            fixed = node.with_changes(args=[cst.Arg(keyword=cst.Name("set_to_none"), value=cst.Name("True"),
-                                                    equal=cst.AssignEqual(cst.SimpleWhitespace(""),
-                                                                          cst.SimpleWhitespace("")))])
-            self.report(node, self.message_pinned.format(pin=pin), when="training", fix=[Replace(node, fixed)],
-                        unsafe_fix=True)
+            # No fix: the receiver may be a project's optimizer wrapper whose `zero_grad(self)` takes no argument
+            # (StyleSpeech's `ScheduledOptim`), where `set_to_none=True` would raise a TypeError.
+            self.report(node, self.message_pinned.format(pin=pin), when="training")
         elif arg is not None and is_false(arg.value):
             self.report(node, when="training", fix=[Replace(arg.value, "True")], unsafe_fix=True)
         elif arg is not None and isinstance(arg.value, cst.Name) and (default := self._false_default(arg.value.value)):
