@@ -397,6 +397,10 @@ _SPECIFIER = re.compile(r"(==|=|~=|<=|<|>=|>|!=|\^)?(\d+)(?:\.(\d+))?")
 _UPPER_BOUNDS = frozenset({"==", "=", "~=", "<=", "<", "^", ""})
 
 
+# The suffixes of dependency files that are no configs (read for their pins alone, by name: `is_dependency_file`).
+DEPENDENCY_SUFFIXES = (".txt", ".toml", ".cfg")
+
+
 def is_dependency_file(path: str) -> bool:
     """`requirements.txt`, `requirements/train.txt`, `setup.py`, `pyproject.toml`, `environment.yml`."""
     return bool(_DEPENDENCY_FILE.search(path)) or path.startswith("requirements/") and path.endswith(".txt")
@@ -441,6 +445,24 @@ def _upper_bound(specifiers: str, vision: bool) -> tuple[int, int] | None:
             version = (1, version[1] - 1) if version[1] < 15 else (2, version[1] - 15)
         found.append(version)
     return min(found) if found else None
+
+
+def pins_by_folder(pins: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The pins of several dependency files (`dependency_pins`) by folder: the highest where a folder's files all pin
+    PyTorch, "" where one of them leaves it open."""
+    found: dict[str, str] = {}
+    for folder, pin in sorted(set(pins)):
+        known = found.get(folder)
+        if known is None:
+            found[folder] = pin
+        else:
+            found[folder] = max(known, pin, key=pin_version) if known and pin else ""
+    return found
+
+
+def pin_version(pin: str) -> tuple[int, ...]:
+    """"1.13" -> (1, 13), for comparing pins."""
+    return tuple(int(part) for part in pin.split("."))
 
 
 def dependency_pins(text: str, display: str) -> frozenset[tuple[str, str]]:
@@ -488,7 +510,7 @@ def config_file_facts(text: str, display: str) -> TrainingConfigs:
     # Any shipped setting may choose an option (a benchmark's script, an inference config): reading more of
     # them only keeps more branches that the training may take.
     pins = dependency_pins(text, display)
-    if display.endswith((".txt", ".toml", ".cfg")):
+    if display.endswith(DEPENDENCY_SUFFIXES):
         return TrainingConfigs(torch_pins=pins)  # a dependency file, and no more
     values = frozenset(option_values(text, display))
     switches = frozenset(switch_settings(text, display))

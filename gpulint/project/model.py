@@ -52,6 +52,7 @@ from gpulint.project.configs import (
     dependency_pins,
     every_step_intervals,
     off_switches,
+    pins_by_folder,
 )
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import (
@@ -129,8 +130,6 @@ _PASSED_ON = "\0"
 _BY_NAME_CALLS = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", "locate(")  # and `_LOADS_BY_NAME`
 # Lightning's CLI builds the `class_path:` of its YAML configs (models, data modules, callbacks).
 _BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:", "LightningCLI(")
-_LOADS_DYNAMICALLY = ("import_module(", "__import__(", "getmembers(", "__subclasses__(", "globals()[", "locals()[",
-                      " eval(")
 # detectron2's trainers, whose `run_step` calls the model the configs name (`build_model(cfg)`).
 _DETECTRON2_TRAINERS = frozenset({"DefaultTrainer", "SimpleTrainer", "AMPTrainer"})
 _META_ARCH_REGISTERED = re.compile(r"@\s*META_ARCH_REGISTRY\.register\b")
@@ -299,16 +298,8 @@ class Project:
         self.config_keys = frozenset(config_keys)  # the words training configs give (configs.registry_keys)
         # By folder, the PyTorch its dependency files pin (configs.torch_pin): the config files' and `setup.py`'s; ""
         # where one of them leaves the version open
-        self.torch_pins: dict[str, str] = {}
-        for folder, pin in sorted({*torch_pins, *(pin for path, ix in self.files.items()
-                                                  for pin in dependency_pins(ix.text, path))}):
-            known = self.torch_pins.get(folder)
-            if known is None:
-                self.torch_pins[folder] = pin
-            elif known and pin:
-                self.torch_pins[folder] = max(known, pin, key=_version)
-            else:
-                self.torch_pins[folder] = ""
+        self.torch_pins = pins_by_folder([*torch_pins, *(pin for path, ix in self.files.items()
+                                                         for pin in dependency_pins(ix.text, path))])
         self.entries = False
         self._guesses: set[tuple] = set()
         self._children: dict[Target, list[Target]] | None = None
@@ -5032,6 +5023,8 @@ _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|
 
 # Code that loads a module or builds a class by a name only known at run time; Hydra's `"_target_"` key in code.
 _LOADS_BY_NAME = ("import_module(", "__import__(", *_BY_NAME_CALLS)
+# ... and what finds classes at run time besides (`_loads_dynamically`).
+_LOADS_DYNAMICALLY = (*_LOADS_BY_NAME, "getmembers(", "__subclasses__(", "globals()[", "locals()[", " eval(")
 _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
 # What a file that trains says somewhere: a backward pass or gradients zeroed (`loss.backward()`, `zero_grad()`), an
 # optimizer, or a trainer that does both (FastChat's `Trainer(model=model, ...)` then `trainer.train()`, `.fit(...)`).
@@ -5207,11 +5200,6 @@ _PLACES_BATCHES = re.compile(
     r"(?:[Aa]ccelerator|[Ff]abric)\w*\.prepare\(|setup_dataloaders|\blightning\b|LightningModule"
     r"|\b(?:import|from) accelerate\b"
 )
-
-
-def _version(pin: str) -> tuple[int, ...]:
-    """"1.13" -> (1, 13), for comparing pins."""
-    return tuple(int(part) for part in pin.split("."))
 
 
 def _class_of(method: Target) -> str:

@@ -110,10 +110,10 @@ DEFAULT_GATE_PARTS = frozenset(
 # A gate whose period is shorter than this many steps runs on a large share of them: `step % 2 == 0` halves a cost,
 # it does not amortise it (every 10 or more steps does).
 SHORT_INTERVAL = 10
-# Methods that make a new CPU tensor from a CPU tensor: data cast or reshaped is still on the host.
 # The legacy CUDA tensor types (`torch.cuda.FloatTensor`): called on a list they copy it from the host; on sizes they
 # only allocate.
 CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z0-9]*Tensor$")
+# Methods that make a new CPU tensor from a CPU tensor: data cast or reshaped is still on the host.
 HOST_RESHAPES = frozenset({"float", "half", "double", "long", "int", "bool", "unsqueeze", "squeeze", "view", "reshape",
                            "flatten", "contiguous", "permute", "transpose", "t"})
 STEP_NAME_PARTS = frozenset({"step", "batch", "iter", "iteration", "microbatch"})

@@ -3469,23 +3469,26 @@ def test_a_switch_named_for_sampling_or_evaluation_is_no_training(tmp_path, chec
     assert found == []
 
 
-def test_a_package_module_nothing_imports_or_names_runs_no_training(tmp_path, check):
-    loop = """
-        import torch
+# A trainer whose step reads its loss on the host (GPL401): where it is reported, the module runs.
+SYNCING_TRAINER = """
+    import torch
 
-        class {name}Trainer:
-            def learn(self, model, loader, optimizer):
-                model.cuda()
-                for batch in loader:
-                    loss = model(batch.cuda(non_blocking=True)).sum()
-                    loss.backward()
-                    optimizer.step()
-                    print(loss.item())
-    """
+    class {name}Trainer:
+        def learn(self, model, loader, optimizer):
+            model.cuda()
+            for batch in loader:
+                loss = model(batch.cuda(non_blocking=True)).sum()
+                loss.backward()
+                optimizer.step()
+                print(loss.item())
+"""
+
+
+def test_a_package_module_nothing_imports_or_names_runs_no_training(tmp_path, check):
     files = {
         "palm/__init__.py": "from palm.ppo import PPOTrainer\n",
-        "palm/ppo.py": loop.replace("{name}", "PPO"),
-        "palm/grpo.py": loop.replace("{name}", "GRPO"),  # neither exported nor imported nor named anywhere
+        "palm/ppo.py": SYNCING_TRAINER.replace("{name}", "PPO"),
+        "palm/grpo.py": SYNCING_TRAINER.replace("{name}", "GRPO"),  # neither exported nor imported nor named anywhere
         "train.py": "from palm import PPOTrainer\n\nif __name__ == '__main__':\n    PPOTrainer().learn(None, [], None)\n",
     }
     found = check(tmp_path, files, "--select", "GPL401")
@@ -3497,21 +3500,11 @@ def test_a_loader_by_name_in_one_sub_project_leaves_another_sub_projects_orphans
     give: it may load any module of the detection project, not CDARTS' own `lib/core/pretrain_function.py`, which
     nothing imports (its `search.py` uses `lib.core.search_function`). A `*_function.py` module is a helper, not a
     script named for running."""
-    loop = """
-        import torch
-
-        def train(model, loader, optimizer):
-            for batch in loader:
-                loss = model(batch.cuda(non_blocking=True)).sum()
-                loss.backward()
-                optimizer.step()
-                print(loss.item())
-    """
     files = {
-        "CDARTS/lib/core/search_function.py": loop,
-        "CDARTS/lib/core/pretrain_function.py": loop,
-        "CDARTS/search.py": "from lib.core.search_function import train\n\nif __name__ == '__main__':\n"
-                            "    train(model, loader, optimizer)\n",
+        "CDARTS/lib/core/search_function.py": SYNCING_TRAINER.replace("{name}", "Search"),
+        "CDARTS/lib/core/pretrain_function.py": SYNCING_TRAINER.replace("{name}", "Pretrain"),
+        "CDARTS/search.py": "from lib.core.search_function import SearchTrainer\n\nif __name__ == '__main__':\n"
+                            "    SearchTrainer().learn(model, loader, optimizer)\n",
         "CDARTS/CDARTS_detection/mmcv/__init__.py": "",
         "CDARTS/CDARTS_detection/mmcv/config.py": "import importlib\n\n\ndef load(name):\n"
                                                    "    return importlib.import_module(name)\n",

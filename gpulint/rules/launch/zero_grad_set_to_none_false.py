@@ -6,6 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, Replace, Rule, RuleDocs
+from gpulint.project.configs import pin_version
 from gpulint.rules.common import is_false, keyword_arg
 
 
@@ -88,7 +89,7 @@ class ZeroGradKeepsTensors(Rule):
         if arg is None and node.args and node.args[0].keyword is None:
             arg = node.args[0]
         pin = self.context.facts.torch_pin
-        if arg is None and not node.args and pin and int(pin.split(".")[0]) < 2:
+        if arg is None and not node.args and pin and pin_version(pin) < (2,):
             # No fix: the receiver may be a project's optimizer wrapper whose `zero_grad(self)` takes no argument
             # (StyleSpeech's `ScheduledOptim`), where `set_to_none=True` would raise a TypeError.
             self.report(node, self.message_pinned.format(pin=pin), when="training")

@@ -49,7 +49,7 @@ class TensorFromHostDataInStep(SyncRule):
                       "moves it with a blocking copy): a synchronous pageable copy every step")
     message_lightning = ("`self.{method}(...)` of a Python number: Lightning makes it a tensor on the module's device "
                          "(`torch.tensor(value, device=self.device)`), a synchronous pageable copy every step")
-    triggers = ("device=", ".to(", ".cuda(", "cuda.", "self.log")  # "cuda.": `torch.cuda.IntTensor(ids)`
+    triggers = ("device=", ".to(", ".cuda(", "Tensor(", "self.log")  # `torch.cuda.IntTensor(ids)`, `FloatTensor(x)`
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
         "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
