@@ -133,6 +133,9 @@ class Loop:
     fills_by_index: bool = False
     steps_env: bool = False  # its body steps a reinforcement-learning environment (`env.step(action)`): a rollout
     over_rows: bool = False  # `for i in range(batch_size):`, `range(x.shape[0])`, `range(len(x))`: a batch's rows
+    # It steps a pruner (`pruner.step()`), itself or in a loop around it: an iteration of one-shot pruning, whose
+    # backward estimates the weights' importance (LLM-Pruner's Taylor pruning); no training step.
+    prunes: bool = False
 
 
 @dataclass
@@ -380,6 +383,13 @@ def _holds_rollout(body: list[ast.stmt]) -> bool:
 
 def _steps_an_environment(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and steps_environment(dotted(node.func) or "")
+
+
+def _steps_a_pruner(node: ast.AST) -> bool:
+    """`pruner.step()`, `self.pruner.step()`: Torch-Pruning's pruners remove channels by the importance gradients
+    gave."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step" \
+        and "prun" in (last_name(node.func.value) or "").lower()
 
 
 def _walk_body(statements: list[ast.stmt]):
@@ -2333,6 +2343,8 @@ class _Walker:
         loop.once = any(isinstance(statement, ast.Break) for statement in node.body)
         loop.fills_by_index = is_for and _fills_by_index(node)
         loop.steps_env = any(_steps_an_environment(inner) for inner in _walk_body(node.body))
+        loop.prunes = any(scope.loops[outer].prunes for outer in self.loop_stack[-1]) \
+            or any(_steps_a_pruner(inner) for inner in _walk_body(node.body))
         index = len(scope.loops)
         scope.loops.append(loop)
         if loop.steps_env and _holds_rollout(node.body):

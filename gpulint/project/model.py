@@ -2564,6 +2564,7 @@ class Project:
         bodies = {r.loop: r for r in scope.regions if r.kind == "loop"}
         found -= _gradient_measuring_loops(scope, found, bodies)
         found -= _epoch_loops(scope, found, bodies)
+        found -= {index for index, loop in enumerate(scope.loops) if loop.prunes}  # one-shot pruning's iterations
         # A loop fetching the batch around a loop that steps (over phases or micro-batches) is the step loop.
         for index in list(candidates):
             body = bodies.get(index)

@@ -3239,6 +3239,30 @@ def test_hooks_in_a_vendored_library_are_not_this_projects_training(tmp_path, ch
     assert any(f[0].endswith("logger.py") for f in found) == flagged
 
 
+@pytest.mark.parametrize("stepped, flagged", [
+    ("pruner", False),  # LLM-Pruner's Taylor pruning: each backward estimates importance, once per pruning round
+    ("optimizer", True),
+])
+def test_a_loop_stepping_a_pruner_is_one_shot_pruning_not_training(tmp_path, check, stepped, flagged):
+    found = check(tmp_path, {"prune.py": """
+        import torch
+
+        def main(model, examples, pruner, optimizer, rounds):
+            model.cuda()
+            for i in range(rounds):
+                for j in range(len(examples)):
+                    model(examples[j]).loss.backward()
+                loss = model(examples).loss
+                loss.backward()
+                print(f"loss {loss.item()}")
+                {stepped}.step()
+
+        if __name__ == "__main__":
+            main(None, [], None, None, 1)
+    """.replace("{stepped}", stepped)})
+    assert any(f[0] == "prune.py" for f in found) == flagged
+
+
 def test_detect_anomaly_true_passed_to_a_framework_is_reported(tmp_path, check):
     found = check(tmp_path, {"train.py": """
         from torchtnt.framework.auto_unit import AutoUnit
