@@ -358,6 +358,7 @@ class Project:
         self._importing: dict[str, set[str]] | None = None  # project files importing each file (see _imported_by)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
+        self._file_words: dict[str, frozenset[str]] = {}  # see `_words`
         self._cpu_program: bool | None = None
         self._no_training: bool | None = None  # `_never_trains`
         self._definition_names: tuple[dict[str, int], dict[str, int]] | None = None  # see `_definition_counts`
@@ -533,7 +534,8 @@ class Project:
     def _files_that_train(self) -> frozenset[str]:
         """The files whose text says they train (`_TRAINS`), found once for every script's question."""
         if self._training_files is None:
-            self._training_files = frozenset(p for p, ix in self.files.items() if _TRAINS.search(ix.text))
+            self._training_files = frozenset(p for p, ix in self.files.items()
+                                             if any(word in ix.text for word in _TRAINS_WORDS) and _TRAINS.search(ix.text))
         return self._training_files
 
     def _is_imported(self, path: str, by_code: bool = False) -> bool:
@@ -602,8 +604,15 @@ class Project:
         """The project's top-level packages a file's text names as a word (once per file: many entries share it)."""
         found = self._named_tops.get(path)
         if found is None:
-            words = set(re.findall(r"\w+", self.files[path].text))
+            words = self._words(path)
             found = self._named_tops[path] = frozenset(top for top in map(_top_level, self.files) if top in words)
+        return found
+
+    def _words(self, path: str) -> frozenset[str]:
+        """The words (`\\w+`) of a file's text, found once per file."""
+        found = self._file_words.get(path)
+        if found is None:
+            found = self._file_words[path] = frozenset(re.findall(r"\w+", self.files[path].text))
         return found
 
     def _orphan_module(self, path: str) -> bool:
@@ -653,9 +662,9 @@ class Project:
         names = {p: _module_mentions(p) for p in candidates}
         named: set[str] = set()
         if names and not by_name:
-            pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(set().union(*names.values())))))
-            for q, ix in self.files.items():
-                found = set(pattern.findall(ix.text)) - _module_mentions(q)  # a module does not name itself
+            finder = _MentionFinder(set().union(*names.values()))
+            for q in self.files:
+                found = finder.found_in(self.files[q].text, self._words(q)) - _module_mentions(q)  # not itself
                 named |= {p for p, mentions in names.items() if mentions & found}
         # A module a config's `target:` path names (`pkg.mod.Class`: `pkg/mod.py`, under any folder) is named too.
         targeted = {target.rsplit(".", 1)[0].replace(".", "/") for target in self.config_classes}
@@ -703,7 +712,7 @@ class Project:
     def _never_named(self, name: str) -> bool:
         """Does no code of the project name `name` but its own definition (a helper nothing calls)?"""
         pattern = re.compile(rf"\b{re.escape(name)}\b")
-        return sum(len(pattern.findall(self._code_of(p))) for p, ix in self.files.items() if name in ix.text) <= 1
+        return sum(len(pattern.findall(self._code_of(p))) for p in self.files if name in self._words(p)) <= 1
 
     def _loads_by_name(self, path: str) -> bool:
         found = self._by_import_name.get(path)
@@ -1156,7 +1165,7 @@ class Project:
         name = function.qualname
         call_text = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(|\.{re.escape(name)}\s*\(")
         # (the substring test first: most definitions do not hold the name, and it costs a fraction of the pattern)
-        return self._calls_of(function, lambda ix: name in ix.text and bool(call_text.search(ix.text)),
+        return self._calls_of(function, lambda ix: name in self._words(ix.path) and bool(call_text.search(ix.text)),
                               lambda code: name in code and bool(call_text.search(code)))
 
     def _constructions(self, cls: Target) -> Iterator[tuple[str, Scope, Call]]:
@@ -3036,7 +3045,7 @@ class Project:
         # applies PVD's Function, and names not written like a class, `chamfer_3DFunction`)
         name = scope.cls.rsplit(".", 1)[-1]
         mention = re.compile(r"\b%s\b" % re.escape(name))
-        return sum(len(mention.findall(self._code_of(file))) for file, ix in self.files.items() if name in ix.text) > 1
+        return sum(len(mention.findall(self._code_of(file))) for file in self.files if name in self._words(file)) > 1
 
     def _runs_only_where_off(self, function: Target) -> bool:
         """A function every call of which (or binding, `self.learn = self.learn_per`, then `self.learn(...)`) sits in
@@ -3047,7 +3056,7 @@ class Project:
         uses = re.compile(r"(?<!def )(?<![\w])%s\s*\(|=[ \t]*self\.%s\b(?![\w(])" % (re.escape(name), re.escape(name)))
         # (a function called in many places is not all switched off: reading each caller costs a parse, and the
         # search stops at the first site past the few)
-        sites = list(islice(((ix, match.start()) for ix in self.files.values() if name in ix.text
+        sites = list(islice(((ix, match.start()) for path, ix in self.files.items() if name in self._words(path)
                              for match in uses.finditer(ix.text)), _FEW_CALL_SITES + 1))
         return 0 < len(sites) <= _FEW_CALL_SITES and all(self._in_branch_not_taken(ix, offset) for ix, offset in sites)
 
@@ -3573,7 +3582,7 @@ class Project:
         for path, ix in self.files.items():
             for name in names:
                 counts[name] += ix.class_names.get(name, 0)
-            if pattern is not None and pattern.search(ix.text):
+            if pattern is not None and not self._words(path).isdisjoint(searched):
                 # (a docstring saying "it is called by update_with_local_losses" calls nothing)
                 for found in pattern.findall(self._code_of(path)):
                     counts[found] += 1
@@ -4828,6 +4837,25 @@ def _never_run_as_script(path: str, ix: ModuleIndex) -> bool:
         and not (parts & _RUN_NAME_PARTS and not parts & _HELPER_NAME_PARTS) and not _runs_as_script(ix)
 
 
+class _MentionFinder:
+    """Finds which of many names (`pkg.mod`, `mod.py`) a text holds as whole words (`\\b(?:...)\\b`). One pattern of
+    thousands of alternatives is slow to run over every file of a large project; a name whose words are not all words
+    of the text cannot match, so each text is searched only for the few names its words allow."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._by_word: dict[str, list[tuple[str, frozenset[str]]]] = {}
+        for name in sorted(names):
+            words = frozenset(re.findall(r"\w+", name))
+            self._by_word.setdefault(max(words, key=len, default=""), []).append((name, words))
+
+    def found_in(self, text: str, words: frozenset[str]) -> set[str]:
+        possible = sorted(name for word in words & self._by_word.keys()
+                          for name, needed in self._by_word[word] if needed <= words)
+        if not possible:
+            return set()
+        return set(re.findall(r"\b(?:%s)\b" % "|".join(map(re.escape, possible)), text))
+
+
 def _module_mentions(path: str) -> frozenset[str]:
     """How another file names a module: `pkg.mod` or `pkg/mod` (its folder and name), or `mod.py`."""
     *folders, name = path.removesuffix(".py").split("/")
@@ -5030,6 +5058,7 @@ _TARGET_KEY = re.compile(r"""["']_target_["']\s*[]:,)]""")
 # What a file that trains says somewhere: a backward pass or gradients zeroed (`loss.backward()`, `zero_grad()`), an
 # optimizer, or a trainer that does both (FastChat's `Trainer(model=model, ...)` then `trainer.train()`, `.fit(...)`).
 _TRAINS = re.compile(r"\bbackward\s*\(|\bzero_grad\s*\(|\boptimi[sz]er\b|\boptim\.|\bTrainer\s*\(|\.fit\s*\(")
+_TRAINS_WORDS = ("backward", "zero_grad", "optimi", "optim.", "Trainer", ".fit")  # one of them is in every match
 # A call that trains through a runner or trainer built elsewhere (`runner.train()`, `trainer.train(...)`)
 _TRAIN_CALL = re.compile(r"\.(?:train|fit)\s*\(")
 # ldm's helpers building what a config's `target:` names: the only by-name loading in their files
