@@ -63,6 +63,7 @@ from gpulint.project.vocab import (
     DEFAULT_HOT_FUNCTIONS,
     ENVIRONMENT_PARTS,
     GPU_EVIDENCE,
+    LIBRARY_FOLDERS,
     LIBRARY_OBJECTS,
     LIBRARY_STEP_HOOKS,
     LOADER_CLASSES,
@@ -358,6 +359,7 @@ class Project:
         self._importing: dict[str, set[str]] | None = None  # project files importing each file (see _imported_by)
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
+        self._library_scripts: frozenset[str] | None = None  # see `_unrun_library_scripts`
         self._file_words: dict[str, frozenset[str]] = {}  # see `_words`
         self._cpu_program: bool | None = None
         self._no_training: bool | None = None  # `_never_trains`
@@ -519,6 +521,37 @@ class Project:
                 and any("__main__" in ix.text for ix in files.values())
         return self._no_training
 
+    def _is_training_file(self, path: str) -> bool:
+        """Could a training loop in this file be the training the project ships (vocab.is_training_path), and is it
+        no script of a library copied into the project that the project does not run (`_unrun_library_scripts`)?"""
+        return is_training_path(path) and path not in self._unrun_library_scripts()
+
+    def _unrun_library_scripts(self) -> frozenset[str]:
+        """The files of a copy of a known library kept inside the project (a folder below the top holding its own
+        `setup.py` and the library's package: Diffusion-LM's `transformers/` with `src/transformers/`) that lie outside
+        that package (its `examples/`, `research_projects/`, `scripts/`) and that no file outside the copy names by
+        file name: the library's own example trainers, not the training this project ships. One the project runs
+        (`os.system("python transformers/examples/.../run_clm.py ...")`) stays a script of it."""
+        if self._library_scripts is None:
+            copies = {}
+            for path in self.files:
+                folder, _, name = path.rpartition("/")
+                if name == "setup.py" and folder:
+                    packages = [f"{folder}/{layout}{lib}/" for lib in LIBRARY_FOLDERS for layout in ("", "src/")
+                                if f"{folder}/{layout}{lib}/__init__.py" in self.files]
+                    if packages:
+                        copies[folder + "/"] = packages
+            scripts = {p for p in self.files for copy, packages in copies.items()
+                       if p.startswith(copy) and not any(p.startswith(package) for package in packages)}
+            named: set[str] = set()
+            if scripts:
+                finder = _MentionFinder({p.rsplit("/", 1)[-1] for p in scripts})
+                for path, ix in self.files.items():
+                    if not any(path.startswith(copy) for copy in copies):
+                        named |= finder.found_in(ix.text, self._words(path))
+            self._library_scripts = frozenset(p for p in scripts if p.rsplit("/", 1)[-1] not in named)
+        return self._library_scripts
+
     def _tool_script(self, path: str) -> bool:
         """A script (a `__main__` block nothing imports) that trains nothing, itself or through the project files it
         imports, and is not named for training, in a project other files of which train: a tool run apart from the
@@ -572,7 +605,7 @@ class Project:
             if self._importers is None:
                 self._importers = {}
                 for path, imported in imports.items():
-                    if is_training_path(path):  # not the chat script that also imports the model
+                    if self._is_training_file(path):  # not the chat script that also imports the model
                         for target in imported:
                             self._importers.setdefault(target, []).append(path)
             above = _closure([entry], self._importers)
@@ -1088,7 +1121,7 @@ class Project:
             calls = [call for caller, _, call in self._calls_of(Target(path, function.qualname),
                                                                lambda ix: function.name in ix.text,
                                                                lambda code: function.name in code)
-                     if is_training_path(caller)]
+                     if self._is_training_file(caller)]
             self._false_for_training[key] = bool(calls) and not any(
                 call.unpacks or call.star_args or len(call.arg_kinds) > index
                 or any(keyword in (param, "**") for keyword, _ in call.kw_kinds) for call in calls)
@@ -2155,7 +2188,7 @@ class Project:
         training, whatever its folder is named)."""
         if not hasattr(self, "_forwards"):
             imports = self._imported()
-            training = _closure([path for path in self.files if is_training_path(path)], imports)
+            training = _closure([path for path in self.files if self._is_training_file(path)], imports)
             # Not a `forward` that runs a training loop itself (a trainer module's), which is no module's forward.
             self._forwards = [
                 Target(path, d.qualname) for path, ix in self.files.items()
@@ -2494,7 +2527,7 @@ class Project:
                 classes = [definition.name for definition in ix.definitions.values() if definition.is_class]
                 for name in classes:
                     self._defining_files.setdefault(name, set()).add(path)
-                if not is_training_path(path) and not self._is_imported(path) and not is_test_path(path):
+                if not self._is_training_file(path) and not self._is_imported(path) and not is_test_path(path):
                     for name in classes:  # only its own definitions
                         counts[name] = counts.get(name, 0) + 1
                         self._naming_files.setdefault(name, {})[path] = 1
@@ -2539,7 +2572,7 @@ class Project:
         """Loops that call backward or an optimizer step, or call a function doing one step's work. A loop that only
         consumes a loader is a candidate (`_loader_loops`): the training loop itself when nothing else reaches
         its function, else a loop the training runs at some other rhythm (a rollout, an evaluation)."""
-        if not scope.loops or not is_training_path(path) or is_cold_function_name(scope.name) \
+        if not scope.loops or not self._is_training_file(path) or is_cold_function_name(scope.name) \
                 or scope.cls and is_cold_class_name(scope.cls) or self._orphan_module(path):
             return frozenset()  # (a module nothing runs has no step loops, whether or not the model read it)
         if scope.cls and self._is_optimizer(Target(path, scope.cls, True)):
@@ -2762,7 +2795,7 @@ class Project:
         named: list[tuple[Key, Reach]] = []
         modules: list[tuple[Key, Reach]] = []
         for path, ix in self.files.items():
-            training = is_training_path(path)
+            training = self._is_training_file(path)
             module = ix.module_scope
             if module is not None and training and self._tool_script(path):
                 # a script that trains nothing, beside those that do (LLMZoo's `tools/apply_delta.py` merging weights)
@@ -2827,7 +2860,7 @@ class Project:
             calls = re.compile(r"(?<![\w.])(?:(?:self|cls)\.(?:%s)\s*\(|(?:%s)\s*\(|\w+\.(?:%s)\s*\([^)\s])"
                                % ((("|".join(map(re.escape, sorted(workers)))),) * 3))
             for path, ix in self.files.items():
-                if not is_training_path(path):
+                if not self._is_training_file(path):
                     continue
                 for definition in ix.definitions.values():
                     code = definition.code
@@ -2862,7 +2895,7 @@ class Project:
         """detectron2's trainer (a project's `Trainer(DefaultTrainer)`) runs `self.model(data)` in its own `run_step`:
         the `forward` of each meta-architecture the training configs name (`META_ARCHITECTURE: "CondInst"`, a class
         under `@META_ARCH_REGISTRY.register()`) runs every step (AdelaiDet's FCOS, CondInst, BlendMask, SOLOv2)."""
-        trainers = [(path, definition) for path, ix in self.files.items() if is_training_path(path)
+        trainers = [(path, definition) for path, ix in self.files.items() if self._is_training_file(path)
                     for definition in ix.definitions.values() if definition.is_class
                     and (scope := ix.scope(definition.qualname)) is not None
                     and any(base.rsplit(".", 1)[-1] in _DETECTRON2_TRAINERS for base in scope.bases)]
@@ -2891,7 +2924,7 @@ class Project:
         every step. Not those of classes no shipped setting picks (`_option_choice`)."""
         found = []
         for path, ix in self.files.items():
-            if not is_training_path(path) or "@" not in ix.text or ix.module_scope is None:
+            if not self._is_training_file(path) or "@" not in ix.text or ix.module_scope is None:
                 continue
             for definition in ix.definitions.values():
                 if not definition.is_class or not ix.lines[definition.start].lstrip().startswith("@"):
@@ -2931,7 +2964,7 @@ class Project:
         trained_elsewhere = self._trains_a_built_trainer()
         # (a scope building the trainer names it: only such definitions are read)
         for path, scope in self._scopes_that_may_call(
-                lambda ix: "Trainer" in ix.text and is_training_path(ix.path) and (
+                lambda ix: "Trainer" in ix.text and self._is_training_file(ix.path) and (
                     trained_elsewhere or ".train(" in ix.text),
                 lambda code: "Trainer" in code and (trained_elsewhere or ".train(" in code)):
             if not trained_elsewhere and not any(call.func.endswith(".train") and not call.arg_kinds
@@ -2957,7 +2990,7 @@ class Project:
         """Does a training script call `trainer.train(...)` on a trainer some other function built and returned
         (P-tuning-v2's `trainer, _ = get_trainer(args)` in `run.py`, each task's `get_trainer` building a
         `BaseTrainer(model=model, ...)`)?"""
-        return any(is_training_path(path) and _TRAINER_TRAIN.search(ix.text) for path, ix in self.files.items()
+        return any(self._is_training_file(path) and _TRAINER_TRAIN.search(ix.text) for path, ix in self.files.items()
                    if ".train(" in ix.text)
 
     def _library_trainer(self, path: str, scope: Scope, func: str) -> bool:
@@ -3266,7 +3299,7 @@ class Project:
                 places.setdefault(name, set()).add(path)
         serving = self._serving_modules()
         return {name for name, paths in places.items()
-                if not any(is_training_path(path) and path not in serving for path in paths)}
+                if not any(self._is_training_file(path) and path not in serving for path in paths)}
 
     def _serving_modules(self) -> frozenset[str]:
         """Modules of a package that only inference, demo or evaluation scripts import, directly or through other
@@ -3274,7 +3307,7 @@ class Project:
         demo): part of those programs, not of training. Not a script, nor a module that registers its classes."""
         if self._serving is None:
             importers = self._imported_by()
-            apart = {p for p in self.files if not is_training_path(p)}
+            apart = {p for p in self.files if not self._is_training_file(p)}
             candidates = {p for p, ix in self.files.items() if p not in apart and importers.get(p)
                           and _never_run_as_script(p, ix) and not _REGISTERED.search(ix.text)}
             serving: set[str] = set()
@@ -3302,7 +3335,7 @@ class Project:
                     built[name] = built.get(name, True) and unselected
 
         for path, ix in self.files.items() if unknown else ():
-            if by_training and not is_training_path(path) or not any(name in ix.text for name in unknown_names):
+            if by_training and not self._is_training_file(path) or not any(name in ix.text for name in unknown_names):
                 continue
             if ix.module_scope is not None:  # a script's top level (`if args.model == "gaussian": model = ...`)
                 note(ix.module_scope, False)
@@ -4067,7 +4100,7 @@ class Project:
         passes what it likes: not what the training passes (rectified-flow's test module handing `VideoUnet` a
         tensor where the training leaves a number)."""
         filled = self._callee_params(key, bound)
-        if filled is None or not is_training_path(path) or key == (path, scope.qualname):
+        if filled is None or not self._is_training_file(path) or key == (path, scope.qualname):
             return  # (a function calling itself passes on what its other callers pass: `walk(x, depth - 1)`)
         callee, params = filled
         kinds = self._param_kinds.setdefault(key, {})
@@ -4592,7 +4625,7 @@ class Project:
         if self._fed_loaders is None:
             frontier: list[tuple[Target, int]] = []
             for path, ix in self.files.items():
-                if not is_training_path(path) or not ("train_dataloader" in ix.text or ".fit(" in ix.text):
+                if not self._is_training_file(path) or not ("train_dataloader" in ix.text or ".fit(" in ix.text):
                     continue
                 lightning = self._lightning_classes(path)
                 for definition in ix.definitions.values():

@@ -417,7 +417,7 @@ _DOCS_FOLDERS = frozenset({"docs", "doc", "documentation"})
 # library's own training code and hooks, not the training this project ships. A library's folder under a layout
 # folder (`src/transformers/`) is the library itself.
 _VENDOR_FOLDERS = frozenset({"third_party", "thirdparty", "3rdparty", "vendor", "vendored", "external", "extern"})
-_LIBRARY_FOLDERS = frozenset(
+LIBRARY_FOLDERS = frozenset(
     {"mmcv", "mmseg", "mmdet", "mmdet3d", "mmengine", "mmpretrain", "mmcls", "timm", "transformers", "diffusers",
      "detectron2", "fairseq", "apex", "deepspeed", "accelerate", "peft", "torchvision", "open_clip", "clip"}
 )
@@ -432,7 +432,7 @@ def _vendored(folders: list[str]) -> bool:
         # `annotator/uniformer/mmcv/runner/hooks.py`: two folders down, with subpackages of its own. Not
         # `examples/transformers/main.py`, an example named for the library it uses, nor `repo/timm/models/vit.py`,
         # the library itself linted from the folder above its checkout.
-        if 2 <= index < len(folders) - 1 and name in _LIBRARY_FOLDERS \
+        if 2 <= index < len(folders) - 1 and name in LIBRARY_FOLDERS \
                 and any(f.lower() not in _LAYOUT_FOLDERS for f in folders[:index]):
             return True
     return False

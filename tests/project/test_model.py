@@ -3239,6 +3239,49 @@ def test_hooks_in_a_vendored_library_are_not_this_projects_training(tmp_path, ch
     assert any(f[0].endswith("logger.py") for f in found) == flagged
 
 
+@pytest.mark.parametrize("copy, host_runs_it, flagged", [
+    ("transformers", False, False),  # Diffusion-LM's copy of transformers: its example trainers are not this project's
+    ("transformers", True, True),  # one the project runs (`os.system("python transformers/examples/.../run_lm.py")`)
+    ("improved-diffusion", False, True),  # a sub-project of its own (`setup.py`, `improved_diffusion/`), not a library
+])
+def test_example_trainers_of_a_library_copied_into_the_project_are_not_its_training(
+        tmp_path, check, copy, host_runs_it, flagged):
+    package = copy.replace("-", "_")
+    found = check(tmp_path, {
+        f"{copy}/setup.py": f"from setuptools import setup\nsetup(name='{copy}')\n",
+        f"{copy}/src/{package}/__init__.py": "",
+        f"{copy}/src/{package}/trainer.py": "class Trainer:\n    pass\n",
+        f"{copy}/examples/language-modeling/run_lm.py": """
+            import torch
+
+            def main(model, loader, optimizer):
+                for batch in loader:
+                    loss = model(batch.cuda())
+                    loss.backward()
+                    optimizer.step()
+                    print(loss.item())
+
+            if __name__ == "__main__":
+                main(None, [], None)
+        """,
+        "train.py": """
+            import os
+            import torch
+
+            def train(model, loader, optimizer):
+                for batch in loader:
+                    model(batch.to("cuda", non_blocking=True)).backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                {runs}
+                train(None, [], None)
+        """.replace("{runs}", f'os.system("python {copy}/examples/language-modeling/run_lm.py")' if host_runs_it
+                    else "pass"),
+    })
+    assert any(f[0].endswith("run_lm.py") for f in found) == flagged
+
+
 @pytest.mark.parametrize("stepped, flagged", [
     ("pruner", False),  # LLM-Pruner's Taylor pruning: each backward estimates importance, once per pruning round
     ("optimizer", True),
