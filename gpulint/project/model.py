@@ -539,7 +539,9 @@ class Project:
                 if name == "setup.py" and folder:
                     packages = [f"{folder}/{layout}{lib}/" for lib in LIBRARY_FOLDERS for layout in ("", "src/")
                                 if f"{folder}/{layout}{lib}/__init__.py" in self.files]
-                    if packages:
+                    # (not the library itself, linted from the folder above its checkout: a copy sits beside the
+                    # host project's own files)
+                    if packages and any(not p.startswith(folder + "/") for p in self.files):
                         copies[folder + "/"] = packages
             scripts = {p for p in self.files for copy, packages in copies.items()
                        if p.startswith(copy) and not any(p.startswith(package) for package in packages)}

@@ -3282,6 +3282,27 @@ def test_example_trainers_of_a_library_copied_into_the_project_are_not_its_train
     assert any(f[0].endswith("run_lm.py") for f in found) == flagged
 
 
+def test_a_library_linted_from_the_folder_above_its_checkout_keeps_its_example_trainers(tmp_path, check):
+    """`gpulint check transformers/` from the folder above: every path starts with the checkout's folder, and no
+    host project's file sits beside it, so its examples are the project's own training."""
+    found = check(tmp_path, {
+        "transformers/setup.py": "from setuptools import setup\nsetup(name='transformers')\n",
+        "transformers/src/transformers/__init__.py": "",
+        "transformers/examples/run_lm.py": """
+            def main(model, loader, optimizer):
+                for batch in loader:
+                    loss = model(batch.cuda())
+                    loss.backward()
+                    optimizer.step()
+                    print(loss.item())
+
+            if __name__ == "__main__":
+                main(None, [], None)
+        """,
+    })
+    assert any(f[0].endswith("run_lm.py") for f in found), found
+
+
 @pytest.mark.parametrize("stepped, flagged", [
     ("pruner", False),  # LLM-Pruner's Taylor pruning: each backward estimates importance, once per pruning round
     ("optimizer", True),
