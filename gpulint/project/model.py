@@ -2401,6 +2401,11 @@ class Project:
         name = cls.qualname.rsplit(".", 1)[-1]
         if name not in self.config_names and self._built_only_unselected({name}):
             return False  # DiffDock's `if old: model_class = CGOldModel`, which only evaluation asks for
+        if name in _TORCH_OPTIMIZERS and name not in self.config_names and self._is_optimizer(cls) \
+                and next(self._constructions(cls), None) is None:
+            # An optimizer named like one of torch.optim's that no call builds: the text naming it names torch's
+            # (DI-star's `from torch.optim.adam import Adam` beside its own unused `Adam`).
+            return False
         return self._text_names_class(cls) or name in self.config_names  # `generator_type: StyleMelGANGenerator`
 
     def _registered(self, cls: Target, decorator: re.Pattern | None = None) -> bool:
@@ -3060,12 +3065,19 @@ class Project:
                 found.append((key, Reach(PROGRAM, chain=(frame,))))
                 self.entries = True
             if scope.marker_outside_loop and not is_cold_function_name(scope.name) \
+                    and not self._optimizer_wrapper_step(path, scope) \
                     and not self._autograd_function_backward(path, scope) \
                     and not self._called_once_per_epoch(Target(path, scope.qualname), scope.name) \
                     and not self._runs_only_where_off(Target(path, scope.qualname, False)):
                 found.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{scope.name}`, one training step")))
                 self.entries = True
         return found
+
+    def _optimizer_wrapper_step(self, path: str, scope: Scope) -> bool:
+        """The `step` of an optimizer class that steps another optimizer (timm's `Lookahead`: `self.base_optimizer.
+        step()`): it runs where the training calls `optimizer.step()` on one it built (`optimizer_steps`), not as a
+        training step of its own."""
+        return scope.name == "step" and bool(scope.cls) and self._is_optimizer(Target(path, scope.cls, True))
 
     def _autograd_function_backward(self, path: str, scope: Scope) -> bool:
         """The `backward` of a `torch.autograd.Function` the project applies somewhere (PVD's Chamfer distance, whose

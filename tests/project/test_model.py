@@ -7246,6 +7246,88 @@ def test_a_branch_on_an_attribute_set_from_an_option_is_a_branch_on_the_option(t
     assert 14 not in lines and 16 in lines, found
 
 
+def test_an_optimizer_wrapper_step_is_no_training_step_of_its_own(tmp_path, check):
+    """timm's `Lookahead.step` calls `self.base_optimizer.step()`: it runs where the training steps an optimizer,
+    not as a training step of its own (ALBEF's optimizers were reported from `Lookahead.step()`, a wrapper its
+    configs never build)."""
+    found = check(tmp_path, {
+        "optim/__init__.py": "",
+        "optim/lookahead.py": """
+            from torch.optim.optimizer import Optimizer
+
+            class Lookahead(Optimizer):
+                def __init__(self, base_optimizer):
+                    self.base_optimizer = base_optimizer
+
+                def step(self, closure=None):
+                    return self.base_optimizer.step(closure)
+        """,
+        "optim/adamp.py": """
+            from torch.optim.optimizer import Optimizer
+
+            class AdamP(Optimizer):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            p.data.add_(p.grad, alpha=-group["lr"])
+        """,
+        "optim/factory.py": """
+            from optim.adamp import AdamP
+            from optim.lookahead import Lookahead
+
+            def create_optimizer(name, model):
+                optimizer = AdamP(model.parameters())
+                if name.startswith("lookahead"):
+                    optimizer = Lookahead(optimizer)
+                return optimizer
+        """,
+        "train.py": """
+            from optim.factory import create_optimizer
+
+            def train(model, loader, name):
+                optimizer = create_optimizer(name, model)
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).backward()
+                    optimizer.step()
+        """,
+    })
+    chains = [chain for path, _, _, _, chain in found if path == "optim/adamp.py"]
+    assert chains and not any(chain.startswith("Lookahead.step") for chain in chains), found
+
+
+@pytest.mark.parametrize("imported, flagged", [
+    ("from torch.optim.adam import Adam", False),  # DI-star: torch's Adam, beside the project's own unused one
+    ("from utils.optimizer_util import Adam", True),
+])
+def test_an_optimizer_named_like_torchs_is_built_only_by_a_call_that_reaches_it(tmp_path, check, imported, flagged):
+    found = check(tmp_path, {
+        "utils/__init__.py": "",
+        "utils/optimizer_util.py": """
+            import torch
+
+            class Adam(torch.optim.Adam):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            p.grad.clamp_(-1, 1)
+                    return super().step(closure)
+        """,
+        "learner.py": """
+            {imported}
+
+            class Learner:
+                def setup(self, model):
+                    self._optimizer = Adam(model.parameters())
+
+                def train(self, model, loader):
+                    for x in loader:
+                        model(x.cuda(non_blocking=True)).backward()
+                        self._optimizer.step()
+        """.replace("{imported}", imported),
+    })
+    assert any(f[0] == "utils/optimizer_util.py" for f in found) == flagged, found
+
+
 def test_a_module_calling_itself_runs_its_own_forward(tmp_path):
     """lightning-bolts' `YOLO.training_step` computes its losses with `self(images, targets)`: its own `forward`
     (and what that calls) runs every step, as surely as a call the model resolves by name; a subclass overriding
