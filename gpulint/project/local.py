@@ -1669,9 +1669,31 @@ def _attribute_options(code: str) -> dict[str, str]:
     (`self.pitch_type = self.pitch_config["pitch_type"]`), with the option's text: a branch on the attribute is a
     branch on the option (`if self.pitch_type == "ph":`, `_named_option_test`)."""
     sets: dict[str, list[str]] = {}
-    for attribute, value in _SETS_ATTRIBUTE_LINE.findall(code):
+    for attribute, value in _SETS_ATTRIBUTE_LINE.findall(_bracketed_lines_joined(code)):
         sets.setdefault(attribute, []).append(value.strip())
     return {attribute: values[0] for attribute, values in sets.items() if len(values) == 1 and _is_option(values[0])}
+
+
+_OPEN_BRACKET_AT_END = re.compile(r"[\[({][ \t]*\r?$", re.MULTILINE)
+_MOST_JOINED_LINES = 8
+
+
+def _bracketed_lines_joined(code: str) -> str:
+    """The code with the lines a bracket left open joined to it: black's `self.pitch_feature_level =
+    preprocess_config["preprocessing"]["pitch"][` then `"feature"` then `]` is one line again."""
+    if not _OPEN_BRACKET_AT_END.search(code):
+        return code
+    joined: list[str] = []
+    group: list[str] = []  # the lines of a statement whose brackets are still open
+    depth = 0
+    for line in code.split("\n"):
+        group.append(line)
+        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        if depth <= 0 or len(group) > _MOST_JOINED_LINES:
+            # (a bracket in a string could leave a statement open to the end: past a few lines, the lines stay apart)
+            joined.extend([" ".join(part.strip() for part in group)] if depth <= 0 and len(group) > 1 else group)
+            group, depth = [], 0
+    return "\n".join(joined + group)
 
 
 _SETS_NONE_LINE = re.compile(r"self\.(\w+)\s*(?::[^=\n]*)?=\s*None\s*$", re.MULTILINE)

@@ -7246,6 +7246,46 @@ def test_a_branch_on_an_attribute_set_from_an_option_is_a_branch_on_the_option(t
     assert 14 not in lines and 16 in lines, found
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_an_attribute_set_from_an_option_over_several_lines_is_that_option(tmp_path, check, newline):
+    """FastSpeech2's loss as black formats it (Meta-TTS, StyleSpeech): `self.pitch_feature_level =
+    preprocess_config["preprocessing"]["pitch"][` then `"feature"` then `]`, in a file with Windows line ends; the
+    shipped configs say `feature: "phoneme_level"`, so the frame-level branch never runs."""
+    loss = textwrap.dedent("""
+        import torch.nn as nn
+
+        class FastSpeech2Loss(nn.Module):
+            def __init__(self, preprocess_config):
+                super().__init__()
+                self.pitch_feature_level = preprocess_config["preprocessing"]["pitch"][
+                    "feature"
+                ]
+
+            def forward(self, pred, target, src_masks, mel_masks):
+                if self.pitch_feature_level == "phoneme_level":
+                    pred = pred.masked_select(src_masks)
+                if self.pitch_feature_level == "frame_level":
+                    pred = pred.masked_select(mel_masks)
+                return (pred - target).abs().mean()
+    """).replace("\n", newline)
+    found = check(tmp_path, {
+        "model/loss.py": loss,
+        "train.py": """
+            import yaml
+            from model.loss import FastSpeech2Loss
+
+            def train(model, loader, opt):
+                criterion = FastSpeech2Loss(yaml.safe_load(open("config/preprocess.yaml")))
+                for x, y, src_masks, mel_masks in loader:
+                    criterion(model(x.cuda()), y, src_masks, mel_masks).backward()
+                    opt.step()
+        """,
+        "config/preprocess.yaml": "preprocessing:\n  pitch:\n    feature: \"phoneme_level\"\n",
+    })
+    lines = {line for path, line, *_ in found if path == "model/loss.py"}
+    assert 13 in lines and 15 not in lines, found
+
+
 def test_an_optimizer_wrapper_step_is_no_training_step_of_its_own(tmp_path, check):
     """timm's `Lookahead.step` calls `self.base_optimizer.step()`: it runs where the training steps an optimizer,
     not as a training step of its own (ALBEF's optimizers were reported from `Lookahead.step()`, a wrapper its
