@@ -3199,6 +3199,9 @@ class Project:
         for key, loops in sorted(self._loader_loops.items()):
             if self._stepping and not named_for_training(key[0]):
                 continue  # the project's training loops are in sight: a loop over batches elsewhere infers or evaluates
+            if self._step_loops.get(key):
+                continue  # its function's own training loop is in sight: this one is a pass of its own (T2M-GPT's
+                # tokenizing pass over the data before its training loop)
             reach = self.reach.get(key)
             if reach is not None and reach.rank == COLD:
                 continue  # reached only from inference or evaluation: Matcha's CLI (`@torch.inference_mode()`) batches

@@ -3239,6 +3239,20 @@ def test_hooks_in_a_vendored_library_are_not_this_projects_training(tmp_path, ch
     assert any(f[0].endswith("logger.py") for f in found) == flagged
 
 
+# A library's example script training a model (transformers' `examples/.../run_lm.py`).
+_LIBRARY_EXAMPLE_TRAINER = """
+    def main(model, loader, optimizer):
+        for batch in loader:
+            loss = model(batch.cuda())
+            loss.backward()
+            optimizer.step()
+            print(loss.item())
+
+    if __name__ == "__main__":
+        main(None, [], None)
+"""
+
+
 @pytest.mark.parametrize("copy, host_runs_it, flagged", [
     ("transformers", False, False),  # Diffusion-LM's copy of transformers: its example trainers are not this project's
     ("transformers", True, True),  # one the project runs (`os.system("python transformers/examples/.../run_lm.py")`)
@@ -3251,19 +3265,7 @@ def test_example_trainers_of_a_library_copied_into_the_project_are_not_its_train
         f"{copy}/setup.py": f"from setuptools import setup\nsetup(name='{copy}')\n",
         f"{copy}/src/{package}/__init__.py": "",
         f"{copy}/src/{package}/trainer.py": "class Trainer:\n    pass\n",
-        f"{copy}/examples/language-modeling/run_lm.py": """
-            import torch
-
-            def main(model, loader, optimizer):
-                for batch in loader:
-                    loss = model(batch.cuda())
-                    loss.backward()
-                    optimizer.step()
-                    print(loss.item())
-
-            if __name__ == "__main__":
-                main(None, [], None)
-        """,
+        f"{copy}/examples/language-modeling/run_lm.py": _LIBRARY_EXAMPLE_TRAINER,
         "train.py": """
             import os
             import torch
@@ -3288,17 +3290,7 @@ def test_a_library_linted_from_the_folder_above_its_checkout_keeps_its_example_t
     found = check(tmp_path, {
         "transformers/setup.py": "from setuptools import setup\nsetup(name='transformers')\n",
         "transformers/src/transformers/__init__.py": "",
-        "transformers/examples/run_lm.py": """
-            def main(model, loader, optimizer):
-                for batch in loader:
-                    loss = model(batch.cuda())
-                    loss.backward()
-                    optimizer.step()
-                    print(loss.item())
-
-            if __name__ == "__main__":
-                main(None, [], None)
-        """,
+        "transformers/examples/run_lm.py": _LIBRARY_EXAMPLE_TRAINER,
     })
     assert any(f[0].endswith("run_lm.py") for f in found), found
 
@@ -7366,6 +7358,60 @@ def test_an_optimizer_named_like_torchs_is_built_only_by_a_call_that_reaches_it(
         """.replace("{imported}", imported),
     })
     assert any(f[0] == "utils/optimizer_util.py" for f in found) == flagged, found
+
+
+def test_a_loader_pass_beside_its_scripts_training_loop_runs_once(tmp_path, check):
+    """T2M-GPT's `train_t2m_trans.py` encodes the dataset once (`for batch in train_loader_token:` ... `.cpu()`,
+    saved to disk) before its training loop: with that training loop in the same script, the first loop is a pass
+    of its own, not the step."""
+    found = check(tmp_path, {"train_t2m_trans.py": """
+        import numpy as np
+        import torch
+
+        net, model, opt = torch.nn.Linear(2, 2).cuda(), torch.nn.Linear(2, 2).cuda(), None
+        train_loader_token, train_loader = [], []
+
+        for batch in train_loader_token:
+            target = net(batch.cuda()).cpu().numpy()
+            np.save("codes.npy", target)
+
+        for x in train_loader:
+            loss = model(x.cuda(non_blocking=True)).sum()
+            loss.backward()
+            opt.step()
+            print(loss.item())
+    """})
+    lines = {line for path, line, *_ in found if path == "train_t2m_trans.py"}
+    assert 9 not in lines and 16 in lines, found
+
+
+def test_a_rendering_script_that_fits_by_gradient_descent_is_not_training(tmp_path, check):
+    """T2M-GPT's `render_final.py` fits SMPL parameters with an optimizer (SMPLify) to draw the motions it samples:
+    an optimization loop, but no training step."""
+    found = check(tmp_path, {
+        "render_final.py": """
+            import torch
+
+            def fit(params, joints, steps):
+                optimizer = torch.optim.LBFGS([params])
+                for _ in range(steps):
+                    optimizer.zero_grad()
+                    loss = ((params - joints) ** 2).sum()
+                    loss.backward()
+                    optimizer.step()
+                    print(loss.item())
+
+            if __name__ == "__main__":
+                fit(torch.zeros(3, device="cuda", requires_grad=True), torch.ones(3, device="cuda"), 100)
+        """,
+        "train.py": """
+            def train(model, loader, optimizer):
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).backward()
+                    optimizer.step()
+        """,
+    })
+    assert not [f for f in found if f[0] == "render_final.py"], found
 
 
 def test_a_module_calling_itself_runs_its_own_forward(tmp_path):
