@@ -3199,9 +3199,14 @@ class Project:
         for key, loops in sorted(self._loader_loops.items()):
             if self._stepping and not named_for_training(key[0]):
                 continue  # the project's training loops are in sight: a loop over batches elsewhere infers or evaluates
-            if self._step_loops.get(key):
-                continue  # its function's own training loop is in sight: this one is a pass of its own (T2M-GPT's
-                # tokenizing pass over the data before its training loop)
+            if (steps := self._step_loops.get(key)) and (scope := self.files[key[0]].scope(key[1])) is not None:
+                # Its function's own training loop comes after: a loop over a loader before it is a pass of its own
+                # that prepares the data (T2M-GPT's tokenizing pass); one after it may be a phase stepping through a
+                # call the model cannot resolve.
+                first_step = min(scope.loops[index].start for index in steps)
+                loops = {index for index in loops if scope.loops[index].start > first_step}
+                if not loops:
+                    continue
             reach = self.reach.get(key)
             if reach is not None and reach.rank == COLD:
                 continue  # reached only from inference or evaluation: Matcha's CLI (`@torch.inference_mode()`) batches
