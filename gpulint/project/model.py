@@ -2402,11 +2402,22 @@ class Project:
         if name not in self.config_names and self._built_only_unselected({name}):
             return False  # DiffDock's `if old: model_class = CGOldModel`, which only evaluation asks for
         if name in _TORCH_OPTIMIZERS and name not in self.config_names and self._is_optimizer(cls) \
-                and next(self._constructions(cls), None) is None:
-            # An optimizer named like one of torch.optim's that no call builds: the text naming it names torch's
-            # (DI-star's `from torch.optim.adam import Adam` beside its own unused `Adam`).
+                and self._names_torchs_optimizer(name) and next(self._constructions(cls), None) is None:
+            # An optimizer named like one of torch.optim's that no call builds, where the project names torch's: the
+            # text naming it names torch's (DI-star's `from torch.optim.adam import Adam` beside its own unused
+            # `Adam`). A library of optimizers its users build (pytorch-optimizer's `RAdam`) names none of torch's.
             return False
         return self._text_names_class(cls) or name in self.config_names  # `generator_type: StyleMelGANGenerator`
+
+    def _names_torchs_optimizer(self, name: str) -> bool:
+        """Does a file of the project name torch.optim's optimizer of that name (`optim.Adam(`, `torch.optim.AdamW`,
+        `from torch.optim.adam import Adam`)?"""
+        named = re.compile(rf"\btorch\.optim(?:\.\w+)?\.{name}\b|\bfrom\s+torch\.optim(?:\.\w+)?\s+import\s[^\n]*\b{name}\b")
+        # (`optim.Adam(` where the file binds `optim` to torch's: not pytorch-optimizer's `import torch_optimizer as
+        # optim`)
+        short = re.compile(rf"\boptim\.{name}\b")
+        return any(named.search(ix.text) or short.search(ix.text) and _TORCH_OPTIM_IMPORT.search(ix.text)
+                   for path, ix in self.files.items() if name in self._words(path))
 
     def _registered(self, cls: Target, decorator: re.Pattern | None = None) -> bool:
         """Is `cls` decorated for a registry (`@register()`, `@MODELS.register_module()`; `decorator`: for one registry,
@@ -5196,6 +5207,8 @@ _VALIDATION_SETTING = re.compile(r"set_default_validate_args\(\s*([\w.]+)\s*\)")
 _COLLATING = re.compile("collat", re.IGNORECASE)
 
 
+# `from torch import optim`, `import torch.optim as optim`: the name `optim` is torch's.
+_TORCH_OPTIM_IMPORT = re.compile(r"\bfrom\s+torch\s+import\s[^\n]*\boptim\b|\bimport\s+torch\.optim\s+as\s+optim\b")
 # torch.optim's optimizers, which a project's optimizer may derive from (composer's `DecoupledSGDW(SGD)`).
 _TORCH_OPTIMIZERS = frozenset(
     {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "ASGD", "LBFGS",

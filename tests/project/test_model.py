@@ -7327,11 +7327,12 @@ def test_an_optimizer_wrapper_step_is_no_training_step_of_its_own(tmp_path, chec
     assert chains and not any(chain.startswith("Lookahead.step") for chain in chains), found
 
 
-@pytest.mark.parametrize("imported, flagged", [
-    ("from torch.optim.adam import Adam", False),  # DI-star: torch's Adam, beside the project's own unused one
-    ("from utils.optimizer_util import Adam", True),
+@pytest.mark.parametrize("imported, built, flagged", [
+    ("from torch.optim.adam import Adam", "Adam", False),  # DI-star: torch's Adam, beside the project's own unused one
+    ("from utils.optimizer_util import Adam", "Adam", True),
 ])
-def test_an_optimizer_named_like_torchs_is_built_only_by_a_call_that_reaches_it(tmp_path, check, imported, flagged):
+def test_an_optimizer_named_like_torchs_is_built_only_by_a_call_that_reaches_it(
+        tmp_path, check, imported, built, flagged):
     found = check(tmp_path, {
         "utils/__init__.py": "",
         "utils/optimizer_util.py": """
@@ -7349,13 +7350,13 @@ def test_an_optimizer_named_like_torchs_is_built_only_by_a_call_that_reaches_it(
 
             class Learner:
                 def setup(self, model):
-                    self._optimizer = Adam(model.parameters())
+                    self._optimizer = {built}(model.parameters())
 
                 def train(self, model, loader):
                     for x in loader:
                         model(x.cuda(non_blocking=True)).backward()
                         self._optimizer.step()
-        """.replace("{imported}", imported),
+        """.replace("{imported}", imported).replace("{built}", built),
     })
     assert any(f[0] == "utils/optimizer_util.py" for f in found) == flagged, found
 
@@ -7412,6 +7413,43 @@ def test_a_rendering_script_that_fits_by_gradient_descent_is_not_training(tmp_pa
         """,
     })
     assert not [f for f in found if f[0] == "render_final.py"], found
+
+
+# An optimizer updating each parameter in a Python loop.
+_PER_PARAMETER_OPTIMIZER = """
+    from torch.optim.optimizer import Optimizer
+
+    class {name}(Optimizer):
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.data.add_(p.grad, alpha=-group["lr"])
+"""
+
+
+def test_a_library_of_optimizers_named_like_torchs_keeps_them_built(tmp_path, check):
+    """pytorch-optimizer defines its own `RAdam`, which its users build; its example picks it from a list
+    (`import torch_optimizer as optim`, `optim.RAdam`): the project names none of torch's optimizers."""
+    found = check(tmp_path, {
+        "torch_optimizer/__init__.py": "from .radam import RAdam\nfrom .lamb import Lamb\n",
+        "torch_optimizer/radam.py": _PER_PARAMETER_OPTIMIZER.replace("{name}", "RAdam"),
+        "torch_optimizer/lamb.py": _PER_PARAMETER_OPTIMIZER.replace("{name}", "Lamb"),
+        "examples/viz_optimizers.py": """
+            import torch_optimizer as optim
+
+            OPTIMIZERS = [(optim.RAdam, 0.5)]
+        """,
+        "examples/mnist.py": """
+            import torch_optimizer as optim
+
+            def train(model, loader):
+                optimizer = optim.Lamb(model.parameters())
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).backward()
+                    optimizer.step()
+        """,
+    })
+    assert any(f[0] == "torch_optimizer/radam.py" for f in found), found
 
 
 def test_a_module_calling_itself_runs_its_own_forward(tmp_path):
