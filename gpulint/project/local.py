@@ -1674,6 +1674,11 @@ def _attribute_options(code: str) -> dict[str, str]:
     return {attribute: values[0] for attribute, values in sets.items() if len(values) == 1 and _is_option(values[0])}
 
 
+def _brackets_opened(line: str) -> int:
+    """How many brackets a line opens, less those it closes (brackets in strings count too)."""
+    return sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+
+
 _OPEN_BRACKET_AT_END = re.compile(r"[\[({][ \t]*\r?$", re.MULTILINE)
 _MOST_JOINED_LINES = 8
 
@@ -1688,7 +1693,7 @@ def _bracketed_lines_joined(code: str) -> str:
     depth = 0
     for line in code.split("\n"):
         group.append(line)
-        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        depth += _brackets_opened(line)
         if depth <= 0 or len(group) > _MOST_JOINED_LINES:
             # (a bracket in a string could leave a statement open to the end: past a few lines, the lines stay apart)
             joined.extend([" ".join(part.strip() for part in group)] if depth <= 0 and len(group) > 1 else group)
@@ -2364,9 +2369,10 @@ class _Walker:
             self._bind_prepared_batch(node.target, node.iter)
         loop.once = any(isinstance(statement, ast.Break) for statement in node.body)
         loop.fills_by_index = is_for and _fills_by_index(node)
-        loop.steps_env = any(_steps_an_environment(inner) for inner in _walk_body(node.body))
+        calls = [inner for inner in _walk_body(node.body) if isinstance(inner, ast.Call)]  # (one walk for both)
+        loop.steps_env = any(_steps_an_environment(call) for call in calls)
         loop.prunes = any(scope.loops[outer].prunes for outer in self.loop_stack[-1]) \
-            or any(_steps_a_pruner(inner) for inner in _walk_body(node.body))
+            or any(_steps_a_pruner(call) for call in calls)
         index = len(scope.loops)
         scope.loops.append(loop)
         if loop.steps_env and _holds_rollout(node.body):
@@ -3341,7 +3347,7 @@ def _flag_set_in_long_gate(text: str, start: int) -> str | None:
         if stop < 0:
             return None
         line = text[end:stop].split("#", 1)[0]
-        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        depth += _brackets_opened(line)
         end = stop + 1
         if depth <= 0 and line.rstrip().endswith(":"):
             body = _COMMENT_LINES.match(text, end).end()  # (the body may open with comments)

@@ -361,6 +361,7 @@ class Project:
         self._device_named: bool | None = None
         self._library_scripts: frozenset[str] | None = None  # see `_unrun_library_scripts`
         self._file_words: dict[str, frozenset[str]] = {}  # see `_words`
+        self._torch_optimizers_named: dict[str, bool] = {}  # see `_names_torchs_optimizer`
         self._cpu_program: bool | None = None
         self._no_training: bool | None = None  # `_never_trains`
         self._definition_names: tuple[dict[str, int], dict[str, int]] | None = None  # see `_definition_counts`
@@ -2411,7 +2412,14 @@ class Project:
 
     def _names_torchs_optimizer(self, name: str) -> bool:
         """Does a file of the project name torch.optim's optimizer of that name (`optim.Adam(`, `torch.optim.AdamW`,
-        `from torch.optim.adam import Adam`)?"""
+        `from torch.optim.adam import Adam`)? Found once per name: `_built` asks each time the step's
+        `optimizer.step()` is followed."""
+        found = self._torch_optimizers_named.get(name)
+        if found is None:
+            found = self._torch_optimizers_named[name] = self._find_torchs_optimizer(name)
+        return found
+
+    def _find_torchs_optimizer(self, name: str) -> bool:
         named = re.compile(rf"\btorch\.optim(?:\.\w+)?\.{name}\b|\bfrom\s+torch\.optim(?:\.\w+)?\s+import\s[^\n]*\b{name}\b")
         # (`optim.Adam(` where the file binds `optim` to torch's: not pytorch-optimizer's `import torch_optimizer as
         # optim`)
