@@ -4569,7 +4569,7 @@ class Project:
                          device_fed=self._is_imported(path) and self._names_a_device(),
                          used_by_code=self._is_imported(path, by_code=True),
                          batches_copied=self._batches_copied_elsewhere(path),
-                         library_objects=self._library_objects(),
+                         library_objects=self._library_objects(path),
                          device_kwargs=frozenset(name for name, _ in self._device_kwargs_of(path))
                          | self._device_kwarg_attributes(),
                          own_loaders=self._own_loaders(path),
@@ -4743,20 +4743,15 @@ class Project:
             self._kwargs_by_file[path] = _device_kwargs(self.files[path].text)
         return self._kwargs_by_file[path]
 
-    def _library_objects(self) -> tuple[tuple[str, str], ...]:
-        """The names (last parts) the project binds to objects of the library classes `LIBRARY_OBJECTS` knows, and
-        to nothing else (`model_ema = ModelEmaV2(model)`, `self.ema_unets = nn.ModuleList([EMA(u) for u in unets])`),
-        in the functions the model has read."""
+    def _library_objects(self, path: str) -> tuple[tuple[str, str], ...]:
+        """The names (last parts) bound to objects of the library classes `LIBRARY_OBJECTS` knows, and to nothing else
+        (`model_ema = ModelEmaV2(model)`, `self.ema_unets = nn.ModuleList([EMA(u) for u in unets])`), in the functions
+        the model has read: those of the whole project, and where the file at `path` binds a name so itself, as it
+        does (Cream's sub-projects: one's `model_ema` is timm's, another's its own class)."""
         if self._libraries is None:
-            kinds: dict[str, set[str]] = {}
-            for ix in self.files.values():
-                for assign in (a for scope in ix.read_scopes() for a in scope.assigns if a.callee):
-                    kind = next((LIBRARY_OBJECTS[q] for c in (assign.callee, *assign.calls)
-                                 if (q := resolve(c, ix.aliases)) in LIBRARY_OBJECTS), "other")
-                    kinds.setdefault(assign.target.rsplit(".", 1)[-1], set()).add(kind)
-            self._libraries = tuple(sorted((name, found.pop()) for name, found in kinds.items()
-                                           if len(found) == 1 and "other" not in found))
-        return self._libraries
+            self._libraries = _library_kinds(self.files.values())
+        own = _library_kinds([self.files[path]])
+        return tuple(sorted({**dict(self._libraries), **dict(own)}.items()))
 
     def _note_device_helper_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`), of a function moving its arguments (`moved_params`) or of
@@ -5347,6 +5342,17 @@ def _note_self_sets(host: dict[str, bool], scopes: Iterable[Scope], plain: bool)
     for scope in scopes:
         for attribute, kind in scope.self_sets:
             host[attribute] = host.get(attribute, True) and (kind == "host" or kind == "parameter" and plain)
+
+
+def _library_kinds(files: Iterable[ModuleIndex]) -> tuple[tuple[str, str], ...]:
+    """The names (last parts) `files` bind to objects of one kind of `LIBRARY_OBJECTS` and to nothing else."""
+    kinds: dict[str, set[str]] = {}
+    for ix in files:
+        for assign in (a for scope in ix.read_scopes() for a in scope.assigns if a.callee):
+            kind = next((LIBRARY_OBJECTS[q] for c in (assign.callee, *assign.calls)
+                         if (q := resolve(c, ix.aliases)) in LIBRARY_OBJECTS), "other")
+            kinds.setdefault(assign.target.rsplit(".", 1)[-1], set()).add(kind)
+    return tuple(sorted((name, found.pop()) for name, found in kinds.items() if len(found) == 1 and "other" not in found))
 
 
 def _scores_without_gradients(scope: Scope) -> bool:

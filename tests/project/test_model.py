@@ -5946,6 +5946,75 @@ def test_library_objects_built_in_one_file_and_updated_in_another(tmp_path, chec
     assert [(path, line, code) for path, line, code, *_ in found] == [("loop.py", 9, "GPL401"), ("loop.py", 10, "GPL501")]
 
 
+def test_a_timm_ema_known_by_its_annotation_or_its_file_where_the_project_binds_the_name_to_other_classes(
+        tmp_path, check):
+    # Cream-style: one sub-project's `model_ema` is its own EMA, another's timm's, updated in an engine whose
+    # parameter's annotation names timm's class, a third's built and updated in one file.
+    found = check(tmp_path, {
+        "own/train.py": """
+            import torch
+            from own.ema import ModelEMA
+
+            def main(model, loader, opt):
+                model_ema = ModelEMA(model)
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).mean().backward()
+                    opt.step()
+                    model_ema.update(model)
+        """,
+        "own/ema.py": """
+            class ModelEMA:
+                def __init__(self, model):
+                    self.model = model
+
+                def update(self, model):
+                    self.model = model
+        """,
+        "deit/main.py": """
+            import torch
+            from timm.utils import ModelEma
+            from deit.engine import train_one_epoch
+
+            def main(model, loader, opt):
+                model.cuda()
+                model_ema = ModelEma(model)
+                train_one_epoch(model, loader, opt, model_ema=model_ema)
+        """,
+        "deit/engine.py": """
+            from typing import Optional
+
+            import torch
+            from timm.utils import ModelEma
+
+            def train_one_epoch(model, loader, opt, model_ema: Optional[ModelEma] = None):
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).mean().backward()
+                    opt.step()
+                    if model_ema is not None:
+                        model_ema.update(model)
+        """,
+        "swin/main.py": """
+            import torch
+            from timm.utils import ModelEmaV2
+
+            def train_swin(model, loader, opt, model_ema):
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).mean().backward()
+                    opt.step()
+                    model_ema.update(model)
+
+            def main(model, loader, opt):
+                model.cuda()
+                model_ema = None
+                if loader:
+                    model_ema = ModelEmaV2(model)
+                train_swin(model, loader, opt, model_ema)
+        """,
+    })
+    assert [(path, line, code) for path, line, code, *_ in found] == [
+        ("deit/engine.py", 12, "GPL501"), ("swin/main.py", 9, "GPL501")]
+
+
 def test_a_tensor_handed_back_through_a_tuple_stays_a_tensor(tmp_path, check):
     found = check(tmp_path, {
         "train.py": """
