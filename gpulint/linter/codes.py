@@ -48,4 +48,5 @@ RULE_CODES: tuple[tuple[str, str, bool], ...] = (
     ('GPL506', 'anomaly-detection-on', True),
     ('GPL507', 'always-on-profiler', True),
     ('GPL508', 'reversed-time-step-loop', True),
+    ('GPL509', 'per-tensor-library-optimizer', True),
 )
