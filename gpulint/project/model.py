@@ -680,10 +680,12 @@ class Project:
         loading_roots = {self._above_package(p) for p in self.files
                          if self._loads_by_name(p) and not self._loads_config_targets(p)}
         by_name = "" in loading_roots
-        # A flat project's top-level modules too, beside a top-level training script that imports its other modules
-        # (mellotron's `fp16_optimizer.py`, which neither `train.py` nor anything else imports)
-        flat_training = any("/" not in p and not _never_run_as_script(p, ix) and _TRAINS.search(ix.text)
-                            and any("/" not in q for q in imports.get(p, ())) for p, ix in self.files.items())
+        # A flat project's top-level modules too, beside a top-level training script that imports the project's
+        # modules (mellotron's `fp16_optimizer.py`, which neither `train.py` nor anything else imports; equiformer_v2's
+        # leftover `engine.py` beside `main_oc20.py`, which runs the trainers of its `oc20` package)
+        flat_training = any("/" not in p and not _never_run_as_script(p, ix)
+                            and (_TRAINS.search(ix.text) or _TRAIN_CALL.search(ix.text)) and imports.get(p)
+                            for p, ix in self.files.items())
         modules = [p for p, ix in self.files.items()
                    if ("/" in p and p.rsplit("/", 1)[0] in packages or "/" not in p and flat_training)
                    and _never_run_as_script(p, ix)]
@@ -2603,6 +2605,8 @@ class Project:
             return frozenset()  # (a module nothing runs has no step loops, whether or not the model read it)
         if scope.cls and self._is_optimizer(Target(path, scope.cls, True)):
             return frozenset()  # an optimizer's own loops (L-BFGS's line search) run inside `optimizer.step()`
+        if scope.cls and self._unbuilt_registered((path, scope.qualname)):
+            return frozenset()  # a registered trainer no shipped setting picks (equiformer_v2's `energy_v2`)
         # A loop under no_grad or over an evaluation split may call zero_grad (or a helper that steps when it
         # trains), but its iterations are no training steps: StyleTTS2's validation loop calls optimizer.zero_grad().
         found = {index for index, loop in enumerate(scope.loops)
@@ -2845,7 +2849,7 @@ class Project:
                 elif name in RUN_AND_EPOCH_HOOKS and training and definition.cls:
                     setup_hooks.append((key, Reach(COLD, chain=(frame,), reason=f"in `{name}`, which runs once per "
                                                                                 "run, phase or epoch")))
-                if hooked and training and not is_cold_function_name(name) \
+                if hooked and training and not is_cold_function_name(name) and not self._orphan_module(path) \
                         and not self._epoch_of_steps(path, ix, definition):
                     hooks.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{name}`, which runs every step")))
                     self.entries = self.entries or training

@@ -13911,6 +13911,87 @@ def test_a_flat_projects_module_its_training_script_never_imports_does_not_run(t
     assert [(f[0], f[1], f[2]) for f in found] == [("train.py", 10, "GPL401")], found
 
 
+def test_a_leftover_training_module_nothing_imports_beside_a_script_running_a_package_does_not_run(tmp_path, check):
+    """equiformer_v2: `main_oc20.py` runs the trainers of its `oc20` package; the top-level `engine.py`, a leftover
+    of an older codebase that nothing imports, holds a `train_one_epoch` (a name taken for per-step work) whose loop
+    never runs. The registered `energy_v2` trainer, which no shipped config picks (they say `trainer: forces_v2`),
+    never trains either."""
+    found = check(tmp_path, {
+        "engine.py": """
+            import torch
+
+            def train_one_epoch(model, loader, optimizer, device):
+                for x in loader:
+                    loss = model(x.to(device)).mean()
+                    loss.backward()
+                    optimizer.step()
+                    print(loss.item())
+        """,
+        "main_oc20.py": """
+            import oc20.trainer
+            from oc20.registry import registry
+
+            def main(config):
+                trainer = registry.get_trainer_class(config["trainer"])(config)
+                trainer.train()
+
+            if __name__ == "__main__":
+                main({"trainer": "forces_v2"})
+        """,
+        "configs/s2ef.yml": "trainer: forces_v2\n",
+        "oc20/__init__.py": "",
+        "oc20/registry.py": """
+            class Registry:
+                mapping = {}
+
+                @classmethod
+                def register_trainer(cls, name):
+                    def wrap(trainer):
+                        cls.mapping[name] = trainer
+                        return trainer
+                    return wrap
+
+                @classmethod
+                def get_trainer_class(cls, name):
+                    return cls.mapping[name]
+
+            registry = Registry()
+        """,
+        "oc20/trainer/__init__.py": "from .forces import ForcesTrainer\nfrom .energy import EnergyTrainer\n",
+        "oc20/trainer/forces.py": """
+            import torch
+            from oc20.registry import registry
+
+            @registry.register_trainer("forces_v2")
+            class ForcesTrainer:
+                def __init__(self, config):
+                    self.model = torch.nn.Linear(2, 2).cuda()
+                    self.optimizer = torch.optim.AdamW(self.model.parameters())
+
+                def train(self):
+                    for x in self.loader:
+                        loss = self.model(x.cuda(non_blocking=True)).mean()
+                        loss.backward()
+                        self.optimizer.step()
+                        self.meter.update(loss.item())
+        """,
+        "oc20/trainer/energy.py": """
+            import torch
+            from oc20.registry import registry
+
+            @registry.register_trainer("energy_v2")
+            class EnergyTrainer:
+                def train(self):
+                    for x in self.loader:
+                        loss = self.model(x.cuda(non_blocking=True)).mean()
+                        loss.backward()
+                        self.optimizer.step()
+                        self.meter.update(loss.item())
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("oc20/trainer/forces.py", 16, "GPL202")], found
+
+
 FAIRSEQ_REGISTRY = """
     REGISTRIES = {}
 
