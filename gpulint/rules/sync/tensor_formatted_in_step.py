@@ -47,7 +47,8 @@ class TensorFormattedInStep(SyncRule):
         false_positives=known_false_positives("Objects named like tensors that are Python numbers (a `loss` returned by a helper as a "
         "float) can be flagged: convert where they are made, or add `# noqa: GPL404`. A Lightning progress bar with a "
         "`refresh_rate` above 1 reads the values less often than every step. Lightning's `self.log` without "
-        "`prog_bar` is not flagged."),
+        "`prog_bar` is not flagged, nor a message in the body of an `if` on a tensor (`if torch.min(y) < -1: "
+        "log.info(f\"min {torch.min(y)}\")`: it prints only on the steps the values send there; the `if` is GPL405's)."),
     )
     valid = (
         training_script("if step % 100 == 0:\n    print(f\"step {step} loss {loss}\")"),
@@ -56,6 +57,9 @@ class TensorFormattedInStep(SyncRule):
         training_script("logs = {\"loss\": loss.item()}\nwandb.log({f\"train/{k}\": v for k, v in logs.items()})",
                         header="import wandb"),
         training_script("assert loss.dim() == 0, f\"loss {loss} is not a scalar\"\nprint(step)"),
+        # a warning only the steps with bad values print: the `if` pays the sync (GPL405), the message does not
+        training_script("if torch.min(out) < -1.0:\n    logger.warning(f\"min value is {torch.min(out)}\")",
+                        header="import logging\nlogger = logging.getLogger(__name__)"),
         training_script("logger.info(\"step %d\", step)", header="import logging\n"
                         "logger = logging.getLogger(__name__)"),
         ("import torch\n\n\nclass Net(torch.nn.Module):\n"
@@ -164,6 +168,22 @@ class TensorFormattedInStep(SyncRule):
             return
         if any(self._tensor_arg(arg.value) for arg in node.args):
             self.report(node, self.message.format(how=how))
+
+    def report(self, node: cst.CSTNode, message: str | None = None, **how) -> None:
+        if not self._under_tensor_test():
+            super().report(node, message, **how)
+
+    def _under_tensor_test(self) -> bool:
+        """`if torch.min(y) < -1.0: log.info(f"min value is {torch.min(y)}")`: the message runs only on the steps the
+        device value sends into the branch (a warning about bad data); the `if` pays the sync every step (GPL405)."""
+        chain = self.context.ancestors
+        for index in range(len(chain) - 2, -1, -1):
+            node, child = chain[index], chain[index + 1]
+            if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(node, cst.If) and child is node.body and self.tensors.is_tensor(node.test):
+                return True
+        return False
 
     def _tensor_arg(self, value: cst.BaseExpression) -> bool:
         if self._holds_tensor(value):
