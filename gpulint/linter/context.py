@@ -352,8 +352,12 @@ class FileContext:
             return
         located: list[Location] = ["host" if p is None or self.location_of(p) == "host" else "unknown" for p in parts]
         if type(target) in (cst.Tuple, cst.List) and len(target.elements) == len(parts):
-            for element, location in zip(target.elements, located):
-                self._bind(element.value, location)
+            for element, location, part in zip(target.elements, located, parts):
+                if type(element.value) in (cst.Tuple, cst.List) and part is not None and self._zipped(part):
+                    # `for i, (start, end) in enumerate(zip(starts, ends))`: the inner pair is zip's, not a host pair
+                    self._bind_loop_target(element.value, part)
+                else:
+                    self._bind(element.value, location)
         else:
             self._bind(target, "host" if set(located) == {"host"} else "unknown")
 

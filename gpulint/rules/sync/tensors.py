@@ -261,7 +261,6 @@ class Tensors:
     def loop_target(self, node: cst.For) -> None:
         # `for sample in samples` (a tensor, or a list of tensors); `zip(prompts, samples)` and `enumerate(ids)`
         # element by element.
-        parts = _zipped(node.iter)
         if isinstance(node.target, cst.Name) and (_is_batch_sampler(node.iter) or isinstance(node.iter, cst.Name)
                                                   and self._key(node.iter.value) in self._batch_samplers):
             # `for indices in BatchSampler(SubsetRandomSampler(range(n)), size, drop_last=True)`: each batch of
@@ -270,12 +269,7 @@ class Tensors:
             self._lists.add(key)
             self._bound[key] = False
             return
-        if isinstance(node.target, cst.Name) and self._elements_are_tensors(node.iter):
-            self._bound[self._key(node.target.value)] = True
-        elif isinstance(node.target, cst.Tuple) and parts is not None and len(node.target.elements) == len(parts):
-            for element, part in zip(node.target.elements, parts):
-                if part is not None and isinstance(element.value, cst.Name) and self._elements_are_tensors(part):
-                    self._bound[self._key(element.value.value)] = True
+        self._bind_elements(node.target, node.iter)
         # `for p in model.parameters()` / `for name, p in model.named_parameters()`: p is a tensor.
         if not isinstance(node.iter, cst.Call):
             return
@@ -287,6 +281,18 @@ class Tensors:
             second = target.elements[1].value
             if isinstance(second, cst.Name):
                 self._bound[self._key(second.value)] = True
+
+    def _bind_elements(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        """Bind the names of a loop's target that take tensors element by element, through nested `zip` and
+        `enumerate` (slice_segments' `for i, (start, end) in enumerate(zip(starts, ends))`: `start` and `end` are
+        0-d tensors of `starts` and `ends`)."""
+        parts = _zipped(iterable)
+        if isinstance(target, cst.Name) and self._elements_are_tensors(iterable):
+            self._bound[self._key(target.value)] = True
+        elif isinstance(target, (cst.Tuple, cst.List)) and parts is not None and len(target.elements) == len(parts):
+            for element, part in zip(target.elements, parts):
+                if part is not None:
+                    self._bind_elements(element.value, part)
 
     # -- queries
     def named_only(self, expr: cst.BaseExpression) -> bool:
