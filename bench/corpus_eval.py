@@ -29,7 +29,7 @@ import tempfile
 # The files a user's checkout gives gpulint: Python, and the configs, scripts and READMEs it reads for what the training
 # builds and the intervals it sets (gpulint.linter.discovery's suffixes), and the dependency files that pin PyTorch
 # (`requirements.txt`, `pyproject.toml`: `gpulint.project.configs.is_dependency_file`).
-_LAID_OUT = (".py", ".pyi", ".yaml", ".yml", ".json", ".sh", ".md")
+_LAID_OUT = (".py", ".pyi", ".yaml", ".yml", ".json", ".jsonnet", ".libsonnet", ".sh", ".md")
 from dataclasses import dataclass, field
 from pathlib import Path
 

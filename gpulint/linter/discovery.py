@@ -18,7 +18,7 @@ from gpulint.project.configs import DEPENDENCY_SUFFIXES, is_dependency_file
 PYTHON_SUFFIXES = (".py", ".pyi")
 # Configurations, scripts and READMEs: read by the project model for the classes they build by name (`target:
 # pkg.mod.Class`) and the intervals they set (`--logging_steps 1`), not linted.
-CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".sh", ".md")
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".jsonnet", ".libsonnet", ".sh", ".md")
 # ... and dependency files, for the PyTorch they pin (`requirements.txt`, `pyproject.toml`, `setup.cfg`): read by
 # name among the files of `DEPENDENCY_SUFFIXES` (a `.txt` file is most often data).
 

@@ -518,7 +518,7 @@ def config_file_facts(text: str, display: str) -> TrainingConfigs:
         return TrainingConfigs(values=values, switches=switches, torch_pins=pins)
     classes = frozenset(classes_in(text))
     names = keys = frozenset()
-    if display.endswith((".yaml", ".yml", ".json")):
+    if display.endswith((".yaml", ".yml", ".json", ".jsonnet", ".libsonnet")):  # (AllenNLP's configs: jsonnet)
         names, keys = frozenset(named_classes(text)), frozenset(registry_keys(text))
     return TrainingConfigs(classes, names, tuple(sorted(interval_settings(text))), values, switches, keys, pins)
 

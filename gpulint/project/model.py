@@ -185,6 +185,7 @@ _RUN_NAME_PARTS = frozenset({"train", "training", "main", "run", "finetune", "pr
 # hands its callbacks' batch hooks (`on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)`) the batch
 # it moved.
 _LIGHTNING_BASES = frozenset({"LightningModule", "LightningDataModule"})
+_ALLENNLP_MODEL_BASES = frozenset({"allennlp.models.Model", "allennlp.models.model.Model"})
 
 
 # What a step calls to move a batch to the device; a batch class of the project may define its own.
@@ -2843,7 +2844,8 @@ class Project:
                 name = definition.name
                 if training and definition.may_enter and not self._orphan_module(path):
                     (method_entries if definition.cls else roots).extend(self._entries_in(path, ix, definition))
-                hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS)
+                hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS) \
+                    or name == "forward" and definition.cls and self._is_allennlp_model(Target(path, definition.cls, True))
                 if name in TRAIN_LOADER_HOOKS and training and definition.cls:
                     setup_hooks.append((key, Reach(PROGRAM, chain=(frame,))))
                 elif name in RUN_AND_EPOCH_HOOKS and training and definition.cls:
@@ -3052,6 +3054,13 @@ class Project:
             return False
         return any(name.endswith("Trainer") for klass in self.mro(Target(path, scope.cls, True))
                    for name in self._library_bases(klass))
+
+    def _is_allennlp_model(self, cls: Target) -> bool:
+        """A subclass of AllenNLP's `Model` (at any depth): AllenNLP's trainer calls its `forward` on every batch, from
+        a config naming its registered type (allennlp-models' `BiMpm`, `@Model.register("bimpm")`)."""
+        return any(resolve(base, self.files[klass.path].aliases) in _ALLENNLP_MODEL_BASES
+                   for klass in self.mro(cls) if (scope := self.files[klass.path].scope(klass.qualname)) is not None
+                   for base in scope.bases)
 
     def _library_bases(self, klass: Target) -> list[str]:
         """The names of a class's bases that are no project class (a library's: `Trainer`, `PPOTrainer`, `Module`)."""
@@ -3677,8 +3686,12 @@ class Project:
 
         # Nor one a training config gives as a word (`loss_fun: weighted_cross_entropy`, the key GraphGym's registry
         # files the function of that name under).
-        return {name for name, n in counts.items() if n <= max(1, definitions(name))
-                and name not in configured and name not in self.config_names and name not in self.config_keys}
+        unused = {name for name, n in counts.items() if n <= max(1, definitions(name))
+                  and name not in configured and name not in self.config_names and name not in self.config_keys}
+        # Nor a class a registry files under a key a training config gives (AllenNLP's `@Model.register("bimpm")`,
+        # built from `"model": {"type": "bimpm"}`).
+        return {name for name in unused if not any(self._registry_key(cls) in self.config_keys
+                                                   for cls in self._classes_named(name))}
 
     def _visit(self, key: Key, reach: Reach, push) -> None:
         if reach.guessed:
@@ -5203,7 +5216,7 @@ def _python_config_names(files: dict[str, ModuleIndex]) -> frozenset[str]:
 
 # What also says that a project trains on a GPU where no file names a device: a trainer or runner that places the
 # model itself (Hugging Face's, fastai's, mmengine's, DeepSpeed's, ignite's), and mixed precision.
-_TRAINER_OR_AMP = re.compile(r"Trainer\b|TrainingArguments|\btrl\b|\bRunner\b|\bLearner\b|deepspeed|fastai|mmengine|mmcv|ignite"
+_TRAINER_OR_AMP = re.compile(r"Trainer\b|TrainingArguments|\btrl\b|\bRunner\b|\bLearner\b|deepspeed|fastai|mmengine|mmcv|ignite|allennlp"
                              r"|colossalai|autocast|GradScaler|\bamp\b|fp16|bf16|bfloat16|\.half\(")
 _GPU_DEFAULT_DEVICE = re.compile(r"""^[ \t]*[\w.]*set_default_(?:device\(\s*["'](?:cuda|gpu)|tensor_type\(\s*["']?torch\.cuda\.)""",
                                  re.MULTILINE)

@@ -178,12 +178,27 @@ CPU_FACTORIES = frozenset(
 )
 # Library classes whose methods cost the step something the call does not show, by what they cost:
 # ema_pytorch's `EMA.update()` and `get_current_decay()` read its step counter with `.item()` (a sync per call);
-# timm's `ModelEma` / `ModelEmaV2.update(model)` loop over every tensor in Python (its `ModelEmaV3` uses foreach).
+# timm's `ModelEma` / `ModelEmaV2.update(model)` loop over every tensor in Python (its `ModelEmaV3` uses foreach);
+# AllenNLP's metrics read what each call is given on the host (`_ALLENNLP_SYNCING_METRICS`).
 LIBRARY_OBJECTS = {
     "ema_pytorch.EMA": "ema_pytorch", "ema_pytorch.ema_pytorch.EMA": "ema_pytorch",
     "timm.utils.ModelEma": "timm_ema", "timm.utils.ModelEmaV2": "timm_ema",
     "timm.utils.model_ema.ModelEma": "timm_ema", "timm.utils.model_ema.ModelEmaV2": "timm_ema",
 }
+# AllenNLP's metrics whose `__call__` reads the batch's counts on the host (`.item()`, `float()`, `if (...).any():`,
+# `.tolist()`), by module: calling one in a model's `forward` syncs every step (allennlp 2.x).
+_ALLENNLP_SYNCING_METRICS = {
+    "categorical_accuracy": "CategoricalAccuracy", "boolean_accuracy": "BooleanAccuracy", "average": "Average",
+    "perplexity": "Perplexity", "entropy": "Entropy", "fbeta_measure": "FBetaMeasure", "f1_measure": "F1Measure",
+    "span_based_f1_measure": "SpanBasedF1Measure", "mean_absolute_error": "MeanAbsoluteError",
+    "sequence_accuracy": "SequenceAccuracy", "bleu": "BLEU", "rouge": "ROUGE", "auc": "Auc",
+    "covariance": "Covariance", "pearson_correlation": "PearsonCorrelation",
+    "spearman_correlation": "SpearmanCorrelation", "fbeta_multi_label_measure": "FBetaMultiLabelMeasure",
+}
+LIBRARY_OBJECTS.update({f"allennlp.training.metrics.{name}": "allennlp_metric"
+                        for name in _ALLENNLP_SYNCING_METRICS.values()})
+LIBRARY_OBJECTS.update({f"allennlp.training.metrics.{module}.{name}": "allennlp_metric"
+                        for module, name in _ALLENNLP_SYNCING_METRICS.items()})
 # `torch.normal(mean=0.0, std=s, size=(1,))`: given a size, it draws from Python numbers, on the CPU unless given a
 # `device=` (given tensors, it draws where they live).
 SIZED_CPU_FACTORIES = frozenset({"torch.normal"})

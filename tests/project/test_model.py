@@ -13992,6 +13992,39 @@ def test_a_leftover_training_module_nothing_imports_beside_a_script_running_a_pa
     assert [(f[0], f[1], f[2]) for f in found] == [("oc20/trainer/forces.py", 16, "GPL202")], found
 
 
+# An AllenNLP model (allennlp-models' pair classifiers): AllenNLP's trainer builds it from a jsonnet config by its
+# registered type and calls its `forward` on every batch; its metrics read each batch's counts on the host.
+ALLENNLP_MODEL = """
+    import torch
+    from allennlp.models.model import Model
+    from allennlp.training.metrics import CategoricalAccuracy
+
+    @Model.register("{key}")
+    class {name}(Model):
+        def __init__(self, vocab):
+            super().__init__(vocab)
+            self._accuracy = CategoricalAccuracy()
+
+        def forward(self, tokens, label=None):
+            logits = self._encoder(tokens)
+            output = {{"logits": logits}}
+            if label is not None:
+                output["loss"] = torch.nn.functional.cross_entropy(logits, label)
+                self._accuracy(logits, label)
+            return output
+"""
+
+
+def test_an_allennlp_models_forward_runs_every_step_and_its_metrics_sync(tmp_path, check):
+    found = check(tmp_path, {
+        "training_config/esim.jsonnet": '{"model": {"type": "esim"}, "trainer": {"num_epochs": 3, "cuda_device": 0}}\n',
+        "models/esim.py": ALLENNLP_MODEL.format(key="esim", name="Esim"),
+        # a model filed under a key no config gives: nothing trains it
+        "models/bimpm.py": ALLENNLP_MODEL.format(key="bimpm", name="BiMpm"),
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("models/esim.py", 17, "GPL401")], found
+
+
 FAIRSEQ_REGISTRY = """
     REGISTRIES = {}
 

@@ -19,7 +19,9 @@ class ScalarSyncInStep(SyncRule):
     docs = RuleDocs(
         what_it_does="Flags `.item()` and `.tolist()` on a tensor in code that runs every training step and is not "
         "gated to a logging interval, and calls that run `.item()` inside a library: `GradScaler.get_scale()` / "
-        "`scaler.state_dict()`, and `update()` / `get_current_decay()` of ema_pytorch's `EMA`.",
+        "`scaler.state_dict()`, `update()` / `get_current_decay()` of ema_pytorch's `EMA`, and a call of an AllenNLP "
+        "metric (`self._accuracy(logits, label)` with `self._accuracy = CategoricalAccuracy()`: `BooleanAccuracy`, "
+        "`Average`, `F1Measure`, `SpanBasedF1Measure` and the others whose `__call__` reads the counts on the host).",
         why_slow="Reading a device value on the host is a device-to-host copy that waits for every kernel queued before "
         "it: the CPU stops launching work, the GPU drains its queue and idles until the next launch. One sync per step "
         "removes the CPU's lead over the GPU, which is what keeps small-kernel models busy.",
@@ -52,15 +54,34 @@ class ScalarSyncInStep(SyncRule):
         Invalid(training_script("scaled = scaler.scale(loss)\n"
                                 "scale = scaler.get_scale()", header="scaler = torch.amp.GradScaler()")),
         Invalid(training_script("ema.update()", header="from ema_pytorch import EMA\n\nema = EMA(torch.nn.Linear(2, 2))")),
+        Invalid(training_script("accuracy(out, y)", header="from allennlp.training.metrics import CategoricalAccuracy"
+                                "\n\naccuracy = CategoricalAccuracy()")),
     )
 
     message_scaler = "`{call}` reads the loss scale with `.item()`: a device-to-host sync every step"
+    message_metric = (
+        "`{call}` of an AllenNLP metric reads the batch's counts on the host (`.item()`, `float()`) on every call: a "
+        "device-to-host sync every step"
+    )
     message_library = (
         "`{call}` of ema_pytorch's EMA reads its step counter with `.item()`: a device-to-host sync every step"
     )
 
+    @classmethod
+    def runs_for_facts(cls, facts) -> bool:
+        # `self._accuracy(logits, label)` where the model's `__init__` built `self._accuracy = CategoricalAccuracy()`
+        return any(kind == "allennlp_metric" for _, kind in facts.library_objects)
+
+    @classmethod
+    def may_report_for_facts(cls, code: str, facts) -> bool:
+        return any(kind == "allennlp_metric" and f"{name}(" in code for name, kind in facts.library_objects)
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if node.args and isinstance(func, (cst.Name, cst.Attribute)) \
+                and self.context.facts.library_kind(last_name(func) or "") == "allennlp_metric":
+            self.report(node, self.message_metric.format(call=f"{last_name(func)}(...)"))
+            return
         if not isinstance(func, cst.Attribute) or node.args:
             return
         method = func.attr.value
