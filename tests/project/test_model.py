@@ -13992,6 +13992,65 @@ def test_a_leftover_training_module_nothing_imports_beside_a_script_running_a_pa
     assert [(f[0], f[1], f[2]) for f in found] == [("oc20/trainer/forces.py", 16, "GPL202")], found
 
 
+def test_a_registered_trainer_a_config_picks_by_a_hyphenated_key_trains(tmp_path, check):
+    """habitat-lab files its trainers under keys like `eqa-cnn-pretrain`, which its YAML configs give as
+    `trainer_name: "eqa-cnn-pretrain"`; another trainer's config names its class bare."""
+    found = check(tmp_path, {
+        "configs/eqa.yaml": 'trainer_name: "eqa-cnn-pretrain"\n',
+        "configs/ppo.yaml": "trainer: PPOTrainer\n",
+        "run.py": """
+            import trainers
+            from registry import registry
+
+            def main(config):
+                registry.get_trainer(config["trainer_name"])(config).train()
+
+            if __name__ == "__main__":
+                main(load_config())
+        """,
+        "registry.py": """
+            class Registry:
+                mapping = {}
+
+                @classmethod
+                def register_trainer(cls, name):
+                    def wrap(trainer):
+                        cls.mapping[name] = trainer
+                        return trainer
+                    return wrap
+
+                @classmethod
+                def get_trainer(cls, name):
+                    return cls.mapping[name]
+
+            registry = Registry()
+        """,
+        "trainers/__init__.py": "from .eqa import EQATrainer\nfrom .ppo import PPOTrainer\n",
+        "trainers/ppo.py": """
+            from registry import registry
+
+            @registry.register_trainer(name="ppo")
+            class PPOTrainer:
+                def train(self):
+                    pass
+        """,
+        "trainers/eqa.py": """
+            import torch
+            from registry import registry
+
+            @registry.register_trainer(name="eqa-cnn-pretrain")
+            class EQATrainer:
+                def train(self):
+                    for x in self.loader:
+                        loss = self.model(x.cuda(non_blocking=True)).mean()
+                        loss.backward()
+                        self.optimizer.step()
+                        print(loss.item())
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("trainers/eqa.py", 12, "GPL401")], found
+
+
 # An AllenNLP model (allennlp-models' pair classifiers): AllenNLP's trainer builds it from a jsonnet config by its
 # registered type and calls its `forward` on every batch; its metrics read each batch's counts on the host.
 ALLENNLP_MODEL = """
