@@ -21,6 +21,8 @@ _LIST_BOUND = re.compile(r"\w[ \t]*=[ \t]*\[")
 # Arguments that PyTorch converts to a Python int: `torch.topk(x, k)` / `x.topk(k)` (position in the function form).
 _INT_ARGUMENTS = {"topk": ("k", 1), "kthvalue": ("k", 1)}
 _CALL_WORDS = ("float(", "int(", "bool(", "math.", "topk(", "kthvalue(", "argmax(", "argmin(")
+# `range(n)` of a value that may be a tensor (not `range(10)`, `range(len(x))`, `range(x.size(0))`, `range(x.shape[0])`).
+_RANGE_OF_VALUE = re.compile(r"\brange\((?![ \t]*(?:\d|len\(|[\w.]*\.(?:size\(|shape\b)))")
 # Factories whose sizes, bounds and fill values PyTorch converts to Python numbers: `x.new_zeros([B, idx.max() + 1])`,
 # `torch.linspace(d.min(), d.max(), n)`.
 _SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "arange", "linspace", "new_zeros",
@@ -73,10 +75,11 @@ class PythonScalarOfTensor(SyncRule):
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         return any(w in code for w in _CALL_WORDS + _FACTORY_WORDS) or _NAMED_SLICE_BOUND.search(code) is not None \
-            or _LIST_BOUND.search(code) is not None
+            or _LIST_BOUND.search(code) is not None or _RANGE_OF_VALUE.search(code) is not None
 
     docs = RuleDocs(
-        what_it_does="Flags `float(t)`, `int(t)`, `bool(t)` and `math.*(t)` (`math.isfinite(loss)`) on a tensor, "
+        what_it_does="Flags `float(t)`, `int(t)`, `bool(t)`, `range(t)` and `math.*(t)` (`math.isfinite(loss)`) on a "
+        "tensor, "
         "a tensor used as a slice bound (`x[start:ends[i]]`, `x[:n]` with `n = mask.sum()`), and a tensor passed "
         "where PyTorch needs a Python int (`torch.topk(x, k=ks[i])`) or number (a size, bound or fill value of a "
         "factory: `x.new_zeros([B, idx.max() + 1])`, `torch.arange(lengths.max())`, `torch.linspace(d.min(), d.max(), "
@@ -112,6 +115,7 @@ class PythonScalarOfTensor(SyncRule):
         training_script("if step % 10 == 0:\n    print(float(loss))"),
         training_script("lr = optimizer.param_groups[0][\"lr\"]\nok = math.isfinite(lr)", header="import math"),
         training_script("half = out.shape[1] // 2\nhead, tail = out[:, :half], out[:, half:]"),
+        training_script("for i in range(out.shape[0]):\n    out[i] = out[i] * 2"),
         training_script("best, where = torch.topk(out, k=min(5, out.shape[1]))"),
         training_script("order = [0] * out.shape[0]\nfor i, row in enumerate(torch.argsort(out.sum(1)).tolist()):\n"
                         "    order[row] = i"),
@@ -137,6 +141,7 @@ class PythonScalarOfTensor(SyncRule):
                                 "per_word = out.new_zeros([out.shape[0], words.max() + 1])\n"
                                 "per_word = per_word.scatter_add(1, words, out)")),
         Invalid(training_script("last = torch.max(out.argmax(1))\npositions = torch.arange(start=0, end=last, device=out.device)")),
+        Invalid(training_script("steps = torch.max(out.argmax(1))\nfor i in range(steps + 1):\n    out = out * 0.5")),
         # VITS's `slice_segments`: each row cut at its own offset (of unknown place), read one row at a time
         Invalid(training_script(
             "rows = slice_rows(out, cached.get(\"starts\", torch.zeros(out.shape[0], dtype=torch.long)))",
@@ -266,6 +271,9 @@ class PythonScalarOfTensor(SyncRule):
             return
         if not node.args or node.args[0].keyword is not None:
             return
+        if isinstance(func, cst.Name) and func.value == "range" and not self.context.bound_here("range"):
+            self._range(node)
+            return
         if isinstance(func, cst.Name) and func.value in ("float", "int", "bool"):
             if len(node.args) != 1:
                 return
@@ -281,6 +289,13 @@ class PythonScalarOfTensor(SyncRule):
         if self.ruled_out_as_tensor(value):
             return
         self.report(node, self.message.format(func=label))
+
+    def _range(self, node: cst.Call) -> None:
+        """`for i in range(max_iters + 1)` with `max_iters = torch.max(t)`: `range` takes each bound through
+        `__index__`, a `.item()` (Cold Diffusion's `q_sample`, blurring up to the batch's largest step)."""
+        if any(arg.keyword is None and not arg.star and self._is_device_int(arg.value) for arg in node.args) \
+                and not self.in_per_tensor_loop():
+            self.report(node, self.message.format(func="range"))
 
 
 def _row_source(expr: cst.BaseExpression) -> cst.BaseExpression:
