@@ -112,7 +112,7 @@ def registry_keys(text: str) -> set[str]:
     return {word for word in _REGISTRY_KEY.findall(text) if word not in _NOT_KEYS}
 
 
-_REGISTRY_KEY = re.compile(r""":[ \t]*["']?([a-z][a-z0-9_-]*[a-z0-9])["']?[ \t]*(?=[,}\]\n#]|$)""", re.MULTILINE)
+_REGISTRY_KEY = re.compile(r""":[ \t]*["']?([a-z][a-z0-9_]*[a-z0-9])["']?[ \t]*(?=[,}\]\n#]|$)""", re.MULTILINE)
 _NOT_KEYS = frozenset({"true", "false", "null", "none", "yes", "no"})
 
 

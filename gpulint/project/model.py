@@ -2606,8 +2606,11 @@ class Project:
             return frozenset()  # (a module nothing runs has no step loops, whether or not the model read it)
         if scope.cls and self._is_optimizer(Target(path, scope.cls, True)):
             return frozenset()  # an optimizer's own loops (L-BFGS's line search) run inside `optimizer.step()`
-        if scope.cls and self._unbuilt_registered((path, scope.qualname)):
-            return frozenset()  # a registered trainer no shipped setting picks (equiformer_v2's `energy_v2`)
+        if scope.cls and self._option_choice(Target(path, scope.cls, True)) is False:
+            # a trainer filed under a key the option its registry is picked by never takes in the shipped settings
+            # (equiformer_v2's `energy_v2`, its configs saying `trainer: forces_v2`); not a class filed by its name,
+            # which a Python default may pick (habitat-lab's `RolloutStorage`)
+            return frozenset()
         # A loop under no_grad or over an evaluation split may call zero_grad (or a helper that steps when it
         # trains), but its iterations are no training steps: StyleTTS2's validation loop calls optimizer.zero_grad().
         found = {index for index, loop in enumerate(scope.loops)

@@ -13992,63 +13992,50 @@ def test_a_leftover_training_module_nothing_imports_beside_a_script_running_a_pa
     assert [(f[0], f[1], f[2]) for f in found] == [("oc20/trainer/forces.py", 16, "GPL202")], found
 
 
-def test_a_registered_trainer_a_config_picks_by_a_hyphenated_key_trains(tmp_path, check):
-    """habitat-lab files its trainers under keys like `eqa-cnn-pretrain`, which its YAML configs give as
-    `trainer_name: "eqa-cnn-pretrain"`; another trainer's config names its class bare."""
+def test_a_class_registered_by_its_name_that_a_python_default_picks_keeps_its_loops(tmp_path, check):
+    """habitat-lab files `RolloutStorage` under its own name; the structured config's Python default picks it
+    (`rollout_storage_name: str = "RolloutStorage"`), no YAML names it, while YAMLs name other registered classes bare
+    (`HrlRolloutStorage`). Its minibatch loop still runs every update."""
     found = check(tmp_path, {
-        "configs/eqa.yaml": 'trainer_name: "eqa-cnn-pretrain"\n',
-        "configs/ppo.yaml": "trainer: PPOTrainer\n",
-        "run.py": """
-            import trainers
-            from registry import registry
-
-            def main(config):
-                registry.get_trainer(config["trainer_name"])(config).train()
-
-            if __name__ == "__main__":
-                main(load_config())
-        """,
+        "configs/hrl.yaml": "rl:\n  rollout_storage_name: HrlRolloutStorage\n",
         "registry.py": """
             class Registry:
                 mapping = {}
 
                 @classmethod
-                def register_trainer(cls, name):
-                    def wrap(trainer):
-                        cls.mapping[name] = trainer
-                        return trainer
-                    return wrap
-
-                @classmethod
-                def get_trainer(cls, name):
-                    return cls.mapping[name]
+                def register_storage(cls, to_register):
+                    cls.mapping[to_register.__name__] = to_register
+                    return to_register
 
             registry = Registry()
         """,
-        "trainers/__init__.py": "from .eqa import EQATrainer\nfrom .ppo import PPOTrainer\n",
-        "trainers/ppo.py": """
-            from registry import registry
-
-            @registry.register_trainer(name="ppo")
-            class PPOTrainer:
-                def train(self):
-                    pass
-        """,
-        "trainers/eqa.py": """
+        "storage.py": """
             import torch
             from registry import registry
 
-            @registry.register_trainer(name="eqa-cnn-pretrain")
-            class EQATrainer:
-                def train(self):
-                    for x in self.loader:
-                        loss = self.model(x.cuda(non_blocking=True)).mean()
+            @registry.register_storage
+            class RolloutStorage:
+                def update(self, policy, optimizer, num_mini_batch):
+                    for inds in torch.randperm(8).chunk(num_mini_batch):
+                        loss = policy(self.buffers[inds].cuda()).mean()
                         loss.backward()
-                        self.optimizer.step()
+                        optimizer.step()
                         print(loss.item())
+
+            @registry.register_storage
+            class HrlRolloutStorage:
+                def update(self, policies, optimizer, num_mini_batch):
+                    pass
+        """,
+        "config.py": """
+            from dataclasses import dataclass
+
+            @dataclass
+            class RLConfig:
+                rollout_storage_name: str = "RolloutStorage"
         """,
     })
-    assert [(f[0], f[1], f[2]) for f in found] == [("trainers/eqa.py", 12, "GPL401")], found
+    assert [(f[0], f[1], f[2]) for f in found] == [("storage.py", 9, "GPL411"), ("storage.py", 12, "GPL401")], found
 
 
 # An AllenNLP model (allennlp-models' pair classifiers): AllenNLP's trainer builds it from a jsonnet config by its
