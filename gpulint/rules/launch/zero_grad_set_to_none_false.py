@@ -55,7 +55,8 @@ class ZeroGradKeepsTensors(Rule):
         "PyTorch before 2.0 (`torch==1.13.1` in `requirements.txt`, `pytorch=1.10` in a conda `environment.yml`, "
         "`torchvision==0.9.1` in `setup.py`: the nearest dependency file above the file decides), a plain "
         "`zero_grad()` too: `set_to_none` defaulted to False until 2.0 (reported without a fix: the receiver may be a "
-        "wrapper whose `zero_grad` takes no argument).",
+        "wrapper whose `zero_grad` takes no argument). Only in code that runs every step: a zeroing before the loop "
+        "over the loader runs once per epoch.",
         why_slow="Kernel launch count and memory traffic: zeroing keeps every gradient allocated and launches one "
         "memset (or `zero_` kernel) per parameter tensor every step, then the backward pass reads the zeros back to "
         "accumulate into them. `set_to_none=True` (the default since PyTorch 2.0) launches nothing and lets backward "
@@ -92,11 +93,11 @@ class ZeroGradKeepsTensors(Rule):
         if arg is None and not node.args and pin and pin_version(pin) < (2,):
             # No fix: the receiver may be a project's optimizer wrapper whose `zero_grad(self)` takes no argument
             # (StyleSpeech's `ScheduledOptim`), where `set_to_none=True` would raise a TypeError.
-            self.report(node, self.message_pinned.format(pin=pin), when="training")
+            self.report(node, self.message_pinned.format(pin=pin), when="per_step")
         elif arg is not None and is_false(arg.value):
-            self.report(node, when="training", fix=[Replace(arg.value, "True")], unsafe_fix=True)
+            self.report(node, when="per_step", fix=[Replace(arg.value, "True")], unsafe_fix=True)
         elif arg is not None and isinstance(arg.value, cst.Name) and (default := self._false_default(arg.value.value)):
-            self.report(node, self.message_default, when="training", fix=[Replace(default, "True")], unsafe_fix=True)
+            self.report(node, self.message_default, when="per_step", fix=[Replace(default, "True")], unsafe_fix=True)
 
     def _false_default(self, name: str) -> cst.BaseExpression | None:
         """`def zero_grad(self, set_to_none=False)` around the call: the parameter's default, when it is False."""
