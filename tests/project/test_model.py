@@ -2304,23 +2304,33 @@ def test_a_registry_builds_only_the_classes_its_training_configs_name(tmp_path, 
     assert not [f for f in found if f[0] == "criteria.py"]
 
 
+# A registry filing classes under keys (`@registry.register_model("albef_pretrain")`), as LAVIS's and OCP's do.
+KEYED_REGISTRY = """
+    class Registry:
+        mapping = {{}}
+
+        @classmethod
+        def register_{kind}(cls, name):
+            def wrap(registered):
+                cls.mapping[name] = registered
+                return registered
+            return wrap
+
+        @classmethod
+        def get_{kind}(cls, name):
+            return cls.mapping[name]
+
+    registry = Registry()
+"""
+
+
 def test_a_registry_key_a_training_config_gives_builds_its_class(tmp_path, check):
     """LAVIS files its models under keys (`@registry.register_model("albef_pretrain")`) and its training configs
     choose one (`arch: albef_pretrain`): the task's `model(samples)` runs that model's forward, which nothing names in
     code. A model filed under a key no training config gives stays unbuilt."""
     found = check(tmp_path, {
         "projects/albef/train/pretrain.yaml": "model:\n  arch: albef_pretrain\nrun:\n  task: captioning\n",
-        "lavis/registry.py": """
-            class Registry:
-                mapping = {}
-                @classmethod
-                def register_model(cls, name):
-                    def wrap(model_cls):
-                        cls.mapping[name] = model_cls
-                        return model_cls
-                    return wrap
-            registry = Registry()
-        """,
+        "lavis/registry.py": KEYED_REGISTRY.format(kind="model"),
         "lavis/models.py": """
             import torch
             from lavis.registry import registry
@@ -13932,7 +13942,7 @@ def test_a_leftover_training_module_nothing_imports_beside_a_script_running_a_pa
             from oc20.registry import registry
 
             def main(config):
-                trainer = registry.get_trainer_class(config["trainer"])(config)
+                trainer = registry.get_trainer(config["trainer"])(config)
                 trainer.train()
 
             if __name__ == "__main__":
@@ -13940,56 +13950,28 @@ def test_a_leftover_training_module_nothing_imports_beside_a_script_running_a_pa
         """,
         "configs/s2ef.yml": "trainer: forces_v2\n",
         "oc20/__init__.py": "",
-        "oc20/registry.py": """
-            class Registry:
-                mapping = {}
-
-                @classmethod
-                def register_trainer(cls, name):
-                    def wrap(trainer):
-                        cls.mapping[name] = trainer
-                        return trainer
-                    return wrap
-
-                @classmethod
-                def get_trainer_class(cls, name):
-                    return cls.mapping[name]
-
-            registry = Registry()
-        """,
+        "oc20/registry.py": KEYED_REGISTRY.format(kind="trainer"),
         "oc20/trainer/__init__.py": "from .forces import ForcesTrainer\nfrom .energy import EnergyTrainer\n",
-        "oc20/trainer/forces.py": """
-            import torch
-            from oc20.registry import registry
-
-            @registry.register_trainer("forces_v2")
-            class ForcesTrainer:
-                def __init__(self, config):
-                    self.model = torch.nn.Linear(2, 2).cuda()
-                    self.optimizer = torch.optim.AdamW(self.model.parameters())
-
-                def train(self):
-                    for x in self.loader:
-                        loss = self.model(x.cuda(non_blocking=True)).mean()
-                        loss.backward()
-                        self.optimizer.step()
-                        self.meter.update(loss.item())
-        """,
-        "oc20/trainer/energy.py": """
-            import torch
-            from oc20.registry import registry
-
-            @registry.register_trainer("energy_v2")
-            class EnergyTrainer:
-                def train(self):
-                    for x in self.loader:
-                        loss = self.model(x.cuda(non_blocking=True)).mean()
-                        loss.backward()
-                        self.optimizer.step()
-                        self.meter.update(loss.item())
-        """,
+        "oc20/trainer/forces.py": OCP_TRAINER.format(key="forces_v2", name="ForcesTrainer"),
+        "oc20/trainer/energy.py": OCP_TRAINER.format(key="energy_v2", name="EnergyTrainer"),
     })
-    assert [(f[0], f[1], f[2]) for f in found] == [("oc20/trainer/forces.py", 16, "GPL202")], found
+    assert [(f[0], f[1], f[2]) for f in found] == [("oc20/trainer/forces.py", 12, "GPL202")], found
+
+
+# An OCP-style trainer, filed under a key the configs' `trainer:` option picks.
+OCP_TRAINER = """
+    import torch
+    from oc20.registry import registry
+
+    @registry.register_trainer("{key}")
+    class {name}:
+        def train(self):
+            for x in self.loader:
+                loss = self.model(x.cuda(non_blocking=True)).mean()
+                loss.backward()
+                self.optimizer.step()
+                self.meter.update(loss.item())
+"""
 
 
 def test_a_class_registered_by_its_name_that_a_python_default_picks_keeps_its_loops(tmp_path, check):
