@@ -231,6 +231,7 @@ class Project:
         self._passed_kinds: dict[tuple[Key, str], str] = {}  # see `_passed_kind`
         self._settled = False  # every call of the program has been read (`_run` is done)
         self._libraries: tuple[tuple[str, str], ...] | None = None  # see `_library_objects`
+        self._library_sets: dict[str, dict[str, set[str]]] = {}  # by file: `_library_kind_sets`
         self._device_attributes: frozenset[str] | None = None  # see `_device_kwarg_attributes`
         self._kwargs_by_file: dict[str, frozenset[tuple[str, bool]]] = {}  # see `_device_kwargs_of`
         self._serving: frozenset[str] | None = None  # see `_serving_modules`
@@ -363,6 +364,7 @@ class Project:
         self._library_scripts: frozenset[str] | None = None  # see `_unrun_library_scripts`
         self._file_words: dict[str, frozenset[str]] = {}  # see `_words`
         self._torch_optimizers_named: dict[str, bool] = {}  # see `_names_torchs_optimizer`
+        self._allennlp_named: bool | None = None  # see `_names_allennlp`
         self._cpu_program: bool | None = None
         self._no_training: bool | None = None  # `_never_trains`
         self._definition_names: tuple[dict[str, int], dict[str, int]] | None = None  # see `_definition_counts`
@@ -2848,7 +2850,8 @@ class Project:
                 if training and definition.may_enter and not self._orphan_module(path):
                     (method_entries if definition.cls else roots).extend(self._entries_in(path, ix, definition))
                 hooked = name in PER_BATCH_HOOKS or (name in self.hot_names and name not in MODULE_CALL_METHODS) \
-                    or name == "forward" and definition.cls and self._is_allennlp_model(Target(path, definition.cls, True))
+                    or name == "forward" and definition.cls and self._names_allennlp() \
+                    and self._is_allennlp_model(Target(path, definition.cls, True))
                 if name in TRAIN_LOADER_HOOKS and training and definition.cls:
                     setup_hooks.append((key, Reach(PROGRAM, chain=(frame,))))
                 elif name in RUN_AND_EPOCH_HOOKS and training and definition.cls:
@@ -3057,6 +3060,12 @@ class Project:
             return False
         return any(name.endswith("Trainer") for klass in self.mro(Target(path, scope.cls, True))
                    for name in self._library_bases(klass))
+
+    def _names_allennlp(self) -> bool:
+        """Does a file of the project name AllenNLP (read once: every `forward` asks)?"""
+        if self._allennlp_named is None:
+            self._allennlp_named = any("allennlp" in self._words(path) for path in self.files)
+        return self._allennlp_named
 
     def _is_allennlp_model(self, cls: Target) -> bool:
         """A subclass of AllenNLP's `Model` (at any depth): AllenNLP's trainer calls its `forward` on every batch, from
@@ -4769,9 +4778,13 @@ class Project:
         the model has read: those of the whole project, and where the file at `path` binds a name so itself, as it
         does (Cream's sub-projects: one's `model_ema` is timm's, another's its own class)."""
         if self._libraries is None:
-            self._libraries = _library_kinds(self.files.values())
-        own = _library_kinds([self.files[path]])
-        return tuple(sorted({**dict(self._libraries), **dict(own)}.items()))
+            self._library_sets = {p: _library_kind_sets(ix) for p, ix in self.files.items()}
+            merged: dict[str, set[str]] = {}
+            for sets in self._library_sets.values():
+                for name, kinds in sets.items():
+                    merged.setdefault(name, set()).update(kinds)
+            self._libraries = _single_kinds(merged)
+        return tuple(sorted({**dict(self._libraries), **dict(_single_kinds(self._library_sets[path]))}.items()))
 
     def _note_device_helper_call(self, path: str, call: Call, target: Target, bound: bool) -> None:
         """A call of a copy helper (`Scope.copied_params`), of a function moving its arguments (`moved_params`) or of
@@ -5364,15 +5377,26 @@ def _note_self_sets(host: dict[str, bool], scopes: Iterable[Scope], plain: bool)
             host[attribute] = host.get(attribute, True) and (kind == "host" or kind == "parameter" and plain)
 
 
-def _library_kinds(files: Iterable[ModuleIndex]) -> tuple[tuple[str, str], ...]:
-    """The names (last parts) `files` bind to objects of one kind of `LIBRARY_OBJECTS` and to nothing else."""
+def _library_kind_sets(ix: ModuleIndex) -> dict[str, set[str]]:
+    """What a file binds each name (last part) to, among the kinds of `LIBRARY_OBJECTS` and "other": calls of those
+    classes, annotations naming them (`model_ema: Optional[ModelEma] = None`), and calls of anything else."""
     kinds: dict[str, set[str]] = {}
-    for ix in files:
-        for assign in (a for scope in ix.read_scopes() for a in scope.assigns if a.callee):
+    for assign in (a for scope in ix.read_scopes() for a in scope.assigns):
+        if assign.callee:
             kind = next((LIBRARY_OBJECTS[q] for c in (assign.callee, *assign.calls)
                          if (q := resolve(c, ix.aliases)) in LIBRARY_OBJECTS), "other")
-            kinds.setdefault(assign.target.rsplit(".", 1)[-1], set()).add(kind)
-    return tuple(sorted((name, found.pop()) for name, found in kinds.items() if len(found) == 1 and "other" not in found))
+        elif assign.annotation and (q := resolve(assign.annotation, ix.aliases)) in LIBRARY_OBJECTS:
+            kind = LIBRARY_OBJECTS[q]
+        else:
+            continue
+        kinds.setdefault(assign.target.rsplit(".", 1)[-1], set()).add(kind)
+    return kinds
+
+
+def _single_kinds(kinds: dict[str, set[str]]) -> tuple[tuple[str, str], ...]:
+    """The names bound to objects of one kind of `LIBRARY_OBJECTS` and to nothing else."""
+    return tuple(sorted((name, next(iter(found))) for name, found in kinds.items()
+                        if len(found) == 1 and "other" not in found))
 
 
 def _scores_without_gradients(scope: Scope) -> bool:

@@ -9,7 +9,7 @@ import libcst as cst
 
 from gpulint.linter.names import last_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.project.vocab import LIBRARY_OBJECTS, name_parts
+from gpulint.project.vocab import name_parts
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns
 from gpulint.rules.per_tensor.helpers import (
@@ -50,7 +50,7 @@ class PerParameterUpdateLoop(WhereItRuns):
         "timm's `{call}` loops over every tensor of the model in Python: several kernel launches per tensor every "
         "step; timm's `ModelEmaV3` updates them with `torch._foreach_*` calls"
     )
-    triggers = (*PARAM_TRIGGERS, "ModelEma")  # timm's EMA classes, named where an update call sits
+    triggers = PARAM_TRIGGERS
     requires = (UPDATE_WORDS,)  # a reported loop updates its tensors
 
     @classmethod
@@ -185,22 +185,8 @@ class PerParameterUpdateLoop(WhereItRuns):
         if not (isinstance(func, cst.Attribute) and func.attr.value == "update" and node.args):
             return
         receiver = last_name(func.value) or ""
-        if _EMA_NAME.search(receiver) and (self.context.facts.library_kind(receiver) == "timm_ema"
-                                           or self._timm_ema_here(receiver)):
+        if _EMA_NAME.search(receiver) and self.context.facts.library_kind(receiver) == "timm_ema":
             self.report(node, self.message_library.format(call=f"{receiver}.update()"), when="per_step")
-
-    def _timm_ema_here(self, name: str) -> bool:
-        """A parameter annotated as timm's EMA in the enclosing function (`model_ema: Optional[ModelEma] = None`),
-        where the project binds the name to other classes too (Cream's sub-projects)."""
-        function = self.context.enclosing_function()
-        params = function.params if function is not None else None
-        for param in (*params.params, *params.kwonly_params) if params is not None else ():
-            if param.name.value == name and param.annotation is not None:
-                return self._names_timm_ema(_optional_inner(param.annotation.annotation))
-        return False
-
-    def _names_timm_ema(self, node: cst.BaseExpression) -> bool:
-        return LIBRARY_OBJECTS.get(self.context.resolve(node) or "") == "timm_ema"
 
     def visit_For(self, node: cst.For) -> None:
         self._track_for(node)
@@ -216,16 +202,6 @@ class PerParameterUpdateLoop(WhereItRuns):
                 and not _multiplies_matrices(self.context.module.code_for_node(node.body)) \
                 and not _loss_parameters(node.iter):
             self._report_where_it_runs(node.iter)
-
-
-def _optional_inner(annotation: cst.BaseExpression) -> cst.BaseExpression:
-    """`Optional[ModelEma]` and `ModelEma | None`: the class inside."""
-    if isinstance(annotation, cst.Subscript) and last_name(annotation.value) == "Optional" \
-            and len(annotation.slice) == 1 and isinstance(annotation.slice[0].slice, cst.Index):
-        return annotation.slice[0].slice.value
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
-        return annotation.left
-    return annotation
 
 
 def _loss_parameters(iterable: cst.BaseExpression) -> bool:
