@@ -35,7 +35,9 @@ class TensorFormattedInStep(SyncRule):
         "of a tensor with `prog_bar=True` (unless `on_step=False`), in code that runs every step, ungated. A dict "
         "comprehension renaming the keys of a dict of losses or metrics (`{f\"train_{k}\": v for k, v in "
         "logs.items()}`) counts as a dict of tensors, and so does a dict named for losses or metrics that the step got "
-        "from a call (`loss, loss_dict = self.shared_step(batch)`, then `self.log_dict(loss_dict, prog_bar=True)`).",
+        "from a call (`loss, loss_dict = self.shared_step(batch)`, then `self.log_dict(loss_dict, prog_bar=True)`), "
+        "and so is a value named for a loss that `self.log` is given, unless the step knows it as a number "
+        "(`aeloss, log = self.loss(...)` from a loss module a config builds).",
         why_slow="Turning a tensor into text (or a logged scalar) copies its values to the host, and that copy waits "
         "for all queued GPU work: each step ends in a full host-device round trip before the next launch.",
         example="for x, y in loader:\n    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n"
@@ -201,13 +203,20 @@ class TensorFormattedInStep(SyncRule):
         method = node.func.attr.value  # type: ignore[attr-defined]
         values = [a.value for a in node.args if a.keyword is None or a.keyword.value in ("value", "dictionary")]
         logged = values[1:2] if method == "log" else values[:1]
-        if any(self._tensor_arg(value) or method == "log_dict" and self._loss_dict(value) for value in logged):
+        if any(self._tensor_arg(value) or (self._loss_dict(value) if method == "log_dict" else self._loss_value(value))
+               for value in logged):
             self.report(node, self.message.format(how=f"self.{method}(prog_bar=True)"))
 
     def _loss_dict(self, value: cst.BaseExpression) -> bool:
         """A dict named for losses or metrics that the step got from a call (latent diffusion's `loss, loss_dict =
         self.shared_step(batch)`): the losses a model computes are tensors, unless the step knows them as numbers."""
         return isinstance(value, cst.Name) and bool(name_parts(value.value) & _LOSS_DICT_PARTS) \
+            and not self.context.is_host_value(value)
+
+    def _loss_value(self, value: cst.BaseExpression) -> bool:
+        """A loss the step got from a call it cannot see into (latent diffusion's `aeloss, log_dict = self.loss(...)`,
+        a loss module built from a config): a model's losses are tensors, unless the step knows them as numbers."""
+        return isinstance(value, cst.Name) and (value.value.lower().endswith("loss") or "loss" in name_parts(value.value)) \
             and not self.context.is_host_value(value)
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
