@@ -22,7 +22,8 @@ import libcst as cst
 from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts, params_of
 from gpulint.project.facts import PROGRAM, FileFacts
 from gpulint.project.local import (
-    gate_interval, gpu_branch, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags, tuple_kinds,
+    gate_interval, gpu_branch, inverted_gate, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags,
+    tuple_kinds,
     typed_branch,
 )
 from gpulint.project.vocab import (  # noqa: F401  (re-exported: the rules import these words from here)
@@ -636,6 +637,9 @@ class FileContext:
                     and not self._open_param(node.test):
                 if switches_gate or switch_flags(self._ast_of(node.test)) is None:
                     return True
+            if isinstance(node, cst.If) and child is node.orelse and type(child) is cst.Else \
+                    and self._else_gated(node.test):
+                return True
             if isinstance(node, (cst.IndentedBlock, cst.Module)) and self._after_early_exit_gate(node, child):
                 return True
         return False
@@ -690,6 +694,12 @@ class FileContext:
             cached = self._gate_cache[id(test)] = tree is not None and is_gate(tree, self.gate_names) \
                 and not is_short_interval(gate_interval(tree), self.facts.every_step_intervals)
         return cached
+
+    def _else_gated(self, test: cst.BaseExpression) -> bool:
+        """Does the `else` of `if test:` run only on some steps (`if step % N != N - 1:`)?"""
+        tree = self._ast_of(test)
+        return tree is not None and inverted_gate(tree) \
+            and not is_short_interval(gate_interval(tree), self.facts.every_step_intervals)
 
     def _ast_of(self, expr: cst.BaseExpression) -> ast.expr | None:
         try:

@@ -324,6 +324,17 @@ def _unchosen_word(param: str, regions, word_params: tuple[tuple[str, tuple[str,
     return not taken
 
 
+def _gated_step_loop(outer: list[Region], facts: FunctionFacts, file_facts: FileFacts) -> bool:
+    """A loop of micro-steps inside a gate of the training loop around it (Sophia's Hessian step, the `else` of
+    `if iter_num % hess_interval != hess_interval - 1:`): it runs on the gate's steps only."""
+    for position, region in enumerate(outer):
+        if region.kind == "gate" and region.flags \
+                and not is_short_interval(region.flags[0], file_facts.every_step_intervals) \
+                and not _tests_open_param(region, outer, facts):
+            return any(r.kind == "loop" and r.loop in facts.step_loops for r in outer[position + 1:])
+    return False
+
+
 def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: FileFacts) -> ExecState:
     """How often the code at `pos` in `scope` runs: its regions, innermost first (a gate, a switch, a branch for
     another device, a step loop), then how the step reaches its function."""
@@ -339,7 +350,7 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
     if file_facts.used_by_code and any(region.kind == "main" for region in regions):  # its loops too
         return ExecState(False, False, True, "in the `__main__` block of a module the project imports (its "
                          "self-test), not in training")
-    for region in regions:
+    for index, region in enumerate(regions):
         kind = region.kind
         if kind in ("gate", "exit") and region.flags \
                 and is_short_interval(region.flags[0], file_facts.every_step_intervals):
@@ -407,6 +418,7 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
                              chain=facts.reach.chain, **_switches(flags, file_facts))
         elif kind == "loop" and region.loop in facts.step_loops:
             frame = dict(facts.loop_frames).get(region.loop)
+            gated = gated or _gated_step_loop(regions[index + 1:], facts, file_facts)
             return ExecState(True, gated, False, "inside the training loop", chain=(frame,) if frame else (),
                              **_switches(flags, file_facts))
     reach = facts.reach

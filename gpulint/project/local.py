@@ -863,6 +863,12 @@ def is_gate(test: ast.AST, extra: frozenset[str] = frozenset()) -> bool:
         and not _interval_enabled(test)
 
 
+def inverted_gate(test: ast.AST) -> bool:
+    """Does the `else` of `if test:` run only on some steps? It does for `if step % N != k:` (not for the test of
+    an accumulation boundary, whose `else` is the optimizer's step)."""
+    return isinstance(test, ast.Compare) and modulo_form(test) == "inverted" and not accumulation_boundary(test)
+
+
 def _interval_enabled(test: ast.AST) -> bool:
     """`interval > 0`, `interval != 0`, `interval >= 1`, `0 < interval`, `interval is not None`: a setting (one
     `names_a_gate` found a gate word in) compared with a constant only, tested for being on; or any number compared
@@ -2501,6 +2507,10 @@ class _Walker:
             span = self._span(body)
             if part == "body" and is_gate(test, self.gates) and flags is None and not flag_parameter \
                     and not _steps_an_optimizer(body):
+                scope.regions.append(Region("gate", *span, flags=(gate_interval(test),)))
+            if part == "orelse" and inverted_gate(test) \
+                    and (_steps_an_optimizer(node.body) or not _steps_an_optimizer(body)):
+                # the `else` of `if iter_num % hess_interval != hess_interval - 1:` (Sophia's Hessian step, every N)
                 scope.regions.append(Region("gate", *span, flags=(gate_interval(test),)))
             if part == "body":
                 self._switch_region(test, flags, span)
