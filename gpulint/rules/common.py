@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from gpulint.linter.context import STRING_NODES
 from gpulint.linter.names import last_name, name_parts
+from gpulint.project.vocab import MICRO_STEP_PARTS
 
 if TYPE_CHECKING:
     from gpulint.linter.context import FileContext
@@ -114,3 +116,31 @@ def in_data_class(context: FileContext) -> bool:
 def is_data_class(node: cst.ClassDef) -> bool:
     name = node.name.value.lower()
     return "dataset" in name or "collator" in name or "sampler" in name
+
+
+def tests_one_time(test: cst.BaseExpression, params: frozenset[str]) -> bool:
+    """`x == N`, `x is None` (x not a parameter), or one of them and-ed with other conditions
+    (`n_iter == 0 and state_dict`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return tests_one_time(test.left, params) or tests_one_time(test.right, params)
+    if not isinstance(test, cst.Comparison):
+        return False
+    if _counts_micro_steps(test):
+        return False  # `micro_step == accum_steps - 1`: the last micro-step of every optimizer step
+    # `self.type == "byol"` picks a configured mode, taken on every step once chosen: no switch of the step count.
+    comparisons = [t for t in test.comparisons if type(t.comparator) not in STRING_NODES]
+    if isinstance(test.left, cst.Name) and test.left.value in params:
+        return any(isinstance(t.operator, cst.Equal) for t in comparisons)
+    # `if key not in mel_basis_cache:` builds what the cache then serves on every later call.
+    return any(isinstance(t.operator, (cst.Equal, cst.Is, cst.NotIn)) for t in comparisons)
+
+
+def _counts_micro_steps(test: cst.Comparison) -> bool:
+    """Does a comparison name a counter of accumulated micro-steps, which comes round every optimizer step?"""
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name) and name_parts(node.value) & MICRO_STEP_PARTS:
+            return True
+        stack.extend(node.children)
+    return False

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpulint.linter.context import STRING_NODES, is_cold_function_name
+from gpulint.linter.context import is_cold_function_name
 from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.rule import Replace, Report, Rule
 from gpulint.linter.syntax import descendants
-from gpulint.project.vocab import MICRO_STEP_PARTS
+from gpulint.rules.common import tests_one_time
 from gpulint.rules.per_tensor.helpers import in_test_error_or_one_off_code
 
 if TYPE_CHECKING:
@@ -34,36 +34,8 @@ def one_time_branch(context: FileContext) -> bool:
         node = chain[index]
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
-        if isinstance(node, cst.If) and chain[index + 1] is node.body and _tests_one_time(node.test, params):
+        if isinstance(node, cst.If) and chain[index + 1] is node.body and tests_one_time(node.test, params):
             return True
-    return False
-
-
-def _tests_one_time(test: cst.BaseExpression, params: frozenset[str]) -> bool:
-    """`x == N`, `x is None` (x not a parameter), or one of them and-ed with other conditions
-    (`n_iter == 0 and state_dict`)."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _tests_one_time(test.left, params) or _tests_one_time(test.right, params)
-    if not isinstance(test, cst.Comparison):
-        return False
-    if _counts_micro_steps(test):
-        return False  # `micro_step == accum_steps - 1`: the last micro-step of every optimizer step
-    # `self.type == "byol"` picks a configured mode, taken on every step once chosen: no switch of the step count.
-    comparisons = [t for t in test.comparisons if type(t.comparator) not in STRING_NODES]
-    if isinstance(test.left, cst.Name) and test.left.value in params:
-        return any(isinstance(t.operator, cst.Equal) for t in comparisons)
-    # `if key not in mel_basis_cache:` builds what the cache then serves on every later call.
-    return any(isinstance(t.operator, (cst.Equal, cst.Is, cst.NotIn)) for t in comparisons)
-
-
-def _counts_micro_steps(test: cst.Comparison) -> bool:
-    """Does a comparison name a counter of accumulated micro-steps, which comes round every optimizer step?"""
-    stack: list[cst.CSTNode] = [test]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Name) and name_parts(node.value) & MICRO_STEP_PARTS:
-            return True
-        stack.extend(node.children)
     return False
 
 

@@ -13,7 +13,7 @@ from gpulint.linter.context import HOST_METHODS, METADATA_ATTRS, METADATA_METHOD
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name, target_names
 from gpulint.linter.rule import Rule
 from gpulint.linter.syntax import SyntaxVisitor, descendants
-from gpulint.rules.common import in_data_pipeline, keyword_arg
+from gpulint.rules.common import in_data_pipeline, keyword_arg, tests_one_time
 
 if TYPE_CHECKING:
     from gpulint.linter.context import FileContext
@@ -308,12 +308,20 @@ class _LoopBodyScanner(SyntaxVisitor):
             return  # `p.data = p.data.half()`: a cast, set up once
         if _is_view_of_stored(value):
             return  # `p.grad = p.summed_grad.view_as(p)`: a view of memory already there, no kernel
+        if self._in_one_time_branch():
+            return  # `if len(state) == 0: state["exp_avg"] = torch.zeros_like(p)`: the state's first step
         computed = isinstance(value, (cst.BinaryOperation, cst.Call)) and self._on_tensor(value)
         # `ma.data = updater.update_average(old, new)`: a helper computing from loop tensors.
         helper = isinstance(value, cst.Call) and any(self._on_tensor(arg.value) for arg in value.args)
         if computed or helper:
             self._inplace(target)
             self.scan.stores_state = True
+
+    def _in_one_time_branch(self) -> bool:
+        """Inside the body of an `if` of the loop that runs once per tensor (`if len(state) == 0:`, `if "hessian" not
+        in state:`): a lazy initialisation, not a per-step update."""
+        return any(isinstance(node, cst.If) and self._stack[i + 1] is node.body and tests_one_time(node.test, frozenset())
+                   for i, node in enumerate(self._stack[:-1]))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "grad" and not self.scan.touches_grad and self._on_tensor(node.value):
