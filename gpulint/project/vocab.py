@@ -410,6 +410,7 @@ NOT_TRAINING_PARTS = frozenset(
 )
 
 
+_DEMO_FOLDERS = frozenset({"demo", "demos"})
 _ARCHIVED_FOLDERS = frozenset({"legacy", "deprecated", "deprecate", "archive", "archived", "old", "obsolete", "backup",
                                "bak"})
 # A folder a file manager duplicated (tab-ddpm's `CTAB-GAN-Plus/model copy/`, `utils - Copy`, `Copy of model`,
@@ -462,6 +463,8 @@ def is_training_path(path: str) -> bool:
     if is_kept_apart(path):
         return False
     *folders, name = path.replace("\\", "/").removesuffix(".py").split("/")
+    if any(folder.lower() in _DEMO_FOLDERS for folder in folders):
+        return False  # `demo/gligen/trainer.py`: a copy a demo app imports for its helpers, whatever the file's name
     if named_for_training(path):
         return True
     words = name_parts(name)

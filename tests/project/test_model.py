@@ -2472,6 +2472,8 @@ def test_which_function_names_say_no_training_step(name, cold):
     ("merge_embeddings.py", False),  # textual_inversion's tool joining trained embeddings
     ("train_merge.py", True),
     ("parlai/torchscript/modules.py", False),  # ParlAI's wrappers tracing a trained agent's model for export
+    ("demo/gligen/trainer.py", False),  # GLIGEN's copy of its trainer, imported by its demo app for helpers
+    ("gligen/trainer.py", True),
 ])
 def test_which_files_may_hold_the_training_a_user_runs(path, training):
     from gpulint.project.vocab import is_training_path
