@@ -754,7 +754,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             return False
         if func.attr.value == "type":
             target = self.context.resolve(call.args[0].value) or "" if len(call.args) == 1 else ""
-            return target.startswith("torch.") and not target.startswith("torch.cuda.")
+            # (`.type(dtype)`: a dtype kept in a variable, GLIGEN's null inputs, casts where the tensor is)
+            return target.startswith("torch.") and not target.startswith("torch.cuda.") \
+                or (last_name(call.args[0].value) or "").lower().endswith("dtype") if len(call.args) == 1 else False
         if func.attr.value == "to":
             return self._dtype_cast(call)
         return func.attr.value in RESHAPES
