@@ -643,7 +643,7 @@ _FEW_STEPS = 100
 def one_step_test(test: ast.AST) -> bool:
     """`current_step == merge_bn_startpoint`, `step == 0`: true on one step of the run (of the epoch, for a batch
     index), where the counter only grows; `self.global_step < 5` (PaSST's spectrogram images): on a few first ones."""
-    if _first_steps_test(test):
+    if _first_steps_test(test) or _listed_steps_test(test):
         return True
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
@@ -652,6 +652,13 @@ def one_step_test(test: ast.AST) -> bool:
            for side in (left, right) for n in ast.walk(side)):
         return False  # `step == accum_steps - 1`: the last micro-step of every optimizer step
     return _step_counter(left) != _step_counter(right)
+
+
+def _listed_steps_test(test: ast.AST) -> bool:
+    """`iteration in upsamp_list`, `step in self.milestones`: a step counter found in a list of a few steps (TensoRF's
+    grid upsampling), not in a `range(...)` of many."""
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In) \
+        and _step_counter(test.left) and isinstance(test.comparators[0], (ast.Name, ast.Attribute, ast.List, ast.Tuple))
 
 
 def _first_steps_test(test: ast.AST) -> bool:
