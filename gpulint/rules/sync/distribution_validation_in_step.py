@@ -7,8 +7,10 @@ import re
 import libcst as cst
 
 from gpulint.linter.devices import DeviceEvidence
+from gpulint.linter.names import dotted_name
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
-from gpulint.rules.common import is_false, keyword_arg
+from gpulint.linter.syntax import descendants
+from gpulint.rules.common import is_false, is_number, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
@@ -30,6 +32,16 @@ _DISTRIBUTIONS = frozenset(
 _NAMES_A_DISTRIBUTION = re.compile(r"\b(%s)\s*\(" % "|".join(sorted(_DISTRIBUTIONS)))
 
 
+def _flow_with_prior(prior: str) -> str:
+    """A flow whose loss scores its output under a prior built once in `__init__`."""
+    return ("import torch\nfrom torch.distributions import Normal\n\n\nclass Flow(torch.nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.net = torch.nn.Linear(4, 4)\n"
+            f"        self.prior = {prior}\n\n    def forward(self, x):\n        prior = self.prior\n"
+            "        return -prior.log_prob(self.net(x)).mean()\n\n\n"
+            "def train(model, loader, opt):\n    for x in loader:\n        model(x.cuda(non_blocking=True)).backward()\n"
+            "        opt.step()\n")
+
+
 class DistributionValidationInStep(SyncRule):
     code = "GPL407"
     name = "distribution-validation-in-step"
@@ -42,7 +54,9 @@ class DistributionValidationInStep(SyncRule):
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags a `torch.distributions` distribution (`Normal`, `Categorical`, `Bernoulli`, ...) built "
-        "in code that runs every training step without `validate_args=False`, in a file that names a device, in a "
+        "in code that runs every training step without `validate_args=False`, and `log_prob` of a value not on the "
+        "host scored in the step under a distribution of numbers an attribute holds (`self.prior = Normal(0, 1)`, "
+        "built once, validates each value it scores), in a file that names a device, in a "
         "project no file of which (tests aside) turns validation off with "
         "`Distribution.set_default_validate_args(False)`.",
         why_slow="With validation on (PyTorch's default unless Python runs with `-O`), the constructor checks every "
@@ -65,6 +79,7 @@ class DistributionValidationInStep(SyncRule):
         "seen.)"),
     )
     valid = (
+        _flow_with_prior("Normal(0.0, 1.0, validate_args=False)"),
         training_script("dist = torch.distributions.Normal(out, torch.ones_like(out), validate_args=False)\n"
                         "total += 0.0 * dist.log_prob(out).sum().detach()"),
         training_script("dist = Categorical(logits=out)\nentropy = dist.entropy().mean()",
@@ -76,6 +91,8 @@ class DistributionValidationInStep(SyncRule):
                         "mixed = lam * out"),
     )
     invalid = (
+        # a prior of host numbers built once: scoring a device value validates it (GenerSpeech's post-flow prior)
+        Invalid(_flow_with_prior("Normal(0.0, 1.0)")),
         Invalid(training_script("dist = torch.distributions.Categorical(logits=out)\nentropy = dist.entropy().mean()"),
                 fixed=training_script("dist = torch.distributions.Categorical(logits=out, validate_args=False)\n"
                                       "entropy = dist.entropy().mean()")),
@@ -93,13 +110,31 @@ class DistributionValidationInStep(SyncRule):
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return bool(_NAMES_A_DISTRIBUTION.search(code))
+        return bool(_NAMES_A_DISTRIBUTION.search(code)) or ".log_prob(" in code
 
     def __init__(self, context) -> None:
         super().__init__(context)
         self._validation_off = False
+        # `self.prior = Normal(0, 1)` (in any method): attributes holding a distribution of host numbers that
+        # validates, and the names a function binds to one (`prior = self.prior`)
+        self._validating_attributes: set[str] | None = None  # read at the first `log_prob` (imports known by then)
+        self._bound: dict[int, set[str]] = {}
+
+    def _attributes(self) -> set[str]:
+        if self._validating_attributes is None:
+            self._validating_attributes = _validating_attributes(self.context.module, self.context)
+        return self._validating_attributes
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.Attribute) and (dotted_name(node.value) or "") in self._attributes() \
+                and len(node.targets) == 1 \
+                and isinstance(node.targets[0].target, cst.Name):
+            self._bound.setdefault(id(self.context.enclosing_function()), set()).add(node.targets[0].target.value)
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self._scores_a_device_value(node):
+            self.report(node, _LOG_PROB_MESSAGE)
+            return
         resolved = self.context.resolve(node.func) or ""
         module, _, name = resolved.rpartition(".")
         if name == "set_default_validate_args" and node.args and is_false(node.args[0].value):
@@ -113,6 +148,17 @@ class DistributionValidationInStep(SyncRule):
             return  # `Beta(alpha, alpha)` of Python floats: it validates on the host, with nothing to wait for
         fix = (Replace(node, node.with_changes(args=(*_with_comma(node.args), _NO_VALIDATION))),) if node.args else ()
         self.report(node, self.message.format(name=name), fix=fix, unsafe_fix=True)
+
+    def _scores_a_device_value(self, call: cst.Call) -> bool:
+        """`prior.log_prob(z)` of a distribution of host numbers built once (`self.prior = Normal(0, 1)`): building it
+        checked nothing on the device, but scoring `z` validates `z` there."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "log_prob" and call.args):
+            return False
+        receiver = dotted_name(func.value) or ""
+        bound = self._bound.get(id(self.context.enclosing_function()), set())
+        return (receiver in self._attributes() or receiver in bound) \
+            and not self.context.is_host_value(call.args[0].value)
 
     def _host_parameter(self, expr: cst.BaseExpression) -> bool:
         """A host value, or a name (or attribute) that only names a scalar hyper-parameter (`beta`, `self.alpha`)."""
@@ -129,6 +175,29 @@ class DistributionValidationInStep(SyncRule):
         shows_gpu = self.context.helper(DeviceEvidence).shows_gpu(self.context) or self.context.facts.device_fed
         if self._validation_off or self.context.facts.validation_off or not shows_gpu:
             self.context.reports[:] = [r for r in self.context.reports if r.rule is not self]
+
+
+_LOG_PROB_MESSAGE = (
+    "`log_prob` of a distribution built with validation on checks its value on the host (`if not valid.all()`): a "
+    "device-to-host sync every step; build the distribution with `validate_args=False`"
+)
+
+
+def _validating_attributes(module: cst.Module, context) -> set[str]:
+    """The `self.` attributes any method sets to a `torch.distributions` distribution of host numbers without
+    `validate_args` (GenerSpeech's `self.prior_dist = dist.Normal(0, 1)` in `__init__`)."""
+    found: set[str] = set()
+    for node in descendants(module):
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call)):
+            continue
+        target = dotted_name(node.targets[0].target) or ""
+        resolved = context.resolve(node.value.func) or ""
+        module_name, _, name = resolved.rpartition(".")
+        if target.startswith("self.") and name in _DISTRIBUTIONS and module_name.startswith("torch.distributions") \
+                and keyword_arg(node.value, "validate_args") is None and node.value.args \
+                and all(is_number(a.value) for a in node.value.args):
+            found.add(target)
+    return found
 
 
 # Names that hold a distribution's scalar hyper-parameters (mixup's `Beta(alpha, alpha)`), not tensors.
