@@ -253,6 +253,12 @@ def is_cold_class_name(qualname: str) -> bool:
         or {"torch", "script"} <= parts
 
 
+def is_replay_buffer_class(name: str) -> bool:
+    """`PrioritizedReplayBuffer`, `replay_memory`, `AsyncUniformSequenceReplayFrameBufferExtended`: a class keeping
+    transitions for learning (CamelCase or snake_case parts)."""
+    return bool((_camel_parts(name) | name_parts(name)) & {"replay", "buffer"})
+
+
 def camel_initials(name: str) -> str:
     """`ExponentialMovingAverage` -> "ema"."""
     return "".join(part[0] for part in _CAMEL_PART.findall(name)).lower()

@@ -11,7 +11,7 @@ from gpulint.linter.devices import DeviceEvidence
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Report, Rule
 from gpulint.linter.syntax import innermost
-from gpulint.project.vocab import ACCUMULATION_PARTS, CUDA_TENSOR_TYPE
+from gpulint.project.vocab import ACCUMULATION_PARTS, CUDA_TENSOR_TYPE, is_replay_buffer_class
 from gpulint.rules.common import is_cpu_device, keyword_arg
 from gpulint.rules.sync.tensors import Tensors
 
@@ -52,7 +52,8 @@ _NOT_REPORTED = (
     "an accelerator, a trainer or mixed precision (they train on the CPU), the methods of a class that fixes "
     "`self.device` to the CPU (`torch.device(\"cpu\")`, pfrl's A3C), and the exchange with a "
     "reinforcement-learning environment, which runs on the host (anything in `select_action` / `act` / `max_action` / an `Agent`'s `__call__`, and host reads of "
-    "`actions` or of what is assigned to them)."
+    "`actions` or of what is assigned to them), and the methods of a replay buffer class whose code names no device "
+    "(`SequenceReplayBuffer.sanitize` over batches drawn from numpy storage: host tensors)."
 )
 
 
@@ -81,6 +82,10 @@ def selects_action(name: str) -> bool:
     return bool(_ACTION_SELECTOR.match(name))
 
 
+# Words naming a device in a class's code.
+_NAMES_DEVICE = re.compile(r"cuda|device|\.to\(")
+
+
 class SyncRule(Rule):
     """Shared plumbing: tensor tracking, the precedence checks the families agreed on, and no findings in files that
     never touch a device (a CPU-only script has no GPU to wait for)."""
@@ -94,6 +99,7 @@ class SyncRule(Rule):
         super().__init__(context)
         self.file: FileState = context.helper(FileState)
         self.tensors = self.file.tensors
+        self._buffer_names_device: dict[int, bool] = {}  # per replay-buffer class (`_in_host_replay_buffer`)
 
     # -- precedence: shapes that belong to other families
     def in_accumulator(self) -> bool:
@@ -131,9 +137,22 @@ class SyncRule(Rule):
 
     def report(self, node, message=None, *, when="per_step", fix=(), unsafe_fix=False) -> None:
         chain = self.context.ancestors
-        if in_error_path_or_first_step(chain) or self._exchanges_with_environment(node, chain):
+        if in_error_path_or_first_step(chain) or self._exchanges_with_environment(node, chain) \
+                or self._in_host_replay_buffer(chain):
             return
         super().report(node, message, when=when, fix=fix, unsafe_fix=unsafe_fix)
+
+    def _in_host_replay_buffer(self, ancestors) -> bool:
+        """A replay buffer's method, in a buffer class that names no device (spr's `sanitize_batch` over a batch of
+        CPU tensors drawn from numpy storage): its tensors live on the host, where reading them waits for nothing."""
+        owner = innermost(ancestors, cst.ClassDef)
+        if owner is None or not is_replay_buffer_class(owner.name.value):
+            return False
+        named = self._buffer_names_device.get(id(owner))
+        if named is None:
+            named = self._buffer_names_device[id(owner)] = bool(
+                _NAMES_DEVICE.search(self.context.module.code_for_node(owner)))
+        return not named
 
     def _exchanges_with_environment(self, node: cst.CSTNode, ancestors) -> bool:
         """Reinforcement learning steps its environment on the host: the policy's action must reach it, and the
