@@ -314,6 +314,7 @@ class Project:
         self._unselected_builds: dict[tuple[str, bool], bool] = {}  # `_built_only_unselected`
         self._unconfigured: dict[str, bool] = {}  # by class name: `_registered_unconfigured`
         self._model_architectures: dict[str, set[str]] | None = None  # see `_architectures`
+        self._modules_by_option: dict[str, str] | None = None  # see `_imported_by_option`
         self._quoted_words: dict[str, bool] = {}  # see `_quoted_in_code`
         self._chosen_by_option: frozenset[Target] | None = None  # see `_option_chosen`
         self._option_choices: dict[Target, bool | None] = {}  # by class: `_option_choice`
@@ -4045,7 +4046,29 @@ class Project:
         # (mmpose's inferencers, a head only a demo project uses): the model's `self.head(x)` never runs it. Nor a
         # test's stand-in (LeRobot's `_FakeQwenModel.forward` for `reward_model.forward(batch)`): a guess never
         # lands in a test module, which only an import the model resolves can reach.
-        return [t for t in targets if not self._unbuilt_registered((t.path, t.qualname)) and not is_test_path(t.path)]
+        return [t for t in targets if not self._unbuilt_registered((t.path, t.qualname)) and not is_test_path(t.path)
+                and self._imported_by_option(t.path) is not False]
+
+    def _imported_by_option(self, path: str) -> bool | None:
+        """Is the module at `path` one the shipped settings import by name? voxceleb_trainer loads its loss with
+        `importlib.import_module("loss." + trainfunc)`, and its configs give `trainfunc` only `aamsoftmax`,
+        `amsoftmax` and `angleproto`: `loss/triplet.py` is never imported. None where no such import names the
+        module's package, or the option's values are not all known."""
+        if self._modules_by_option is None:
+            self._modules_by_option = {}
+            for ix in self.files.values():
+                if "import_module(" in ix.text:
+                    for plus_package, plus_option, f_package, f_option in _IMPORT_BY_OPTION.findall(ix.text):
+                        self._modules_by_option.setdefault(plus_package or f_package, plus_option or f_option)
+        if not self._modules_by_option:
+            return None
+        *folders, stem = path.removesuffix(".py").split("/")
+        for depth in range(1, len(folders) + 1):
+            option = self._modules_by_option.get(".".join(folders[-depth:]))
+            if option is not None:
+                words = self.option_values.get(option, set())
+                return None if not words or SET_IN_CODE in words else stem in words
+        return None
 
     def _protocol_methods(self, cls: Target, chain: tuple[Frame, ...], push) -> None:
         """An object the program builds is used through Python's protocols too: a dataset's `__getitem__`, an
@@ -5152,6 +5175,10 @@ _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
 
 
+# `importlib.import_module("loss." + trainfunc)`, `import_module(f"models.{args.model}")`: a package's module
+# picked by an option's value (the package, the option's name).
+_IMPORT_BY_OPTION = re.compile(
+    r"""import_module\(\s*(?:["']([\w.]+)\.["']\s*\+\s*(?:[\w.]+\.)?(\w+)\s*\)|f["']([\w.]+)\.\{(?:[\w.]+\.)?(\w+)\}["']\s*\))""")
 # Code that loads a module or builds a class by a name only known at run time; Hydra's `"_target_"` key in code.
 _LOADS_BY_NAME = ("import_module(", "__import__(", *_BY_NAME_CALLS)
 # ... and what finds classes at run time besides (`_loads_dynamically`).

@@ -2304,6 +2304,56 @@ def test_a_registry_builds_only_the_classes_its_training_configs_name(tmp_path, 
     assert not [f for f in found if f[0] == "criteria.py"]
 
 
+def test_a_module_imported_by_an_option_word_no_shipped_setting_gives_is_never_loaded(tmp_path, check):
+    """voxceleb_trainer loads its loss with `importlib.import_module("loss." + trainfunc)` and its configs give
+    `trainfunc` only `amsoftmax`: the step's `self.loss(x, y)` runs that module's `LossFunction`, not the triplet
+    loss's, whose host reads no shipped run pays."""
+    loss = """
+        import torch
+
+        class LossFunction(torch.nn.Module):
+            def forward(self, x, label):
+                {body}
+    """
+    found = check(tmp_path, {
+        "configs/resnet_am.yaml": "model: ResNet\ntrainfunc: amsoftmax\n",
+        "loss/__init__.py": "",
+        "loss/amsoftmax.py": loss.format(body="return (x * label).sum()"),
+        "loss/triplet.py": loss.format(body="return x[label.cpu().numpy() > 0].sum()"),
+        "train.py": """
+            import argparse
+            import importlib
+
+            import torch
+
+            class SpeakerNet(torch.nn.Module):
+                def __init__(self, trainfunc, **kwargs):
+                    super().__init__()
+                    self.net = torch.nn.Linear(4, 4)
+                    self.loss = importlib.import_module("loss." + trainfunc).__getattribute__("LossFunction")()
+
+                def forward(self, x, label):
+                    return self.loss(self.net(x), label)
+
+            def main():
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--config", type=str)
+                parser.add_argument("--trainfunc", type=str, default="")
+                args = parser.parse_args()
+                model = SpeakerNet(**vars(args)).cuda()
+                opt = torch.optim.Adam(model.parameters())
+                for x, y in loader:
+                    loss = model(x.cuda(non_blocking=True), y.cuda(non_blocking=True))
+                    loss.backward()
+                    opt.step()
+
+            if __name__ == "__main__":
+                main()
+        """,
+    })
+    assert not [f for f in found if f[0] == "loss/triplet.py"]
+
+
 # A registry filing classes under keys (`@registry.register_model("albef_pretrain")`), as LAVIS's and OCP's do.
 KEYED_REGISTRY = """
     class Registry:
