@@ -2750,7 +2750,23 @@ class Project:
         if not any(name_parts(param) & _ROLLOUT_PARTS for param in scope.params):
             return False
         if any(loop.has_marker for loop in scope.loops):
-            return True
+            # (not `train(self, replay_buffer, iterations)` looping `for it in range(iterations):`: thousands of
+            # gradient steps on a fixed buffer per call, BEAR's offline training between evaluations)
+            return not self._trains_for_iterations(target, scope)
+        return self._steps_on_rollouts(target, scope)
+
+    def _trains_for_iterations(self, target: Target, scope: Scope) -> bool:
+        """Does a stepping loop of the function run `range(<parameter named for iterations>)` times?"""
+        lines = self.files[target.path].lines
+        for loop in scope.loops:
+            if loop.has_marker and 0 < loop.line <= len(lines):
+                match = _RANGE_OF_NAME.search(lines[loop.line - 1])
+                if match and match.group(1) in scope.params and name_parts(match.group(1)) & _ITERATION_COUNT_PARTS:
+                    return True
+        return False
+
+    def _steps_on_rollouts(self, target: Target, scope: Scope) -> bool:
+        """Does a loop of the function call step work (ElegantRL's `self.update_objectives(buffer)`)?"""
         found = self._rollout_updates.get(target)
         if found is None:
             self._rollout_updates[target] = False  # while it is worked out: an update calling itself steps no more
@@ -5012,6 +5028,9 @@ _DOCSTRING = re.compile(r'\A\s*[rRbBuU]?("""|\'\'\'|"|\')(?:.|\n)*?\1')
 
 _ROLLOUT_PARTS = frozenset({"rollout", "rollouts", "experience", "experiences", "trajectory", "trajectories",
                             "buffer", "memory", "storage"})
+# `for it in range(iterations):`: a loop header running a count of iterations given as a parameter.
+_RANGE_OF_NAME = re.compile(r"^\s*for\s+\w+\s+in\s+(?:trange|range)\(\s*(?:int\()?(\w+)\)?\s*\)\s*:")
+_ITERATION_COUNT_PARTS = frozenset({"iterations", "iters", "iter", "niter", "niters"})
 
 
 _COPY_CALL = re.compile(r"\.(?:cuda|to)\(")

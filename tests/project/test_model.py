@@ -6870,6 +6870,39 @@ def test_a_ppo_update_on_fresh_rollouts_makes_its_callers_loop_the_step_loop(tmp
     assert project.reach[("rl/trainer.py", "RLTrainer.rollout")].rank == PER_STEP
 
 
+def test_an_offline_update_running_its_own_iterations_makes_its_callers_loop_no_step_loop(tmp_path, check):
+    """BEAR's `policy.train(replay_buffer, iterations=eval_freq)` runs thousands of gradient steps on a fixed
+    buffer, then logs once: its `for it in range(iterations):` is the step loop, and the logging after it runs once
+    per call (between evaluations), not every step. A PPO update over fresh rollouts stays the iteration of its
+    caller's loop (above)."""
+    found = check(tmp_path, {"algos.py": """
+        import torch
+
+        device = torch.device("cuda")
+
+        class BEAR:
+            def train(self, replay_buffer, iterations, batch_size=100):
+                for it in range(iterations):
+                    state, action = replay_buffer.sample(batch_size)
+                    state = torch.FloatTensor(state).to(device)
+                    critic_loss = self.critic(state).pow(2).mean()
+                    self.critic_optimizer.zero_grad(set_to_none=True)
+                    critic_loss.backward()
+                    self.critic_optimizer.step()
+                self.log("Critic Loss", critic_loss.cpu().data.numpy())
+    """, "main.py": """
+        import algos
+
+        policy = algos.BEAR()
+        training_iters = 0
+        while training_iters < 1000000:
+            policy.train(replay_buffer, iterations=5000)
+            training_iters += 5000
+    """})
+    assert ("algos.py", 10) in [(f[0], f[1]) for f in found]
+    assert not [f for f in found if f[0] == "algos.py" and f[1] == 15]
+
+
 def test_a_trainer_class_nothing_builds_and_a_loss_method_nothing_calls_are_no_training(tmp_path, check):
     """motion-diffusion-model ships the trainers of an evaluator's own pipeline (`DecompTrainerV3.train`, a loop
     over batches) that no script builds, and a diffusion class's `foot_contact_loss_humanml3d` that no code calls:
