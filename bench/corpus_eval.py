@@ -296,6 +296,8 @@ def lay_out(
             if laid_out[label.repo]:
                 layout.repos.append(folder.name)
                 for path in folder.rglob("*.py"):
+                    if not path.is_file():
+                        continue  # a folder named like a module (fastMRI's `unet_reproduce_20201111.py/`)
                     key = path.relative_to(root).as_posix()
                     layout.line_counts[key] = path.read_bytes().count(b"\n")
         if not laid_out[label.repo]:

@@ -218,6 +218,8 @@ def run_gpulint(command: str, folder: Path) -> list[Found]:
 def _line_counts(folder: Path) -> tuple[int, int]:
     files = lines = 0
     for path in folder.rglob("*.py"):
+        if not path.is_file():
+            continue  # a folder named like a module (fastMRI's `unet_reproduce_20201111.py/`)
         files += 1
         with open(path, "rb") as handle:
             lines += handle.read().count(b"\n")

@@ -44,7 +44,7 @@ def default_corpus(dest: Path) -> Path:
 
 
 def count(corpus: Path) -> tuple[int, int]:
-    files = [p for p in corpus.rglob("*.py")]
+    files = [p for p in corpus.rglob("*.py") if p.is_file()]
     lines = sum(p.read_bytes().count(b"\n") for p in files)
     return len(files), lines
 
@@ -96,7 +96,7 @@ def main() -> int:
     results.append(("gpulint (warm cache)", warm, ""))
     # A warm run after an edit: the median-sized file gets a new line before each run, so its outline, the project
     # model and the files whose facts change are redone; the rest comes from the cache.
-    edited = sorted(corpus.rglob("*.py"), key=lambda p: p.stat().st_size)[files // 2]
+    edited = sorted((p for p in corpus.rglob("*.py") if p.is_file()), key=lambda p: p.stat().st_size)[files // 2]
     original = edited.read_bytes()
     edits = iter(range(10**6))
     try:

@@ -46,7 +46,7 @@ def project_facts(folders: list[Path]) -> dict[Path, FileFacts]:
     """The project model's facts for every file, each folder read as one project (as `gpulint check FOLDER`)."""
     facts: dict[Path, FileFacts] = {}
     for folder in folders:
-        files = sorted(folder.rglob("*.py"))
+        files = sorted(p for p in folder.rglob("*.py") if p.is_file())
         indexes = {}
         for path in files:
             try:
@@ -136,7 +136,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpulint-prune-") as tmp:
         folders = args.folders or default_folders(Path(tmp))
-        files = [p for folder in folders for p in sorted(folder.rglob("*.py"))]
+        files = [p for folder in folders for p in sorted(folder.rglob("*.py")) if p.is_file()]
         facts = project_facts(folders)
         count, findings, differ, full, pruned = compare(files, facts)
         checked, wrong = check_positions(files, facts)

@@ -73,3 +73,12 @@ def test_labels_matched_by_statement_cover_a_finding_on_a_later_line_of_it():
     assert (line_exact.hits, line_exact.real, line_exact.false, line_exact.unjudged) == (0, 0, 1, 1)
     # the print's finding is real by the statement's label; the loop header's, judged neg on its own line, stays false
     assert (matched.hits, matched.real, matched.false, matched.unjudged) == (2, 1, 1, 0)
+
+
+def test_a_folder_named_like_a_module_is_no_file_to_count(tmp_path):
+    """fastMRI ships a folder `unet_reproduce_20201111.py/`: counting the laid-out files skips it."""
+    fresh_eval = load_bench_script("fresh_eval")
+    (tmp_path / "unet_reproduce_20201111.py").mkdir()
+    (tmp_path / "unet_reproduce_20201111.py" / "leaderboard.py").write_text("a = 1\nb = 2\n")
+    (tmp_path / "train.py").write_text("c = 3\n")
+    assert fresh_eval._line_counts(tmp_path) == (2, 3)
