@@ -5197,7 +5197,8 @@ _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|
 # `importlib.import_module("loss." + trainfunc)`, `import_module(f"models.{args.model}")`: a package's module
 # picked by an option's value (the package, the option's name).
 _IMPORT_BY_OPTION = re.compile(
-    r"""import_module\(\s*(?:["']([\w.]+)\.["']\s*\+\s*(?:[\w.]+\.)?(\w+)\s*\)|f["']([\w.]+)\.\{(?:[\w.]+\.)?(\w+)\}["']\s*\))""")
+    r"""import_module\(\s*(?:["']([\w.]+)\.["']\s*\+\s*(?:[\w.]+\.)?(\w+)\s*\)"""  # "loss." + trainfunc
+    r"""|f["']([\w.]+)\.\{(?:[\w.]+\.)?(\w+)\}["']\s*\))""")  # f"models.{args.model}"
 # Code that loads a module or builds a class by a name only known at run time; Hydra's `"_target_"` key in code.
 _LOADS_BY_NAME = ("import_module(", "__import__(", *_BY_NAME_CALLS)
 # ... and what finds classes at run time besides (`_loads_dynamically`).

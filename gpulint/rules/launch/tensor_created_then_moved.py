@@ -753,10 +753,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         if not isinstance(func, cst.Attribute) or self.context.resolve(func.value) == "torch":
             return False
         if func.attr.value == "type":
-            target = self.context.resolve(call.args[0].value) or "" if len(call.args) == 1 else ""
-            # (`.type(dtype)`: a dtype kept in a variable, GLIGEN's null inputs, casts where the tensor is)
+            if len(call.args) != 1:
+                return False
+            target = self.context.resolve(call.args[0].value) or ""
+            # (or `.type(dtype)`, a dtype kept in a variable: GLIGEN's null inputs, cast where the tensor is)
             return target.startswith("torch.") and not target.startswith("torch.cuda.") \
-                or (last_name(call.args[0].value) or "").lower().endswith("dtype") if len(call.args) == 1 else False
+                or (last_name(call.args[0].value) or "").lower().endswith("dtype")
         if func.attr.value == "to":
             return self._dtype_cast(call)
         return func.attr.value in RESHAPES

@@ -320,8 +320,8 @@ class _LoopBodyScanner(SyntaxVisitor):
     def _in_one_time_branch(self) -> bool:
         """Inside the body of an `if` of the loop that runs once per tensor (`if len(state) == 0:`, `if "hessian" not
         in state:`): a lazy initialisation, not a per-step update."""
-        return any(isinstance(node, cst.If) and self._stack[i + 1] is node.body and tests_one_time(node.test, frozenset())
-                   for i, node in enumerate(self._stack[:-1]))
+        return any(isinstance(node, cst.If) and self._stack[i + 1] is node.body
+                   and tests_one_time(node.test, frozenset()) for i, node in enumerate(self._stack[:-1]))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "grad" and not self.scan.touches_grad and self._on_tensor(node.value):

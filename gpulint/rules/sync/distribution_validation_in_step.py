@@ -38,8 +38,8 @@ def _flow_with_prior(prior: str) -> str:
             "    def __init__(self):\n        super().__init__()\n        self.net = torch.nn.Linear(4, 4)\n"
             f"        self.prior = {prior}\n\n    def forward(self, x):\n        prior = self.prior\n"
             "        return -prior.log_prob(self.net(x)).mean()\n\n\n"
-            "def train(model, loader, opt):\n    for x in loader:\n        model(x.cuda(non_blocking=True)).backward()\n"
-            "        opt.step()\n")
+            "def train(model, loader, opt):\n    for x in loader:\n"
+            "        model(x.cuda(non_blocking=True)).backward()\n        opt.step()\n")
 
 
 class DistributionValidationInStep(SyncRule):

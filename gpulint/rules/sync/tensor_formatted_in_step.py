@@ -216,8 +216,8 @@ class TensorFormattedInStep(SyncRule):
     def _loss_value(self, value: cst.BaseExpression) -> bool:
         """A loss the step got from a call it cannot see into (latent diffusion's `aeloss, log_dict = self.loss(...)`,
         a loss module built from a config): a model's losses are tensors, unless the step knows them as numbers."""
-        return isinstance(value, cst.Name) and (value.value.lower().endswith("loss") or "loss" in name_parts(value.value)) \
-            and not self.context.is_host_value(value)
+        return isinstance(value, cst.Name) and not self.context.is_host_value(value) \
+            and (value.value.lower().endswith("loss") or "loss" in name_parts(value.value))
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         # `print(f"{loss}")` is one finding, on the f-string: the print's argument is a host string.
