@@ -133,6 +133,7 @@ class Loop:
     fills_by_index: bool = False
     steps_env: bool = False  # its body steps a reinforcement-learning environment (`env.step(action)`): a rollout
     over_rows: bool = False  # `for i in range(batch_size):`, `range(x.shape[0])`, `range(len(x))`: a batch's rows
+    range_bound: str = ""  # `for it in range(iterations):`, `trange(int(n_iter))`: the name it counts up to, when one
     # It steps a pruner (`pruner.step()`), itself or in a loop around it: an iteration of one-shot pruning, whose
     # backward estimates the weights' importance (LLM-Pruner's Taylor pruning); no training step.
     prunes: bool = False
@@ -608,6 +609,19 @@ _SIZE_PARTS = frozenset({"size", "sizes", "len", "length", "shape", "dim", "dims
 
 # Names of a batch's size (`batch_size`, `bsz`, `bs`, `num_samples`).
 _ROW_COUNT_PARTS = frozenset({"batch", "bs", "bsz", "samples", "rows"})
+
+
+def _range_bound(iterable: ast.AST) -> str:
+    """`iterations` of `range(iterations)`, `trange(int(iterations))`, `range(0, iterations)`: the dotted name a loop
+    counts up to, or "" when it counts up to something else."""
+    if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name)
+            and iterable.func.id in ("range", "trange") and 1 <= len(iterable.args) <= 2):
+        return ""
+    bound = iterable.args[-1]
+    if isinstance(bound, ast.Call) and isinstance(bound.func, ast.Name) and bound.func.id == "int" \
+            and len(bound.args) == 1:
+        bound = bound.args[0]
+    return dotted(bound) or ""
 
 
 def _over_rows(iterable: ast.AST) -> bool:
@@ -2376,6 +2390,7 @@ class _Walker:
             loop.evaluates = iterates_eval_loader(node.iter)
             loop.label = dotted(_unwrapped(node.iter)) or ""
             loop.over_rows = _over_rows(node.iter)
+            loop.range_bound = _range_bound(node.iter)
             for name, iterable in _loop_elements(node.target, node.iter, loop.label or _modules_of(node.iter)):
                 scope.assigns.append(Assign(name, element_of=iterable))
             self.values.bind(node.target, self._element_kind(node.iter))

@@ -2752,18 +2752,14 @@ class Project:
         if any(loop.has_marker for loop in scope.loops):
             # (not `train(self, replay_buffer, iterations)` looping `for it in range(iterations):`: thousands of
             # gradient steps on a fixed buffer per call, BEAR's offline training between evaluations)
-            return not self._trains_for_iterations(target, scope)
+            return not self._trains_for_iterations(scope)
         return self._steps_on_rollouts(target, scope)
 
-    def _trains_for_iterations(self, target: Target, scope: Scope) -> bool:
+    @staticmethod
+    def _trains_for_iterations(scope: Scope) -> bool:
         """Does a stepping loop of the function run `range(<parameter named for iterations>)` times?"""
-        lines = self.files[target.path].lines
-        for loop in scope.loops:
-            if loop.has_marker and 0 < loop.line <= len(lines):
-                match = _RANGE_OF_NAME.search(lines[loop.line - 1])
-                if match and match.group(1) in scope.params and name_parts(match.group(1)) & _ITERATION_COUNT_PARTS:
-                    return True
-        return False
+        return any(loop.has_marker and loop.range_bound in scope.params
+                   and name_parts(loop.range_bound) & _ITERATION_COUNT_PARTS for loop in scope.loops)
 
     def _steps_on_rollouts(self, target: Target, scope: Scope) -> bool:
         """Does a loop of the function call step work (ElegantRL's `self.update_objectives(buffer)`)?"""
@@ -5028,8 +5024,7 @@ _DOCSTRING = re.compile(r'\A\s*[rRbBuU]?("""|\'\'\'|"|\')(?:.|\n)*?\1')
 
 _ROLLOUT_PARTS = frozenset({"rollout", "rollouts", "experience", "experiences", "trajectory", "trajectories",
                             "buffer", "memory", "storage"})
-# `for it in range(iterations):`: a loop header running a count of iterations given as a parameter.
-_RANGE_OF_NAME = re.compile(r"^\s*for\s+\w+\s+in\s+(?:trange|range)\(\s*(?:int\()?(\w+)\)?\s*\)\s*:")
+# A parameter counting the gradient steps one call runs (`for it in range(iterations):`).
 _ITERATION_COUNT_PARTS = frozenset({"iterations", "iters", "iter", "niter", "niters"})
 
 

@@ -122,7 +122,10 @@ class DistributionValidationInStep(SyncRule):
 
     def _attributes(self) -> set[str]:
         if self._validating_attributes is None:
-            self._validating_attributes = _validating_attributes(self.context.module, self.context)
+            text = self.context.text
+            # (the walk of the module only where something scores with `log_prob`)
+            self._validating_attributes = _validating_attributes(self.context.module, self.context) \
+                if text is None or ".log_prob(" in text else set()
         return self._validating_attributes
 
     def visit_Assign(self, node: cst.Assign) -> None:
