@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpulint.linter.context import is_cold_function_name
 from gpulint.linter.names import last_name, name_parts
 from gpulint.linter.rule import Replace, Report, Rule
 from gpulint.linter.syntax import descendants
+from gpulint.project.vocab import is_cold_method
 from gpulint.rules.common import tests_one_time
 from gpulint.rules.per_tensor.helpers import in_test_error_or_one_off_code
 
@@ -91,8 +91,11 @@ class WhereItRuns(Rule):
         if function is None or "forward" in name_parts(function.name.value):
             when = "per_step" if function is None else "training"
             self.context.add_report(Report(self, node, message or self.message, when, snapshot, tuple(fix), unsafe))
-        elif is_cold_function_name(_singular(function.name.value)) and not self.context.called_every_step():
-            return  # `print_samples`, `save_checkpoints`: the plural of a cold name is cold too
+        elif is_cold_method(_singular(function.name.value), self.context.enclosing_class()) \
+                and not self.context.called_every_step():
+            # `print_samples`, `save_checkpoints`: the plural of a cold name is cold too; not a distribution's or a
+            # replay buffer's `sample()`, which draws for the step
+            return
         elif self.context.runs_outside_the_step() and not _yields(function):
             return  # an epoch's evaluation metrics, model surgery at setup, an offline tool's loop (not a generator
             # of batches, whose body runs where a loop consumes it)
