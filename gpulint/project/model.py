@@ -312,6 +312,7 @@ class Project:
         self._optimizer_steps: list[Target] | None = None
         self._cold_built: set[Target] = set()  # classes built only in code the training does not run
         self._unselected_builds: dict[tuple[str, bool], bool] = {}  # `_built_only_unselected`
+        self._unused_copy_classes: frozenset[Target] | None = None  # see `_unused_copies`
         self._unconfigured: dict[str, bool] = {}  # by class name: `_registered_unconfigured`
         self._model_architectures: dict[str, set[str]] | None = None  # see `_architectures`
         self._modules_by_option: dict[str, str] | None = None  # see `_imported_by_option`
@@ -2609,6 +2610,8 @@ class Project:
             return frozenset()  # (a module nothing runs has no step loops, whether or not the model read it)
         if scope.cls and self._is_optimizer(Target(path, scope.cls, True)):
             return frozenset()  # an optimizer's own loops (L-BFGS's line search) run inside `optimizer.step()`
+        if self._in_unused_copy(path, scope.qualname):
+            return frozenset()  # an older copy of a trainer, which nothing builds
         if scope.cls and self._option_choice(Target(path, scope.cls, True)) is False:
             # a trainer filed under a key the option its registry is picked by never takes in the shipped settings
             # (equiformer_v2's `energy_v2`, its configs saying `trainer: forces_v2`); not a class filed by its name,
@@ -3104,10 +3107,75 @@ class Project:
         unused = self._unreferenced(owners) | self._built_only_by_tests(owners - self.config_names) \
             | self._built_only_unselected(owners) | self._registered_unconfigured(owners) \
             | self._unselected_registered(owners)
-        kept = [(key, reach) for key, reach in method_entries if _owner_name(key[1]) not in unused]
+        kept = [(key, reach) for key, reach in method_entries if _owner_name(key[1]) not in unused
+                and not self._in_unused_copy(key[0], key[1])]
         others = any(key[1] != MODULE_SCOPE and reach.rank < PROGRAM or self.step_loops(key[0], scope)
                      for key, reach in roots if (scope := self.files[key[0]].scope(key[1])) is not None)
         return kept if kept or others else method_entries
+
+    def _in_unused_copy(self, path: str, qualname: str) -> bool:
+        """Is the function a method of a class `_unused_copies` finds?"""
+        return "." in qualname and Target(path, qualname.split(".", 1)[0], True) in self._unused_copies()
+
+    def _unused_copies(self) -> frozenset[Target]:
+        """The classes that may hold training (`Definition.may_enter` methods) whose name other classes of the
+        project share, and that no code uses: walk-these-ways
+        keeps its older trainer (`ppo/`: `Runner`, `PPO`) beside the one its script imports (`ppo_cse/`), and the
+        name counts of `_unreferenced` see the other copy's uses. A use is a mention in code (a config naming the
+        class is one too) outside import statements, in the class's own module or in one whose imports of the name resolve to it (or to
+        nothing the model knows), and not inside a class found unused: what only an unused trainer builds is unused."""
+        if self._unused_copy_classes is not None:
+            return self._unused_copy_classes
+        counts = self._class_definitions()
+        candidates = {Target(path, definition.cls.split(".", 1)[0], True) for path, ix in self.files.items()
+                      for definition in ix.definitions.values() if definition.cls and definition.may_enter
+                      and counts.get(definition.cls.split(".", 1)[0], 0) > 1} if len(self.files) > 1 else set()
+        unused: set[Target] = set()
+        changed = bool(candidates)
+        while changed:
+            changed = False
+            for cls in sorted(candidates - unused, key=_order):
+                if not self._copy_used(cls, unused):
+                    unused.add(cls)
+                    changed = True
+        self._unused_copy_classes = frozenset(unused)
+        return self._unused_copy_classes
+
+    def _copy_used(self, cls: Target, unused: set[Target]) -> bool:
+        name = cls.qualname
+        if name in self.config_names or name in self.config_keys:
+            return True
+        mention = re.compile(rf"\b{re.escape(name)}\b")
+        for path, ix in self.files.items():
+            if name not in self._words(path):
+                continue
+            # (strings and comments blanked, their lines kept: a mention's line is where it is in the file)
+            code = _STRING_OR_COMMENT.sub(lambda m: " " + "\n" * m.group(0).count("\n"), ix.text)
+            imports = [(m.start(), m.end(), m.group(1)) for m in _FROM_IMPORT.finditer(code)
+                       if mention.search(m.group(0))]
+            outer = {Target(path, d.qualname, True): (d.start, d.end) for d in ix.definitions.values()
+                     if d.is_class and not d.cls}
+            used_here = False
+            for found in mention.finditer(code):
+                at = found.start()
+                if any(start <= at < end for start, end, _ in imports):
+                    continue
+                line = code.count("\n", 0, at)
+                holder = next((owner for owner, (start, end) in outer.items() if start <= line < end), None)
+                if holder is not None and (holder in unused or holder == cls):
+                    continue  # inside an unused copy, or the class's own definition
+                used_here = True
+                break
+            if not used_here:
+                continue
+            if path == cls.path:
+                return True
+            targets = self.resolve_global(path, name) + [
+                target for _, _, module in imports
+                for target in self._import_targets(path, module.lstrip("."), name, len(module) - len(module.lstrip(".")))]
+            if not targets or cls in targets:
+                return True
+        return False
 
     def _entries_in(self, path: str, ix: ModuleIndex, definition: Definition) -> list[tuple[Key, Reach]]:
         """The entry points in one definition: its functions holding a step loop (the loop is the entry; the
@@ -5186,6 +5254,8 @@ _MODEL_REGISTRY_PARTS = frozenset({"model", "models", "network", "networks", "ar
 _REGISTRY_KEY = re.compile(
     r"""@[\w.]*register\w*\(\s*(?:name\s*=\s*)?["']([\w.-]+)["'](?:\s*,\s*(?:name\s*=\s*)?["']([\w.-]+)["'])?""")
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
+# `from pkg.mod import A, B` or `from .mod import (A,\n B)`: the module named, in group 1.
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(?:\([^)]*\)|[^\n]*)", re.MULTILINE)
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
 
 

@@ -3655,6 +3655,72 @@ def test_a_loader_by_name_in_one_sub_project_leaves_another_sub_projects_orphans
     assert [path for path, *_ in found] == ["CDARTS/lib/core/search_function.py"]
 
 
+RUNNER_COPY = """
+    import torch
+
+    class Runner:
+        def learn(self, env, iterations):
+            from .ppo import PPO
+            self.alg = PPO()
+            obs = env.reset()
+            for it in range(iterations):
+                actions = self.alg.act(obs)
+                obs, rewards, dones, infos = env.step(actions)
+                self.alg.process_env_step(rewards, dones)
+                print(rewards.mean().item())
+                self.alg.update()
+"""
+PPO_COPY = """
+    import torch
+
+    class PPO:
+        def update(self):
+            for batch in self.storage.mini_batch_generator():
+                loss = self.actor_critic.evaluate(batch.cuda()).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                self.mean_loss += loss.item()
+"""
+
+
+def test_an_older_copy_of_a_trainer_that_nothing_uses_runs_no_training(tmp_path, check):
+    """walk-these-ways keeps its older trainer (`ppo/`: `Runner`, `PPO`) beside the one its script imports
+    (`ppo_cse/`); a wrapper's `__main__` demo imports the old `Runner` and never uses it. Counting the name `Runner`
+    finds the other copy's uses; resolving the imports does not, and what only the unused `Runner` builds (the old
+    `PPO`) is unused too."""
+    files = {
+        "learn/__init__.py": "",
+        "learn/ppo/__init__.py": RUNNER_COPY,
+        "learn/ppo/ppo.py": PPO_COPY,
+        "learn/ppo_cse/__init__.py": RUNNER_COPY,
+        "learn/ppo_cse/ppo.py": PPO_COPY,
+        "envs/wrapper.py": """
+            import torch
+
+            class HistoryWrapper:
+                def step(self, action):
+                    return self.env.step(action)
+
+            if __name__ == "__main__":
+                from learn.ppo import Runner
+                env = HistoryWrapper()
+                env.step(torch.zeros(4, 12))
+        """,
+        "scripts/train.py": """
+            def train_go1():
+                from learn.ppo_cse import Runner
+                runner = Runner()
+                runner.learn(env, iterations=1000)
+
+            if __name__ == "__main__":
+                train_go1()
+        """,
+    }
+    found = check(tmp_path, files, "--select", "GPL4,GPL2")
+    assert {path for path, *_ in found} == {"learn/ppo_cse/__init__.py", "learn/ppo_cse/ppo.py"}
+
+
 def test_wrappers_function_aliases_and_callables_resolve_without_a_guess(tmp_path):
     """x-transformers' shapes: `XTransformer(...).to(DEVICE)` is an XTransformer; `AutoregressiveWrapper(net)` keeps
     `self.net = net` and runs what it was given; `detach_multiple = DetachMultiple.apply` runs the Function; a
