@@ -42,6 +42,25 @@ def _flow_with_prior(prior: str) -> str:
             "        model(x.cuda(non_blocking=True)).backward()\n        opt.step()\n")
 
 
+def _policy_scoring_actions(validation: str = "") -> str:
+    """A policy whose distribution one method builds and another scores (walk-these-ways' actor-critic)."""
+    return ("import torch\nfrom torch.distributions import Normal\n\n\n"
+            "class Policy:\n"
+            "    def __init__(self, actor):\n        self.actor = actor\n\n"
+            "    def update_distribution(self, obs):\n"
+            "        mean = self.actor(obs)\n"
+            f"        self.distribution = Normal(mean, mean * 0.0 + 1.0{validation})\n\n"
+            "    def actions_log_prob(self, actions):\n"
+            "        return self.distribution.log_prob(actions).sum(dim=-1)\n\n\n"
+            "def train(model, loader, optimizer, device):\n"
+            "    policy = Policy(model)\n"
+            "    for obs, labels in loader:\n"
+            "        policy.update_distribution(obs.cuda(non_blocking=True))\n"
+            "        actions = torch.nn.functional.one_hot(labels, 4).float().cuda(non_blocking=True)\n"
+            "        loss = -policy.actions_log_prob(actions).mean()\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n")
+
+
 class DistributionValidationInStep(SyncRule):
     code = "GPL407"
     name = "distribution-validation-in-step"
@@ -54,9 +73,10 @@ class DistributionValidationInStep(SyncRule):
     fixable = True
     docs = RuleDocs(
         what_it_does="Flags a `torch.distributions` distribution (`Normal`, `Categorical`, `Bernoulli`, ...) built "
-        "in code that runs every training step without `validate_args=False`, and `log_prob` of a value not on the "
-        "host scored in the step under a distribution of numbers an attribute holds (`self.prior = Normal(0, 1)`, "
-        "built once, validates each value it scores), in a file that names a device, in a "
+        "in code that runs every training step without `validate_args=False`, and `log_prob` (or `cdf`) of a value "
+        "not on the host scored in the step under such a distribution that a name or an attribute holds "
+        "(`normal = Normal(mu, std)`; `self.prior = Normal(0, 1)`, built once, or `self.distribution = Normal(mu, "
+        "std)` in another method: each validates every value it scores), in a file that names a device, in a "
         "project no file of which (tests aside) turns validation off with "
         "`Distribution.set_default_validate_args(False)`.",
         why_slow="With validation on (PyTorch's default unless Python runs with `-O`), the constructor checks every "
@@ -93,12 +113,16 @@ class DistributionValidationInStep(SyncRule):
     invalid = (
         # a prior of host numbers built once: scoring a device value validates it (GenerSpeech's post-flow prior)
         Invalid(_flow_with_prior("Normal(0.0, 1.0)")),
+        # a policy's distribution built by one method and scored by another (walk-these-ways' actor-critic): the
+        # constructor and `log_prob` each sync
+        Invalid(_policy_scoring_actions(), count=2, fixed=_policy_scoring_actions(", validate_args=False")),
         Invalid(training_script("dist = torch.distributions.Categorical(logits=out)\nentropy = dist.entropy().mean()"),
                 fixed=training_script("dist = torch.distributions.Categorical(logits=out, validate_args=False)\n"
                                       "entropy = dist.entropy().mean()")),
+        # the constructor checks its parameters, and `log_prob` checks the value: two syncs, one fix
         Invalid(training_script("prior = Normal(torch.zeros_like(out), torch.ones_like(out))\n"
                                 "kl = prior.log_prob(out.detach()).mean()",
-                                header="from torch.distributions import Normal"),
+                                header="from torch.distributions import Normal"), count=2,
                 fixed=training_script("prior = Normal(torch.zeros_like(out), torch.ones_like(out), "
                                       "validate_args=False)\nkl = prior.log_prob(out.detach()).mean()",
                                       header="from torch.distributions import Normal")),
@@ -110,7 +134,7 @@ class DistributionValidationInStep(SyncRule):
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return bool(_NAMES_A_DISTRIBUTION.search(code)) or ".log_prob(" in code
+        return bool(_NAMES_A_DISTRIBUTION.search(code)) or ".log_prob(" in code or ".cdf(" in code
 
     def __init__(self, context) -> None:
         super().__init__(context)
@@ -125,13 +149,15 @@ class DistributionValidationInStep(SyncRule):
             text = self.context.text
             # (the walk of the module only where something scores with `log_prob`)
             self._validating_attributes = _validating_attributes(self.context.module, self.context) \
-                if text is None or ".log_prob(" in text else set()
+                if text is None or ".log_prob(" in text or ".cdf(" in text else set()
         return self._validating_attributes
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        # `prior = self.prior`, or `normal = Normal(mean, std)`: a name the function binds to a validating one
         if isinstance(node.value, cst.Attribute) and (dotted_name(node.value) or "") in self._attributes() \
-                and len(node.targets) == 1 \
-                and isinstance(node.targets[0].target, cst.Name):
+                or isinstance(node.value, cst.Call) and _validating_distribution(node.value, self.context):
             self._bound.setdefault(id(self.context.enclosing_function()), set()).add(node.targets[0].target.value)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -153,10 +179,12 @@ class DistributionValidationInStep(SyncRule):
         self.report(node, self.message.format(name=name), fix=fix, unsafe_fix=True)
 
     def _scores_a_device_value(self, call: cst.Call) -> bool:
-        """`prior.log_prob(z)` of a distribution of host numbers built once (`self.prior = Normal(0, 1)`): building it
-        checked nothing on the device, but scoring `z` validates `z` there."""
+        """`prior.log_prob(z)` (or `cdf`) of a validating distribution a name or an attribute holds: of host numbers
+        built once (`self.prior = Normal(0, 1)`), where building it checked nothing on the device, or built in the
+        step (`normal = Normal(mean, std)`, `self.distribution = Normal(...)` in another method), which checked its
+        parameters: scoring `z` validates `z` there, one more sync."""
         func = call.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "log_prob" and call.args):
+        if not (isinstance(func, cst.Attribute) and func.attr.value in _VALIDATING_METHODS and call.args):
             return False
         receiver = dotted_name(func.value) or ""
         bound = self._bound.get(id(self.context.enclosing_function()), set())
@@ -187,20 +215,31 @@ _LOG_PROB_MESSAGE = (
 
 
 def _validating_attributes(module: cst.Module, context) -> set[str]:
-    """The `self.` attributes any method sets to a `torch.distributions` distribution of host numbers without
-    `validate_args` (GenerSpeech's `self.prior_dist = dist.Normal(0, 1)` in `__init__`)."""
+    """The `self.` attributes any method sets to a validating `torch.distributions` distribution (GenerSpeech's
+    `self.prior_dist = dist.Normal(0, 1)` in `__init__`, walk-these-ways' `self.distribution = Normal(mean, std)`)."""
     found: set[str] = set()
     for node in descendants(module):
-        if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call)):
-            continue
-        target = dotted_name(node.targets[0].target) or ""
-        resolved = context.resolve(node.value.func) or ""
-        module_name, _, name = resolved.rpartition(".")
-        if target.startswith("self.") and name in _DISTRIBUTIONS and module_name.startswith("torch.distributions") \
-                and keyword_arg(node.value, "validate_args") is None and node.value.args \
-                and all(is_number(a.value) for a in node.value.args):
-            found.add(target)
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call) \
+                and (dotted_name(node.targets[0].target) or "").startswith("self.") \
+                and _validating_distribution(node.value, context):
+            found.add(dotted_name(node.targets[0].target) or "")
     return found
+
+
+def _validating_distribution(call: cst.Call, context) -> bool:
+    """A `torch.distributions` distribution built without `validate_args` (and no `**kwargs` that may hold it), or
+    `Independent` of one: its `log_prob` validates the value it scores."""
+    module_name, _, name = (context.resolve(call.func) or "").rpartition(".")
+    if not module_name.startswith("torch.distributions"):
+        return False
+    if name == "Independent" and call.args and isinstance(call.args[0].value, cst.Call):
+        return _validating_distribution(call.args[0].value, context)
+    return name in _DISTRIBUTIONS and bool(call.args) and keyword_arg(call, "validate_args") is None \
+        and not any(a.star == "**" for a in call.args)
+
+
+# The methods that check the value they are given against the support (`_validate_sample`).
+_VALIDATING_METHODS = frozenset({"log_prob", "cdf"})
 
 
 # Names that hold a distribution's scalar hyper-parameters (mixup's `Beta(alpha, alpha)`), not tensors.
