@@ -727,7 +727,13 @@ class BlockingHostToDeviceCopy(SyncRule):
         if self._in_batch_class():
             return False  # `self.V = self.V.to(device)` in a batch's own `to`: a new batch every step
         code = self.context.module.code_for_node
-        parent = self.context.parent()
+        if self._indexes_state_stored_back(moved, code):
+            return True
+        depth = 1
+        while isinstance(self.context.parent(depth), cst.Attribute) and isinstance(self.context.parent(depth + 1),
+                                                                                   cst.Call):
+            depth += 2  # `self.ref = self.ref.to(z.device).type(y.dtype)`: the moved tensor, cast, is stored back
+        parent = self.context.parent(depth)
         if isinstance(parent, cst.Assign):
             return len(parent.targets) == 1 and root_name(parent.targets[0].target) == "self" \
                 and code(parent.targets[0].target) == code(moved)
@@ -737,6 +743,20 @@ class BlockingHostToDeviceCopy(SyncRule):
             return False
         return isinstance(moved, cst.Call) and last_name(moved.func) == "getattr" and len(moved.args) == 2 \
             and [code(a.value) for a in moved.args] == [code(a.value) for a in setter.args[:2]]
+
+    def _indexes_state_stored_back(self, moved: cst.BaseExpression, code) -> bool:
+        """`self.logvar[t].cuda()` after `self.logvar = self.logvar.to(self.device)` earlier in the function: the
+        state lives on the device from the first call on, and so does what is picked from it."""
+        while isinstance(moved, cst.Subscript):
+            moved = moved.value
+        if not (isinstance(moved, cst.Attribute) and root_name(moved) == "self"):
+            return False
+        function = self.context.enclosing_function()
+        if function is None:
+            return False
+        state = re.escape(code(moved))
+        stored = re.compile(rf"^\s*{state}\s*=\s*{state}\s*\.\s*(?:to|cuda)\(", re.MULTILINE)
+        return bool(stored.search(code(function)))
 
     def _batch_moving_itself(self, receiver: cst.BaseExpression) -> bool:
         """`self.to(device)`, `super().to(device)` in a batch class: the move of its fields, which are the copies."""
