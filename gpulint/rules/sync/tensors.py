@@ -519,12 +519,30 @@ _INDEX_FUNCTIONS = frozenset({"argsort", "argmax", "argmin", "randperm", "multin
 
 
 def _gives_indices(value: cst.BaseExpression) -> bool:
-    """`loss.argsort()[:k]`, `torch.randperm(n)`, `x.topk(k).indices`: integer positions, not a boolean mask."""
+    """`loss.argsort()[:k]`, `torch.randperm(n)`, `x.topk(k).indices`, `torch.cat([torch.arange(0, c) + start for
+    ...])`: integer positions, not a boolean mask."""
     while isinstance(value, cst.Subscript):  # `order[:k]`: part of the positions
         value = value.value
     if isinstance(value, cst.Attribute) and value.attr.value == "indices" and isinstance(value.value, cst.Call):
         return last_name(value.value.func) in _VALUES_AND_INDICES
-    return isinstance(value, cst.Call) and last_name(value.func) in _INDEX_FUNCTIONS
+    if not isinstance(value, cst.Call):
+        return False
+    if last_name(value.func) in ("cat", "stack") and value.args:
+        parts = value.args[0].value
+        if isinstance(parts, (cst.ListComp, cst.GeneratorExp)):
+            return _counts_positions(parts.elt)
+        return isinstance(parts, (cst.List, cst.Tuple)) and bool(parts.elements) \
+            and all(_counts_positions(e.value) for e in parts.elements if isinstance(e, cst.Element))
+    return last_name(value.func) in _INDEX_FUNCTIONS
+
+
+def _counts_positions(expr: cst.BaseExpression) -> bool:
+    """`torch.arange(0, c)`, `torch.arange(n) + offset`: a run of integer positions."""
+    while isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+        if _counts_positions(expr.right):
+            return True
+        expr = expr.left
+    return isinstance(expr, cst.Call) and last_name(expr.func) in ("arange", "randperm")
 
 
 def _zipped(iterable: cst.BaseExpression) -> list[cst.BaseExpression | None] | None:
