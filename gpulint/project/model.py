@@ -3482,7 +3482,8 @@ class Project:
                     built[name] = built.get(name, True) and unselected
 
         for path, ix in self.files.items() if unknown else ():
-            if by_training and not self._is_training_file(path) or not any(name in ix.text for name in unknown_names):
+            # (a build names the class as a word: the file's word set answers for all the names at once)
+            if by_training and not self._is_training_file(path) or self._words(path).isdisjoint(unknown_names):
                 continue
             if ix.module_scope is not None:  # a script's top level (`if args.model == "gaussian": model = ...`)
                 note(ix.module_scope, False)
