@@ -1415,7 +1415,12 @@ class Project:
                 # the callers pass in.
                 if "." in func:
                     return []
-                closures = self._returned_functions(path, current, head)
+                # `compute_embeddings_fn = functools.partial(compute_embeddings, ...)` (LCM's scripts): the function
+                # the name binds with some of its arguments
+                bound = [target for a in current.assigns if a.target == head and a.first_arg and a.first_arg != head
+                         and a.callee.rsplit(".", 1)[-1] == "partial"
+                         for target in self._callable_targets(path, current, a.first_arg) if target.qualname]
+                closures = bound or self._returned_functions(path, current, head)
                 return closures or (self._param_functions(path, current, head) if head in current.params else [])
             current = ix.scope(current.parent) if current.parent and current.parent != MODULE_SCOPE else None
         # Imports inside the function: every one binding the name (KAIR's `define_G` imports a different network

@@ -3721,6 +3721,26 @@ def test_an_older_copy_of_a_trainer_that_nothing_uses_runs_no_training(tmp_path,
     assert {path for path, *_ in found} == {"learn/ppo_cse/__init__.py", "learn/ppo_cse/ppo.py"}
 
 
+def test_a_name_bound_to_a_partial_calls_the_function_it_binds(tmp_path):
+    """LCM's scripts: `compute_embeddings_fn = functools.partial(compute_embeddings, ...)`, called in the loop, runs
+    `compute_embeddings` every step."""
+    project = model(tmp_path, {"train.py": """
+        import functools
+
+        def compute_embeddings(captions, encoder):
+            return encoder(captions)
+
+        def train(model, loader, optimizer, encoder):
+            compute_embeddings_fn = functools.partial(compute_embeddings, encoder=encoder)
+            for x, captions in loader:
+                loss = model(x, compute_embeddings_fn(captions)).sum()
+                loss.backward()
+                optimizer.step()
+    """})
+    reach = project.reach.get(("train.py", "compute_embeddings"))
+    assert reach is not None and reach.rank == PER_STEP
+
+
 def test_wrappers_function_aliases_and_callables_resolve_without_a_guess(tmp_path):
     """x-transformers' shapes: `XTransformer(...).to(DEVICE)` is an XTransformer; `AutoregressiveWrapper(net)` keeps
     `self.net = net` and runs what it was given; `detach_multiple = DetachMultiple.apply` runs the Function; a
