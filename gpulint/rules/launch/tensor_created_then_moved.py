@@ -639,6 +639,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         location = self.context.location_of(expr)
         if location != "unknown":
             return location == "host"
+        if isinstance(expr, cst.BinaryOperation):  # `(args.w_max - args.w_min)`: arithmetic of such values
+            return self._not_a_device_tensor(expr.left) and self._not_a_device_tensor(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._not_a_device_tensor(expr.expression)
         return isinstance(expr, cst.Name) or (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name))
 
     def _constant_new_tensor(self, call: cst.Call) -> bool:
