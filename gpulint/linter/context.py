@@ -579,7 +579,7 @@ class FileContext:
             if device is None or _is_cpu_literal(device):
                 return "host"
             return "device"
-        if _preprocesses(func):
+        if preprocesses(func):
             return "host"  # `self.processor.image_processor(images, return_tensors="pt")`: CPU tensors
         if resolved in JOINING_FUNCTIONS and call.args and type(call.args[0].value) in _SEQUENCE_DISPLAYS \
                 and self.location_of(call.args[0].value) == "host":
@@ -843,7 +843,7 @@ def _ends_with_exit_cst(body: cst.BaseSuite) -> bool:
     return isinstance(small, (cst.Continue, cst.Return))  # not `break`: see local._ends_with_exit
 
 
-def _preprocesses(func: cst.BaseExpression) -> bool:
+def preprocesses(func: cst.BaseExpression) -> bool:
     """`tokenizer(...)`, `self.processor(...)`, `self.processor.image_processor(...)`, `tokenizer.encode(...)`: a Hugging
     Face preprocessor, which returns host values and CPU tensors."""
     if last_name(func) in PREPROCESSOR_NAMES:

@@ -8,7 +8,7 @@ from itertools import pairwise
 
 import libcst as cst
 
-from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS
+from gpulint.linter.context import DEFAULT_HOT_FUNCTIONS, preprocesses
 from gpulint.linter.names import dotted_name, last_name, name_parts, params_of, root_name, target_names
 from gpulint.linter.rule import Invalid, Replace, Report, RuleDocs
 from gpulint.linter.syntax import descendants, innermost, qualname_of
@@ -16,11 +16,13 @@ from gpulint.project.vocab import (
     ACCELERATE_OR_FABRIC,
     BATCH_MOVE_HELPERS,
     EVAL_LOADER_WORD,
+    JOINING_FUNCTIONS,
     LOADER_CLASSES,
     PREPARE_METHODS,
     SAME_PLACE_METHODS,
     TRAIN_LOADER_HOOKS,
     TRAIN_LOADER_KEYWORDS,
+    builds_on_cpu_by_default,
     steps_environment,
 )
 from gpulint.rules.common import is_false, keyword_arg
@@ -89,6 +91,10 @@ class BlockingHostToDeviceCopy(SyncRule):
     message_unpinned_blocking = (
         "this DataLoader does not set `pin_memory=True`, and the training step copies its batches to the device: "
         "from pageable memory no copy can overlap with compute; pin it and pass `non_blocking=True` to the copies"
+    )
+    message_host = (
+        "`{call}` of a tensor built on the host in the step, without `non_blocking=True`, is a synchronous copy "
+        "from pageable memory: the host waits for the GPU queue"
     )
     message_dataset = (
         "a Dataset's `__getitem__` copies each sample to the device: a blocking copy per sample, every step (and CUDA "
@@ -384,6 +390,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         self._prepared_names: set[str] = set()
         self._nonblocking: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
         self._blocking: list[tuple[cst.Call, str, tuple[cst.CSTNode, ...]]] = []
+        # Of those, the copies of values known to be built on the host (a tokenizer's output, `torch.from_numpy`):
+        # copies whatever accelerate or Fabric do with the loader's batches
+        self._host_built: set[int] = set()
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
         self._buffers: set[str] = set()  # `self.register_buffer("bias", ...)`: attributes that move with the module
         self._torch_built: set[tuple[int, str]] = set()  # (function, name) bound to a tensor made on the device
@@ -468,7 +477,8 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda", "type"):
             return
-        if func.attr.value == "to" and not self._device_target(node):
+        on_host = self._built_on_host(func.value)
+        if func.attr.value == "to" and not self._device_target(node, on_host):
             return
         if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
             return
@@ -490,6 +500,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         call = {"cuda": "x.cuda()", "to": "x.to(device)", "type": "x.type(torch.cuda.FloatTensor)"}[func.attr.value]
         # (`non_blocking=False` written out, speech-resynthesis' loops: as blocking as leaving it out)
         self._blocking.append((node, call, self.context.ancestors_snapshot()))
+        if on_host:
+            self._host_built.add(id(node))
 
     def _unpacks_unpinned_settings(self, loader: cst.Call) -> bool:
         """Does the loader unpack only names its function binds to a dict display, in a function that never names
@@ -562,6 +574,11 @@ class BlockingHostToDeviceCopy(SyncRule):
 
     def _emit(self) -> None:
         if self._prepare_call:
+            # The loaders' batches arrive on the device; what the step builds on the host itself is still copied.
+            for call, text, ancestors in self._blocking:
+                if id(call) in self._host_built and not _in_dataset_item(ancestors):
+                    self.report_at(call, self.message_host.format(call=text), ancestors, fix=self._fix(call),
+                                   unsafe_fix=True)
             self._emit_prepared_loaders()
             return
         for call, text, ancestors in self._blocking:
@@ -696,13 +713,14 @@ class BlockingHostToDeviceCopy(SyncRule):
         code = self.context.module.code_for_node(last)
         return None if "\n" in code else Replace(last, f"{code}, pin_memory=True")
 
-    def _device_target(self, call: cst.Call) -> bool:
-        """`.to(device)`, `.to("cuda")`, `.to(local_rank)`, `.to(device=...)`: a move to an accelerator."""
+    def _device_target(self, call: cst.Call, on_host: bool = False) -> bool:
+        """`.to(device)`, `.to("cuda")`, `.to(local_rank)`, `.to(device=...)`: a move to an accelerator. `on_host`:
+        the moved value is built on the host, so a move to another tensor's device or to accelerate's is a copy too."""
         if cpu_target(call):
             return False
         keyword = keyword_arg(call, "device")
         if keyword is not None:
-            return not self._to_other_tensors_device(dotted_name(keyword.value) or "")
+            return on_host or not self._to_other_tensors_device(dotted_name(keyword.value) or "")
         if not call.args or call.args[0].keyword is not None or call.args[0].star:
             # `x.to(**self.tpdv)`, where the file (or any file, for an attribute) binds `tpdv = dict(device=...)`
             unpacked = next((arg.value for arg in call.args if arg.star == "**"), None)
@@ -714,11 +732,62 @@ class BlockingHostToDeviceCopy(SyncRule):
         if isinstance(target, cst.Integer):
             return True
         name = dotted_name(target.func) if isinstance(target, cst.Call) else dotted_name(target)  # `dist_util.dev()`
-        if name is None or "dtype" in name or re.search(r"accelerator|fabric", name):
-            return False  # accelerate / Fabric move batches themselves; `x.to(accelerator.device)` is a no-op
+        if name is None or "dtype" in name:
+            return False
+        if re.search(r"accelerator|fabric", name):
+            # accelerate / Fabric move batches themselves: a batch's `x.to(accelerator.device)` is a no-op
+            return on_host
         if not isinstance(target, cst.Call) and self._to_other_tensors_device(name):
-            return False  # `x.to(logits.device)`; a call (`idist.device()`) names the run's device, not a tensor's
+            # `x.to(logits.device)`; a call (`idist.device()`) names the run's device, not a tensor's
+            return on_host
         return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
+
+    def _built_on_host(self, moved: cst.BaseExpression) -> bool:
+        """Is `moved` built on the host by the function itself: a preprocessor's output (`tokenizer(...)`, its
+        `.input_ids`), a tensor a torch factory or `torch.tensor` makes without `device=`, `torch.from_numpy`, and
+        what is cut, cast or joined from such (SDXL's `add_time_ids`)? Names count when every binding of them up to the
+        copy is such a value."""
+        function = self.context.enclosing_function()
+        if function is None:
+            return False
+        before: list[cst.Assign] = []
+        for node in descendants(function):
+            if node is moved:
+                break
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                before.append(node)
+        enclosing = {id(node) for node in self.context.ancestors}  # (the copy's own `x = x.to(...)` binds after it)
+        built: set[str] = set()
+        for node in before:
+            if id(node) not in enclosing:
+                name = node.targets[0].target.value
+                if self._host_value(node.value, built):
+                    built.add(name)
+                else:
+                    built.discard(name)
+        return self._host_value(moved, built)
+
+    def _host_value(self, expr: cst.BaseExpression, built: set[str]) -> bool:
+        if isinstance(expr, cst.Name):
+            return expr.value in built
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):  # `text_inputs.input_ids`, `encoded["input_ids"]`
+            return isinstance(expr.value, cst.Name) and expr.value.value in built
+        if not isinstance(expr, cst.Call):
+            return False
+        if preprocesses(expr.func):
+            return True
+        resolved = self.context.resolve(expr.func) or ""
+        keywords = [a.keyword.value for a in expr.args if a.keyword is not None]
+        if "device" in keywords:
+            return False
+        if builds_on_cpu_by_default(resolved, keywords) or resolved in ("torch.tensor", "torch.from_numpy"):
+            return True
+        if resolved in JOINING_FUNCTIONS and expr.args and isinstance(expr.args[0].value, (cst.List, cst.Tuple)):
+            parts = [e.value for e in expr.args[0].value.elements if isinstance(e, cst.Element)]
+            return bool(parts) and all(self._host_value(part, built) for part in parts)
+        func = expr.func
+        return isinstance(func, cst.Attribute) and func.attr.value in SAME_PLACE_METHODS \
+            and self._host_value(func.value, built)
 
     def _stored_back(self, moved: cst.BaseExpression) -> bool:
         """`self.W.data = to_device(self.W.data, ...)`, `self.pe = self.pe.to(x.device)`, `setattr(self, name,
