@@ -223,6 +223,8 @@ class Scope:
     none_params: tuple[str, ...] = ()  # its parameters defaulting to None
     false_params: tuple[str, ...] = ()  # its parameters defaulting to False (`parallel=False`)
     word_defaults: tuple[tuple[str, str], ...] = ()  # its parameters defaulting to a string (`dtype="float"`)
+    # its parameters defaulting to a registry's config, with the class it names (`loss_prob=dict(type="BCELoss")`)
+    config_defaults: tuple[tuple[str, str], ...] = ()
     required_params: tuple[str, ...] = ()  # its positional parameters without a default (`self` included)
     keywords_param: str = ""  # its `**kwargs`, which takes the keywords no parameter names
     decorators: tuple[str, ...] = ()
@@ -1798,6 +1800,24 @@ def _literal_defaults(args: ast.arguments) -> tuple[dict[str, object], frozenset
         frozenset(name for name, value in literal if value is None)
 
 
+def _config_defaults(args: ast.arguments) -> tuple[tuple[str, str], ...]:
+    """The parameters defaulting to a registry's config (`loss_prob=dict(type="MaskedBalancedBCEWithLogitsLoss")`,
+    `{"type": "CELoss"}`), with the class name it gives."""
+    positional = (*args.posonlyargs, *args.args)
+    pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+    found = []
+    for arg, default in pairs:
+        named = None
+        if isinstance(default, ast.Call) and isinstance(default.func, ast.Name) and default.func.id == "dict":
+            named = next((k.value for k in default.keywords if k.arg == "type"), None)
+        elif isinstance(default, ast.Dict):
+            named = next((v for k, v in zip(default.keys, default.values)
+                          if isinstance(k, ast.Constant) and k.value == "type"), None)
+        if isinstance(named, ast.Constant) and isinstance(named.value, str) and named.value.isidentifier():
+            found.append((arg.arg, named.value))
+    return tuple(sorted(found))
+
+
 def _casts(value: ast.AST, name: str) -> bool:
     """`float(name)`, `int(name)`, `str(name)`, `bool(name)`: the same value in another type."""
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _CASTS \
@@ -2109,6 +2129,7 @@ class _Walker:
         scope.none_params = tuple(sorted(none))
         scope.false_params = tuple(sorted(name for name, value in defaults.items() if value is False))
         scope.word_defaults = tuple(sorted((name, value) for name, value in defaults.items() if isinstance(value, str)))
+        scope.config_defaults = _config_defaults(args)
         self.default_values.append(defaults)
         self.none_params.append(none)
         self.functions.append((node, frozenset(params)))

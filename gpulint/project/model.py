@@ -1038,12 +1038,25 @@ class Project:
         bound = False
         for klass, definition, scope in self._attribute_bindings(cls.path, cls.qualname, attr):
             bound = True
-            found |= self._assigned_types(klass.path, scope, f"self.{attr}", depth=1)
+            found |= self._assigned_types(klass.path, scope, f"self.{attr}", depth=1) \
+                or self._built_from_default_config(scope, f"self.{attr}")
             if not found and definition.name == "__init__":
                 found = self._passed_types(klass, scope, f"self.{attr}")
         if not bound:
             found = self._set_by_subclasses(cls, attr)
         self._attr_types[key] = found
+        return found
+
+    def _built_from_default_config(self, scope: Scope, attribute: str) -> set[Target]:
+        """`self.loss_prob = MODELS.build(loss_prob)` where the signature says `loss_prob=dict(type="MaskedBalanced
+        BCEWithLogitsLoss")` (mmocr's heads and losses, on MMEngine's registries): the registered class of that name,
+        which a config that leaves the argument out builds."""
+        defaults = dict(scope.config_defaults)
+        found: set[Target] = set()
+        for assign in scope.assigns if defaults else ():
+            if assign.target == attribute and assign.first_arg in defaults \
+                    and assign.callee.rsplit(".", 1)[-1].startswith("build"):
+                found |= {cls for cls in self._classes_named(defaults[assign.first_arg]) if self._registered(cls)}
         return found
 
     def _set_by_subclasses(self, cls: Target, attr: str) -> set[Target]:

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/69"
+FORMAT = "gpulint.project/70"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -63,6 +63,7 @@ def scope_from(data: dict) -> Scope:
             "none_params": tuple(data["none_params"]),
             "false_params": tuple(data["false_params"]),
             "word_defaults": tuple(tuple(pair) for pair in data["word_defaults"]),
+            "config_defaults": tuple(tuple(pair) for pair in data["config_defaults"]),
             "required_params": tuple(data["required_params"]),
             "decorators": tuple(data["decorators"]),
             "decorator_args": tuple(data["decorator_args"]),

@@ -3741,6 +3741,58 @@ def test_a_name_bound_to_a_partial_calls_the_function_it_binds(tmp_path):
     assert reach is not None and reach.rank == PER_STEP
 
 
+def test_a_loss_a_registry_builds_from_its_default_config_runs_in_the_step(tmp_path, check):
+    """mmocr's losses: `DBModuleLoss.__init__(self, loss_prob=dict(type="MaskedBalancedBCEWithLogitsLoss"))` builds
+    `self.loss_prob = MODELS.build(loss_prob)`; its `forward` runs the registered class of that name, not a guess among
+    every module's `forward`."""
+    files = {
+        "ocr/__init__.py": "",
+        "ocr/registry.py": "from mmengine.registry import Registry\n\nMODELS = Registry('model')\n",
+        "ocr/losses.py": """
+            import torch
+            from torch import nn
+            from ocr.registry import MODELS
+
+            @MODELS.register_module()
+            class MaskedBalancedBCELoss(nn.Module):
+                def forward(self, pred, gt, mask):
+                    positive = (gt * mask).float()
+                    count = int(positive.sum())
+                    return (pred * positive).sum() / count
+
+            @MODELS.register_module()
+            class DiceLoss(nn.Module):
+                def forward(self, pred, gt, mask):
+                    return 1 - (pred * gt * mask).sum()
+
+            @MODELS.register_module()
+            class DBLoss(nn.Module):
+                def __init__(self, loss_prob=dict(type="MaskedBalancedBCELoss"), loss_thr=dict(type="DiceLoss")):
+                    super().__init__()
+                    self.loss_prob = MODELS.build(loss_prob)
+                    self.loss_thr = MODELS.build(loss_thr)
+
+                def forward(self, pred, gt, mask):
+                    return self.loss_prob(pred, gt, mask) + self.loss_thr(pred, gt, mask)
+        """,
+        "train.py": """
+            import torch
+            from ocr.losses import DBLoss
+
+            def train(model, loader, optimizer):
+                criterion = DBLoss()
+                for x, gt, mask in loader:
+                    x, gt, mask = x.cuda(non_blocking=True), gt.cuda(non_blocking=True), mask.cuda(non_blocking=True)
+                    loss = criterion(model(x), gt, mask)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    }
+    found = check(tmp_path, files, "--select", "GPL402")
+    assert [(path, line, code) for path, line, code, *_ in found] == [("ocr/losses.py", 10, "GPL402")]
+    assert found[0][4] == "loop over loader -> DBLoss.forward() -> MaskedBalancedBCELoss.forward()"
+
+
 def test_wrappers_function_aliases_and_callables_resolve_without_a_guess(tmp_path):
     """x-transformers' shapes: `XTransformer(...).to(DEVICE)` is an XTransformer; `AutoregressiveWrapper(net)` keeps
     `self.net = net` and runs what it was given; `detach_multiple = DetachMultiple.apply` runs the Function; a
