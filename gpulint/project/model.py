@@ -3156,7 +3156,11 @@ class Project:
                 if not self._copy_used(cls, unused):
                     unused.add(cls)
                     changed = True
-        self._unused_copy_classes = frozenset(unused)
+        # Only beside a copy the code uses: where no copy is (FullSubNet's recipes each keep a `Trainer` that a loader
+        # builds from a config's dotted path), code is not how they are built.
+        self._unused_copy_classes = frozenset(
+            cls for cls in unused if any(other not in unused and self._copy_used(other, unused)
+                                         for other in self._classes_named(cls.qualname) if other != cls))
         return self._unused_copy_classes
 
     def _copy_used(self, cls: Target, unused: set[Target]) -> bool:

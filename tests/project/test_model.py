@@ -3721,6 +3721,39 @@ def test_an_older_copy_of_a_trainer_that_nothing_uses_runs_no_training(tmp_path,
     assert {path for path, *_ in found} == {"learn/ppo_cse/__init__.py", "learn/ppo_cse/ppo.py"}
 
 
+def test_copies_of_a_trainer_that_no_code_names_are_all_kept(tmp_path, check):
+    """FullSubNet's recipes each keep a `Trainer` that `train.py` builds from the recipe config's dotted path (`path =
+    "trainer.Trainer"`, loaded by importlib): no code uses any copy, so none is an older copy left unused."""
+    trainer = """
+        import torch
+
+        class Trainer:
+            def _train_epoch(self, loader):
+                for noisy, clean in loader:
+                    loss = self.model(noisy.to(self.rank, non_blocking=True)).mean()
+                    loss.backward()
+                    self.optimizer.step()
+                    self.total += loss.item()
+    """
+    files = {
+        "recipes/full/trainer.py": trainer,
+        "recipes/fast/trainer.py": trainer,
+        "recipes/train.py": """
+            import importlib
+
+            def initialize_module(path):
+                module, name = path.rsplit(".", 1)
+                return getattr(importlib.import_module(module), name)
+
+            def entry(config):
+                trainer_class = initialize_module(config["trainer"]["path"])
+                trainer_class(config).train()
+        """,
+    }
+    found = check(tmp_path, files, "--select", "GPL2")
+    assert sorted(path for path, *_ in found) == ["recipes/fast/trainer.py", "recipes/full/trainer.py"]
+
+
 def test_a_name_bound_to_a_partial_calls_the_function_it_binds(tmp_path):
     """LCM's scripts: `compute_embeddings_fn = functools.partial(compute_embeddings, ...)`, called in the loop, runs
     `compute_embeddings` every step."""
