@@ -2920,7 +2920,8 @@ class Project:
             unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names) \
                 | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners) \
                 | self._registered_unconfigured(owners) | self._unselected_registered(owners) | never_fit
-            hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused]
+            hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused
+                     and not self._in_unused_copy(*key)]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models() \
             + self._models_a_library_trainer_trains() + self._library_registry_entries()
@@ -3381,8 +3382,8 @@ class Project:
         for key, reach in fallbacks:
             if key in self.reach or _owner_name(key[1]) in unused:  # a loss class nothing names is never built
                 continue
-            if self._orphan_module(key[0]):  # a module nothing runs, or one only such modules import
-                continue
+            if self._orphan_module(key[0]) or self._in_unused_copy(*key):
+                continue  # a module nothing runs (or one only such modules import); an older copy of a trainer
             if key[1].rsplit(".", 1)[-1] in uncalled and "." in key[1] \
                     and not self._called_by_name(Target(key[0], key[1].rsplit(".", 1)[0], True)):
                 continue

@@ -3669,6 +3669,9 @@ RUNNER_COPY = """
                 self.alg.process_env_step(rewards, dones)
                 print(rewards.mean().item())
                 self.alg.update()
+
+        def compute_loss(self, batch):
+            return float(self.alg.evaluate(batch.cuda()).mean().item())
 """
 PPO_COPY = """
     import torch
