@@ -3138,11 +3138,11 @@ class Project:
 
     def _unused_copies(self) -> frozenset[Target]:
         """The classes that may hold training (`Definition.may_enter` methods) whose name other classes of the
-        project share, and that no code uses: walk-these-ways
-        keeps its older trainer (`ppo/`: `Runner`, `PPO`) beside the one its script imports (`ppo_cse/`), and the
-        name counts of `_unreferenced` see the other copy's uses. A use is a mention in code (a config naming the
-        class is one too) outside import statements, in the class's own module or in one whose imports of the name resolve to it (or to
-        nothing the model knows), and not inside a class found unused: what only an unused trainer builds is unused."""
+        project share, and that no code uses: walk-these-ways keeps its older trainer (`ppo/`: `Runner`, `PPO`) beside
+        the one its script imports (`ppo_cse/`), and the name counts of `_unreferenced` see the other copy's uses.
+        A use (`_copy_used`) is a config naming the class, or a mention in code outside import statements, in the
+        class's own module or in one whose imports of the name resolve to it (or to nothing the model knows), and not
+        inside a class found unused: what only an unused trainer builds is unused."""
         if self._unused_copy_classes is not None:
             return self._unused_copy_classes
         counts = self._class_definitions()

@@ -393,6 +393,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         # Of those, the copies of values known to be built on the host (a tokenizer's output, `torch.from_numpy`):
         # copies whatever accelerate or Fabric do with the loader's batches
         self._host_built: set[int] = set()
+        # The function `_built_on_host` last read: its nodes' positions in source order, and its assignments to a name
+        self._function_order: dict[int, tuple[dict[int, int], list[cst.Assign]]] = {}
         self._cuda_type_names: set[str] = set()  # names bound to `torch.cuda.FloatTensor` and friends
         self._buffers: set[str] = set()  # `self.register_buffer("bias", ...)`: attributes that move with the module
         self._torch_built: set[tuple[int, str]] = set()  # (function, name) bound to a tensor made on the device
@@ -750,21 +752,25 @@ class BlockingHostToDeviceCopy(SyncRule):
         function = self.context.enclosing_function()
         if function is None:
             return False
-        before: list[cst.Assign] = []
-        for node in descendants(function):
-            if node is moved:
-                break
-            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-                before.append(node)
-        enclosing = {id(node) for node in self.context.ancestors}  # (the copy's own `x = x.to(...)` binds after it)
         built: set[str] = set()
-        for node in before:
-            if id(node) not in enclosing:
-                name = node.targets[0].target.value
-                if self._host_value(node.value, built):
-                    built.add(name)
-                else:
-                    built.discard(name)
+        if root_name(moved):  # (a name's bindings are read once per function, in source order)
+            if id(function) not in self._function_order:
+                nodes = list(descendants(function))
+                self._function_order = {id(function): (
+                    {id(node): index for index, node in enumerate(nodes)},
+                    [node for node in nodes if isinstance(node, cst.Assign) and len(node.targets) == 1
+                     and isinstance(node.targets[0].target, cst.Name)])}
+            order, assigns = self._function_order[id(function)]
+            at = order.get(id(moved), -1)
+            enclosing = {id(node) for node in self.context.ancestors}  # (the copy's own `x = x.to(...)` binds after)
+            for node in assigns:
+                if order[id(node)] >= at:
+                    break
+                if id(node) not in enclosing:
+                    if self._host_value(node.value, built):
+                        built.add(node.targets[0].target.value)
+                    else:
+                        built.discard(node.targets[0].target.value)
         return self._host_value(moved, built)
 
     def _host_value(self, expr: cst.BaseExpression, built: set[str]) -> bool:
