@@ -10,7 +10,7 @@ from gpulint.linter.devices import DeviceEvidence
 from gpulint.linter.names import dotted_name
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.linter.syntax import descendants
-from gpulint.rules.common import is_false, is_number, keyword_arg
+from gpulint.rules.common import is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
