@@ -3198,6 +3198,10 @@ class Project:
                 for target in self._import_targets(path, module.lstrip("."), name, len(module) - len(module.lstrip(".")))]
             if not targets or cls in targets:
                 return True
+            # `from fairseq.trainer import Trainer` where the project holds two copies of `fairseq` (TRIME's language
+            # modelling and machine translation ones): which one a script gets depends on where it runs from
+            if any(not module.startswith(".") and _module_file(cls.path, module) for _, _, module in imports):
+                return True
         return False
 
     def _entries_in(self, path: str, ix: ModuleIndex, definition: Definition) -> list[tuple[Key, Reach]]:
@@ -5577,6 +5581,12 @@ def _closure(start, edges: dict[str, Iterable[str]]) -> set[str]:
                 found.add(nxt)
                 todo.append(nxt)
     return found
+
+
+def _module_file(path: str, module: str) -> bool:
+    """Is `path` a file that the absolute module name `module` may name, from some folder on the path?"""
+    stem = module.replace(".", "/")
+    return path == f"{stem}.py" or path.endswith((f"/{stem}.py", f"/{stem}/__init__.py")) or path == f"{stem}/__init__.py"
 
 
 def rank_ok(reach: Reach) -> bool:

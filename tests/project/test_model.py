@@ -3757,6 +3757,43 @@ def test_copies_of_a_trainer_that_no_code_names_are_all_kept(tmp_path, check):
     assert sorted(path for path, *_ in found) == ["recipes/fast/trainer.py", "recipes/full/trainer.py"]
 
 
+def test_two_copies_of_a_package_each_used_by_its_own_scripts_are_both_kept(tmp_path, check):
+    """TRIME holds two copies of fairseq (language modelling at the top, machine translation under its own folder); each
+    copy's `train.py` says `from fairseq.trainer import Trainer`, which names whichever copy the script runs beside."""
+    trainer = """
+        import torch
+
+        class Trainer:
+            def train_step(self, samples):
+                for sample in samples:
+                    loss = self.model(sample.cuda(non_blocking=True)).sum()
+                    loss.backward()
+                    self.optimizer.step()
+                    self.total += loss.item()
+    """
+    script = """
+        from fairseq.trainer import Trainer
+
+        def main(args, loader):
+            trainer = Trainer(args)
+            for samples in loader:
+                trainer.train_step(samples)
+
+        if __name__ == "__main__":
+            main(None, [])
+    """
+    files = {
+        "fairseq/__init__.py": "",
+        "fairseq/trainer.py": trainer,
+        "fairseq_cli/train.py": script,
+        "machine_translation/fairseq/__init__.py": "",
+        "machine_translation/fairseq/trainer.py": trainer,
+        "machine_translation/fairseq_cli/train.py": script,
+    }
+    found = check(tmp_path, files, "--select", "GPL2")
+    assert sorted(path for path, *_ in found) == ["fairseq/trainer.py", "machine_translation/fairseq/trainer.py"]
+
+
 def test_a_name_bound_to_a_partial_calls_the_function_it_binds(tmp_path):
     """LCM's scripts: `compute_embeddings_fn = functools.partial(compute_embeddings, ...)`, called in the loop, runs
     `compute_embeddings` every step."""
