@@ -3200,8 +3200,18 @@ class Project:
                 return True
             # `from fairseq.trainer import Trainer` where the project holds two copies of `fairseq` (TRIME's language
             # modelling and machine translation ones): which one a script gets depends on where it runs from
-            if any(not module.startswith(".") and _module_file(cls.path, module) for _, _, module in imports):
+            if any(not module.startswith(".") and self._module_file(cls.path, module) for _, _, module in imports):
                 return True
+        return False
+
+    def _module_file(self, path: str, module: str) -> bool:
+        """May the absolute module name `module` name the file `path`, run from some folder: the file is
+        `<root>/<module as a path>.py` (or its package's `__init__.py`) under a root that is no package itself?"""
+        stem = module.replace(".", "/")
+        for suffix in (f"{stem}.py", f"{stem}/__init__.py"):
+            if path == suffix or path.endswith("/" + suffix):
+                root = path[:len(path) - len(suffix)].rstrip("/")
+                return not root or f"{root}/__init__.py" not in self.files
         return False
 
     def _entries_in(self, path: str, ix: ModuleIndex, definition: Definition) -> list[tuple[Key, Reach]]:
@@ -5581,12 +5591,6 @@ def _closure(start, edges: dict[str, Iterable[str]]) -> set[str]:
                 found.add(nxt)
                 todo.append(nxt)
     return found
-
-
-def _module_file(path: str, module: str) -> bool:
-    """Is `path` a file that the absolute module name `module` may name, from some folder on the path?"""
-    stem = module.replace(".", "/")
-    return path == f"{stem}.py" or path.endswith((f"/{stem}.py", f"/{stem}/__init__.py")) or path == f"{stem}/__init__.py"
 
 
 def rank_ok(reach: Reach) -> bool:

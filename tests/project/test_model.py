@@ -3794,6 +3794,36 @@ def test_two_copies_of_a_package_each_used_by_its_own_scripts_are_both_kept(tmp_
     assert sorted(path for path, *_ in found) == ["fairseq/trainer.py", "machine_translation/fairseq/trainer.py"]
 
 
+def test_a_vendored_copy_inside_a_package_is_no_flat_import_of_its_file_name(tmp_path, check):
+    """PrefixTuning's `gpt2/run_language_modeling.py` says `from trainer_prefix import Trainer_Prefix`, its neighbour
+    `gpt2/trainer_prefix.py`; the vendored `transformers/src/transformers/trainer_prefix.py`, inside a package, is
+    importable only as `transformers.trainer_prefix`: an unused copy."""
+    trainer = """
+        import torch
+
+        class Trainer_Prefix:
+            def train(self, loader):
+                for batch in loader:
+                    loss = self.model(batch.cuda(non_blocking=True)).sum()
+                    loss.backward()
+                    self.optimizer.step()
+                    self.total += loss.item()
+    """
+    files = {
+        "gpt2/trainer_prefix.py": trainer,
+        "gpt2/run_language_modeling.py": """
+            from trainer_prefix import Trainer_Prefix
+
+            if __name__ == "__main__":
+                Trainer_Prefix().train([])
+        """,
+        "transformers/src/transformers/__init__.py": "from .trainer_prefix import Trainer_Prefix\n",
+        "transformers/src/transformers/trainer_prefix.py": trainer,
+    }
+    found = check(tmp_path, files, "--select", "GPL2")
+    assert [path for path, *_ in found] == ["gpt2/trainer_prefix.py"]
+
+
 def test_a_name_bound_to_a_partial_calls_the_function_it_binds(tmp_path):
     """LCM's scripts: `compute_embeddings_fn = functools.partial(compute_embeddings, ...)`, called in the loop, runs
     `compute_embeddings` every step."""
