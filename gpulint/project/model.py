@@ -1830,10 +1830,12 @@ class Project:
         return sum(len(pattern.findall(self._code_of(p))) for p in near if name in self.files[p].text) > 1
 
     def _code_of(self, path: str) -> str:
-        """A file's text without its strings and comments (made once per file, for the files that need it)."""
+        """A file's text with its strings and comments blanked, their line breaks kept (a mention's line is where it
+        is in the file); made once per file, for the files that need it."""
         code = self._code_texts.get(path)
         if code is None:
-            code = self._code_texts[path] = _STRING_OR_COMMENT.sub(" ", self.files[path].text)
+            code = self._code_texts[path] = _STRING_OR_COMMENT.sub(
+                lambda m: " " + "\n" * m.group(0).count("\n"), self.files[path].text)
         return code
 
     def _function_passes(self, path: str, scope: Scope, receiver: list[str]) -> list[Target]:
@@ -3172,8 +3174,7 @@ class Project:
         for path, ix in self.files.items():
             if name not in self._words(path):
                 continue
-            # (strings and comments blanked, their lines kept: a mention's line is where it is in the file)
-            code = _STRING_OR_COMMENT.sub(lambda m: " " + "\n" * m.group(0).count("\n"), ix.text)
+            code = self._code_of(path)
             imports = [(m.start(), m.end(), m.group(1)) for m in _FROM_IMPORT.finditer(code)
                        if mention.search(m.group(0))]
             outer = {Target(path, d.qualname, True): (d.start, d.end) for d in ix.definitions.values()

@@ -3724,20 +3724,24 @@ def test_an_older_copy_of_a_trainer_that_nothing_uses_runs_no_training(tmp_path,
     assert {path for path, *_ in found} == {"learn/ppo_cse/__init__.py", "learn/ppo_cse/ppo.py"}
 
 
+# A trainer whose step loop accumulates the loss on the host (GPL201), for the tests of copies of one class.
+ACCUMULATING_TRAINER = """
+    import torch
+
+    class {name}:
+        def {method}(self, batches):
+            for batch in batches:
+                loss = self.model(batch.cuda(non_blocking=True)).sum()
+                loss.backward()
+                self.optimizer.step()
+                self.total += loss.item()
+"""
+
+
 def test_copies_of_a_trainer_that_no_code_names_are_all_kept(tmp_path, check):
     """FullSubNet's recipes each keep a `Trainer` that `train.py` builds from the recipe config's dotted path (`path =
     "trainer.Trainer"`, loaded by importlib): no code uses any copy, so none is an older copy left unused."""
-    trainer = """
-        import torch
-
-        class Trainer:
-            def _train_epoch(self, loader):
-                for noisy, clean in loader:
-                    loss = self.model(noisy.to(self.rank, non_blocking=True)).mean()
-                    loss.backward()
-                    self.optimizer.step()
-                    self.total += loss.item()
-    """
+    trainer = ACCUMULATING_TRAINER.format(name="Trainer", method="_train_epoch")
     files = {
         "recipes/full/trainer.py": trainer,
         "recipes/fast/trainer.py": trainer,
@@ -3760,17 +3764,7 @@ def test_copies_of_a_trainer_that_no_code_names_are_all_kept(tmp_path, check):
 def test_two_copies_of_a_package_each_used_by_its_own_scripts_are_both_kept(tmp_path, check):
     """TRIME holds two copies of fairseq (language modelling at the top, machine translation under its own folder); each
     copy's `train.py` says `from fairseq.trainer import Trainer`, which names whichever copy the script runs beside."""
-    trainer = """
-        import torch
-
-        class Trainer:
-            def train_step(self, samples):
-                for sample in samples:
-                    loss = self.model(sample.cuda(non_blocking=True)).sum()
-                    loss.backward()
-                    self.optimizer.step()
-                    self.total += loss.item()
-    """
+    trainer = ACCUMULATING_TRAINER.format(name="Trainer", method="train_step")
     script = """
         from fairseq.trainer import Trainer
 
@@ -3798,17 +3792,7 @@ def test_a_vendored_copy_inside_a_package_is_no_flat_import_of_its_file_name(tmp
     """PrefixTuning's `gpt2/run_language_modeling.py` says `from trainer_prefix import Trainer_Prefix`, its neighbour
     `gpt2/trainer_prefix.py`; the vendored `transformers/src/transformers/trainer_prefix.py`, inside a package, is
     importable only as `transformers.trainer_prefix`: an unused copy."""
-    trainer = """
-        import torch
-
-        class Trainer_Prefix:
-            def train(self, loader):
-                for batch in loader:
-                    loss = self.model(batch.cuda(non_blocking=True)).sum()
-                    loss.backward()
-                    self.optimizer.step()
-                    self.total += loss.item()
-    """
+    trainer = ACCUMULATING_TRAINER.format(name="Trainer_Prefix", method="train")
     files = {
         "gpt2/trainer_prefix.py": trainer,
         "gpt2/run_language_modeling.py": """

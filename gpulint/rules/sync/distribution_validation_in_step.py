@@ -169,10 +169,8 @@ class DistributionValidationInStep(SyncRule):
         if name == "set_default_validate_args" and node.args and is_false(node.args[0].value):
             self._validation_off = True
             return
-        if name not in _DISTRIBUTIONS or not module.startswith("torch.distributions"):
+        if not _builds_validating(node, self.context):
             return
-        if keyword_arg(node, "validate_args") is not None or any(a.star == "**" for a in node.args):
-            return  # validation chosen explicitly, or it may be in `**kwargs`
         if node.args and all(self._host_parameter(a.value) for a in node.args):
             return  # `Beta(alpha, alpha)` of Python floats: it validates on the host, with nothing to wait for
         fix = (Replace(node, node.with_changes(args=(*_with_comma(node.args), _NO_VALIDATION))),) if node.args else ()
@@ -226,16 +224,22 @@ def _validating_attributes(module: cst.Module, context) -> set[str]:
     return found
 
 
-def _validating_distribution(call: cst.Call, context) -> bool:
-    """A `torch.distributions` distribution built without `validate_args` (and no `**kwargs` that may hold it), or
-    `Independent` of one: its `log_prob` validates the value it scores."""
+def _builds_validating(call: cst.Call, context) -> bool:
+    """A `torch.distributions` distribution built without `validate_args`, and no `**kwargs` that may hold it (the
+    choice made explicitly either way): it validates its parameters and each value it scores."""
     module_name, _, name = (context.resolve(call.func) or "").rpartition(".")
-    if not module_name.startswith("torch.distributions"):
-        return False
-    if name == "Independent" and call.args and isinstance(call.args[0].value, cst.Call):
+    return name in _DISTRIBUTIONS and module_name.startswith("torch.distributions") \
+        and keyword_arg(call, "validate_args") is None and not any(a.star == "**" for a in call.args)
+
+
+def _validating_distribution(call: cst.Call, context) -> bool:
+    """A validating distribution built with parameters (`_builds_validating`), or `Independent` of one: its
+    `log_prob` validates the value it scores."""
+    module_name, _, name = (context.resolve(call.func) or "").rpartition(".")
+    if name == "Independent" and module_name.startswith("torch.distributions") \
+            and call.args and isinstance(call.args[0].value, cst.Call):
         return _validating_distribution(call.args[0].value, context)
-    return name in _DISTRIBUTIONS and bool(call.args) and keyword_arg(call, "validate_args") is None \
-        and not any(a.star == "**" for a in call.args)
+    return bool(call.args) and _builds_validating(call, context)
 
 
 # The methods that check the value they are given against the support (`_validate_sample`).
