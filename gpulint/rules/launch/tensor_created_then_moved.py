@@ -184,6 +184,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         # numpy indices into a numpy buffer: no device involved
         training_script("buffer = np.zeros((64, 4))\ninds = np.random.permutation(64)\nrows = buffer[inds]",
                         header="import numpy as np"),
+        # a slice of a CPU permutation that indexes a CPU tensor: nothing is copied
+        training_script("rows = torch.zeros(64, 4)\nperm = torch.randperm(64)\nmb = perm[0:8]\npicked = rows[mb]"),
         # one index drawn by numpy is a number, not an array (nerf-pytorch's `img_i = np.random.choice(i_train)`)
         training_script("img_i = np.random.choice(x.shape[0])\nrow = x[img_i]", header="import numpy as np"),
         training_script("pos = torch.arange(128, device=\"cuda\")"),
@@ -332,6 +334,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             "index, lam = mixup(out.shape[0])\nlam = lam.to(out.device)\npicked = out * lam",
             header="import numpy as np\n\n\ndef mixup(size):\n    index = torch.randperm(size)\n"
                    "    lam = torch.FloatTensor(np.random.beta(0.3, 0.3, size))\n    return index, lam\n")),
+        # a PPO update: each minibatch is a slice of a permutation drawn on the CPU, copied over at every indexing
+        Invalid(training_script("perm = torch.randperm(x.shape[0])\nfor start in range(0, x.shape[0], 8):\n"
+                                "    mb = perm[start:start + 8]\n    picked = x[mb]")),
         # PaSST's structured patchout: indices drawn and sorted on the CPU pick columns of the device batch
         Invalid(training_script("keep = torch.randperm(out.shape[1])[:4].sort().values\npicked = out[:, keep]")),
     )
@@ -603,6 +608,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 or type(expr) is cst.Attribute and self._cpu_creation(expr) is not None  # `....sort().values`
         if isinstance(expr, cst.UnaryOperation):  # `torch.exp(-u)` of a `u` drawn on the CPU (Lumina-T2X's timesteps)
             return self._is_cpu_built(expr.expression, built)
+        if isinstance(expr, cst.Subscript):  # `perm[start:end]`: a minibatch's slice of a CPU permutation
+            return all(isinstance(e.slice, cst.Slice) for e in expr.slice) and self._is_cpu_built(expr.value, built)
         if isinstance(expr, cst.Comparison):
             # `torch.arange(n) % 4 == 0`: a CPU tensor compared with CPU tensors or host values stays on the CPU
             return self._is_cpu_built(expr.left, built) and all(
