@@ -290,12 +290,19 @@ class Project:
         self._imported_by_orphans: frozenset[str] = frozenset()
         # The words the shipped settings give options (configs.option_values): the configs' and the training files'.
         self.option_values: dict[str, set[str]] = {}
+        config_values, config_switches = tuple(config_values), tuple(config_switches)  # (each is read twice)
         for option, word in (*config_values, *(v for ix in self.files.values() for v in ix.values)):
             self.option_values.setdefault(option, set()).add(word)
         # The switches shipped settings leave off (configs.off_switches): the configs' and the training files' word.
         # A switch that turns the GPU on (Wave-U-Net's `--cuda`, `use_gpu`) is on wherever gpulint's findings matter.
         self.off_switches = frozenset(name for name in off_switches(
             [*config_switches, *(v for ix in self.files.values() for v in ix.switches)]) if not _turns_on_the_gpu(name))
+        self._flash_requests = self._flash_attention_requests(config_values, config_switches)
+        if self._flash_requests is not None and not any(
+                self._flash_attention_family_requested(path) for path, ix in self.files.items()
+                if "FlashAttention2" in ix.text and any(_FLASH_ATTENTION_CLASS.search(d.name)
+                                                        for d in ix.definitions.values() if d.is_class)):
+            self.off_switches |= _FLASH_ATTENTION_SWITCHES  # (`if self._use_flash_attention_2:` of every model here)
         self._off_lowered = frozenset(name.lower() for name in self.off_switches)
         self._branch_word_set: frozenset[str] | None = None  # see `_branch_words`
         self.config_keys = frozenset(config_keys)  # the words training configs give (configs.registry_keys)
@@ -1551,8 +1558,54 @@ class Project:
         return targets
 
     # ------------------------------------------------------------------------------------------- calls
+    def _flash_attention_requests(self, config_values: Iterable[tuple[str, str]],
+                                  config_switches: Iterable[tuple[str, str]]) -> frozenset[str] | None:
+        """The models the project loads with Hugging Face's FlashAttention-2 (`X.from_pretrained(...,
+        attn_implementation="flash_attention_2")`, the older `use_flash_attention_2=True`): their class names,
+        lowercased; None where a request names no class (a shipped setting, `AutoModel`'s keyword dict). Eager
+        attention is the default, so a vendored `modeling_*.py`'s FlashAttention-2 classes and branches run only
+        on request."""
+        if any(value == "flash_attention_2" for _, value in config_values) \
+                or any("flash" in name and value != "false" for name, value in config_switches):
+            return None
+        receivers = set()
+        for ix in self.files.values():
+            if "flash_att" not in ix.text:
+                continue
+            code = _COMMENT.sub("", ix.text)
+            for match in _REQUESTS_FLASH_ATTENTION.finditer(code):
+                loads = list(_FROM_PRETRAINED.finditer(code, max(0, match.start() - 800), match.start()))
+                if not loads or loads[-1].group(1).lower().startswith("auto"):
+                    return None
+                receivers.add(loads[-1].group(1).lower())
+        return frozenset(receivers)
+
+    def _flash_attention_family_requested(self, path: str) -> bool:
+        """Is FlashAttention-2 requested for the model family of `path` (`phi` of `phi/modeling_phi.py`, by Hugging
+        Face's file naming), or for some model where the file names no family?"""
+        if self._flash_requests is None:
+            return True
+        stem = path.rsplit("/", 1)[-1].removesuffix(".py")
+        if not stem.startswith("modeling_"):
+            return bool(self._flash_requests)
+        family = stem.removeprefix("modeling_").split("_", 1)[0]
+        return any(family in receiver for receiver in self._flash_requests)
+
+    def _unrequested_flash_attention(self, target: Target) -> bool:
+        """Is `target` a FlashAttention-2 class (`PhiFlashAttention2`), or one of its methods, that the project never
+        asks for?"""
+        return self._flash_requests is not None and _FLASH_ATTENTION_CLASS.search(target.qualname.split(".", 1)[0]) \
+            is not None and not self._flash_attention_family_requested(target.path)
+
     def resolve_call(self, path: str, scope: Scope, call: Call, per_step: bool) -> _Resolved:
         """The project functions a call reaches. `per_step`: guess for calls the model cannot resolve."""
+        out = self._resolve_call(path, scope, call, per_step)
+        if self._flash_requests is not None:  # (`ATTENTION_CLASSES[config._attn_implementation](config)`: eager only)
+            for found in (out.targets, out.instantiates, out.known):
+                found[:] = [t for t in found if not self._unrequested_flash_attention(t)]
+        return out
+
+    def _resolve_call(self, path: str, scope: Scope, call: Call, per_step: bool) -> _Resolved:
         func = call.func
         out = _Resolved()
         if not func:
@@ -4166,7 +4219,7 @@ class Project:
         # test's stand-in (LeRobot's `_FakeQwenModel.forward` for `reward_model.forward(batch)`): a guess never
         # lands in a test module, which only an import the model resolves can reach.
         return [t for t in targets if not self._unbuilt_registered((t.path, t.qualname)) and not is_test_path(t.path)
-                and self._imported_by_option(t.path) is not False]
+                and self._imported_by_option(t.path) is not False and not self._unrequested_flash_attention(t)]
 
     def _imported_by_option(self, path: str) -> bool | None:
         """Is the module at `path` one the shipped settings import by name? voxceleb_trainer loads its loss with
@@ -5295,6 +5348,15 @@ _REGISTRY_KEY = re.compile(
 _CALLED_NAME = re.compile(r"(?<![\w.])(?:self\.)?(\w+)\s*\(")
 # `from pkg.mod import A, B` or `from .mod import (A,\n B)`: the module named, in group 1.
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(?:\([^)]*\)|[^\n]*)", re.MULTILINE)
+# Hugging Face's FlashAttention-2 classes (`LlamaFlashAttention2`) and the switches its models keep for it
+# (`self._use_flash_attention_2 = config._attn_implementation == "flash_attention_2"`), and a request for it: an
+# assignment, a keyword or a dict value, not the `==` test of a modeling file nor its table's key.
+_FLASH_ATTENTION_CLASS = re.compile(r"FlashAttention2$")
+_FLASH_ATTENTION_SWITCHES = frozenset({"_use_flash_attention_2", "_flash_attn_2_enabled", "use_flash_attention_2"})
+_REQUESTS_FLASH_ATTENTION = re.compile(
+    r"""(?<![=!<>])=\s*["']flash_attention_2["']|:\s*["']flash_attention_2["']|use_flash_attention_2\s*=\s*True""")
+_FROM_PRETRAINED = re.compile(r"(\w+)\.from_pretrained\(")
+_COMMENT = re.compile(r"#[^\n]*")
 _STRING_OR_COMMENT = re.compile(r"(\"\"\"|''')[\s\S]*?\1|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#[^\n]*")
 
 

@@ -14875,3 +14875,77 @@ def test_a_loop_over_its_own_loader_that_copies_nothing_needs_no_pinned_loader(t
         """,
     })
     assert [(path, line) for path, line, code, *_ in found if code == "GPL411"] == [("pretrain.py", 6), ("pretrain.py", 8)]
+
+
+# A vendored Hugging Face modeling file: eager attention by default, FlashAttention-2 picked by the config's
+# `_attn_implementation`, whose unpadding helper reads the longest sequence on the host.
+VENDORED_PHI = """
+    import torch
+
+    def _get_unpad_data(attention_mask):
+        seqlens = attention_mask.sum(dim=-1)
+        return seqlens.max().item()
+
+    class PhiAttention(torch.nn.Module):
+        def forward(self, x, attention_mask):
+            return x
+
+    class PhiFlashAttention2(PhiAttention):
+        def forward(self, x, attention_mask):
+            return x * _get_unpad_data(attention_mask)
+
+    ATTENTION_CLASSES = {"eager": PhiAttention, "flash_attention_2": PhiFlashAttention2}
+
+    class PhiForCausalLM(torch.nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.attn = ATTENTION_CLASSES[config._attn_implementation](config)
+            self._use_flash_attention_2 = config._attn_implementation == "flash_attention_2"
+
+        def forward(self, x, attention_mask):
+            if self._use_flash_attention_2:
+                if attention_mask.all():
+                    attention_mask = None
+            return self.attn(x, attention_mask)
+"""
+
+LOADS_PHI = """
+    from phi.modeling_phi import PhiForCausalLM
+
+    def train(path, loader, optimizer):
+        model = PhiForCausalLM.from_pretrained(
+            path,{request}
+        )
+        for x, mask in loader:
+            model(x.cuda(), mask.cuda()).sum().backward()
+            optimizer.step()
+
+    if __name__ == "__main__":
+        train("phi-2", [], None)
+"""
+
+
+@pytest.mark.parametrize("request_line, reported", [
+    ("", False),  # eager attention: the FlashAttention-2 class and branch never run
+    ('\n            # attn_implementation="flash_attention_2",', False),  # a request commented out
+    (' attn_implementation="flash_attention_2",', True),
+])
+def test_flash_attention_2_code_runs_only_when_the_project_asks_for_it(tmp_path, check, request_line, reported):
+    """MoE-LLaVA vendors Phi's, StableLM's and MiniCPM's modeling files and loads them with eager attention: their
+    FlashAttention-2 classes (picked from a table by `config._attn_implementation`) and `if
+    self._use_flash_attention_2:` branches never run."""
+    files = {"phi/__init__.py": "", "phi/modeling_phi.py": VENDORED_PHI,
+             "train.py": LOADS_PHI.replace("{request}", request_line)}
+    found = {line for _, line, *_ in check(tmp_path, files, "--select", "GPL401,GPL405")}
+    assert bool(found) is reported
+    if reported:
+        assert found == {6, 26}
+
+
+def test_flash_attention_2_asked_for_another_model_family_leaves_phi_eager(tmp_path, check):
+    """MoE-LLaVA asks for FlashAttention-2 only where it loads its LLaMA model; its Phi model stays eager."""
+    files = {"phi/__init__.py": "", "phi/modeling_phi.py": VENDORED_PHI,
+             "train.py": LOADS_PHI.replace("{request}", "").replace(
+                 "for x, mask", 'other = LlamaForCausalLM.from_pretrained(path, attn_implementation="flash_attention_2")'
+                 "\n        for x, mask")}
+    assert check(tmp_path, files, "--select", "GPL401,GPL405") == []
