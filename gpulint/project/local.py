@@ -698,7 +698,7 @@ def _empty_exit(test: ast.AST, body: list[ast.stmt]) -> bool:
     return all(_constant_factory(c) for c in ast.walk(body[0].value) if isinstance(c, ast.Call))
 
 
-_ZERO_FACTORIES = frozenset({"tensor", "zeros", "zeros_like", "new_zeros", "new_tensor", "full", "ones"})
+_ZERO_FACTORIES = frozenset({"tensor", "as_tensor", "zeros", "zeros_like", "new_zeros", "new_tensor", "full", "ones"})
 
 
 def _zero_fallback(test: ast.AST, body: list[ast.stmt]) -> bool:
@@ -710,6 +710,23 @@ def _zero_fallback(test: ast.AST, body: list[ast.stmt]) -> bool:
     if not (_emptiness_test(test) or _at_most_zero(test)):
         return False
     return all(_constant_tensor(statement.value) for statement in body)  # type: ignore[attr-defined]
+
+
+def _training_zero_fallback(test: ast.AST, orelse: list[ast.stmt]) -> bool:
+    """The `else` of `if training and "output_known_lbs_bboxes" in mask_dict:` that fills the losses with constant
+    zeros (DN-DETR's `compute_dn_loss`): in training the test fails only when the batch has nothing for the branch,
+    and the zeros keep the loss dict's keys for evaluation. Every call in it builds a constant tensor or fills a
+    dict."""
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and any(
+            isinstance(v, ast.Name) and v.id in ("training", "is_training")
+            or isinstance(v, ast.Attribute) and v.attr == "training" for v in test.values)):
+        return False
+    constants = [node for statement in orelse for node in ast.walk(statement)
+                 if isinstance(node, ast.Assign) and _constant_tensor(node.value)]
+    built = {id(node) for assign in constants for node in ast.walk(assign.value)}
+    return bool(constants) and all(
+        id(node) in built or last_name(node.func) in ("dict", "update", "items")
+        for statement in orelse for node in ast.walk(statement) if isinstance(node, ast.Call))
 
 
 def _at_most_zero(test: ast.AST) -> bool:
@@ -2599,7 +2616,8 @@ class _Walker:
             if part == "body" and self.loop_stack[-1] and scope.loops[self.loop_stack[-1][-1]].steps_env \
                     and episode_end_test(test) and not _learns(body):
                 scope.regions.append(Region("episode-end", *span, loop=self.loop_stack[-1][-1]))
-            if part == "body" and (_empty_exit(test, body) or _zero_fallback(test, body)):
+            if part == "body" and (_empty_exit(test, body) or _zero_fallback(test, body)) \
+                    or part == "orelse" and _training_zero_fallback(test, body):
                 scope.regions.append(Region("empty", *span))
             if _reports_failure(body) or (part == "body" and _tests_non_finite(test)):
                 scope.regions.append(Region("failure", *span))
