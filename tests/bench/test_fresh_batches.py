@@ -17,8 +17,8 @@ DISTINCT = {("dino", frozenset({"IDEA-Research/DINO", "facebookresearch/dino"}))
             ("diffsinger", frozenset({"MoonInTheRiver/DiffSinger", "openvpi/DiffSinger"})),
             # two unofficial VALL-E implementations (a DeepSpeed trainer of its own; one built on icefall and lhotse)
             ("vall-e", frozenset({"enhuiz/vall-e", "lifeiteng/vall-e"})),
-            # the CQL paper's code and a PyTorch reimplementation of it
-            ("cql", frozenset({"BY571/CQL", "aviralkumar2907/CQL"})),
+            # the CQL paper's code and two PyTorch reimplementations of it (BY571's; Young Geng's SimpleSAC)
+            ("cql", frozenset({"BY571/CQL", "aviralkumar2907/CQL", "young-geng/CQL"})),
             # MosaicML's Composer recipes and PyTorch's examples
             ("examples", frozenset({"mosaicml/examples", "pytorch/examples"}))}
 
