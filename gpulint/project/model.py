@@ -297,6 +297,7 @@ class Project:
         # A switch that turns the GPU on (Wave-U-Net's `--cuda`, `use_gpu`) is on wherever gpulint's findings matter.
         self.off_switches = frozenset(name for name in off_switches(
             [*config_switches, *(v for ix in self.files.values() for v in ix.switches)]) if not _turns_on_the_gpu(name))
+        self._aliases_open: set[tuple[str, str, str]] = set()  # see `_local_classes`
         self._flash_requests = self._flash_attention_requests(config_values, config_switches)
         if self._flash_requests is not None and not any(
                 self._flash_attention_family_requested(path) for path, ix in self.files.items()
@@ -1120,8 +1121,8 @@ class Project:
             # classes built inside a container stand for what its entries hold.
             return found or owners
         holder = self._binding_scope(path, scope, name)
-        if holder is not None:
-            return self._assigned_types(path, holder, name, depth + 1)
+        if holder is not None:  # (the same hop: each assignment followed counts once, in `_assigned_types`)
+            return self._assigned_types(path, holder, name, depth)
         return self._imported_object_types(path, name, depth + 1)
 
     def _in_unselected_branch(self, path: str, scope: Scope, pos: tuple[int, int]) -> bool:
@@ -1362,6 +1363,18 @@ class Project:
                 for t in (self._callable_targets(path, scope, a.source) if a.source
                           else self._table_entries(path, scope, a.picked_from)) if t.is_class]
 
+    def _local_classes(self, path: str, scope: Scope, name: str) -> list[Target]:
+        """`_class_aliases` for a call of the local name, once per name at a time: deciding which branches run
+        resolves calls in turn, which may call the same name (an empty answer there, the name's bindings unread)."""
+        key = (path, scope.qualname, name)
+        if key in self._aliases_open:
+            return []
+        self._aliases_open.add(key)
+        try:
+            return self._class_aliases(path, scope, name)
+        finally:
+            self._aliases_open.discard(key)
+
     def _alternate_constructor(self, path: str, scope: Scope, callee: str) -> set[Target]:
         """The class a `Class.from_*(...)` call builds, by the convention of alternate constructors
         (`DDPMScheduler.from_pretrained`, `Config.from_dict`): the class it is called on, which the classmethod's own
@@ -1440,7 +1453,10 @@ class Project:
                 bound = [target for a in current.assigns if a.target == head and a.first_arg and a.first_arg != head
                          and a.callee.rsplit(".", 1)[-1] == "partial"
                          for target in self._callable_targets(path, current, a.first_arg) if target.qualname]
-                closures = bound or self._returned_functions(path, current, head)
+                # `meta_arch = _DETECTION_META_ARCHITECTURES[cfg.MODEL.META_ARCHITECTURE]` (maskrcnn-benchmark's
+                # detectors), `block_cls = TransformerBlock`: calling the name builds the class
+                closures = bound or self._returned_functions(path, current, head) \
+                    or self._local_classes(path, current, head)
                 return closures or (self._param_functions(path, current, head) if head in current.params else [])
             current = ix.scope(current.parent) if current.parent and current.parent != MODULE_SCOPE else None
         # Imports inside the function: every one binding the name (KAIR's `define_G` imports a different network

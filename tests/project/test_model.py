@@ -14949,3 +14949,119 @@ def test_flash_attention_2_asked_for_another_model_family_leaves_phi_eager(tmp_p
                  "for x, mask", 'other = LlamaForCausalLM.from_pretrained(path, attn_implementation="flash_attention_2")'
                  "\n        for x, mask")}
     assert check(tmp_path, files, "--select", "GPL401,GPL405") == []
+
+
+def test_a_class_picked_from_a_table_into_a_local_name_is_built_by_calling_the_name(tmp_path, check):
+    """maskrcnn-benchmark's `build_detection_model`: `meta_arch = _DETECTION_META_ARCHITECTURES[cfg.MODEL.
+    META_ARCHITECTURE]; return meta_arch(cfg)` builds the detector whose `forward` the training loop calls (not
+    another module the program builds, which a guess by the call's shape would take)."""
+    files = {
+        "detector.py": """
+            import torch
+
+            class Detector(torch.nn.Module):
+                def forward(self, images, targets):
+                    return (images.sum() > 0).item()
+
+            ARCHITECTURES = {"Detector": Detector}
+
+            def build_model(cfg):
+                meta_arch = ARCHITECTURES[cfg.arch]
+                return meta_arch(cfg)
+        """,
+        "train.py": """
+            import torch
+            from detector import build_model
+
+            class Postprocessor(torch.nn.Module):
+                def forward(self, boxes, scores):
+                    return (scores > 0.5).sum().item()
+
+            def do_train(model, loader, optimizer):
+                for images, targets in loader:
+                    model(images.cuda(), targets).backward()
+                    optimizer.step()
+
+            def main(cfg):
+                post = Postprocessor()
+                do_train(build_model(cfg), [], None)
+
+            if __name__ == "__main__":
+                main(None)
+        """,
+    }
+    found = check(tmp_path, files, "--select", "GPL401")
+    assert [(path, line, confidence) for path, line, _, confidence, _ in found] == [("detector.py", 6, "certain")]
+
+
+def test_an_attribute_set_from_a_builder_that_returns_a_local_holds_its_class(tmp_path, check):
+    """FCOS's `loss_evaluator = make_fcos_loss_evaluator(cfg)` then `self.loss_evaluator = loss_evaluator`, where
+    the builder says `loss_evaluator = FCOSLossComputation(cfg); return loss_evaluator`: each assignment is one hop."""
+    files = {
+        "loss.py": """
+            class LossComputation:
+                def __call__(self, logits, labels):
+                    num_pos = (labels > 0).sum().item()
+                    return logits.sum() / num_pos
+
+            def make_loss_evaluator(cfg):
+                loss_evaluator = LossComputation()
+                return loss_evaluator
+        """,
+        "train.py": """
+            import torch
+            from loss import make_loss_evaluator
+
+            class Head(torch.nn.Module):
+                def __init__(self, cfg):
+                    super().__init__()
+                    loss_evaluator = make_loss_evaluator(cfg)
+                    self.loss_evaluator = loss_evaluator
+
+                def forward(self, x, labels):
+                    return self.loss_evaluator(x, labels)
+
+            def main(loader, optimizer):
+                head = Head(None).cuda()
+                for x, labels in loader:
+                    head(x.cuda(), labels.cuda()).backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                main([], None)
+        """,
+    }
+    assert [(path, line) for path, line, *_ in check(tmp_path, files, "--select", "GPL401")] == [("loss.py", 4)]
+
+
+def test_zero_losses_in_the_else_of_a_training_test_are_not_step_work(tmp_path, check):
+    """DN-DETR's `compute_dn_loss`: `if training and "output_known_lbs_bboxes" in mask_dict:` computes the denoising
+    losses; its `else` fills the same keys with constant zeros, for evaluation (or a batch with nothing to denoise)."""
+    files = {
+        "train.py": """
+            import torch
+
+            def compute_dn_loss(mask_dict, training):
+                losses = {}
+                if training and "known" in mask_dict:
+                    losses["dn"] = mask_dict["known"].sum()
+                else:
+                    losses["dn"] = torch.as_tensor(0.).to("cuda")
+                    extra = dict()
+                    extra["dn_aux"] = torch.as_tensor(0.).to("cuda")
+                    losses.update(extra)
+                return losses
+
+            def main(model, loader, optimizer):
+                for x in loader:
+                    out = model(x.cuda())
+                    loss = compute_dn_loss(out, model.training)["dn"]
+                    loss.backward()
+                    optimizer.step()
+                    bias = torch.zeros(4).to("cuda")  # (the rule's finding where it is step work)
+
+            if __name__ == "__main__":
+                main(None, [], None)
+        """,
+    }
+    assert [line for _, line, *_ in check(tmp_path, files, "--select", "GPL412,GPL504")] == [21]
