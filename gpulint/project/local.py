@@ -602,7 +602,18 @@ def _gate_word(name: str, extra: frozenset[str]) -> bool:
     last = name.rsplit(".", 1)[-1]
     if last.startswith("can_"):  # `buffer.can_sample(n)`: true on every step once the buffer has filled
         return last in extra
-    return name in extra or last in extra or last in _LIBRARY_GATES or bool(name_parts(last) & DEFAULT_GATE_PARTS)
+    if name in extra or last in extra or last in _LIBRARY_GATES:
+        return True
+    parts = name_parts(last)
+    gate_parts = parts & DEFAULT_GATE_PARTS
+    if gate_parts <= _CHECKPOINT_PARTS and (parts & _GRADIENT_PARTS or parts == {"use", "checkpoint"}):
+        return False  # gradient checkpointing (`self.grad_checkpointing`, `use_checkpoint`): a memory switch
+    return bool(gate_parts)
+
+
+# A switch for recomputing activations in the backward (gradient checkpointing), not for saving checkpoints.
+_CHECKPOINT_PARTS = frozenset({"checkpoint", "checkpointing", "ckpt"})
+_GRADIENT_PARTS = frozenset({"grad", "gradient", "activation", "activations", "act"})
 
 
 # Parts of a name that make it a size, not a counter (`batch_size`, `iter_len`).
