@@ -5705,8 +5705,21 @@ def _passes_over_data(loop: Loop) -> bool:
     """Does a loop make passes of its own: over a loader, an environment, or a model called on each pass (a loop
     over tokens generates)? A loop over a batch's rows that calls no model (ReMax's `for i in range(batch_size):`
     fixing each generated sequence) computes on what the function was given."""
-    return not loop.over_rows or loop.iterates_loader or loop.fetches or loop.steps_env or loop.has_marker \
-        or loop.model_with_grad or loop.model_without_grad or loop.evaluates
+    if loop.iterates_loader or loop.fetches or loop.steps_env or loop.has_marker or loop.model_with_grad \
+            or loop.model_without_grad or loop.evaluates:
+        return True
+    return not loop.over_rows and not _over_submodules(loop)
+
+
+# Names of a module's stack of submodules (`self.blocks`, `self.layers`, `self.resblocks`): a loop over one is a
+# forward pass through the stack, not passes of its own.
+_SUBMODULE_STACK_PARTS = frozenset({"blocks", "block", "layers", "layer", "resblocks", "stages", "levels", "convs"})
+
+
+def _over_submodules(loop: Loop) -> bool:
+    """`for block in self.blocks:` (fractalgen's `AR.predict`, called by its training `forward`)."""
+    return loop.label.startswith("self.") and loop.label.count(".") == 1 \
+        and bool(name_parts(loop.label[5:]) & _SUBMODULE_STACK_PARTS)
 
 
 def _switches_to_eval(scope: Scope) -> bool:

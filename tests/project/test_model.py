@@ -15065,3 +15065,55 @@ def test_zero_losses_in_the_else_of_a_training_test_are_not_step_work(tmp_path, 
         """,
     }
     assert [line for _, line, *_ in check(tmp_path, files, "--select", "GPL412,GPL504")] == [21]
+
+
+def test_a_method_named_predict_that_the_training_forward_calls_is_step_work(tmp_path, check):
+    """fractalgen's `AR.forward` (training) calls `self.predict(patches, cond)`, which runs the stack of blocks
+    (`for block in self.blocks:`, a forward pass, not passes of its own) under `if self.grad_checkpointing and
+    self.training:` (gradient checkpointing, a memory switch, not a checkpoint-saving gate)."""
+    files = {
+        "train.py": """
+            import torch
+            from torch.utils.checkpoint import checkpoint
+
+            def attention_bias(x):
+                return torch.zeros(x.shape[1]).cuda()
+
+            class Block(torch.nn.Module):
+                def forward(self, x):
+                    return x + attention_bias(x)
+
+            class AR(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.blocks = torch.nn.ModuleList([Block() for _ in range(4)])
+                    self.grad_checkpointing = False
+
+                def predict(self, x):
+                    if self.grad_checkpointing and self.training:
+                        for block in self.blocks:
+                            x = checkpoint(block, x)
+                    else:
+                        for block in self.blocks:
+                            x = block(x)
+                    return x
+
+                def forward(self, x):
+                    return self.predict(x).mean()
+
+            def main(loader, optimizer):
+                model = AR().cuda()
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                main([], None)
+        """,
+    }
+    found = check(tmp_path, files, "--select", "GPL504")
+    assert [(line, confidence) for _, line, _, confidence, _ in found] == [(6, "certain")]
+    project = model(tmp_path, files)
+    predict = project.files["train.py"].scope("AR.predict")
+    assert not [region for region in predict.regions if region.kind == "gate"]
+    assert project.file_facts("train.py").functions["AR.predict"].called_every_step
