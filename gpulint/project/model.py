@@ -2050,7 +2050,9 @@ class Project:
         ix = self.files[path]
         current: Scope | None = scope
         while current is not None:
-            if name in current.params or any(a.target == name for a in current.assigns):
+            # (`model, optimizer = get_model(args)` binds it too)
+            if name in current.params or any(a.target == name for a in current.assigns) \
+                    or any(unpacked == name for unpacked, _, _ in current.unpacked):
                 return current
             current = ix.scope(current.parent) if current.parent else None
         return None

@@ -15117,3 +15117,45 @@ def test_a_method_named_predict_that_the_training_forward_calls_is_step_work(tmp
     predict = project.files["train.py"].scope("AR.predict")
     assert not [region for region in predict.regions if region.kind == "gate"]
     assert project.file_facts("train.py").functions["AR.predict"].called_every_step
+
+
+def test_a_model_unpacked_from_a_builder_is_the_class_it_returns(tmp_path, check):
+    """WaveGrad2's `model, optimizer = get_model(args, configs, device, train=True)`, where `get_model` returns
+    `model, scheduled_optim` with `model = WaveGrad2(...)`: the loop's `model(*batch)` runs WaveGrad2's forward, no
+    guess among the project's modules."""
+    files = {
+        "model.py": """
+            import torch
+
+            def mask_from_lengths(lengths):
+                return lengths.max().item()
+
+            class Net(torch.nn.Module):
+                def forward(self, x, lengths):
+                    return x[:, :mask_from_lengths(lengths)].sum()
+
+            class Other(torch.nn.Module):
+                def forward(self, x, lengths):
+                    return x
+
+            def get_model(args, train=False):
+                model = Net()
+                optimizer = torch.optim.Adam(model.parameters())
+                return model, optimizer
+        """,
+        "train.py": """
+            from model import get_model
+
+            def main(args, loader):
+                model, optimizer = get_model(args, train=True)
+                for x, lengths in loader:
+                    model(x.cuda(), lengths.cuda()).backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                main(None, [])
+        """,
+    }
+    found = check(tmp_path, files, "--select", "GPL401")
+    assert [(path, line, confidence, "guessed" in chain) for path, line, _, confidence, chain in found] \
+        == [("model.py", 5, "certain", False)]
