@@ -133,8 +133,10 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "such a buffer before it is moved: `x_pad[:, :n] = x` copies `x` to the host first), "
         "`torch.zeros(n).fill_(s).type_as(x[0])`, "
         "`Variable(torch.zeros(n)).type(x.type())`, `torch.Tensor(torch.zeros(n)).type(x.type())`), "
-        "`x.new_tensor([0.5, 0.25])` of constant host data or of a tensor built on the CPU "
-        "(`x.new_tensor(torch.arange(n))`), CPU-built index tensors that index a tensor not known to "
+        "`x.new_tensor([0.5, 0.25])` of constant host data (a number too, `x.new_tensor(0.0)`, or a setting, "
+        "`x.new_tensor(args.alpha)`) or of a tensor built on the CPU "
+        "(`x.new_tensor(torch.arange(n))`), CPU-built index tensors (also a slice of a CPU permutation, a PPO "
+        "minibatch's `perm[start:end]`) that index a tensor not known to "
         "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), numpy index arrays that index a "
         "device tensor (`b_obs[mb_inds]` with `mb_inds` a slice of `np.arange(n)` or `np.random.permutation(n)`), "
         "attributes `__init__` builds so "
@@ -205,7 +207,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
          "            self.eye = torch.eye(x.shape[0]).to(x.device)\n        return (x * self.eye).sum()\n"),
         training_script("labels = torch.arange(8)\nlabels = batch_labels\nlabels = labels.to(device)"),
         training_script("window = torch.hann_window(400, device=x.device)"),
-        training_script("scale = x.new_tensor(step_sizes)\nhalf = x.new_tensor(0.5)"),
+        training_script("scale = x.new_tensor(step_sizes)"),
         training_script("counts = torch.ones(4, device=device) * x.shape[0]\ncounts = counts.to(x.device)"),
         training_script("picked = model(x)[torch.arange(len(y), device=x.device), y]"),
         training_script("if key not in windows:\n    windows[key] = torch.hann_window(400).to(device)",
@@ -312,6 +314,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             "        return (features @ features.T * mask).sum()\n",
         ),
         Invalid(training_script("mean = x.new_tensor([0.485, 0.456, 0.406]).view(-1, 1, 1)\nx = x - mean")),
+        # SimpleSAC's fixed temperature and zero losses: a scalar copied over (and waited for) at every update
+        Invalid(training_script("alpha_loss = x.new_tensor(0.0)\nalpha = x.new_tensor(args.alpha_multiplier)\n"
+                                "loss = loss + alpha * alpha_loss")),
         Invalid(
             "import numpy as np\nimport torch\n\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
             "for imgs, _ in dataloader:\n    z = Tensor(np.random.normal(0, 1, (imgs.shape[0], 100)))\n"
@@ -653,10 +658,13 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         return isinstance(expr, cst.Name) or (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name))
 
     def _constant_new_tensor(self, call: cst.Call) -> bool:
-        """`x.new_tensor([0.485, 0.456, 0.406])`: numbers written in the code, copied to x's device on every call."""
+        """`x.new_tensor([0.485, 0.456, 0.406])`, `x.new_tensor(0.0)`, `x.new_tensor(self.config.alpha)`: numbers
+        written in the code or a setting's, copied to x's device (and waited for) on every call."""
         if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "new_tensor" and call.args):
             return False
         data = call.args[0].value
+        if is_number(data) or isinstance(data, cst.Attribute) and self.context.is_host_value(data):
+            return True
         if isinstance(data, cst.Call) and isinstance(data.func, cst.Name) and data.func.value in ("list", "tuple") \
                 and len(data.args) == 1 and isinstance(data.args[0].value, cst.Call):
             # `list(permutations(range(C)))`: host numbers from the standard library's iterators
