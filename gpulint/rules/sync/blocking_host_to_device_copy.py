@@ -74,6 +74,13 @@ _GUARDED_LOOP = (
     "        loss.backward()\n        optimizer.step()\n"
 )
 
+_SETTINGS_DICT_LOOP = (
+    "import torch\n\n\ndef train(model, loader, optimizer, device):\n    args = {{\"device\": device}}\n"
+    "    for x, y in loader:\n"
+    "        x = x.to(args[\"device\"]{blocking})\n        loss = model(x).sum()\n"
+    "        loss.backward()\n        optimizer.step()\n"
+)
+
 # A call that trains on a batch: `learner.train(data)`, `agent.update(batch)`, `loss.backward()`, `opt.step()`.
 _TRAINS = re.compile(r"\.\w*(?:train|update|learn|step|optimi[sz]e|fit)\w*\s*\(|backward\s*\(")
 # `nn.Module`, `torch.nn.Module`, `Optional[nn.Module]`, `pl.LightningModule`: an annotation naming a module class.
@@ -125,7 +132,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         return bool(facts.loader_factories)
 
     docs = RuleDocs(
-        what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.to(**self.tpdv)` "
+        what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.to(args[\"device\"])`, `x.to(**self.tpdv)` "
         "where the file, or any file for an attribute (a base class's `self.tpdv`), binds those keyword arguments to a "
         "device (`self.tpdv = dict(dtype=..., device=device)`), `x.cuda()`, "
         "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
@@ -295,6 +302,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         Invalid(_GUARDED_LOOP.format(copy="x.to(device, non_blocking=False)"),
                 fixed=_GUARDED_LOOP.format(copy="x.to(device, non_blocking=True)")),
         Invalid(_PREPARED_SCRIPT.format(pin=""), fixed=_PREPARED_SCRIPT.format(pin=", pin_memory=True")),
+        # DGL-LifeSci's examples keep the device in a settings dict
+        Invalid(_SETTINGS_DICT_LOOP.format(blocking=""), fixed=_SETTINGS_DICT_LOOP.format(blocking=", non_blocking=True")),
         # A loop over step numbers fetching each batch with `next`: the loader feeds the copy (the loader and the copy)
         Invalid(_STEPS_SCRIPT.format(pin="", blocking=""),
                 fixed=_STEPS_SCRIPT.format(pin=", pin_memory=True", blocking=", non_blocking=True"), count=2),
@@ -733,6 +742,9 @@ class BlockingHostToDeviceCopy(SyncRule):
             return target.raw_value.split(":")[0] in ("cuda", "xpu", "mps")
         if isinstance(target, cst.Integer):
             return True
+        if isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) \
+                and isinstance(key := target.slice[0].slice.value, cst.SimpleString):
+            return bool(_DEVICE_WORDS.search(key.raw_value))  # `args['device']`: a settings dict's device (DGL-LifeSci)
         name = dotted_name(target.func) if isinstance(target, cst.Call) else dotted_name(target)  # `dist_util.dev()`
         if name is None or "dtype" in name:
             return False
