@@ -349,7 +349,8 @@ class FileContext:
             return
         if parts is None:
             location = self.location_of(iterable)  # the rows (or elements) of a device tensor (list) are on the device
-            self._bind(target, location if location in ("host", "device") else "unknown")
+            # (and so are the parts of each row: `for H_, W_ in spatial_shapes`, 0-d device tensors)
+            self._bind(target, location if location in ("host", "device") else "unknown", unpacked=location)
             return
         located: list[Location] = ["host" if p is None or self.location_of(p) == "host" else "unknown" for p in parts]
         if type(target) in (cst.Tuple, cst.List) and len(target.elements) == len(parts):
@@ -357,6 +358,9 @@ class FileContext:
                 if type(element.value) in (cst.Tuple, cst.List) and part is not None and self._zipped(part):
                     # `for i, (start, end) in enumerate(zip(starts, ends))`: the inner pair is zip's, not a host pair
                     self._bind_loop_target(element.value, part)
+                elif part is not None and location == "unknown":
+                    # `for lvl, (H_, W_) in enumerate(spatial_shapes)`: the wrapped iterable's own elements
+                    self._bind_element_of(element.value, part)
                 else:
                     self._bind(element.value, location)
         else:
@@ -429,7 +433,14 @@ class FileContext:
                     return False
         return False
 
-    def _bind(self, target: cst.BaseExpression, location: Location) -> None:
+    def _bind_element_of(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        """Bind `target` to an element of `iterable`, as a loop over it would."""
+        location = self.location_of(iterable)
+        self._bind(target, location if location in ("host", "device") else "unknown", unpacked=location)
+
+    def _bind(self, target: cst.BaseExpression, location: Location, unpacked: Location = "unknown") -> None:
+        """`unpacked`: where the parts of an unpacked value live (a device tensor's rows unpack to device tensors; the
+        parts of what a call returns may be anything)."""
         if isinstance(target, cst.Name):
             if self._element_lists:  # (most files bind no list of moved tensors: no lookup per binding)
                 self._scopes[-1].pop(_ELEMENTS + target.value, None)
@@ -442,7 +453,7 @@ class FileContext:
                 self._scopes[-1][target.value] = location
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
-                self._bind(element.value, "unknown" if location == "device" else location)
+                self._bind(element.value, unpacked if location == "device" else location)
 
     def location_of(self, expr: cst.BaseExpression) -> Location:
         """Where the value of `expr` lives: "host" when it is already a Python/host value (`.item()`, `.tolist()`,

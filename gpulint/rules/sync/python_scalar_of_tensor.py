@@ -133,6 +133,10 @@ class PythonScalarOfTensor(SyncRule):
         Invalid(training_script("ok = math.isfinite(loss)", header="import math")),
         Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),
         Invalid(training_script("ends = (out > 0).sum(dim=1)\nfor i in range(out.shape[0]):\n    head = out[i, :ends[i]]")),
+        # Deformable DETR's reference points: each level's (H, W) row of a device tensor, unpacked, sizes a linspace
+        Invalid(training_script("shapes = torch.as_tensor([(8, 8), (4, 4)], device=out.device)\n"
+                                "for lvl, (h, w) in enumerate(shapes):\n"
+                                "    ys = torch.linspace(0.5, h - 0.5, h, device=out.device)"), count=1),
         Invalid(training_script("order = [0] * out.shape[0]\nfor i, row in enumerate(torch.argsort(out.sum(1))):\n"
                                 "    order[row] = i")),
         Invalid(training_script("ks = torch.clamp(out.sum(1).int(), min=1)\n"
