@@ -30,6 +30,9 @@ _SIZE_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", 
 # The keywords that take a factory's sizes or bounds (`torch.arange(start=0, end=n)`, `torch.full(size=..., ...)`).
 _SIZE_KEYWORDS = frozenset({"start", "end", "step", "steps", "size"})
 _FACTORY_WORDS = ("zeros(", "ones(", "empty(", "full(", "rand(", "randn(", "arange(", "linspace(")
+# Tensor methods whose sizes PyTorch converts to Python ints: `z.view(bs, -1, spatial_shapes[i][0], spatial_shapes[i][1])`.
+_SHAPE_METHODS = frozenset({"view", "reshape", "expand", "repeat"})
+_SHAPE_WORDS = (".view(", ".reshape(", ".expand(", ".repeat(")
 
 
 def _is_whole_argmax(expr: cst.BaseExpression) -> bool:
@@ -70,11 +73,11 @@ class PythonScalarOfTensor(SyncRule):
         "copy"
     )
     # A slice; a function is parsed only when a bound is not a number (below).
-    triggers = _CALL_WORDS + _FACTORY_WORDS + (":",)
+    triggers = _CALL_WORDS + _FACTORY_WORDS + _SHAPE_WORDS + (":",)
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        return any(w in code for w in _CALL_WORDS + _FACTORY_WORDS) or _NAMED_SLICE_BOUND.search(code) is not None \
+        return any(w in code for w in _CALL_WORDS + _FACTORY_WORDS + _SHAPE_WORDS) or _NAMED_SLICE_BOUND.search(code) is not None \
             or _LIST_BOUND.search(code) is not None or _RANGE_OF_VALUE.search(code) is not None
 
     docs = RuleDocs(
@@ -83,7 +86,8 @@ class PythonScalarOfTensor(SyncRule):
         "a tensor used as a slice bound (`x[start:ends[i]]`, `x[:n]` with `n = mask.sum()`), and a tensor passed "
         "where PyTorch needs a Python int (`torch.topk(x, k=ks[i])`) or number (a size, bound or fill value of a "
         "factory: `x.new_zeros([B, idx.max() + 1])`, `torch.arange(lengths.max())`, `torch.linspace(d.min(), d.max(), "
-        "n)`), a tensor used as the index of a Python list (`order[ids[i]] = i` with `order = [0] * n`), and a 0-dim "
+        "n)`; or a size of `view`, `reshape`, `expand`, `repeat`: `z.view(b, -1, shapes[i][0], shapes[i][1])` with "
+        "`shapes` on the device), a tensor used as the index of a Python list (`order[ids[i]] = i` with `order = [0] * n`), and a 0-dim "
         "index over all elements used to index a tensor (`x[torch.argmax(scores)]`, which PyTorch selects with "
         "`.item()`), and a per-row offset used as a slice bound in a loop over a tensor's rows (`for i in "
         "range(x.size(0)): start = starts[i]; ret[i] = x[i, :, start:start + n]`, `starts` a parameter not known to "
@@ -107,6 +111,8 @@ class PythonScalarOfTensor(SyncRule):
         "`isinstance(x, torch.Tensor)` test sends non-tensors to (`... else float(x)`) is not flagged."),
     )
     valid = (
+        training_script("level = out.view(out.shape[0], -1, 8, 8)\nflat = out.reshape(-1, cfg.n_embd)",
+                        header="class cfg:\n    n_embd = 4"),
         training_script("lr = float(optimizer.param_groups[0][\"lr\"])"),
         training_script("rows = out.argmax(dim=1)\npicked = out[torch.arange(out.shape[0], device=out.device), rows]"),
         training_script("n = int(x.shape[0])"),
@@ -133,6 +139,9 @@ class PythonScalarOfTensor(SyncRule):
         Invalid(training_script("ok = math.isfinite(loss)", header="import math")),
         Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),
         Invalid(training_script("ends = (out > 0).sum(dim=1)\nfor i in range(out.shape[0]):\n    head = out[i, :ends[i]]")),
+        # Mask2Former's pixel decoder: each level's output viewed with sizes read from a device tensor of shapes
+        Invalid(training_script("shapes = torch.as_tensor([(8, 8), (4, 4)], device=out.device)\n"
+                                "level = out.view(2, -1, shapes[0][0], shapes[0][1])")),
         # Deformable DETR's reference points: each level's (H, W) row of a device tensor, unpacked, sizes a linspace
         Invalid(training_script("shapes = torch.as_tensor([(8, 8), (4, 4)], device=out.device)\n"
                                 "for lvl, (h, w) in enumerate(shapes):\n"
@@ -265,8 +274,25 @@ class PythonScalarOfTensor(SyncRule):
                 and not self.in_per_tensor_loop():
             self.report(node, self.message_size.format(func=label))
 
+    def _shape_arguments(self, node: cst.Call) -> None:
+        """`z.view(bs, -1, spatial_shapes[i][0], spatial_shapes[i][1])` with `spatial_shapes` on the device (Mask2Former's
+        pixel decoder): each size is read on the host."""
+        func = node.func
+        if not isinstance(func, cst.Attribute) or self.context.is_host_value(func.value):
+            return
+        sizes = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+        if len(sizes) == 1 and isinstance(sizes[0], (cst.List, cst.Tuple)):
+            sizes = [e.value for e in sizes[0].elements]
+        # (an attribute, `cfg.n_embd`, is a setting, not a tensor)
+        if any(not isinstance(n, cst.Attribute) and self._is_device_int(n) for n in sizes) \
+                and not self.in_per_tensor_loop():
+            self.report(node, self.message_size.format(func=f".{func.attr.value}"))
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SHAPE_METHODS:
+            self._shape_arguments(node)
+            return
         if last_name(func) in _INT_ARGUMENTS:
             self._int_argument(node)
             return
