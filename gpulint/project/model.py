@@ -1092,7 +1092,8 @@ class Project:
         """What a wrapper keeps of what it was given: `self.net = net` in `__init__(self, net)` holds what every
         place building the class passes as `net` (`AutoregressiveWrapper(self.decoder)`), where the model knows
         their classes; nothing when it knows none (the caller guesses)."""
-        source = next((a.source for a in init.assigns if a.target == attribute and a.source), "")
+        source = next((a.source or self._cloned_argument(cls.path, init, a) for a in init.assigns
+                       if a.target == attribute and (a.source or a.callee)), "")
         if source not in init.params[1:]:
             return set()
         position = init.params.index(source) - 1
@@ -1102,6 +1103,20 @@ class Project:
             found |= self.types_of(path, scope, passed, depth=2) if passed else set()
         found.discard(cls)  # `model = Wrapper(model)`: the name's other binding, not what was passed
         return found
+
+    def _cloned_argument(self, path: str, scope: Scope, assign: Assign) -> str:
+        """The argument `assign` keeps copies of: `self.layers = _get_clones(encoder_layer, num_layers)`, where the
+        project's `_get_clones(module, N)` returns `nn.ModuleList([copy.deepcopy(module) for i in range(N)])` (DETR
+        and its descendants); "" for any other assignment."""
+        if not assign.first_arg or "." in assign.first_arg:
+            return ""
+        for function in self._callable_targets(path, scope, assign.callee):
+            callee = self.files[function.path].scope(function.qualname) if function.qualname else None
+            definition = self.files[function.path].definitions.get(function.qualname) if callee is not None else None
+            if callee is not None and definition is not None and not function.is_class and callee.params \
+                    and re.search(rf"deepcopy\(\s*{re.escape(callee.params[0])}\s*\)", definition.code):
+                return assign.first_arg
+        return ""
 
     # ------------------------------------------------------------------------------------------- objects
     def types_of(self, path: str, scope: Scope, name: str, depth: int = 0) -> set[Target]:

@@ -15159,3 +15159,55 @@ def test_a_model_unpacked_from_a_builder_is_the_class_it_returns(tmp_path, check
     found = check(tmp_path, files, "--select", "GPL401")
     assert [(path, line, confidence, "guessed" in chain) for path, line, _, confidence, chain in found] \
         == [("model.py", 5, "certain", False)]
+
+
+def test_layers_cloned_from_a_layer_passed_in_are_that_layer(tmp_path, check):
+    """DETR's idiom: `self.layers = _get_clones(encoder_layer, num_layers)`, where `_get_clones(module, N)` returns
+    `nn.ModuleList([copy.deepcopy(module) for i in range(N)])` and the owner builds `Encoder(EncoderLayer(...), 6)`:
+    `for layer in self.layers: output = layer(...)` runs EncoderLayer's forward (Deformable DETR, Mask2Former)."""
+    files = {
+        "train.py": """
+            import copy
+            import torch
+
+            def _get_clones(module, N):
+                return torch.nn.ModuleList([copy.deepcopy(module) for i in range(N)])
+
+            class EncoderLayer(torch.nn.Module):
+                def forward(self, src, shapes):
+                    assert (shapes[:, 0] * shapes[:, 1]).sum() == src.shape[1]
+                    return src
+
+            class Encoder(torch.nn.Module):
+                def __init__(self, encoder_layer, num_layers):
+                    super().__init__()
+                    self.layers = _get_clones(encoder_layer, num_layers)
+
+                def forward(self, src, shapes):
+                    output = src
+                    for _, layer in enumerate(self.layers):
+                        output = layer(output, shapes)
+                    return output
+
+            class Transformer(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    encoder_layer = EncoderLayer()
+                    self.encoder = Encoder(encoder_layer, 6)
+
+                def forward(self, src):
+                    shapes = torch.as_tensor([(4, 4)], dtype=torch.long, device=src.device)
+                    return self.encoder(src, shapes)
+
+            def main(loader, optimizer):
+                model = Transformer().cuda()
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).sum().backward()
+                    optimizer.step()
+
+            if __name__ == "__main__":
+                main([], None)
+        """,
+    }
+    found = check(tmp_path, files, "--select", "GPL405")
+    assert [(line, confidence) for _, line, _, confidence, _ in found] == [(10, "certain")]
