@@ -111,7 +111,8 @@ class PythonScalarOfTensor(SyncRule):
         "`isinstance(x, torch.Tensor)` test sends non-tensors to (`... else float(x)`) is not flagged."),
     )
     valid = (
-        training_script("level = out.view(out.shape[0], -1, 8, 8)\nflat = out.reshape(-1, cfg.n_embd)",
+        training_script("level = out.view(out.shape[0], -1, 8, 8)\nflat = out.reshape(-1, cfg.n_embd)\n"
+                        "heads = torch.reshape(out, (out.shape[0], 2, -1))",
                         header="class cfg:\n    n_embd = 4"),
         training_script("lr = float(optimizer.param_groups[0][\"lr\"])"),
         training_script("rows = out.argmax(dim=1)\npicked = out[torch.arange(out.shape[0], device=out.device), rows]"),
@@ -281,6 +282,8 @@ class PythonScalarOfTensor(SyncRule):
         if not isinstance(func, cst.Attribute) or self.context.is_host_value(func.value):
             return
         sizes = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+        if (self.context.resolve(func) or "").startswith("torch."):
+            sizes = sizes[1:]  # `torch.reshape(q, (b, t, h, d))`: the function form takes the tensor first
         if len(sizes) == 1 and isinstance(sizes[0], (cst.List, cst.Tuple)):
             sizes = [e.value for e in sizes[0].elements]
         # (an attribute, `cfg.n_embd`, is a setting, not a tensor)
