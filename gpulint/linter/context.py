@@ -565,6 +565,8 @@ class FileContext:
                 return "device"
             if method in SAME_PLACE_METHODS:
                 return self.location_of(func.value)
+            if method in ("pop", "get") and type(func.value) is cst.Attribute and func.value.attr.value in _GRAPH_FEATURES:
+                return self.location_of(func.value)  # `bg.ndata.pop("h")` of a moved DGL graph: its features moved too
             if method in _NUMPY_RANDOM_METHODS and _RNG_NAME.search(last_name(func.value) or ""):
                 return "host"  # `self.rng.choice(n, size=k)`: a numpy Generator draws on the host
             if method == "generate" and any(name_parts(part) & _GENERATING_MODEL_PARTS

@@ -197,6 +197,11 @@ class BlockingHostToDeviceCopy(SyncRule):
         "(`move_to_cuda(batch, gpu)` defined as `batch.cuda(gpu, non_blocking=True)`)."),
     )
     valid = (
+        # DGL-LifeSci: a DGL graph moved to the device carries its features; moving one popped from it copies nothing
+        ("import torch\n\n\ndef run_a_train_epoch(args, model, loader, optimizer):\n    for bg, labels in loader:\n"
+         "        bg = bg.to(args[\"device\"], non_blocking=True)\n        h = bg.ndata.pop(\"h\")\n"
+         "        h = h.to(args[\"device\"])\n        loss = model(bg, h).sum()\n        loss.backward()\n"
+         "        optimizer.step()\n"),
         training_script("z = x.to(torch.float16)"),
         # an EMA moving itself to the device of the weights it averages (`self.to(...)` of an object, no batch)
         ("import torch\n\n\nclass Shadow:\n    def __init__(self, params):\n"
