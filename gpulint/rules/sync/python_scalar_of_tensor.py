@@ -111,8 +111,8 @@ class PythonScalarOfTensor(SyncRule):
         "`isinstance(x, torch.Tensor)` test sends non-tensors to (`... else float(x)`) is not flagged."),
     )
     valid = (
-        training_script("level = out.view(out.shape[0], -1, 8, 8)\nflat = out.reshape(-1, cfg.n_embd)\n"
-                        "heads = torch.reshape(out, (out.shape[0], 2, -1))",
+        training_script("level = out.view(out.shape[0], -1, 1, 1)\nflat = out.reshape(-1, cfg.n_embd)\n"
+                        "heads = torch.reshape(out, (out.shape[0], 1, -1))",
                         header="class cfg:\n    n_embd = 4"),
         training_script("lr = float(optimizer.param_groups[0][\"lr\"])"),
         training_script("rows = out.argmax(dim=1)\npicked = out[torch.arange(out.shape[0], device=out.device), rows]"),
@@ -141,8 +141,8 @@ class PythonScalarOfTensor(SyncRule):
         Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),
         Invalid(training_script("ends = (out > 0).sum(dim=1)\nfor i in range(out.shape[0]):\n    head = out[i, :ends[i]]")),
         # Mask2Former's pixel decoder: each level's output viewed with sizes read from a device tensor of shapes
-        Invalid(training_script("shapes = torch.as_tensor([(8, 8), (4, 4)], device=out.device)\n"
-                                "level = out.view(2, -1, shapes[0][0], shapes[0][1])")),
+        Invalid(training_script("shapes = torch.as_tensor([(1, 1), (1, 1)], device=out.device)\n"
+                                "level = out.view(-1, shapes[0][0], shapes[0][1])")),
         # Deformable DETR's reference points: each level's (H, W) row of a device tensor, unpacked, sizes a linspace
         Invalid(training_script("shapes = torch.as_tensor([(8, 8), (4, 4)], device=out.device)\n"
                                 "for lvl, (h, w) in enumerate(shapes):\n"
