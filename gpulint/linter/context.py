@@ -348,9 +348,7 @@ class FileContext:
             self._bind(target, "device")
             return
         if parts is None:
-            location = self.location_of(iterable)  # the rows (or elements) of a device tensor (list) are on the device
-            # (and so are the parts of each row: `for H_, W_ in spatial_shapes`, 0-d device tensors)
-            self._bind(target, location if location in ("host", "device") else "unknown", unpacked=location)
+            self._bind_element_of(target, iterable)
             return
         located: list[Location] = ["host" if p is None or self.location_of(p) == "host" else "unknown" for p in parts]
         if type(target) in (cst.Tuple, cst.List) and len(target.elements) == len(parts):
@@ -434,7 +432,9 @@ class FileContext:
         return False
 
     def _bind_element_of(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
-        """Bind `target` to an element of `iterable`, as a loop over it would."""
+        """Bind `target` to an element of `iterable`, as a loop over it would: the rows (or elements) of a device
+        tensor (list) are on the device, and so are the parts of each row (`for H_, W_ in spatial_shapes`, 0-d device
+        tensors)."""
         location = self.location_of(iterable)
         self._bind(target, location if location in ("host", "device") else "unknown", unpacked=location)
 
