@@ -299,10 +299,13 @@ class Project:
             [*config_switches, *(v for ix in self.files.values() for v in ix.switches)]) if not _turns_on_the_gpu(name))
         self._aliases_open: set[tuple[str, str, str]] = set()  # see `_local_classes`
         self._flash_requests = self._flash_attention_requests(config_values, config_switches)
-        if self._flash_requests is not None and not any(
-                self._flash_attention_family_requested(path) for path, ix in self.files.items()
-                if "FlashAttention2" in ix.text and any(_FLASH_ATTENTION_CLASS.search(d.name)
-                                                        for d in ix.definitions.values() if d.is_class)):
+        # The files whose FlashAttention-2 classes no request reaches: what `resolve_call` leaves out (most projects
+        # have none, and their calls are not filtered at all).
+        flash_files = frozenset(path for path, ix in self.files.items() if "FlashAttention2" in ix.text and any(
+            d.is_class and _FLASH_ATTENTION_CLASS.search(d.name) for d in ix.definitions.values()))
+        self._flash_off_files = frozenset(
+            path for path in flash_files if not self._flash_attention_family_requested(path))
+        if self._flash_requests is not None and self._flash_off_files == flash_files:
             self.off_switches |= _FLASH_ATTENTION_SWITCHES  # (`if self._use_flash_attention_2:` of every model here)
         self._off_lowered = frozenset(name.lower() for name in self.off_switches)
         self._branch_word_set: frozenset[str] | None = None  # see `_branch_words`
@@ -1625,13 +1628,13 @@ class Project:
     def _unrequested_flash_attention(self, target: Target) -> bool:
         """Is `target` a FlashAttention-2 class (`PhiFlashAttention2`), or one of its methods, that the project never
         asks for?"""
-        return self._flash_requests is not None and _FLASH_ATTENTION_CLASS.search(target.qualname.split(".", 1)[0]) \
-            is not None and not self._flash_attention_family_requested(target.path)
+        return target.path in self._flash_off_files \
+            and _FLASH_ATTENTION_CLASS.search(target.qualname.split(".", 1)[0]) is not None
 
     def resolve_call(self, path: str, scope: Scope, call: Call, per_step: bool) -> _Resolved:
         """The project functions a call reaches. `per_step`: guess for calls the model cannot resolve."""
         out = self._resolve_call(path, scope, call, per_step)
-        if self._flash_requests is not None:  # (`ATTENTION_CLASSES[config._attn_implementation](config)`: eager only)
+        if self._flash_off_files:  # (`ATTENTION_CLASSES[config._attn_implementation](config)`: eager only)
             for found in (out.targets, out.instantiates, out.known):
                 found[:] = [t for t in found if not self._unrequested_flash_attention(t)]
         return out

@@ -8,7 +8,7 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name, params_of
 from gpulint.linter.rule import Invalid, RuleDocs
-from gpulint.rules.common import keyword_arg
+from gpulint.rules.common import is_number, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.metrics.helpers import range_bound, size_of
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
@@ -270,26 +270,29 @@ class PythonScalarOfTensor(SyncRule):
                 continue
             value = arg.value
             numbers += [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
-        # An attribute (`G.z_dim`, `cfg.n_embd`) is a setting of a module or config, not a tensor.
-        if any(not isinstance(n, cst.Attribute) and self._is_device_int(n) for n in numbers) \
-                and not self.in_per_tensor_loop():
-            self.report(node, self.message_size.format(func=label))
+        self._report_tensor_sizes(node, numbers, label)
 
     def _shape_arguments(self, node: cst.Call) -> None:
         """`z.view(bs, -1, spatial_shapes[i][0], spatial_shapes[i][1])` with `spatial_shapes` on the device (Mask2Former's
         pixel decoder): each size is read on the host."""
         func = node.func
-        if not isinstance(func, cst.Attribute) or self.context.is_host_value(func.value):
+        if not isinstance(func, cst.Attribute):
             return
         sizes = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
         if (self.context.resolve(func) or "").startswith("torch."):
             sizes = sizes[1:]  # `torch.reshape(q, (b, t, h, d))`: the function form takes the tensor first
         if len(sizes) == 1 and isinstance(sizes[0], (cst.List, cst.Tuple)):
             sizes = [e.value for e in sizes[0].elements]
-        # (an attribute, `cfg.n_embd`, is a setting, not a tensor)
+        if all(is_number(n) or isinstance(n, cst.Attribute) for n in sizes) or self.context.is_host_value(func.value):
+            return  # (most calls, `x.view(-1, 4)`, `x.view(b, cfg.n_head, -1)`, name no value to read: checked first)
+        self._report_tensor_sizes(node, sizes, f".{func.attr.value}")
+
+    def _report_tensor_sizes(self, node: cst.Call, sizes: list[cst.BaseExpression], label: str) -> None:
+        """Report `node` where one of its sizes is a device tensor. An attribute (`G.z_dim`, `cfg.n_embd`) is a setting
+        of a module or config, not a tensor."""
         if any(not isinstance(n, cst.Attribute) and self._is_device_int(n) for n in sizes) \
                 and not self.in_per_tensor_loop():
-            self.report(node, self.message_size.format(func=f".{func.attr.value}"))
+            self.report(node, self.message_size.format(func=label))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
