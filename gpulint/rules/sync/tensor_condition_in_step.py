@@ -71,6 +71,16 @@ class TensorConditionInStep(SyncRule):
         Invalid(training_script("trimmed = False\nif trimmed or out.argmax(1)[-1] == 2:\n    continue")),
         Invalid(training_script("keep = y > 0\nif 0 in keep.long():\n    continue")),
         Invalid(training_script("unchanged = torch.equal(loss, loss.detach())\nif unchanged:\n    continue")),
+        # the rows a boolean mask leaves are tensors, and so is a count of them (LLaVA's `num_images`)
+        Invalid("import torch\nimport torch.nn.functional as F\n\n\ndef count_rows_with(ids, keep_mask, token):\n"
+                "    rows = [row[mask] for row, mask in zip(ids, keep_mask)]\n    found = 0\n"
+                "    for row in rows:\n        hits = (row == token).sum()\n        if hits == 0:\n"
+                "            continue\n        found += 1\n    return found\n\n\n"
+                "def train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+                "        out = model(x.to(device, non_blocking=True))\n"
+                "        loss = F.cross_entropy(out, y.to(device, non_blocking=True))\n"
+                "        loss.backward()\n        total = count_rows_with(out.argmax(1, keepdim=True), out[:, :1] > 0, 0)\n"
+                "        optimizer.step()\n        optimizer.zero_grad()\n"),
     )
 
     def visit_If(self, node: cst.If) -> None:

@@ -179,6 +179,10 @@ class Tensors:
             self._lists.add(key)  # (or what a project function returns as a list: `t = sched.uniform_sample_t(b)`)
         else:
             self._lists.discard(key)
+        if type(value) in (cst.ListComp, cst.GeneratorExp) and self.is_tensor(value.elt):
+            self._tensor_sequences.add(key)  # `ids = [x[m] for x, m in zip(ids, masks)]`: a loop over it yields tensors
+        else:
+            self._tensor_sequences.discard(key)
         if isinstance(value, cst.Call) and self.context.resolve(value.func) in _NUMPY_INDEX_ARRAYS:
             self._index_arrays.add(key)
         else:
@@ -364,6 +368,9 @@ class Tensors:
                 return True
             if isinstance(expr.value, cst.Name) and self._key(expr.value.value) in self._tensor_sequences:
                 return True  # `grads[0]` of `grads: List[Tensor]`
+            if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index \
+                    and self.is_mask(expr.slice[0].slice.value):
+                return True  # `ids[attention_mask]`: what a boolean tensor indexes is a tensor
             return self.is_tensor(expr.value)
         if isinstance(expr, cst.Call):
             return self._call_is_tensor(expr)
