@@ -164,9 +164,13 @@ class Call:
     param_args: tuple[tuple[str, str], ...] = ()
     periodic: bool = False  # an argument sets a period (`Events.ITERATION_COMPLETED(every=100)`)
     star_args: bool = False  # a positional argument is unpacked (`f(*args)`): which parameters it fills is unknown
+    # Its only unpacked arguments are dicts of data (`self(**data_batch)`), not keywords passed on from its own caller
+    # (`**kwargs`): they fill the parameters that take data, not the switches defaulting to a literal.
+    unpacks_data: bool = False
     conditional: bool = False  # inside an `if` or an `except` of its scope: it may not run whenever the scope does
     none_args: tuple[str, ...] = ()  # the arguments given a literal None ("0", "1"... or the keyword): left out
     false_args: tuple[str, ...] = ()  # the arguments given a literal False ("0", "1"... or the keyword)
+    true_args: tuple[str, ...] = ()  # the arguments given a literal True ("0", "1"... or the keyword)
     # The arguments given a literal string, as (where, word): `uni_prompting(x, "t2i")` -> (("1", "t2i"),)
     word_args: tuple[tuple[str, str], ...] = ()
     # The arguments given a setting of a configuration object (`cfg.algorithm.clip_grad`), "0", "1"... or the keyword:
@@ -222,6 +226,7 @@ class Scope:
     params: tuple[str, ...] = ()
     none_params: tuple[str, ...] = ()  # its parameters defaulting to None
     false_params: tuple[str, ...] = ()  # its parameters defaulting to False (`parallel=False`)
+    true_params: tuple[str, ...] = ()  # its parameters defaulting to True (`return_loss=True`)
     word_defaults: tuple[tuple[str, str], ...] = ()  # its parameters defaulting to a string (`dtype="float"`)
     # its parameters defaulting to a registry's config, with the class it names (`loss_prob=dict(type="BCELoss")`)
     config_defaults: tuple[tuple[str, str], ...] = ()
@@ -1949,6 +1954,10 @@ def _is_false(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is False
 
 
+def _is_true(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
@@ -2156,6 +2165,7 @@ class _Walker:
         defaults, none = _literal_defaults(args)
         scope.none_params = tuple(sorted(none))
         scope.false_params = tuple(sorted(name for name, value in defaults.items() if value is False))
+        scope.true_params = tuple(sorted(name for name, value in defaults.items() if value is True))
         scope.word_defaults = tuple(sorted((name, value) for name, value in defaults.items() if isinstance(value, str)))
         scope.config_defaults = _config_defaults(args)
         self.default_values.append(defaults)
@@ -2232,6 +2242,13 @@ class _Walker:
                 # `if self.training: return losses` (detectron2's meta-architectures, mmdet's heads): what follows is
                 # the inference path, the evaluation branch of the whole rest of the block
                 self.scope.regions.append(Region("eval", self._pos(body[index + 1]), self._end(body[-1])))
+            elif isinstance(statement, ast.If) and not statement.orelse and index + 1 < len(body) \
+                    and isinstance(statement.body[-1], (ast.Return, ast.Raise)) \
+                    and (given := self._given_branch(statement.test)) is not None and given[0] == "orelse":
+                # `if return_loss: return self.forward_train(...)` with `return_loss=True`: what follows is the
+                # `else`, run only for callers passing another value (mmcv models' `forward_test`)
+                self.scope.regions.append(Region("given", self._pos(body[index + 1]), self._end(body[-1]),
+                                                 flags=(given[1],)))
             elif isinstance(statement, ast.If) and not statement.orelse and index + 1 < len(body) \
                     and (_returns_cached(statement) or _returns_while_held(statement, body[index + 1:])):
                 # `if (T, n_steps) == self._cached_mask_params: return self._cached_mask` (salina's transformers):
@@ -2558,10 +2575,8 @@ class _Walker:
         # `if log_timings:` on a parameter defaulting to a literal: a switch that is set, unless a caller says otherwise
         # (a caller passing an interval test makes it a gate: the "param" region)
         flag_parameter = isinstance(test, ast.Name) and test.id in self.default_values[-1]
-        # `if n_res is not None:` on a parameter defaulting to None: the branch runs only for callers passing it.
         fresh = frozenset(self.values.fresh_params[-1])  # parameters not rebound
-        given = given_branch(test, self.none_params[-1] & fresh) or other_value_branch(
-            test, {name: value for name, value in self.default_values[-1].items() if name in fresh})
+        given = self._given_branch(test)
         # `if lengths is None:` on a parameter defaulting to None: the branch runs only for callers leaving it out.
         missing = missing_branch(test, self.none_params[-1] & fresh)
         # `if task == "t2i":` on a parameter: the branch runs for callers passing that word
@@ -2641,6 +2656,14 @@ class _Walker:
         self.values.scopes[-1] = merged_branches(before, *bound, OTHER_BRANCH.get(branch))
         if len(parts_calls) == 2 and all(parts_calls) and self.branch_depth[-1] == 0:  # (both parts call something)
             _called_on_both_branches(node, scope.calls, *parts_calls, self.offset)
+
+    def _given_branch(self, test: ast.AST) -> tuple[str, str] | None:
+        """The part of an `if` that runs only for callers passing a parameter (`if n_res is not None:` on a parameter
+        defaulting to None), or passing it another value than its default (`if norm_type == inf:`), and that
+        parameter."""
+        fresh = frozenset(self.values.fresh_params[-1])  # parameters not rebound
+        return given_branch(test, self.none_params[-1] & fresh) or other_value_branch(
+            test, {name: value for name, value in self.default_values[-1].items() if name in fresh})
 
     def _emptied_again(self, test: ast.AST) -> bool:
         """Does the cache `test` looks in belong to the attributes its class empties again (`_reset_attributes`)?"""
@@ -2892,10 +2915,15 @@ class _Walker:
         # `**losses` spread into the call: "**", whose values are not known.
         call.kw_kinds = tuple((k.arg, self.values.kind_of(k.value)) if k.arg else ("**", "unknown") for k in node.keywords)
         call.star_args = any(isinstance(a, ast.Starred) for a in node.args)
+        call.unpacks_data = not call.star_args and any(k.arg is None for k in node.keywords) and all(
+            k.arg is not None or isinstance(k.value, ast.Name) and k.value.id != scope.keywords_param
+            for k in node.keywords)
         call.none_args = tuple([str(i) for i, a in enumerate(node.args) if self._is_none_value(a)]
                                + [k.arg for k in node.keywords if k.arg and self._is_none_value(k.value)])
         call.false_args = tuple([str(i) for i, a in enumerate(node.args) if _is_false(a)]
                                 + [k.arg for k in node.keywords if k.arg and _is_false(k.value)])
+        call.true_args = tuple([str(i) for i, a in enumerate(node.args) if _is_true(a)]
+                               + [k.arg for k in node.keywords if k.arg and _is_true(k.value)])
         call.word_args = tuple([(str(i), a.value) for i, a in enumerate(node.args) if _is_word(a)]
                                + [(k.arg, k.value.value) for k in node.keywords if k.arg and _is_word(k.value)])
         call.setting_args = tuple([str(i) for i, a in enumerate(node.args) if _is_setting(a)]

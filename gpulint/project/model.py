@@ -127,6 +127,7 @@ _SAVE_LOAD_EVENT_PARTS = frozenset({"state", "save", "load", "checkpoint", "ckpt
 _BUILTINS = frozenset(dir(builtins))
 # Joins (path, caller, parameter) into a vote for what a caller passes on of its own parameter (`_passed_kind`).
 _PASSED_ON = "\0"
+_DATA = "**data"  # a call's unpacked dict of data (`self(**data_batch)`) fills any parameter that takes data
 # Code that builds objects from names written elsewhere (a YAML config): a class no Python file names may still run.
 _BY_NAME_CALLS = ("instantiate(", "instantiate_from_config(", "get_obj_from_str(", "locate(")  # and `_LOADS_BY_NAME`
 # Lightning's CLI builds the `class_path:` of its YAML configs (models, data modules, callbacks).
@@ -255,6 +256,9 @@ class Project:
         # Functions read while what their calls pass chose some of their `if task == "...":` branches, and those to
         # read again because a later call passes another word (or one of unknown arguments reaches them)
         self._word_blocked: set[Key] = set()
+        # Functions read with calls left unreached in a branch for a switch no call so far passes another value than
+        # its default (`if return_loss: return ...` before `forward_test`): read again once one does.
+        self._switch_blocked: dict[Key, frozenset[str]] = {}
         self._word_revisits: list[Key] = []
         self._reached_unresolved: set[Key] = set()
         # Of each function the setup calls (outside the step), the parameters each such call gives a value.
@@ -3404,6 +3408,9 @@ class Project:
                               "which works on the steps profiling is asked for")
             if not resolved_call and reach.rank <= GATED:
                 self._reached_unresolved.add(key)
+                if key in self._switch_blocked:
+                    del self._switch_blocked[key]
+                    self._word_revisits.append(key)  # reached by a call the model cannot read: a switch may be passed
                 if not arguments_known:
                     if key in self._word_blocked and key not in self._reached_unknown_arguments:
                         self._word_revisits.append(key)  # what it is passed is no longer known: every branch may run
@@ -3926,6 +3933,8 @@ class Project:
         facts = self.function_facts(path, scope)
         if facts.word_params and any(region.kind == "word" for region in scope.regions):
             self._word_blocked.add(key)
+        if facts.unset_params:
+            self._switch_blocked[key] = facts.unset_params
         if reach.rank == PER_STEP and scope.name == "training_step" and scope.cls \
                 and scope.cls.rsplit(".", 1)[-1] in self._lightning_classes(path):
             # Lightning steps the optimizers `configure_optimizers` builds after every `training_step` (solo-learn's
@@ -4365,25 +4374,32 @@ class Project:
         return callee, list(callee.params[1:] if bound and callee.params else callee.params)
 
     @staticmethod
-    def _given_values(call: Call, params: list[str]) -> set[str]:
-        """The parameters a call gives a value (a None passed is none: `writer=None`), "*" for any (unpacked
-        arguments), "**" for unpacked keywords."""
-        given = {p for index, p in enumerate(params[: len(call.arg_kinds)]) if str(index) not in call.none_args}
-        given.update(keyword for keyword, _ in call.kw_kinds if keyword not in call.none_args)
+    def _given_values(call: Call, params: list[str], callee: Scope) -> set[str]:
+        """The parameters a call gives a value (a None passed is none: `writer=None`, and a switch passed its own
+        default is left as it is: `return_loss=True`); "*" for any (unpacked arguments), `_DATA` for any that takes
+        data (a dict of data unpacked)."""
+        defaults = {**dict.fromkeys(callee.true_params, True), **dict.fromkeys(callee.false_params, False)}
+        left = {*call.none_args, *(where for where in call.true_args if defaults.get(_param_at(where, params)) is True),
+                *(where for where in call.false_args if defaults.get(_param_at(where, params)) is False)}
+        given = {p for index, p in enumerate(params[: len(call.arg_kinds)]) if str(index) not in left}
+        given.update(keyword for keyword, _ in call.kw_kinds if keyword not in left)
         if call.unpacks:
-            given.add("*")
+            given.add(_DATA if call.unpacks_data else "*")
         return given
 
     def _record_arguments(self, key: Key, call: Call, bound: bool, path: str, scope: Scope) -> None:
         filled = self._callee_params(key, bound)
         if filled is None:
             return
-        _, params = filled
+        callee, params = filled
         votes = self._gate_votes.setdefault(key, {})
         self._record_kinds(key, call, bound, path, scope)
         self._record_given(key, call, bound, (path, scope.qualname))
-        values = self._given_values(call, params)
+        values = self._given_values(call, params, callee)
         self._passed_params.setdefault(key, set()).update(values)
+        if (blocked := self._switch_blocked.get(key)) is not None and (values & blocked or "*" in values):
+            del self._switch_blocked[key]
+            self._word_revisits.append(key)  # a switch is passed another value now: its branch runs
         self._passes_by_call.setdefault(key, []).append(
             (frozenset(values), _passed_on(call, params, (path, scope.qualname))))
         # An interval test the shipped settings make true on most steps (`update_grad=(i + 1) % update_freq == 0` with
@@ -4446,7 +4462,7 @@ class Project:
         votes = self._gate_votes.get(key, {})
         return FunctionFacts(
             self.reach.get(key), loops, frames, epoch, frozenset(p for p, gated in votes.items() if gated), param_kinds,
-            self._unset_params(key, scope) if final else frozenset(),
+            self._unset_params(key, scope) if final else self._unset_switches(key, scope),
             frozenset(p for p, gated in votes.items() if not gated), key in self._called_every_step,
             self._given_params(key, scope) if final else frozenset(),
             self._false_params(key) if final else frozenset(),
@@ -4539,7 +4555,7 @@ class Project:
             (by_position[int(where)] if where.isdigit() else where): word for where, word in call.word_args
             if not where.isdigit() or int(where) in by_position}
         if not call.unpacks:  # a word parameter the call leaves out takes its default (`dtype="float"`)
-            passed = self._given_values(call, params) | {keyword for keyword, _ in call.kw_kinds}
+            passed = self._given_values(call, params, callee) | {keyword for keyword, _ in call.kw_kinds}
             words.update((param, word) for param, word in callee.word_defaults if param not in passed)
         self._words_by_call.setdefault(key, []).append(words)
         if before is not None and self._param_words(key) != before:
@@ -4552,7 +4568,7 @@ class Project:
         if call.unpacks:
             return frozenset()
         by_position = dict(enumerate(params))
-        passed = self._given_values(call, params)  # (a None passed leaves `if parallel:` as untaken)
+        passed = self._given_values(call, params, callee)  # (a None passed leaves `if parallel:` as untaken)
         return frozenset([by_position[int(where)] for where in call.false_args
                           if where.isdigit() and int(where) in by_position]
                          + [where for where in call.false_args if not where.isdigit()]
@@ -4636,6 +4652,14 @@ class Project:
         tested = [r.flags[0] for r in scope.regions if r.kind == "given"]
         return frozenset(p for p in tested if self._never_given(key, scope, p, seen))
 
+    def _unset_switches(self, key: Key, scope: Scope) -> frozenset[str]:
+        """While the step is being read: the switches (parameters defaulting to True or False) tested by `if` that no
+        call read so far passes another value; a call passing one later reads the function again."""
+        if not scope.true_params and not scope.false_params or not any(r.kind == "given" for r in scope.regions):
+            return frozenset()
+        switches = {*scope.true_params, *scope.false_params}
+        return frozenset(p for p in self._unset_params(key, scope) if p in switches)
+
     def _never_given(self, key: Key, scope: Scope, param: str, seen: frozenset[Key]) -> bool:
         """Does no call that reaches the function give `param` a value (`_unset_params`)?"""
         passed = self._passed_params.get(key)
@@ -4644,8 +4668,8 @@ class Project:
             passed = set().union(*self._program_calls[key])
         elif passed is None or key in self._reached_unresolved:
             return False
-        if "*" in passed:
-            return False
+        if "*" in passed or _DATA in passed and param in scope.none_params:
+            return False  # (a dict of data unpacked may fill what defaults to None, not a switch's literal default)
         return param not in passed or in_step and self._passes_only_unset(key, param, seen | {key})
 
     def _passes_only_unset(self, key: Key, param: str, seen: frozenset[Key]) -> bool:
@@ -4669,7 +4693,7 @@ class Project:
         filled = self._callee_params(key, bound)
         if filled is not None:
             callee, params = filled
-            self._program_calls.setdefault(key, []).append(frozenset(self._given_values(call, params)))
+            self._program_calls.setdefault(key, []).append(frozenset(self._given_values(call, params, callee)))
             self._program_false.setdefault(key, []).append(self._given_false(callee, call, params))
 
     def _passed_kind(self, key: Key, param: str, seen: frozenset = frozenset()) -> str:
@@ -5455,6 +5479,13 @@ _READ_GUESSES = 64
 _PREDICTION_PARTS = frozenset({"predict", "prediction", "inference", "infer"})
 # The library bases of a class that make no module of it: Python's and typing's.
 _PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol"})
+
+
+def _param_at(where: str, params: list[str]) -> str:
+    """The parameter an argument fills: "0", "1"... by position among `params`, else the keyword itself."""
+    if where.isdigit():
+        return params[int(where)] if int(where) < len(params) else ""
+    return where
 
 
 def _passed_on(call: Call, params: list[str], caller: Key) -> dict[str, tuple[Key, str]]:

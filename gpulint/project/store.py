@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/71"
+FORMAT = "gpulint.project/72"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -62,6 +62,7 @@ def scope_from(data: dict) -> Scope:
             "params": tuple(data["params"]),
             "none_params": tuple(data["none_params"]),
             "false_params": tuple(data["false_params"]),
+            "true_params": tuple(data["true_params"]),
             "word_defaults": tuple(tuple(pair) for pair in data["word_defaults"]),
             "config_defaults": tuple(tuple(pair) for pair in data["config_defaults"]),
             "required_params": tuple(data["required_params"]),
@@ -85,6 +86,7 @@ def scope_from(data: dict) -> Scope:
                     "arg_callees": tuple(call["arg_callees"]), "kw_names": tuple(tuple(k) for k in call["kw_names"]),
                     "param_args": tuple(tuple(pair) for pair in call["param_args"]),
                     "none_args": tuple(call["none_args"]), "false_args": tuple(call["false_args"]),
+                    "true_args": tuple(call["true_args"]),
                     "word_args": tuple(tuple(pair) for pair in call["word_args"]),
                     "setting_args": tuple(call["setting_args"]),
                 })

@@ -1104,6 +1104,52 @@ def test_a_branch_for_a_value_no_caller_gives_a_parameter_is_not_per_step(tmp_pa
     assert 9 in lines
 
 
+def test_the_rest_of_a_block_after_a_switch_returns_runs_only_for_callers_passing_its_other_value(tmp_path, check):
+    """mmcv's models: `forward(imgs, label=None, return_loss=True)` returns `forward_train(...)` under `if
+    return_loss:`; the test path after it (`forward_test`, which copies scores to the CPU) runs for callers passing
+    `return_loss=False`. The training step passes `return_loss=True` (its default) and unpacks a dict of data
+    (`**aux_info`), which fills data parameters, not switches. An evaluation call in the step runs the test path."""
+    files = {
+        "recognizer.py": """
+            import torch
+
+            class Recognizer(torch.nn.Module):
+                def forward(self, imgs, label=None, return_loss=True, **kwargs):
+                    if return_loss:
+                        return self.forward_train(imgs, label, **kwargs)
+                    return self.forward_test(imgs, **kwargs)
+
+                def forward_train(self, imgs, label, **kwargs):
+                    return torch.nn.functional.cross_entropy(self.head(imgs), label)
+
+                def forward_test(self, imgs, **kwargs):
+                    return self.head(imgs).cpu().numpy()
+
+                def train_step(self, data_batch, optimizer):
+                    aux_info = {k: data_batch[k] for k in self.aux_keys}
+                    loss = self(data_batch["imgs"], data_batch["label"], return_loss=True, **aux_info)
+                    return loss
+        """,
+        "train.py": """
+            import torch
+            from recognizer import Recognizer
+
+            def train(loader):
+                model = Recognizer().cuda()
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for batch in loader:
+                    loss = model.train_step(batch, opt)
+                    loss.backward()
+                    opt.step()
+        """,
+    }
+    lines = {line for path, line, *_ in check(tmp_path, files) if path == "recognizer.py"}
+    assert 14 not in lines
+    files["train.py"] = files["train.py"].replace("opt.step()", "opt.step()\n                    model(batch, return_loss=False)")
+    lines = {line for path, line, *_ in check(tmp_path, files) if path == "recognizer.py"}
+    assert 14 in lines
+
+
 def test_a_grad_cam_that_calls_backward_is_no_training_step(tmp_path):
     """LAVIS's `compute_gradcam(model, ...)` calls `loss.backward()` to read attention gradients for a picture:
     a visualisation, not a step of training."""
