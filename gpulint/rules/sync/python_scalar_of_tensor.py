@@ -136,6 +136,14 @@ class PythonScalarOfTensor(SyncRule):
     )
     invalid = (
         Invalid(training_script("loss_f = float(loss)")),
+        # a list of tensors a branch may replace with Nones still yields tensors where an element is not None
+        Invalid(training_script(
+            "kept = weighted(torch.stack([loss]), [torch.ones_like(loss)])",
+            header="\n\ndef weighted(losses, weights: list[torch.Tensor] | None = None):\n    if weights is None:\n"
+                   "        weights = [None] * len(losses)\n    kept = 0.0\n"
+                   "    for loss, weight in zip(losses, weights):\n"
+                   "        if weight is not None and bool((weight != 0).any()):\n"
+                   "            kept = kept + loss * weight\n    return kept")),
         Invalid(training_script("best = torch.argmax(out.sum(1))\npicked = out[best].mean()")),
         Invalid(training_script("ok = math.isfinite(loss)", header="import math")),
         Invalid(training_script("correct = int((model(x).argmax(1) == y).sum())")),

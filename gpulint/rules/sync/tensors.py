@@ -180,9 +180,9 @@ class Tensors:
         else:
             self._lists.discard(key)
         if type(value) in (cst.ListComp, cst.GeneratorExp) and self.is_tensor(value.elt):
-            self._tensor_sequences.add(key)  # `ids = [x[m] for x, m in zip(ids, masks)]`: a loop over it yields tensors
-        else:
-            self._tensor_sequences.discard(key)
+            # `ids = [x[m] for x, m in zip(ids, masks)]`: a loop over it yields tensors (a rebinding to anything else
+            # may sit in a branch, `if ws is None: ws = [None] * n`, so it leaves what the name held)
+            self._tensor_sequences.add(key)
         if isinstance(value, cst.Call) and self.context.resolve(value.func) in _NUMPY_INDEX_ARRAYS:
             self._index_arrays.add(key)
         else:
