@@ -4378,9 +4378,8 @@ class Project:
         """The parameters a call gives a value (a None passed is none: `writer=None`, and a switch passed its own
         default is left as it is: `return_loss=True`); "*" for any (unpacked arguments), `_DATA` for any that takes
         data (a dict of data unpacked)."""
-        defaults = {**dict.fromkeys(callee.true_params, True), **dict.fromkeys(callee.false_params, False)}
-        left = {*call.none_args, *(where for where in call.true_args if defaults.get(_param_at(where, params)) is True),
-                *(where for where in call.false_args if defaults.get(_param_at(where, params)) is False)}
+        left = {*call.none_args, *(where for where in call.true_args if _param_at(where, params) in callee.true_params),
+                *(where for where in call.false_args if _param_at(where, params) in callee.false_params)}
         given = {p for index, p in enumerate(params[: len(call.arg_kinds)]) if str(index) not in left}
         given.update(keyword for keyword, _ in call.kw_kinds if keyword not in left)
         if call.unpacks:
@@ -4655,10 +4654,11 @@ class Project:
     def _unset_switches(self, key: Key, scope: Scope) -> frozenset[str]:
         """While the step is being read: the switches (parameters defaulting to True or False) tested by `if` that no
         call read so far passes another value; a call passing one later reads the function again."""
-        if not scope.true_params and not scope.false_params or not any(r.kind == "given" for r in scope.regions):
+        if not scope.true_params and not scope.false_params:
             return frozenset()
         switches = {*scope.true_params, *scope.false_params}
-        return frozenset(p for p in self._unset_params(key, scope) if p in switches)
+        return frozenset(r.flags[0] for r in scope.regions if r.kind == "given" and r.flags[0] in switches
+                         and self._never_given(key, scope, r.flags[0], frozenset()))
 
     def _never_given(self, key: Key, scope: Scope, param: str, seen: frozenset[Key]) -> bool:
         """Does no call that reaches the function give `param` a value (`_unset_params`)?"""
