@@ -100,6 +100,9 @@ _INDEX_FACTORIES = frozenset({"arange", "randperm", "randint"})
 # numpy's, whose arrays index device tensors in RL minibatch loops (`b_obs[mb_inds]`)
 _NUMPY_INDEX_FACTORIES = frozenset({"numpy.arange", "numpy.random.permutation", "numpy.random.choice",
                                     "numpy.random.randint"})
+# Functions wrapping host data in a CPU tensor unless given a device (`torch.tensor(offsets)`).
+_HOST_DATA_WRAPPERS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor",
+                                 "torch.FloatTensor", "torch.LongTensor"})
 _MOVES_SELF_ATTRIBUTE = re.compile(r"\bself\.\w+\.(?:to|cuda)\(")
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
@@ -139,8 +142,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         "minibatch's `perm[start:end]`) that index a tensor not known to "
         "be on the host (`logits[torch.arange(n), labels]`: the index is copied over), numpy index arrays that index a "
         "device tensor (`b_obs[mb_inds]` with `mb_inds` a slice of `np.arange(n)` or `np.random.permutation(n)`), "
-        "attributes `__init__` builds so "
-        "and a method moves every call (a noise schedule's `self.betas.to(x.device)`), tensors built so and handed "
+        "attributes `__init__` builds so or wraps from host data "
+        "(`self.base = torch.tensor(offsets)`) and a method moves every call (a noise schedule's "
+        "`self.betas.to(x.device)`, a head's `self.base.type_as(x)`), tensors built so and handed "
         "to a "
         "project function that moves that parameter to the device as it is (`cross_entropy_logits(d, "
         "torch.zeros(n))`, whose `target.type_as(logits)` copies it; the project model finds such functions), and "
@@ -214,6 +218,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                         header="windows = {}\nkey = 400"),
         training_script("order = np.arange(8)\nsizes = [4, 5, 6][order[0]]", header="import numpy as np"),
         "import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        self.keep = self.keep.to(x.device)\n        return x * self.keep[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n",
+        # the same attribute cast to a tensor known to be on the host: a dtype cast, nothing is copied
+        "import numpy as np\nimport torch\n\n\nclass Head(torch.nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.base = torch.tensor(np.arange(18.0))\n\n"
+        "    def forward(self, x):\n        return x.sum() + self.base.type_as(x.cpu()).sum().item()\n\n\n"
+        "def main(loader, opt, device):\n    head = Head().to(device)\n    for x in loader:\n"
+        "        head(x.to(device, non_blocking=True)).backward()\n        opt.step()\n",
     )
     invalid = (
         # the GPU is the default device only while the model is built (LLaMA-Adapter), then the CPU again
@@ -299,6 +309,14 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         Invalid(training_script("mask = torch.tril(torch.ones(8, 8)).to(x.device)")),
         Invalid(training_script("onehot = torch.eye(10)[y.cpu().long()].to(x.device)")),
         Invalid("import torch\n\n\nclass Scheduler:\n    def __init__(self, n):\n        self.betas = torch.linspace(1e-4, 0.02, n)\n        self.keep = torch.cumprod(1.0 - self.betas, dim=0)\n\n    def add_noise(self, x, t):\n        return x * self.keep.to(x.device)[t].view(-1, 1)\n\n\ndef main(model, loader, opt, device):\n    sched = Scheduler(1000)\n    for x in loader:\n        x = x.to(device, non_blocking=True)\n        t = torch.randint(0, 1000, (x.shape[0],), device=device)\n        model(sched.add_noise(x, t)).mean().backward()\n        opt.step()\n"),
+        # a plain attribute wrapped from host data in `__init__`, cast to the input's type in every forward (RepPoints
+        # heads' `self.dcn_base_offset = torch.tensor(offsets).view(...)`)
+        Invalid("import numpy as np\nimport torch\n\n\nclass Head(torch.nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.conv = torch.nn.Conv2d(8, 18, 3)\n"
+                "        self.base = torch.tensor(np.arange(18.0)).view(1, -1, 1, 1)\n\n"
+                "    def forward(self, x):\n        return self.conv(x) - self.base.type_as(x)\n\n\n"
+                "def main(loader, opt, device):\n    head = Head().to(device)\n    for x in loader:\n"
+                "        head(x.to(device, non_blocking=True)).mean().backward()\n        opt.step()\n"),
         Invalid(training_script("mask = torch.ones(8, 8).tril().type(torch.ByteTensor).to(device)")),
         Invalid(training_script("counts = torch.ones((x.shape[0],)) * n_levels + 1\n"
                                 "counts[:2] = torch.randint(1, n_levels, (2,))\ncounts = counts.to(x.device)",
@@ -396,12 +414,29 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 continue
             target = dotted_name(assign.targets[0].target) or ""
             if target.count(".") <= 1 and (target.startswith("self.") or "." not in target):
-                (built.add if self._is_cpu_built(assign.value, built) else built.discard)(target)
+                cpu = self._is_cpu_built(assign.value, built) or self._host_data_tensor(assign.value)
+                (built.add if cpu else built.discard)(target)
         built = {name for name in built if name.startswith("self.")}
         if not built:
             return set()  # (most classes: the other methods need not be walked)
         reset = set().union(*(_assigned_targets(m) for m in methods if m is not init))
         return {name[5:] for name in built if name not in reset}
+
+    def _host_data_tensor(self, expr: cst.BaseExpression) -> bool:
+        """A tensor `__init__` wraps from host data without naming a device, through reshapes: RepPoints heads'
+        `self.dcn_base_offset = torch.tensor(offsets).view(1, -1, 1, 1)`."""
+        while isinstance(expr, cst.Call) and self._reshape_or_cast(expr):
+            expr = expr.func.value  # type: ignore[attr-defined]
+        return isinstance(expr, cst.Call) and self.context.resolve(expr.func) in _HOST_DATA_WRAPPERS \
+            and bool(expr.args) and keyword_arg(expr, "device") is None
+
+    def _moves_attribute(self, move: cst.Call, method: str) -> bool:
+        """Whether `self.attr.<method>(...)` moves a CPU attribute to the device: `.type_as(x)` does unless `x` is
+        known to be on the host (a module's per-step input is a device tensor)."""
+        target = self._target_device(move, method)
+        if method == "type_as":
+            return isinstance(target, cst.BaseExpression) and self.context.location_of(target) != "host"
+        return target is not None
 
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
@@ -435,7 +470,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
             created = (func.value, "")
         attribute = _self_attribute(func.value)
         if created is None and attribute and self._cpu_attributes and attribute in self._cpu_attributes[-1] \
-                and func.attr.value != "type_as" and self._target_device(node, func.attr.value) is not None:
+                and self._moves_attribute(node, func.attr.value):
             if not one_time_branch(self.context):
                 self._report_where_it_runs(node, CPU_ATTRIBUTE_MESSAGE.format(attr=attribute))
             return
