@@ -347,6 +347,10 @@ class Project:
         self._training_files: frozenset[str] | None = None  # see `_files_that_train`
         self._batch_family: frozenset[Target] | None = None  # see `_batch_class_family`
         self._deferred: list[tuple] = []  # guessed method calls, guessed again once the program has built more
+        # The per-step calls making each guess, with how each is bound and where it is: what they pass is recorded
+        # for every candidate (`_record_guessed_call`), once per call and candidate.
+        self._guess_calls: dict[tuple, list[tuple[Call, bool, str, Scope]]] = {}
+        self._guess_recorded: set[tuple[int, Key]] = set()
         # Of each guessed method call (`receiver.method`), the shapes of the calls that made it: see `_accepts`.
         self._guess_shapes: dict[str, set[tuple[int, frozenset[str], bool]]] = {}
         self._module_classes: dict[Target, bool] = {}  # `_of_a_module`, by class
@@ -2197,8 +2201,9 @@ class Project:
 
         # A class a training config names is built too, though by a generic factory (`instantiate_from_config(cfg)`)
         # that no call of the program names it in.
-        # So is one a registry builds by the word a command-line option gives (fairseq's `--arch`).
-        configured = self._config_named() | self._option_chosen()
+        # So is one a registry builds by the word a command-line option gives (fairseq's `--arch`), or by the name a
+        # config gives (detectron2's `PIXEL_DECODER_NAME: MaskDINOEncoder`).
+        configured = self._config_named() | self._option_chosen() | self._registry_named()
         # `model.step(batch)` (hyena-dna's tuning loop): a model's own method, never an optimizer's `step`
         modelled = bool(name_parts(receiver.rsplit(".", 1)[-1]) & _MODEL_NAMES)
         defining = [
@@ -2452,13 +2457,12 @@ class Project:
             words = self.config_names | self.config_keys
             classes = [Target(path, d.qualname, True) for path, ix in self.files.items()
                        for d in ix.definitions.values() if d.is_class and not LOSS_CLASS.search(d.qualname)]
-            keyed = {cls for cls in classes if self._registry_key(cls) in words}
-            if keyed:
-                # A registry that files some classes under keys the configs give files the others under their names
-                # (Pointcept's `@MODELS.register_module()` segmentors beside its `register_module("PT-v3m1")`
-                # backbones): those the configs name are built by the same word.
-                keyed |= {cls for cls in classes if self._registry_key(cls) is None and self._registered(cls)
-                          and cls.qualname.rsplit(".", 1)[-1] in self.config_names}
+            # A registry files a class under the key its decorator gives, else under the class's name (Pointcept's
+            # `@MODELS.register_module()` segmentors beside its `register_module("PT-v3m1")` backbones, detectron2's
+            # `@TRANSFORMER_DECODER_REGISTRY.register()` with `TRANSFORMER_DECODER_NAME: MaskDINODecoder`).
+            keyed = {cls for cls in classes if self._registry_key(cls) in words
+                     or self._registry_key(cls) is None and self._registered(cls)
+                     and cls.qualname.rsplit(".", 1)[-1] in self.config_names}
             self._keyed_classes = frozenset(keyed)
         return self._keyed_classes
 
@@ -3988,14 +3992,15 @@ class Project:
                 if rank == PER_STEP and not call.conditional:
                     self._mark_called_every_step(resolved.targets)
                 if rank <= GATED:  # what a guessed call passes is known all the same, at every call making the guess
+                    making = (call, resolved.bound, path, scope)
+                    self._guess_calls.setdefault(guess, []).append(making)
                     for target in resolved.targets:
-                        self._record_given((target.path, target.qualname), call, resolved.bound, (path, scope.qualname))
-                        self._record_kinds((target.path, target.qualname), call, resolved.bound, path, scope)
+                        self._record_guessed_call(target, making)
                 if guess in self._guesses:
                     continue
                 self._guesses.add(guess)
                 self._deferred.append((resolved.guess, resolved.shape, rank, likely, chain, state.flags, reach.among,
-                                       rank == PER_STEP and not call.conditional))
+                                       rank == PER_STEP and not call.conditional, guess))
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound, path, scope)
@@ -4243,13 +4248,29 @@ class Project:
         """Methods of objects of unknown class, guessed anew with every class the program has built by now (the
         per-step code is read before the setup code that builds, say, the EMA it updates)."""
         deferred, self._deferred = self._deferred, []
-        for guess, shape, rank, likely, chain, flags, among, every_step in deferred:
+        for guess, shape, rank, likely, chain, flags, among, every_step, made in deferred:
             targets = self._guess_in(guess, self._program_of(chain), shape)
             if every_step:
                 self._mark_called_every_step(targets)
+            # The calls making the guess are read: what they pass each candidate is known (`mode="train"` left to
+            # its default), as for a call the model resolves.
+            makers = self._guess_calls.get(made, ())
+            for target in targets:
+                for making in makers:
+                    self._record_guessed_call(target, making)
             self._reach_all(targets, rank, likely, chain, flags, push,
                             guessed=_is_forward_guess(guess) and len(targets) > _READ_GUESSES, among=among,
-                            width=self._width(targets))
+                            width=self._width(targets), arguments_known=bool(makers))
+
+    def _record_guessed_call(self, target: Target, making: tuple[Call, bool, str, Scope]) -> None:
+        """Record what a call making a guess passes `target`, one of its candidates (once per call and candidate)."""
+        call, bound, path, scope = making
+        key = (target.path, target.qualname)
+        if (id(call), key) in self._guess_recorded:
+            return
+        self._guess_recorded.add((id(call), key))
+        self._record_given(key, call, bound, (path, scope.qualname))
+        self._record_kinds(key, call, bound, path, scope)
 
     def _guess_in(self, guess: str, program: frozenset[str] | None,
                   shape: tuple[int, frozenset[str], bool] | None = None) -> list[Target]:
@@ -4550,10 +4571,12 @@ class Project:
         by_position = dict(enumerate(params))
         self._false_by_call.setdefault(key, []).append(self._given_false(callee, call, params))
         before = self._param_words(key) if key in self._word_blocked else None
-        words = {} if call.unpacks else {
+        # (a dict of data unpacked, `self(**data_batch)`, fills the parameters that take data, not the words)
+        known = not call.unpacks or call.unpacks_data
+        words = {} if not known else {
             (by_position[int(where)] if where.isdigit() else where): word for where, word in call.word_args
             if not where.isdigit() or int(where) in by_position}
-        if not call.unpacks:  # a word parameter the call leaves out takes its default (`dtype="float"`)
+        if known:  # a word parameter the call leaves out takes its default (`dtype="float"`, `mode="train"`)
             passed = self._given_values(call, params, callee) | {keyword for keyword, _ in call.kw_kinds}
             words.update((param, word) for param, word in callee.word_defaults if param not in passed)
         self._words_by_call.setdefault(key, []).append(words)
@@ -4563,8 +4586,8 @@ class Project:
     def _given_false(self, callee: Scope, call: Call, params: list[str]) -> frozenset[str]:
         """The parameters a call gives False: a literal False, a parameter defaulting to False left out (maddpg's
         `update(sample, a_i, logger=logger)`, whose `parallel=False` no call passes), or a switch shipped settings
-        leave off."""
-        if call.unpacks:
+        leave off. A dict of data unpacked (`self(**data_batch)`) leaves the flags as they are."""
+        if call.unpacks and not call.unpacks_data:
             return frozenset()
         by_position = dict(enumerate(params))
         passed = self._given_values(call, params, callee)  # (a None passed leaves `if parallel:` as untaken)

@@ -13188,6 +13188,161 @@ def test_detectron2s_trainer_runs_the_meta_architectures_the_configs_name(tmp_pa
                      ("adet/modeling/detectors.py", 11, "GPL401", "likely")}, found
 
 
+def test_detectron2s_parts_named_by_the_configs_run_where_their_module_calls_them(tmp_path, check):
+    """MaskDINO's head keeps `self.predictor`, built by `TRANSFORMER_DECODER_REGISTRY.get(name)(...)` from the config's
+    `TRANSFORMER_DECODER_NAME: MaskDINODecoder`: a registry filing classes under their own names. The head's call runs
+    the forward of the registered decorator the configs name (and whose shape fits), not another registered one; and
+    `self.pixel_decoder.forward_features(...)` runs the method of the registered encoder the configs name."""
+    files = {
+        "train_net.py": """
+            from detectron2.engine import DefaultTrainer, launch
+
+            import maskdino  # noqa: F401
+
+
+            class Trainer(DefaultTrainer):
+                pass
+
+
+            if __name__ == "__main__":
+                launch(Trainer.train)
+        """,
+        "maskdino/__init__.py": "from .arch import MaskDINO\nfrom .parts import DecoderA, DecoderB, Encoder\n",
+        "maskdino/arch.py": """
+            import torch
+            from detectron2.modeling import META_ARCH_REGISTRY
+            from .parts import build_decoder, build_encoder
+
+
+            @META_ARCH_REGISTRY.register()
+            class MaskDINO(torch.nn.Module):
+                def __init__(self, cfg):
+                    super().__init__()
+                    self.pixel_decoder = build_encoder(cfg)
+                    self.predictor = build_decoder(cfg)
+
+                def forward(self, batched_inputs):
+                    feats = self.pixel_decoder.forward_features(batched_inputs)
+                    return self.predictor(feats, feats, targets=None)
+        """,
+        "maskdino/parts.py": """
+            import torch
+            from detectron2.utils.registry import Registry
+
+            DECODER_REGISTRY = Registry("DECODER")
+            ENCODER_REGISTRY = Registry("ENCODER")
+
+
+            def build_decoder(cfg):
+                return DECODER_REGISTRY.get(cfg.MODEL.DECODER_NAME)(cfg)
+
+
+            def build_encoder(cfg):
+                return ENCODER_REGISTRY.get(cfg.MODEL.ENCODER_NAME)(cfg)
+
+
+            @ENCODER_REGISTRY.register()
+            class Encoder(torch.nn.Module):
+                def forward_features(self, x):
+                    return torch.ones(4, 4).cuda() + x
+
+
+            @DECODER_REGISTRY.register()
+            class DecoderA(torch.nn.Module):
+                def forward(self, x, mask_features, targets=None):
+                    return x + torch.zeros(8, 8).cuda()
+
+
+            @DECODER_REGISTRY.register()
+            class DecoderB(torch.nn.Module):
+                def forward(self, x, mask_features, targets=None):
+                    return x + torch.zeros(8, 8).cuda()
+        """,
+        "configs/base.yaml": "MODEL:\n  META_ARCHITECTURE: MaskDINO\n  ENCODER_NAME: Encoder\n  DECODER_NAME: DecoderA\n",
+    }
+    lines = {line for path, line, code, *_ in check(tmp_path, files) if path == "maskdino/parts.py"}
+    assert lines == {20, 26}, lines
+
+
+def test_a_dict_of_data_unpacked_leaves_a_word_parameter_its_default(tmp_path, check):
+    """mmfewshot's classifiers: `train_step` calls `self(**data)`, and `forward(img, mode="train")` dispatches on the
+    word; a batch's dict fills data parameters, so the query branch (a meta-test's, copying scores to the CPU) does not
+    run in the step. A call passing `mode="query"` runs it."""
+    files = {
+        "classifier.py": """
+            import torch
+
+            class Classifier(torch.nn.Module):
+                def forward(self, img=None, mode="train", **kwargs):
+                    if mode in ("train", "support"):
+                        return self.head(img).mean()
+                    else:
+                        return self.head(img).cpu().numpy()
+
+                def train_step(self, data, optimizer):
+                    return self(**data)
+        """,
+        "train.py": """
+            import torch
+            from classifier import Classifier
+
+            def train(loader):
+                model = Classifier().cuda()
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for batch in loader:
+                    loss = model.train_step(batch, opt)
+                    loss.backward()
+                    opt.step()
+        """,
+    }
+    lines = {line for path, line, *_ in check(tmp_path, files) if path == "classifier.py"}
+    assert 9 not in lines
+    files["train.py"] = files["train.py"].replace("opt.step()", "opt.step()\n                    model(batch, mode='query')")
+    lines = {line for path, line, *_ in check(tmp_path, files) if path == "classifier.py"}
+    assert 9 in lines
+
+
+def test_what_a_guessed_call_passes_is_known_for_every_candidate(tmp_path, check):
+    """A call of a module of unknown class (`self.classifier(x)`, guessed among the modules built) passes what it
+    passes to each candidate: a word parameter it leaves out keeps its default, so a branch for another word is not
+    run (the guess is made again once the program has built more, and the candidates found then know it too)."""
+    files = {
+        "models.py": """
+            import torch
+
+            class Classifier(torch.nn.Module):
+                def forward(self, x, mode="train"):
+                    if mode == "query":
+                        return x.cpu().numpy()
+                    return x.mean()
+
+            class Wrapper(torch.nn.Module):
+                def __init__(self, classifier):
+                    super().__init__()
+                    self.classifier = classifier
+
+                def forward(self, x):
+                    return self.classifier(x)
+        """,
+        "train.py": """
+            import torch
+            from models import Classifier, Wrapper
+
+            def train(loader):
+                model = Wrapper(Classifier()).cuda()
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).backward()
+                    opt.step()
+        """,
+    }
+    found = check(tmp_path, files)
+    assert not [f for f in found if f[0] == "models.py" and f[1] == 7], found
+    files["models.py"] = files["models.py"].replace("return self.classifier(x)", "return self.classifier(x, 'query')")
+    found = check(tmp_path, files)
+    assert [f for f in found if f[0] == "models.py" and f[1] == 7], found
+
+
 def test_tuples_returned_in_several_places_keep_the_kinds_they_agree_on(tmp_path, check):
     """mammoth's CNLL returns `0, 0` early and `avg_expert_loss, avg_self_loss` at the end, the second still the `-1`
     it started as: `avg_self_loss < 0` in its caller tests a Python number, while the first element is not known."""
