@@ -135,6 +135,7 @@ _BUILT_BY_NAME = (*_BY_NAME_CALLS, '"_target_"', "'_target_'", "_target_:", "Lig
 # detectron2's trainers, whose `run_step` calls the model the configs name (`build_model(cfg)`).
 _DETECTRON2_TRAINERS = frozenset({"DefaultTrainer", "SimpleTrainer", "AMPTrainer"})
 _META_ARCH_REGISTERED = re.compile(r"@\s*META_ARCH_REGISTRY\.register\b")
+_DETECTRON2_REGISTERED = re.compile(r"@\s*[\w.]*_REGISTRY\.register\(\s*\)")  # fvcore's, filing by class name
 _TRAINER_TRAIN = re.compile(r"\b\w*trainer\.train\(", re.I)  # `trainer.train(resume_from_checkpoint=...)`
 _PER_STEP_DECORATOR = re.compile(r"@[\w.]+\([^)\n]*?(?:ITERATION|Iteration|iteration|STEP|BATCH)")  # `@trainer.on(...)`
 
@@ -2203,7 +2204,8 @@ class Project:
         # that no call of the program names it in.
         # So is one a registry builds by the word a command-line option gives (fairseq's `--arch`), or by the name a
         # config gives (detectron2's `PIXEL_DECODER_NAME: MaskDINOEncoder`).
-        configured = self._config_named() | self._option_chosen() | self._registry_named()
+        configured = self._config_named() | self._option_chosen() | {
+            cls for cls in self._registry_named() if self._registered(cls, _DETECTRON2_REGISTERED)}
         # `model.step(batch)` (hyena-dna's tuning loop): a model's own method, never an optimizer's `step`
         modelled = bool(name_parts(receiver.rsplit(".", 1)[-1]) & _MODEL_NAMES)
         defining = [
@@ -2391,6 +2393,10 @@ class Project:
             # in tables, those of the table the attribute echoes (FunASR's `self.normalize(...)`, a class of
             # `"normalize_classes"`), none where no table does
             keyed = [f for f in models or built if self._keyed_method(f) and self._of_a_module(f)]
+            if not keyed:  # detectron2's registries, filing parts by their own names: `TRANSFORMER_DECODER_NAME:
+                # MaskDINODecoder` for `@TRANSFORMER_DECODER_REGISTRY.register()`, built into `self.predictor`
+                keyed = [f for f in models or built if self._detectron2_part(Target(f.path, _class_of(f), True))
+                         and self._of_a_module(f)]
             tables = {f: self._registry_table(Target(f.path, _class_of(f), True)) for f in keyed}
             if not any(table.startswith("table:") for table in tables.values()):
                 return keyed
@@ -2413,6 +2419,11 @@ class Project:
             if method is not None and not self._abstract(method) and method not in found:
                 found.append(method)
         return found
+
+    def _detectron2_part(self, cls: Target) -> bool:
+        """A class filed by its own name in a detectron2 (fvcore) registry, `@TRANSFORMER_DECODER_REGISTRY.register()`,
+        that the configs name (`TRANSFORMER_DECODER_NAME: MaskDINODecoder`): a part some model builds by that name."""
+        return cls in self._registry_named() and self._registered(cls, _DETECTRON2_REGISTERED)
 
     def _registry_models(self, candidates: list[Target]) -> list[Target]:
         """Of the forwards a model call may run, those of the classes filed in a registry under a key the training
@@ -2457,12 +2468,13 @@ class Project:
             words = self.config_names | self.config_keys
             classes = [Target(path, d.qualname, True) for path, ix in self.files.items()
                        for d in ix.definitions.values() if d.is_class and not LOSS_CLASS.search(d.qualname)]
-            # A registry files a class under the key its decorator gives, else under the class's name (Pointcept's
-            # `@MODELS.register_module()` segmentors beside its `register_module("PT-v3m1")` backbones, detectron2's
-            # `@TRANSFORMER_DECODER_REGISTRY.register()` with `TRANSFORMER_DECODER_NAME: MaskDINODecoder`).
-            keyed = {cls for cls in classes if self._registry_key(cls) in words
-                     or self._registry_key(cls) is None and self._registered(cls)
-                     and cls.qualname.rsplit(".", 1)[-1] in self.config_names}
+            keyed = {cls for cls in classes if self._registry_key(cls) in words}
+            if keyed:
+                # A registry that files some classes under keys the configs give files the others under their names
+                # (Pointcept's `@MODELS.register_module()` segmentors beside its `register_module("PT-v3m1")`
+                # backbones): those the configs name are built by the same word.
+                keyed |= {cls for cls in classes if self._registry_key(cls) is None and self._registered(cls)
+                          and cls.qualname.rsplit(".", 1)[-1] in self.config_names}
             self._keyed_classes = frozenset(keyed)
         return self._keyed_classes
 
