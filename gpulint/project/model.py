@@ -2205,7 +2205,7 @@ class Project:
         # So is one a registry builds by the word a command-line option gives (fairseq's `--arch`), or by the name a
         # config gives (detectron2's `PIXEL_DECODER_NAME: MaskDINOEncoder`).
         configured = self._config_named() | self._option_chosen() | {
-            cls for cls in self._registry_named() if self._registered(cls, _DETECTRON2_REGISTERED)}
+            cls for cls in self._registry_named() if self._detectron2_part(cls)}
         # `model.step(batch)` (hyena-dna's tuning loop): a model's own method, never an optimizer's `step`
         modelled = bool(name_parts(receiver.rsplit(".", 1)[-1]) & _MODEL_NAMES)
         defining = [
@@ -2422,8 +2422,10 @@ class Project:
 
     def _detectron2_part(self, cls: Target) -> bool:
         """A class filed by its own name in a detectron2 (fvcore) registry, `@TRANSFORMER_DECODER_REGISTRY.register()`,
-        that the configs name (`TRANSFORMER_DECODER_NAME: MaskDINODecoder`): a part some model builds by that name."""
-        return cls in self._registry_named() and self._registered(cls, _DETECTRON2_REGISTERED)
+        that the configs name (`TRANSFORMER_DECODER_NAME: MaskDINODecoder`): a part some model builds by that name. Not
+        a meta-architecture, which detectron2's trainer runs as the model (`_library_trainer_models`)."""
+        return cls in self._registry_named() and self._registered(cls, _DETECTRON2_REGISTERED) \
+            and not self._registered(cls, _META_ARCH_REGISTERED)
 
     def _registry_models(self, candidates: list[Target]) -> list[Target]:
         """Of the forwards a model call may run, those of the classes filed in a registry under a key the training
