@@ -182,6 +182,12 @@ class Call:
         """Does the call unpack arguments (`f(*args)`, `f(**kw)`): which parameters they fill is unknown."""
         return self.star_args or any(keyword == "**" for keyword, _ in self.kw_kinds)
 
+    @property
+    def switches_known(self) -> bool:
+        """Are the switches and words the call gives known: it unpacks nothing, or only dicts of data, which fill the
+        parameters that take data (`self(**data_batch)`), not those defaulting to a literal?"""
+        return not self.unpacks or self.unpacks_data
+
     def passed(self, position: int, param: str) -> str:
         """The name this call passes to parameter `param`, at `position` (after `self`), in place or by keyword
         (sockeye's `ModelWithLoss(model=training_model, ...)`); "" for anything else."""
@@ -2576,7 +2582,7 @@ class _Walker:
         # (a caller passing an interval test makes it a gate: the "param" region)
         flag_parameter = isinstance(test, ast.Name) and test.id in self.default_values[-1]
         fresh = frozenset(self.values.fresh_params[-1])  # parameters not rebound
-        given = self._given_branch(test)
+        given = self._given_branch(test, fresh)
         # `if lengths is None:` on a parameter defaulting to None: the branch runs only for callers leaving it out.
         missing = missing_branch(test, self.none_params[-1] & fresh)
         # `if task == "t2i":` on a parameter: the branch runs for callers passing that word
@@ -2657,11 +2663,12 @@ class _Walker:
         if len(parts_calls) == 2 and all(parts_calls) and self.branch_depth[-1] == 0:  # (both parts call something)
             _called_on_both_branches(node, scope.calls, *parts_calls, self.offset)
 
-    def _given_branch(self, test: ast.AST) -> tuple[str, str] | None:
+    def _given_branch(self, test: ast.AST, fresh: frozenset[str] | None = None) -> tuple[str, str] | None:
         """The part of an `if` that runs only for callers passing a parameter (`if n_res is not None:` on a parameter
         defaulting to None), or passing it another value than its default (`if norm_type == inf:`), and that
-        parameter."""
-        fresh = frozenset(self.values.fresh_params[-1])  # parameters not rebound
+        parameter. `fresh`: the parameters not rebound, where the caller has them at hand."""
+        if fresh is None:
+            fresh = frozenset(self.values.fresh_params[-1])
         return given_branch(test, self.none_params[-1] & fresh) or other_value_branch(
             test, {name: value for name, value in self.default_values[-1].items() if name in fresh})
 

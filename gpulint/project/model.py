@@ -360,6 +360,7 @@ class Project:
         self.config_names = frozenset(config_names) | _python_config_names(self.files)
         self._by_registry: frozenset[Target] | None = None
         self._by_registry_name: frozenset[Target] | None = None
+        self._by_detectron2_name: frozenset[Target] | None = None  # `_detectron2_parts`
         self._gating_decorators: dict[Target, str | None] = {}  # `_gating_decorator`, by decorated function
         self._keyed_classes: frozenset[Target] | None = None  # `_config_keyed_classes`
         self._layers: frozenset[str] | None = None
@@ -2204,8 +2205,7 @@ class Project:
         # that no call of the program names it in.
         # So is one a registry builds by the word a command-line option gives (fairseq's `--arch`), or by the name a
         # config gives (detectron2's `PIXEL_DECODER_NAME: MaskDINOEncoder`).
-        configured = self._config_named() | self._option_chosen() | {
-            cls for cls in self._registry_named() if self._detectron2_part(cls)}
+        configured = self._config_named() | self._option_chosen() | self._detectron2_parts()
         # `model.step(batch)` (hyena-dna's tuning loop): a model's own method, never an optimizer's `step`
         modelled = bool(name_parts(receiver.rsplit(".", 1)[-1]) & _MODEL_NAMES)
         defining = [
@@ -2395,7 +2395,8 @@ class Project:
             keyed = [f for f in models or built if self._keyed_method(f) and self._of_a_module(f)]
             if not keyed:  # detectron2's registries, filing parts by their own names: `TRANSFORMER_DECODER_NAME:
                 # MaskDINODecoder` for `@TRANSFORMER_DECODER_REGISTRY.register()`, built into `self.predictor`
-                keyed = [f for f in models or built if self._detectron2_part(Target(f.path, _class_of(f), True))
+                parts = self._detectron2_parts()
+                keyed = [f for f in models or built if Target(f.path, _class_of(f), True) in parts
                          and self._of_a_module(f)]
             tables = {f: self._registry_table(Target(f.path, _class_of(f), True)) for f in keyed}
             if not any(table.startswith("table:") for table in tables.values()):
@@ -2420,12 +2421,16 @@ class Project:
                 found.append(method)
         return found
 
-    def _detectron2_part(self, cls: Target) -> bool:
-        """A class filed by its own name in a detectron2 (fvcore) registry, `@TRANSFORMER_DECODER_REGISTRY.register()`,
-        that the configs name (`TRANSFORMER_DECODER_NAME: MaskDINODecoder`): a part some model builds by that name. Not
-        a meta-architecture, which detectron2's trainer runs as the model (`_library_trainer_models`)."""
-        return cls in self._registry_named() and self._registered(cls, _DETECTRON2_REGISTERED) \
-            and not self._registered(cls, _META_ARCH_REGISTERED)
+    def _detectron2_parts(self) -> frozenset[Target]:
+        """The classes filed by their own names in a detectron2 (fvcore) registry, `@TRANSFORMER_DECODER_REGISTRY.
+        register()`, that the configs name (`TRANSFORMER_DECODER_NAME: MaskDINODecoder`): parts some model builds by
+        those names. Not the meta-architectures, which detectron2's trainer runs as the model
+        (`_library_trainer_models`). Read once: the configs' names are known from the start."""
+        if self._by_detectron2_name is None:
+            self._by_detectron2_name = frozenset(
+                cls for cls in self._registry_named() if self._registered(cls, _DETECTRON2_REGISTERED)
+                and not self._registered(cls, _META_ARCH_REGISTERED))
+        return self._by_detectron2_name
 
     def _registry_models(self, candidates: list[Target]) -> list[Target]:
         """Of the forwards a model call may run, those of the classes filed in a registry under a key the training
@@ -4425,11 +4430,10 @@ class Project:
         filled = self._callee_params(key, bound)
         if filled is None:
             return
-        callee, params = filled
+        _, params = filled
         votes = self._gate_votes.setdefault(key, {})
         self._record_kinds(key, call, bound, path, scope)
-        self._record_given(key, call, bound, (path, scope.qualname))
-        values = self._given_values(call, params, callee)
+        values = self._record_given(key, call, bound, (path, scope.qualname)) or set()
         self._passed_params.setdefault(key, set()).update(values)
         if (blocked := self._switch_blocked.get(key)) is not None and (values & blocked or "*" in values):
             del self._switch_blocked[key]
@@ -4562,10 +4566,12 @@ class Project:
             call.func.rsplit(".", 1)[-1] == "eval" and not call.arg_kinds for call in scope.calls
         ) and not scope.no_grad_decorated
 
-    def _record_given(self, key: Key, call: Call, bound: bool, caller: Key) -> None:
+    def _record_given(self, key: Key, call: Call, bound: bool, caller: Key) -> set[str] | None:
+        """Record what a call gives the function's parameters; the parameters it gives a value (`_given_values`), None
+        where the callee's parameters are not known."""
         filled = self._callee_params(key, bound)
         if filled is None:
-            return
+            return None
         callee, params = filled
         # A value is given where the model knows where it lives (a configuration's field may hold None) or where
         # the caller passes on a parameter of its own (what its callers give, `_given_by_every_call`).
@@ -4583,28 +4589,28 @@ class Project:
             )
         self._given_by_call.setdefault(key, []).append((given, _passed_on(call, params, caller)))
         by_position = dict(enumerate(params))
-        self._false_by_call.setdefault(key, []).append(self._given_false(callee, call, params))
+        values = self._given_values(call, params, callee)
+        self._false_by_call.setdefault(key, []).append(self._given_false(callee, call, params, values))
         before = self._param_words(key) if key in self._word_blocked else None
-        # (a dict of data unpacked, `self(**data_batch)`, fills the parameters that take data, not the words)
-        known = not call.unpacks or call.unpacks_data
-        words = {} if not known else {
+        words = {} if not call.switches_known else {
             (by_position[int(where)] if where.isdigit() else where): word for where, word in call.word_args
             if not where.isdigit() or int(where) in by_position}
-        if known:  # a word parameter the call leaves out takes its default (`dtype="float"`, `mode="train"`)
-            passed = self._given_values(call, params, callee) | {keyword for keyword, _ in call.kw_kinds}
+        if call.switches_known:  # a word parameter the call leaves out takes its default (`dtype="float"`)
+            passed = values | {keyword for keyword, _ in call.kw_kinds}
             words.update((param, word) for param, word in callee.word_defaults if param not in passed)
         self._words_by_call.setdefault(key, []).append(words)
         if before is not None and self._param_words(key) != before:
             self._word_revisits.append(key)
+        return values
 
-    def _given_false(self, callee: Scope, call: Call, params: list[str]) -> frozenset[str]:
+    def _given_false(self, callee: Scope, call: Call, params: list[str], passed: set[str]) -> frozenset[str]:
         """The parameters a call gives False: a literal False, a parameter defaulting to False left out (maddpg's
         `update(sample, a_i, logger=logger)`, whose `parallel=False` no call passes), or a switch shipped settings
-        leave off. A dict of data unpacked (`self(**data_batch)`) leaves the flags as they are."""
-        if call.unpacks and not call.unpacks_data:
+        leave off. `passed`: the parameters it gives a value (`_given_values`; a None passed leaves `if parallel:` as
+        untaken)."""
+        if not call.switches_known:
             return frozenset()
         by_position = dict(enumerate(params))
-        passed = self._given_values(call, params, callee)  # (a None passed leaves `if parallel:` as untaken)
         return frozenset([by_position[int(where)] for where in call.false_args
                           if where.isdigit() and int(where) in by_position]
                          + [where for where in call.false_args if not where.isdigit()]
@@ -4730,8 +4736,9 @@ class Project:
         filled = self._callee_params(key, bound)
         if filled is not None:
             callee, params = filled
-            self._program_calls.setdefault(key, []).append(frozenset(self._given_values(call, params, callee)))
-            self._program_false.setdefault(key, []).append(self._given_false(callee, call, params))
+            values = self._given_values(call, params, callee)
+            self._program_calls.setdefault(key, []).append(frozenset(values))
+            self._program_false.setdefault(key, []).append(self._given_false(callee, call, params, values))
 
     def _passed_kind(self, key: Key, param: str, seen: frozenset = frozenset()) -> str:
         """Where the values every resolved call passes to a parameter live, when they agree: "host", "device" or

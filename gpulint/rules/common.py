@@ -86,6 +86,16 @@ def arguments_at(call: cst.Call, positions: tuple[int, ...], keywords: tuple[str
         a.value for a in call.args if a.keyword is not None and a.keyword.value in keywords]
 
 
+# torch functions that build a CPU tensor from host data unless given a device (`torch.tensor(offsets)`,
+# `torch.LongTensor(ids)`).
+HOST_DATA_CONSTRUCTORS = frozenset(
+    {
+        "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.LongTensor", "torch.IntTensor",
+        "torch.FloatTensor", "torch.BoolTensor", "torch.ByteTensor",
+    }
+)
+
+
 # Function-name parts of the data pipeline (tokenization, collation, dataset items): its tensors are CPU tensors,
 # built by the tokenizer or in loader workers, so reading them costs no device sync.
 DATA_PIPELINE_PARTS = frozenset(

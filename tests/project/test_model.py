@@ -1104,6 +1104,34 @@ def test_a_branch_for_a_value_no_caller_gives_a_parameter_is_not_per_step(tmp_pa
     assert 9 in lines
 
 
+def _train_step_loop(module: str, cls: str, then: str = "") -> str:
+    """A loop calling a model's own `train_step` (as mmcv's runners do), the model a class `cls` of `module`; `then`: one
+    more statement after the optimizer's step."""
+    return textwrap.dedent(f"""
+        import torch
+        from {module} import {cls}
+
+        def train(loader):
+            model = {cls}().cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for batch in loader:
+                loss = model.train_step(batch, opt)
+                loss.backward()
+                opt.step()
+    """) + (f"        {then}\n" if then else "")
+
+
+def _lines_without_and_with(check, tmp_path: Path, files: dict[str, str], module: str, cls: str,
+                            then: str) -> tuple[set[int], set[int]]:
+    """The lines of `module` with findings where `train.py` trains by `train_step` (`_train_step_loop`), and where it
+    also runs `then` after each step."""
+    found = []
+    for extra in ("", then):
+        files["train.py"] = _train_step_loop(module, cls, then=extra)
+        found.append({line for path, line, *_ in check(tmp_path, files) if path == f"{module}.py"})
+    return found[0], found[1]
+
+
 def test_the_rest_of_a_block_after_a_switch_returns_runs_only_for_callers_passing_its_other_value(tmp_path, check):
     """mmcv's models: `forward(imgs, label=None, return_loss=True)` returns `forward_train(...)` under `if
     return_loss:`; the test path after it (`forward_test`, which copies scores to the CPU) runs for callers passing
@@ -1130,24 +1158,11 @@ def test_the_rest_of_a_block_after_a_switch_returns_runs_only_for_callers_passin
                     loss = self(data_batch["imgs"], data_batch["label"], return_loss=True, **aux_info)
                     return loss
         """,
-        "train.py": """
-            import torch
-            from recognizer import Recognizer
-
-            def train(loader):
-                model = Recognizer().cuda()
-                opt = torch.optim.SGD(model.parameters(), lr=0.1)
-                for batch in loader:
-                    loss = model.train_step(batch, opt)
-                    loss.backward()
-                    opt.step()
-        """,
     }
-    lines = {line for path, line, *_ in check(tmp_path, files) if path == "recognizer.py"}
-    assert 14 not in lines
-    files["train.py"] = files["train.py"].replace("opt.step()", "opt.step()\n                    model(batch, return_loss=False)")
-    lines = {line for path, line, *_ in check(tmp_path, files) if path == "recognizer.py"}
-    assert 14 in lines
+    before, after = _lines_without_and_with(check, tmp_path, files, "recognizer", "Recognizer",
+                                            "model(batch, return_loss=False)")
+    assert 14 not in before
+    assert 14 in after
 
 
 def test_a_grad_cam_that_calls_backward_is_no_training_step(tmp_path):
@@ -13282,24 +13297,11 @@ def test_a_dict_of_data_unpacked_leaves_a_word_parameter_its_default(tmp_path, c
                 def train_step(self, data, optimizer):
                     return self(**data)
         """,
-        "train.py": """
-            import torch
-            from classifier import Classifier
-
-            def train(loader):
-                model = Classifier().cuda()
-                opt = torch.optim.SGD(model.parameters(), lr=0.1)
-                for batch in loader:
-                    loss = model.train_step(batch, opt)
-                    loss.backward()
-                    opt.step()
-        """,
     }
-    lines = {line for path, line, *_ in check(tmp_path, files) if path == "classifier.py"}
-    assert 9 not in lines
-    files["train.py"] = files["train.py"].replace("opt.step()", "opt.step()\n                    model(batch, mode='query')")
-    lines = {line for path, line, *_ in check(tmp_path, files) if path == "classifier.py"}
-    assert 9 in lines
+    before, after = _lines_without_and_with(check, tmp_path, files, "classifier", "Classifier",
+                                            "model(batch, mode='query')")
+    assert 9 not in before
+    assert 9 in after
 
 
 def test_what_a_guessed_call_passes_is_known_for_every_candidate(tmp_path, check):

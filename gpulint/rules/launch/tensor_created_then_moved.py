@@ -11,7 +11,9 @@ from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Invalid, Replace, RuleDocs
 from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.project.local import tuple_kinds
-from gpulint.rules.common import by_callee, in_data_class, is_number, keyword_arg, new_keyword_arg
+from gpulint.rules.common import (
+    HOST_DATA_CONSTRUCTORS, by_callee, in_data_class, is_number, keyword_arg, new_keyword_arg,
+)
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns, one_time_branch
 
@@ -100,9 +102,6 @@ _INDEX_FACTORIES = frozenset({"arange", "randperm", "randint"})
 # numpy's, whose arrays index device tensors in RL minibatch loops (`b_obs[mb_inds]`)
 _NUMPY_INDEX_FACTORIES = frozenset({"numpy.arange", "numpy.random.permutation", "numpy.random.choice",
                                     "numpy.random.randint"})
-# Functions wrapping host data in a CPU tensor unless given a device (`torch.tensor(offsets)`).
-_HOST_DATA_WRAPPERS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor",
-                                 "torch.FloatTensor", "torch.LongTensor"})
 _MOVES_SELF_ATTRIBUTE = re.compile(r"\bself\.\w+\.(?:to|cuda)\(")
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
@@ -427,7 +426,7 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         `self.dcn_base_offset = torch.tensor(offsets).view(1, -1, 1, 1)`."""
         while isinstance(expr, cst.Call) and self._reshape_or_cast(expr):
             expr = expr.func.value  # type: ignore[attr-defined]
-        return isinstance(expr, cst.Call) and self.context.resolve(expr.func) in _HOST_DATA_WRAPPERS \
+        return isinstance(expr, cst.Call) and self.context.resolve(expr.func) in HOST_DATA_CONSTRUCTORS \
             and bool(expr.args) and keyword_arg(expr, "device") is None
 
     def _moves_attribute(self, move: cst.Call, method: str) -> bool:

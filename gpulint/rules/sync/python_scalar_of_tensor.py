@@ -32,7 +32,7 @@ _SIZE_KEYWORDS = frozenset({"start", "end", "step", "steps", "size"})
 _FACTORY_WORDS = ("zeros(", "ones(", "empty(", "full(", "rand(", "randn(", "arange(", "linspace(")
 # Tensor methods whose sizes PyTorch converts to Python ints: `z.view(bs, -1, spatial_shapes[i][0], spatial_shapes[i][1])`.
 _SHAPE_METHODS = frozenset({"view", "reshape", "expand", "repeat"})
-_SHAPE_WORDS = (".view(", ".reshape(", ".expand(", ".repeat(")
+_SHAPE_WORDS = tuple(f".{method}(" for method in sorted(_SHAPE_METHODS))
 
 
 def _is_whole_argmax(expr: cst.BaseExpression) -> bool:

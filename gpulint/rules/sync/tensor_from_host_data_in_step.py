@@ -7,7 +7,7 @@ import libcst as cst
 from gpulint.linter.names import dotted_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.project.vocab import HOST_RESHAPES, JOINING_FUNCTIONS
-from gpulint.rules.common import arguments_at, by_callee, is_cpu_string, keyword_arg
+from gpulint.rules.common import HOST_DATA_CONSTRUCTORS, arguments_at, by_callee, is_cpu_string, keyword_arg
 from gpulint.rules.examples import lightning_module, training_script
 from gpulint.rules.sync.helpers import (
     SyncRule,
@@ -18,12 +18,6 @@ from gpulint.rules.sync.helpers import (
     selects_action,
 )
 
-_DATA_CONSTRUCTORS = frozenset(
-    {
-        "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.LongTensor", "torch.IntTensor",
-        "torch.FloatTensor", "torch.BoolTensor", "torch.ByteTensor",
-    }
-)
 
 
 # A LightningModule's counters, Python ints Lightning keeps on the host.
@@ -250,7 +244,7 @@ class TensorFromHostDataInStep(SyncRule):
             # `torch.stack([torch.as_tensor(f(r.tolist())) for r in rows]).to(dev)`: CPU tensors joined, then copied
             self.report(move, self.message_moved.format(func=resolved))
             return
-        if resolved not in _DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None:
+        if resolved not in HOST_DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None:
             return
         if _is_empty_literal(made.args[0].value):
             return
