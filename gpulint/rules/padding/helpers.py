@@ -146,9 +146,10 @@ def _batch_fed_params(tree: ast.Module) -> frozenset[tuple[str, str]]:
     params = {f.name: [a.arg for a in (*f.args.posonlyargs, *f.args.args)] for f in functions}
     fed: dict[tuple[str, str], bool] = {}  # (function, parameter) -> every call seen passes a batch length?
     for caller in functions:
-        measured = {target.id for node in ast.walk(caller) if isinstance(node, ast.Assign) and _measures(node.value)
+        nodes = list(ast.walk(caller))  # walked once: a class's nested functions make repeated walks add up
+        measured = {target.id for node in nodes if isinstance(node, ast.Assign) and _measures(node.value)
                     for target in node.targets if isinstance(target, ast.Name)}
-        for call in (node for node in ast.walk(caller) if isinstance(node, ast.Call)):
+        for call in (node for node in nodes if isinstance(node, ast.Call)):
             func = call.func
             on_self = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
                 and func.value.id in ("self", "cls")

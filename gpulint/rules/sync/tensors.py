@@ -13,6 +13,7 @@ import libcst as cst
 
 from gpulint.linter.context import SAME_PLACE_FUNCTIONS
 from gpulint.linter.names import dotted_name, last_name, name_parts
+from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.rules.common import keyword_arg
 
 # Tensor methods that return a tensor. The first group exists only on tensors; the second also on numpy arrays and
@@ -579,14 +580,14 @@ def _self_assignments(node: cst.ClassDef) -> list[cst.Assign]:
     """The assignments in the class's own methods (not in nested classes)."""
     found: list[cst.Assign] = []
 
-    class Collect(cst.CSTVisitor):
+    class Collect(SyntaxVisitor):  # read-only: libcst's own `visit` rebuilds every node it passes
         def visit_ClassDef(self, inner: cst.ClassDef) -> bool:
             return inner is node
 
         def visit_Assign(self, assign: cst.Assign) -> None:
             found.append(assign)
 
-    node.visit(Collect())
+    Collect().walk(node)
     return found
 
 
