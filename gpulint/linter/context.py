@@ -581,6 +581,8 @@ class FileContext:
                     return "device" if set(elements) == {"device"} else "unknown"
                 return returned  # type: ignore[return-value]
         if isinstance(func, cst.Name) and func.value not in self._scopes[-1]:
+            if func.value in CONTAINER_BUILTINS and not call.args:
+                return "unknown"  # `outputs = dict()`, as `{}`: it starts empty and fills with values of any place
             if func.value in CONTAINER_BUILTINS or func.value in VALUE_BUILTINS:  # hold or compute what they're given
                 return "host" if all(self.location_of(a.value) == "host" for a in call.args) else "unknown"
             if func.value in HOST_BUILTINS:

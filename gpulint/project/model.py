@@ -4004,10 +4004,12 @@ class Project:
                 # A guess fans out to many functions (modules' `forward`s): made once per way of reaching them, and
                 # made again when the program has built more.
                 program = self._program_of(chain)
+                own = self._not_parts(path, scope, resolved.guess) if _is_forward_guess(resolved.guess) else frozenset()
                 guess = (resolved.guess, resolved.shape, len(resolved.targets), rank, likely, tuple(state.flags),
-                         program)
+                         program, own)
                 if program is not None:
                     resolved.targets = self._guess_in(resolved.guess, program, resolved.shape)
+                resolved.targets = [t for t in resolved.targets if t not in own]
                 if rank == PER_STEP and not call.conditional:
                     self._mark_called_every_step(resolved.targets)
                 if rank <= GATED:  # what a guessed call passes is known all the same, at every call making the guess
@@ -4019,7 +4021,7 @@ class Project:
                     continue
                 self._guesses.add(guess)
                 self._deferred.append((resolved.guess, resolved.shape, rank, likely, chain, state.flags, reach.among,
-                                       rank == PER_STEP and not call.conditional, guess))
+                                       rank == PER_STEP and not call.conditional, guess, own))
             if resolved.certain and rank <= GATED:
                 for target in resolved.targets:
                     self._record_arguments((target.path, target.qualname), call, resolved.bound, path, scope)
@@ -4267,8 +4269,8 @@ class Project:
         """Methods of objects of unknown class, guessed anew with every class the program has built by now (the
         per-step code is read before the setup code that builds, say, the EMA it updates)."""
         deferred, self._deferred = self._deferred, []
-        for guess, shape, rank, likely, chain, flags, among, every_step, made in deferred:
-            targets = self._guess_in(guess, self._program_of(chain), shape)
+        for guess, shape, rank, likely, chain, flags, among, every_step, made, own in deferred:
+            targets = [t for t in self._guess_in(guess, self._program_of(chain), shape) if t not in own]
             if every_step:
                 self._mark_called_every_step(targets)
             # The calls making the guess are read: what they pass each candidate is known (`mode="train"` left to
@@ -4280,6 +4282,26 @@ class Project:
             self._reach_all(targets, rank, likely, chain, flags, push,
                             guessed=_is_forward_guess(guess) and len(targets) > _READ_GUESSES, among=among,
                             width=self._width(targets), arguments_known=bool(makers))
+
+    def _not_parts(self, path: str, scope: Scope, guess: str) -> frozenset[Target]:
+        """The forwards a call of a part of unknown class cannot run (`generators[domain](img)` in MMGeneration's
+        CycleGAN, `discriminator(x)` in a gradient penalty): not the calling module itself, nor a model a runner trains
+        through its `train_step` (its own `train_step` runs its forward), unless the object is named as a model. A
+        guess landing on one would read it with every switch unknown (`forward(img, test_mode=False)` then reads as
+        testing)."""
+        own = frozenset(found for cls in self.mro(Target(path, scope.cls, True))
+                        if (found := self.find_method(cls, "forward")) is not None) if scope.cls else frozenset()
+        return own if guess.startswith(_MODEL_GUESS) else own | self._runner_model_forwards()
+
+    def _runner_model_forwards(self) -> frozenset[Target]:
+        """The forwards of the models a runner trains by calling their `train_step` (MMCV's and MMEngine's models),
+        inherited ones included (MMGeneration's `CycleGAN` runs `BaseTranslationModel.forward`)."""
+        if not hasattr(self, "_runner_models"):
+            self._runner_models = frozenset(
+                found for path, ix in self.files.items() for d in ix.definitions.values()
+                if d.cls and d.name == "train_step"
+                and (found := self.find_method(Target(path, d.cls, True), "forward")) is not None)
+        return self._runner_models
 
     def _record_guessed_call(self, target: Target, making: tuple[Call, bool, str, Scope]) -> None:
         """Record what a call making a guess passes `target`, one of its candidates (once per call and candidate)."""

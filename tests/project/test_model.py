@@ -15414,3 +15414,89 @@ def test_layers_cloned_from_a_layer_passed_in_are_that_layer(tmp_path, check):
     }
     found = check(tmp_path, files, "--select", "GPL405")
     assert [(line, confidence) for _, line, _, confidence, _ in found] == [(10, "certain")]
+
+
+def test_a_guessed_part_call_runs_neither_its_own_module_nor_a_model_a_runner_trains(tmp_path, check):
+    """MMGeneration's CycleGAN calls its generators by a guess (`generators[domain](img)`, built from the config), and
+    its own forward with `test_mode=False`. The guess runs a part, never CycleGAN's own `forward` with its switch
+    unknown, nor any model a runner trains through `train_step` (here a gradient penalty's `discriminator(x)`):
+    `forward_test`, past `if not test_mode: return`, is not reached. The images the step copies to the host for
+    visualisation are, from a dict made empty by `dict()` (which holds what it is given, as `{}` does)."""
+    files = {
+        "train.py": """
+            import torch
+            from models import CycleGAN
+
+
+            def main(loader):
+                model = CycleGAN(dict(type="Generator")).cuda()
+                optimizer = torch.optim.Adam(model.parameters())
+                for batch in loader:
+                    batch = {k: v.cuda() for k, v in batch.items()}
+                    model.train_step(batch, optimizer)
+
+
+            if __name__ == "__main__":
+                main([])
+        """,
+        "models.py": """
+            from torch import nn
+
+            MODULES = {}
+
+
+            def build_module(cfg):
+                return MODULES[cfg["type"]](**cfg)
+
+
+            def penalty(discriminator, x):
+                return discriminator(x).square().mean()
+
+
+            class Generator(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Conv2d(3, 3, 3)
+
+                def forward(self, x):
+                    return self.net(x)
+
+
+            class Translation(nn.Module):
+                def forward(self, img, test_mode=False, **kwargs):
+                    if not test_mode:
+                        return self.forward_train(img, **kwargs)
+
+                    return self.forward_test(img, **kwargs)
+
+                def forward_train(self, img, target_domain):
+                    return dict(source=img, target=self.generators[target_domain](img))
+
+                def forward_test(self, img, target_domain):
+                    target = self.generators[target_domain](img)
+                    return dict(source=img.cpu(), target=target.cpu())
+
+
+            class CycleGAN(Translation):
+                def __init__(self, generator):
+                    super().__init__()
+                    self.generators = nn.ModuleDict({d: build_module(generator) for d in "ab"})
+
+                def train_step(self, data, optimizer):
+                    generators = self.generators
+                    outputs = dict()
+                    results = self(data["img_a"], test_mode=False, target_domain="b")
+                    outputs["fake_b"] = results["target"]
+                    outputs["cycle_a"] = generators["a"](outputs["fake_b"])
+                    loss = (outputs["cycle_a"] - data["img_a"]).abs().mean() + penalty(generators["b"], data["img_a"])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    images = dict()
+                    images["fake_b"] = outputs["fake_b"].cpu()
+                    return images
+        """,
+    }
+    found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files, "--confidence", "possible")}
+    assert ("models.py", 55, "GPL403") in found
+    assert not {f for f in found if f[0] == "models.py" and f[1] < 55}, found

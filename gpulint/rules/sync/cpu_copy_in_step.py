@@ -62,6 +62,8 @@ class CpuCopyInStep(SyncRule):
     invalid = (
         Invalid(training_script("history.append(loss.detach().cpu())", header="history = []")),
         Invalid(training_script("pred = model(x).argmax(1).to(\"cpu\")")),
+        # MMGeneration's translation models: images kept for visualisation in a dict made empty by `dict()`
+        Invalid(training_script("images = dict()\nimages[\"pred\"] = out\nshown = images[\"pred\"].cpu()")),
         # InstantMesh's zero123plus step: each generated image made a PIL image for the CLIP processor
         Invalid(training_script("out = model(x)\n"
                                 "images = [v2.functional.to_pil_image(out[i]) for i in range(len(out))]",
