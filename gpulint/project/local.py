@@ -1964,6 +1964,12 @@ def _is_true(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
+def _arguments_where(call: ast.Call, test: Callable[[ast.AST], bool]) -> tuple[str, ...]:
+    """Where the call passes a value `test` accepts: "0", "1"... by position, else the keyword."""
+    return tuple([str(i) for i, a in enumerate(call.args) if test(a)]
+                 + [k.arg for k in call.keywords if k.arg and test(k.value)])
+
+
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
@@ -2925,16 +2931,12 @@ class _Walker:
         call.unpacks_data = not call.star_args and any(k.arg is None for k in node.keywords) and all(
             k.arg is not None or isinstance(k.value, ast.Name) and k.value.id != scope.keywords_param
             for k in node.keywords)
-        call.none_args = tuple([str(i) for i, a in enumerate(node.args) if self._is_none_value(a)]
-                               + [k.arg for k in node.keywords if k.arg and self._is_none_value(k.value)])
-        call.false_args = tuple([str(i) for i, a in enumerate(node.args) if _is_false(a)]
-                                + [k.arg for k in node.keywords if k.arg and _is_false(k.value)])
-        call.true_args = tuple([str(i) for i, a in enumerate(node.args) if _is_true(a)]
-                               + [k.arg for k in node.keywords if k.arg and _is_true(k.value)])
+        call.none_args = _arguments_where(node, self._is_none_value)
+        call.false_args = _arguments_where(node, _is_false)
+        call.true_args = _arguments_where(node, _is_true)
         call.word_args = tuple([(str(i), a.value) for i, a in enumerate(node.args) if _is_word(a)]
                                + [(k.arg, k.value.value) for k in node.keywords if k.arg and _is_word(k.value)])
-        call.setting_args = tuple([str(i) for i, a in enumerate(node.args) if _is_setting(a)]
-                                  + [k.arg for k in node.keywords if k.arg and _is_setting(k.value)])
+        call.setting_args = _arguments_where(node, _is_setting)
         call.interval_args = tuple(
             [f"{i}={gate_interval(a)}" for i, a in enumerate(node.args) if self._interval_arg(a)]
             + [f"{k.arg}={gate_interval(k.value)}" for k in node.keywords if k.arg and self._interval_arg(k.value)]

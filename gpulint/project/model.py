@@ -361,6 +361,7 @@ class Project:
         self._by_registry: frozenset[Target] | None = None
         self._by_registry_name: frozenset[Target] | None = None
         self._by_detectron2_name: frozenset[Target] | None = None  # `_detectron2_parts`
+        self._runner_models: frozenset[Target] | None = None  # `_runner_model_forwards`
         self._gating_decorators: dict[Target, str | None] = {}  # `_gating_decorator`, by decorated function
         self._keyed_classes: frozenset[Target] | None = None  # `_config_keyed_classes`
         self._layers: frozenset[str] | None = None
@@ -4296,7 +4297,7 @@ class Project:
     def _runner_model_forwards(self) -> frozenset[Target]:
         """The forwards of the models a runner trains by calling their `train_step` (MMCV's and MMEngine's models),
         inherited ones included (MMGeneration's `CycleGAN` runs `BaseTranslationModel.forward`)."""
-        if not hasattr(self, "_runner_models"):
+        if self._runner_models is None:
             self._runner_models = frozenset(
                 found for path, ix in self.files.items() for d in ix.definitions.values()
                 if d.cls and d.name == "train_step"
@@ -4610,13 +4611,11 @@ class Project:
                    and keyword not in call.setting_args and (kind != "unknown" or keyword in passed_params)]
             )
         self._given_by_call.setdefault(key, []).append((given, _passed_on(call, params, caller)))
-        by_position = dict(enumerate(params))
         values = self._given_values(call, params, callee)
         self._false_by_call.setdefault(key, []).append(self._given_false(callee, call, params, values))
         before = self._param_words(key) if key in self._word_blocked else None
         words = {} if not call.switches_known else {
-            (by_position[int(where)] if where.isdigit() else where): word for where, word in call.word_args
-            if not where.isdigit() or int(where) in by_position}
+            param: word for where, word in call.word_args if (param := _param_at(where, params))}
         if call.switches_known:  # a word parameter the call leaves out takes its default (`dtype="float"`)
             passed = values | {keyword for keyword, _ in call.kw_kinds}
             words.update((param, word) for param, word in callee.word_defaults if param not in passed)
@@ -4632,10 +4631,7 @@ class Project:
         untaken)."""
         if not call.switches_known:
             return frozenset()
-        by_position = dict(enumerate(params))
-        return frozenset([by_position[int(where)] for where in call.false_args
-                          if where.isdigit() and int(where) in by_position]
-                         + [where for where in call.false_args if not where.isdigit()]
+        return frozenset([param for where in call.false_args if (param := _param_at(where, params))]
                          + [param for param in callee.false_params if param not in passed]
                          + self._off_switches_passed(call))
 
@@ -5556,9 +5552,8 @@ def _param_at(where: str, params: list[str]) -> str:
 
 def _passed_on(call: Call, params: list[str], caller: Key) -> dict[str, tuple[Key, str]]:
     """The callee's parameters a call fills with its caller's own parameters: param -> (caller, caller's param)."""
-    by_position = dict(enumerate(params))
     return {param: (caller, caller_param) for where, caller_param in call.param_args
-            if (param := by_position.get(int(where)) if where.isdigit() else where) is not None}
+            if (param := _param_at(where, params))}
 
 
 # A class a Python config (mmengine's, under `configs/`) names for its registry: `type='HeatmapHead'`, `type=HeatmapHead`.

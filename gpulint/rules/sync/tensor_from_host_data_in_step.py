@@ -19,7 +19,6 @@ from gpulint.rules.sync.helpers import (
 )
 
 
-
 # A LightningModule's counters, Python ints Lightning keeps on the host.
 _LIGHTNING_COUNTERS = frozenset({"self.current_epoch", "self.global_step", "self.trainer.current_epoch",
                                  "self.trainer.global_step"})
