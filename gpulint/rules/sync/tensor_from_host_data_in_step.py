@@ -40,9 +40,13 @@ class TensorFromHostDataInStep(SyncRule):
     message_cuda = "`{func}(host data)` copies host data into a new device tensor: a synchronous pageable copy every step"
     message_helper = ("`{func}(...)` copies its argument's host data to the device (a helper of this project that "
                       "moves it with a blocking copy): a synchronous pageable copy every step")
+    message_stored = ("`{func}(host data)` stored into a slice of a device tensor: a synchronous pageable copy every "
+                      "step")
     message_lightning = ("`self.{method}(...)` of a Python number: Lightning makes it a tensor on the module's device "
                          "(`torch.tensor(value, device=self.device)`), a synchronous pageable copy every step")
-    triggers = ("device=", ".to(", ".cuda(", "Tensor(", "self.log")  # `torch.cuda.IntTensor(ids)`, `FloatTensor(x)`
+    # (`torch.cuda.IntTensor(ids)`, `FloatTensor(x)`; `factor[2:6] = torch.tensor(shape)`)
+    triggers = ("device=", ".to(", ".cuda(", "Tensor(", "self.log", "] = torch.tensor(", "] = torch.as_tensor(",
+                "] = torch.from_numpy(")
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
         "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
@@ -52,7 +56,8 @@ class TensorFromHostDataInStep(SyncRule):
         "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`, `torch.stack` of CPU-built tensors moved), the "
         "legacy CUDA constructors given a list (`torch.cuda.IntTensor([0])`, `torch.cuda.LongTensor(sizes)`, also "
         "through a name bound to one: `FloatTensor = th.cuda.FloatTensor if use_cuda else th.FloatTensor`, then "
-        "`FloatTensor(np.array(x).tolist())`), and "
+        "`FloatTensor(np.array(x).tolist())`), host data wrapped on the CPU and stored into a slice of a device tensor "
+        "(`factor[2:6] = torch.tensor(feature.shape)[[3, 2, 3, 2]]`, with `factor` made with `device=`), and "
         "each call of a project helper that does so to "
         "its argument (`def tensor(x): return torch.from_numpy(np.asarray(x)).to(device)`, then `tensor(rewards)`) "
         "with data not known to be a tensor, and Lightning's `self.log(name, value)` / `self.log_dict({...})` of a "
@@ -73,6 +78,8 @@ class TensorFromHostDataInStep(SyncRule):
     valid = (
         # a cast to the type of a tensor on the host (`float` of host data, whatever its shape) moves nothing
         training_script("w = torch.ones(2).float()\nscale = torch.tensor(0.5).type_as(w)"),
+        # stored into a slice of a tensor on the host: nothing is copied to the device
+        training_script("factor = torch.ones(7)\nfactor[2:6] = torch.tensor(out.shape)[[1, 0, 1, 0]]"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n"
         "    weights = torch.tensor([1.0, 2.0, 1.0, 1.0], device=device)\n    for x, y in loader:\n"
         "        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)\n"
@@ -112,6 +119,9 @@ class TensorFromHostDataInStep(SyncRule):
         Invalid(lightning_module('self.log_dict({"episodes": len(self.episodes), "epoch": self.current_epoch})')),
         Invalid(lightning_module('steps = float(len(batch))\nself.log("steps", steps, prog_bar=True)')),
         Invalid(training_script("sizes = [len(x), len(y)]\nt = torch.cuda.LongTensor(sizes)")),
+        # MMYOLO's YOLOv5 head: each feature level's size wrapped on the CPU, then stored into the device scale factor
+        Invalid(training_script("factor = torch.ones(7, device=device)\n"
+                                "factor[2:6] = torch.tensor(out.shape)[[1, 0, 1, 0]]\nloss = loss * factor.sum()")),
     )
 
     @classmethod
@@ -133,6 +143,9 @@ class TensorFromHostDataInStep(SyncRule):
             and isinstance(node.value.func, cst.Attribute) and node.value.func.attr.value == "tolist"
         for name in names:
             (self._lists.add if is_list else self._lists.discard)((function, name))
+        for target in node.targets:
+            if isinstance(target.target, cst.Subscript):
+                self._check_stored(target.target, node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -252,6 +265,27 @@ class TensorFromHostDataInStep(SyncRule):
         if self._fallback_for_non_tensors(made.args[0].value):
             return
         self.report(move, self.message_moved.format(func=resolved))
+
+    def _check_stored(self, target: cst.Subscript, value: cst.BaseExpression) -> None:
+        """`factor[2:6] = torch.tensor(pred.shape)[[3, 2, 3, 2]]` with `factor` on the device (MMYOLO's YOLOv5 head
+        scales its targets so for every feature level): the data is wrapped on the CPU, then copied into the device
+        tensor, a blocking copy."""
+        made = value
+        while isinstance(made, cst.Subscript):
+            made = made.value
+        if not isinstance(made, cst.Call):
+            return
+        made = _unreshaped(made)
+        resolved = self.context.resolve(made.func) or ""
+        if resolved not in HOST_DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None \
+                or keyword_arg(made, "device") is not None:
+            return
+        data = made.args[0].value
+        if _is_empty_literal(data) or self.tensors.is_tensor(data) or self.in_per_tensor_loop():
+            return
+        if self.context.location_of(target.value) != "device":
+            return
+        self.report(value, self.message_stored.format(func=resolved))
 
     def _fallback_for_non_tensors(self, data: cst.BaseExpression) -> bool:
         """`x if isinstance(x, th.Tensor) else th.tensor(x).to(tensor)` (guided diffusion's `normal_kl`, copied into
