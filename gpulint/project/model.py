@@ -3043,7 +3043,7 @@ class Project:
                      and not self._in_unused_copy(*key)]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models() \
-            + self._models_a_library_trainer_trains() + self._library_registry_entries()
+            + self._models_a_library_trainer_trains() + self._library_registry_entries() + self._mmengine_entries()
         # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):
         # the callers of such functions are read too.
         workers = {key[1].rsplit(".", 1)[-1] for key, reach in roots if reach.rank == PER_STEP}
@@ -3140,6 +3140,60 @@ class Project:
                     f"in `{step.qualname}`, which the training library's trainer runs every step"))))
         self.entries = self.entries or bool(found)
         return found
+
+    def _mmengine_entries(self) -> list[tuple[Key, Reach]]:
+        """The step methods of the models, data preprocessors and optimizers the configs build, in a project trained
+        by MMEngine's runner (MMSelfSup's `MoCo`, `type='MoCo'`): the runner calls the model's `train_step`, a library
+        method that runs the data preprocessor's `forward` on the batch, then `forward(..., mode="loss")`, which runs
+        the model's `loss`, then steps the optimizer, every step. The model's own `forward` only dispatches on `mode`,
+        which the runner gives."""
+        found: list[tuple[Key, Reach]] = []
+        if not any("mmengine" in ix.text for ix in self.files.values()):
+            return found
+        # (a config may name a class with its package: `type='mmselfsup.RotationPredDataPreprocessor'`)
+        named = {name.rsplit(".", 1)[-1] for name in self.config_names}
+        for path, ix in self.files.items():
+            if not self._is_training_file(path):
+                continue
+            for definition in ix.definitions.values():
+                if not definition.is_class:
+                    continue
+                cls = Target(path, definition.qualname, True)
+                method = self._mmengine_step_method(cls)
+                if method is None or definition.name not in named and not self._named_in_a_string(definition.name):
+                    continue
+                step = self.find_method(cls, method)
+                scope = self.files[step.path].scope(step.qualname) if step is not None else None
+                if scope is None or self._abstract(step):
+                    continue
+                chain = (Frame(path, definition.start + 1, f"{definition.name} (built by a config, trained by "
+                                                          "MMEngine's runner)"),
+                         Frame(step.path, scope.line, _label(step.qualname)))
+                found.append(((step.path, step.qualname), Reach(PER_STEP, likely=True, chain=chain, reason=(
+                    f"in `{step.qualname}`, which MMEngine's runner runs every step"))))
+        self.entries = self.entries or bool(found)
+        return found
+
+    def _named_in_a_string(self, name: str) -> bool:
+        """Does a project file give the class's registry name as a string (MMSelfSup's models default their data
+        preprocessor to `'mmselfsup.SelfSupDataPreprocessor'`)?"""
+        quoted = re.compile(r"""["'](?:\w+\.)*%s["']""" % re.escape(name))
+        return any(quoted.search(ix.text) for ix in self.files.values() if name in ix.text)
+
+    def _mmengine_step_method(self, cls: Target) -> str | None:
+        """The method MMEngine's `train_step` runs every step of a class deriving from one of its models or data
+        preprocessors, or of an optimizer, or None."""
+        for klass in self.mro(cls):
+            scope = self.files[klass.path].scope(klass.qualname)
+            for base in scope.bases if scope is not None else ():
+                resolved = resolve(base, self.files[klass.path].aliases) or ""
+                name = resolved.rsplit(".", 1)[-1]
+                if resolved.startswith("mmengine.") and name in _MMENGINE_STEP_METHODS:
+                    return _MMENGINE_STEP_METHODS[name]
+                if resolved.startswith("mm") and name.endswith("DataPreprocessor"):
+                    return "forward"  # an OpenMMLab library's own (MMDetection's `DetDataPreprocessor`, for MMYOLO's)
+        # an optimizer a config names (MMSelfSup's `LARS`): the runner's optimizer wrapper steps it every step
+        return "step" if self._is_optimizer(cls) else None
 
     def _top_package(self, path: str) -> str:
         """The `__init__.py` of the outermost package holding the file (the file itself where none holds it)."""
@@ -5457,6 +5511,9 @@ _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that regi
 _TORCH_LAYER = re.compile(r"torch\.nn\.(?:modules\.\w+\.)?[A-Z]\w*")
 _NOT_LAYER_CALLS = frozenset({"Identity", "Flatten", "Unflatten", "ModuleList", "ModuleDict", "ParameterList",
                               "ParameterDict", "Parameter", "Buffer"})
+# The methods MMEngine's `BaseModel.train_step` runs every step, by the MMEngine base a class derives from: the
+# model's `loss` (through `forward(..., mode="loss")`) and the data preprocessor's `forward`.
+_MMENGINE_STEP_METHODS = {"BaseModel": "loss", "BaseDataPreprocessor": "forward", "ImgDataPreprocessor": "forward"}
 # The method a training library runs every step on the classes filed in its registries (fairseq's trainer: the
 # task's `train_step`, which runs the criterion's `forward`, which runs the model's)
 _LIBRARY_REGISTRY_STEPS = {"register_criterion": "forward", "register_task": "train_step"}

@@ -15500,3 +15500,74 @@ def test_a_guessed_part_call_runs_neither_its_own_module_nor_a_model_a_runner_tr
     found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files, "--confidence", "possible")}
     assert ("models.py", 55, "GPL403") in found
     assert not {f for f in found if f[0] == "models.py" and f[1] < 55}, found
+
+
+def test_mmengine_runs_the_loss_of_a_configured_model_its_preprocessor_and_its_optimizer_every_step(tmp_path, check):
+    # MMSelfSup's shape: `tools/train.py` hands a config to MMEngine's runner, whose `train_step` (a library method)
+    # runs the data preprocessor's `forward`, then `forward(..., mode="loss")`, the model's `loss`, and steps the
+    # optimizer the config names. The model's own `forward` dispatches on `mode`, which only the runner gives.
+    files = {
+        "tools/train.py": """
+            import torch
+            from mmengine.config import Config
+            from mmengine.runner import Runner
+
+
+            def main():
+                torch.cuda.set_device(0)
+                runner = Runner.from_cfg(Config.fromfile("configs/moco.py"))
+                runner.train()
+
+
+            if __name__ == "__main__":
+                main()
+        """,
+        "configs/moco.py": """
+            model = dict(type="MoCo", data_preprocessor=dict(type="SelfSupDataPreprocessor"))
+            optim_wrapper = dict(optimizer=dict(type="LARS", lr=0.1))
+        """,
+        "selfsup/models.py": """
+            import torch
+            from mmengine.model import BaseModel, ImgDataPreprocessor
+            from torch.optim import Optimizer
+
+
+            class MoCo(BaseModel):
+                def forward(self, inputs, data_samples=None, mode="tensor"):
+                    if mode == "loss":
+                        return self.loss(inputs, data_samples)
+                    return self.backbone(inputs[0])
+
+                def loss(self, inputs, data_samples):
+                    loss = self.backbone(inputs[0]).sum()
+                    self.last = loss.item()
+                    return loss
+
+
+            class SimCLR(BaseModel):
+                def loss(self, inputs, data_samples):
+                    loss = self.backbone(inputs[0]).sum()
+                    self.last = loss.item()
+                    return loss
+
+
+            class SelfSupDataPreprocessor(ImgDataPreprocessor):
+                def forward(self, data, training=False):
+                    data = self.cast_data(data)
+                    return data["inputs"], data["data_samples"]
+
+
+            class LARS(Optimizer):
+                def step(self, closure=None):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            scale = torch.norm(p).item()
+                            p.add_(p.grad, alpha=-group["lr"] * scale)
+        """,
+    }
+    found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files)}
+    assert ("selfsup/models.py", 15, "GPL401") in found, found  # MoCo.loss
+    assert ("selfsup/models.py", 28, "GPL411") in found, found  # the preprocessor's blocking `cast_data`
+    assert ("selfsup/models.py", 36, "GPL401") in found, found  # LARS.step, per parameter
+    assert not {f for f in found if f[1] == 22}, found  # SimCLR: no config builds it
+

@@ -85,6 +85,55 @@ _SETTINGS_DICT_LOOP = (
 _TRAINS = re.compile(r"\.\w*(?:train|update|learn|step|optimi[sz]e|fit)\w*\s*\(|backward\s*\(")
 # `nn.Module`, `torch.nn.Module`, `Optional[nn.Module]`, `pl.LightningModule`: an annotation naming a module class.
 _MODULE_ANNOTATION = re.compile(r"(?:^|[.\[\s])\w*Module\b")
+# An OpenMMLab project's data preprocessor (MMEngine's `ImgDataPreprocessor` and its kin), whose `cast_data` copies the
+# batch to the device; its `forward` holds the copy (`_copies_in_mm_preprocessor`).
+_PREPROCESSOR_BASE = re.compile(r"DataPreprocessor$")
+# `non_blocking: Optional[bool] = True` in its `__init__` (MMYOLO's), or `non_blocking=True` handed on
+_NON_BLOCKING_DEFAULT = re.compile(r"non_blocking\s*(?::[^=,)]*)?=\s*True\b")
+_MM_IMPORT = re.compile(r"^\s*(?:from|import)\s+mm[a-z0-9_]*\b", re.MULTILINE)
+_MM_PREPROCESSOR = (
+    "import torch\nfrom mmengine.model import ImgDataPreprocessor\n\n\n"
+    "class SelfSupDataPreprocessor(ImgDataPreprocessor):\n{init}"
+    "    def forward(self, data, training=False):\n        data = self.cast_data(data)\n"
+    "        return data[\"inputs\"], data[\"data_samples\"]\n"
+)
+
+_MM_CONFIG = (
+    "_base_ = []\nmodel = dict(type=\"MoCo\", data_preprocessor=dict(type=\"SelfSupDataPreprocessor\"))\n"
+    "train_dataloader = dict(\n    batch_size=32,\n    num_workers=8,{pin}\n"
+    "    sampler=dict(type=\"DefaultSampler\", shuffle=True),\n"
+    "    dataset=dict(type=\"ImageNet\", data_root=\"data/imagenet/\"))\n"
+)
+
+
+def _mm_config_loader(statement: cst.CSTNode) -> cst.Call | None:
+    """An MMEngine config's training loader defined in full (`train_dataloader = dict(sampler=..., dataset=...)`)
+    without `pin_memory`: the runner builds a DataLoader from it that pins nothing, and the data preprocessor copies
+    its batches every step. A config of MMEngine's runner, by its words (its other sections name no loader)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    assign = statement.body[0]
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 \
+            or not isinstance(assign.targets[0].target, cst.Name) \
+            or assign.targets[0].target.value != "train_dataloader":
+        return None
+    value = assign.value
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name) or value.func.value != "dict":
+        return None
+    keys = {arg.keyword.value for arg in value.args if arg.keyword is not None}
+    return value if {"sampler", "dataset"} <= keys and "pin_memory" not in keys else None
+
+
+def _has_base_configs(module: cst.Module) -> bool:
+    """Does the config inherit from others (`_base_ = [...]`, non-empty)? What they set (`pin_memory`) is merged into
+    its loader, which this file cannot see."""
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Assign):
+            assign = statement.body[0]
+            if any(isinstance(t.target, cst.Name) and t.target.value == "_base_" for t in assign.targets):
+                return not (isinstance(assign.value, (cst.List, cst.Tuple)) and not assign.value.elements)
+    return False
+
 
 class BlockingHostToDeviceCopy(SyncRule):
     code = "GPL411"
@@ -116,14 +165,25 @@ class BlockingHostToDeviceCopy(SyncRule):
         "from pageable memory that copy is synchronous every step; pin it (and let accelerate copy without blocking: "
         "`DataLoaderConfiguration(non_blocking=True)`)"
     )
-    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(", "DataLoader(", "WebLoader(")
+    message_preprocessor = (
+        "an MMEngine data preprocessor copies each batch to the device here (`cast_data`) with MMEngine's default "
+        "`non_blocking=False`: a synchronous copy every step; build it with `non_blocking=True` (and pin the loader: "
+        "`pin_memory=True` in `train_dataloader`)"
+    )
+    message_mm_config = (
+        "this config's training loader does not set `pin_memory=True`: the runner's data preprocessor copies every "
+        "batch to the device from pageable memory, a synchronous copy every step"
+    )
+    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(", "DataLoader(", "WebLoader(", "cast_data(",
+                "super().forward(", "train_dataloader = dict(")
     # Its DataLoader findings are in setup code ("training"), which a file without a step (a Lightning script that
     # only calls `trainer.fit`) may hold too.
     hot_only = False
     # Read wherever they are in the file: the loaders whose batches the step copies, a hand-over of the loaders to
     # Accelerate or Fabric (the batches then arrive on the device), and to a trainer that copies them itself.
+    # And a data preprocessor's `__init__` handing on its `non_blocking` (`_copies_in_mm_preprocessor`).
     facts = ("DataLoader(", "WebLoader(", ".prepare(", ".prepare_data_loader(", ".setup_dataloaders(", "train_dataloader",
-             ".fit(")
+             ".fit(", "non_blocking=non_blocking")
     fixable = True
 
     @classmethod
@@ -159,7 +219,12 @@ class BlockingHostToDeviceCopy(SyncRule):
         "batch to the device, blocking by default); and "
         "a copy to the device in a Dataset's `__getitem__` (one blocking copy per sample) in a file that trains "
         "(its loaders then yield device tensors, which cannot be pinned: they are not told to pin). A loop over a "
-        "name the function bound to a wrapper of a loader (`pbar = tqdm(dataloader)`) is a loop over batches.",
+        "name the function bound to a wrapper of a loader (`pbar = tqdm(dataloader)`) is a loop over batches. In "
+        "OpenMMLab projects (MMEngine's runner): the data preprocessor's copy of the batch, `self.cast_data(data)` "
+        "or `super().forward(data, training)` of a library preprocessor in the `forward` of a class whose base is a "
+        "`...DataPreprocessor`, unless the class defaults `non_blocking` to True (MMEngine's default is False); and "
+        "a config's training loader defined in full (`train_dataloader = dict(sampler=..., dataset=...)`, in a "
+        "config with no `_base_` to inherit `pin_memory` from) without `pin_memory=True`.",
         why_slow="A blocking copy is queued behind every kernel already launched and the host waits for it to finish, "
         "so the CPU cannot prepare the next step while the GPU works. From pinned memory, `non_blocking=True` lets the "
         "copy overlap with compute; from pageable memory CUDA stages the copy synchronously whatever the flag says.",
@@ -197,6 +262,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         "(`move_to_cuda(batch, gpu)` defined as `batch.cuda(gpu, non_blocking=True)`)."),
     )
     valid = (
+        _MM_CONFIG.format(pin="\n    pin_memory=True,"),
+        # MMYOLO's: the preprocessor is built with `non_blocking=True`, the copy does not block
+        _MM_PREPROCESSOR.format(init="    def __init__(self, *args, non_blocking=True, **kwargs):\n"
+                                     "        super().__init__(*args, non_blocking=non_blocking, **kwargs)\n\n"),
         # DGL-LifeSci: a DGL graph moved to the device carries its features; moving one popped from it copies nothing
         ("import torch\n\n\ndef run_a_train_epoch(args, model, loader, optimizer):\n    for bg, labels in loader:\n"
          "        bg = bg.to(args[\"device\"], non_blocking=True)\n        h = bg.ndata.pop(\"h\")\n"
@@ -301,6 +370,10 @@ class BlockingHostToDeviceCopy(SyncRule):
          "        optimizer.step()\n"),
     )
     invalid = (
+        # MMSelfSup's data preprocessor: MMEngine's `cast_data` copies each batch with its default `non_blocking=False`
+        Invalid(_MM_PREPROCESSOR.format(init="")),
+        # and its dataset configs: MMEngine's runner builds the training loader from the dict, without pinned memory
+        Invalid(_MM_CONFIG.format(pin="")),
         # the same guard in the training loop is true every step: the batch comes from the host
         Invalid(_GUARDED_LOOP.format(copy="x.to(device)"), fixed=_GUARDED_LOOP.format(copy="x.to(device, non_blocking=True)")),
         # `non_blocking=False` written out (speech-resynthesis' loops) blocks as much as leaving it out
@@ -430,6 +503,12 @@ class BlockingHostToDeviceCopy(SyncRule):
             if isinstance(name, cst.SimpleString):
                 self._buffers.add(name.raw_value)
 
+    def visit_Module(self, node: cst.Module) -> None:
+        for statement in node.body:
+            loader = _mm_config_loader(statement)
+            if loader is not None and not _has_base_configs(node):
+                self.report(loader, self.message_mm_config, when="always")
+
     def leave_Assign(self, node: cst.Assign) -> None:
         # `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor` (the classic GAN scripts' idiom)
         if self._is_cuda_type(node.value):
@@ -446,6 +525,39 @@ class BlockingHostToDeviceCopy(SyncRule):
                     or self._builds_layer(node.value)
                 (self._torch_built.add if made_there else self._torch_built.discard)(key)
 
+    def _copies_in_mm_preprocessor(self, call: cst.Call) -> bool:
+        """`self.cast_data(data)`, or `super().forward(data, training)` (MMEngine's `ImgDataPreprocessor.forward` runs
+        `cast_data`), in the `forward` of a data preprocessor of an OpenMMLab project (a class whose base is named
+        `...DataPreprocessor`, in a file importing an `mm*` package): MMEngine's runner runs it on every batch, and
+        `cast_data` copies with `non_blocking=False` unless the preprocessor is built with `non_blocking=True`. A class
+        that defaults `non_blocking` to True (MMYOLO's) is left out."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        if func.attr.value == "cast_data":
+            if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+                return False
+        elif not (isinstance(func.value, cst.Call) and isinstance(func.value.func, cst.Name)
+                  and func.value.func.value == "super") or self._under_training_test():
+            return False  # (`if not training: return super().forward(data, training)`: evaluation's batches)
+        function = self.context.enclosing_function()
+        owner = innermost(self.context.ancestors, cst.ClassDef)
+        if function is None or function.name.value != "forward" or owner is None \
+                or not any(_PREPROCESSOR_BASE.search(last_name(base.value) or "") for base in owner.bases):
+            return False
+        if func.attr.value == "forward" and any(isinstance(s, cst.ClassDef) and s.name.value == last_name(b.value)
+                                                for s in self.context.module.body for b in owner.bases):
+            return False  # the base is this file's own preprocessor: its `cast_data` is reported where it is
+        text = self.context.text if self.context.text is not None else self.context.module.code
+        return bool(_MM_IMPORT.search(text)) and not _NON_BLOCKING_DEFAULT.search(
+            self.context.module.code_for_node(owner))
+
+    def _under_training_test(self) -> bool:
+        """Inside an `if` whose test reads `training`, the data preprocessor's flag: one branch is evaluation's."""
+        return any(isinstance(node, cst.If) and any(isinstance(n, cst.Name) and n.value == "training"
+                                                    for n in descendants(node.test))
+                   for node in self.context.ancestors)
+
     def _builds_layer(self, expr: cst.BaseExpression) -> bool:
         """`nn.Sequential(...)`, `torch.nn.Linear(...)`: a module of torch.nn built here."""
         if not isinstance(expr, cst.Call):
@@ -460,6 +572,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         func = node.func
         method = last_name(func)
         self._note_trainer_loaders(node, method)
+        if method in ("cast_data", "forward") and self._copies_in_mm_preprocessor(node):
+            self.report(node, self.message_preprocessor)
+            return
         if isinstance(func, cst.Attribute) and method in PREPARE_METHODS and (
                 method == "setup_dataloaders" or ACCELERATE_OR_FABRIC.search(last_name(func.value) or "")):
             self._prepared_names |= {name for arg in node.args if (name := dotted_name(arg.value))}
