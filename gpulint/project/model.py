@@ -2384,7 +2384,10 @@ class Project:
             return self._registry_models([f for f in models or built or forwards
                                           if _class_of(f).rsplit(".", 1)[-1] not in held and self._of_a_module(f)])
         if receiver:  # `self.text_head(x)`: a part of this module, not any model the program builds
-            alike = [f for f in built if _names_alike(receiver, _class_of(f))]
+            # (a module: calling a plain class runs its `__call__`, not its `forward`; HCP-Diffusion's inference
+            # actions, `BasicAction` subclasses, are no part of its text encoder wrapper's `self.TE`)
+            alike = [f for f in built if _names_alike(receiver, _class_of(f))
+                     and (self._of_a_module(f) or not f.qualname.endswith(".forward"))]
             if alike:
                 return alike
             if _names_a_loss(receiver.rsplit(".", 1)[-1]):
@@ -5814,13 +5817,15 @@ def _call_shape(call: Call) -> tuple[int, frozenset[str], bool]:
 
 
 def _names_alike(receiver: str, class_name: str) -> bool:
-    """Does an object's name echo its class's: a part of three letters or more of one inside the other, or the
-    class's initials (`ema`: ExponentialMovingAverage)? A class named `XWithY` is an X that holds a Y
-    (`Seq2SlateWithPreprocessor` is no `obs_preprocessor`)."""
+    """Does an object's name echo its class's: a part of three letters or more of one inside the other, a shorter
+    name starting the class's (`fc`: FCHead), or the class's initials (`ema`: ExponentialMovingAverage)? Not two
+    letters anywhere inside it (`te`, a text encoder, is no DiffusionStepAction). A class named `XWithY` is an X that
+    holds a Y (`Seq2SlateWithPreprocessor` is no `obs_preprocessor`)."""
     owner = _HOLDS.split(class_name.rsplit(".", 1)[-1], 1)[0]
     lowered = owner.lower()
     name = receiver.rsplit(".", 1)[-1].lower().strip("_")
-    return bool(name) and (name in lowered or lowered in name or any(
+    inside = name in lowered if len(name) >= 3 else lowered.startswith(name)
+    return bool(name) and (inside or lowered in name or any(
         len(part) >= 3 and part in lowered for part in name_parts(name)
     ) or (len(name) >= 2 and name == camel_initials(owner)))
 

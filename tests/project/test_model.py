@@ -15571,3 +15571,55 @@ def test_mmengine_runs_the_loss_of_a_configured_model_its_preprocessor_and_its_o
     assert ("selfsup/models.py", 36, "GPL401") in found, found  # LARS.step, per parameter
     assert not {f for f in found if f[1] == 22}, found  # SimCLR: no config builds it
 
+
+def test_a_part_call_runs_no_forward_of_a_plain_class_nor_of_a_class_two_letters_echo(tmp_path, check):
+    # HCP-Diffusion's wrapper calls its text encoder, `self.TE(ids)`, whose class the model cannot see: not the
+    # inference workflow's actions, plain classes whose `__call__` runs their `forward` (`te` is inside
+    # `DiffusionStepAction` and starts `TextHookAction`).
+    files = {
+        "train.py": """
+            import torch
+            from models import Wrapper
+
+
+            def train(unet, te, loader, optimizer, device):
+                model = Wrapper(unet, te).to(device)
+                for ids, x in loader:
+                    loss = model(ids.to(device, non_blocking=True), x.to(device, non_blocking=True))
+                    loss.backward()
+                    optimizer.step()
+        """,
+        "models.py": """
+            import torch
+            from torch import nn
+
+
+            class Wrapper(nn.Module):
+                def __init__(self, unet, te):
+                    super().__init__()
+                    self.unet, self.TE = unet, te
+
+                def forward(self, ids, x):
+                    return self.unet(x, self.TE(ids)).mean()
+
+
+            class BasicAction:
+                def __call__(self, *args, **kwargs):
+                    return self.forward(*args, **kwargs)
+
+
+            class TextHookAction(BasicAction):
+                def forward(self, memory, **states):
+                    return memory.cpu()
+
+
+            class DiffusionStepAction(BasicAction):
+                def forward(self, memory, **states):
+                    return memory.cpu()
+
+
+            actions = [TextHookAction(), DiffusionStepAction()]
+        """,
+    }
+    found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files, "--confidence", "possible")}
+    assert not {f for f in found if f[0] == "models.py"}, found
