@@ -90,6 +90,7 @@ _MODULE_ANNOTATION = re.compile(r"(?:^|[.\[\s])\w*Module\b")
 _PREPROCESSOR_BASE = re.compile(r"DataPreprocessor$")
 # `non_blocking: Optional[bool] = True` in its `__init__` (MMYOLO's), or `non_blocking=True` handed on
 _NON_BLOCKING_DEFAULT = re.compile(r"non_blocking\s*(?::[^=,)]*)?=\s*True\b")
+_PREPROCESSOR_WORDS = ("cast_data(", "super().forward(")
 _MM_IMPORT = re.compile(r"^\s*(?:from|import)\s+mm[a-z0-9_]*\b", re.MULTILINE)
 _MM_PREPROCESSOR = (
     "import torch\nfrom mmengine.model import ImgDataPreprocessor\n\n\n"
@@ -174,8 +175,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         "this config's training loader does not set `pin_memory=True`: the runner's data preprocessor copies every "
         "batch to the device from pageable memory, a synchronous copy every step"
     )
-    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(", "DataLoader(", "WebLoader(", "cast_data(",
-                "super().forward(", "train_dataloader = dict(")
+    triggers = (".to(", ".cuda(", ".type(", "to_device(", "move_to_cuda(", "DataLoader(", "WebLoader(",
+                "train_dataloader = dict(", *_PREPROCESSOR_WORDS)
     # Its DataLoader findings are in setup code ("training"), which a file without a step (a Lightning script that
     # only calls `trainer.fit`) may hold too.
     hot_only = False
@@ -460,9 +461,17 @@ class BlockingHostToDeviceCopy(SyncRule):
     )
 
     @classmethod
+    def has_words_in(cls, text: str) -> bool:
+        # and an OpenMMLab data preprocessor's copy (`_copies_in_mm_preprocessor`): `super().forward(` alone is in
+        # every other module file
+        return any(word in text for word in cls.triggers if word not in _PREPROCESSOR_WORDS) \
+            or "DataPreprocessor" in text and any(word in text for word in _PREPROCESSOR_WORDS)
+
+    @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
-        # an unpinned loader is reported where it is built
-        return cls.has_words_in(code) or "DataLoader(" in code or "WebLoader(" in code
+        # an unpinned loader is reported where it is built; a data preprocessor's `forward` copies its batch
+        return cls.has_words_in(code) or "DataLoader(" in code or "WebLoader(" in code \
+            or name == "forward" and any(word in code for word in _PREPROCESSOR_WORDS)
 
     def __init__(self, context) -> None:
         super().__init__(context)
