@@ -3186,15 +3186,12 @@ class Project:
     def _mmengine_step_method(self, cls: Target) -> str | None:
         """The method MMEngine's `train_step` runs every step of a class deriving from one of its models or data
         preprocessors, or of an optimizer, or None."""
-        for klass in self.mro(cls):
-            scope = self.files[klass.path].scope(klass.qualname)
-            for base in scope.bases if scope is not None else ():
-                resolved = resolve(base, self.files[klass.path].aliases) or ""
-                name = resolved.rsplit(".", 1)[-1]
-                if resolved.startswith("mmengine.") and name in _MMENGINE_STEP_METHODS:
-                    return _MMENGINE_STEP_METHODS[name]
-                if resolved.startswith("mm") and name.endswith("DataPreprocessor"):
-                    return "forward"  # an OpenMMLab library's own (MMDetection's `DetDataPreprocessor`, for MMYOLO's)
+        for resolved in self._resolved_bases(cls):
+            name = resolved.rsplit(".", 1)[-1]
+            if resolved.startswith("mmengine.") and name in _MMENGINE_STEP_METHODS:
+                return _MMENGINE_STEP_METHODS[name]
+            if resolved.startswith("mm") and name.endswith("DataPreprocessor"):
+                return "forward"  # an OpenMMLab library's own (MMDetection's `DetDataPreprocessor`, for MMYOLO's)
         # an optimizer a config names (MMSelfSup's `LARS`): the runner's optimizer wrapper steps it every step
         return "step" if self._is_optimizer(cls) else None
 
@@ -3281,9 +3278,15 @@ class Project:
     def _is_allennlp_model(self, cls: Target) -> bool:
         """A subclass of AllenNLP's `Model` (at any depth): AllenNLP's trainer calls its `forward` on every batch, from
         a config naming its registered type (allennlp-models' `BiMpm`, `@Model.register("bimpm")`)."""
-        return any(resolve(base, self.files[klass.path].aliases) in _ALLENNLP_MODEL_BASES
-                   for klass in self.mro(cls) if (scope := self.files[klass.path].scope(klass.qualname)) is not None
-                   for base in scope.bases)
+        return any(resolved in _ALLENNLP_MODEL_BASES for resolved in self._resolved_bases(cls))
+
+    def _resolved_bases(self, cls: Target) -> Iterator[str]:
+        """The bases the class and its project bases name, each resolved through its file's imports
+        (`mmengine.model.BaseModel` for `_BaseModel`), "" where it cannot be."""
+        for klass in self.mro(cls):
+            scope = self.files[klass.path].scope(klass.qualname)
+            for base in scope.bases if scope is not None else ():
+                yield resolve(base, self.files[klass.path].aliases) or ""
 
     def _library_bases(self, klass: Target) -> list[str]:
         """The names of a class's bases that are no project class (a library's: `Trainer`, `PPOTrainer`, `Module`)."""

@@ -256,15 +256,18 @@ class TensorFromHostDataInStep(SyncRule):
             # `torch.stack([torch.as_tensor(f(r.tolist())) for r in rows]).to(dev)`: CPU tensors joined, then copied
             self.report(move, self.message_moved.format(func=resolved))
             return
-        if resolved not in HOST_DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None:
-            return
-        if _is_empty_literal(made.args[0].value):
-            return
-        if self.tensors.is_tensor(made.args[0].value):
-            return  # a device tensor wrapped again is GPL2xx's finding (torch.tensor of step values)
-        if self._fallback_for_non_tensors(made.args[0].value):
+        if not self._wraps_host_data(made, resolved) or self._fallback_for_non_tensors(made.args[0].value):
             return
         self.report(move, self.message_moved.format(func=resolved))
+
+    def _wraps_host_data(self, made: cst.Call, resolved: str) -> bool:
+        """`torch.tensor(ids)`, `torch.LongTensor(lengths)` (`resolved`: the constructor called): data that is not
+        known to be a tensor, nor empty, wrapped on the CPU. A device tensor wrapped again is GPL2xx's finding
+        (`torch.tensor` of step values)."""
+        if resolved not in HOST_DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None:
+            return False
+        data = made.args[0].value
+        return not _is_empty_literal(data) and not self.tensors.is_tensor(data)
 
     def _check_stored(self, target: cst.Subscript, value: cst.BaseExpression) -> None:
         """`factor[2:6] = torch.tensor(pred.shape)[[3, 2, 3, 2]]` with `factor` on the device (MMYOLO's YOLOv5 head
@@ -277,13 +280,8 @@ class TensorFromHostDataInStep(SyncRule):
             return
         made = _unreshaped(made)
         resolved = self.context.resolve(made.func) or ""
-        if resolved not in HOST_DATA_CONSTRUCTORS or not made.args or made.args[0].keyword is not None \
-                or keyword_arg(made, "device") is not None:
-            return
-        data = made.args[0].value
-        if _is_empty_literal(data) or self.tensors.is_tensor(data) or self.in_per_tensor_loop():
-            return
-        if self.context.location_of(target.value) != "device":
+        if keyword_arg(made, "device") is not None or not self._wraps_host_data(made, resolved) \
+                or self.in_per_tensor_loop() or self.context.location_of(target.value) != "device":
             return
         self.report(value, self.message_stored.format(func=resolved))
 
