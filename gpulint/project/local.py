@@ -1704,6 +1704,11 @@ def _gives_a_list(value: ast.AST) -> bool:
     return isinstance(value, (ast.List, ast.ListComp))
 
 
+def _wrapped_by_keyword(call: ast.Call) -> str:
+    """The model a wrapper is given by keyword, as a dotted name (Composer's `HuggingFaceModel(model=model, ...)`)."""
+    return next((dotted(k.value) or "" for k in call.keywords if k.arg in ("model", "module")), "")
+
+
 def _built_object(call: ast.Call) -> ast.Call:
     """The call that builds what `call` returns: `Net(cfg)` of `Net(cfg).to(device).train()`."""
     while isinstance(call.func, ast.Attribute) and call.func.attr in _RETURNS_ITSELF and isinstance(call.func.value, ast.Call):
@@ -2440,7 +2445,7 @@ class _Walker:
         calls = tuple(dotted(n.func) or _table_callee(n.func) for n in ast.walk(value) if isinstance(n, ast.Call))
         value = _built_object(value)
         callee = dotted(value.func) or _table_callee(value.func)
-        first = dotted(value.args[0]) or "" if value.args else ""
+        first = dotted(value.args[0]) or "" if value.args else _wrapped_by_keyword(value)
         self.scope.assigns.append(Assign(name, callee=callee, first_arg=first, calls=calls,
                                          option=config_option(value) or "", pos=self._pos(value)))
 

@@ -99,7 +99,7 @@ Key = tuple[str, str]  # (path, qualified name)
 _WRAPPERS = frozenset(
     {"DDP", "DistributedDataParallel", "DataParallel", "FSDP", "FullyShardedDataParallel", "compile", "prepare",
      "setup", "setup_module", "to", "cuda", "half", "float", "bfloat16", "train", "eval", "wrap", "convert_sync_batchnorm",
-     "deepcopy", "copy", "initialize", "prepare_model"}
+     "deepcopy", "copy", "initialize", "prepare_model", "HuggingFaceModel"}
 )
 # Methods of Python containers and strings: an unknown receiver's `.append()` says nothing about project classes.
 _COMMON_METHODS = frozenset(
@@ -3205,16 +3205,20 @@ class Project:
     def _models_a_library_trainer_trains(self) -> list[tuple[Key, Reach]]:
         """`trainer = Trainer(model=model, ...)` then `trainer.train()`, with a Hugging Face (or TRL) trainer or a
         project subclass of one: the library's loop runs the model's `forward` every step (landmark-attention's
-        `LlamaForCausalLM`, the project's own copy of the model, under a `TrainerCosine(Trainer)`)."""
+        `LlamaForCausalLM`, the project's own copy of the model, under a `TrainerCosine(Trainer)`). Composer's
+        trainer, run by `trainer.fit()`, does the same with the model its `HuggingFaceModel` wraps (Monarch Mixer's
+        `BertForMaskedLM`)."""
         found = []
         trained_elsewhere = self._trains_a_built_trainer()
         # (a scope building the trainer names it: only such definitions are read)
         for path, scope in self._scopes_that_may_call(
                 lambda ix: "Trainer" in ix.text and self._is_training_file(ix.path) and (
-                    trained_elsewhere or ".train(" in ix.text),
-                lambda code: "Trainer" in code and (trained_elsewhere or ".train(" in code)):
-            if not trained_elsewhere and not any(call.func.endswith(".train") and not call.arg_kinds
-                                                 for call in scope.calls):
+                    trained_elsewhere or ".train(" in ix.text or ".fit()" in ix.text),
+                lambda code: "Trainer" in code and (trained_elsewhere or ".train(" in code or ".fit()" in code)):
+            # (Composer's trainer is run by `trainer.fit()`)
+            runs = next((call.func.rsplit(".", 1)[-1] for call in scope.calls if call.func.endswith((".train", ".fit"))
+                         and not call.arg_kinds and not call.kw_kinds), "")
+            if not trained_elsewhere and not runs:
                 continue
             for call in scope.calls:
                 model = call.passed(0, "model") if "Trainer" in call.func.rsplit(".", 1)[-1] else ""
@@ -3225,7 +3229,7 @@ class Project:
                     forward_scope = self.files[forward.path].scope(forward.qualname) if forward else None
                     if forward_scope is None:
                         continue
-                    chain = (Frame(path, call.line, f"{call.func}(model={model}).train() (the library's loop)"),
+                    chain = (Frame(path, call.line, f"{call.func}(model={model}).{runs or 'train'}() (the library's loop)"),
                              Frame(forward.path, forward_scope.line, _label(forward.qualname)))
                     found.append(((forward.path, forward.qualname), Reach(PER_STEP, chain=chain, reason=(
                         f"in `{forward.qualname}`, which the trainer's loop runs every step"))))

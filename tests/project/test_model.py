@@ -14333,6 +14333,51 @@ def test_a_model_handed_to_a_library_trainer_runs_its_forward_every_step(tmp_pat
          "TrainerCosine(model=model).train() (the library's loop) -> LlamaForCausalLM.forward()")], found
 
 
+def test_composer_runs_the_forward_of_the_model_its_hugging_face_wrapper_holds_every_step(tmp_path, check):
+    """Monarch Mixer pretrains its own `BertForMaskedLM` with Composer: a builder returns
+    `HuggingFaceModel(model=model, ...)`, and `Trainer(model=model, ...)` then `trainer.fit()` runs the wrapped model's
+    `forward` every step."""
+    model_file = """
+        import torch
+        from torch import nn
+
+
+        class BertForMaskedLM(nn.Module):
+            def forward(self, input_ids, labels=None):
+                if torch.isnan(input_ids).any():
+                    raise ValueError("nan")
+                return self.bert(input_ids)
+    """
+    build = """
+        from composer.models import HuggingFaceModel
+        from src.bert_layers import BertForMaskedLM
+
+
+        def create_bert_mlm(config):
+            model = BertForMaskedLM(config)
+            hf_model = HuggingFaceModel(model=model, tokenizer=None, use_logits=True)
+            return hf_model
+    """
+    main = """
+        from composer import Trainer
+        from src.create_bert import create_bert_mlm
+
+
+        def main(cfg):
+            model = create_bert_mlm(cfg.model)
+            trainer = Trainer(model=model, train_dataloader=None, max_duration="1ep")
+            trainer.fit()
+
+
+        if __name__ == "__main__":
+            main(None)
+    """
+    found = check(tmp_path, {"src/bert_layers.py": model_file, "src/create_bert.py": build, "main.py": main})
+    assert [(f[0], f[1], f[2], f[4]) for f in found] == [
+        ("src/bert_layers.py", 8, "GPL405",
+         "Trainer(model=model).fit() (the library's loop) -> BertForMaskedLM.forward()")], found
+
+
 def test_a_step_function_called_only_in_branches_shipped_settings_never_take_is_no_entry(tmp_path, check):
     """Match4Match trains with `train_model_small_batch` unless `--B` is set (default 0), and FashionKLIP runs
     `train_only` only under `--is-finetune-only`: each of the others does a whole step's work, but every call of it
