@@ -5076,7 +5076,8 @@ class Project:
         if self._fed_loaders is None:
             frontier: list[tuple[Target, int]] = []
             for path, ix in self.files.items():
-                if not self._is_training_file(path) or not ("train_dataloader" in ix.text or ".fit(" in ix.text):
+                if not self._is_training_file(path) or not ("train_dataloader" in ix.text or ".fit(" in ix.text
+                                                             or ".prepare(" in ix.text):
                     continue
                 lightning = self._lightning_classes(path)
                 for definition in ix.definitions.values():
@@ -5101,18 +5102,23 @@ class Project:
 
     def _fit_loader_sources(self, path: str) -> list[Target]:
         """The functions whose result the file's `trainer.fit(model, loader)` takes as its training loader, through
-        the name it is bound to (`train_loader, val_loader = get_dataloader(...)`)."""
+        the name it is bound to (`train_loader, val_loader = get_dataloader(...)`), or that the file hands to
+        `accelerator.prepare(model, optimizer, loader)`, which copies each batch the loader yields to the device."""
         ix = self.files[path]
         found = []
         for definition in [None, *ix.definitions.values()]:
-            if definition is not None and (definition.is_class or ".fit(" not in definition.code):
+            if definition is not None and (definition.is_class or not (".fit(" in definition.code
+                                                                        or ".prepare(" in definition.code)):
                 continue
             scope = ix.scope(definition.qualname if definition is not None else MODULE_SCOPE)
             for call in scope.calls if scope is not None else ():
                 receiver, _, method = call.func.rpartition(".")
-                if method != "fit" or "trainer" not in receiver.lower():
+                if method == "prepare" and "accelerator" in receiver.lower():
+                    names = {call.passed_in_place(i) for i in range(len(call.arg_kinds))} - {""}
+                elif method == "fit" and "trainer" in receiver.lower():
+                    names = {call.passed_in_place(1)} | {n for k, n in call.kw_names if k in TRAIN_LOADER_KEYWORDS}
+                else:
                     continue
-                names = {call.passed_in_place(1)} | {n for k, n in call.kw_names if k in TRAIN_LOADER_KEYWORDS}
                 callees = {a.callee for a in scope.assigns if a.target in names and a.callee}
                 callees |= {callee for name, callee, _ in scope.unpacked if name in names}
                 for callee in callees:

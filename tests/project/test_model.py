@@ -14378,6 +14378,50 @@ def test_composer_runs_the_forward_of_the_model_its_hugging_face_wrapper_holds_e
          "Trainer(model=model).fit() (the library's loop) -> BertForMaskedLM.forward()")], found
 
 
+def test_a_loader_a_builder_returns_and_accelerate_prepares_is_reported_where_it_is_built(tmp_path, check):
+    """A training script hands `accelerator.prepare` the loader a builder returns (`loader = build_data(ds)`), in
+    its own file or another: accelerate copies every batch to the device, so an unpinned DataLoader there blocks
+    every step. The evaluation loader the same script prepares is not reported."""
+    data = """
+        from torch.utils.data import DataLoader
+
+
+        def build_data(ds):
+            return DataLoader(ds, batch_size=4, shuffle=True)
+
+
+        def build_eval_data(ds):
+            return DataLoader(ds, batch_size=4)
+    """
+    train = """
+        import torch
+        from accelerate import Accelerator
+        from data import build_data, build_eval_data
+
+
+        def main(model, ds):
+            accelerator = Accelerator()
+            loader = build_data(ds)
+            eval_loader = build_eval_data(ds)
+            optimizer = torch.optim.AdamW(model.parameters())
+            model, optimizer, loader, eval_loader = accelerator.prepare(model, optimizer, loader, eval_loader)
+            for batch in loader:
+                accelerator.backward(model(batch).mean())
+                optimizer.step()
+                optimizer.zero_grad()
+
+
+        if __name__ == "__main__":
+            main(None, None)
+    """
+    found = check(tmp_path, {"data.py": data, "train.py": train})
+    assert [(f[0], f[1], f[2]) for f in found] == [("data.py", 6, "GPL411")], found
+    # (the builder in the training file itself: the message names `accelerator.prepare`)
+    one_file = data + train.replace("from data import build_data, build_eval_data\n", "")
+    found = check(tmp_path / "one", {"train.py": one_file})
+    assert [(f[0], f[1], f[2]) for f in found] == [("train.py", 6, "GPL411")], found
+
+
 def test_a_step_function_called_only_in_branches_shipped_settings_never_take_is_no_entry(tmp_path, check):
     """Match4Match trains with `train_model_small_batch` unless `--B` is set (default 0), and FashionKLIP runs
     `train_only` only under `--is-finetune-only`: each of the others does a whole step's work, but every call of it

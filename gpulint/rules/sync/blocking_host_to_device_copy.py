@@ -786,7 +786,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         if not self.context.facts.step_code():
             return
         for loader, ancestors in self._unpinned_loaders:
-            if loader not in self._loaders_to_pin or not _bound_to(ancestors, self._prepared_names) \
+            # (bound to a name the file prepares, or built by a function whose result is prepared: `build_data()`)
+            handed = _bound_to(ancestors, self._prepared_names) \
+                or qualname_of(ancestors) in self.context.facts.trainer_loader_builders
+            if loader not in self._loaders_to_pin or not handed \
                     or in_error_path_or_first_step(ancestors) \
                     or _bound_for_evaluation(ancestors) or _for_evaluation(ancestors):
                 continue
