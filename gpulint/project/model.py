@@ -5308,9 +5308,14 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 def _turns_on_the_gpu(switch: str) -> bool:
-    """`cuda`, `use_cuda`, `use_gpu`: a switch for training on the GPU (not `no_cuda`, `disable_gpu`)."""
+    """`cuda`, `use_cuda`, `use_gpu`, `multi_gpu`: a switch for training on the GPU (not `no_cuda`, `disable_gpu`,
+    nor a switch for something done on it: RWKV's `substep_cuda_cache_clear`)."""
     parts = name_parts(switch)
-    return bool(parts & {"cuda", "gpu", "gpus"}) and not parts & {"no", "not", "disable", "disabled", "without", "cpu"}
+    return bool(parts & {"cuda", "gpu", "gpus"}) and parts <= _GPU_SWITCH_PARTS
+
+
+_GPU_SWITCH_PARTS = frozenset({"cuda", "gpu", "gpus", "use", "using", "enable", "enabled", "with", "on", "multi", "is",
+                               "has", "run", "train", "training", "device", "available"})
 
 
 # A module named for helping, whatever else its name says (`train_util.py`): imported, not run.

@@ -10926,7 +10926,8 @@ def test_what_callers_pass_is_read_when_every_call_is_known(tmp_path, check):
 
 def test_a_switch_that_turns_the_gpu_on_is_on(tmp_path, check):
     """Wave-U-Net copies its batches under `if args.cuda:`, a `store_true` switch off by default: training on a GPU
-    passes it, so the copies are reported (naming the switch); a `--no_cuda` switch's branch stays off."""
+    passes it, so the copies are reported (naming the switch); a `--no_cuda` switch's branch stays off, and so does
+    a switch for something done on the GPU (RWKV's `substep_cuda_cache_clear`, off in its shipped config)."""
     files = {
         "train.py": """
             import argparse
@@ -10941,11 +10942,14 @@ def test_a_switch_that_turns_the_gpu_on_is_on(tmp_path, check):
                     loss = model(x).sum()
                     loss.backward()
                     optimizer.step()
+                    if args.substep_cuda_cache_clear:
+                        torch.cuda.empty_cache()
 
             if __name__ == "__main__":
                 parser = argparse.ArgumentParser()
                 parser.add_argument("--cuda", action="store_true")
                 parser.add_argument("--no_cuda", action="store_true")
+                parser.add_argument("--substep_cuda_cache_clear", action="store_true")
                 main(parser.parse_args(), *build())
         """,
     }
