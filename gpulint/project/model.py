@@ -3229,7 +3229,8 @@ class Project:
                     forward_scope = self.files[forward.path].scope(forward.qualname) if forward else None
                     if forward_scope is None:
                         continue
-                    chain = (Frame(path, call.line, f"{call.func}(model={model}).{runs or 'train'}() (the library's loop)"),
+                    started = f"{call.func}(model={model}).{runs or 'train'}()"
+                    chain = (Frame(path, call.line, f"{started} (the library's loop)"),
                              Frame(forward.path, forward_scope.line, _label(forward.qualname)))
                     found.append(((forward.path, forward.qualname), Reach(PER_STEP, chain=chain, reason=(
                         f"in `{forward.qualname}`, which the trainer's loop runs every step"))))
