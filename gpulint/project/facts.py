@@ -169,7 +169,8 @@ class FileFacts:
     loader_factories: frozenset[str] = frozenset()
     # Functions of this file (qualnames) whose loaders a trainer takes: those a Lightning module's `train_dataloader`
     # reaches (pykale's `create_loader`, two calls away), and those whose result is handed to `trainer.fit(model,
-    # loader)` (drugban's `get_dataloader`, called by its `main.py`). A trainer copies every batch they yield.
+    # loader)` (drugban's `get_dataloader`, called by its `main.py`) or to `accelerator.prepare(..., loader)`. A
+    # trainer (or accelerate) copies every batch they yield.
     trainer_loader_builders: frozenset[str] = frozenset()
     # Some file of the project (not a test) turns torch.distributions' argument checks off for the whole process
     # (`Distribution.set_default_validate_args(False)`, pydreamer's `train.py`): no distribution validates.

@@ -208,6 +208,8 @@ class Call:
 class Assign:
     target: str  # "model", "self.model"
     callee: str = ""  # assigned a call of this dotted name
+    # its first argument as a dotted name; with none in place, the model or module given by keyword (a wrapper's:
+    # Composer's `HuggingFaceModel(model=model)`, `DDP(module=model)`)
     first_arg: str = ""
     source: str = ""  # assigned another dotted name (an alias)
     element_of: str = ""  # a loop variable over this dotted name (`for block in self.blocks:`)

@@ -788,8 +788,7 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         for loader, ancestors in self._unpinned_loaders:
             # (bound to a name the file prepares, or built by a function whose result is prepared: `build_data()`)
-            handed = _bound_to(ancestors, self._prepared_names) \
-                or qualname_of(ancestors) in self.context.facts.trainer_loader_builders
+            handed = _bound_to(ancestors, self._prepared_names) or self._in_fed_builder(ancestors)
             if loader not in self._loaders_to_pin or not handed \
                     or in_error_path_or_first_step(ancestors) \
                     or _bound_for_evaluation(ancestors) or _for_evaluation(ancestors):
@@ -829,10 +828,14 @@ class BlockingHostToDeviceCopy(SyncRule):
         if function is not None and function.name.value in self._loader_builders \
                 and owner is not None and owner.name.value in self.context.facts.lightning_classes:
             return True
-        # A function of this file whose loaders another file's trainer takes (the project model follows the calls)
-        if qualname_of(ancestors) in self.context.facts.trainer_loader_builders:
+        if self._in_fed_builder(ancestors):
             return not _bound_for_evaluation(ancestors) and not _for_evaluation(ancestors)
         return _bound_to(ancestors, self._fed_to_trainer)
+
+    def _in_fed_builder(self, ancestors: tuple[cst.CSTNode, ...]) -> bool:
+        """Is the node in a function whose loaders a trainer or `accelerator.prepare` takes, from this file or another
+        (the project model follows the calls: `FileFacts.trainer_loader_builders`)?"""
+        return qualname_of(ancestors) in self.context.facts.trainer_loader_builders
 
     def _fix(self, call: cst.Call) -> list[Replace]:
         """`non_blocking=True` on the copy, and `pin_memory=True` on this file's loaders that do not set it: from
