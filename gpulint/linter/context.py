@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal
 import libcst as cst
 
 from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts, params_of
-from gpulint.project.facts import PROGRAM, FileFacts
+from gpulint.project.facts import PER_STEP, PROGRAM, FileFacts
 from gpulint.project.local import (
     gate_interval, gpu_branch, inverted_gate, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags,
     tuple_kinds,
@@ -692,6 +692,13 @@ class FileContext:
         name says (`FunctionFacts.called_every_step`)."""
         facts = self._function_facts()
         return facts is not None and facts.called_every_step
+
+    def surely_per_step(self) -> bool:
+        """The project model reached the enclosing function from the step through calls it resolved, none of them a
+        guess (DARTS's `train_step -> _unrolled_backward -> _restore_weights`)."""
+        facts = self._function_facts()
+        return facts is not None and facts.reach is not None and facts.reach.rank == PER_STEP \
+            and not facts.reach.likely and not facts.reach.guessed
 
     def _open_param(self, test: cst.BaseExpression) -> bool:
         """`if report_metric:` on a parameter the callers bind to a setting, not an interval test (the model's

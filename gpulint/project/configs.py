@@ -162,7 +162,9 @@ _MODULE_SWITCH = re.compile(r"""^([A-Za-z_]\w*)[ \t]*=[ \t]*(True|False)[ \t]*(?
 # `opt['dist'] = True` (BasicSR's options, set by the launcher): a setting of the switch the key names.
 _KEY_SWITCH_SET = re.compile(r"""\[[ \t]*["'](\w+)["'][ \t]*\][ \t]*=[ \t]*(True|False)\b""")
 _BOOL_KEY = re.compile(r"""^[ \t-]*["']?(\w+)["']?[ \t]*:[ \t]*(true|false|True|False)\b""", re.MULTILINE)
-_FLAG_ALONE = re.compile(r"--([A-Za-z][\w-]*)(?=[ \t]*(?:\\?\n|$|--|[;&|]))", re.MULTILINE)
+# A flag may close a quoted piece of a command (`OPTS+=" --student-gen"`, DistiLLM's scripts) or precede a quoted
+# option (`--fp16 "--seed" 1`).
+_FLAG_ALONE = re.compile(r"""--([A-Za-z][\w-]*)(?=[ \t]*["']?[ \t]*(?:\\?\n|$|["']?--|[;&|]))""", re.MULTILINE)
 _FLAG_WORDS = {"true": "true", "false": "false", "1": "true", "0": "false"}
 # A one-dash option given 0 or 1 in a command (`python run.py -per 1`): argparse's numbered switches.
 _SHORT_OPTION_SWITCH = re.compile(r"(?<![\w-])-([A-Za-z][\w-]*)[ \t]+([01])(?![\w.])")

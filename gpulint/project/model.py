@@ -5533,9 +5533,11 @@ _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that regi
 _TORCH_LAYER = re.compile(r"torch\.nn\.(?:modules\.\w+\.)?[A-Z]\w*")
 _NOT_LAYER_CALLS = frozenset({"Identity", "Flatten", "Unflatten", "ModuleList", "ModuleDict", "ParameterList",
                               "ParameterDict", "Parameter", "Buffer"})
-# The methods MMEngine's `BaseModel.train_step` runs every step, by the MMEngine base a class derives from: the
-# model's `loss` (through `forward(..., mode="loss")`) and the data preprocessor's `forward`.
-_MMENGINE_STEP_METHODS = {"BaseModel": "loss", "BaseDataPreprocessor": "forward", "ImgDataPreprocessor": "forward"}
+# The methods MMEngine's runner runs every step, by the MMEngine base a class derives from: the model's `loss`
+# (`BaseModel.train_step` runs it through `forward(..., mode="loss")`), the data preprocessor's `forward`, and a
+# training loop's `run_iter` (MMRazor's quantization-aware loops).
+_MMENGINE_STEP_METHODS = {"BaseModel": "loss", "BaseDataPreprocessor": "forward", "ImgDataPreprocessor": "forward",
+                          "EpochBasedTrainLoop": "run_iter", "IterBasedTrainLoop": "run_iter"}
 # The method a training library runs every step on the classes filed in its registries (fairseq's trainer: the
 # task's `train_step`, which runs the criterion's `forward`, which runs the model's)
 _LIBRARY_REGISTRY_STEPS = {"register_criterion": "forward", "register_task": "train_step"}

@@ -2830,6 +2830,9 @@ def test_switch_settings_and_the_switches_they_leave_off():
                         ("count", "zero")}
     assert off_switches(numbered) == {"distributional", "ema", "per"}
     assert switch_settings("python run.py -per 1 -info sac -n_step 3\n", "README.md") == {("per", "true")}
+    # DistiLLM's scripts build the command in a variable: a flag closes a quoted piece (`OPTS+=" --student-gen"`).
+    quoted = switch_settings('OPTS+=" --student-gen"\nOPTS+=" --type kd --fp16"\npython x.py "--seed" 1\n', "gkd.sh")
+    assert quoted == {("student_gen", "true"), ("fp16", "true")}
 
 
 def test_a_factory_named_for_losses_is_setup_not_step_work(tmp_path, check):
@@ -15663,6 +15666,105 @@ def test_mmengine_runs_the_loss_of_a_configured_model_its_preprocessor_and_its_o
     assert ("selfsup/models.py", 28, "GPL411") in found, found  # the preprocessor's blocking `cast_data`
     assert ("selfsup/models.py", 36, "GPL401") in found, found  # LARS.step, per parameter
     assert not {f for f in found if f[1] == 22}, found  # SimCLR: no config builds it
+
+
+def test_mmengine_runs_a_models_own_train_step_and_the_run_iter_of_the_loop_a_config_names_every_step(tmp_path, check):
+    # MMRazor's shape: an algorithm that overrides `train_step` (DARTS's unrolled step) is run through its own, and a
+    # loop the config names (`train_cfg = dict(type="QATLoop")`, a quantization-aware loop) runs its `run_iter` every
+    # iteration. A loop class no config names is not run.
+    files = {
+        "tools/train.py": """
+            import torch
+            from mmengine.config import Config
+            from mmengine.runner import Runner
+
+
+            def main():
+                torch.cuda.set_device(0)
+                Runner.from_cfg(Config.fromfile("configs/darts.py")).train()
+
+
+            if __name__ == "__main__":
+                main()
+        """,
+        "configs/darts.py": """
+            model = dict(type="Darts", architecture=dict(type="Supernet"))
+            train_cfg = dict(type="QATLoop", max_epochs=10)
+        """,
+        "razor/algorithms.py": """
+            import torch
+            from mmengine.model import BaseModel
+            from mmengine.runner import EpochBasedTrainLoop
+
+
+            class Darts(BaseModel):
+                def train_step(self, data, optim_wrapper):
+                    losses = self(data, mode="loss")
+                    for name, p in self.architecture.named_parameters():
+                        p.grad.mul_(0.5)
+                    return losses
+
+
+            class QATLoop(EpochBasedTrainLoop):
+                def run_iter(self, idx, data_batch):
+                    outputs = self.runner.model.train_step(data_batch, optim_wrapper=self.runner.optim_wrapper)
+                    self.runner.message_hub.update_scalar("train/lr", outputs["loss"].item())
+
+
+            class PTQLoop(EpochBasedTrainLoop):
+                def run_iter(self, idx, data_batch):
+                    self.last = self.runner.model.val_step(data_batch)[0].item()
+        """,
+    }
+    found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files)}
+    assert ("razor/algorithms.py", 10, "GPL501") in found, found  # Darts.train_step, a kernel per parameter
+    assert ("razor/algorithms.py", 18, "GPL401") in found, found  # QATLoop.run_iter
+    assert not {f for f in found if f[1] == 23}, found  # PTQLoop: no config names it
+
+
+def test_a_copy_loop_over_parameters_the_step_surely_reaches_is_a_kernel_per_parameter(tmp_path, check):
+    # DARTS's unrolled step: `train_step -> _unrolled_backward -> _restore_weights`, which copies every parameter back
+    # from its backup one kernel at a time, every step. The same copy loop run once at setup is a weight load.
+    files = {
+        "train.py": """
+            import copy
+            import torch
+
+
+            class Search:
+                def __init__(self, model, optimizer):
+                    self.model, self.optimizer = model, optimizer
+
+                def _restore_weights(self, backup):
+                    with torch.no_grad():
+                        for p, b in zip(self.model.parameters(), backup):
+                            p.copy_(b)
+
+                def _load_weights(self, saved):
+                    with torch.no_grad():
+                        for p, b in zip(self.model.parameters(), saved):
+                            p.copy_(b)
+
+                def _unrolled_backward(self, x):
+                    backup = copy.deepcopy(tuple(self.model.parameters()))
+                    self.model(x).mean().backward()
+                    self._restore_weights(backup)
+
+                def train_step(self, x):
+                    self._unrolled_backward(x)
+                    self.optimizer.step()
+
+
+            def main(model, loader, saved):
+                search = Search(model.cuda(), torch.optim.SGD(model.parameters(), lr=0.1))
+                search._load_weights(saved)
+                for x in loader:
+                    search.train_step(x.cuda(non_blocking=True))
+        """,
+    }
+    found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files)}
+    assert ("train.py", 12, "GPL501") in found, found
+    assert ("train.py", 17, "GPL501") not in found, found
 
 
 def test_a_part_call_runs_no_forward_of_a_plain_class_nor_of_a_class_two_letters_echo(tmp_path, check):

@@ -242,11 +242,12 @@ class _LoopBodyScanner(SyntaxVisitor):
         self.keys = keys  # loop variables that name each tensor: `ema[name]` is a tensor too
         self.context = context
         function = context.enclosing_function()
-        # In a function named like a per-step update (`update`, `apply_update_`, `ema_step`), or inside another loop
-        # (stylegan3's training loop copies each buffer into G_ema every step), copying each tensor unchanged is
-        # per-step work too; elsewhere (`set`, `load_weights`) it is a one-off weight load.
+        # In a function named like a per-step update (`update`, `apply_update_`, `ema_step`), inside another loop
+        # (stylegan3's training loop copies each buffer into G_ema every step), or one the step surely reaches
+        # (DARTS's `_restore_weights` after each virtual step), copying each tensor unchanged is per-step work too;
+        # elsewhere (`set`, `load_weights`) it is a one-off weight load.
         self.copies_count = function is not None and bool(name_parts(function.name.value) & UPDATE_NAME_PARTS) \
-            or _in_step_loop(context)
+            or _in_step_loop(context) or function is not None and context.surely_per_step()
         self.scan = LoopScan(in_update_function=self.copies_count)
         self._stack: list[cst.CSTNode] = []
         self._hits_at_assign: list[int] = []
