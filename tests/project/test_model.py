@@ -2585,6 +2585,9 @@ def test_which_function_names_say_no_training_step(name, cold):
     ("parlai/torchscript/modules.py", False),  # ParlAI's wrappers tracing a trained agent's model for export
     ("demo/gligen/trainer.py", False),  # GLIGEN's copy of its trainer, imported by its demo app for helpers
     ("gligen/trainer.py", True),
+    # Diffusion Planner's tool drawing guidance, whose help says its reward config must turn a switch on
+    ("rlvr/autoresearch/tools/viz_collision_guidance.py", False),
+    ("scripts/plot_losses.py", False),
 ])
 def test_which_files_may_hold_the_training_a_user_runs(path, training):
     from gpulint.project.vocab import is_training_path
