@@ -94,7 +94,8 @@ class PerParameterUpdateLoop(WhereItRuns):
         "CPU-only toy models trained from a module that names no device (no launches to save; a training script that "
         "names none is skipped). Skipped: functions named like `init`/`setup`/`checkpoint`, loops "
         "that scale weights by a constant (initialisation), loops that only copy tensors unchanged outside update "
-        "functions, loops that sort tensors into lists for a `torch._foreach_*` call, loops doing matrix products per "
+        "functions and functions the step surely reaches (DARTS's `_restore_weights`, after each virtual step), "
+        "loops that sort tensors into lists for a `torch._foreach_*` call, loops doing matrix products per "
         "tensor (Muon's Newton-Schulz iterations: compute-bound, with no foreach form), loops over a loss's own parameters "
         "(`center_criterion.parameters()`: a tensor or two), and loops under a logging gate.",
     )
@@ -151,6 +152,15 @@ class PerParameterUpdateLoop(WhereItRuns):
             "        source_state = self.model.state_dict()\n"
             "        for key, value in self.ema_state.items():\n"
             "            self.ema_state[key].mul_(rate).add_(source_state[key].detach(), alpha=1 - rate)\n"
+        ),
+        # DARTS's unrolled step: every step copies each weight back from its backup, in a helper the loop calls
+        Invalid(
+            "import torch\n\n\ndef restore_weights(model, backup):\n    with torch.no_grad():\n"
+            "        for p, b in zip(model.parameters(), backup):\n            p.copy_(b)\n\n\n"
+            "def train(model, loader, optimizer):\n    for x in loader:\n"
+            "        backup = [p.detach().clone() for p in model.parameters()]\n"
+            "        model(x.cuda(non_blocking=True)).mean().backward()\n"
+            "        restore_weights(model, backup)\n        optimizer.step()\n"
         ),
         # detectron2-style EMA (nanodet, d2go): a project method walks the model's tensors by name, the EMA's copy of
         # each is looked up by it and updated in place
