@@ -474,10 +474,28 @@ def dependency_pins(text: str, display: str) -> frozenset[tuple[str, str]]:
     return frozenset({(display.rpartition("/")[0], pin)})
 
 
+# A module and a class given under two keys, one line after the other (Dual Diffusion's `"module_trainer":
+# {"package": "training.module_trainers.dae_trainer_d3", "class": "DAETrainer_D3"}`, for `importlib.import_module`).
+_PACKAGE_THEN_CLASS = re.compile(
+    r"""["']?(?:package|module)["']?[ \t]*:[ \t]*["']?([A-Za-z_]\w*(?:\.\w+)*)["']?[ \t]*,?[ \t]*\r?\n"""
+    r"""[ \t]*["']?(?:class|class_name|cls)["']?[ \t]*:[ \t]*["']?([A-Za-z_]\w*)["']?""")
+
+
+# ... or as a pair in a list (its older configs' `"module_trainer_class": ["training.module_trainers.unet_trainer",
+# "UNetTrainer"]`).
+_MODULE_CLASS_PAIR = re.compile(r"""\[[ \t]*["']([A-Za-z_]\w*(?:\.\w+)+)["'][ \t]*,[ \t]*["']([A-Z]\w*)["'][ \t]*\]""")
+
+
 def classes_in(text: str) -> set[str]:
-    """The dotted class names a config's `target:` lines build (`sgm.models.diffusion.DiffusionEngine`), and the
-    dotted paths of other keys that name what to build (3D-Speaker's `obj: speakerlab.loss.margin_loss.ArcMarginLoss`)."""
-    return set(_TARGET.findall(text)) | set(_DOTTED_CLASS.findall(text))
+    """The dotted class names a config's `target:` lines build (`sgm.models.diffusion.DiffusionEngine`), the
+    dotted paths of other keys that name what to build (3D-Speaker's `obj: speakerlab.loss.margin_loss.ArcMarginLoss`),
+    and a module and a class named apart (`package:` then `class:`, or `["pkg.module", "Class"]`)."""
+    found = set(_TARGET.findall(text)) | set(_DOTTED_CLASS.findall(text))
+    if "class" in text:
+        found |= {f"{module}.{name}" for module, name in _PACKAGE_THEN_CLASS.findall(text)}
+    if "[" in text:
+        found |= {f"{module}.{name}" for module, name in _MODULE_CLASS_PAIR.findall(text)}
+    return found
 
 
 def is_training_config(path: str) -> bool:

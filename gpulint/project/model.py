@@ -2102,6 +2102,7 @@ class Project:
                 if self._abstract(found):  # `datamanager: DataManager`: the object is one of its subclasses
                     out.targets += [o for o in self.overrides(cls, method) if o not in out.targets
                                     and self._may_be_built(Target(o.path, _class_of(o), True))
+                                    and self._config_may_choose(cls, Target(o.path, _class_of(o), True))
                                     and not is_other_backend_class(_class_of(o))]  # not `DeviceMPS`'s
         # Classes that lack the method are no answer either (`self.config.method`, annotated `TRLConfig` upstream,
         # holds a `PPOConfig` whose method runs).
@@ -2646,6 +2647,26 @@ class Project:
             self._by_config, self._by_config_named = frozenset(found), frozenset(named)
         return self._by_config or None
 
+    def _unchosen_by_configs(self, method: Key) -> bool:
+        """Is `method` one of a class in a family the training configs choose from (Dual Diffusion's module
+        trainers, one named by each model's `"module_trainer": {"package": ..., "class": ...}`) that no config
+        names and no call builds: it derives from a class the configs build, and is not built itself?"""
+        built = self._config_built()
+        if built is None or "." not in method[1]:
+            return False
+        cls = Target(method[0], method[1].rsplit(".", 1)[0], True)
+        return cls not in built and cls not in self.instantiated \
+            and any(base in built for base in self.mro(cls) if base != cls)
+
+    def _config_may_choose(self, base: Target, sub: Target) -> bool:
+        """May the program build `sub`, a subclass of `base`, where the training configs choose which subclass of
+        `base` to build (Dual Diffusion's `"module_trainer": {"package": ..., "class": "DAETrainer_D3"}`, for a
+        `self.module_trainer: ModuleTrainer`)? Only one they name, or one a call builds. Any, where they name none."""
+        built = self._config_built()
+        if built is None or sub in built or sub in self.instantiated:
+            return True
+        return not any(base in self.mro(named) for named in self._config_named() if named != base)
+
     def _config_named(self) -> frozenset[Target]:
         """The project classes the training configs name themselves (`_config_built` without their bases)."""
         self._config_built()
@@ -3043,8 +3064,9 @@ class Project:
                 | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners) \
                 | self._registered_unconfigured(owners) | self._unselected_registered(owners) | never_fit
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused
-                     and not self._in_unused_copy(*key)]
-            setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused]
+                     and not self._in_unused_copy(*key) and not self._unchosen_by_configs(key)]
+            setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused
+                           and not self._unchosen_by_configs(key)]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models() \
             + self._models_a_library_trainer_trains() + self._library_registry_entries() + self._mmengine_entries()
         # A loop is a step loop when it calls a function doing one step's work (`for x in data: self.update(x)`):

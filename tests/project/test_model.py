@@ -15770,6 +15770,66 @@ def test_a_copy_loop_over_parameters_the_step_surely_reaches_is_a_kernel_per_par
     assert ("train.py", 17, "GPL501") not in found, found
 
 
+def test_the_module_trainer_a_config_names_by_package_and_class_runs_and_its_unnamed_siblings_do_not(tmp_path, check):
+    # Dual Diffusion's shape: the trainer imports the module trainer a model's config names (`"package"` and
+    # `"class"`, or an older config's `["package", "Class"]`) and calls its `train_batch` every step. The module
+    # trainers beside them that no config names are experiments nothing runs, though their `train_batch` is named
+    # like step work and `self.module_trainer: ModuleTrainer` could hold any of them.
+    trainer = """
+        import importlib
+        import json
+        import torch
+        from module_trainers.base import ModuleTrainer
+
+
+        def train(config_path, loader):
+            config = json.load(open(config_path))
+            package = importlib.import_module(config["module_trainer"]["package"])
+            trainer_class = getattr(package, config["module_trainer"]["class"])
+            module_trainer: ModuleTrainer = trainer_class(config)
+            for batch in loader:
+                loss = module_trainer.train_batch(batch.cuda(non_blocking=True))
+                loss.backward()
+    """
+    sibling = """
+        import torch
+        from module_trainers.base import ModuleTrainer
+
+
+        class {name}(ModuleTrainer):
+            def train_batch(self, batch):
+                loss = self.model(batch).mean()
+                self.log = loss.cpu()
+                return loss
+    """
+    files = {
+        "train.py": trainer,
+        "module_trainers/__init__.py": "",
+        "module_trainers/base.py": """
+            class ModuleTrainer:
+                def train_batch(self, batch):
+                    raise NotImplementedError()
+        """,
+        "module_trainers/dae_d3.py": sibling.format(name="DAETrainerD3"),
+        "module_trainers/unet.py": sibling.format(name="UNetTrainer"),
+        "module_trainers/dae_p1.py": sibling.format(name="DAETrainerP1"),
+        "config/models/dae_d3/train.json": """
+            {"lr": 0.01,
+             "module_trainer": {
+               "package": "module_trainers.dae_d3",
+               "class": "DAETrainerD3"
+             }}
+        """,
+        "config/models/default/unet_train.json": """
+            {"module_trainer_class": ["module_trainers.unet", "UNetTrainer"]}
+        """,
+    }
+    found = {(path, code) for path, line, code, _, _ in check(tmp_path, files)}
+    assert ("module_trainers/dae_d3.py", "GPL403") in found, found
+    assert ("module_trainers/unet.py", "GPL403") in found, found
+    assert ("module_trainers/dae_p1.py", "GPL403") not in found, found
+
+
 def test_a_part_call_runs_no_forward_of_a_plain_class_nor_of_a_class_two_letters_echo(tmp_path, check):
     # HCP-Diffusion's wrapper calls its text encoder, `self.TE(ids)`, whose class the model cannot see: not the
     # inference workflow's actions, plain classes whose `__call__` runs their `forward` (`te` is inside
