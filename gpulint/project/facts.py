@@ -269,6 +269,7 @@ class ExecState:
     # like setup work but run for inference): it runs once, in the training program, where a loader or a
     # tokenizer's padding is set for every step to come
     setup: bool = False
+    once: bool = False  # cold only because it is a branch that computes a value once and keeps it
 
     @property
     def per_step(self) -> bool:
@@ -404,7 +405,7 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             return ExecState(False, gated, False, "in a branch that ends the training loop (`break`): taken once, "
                              "not every step")
         elif kind in _COLD_REASONS:
-            return ExecState(False, gated, True, _COLD_REASONS[kind])
+            return ExecState(False, gated, True, _COLD_REASONS[kind], once=kind == "once")
         elif kind == "episode-end" and region.loop in facts.step_loops:
             return ExecState(False, gated, False, "in the branch for an episode's end, once per episode, not every "
                              "environment step")

@@ -3238,8 +3238,10 @@ class Project:
                     trained_elsewhere or ".train(" in ix.text or ".fit()" in ix.text),
                 lambda code: "Trainer" in code and (trained_elsewhere or ".train(" in code or ".fit()" in code)):
             # (Composer's trainer is run by `trainer.fit()`)
+            # (`trainer.train(resume_from_checkpoint=...)` too: LLaMA-Factory's workflows)
             runs = next((call.func.rsplit(".", 1)[-1] for call in scope.calls if call.func.endswith((".train", ".fit"))
-                         and not call.arg_kinds and not call.kw_kinds), "")
+                         and not call.arg_kinds and all(kw == "resume_from_checkpoint" for kw, _ in call.kw_kinds)),
+                        "")
             if not trained_elsewhere and not runs:
                 continue
             for call in scope.calls:
@@ -3256,7 +3258,23 @@ class Project:
                              Frame(forward.path, forward_scope.line, _label(forward.qualname)))
                     found.append(((forward.path, forward.qualname), Reach(PER_STEP, chain=chain, reason=(
                         f"in `{forward.qualname}`, which the trainer's loop runs every step"))))
+                found += self._optimizer_hooks(path, scope, call, f"{call.func}(model={model}).{runs or 'train'}()")
         self.entries = self.entries or bool(found)
+        return found
+
+    def _optimizer_hooks(self, path: str, scope: Scope, call: Call, started: str) -> list[tuple[Key, Reach]]:
+        """The `create_optimizer` of a project subclass of a library trainer, which the library calls once before
+        its loop: what it builds is the optimizer the loop steps (BAdam's `BlockOptimizer`, set as
+        `self.optimizer` by its `Seq2SeqPeftTrainer`)."""
+        found = []
+        for cls in self._callable_targets(path, scope, call.func):
+            for name in _OPTIMIZER_SETUP_HOOKS:
+                hook = self.find_method(cls, name) if cls.is_class else None
+                hook_scope = self.files[hook.path].scope(hook.qualname) if hook is not None else None
+                if hook_scope is not None:
+                    chain = (Frame(path, call.line, f"{started} (the library's loop)"),
+                             Frame(hook.path, hook_scope.line, _label(hook.qualname)))
+                    found.append(((hook.path, hook.qualname), Reach(PROGRAM, chain=chain)))
         return found
 
     def _trains_a_built_trainer(self) -> bool:
@@ -4064,7 +4082,9 @@ class Project:
             rank = _rank_of(state, reach)
             resolved = self.resolve_call(path, scope, call, per_step=rank <= GATED)
             chain = state.chain or reach.chain
-            if rank <= PROGRAM:
+            # (what a branch computing a value once builds, the program builds: BAdam's `create_optimizer` builds its
+            # optimizer under `if self.optimizer is not None: return self.optimizer`)
+            if rank <= PROGRAM or state.once and reach.rank <= PROGRAM:
                 if resolved.instantiates and _builds_batches(scope):
                     self._batch_classes.update(resolved.instantiates)
                 for cls in resolved.instantiates:
@@ -5555,6 +5575,8 @@ _REGISTERED = re.compile(r"@[\w.]*register\w*\b")  # a class decorator that regi
 _TORCH_LAYER = re.compile(r"torch\.nn\.(?:modules\.\w+\.)?[A-Z]\w*")
 _NOT_LAYER_CALLS = frozenset({"Identity", "Flatten", "Unflatten", "ModuleList", "ModuleDict", "ParameterList",
                               "ParameterDict", "Parameter", "Buffer"})
+# What a library trainer calls once to build the optimizer its loop steps (Hugging Face's `Trainer`).
+_OPTIMIZER_SETUP_HOOKS = ("create_optimizer", "create_optimizer_and_scheduler")
 # The methods MMEngine's runner runs every step, by the MMEngine base a class derives from: the model's `loss`
 # (`BaseModel.train_step` runs it through `forward(..., mode="loss")`), the data preprocessor's `forward`, and a
 # training loop's `run_iter` (MMRazor's quantization-aware loops).

@@ -15830,6 +15830,58 @@ def test_the_module_trainer_a_config_names_by_package_and_class_runs_and_its_unn
     assert ("module_trainers/dae_p1.py", "GPL403") not in found, found
 
 
+def test_the_optimizer_a_library_trainers_create_optimizer_builds_once_is_stepped_every_step(tmp_path, check):
+    # BAdam's LLaMA-Factory copy: a `Seq2SeqTrainer` subclass overrides `create_optimizer`, which Hugging Face's loop
+    # calls once, and builds its own optimizer there behind `if self.optimizer is not None: return self.optimizer`.
+    # The loop steps it every step; an optimizer class nothing builds is not stepped.
+    files = {
+        "workflow.py": """
+            import torch
+            from transformers import AutoModelForCausalLM
+            from trainer import PeftTrainer
+
+
+            def run_sft(args):
+                model = AutoModelForCausalLM.from_pretrained(args.model).cuda()
+                trainer = PeftTrainer(model=model, args=args)
+                trainer.train(resume_from_checkpoint=args.resume)
+        """,
+        "trainer.py": """
+            from transformers import Seq2SeqTrainer
+            from block_optim import BlockOptimizer
+
+
+            class PeftTrainer(Seq2SeqTrainer):
+                def create_optimizer(self):
+                    if self.optimizer is not None:
+                        return self.optimizer
+                    self.optimizer = BlockOptimizer(self.model.parameters())
+                    return self.optimizer
+        """,
+        "block_optim.py": """
+            import torch
+            from torch.optim import Optimizer
+
+
+            class BlockOptimizer(Optimizer):
+                def step(self, closure=None):
+                    torch.cuda.empty_cache()
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            p.add_(p.grad, alpha=-group["lr"])
+
+
+            class UnusedOptimizer(Optimizer):
+                def step(self, closure=None):
+                    torch.cuda.empty_cache()
+        """,
+    }
+    found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files)}
+    assert ("block_optim.py", 8, "GPL410") in found, found  # empty_cache every step
+    assert ("block_optim.py", 10, "GPL501") in found, found
+    assert not {f for f in found if f[1] == 16}, found  # UnusedOptimizer: nothing builds it
+
+
 def test_a_part_call_runs_no_forward_of_a_plain_class_nor_of_a_class_two_letters_echo(tmp_path, check):
     # HCP-Diffusion's wrapper calls its text encoder, `self.TE(ids)`, whose class the model cannot see: not the
     # inference workflow's actions, plain classes whose `__call__` runs their `forward` (`te` is inside
