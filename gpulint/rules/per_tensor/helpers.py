@@ -226,7 +226,10 @@ class LoopScan:
         (GPL102)."""
         if self.reductions and self.reads:
             return "norm-read"
-        if self.inplace or (self.plain_copies and not self.builds_lists):
+        # (copying back what the loop computed from norms is the norm loop's own work, outside an update function:
+        # timm's adaptive gradient clipping)
+        if self.inplace or (self.plain_copies and not self.builds_lists
+                            and (self.in_update_function or not self.reductions)):
             return "arithmetic"
         if self.reductions:
             return "norm"
@@ -246,9 +249,10 @@ class _LoopBodyScanner(SyntaxVisitor):
         # (stylegan3's training loop copies each buffer into G_ema every step), or one the step surely reaches
         # (DARTS's `_restore_weights` after each virtual step), copying each tensor unchanged is per-step work too;
         # elsewhere (`set`, `load_weights`) it is a one-off weight load.
-        self.copies_count = function is not None and bool(name_parts(function.name.value) & UPDATE_NAME_PARTS) \
-            or _in_step_loop(context) or function is not None and context.surely_per_step()
-        self.scan = LoopScan(in_update_function=self.copies_count)
+        updates = function is not None and bool(name_parts(function.name.value) & UPDATE_NAME_PARTS) \
+            or _in_step_loop(context)
+        self.copies_count = updates or function is not None and context.surely_per_step()
+        self.scan = LoopScan(in_update_function=updates)
         self._stack: list[cst.CSTNode] = []
         self._hits_at_assign: list[int] = []
         self._hits = 0
