@@ -15770,6 +15770,35 @@ def test_a_copy_loop_over_parameters_the_step_surely_reaches_is_a_kernel_per_par
     assert ("train.py", 17, "GPL501") not in found, found
 
 
+def test_a_norm_loop_that_copies_back_what_it_computed_stays_a_norm_loop_where_the_step_surely_reaches_it(
+        tmp_path, check):
+    # timm's adaptive gradient clipping: a norm per parameter, and the clipped gradient copied back. Reached from the
+    # step through resolved calls, it is the per-tensor reduction loop (GPL102), not an optimizer update (GPL501).
+    files = {
+        "train.py": """
+            import torch
+
+
+            def adaptive_clip_grad(parameters, clip=0.01):
+                for p in parameters:
+                    g = p.grad.detach()
+                    norm = g.norm(2, dim=1, keepdim=True)
+                    clipped = torch.where(norm > clip, g * (clip / norm), g)
+                    p.grad.detach().copy_(clipped)
+
+
+            def main(model, loader, optimizer):
+                model.cuda()
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).mean().backward()
+                    adaptive_clip_grad(model.parameters())
+                    optimizer.step()
+        """,
+    }
+    found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files)}
+    assert ("train.py", 6, "GPL102") in found and ("train.py", 6, "GPL501") not in found, found
+
+
 def test_the_module_trainer_a_config_names_by_package_and_class_runs_and_its_unnamed_siblings_do_not(tmp_path, check):
     # Dual Diffusion's shape: the trainer imports the module trainer a model's config names (`"package"` and
     # `"class"`, or an older config's `["package", "Class"]`) and calls its `train_batch` every step. The module
