@@ -2648,15 +2648,12 @@ class Project:
         return self._by_config or None
 
     def _unchosen_by_configs(self, method: Key) -> bool:
-        """Is `method` one of a class in a family the training configs choose from (Dual Diffusion's module
-        trainers, one named by each model's `"module_trainer": {"package": ..., "class": ...}`) that no config
-        names and no call builds: it derives from a class the configs build, and is not built itself?"""
-        built = self._config_built()
-        if built is None or "." not in method[1]:
+        """Is `method` one of a class that the training configs leave out where they choose among the subclasses of
+        one of its bases (`_config_may_choose`)?"""
+        if "." not in method[1] or self._config_built() is None:
             return False
         cls = Target(method[0], method[1].rsplit(".", 1)[0], True)
-        return cls not in built and cls not in self.instantiated \
-            and any(base in built for base in self.mro(cls) if base != cls)
+        return any(not self._config_may_choose(base, cls) for base in self.mro(cls) if base != cls)
 
     def _config_may_choose(self, base: Target, sub: Target) -> bool:
         """May the program build `sub`, a subclass of `base`, where the training configs choose which subclass of

@@ -410,9 +410,9 @@ def is_test_path(path: str) -> bool:
 NOT_TRAINING_PARTS = frozenset(
     {"demo", "demos", "inference", "infer", "sample", "sampling", "generate",
      "generation", "export", "eval", "evaluate", "evaluation", "predict", "prediction", "test", "tests", "testing",
-     "visualize", "visualization", "viz", "plot", "plotting", "render", "rendering", "convert", "deploy", "serve", "server", "app", "gradio",
-     "streamlit", "notebook", "notebooks", "docs", "doc", "playground", "verify", "preprocess", "preprocessing",
-     "onnx", "torchscript", "extract", "hubconf", "synthesis", "synthesize", "translate", "prepare", "merge"}
+     "visualize", "visualization", "viz", "plot", "plotting", "render", "rendering", "convert", "deploy", "serve",
+     "server", "app", "gradio", "streamlit", "notebook", "notebooks", "docs", "doc", "playground", "verify",
+     "preprocess", "preprocessing", "onnx", "torchscript", "extract", "hubconf", "synthesis", "synthesize", "translate", "prepare", "merge"}
 )
 
 
