@@ -196,9 +196,8 @@ class FileFacts:
     # sampling scripts only): its loops sample or evaluate, so no finding is per step or training code. (A library
     # with no programs of its own is not one: its layers run in its users' training.)
     inference_only: bool = False
-    # Python's parser read the whole file without error while the project was read (`ModuleIndex.parsed_whole`: the
-    # skeleton and every function body): a lint that parses only part of it need not check the rest for a syntax
-    # error.
+    # Python's parser read the whole file without error while the project was read (`problem` is None): a lint that
+    # parses only part of it need not check the rest for a syntax error.
     syntax_checked: bool = False
 
     def library_kind(self, name: str) -> str:

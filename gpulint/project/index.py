@@ -131,12 +131,6 @@ class ModuleIndex:
             self.changed = True
         return found
 
-    def parsed_whole(self) -> bool:
-        """Did the outline parse all of the file? It parses the skeleton, and a function's body only when the model
-        reads it, which must not change the file's facts: so only a file without functions (or one whose cut a
-        string fooled, parsed whole) rules out a syntax error (a Python 2 `print` in a method nothing calls)."""
-        return self.problem is None and all(d.is_class for d in self.definitions.values())
-
     def scope(self, qualname: str) -> Scope | None:
         """The scope of a function, method or class by qualified name (analysing its definition if needed)."""
         if qualname not in self._scopes:

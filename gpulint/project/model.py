@@ -5030,7 +5030,7 @@ class Project:
                          torch_pin=self._torch_pin(path),
                          list_returning=frozenset(self._list_calls.get(path, ())),
                          cpu_project=self._runs_on_cpu_only(), inference_only=self._never_trains(),
-                         syntax_checked=ix.parsed_whole())
+                         syntax_checked=problem is None)
 
     def _validation_off(self) -> bool:
         """Does a file of the project other than a test turn distributions' argument checks off for the process:

@@ -46,15 +46,6 @@ def test_bad_files_report_and_the_rest_is_linted(run, tmp_path):
         assert finding["code"] == "GPL001" and message in finding["message"] and finding["line"] == line, finding
 
 
-def test_a_python_2_print_in_a_method_nothing_calls_is_still_a_syntax_error(run, tmp_path):
-    # PyTorch-ActorCriticRL's trainer: its training loop parses, but `save_models` holds a Python 2 `print`. The
-    # project model reads only the functions it follows, so the lint of the rest must still find the error.
-    source = TRAIN + "\n\nclass Saver:\n    def save(self):\n        print 'saved'\n"
-    (tmp_path / "train.py").write_text(source)
-    code, findings, _ = _check(run, tmp_path, ".")
-    assert [(f["code"], f["line"]) for f in findings] == [("GPL001", source.count("\n"))], findings
-
-
 def test_declared_encoding_is_honoured(run, tmp_path):
     source = "# -*- coding: latin-1 -*-\n" + TRAIN.replace("value = loss.item()", "value = loss.item()  # caf\xe9")
     (tmp_path / "enc.py").write_bytes(source.encode("latin-1"))
