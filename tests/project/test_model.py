@@ -15770,6 +15770,39 @@ def test_a_copy_loop_over_parameters_the_step_surely_reaches_is_a_kernel_per_par
     assert ("train.py", 17, "GPL501") not in found, found
 
 
+def test_a_scaling_loop_over_gradients_the_step_surely_reaches_is_a_kernel_per_gradient(tmp_path, check):
+    # NeMo-RL's and jiant's gradient clipping: `for g in grads: g.mul_(coeff)` in a helper named for clipping, which
+    # the step calls every time. The same loop in a helper nothing in the step calls is not reported.
+    files = {
+        "train.py": """
+            import torch
+
+
+            def clip_by_total_norm(grads, max_norm):
+                total = torch.stack([g.norm() for g in grads]).norm()
+                coeff = (max_norm / (total + 1e-6)).clamp(max=1.0)
+                for g in grads:
+                    g.mul_(coeff)
+
+
+            def scale_all(grads, coeff):
+                for g in grads:
+                    g.mul_(coeff)
+
+
+            def main(model, loader, optimizer):
+                model.cuda()
+                for x in loader:
+                    model(x.cuda(non_blocking=True)).mean().backward()
+                    clip_by_total_norm([p.grad for p in model.parameters()], 1.0)
+                    optimizer.step()
+        """,
+    }
+    found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files)}
+    assert ("train.py", 8, "GPL501") in found, found
+    assert not {f for f in found if f[1] == 13}, found
+
+
 def test_a_norm_loop_that_copies_back_what_it_computed_stays_a_norm_loop_where_the_step_surely_reaches_it(
         tmp_path, check):
     # timm's adaptive gradient clipping: a norm per parameter, and the clipped gradient copied back. Reached from the

@@ -76,7 +76,8 @@ class PerParameterUpdateLoop(WhereItRuns):
         "`lerp_`, `addcdiv_`, `copy_`, `p.grad.zero_()`, `torch.nan_to_num(g, out=g)`), `p.data = ...`, or per-parameter "
         "state stored in a dict. Only per-step shapes count: the loop reads gradients, blends one set of tensors into "
         "another (EMA), keeps per-parameter state, or sits in a function named like an update (`update`, `step`, "
-        "`ema`, `accumulate`). Hand-written optimizers, EMA/teacher updates, gradient scaling and manual zeroing are "
+        "`ema`, `accumulate`) or one the training step reaches through calls gpulint resolves (a gradient-clipping "
+        "helper's `for g in grads: g.mul_(coeff)`). Hand-written optimizers, EMA/teacher updates, gradient scaling and manual zeroing are "
         "the usual cases. In a function that holds the training loop, only loops inside it count. Also flags "
         "`model_ema.update(model)` of timm's `ModelEma` / `ModelEmaV2`, which runs such a loop inside the library.",
         why_slow="Kernel launch count: each in-place op on each tensor is its own launch. An EMA update of a 300-tensor "
@@ -205,10 +206,12 @@ class PerParameterUpdateLoop(WhereItRuns):
         if scan is None or scan.kind != "arithmetic" or self.context.gated_here(switches_gate=False):
             return
         # A per-step update reads gradients, blends two sets of tensors (EMA: `zip(ema..., model...)`), keeps state
-        # per parameter, or lives in an update/step function. Scaling weights by a constant (`scale_module`) is
+        # per parameter, or lives in an update/step function or one the step surely reaches (NeMo-RL's gradient
+        # clipping, `for g in grads: g.mul_(coeff)`). Scaling weights by a constant (`scale_module`) is
         # initialisation.
         zipped = isinstance(node.iter, cst.Call) and last_name(node.iter.func) == "zip" and len(node.iter.args) >= 2
-        if (scan.touches_grad or scan.blends or zipped or scan.stores_state or scan.in_update_function) \
+        if (scan.touches_grad or scan.blends or zipped or scan.stores_state or scan.in_update_function
+                or scan.surely_per_step) \
                 and not _multiplies_matrices(self.context.module.code_for_node(node.body)) \
                 and not _loss_parameters(node.iter):
             self._report_where_it_runs(node.iter)

@@ -216,7 +216,8 @@ class LoopScan:
     builds_lists: bool = False  # appends loop tensors to lists (for a following torch._foreach_* call)
     touches_grad: bool = False  # reads or writes `.grad` of a loop tensor
     stores_state: bool = False  # stores a computed tensor per parameter (`self.exp_avg[n] = ...`)
-    in_update_function: bool = False  # the enclosing function is named like a per-step update
+    in_update_function: bool = False  # the enclosing function is named like a per-step update, or sits in a step loop
+    surely_per_step: bool = False  # ... or the step reaches it through resolved calls
     blends: bool = False  # updates one loop tensor in place from another (EMA: `ema.mul_(d).add_(p, ...)`)
 
     @property
@@ -251,8 +252,9 @@ class _LoopBodyScanner(SyntaxVisitor):
         # elsewhere (`set`, `load_weights`) it is a one-off weight load.
         updates = function is not None and bool(name_parts(function.name.value) & UPDATE_NAME_PARTS) \
             or _in_step_loop(context)
-        self.copies_count = updates or function is not None and context.surely_per_step()
-        self.scan = LoopScan(in_update_function=updates)
+        surely = function is not None and not updates and context.surely_per_step()
+        self.copies_count = updates or surely
+        self.scan = LoopScan(in_update_function=updates, surely_per_step=surely)
         self._stack: list[cst.CSTNode] = []
         self._hits_at_assign: list[int] = []
         self._hits = 0
