@@ -362,6 +362,7 @@ class Project:
         self._by_registry_name: frozenset[Target] | None = None
         self._by_detectron2_name: frozenset[Target] | None = None  # `_detectron2_parts`
         self._runner_models: frozenset[Target] | None = None  # `_runner_model_forwards`
+        self._config_choice_bases: frozenset[Target] | None = None  # `_config_may_choose`
         self._gating_decorators: dict[Target, str | None] = {}  # `_gating_decorator`, by decorated function
         self._keyed_classes: frozenset[Target] | None = None  # `_config_keyed_classes`
         self._layers: frozenset[str] | None = None
@@ -2662,7 +2663,10 @@ class Project:
         built = self._config_built()
         if built is None or sub in built or sub in self.instantiated:
             return True
-        return not any(base in self.mro(named) for named in self._config_named() if named != base)
+        if self._config_choice_bases is None:  # (asked for every override a base-typed call may run)
+            self._config_choice_bases = frozenset(
+                base for named in self._config_named() for base in self.mro(named) if base != named)
+        return base not in self._config_choice_bases
 
     def _config_named(self) -> frozenset[Target]:
         """The project classes the training configs name themselves (`_config_built` without their bases)."""
@@ -3245,17 +3249,17 @@ class Project:
                 model = call.passed(0, "model") if "Trainer" in call.func.rsplit(".", 1)[-1] else ""
                 if not model or not self._library_trainer(path, scope, call.func):
                     continue
+                started = f"{call.func}(model={model}).{runs or 'train'}()"
                 for cls in sorted(self.types_of(path, scope, model), key=_order):
                     forward = self.find_method(cls, "forward")
                     forward_scope = self.files[forward.path].scope(forward.qualname) if forward else None
                     if forward_scope is None:
                         continue
-                    started = f"{call.func}(model={model}).{runs or 'train'}()"
                     chain = (Frame(path, call.line, f"{started} (the library's loop)"),
                              Frame(forward.path, forward_scope.line, _label(forward.qualname)))
                     found.append(((forward.path, forward.qualname), Reach(PER_STEP, chain=chain, reason=(
                         f"in `{forward.qualname}`, which the trainer's loop runs every step"))))
-                found += self._optimizer_hooks(path, scope, call, f"{call.func}(model={model}).{runs or 'train'}()")
+                found += self._optimizer_hooks(path, scope, call, started)
         self.entries = self.entries or bool(found)
         return found
 

@@ -412,7 +412,8 @@ NOT_TRAINING_PARTS = frozenset(
      "generation", "export", "eval", "evaluate", "evaluation", "predict", "prediction", "test", "tests", "testing",
      "visualize", "visualization", "viz", "plot", "plotting", "render", "rendering", "convert", "deploy", "serve",
      "server", "app", "gradio", "streamlit", "notebook", "notebooks", "docs", "doc", "playground", "verify",
-     "preprocess", "preprocessing", "onnx", "torchscript", "extract", "hubconf", "synthesis", "synthesize", "translate", "prepare", "merge"}
+     "preprocess", "preprocessing", "onnx", "torchscript", "extract", "hubconf", "synthesis", "synthesize",
+     "translate", "prepare", "merge"}
 )
 
 

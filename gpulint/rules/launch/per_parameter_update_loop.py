@@ -77,9 +77,10 @@ class PerParameterUpdateLoop(WhereItRuns):
         "state stored in a dict. Only per-step shapes count: the loop reads gradients, blends one set of tensors into "
         "another (EMA), keeps per-parameter state, or sits in a function named like an update (`update`, `step`, "
         "`ema`, `accumulate`) or one the training step reaches through calls gpulint resolves (a gradient-clipping "
-        "helper's `for g in grads: g.mul_(coeff)`). Hand-written optimizers, EMA/teacher updates, gradient scaling and manual zeroing are "
-        "the usual cases. In a function that holds the training loop, only loops inside it count. Also flags "
-        "`model_ema.update(model)` of timm's `ModelEma` / `ModelEmaV2`, which runs such a loop inside the library.",
+        "helper's `for g in grads: g.mul_(coeff)`). Hand-written optimizers, EMA/teacher updates, gradient scaling "
+        "and manual zeroing are the usual cases. In a function that holds the training loop, only loops inside it "
+        "count. Also flags `model_ema.update(model)` of timm's `ModelEma` / `ModelEmaV2`, which runs such a loop "
+        "inside the library.",
         why_slow="Kernel launch count: each in-place op on each tensor is its own launch. An EMA update of a 300-tensor "
         "model with `mul_` + `add_` is 600 launches per step, each paying Python and dispatcher time on the CPU for a "
         "tiny amount of GPU work, so the GPU waits on the Python loop. The `torch._foreach_*` ops and `foreach=True`/`fused=True` "
