@@ -109,6 +109,8 @@ class LengthTracker:
             if function is not None and _is_param(function, expr.value) \
                     and (function.name.value, expr.value) in self.batch_fed_params():
                 return False  # `def pad_token(self, tokens, max_length)`, handed the batch's longest by its callers
+            if function is not None and _small_default(function, expr.value):
+                return False  # `def digit_version(version_str, length=4)`: a few fields, no sequence a model reads
             return is_length_name(expr.value)
         if isinstance(expr, cst.Attribute):
             return is_length_name(expr.attr.value) and dotted_name(expr) is not None
@@ -138,6 +140,20 @@ def _is_param(function: cst.FunctionDef, name: str) -> bool:
     the file once more, with `ast`.)"""
     params = function.params
     return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+
+
+# A length below this is a count of fields (version digits, box corners), not a sequence a model runs over.
+_SMALLEST_SEQUENCE_LENGTH = 16
+
+
+def _small_default(function: cst.FunctionDef, name: str) -> bool:
+    """Is `name` a parameter of the function whose default is an integer below `_SMALLEST_SEQUENCE_LENGTH`?"""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            default = param.default
+            return isinstance(default, cst.Integer) and default.evaluated_value < _SMALLEST_SEQUENCE_LENGTH
+    return False
 
 
 def _batch_fed_params(tree: ast.Module) -> frozenset[tuple[str, str]]:

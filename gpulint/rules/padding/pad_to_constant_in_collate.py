@@ -98,6 +98,10 @@ class PadToConstantInCollate(Rule):
         "        difference = max_length - len(encoded['input_ids'])\n"
         "        encoded['input_ids'] = encoded['input_ids'] + [self.pad_token_id] * difference\n"
         "        return encoded\n",
+        # a version string's digits filled up to a few fields: no sequence a model runs over
+        "def digit_version(version_str, length=4):\n    release = list(parse(version_str).release)[:length]\n"
+        "    if len(release) < length:\n        release = release + [0] * (length - len(release))\n"
+        "    return tuple(release)\n",
         # a helper padding to the length it is handed, which every caller in the file measures from the batch
         "class DynamicCollator:\n    def __init__(self, pad_id):\n        self.pad_id = pad_id\n\n"
         "    def pad_tokens(self, tokens, max_length):\n"

@@ -12,7 +12,7 @@ import re
 import libcst as cst
 
 from gpulint.linter.context import SAME_PLACE_FUNCTIONS
-from gpulint.linter.names import dotted_name, last_name, name_parts
+from gpulint.linter.names import dotted_name, last_name, name_parts, params_of
 from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.rules.common import keyword_arg
 
@@ -62,6 +62,13 @@ _LOSS_NOT_TENSOR_PARTS = frozenset(
      "key", "prefix", "suffix", "path", "file", "dir", "level", "val", "value", "values", "fmt", "format"}
 )
 _TENSOR_ATTRS = frozenset({"grad", "loss", "logits"})
+# Methods that only a tensor has: not a NumPy array, a module or a Python container (`target.new_ones(...)`,
+# `mask.masked_fill(...)`). A parameter its function calls one on is a tensor, whatever its name.
+_RECEIVER_IS_TENSOR = frozenset(
+    {"new_ones", "new_zeros", "new_full", "new_empty", "new_tensor", "masked_fill", "masked_fill_", "detach",
+     "type_as", "expand_as", "view_as", "unsqueeze", "index_select", "masked_select", "softmax", "log_softmax",
+     "sigmoid", "contiguous", "clamp", "clamp_"}
+)
 # Methods whose result is a mask when their receiver is one (`fg_mask.clone()`, `keep.view(-1)`).
 _MASK_KEEPING_METHODS = frozenset(
     {"clone", "detach", "contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "expand_as",
@@ -107,6 +114,8 @@ class Tensors:
         self._batch_samplers: set[tuple[int, str]] = set()  # names bound to a `BatchSampler(...)`
         # names bound to integer positions (`argsort`, `topk`'s indices): they gather a fixed number of elements
         self._indices: set[tuple[int, str]] = set()
+        # by function (its node's id): the parameters it calls a tensor-only method on (`_params_used_as_tensors`)
+        self._tensor_params: dict[int, frozenset[str]] = {}
 
     def _key(self, name: str) -> tuple[int, str]:
         return (id(self.context.enclosing_function()), name)
@@ -307,8 +316,20 @@ class Tensors:
         if self.context.location_of(expr) == "device":
             return False
         if isinstance(expr, cst.Name):
-            return self._key(expr.value) not in self._bound
+            return self._key(expr.value) not in self._bound and not self._used_as_tensor(expr.value)
         return isinstance(expr, cst.Subscript) and _string_index(expr) is not None
+
+    def _used_as_tensor(self, name: str) -> bool:
+        """Is `name` a parameter of the enclosing function that the function calls a tensor-only method on
+        (`L2Loss.update_weight(self, pred, target, ...)` calls `target.new_ones(...)`)? Read once per function, when a
+        question about one of its parameters first needs it."""
+        function = self.context.enclosing_function()
+        if function is None:
+            return False
+        found = self._tensor_params.get(id(function))
+        if found is None:
+            found = self._tensor_params[id(function)] = _params_used_as_tensors(function)
+        return name in found
 
     def is_index_array(self, expr: cst.BaseExpression) -> bool:
         """A name its function bound to a NumPy array of positions (`np.random.randint(0, n, size=b)`)."""
@@ -347,10 +368,11 @@ class Tensors:
         if location == "device":
             return True
         if isinstance(expr, cst.Name):
-            bound = self._bound.get(self._key(expr.value))
+            key = self._key(expr.value)
+            bound = self._bound.get(key)
             if bound is not None:
                 return bound
-            return _tensor_name(expr.value)
+            return _tensor_name(expr.value) or key not in self._bound and self._used_as_tensor(expr.value)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in _TENSOR_ATTRS:
                 return True
@@ -589,6 +611,32 @@ def _self_assignments(node: cst.ClassDef) -> list[cst.Assign]:
 
     Collect().walk(node)
     return found
+
+
+def _params_used_as_tensors(function: cst.FunctionDef) -> frozenset[str]:
+    """The parameters `function` calls a method of `_RECEIVER_IS_TENSOR` on, in its own body (not in a nested function
+    or class, whose names are another scope)."""
+    params = {p.name.value for p in params_of(function)}
+    found: set[str] = set()
+
+    class Collect(SyntaxVisitor):
+        def visit_FunctionDef(self, inner: cst.FunctionDef) -> bool:
+            return inner is function
+
+        def visit_ClassDef(self, inner: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, inner: cst.Lambda) -> bool:
+            return False
+
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in params \
+                    and func.attr.value in _RECEIVER_IS_TENSOR:
+                found.add(func.value.value)
+
+    Collect().walk(function)
+    return frozenset(found)
 
 
 def _is_list_display(value: cst.BaseExpression) -> bool:
