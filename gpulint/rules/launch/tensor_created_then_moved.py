@@ -107,6 +107,8 @@ _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
 
 # A program that builds its model under a GPU default device, then makes the CPU the default again (LLaMA-Adapter).
+# torch functions giving several tensors, each where the inputs are (`torch.meshgrid(torch.arange(H), torch.arange(W))`).
+_SEVERAL_OF_THE_SAME_PLACE = frozenset({"torch.meshgrid", "torch.broadcast_tensors"})
 _BUILT_ON_THE_GPU = ("def build():\n    torch.set_default_tensor_type(torch.cuda.HalfTensor)\n"
                      "    net = torch.nn.Linear(8, 8)\n    torch.set_default_tensor_type(torch.FloatTensor)\n    return net")
 
@@ -230,6 +232,14 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 fixed=training_script("noise = torch.randn(x.shape[0], 8, device=device)", header=_BUILT_ON_THE_GPU)),
         # a VAE's reparameterization trick, sampled on the CPU for a device mean at every step (its name is also
         # that of RepVGG's one-off branch fusion: the step calling it decides)
+        # a flow-warping grid: both halves of a CPU meshgrid moved every step
+        Invalid("import torch\n\n\ndef flow_warp(x, flow):\n    H, W = x.shape[-2:]\n"
+                "    h_grid, w_grid = torch.meshgrid(torch.arange(H), torch.arange(W))\n"
+                "    grid = torch.stack((w_grid.to(flow), h_grid.to(flow))) + flow\n"
+                "    return torch.nn.functional.grid_sample(x, grid.permute(0, 2, 3, 1))\n\n\n"
+                "def train(model, loader, opt):\n    for x, flow in loader:\n"
+                "        x, flow = x.cuda(non_blocking=True), flow.cuda(non_blocking=True)\n"
+                "        flow_warp(model(x), flow).mean().backward()\n        opt.step()\n", count=2),
         Invalid("import torch\n\n\ndef reparameterize_gaussian(mean, logvar):\n"
                 "    eps = torch.randn(mean.size()).to(mean)\n    return mean + eps * torch.exp(0.5 * logvar)\n\n\n"
                 "def train(model, loader, optimizer, device):\n    for x in loader:\n"
@@ -583,6 +593,12 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 (built.add if on_cpu else built.discard)(target.target.value)
                 (numpy_names.add if numpy_index else numpy_names.discard)(target.target.value)
                 self._filled.pop((function, target.target.value), None)
+            elif isinstance(target.target, (cst.Tuple, cst.List)) and isinstance(original_node.value, cst.Call) \
+                    and (self.context.resolve(original_node.value.func) or "") in _SEVERAL_OF_THE_SAME_PLACE:
+                for element in target.target.elements:  # `h_grid, w_grid = torch.meshgrid(...)`: each one
+                    if isinstance(element.value, cst.Name):
+                        (built.add if on_cpu else built.discard)(element.value.value)
+                        self._filled.pop((function, element.value.value), None)
             elif isinstance(target.target, cst.Subscript) and isinstance(target.target.value, cst.Name) \
                     and target.target.value.value in built and not self._on_the_host(original_node.value, built):
                 # (reported on the buffer's name: a sync inside the store, `x[:, :n[i]] = y`, is a finding of its own)
@@ -672,6 +688,9 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         resolved = self.context.resolve(func) or ""
         if _torch_function(resolved) in SAME_DEVICE_FUNCTIONS and expr.args:
             return self._is_cpu_built(expr.args[0].value, built)  # `torch.cumprod(self.alphas, 0)`: where its input is
+        if resolved in _SEVERAL_OF_THE_SAME_PLACE and expr.args:
+            # `torch.meshgrid(torch.arange(H), torch.arange(W))`: grids built where their inputs are
+            return all(a.keyword is None and self._is_cpu_built(a.value, built) for a in expr.args)
         if resolved in ("torch.cat", "torch.stack") and expr.args:
             parts = expr.args[0].value
             if isinstance(parts, (cst.ListComp, cst.GeneratorExp)):
