@@ -265,6 +265,11 @@ class BlockingHostToDeviceCopy(SyncRule):
     )
     valid = (
         _MM_CONFIG.format(pin="\n    pin_memory=True,"),
+        # a module's own `to`, handing the move to `nn.Module.to`: the weights move, not a batch
+        ("import torch\n\n\nclass Net(torch.nn.Module):\n    def to(self, device=None, dtype=None, **kwargs):\n"
+         "        super().to(device=device, dtype=dtype, **kwargs)\n        self.device = device\n        return self\n\n\n"
+         "def train(loader, opt, device):\n    model = Net()\n    for x in loader:\n        model.to(device)\n"
+         "        model(x.to(device, non_blocking=True)).mean().backward()\n        opt.step()\n"),
         # MMYOLO's: the preprocessor is built with `non_blocking=True`, the copy does not block
         _MM_PREPROCESSOR.format(init="    def __init__(self, *args, non_blocking=True, **kwargs):\n"
                                      "        super().__init__(*args, non_blocking=non_blocking, **kwargs)\n\n"),
@@ -618,6 +623,8 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda", "type"):
             return
+        if isinstance(func.value, cst.Call) and last_name(func.value.func) == "super":
+            return  # `super().to(device=device, dtype=dtype)` in a module's own `to`: the module moves, not a batch
         on_host = self._built_on_host(func.value)
         if func.attr.value == "to" and not self._device_target(node, on_host):
             return
