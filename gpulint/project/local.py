@@ -1897,10 +1897,15 @@ def other_value_branch(test: ast.AST, defaults: dict[str, object]) -> tuple[str,
 
 def given_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | None:
     """The branch of an `if` that runs only when an optional parameter is given, and that parameter: ("body", "n_res")
-    for `if n_res is not None:` (also the first such test in an `and`), ("orelse", "n_res") for `if n_res is None:`."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        found = next((given for given in (given_branch(value, optional) for value in test.values) if given), None)
-        return found if found and found[0] == "body" else None
+    for `if n_res is not None:` (also the first such test in an `and`), ("orelse", "n_res") for `if n_res is None:`
+    (also in an `or`)."""
+    if isinstance(test, ast.BoolOp):
+        # `if n_res is not None and ...:` runs its body only with it given; the `else` of `if n_steps == 0 or n_steps
+        # is None:` (Bayesian Flow Networks' discrete-time loss) runs only when every part is false, so with it given
+        wanted = "body" if isinstance(test.op, ast.And) else "orelse"
+        found = next((given for given in (given_branch(value, optional) for value in test.values)
+                      if given and given[0] == wanted), None)
+        return found
     # (`max_len == None` too, as FastSpeech writes it: a parameter left out is None, and None equals only None.)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 \
             and isinstance(test.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) \

@@ -260,6 +260,10 @@ class Project:
         # Functions read with calls left unreached in a branch for a switch no call so far passes another value than
         # its default (`if return_loss: return ...` before `forward_test`): read again once one does.
         self._switch_blocked: dict[Key, frozenset[str]] = {}
+        # The method names the functions the step reaches call in branches the step does not take (`else:` of `if
+        # n_steps is None:`, no call giving `n_steps`), and those they call where the step goes (`_visit`)
+        self._calls_off_step: set[str] = set()
+        self._calls_on_step: set[str] = set()
         self._word_revisits: list[Key] = []
         self._reached_unresolved: set[Key] = set()
         # Of each function the setup calls (outside the step), the parameters each such call gives a value.
@@ -3630,6 +3634,8 @@ class Project:
                 continue
             if self._unbuilt_registered(key):  # nor one that the registry's configs do not name
                 continue
+            if "." in key[1] and self._called_off_step_only(key[1].rsplit(".", 1)[-1]):
+                continue  # Bayesian Flow Networks' `discrete_time_loss`, called by the step only for an `n_steps`
             if in_sight and "." in key[1] and not self._named_near(key[0], key[1].rsplit(".", 1)[-1]) \
                     and not self._called_by_name(Target(key[0], key[1].rsplit(".", 1)[0], True)):
                 continue
@@ -3654,6 +3660,10 @@ class Project:
         # (textgen's `Seq2Seq.forward`, reached from the loop after `Decoder.forward` was first asked) counts too.
         self._passed_kinds.clear()
         self._settled = True
+
+    def _called_off_step_only(self, method: str) -> bool:
+        """Do the functions the step reaches call `method` only in branches the step does not take?"""
+        return method in self._calls_off_step and method not in self._calls_on_step
 
     def _lightning_never_fit(self, hooks: list[tuple[Key, Reach]]) -> set[str]:
         """The Lightning modules whose hooks nothing runs: the project never starts Lightning's loop (no `.fit(`,
@@ -4081,6 +4091,8 @@ class Project:
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
             rank = _rank_of(state, reach)
+            if reach.rank <= GATED and call.func:
+                (self._calls_off_step if state.cold else self._calls_on_step).add(call.func.rsplit(".", 1)[-1])
             resolved = self.resolve_call(path, scope, call, per_step=rank <= GATED)
             chain = state.chain or reach.chain
             # (what a branch computing a value once builds, the program builds: BAdam's `create_optimizer` builds its
@@ -4821,11 +4833,12 @@ class Project:
         return frozenset(p for p in tested if self._never_given(key, scope, p, seen))
 
     def _unset_switches(self, key: Key, scope: Scope) -> frozenset[str]:
-        """While the step is being read: the switches (parameters defaulting to True or False) tested by `if` that no
-        call read so far passes another value; a call passing one later reads the function again."""
-        if not scope.true_params and not scope.false_params:
+        """While the step is being read: the switches (parameters defaulting to True or False) and the optional
+        parameters (defaulting to None) tested by `if` that no call read so far passes another value; a call passing
+        one later reads the function again."""
+        if not scope.true_params and not scope.false_params and not scope.none_params:
             return frozenset()
-        switches = {*scope.true_params, *scope.false_params}
+        switches = {*scope.true_params, *scope.false_params, *scope.none_params}
         return frozenset(r.flags[0] for r in scope.regions if r.kind == "given" and r.flags[0] in switches
                          and self._never_given(key, scope, r.flags[0], frozenset()))
 

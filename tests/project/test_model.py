@@ -15995,3 +15995,46 @@ def test_a_part_call_runs_no_forward_of_a_plain_class_nor_of_a_class_two_letters
     }
     found = {(path, line, code) for path, line, code, _, _ in check(tmp_path, files, "--confidence", "possible")}
     assert not {f for f in found if f[0] == "models.py"}, found
+
+
+def test_what_a_branch_calls_only_for_an_optional_parameter_no_call_gives_is_not_reached(tmp_path, check):
+    """Bayesian Flow Networks: `if n_steps == 0 or n_steps is None:` takes the continuous-time loss, the `else` the
+    discrete-time one, which only the test script asks for; the training loop calls `model(batch)`. What the `else`
+    calls syncs no training step, and what the training step calls still does."""
+    found = check(tmp_path, {
+        "model.py": """
+            import torch
+            from torch import distributions as D
+
+            class Loss:
+                def continuous(self, x, out):
+                    return (x - out).square().mean().item()
+
+                def discrete(self, x, out, n_steps):
+                    return -D.Normal(out, 1.0).log_prob(x).mean()
+
+            class BFN(torch.nn.Module):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net, self.loss = net, Loss()
+
+                def forward(self, x, n_steps=None):
+                    out = self.net(x)
+                    if n_steps == 0 or n_steps is None:
+                        return self.loss.continuous(x, out)
+                    else:
+                        return self.loss.discrete(x, out, n_steps)
+        """,
+        "train.py": """
+            import torch
+            from model import BFN
+
+            model = BFN(torch.nn.Linear(4, 4)).cuda()
+            opt = torch.optim.Adam(model.parameters())
+            for x in loader:
+                loss = model(x.cuda(non_blocking=True))
+                loss.backward()
+                opt.step()
+        """,
+    })
+    assert [(path, code) for path, _, code, _, _ in found if path == "model.py"] == [("model.py", "GPL401")]
