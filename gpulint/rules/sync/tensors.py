@@ -25,14 +25,15 @@ _TENSOR_ONLY_METHODS = frozenset(
         "bfloat16", "long", "sigmoid", "relu", "amax", "amin", "unsqueeze", "contiguous", "type_as", "view",
         "nansum", "nanmean", "topk", "square", "rsqrt", "clamp", "clamp_min", "clamp_max", "squeeze", "expand",
         "nonzero", "argwhere", "masked_select", "index_select", "gather", "new_zeros", "new_ones", "new_full",
-        "new_empty", "new_tensor", "expand_as", "view_as", "reshape_as", "cumprod", "logsumexp",
+        "new_empty", "new_tensor", "expand_as", "view_as", "reshape_as", "cumprod", "logsumexp", "repeat_interleave",
+        "narrow", "scatter", "scatter_add", "index_add", "bmm", "triu", "tril", "flip",
     }
 )
 _TENSOR_METHODS = _TENSOR_ONLY_METHODS | frozenset(
     {
         "sum", "mean", "max", "min", "std", "var", "abs", "sqrt", "exp", "log", "pow", "neg", "clip", "double",
         "int", "bool", "clone", "reshape", "flatten", "any", "all", "prod", "cumsum", "to", "mul", "add", "sub", "div",
-        "matmul", "t", "transpose", "permute", "sort", "argsort", "median", "round", "data",
+        "matmul", "t", "transpose", "permute", "sort", "argsort", "median", "round", "data", "repeat",
     }
 )
 # torch.* functions that return something other than a tensor (or a tensor that is not the data: `torch.device`).
