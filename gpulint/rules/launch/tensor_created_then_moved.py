@@ -106,9 +106,10 @@ _MOVES_SELF_ATTRIBUTE = re.compile(r"\bself\.\w+\.(?:to|cuda)\(")
 _DEVICE_WORD = re.compile(r"(device|dev$|^dev|rank|gpu|cuda)", re.IGNORECASE)
 
 
-# A program that builds its model under a GPU default device, then makes the CPU the default again (LLaMA-Adapter).
-# torch functions giving several tensors, each where the inputs are (`torch.meshgrid(torch.arange(H), torch.arange(W))`).
+# torch functions giving several tensors, each where its inputs are
+# (`torch.meshgrid(torch.arange(H), torch.arange(W))`).
 _SEVERAL_OF_THE_SAME_PLACE = frozenset({"torch.meshgrid", "torch.broadcast_tensors"})
+# A program that builds its model under a GPU default device, then makes the CPU the default again (LLaMA-Adapter).
 _BUILT_ON_THE_GPU = ("def build():\n    torch.set_default_tensor_type(torch.cuda.HalfTensor)\n"
                      "    net = torch.nn.Linear(8, 8)\n    torch.set_default_tensor_type(torch.FloatTensor)\n    return net")
 
@@ -230,8 +231,6 @@ class CreatedOnCpuThenMoved(WhereItRuns):
         # the GPU is the default device only while the model is built (LLaMA-Adapter), then the CPU again
         Invalid(training_script("noise = torch.randn(x.shape[0], 8).to(device)", header=_BUILT_ON_THE_GPU),
                 fixed=training_script("noise = torch.randn(x.shape[0], 8, device=device)", header=_BUILT_ON_THE_GPU)),
-        # a VAE's reparameterization trick, sampled on the CPU for a device mean at every step (its name is also
-        # that of RepVGG's one-off branch fusion: the step calling it decides)
         # a flow-warping grid: both halves of a CPU meshgrid moved every step
         Invalid("import torch\n\n\ndef flow_warp(x, flow):\n    H, W = x.shape[-2:]\n"
                 "    h_grid, w_grid = torch.meshgrid(torch.arange(H), torch.arange(W))\n"
@@ -240,6 +239,8 @@ class CreatedOnCpuThenMoved(WhereItRuns):
                 "def train(model, loader, opt):\n    for x, flow in loader:\n"
                 "        x, flow = x.cuda(non_blocking=True), flow.cuda(non_blocking=True)\n"
                 "        flow_warp(model(x), flow).mean().backward()\n        opt.step()\n", count=2),
+        # a VAE's reparameterization trick, sampled on the CPU for a device mean at every step (its name is also
+        # that of RepVGG's one-off branch fusion: the step calling it decides)
         Invalid("import torch\n\n\ndef reparameterize_gaussian(mean, logvar):\n"
                 "    eps = torch.randn(mean.size()).to(mean)\n    return mean + eps * torch.exp(0.5 * logvar)\n\n\n"
                 "def train(model, loader, optimizer, device):\n    for x in loader:\n"

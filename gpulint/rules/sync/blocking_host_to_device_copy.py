@@ -267,7 +267,8 @@ class BlockingHostToDeviceCopy(SyncRule):
         _MM_CONFIG.format(pin="\n    pin_memory=True,"),
         # a module's own `to`, handing the move to `nn.Module.to`: the weights move, not a batch
         ("import torch\n\n\nclass Net(torch.nn.Module):\n    def to(self, device=None, dtype=None, **kwargs):\n"
-         "        super().to(device=device, dtype=dtype, **kwargs)\n        self.device = device\n        return self\n\n\n"
+         "        super().to(device=device, dtype=dtype, **kwargs)\n        self.device = device\n"
+         "        return self\n\n\n"
          "def train(loader, opt, device):\n    model = Net()\n    for x in loader:\n        model.to(device)\n"
          "        model(x.to(device, non_blocking=True)).mean().backward()\n        opt.step()\n"),
         # MMYOLO's: the preprocessor is built with `non_blocking=True`, the copy does not block
