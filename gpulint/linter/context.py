@@ -128,11 +128,15 @@ class FileContext:
         # place is kept in the scope under `metrics['loss']` (`_keyed`), so that `metrics["loss"]` is where it is.
         self._keyed_names: set[str] = set()
 
+    def source(self) -> str:
+        """The file's text: what `module` was parsed from, or the module printed again where that is not kept."""
+        return self.text if self.text is not None else self.module.code
+
     def syntax_tree(self) -> ast.Module | None:
         """The file parsed by Python's `ast` (cheaper to walk than the libcst tree), once per file; None when Python
         cannot parse it."""
         if self._syntax_tree is False:
-            self._syntax_tree = parse_ast(self.text if self.text is not None else self.module.code)
+            self._syntax_tree = parse_ast(self.source())
         return self._syntax_tree
 
     # ------------------------------------------------------------------ traversal (called by the engine)

@@ -1903,9 +1903,8 @@ def given_branch(test: ast.AST, optional: frozenset[str]) -> tuple[str, str] | N
         # `if n_res is not None and ...:` runs its body only with it given; the `else` of `if n_steps == 0 or n_steps
         # is None:` (Bayesian Flow Networks' discrete-time loss) runs only when every part is false, so with it given
         wanted = "body" if isinstance(test.op, ast.And) else "orelse"
-        found = next((given for given in (given_branch(value, optional) for value in test.values)
-                      if given and given[0] == wanted), None)
-        return found
+        return next((given for given in (given_branch(value, optional) for value in test.values)
+                     if given and given[0] == wanted), None)
     # (`max_len == None` too, as FastSpeech writes it: a parameter left out is None, and None equals only None.)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 \
             and isinstance(test.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) \

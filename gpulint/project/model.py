@@ -4091,8 +4091,9 @@ class Project:
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
             rank = _rank_of(state, reach)
-            if reach.rank <= GATED and call.func:
-                (self._calls_off_step if state.cold else self._calls_on_step).add(call.func.rsplit(".", 1)[-1])
+            method = call.func.rsplit(".", 1)[-1]
+            if reach.rank <= GATED and method:
+                (self._calls_off_step if state.cold else self._calls_on_step).add(method)
             resolved = self.resolve_call(path, scope, call, per_step=rank <= GATED)
             chain = state.chain or reach.chain
             # (what a branch computing a value once builds, the program builds: BAdam's `create_optimizer` builds its
@@ -4107,7 +4108,6 @@ class Project:
             elif state.cold and rank_ok(reach):  # built only where shipped settings do not go (`elif args.x == ...`)
                 self._cold_built.update(resolved.instantiates)
             likely = state.likely or reach.likely and rank != PER_STEP or not resolved.certain
-            method = call.func.rsplit(".", 1)[-1]
             if method in BATCH_MOVE_METHODS and rank <= GATED and (not resolved.targets or not resolved.certain) \
                     and not call.func.startswith(("self.", "torch.")):
                 # `interaction.to(self.device)` on a batch of unknown class: the batch classes' own `to` may run
@@ -4836,9 +4836,9 @@ class Project:
         """While the step is being read: the switches (parameters defaulting to True or False) and the optional
         parameters (defaulting to None) tested by `if` that no call read so far passes another value; a call passing
         one later reads the function again."""
-        if not scope.true_params and not scope.false_params and not scope.none_params:
-            return frozenset()
         switches = {*scope.true_params, *scope.false_params, *scope.none_params}
+        if not switches:
+            return frozenset()
         return frozenset(r.flags[0] for r in scope.regions if r.kind == "given" and r.flags[0] in switches
                          and self._never_given(key, scope, r.flags[0], frozenset()))
 

@@ -6,7 +6,7 @@ import ast
 
 import libcst as cst
 
-from gpulint.linter.names import callee_method, dotted_name, name_parts
+from gpulint.linter.names import callee_method, dotted_name, name_parts, params_of
 from gpulint.linter.syntax import SyntaxVisitor
 
 # A name that says it holds a sequence length (`MAX_LEN`, `max_seq_length`, `self.max_length`, `SEQ_LEN`).
@@ -148,12 +148,8 @@ _SMALLEST_SEQUENCE_LENGTH = 16
 
 def _small_default(function: cst.FunctionDef, name: str) -> bool:
     """Is `name` a parameter of the function whose default is an integer below `_SMALLEST_SEQUENCE_LENGTH`?"""
-    params = function.params
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if param.name.value == name:
-            default = param.default
-            return isinstance(default, cst.Integer) and default.evaluated_value < _SMALLEST_SEQUENCE_LENGTH
-    return False
+    default = next((p.default for p in params_of(function) if p.name.value == name), None)
+    return isinstance(default, cst.Integer) and default.evaluated_value < _SMALLEST_SEQUENCE_LENGTH
 
 
 def _batch_fed_params(tree: ast.Module) -> frozenset[tuple[str, str]]:

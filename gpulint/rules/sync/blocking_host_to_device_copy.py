@@ -564,8 +564,7 @@ class BlockingHostToDeviceCopy(SyncRule):
         if func.attr.value == "forward" and any(isinstance(s, cst.ClassDef) and s.name.value == last_name(b.value)
                                                 for s in self.context.module.body for b in owner.bases):
             return False  # the base is this file's own preprocessor: its `cast_data` is reported where it is
-        text = self.context.text if self.context.text is not None else self.context.module.code
-        return bool(_MM_IMPORT.search(text)) and not _NON_BLOCKING_DEFAULT.search(
+        return bool(_MM_IMPORT.search(self.context.source())) and not _NON_BLOCKING_DEFAULT.search(
             self.context.module.code_for_node(owner))
 
     def _under_training_test(self) -> bool:
