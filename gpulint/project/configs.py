@@ -12,6 +12,9 @@
   shipped setting gives (`if args.pp_engine == "afab":`) is not the training a user runs (`option_values`);
 - what it says of switches (`action="store_true"`, `use_fsdp: false`, `--use_ema`): a switch some setting turns off
   and none turns on (`off_switches`) guards code that shipped training does not run;
+- the keywords a Python config gives each class it builds (`model = dict(type="CliffImageBodyModelEstimator",
+  backbone=...)`): a constructor argument defaulting to None that no config gives leaves its attribute None, and the
+  branches testing it do not run (`class_keywords`);
 - the PyTorch its dependency files pin (`torch==1.8.1` in `requirements.txt`, `pytorch=1.10` in a conda
   `environment.yml`, `torchvision==0.9.1` in `setup.py`): where the defaults differ by version (`zero_grad()` keeps
   the gradients below 2.0), the project runs the version it pins (`torch_pin`).
@@ -19,6 +22,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +118,43 @@ def registry_keys(text: str) -> set[str]:
 
 _REGISTRY_KEY = re.compile(r""":[ \t]*["']?([a-z][a-z0-9_]*[a-z0-9])["']?[ \t]*(?=[,}\]\n#]|$)""", re.MULTILINE)
 _NOT_KEYS = frozenset({"true", "false", "null", "none", "yes", "no"})
+
+
+def class_keywords(text: str) -> tuple[dict[str, set[str]], set[str]]:
+    """The keywords a Python config (mmengine's) gives each class it names: `dict(type="CliffHead", in_channels=2048)`
+    gives `CliffHead` `in_channels`; `{"type": "L1Loss", "loss_weight": 1.0}` too. Also the keywords of dicts naming
+    no class, which may fill any class's: a child config's `model = dict(registration=...)` merges into the `model`
+    its `_base_` file builds. Nothing for a file that does not parse."""
+    by_class: dict[str, set[str]] = {}
+    loose: set[str] = set()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return by_class, loose
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+            entries = [(k.arg, k.value) for k in node.keywords if k.arg]
+        elif isinstance(node, ast.Dict):
+            entries = [(k.value, v) for k, v in zip(node.keys, node.values)
+                       if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        else:
+            continue
+        named = next((_class_named(value) for key, value in entries if key == "type"), None)
+        given = {key for key, _ in entries if key != "type"}
+        if named:
+            by_class.setdefault(named, set()).update(given)
+        else:
+            loose |= given
+    return by_class, loose
+
+
+def _class_named(node: ast.AST) -> str:
+    """The class a config's `type` names: `"CliffHead"`, `CliffHead`, `heads.CliffHead` -> "CliffHead"."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.rsplit(".", 1)[-1]
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def named_classes(text: str) -> set[str]:

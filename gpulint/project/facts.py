@@ -371,7 +371,7 @@ def state_at(scope: Scope, pos: Pos, facts: FunctionFacts | None, file_facts: Fi
             names = " and ".join(f"`{f}`" for f in region.flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which keeps data on the CPU by design")
         elif kind == "kept-switch" and any(f in file_facts.off_flags for f in region.flags):
-            names = " and ".join(f"`self.{f}`" for f in region.flags if f in file_facts.off_flags)
+            names = " and ".join(f"`self.{f.lstrip('?')}`" for f in region.flags if f in file_facts.off_flags)
             return ExecState(False, gated, True, f"in the branch for {names}, which no shipped setting turns on")
         elif kind == "switch":
             # An opt-in feature: on every step once switched on, but off unless the user asks (or no default is known);

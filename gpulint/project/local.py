@@ -1013,12 +1013,17 @@ def tuple_kinds(kind: str) -> list[Kind] | None:
 
 def kept_switches(test: ast.AST) -> tuple[str, ...]:
     """The attributes of `self` a test needs true (`self.collect_stats`, `self.log_stats and x`): switches an object
-    keeps from its constructor, off when shipped settings never turn them on (`model.off_switches`)."""
+    keeps from its constructor, off when shipped settings never turn them on (`model.off_switches`); "?x" for one it
+    needs set (`self.x is not None`), off when nothing gives it (`model._unset_attributes`)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return tuple(flag for value in test.values for flag in kept_switches(value))
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) \
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value in (1, True):
         test = test.left  # `self.per == 1`: a switch written as a number (an argparse `choices=[0, 1]`)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        inner = kept_switches(test.left)  # `self.registration is not None`: "?registration", set at all
+        return ("?" + inner[0],) if inner else ()
     if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self" \
             and test.attr != "training":  # `nn.Module.training`: what `.train()` sets, true in every training step
         return (test.attr,)

@@ -49,6 +49,7 @@ from gpulint.project.facts import (
 from gpulint.project.configs import (
     SET_IN_CODE,
     argparse_intervals,
+    class_keywords,
     dependency_pins,
     every_step_intervals,
     off_switches,
@@ -334,6 +335,8 @@ class Project:
         self._unselected_builds: dict[tuple[str, bool], bool] = {}  # `_built_only_unselected`
         self._unused_copy_classes: frozenset[Target] | None = None  # see `_unused_copies`
         self._unconfigured: dict[str, bool] = {}  # by class name: `_registered_unconfigured`
+        self._unset_attrs: dict[str, frozenset[str]] = {}  # by file: `_unset_attributes`
+        self._config_keywords: tuple[dict[str, frozenset[str]], frozenset[str]] | None = None  # `_constructor_never_given`
         self._model_architectures: dict[str, set[str]] | None = None  # see `_architectures`
         self._modules_by_option: dict[str, str] | None = None  # see `_imported_by_option`
         self._quoted_words: dict[str, bool] = {}  # see `_quoted_in_code`
@@ -4086,7 +4089,7 @@ class Project:
                 (*reach.chain, Frame(path, scope.line, "Lightning's batch transfer")), ()))
         file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
                                every_step_intervals=self._short_intervals(path),
-                               option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope]),
+                               option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope], path=path),
                                used_by_code=self._is_imported(path, by_code=True))
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
@@ -5023,7 +5026,7 @@ class Project:
         return FileFacts(functions, self.entries, self.hot_names, returns, on_flags=self.on_flags, problem=problem,
                          every_step_intervals=self._short_intervals(path),
                          option_values=self._option_values_in(scopes, tested),
-                         off_flags=self._off_flags_in(scopes, tested),
+                         off_flags=self._off_flags_in(scopes, tested, path),
                          lightning_classes=self._lightning_classes(path),
                          batch_classes=frozenset(c.qualname for c in self._batch_class_family() if c.path == path),
                          unit_intervals=self._short_intervals(path, below=2),
@@ -5337,13 +5340,72 @@ class Project:
                     break
         return frozenset(found)
 
-    def _off_flags_in(self, scopes: Iterable[Scope], tested: frozenset[str] = frozenset()) -> frozenset[str]:
+    def _off_flags_in(self, scopes: Iterable[Scope], tested: frozenset[str] = frozenset(), path: str = ""
+                      ) -> frozenset[str]:
         """The switches of `scopes` that shipped settings leave off, and those among `tested` (the names a file's
-        conditions test: the scopes the model never read, a function it reached by a guess, are read by the rules)."""
+        conditions test: the scopes the model never read, a function it reached by a guess, are read by the rules);
+        with the file's `path`, also the attributes its classes keep of arguments nothing gives (`_unset_attributes`)."""
         read = {flag for scope in scopes for region in scope.regions if region.kind in ("switch", "kept-switch")
                 for flag in region.flags}
         # (whatever the case: SAC extensions' `self.D2RL` keeps `-d2rl`)
-        return frozenset(flag for flag in read | tested if flag.lower() in self._off_lowered)
+        off = frozenset(flag for flag in read | tested if flag.lower() in self._off_lowered)
+        return off | self._unset_attributes(path) if path else off
+
+    def _unset_attributes(self, path: str) -> frozenset[str]:
+        """The attributes the file's classes keep of a constructor argument defaulting to None that nothing gives, as
+        kept-switch flags: "x" for `if self.x:`, "?x" for `if self.x is not None:` (`local.kept_switches`). MMHuman3D's
+        CLIFF estimator keeps `self.registration = registration` (`registration=None`) and runs SPIN's registration
+        behind `if self.registration is not None:`; a registry builds it, and no config naming it gives
+        `registration`."""
+        if path not in self._unset_attrs:
+            self._unset_attrs[path] = frozenset(
+                flag for attr in self._read_unset_attributes(path) for flag in (attr, "?" + attr))
+        return self._unset_attrs[path]
+
+    def _read_unset_attributes(self, path: str) -> set[str]:
+        ix = self.files[path]
+        tested = {a or b for a, b in _SELF_TESTED.findall(ix.text)}  # (read off the text first: most files test no such attribute)
+        if not tested:
+            return set()
+        if self._config_keywords is None:
+            self._config_keywords = _python_config_keywords(self.files)
+        if not self._config_keywords[0]:
+            return set()  # no Python config builds classes by name: code builds them, with whatever it passes
+        found: set[str] = set()
+        for definition in ix.definitions.values():
+            scope = ix.scope(definition.qualname) if definition.name == "__init__" and definition.cls else None
+            for assign in scope.assigns if scope else ():
+                # `self.x = x`, `self.loss_x = build_loss(loss_x)` (a builder gives None for None)
+                kept = assign.source or (assign.first_arg if assign.callee.rsplit(".", 1)[-1].startswith("build")
+                                         else "")
+                attr = assign.target[5:] if assign.target.startswith("self.") else ""
+                if attr in tested and kept in scope.none_params and self._set_once(ix.text, attr) \
+                        and self._constructor_never_given(Target(path, definition.cls, True), kept) \
+                        and not any(True for _ in self._subclasses_setting(Target(path, definition.cls, True), attr)):
+                    found.add(attr)
+        return found
+
+    @staticmethod
+    def _set_once(text: str, attr: str) -> bool:
+        """Does the file set `self.<attr>` in one place only (the constructor's)?"""
+        return len(re.findall(rf"\bself\.{attr}[ \t]*=(?!=)", text)) == 1
+
+    def _constructor_never_given(self, cls: Target, param: str) -> bool:
+        """Does nothing give the constructor argument `param` of `cls`: no training code builds the class or a
+        subclass, the training configs name one of them, and none of those (nor any dict naming no class) gives
+        `param`? A subclass constructor that names `param` may pass it on."""
+        by_class, loose = self._config_keywords
+        family = [cls, *self._all_subclasses(cls)]
+        names = {member.qualname.rsplit(".", 1)[-1] for member in family}
+        if not names & by_class.keys() or param in loose or any(param in by_class.get(name, ()) for name in names):
+            return False
+        for member in family:
+            init = self.files[member.path].definitions.get(f"{member.qualname}.__init__")
+            if member != cls and init is not None and re.search(rf"\b{re.escape(param)}\b", init.code):
+                return False
+            if any(is_training_path(path) for path, _, _ in self._constructions(member)):
+                return False  # (a test building it with what it likes says nothing of training)
+        return True
 
     def _option_values_in(self, scopes: Iterable[Scope], tested: frozenset[str] = frozenset()
                           ) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -5699,15 +5761,35 @@ def _passed_on(call: Call, params: list[str], caller: Key) -> dict[str, tuple[Ke
 _CONFIG_TYPE = re.compile(r"""\btype\s*=\s*["']?([A-Z][\w.-]*\w|[A-Z])""")  # `type="PT-v3m1"`, `type='SGD'`
 
 
-def _python_config_names(files: dict[str, ModuleIndex]) -> frozenset[str]:
-    """The classes the project's Python training configs (files in a `configs/` folder) name for a registry: an
-    mmengine program builds its model, heads and losses from them, and no other file names them."""
-    found: set[str] = set()
+# `if self.registration is not None:`, `if self.loss_segm_mask:`: the attributes a branch tests (`_unset_attributes`)
+_SELF_TESTED = re.compile(r"\bself\.(\w+)[ \t]+is[ \t]+not[ \t]+None\b|\bif[ \t]+self\.(\w+)[ \t]*:")
+
+
+def _python_configs(files: dict[str, ModuleIndex]) -> Iterator[ModuleIndex]:
+    """The project's Python training configs naming classes for a registry (files in a `configs/` folder)."""
     for path, ix in files.items():
         folders = path.split("/")[:-1]
         if "type" in ix.text and any(f in ("configs", "config") for f in folders) and is_training_path(path):
-            found.update(_CONFIG_TYPE.findall(ix.text))
-    return frozenset(found)
+            yield ix
+
+
+def _python_config_names(files: dict[str, ModuleIndex]) -> frozenset[str]:
+    """The classes the project's Python training configs name for a registry: an mmengine program builds its model,
+    heads and losses from them, and no other file names them."""
+    return frozenset(name for ix in _python_configs(files) for name in _CONFIG_TYPE.findall(ix.text))
+
+
+def _python_config_keywords(files: dict[str, ModuleIndex]) -> tuple[dict[str, frozenset[str]], frozenset[str]]:
+    """The keywords the project's Python training configs give each class they name, and those of their dicts naming
+    no class (`configs.class_keywords`)."""
+    by_class: dict[str, set[str]] = {}
+    loose: set[str] = set()
+    for ix in _python_configs(files):
+        named, unnamed = class_keywords(ix.text)
+        for name, keywords in named.items():
+            by_class.setdefault(name, set()).update(keywords)
+        loose |= unnamed
+    return {name: frozenset(keywords) for name, keywords in by_class.items()}, frozenset(loose)
 
 
 # What also says that a project trains on a GPU where no file names a device: a trainer or runner that places the

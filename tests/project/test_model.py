@@ -11453,6 +11453,80 @@ def test_a_registered_class_an_mmengine_python_config_names_is_built(tmp_path, c
     assert ("pose/heads.py", 12, "GPL412") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
 
 
+def test_a_branch_on_a_constructor_argument_no_config_gives_does_not_run(tmp_path, check):
+    """MMHuman3D's CLIFF estimator keeps `self.registration = registration` (`registration=None`) and runs SPIN's
+    registration behind `if self.registration is not None:` every step; a registry builds it from Python configs,
+    and none naming it (or its base) gives `registration`: the branch never runs. A config that gives it, a dict
+    naming no class that may merge into it, or training code building the class with it, keeps the finding."""
+    files = {
+        "human/registry.py": POSE_REGISTRY,
+        "human/estimator.py": """
+            import torch
+            from mmengine.model import BaseModule
+            from human.registry import MODELS
+
+            def build_loss(cfg):
+                return None if cfg is None else MODELS.build(cfg)
+
+            class BodyEstimator(BaseModule):
+                def __init__(self, backbone=None, registration=None, loss_mask=None):
+                    super().__init__()
+                    self.backbone = MODELS.build(backbone)
+                    self.registration = registration
+                    self.loss_mask = build_loss(loss_mask)
+
+                def train_step(self, data, optimizer):
+                    pred = self.backbone(data["img"])
+                    losses = {"loss": pred.mean()}
+                    if self.registration is not None:
+                        losses["fit"] = pred.sum().item()
+                    if self.loss_mask:
+                        losses["mask"] = pred.max().item()
+                    return losses
+
+            @MODELS.register_module()
+            class CliffEstimator(BodyEstimator):
+                def prepare(self, data):
+                    return data
+        """,
+        "configs/cliff.py": """
+            model = dict(type='CliffEstimator', backbone=dict(type='ResNet', depth=50))
+        """,
+        "tools/train.py": """
+            from mmengine.runner import Runner
+
+            def main(cfg):
+                Runner.from_cfg(cfg).train()
+        """,
+        "tests/test_cliff.py": """
+            from human.estimator import CliffEstimator
+
+            def test_fit():
+                CliffEstimator(registration=dict(mode="in_the_loop"), loss_mask=dict(type="CE"))
+        """,
+    }
+
+    def lines() -> set[int]:
+        return {f[1] for f in check(tmp_path, files) if f[0] == "human/estimator.py"}
+
+    assert lines() == set()
+    files["configs/spin.py"] = "model = dict(type='CliffEstimator', registration=dict(mode='in_the_loop'))\n"
+    assert lines() == {20}
+    files["configs/spin.py"] = "_base_ = ['cliff.py']\nmodel = dict(loss_mask=dict(type='CE'))\n"
+    assert lines() == {22}
+    del files["configs/spin.py"]
+    files["tools/debug.py"] = """
+        from human.estimator import CliffEstimator
+
+        def train(loader, optimizer):
+            model = CliffEstimator(registration=dict(mode="in_the_loop"))
+            for data in loader:
+                model.train_step(data, optimizer)["loss"].backward()
+                optimizer.step()
+    """
+    assert lines() == {20, 22}
+
+
 def test_a_call_of_a_converter_that_reads_its_argument_to_the_host_is_a_copy(tmp_path, check):
     """mmpose's heads compute training accuracy on `to_numpy(pred)`, whose `x.detach().cpu().numpy()` copies the
     device tensor to host memory: each call in the step waits for the GPU. A helper that only logs what it reads
