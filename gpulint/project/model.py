@@ -873,6 +873,8 @@ class Project:
         """`utils.log_metrics`, `models.gpt.GPT`, `Trainer.step` at module level of `path`."""
         head, *rest = dotted_name.split(".")
         targets = self.resolve_global(path, head, seen)
+        if not targets and len(rest) > 1:
+            targets, rest = self._namespace_submodule(path, head, rest)
         for part in rest:
             if not targets:
                 return []
@@ -888,6 +890,20 @@ class Project:
             else:
                 return []
         return targets
+
+    def _namespace_submodule(self, path: str, head: str, rest: list[str]) -> tuple[list[Target], list[str]]:
+        """`lib.utils.train_loop` after `import lib.utils`, where `lib` is a namespace package (a folder without
+        `__init__.py`, plaid's): no module of its own, so the longest dotted prefix that is a module, and the parts
+        after it. Nothing where `head` is no module the file imports."""
+        scope = self.files[path].module_scope if path in self.files else None
+        if scope is None or not any(local == head and module.split(".")[0] == head and not name
+                                    for local, module, name, _ in scope.imports):
+            return [], rest
+        for depth in range(len(rest) - 1, 0, -1):
+            module = self.find_module(".".join([head, *rest[:depth]]), path)
+            if module:
+                return [Target(module, "")], rest[depth:]
+        return [], rest
 
     @staticmethod
     def _is_class(ix: ModuleIndex, qualname: str) -> bool:

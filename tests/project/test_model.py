@@ -11453,6 +11453,41 @@ def test_a_registered_class_an_mmengine_python_config_names_is_built(tmp_path, c
     assert ("pose/heads.py", 12, "GPL412") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
 
 
+def test_a_function_of_a_namespace_package_module_imported_by_its_dotted_name_is_resolved(tmp_path, check):
+    """plaid's `lib/` has no `__init__.py`: `import lib.utils` binds `lib`, a namespace package, and
+    `lib.utils.train_loop(forward, opt, steps)` calls the function in `lib/utils.py`, whose loop calls `forward` every
+    step. A name the file does not import as a module is not looked up as one."""
+    files = {
+        "lib/utils.py": """
+            def train_loop(forward, opt, steps):
+                for step in range(steps):
+                    loss = forward(step)
+                    loss.backward()
+                    opt.step()
+        """,
+        "train_ar.py": """
+            import torch
+            import torch.nn.functional as F
+            import lib.utils
+
+            def main(model, opt, batches):
+                def forward(*_):
+                    x, y = next(batches)
+                    loss = F.cross_entropy(model(x), y)
+                    print(loss.item())
+                    return loss
+
+                lib.utils.train_loop(forward, opt, 1000)
+
+            if __name__ == "__main__":
+                main(torch.nn.Linear(4, 2).cuda(), None, None)
+        """,
+    }
+    assert ("train_ar.py", 10, "GPL401") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+    files["train_ar.py"] = files["train_ar.py"].replace("import lib.utils", "lib = None")
+    assert ("train_ar.py", 10, "GPL401") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
+
+
 def test_a_branch_on_a_constructor_argument_no_config_gives_does_not_run(tmp_path, check):
     """MMHuman3D's CLIFF estimator keeps `self.registration = registration` (`registration=None`) and runs SPIN's
     registration behind `if self.registration is not None:` every step; a registry builds it from Python configs,
