@@ -336,7 +336,8 @@ class Project:
         self._unused_copy_classes: frozenset[Target] | None = None  # see `_unused_copies`
         self._unconfigured: dict[str, bool] = {}  # by class name: `_registered_unconfigured`
         self._unset_attrs: dict[str, frozenset[str]] = {}  # by file: `_unset_attributes`
-        self._config_keywords: tuple[dict[str, frozenset[str]], frozenset[str]] | None = None  # `_constructor_never_given`
+        # the keywords Python configs give each class, and those of dicts naming none (`_read_unset_attributes`)
+        self._config_keywords: tuple[dict[str, frozenset[str]], frozenset[str]] | None = None
         self._model_architectures: dict[str, set[str]] | None = None  # see `_architectures`
         self._modules_by_option: dict[str, str] | None = None  # see `_imported_by_option`
         self._quoted_words: dict[str, bool] = {}  # see `_quoted_in_code`
@@ -4105,7 +4106,8 @@ class Project:
                 (*reach.chain, Frame(path, scope.line, "Lightning's batch transfer")), ()))
         file_facts = FileFacts(entries=self.entries, hot_names=self.hot_names, on_flags=self.on_flags,
                                every_step_intervals=self._short_intervals(path),
-                               option_values=self._option_values_in([scope]), off_flags=self._off_flags_in([scope], path=path),
+                               option_values=self._option_values_in([scope]),
+                               off_flags=self._off_flags_in([scope], path=path),
                                used_by_code=self._is_imported(path, by_code=True))
         for call in scope.calls:
             state = state_at(scope, call.pos, facts, file_facts)
@@ -5360,7 +5362,8 @@ class Project:
                       ) -> frozenset[str]:
         """The switches of `scopes` that shipped settings leave off, and those among `tested` (the names a file's
         conditions test: the scopes the model never read, a function it reached by a guess, are read by the rules);
-        with the file's `path`, also the attributes its classes keep of arguments nothing gives (`_unset_attributes`)."""
+        with the file's `path`, also the attributes its classes keep of arguments nothing gives
+        (`_unset_attributes`)."""
         read = {flag for scope in scopes for region in scope.regions if region.kind in ("switch", "kept-switch")
                 for flag in region.flags}
         # (whatever the case: SAC extensions' `self.D2RL` keeps `-d2rl`)
@@ -5380,7 +5383,8 @@ class Project:
 
     def _read_unset_attributes(self, path: str) -> set[str]:
         ix = self.files[path]
-        tested = {a or b for a, b in _SELF_TESTED.findall(ix.text)}  # (read off the text first: most files test no such attribute)
+        # (read off the text first: most files test no such attribute)
+        tested = {a or b for a, b in _SELF_TESTED.findall(ix.text)}
         if not tested:
             return set()
         if self._config_keywords is None:
@@ -5390,14 +5394,15 @@ class Project:
         found: set[str] = set()
         for definition in ix.definitions.values():
             scope = ix.scope(definition.qualname) if definition.name == "__init__" and definition.cls else None
+            cls = Target(path, definition.cls, True)
             for assign in scope.assigns if scope else ():
                 # `self.x = x`, `self.loss_x = build_loss(loss_x)` (a builder gives None for None)
                 kept = assign.source or (assign.first_arg if assign.callee.rsplit(".", 1)[-1].startswith("build")
                                          else "")
                 attr = assign.target[5:] if assign.target.startswith("self.") else ""
                 if attr in tested and kept in scope.none_params and self._set_once(ix.text, attr) \
-                        and self._constructor_never_given(Target(path, definition.cls, True), kept) \
-                        and not any(True for _ in self._subclasses_setting(Target(path, definition.cls, True), attr)):
+                        and self._constructor_never_given(cls, kept) \
+                        and not any(True for _ in self._subclasses_setting(cls, attr)):
                     found.add(attr)
         return found
 
