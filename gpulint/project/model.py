@@ -5382,20 +5382,20 @@ class Project:
         return self._unset_attrs[path]
 
     def _read_unset_attributes(self, path: str) -> set[str]:
-        ix = self.files[path]
-        # (read off the text first: most files test no such attribute)
-        tested = {a or b for a, b in _SELF_TESTED.findall(ix.text)}
-        if not tested:
-            return set()
-        if self._config_keywords is None:
+        if self._config_keywords is None:  # (once per project; most have no such configs, and skip the files' text)
             self._config_keywords = _python_config_keywords(self.files)
         if not self._config_keywords[0]:
             return set()  # no Python config builds classes by name: code builds them, with whatever it passes
+        ix = self.files[path]
+        # (read off the text before any constructor is parsed: most files test no such attribute)
+        tested = {a or b for a, b in _SELF_TESTED.findall(ix.text)}
         found: set[str] = set()
-        for definition in ix.definitions.values():
+        for definition in ix.definitions.values() if tested else ():
             scope = ix.scope(definition.qualname) if definition.name == "__init__" and definition.cls else None
+            if scope is None:
+                continue
             cls = Target(path, definition.cls, True)
-            for assign in scope.assigns if scope else ():
+            for assign in scope.assigns:
                 # `self.x = x`, `self.loss_x = build_loss(loss_x)` (a builder gives None for None)
                 kept = assign.source or (assign.first_arg if assign.callee.rsplit(".", 1)[-1].startswith("build")
                                          else "")
