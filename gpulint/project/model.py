@@ -2129,6 +2129,10 @@ class Project:
                                     and self._may_be_built(Target(o.path, _class_of(o), True))
                                     and self._config_may_choose(cls, Target(o.path, _class_of(o), True))
                                     and not is_other_backend_class(_class_of(o))]  # not `DeviceMPS`'s
+        if not out.targets and call is not None and any(self.attr_types(cls, method) for cls in types):
+            # `self.encodec.quantizer(emb, rate)` (WavTokenizer): no method of that name, but an attribute of the
+            # object holding a module, which the call runs
+            return self._object_call(path, scope, f"{receiver}.{method}", per_step, call)
         # Classes that lack the method are no answer either (`self.config.method`, annotated `TRLConfig` upstream,
         # holds a `PPOConfig` whose method runs).
         if not out.targets and per_step and method not in _COMMON_METHODS and not method.startswith("__") \

@@ -16147,3 +16147,62 @@ def test_what_a_branch_calls_only_for_an_optional_parameter_no_call_gives_is_not
         """,
     })
     assert [(path, code) for path, _, code, _, _ in found if path == "model.py"] == [("model.py", "GPL401")]
+
+
+def test_an_attribute_of_an_attribute_holding_a_module_is_called_through_its_forward(tmp_path, check):
+    """WavTokenizer's feature extractor calls `self.encodec.quantizer(emb, rate)`: `self.encodec` is a project model
+    whose constructor keeps the quantizer it is given. The call is no method of that model: it runs the quantizer's
+    `forward`, which builds a tensor on the host and moves it every step."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/quant/__init__.py": "from .vq import ResidualQuantizer\n",
+        "pkg/quant/vq.py": """
+            import torch
+            from torch import nn
+
+            class ResidualQuantizer(nn.Module):
+                def forward(self, x, n_q):
+                    bandwidth = torch.tensor(n_q * 1.5).to(x)
+                    return x, bandwidth
+        """,
+        "pkg/codec.py": """
+            from torch import nn
+            from . import quant as qt
+
+            class Codec(nn.Module):
+                def __init__(self, quantizer: qt.ResidualQuantizer, rate: int):
+                    super().__init__()
+                    self.quantizer = quantizer
+                    self.rate = rate
+
+                def quantizer_bins(self):
+                    return 1024
+        """,
+        "pkg/features.py": """
+            from torch import nn
+            from .codec import Codec
+            from .quant.vq import ResidualQuantizer
+
+            class Features(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.codec = Codec(quantizer=ResidualQuantizer(), rate=3)
+
+                def forward(self, x):
+                    return self.codec.quantizer(x, 4)[0]
+        """,
+        "train.py": """
+            import torch
+            from pkg.features import Features
+
+            def main(loader):
+                model = Features().cuda()
+                opt = torch.optim.Adam(model.parameters())
+                for x in loader:
+                    model(x).sum().backward()
+                    opt.step()
+        """,
+    }
+    found = check(tmp_path, files)
+    assert [(f[0], f[1], f[2]) for f in found] == [("pkg/quant/vq.py", 7, "GPL412")]
+    assert found[0][4].endswith("Features.forward() -> ResidualQuantizer.forward()")
