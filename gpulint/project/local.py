@@ -1308,7 +1308,16 @@ def _returns_while_held(statement: ast.If, rest: list[ast.stmt]) -> bool:
     if held is None or not _ends_in_return(statement.body):
         return False
     return any(isinstance(node, ast.Assign) and any(dotted(target) == held for target in node.targets)
-               for later in rest for node in ast.walk(later))
+               or _writes_in_place(node, held) for later in rest for node in ast.walk(later))
+
+
+def _writes_in_place(node: ast.AST, held: str) -> bool:
+    """`self.inited.data.copy_(torch.Tensor([True]))`, `self.initted.fill_(True)`: the set-up ends by writing into the
+    buffer it tested (the k-means codebook initialisation of vector-quantisation modules, run on the first batch)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("copy_", "fill_")):
+        return False
+    written = dotted(node.func.value) or ""
+    return written in (held, held + ".data")
 
 
 def _held_attribute(test: ast.AST) -> str | None:
@@ -2485,7 +2494,8 @@ class _Walker:
             loop.label = dotted(_unwrapped(node.iter)) or ""
             loop.over_rows = _over_rows(node.iter)
             loop.range_bound = _range_bound(node.iter)
-            for name, iterable in _loop_elements(node.target, node.iter, loop.label or _modules_of(node.iter)):
+            for name, iterable in _loop_elements(node.target, node.iter, _element_source(node.iter)
+                                                 or _modules_of(node.iter)):
                 scope.assigns.append(Assign(name, element_of=iterable))
             self.values.bind(node.target, self._element_kind(node.iter))
             self._bind_prepared_batch(node.target, node.iter)
@@ -3267,11 +3277,20 @@ def _loop_elements(target: ast.AST, iterable: ast.AST, label: str) -> list[tuple
     if not (isinstance(target, ast.Tuple) and isinstance(iterable, ast.Call) and iterable.args):
         return []
     if last_name(iterable.func) == "enumerate" and len(target.elts) == 2:
-        return _loop_elements(target.elts[1], iterable.args[0], dotted(_unwrapped(iterable.args[0])) or "")
+        return _loop_elements(target.elts[1], iterable.args[0], _element_source(iterable.args[0]))
     if last_name(iterable.func) == "zip" and len(target.elts) == len(iterable.args):
         return [(elt.id, source) for elt, arg in zip(target.elts, iterable.args)
                 if isinstance(elt, ast.Name) and (source := dotted(arg))]
     return []
+
+
+def _element_source(expr: ast.AST) -> str:
+    """The dotted name whose elements a loop over `expr` takes: `self.layers` for `tqdm(self.layers)` and for a slice,
+    `self.layers[:n_q]` (WavTokenizer's residual quantizer runs its first `n_q` layers), or ""."""
+    expr = _unwrapped(expr)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
+        expr = expr.value
+    return dotted(expr) or ""
 
 
 def _unwrapped(expr: ast.AST) -> ast.AST:

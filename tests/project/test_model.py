@@ -16206,3 +16206,67 @@ def test_an_attribute_of_an_attribute_holding_a_module_is_called_through_its_for
     found = check(tmp_path, files)
     assert [(f[0], f[1], f[2]) for f in found] == [("pkg/quant/vq.py", 7, "GPL412")]
     assert found[0][4].endswith("Features.forward() -> ResidualQuantizer.forward()")
+
+
+RESIDUAL_QUANTIZER = """
+    import torch
+    from torch import nn
+
+    def kmeans(data, k):
+        counts = torch.bincount(data.argmax(-1), minlength=k)
+        return data[:k], counts
+
+    class Codebook(nn.Module):
+        def __init__(self, size):
+            super().__init__()
+            self.size = size
+            self.register_buffer("inited", torch.Tensor([False]))
+            self.register_buffer("embed", torch.zeros(size, 4))
+
+        def init_embed_(self, data):
+            if self.inited:
+                return
+            embed, _ = kmeans(data, self.size)
+            self.embed.data.copy_(embed)
+            self.inited.data.copy_(torch.Tensor([True]))
+
+        def forward(self, x):
+            self.init_embed_(x)
+            return x @ self.embed.t()
+
+    class Residual(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.layers = nn.ModuleList([Codebook(8) for _ in range(n)])
+
+        def forward(self, x, n_q=None):
+            n_q = n_q or len(self.layers)
+            for layer in self.layers[:n_q]:
+                x = layer(x)
+            return x
+
+    def main(loader):
+        model = Residual(4).cuda()
+        opt = torch.optim.Adam(model.parameters())
+        for x in loader:
+            x = x.cuda(non_blocking=True)
+            model(x).sum().backward()
+            opt.step()
+"""
+
+
+def test_a_loop_over_a_slice_of_a_module_list_runs_the_forwards_of_its_entries(tmp_path, check):
+    """WavTokenizer's residual quantizer runs `for layer in self.layers[:n_q]: layer(residual)`: the slice holds the
+    codebooks the list holds, whose forward tests a buffer every step."""
+    found = [(f[0], f[1], f[2]) for f in check(tmp_path, {"vq.py": RESIDUAL_QUANTIZER})]
+    assert ("vq.py", 17, "GPL405") in found
+
+
+def test_the_set_up_after_a_test_of_a_buffer_it_then_writes_in_place_runs_once(tmp_path, check):
+    """`if self.inited: return` before the k-means initialisation that ends with
+    `self.inited.data.copy_(torch.Tensor([True]))`: the test costs a sync every step, the k-means (a `bincount`)
+    runs on the first batch only. Without the final write the set-up runs every step."""
+    found = [(f[0], f[1], f[2]) for f in check(tmp_path, {"vq.py": RESIDUAL_QUANTIZER})]
+    assert ("vq.py", 6, "GPL406") not in found and ("vq.py", 17, "GPL405") in found
+    never_set = RESIDUAL_QUANTIZER.replace("self.inited.data.copy_(torch.Tensor([True]))", "pass")
+    assert ("vq.py", 6, "GPL406") in [(f[0], f[1], f[2]) for f in check(tmp_path / "b", {"vq.py": never_set})]
