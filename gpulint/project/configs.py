@@ -248,6 +248,23 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
     return {(name.replace("-", "_"), value) for name, value in found}
 
 
+# A command running a Python file: `python -O twm/main.py`, `python3.10 -u train.py`; the interpreter's options are
+# group 1. Launchers that start the interpreter themselves (`torchrun`, `accelerate launch`, `deepspeed`) give none.
+_PYTHON_COMMAND = re.compile(r"(?<![\w/.-])(?:python[\d.]*((?:[ \t]+-[A-Za-z]+)*)|torchrun|deepspeed|accelerate[ \t]+launch"
+                             r"|torch\.distributed\.(?:launch|run))[ \t]+(?:--?[\w-]+(?:[= \t]+[\w.:/-]+)?[ \t]+)*?"
+                             r"([\w./-]+\.py)\b")
+
+
+def python_optimize_settings(text: str) -> set[str]:
+    """Whether the commands of a script or README that run a training file run Python with `-O` (TWM's
+    `python -O twm/main.py`): "on", "off" or both. Under `-O` Python skips `assert` statements, and
+    torch.distributions leave their argument checks off (their default is `__debug__`)."""
+    if ".py" not in text:
+        return set()
+    return {"on" if "O" in options.replace("-", "") else "off"
+            for options, script in _PYTHON_COMMAND.findall(text) if is_training_path(script)}
+
+
 def _argparse_switches(text: str) -> list[tuple[str, str]]:
     """argparse's switches and what their defaults say (`store_true`: "false"), each under the name the program
     reads (`dest`: the first long option, `-dist, --distributional` -> "distributional")."""
@@ -419,6 +436,9 @@ class TrainingConfigs:
     keys: frozenset[str] = frozenset()  # the lower-case words they give as values (`registry_keys`)
     # (folder, "major.minor") of the dependency files pinning PyTorch (`torch_pin`): "" is the project's root
     torch_pins: frozenset[tuple[str, str]] = frozenset()
+    # whether the commands of scripts and READMEs that run training files run Python with `-O`: "on", "off"
+    # (`python_optimize_settings`)
+    python_optimize: frozenset[str] = frozenset()
 
 
 # The files that say which packages a project installs: pip's requirements, setuptools', poetry's and PEP 621's
@@ -575,13 +595,15 @@ def config_file_facts(text: str, display: str) -> TrainingConfigs:
         return TrainingConfigs(torch_pins=pins)  # a dependency file, and no more
     values = frozenset(option_values(text, display))
     switches = frozenset(switch_settings(text, display))
+    commands = frozenset(python_optimize_settings(text)) if display.endswith((".sh", ".md")) else frozenset()
     if not is_training_config(display):
-        return TrainingConfigs(values=values, switches=switches, torch_pins=pins)
+        return TrainingConfigs(values=values, switches=switches, torch_pins=pins, python_optimize=commands)
     classes = frozenset(classes_in(text))
     names = keys = frozenset()
     if display.endswith((".yaml", ".yml", ".json", ".jsonnet", ".libsonnet")):  # (AllenNLP's configs: jsonnet)
         names, keys = frozenset(named_classes(text)), frozenset(registry_keys(text))
-    return TrainingConfigs(classes, names, tuple(sorted(interval_settings(text))), values, switches, keys, pins)
+    return TrainingConfigs(classes, names, tuple(sorted(interval_settings(text))), values, switches, keys, pins,
+                           commands)
 
 
 def united(parts: Iterable[TrainingConfigs]) -> TrainingConfigs:
@@ -591,5 +613,5 @@ def united(parts: Iterable[TrainingConfigs]) -> TrainingConfigs:
         frozenset().union(*(p.classes for p in parts)), frozenset().union(*(p.names for p in parts)),
         tuple(setting for p in parts for setting in p.intervals), frozenset().union(*(p.values for p in parts)),
         frozenset().union(*(p.switches for p in parts)), frozenset().union(*(p.keys for p in parts)),
-        frozenset().union(*(p.torch_pins for p in parts)),
+        frozenset().union(*(p.torch_pins for p in parts)), frozenset().union(*(p.python_optimize for p in parts)),
     )

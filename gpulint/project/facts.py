@@ -175,6 +175,9 @@ class FileFacts:
     # Some file of the project (not a test) turns torch.distributions' argument checks off for the whole process
     # (`Distribution.set_default_validate_args(False)`, pydreamer's `train.py`): no distribution validates.
     validation_off: bool = False
+    # Every shipped command running a training file runs Python with `-O` (TWM's `python -O twm/main.py`): no
+    # `assert` statement runs (and distributions validate nothing: `validation_off`).
+    asserts_off: bool = False
     # Some file of the project (not a test) makes the GPU torch's default device (`torch.set_default_device("cuda")`,
     # `torch.set_default_tensor_type("torch.cuda.FloatTensor")`): a factory given no `device=` builds on the GPU, where
     # the program does not pick the CPU around it (ALF's `with alf.device("cpu"):`), which gpulint does not follow: it

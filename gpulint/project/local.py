@@ -2390,6 +2390,9 @@ class _Walker:
                     self.scope.returned_calls.append(dotted(node.value.func) or "")
                 elif (name := dotted(node.value)) is not None:
                     self.scope.returned_names.append(name)
+                elif isinstance(node.value, ast.IfExp):  # `return _Cpu.apply if not self.use_cuda else _Cuda.apply`
+                    self.scope.returned_names += [name for branch in (node.value.body, node.value.orelse)
+                                                  if (name := dotted(branch)) is not None]
                 elif isinstance(node.value, ast.Tuple):
                     self.scope.returned_items += [(i, name) for i, item in enumerate(node.value.elts)
                                                   if (name := dotted(item)) is not None]

@@ -214,7 +214,7 @@ class Project:
                  config_classes: Iterable[str] = (), config_intervals: Iterable[tuple[str, int]] = (),
                  config_names: Iterable[str] = (), config_values: Iterable[tuple[str, str]] = (),
                  config_switches: Iterable[tuple[str, str]] = (), config_keys: Iterable[str] = (),
-                 torch_pins: Iterable[tuple[str, str]] = ()):
+                 torch_pins: Iterable[tuple[str, str]] = (), python_optimize: Iterable[str] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
@@ -308,6 +308,8 @@ class Project:
         self.off_switches = frozenset(name for name in off_switches(
             [*config_switches, *(v for ix in self.files.values() for v in ix.switches)]) if not _turns_on_the_gpu(name))
         self._aliases_open: set[tuple[str, str, str]] = set()  # see `_local_classes`
+        # Every shipped command running a training file runs Python with `-O` (configs.python_optimize_settings)
+        self._python_optimized = set(python_optimize) == {"on"}
         self._flash_requests = self._flash_attention_requests(config_values, config_switches)
         # The files whose FlashAttention-2 classes no request reaches: what `resolve_call` leaves out (most projects
         # have none, and their calls are not filtered at all).
@@ -1567,15 +1569,28 @@ class Project:
         for assign in scope.assigns:
             if assign.target != name or not assign.callee or assign.callee.split(".", 1)[0] == name:
                 continue
-            for factory in self._callable_targets(path, scope, assign.callee):
+            for factory in self._callable_targets(path, scope, assign.callee) or self._own_method(path, scope,
+                                                                                                 assign.callee):
                 factory_scope = self.files[factory.path].scope(factory.qualname) if factory.qualname else None
                 if factory.is_class or factory_scope is None:
                     continue
                 for returned in factory_scope.returned_names:
+                    if returned.endswith(".apply"):  # `_SoftDTW.apply if not self.use_cuda else _SoftDTWCUDA.apply`
+                        found += self._function_passes(factory.path, factory_scope, returned.split(".")[:-1])
+                        continue
                     found += [Target(factory.path, nested.qualname, False) for nested in
                               self._definitions_named(factory.path, f"{factory.qualname}.{returned}")
                               if nested.kind == "function"]
         return found
+
+    def _own_method(self, path: str, scope: Scope, callee: str) -> list[Target]:
+        """The method `self.name` names in a method of a class (its own or inherited), as a list."""
+        head, _, method = callee.partition(".")
+        if head != "self" or not method or "." in method or not scope.cls or not scope.params \
+                or scope.params[0] != "self":
+            return []
+        found = self.find_method(Target(path, scope.cls, True), method)
+        return [found] if found is not None else []
 
     def _definitions_named(self, path: str, qualname: str) -> list[Scope]:
         """The scopes of a file's definitions of this name: one per `def` of it, the later ones as `name#2`,
@@ -5068,7 +5083,8 @@ class Project:
                          nonblocking_movers=self._nonblocking_movers(path),
                          loader_factories=self._loader_factories(path),
                          trainer_loader_builders=self._trainer_loader_builders().get(path, frozenset()),
-                         validation_off=self._validation_off(), default_device_gpu=self._default_device_gpu(),
+                         validation_off=self._validation_off() or self._python_optimized,
+                         asserts_off=self._python_optimized, default_device_gpu=self._default_device_gpu(),
                          torch_pin=self._torch_pin(path),
                          list_returning=frozenset(self._list_calls.get(path, ())),
                          cpu_project=self._runs_on_cpu_only(), inference_only=self._never_trains(),

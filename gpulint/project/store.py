@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/73"
+FORMAT = "gpulint.project/74"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -202,6 +202,7 @@ def load_facts(data: dict) -> FileFacts:
         move_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["move_calls"]),
         read_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["read_calls"]),
         validation_off=data["validation_off"],
+        asserts_off=data["asserts_off"],
         default_device_gpu=data["default_device_gpu"],
         torch_pin=str(data["torch_pin"]),
         list_returning=frozenset(data["list_returning"]),
@@ -216,7 +217,7 @@ def dump_configs(facts: TrainingConfigs) -> dict:
     return {"classes": sorted(facts.classes), "names": sorted(facts.names),
             "intervals": [list(i) for i in facts.intervals], "values": sorted(map(list, facts.values)),
             "switches": sorted(map(list, facts.switches)), "keys": sorted(facts.keys),
-            "torch_pins": sorted(map(list, facts.torch_pins))}
+            "torch_pins": sorted(map(list, facts.torch_pins)), "python_optimize": sorted(facts.python_optimize)}
 
 
 def load_configs(data: dict) -> TrainingConfigs:
@@ -227,6 +228,7 @@ def load_configs(data: dict) -> TrainingConfigs:
         frozenset((str(name), str(value)) for name, value in data["values"]),
         frozenset((str(name), str(value)) for name, value in data["switches"]), frozenset(map(str, data["keys"])),
         frozenset((str(folder), str(pin)) for folder, pin in data["torch_pins"]),
+        frozenset(map(str, data["python_optimize"])),
     )
 
 

@@ -16270,3 +16270,96 @@ def test_the_set_up_after_a_test_of_a_buffer_it_then_writes_in_place_runs_once(t
     assert ("vq.py", 6, "GPL406") not in found and ("vq.py", 17, "GPL405") in found
     never_set = RESIDUAL_QUANTIZER.replace("self.inited.data.copy_(torch.Tensor([True]))", "pass")
     assert ("vq.py", 6, "GPL406") in [(f[0], f[1], f[2]) for f in check(tmp_path / "b", {"vq.py": never_set})]
+
+
+def test_an_autograd_function_a_method_picks_runs_when_its_result_is_called(tmp_path, check):
+    """naturalspeech's soft-DTW loss: `func_dtw = self._get_func_dtw(x)`, a method returning `_SoftDTW.apply if not
+    self.use_cuda else _SoftDTWCUDA.apply`, then `func_dtw(d, gamma)`. The Function's forward and backward run every
+    step; each copies the cost matrix to the host for a CPU kernel."""
+    files = {
+        "soft_dtw.py": """
+            import torch
+            from torch.autograd import Function
+
+            class _SoftDTW(Function):
+                @staticmethod
+                def forward(ctx, d, gamma):
+                    ctx.save_for_backward(d)
+                    return torch.Tensor([dtw(d.detach().cpu().numpy(), gamma)]).to(d.device)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    d, = ctx.saved_tensors
+                    return torch.Tensor(dtw_grad(d.detach().cpu().numpy())).to(d.device), None
+
+            class SoftDTW(torch.nn.Module):
+                def __init__(self, use_cuda=False, gamma=1.0):
+                    super().__init__()
+                    self.use_cuda = use_cuda
+                    self.gamma = gamma
+
+                def _get_func_dtw(self, x):
+                    return _SoftDTW.apply if not self.use_cuda else None
+
+                def forward(self, x):
+                    func_dtw = self._get_func_dtw(x)
+                    return func_dtw(x, self.gamma)
+        """,
+        "train.py": """
+            import torch
+            from soft_dtw import SoftDTW
+
+            def main(model, loader, opt):
+                sdtw = SoftDTW(gamma=0.01)
+                for x in loader:
+                    x = x.cuda(non_blocking=True)
+                    loss = sdtw(model(x)).mean()
+                    loss.backward()
+                    opt.step()
+        """,
+    }
+    found = {(f[0], f[1], f[2]) for f in check(tmp_path, files)}
+    assert {("soft_dtw.py", 9, "GPL403"), ("soft_dtw.py", 14, "GPL403")} <= found
+
+
+OPTIMIZED_STEP = """
+    import torch
+    from torch.distributions import Categorical
+
+    def main(policy, loader, opt):
+        for obs in loader:
+            obs = obs.cuda(non_blocking=True)
+            logits = policy(obs)
+            assert torch.isfinite(logits).all()
+            dist = Categorical(logits=logits)
+            loss = -dist.entropy().mean()
+            loss.backward()
+            opt.step()
+"""
+
+
+@pytest.mark.parametrize("command, flagged", [
+    ("python -O twm/main.py --game Breakout", set()),
+    ("python -OO twm/main.py", set()),
+    ("python twm/main.py --game Breakout", {9, 10}),
+    ("python -O twm/main.py\ntorchrun --nproc_per_node 2 twm/main.py", {9, 10}),  # one command keeps the checks
+])
+def test_asserts_and_distribution_checks_are_off_when_every_command_runs_python_with_dash_o(
+        tmp_path, check, command, flagged):
+    """TWM's README trains with `python -O twm/main.py`: Python skips `assert` statements, and torch.distributions
+    check no arguments (their default is `__debug__`). A command without `-O` keeps both."""
+    files = {"twm/main.py": OPTIMIZED_STEP, "README.md": f"Train:\n\n```\n{command}\n```\n"}
+    found = {f[1] for f in check(tmp_path, files) if f[2] in ("GPL405", "GPL407")}
+    assert found == flagged
+
+
+def test_python_optimize_settings_read_the_interpreter_options_of_commands_running_training_files():
+    from gpulint.project.configs import python_optimize_settings
+
+    assert python_optimize_settings("python -O twm/main.py --game Breakout --seed 0\n") == {"on"}
+    assert python_optimize_settings("python3.10 -u -OO train.py\npython train_gpt.py --lr 1\n") == {"on", "off"}
+    # launchers start the interpreter themselves, without -O
+    assert python_optimize_settings("torchrun --nproc_per_node 8 train.py --a b\n") == {"off"}
+    assert python_optimize_settings("accelerate launch --config_file a.yaml train.py\n") == {"off"}
+    # commands running no training file say nothing of the training's interpreter
+    assert python_optimize_settings("python -O tests/test_model.py\npython demo.py\n") == set()

@@ -78,7 +78,8 @@ class DistributionValidationInStep(SyncRule):
         "(`normal = Normal(mu, std)`; `self.prior = Normal(0, 1)`, built once, or `self.distribution = Normal(mu, "
         "std)` in another method: each validates every value it scores), in a file that names a device, in a "
         "project no file of which (tests aside) turns validation off with "
-        "`Distribution.set_default_validate_args(False)`.",
+        "`Distribution.set_default_validate_args(False)`, and whose scripts and README do not run every training "
+        "file with `python -O` (TWM's `python -O twm/main.py`, under which validation is off by default).",
         why_slow="With validation on (PyTorch's default unless Python runs with `-O`), the constructor checks every "
         "parameter against its constraint and branches on the result in Python (`if not valid.all(): raise`), which "
         "copies a boolean from the device and waits for the GPU; `log_prob` checks its value the same way. A policy "
