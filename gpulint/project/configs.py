@@ -250,9 +250,9 @@ def switch_settings(text: str, path: str) -> set[tuple[str, str]]:
 
 # A command running a Python file: `python -O twm/main.py`, `python3.10 -u train.py`; the interpreter's options are
 # group 1. Launchers that start the interpreter themselves (`torchrun`, `accelerate launch`, `deepspeed`) give none.
-_PYTHON_COMMAND = re.compile(r"(?<![\w/.-])(?:python[\d.]*((?:[ \t]+-[A-Za-z]+)*)|torchrun|deepspeed|accelerate[ \t]+launch"
-                             r"|torch\.distributed\.(?:launch|run))[ \t]+(?:--?[\w-]+(?:[= \t]+[\w.:/-]+)?[ \t]+)*?"
-                             r"([\w./-]+\.py)\b")
+_PYTHON_COMMAND = re.compile(r"(?<![\w/.-])(?:python[\d.]*((?:[ \t]+-[A-Za-z]+)*)|torchrun|deepspeed"
+                             r"|accelerate[ \t]+launch|torch\.distributed\.(?:launch|run))[ \t]+"
+                             r"(?:--?[\w-]+(?:[= \t]+[\w.:/-]+)?[ \t]+)*?([\w./-]+\.py)\b")
 
 
 def python_optimize_settings(text: str) -> set[str]:

@@ -1314,7 +1314,8 @@ def _returns_while_held(statement: ast.If, rest: list[ast.stmt]) -> bool:
 def _writes_in_place(node: ast.AST, held: str) -> bool:
     """`self.inited.data.copy_(torch.Tensor([True]))`, `self.initted.fill_(True)`: the set-up ends by writing into the
     buffer it tested (the k-means codebook initialisation of vector-quantisation modules, run on the first batch)."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("copy_", "fill_")):
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("copy_", "fill_")):
         return False
     written = dotted(node.func.value) or ""
     return written in (held, held + ".data")
