@@ -138,8 +138,7 @@ class LengthTracker:
 def _is_param(function: cst.FunctionDef, name: str) -> bool:
     """Is `name` a positional or keyword parameter of the function? (Only then are its callers read: that parses
     the file once more, with `ast`.)"""
-    params = function.params
-    return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+    return any(p.name.value == name for p in params_of(function))
 
 
 # A length below this is a count of fields (version digits, box corners), not a sequence a model runs over.
