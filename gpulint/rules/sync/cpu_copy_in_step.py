@@ -22,14 +22,20 @@ _TO_HOST_FUNCTIONS = frozenset({
 })
 
 
+# The legacy tensor types of the CPU: `.type(torch.LongTensor)` of a device tensor copies it to host memory.
+_CPU_TENSOR_TYPES = frozenset(f"torch.{kind}Tensor" for kind in (
+    "Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool"))
+
+
 class CpuCopyInStep(SyncRule):
     code = "GPL403"
     reads_to_host = True
     name = "cpu-copy-in-step"
     message = "`{call}` copies a device tensor to host memory every step, waiting for the GPU to finish"
-    triggers = (".cpu(", "cpu\"", "cpu'", "to_pil_image(")
+    triggers = (".cpu(", "cpu\"", "cpu'", "to_pil_image(", ".type(")
     docs = RuleDocs(
-        what_it_does="Flags `.cpu()` and `.to(\"cpu\")` on tensors in code that runs every training step and is not "
+        what_it_does="Flags `.cpu()`, `.to(\"cpu\")` and `.type(torch.LongTensor)` (a legacy CPU tensor type, also "
+        "as a string) on tensors in code that runs every training step and is not "
         "gated (`.numpy()` needs a CPU tensor, so the copy before it is what is flagged), and torchvision's "
         "`to_pil_image(tensor)`, which copies the tensor to the host to make an image. `.to(\"cpu\", "
         "non_blocking=True)` copies into pinned memory without waiting and is not flagged. A call of the project's "
@@ -52,6 +58,10 @@ class CpuCopyInStep(SyncRule):
         training_script("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
         training_script("snapshot = torch.tensor([1.0, 2.0]).cpu()"),
         training_script("staged = model(x).detach().to(\"cpu\", non_blocking=True)"),
+        # a dtype, or a CUDA tensor type: the tensor stays on the device
+        training_script("ends = model(x).type(torch.long)\nstarts = model(x).type(torch.cuda.LongTensor)"),
+        training_script("snapshot = torch.from_numpy(grid).type(torch.FloatTensor)",
+                        header="import numpy as np\n\ngrid = np.ones((16, 16))"),
         ("import torch\n\n\nclass Trainer:\n    def make_experience(self, prompts):\n"
          "        samples = self.model.generate(prompts)\n        logprobs = self.model(samples).log_softmax(-1)\n"
          "        self.store.push(samples.cpu(), logprobs.cpu())\n"),
@@ -62,6 +72,8 @@ class CpuCopyInStep(SyncRule):
     invalid = (
         Invalid(training_script("history.append(loss.detach().cpu())", header="history = []")),
         Invalid(training_script("pred = model(x).argmax(1).to(\"cpu\")")),
+        # NaturalSpeech's learnable upsampling: rounded duration sums made a CPU LongTensor, then moved back
+        Invalid(training_script("ends = torch.round(torch.cumsum(x, dim=-1)).type(torch.LongTensor).to(device)")),
         # MMGeneration's translation models: images kept for visualisation in a dict made empty by `dict()`
         Invalid(training_script("images = dict()\nimages[\"pred\"] = out\nshown = images[\"pred\"].cpu()")),
         # InstantMesh's zero123plus step: each generated image made a PIL image for the CLIP processor
@@ -99,14 +111,27 @@ class CpuCopyInStep(SyncRule):
             call = ".cpu()"
         elif method == "to" and node.args and cpu_target(node) and not _truthy(keyword_arg(node, "non_blocking")):
             call = ".to(\"cpu\")"  # with `non_blocking=True` the copy goes to pinned memory and the host does not wait
+        elif method == "type" and len(node.args) == 1 and (tensor_type := self._cpu_tensor_type(node.args[0].value)):
+            call = f".type({tensor_type})"  # a legacy CPU tensor type is a CPU tensor: a device tensor is copied over
         else:
             return
+        if call.startswith(".type(") and self.context.location_of(func.value) != "device":
+            return  # a loader's batch is still on the CPU: `imgs.type(torch.HalfTensor)` only casts it
         if self.context.is_host_value(func.value) or self._feeds_numpy_metric() or self.in_per_tensor_loop():
             return
         function = self.context.enclosing_function()
         if function is not None and name_parts(function.name.value) & _EXPERIENCE_PARTS and not self.context.innermost_loop():
             return  # the rollout's batch copied once into the host store; one copy per sample in a loop still counts
         self.report(node, self.message.format(call=call))
+
+    def _cpu_tensor_type(self, value: cst.BaseExpression) -> str | None:
+        """`torch.LongTensor`, `"torch.FloatTensor"`: a legacy tensor type of the CPU (not `torch.cuda.LongTensor`,
+        nor a dtype such as `torch.long`); its text, else None."""
+        if isinstance(value, cst.SimpleString):
+            name = value.evaluated_value if isinstance(value.evaluated_value, str) else ""
+        else:
+            name = self.context.resolve(value) or ""
+        return name if name in _CPU_TENSOR_TYPES else None
 
     def _library_read(self, call: cst.Call) -> bool:
         """`v2.functional.to_pil_image(images[i])` (InstantMesh's zero123plus step, per image): torchvision copies the

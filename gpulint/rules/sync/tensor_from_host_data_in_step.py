@@ -37,6 +37,8 @@ class TensorFromHostDataInStep(SyncRule):
     name = "tensor-from-host-data-in-step"
     message = "`{func}(..., device=...)` from host data is a synchronous pageable copy every step"
     message_moved = "`{func}(host data)` then moved to the device: a synchronous pageable copy every step"
+    message_kept = ("`{name}.type_as(...)` copies a CPU tensor (`{name}` is made on the host) to the device: a "
+                    "synchronous pageable copy every step")
     message_cuda = "`{func}(host data)` copies host data into a new device tensor: a synchronous pageable copy every step"
     message_helper = ("`{func}(...)` copies its argument's host data to the device (a helper of this project that "
                       "moves it with a blocking copy): a synchronous pageable copy every step")
@@ -53,7 +55,9 @@ class TensorFromHostDataInStep(SyncRule):
         "tensor, such as `self.anchors`), and host data wrapped then moved "
         "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`, `torch.tensor(ignore_index).type_as("
         "labels)`, also through a cast or reshape: "
-        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`, `torch.stack` of CPU-built tensors moved), the "
+        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`, `torch.stack` of CPU-built tensors moved; a CPU "
+        "tensor a project function returns, cast to a step tensor's type: `mask = causal_mask(size)`, then "
+        "`mask.type_as(query)`), the "
         "legacy CUDA constructors given a list (`torch.cuda.IntTensor([0])`, `torch.cuda.LongTensor(sizes)`, also "
         "through a name bound to one: `FloatTensor = th.cuda.FloatTensor if use_cuda else th.FloatTensor`, then "
         "`FloatTensor(np.array(x).tolist())`), host data wrapped on the CPU and stored into a slice of a device tensor "
@@ -78,6 +82,8 @@ class TensorFromHostDataInStep(SyncRule):
     valid = (
         # a cast to the type of a tensor on the host (`float` of host data, whatever its shape) moves nothing
         training_script("w = torch.ones(2).float()\nscale = torch.tensor(0.5).type_as(w)"),
+        # a tensor already on the device, cast to the step's type: no copy
+        training_script("mask = torch.ones(4, 4, device=device).tril()\nscores = model(x) * mask.type_as(x)"),
         # stored into a slice of a tensor on the host: nothing is copied to the device
         training_script("factor = torch.ones(7)\nfactor[2:6] = torch.tensor(out.shape)[[1, 0, 1, 0]]"),
         ("import torch\n\n\ndef train(model, loader, optimizer, device):\n"
@@ -122,6 +128,10 @@ class TensorFromHostDataInStep(SyncRule):
         # MMYOLO's YOLOv5 head: each feature level's size wrapped on the CPU, then stored into the device scale factor
         Invalid(training_script("factor = torch.ones(7, device=device)\n"
                                 "factor[2:6] = torch.tensor(out.shape)[[1, 0, 1, 0]]\nloss = loss * factor.sum()")),
+        # PixelSNAIL's causal attention: a mask built with numpy once per size (`lru_cache`), cast to the queries
+        Invalid(training_script("mask = causal_mask(x.shape[1])\nscores = model(x) * mask.type_as(x)",
+                                header="import numpy as np\n\n\ndef causal_mask(size):\n"
+                                       "    return torch.from_numpy(np.tril(np.ones((size, size))))")),
     )
 
     @classmethod
@@ -160,11 +170,14 @@ class TensorFromHostDataInStep(SyncRule):
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and isinstance(func.value, cst.Call):
             self._check_moved(node, _unreshaped(func.value))
             return
-        if isinstance(func, cst.Attribute) and func.attr.value == "type_as" and isinstance(func.value, cst.Call) \
+        if isinstance(func, cst.Attribute) and func.attr.value == "type_as" \
                 and len(node.args) == 1 and not self.context.is_host_value(node.args[0].value):
             # `torch.tensor(loss_fct.ignore_index).type_as(labels)` (transformers' token-classification loss): to the
             # device of `labels`, a tensor of the step
-            self._check_moved(node, _unreshaped(func.value))
+            if isinstance(func.value, cst.Call):
+                self._check_moved(node, _unreshaped(func.value))
+            elif self._cpu_tensor_named(func.value):
+                self.report(node, self.message_kept.format(name=dotted_name(func.value)))
             return
         resolved = self.context.resolve(func)
         if resolved in _CUDA_CONSTRUCTORS or isinstance(func, cst.Name) and func.value in self._cuda_type_names:
@@ -183,6 +196,11 @@ class TensorFromHostDataInStep(SyncRule):
         if not (self.context.is_host_value(data) or resolved == "torch.tensor" and not self.tensors.is_tensor(data)):
             return
         self.report(node, self.message.format(func=resolved))
+
+    def _cpu_tensor_named(self, value: cst.BaseExpression) -> bool:
+        """`mask`, bound to what a project function returns on the host (PixelSNAIL's `causal_mask(size)`, cached
+        with `lru_cache`, returns `torch.from_numpy(mask)`): only a tensor has `type_as`, so this one is on the CPU."""
+        return isinstance(value, cst.Name) and self.context.is_host_value(value) and not self.in_per_tensor_loop()
 
     def _normalises_argument(self, data: cst.BaseExpression) -> bool:
         """`if not isinstance(lengths, torch.Tensor): lengths = torch.tensor(lengths, device=device)` on a parameter
