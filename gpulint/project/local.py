@@ -1439,6 +1439,18 @@ def _never_taken(test: ast.AST, part: str) -> bool:
     return isinstance(test, ast.Constant) and test.value in (False, True) and bool(test.value) == (part == "orelse")
 
 
+def _set_just_before(previous: ast.stmt, branch: ast.If) -> list[ast.stmt] | None:
+    """The part of `if flag:` that cannot run when the statement before it sets the flag to a literal (SSD-LM's
+    `mean_or_protect_for_nan = True  # HACK`, then `if mean_or_protect_for_nan: ... else: <the old way>`)."""
+    test = branch.test
+    if not (isinstance(test, ast.Name) and isinstance(previous, ast.Assign) and len(previous.targets) == 1
+            and isinstance(previous.targets[0], ast.Name) and previous.targets[0].id == test.id
+            and isinstance(previous.value, ast.Constant) and previous.value.value in (True, False)):
+        return None
+    dead = branch.orelse if previous.value.value else branch.body
+    return dead or None
+
+
 def _debugging_switch(test: ast.AST) -> bool:
     """`if debug:`, `if self.debug and ...:`, `if args.debug:`, `if DEBUG:`: a switch for debugging output or checks
     (Unsloth's grouped GEMM prints its routing `if debug:`; 3D Gaussian splatting's rasteriser copies its inputs to
@@ -2261,6 +2273,12 @@ class _Walker:
         exit_seen = False
         for index, statement in enumerate(body):
             self._statement(statement)
+            if isinstance(statement, ast.Raise) and index + 1 < len(body):
+                # `raise ValueError("have to specify no_dir now")` above the old code of a branch: it never runs
+                self.scope.regions.append(Region("dead", self._pos(body[index + 1]), self._end(body[-1])))
+            if index and isinstance(statement, ast.If) \
+                    and (dead := _set_just_before(body[index - 1], statement)) is not None:
+                self.scope.regions.append(Region("dead", *self._span(dead)))
             if (
                 not exit_seen and isinstance(statement, ast.If) and not statement.orelse
                 and _ends_with_exit(statement.body) and is_exit_gate(statement.test, self.gates)

@@ -16363,3 +16363,44 @@ def test_python_optimize_settings_read_the_interpreter_options_of_commands_runni
     assert python_optimize_settings("accelerate launch --config_file a.yaml train.py\n") == {"off"}
     # commands running no training file say nothing of the training's interpreter
     assert python_optimize_settings("python -O tests/test_model.py\npython demo.py\n") == set()
+
+
+def test_a_branch_a_literal_just_before_switches_off_and_code_after_a_raise_do_not_run(tmp_path, check):
+    """SSD-LM's noising step: `mean_or_protect_for_nan = True  # HACK`, then `if mean_or_protect_for_nan:` whose `else`
+    builds a `Dirichlet` (validating its arguments with a sync); and the old code of another branch kept below
+    `raise ValueError(...)`. Neither runs. With the flag set from the command line, the `else` is the user's choice."""
+    source = """
+        import argparse
+        import torch
+
+        def noise(alpha, mode, protect):
+            if mode == "mean":
+                mean_or_protect = True
+                if mean_or_protect:
+                    simplex = torch.softmax(alpha, dim=-1)
+                else:
+                    simplex = torch.distributions.Dirichlet(alpha.exp()).mean
+            else:
+                raise ValueError("only the mean now")
+                simplex = torch.distributions.Dirichlet(alpha.exp()).sample()
+            return simplex
+
+        def train(model, loader, optimizer, args):
+            for x in loader:
+                x = x.cuda(non_blocking=True)
+                noise(model(x), args.mode, args.protect).sum().backward()
+                optimizer.step()
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--mode", default="mean")
+            parser.add_argument("--protect", action="store_true")
+            args = parser.parse_args()
+            model = torch.nn.Linear(4, 4).cuda()
+            loader = torch.utils.data.DataLoader([], pin_memory=True)
+            train(model, loader, torch.optim.SGD(model.parameters(), 0.1), args)
+        """
+    found = [(f[1], f[2]) for f in check(tmp_path, {"train.py": source}) if f[2] == "GPL407"]
+    assert found == []
+    chosen = source.replace("mean_or_protect = True\n", "mean_or_protect = protect\n")
+    assert [(f[1], f[2]) for f in check(tmp_path / "b", {"train.py": chosen}) if f[2] == "GPL407"] == [(11, "GPL407")]

@@ -102,6 +102,13 @@ class PerParameterUpdateLoop(WhereItRuns):
         "(`center_criterion.parameters()`: a tensor or two), and loops under a logging gate.",
     )
     valid = (
+        # schedule-free's optimizers: the loop is the fallback for `foreach=False`; the default takes the foreach form
+        ("import torch\n\n\nclass Lookahead(torch.optim.Optimizer):\n    def step(self):\n"
+         "        for group in self.param_groups:\n            if group[\"foreach\"]:\n"
+         "                params = [p for p in group[\"params\"] if p.grad is not None]\n"
+         "                torch._foreach_add_(params, [p.grad for p in params], alpha=-0.1)\n"
+         "            else:\n                for p in group[\"params\"]:\n"
+         "                    p.add_(p.grad, alpha=-0.1)\n"),
         training_script("with torch.no_grad():\n"
                         "    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 0.001)"),
         ("import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -204,7 +211,8 @@ class PerParameterUpdateLoop(WhereItRuns):
         self._track_for(node)
         known = frozenset(self._tensor_dicts.get(id(self.context.enclosing_function()), ()))
         scan = scan_model_tensor_for(node, self.context, known)
-        if scan is None or scan.kind != "arithmetic" or self.context.gated_here(switches_gate=False):
+        if scan is None or scan.kind != "arithmetic" or self.context.gated_here(switches_gate=False) \
+                or self._foreach_fallback():
             return
         # A per-step update reads gradients, blends two sets of tensors (EMA: `zip(ema..., model...)`), keeps state
         # per parameter, or lives in an update/step function or one the step surely reaches (NeMo-RL's gradient
@@ -216,6 +224,18 @@ class PerParameterUpdateLoop(WhereItRuns):
                 and not _multiplies_matrices(self.context.module.code_for_node(node.body)) \
                 and not _loss_parameters(node.iter):
             self._report_where_it_runs(node.iter)
+
+
+    def _foreach_fallback(self) -> bool:
+        """In the `else` of an `if` whose body makes `torch._foreach_*` calls (schedule-free's optimizers: `if
+        group['foreach']: torch._foreach_lerp_(y, z, ...)` `else: for p in ...`): the loop is the fallback for when
+        the foreach form is switched off, and the code already has the fix."""
+        stack = self.context.ancestors
+        for parent, child in zip(reversed(stack[:-1]), reversed(stack[1:])):
+            if isinstance(parent, cst.If) and child is parent.orelse and "_foreach_" in \
+                    self.context.module.code_for_node(parent.body):
+                return True
+        return False
 
 
 def _loss_parameters(iterable: cst.BaseExpression) -> bool:

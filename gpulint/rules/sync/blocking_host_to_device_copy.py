@@ -136,6 +136,21 @@ def _has_base_configs(module: cst.Module) -> bool:
     return False
 
 
+
+# A step fed by a server rather than a loader (simple_GRPO): each batch arrives serialised, its tensors `torch.load`-ed
+# on the host; `{to}` is their move in the step function.
+_FETCHED_BATCH = (
+    "import io\nimport json\n\nimport torch\nimport torch.nn.functional as F\n\n\ndef served(x, y):\n"
+    "    reply = io.BytesIO()\n    torch.save((x, y), reply)\n    reply.seek(0)\n    data = json.loads(\"{{}}\")\n"
+    "    data[\"inputs\"], data[\"labels\"] = torch.load(reply)\n    return data\n\n\n"
+    "def step(model, batch):\n    inputs = batch[\"inputs\"].{to}\n"
+    "    return F.cross_entropy(model(inputs), batch[\"labels\"])\n\n\n"
+    "def train(model, loader, optimizer, device):\n    for x, y in loader:\n        batch = served(x, y)\n"
+    "        loss = step(model, batch)\n        loss.backward()\n        optimizer.step()\n"
+    "        optimizer.zero_grad()\n"
+)
+
+
 class BlockingHostToDeviceCopy(SyncRule):
     code = "GPL411"
     pytorch_only = True
@@ -196,7 +211,9 @@ class BlockingHostToDeviceCopy(SyncRule):
         what_it_does="Flags host-to-device copies of batches in the training step (`x.to(device)`, `x.to(args[\"device\"])`, `x.to(**self.tpdv)` "
         "where the file, or any file for an attribute (a base class's `self.tpdv`), binds those keyword arguments to a "
         "device (`self.tpdv = dict(dtype=..., device=device)`), `x.cuda()`, "
-        "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, batch helpers such "
+        "`x.type(torch.cuda.FloatTensor)` or a `Tensor` alias of it, `x.pin_memory().to(device)`, an entry of a "
+        "container known to be on the host moved to any device (`batch[\"inputs\"].to(engine.device)` where the step "
+        "receives what a project function `torch.load`-ed), batch helpers such "
         "as `move_to_device(batch, device)`, and the field copies in the own `to(device)` of a batch class a collate "
         "function builds, which runs for every batch the step or Lightning moves) without `non_blocking=True` (or with "
         "`non_blocking=False`); and a DataLoader that does not set "
@@ -378,6 +395,9 @@ class BlockingHostToDeviceCopy(SyncRule):
          "        optimizer.step()\n"),
     )
     invalid = (
+        # simple_GRPO: each step's batch is fetched from a reference server, its tensors `torch.load`-ed on the host
+        Invalid(_FETCHED_BATCH.format(to="to(model.weight.device)"), fixed=_FETCHED_BATCH.format(
+            to="to(model.weight.device, non_blocking=True)")),
         # MMSelfSup's data preprocessor: MMEngine's `cast_data` copies each batch with its default `non_blocking=False`
         Invalid(_MM_PREPROCESSOR.format(init="")),
         # and its dataset configs: MMEngine's runner builds the training loader from the dict, without pinned memory
@@ -625,7 +645,9 @@ class BlockingHostToDeviceCopy(SyncRule):
             return
         if isinstance(func.value, cst.Call) and last_name(func.value.func) == "super":
             return  # `super().to(device=device, dtype=dtype)` in a module's own `to`: the module moves, not a batch
-        on_host = self._built_on_host(func.value)
+        # (or a tensor a host value holds: simple_GRPO's `batch = get_batch()`, tensors `torch.load`-ed from an HTTP
+        # reply, then `batch['inputs'].to(engine.device)` in the step function)
+        on_host = self._built_on_host(func.value) or self._held_by_host_value(func.value)
         if func.attr.value == "to" and not self._device_target(node, on_host):
             return
         if func.attr.value == "type" and not (node.args and node.args[0].keyword is None and self._is_cuda_type(node.args[0].value)):
@@ -898,6 +920,11 @@ class BlockingHostToDeviceCopy(SyncRule):
             # `x.to(logits.device)`; a call (`idist.device()`) names the run's device, not a tensor's
             return on_host
         return bool(_DEVICE_WORDS.search(name.rsplit(".", 1)[-1]))
+
+    def _held_by_host_value(self, moved: cst.BaseExpression) -> bool:
+        """`batch["inputs"]`, an entry of a container the project model knows is on the host (a parameter every caller
+        passes host data for, what a project function returns from `json.loads` and `torch.load`): a CPU tensor."""
+        return isinstance(moved, cst.Subscript) and self.context.location_of(moved.value) == "host"
 
     def _built_on_host(self, moved: cst.BaseExpression) -> bool:
         """Is `moved` built on the host by the function itself: a preprocessor's output (`tokenizer(...)`, its

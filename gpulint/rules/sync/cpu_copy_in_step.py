@@ -58,6 +58,13 @@ class CpuCopyInStep(SyncRule):
         training_script("if step % 100 == 0:\n    history.append(loss.detach().cpu())", header="history = []"),
         training_script("snapshot = torch.tensor([1.0, 2.0]).cpu()"),
         training_script("staged = model(x).detach().to(\"cpu\", non_blocking=True)"),
+        # schedule-free's AlgoPerf submission: each parameter's starting point kept on the host, at its first step
+        ("import torch\n\n\nclass Anchored(torch.optim.Optimizer):\n    @torch.no_grad()\n    def step(self):\n"
+         "        for group in self.param_groups:\n            for p in group[\"params\"]:\n"
+         "                state = self.state[p]\n                if \"x0\" not in state:\n"
+         "                    state[\"x0\"] = p.detach().cpu()\n                p.add_(p.grad, alpha=-0.1)\n\n\n"
+         "def train(model, loader):\n    optimizer = Anchored(model.parameters(), {})\n    for x in loader:\n"
+         "        model(x.to(\"cuda\", non_blocking=True)).sum().backward()\n        optimizer.step()\n"),
         # a dtype, or a CUDA tensor type: the tensor stays on the device
         training_script("ends = model(x).type(torch.long)\nstarts = model(x).type(torch.cuda.LongTensor)"),
         training_script("snapshot = torch.from_numpy(grid).type(torch.FloatTensor)",

@@ -7,6 +7,7 @@ import re
 
 import libcst as cst
 
+from gpulint.linter.context import STRING_NODES
 from gpulint.linter.devices import DeviceEvidence
 from gpulint.linter.names import dotted_name, last_name, name_parts, root_name
 from gpulint.linter.rule import Report, Rule
@@ -308,6 +309,9 @@ def _is_first_step_test(test: cst.BaseExpression) -> bool:
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
         return False
     comparison = test.comparisons[0]
+    if isinstance(comparison.operator, cst.NotIn) and type(test.left) in STRING_NODES \
+            and last_name(comparison.comparator) == "state":
+        return True  # `if "z" not in state:`: an optimizer's state for a parameter, made at its first step
     if not isinstance(comparison.operator, cst.Equal):
         return False
     if not (isinstance(comparison.comparator, cst.Integer) and comparison.comparator.value in ("0", "1")):

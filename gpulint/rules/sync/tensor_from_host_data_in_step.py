@@ -5,9 +5,17 @@ from __future__ import annotations
 import libcst as cst
 
 from gpulint.linter.names import dotted_name, target_names
+from gpulint.linter.syntax import descendants
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.project.vocab import HOST_RESHAPES, JOINING_FUNCTIONS
-from gpulint.rules.common import HOST_DATA_CONSTRUCTORS, arguments_at, by_callee, is_cpu_string, keyword_arg
+from gpulint.rules.common import (
+    HOST_DATA_CONSTRUCTORS,
+    arguments_at,
+    by_callee,
+    is_cpu_string,
+    is_false,
+    keyword_arg,
+)
 from gpulint.rules.examples import lightning_module, training_script
 from gpulint.rules.sync.helpers import (
     SyncRule,
@@ -37,6 +45,8 @@ class TensorFromHostDataInStep(SyncRule):
     name = "tensor-from-host-data-in-step"
     message = "`{func}(..., device=...)` from host data is a synchronous pageable copy every step"
     message_moved = "`{func}(host data)` then moved to the device: a synchronous pageable copy every step"
+    message_pageable = ("`{func}(host data)` then moved with `non_blocking=True`: from pageable memory the copy is "
+                        "synchronous all the same, every step; pin the data first (`.pin_memory()`)")
     message_kept = ("`{name}.type_as(...)` copies a CPU tensor (`{name}` is made on the host) to the device: a "
                     "synchronous pageable copy every step")
     message_cuda = "`{func}(host data)` copies host data into a new device tensor: a synchronous pageable copy every step"
@@ -48,14 +58,15 @@ class TensorFromHostDataInStep(SyncRule):
                          "(`torch.tensor(value, device=self.device)`), a synchronous pageable copy every step")
     # (`torch.cuda.IntTensor(ids)`, `FloatTensor(x)`; `factor[2:6] = torch.tensor(shape)`)
     triggers = ("device=", ".to(", ".cuda(", "Tensor(", "self.log", "] = torch.tensor(", "] = torch.as_tensor(",
-                "] = torch.from_numpy(")
+                "] = torch.from_numpy(", ".type_as(")
     docs = RuleDocs(
         what_it_does="Flags `torch.tensor(data, device=...)` and `torch.as_tensor(data, device=...)` of host data "
         "(Python lists and numbers, numpy arrays; for `torch.tensor`, which always copies, anything not known to be a "
         "tensor, such as `self.anchors`), and host data wrapped then moved "
         "(`torch.tensor(ids).to(device)`, `torch.LongTensor(lengths).cuda()`, `torch.tensor(ignore_index).type_as("
         "labels)`, also through a cast or reshape: "
-        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`, `torch.stack` of CPU-built tensors moved; a CPU "
+        "`torch.from_numpy(pos).float().unsqueeze(0).to(device)`, `torch.stack` of CPU-built tensors moved, also "
+        "with `non_blocking=True` but no `.pin_memory()` first (from pageable memory the copy is synchronous); a CPU "
         "tensor a project function returns, cast to a step tensor's type: `mask = causal_mask(size)`, then "
         "`mask.type_as(query)`), the "
         "legacy CUDA constructors given a list (`torch.cuda.IntTensor([0])`, `torch.cuda.LongTensor(sizes)`, also "
@@ -92,6 +103,9 @@ class TensorFromHostDataInStep(SyncRule):
         "        loss = torch.nn.functional.cross_entropy(model(x), y, weight=weights)\n        loss.backward()\n"
         "        optimizer.step()\n"),
         training_script("offsets = torch.tensor([0, 1, 2])"),
+        # pinned first: the copy overlaps with the GPU's work
+        training_script("pos = torch.from_numpy(grid).pin_memory().to(device, non_blocking=True)",
+                        header="import numpy as np\n\ngrid = np.ones((16, 16))"),
         # only what is no tensor yet is converted: the step's own values are tensors
         training_script("out = model(x)\nmean, logvar = out, out.log()\n"
                         "mean, logvar = [v if isinstance(v, torch.Tensor) else torch.tensor(v).to(out) "
@@ -104,6 +118,16 @@ class TensorFromHostDataInStep(SyncRule):
         lightning_module('if batch_idx % 50 == 0:\n    self.log("episodes", len(self.episodes))'),
         # No elements, nothing to copy: an empty placeholder for a batch with no matches.
         training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
+        # diffusers' UNet: a timestep given as a number is made a tensor; the step passes a tensor of timesteps
+        ("import torch\n\n\nclass UNet(torch.nn.Module):\n    def forward(self, sample, timestep):\n"
+         "        timesteps = timestep\n        if not torch.is_tensor(timesteps):\n"
+         "            timesteps = torch.tensor([timesteps], dtype=torch.int64, device=sample.device)\n"
+         "        return sample * timesteps.float().mean()\n\n\n"
+         "def train(model, loader, optimizer, scheduler, device):\n    for x in loader:\n"
+         "        x = x.to(device, non_blocking=True)\n        t = scheduler.sample_timesteps(x)\n"
+         "        model(x, t).mean().backward()\n        optimizer.step()\n\n\n"
+         "unet = UNet().cuda()\ntrain(unet, torch.utils.data.DataLoader([], pin_memory=True), "
+         "torch.optim.SGD(unet.parameters(), 0.1), None, \"cuda\")\n"),
         # InstantMesh's renderer: only cameras given as lists are converted; the step passes its batch's tensors
         ("import torch\n\n\ndef render(cam, points, device=\"cuda\"):\n"
          "    mtx = torch.tensor(cam, device=device) if not torch.is_tensor(cam) else cam\n"
@@ -128,6 +152,12 @@ class TensorFromHostDataInStep(SyncRule):
         # MMYOLO's YOLOv5 head: each feature level's size wrapped on the CPU, then stored into the device scale factor
         Invalid(training_script("factor = torch.ones(7, device=device)\n"
                                 "factor[2:6] = torch.tensor(out.shape)[[1, 0, 1, 0]]\nloss = loss * factor.sum()")),
+        # SimpleSAC's replay batches: numpy arrays wrapped and moved "without blocking", from pageable memory
+        Invalid(training_script("batch = {k: torch.from_numpy(v).to(device=device, non_blocking=True)\n"
+                                "         for k, v in replay.sample(256).items()}\nloss = model(batch[\"obs\"]).mean()",
+                                header="import numpy as np\n\n\nclass Replay:\n    def sample(self, n):\n"
+                                       "        return {\"obs\": np.zeros((n, 8), dtype=np.float32)}\n\n\n"
+                                       "replay = Replay()")),
         # PixelSNAIL's causal attention: a mask built with numpy once per size (`lru_cache`), cast to the queries
         Invalid(training_script("mask = causal_mask(x.shape[1])\nscores = model(x) * mask.type_as(x)",
                                 header="import numpy as np\n\n\ndef causal_mask(size):\n"
@@ -206,13 +236,18 @@ class TensorFromHostDataInStep(SyncRule):
         """`if not isinstance(lengths, torch.Tensor): lengths = torch.tensor(lengths, device=device)` on a parameter
         no caller is known to hand host data: the branch converts a list a caller might pass and takes the tensors
         callers pass as they are (texar's `sequence_mask`); it copies only where a caller's host data is known."""
-        if not isinstance(data, cst.Name) or self.context.is_host_value(data):
-            return False
+        if isinstance(data, (cst.List, cst.Tuple)) and len(data.elements) == 1:
+            data = data.elements[0].value  # `torch.tensor([timesteps], device=d)`: a number made a one-element tensor
         function = self.context.enclosing_function()
-        if function is None or data.value not in {p.name.value for p in (*function.params.params,
-                                                                         *function.params.kwonly_params)}:
+        if not isinstance(data, cst.Name) or function is None:
             return False
-        if self.context.bound_here(data.value):
+        params = {p.name.value for p in (*function.params.params, *function.params.kwonly_params)}
+        # (diffusers' UNets: `timesteps = timestep`, then `if not torch.is_tensor(timesteps):`; what callers pass is
+        # the parameter's)
+        passed = _aliased_parameter(function, data.value, params) or data
+        if self.context.is_host_value(passed):
+            return False
+        if passed.value not in params or passed is data and self.context.bound_here(data.value):
             return False  # `lengths = [0] * n if lengths is None else lengths`: no longer what callers passed
         # (or the value of a conditional expression for it: `torch.tensor(cam, device=d) if not torch.is_tensor(cam)
         # else cam`, InstantMesh's renderer)
@@ -268,15 +303,21 @@ class TensorFromHostDataInStep(SyncRule):
         """`torch.tensor(host_list).to(device)`, `torch.LongTensor(lengths).cuda()`: host data, then a blocking copy
         (factories without data, `torch.zeros(n).cuda()`, are GPL5xx's: create them on the device)."""
         resolved = self.context.resolve(made.func) or ""
-        if keyword_arg(move, "non_blocking") is not None or (move.func.attr.value == "to" and cpu_target(move)):
-            return
+        non_blocking = keyword_arg(move, "non_blocking")
+        if non_blocking is not None and is_false(non_blocking.value) \
+                or move.func.attr.value == "to" and cpu_target(move):
+            return  # (`non_blocking=False` written out: GPL411's blocking copy)
+        # `torch.from_numpy(v).to(device, non_blocking=True)` (SimpleSAC's replay batches): the data is in pageable
+        # memory, so the copy is staged synchronously all the same; only pinned memory (`.pin_memory()` before the
+        # move, which `made` then is) lets it overlap.
+        message = self.message_moved if non_blocking is None else self.message_pageable
         if resolved in JOINING_FUNCTIONS and self.context.is_host_value(made):
             # `torch.stack([torch.as_tensor(f(r.tolist())) for r in rows]).to(dev)`: CPU tensors joined, then copied
-            self.report(move, self.message_moved.format(func=resolved))
+            self.report(move, message.format(func=resolved))
             return
         if not self._wraps_host_data(made, resolved) or self._fallback_for_non_tensors(made.args[0].value):
             return
-        self.report(move, self.message_moved.format(func=resolved))
+        self.report(move, message.format(func=resolved))
 
     def _wraps_host_data(self, made: cst.Call, resolved: str) -> bool:
         """`torch.tensor(ids)`, `torch.LongTensor(lengths)` (`resolved`: the constructor called): data that is not
@@ -308,6 +349,17 @@ class TensorFromHostDataInStep(SyncRule):
         most diffusion codebases): only what is no tensor yet is converted, and the step passes tensors (the
         floats come from evaluation's prior term)."""
         return isinstance(data, cst.Name) and self._in_branch_for_non_tensor(data.value, cst.IfExp)
+
+
+def _aliased_parameter(function: cst.FunctionDef, name: str, params: set[str]) -> cst.Name | None:
+    """The parameter `name` is bound to before its first other binding in `function` (diffusers' UNets:
+    `timesteps = timestep`, then `timesteps = torch.tensor([timesteps], ...)` where it is no tensor), if any."""
+    for node in descendants(function.body):
+        if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name
+                                                for t in node.targets):
+            value = node.value
+            return value if isinstance(value, cst.Name) and value.value in params and name not in params else None
+    return None
 
 
 def _unreshaped(made: cst.Call) -> cst.Call:

@@ -88,7 +88,7 @@ _SEQUENCE_ANNOTATION = re.compile(
 
 # Parts of a name for positions, not for a boolean mask (`mask_pos`, `mask_idx`, `mask_positions`).
 _POSITION_PARTS = frozenset({"pos", "position", "positions", "idx", "idxs", "index", "indices", "ind", "inds", "loc",
-                             "locs"})
+                             "locs", "id", "ids"})
 
 
 class Tensors:
@@ -474,7 +474,8 @@ class Tensors:
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in ("T", "mT"):  # `j, k = ((gxy % 1 < g) & (gxy > 1)).T`
                 return self.is_mask(expr.value)
-            return "mask" in name_parts(expr.attr.value) and self.context.location_of(expr) != "host"
+            parts = name_parts(expr.attr.value)  # (`self.mask_index`: the id of the mask token, a number)
+            return "mask" in parts and not parts & _POSITION_PARTS and self.context.location_of(expr) != "host"
         if isinstance(expr, cst.Comparison):
             # `rollout_data.mask > 1e-8` (sb3-contrib's recurrent buffers keep the mask as floats): a mask compared
             # with a number is a boolean mask whatever its source
