@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from gpulint.linter.names import last_name, name_parts
+from gpulint.linter.names import last_name
 from gpulint.linter.rule import Invalid, Rule, RuleDocs
 from gpulint.linter.syntax import descendants
 
@@ -20,6 +22,11 @@ _PER_TENSOR_OPTIMIZERS = {
     "pytorch_pretrained_bert.OpenAIAdam": "`torch.optim.AdamW` and a learning-rate scheduler",
     "pytorch_pretrained_bert.optimization_openai.OpenAIAdam": "`torch.optim.AdamW` and a learning-rate scheduler",
 }
+
+
+# A learning-rate scheduler's constructor (`get_linear_schedule_with_warmup`, `LambdaLR`, `CosineAnnealingLR`): it
+# reads the optimizer's learning rates, and never steps it (jiant's `OptimizerScheduler(optimizer=...)` may).
+_LR_SCHEDULER = re.compile(r"^get_\w*schedule|LR$|^lr_scheduler$")
 
 
 class PerTensorLibraryOptimizer(Rule):
@@ -70,6 +77,10 @@ class PerTensorLibraryOptimizer(Rule):
         Invalid("import transformers\n\n\ndef build_optimizer(groups, args):\n"
                 "    optimizer = transformers.AdamW(\n        groups, lr=args.lr, correct_bias=False\n    )\n"
                 "    return optimizer\n"),
+        # jiant's runner: the optimizer and its scheduler wrapped together, the wrapper steps both
+        Invalid("import transformers\n\n\ndef create_optimizer(model, scheduler):\n"
+                "    optimizer = transformers.AdamW(model.parameters(), lr=1e-5)\n"
+                "    return OptimizerScheduler(optimizer=optimizer, scheduler=scheduler)\n"),
         Invalid("from pytorch_pretrained_bert.optimization import BertAdam\n\n"
                 "optimizer = BertAdam(groups, lr=5e-5, warmup=0.1, t_total=1000)\nfit(model, optimizer)\n"),
     )
@@ -100,8 +111,8 @@ class PerTensorLibraryOptimizer(Rule):
             func = node.func
             if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == name:
                 return False  # `optimizer.step()`, `optimizer.zero_grad()`
-            callee = (last_name(func) or "").lower()
-            if callee != "prepare" and "schedul" not in callee and "lr" not in name_parts(callee) and any(
+            callee = last_name(func) or ""
+            if callee != "prepare" and not _LR_SCHEDULER.search(callee) and any(
                     isinstance(n, cst.Name) and n.value == name for arg in node.args for n in descendants(arg.value)):
                 return False  # handed to a trainer (`optimizers=(optimizer, scheduler)`) or a helper that may step it
         return True

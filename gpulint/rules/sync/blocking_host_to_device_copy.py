@@ -924,7 +924,9 @@ class BlockingHostToDeviceCopy(SyncRule):
     def _held_by_host_value(self, moved: cst.BaseExpression) -> bool:
         """`batch["inputs"]`, an entry of a container the project model knows is on the host (a parameter every caller
         passes host data for, what a project function returns from `json.loads` and `torch.load`): a CPU tensor."""
-        return isinstance(moved, cst.Subscript) and self.context.location_of(moved.value) == "host"
+        # (a name: what a factory call makes and cuts, `torch.arange(n)[None].to(d)`, is GPL504's CPU-built tensor)
+        return isinstance(moved, cst.Subscript) and isinstance(moved.value, cst.Name) \
+            and self.context.location_of(moved.value) == "host"
 
     def _built_on_host(self, moved: cst.BaseExpression) -> bool:
         """Is `moved` built on the host by the function itself: a preprocessor's output (`tokenizer(...)`, its

@@ -8,7 +8,7 @@ from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
 from gpulint.rules.common import arguments_at, by_callee, is_false, keyword_arg
 from gpulint.rules.examples import training_script
-from gpulint.rules.sync.helpers import SyncRule, cpu_target, known_false_positives
+from gpulint.rules.sync.helpers import SyncRule, cpu_target, is_cuda_tensor_type, known_false_positives
 
 
 # Function-name parts of experience collection in RL (`make_experience`, `collect_rollouts`): the rollout is copied
@@ -67,6 +67,9 @@ class CpuCopyInStep(SyncRule):
          "        model(x.to(\"cuda\", non_blocking=True)).sum().backward()\n        optimizer.step()\n"),
         # a dtype, or a CUDA tensor type: the tensor stays on the device
         training_script("ends = model(x).type(torch.long)\nstarts = model(x).type(torch.cuda.LongTensor)"),
+        # the CPU type is the branch for a run without a GPU
+        training_script("gpu = torch.cuda.is_available()\nout = x.float()\n"
+                        "y = out.type(torch.cuda.FloatTensor) if gpu else out.type(torch.FloatTensor)"),
         training_script("snapshot = torch.from_numpy(grid).type(torch.FloatTensor)",
                         header="import numpy as np\n\ngrid = np.ones((16, 16))"),
         ("import torch\n\n\nclass Trainer:\n    def make_experience(self, prompts):\n"
@@ -122,7 +125,7 @@ class CpuCopyInStep(SyncRule):
             call = f".type({tensor_type})"  # a legacy CPU tensor type is a CPU tensor: a device tensor is copied over
         else:
             return
-        if call.startswith(".type(") and self.context.location_of(func.value) != "device":
+        if call.startswith(".type(") and (self.context.location_of(func.value) != "device" or self._cpu_side(node)):
             return  # a loader's batch is still on the CPU: `imgs.type(torch.HalfTensor)` only casts it
         if self.context.is_host_value(func.value) or self._feeds_numpy_metric() or self.in_per_tensor_loop():
             return
@@ -130,6 +133,14 @@ class CpuCopyInStep(SyncRule):
         if function is not None and name_parts(function.name.value) & _EXPERIENCE_PARTS and not self.context.innermost_loop():
             return  # the rollout's batch copied once into the host store; one copy per sample in a loop still counts
         self.report(node, self.message.format(call=call))
+
+    def _cpu_side(self, call: cst.Call) -> bool:
+        """`y.type(torch.cuda.FloatTensor) if use_gpu else y.type(torch.FloatTensor)` (las-pytorch's solver): the CPU
+        type is the run without a GPU, where the tensor is on the CPU already."""
+        parent = self.context.parent()
+        return isinstance(parent, cst.IfExp) and parent.orelse is call and isinstance(parent.body, cst.Call) \
+            and last_name(parent.body.func) == "type" and len(parent.body.args) == 1 \
+            and is_cuda_tensor_type(parent.body.args[0].value, self.context, set())
 
     def _cpu_tensor_type(self, value: cst.BaseExpression) -> str | None:
         """`torch.LongTensor`, `"torch.FloatTensor"`: a legacy tensor type of the CPU (not `torch.cuda.LongTensor`,
