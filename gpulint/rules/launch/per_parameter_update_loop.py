@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpulint.linter.names import last_name, target_names
+from gpulint.linter.names import last_name, params_of, root_name, target_names
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.linter.syntax import innermost
 from gpulint.project.vocab import name_parts
+from gpulint.rules.common import is_false
 from gpulint.rules.examples import training_script
 from gpulint.rules.launch.helpers import WhereItRuns
 from gpulint.rules.per_tensor.helpers import (
@@ -79,8 +81,10 @@ class PerParameterUpdateLoop(WhereItRuns):
         "`ema`, `accumulate`) or one the training step reaches through calls gpulint resolves (a gradient-clipping "
         "helper's `for g in grads: g.mul_(coeff)`). Hand-written optimizers, EMA/teacher updates, gradient scaling "
         "and manual zeroing are the usual cases. In a function that holds the training loop, only loops inside it "
-        "count. Also flags `model_ema.update(model)` of timm's `ModelEma` / `ModelEmaV2`, which runs such a loop "
-        "inside the library.",
+        "count. A loop in the `else` of an `if` whose body makes `torch._foreach_*` calls is the fallback of the "
+        "foreach form and is not flagged, unless the switch is an attribute the constructor defaults to `False` "
+        "(`EMAModel(..., foreach=False)`: the loop is what runs). Also flags `model_ema.update(model)` of timm's "
+        "`ModelEma` / `ModelEmaV2`, which runs such a loop inside the library.",
         why_slow="Kernel launch count: each in-place op on each tensor is its own launch. An EMA update of a 300-tensor "
         "model with `mul_` + `add_` is 600 launches per step, each paying Python and dispatcher time on the CPU for a "
         "tiny amount of GPU work, so the GPU waits on the Python loop. The `torch._foreach_*` ops and `foreach=True`/`fused=True` "
@@ -132,6 +136,13 @@ class PerParameterUpdateLoop(WhereItRuns):
          "        torch._foreach_lerp_(mine, [p for _, p in model.named_parameters()], 1 - self.decay)\n"),
     )
     invalid = (
+        # diffusers' EMAModel: the foreach form is opt-in (`foreach=False`), so the loop is what runs
+        Invalid("import torch\n\n\nclass EMAModel:\n    def __init__(self, parameters, decay=0.999, foreach=False):\n"
+                "        self.shadow = [p.clone().detach() for p in parameters]\n        self.decay = decay\n"
+                "        self.foreach = foreach\n\n    @torch.no_grad()\n    def step(self, parameters):\n"
+                "        if self.foreach:\n            torch._foreach_lerp_(self.shadow, list(parameters), 1 - self.decay)\n"
+                "        else:\n            for s_param, param in zip(self.shadow, parameters):\n"
+                "                s_param.sub_((1 - self.decay) * (s_param - param))\n"),
         Invalid(training_script("with torch.no_grad():\n"
                                 "    for ema_p, p in zip(ema.parameters(), model.parameters()):\n"
                                 "        ema_p.mul_(0.999).add_(p, alpha=0.001)")),
@@ -234,7 +245,20 @@ class PerParameterUpdateLoop(WhereItRuns):
         for parent, child in zip(reversed(stack[:-1]), reversed(stack[1:])):
             if isinstance(parent, cst.If) and child is parent.orelse and "_foreach_" in \
                     self.context.module.code_for_node(parent.body):
-                return True
+                return not self._off_by_default(parent.test)
+        return False
+
+    def _off_by_default(self, test: cst.BaseExpression) -> bool:
+        """`if self.foreach:` where the class's constructor takes `foreach=False` (diffusers' `EMAModel`): the loop is
+        what runs unless the user opts in."""
+        attribute = test.attr.value if isinstance(test, cst.Attribute) and root_name(test) == "self" else None
+        cls = innermost(self.context.ancestors, cst.ClassDef)
+        if attribute is None or cls is None:
+            return False
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                return any(param.name.value == attribute and param.default is not None and is_false(param.default)
+                           for param in params_of(statement))
         return False
 
 
