@@ -352,8 +352,8 @@ class TensorFromHostDataInStep(SyncRule):
 
 
 def _aliased_parameter(function: cst.FunctionDef, name: str, params: set[str]) -> cst.Name | None:
-    """The parameter `name` is bound to before its first other binding in `function` (diffusers' UNets:
-    `timesteps = timestep`, then `timesteps = torch.tensor([timesteps], ...)` where it is no tensor), if any."""
+    """The parameter the first binding of the local `name` in `function` copies, if it copies one (diffusers' UNets:
+    `timesteps = timestep`, then `timesteps = torch.tensor([timesteps], ...)` where it is no tensor)."""
     for node in descendants(function.body):
         if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name
                                                 for t in node.targets):
