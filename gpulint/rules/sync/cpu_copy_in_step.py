@@ -63,8 +63,8 @@ class CpuCopyInStep(SyncRule):
          "        for group in self.param_groups:\n            for p in group[\"params\"]:\n"
          "                state = self.state[p]\n                if \"x0\" not in state:\n"
          "                    state[\"x0\"] = p.detach().cpu()\n                p.add_(p.grad, alpha=-0.1)\n\n\n"
-         "def train(model, loader):\n    optimizer = Anchored(model.parameters(), {})\n    for x in loader:\n"
-         "        model(x.to(\"cuda\", non_blocking=True)).sum().backward()\n        optimizer.step()\n"),
+         "def train(model, loader, device):\n    optimizer = Anchored(model.parameters(), {})\n    for x, y in loader:\n"
+         "        model(x.to(device, non_blocking=True)).sum().backward()\n        optimizer.step()\n"),
         # a dtype, or a CUDA tensor type: the tensor stays on the device
         training_script("ends = model(x).type(torch.long)\nstarts = model(x).type(torch.cuda.LongTensor)"),
         # the CPU type is the branch for a run without a GPU

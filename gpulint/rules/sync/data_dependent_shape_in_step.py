@@ -73,11 +73,15 @@ class DataDependentShapeInStep(SyncRule):
         # The position of each row's mask token (a prompt-based classifier): a gather of one element per row.
         training_script("mask_pos = y.squeeze()\nlogits = model(x)[torch.arange(x.size(0)), mask_pos]"),
         # BD3-LM's substitution parameterisation: the mask token's id, kept on the model, picks one vocabulary column
-        ("import torch\n\n\nclass Diffusion(torch.nn.Module):\n    def __init__(self, tokenizer):\n"
-         "        super().__init__()\n        self.mask_index = tokenizer.mask_token_id\n\n"
-         "    def forward(self, logits):\n        logits[:, :, self.mask_index] += -1e6\n        return logits\n\n\n"
-         "def train(model, loader, optimizer, device):\n    for x in loader:\n"
-         "        model(x.to(device, non_blocking=True)).sum().backward()\n        optimizer.step()\n"),
+        ("import types\n\nimport torch\n\n\nclass Diffusion(torch.nn.Module):\n    def __init__(self, tokenizer):\n"
+         "        super().__init__()\n        self.proj = torch.nn.Linear(8, 8)\n"
+         "        self.mask_index = tokenizer.mask_token_id\n\n"
+         "    def forward(self, x):\n        logits = self.proj(x).unsqueeze(1)\n"
+         "        logits[:, :, self.mask_index] += -1e6\n        return logits\n\n\n"
+         "def train(loader, device, tokenizer=types.SimpleNamespace(mask_token_id=3)):\n"
+         "    model = Diffusion(tokenizer).to(device)\n    optimizer = torch.optim.SGD(model.parameters(), 0.1)\n"
+         "    for x, y in loader:\n        model(x.to(device, non_blocking=True)).sum().backward()\n"
+         "        optimizer.step()\n"),
         # A Python slice named for what it selects: a fixed shape.
         training_script("mask_slice = slice(0, 1)\nmasks = model(x)[:, mask_slice]"),
         # GraphGPS-style dense attention over a graph batch, its sizes known from the loader

@@ -119,15 +119,15 @@ class TensorFromHostDataInStep(SyncRule):
         # No elements, nothing to copy: an empty placeholder for a batch with no matches.
         training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
         # diffusers' UNet: a timestep given as a number is made a tensor; the step passes a tensor of timesteps
-        ("import torch\n\n\nclass UNet(torch.nn.Module):\n    def forward(self, sample, timestep):\n"
+        ("import torch\n\n\nclass UNet(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+         "        self.proj = torch.nn.Linear(8, 8)\n\n    def forward(self, sample, timestep):\n"
          "        timesteps = timestep\n        if not torch.is_tensor(timesteps):\n"
          "            timesteps = torch.tensor([timesteps], dtype=torch.int64, device=sample.device)\n"
-         "        return sample * timesteps.float().mean()\n\n\n"
-         "def train(model, loader, optimizer, scheduler, device):\n    for x in loader:\n"
-         "        x = x.to(device, non_blocking=True)\n        t = scheduler.sample_timesteps(x)\n"
-         "        model(x, t).mean().backward()\n        optimizer.step()\n\n\n"
-         "unet = UNet().cuda()\ntrain(unet, torch.utils.data.DataLoader([], pin_memory=True), "
-         "torch.optim.SGD(unet.parameters(), 0.1), None, \"cuda\")\n"),
+         "        return self.proj(sample) * timesteps.float().mean()\n\n\n"
+         "def train(loader, device, timesteps_of=lambda x: x.sum(dim=1).long()):\n    unet = UNet().to(device)\n"
+         "    optimizer = torch.optim.SGD(unet.parameters(), 0.1)\n    for x, y in loader:\n"
+         "        x = x.to(device, non_blocking=True)\n        unet(x, timesteps_of(x)).mean().backward()\n"
+         "        optimizer.step()\n"),
         # InstantMesh's renderer: only cameras given as lists are converted; the step passes its batch's tensors
         ("import torch\n\n\ndef render(cam, points, device=\"cuda\"):\n"
          "    mtx = torch.tensor(cam, device=device) if not torch.is_tensor(cam) else cam\n"
@@ -159,7 +159,7 @@ class TensorFromHostDataInStep(SyncRule):
                                        "        return {\"obs\": np.zeros((n, 8), dtype=np.float32)}\n\n\n"
                                        "replay = Replay()")),
         # PixelSNAIL's causal attention: a mask built with numpy once per size (`lru_cache`), cast to the queries
-        Invalid(training_script("mask = causal_mask(x.shape[1])\nscores = model(x) * mask.type_as(x)",
+        Invalid(training_script("mask = causal_mask(x.shape[1])\nscores = x @ mask.type_as(x)",
                                 header="import numpy as np\n\n\ndef causal_mask(size):\n"
                                        "    return torch.from_numpy(np.tril(np.ones((size, size))))")),
     )
