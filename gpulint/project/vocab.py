@@ -168,14 +168,16 @@ HOST_BUILTINS = frozenset(
 CONTAINER_BUILTINS = frozenset({"list", "tuple", "dict", "set", "sorted"})
 # `sum(losses)`, `max(a, b)`, `abs(t)` of tensors are tensors: host only when every argument is.
 VALUE_BUILTINS = frozenset({"abs", "min", "max", "sum"})
+# The legacy tensor types of the CPU: constructors of CPU tensors, and what `.type(torch.LongTensor)` moves a tensor to.
+LEGACY_CPU_TENSOR_TYPES = frozenset(f"torch.{kind}Tensor" for kind in (
+    "Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool"))
 # torch factories make a CPU tensor unless given a `device=` (reading it back is free).
 CPU_FACTORIES = frozenset(
     {"torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.arange", "torch.linspace",
      "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.eye", "torch.from_numpy", "torch.as_tensor",
      # the legacy constructors: `torch.Tensor([0]).item()` reads a CPU tensor (DI-engine's placeholder losses)
-     "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.HalfTensor", "torch.LongTensor",
-     "torch.IntTensor", "torch.ShortTensor", "torch.ByteTensor", "torch.BoolTensor"}
-)
+     "torch.Tensor"}
+) | LEGACY_CPU_TENSOR_TYPES
 # Library classes whose methods cost the step something the call does not show, by what they cost:
 # ema_pytorch's `EMA.update()` and `get_current_decay()` read its step counter with `.item()` (a sync per call);
 # timm's `ModelEma` / `ModelEmaV2.update(model)` loop over every tensor in Python (its `ModelEmaV3` uses foreach);

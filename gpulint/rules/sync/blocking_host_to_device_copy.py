@@ -136,7 +136,6 @@ def _has_base_configs(module: cst.Module) -> bool:
     return False
 
 
-
 # A step fed by a server rather than a loader (simple_GRPO): each batch arrives serialised, its tensors `torch.load`-ed
 # on the host; `{to}` is their move in the step function.
 _FETCHED_BATCH = (

@@ -6,6 +6,7 @@ import libcst as cst
 
 from gpulint.linter.names import dotted_name, last_name, name_parts
 from gpulint.linter.rule import Invalid, RuleDocs
+from gpulint.project.vocab import LEGACY_CPU_TENSOR_TYPES
 from gpulint.rules.common import arguments_at, by_callee, is_false, keyword_arg
 from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, cpu_target, is_cuda_tensor_type, known_false_positives
@@ -20,11 +21,6 @@ _EXPERIENCE_PARTS = frozenset({"experience", "experiences", "rollout", "rollouts
 _TO_HOST_FUNCTIONS = frozenset({
     "torchvision.transforms.functional.to_pil_image", "torchvision.transforms.v2.functional.to_pil_image",
 })
-
-
-# The legacy tensor types of the CPU: `.type(torch.LongTensor)` of a device tensor copies it to host memory.
-_CPU_TENSOR_TYPES = frozenset(f"torch.{kind}Tensor" for kind in (
-    "Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool"))
 
 
 class CpuCopyInStep(SyncRule):
@@ -149,7 +145,7 @@ class CpuCopyInStep(SyncRule):
             name = value.evaluated_value if isinstance(value.evaluated_value, str) else ""
         else:
             name = self.context.resolve(value) or ""
-        return name if name in _CPU_TENSOR_TYPES else None
+        return name if name in LEGACY_CPU_TENSOR_TYPES else None
 
     def _library_read(self, call: cst.Call) -> bool:
         """`v2.functional.to_pil_image(images[i])` (InstantMesh's zero123plus step, per image): torchvision copies the

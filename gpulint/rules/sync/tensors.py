@@ -91,6 +91,13 @@ _POSITION_PARTS = frozenset({"pos", "position", "positions", "idx", "idxs", "ind
                              "locs", "id", "ids"})
 
 
+def _named_mask(name: str) -> bool:
+    """A name that says mask and not where one is (`mask_pos`, `mask_idx`, `self.mask_index`: the mask token's place
+    or id, a number or one per row)."""
+    parts = name_parts(name)
+    return "mask" in parts and not parts & _POSITION_PARTS
+
+
 class Tensors:
     """Which names hold tensors, per function, from the assignments seen so far; and `is_tensor(expr)`.
 
@@ -469,13 +476,11 @@ class Tensors:
             # unless the name says positions (`mask_pos`, `mask_idx`: where a prompt's mask token is, one per row).
             if self._bound.get(key, None) is False or self.context.location_of(expr) == "host":
                 return False
-            parts = name_parts(expr.value)
-            return "mask" in parts and not parts & _POSITION_PARTS
+            return _named_mask(expr.value)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in ("T", "mT"):  # `j, k = ((gxy % 1 < g) & (gxy > 1)).T`
                 return self.is_mask(expr.value)
-            parts = name_parts(expr.attr.value)  # (`self.mask_index`: the id of the mask token, a number)
-            return "mask" in parts and not parts & _POSITION_PARTS and self.context.location_of(expr) != "host"
+            return _named_mask(expr.attr.value) and self.context.location_of(expr) != "host"
         if isinstance(expr, cst.Comparison):
             # `rollout_data.mask > 1e-8` (sb3-contrib's recurrent buffers keep the mask as floats): a mask compared
             # with a number is a boolean mask whatever its source
