@@ -137,6 +137,9 @@ class FileFacts:
     # `Class.attribute` for attributes its methods only ever set to host values (`self.add_z_loss = add_z_loss`, whose
     # parameter defaults to False): a Python flag or number, never a tensor, wherever a method reads it.
     host_attributes: frozenset[str] = frozenset()
+    # `Class.attribute` for attributes its `__init__` sets to a tensor on the device and no method sets to anything
+    # else (`self.obs = torch.zeros(n, d, device=device)`: a replay buffer's storage; `index.device_attributes`).
+    device_attributes: frozenset[str] = frozenset()
     # Its classes another module of the project builds as a layer (`self.encoder = ConformerEncoder(...)`): the inputs
     # of their `forward` come from the module that calls them, already on the device.
     layer_classes: frozenset[str] = frozenset()

@@ -5071,6 +5071,8 @@ class Project:
                          move_calls=tuple(sorted(self._move_calls.get(path, ()))),
                          read_calls=tuple(sorted(self._read_calls.get(path, ()))),
                          host_attributes=self._host_attributes(path, functions),
+                         device_attributes=frozenset(f"{d.name}.{a}" for d in ix.definitions.values()
+                                                     if d.is_class and not d.cls for a in ix.device_attributes(d.name)),
                          layer_classes=frozenset(d.name for d in ix.definitions.values()
                                                  if d.is_class and not d.cls and d.name in self._layer_names()),
                          device_fed=self._is_imported(path) and self._names_a_device(),

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/74"
+FORMAT = "gpulint.project/75"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -189,6 +189,7 @@ def load_facts(data: dict) -> FileFacts:
         unit_intervals=frozenset(data["unit_intervals"]),
         copy_calls=tuple((func, tuple(positions), tuple(keywords)) for func, positions, keywords in data["copy_calls"]),
         host_attributes=frozenset(data["host_attributes"]),
+        device_attributes=frozenset(data["device_attributes"]),
         layer_classes=frozenset(data["layer_classes"]),
         device_fed=data["device_fed"],
         batches_copied=data["batches_copied"],

@@ -72,7 +72,8 @@ class TensorFromHostDataInStep(SyncRule):
         "legacy CUDA constructors given a list (`torch.cuda.IntTensor([0])`, `torch.cuda.LongTensor(sizes)`, also "
         "through a name bound to one: `FloatTensor = th.cuda.FloatTensor if use_cuda else th.FloatTensor`, then "
         "`FloatTensor(np.array(x).tolist())`), host data wrapped on the CPU and stored into a slice of a device tensor "
-        "(`factor[2:6] = torch.tensor(feature.shape)[[3, 2, 3, 2]]`, with `factor` made with `device=`), and "
+        "(`factor[2:6] = torch.tensor(feature.shape)[[3, 2, 3, 2]]`, with `factor` made with `device=`, or a replay "
+        "buffer's `self.obs[i] = torch.from_numpy(obs)`, where `__init__` makes `self.obs` on the device), and "
         "each call of a project helper that does so to "
         "its argument (`def tensor(x): return torch.from_numpy(np.asarray(x)).to(device)`, then `tensor(rewards)`) "
         "with data not known to be a tensor, and Lightning's `self.log(name, value)` / `self.log_dict({...})` of a "
@@ -162,6 +163,13 @@ class TensorFromHostDataInStep(SyncRule):
         Invalid(training_script("mask = causal_mask(x.shape[1])\nscores = x @ mask.type_as(x)",
                                 header="import numpy as np\n\n\ndef causal_mask(size):\n"
                                        "    return torch.from_numpy(np.tril(np.ones((size, size))))")),
+        # a replay buffer whose storage `__init__` makes on the device: each observation stored is a blocking copy
+        Invalid(training_script("replay.append(np.zeros(8, dtype=np.float32), device)",
+                                header="import numpy as np\n\n\nclass Replay:\n    def __init__(self, size):\n"
+                                       "        self.obs = torch.zeros(size, 8, device=\"cuda\")\n"
+                                       "        self.pointer = 0\n\n    def append(self, obs, device):\n"
+                                       "        self.obs[self.pointer] = torch.from_numpy(obs)\n"
+                                       "        self.pointer = (self.pointer + 1) % 64\n\n\nreplay = Replay(64)")),
     )
 
     @classmethod
