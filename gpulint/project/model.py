@@ -24,6 +24,7 @@ like step work (`forward`, a loss, `training_step`) are taken as likely per step
 
 from __future__ import annotations
 
+import ast
 import builtins
 import heapq
 import re
@@ -760,8 +761,42 @@ class Project:
                         and importers.get(p) and importers[p] <= dead}:
             imported_by_dead |= found
             dead |= found
-        self._orphans = frozenset(orphans | imported_by_dead)
+        broken = {p for p in self.files if self._fails_at_import(p)}
+        self._orphans = frozenset(orphans | imported_by_dead | broken)
         self._imported_by_orphans = frozenset(imported_by_dead)
+
+    def _fails_at_import(self, path: str) -> bool:
+        """A script (no project file imports it) whose top-level `from pkg.mod import name` names a module of the
+        project that does not bind `name` (LibAUC's stale example scripts: `from libauc.losses import
+        AUCM_MultiLabel`, a loss since renamed): it stops at that import, and none of its code runs. Only an import
+        the script does unguarded (not under `try:` or `if`), of a name the module's text never mentions."""
+        ix = self.files[path]
+        module = ix.module_scope
+        if module is None or self._is_imported(path) or path.endswith("__init__.py"):
+            return False
+        missing = {(module_name, imported, level) for _, module_name, imported, level in module.imports
+                   if imported not in ("", "*") and (target := self.find_module(module_name, path, level))
+                   and not self._binds(target, imported)
+                   and not self.find_module(f"{module_name}.{imported}" if module_name else imported, path, level)}
+        if not missing:
+            return False
+        tree = _parsed(ix.text)
+        return tree is not None and any((node.module or "", alias.name, node.level) in missing for node in tree.body
+                                        if isinstance(node, ast.ImportFrom) for alias in node.names)
+
+    def _binds(self, path: str, name: str, seen: frozenset[str] = frozenset()) -> bool:
+        """May the module `path` bind `name`: its text mentions it, it makes names at run time (`__getattr__`,
+        `globals()`, `setattr`), or a module it star-imports (one outside the project: any name) may bind it?"""
+        text = self.files[path].text
+        if re.search(r"\b%s\b" % re.escape(name), text) or _MAKES_NAMES.search(text):
+            return True
+        module = self.files[path].module_scope
+        for _, module_name, imported, level in module.imports if module is not None else ():
+            if imported == "*":
+                target = self.find_module(module_name, path, level)
+                if target is None or target not in seen and self._binds(target, name, seen | {path}):
+                    return True
+        return False
 
     def _above_package(self, path: str) -> str:
         """The folder above the package holding `path` (the first folder up with no `__init__.py`; "" at the top)."""
@@ -3386,8 +3421,9 @@ class Project:
 
     def _built_entries(self, method_entries: list[tuple[Key, Reach]], roots: list[tuple[Key, Reach]]):
         """The entry points in methods, less those of classes nothing in the project names but their definition
-        (motion-diffusion-model's `DecompTrainerV3.train`, a trainer of another pipeline no script builds), unless
-        they are all the project's training (a library's trainer, built by its users)."""
+        (motion-diffusion-model's `DecompTrainerV3.train`, a trainer of another pipeline no script builds) and the
+        methods of classes of no framework that nothing calls (`_uncalled_method`), unless they are all the project's
+        training (a library's trainer, built by its users)."""
         if not method_entries or len(self.files) < 2:
             return method_entries
         owners = {_owner_name(key[1]) for key, _ in method_entries}
@@ -3395,7 +3431,7 @@ class Project:
             | self._built_only_unselected(owners) | self._registered_unconfigured(owners) \
             | self._unselected_registered(owners)
         kept = [(key, reach) for key, reach in method_entries if _owner_name(key[1]) not in unused
-                and not self._in_unused_copy(key[0], key[1])]
+                and not self._in_unused_copy(key[0], key[1]) and not self._uncalled_method(*key)]
         others = any(key[1] != MODULE_SCOPE and reach.rank < PROGRAM or self.step_loops(key[0], scope)
                      for key, reach in roots if (scope := self.files[key[0]].scope(key[1])) is not None)
         return kept if kept or others else method_entries
@@ -3715,29 +3751,45 @@ class Project:
         return lightning
 
     def _hooks_nothing_calls(self, hooks: list[tuple[Key, Reach]]) -> set[str]:
-        """The classes of plain modules (no base but project classes and `nn.Module`) whose framework-named hooks no
-        code calls: EasyNLP's latent-diffusion `DDPM(nn.Module)` keeps the `training_step` and `on_train_batch_end` of
-        the Lightning module it was copied from, and its own Trainer calls `forward`. No framework runs them."""
-        found = set()
-        for (path, qualname), _ in hooks:
-            if "." not in qualname:
-                continue
-            cls, _, hook = qualname.rpartition(".")
-            if not self._plain_module(Target(path, cls, True)):
-                continue
-            # called on another object (`cb.on_batch_end(...)`), by its own class, or by name (`getattr(cb, hook)`)
-            called = re.compile(r"(?<!\bself)\.%s\s*\(|[\"']%s[\"']" % (re.escape(hook), re.escape(hook)))
-            if not any(called.search(ix.text) for ix in self.files.values()) and not any(
-                    f"self.{hook}(" in d.code for klass in self.mro(Target(path, cls, True))
-                    for d in self.files[klass.path].members(klass.qualname)):
-                found.add(_owner_name(qualname))
-        return found
+        """The plain modules (`_plain_module`) whose framework-named hooks no code calls: EasyNLP's latent-diffusion
+        `DDPM(nn.Module)` keeps the `training_step` and `on_train_batch_end` of the Lightning module it was copied
+        from, and its own Trainer calls `forward`. Also the classes of no framework (`_framework_free`) whose uncalled
+        hooks do a step's work themselves: the LPIPS copy in StyleGAN's repository keeps
+        `DistModel.optimize_parameters` (a BasicSR-style hook) of the training script it was copied without. No
+        framework runs them."""
+        return {_owner_name(qualname) for (path, qualname), _ in hooks
+                if (self._plain_module(Target(path, qualname.rpartition(".")[0], True))
+                    or self._does_step_work(path, qualname)) and self._uncalled_method(path, qualname)}
+
+    def _does_step_work(self, path: str, qualname: str) -> bool:
+        """Does the function do one step's work itself (a backward or an optimizer step outside any loop of its
+        own)? A hook that does is a training step some loop calls, not a callback a framework finds by duck typing
+        (Composer runs `batch_end` of callbacks of any class)."""
+        scope = self.files[path].scope(qualname)
+        return scope is not None and scope.marker_outside_loop
 
     def _plain_module(self, cls: Target) -> bool:
-        """Does a class derive from `nn.Module` and from no other library's class (a Lightning module, a callback, a
+        """Does a class derive from `nn.Module` and from no other library's class?"""
+        return self._framework_free(cls) and "Module" in {
+            name for klass in self.mro(cls) for name in self._library_bases(klass)}
+
+    def _uncalled_method(self, path: str, qualname: str) -> bool:
+        """Is `qualname` a method of a class of no framework (`_framework_free`) that no code calls: not on another
+        object (`cb.on_batch_end(...)`), not by its own class, not by name (`getattr(cb, hook)`)?"""
+        if "." not in qualname:
+            return False
+        cls, _, method = qualname.rpartition(".")
+        if not self._framework_free(Target(path, cls, True)):
+            return False
+        called = re.compile(r"(?<!\bself)\.%s\s*\(|[\"']%s[\"']" % (re.escape(method), re.escape(method)))
+        return not any(called.search(ix.text) for ix in self.files.values()) and not any(
+            f"self.{method}(" in d.code for klass in self.mro(Target(path, cls, True))
+            for d in self.files[klass.path].members(klass.qualname))
+
+    def _framework_free(self, cls: Target) -> bool:
+        """Does a class derive from no library's class but `nn.Module` (not from a Lightning module, a callback or a
         `Trainer`, whose framework calls its hooks)?"""
-        bases = {name for klass in self.mro(cls) for name in self._library_bases(klass)}
-        return "Module" in bases and bases <= {"object", "ABC", "Module"}
+        return {name for klass in self.mro(cls) for name in self._library_bases(klass)} <= {"object", "ABC", "Module"}
 
     def _built_only_apart(self, class_names: set[str]) -> set[str]:
         """The classes built (`Name(...)`), and only in files that are no training (asteroid's `SDRCallback`, built
@@ -5596,9 +5648,9 @@ def _gradient_measuring_loops(scope: Scope, found: set[int], bodies: dict[int, R
 
 def _epoch_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> set[int]:
     """Of the step loops, those over no loader whose body holds a step loop over a loader that steps the optimizer
-    itself, and which step only under a condition themselves: epoch loops, flushing after their loop over batches
-    what it left accumulated (imitation's reward trainer: `if accumulated_size != 0: self.optim.step()`, then its
-    validation loop). Not an outer loop whose inner loop only accumulates gradients over micro-batches and which
+    itself, and whose own steps flush what it accumulated (`flushes`): epoch loops, flushing after their loop over
+    batches what it left accumulated (imitation's reward trainer: `if accumulated_size != 0: self.optim.step()`, then
+    its validation loop). Not an outer loop whose inner loop only accumulates gradients over micro-batches and which
     steps after it every time: that outer loop is the step loop."""
     loops = scope.loops
 
@@ -5610,11 +5662,29 @@ def _epoch_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> se
     def own_steps(index: int) -> list[Call]:
         return [c for c in steps_in(index) if c.loop == index]
 
+    def flushes(own: list[Call], inner: int) -> bool:
+        """The outer loop's steps only flush what the inner loop accumulates: conditional, or each stepping an
+        optimizer the inner loop steps too (StableDiffusion-PyTorch's VQ-VAE trainer steps both optimizers after its
+        loop over batches, which steps them every `acc_steps`). Not a meta-learning loop stepping its own optimizer
+        after an inner loop stepping another."""
+        return all(c.conditional for c in own) or {c.func for c in own} <= {c.func for c in steps_in(inner)}
+
     return {outer for outer in found
             if not (loops[outer].iterates_loader or loops[outer].fetches) and outer in bodies
-            and (own := own_steps(outer)) and all(c.conditional for c in own)
+            and (own := own_steps(outer))
             and any(inner != outer and loops[inner].iterates_loader and bodies[outer].holds(loops[inner].start)
-                    and steps_in(inner) for inner in found)}
+                    and steps_in(inner) and flushes(own, inner) for inner in found)}
+
+
+# What makes a module's names at run time, where its text need not spell them.
+_MAKES_NAMES = re.compile(r"\b__getattr__\b|\bglobals\(\)|\bsetattr\(|\bsys\.modules\b")
+
+
+def _parsed(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
 
 
 def _merged_tuples(kinds: set[str]) -> str:

@@ -16404,3 +16404,103 @@ def test_a_branch_a_literal_just_before_switches_off_and_code_after_a_raise_do_n
     assert found == []
     chosen = source.replace("mean_or_protect = True\n", "mean_or_protect = protect\n")
     assert [(f[1], f[2]) for f in check(tmp_path / "b", {"train.py": chosen}) if f[2] == "GPL407"] == [(11, "GPL407")]
+
+
+def test_a_step_hook_nothing_calls_a_stale_import_and_an_epoch_flush_do_not_run_every_step(tmp_path, check):
+    """Three shapes of batch 155. The LPIPS copy in StyleGAN's repository keeps `DistModel.optimize_parameters` (a
+    BasicSR-style hook doing a backward and a step) of a training script it was copied without: nothing calls it.
+    LibAUC's stale example imports a loss its package has since renamed: it stops at the import. StableDiffusion-
+    PyTorch's VQ-VAE trainer steps both optimizers after its loop over batches, which steps them every `acc_steps`:
+    the epoch loop's own steps and `zero_grad()`s run once per epoch."""
+    found = check(tmp_path, {
+        "requirements.txt": "torch==1.11.0\n",
+        "lpips/__init__.py": "",
+        "lpips/base_model.py": """
+            class BaseModel():
+                def optimize_parameters(self):
+                    pass
+        """,
+        "lpips/dist_model.py": """
+            import torch
+            from lpips.base_model import BaseModel
+
+            class DistModel(BaseModel):
+                def initialize(self, net):
+                    self.net = net
+                    self.optimizer = torch.optim.Adam(net.parameters())
+
+                def forward(self, a, b):
+                    return self.net(a) - self.net(b)
+
+                def optimize_parameters(self, a, b, judge):
+                    loss = (self.forward(a, b) - judge).pow(2).mean()
+                    loss.backward()
+                    self.optimizer.step()
+                    return (loss > 0).cpu().numpy()
+        """,
+        "projector.py": """
+            from lpips.dist_model import DistModel
+
+            def distance(net, a, b):
+                model = DistModel()
+                model.initialize(net)
+                return model.forward(a, b)
+        """,
+        "mylib/__init__.py": "from .losses import *\n",
+        "mylib/losses.py": """
+            import torch
+
+            class AUCLoss(torch.nn.Module):
+                def forward(self, y, t):
+                    return (y - t).mean()
+        """,
+        "examples/old_example.py": """
+            import torch
+            from mylib import AUCM_MultiLabel
+
+            model = torch.nn.Linear(4, 1).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), 0.1)
+            loader = torch.utils.data.DataLoader(torch.ones(8, 4))
+            for x in loader:
+                loss = AUCM_MultiLabel()(model(x.cuda()), x)
+                loss.backward()
+                optimizer.step()
+        """,
+        "train.py": """
+            import torch
+
+            def train(model, loader, optimizer, epochs, acc_steps):
+                step_count = 0
+                for epoch in range(epochs):
+                    optimizer.zero_grad()
+                    for x in loader:
+                        step_count += 1
+                        loss = model(x.cuda(non_blocking=True)).mean() / acc_steps
+                        loss.backward()
+                        if step_count % acc_steps == 0:
+                            optimizer.step()
+                            optimizer.zero_grad()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [("train.py", 14, "GPL503")], found
+    # the example, with the name its package defines, runs
+    renamed = check(tmp_path / "b", {
+        "mylib/__init__.py": "from .losses import *\n",
+        "mylib/losses.py": "import torch\n\nclass AUCLoss(torch.nn.Module):\n    def forward(self, y, t):\n"
+                           "        return (y - t).mean()\n",
+        "examples/example.py": """
+            import torch
+            from mylib import AUCLoss
+
+            model = torch.nn.Linear(4, 1).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), 0.1)
+            loader = torch.utils.data.DataLoader(torch.ones(8, 4))
+            for x in loader:
+                loss = AUCLoss()(model(x.cuda()), x)
+                loss.backward()
+                optimizer.step()
+        """,
+    })
+    assert any(f[0] == "examples/example.py" and f[2] == "GPL411" for f in renamed), renamed

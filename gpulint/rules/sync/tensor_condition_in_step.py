@@ -67,6 +67,8 @@ class TensorConditionInStep(SyncRule):
         Invalid(training_script("scale = 1.0 if loss.detach() < 1 else 0.5")),
         Invalid(training_script("if any(torch.isnan(t) for t in (loss, loss.detach())):\n    break")),
         Invalid(training_script("assert (out[:, 1:] >= out[:, 1:]).all()")),
+        # LibAUC's AUC losses: Python's `sum` of a tensor adds its elements on the device, one by one
+        Invalid(training_script("pos_mask = (y == 1).float()\nif sum(pos_mask) == 0:\n    continue")),
         Invalid(training_script("count = max(1, (y > 0).sum())")),
         Invalid(training_script("if model.training and loss > 100:\n    break")),
         Invalid(training_script("trimmed = False\nif trimmed or out.argmax(1)[-1] == 2:\n    continue")),

@@ -11,7 +11,7 @@ import re
 
 import libcst as cst
 
-from gpulint.linter.context import SAME_PLACE_FUNCTIONS
+from gpulint.linter.context import SAME_PLACE_FUNCTIONS, VALUE_BUILTINS
 from gpulint.linter.names import dotted_name, last_name, name_parts, params_of
 from gpulint.linter.syntax import SyntaxVisitor
 from gpulint.rules.common import keyword_arg
@@ -429,6 +429,9 @@ class Tensors:
             if rest.startswith(("nn.functional.", "linalg.", "special.", "fft.")) or rest in _TORCH_TENSOR_FUNCTIONS:
                 return True
             return not ("." in rest or rest in _TORCH_NON_TENSOR or rest.startswith(("is_", "get_", "set_")))
+        if isinstance(func, cst.Name) and func.value in VALUE_BUILTINS and (resolved or func.value) == func.value:
+            # `sum(pos_mask)` of a tensor adds its elements one by one on the device: a tensor, as `max(loss, 0.1)`
+            return any(arg.keyword is None and self.is_tensor(arg.value) for arg in call.args)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method in _TENSOR_ONLY_METHODS:
