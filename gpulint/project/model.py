@@ -775,14 +775,25 @@ class Project:
         if module is None or self._is_imported(path) or path.endswith("__init__.py"):
             return False
         missing = {(module_name, imported, level) for _, module_name, imported, level in module.imports
-                   if imported not in ("", "*") and (target := self.find_module(module_name, path, level))
-                   and not self._binds(target, imported)
+                   if imported not in ("", "*") and self.find_module(module_name, path, level)
+                   and not any(self._binds(t, imported) for t in self._modules_named(module_name, path, level))
                    and not self.find_module(f"{module_name}.{imported}" if module_name else imported, path, level)}
         if not missing:
             return False
         tree = _parsed(ix.text)
         return tree is not None and any((node.module or "", alias.name, node.level) in missing for node in tree.body
                                         if isinstance(node, ast.ImportFrom) for alias in node.names)
+
+    def _modules_named(self, module_name: str, path: str, level: int) -> list[str]:
+        """Every project file an absolute import of `module_name` may mean, wherever `sys.path` points (mammoth's
+        `from utils import ...` in `models/`, beside a `models/utils` package); the one file a relative import
+        means."""
+        if level:
+            found = self.find_module(module_name, path, level)
+            return [found] if found else []
+        tail = module_name.replace(".", "/")
+        return [p for p in self.files
+                if (module := p.removesuffix(".py").removesuffix("/__init__")) == tail or module.endswith("/" + tail)]
 
     def _binds(self, path: str, name: str, seen: frozenset[str] = frozenset()) -> bool:
         """May the module `path` bind `name`: its text mentions it, it makes names at run time (`__getattr__`,

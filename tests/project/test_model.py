@@ -16504,3 +16504,24 @@ def test_a_step_hook_nothing_calls_a_stale_import_and_an_epoch_flush_do_not_run_
         """,
     })
     assert any(f[0] == "examples/example.py" and f[2] == "GPL411" for f in renamed), renamed
+
+
+def test_an_import_any_module_of_its_name_binds_does_not_stop_a_script(tmp_path, check):
+    """mammoth's `models/er.py` imports `from utils import binary_to_boolean_type`: the top-level `utils` package
+    defines it, whatever `models/utils` (a package beside it) holds. The script runs."""
+    found = check(tmp_path, {
+        "utils/__init__.py": "def binary_to_boolean_type(value):\n    return value == '1'\n",
+        "models/__init__.py": "",
+        "models/utils/__init__.py": "",
+        "models/er.py": """
+            import torch
+            from utils import binary_to_boolean_type
+
+            model = torch.nn.Linear(4, 1).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), 0.1)
+            for x in torch.utils.data.DataLoader(torch.ones(8, 4)):
+                model(x.cuda()).sum().backward()
+                optimizer.step()
+        """,
+    })
+    assert any(f[0] == "models/er.py" and f[2] == "GPL411" for f in found), found
