@@ -16406,6 +16406,27 @@ def test_a_branch_a_literal_just_before_switches_off_and_code_after_a_raise_do_n
     assert [(f[1], f[2]) for f in check(tmp_path / "b", {"train.py": chosen}) if f[2] == "GPL407"] == [(11, "GPL407")]
 
 
+# A library of losses (LibAUC's shape), and an example script training with one of its names.
+_AUC_LIBRARY = {
+    "mylib/__init__.py": "from .losses import *\n",
+    "mylib/losses.py": "import torch\n\nclass AUCLoss(torch.nn.Module):\n    def forward(self, y, t):\n"
+                       "        return (y - t).mean()\n",
+}
+
+
+def _auc_example(loss: str) -> str:
+    return f"""
+        import torch
+        from mylib import {loss}
+
+        model = torch.nn.Linear(4, 1).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), 0.1)
+        for x in torch.utils.data.DataLoader(torch.ones(8, 4)):
+            {loss}()(model(x.cuda()), x).backward()
+            optimizer.step()
+    """
+
+
 def test_a_step_hook_nothing_calls_a_stale_import_and_an_epoch_flush_do_not_run_every_step(tmp_path, check):
     """Three shapes of batch 155. The LPIPS copy in StyleGAN's repository keeps `DistModel.optimize_parameters` (a
     BasicSR-style hook doing a backward and a step) of a training script it was copied without: nothing calls it.
@@ -16446,26 +16467,8 @@ def test_a_step_hook_nothing_calls_a_stale_import_and_an_epoch_flush_do_not_run_
                 model.initialize(net)
                 return model.forward(a, b)
         """,
-        "mylib/__init__.py": "from .losses import *\n",
-        "mylib/losses.py": """
-            import torch
-
-            class AUCLoss(torch.nn.Module):
-                def forward(self, y, t):
-                    return (y - t).mean()
-        """,
-        "examples/old_example.py": """
-            import torch
-            from mylib import AUCM_MultiLabel
-
-            model = torch.nn.Linear(4, 1).cuda()
-            optimizer = torch.optim.SGD(model.parameters(), 0.1)
-            loader = torch.utils.data.DataLoader(torch.ones(8, 4))
-            for x in loader:
-                loss = AUCM_MultiLabel()(model(x.cuda()), x)
-                loss.backward()
-                optimizer.step()
-        """,
+        **_AUC_LIBRARY,
+        "examples/old_example.py": _auc_example("AUCM_MultiLabel"),
         "train.py": """
             import torch
 
@@ -16486,23 +16489,7 @@ def test_a_step_hook_nothing_calls_a_stale_import_and_an_epoch_flush_do_not_run_
     })
     assert [(f[0], f[1], f[2]) for f in found] == [("train.py", 14, "GPL503")], found
     # the example, with the name its package defines, runs
-    renamed = check(tmp_path / "b", {
-        "mylib/__init__.py": "from .losses import *\n",
-        "mylib/losses.py": "import torch\n\nclass AUCLoss(torch.nn.Module):\n    def forward(self, y, t):\n"
-                           "        return (y - t).mean()\n",
-        "examples/example.py": """
-            import torch
-            from mylib import AUCLoss
-
-            model = torch.nn.Linear(4, 1).cuda()
-            optimizer = torch.optim.SGD(model.parameters(), 0.1)
-            loader = torch.utils.data.DataLoader(torch.ones(8, 4))
-            for x in loader:
-                loss = AUCLoss()(model(x.cuda()), x)
-                loss.backward()
-                optimizer.step()
-        """,
-    })
+    renamed = check(tmp_path / "b", {**_AUC_LIBRARY, "examples/example.py": _auc_example("AUCLoss")})
     assert any(f[0] == "examples/example.py" and f[2] == "GPL411" for f in renamed), renamed
 
 
