@@ -56,7 +56,7 @@ from gpulint.project.configs import (
     off_switches,
     pins_by_folder,
 )
-from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
+from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex, parse_module
 from gpulint.project.local import (
     MODULE_SCOPE, Assign, Call, Loop, Region, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds,
 )
@@ -767,9 +767,9 @@ class Project:
 
     def _fails_at_import(self, path: str) -> bool:
         """A script (no project file imports it) whose top-level `from pkg.mod import name` names a module of the
-        project that does not bind `name` (LibAUC's stale example scripts: `from libauc.losses import
+        project where no module of that name binds `name` (LibAUC's stale example scripts: `from libauc.losses import
         AUCM_MultiLabel`, a loss since renamed): it stops at that import, and none of its code runs. Only an import
-        the script does unguarded (not under `try:` or `if`), of a name the module's text never mentions."""
+        the script does unguarded (not under `try:` or `if`), of a name those modules' texts never mention."""
         ix = self.files[path]
         module = ix.module_scope
         if module is None or self._is_imported(path) or path.endswith("__init__.py"):
@@ -780,7 +780,7 @@ class Project:
                    and not self.find_module(f"{module_name}.{imported}" if module_name else imported, path, level)}
         if not missing:
             return False
-        tree = _parsed(ix.text)
+        tree = parse_module(ix.text)
         return tree is not None and any((node.module or "", alias.name, node.level) in missing for node in tree.body
                                         if isinstance(node, ast.ImportFrom) for alias in node.names)
 
@@ -5689,13 +5689,6 @@ def _epoch_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> se
 
 # What makes a module's names at run time, where its text need not spell them.
 _MAKES_NAMES = re.compile(r"\b__getattr__\b|\bglobals\(\)|\bsetattr\(|\bsys\.modules\b")
-
-
-def _parsed(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
 
 
 def _merged_tuples(kinds: set[str]) -> str:
