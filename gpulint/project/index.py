@@ -162,7 +162,7 @@ class ModuleIndex:
             found: frozenset[str] = frozenset()
             definition, init = self.definitions.get(cls), self.definitions.get(f"{cls}.__init__")
             if definition is not None and init is not None and _NAMES_A_DEVICE.search(init.code):
-                tree = parse_module(textwrap.dedent("\n".join(self.lines[definition.start:definition.end])))
+                tree = _parse(textwrap.dedent("\n".join(self.lines[definition.start:definition.end])))
                 if tree is not None and tree.body and isinstance(tree.body[0], ast.ClassDef):
                     found = device_attributes(tree.body[0], self.aliases)
             self._devices[cls] = found
@@ -174,10 +174,10 @@ class ModuleIndex:
         if definition.cls:
             # Inside a stand-in class of the member's own class, so that it gets its qualified name; the walker
             # adds the lines before it.
-            tree = parse_module(f"class {definition.cls}:\n" + text)
+            tree = _parse(f"class {definition.cls}:\n" + text)
             offset = definition.start - 1
         else:
-            tree = parse_module(text)
+            tree = _parse(text)
             offset = definition.start
         if tree is None:
             return {}
@@ -194,8 +194,7 @@ class ModuleIndex:
         return {q: s for q, s in local.scopes.items() if s.kind != "module" and q != definition.cls}
 
 
-def parse_module(text: str) -> ast.Module | None:
-    """The module `text` parses to, or None where it does not parse (or is too deep to)."""
+def _parse(text: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences: not gpulint's business
@@ -231,11 +230,11 @@ def outline(path: str, text: str) -> ModuleIndex:
             )
         if not unit.is_class:
             skeleton[unit.start:unit.end] = stand_in(lines[unit.start], unit.end - unit.start)
-    tree = parse_module("\n".join(skeleton))
+    tree = _parse("\n".join(skeleton))
     if tree is None:
         index.problem = _syntax_problem(path, text)
         if index.problem is None:  # the cut was fooled by a string: read the file whole
-            tree = parse_module(text)
+            tree = _parse(text)
             index.definitions = {}
     if tree is not None:
         index.aliases = module_aliases(tree)

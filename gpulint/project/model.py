@@ -24,7 +24,6 @@ like step work (`forward`, a loss, `training_step`) are taken as likely per step
 
 from __future__ import annotations
 
-import ast
 import builtins
 import heapq
 import re
@@ -56,7 +55,7 @@ from gpulint.project.configs import (
     off_switches,
     pins_by_folder,
 )
-from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex, parse_module
+from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import (
     MODULE_SCOPE, Assign, Call, Loop, Region, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds,
 )
@@ -761,53 +760,8 @@ class Project:
                         and importers.get(p) and importers[p] <= dead}:
             imported_by_dead |= found
             dead |= found
-        broken = {p for p in self.files if self._fails_at_import(p)}
-        self._orphans = frozenset(orphans | imported_by_dead | broken)
+        self._orphans = frozenset(orphans | imported_by_dead)
         self._imported_by_orphans = frozenset(imported_by_dead)
-
-    def _fails_at_import(self, path: str) -> bool:
-        """A script (no project file imports it) whose top-level `from pkg.mod import name` names a module of the
-        project where no module of that name binds `name` (LibAUC's stale example scripts: `from libauc.losses import
-        AUCM_MultiLabel`, a loss since renamed): it stops at that import, and none of its code runs. Only an import
-        the script does unguarded (not under `try:` or `if`), of a name those modules' texts never mention."""
-        ix = self.files[path]
-        module = ix.module_scope
-        if module is None or self._is_imported(path) or path.endswith("__init__.py"):
-            return False
-        missing = {(module_name, imported, level) for _, module_name, imported, level in module.imports
-                   if imported not in ("", "*") and self.find_module(module_name, path, level)
-                   and not any(self._binds(t, imported) for t in self._modules_named(module_name, path, level))
-                   and not self.find_module(f"{module_name}.{imported}" if module_name else imported, path, level)}
-        if not missing:
-            return False
-        tree = parse_module(ix.text)
-        return tree is not None and any((node.module or "", alias.name, node.level) in missing for node in tree.body
-                                        if isinstance(node, ast.ImportFrom) for alias in node.names)
-
-    def _modules_named(self, module_name: str, path: str, level: int) -> list[str]:
-        """Every project file an absolute import of `module_name` may mean, wherever `sys.path` points (mammoth's
-        `from utils import ...` in `models/`, beside a `models/utils` package); the one file a relative import
-        means."""
-        if level:
-            found = self.find_module(module_name, path, level)
-            return [found] if found else []
-        tail = module_name.replace(".", "/")
-        return [p for p in self.files
-                if (module := p.removesuffix(".py").removesuffix("/__init__")) == tail or module.endswith("/" + tail)]
-
-    def _binds(self, path: str, name: str, seen: frozenset[str] = frozenset()) -> bool:
-        """May the module `path` bind `name`: its text mentions it, it makes names at run time (`__getattr__`,
-        `globals()`, `setattr`), or a module it star-imports (one outside the project: any name) may bind it?"""
-        text = self.files[path].text
-        if re.search(r"\b%s\b" % re.escape(name), text) or _MAKES_NAMES.search(text):
-            return True
-        module = self.files[path].module_scope
-        for _, module_name, imported, level in module.imports if module is not None else ():
-            if imported == "*":
-                target = self.find_module(module_name, path, level)
-                if target is None or target not in seen and self._binds(target, name, seen | {path}):
-                    return True
-        return False
 
     def _above_package(self, path: str) -> str:
         """The folder above the package holding `path` (the first folder up with no `__init__.py`; "" at the top)."""
@@ -5685,10 +5639,6 @@ def _epoch_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> se
             and (own := own_steps(outer))
             and any(inner != outer and loops[inner].iterates_loader and bodies[outer].holds(loops[inner].start)
                     and steps_in(inner) and flushes(own, inner) for inner in found)}
-
-
-# What makes a module's names at run time, where its text need not spell them.
-_MAKES_NAMES = re.compile(r"\b__getattr__\b|\bglobals\(\)|\bsetattr\(|\bsys\.modules\b")
 
 
 def _merged_tuples(kinds: set[str]) -> str:

@@ -16406,33 +16406,11 @@ def test_a_branch_a_literal_just_before_switches_off_and_code_after_a_raise_do_n
     assert [(f[1], f[2]) for f in check(tmp_path / "b", {"train.py": chosen}) if f[2] == "GPL407"] == [(11, "GPL407")]
 
 
-# A library of losses (LibAUC's shape), and an example script training with one of its names.
-_AUC_LIBRARY = {
-    "mylib/__init__.py": "from .losses import *\n",
-    "mylib/losses.py": "import torch\n\nclass AUCLoss(torch.nn.Module):\n    def forward(self, y, t):\n"
-                       "        return (y - t).mean()\n",
-}
-
-
-def _auc_example(loss: str) -> str:
-    return f"""
-        import torch
-        from mylib import {loss}
-
-        model = torch.nn.Linear(4, 1).cuda()
-        optimizer = torch.optim.SGD(model.parameters(), 0.1)
-        for x in torch.utils.data.DataLoader(torch.ones(8, 4)):
-            {loss}()(model(x.cuda()), x).backward()
-            optimizer.step()
-    """
-
-
-def test_a_step_hook_nothing_calls_a_stale_import_and_an_epoch_flush_do_not_run_every_step(tmp_path, check):
-    """Three shapes of batch 155. The LPIPS copy in StyleGAN's repository keeps `DistModel.optimize_parameters` (a
+def test_a_step_hook_nothing_calls_and_an_epoch_flush_do_not_run_every_step(tmp_path, check):
+    """Two shapes of batch 155. The LPIPS copy in StyleGAN's repository keeps `DistModel.optimize_parameters` (a
     BasicSR-style hook doing a backward and a step) of a training script it was copied without: nothing calls it.
-    LibAUC's stale example imports a loss its package has since renamed: it stops at the import. StableDiffusion-
-    PyTorch's VQ-VAE trainer steps both optimizers after its loop over batches, which steps them every `acc_steps`:
-    the epoch loop's own steps and `zero_grad()`s run once per epoch."""
+    StableDiffusion-PyTorch's VQ-VAE trainer steps both optimizers after its loop over batches, which steps them every
+    `acc_steps`: the epoch loop's own steps and `zero_grad()`s run once per epoch."""
     found = check(tmp_path, {
         "requirements.txt": "torch==1.11.0\n",
         "lpips/__init__.py": "",
@@ -16467,8 +16445,6 @@ def test_a_step_hook_nothing_calls_a_stale_import_and_an_epoch_flush_do_not_run_
                 model.initialize(net)
                 return model.forward(a, b)
         """,
-        **_AUC_LIBRARY,
-        "examples/old_example.py": _auc_example("AUCM_MultiLabel"),
         "train.py": """
             import torch
 
@@ -16488,27 +16464,3 @@ def test_a_step_hook_nothing_calls_a_stale_import_and_an_epoch_flush_do_not_run_
         """,
     })
     assert [(f[0], f[1], f[2]) for f in found] == [("train.py", 14, "GPL503")], found
-    # the example, with the name its package defines, runs
-    renamed = check(tmp_path / "b", {**_AUC_LIBRARY, "examples/example.py": _auc_example("AUCLoss")})
-    assert any(f[0] == "examples/example.py" and f[2] == "GPL411" for f in renamed), renamed
-
-
-def test_an_import_any_module_of_its_name_binds_does_not_stop_a_script(tmp_path, check):
-    """mammoth's `models/er.py` imports `from utils import binary_to_boolean_type`: the top-level `utils` package
-    defines it, whatever `models/utils` (a package beside it) holds. The script runs."""
-    found = check(tmp_path, {
-        "utils/__init__.py": "def binary_to_boolean_type(value):\n    return value == '1'\n",
-        "models/__init__.py": "",
-        "models/utils/__init__.py": "",
-        "models/er.py": """
-            import torch
-            from utils import binary_to_boolean_type
-
-            model = torch.nn.Linear(4, 1).cuda()
-            optimizer = torch.optim.SGD(model.parameters(), 0.1)
-            for x in torch.utils.data.DataLoader(torch.ones(8, 4)):
-                model(x.cuda()).sum().backward()
-                optimizer.step()
-        """,
-    })
-    assert any(f[0] == "models/er.py" and f[2] == "GPL411" for f in found), found
