@@ -3387,7 +3387,7 @@ class Project:
     def _built_entries(self, method_entries: list[tuple[Key, Reach]], roots: list[tuple[Key, Reach]]):
         """The entry points in methods, less those of classes nothing in the project names but their definition
         (motion-diffusion-model's `DecompTrainerV3.train`, a trainer of another pipeline no script builds) and the
-        methods of classes of no framework that nothing calls (`_uncalled_method`), unless they are all the project's
+        hooks of classes of no framework that nothing calls (`_uncalled_hook`), unless they are all the project's
         training (a library's trainer, built by its users)."""
         if not method_entries or len(self.files) < 2:
             return method_entries
@@ -3396,7 +3396,7 @@ class Project:
             | self._built_only_unselected(owners) | self._registered_unconfigured(owners) \
             | self._unselected_registered(owners)
         kept = [(key, reach) for key, reach in method_entries if _owner_name(key[1]) not in unused
-                and not self._in_unused_copy(key[0], key[1]) and not self._uncalled_method(*key)]
+                and not self._in_unused_copy(key[0], key[1]) and not self._uncalled_hook(*key)]
         others = any(key[1] != MODULE_SCOPE and reach.rank < PROGRAM or self.step_loops(key[0], scope)
                      for key, reach in roots if (scope := self.files[key[0]].scope(key[1])) is not None)
         return kept if kept or others else method_entries
@@ -3737,6 +3737,12 @@ class Project:
         """Does a class derive from `nn.Module` and from no other library's class?"""
         return self._framework_free(cls) and "Module" in {
             name for klass in self.mro(cls) for name in self._library_bases(klass)}
+
+    def _uncalled_hook(self, path: str, qualname: str) -> bool:
+        """Is `qualname` a method named as a framework's per-batch hook (`optimize_parameters`) that nothing calls
+        (`_uncalled_method`)? A method of another name may be the API a library's users call (advertorch's
+        `LBFGSAttack.perturb`, which steps an optimizer)."""
+        return qualname.rpartition(".")[2] in PER_BATCH_HOOKS and self._uncalled_method(path, qualname)
 
     def _uncalled_method(self, path: str, qualname: str) -> bool:
         """Is `qualname` a method of a class of no framework (`_framework_free`) that no code calls: not on another
