@@ -481,15 +481,15 @@ class FileContext:
         if kind is cst.Attribute:
             if expr.attr.value in METADATA_ATTRS or expr.attr.value in PACKED_BATCH_SIZES:
                 return "host"
-            if self.facts.host_attributes and self._classes:
-                held = _held_by_self(expr)
-                if held and f"{self._classes[-1]}.{held}" in self.facts.host_attributes:
+            if (self.facts.host_attributes or self.facts.device_attributes) and self._classes \
+                    and (held := _held_by_self(expr)):
+                held = f"{self._classes[-1]}.{held}"
+                if held in self.facts.host_attributes:
                     # a flag its class only ever sets from a literal (`self.add_z_loss = add_z_loss`), or a CPU
                     # parameter of an object it holds (`self._lagrange.lagrangian_multiplier`)
                     return "host"
-            if self.facts.device_attributes and self._classes \
-                    and f"{self._classes[-1]}.{_held_by_self(expr)}" in self.facts.device_attributes:
-                return "device"  # `self.obs` of a replay buffer that `__init__` makes on the device
+                if held in self.facts.device_attributes:
+                    return "device"  # `self.obs` of a replay buffer that `__init__` makes on the device
             if expr.attr.value == "data":
                 return self.location_of(expr.value)  # `p.data`: the tensor's own storage, where the tensor is
             if expr.attr.value in _GRAPH_FEATURES:

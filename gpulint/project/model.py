@@ -278,6 +278,7 @@ class Project:
         self._called_every_step: set[Key] = set()  # see `FunctionFacts.called_every_step`
         self._named_by_text: dict[Target, bool] = {}  # see `_built_by_text`
         self._host_attrs: dict[Target, frozenset[str]] = {}  # by class (`_class_host_attributes`)
+        self._text_calls: dict[str, bool] = {}  # by method name (`_called_by_text`)
         self._library_programs: dict[frozenset[str], bool] = {}  # see `_builds_library_model`
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
@@ -2900,7 +2901,7 @@ class Project:
         cls = Target(path, scope.cls, True)
         if self.find_method(cls, "step") is not None:
             return False
-        return any(name.endswith("Trainer") for klass in self.mro(cls) for name in self._library_bases(klass))
+        return any(name.endswith("Trainer") for name in self._library_base_names(cls))
 
     def _library_step_hooks(self, cls: Target) -> list[Target]:
         """The methods of `cls` (or its project bases) overriding what a library trainer's step calls on itself."""
@@ -3718,8 +3719,8 @@ class Project:
     def _hooks_nothing_calls(self, hooks: list[tuple[Key, Reach]]) -> set[str]:
         """The plain modules (`_plain_module`) whose framework-named hooks no code calls: EasyNLP's latent-diffusion
         `DDPM(nn.Module)` keeps the `training_step` and `on_train_batch_end` of the Lightning module it was copied
-        from, and its own Trainer calls `forward`. Also the classes of no framework (`_framework_free`) whose uncalled
-        hooks do a step's work themselves: the LPIPS copy in StyleGAN's repository keeps
+        from, and its own Trainer calls `forward`. Also the classes of no framework (no library base but `nn.Module`)
+        whose uncalled hooks do a step's work themselves: the LPIPS copy in StyleGAN's repository keeps
         `DistModel.optimize_parameters` (a BasicSR-style hook) of the training script it was copied without. No
         framework runs them."""
         return {_owner_name(qualname) for (path, qualname), _ in hooks
@@ -3735,8 +3736,8 @@ class Project:
 
     def _plain_module(self, cls: Target) -> bool:
         """Does a class derive from `nn.Module` and from no other library's class?"""
-        return self._framework_free(cls) and "Module" in {
-            name for klass in self.mro(cls) for name in self._library_bases(klass)}
+        bases = self._library_base_names(cls)
+        return "Module" in bases and bases <= _NO_FRAMEWORK_BASES
 
     def _uncalled_hook(self, path: str, qualname: str) -> bool:
         """Is `qualname` a method named as a framework's per-batch hook (`optimize_parameters`) that nothing calls
@@ -3745,22 +3746,28 @@ class Project:
         return qualname.rpartition(".")[2] in PER_BATCH_HOOKS and self._uncalled_method(path, qualname)
 
     def _uncalled_method(self, path: str, qualname: str) -> bool:
-        """Is `qualname` a method of a class of no framework (`_framework_free`) that no code calls: not on another
-        object (`cb.on_batch_end(...)`), not by its own class, not by name (`getattr(cb, hook)`)?"""
+        """Is `qualname` a method of a class of no framework (no library base but `nn.Module`) that no code calls: not
+        on another object (`cb.on_batch_end(...)`), not by its own class, not by name (`getattr(cb, hook)`)?"""
         if "." not in qualname:
             return False
         cls, _, method = qualname.rpartition(".")
-        if not self._framework_free(Target(path, cls, True)):
+        if not self._library_base_names(Target(path, cls, True)) <= _NO_FRAMEWORK_BASES:
             return False
-        called = re.compile(r"(?<!\bself)\.%s\s*\(|[\"']%s[\"']" % (re.escape(method), re.escape(method)))
-        return not any(called.search(ix.text) for ix in self.files.values()) and not any(
+        return not self._called_by_text(method) and not any(
             f"self.{method}(" in d.code for klass in self.mro(Target(path, cls, True))
             for d in self.files[klass.path].members(klass.qualname))
 
-    def _framework_free(self, cls: Target) -> bool:
-        """Does a class derive from no library's class but `nn.Module` (not from a Lightning module, a callback or a
-        `Trainer`, whose framework calls its hooks)?"""
-        return {name for klass in self.mro(cls) for name in self._library_bases(klass)} <= {"object", "ABC", "Module"}
+    def _called_by_text(self, method: str) -> bool:
+        """Does any file call a method of this name on an object other than `self` (`cb.on_batch_end(...)`), or name
+        it in a string (`getattr(cb, hook)`)? Searched once per name."""
+        if method not in self._text_calls:
+            called = re.compile(r"(?<!\bself)\.%s\s*\(|[\"']%s[\"']" % (re.escape(method), re.escape(method)))
+            self._text_calls[method] = any(called.search(ix.text) for ix in self.files.values())
+        return self._text_calls[method]
+
+    def _library_base_names(self, cls: Target) -> set[str]:
+        """The names of the library classes a class derives from, at any depth (`Module`, `LightningModule`)."""
+        return {name for klass in self.mro(cls) for name in self._library_bases(klass)}
 
     def _built_only_apart(self, class_names: set[str]) -> set[str]:
         """The classes built (`Name(...)`), and only in files that are no training (asteroid's `SDRCallback`, built
@@ -4744,7 +4751,7 @@ class Project:
 
     def _plain_class(self, cls: Target) -> bool:
         """No library base on the class or any of its project bases (`object` aside): no module, no trainer."""
-        return not any(name != "object" for klass in self.mro(cls) for name in self._library_bases(klass))
+        return self._library_base_names(cls) <= {"object"}
 
     def _mark_called_every_step(self, guessed: list[Target]) -> None:
         """The candidates of a guessed call the step makes every time it runs, where they are the overrides of one
@@ -5960,6 +5967,9 @@ def _names_a_model(name: str) -> bool:
 
 
 _LETTERED_NET = re.compile(r"net_?[a-z0-9]$")
+# The library bases of a class no framework calls into: a plain object, or a module (not a Lightning module, a callback
+# or a `Trainer`, whose framework calls its hooks).
+_NO_FRAMEWORK_BASES = frozenset({"object", "ABC", "Module"})
 # A copy to the device (`x.to(device_id, non_blocking=True)`, `x.cuda()`).
 _DEVICE_COPY = re.compile(r"\.cuda\([^()]*\)|\.to\((?=[^()]*(?:\([^()]*\)[^()]*)*\))"
                           r"(?=[^)]*(?:device|cuda|rank|gpu|dev\(\)))(?:[^()]|\([^()]*\))*\)")
