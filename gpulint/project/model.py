@@ -398,6 +398,7 @@ class Project:
         self._imported_files: tuple[frozenset[str], frozenset[str]] | None = None  # see `_is_imported`
         self._device_named: bool | None = None
         self._library_scripts: frozenset[str] | None = None  # see `_unrun_library_scripts`
+        self._jax_programs: dict[str, bool] = {}  # see `_jax_program`
         self._file_words: dict[str, frozenset[str]] = {}  # see `_words`
         self._torch_optimizers_named: dict[str, bool] = {}  # see `_names_torchs_optimizer`
         self._allennlp_named: bool | None = None  # see `_names_allennlp`
@@ -564,7 +565,17 @@ class Project:
     def _is_training_file(self, path: str) -> bool:
         """Could a training loop in this file be the training the project ships (vocab.is_training_path), and is it
         no script of a library copied into the project that the project does not run (`_unrun_library_scripts`)?"""
-        return is_training_path(path) and path not in self._unrun_library_scripts()
+        return is_training_path(path) and path not in self._unrun_library_scripts() and not self._jax_program(path)
+
+    def _jax_program(self, path: str) -> bool:
+        """A JAX program that borrows PyTorch's data loading or TensorBoard writer (lm-human-preference-details'
+        `train_policy_jax.py`: `from torch.utils.data import DataLoader`, its step a `jax.pmap`): its arrays are no
+        PyTorch tensors, and its loops train nothing gpulint's rules are about."""
+        found = self._jax_programs.get(path)
+        if found is None:
+            text = self.files[path].text
+            found = self._jax_programs[path] = bool(_IMPORTS_JAX.search(text)) and not _IMPORTS_TORCH.search(text)
+        return found
 
     def _unrun_library_scripts(self) -> frozenset[str]:
         """The files of a copy of a known library kept inside the project (a folder below the top holding its own
@@ -3498,6 +3509,7 @@ class Project:
             if scope.marker_outside_loop and not is_cold_function_name(scope.name) \
                     and not self._optimizer_wrapper_step(path, scope) \
                     and not self._autograd_function_backward(path, scope) \
+                    and not _input_gradient_only(ix, scope) \
                     and not self._called_once_per_epoch(Target(path, scope.qualname), scope.name) \
                     and not self._runs_only_where_off(Target(path, scope.qualname, False)):
                 found.append((key, Reach(PER_STEP, chain=(frame,), reason=f"in `{scope.name}`, one training step")))
@@ -5565,6 +5577,24 @@ _LIBRARY_ROOTS = frozenset({"torch", "torchvision", "numpy", "transformers", "os
 _HELD_ATTRIBUTE = re.compile(r"\bself\.(\w+)\.(\w+)\b(?!\s*\()")
 # A class with no base (`class Lagrange:`, `class Lagrange(object):`), after its decorators.
 _PLAIN_CLASS = re.compile(r"^\s*class\s+(\w+)\s*(?:\(\s*(?:object)?\s*\))?\s*:", re.M)
+def _input_gradient_only(ix: ModuleIndex, scope: Scope) -> bool:
+    """A backward for the gradient of an input, with no optimizer stepped (ODIN's input preprocessing, an attack, a
+    saliency map): `x = Variable(x, requires_grad=True)` or `x.requires_grad_()`, a backward, then `x.grad`. No
+    training step of its own; where a training loop calls it (adversarial training), reach follows that loop."""
+    if any(call.marker and call.func.rsplit(".", 1)[-1] == "step" for call in scope.calls):
+        return False
+    code = "\n".join(ix.lines[scope.start[0] - 1:scope.end[0]])
+    return any(re.search(r"\b%s\.grad\b" % re.escape(next(filter(None, match.groups()))), code)
+               for match in _MADE_TO_REQUIRE_GRAD.finditer(code))
+
+
+# An input made to require its gradient: `x = Variable(x, requires_grad=True)`, `x.requires_grad_()`,
+# `x.requires_grad = True`; the name, in the group of the form that matched.
+_MADE_TO_REQUIRE_GRAD = re.compile(r"\b(\w+)\s*=\s*(?:\w+\.)*Variable\([^)]*requires_grad\s*=\s*True"
+                                   r"|\b(\w+)\.requires_grad_\(|\b(\w+)\.requires_grad\s*=\s*True")
+_IMPORTS_JAX = re.compile(r"^\s*(?:import|from)\s+(?:jax|flax|optax)\b", re.M)
+# PyTorch imported for more than its data loading and logging utilities
+_IMPORTS_TORCH = re.compile(r"^\s*(?:import\s+torch\b(?!\.utils\b)|from\s+torch\b(?!\.utils\b))", re.M)
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]""", re.M)
 
 

@@ -16464,3 +16464,66 @@ def test_a_step_hook_nothing_calls_and_an_epoch_flush_do_not_run_every_step(tmp_
         """,
     })
     assert [(f[0], f[1], f[2]) for f in found] == [("train.py", 14, "GPL503")], found
+
+
+def test_a_jax_program_an_input_gradient_and_a_loader_built_after_training_are_no_step_work(tmp_path, check):
+    """Three shapes of batch 156. lm-human-preference-details' JAX trainer borrows PyTorch's DataLoader: its `.item()`s
+    read JAX arrays, no PyTorch tensor. pytorch-ood's ODIN preprocessing runs a backward for the gradient of its input
+    (`x = Variable(x, requires_grad=True)`, then `x.grad`) and steps no optimizer: no training step of its own, though a
+    training loop calling it runs it every step. Its segmentation examples rebind `loader` to the test set's DataLoader
+    after the epochs: only the evaluation below uses it."""
+    found = check(tmp_path, {
+        "requirements.txt": "torch==2.1.0\n",
+        "train_jax.py": """
+            import jax
+            import numpy as np
+            from torch.utils.data import DataLoader
+
+            def train(state, update, loader):
+                for batch in loader:
+                    state, stats = update(state, np.asarray(batch))
+                    print(stats["loss"].item())
+        """,
+        "odin.py": """
+            import torch
+            from torch.autograd import Variable
+
+            def odin_preprocessing(model, x, eps=0.05):
+                x = Variable(x, requires_grad=True)
+                loss = model(x).logsumexp(dim=1).mean()
+                loss.backward()
+                print(loss.item())
+                return x - eps * torch.sign(x.grad)
+
+            def adversarial_training(model, loader, optimizer):
+                for x, y in loader:
+                    x = odin_preprocessing(model, x.cuda(non_blocking=True))
+                    loss = torch.nn.functional.cross_entropy(model(x), y.cuda(non_blocking=True))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        "segment.py": """
+            import torch
+            from torch.utils.data import DataLoader
+
+            model = torch.nn.Conv2d(3, 2, 1).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            loader = DataLoader(list(range(8)), batch_size=4)
+            for epoch in range(2):
+                for x in loader:
+                    loss = model(x.cuda(non_blocking=True)).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+            loader = DataLoader(list(range(8)), batch_size=4)
+            with torch.no_grad():
+                for x in loader:
+                    print(model(x.cuda()).mean())
+        """,
+    })
+    # (the `.item()` of the ODIN preprocessing, reached from the adversarial training's loop, stays a finding; so
+    # does the training's own loader)
+    assert [(f[0], f[1], f[2]) for f in found] == [("odin.py", 9, "GPL401"), ("segment.py", 7, "GPL411")], found
+    assert found[0][4].startswith("loop over loader"), found

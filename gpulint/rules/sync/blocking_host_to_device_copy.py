@@ -1317,7 +1317,29 @@ def _bound_for_evaluation(ancestors: Sequence[cst.CSTNode]) -> bool:
     """Is the loader bound to a name that says evaluation (`validate_loader = DataLoader(...)`)? Its batches are
     copied in the evaluation pass after each epoch, not in the step, even where the file's step copies batches."""
     assign = next((n for n in reversed(ancestors) if isinstance(n, cst.Assign)), None)
-    return _says_evaluation(_bound_name(assign)) or _off_the_training_branch(ancestors)
+    return _says_evaluation(_bound_name(assign)) or _off_the_training_branch(ancestors) \
+        or _built_after_training(ancestors)
+
+
+def _built_after_training(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Is the loader built after the training loops of its block end (pytorch-ood's segmentation examples: `loader =
+    DataLoader(dataset_test, ...)` rebound after the epochs, for the evaluation below)? Only what follows it in the
+    block uses it."""
+    block: list[cst.CSTNode] = []
+    statement = None
+    for parent, child in pairwise(ancestors):  # the innermost block holding the loader's statement
+        if isinstance(parent, (cst.Module, cst.IndentedBlock)):
+            block, statement = list(parent.body), child
+    if statement is None:
+        return False
+    index = next(i for i, s in enumerate(block) if s is statement)
+    return any(_trains(s) for s in block[:index]) and not any(_trains(s) for s in block[index + 1:])
+
+
+def _trains(statement: cst.CSTNode) -> bool:
+    """A loop calling backward (at any depth)."""
+    return isinstance(statement, (cst.For, cst.While)) and any(
+        isinstance(n, cst.Call) and last_name(n.func) == "backward" for n in descendants(statement))
 
 
 def _off_the_training_branch(ancestors: Sequence[cst.CSTNode]) -> bool:
