@@ -5577,6 +5577,8 @@ _LIBRARY_ROOTS = frozenset({"torch", "torchvision", "numpy", "transformers", "os
 _HELD_ATTRIBUTE = re.compile(r"\bself\.(\w+)\.(\w+)\b(?!\s*\()")
 # A class with no base (`class Lagrange:`, `class Lagrange(object):`), after its decorators.
 _PLAIN_CLASS = re.compile(r"^\s*class\s+(\w+)\s*(?:\(\s*(?:object)?\s*\))?\s*:", re.M)
+
+
 def _input_gradient_only(ix: ModuleIndex, scope: Scope) -> bool:
     """A backward for the gradient of an input, with no optimizer stepped (ODIN's input preprocessing, an attack, a
     saliency map): `x = Variable(x, requires_grad=True)` or `x.requires_grad_()`, a backward, then `x.grad`. No
@@ -5584,6 +5586,8 @@ def _input_gradient_only(ix: ModuleIndex, scope: Scope) -> bool:
     if any(call.marker and call.func.rsplit(".", 1)[-1] == "step" for call in scope.calls):
         return False
     code = "\n".join(ix.lines[scope.start[0] - 1:scope.end[0]])
+    if "parameters()" in code:
+        return False  # (a manual update of a model's parameters, `p -= lr * p.grad`, is a training step)
     return any(re.search(r"\b%s\.grad\b" % re.escape(next(filter(None, match.groups()))), code)
                for match in _MADE_TO_REQUIRE_GRAD.finditer(code))
 

@@ -16503,6 +16503,19 @@ def test_a_jax_program_an_input_gradient_and_a_loader_built_after_training_are_n
                     loss.backward()
                     optimizer.step()
         """,
+        "manual.py": """
+            import torch
+
+            def sgd_step(model, x, lr=0.1):
+                for p in model.parameters():
+                    p.requires_grad = True
+                loss = model(x.cuda(non_blocking=True)).mean()
+                loss.backward()
+                print(loss.item())
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p -= lr * p.grad
+        """,
         "segment.py": """
             import torch
             from torch.utils.data import DataLoader
@@ -16524,6 +16537,8 @@ def test_a_jax_program_an_input_gradient_and_a_loader_built_after_training_are_n
         """,
     })
     # (the `.item()` of the ODIN preprocessing, reached from the adversarial training's loop, stays a finding; so
-    # does the training's own loader)
-    assert [(f[0], f[1], f[2]) for f in found] == [("odin.py", 9, "GPL401"), ("segment.py", 7, "GPL411")], found
-    assert found[0][4].startswith("loop over loader"), found
+    # does the training's own loader, and a manual update of a model's parameters, a step of its own)
+    assert [(f[0], f[1], f[2]) for f in found] == [
+        ("manual.py", 9, "GPL401"), ("manual.py", 11, "GPL501"), ("odin.py", 9, "GPL401"), ("segment.py", 7, "GPL411"),
+    ], found
+    assert found[2][4].startswith("loop over loader"), found
