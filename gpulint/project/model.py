@@ -4195,7 +4195,7 @@ class Project:
                 # `interaction.to(self.device)` on a batch of unknown class: the batch classes' own `to` may run
                 # (a guess by the method's name reaches only what the program imports; a loader's module may not be)
                 self._batch_moves.setdefault((rank, method), (chain, tuple(state.flags)))
-            if call.marker and call.func.endswith(".step") and rank <= GATED \
+            if _marks(call, "step") and rank <= GATED \
                     and not self._library_optimizer(path, scope, call.func[:-len(".step")]):
                 # `optimizer.step()`, `scaler.step(optimizer)`: the project's own optimizers step (timm builds its
                 # LAMB and LARS from a table of names, so every one of them may), once the code in reach is read.
@@ -5579,11 +5579,17 @@ _HELD_ATTRIBUTE = re.compile(r"\bself\.(\w+)\.(\w+)\b(?!\s*\()")
 _PLAIN_CLASS = re.compile(r"^\s*class\s+(\w+)\s*(?:\(\s*(?:object)?\s*\))?\s*:", re.M)
 
 
+def _marks(call: Call, method: str) -> bool:
+    """Is the call a step marker (`is_step_marker`) of this method: `optimizer.step()`, `scaler.step(optimizer)` for
+    "step", `loss.backward()` for "backward"?"""
+    return call.marker and call.func.rsplit(".", 1)[-1] == method
+
+
 def _input_gradient_only(ix: ModuleIndex, scope: Scope) -> bool:
     """A backward for the gradient of an input, with no optimizer stepped (ODIN's input preprocessing, an attack, a
     saliency map): `x = Variable(x, requires_grad=True)` or `x.requires_grad_()`, a backward, then `x.grad`. No
     training step of its own; where a training loop calls it (adversarial training), reach follows that loop."""
-    if any(call.marker and call.func.rsplit(".", 1)[-1] == "step" for call in scope.calls):
+    if any(_marks(call, "step") for call in scope.calls):
         return False
     code = "\n".join(ix.lines[scope.start[0] - 1:scope.end[0]])
     if "parameters()" in code:
@@ -5643,8 +5649,8 @@ def _gradient_measuring_loops(scope: Scope, found: set[int], bodies: dict[int, R
     that neither holds them nor sits inside them: gluonts' SCott trainers, after each epoch's step loop, run a second
     loop over a full-batch loader calling backward only, to measure the gradient over the training set. Once an
     epoch, no step. (Under gradient accumulation the step follows the backward loop in a loop holding it.)"""
-    steps = [call.pos for call in scope.calls if call.marker and call.func.rsplit(".", 1)[-1] == "step"]
-    backwards = [call.pos for call in scope.calls if call.marker and call.func.rsplit(".", 1)[-1] == "backward"]
+    steps = [call.pos for call in scope.calls if _marks(call, "step")]
+    backwards = [call.pos for call in scope.calls if _marks(call, "backward")]
     if not steps:
         return set()
 
@@ -5668,7 +5674,7 @@ def _epoch_loops(scope: Scope, found: set[int], bodies: dict[int, Region]) -> se
 
     def steps_in(index: int) -> list[Call]:
         body = bodies.get(index)
-        return [c for c in scope.calls if c.marker and c.func.endswith(".step") and body is not None
+        return [c for c in scope.calls if _marks(c, "step") and body is not None
                 and body.holds(c.pos)]
 
     def own_steps(index: int) -> list[Call]:
