@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -45,7 +46,11 @@ def _comma_list(value: str) -> list[str]:
 
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", help="files or folders to lint (default: .); `-` reads standard input")
+    parser.add_argument("paths", nargs="*", help=(
+        "files or folders to lint (default: .); `-` reads standard input. The project model reads them by their "
+        "paths within their project (the nearest folder above them with a .git, pyproject.toml or setup file; "
+        "without one, the current folder if it holds them, else the deepest folder that does), so findings do not "
+        "depend on where the run starts"))
     parser.add_argument("--config", metavar="FILE", help="settings file (default: nearest pyproject.toml with [tool.gpulint])")
 
     rules = parser.add_argument_group("rule selection")
@@ -186,10 +191,12 @@ def _check(args: argparse.Namespace, stdin: bool) -> int:
     if args.show_files:
         _emit("".join(f"{_display(file, cwd)}\n" for file in found.files), args.output_file)
         return EXIT_OK
-    tasks = [_task(_display(file, cwd), str(file), config, enabled, options, args, unsafe) for file in found.files]
+    linted = _linted_folder(args.paths or ["."], cwd)
+    tasks = [replace(_task(_display(file, cwd), str(file), config, enabled, options, args, unsafe),
+                     project_path=_project_path(file, linted)) for file in found.files]
     with Workers(args.jobs or default_jobs()) as workers:
         with Progress("reading", len(tasks), enabled=not args.quiet) as reading:
-            config_files = [(_display(file, cwd), file) for file in found.configs]
+            config_files = [(_project_path(file, linted), file) for file in found.configs]
             tasks = with_project_facts(tasks, cache, workers, reading.advance, config_files)
         with Progress("fixing" if args.fix else "checking", len(tasks), enabled=not args.quiet) as progress:
             outcomes = run_tasks(tasks, cache, workers, progress.advance)
@@ -474,6 +481,32 @@ def _settings_key(config: LintConfig, options: LintOptions) -> str:
     overrides included. The codes they enable follow from them and the version's rules."""
     key = config.fingerprint() + (" ignore-noqa" if options.ignore_noqa else "")
     return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+# What marks a project's top folder: its version control, or its packaging.
+_PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+
+
+def _linted_folder(paths: list[str], cwd: Path) -> Path:
+    """The folder whose files the project model reads by their paths within it (`src/train.py`), wherever the run
+    starts: the project around the paths given (the nearest folder holding all of them with a `.git`, a
+    `pyproject.toml` or a setup file); without one, the working folder when it holds them all (`gpulint check .`),
+    else the deepest folder that does (`gpulint check /home/me/repo` from anywhere). The folders above a project
+    must not count: their names could make its files look like tests or examples, and its imports not resolve."""
+    folders = [Path(os.path.abspath(p)) for p in paths]
+    common = Path(os.path.commonpath([f if f.is_dir() else f.parent for f in folders]))
+    for folder in (common, *common.parents):
+        if any((folder / marker).exists() for marker in _PROJECT_MARKERS):
+            return folder
+    return cwd if common == cwd or cwd in common.parents else common
+
+
+def _project_path(file: Path, linted: Path) -> str:
+    """A file's path within the linted folder ('/'-separated)."""
+    try:
+        return Path(os.path.abspath(file)).relative_to(linted).as_posix()
+    except ValueError:
+        return file.as_posix()
 
 
 def _display(file: Path, cwd: Path) -> str:

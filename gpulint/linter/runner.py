@@ -15,6 +15,7 @@ from gpulint.linter.notebooks import analysed_text
 from gpulint.linter.options import LintOptions
 from gpulint.linter.source import SourceFile, decode
 from gpulint.project import FileFacts, Project, outline
+from gpulint.project.facts import shown_at
 from gpulint.project.configs import TrainingConfigs, config_bytes, config_file_facts, config_text, united
 from gpulint.project.index import ModuleIndex
 from gpulint.project.store import (
@@ -39,6 +40,13 @@ class FileTask:
     unsafe: bool = False
     facts: FileFacts | None = None  # the project model's facts for this file (None: model it alone)
     facts_digest: str = ""  # what cached findings must agree on besides the file's bytes
+    # The path within the linted folder, which the project model and the path tests (`tests/`, `benchmarks/`) read,
+    # so that where the run starts cannot change what it finds. Empty: the display path.
+    project_path: str = ""
+
+    @property
+    def model_path(self) -> str:
+        return self.project_path or self.display
 
 
 @dataclass
@@ -91,23 +99,30 @@ def process_bytes(task: FileTask, data: bytes) -> FileOutcome:
     registry = rules_by_code()
     rules = [registry[c] for c in task.codes]
     if not task.fix:
-        outcome.findings = lint_bytes(task.display, data, rules, task.options, task.facts).findings
+        outcome.findings = _shown(task, lint_bytes(task.model_path, data, rules, task.options, task.facts).findings)
         return outcome
     try:
         source = decode(data)
     except ValueError:
-        outcome.findings = lint_bytes(task.display, data, rules, task.options, task.facts).findings
+        outcome.findings = _shown(task, lint_bytes(task.model_path, data, rules, task.options, task.facts).findings)
         return outcome
     outcome.original = source
 
     def lint(text: str) -> list[Finding]:
-        return lint_text(task.display, text, rules, task.options, task.facts)
+        return _shown(task, lint_text(task.model_path, text, rules, task.options, task.facts))
 
     new_text, fixed = fix_text(source.text, lint, task.unsafe, newline=source.newline)
     if fixed:
         outcome.fixed_text, outcome.fixed_codes = new_text, tuple(fixed)
     outcome.findings = lint(new_text)
     return outcome
+
+
+def _shown(task: FileTask, findings: list[Finding]) -> list[Finding]:
+    """The findings at the file's display path (they were made at its path within the linted folder)."""
+    if task.model_path == task.display:
+        return findings
+    return [replace(f, path=task.display) if f.path == task.model_path else f for f in findings]
 
 
 class Workers:
@@ -166,16 +181,19 @@ def with_project_facts(
 
     With a cache: when no file changed since the last run, its facts are reused as they are; else the files that
     did not change are taken from their stored outlines (with the definitions the model read), and only the others
-    are read anew. `config_files` (display path, path): the project's configs, which tell what its training builds by
+    are read anew. The model reads every file and config by its path within the linted folder (`model_path`); the
+    facts it gives are keyed, and their chains written, by display path. `config_files` (project path, path): the
+    project's configs, which tell what its training builds by
     name and the values it gives intervals (with those its training files give, `configs.every_step_intervals`)."""
     if not tasks:
         return list(tasks)
     reading_configs = _read_configs(config_files, cache, workers)  # in the workers, while this reads the sources
-    texts: dict[str, tuple[str, str]] = {}
+    texts: dict[str, tuple[str, str]] = {}  # by project path
+    shown = {task.model_path: task.display for task in tasks}
     for task in tasks:
         try:
             data = Path(task.path).read_bytes()
-            texts[task.display] = (content_hash(data), analysed_text(decode(data).text))
+            texts[task.model_path] = (content_hash(data), analysed_text(decode(data).text))
         except (OSError, ValueError):
             continue
         finally:
@@ -190,13 +208,14 @@ def with_project_facts(
         "\0torch", *(f"{folder}={pin}" for folder, pin in sorted(configs.torch_pins)),
         "\0python", *sorted(configs.python_optimize),
     ]).encode())
-    stored = _stored_facts(cache, run_key, texts)
+    stored = _stored_facts(cache, run_key, {shown[p] for p in texts})
     if stored is not None:
         facts, digests = stored
     else:
         facts = _model_facts(tasks, cache, texts, workers, configs)
         if facts is None:
             return list(tasks)
+        facts = {shown[p]: f if p == shown[p] else shown_at(f, shown) for p, f in facts.items()}
         if cache.enabled:
             dumped, digests = _dumped_facts(facts, cache.run)
             cache.run = {"key": run_key, "facts": dumped, "digests": digests}
@@ -247,11 +266,11 @@ def _config_facts(item: tuple[str, str]) -> TrainingConfigs:
     return config_file_facts(text, display)
 
 
-def _stored_facts(cache: ResultCache, run_key: str, texts: dict) -> tuple[dict, dict] | None:
-    """The last run's facts and their digests, when it read these very files."""
+def _stored_facts(cache: ResultCache, run_key: str, displays: set[str]) -> tuple[dict, dict] | None:
+    """The last run's facts and their digests, when it read these very files, shown at these display paths."""
     run = cache.run if cache.enabled and cache.run.get("key") == run_key else {}
     stored, digests = run.get("facts"), run.get("digests")
-    if not isinstance(stored, dict) or not isinstance(digests, dict) or set(stored) != set(texts):
+    if not isinstance(stored, dict) or not isinstance(digests, dict) or set(stored) != displays:
         return None
     try:
         return {display: load_facts(data) for display, data in stored.items()}, digests
@@ -339,7 +358,7 @@ def run_tasks(
 
 
 def _cache_key(task: FileTask) -> str:
-    return f"{task.display}\0{','.join(task.codes)}"
+    return f"{task.display}\0{task.project_path}\0{','.join(task.codes)}"
 
 
 def _cached(task: FileTask, cache: ResultCache) -> FileOutcome | None:

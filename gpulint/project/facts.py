@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpulint.project.configs import SET_IN_CODE
 from gpulint.project.local import Pos, Region, Scope, is_short_interval, names_a_gate
@@ -244,6 +244,23 @@ class FileFacts:
             name for name, f in self.functions.items()
             if f.step_loops or (f.reach is not None and f.reach.rank <= PROGRAM)
         )
+
+
+def shown_at(facts: FileFacts, shown: dict[str, str]) -> FileFacts:
+    """The facts with every frame's path as reports show it. The model reads each file by its path within the linted
+    folder (`src/train.py`, wherever the run started), so that the folders above a project cannot change what it
+    finds; `shown` maps those paths to the ones the user gave (`/home/me/repo/src/train.py`)."""
+    def frames(chain: tuple[Frame, ...]) -> tuple[Frame, ...]:
+        return tuple(Frame(shown.get(f.path, f.path), f.line, f.label) for f in chain)
+
+    functions = {}
+    for name, function in facts.functions.items():
+        reach = function.reach
+        if reach is not None and reach.chain:
+            reach = replace(reach, chain=frames(reach.chain))
+        loop_frames = tuple((loop, frames((frame,))[0]) for loop, frame in function.loop_frames)
+        functions[name] = replace(function, reach=reach, loop_frames=loop_frames)
+    return replace(facts, functions=functions)
 
 
 _ORDER = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__, "!=": float.__ne__}

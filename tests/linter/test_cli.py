@@ -230,3 +230,39 @@ def test_codes_are_still_checked_when_a_cache_exists(run, project):
     (project / "pyproject.toml").write_text('[tool.gpulint]\nselect = ["GPL4", "NOPE1"]\n')
     code, _, err = run(project, "check", ".")
     assert code == 2 and "NOPE1" in err and err.count("\n") == 1
+
+
+def test_a_project_checked_from_outside_gives_the_findings_it_gives_from_inside(run, tmp_path):
+    # The project sits in a folder named `tests`: read with the folders above it, every file would look like a test.
+    # The model reads paths within the project; reports show the paths given.
+    repo = tmp_path / "tests" / "repo"
+    (repo / "src").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (repo / "src" / "__init__.py").write_text("")
+    (repo / "src" / "helpers.py").write_text("def log_loss(loss):\n    print(loss.item())\n")
+    (repo / "src" / "train.py").write_text(
+        "import torch\nfrom src.helpers import log_loss\n\n"
+        "def train(model, loader, optimizer, device='cuda'):\n"
+        "    for batch in loader:\n"
+        "        loss = model(batch.to(device, non_blocking=True))\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n"
+        "        log_loss(loss)\n"
+    )
+
+    def seen(folder, *args, prefix=""):
+        found = json.loads(run(folder, "check", *args, "--no-cache", "--format", "json", "--exit-zero")[1])
+        assert all(f["path"].startswith(prefix) for f in found)
+        return [(f["code"], f["path"].removeprefix(prefix), f["line"],
+                 [(c["path"].removeprefix(prefix), c["line"]) for c in f["chain"]]) for f in found]
+
+    inside = seen(repo, ".")
+    assert ("GPL401", "src/helpers.py", 2, [("src/train.py", 5), ("src/helpers.py", 1)]) in inside
+    assert seen(tmp_path / "elsewhere", str(repo), prefix=f"{repo.as_posix()}/") == inside
+    assert seen(repo / "src", "train.py", "helpers.py") == []  # the model cannot tell that `src` is a package
+    (repo / "pyproject.toml").write_text("[project]\nname = 'repo'\n")  # now it can: the project's top is marked
+    assert seen(tmp_path, "tests/repo", prefix="tests/repo/") == inside
+    assert seen(repo / "src", "train.py", "helpers.py") == [
+        (code, path.removeprefix("src/"), line, [(p.removeprefix("src/"), n) for p, n in chain])
+        for code, path, line, chain in inside
+    ]
