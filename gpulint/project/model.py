@@ -57,7 +57,7 @@ from gpulint.project.configs import (
 )
 from gpulint.project.index import CLASS_LIKE_NAME, Definition, ModuleIndex
 from gpulint.project.local import (
-    MODULE_SCOPE, Assign, Call, Loop, Region, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds,
+    MODULE_SCOPE, Assign, Call, Loop, Pos, Region, Scope, is_short_interval, resolve, tuple_kind, tuple_kinds,
 )
 from gpulint.project.vocab import (
     BATCH_MOVE_HELPERS,
@@ -408,6 +408,8 @@ class Project:
         self._code_texts: dict[str, str] = {}  # see `_code_of`
         self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
         self._step_copies: dict[str, str] | None = None  # per file, how its step code copies to the device
+        # per file and the file whose training loop reaches that code, how it copies (`_batches_copied_elsewhere`)
+        self._loop_copies: dict[tuple[str, str], str] = {}
         self._fed_loaders: dict[str, frozenset[str]] | None = None  # see `_trainer_loader_builders`
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
@@ -504,26 +506,38 @@ class Project:
     def _batches_copied_elsewhere(self, path: str) -> str:
         """How the step code of the project's other files copies tensors to the device (`FileFacts.batches_copied`):
         "nonblocking" where a copy says so, "blocking" where none does, "" where none copies or a library that places
-        the batches itself (accelerate, Lightning) is in use."""
+        the batches itself (accelerate, Lightning) is in use on the way from the training loop. (A project's other
+        training program may use one: ImageReward's ReFL fine-tuning is accelerate's, its reward model's `train.py`
+        copies its own batches.)"""
         if self._step_copies is None:
             self._step_copies = {}
-            if not any(_PLACES_BATCHES.search(ix.text) for ix in self.files.values()):
-                for (where, qualname), reach in self.reach.items():
-                    definition = self.files[where].definitions.get(qualname)
-                    # A function holding the step loop also holds its setup (`model.to(device)`): only its
-                    # non-blocking copies, and those in the step loop's body, are surely the batches'.
-                    in_step = reach.rank <= GATED
-                    if definition is None or not in_step and not self._step_loops.get((where, qualname)):
-                        continue
-                    copies = [(c, in_step) for c in _DEVICE_COPY.findall(definition.code)]
-                    if not in_step:
-                        copies += [(c, True) for c in self._copies_in_step_loops(where, qualname)]
-                    for copy, of_batches in copies:
-                        kind = "nonblocking" if "non_blocking=True" in copy else "blocking" if of_batches else ""
-                        if kind and self._step_copies.get(where) != "nonblocking":
-                            self._step_copies[where] = kind
-        kinds = {kind for where, kind in self._step_copies.items() if where != path}
-        return "nonblocking" if "nonblocking" in kinds else "blocking" if kinds else ""
+            placing = {p for p, ix in self.files.items() if _PLACES_BATCHES.search(ix.text)}
+            for (where, qualname), reach in self.reach.items():
+                definition = self.files[where].definitions.get(qualname)
+                # A function holding the step loop also holds its setup (`model.to(device)`): only its
+                # non-blocking copies, and those in the step loop's body, are surely the batches'.
+                in_step = reach.rank <= GATED
+                if definition is None or not in_step and not self._step_loops.get((where, qualname)):
+                    continue
+                if where in placing or any(frame.path in placing for frame in reach.chain):
+                    continue
+                copies = [(c, in_step) for c in _DEVICE_COPY.findall(definition.code)]
+                if not in_step:
+                    copies += [(c, True) for c in self._copies_in_step_loops(where, qualname)]
+                for copy, of_batches in copies:
+                    kind = "nonblocking" if "non_blocking=True" in copy else "blocking" if of_batches else ""
+                    if kind and self._step_copies.get(where) != "nonblocking":
+                        self._step_copies[where] = kind
+                    entry = (where, reach.chain[0].path) if reach.chain else None
+                    if kind and entry and in_step and self._loop_copies.get(entry) != "nonblocking":
+                        self._loop_copies[entry] = kind
+        return _copy_kind(kind for where, kind in self._step_copies.items() if where != path)
+
+    def _loop_batches_copied(self, path: str) -> str:
+        """How the step code this file's training loops reach in other files copies to the device
+        (`FileFacts.loop_batches_copied`)."""
+        self._batches_copied_elsewhere(path)
+        return _copy_kind(kind for (where, entry), kind in self._loop_copies.items() if entry == path != where)
 
     def _copies_in_step_loops(self, path: str, qualname: str) -> list[str]:
         """The device copies written in the bodies of a function's step loops (Conv-TasNet's `padded_mixture.cuda()`
@@ -4575,12 +4589,14 @@ class Project:
         if rank > PROGRAM or not call.name_args:
             return
         words = set().union(*(name_parts(a) for a in call.name_args)) | name_parts(call.func)
-        per_iteration = bool(words & _EVENT_PARTS) and not words & _NOT_PER_STEP_EVENT_PARTS \
-            or call.func.rsplit(".", 1)[-1] in _AUTOGRAD_HOOKS
         last = call.func.rsplit(".", 1)[-1]
         # `torch.utils.checkpoint.checkpoint(custom_forward, x)` runs it now (and again in the backward pass)
         recomputed = last in ("checkpoint", "checkpoint_sequential") and len(call.arg_kinds) > 1
         applied = recomputed or bool(name_parts(last) & _APPLYING_PARTS)
+        # (A function applied now is no event handler for the words of its arguments: `dataset.map(encode,
+        # batch_size=args.mapping_batch_size)` runs `encode` at setup.)
+        per_iteration = bool(words & _EVENT_PARTS) and not words & _NOT_PER_STEP_EVENT_PARTS and not applied \
+            or last in _AUTOGRAD_HOOKS
         at_checkpoint = not per_iteration and not applied and bool(name_parts(call.func) & _SAVE_LOAD_EVENT_PARTS)
         for name in call.name_args:
             for target in self._callable_targets(path, scope, name) if not name.startswith("self.") else \
@@ -5120,6 +5136,7 @@ class Project:
                          device_fed=self._is_imported(path) and self._names_a_device(),
                          used_by_code=self._is_imported(path, by_code=True),
                          batches_copied=self._batches_copied_elsewhere(path),
+                         loop_batches_copied=self._loop_batches_copied(path),
                          library_objects=self._library_objects(path),
                          device_kwargs=frozenset(name for name, _ in self._device_kwargs_of(path))
                          | self._device_kwarg_attributes(),
@@ -6066,16 +6083,51 @@ def _library_kind_sets(ix: ModuleIndex) -> dict[str, set[str]]:
     """What a file binds each name (last part) to, among the kinds of `LIBRARY_OBJECTS` and "other": calls of those
     classes, annotations naming them (`model_ema: Optional[ModelEma] = None`), and calls of anything else."""
     kinds: dict[str, set[str]] = {}
-    for assign in (a for scope in ix.read_scopes() for a in scope.assigns):
-        if assign.callee:
-            kind = next((LIBRARY_OBJECTS[q] for c in (assign.callee, *assign.calls)
-                         if (q := resolve(c, ix.aliases)) in LIBRARY_OBJECTS), "other")
-        elif assign.annotation and (q := resolve(assign.annotation, ix.aliases)) in LIBRARY_OBJECTS:
-            kind = LIBRARY_OBJECTS[q]
-        else:
-            continue
-        kinds.setdefault(assign.target.rsplit(".", 1)[-1], set()).add(kind)
+    for scope in ix.read_scopes():
+        # One function binding a name twice keeps what it bound last (diffusers' scripts: `ema_unet =
+        # UNet2DConditionModel.from_pretrained(...)`, then `ema_unet = EMAModel(ema_unet.parameters(), ...)`).
+        last: dict[str, str] = {}
+        for assign in scope.assigns:
+            if assign.callee:
+                kind = next((LIBRARY_OBJECTS[q] for c in (assign.callee, *assign.calls)
+                             if (q := resolve(c, ix.aliases)) in LIBRARY_OBJECTS), "other")
+                if kind == "diffusers_ema" and _FOREACH_SET.search(_call_text(ix, assign.pos)):
+                    kind = "other"  # `EMAModel(..., foreach=True)` (or a switch): maybe no loop
+            elif assign.annotation and (q := resolve(assign.annotation, ix.aliases)) in LIBRARY_OBJECTS:
+                kind = LIBRARY_OBJECTS[q]
+            else:
+                continue
+            last[assign.target] = kind
+        for target, kind in last.items():
+            kinds.setdefault(target.rsplit(".", 1)[-1], set()).add(kind)
     return kinds
+
+
+# A `foreach=` argument other than `False`.
+_FOREACH_SET = re.compile(r"\bforeach\s*=\s*(?!False\b)")
+
+
+def _copy_kind(kinds: Iterable[str]) -> str:
+    """"nonblocking" if any copy is, else "blocking" if there is one, else ""."""
+    found = set(kinds)
+    return "nonblocking" if "nonblocking" in found else "blocking" if found else ""
+
+
+def _call_text(ix: ModuleIndex, pos: Pos) -> str:
+    """The text of the call starting at `pos`, up to its closing parenthesis (or the end of the file)."""
+    line, column = pos
+    if line <= 0:
+        return ""
+    text = "\n".join(ix.lines[line - 1:])[column:]
+    depth = 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return text[:i + 1]
+    return text
 
 
 def _single_kinds(kinds: dict[str, set[str]]) -> tuple[tuple[str, str], ...]:

@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/75"
+FORMAT = "gpulint.project/76"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -193,6 +193,7 @@ def load_facts(data: dict) -> FileFacts:
         layer_classes=frozenset(data["layer_classes"]),
         device_fed=data["device_fed"],
         batches_copied=data["batches_copied"],
+        loop_batches_copied=data["loop_batches_copied"],
         used_by_code=data["used_by_code"],
         library_objects=tuple(tuple(pair) for pair in data["library_objects"]),
         device_kwargs=frozenset(data["device_kwargs"]),

@@ -181,11 +181,13 @@ CPU_FACTORIES = frozenset(
 # Library classes whose methods cost the step something the call does not show, by what they cost:
 # ema_pytorch's `EMA.update()` and `get_current_decay()` read its step counter with `.item()` (a sync per call);
 # timm's `ModelEma` / `ModelEmaV2.update(model)` loop over every tensor in Python (its `ModelEmaV3` uses foreach);
+# diffusers' `EMAModel.step(parameters)` too, unless it was built with `foreach=True` (`_library_kind_sets`);
 # AllenNLP's metrics read what each call is given on the host (`_ALLENNLP_SYNCING_METRICS`).
 LIBRARY_OBJECTS = {
     "ema_pytorch.EMA": "ema_pytorch", "ema_pytorch.ema_pytorch.EMA": "ema_pytorch",
     "timm.utils.ModelEma": "timm_ema", "timm.utils.ModelEmaV2": "timm_ema",
     "timm.utils.model_ema.ModelEma": "timm_ema", "timm.utils.model_ema.ModelEmaV2": "timm_ema",
+    "diffusers.training_utils.EMAModel": "diffusers_ema",
 }
 # AllenNLP's metrics whose `__call__` reads the batch's counts on the host (`.item()`, `float()`, `if (...).any():`,
 # `.tolist()`), by module: calling one in a model's `forward` syncs every step (allennlp 2.x).

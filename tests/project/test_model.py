@@ -10584,7 +10584,8 @@ def test_a_dataset_method_named_prepare_is_no_library_placing_the_batches(tmp_pa
         """,
     }
     assert ("main.py", 6, "GPL411") in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
-    files["datasets/coco.py"] = "from accelerate import Accelerator\n" + files["datasets/coco.py"]
+    # (accelerate, where the training loop uses it, places the batches itself)
+    files["engine.py"] = "from accelerate import Accelerator\n" + files["engine.py"]
     assert ("main.py", 6, "GPL411") not in [(f[0], f[1], f[2]) for f in check(tmp_path, files)]
 
 
@@ -16542,3 +16543,67 @@ def test_a_jax_program_an_input_gradient_and_a_loader_built_after_training_are_n
         ("manual.py", 9, "GPL401"), ("manual.py", 11, "GPL501"), ("odin.py", 9, "GPL401"), ("segment.py", 7, "GPL411"),
     ], found
     assert found[2][4].startswith("loop over loader"), found
+
+
+def test_a_mapped_encoder_is_setup_and_a_loop_feeds_the_copies_it_reaches(tmp_path, check):
+    """Shapes of batch 157 (ImageReward). Its SDXL fine-tuning encodes the dataset once with `dataset.map(encode,
+    batch_size=args.mapping_batch_size)`: a function applied now, at setup, though its arguments name batches. Its
+    reward model's `train.py` loops over its own unpinned loader and hands each batch to `model(batch)`, whose
+    `forward` copies it to the device, while another program of the project (the fine-tuning) uses accelerate,
+    which places its own batches: the loader still feeds blocking copies."""
+    found = check(tmp_path, {
+        "finetune.py": """
+            import functools
+            import torch
+            from accelerate import Accelerator
+
+            def encode(batch, encoder):
+                ids = torch.tensor(batch["ids"]).to(encoder.device)
+                return {"embeds": encoder(ids).cpu()}
+
+            def train(args, dataset, encoder, model, optimizer):
+                accelerator = Accelerator()
+                fn = functools.partial(encode, encoder=encoder)
+                dataset = dataset.map(fn, batched=True, batch_size=args.mapping_batch_size)
+                loader = accelerator.prepare(torch.utils.data.DataLoader(dataset, pin_memory=True))
+                for batch in loader:
+                    loss = model(batch["embeds"]).mean()
+                    accelerator.backward(loss)
+                    optimizer.step()
+        """,
+        "reward.py": """
+            import torch
+
+            class Reward(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.device = "cuda"
+                    self.head = torch.nn.Linear(4, 1)
+
+                def forward(self, batch):
+                    return self.encode_pair(batch)
+
+                def encode_pair(self, batch):
+                    better = batch["better"].to(self.device)
+                    worse = batch["worse"].to(self.device)
+                    return self.head(better) - self.head(worse)
+        """,
+        "train_reward.py": """
+            import torch
+            from torch.utils.data import DataLoader
+            from reward import Reward
+
+            def main(dataset):
+                model = Reward().cuda()
+                optimizer = torch.optim.AdamW(model.parameters())
+                loader = DataLoader(dataset, batch_size=8, shuffle=True)
+                for batch in loader:
+                    loss = -torch.nn.functional.logsigmoid(model(batch)).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found] == [
+        ("reward.py", 14, "GPL411"), ("reward.py", 15, "GPL411"), ("train_reward.py", 9, "GPL411"),
+    ], found

@@ -37,7 +37,9 @@ _TENSOR_DICT = re.compile(
 
 # An EMA's update call (`model_ema.update(model)`, `self.ema_model.update(net)`): the receiver's name says EMA.
 _EMA_NAME = re.compile(r"ema", re.IGNORECASE)
-_EMA_UPDATE = re.compile(r"ema\w*\.update\(", re.IGNORECASE)
+_EMA_UPDATE = re.compile(r"ema\w*\.(?:update|step)\(", re.IGNORECASE)
+# The method of each library EMA class that loops over the tensors (`FileFacts.library_objects` kinds).
+_LIBRARY_EMA_UPDATES = {"timm_ema": "update", "diffusers_ema": "step"}
 
 
 class PerParameterUpdateLoop(WhereItRuns):
@@ -52,18 +54,22 @@ class PerParameterUpdateLoop(WhereItRuns):
         "timm's `{call}` loops over every tensor of the model in Python: several kernel launches per tensor every "
         "step; timm's `ModelEmaV3` updates them with `torch._foreach_*` calls"
     )
+    message_diffusers = (
+        "diffusers' `{call}` of an `EMAModel` built without `foreach=True` loops over every parameter in Python: "
+        "several kernel launches per tensor every step; build it with `foreach=True`"
+    )
     triggers = PARAM_TRIGGERS
     requires = (UPDATE_WORDS,)  # a reported loop updates its tensors
 
     @classmethod
     def runs_for_facts(cls, facts) -> bool:
         # `model_ema.update(model)` where another file built `model_ema = ModelEmaV2(model)`
-        return any(kind == "timm_ema" for _, kind in facts.library_objects)
+        return any(kind in _LIBRARY_EMA_UPDATES for _, kind in facts.library_objects)
 
     @classmethod
     def may_report_in(cls, code: str, name: str, class_name: str) -> bool:
         # The loop iterates a model's tensors, or a dict of them bound in the same function (`binds_tensor_dict`); or
-        # the function updates an EMA (`model_ema.update(model)`, of a library).
+        # the function updates an EMA (`model_ema.update(model)`, `ema_unet.step(unet.parameters())`, of a library).
         return super().may_report_in(code, name, class_name) and (
             has_loop(PARAM_FOR_STATEMENT, code) or _TENSOR_DICT.search(code) is not None
         ) or _EMA_UPDATE.search(code) is not None
@@ -84,7 +90,8 @@ class PerParameterUpdateLoop(WhereItRuns):
         "count. A loop in the `else` of an `if` whose body makes `torch._foreach_*` calls is the fallback of the "
         "foreach form and is not flagged, unless the switch is an attribute the constructor defaults to `False` "
         "(`EMAModel(..., foreach=False)`: the loop is what runs). Also flags `model_ema.update(model)` of timm's "
-        "`ModelEma` / `ModelEmaV2`, which runs such a loop inside the library.",
+        "`ModelEma` / `ModelEmaV2`, and `ema_unet.step(unet.parameters())` of diffusers' `EMAModel` built without "
+        "`foreach=True`, which run such a loop inside the library.",
         why_slow="Kernel launch count: each in-place op on each tensor is its own launch. An EMA update of a 300-tensor "
         "model with `mul_` + `add_` is 600 launches per step, each paying Python and dispatcher time on the CPU for a "
         "tiny amount of GPU work, so the GPU waits on the Python loop. The `torch._foreach_*` ops and `foreach=True`/`fused=True` "
@@ -106,6 +113,10 @@ class PerParameterUpdateLoop(WhereItRuns):
         "(`center_criterion.parameters()`: a tensor or two), and loops under a logging gate.",
     )
     valid = (
+        # diffusers' EMA built for the foreach form
+        training_script("ema_unet.step(model.parameters())",
+                        header="from diffusers.training_utils import EMAModel\n\n"
+                        "ema_unet = EMAModel(torch.nn.Linear(2, 2).parameters(), foreach=True)"),
         # schedule-free's optimizers: the loop is the fallback for `foreach=False`; the default takes the foreach form
         ("import torch\n\n\nclass Lookahead(torch.optim.Optimizer):\n    def step(self):\n"
          "        for group in self.param_groups:\n            if group[\"foreach\"]:\n"
@@ -166,6 +177,11 @@ class PerParameterUpdateLoop(WhereItRuns):
         ),
         Invalid(training_script("model_ema.update(model)",
                                 header="from timm.utils import ModelEmaV2\n\nmodel_ema = ModelEmaV2(torch.nn.Linear(2, 2))")),
+        # diffusers' training scripts with `--use_ema`: a copy of the model, then the EMA of its parameters
+        Invalid(training_script("ema_unet.step(model.parameters())",
+                                header="from diffusers.training_utils import EMAModel\n\n"
+                                "ema_unet = torch.nn.Linear(2, 2)\n"
+                                "ema_unet = EMAModel(ema_unet.parameters(), decay=0.999)")),
         # ResShift's EMA: its own dict of copies walked key by key, each blended with the model's tensor of that key
         Invalid(
             "import torch\n\n\nclass Trainer:\n    def update_ema_model(self, rate):\n"
@@ -212,11 +228,14 @@ class PerParameterUpdateLoop(WhereItRuns):
     def visit_Call(self, node: cst.Call) -> None:
         self._track_call(node)
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "update" and node.args):
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("update", "step") and node.args):
             return
         receiver = last_name(func.value) or ""
-        if _EMA_NAME.search(receiver) and self.context.facts.library_kind(receiver) == "timm_ema":
-            self.report(node, self.message_library.format(call=f"{receiver}.update()"), when="per_step")
+        kind = self.context.facts.library_kind(receiver) if _EMA_NAME.search(receiver) else ""
+        if _LIBRARY_EMA_UPDATES.get(kind) != func.attr.value:
+            return
+        message = self.message_library if kind == "timm_ema" else self.message_diffusers
+        self.report(node, message.format(call=f"{receiver}.{func.attr.value}()"), when="per_step")
 
     def visit_For(self, node: cst.For) -> None:
         self._track_for(node)

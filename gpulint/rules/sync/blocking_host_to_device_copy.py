@@ -226,8 +226,10 @@ class BlockingHostToDeviceCopy(SyncRule):
         "`distrib.loader(dataset, batch_size=8)`, or of a project subclass of DataLoader, is a DataLoader "
         "construction, and so is `DataLoader(ds, **params)` where the function binds `params` to a dict display "
         "and never names `pin_memory`; a loader that a training loop of its own file iterates without copying its "
-        "batches, such as a `TensorDataset` over tensors a rollout buffer keeps on the device, is not reported "
-        "for another file's copies); also a training DataLoader without "
+        "batches, such as a `TensorDataset` over tensors a rollout buffer keeps on the device, is reported only for "
+        "the copies that loop reaches in other files, such as a model's `forward` moving the batch it is handed, "
+        "and the copies of a program that accelerate or Lightning feeds do not count for another program's loader); "
+        "also a training DataLoader without "
         "`pin_memory` that is handed to a trainer which "
         "copies its batches itself: `trainer.fit(model, loader)`, Composer's `Trainer(train_dataloader=loader)`, "
         "or built in a LightningModule's or LightningDataModule's `train_dataloader` hook (or a helper it calls, in "
@@ -764,10 +766,13 @@ class BlockingHostToDeviceCopy(SyncRule):
         in_file = (self._nonblocking or batch_copies) and self.context.facts.step_code()
         # A data module that copies nothing itself (open_flamingo's `data.py`, guided-diffusion's `load_data`
         # generator) feeds the copies of another file's step.
-        # (Not a file whose own training loop takes the loader's batches as they are: Safe-Policy-Optimization's
-        # `DataLoader(TensorDataset(*rollout_tensors))`, whose tensors the rollout buffer keeps on the device.)
-        elsewhere = self.context.facts.batches_copied \
-            if not (self._nonblocking or batch_copies or self._loops_over_own_loader()) else ""
+        # A file whose own training loop takes the loader's batches as they are feeds only the copies that loop
+        # reaches (ImageReward's `model(batch)`, whose `forward` moves the batch), not every file's: Safe-Policy-
+        # Optimization's `DataLoader(TensorDataset(*rollout_tensors))` hands on tensors the rollout buffer keeps on
+        # the device.
+        facts = self.context.facts
+        elsewhere = "" if self._nonblocking or batch_copies else \
+            facts.loop_batches_copied if self._loops_over_own_loader() else facts.batches_copied
         # A Dataset whose `__getitem__` hands out device tensors (lucidrains' `TextSamplerDataset`): its loader's
         # batches are on the device already, where pinning cannot apply; the copy per sample is the finding.
         on_device_items = any(_in_dataset_item(ancestors) for _, _, ancestors in self._blocking)
