@@ -245,8 +245,9 @@ class Scope:
     decorator_periodic: bool = False  # a decorator's arguments set a period (`every=100`)
     bases: tuple[str, ...] = ()  # for a class
     # Methods of its class it names without calling (`[self._ce_forward, self._ohem_forward]`, `checkpoint(self._block,
-    # x)`): a table or a callback that runs them where the reference is taken.
-    method_refs: tuple[str, ...] = ()
+    # x)`), and properties it reads (`grad = self.model_grads`): a table or a callback that runs them where the
+    # reference is taken. Each read, with where it is.
+    method_refs: tuple[tuple[str, Pos], ...] = ()
     loops: list[Loop] = field(default_factory=list)
     regions: list[Region] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
@@ -3046,8 +3047,8 @@ class _Walker:
     def _note_method_ref(self, node: ast.AST) -> None:
         """`self.name` read, not called: maybe a method handed on (`_expr` and `_call` see only such reads)."""
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
-                and self.scope.kind == "function" and node.attr not in self.scope.method_refs:
-            self.scope.method_refs += (node.attr,)
+                and self.scope.kind == "function":
+            self.scope.method_refs += ((node.attr, self._pos(node)),)
 
 
 # Calls that make a tensor of their first argument's host data (or pass it on), as a copy helper writes them.

@@ -4277,21 +4277,28 @@ class Project:
                         reason=f"in `{child.name}`, a handler of an iteration event", among=reach.among))
         if facts.step_loops and rank_ok(reach):
             self._consumed_generators(path, scope, facts, push)
-        self._referenced_methods(path, scope, reach, push)
+        self._referenced_methods(path, scope, reach, push, facts, file_facts)
 
-    def _referenced_methods(self, path: str, scope: Scope, reach: Reach, push) -> None:
+    def _referenced_methods(self, path: str, scope: Scope, reach: Reach, push, facts: FunctionFacts,
+                            file_facts: FileFacts) -> None:
         """The methods of its class a function names without calling (HRNet's OHEM loss picks `self._ohem_forward`
-        from a list it builds; `checkpoint(self._block, x)`): they run where the function runs, as far as the model
-        can tell (likely)."""
+        from a list it builds; `checkpoint(self._block, x)`) and the properties it reads (FedLab's SCAFFOLD reads
+        `self.model_grads` in its step loop, a property copying every gradient to the host): they run where the
+        reference is, as far as the model can tell (likely)."""
         if not scope.method_refs or not scope.cls or reach.rank > PROGRAM:
             return
         cls = Target(path, scope.cls, True)
-        methods: list[Target] = []
-        for name in scope.method_refs:  # as `self.name()` resolves: the method, and the overrides it dispatches to
-            if (method := self.find_method(cls, name)) is not None and not self._runs_only_where_off(method):
-                methods += self.resolve_call(path, scope, Call(0, (0, 0), f"self.{name}", -1), per_step=False).targets
-        self._reach_all(list(dict.fromkeys(methods)), reach.rank, True, reach.chain, reach.flags, push,
-                        among=reach.among)
+        found: dict[tuple[int, tuple, tuple], list[Target]] = {}  # by rank, chain and switches
+        for name, pos in scope.method_refs:  # as `self.name()` resolves: the method, and the overrides it dispatches to
+            if (method := self.find_method(cls, name)) is None or self._runs_only_where_off(method):
+                continue
+            state = state_at(scope, pos, facts, file_facts)
+            if (rank := _rank_of(state, reach)) > PROGRAM:
+                continue
+            targets = self.resolve_call(path, scope, Call(0, (0, 0), f"self.{name}", -1), per_step=False).targets
+            found.setdefault((rank, state.chain or reach.chain, tuple(state.flags)), []).extend(targets)
+        for (rank, chain, flags), methods in found.items():
+            self._reach_all(list(dict.fromkeys(methods)), rank, True, chain, flags, push, among=reach.among)
 
     def _methods_called(self, path: str, scope: Scope, callee: str) -> list[Target]:
         """What the scope's calls of `callee` run, where the model resolves them for certain (habitat's

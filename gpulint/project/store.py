@@ -69,7 +69,7 @@ def scope_from(data: dict) -> Scope:
             "decorators": tuple(data["decorators"]),
             "decorator_args": tuple(data["decorator_args"]),
             "bases": tuple(data["bases"]),
-            "method_refs": tuple(data["method_refs"]),
+            "method_refs": tuple((name, tuple(pos)) for name, pos in data["method_refs"]),
             "copied_params": tuple(data["copied_params"]),
             "moved_params": tuple(data["moved_params"]),
             "read_params": tuple(data["read_params"]),

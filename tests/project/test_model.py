@@ -16607,3 +16607,42 @@ def test_a_mapped_encoder_is_setup_and_a_loop_feeds_the_copies_it_reaches(tmp_pa
     assert [(f[0], f[1], f[2]) for f in found] == [
         ("reward.py", 14, "GPL411"), ("reward.py", 15, "GPL411"), ("train_reward.py", 9, "GPL411"),
     ], found
+
+
+def test_a_property_read_in_the_step_loop_runs_every_step(tmp_path, check):
+    """FedLab's SCAFFOLD reads `self.model_grads` in its step loop: a property of the base class that concatenates
+    every gradient and copies it to the host. A property read only at setup (`self.model_norm`) is no step work."""
+    found = check(tmp_path, {
+        "maintainer.py": """
+            import torch
+
+            class Maintainer:
+                def __init__(self, model):
+                    self._model = model.cuda()
+
+                @property
+                def model_grads(self):
+                    grads = torch.cat([p.grad.view(-1) for p in self._model.parameters()])
+                    return grads.cpu()
+
+                @property
+                def model_norm(self):
+                    return torch.cat([p.view(-1) for p in self._model.parameters()]).norm().cpu()
+        """,
+        "scaffold.py": """
+            import torch
+            from maintainer import Maintainer
+
+            class Scaffold(Maintainer):
+                def train(self, loader, optimizer, control):
+                    start = self.model_norm
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(self._model(x.cuda(non_blocking=True)), y.cuda())
+                        optimizer.zero_grad()
+                        loss.backward()
+                        grad = self.model_grads - control
+                        optimizer.step()
+                    return start
+        """,
+    })
+    assert [(f[0], f[1], f[2]) for f in found if f[0] == "maintainer.py"] == [("maintainer.py", 11, "GPL403")], found
