@@ -150,9 +150,10 @@ class FileFacts:
     # "nonblocking", "blocking", or "" (none seen, or accelerate / Lightning places the batches). A DataLoader this
     # file builds without `pin_memory` feeds those copies from pageable memory.
     batches_copied: str = ""
-    # How the code this file's training loops reach in other files copies tensors to the device ("nonblocking",
-    # "blocking" or "", as `batches_copied`): a loop handing its batches to a model whose `forward` moves them
-    # (ImageReward's `model(batch)`, whose `encode_pair` copies each tensor) feeds those copies.
+    # How the code this file's training loops reach in other files copies values as they came (a name or an item of
+    # one, not a tensor it made) to the device ("nonblocking", "blocking" or "", as `batches_copied`): a loop handing
+    # its batches to a model whose `forward` moves them (ImageReward's `model(batch)`, whose `encode_pair` copies
+    # each tensor) feeds those copies.
     loop_batches_copied: str = ""
     # A file other than a package's `__init__` imports it: a module other code uses, whose
     # `if __name__ == "__main__":` block is its self-test or demo, not the training program (a module only its

@@ -528,8 +528,14 @@ class Project:
                     kind = "nonblocking" if "non_blocking=True" in copy else "blocking" if of_batches else ""
                     if kind and self._step_copies.get(where) != "nonblocking":
                         self._step_copies[where] = kind
-                    entry = (where, reach.chain[0].path) if reach.chain else None
-                    if kind and entry and in_step and self._loop_copies.get(entry) != "nonblocking":
+                entry = (where, reach.chain[0].path) if reach.chain and in_step else None
+                # (only a copy of a value as it came, `img.to(self.device)`, may be the batch's: not of a tensor
+                # the step code made, `torch.arange(n).to(x.device)`)
+                for copy in _DEVICE_COPY.finditer(definition.code) if entry else ():
+                    kind = "nonblocking" if "non_blocking=True" in copy.group() else "blocking"
+                    before = definition.code[copy.start() - 1:copy.start()]
+                    if (before.isidentifier() or before.isdigit() or before == "]") \
+                            and self._loop_copies.get(entry) != "nonblocking":
                         self._loop_copies[entry] = kind
         return _copy_kind(kind for where, kind in self._step_copies.items() if where != path)
 

@@ -16603,8 +16603,35 @@ def test_a_mapped_encoder_is_setup_and_a_loop_feeds_the_copies_it_reaches(tmp_pa
                     loss.backward()
                     optimizer.step()
         """,
+        "positions.py": """
+            import torch
+
+            class Tagger(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.head = torch.nn.Linear(4, 1)
+
+                def forward(self, x):
+                    return self.head(x) + torch.arange(x.shape[0]).to(x.device)[:, None]
+        """,
+        "train_tagger.py": """
+            import torch
+            from torch.utils.data import DataLoader
+            from positions import Tagger
+
+            def main(dataset):
+                model = Tagger().cuda()
+                optimizer = torch.optim.AdamW(model.parameters())
+                loader = DataLoader(dataset, batch_size=8, shuffle=True)
+                for batch in loader:
+                    loss = model(batch).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
     })
-    assert [(f[0], f[1], f[2]) for f in found] == [
+    # (the tagger's loader hands its batches on as they are: its model copies only a tensor it makes)
+    assert [(f[0], f[1], f[2]) for f in found if f[2] == "GPL411"] == [
         ("reward.py", 14, "GPL411"), ("reward.py", 15, "GPL411"), ("train_reward.py", 9, "GPL411"),
     ], found
 
