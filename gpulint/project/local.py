@@ -3045,10 +3045,13 @@ class _Walker:
         return is_interval_test(arg) or isinstance(arg, ast.Name) and arg.id in self.step_flags
 
     def _note_method_ref(self, node: ast.AST) -> None:
-        """`self.name` read, not called: maybe a method handed on (`_expr` and `_call` see only such reads)."""
+        """`self.name` read, not called: maybe a method handed on or a property read (`_expr` and `_call` see only
+        such reads)."""
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
                 and self.scope.kind == "function":
-            self.scope.method_refs += ((node.attr, self._pos(node)),)
+            ref = (node.attr, self._pos(node))
+            if ref not in self.scope.method_refs:
+                self.scope.method_refs += (ref,)
 
 
 # Calls that make a tensor of their first argument's host data (or pass it on), as a copy helper writes them.

@@ -4295,8 +4295,12 @@ class Project:
             return
         cls = Target(path, scope.cls, True)
         found: dict[tuple[int, tuple, tuple], list[Target]] = {}  # by rank, chain and switches
+        methods_named: dict[str, bool] = {}  # (most reads are of plain attributes: each name is looked up once)
         for name, pos in scope.method_refs:  # as `self.name()` resolves: the method, and the overrides it dispatches to
-            if (method := self.find_method(cls, name)) is None or self._runs_only_where_off(method):
+            if name not in methods_named:
+                method = self.find_method(cls, name)
+                methods_named[name] = method is not None and not self._runs_only_where_off(method)
+            if not methods_named[name]:
                 continue
             state = state_at(scope, pos, facts, file_facts)
             if (rank := _rank_of(state, reach)) > PROGRAM:
