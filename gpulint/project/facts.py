@@ -255,15 +255,15 @@ def shown_at(facts: FileFacts, shown: dict[str, str]) -> FileFacts:
     """The facts with every frame's path as reports show it. The model reads each file by its path within the linted
     folder (`src/train.py`, wherever the run started), so that the folders above a project cannot change what it
     finds; `shown` maps those paths to the ones the user gave (`/home/me/repo/src/train.py`)."""
-    def frames(chain: tuple[Frame, ...]) -> tuple[Frame, ...]:
-        return tuple(Frame(shown.get(f.path, f.path), f.line, f.label) for f in chain)
+    def frame_shown(frame: Frame) -> Frame:
+        return replace(frame, path=shown.get(frame.path, frame.path))
 
     functions = {}
     for name, function in facts.functions.items():
         reach = function.reach
         if reach is not None and reach.chain:
-            reach = replace(reach, chain=frames(reach.chain))
-        loop_frames = tuple((loop, frames((frame,))[0]) for loop, frame in function.loop_frames)
+            reach = replace(reach, chain=tuple(frame_shown(f) for f in reach.chain))
+        loop_frames = tuple((loop, frame_shown(frame)) for loop, frame in function.loop_frames)
         functions[name] = replace(function, reach=reach, loop_frames=loop_frames)
     return replace(facts, functions=functions)
 

@@ -407,9 +407,9 @@ class Project:
         self._definition_names: tuple[dict[str, int], dict[str, int]] | None = None  # see `_definition_counts`
         self._code_texts: dict[str, str] = {}  # see `_code_of`
         self._closures: dict[tuple[str, str, str], list[Target]] = {}  # see `_attribute_closures`
-        self._step_copies: dict[str, str] | None = None  # per file, how its step code copies to the device
-        # per file and the file whose training loop reaches that code, how it copies (`_batches_copied_elsewhere`)
-        self._loop_copies: dict[tuple[str, str], str] = {}
+        # how the step code copies to the device, by file, and by loop file and file (`_find_step_copies`)
+        self._step_copies: dict[str, set[str]] | None = None
+        self._loop_copies: dict[str, dict[str, set[str]]] = {}
         self._fed_loaders: dict[str, frozenset[str]] | None = None  # see `_trainer_loader_builders`
         self._importers: dict[str, list[str]] | None = None  # the training files importing each file (`_program`)
         self._programs: dict[str, frozenset[str]] = {}  # by entry file (see _program)
@@ -509,41 +509,48 @@ class Project:
         the batches itself (accelerate, Lightning) is in use on the way from the training loop. (A project's other
         training program may use one: ImageReward's ReFL fine-tuning is accelerate's, its reward model's `train.py`
         copies its own batches.)"""
-        if self._step_copies is None:
-            self._step_copies = {}
-            placing = {p for p, ix in self.files.items() if _PLACES_BATCHES.search(ix.text)}
-            for (where, qualname), reach in self.reach.items():
-                definition = self.files[where].definitions.get(qualname)
-                # A function holding the step loop also holds its setup (`model.to(device)`): only its
-                # non-blocking copies, and those in the step loop's body, are surely the batches'.
-                in_step = reach.rank <= GATED
-                if definition is None or not in_step and not self._step_loops.get((where, qualname)):
-                    continue
-                if where in placing or any(frame.path in placing for frame in reach.chain):
-                    continue
-                copies = [(c, in_step) for c in _DEVICE_COPY.findall(definition.code)]
-                if not in_step:
-                    copies += [(c, True) for c in self._copies_in_step_loops(where, qualname)]
-                for copy, of_batches in copies:
-                    kind = "nonblocking" if "non_blocking=True" in copy else "blocking" if of_batches else ""
-                    if kind and self._step_copies.get(where) != "nonblocking":
-                        self._step_copies[where] = kind
-                entry = (where, reach.chain[0].path) if reach.chain and in_step else None
-                # (only a copy of a value as it came, `img.to(self.device)`, may be the batch's: not of a tensor
-                # the step code made, `torch.arange(n).to(x.device)`)
-                for copy in _DEVICE_COPY.finditer(definition.code) if entry else ():
-                    kind = "nonblocking" if "non_blocking=True" in copy.group() else "blocking"
-                    before = definition.code[copy.start() - 1:copy.start()]
-                    if (before.isidentifier() or before.isdigit() or before == "]") \
-                            and self._loop_copies.get(entry) != "nonblocking":
-                        self._loop_copies[entry] = kind
-        return _copy_kind(kind for where, kind in self._step_copies.items() if where != path)
+        step_copies, _ = self._find_step_copies()
+        return _copy_kind(kind for where, kinds in step_copies.items() if where != path for kind in kinds)
 
     def _loop_batches_copied(self, path: str) -> str:
-        """How the step code this file's training loops reach in other files copies to the device
+        """How the step code this file's training loops reach in other files copies values as they came to the device
         (`FileFacts.loop_batches_copied`)."""
-        self._batches_copied_elsewhere(path)
-        return _copy_kind(kind for (where, entry), kind in self._loop_copies.items() if entry == path != where)
+        _, loop_copies = self._find_step_copies()
+        return _copy_kind(kind for where, kinds in loop_copies.get(path, {}).items() if where != path for kind in kinds)
+
+    def _find_step_copies(self) -> tuple[dict[str, set[str]], dict[str, dict[str, set[str]]]]:
+        """The device copies of the step code, found once for the project: by file, the kinds of its copies
+        ("nonblocking", "blocking"); and by the file of the training loop reaching it, by file, the kinds of its
+        copies of values as they came (`img.to(self.device)`; not `torch.arange(n).to(x.device)`, a tensor the step
+        code made), which may be the loop's batches. Code reached past a library that places the batches itself
+        counts for neither."""
+        if self._step_copies is not None:
+            return self._step_copies, self._loop_copies
+        self._step_copies, self._loop_copies = {}, {}
+        placing = {p for p, ix in self.files.items() if _PLACES_BATCHES.search(ix.text)}
+        for (where, qualname), reach in self.reach.items():
+            definition = self.files[where].definitions.get(qualname)
+            # A function holding the step loop also holds its setup (`model.to(device)`): only its non-blocking
+            # copies, and those in the step loop's body, are surely the batches'.
+            in_step = reach.rank <= GATED
+            if definition is None or not in_step and not self._step_loops.get((where, qualname)):
+                continue
+            if where in placing or any(frame.path in placing for frame in reach.chain):
+                continue
+            matches = list(_DEVICE_COPY.finditer(definition.code))
+            copies = [(m.group(), in_step) for m in matches]
+            if not in_step:
+                copies += [(c, True) for c in self._copies_in_step_loops(where, qualname)]
+            for copy, of_batches in copies:
+                if "non_blocking=True" in copy or of_batches:
+                    self._step_copies.setdefault(where, set()).add(_copy_kind_of(copy))
+            if in_step and reach.chain:
+                for match in matches:
+                    before = definition.code[match.start() - 1:match.start()]
+                    if before.isidentifier() or before.isdigit() or before == "]":
+                        self._loop_copies.setdefault(reach.chain[0].path, {}).setdefault(where, set()).add(
+                            _copy_kind_of(match.group()))
+        return self._step_copies, self._loop_copies
 
     def _copies_in_step_loops(self, path: str, qualname: str) -> list[str]:
         """The device copies written in the bodies of a function's step loops (Conv-TasNet's `padded_mixture.cuda()`
@@ -4295,18 +4302,20 @@ class Project:
             return
         cls = Target(path, scope.cls, True)
         found: dict[tuple[int, tuple, tuple], list[Target]] = {}  # by rank, chain and switches
-        methods_named: dict[str, bool] = {}  # (most reads are of plain attributes: each name is looked up once)
-        for name, pos in scope.method_refs:  # as `self.name()` resolves: the method, and the overrides it dispatches to
-            if name not in methods_named:
+        # what `self.name()` would run (the method, and the overrides it dispatches to), by name: most reads are of
+        # plain attributes, and each name is looked up once
+        runs: dict[str, list[Target]] = {}
+        for name, pos in scope.method_refs:
+            if name not in runs:
                 method = self.find_method(cls, name)
-                methods_named[name] = method is not None and not self._runs_only_where_off(method)
-            if not methods_named[name]:
+                runs[name] = [] if method is None or self._runs_only_where_off(method) else self.resolve_call(
+                    path, scope, Call(0, (0, 0), f"self.{name}", -1), per_step=False).targets
+            if not runs[name]:
                 continue
             state = state_at(scope, pos, facts, file_facts)
             if (rank := _rank_of(state, reach)) > PROGRAM:
                 continue
-            targets = self.resolve_call(path, scope, Call(0, (0, 0), f"self.{name}", -1), per_step=False).targets
-            found.setdefault((rank, state.chain or reach.chain, tuple(state.flags)), []).extend(targets)
+            found.setdefault((rank, state.chain or reach.chain, tuple(state.flags)), []).extend(runs[name])
         for (rank, chain, flags), methods in found.items():
             self._reach_all(list(dict.fromkeys(methods)), rank, True, chain, flags, push, among=reach.among)
 
@@ -6122,6 +6131,11 @@ def _library_kind_sets(ix: ModuleIndex) -> dict[str, set[str]]:
 
 # A `foreach=` argument other than `False`.
 _FOREACH_SET = re.compile(r"\bforeach\s*=\s*(?!False\b)")
+
+
+def _copy_kind_of(copy: str) -> str:
+    """A copy's kind: "nonblocking" where it says `non_blocking=True`, else "blocking"."""
+    return "nonblocking" if "non_blocking=True" in copy else "blocking"
 
 
 def _copy_kind(kinds: Iterable[str]) -> str:
