@@ -2096,6 +2096,9 @@ class _Walker:
         # Names bound to a test of the device (`is_mps = x.device.type == "mps"`), per scope: `if is_mps:` is a
         # backend branch as surely as the test written out.
         self.backend_tests: dict[tuple[str, str], ast.AST] = {}
+        # Names bound to an iterator over a loader, per scope (`prompt_iter = iter(prompt_dataloader)`): `next()` of
+        # one fetches a batch as surely as `next(train_iter)`.
+        self.loader_iterators: set[tuple[str, str]] = set()
         # Per function being walked, its parameters that default to a literal other than None (`add_z_loss=False`),
         # with that value.
         self.default_values: list[dict[str, object]] = [{}]
@@ -2344,6 +2347,7 @@ class _Walker:
                     self.backend_tests[key] = node.value
                 else:
                     self.backend_tests.pop(key, None)
+                (self.loader_iterators.add if _iterator_over_loader(node.value) else self.loader_iterators.discard)(key)
             if _is_empty_start(node.value):
                 self.empty_starts[-1].update(
                     (target.id, tuple(self.loop_stack[-1])) for target in node.targets if isinstance(target, ast.Name))
@@ -3018,8 +3022,9 @@ class _Walker:
         if scope.kind == "function" and (read := _read_param(node, scope.params)) and read not in scope.read_params \
                 and not any(r.kind in _NO_RUN_REGIONS and r.holds(self._pos(node)) for r in scope.regions):
             scope.read_params += (read,)  # (not a CPU fallback: `if is_mps: x = x.cpu()`)
-        if method == "next" and isinstance(node.func, ast.Name) and node.args and iterates_loader(node.args[0]) \
-                and loop >= 0:
+        if method == "next" and isinstance(node.func, ast.Name) and node.args and loop >= 0 \
+                and (iterates_loader(node.args[0]) or isinstance(node.args[0], ast.Name)
+                     and (self.scope.qualname, node.args[0].id) in self.loader_iterators):
             # `while True: batch = next(train_iter)` steps through a loader as surely as `for batch in loader:`.
             scope.loops[loop].fetches = True
         # `register_hook(partial(fn, x))` hands `fn` to `register_hook`: the consumer decides when it runs.
@@ -3376,6 +3381,12 @@ _MODEL_COLLECTION_PARTS = frozenset({"policies", "agents", "models", "optimizers
 def _over_models(label: str) -> bool:
     """`self.policies_to_train`, `optimizers`: a loop over the models (or optimizers) of one step, not over data."""
     return bool(label) and bool(name_parts(label.rsplit(".", 1)[-1]) & _MODEL_COLLECTION_PARTS)
+
+
+def _iterator_over_loader(expr: ast.AST) -> bool:
+    """`iter(prompt_train_dataloader)`: an iterator whose `next()` fetches the loader's batches."""
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "iter" \
+        and len(expr.args) == 1 and iterates_loader(expr.args[0])
 
 
 def iterates_loader(expr: ast.AST) -> bool:

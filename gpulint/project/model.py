@@ -52,6 +52,7 @@ from gpulint.project.configs import (
     class_keywords,
     dependency_pins,
     every_step_intervals,
+    named_scripts,
     off_switches,
     pins_by_folder,
 )
@@ -214,8 +215,11 @@ class Project:
                  config_classes: Iterable[str] = (), config_intervals: Iterable[tuple[str, int]] = (),
                  config_names: Iterable[str] = (), config_values: Iterable[tuple[str, str]] = (),
                  config_switches: Iterable[tuple[str, str]] = (), config_keys: Iterable[str] = (),
-                 torch_pins: Iterable[tuple[str, str]] = (), python_optimize: Iterable[str] = ()):
+                 torch_pins: Iterable[tuple[str, str]] = (), python_optimize: Iterable[str] = (),
+                 named_scripts: Iterable[str] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
+        self.named_scripts = frozenset(named_scripts)  # the Python files the configs and docs name (`_unnamed_scripts`)
+        self._unnamed: frozenset[str] | None = None
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
         self._modules: dict[str, list[str]] = {}
@@ -592,7 +596,24 @@ class Project:
     def _is_training_file(self, path: str) -> bool:
         """Could a training loop in this file be the training the project ships (vocab.is_training_path), and is it
         no script of a library copied into the project that the project does not run (`_unrun_library_scripts`)?"""
-        return is_training_path(path) and path not in self._unrun_library_scripts() and not self._jax_program(path)
+        return is_training_path(path) and path not in self._unrun_library_scripts() and not self._jax_program(path) \
+            and path not in self._unnamed_scripts()
+
+    def _unnamed_scripts(self) -> frozenset[str]:
+        """The training scripts that nothing names, where the project names others: RLHF's `train_rlhf_trlx.py`, beside
+        the `train_rlhf.py` its `examples/train_rlhf.sh` runs, is in no doc, launcher, config or other file of it. A
+        program the project neither documents nor launches is not its shipped training (an older or alternative
+        trainer). A project that names none of its training scripts keeps them all."""
+        if self._unnamed is None:
+            scripts = {path for path, ix in self.files.items() if is_training_path(path) and not self._is_imported(path)
+                       and ("__main__" in ix.text or ix.module_scope is not None and ix.module_scope.loops)}
+            named = set(self.named_scripts)
+            for path, ix in self.files.items():
+                own = path.rsplit("/", 1)[-1]
+                named |= {name for name in named_scripts(ix.text) if name != own}  # (`os.system("python x.py")`)
+            unnamed = {path for path in scripts if path.rsplit("/", 1)[-1] not in named}
+            self._unnamed = frozenset(unnamed) if unnamed != scripts else frozenset()
+        return self._unnamed
 
     def _jax_program(self, path: str) -> bool:
         """A JAX program that borrows PyTorch's data loading or TensorBoard writer (lm-human-preference-details'
@@ -637,12 +658,18 @@ class Project:
         imports, and is not named for training, in a project other files of which train: a tool run apart from the
         training (converting or merging weights, preparing data)."""
         ix = self.files[path]
-        if "__main__" not in ix.text or self._is_imported(path) or _TRAIN_CALL.search(ix.text) \
+        if "__main__" not in ix.text or _TRAIN_CALL.search(ix.text) \
                 or name_parts(path.rsplit("/", 1)[-1][:-3]) & _RUN_NAME_PARTS - {"main", "run"}:
             return False
         program = _closure([path], self._imported())
         training = self._files_that_train()
-        return not program & training and any(p not in program and not is_test_path(p) for p in training)
+        if _PREDICTS_ONLY.search(ix.text) and not _STARTS_LIGHTNING.search(ix.text) \
+                and all(is_test_path(p) for p in self._imported_by().get(path, ())):
+            # a Lightning program that only predicts with the modules it imports (Boltz's `predict` CLI runs
+            # `trainer.predict(model_module, ...)`; its tests import it), beside a training script fitting them
+            return any(p != path and p not in program and not is_test_path(p) for p in training)
+        return not self._is_imported(path) and not program & training \
+            and any(p not in program and not is_test_path(p) for p in training)
 
     def _files_that_train(self) -> frozenset[str]:
         """The files whose text says they train (`_TRAINS`), found once for every script's question."""
@@ -2639,7 +2666,21 @@ class Project:
             # text naming it names torch's (DI-star's `from torch.optim.adam import Adam` beside its own unused
             # `Adam`). A library of optimizers its users build (pytorch-optimizer's `RAdam`) names none of torch's.
             return False
-        return self._text_names_class(cls) or name in self.config_names  # `generator_type: StyleMelGANGenerator`
+        return self._text_names_class(cls) and not self._built_only_by_uncalled_functions(cls) \
+            or name in self.config_names  # `generator_type: StyleMelGANGenerator`
+
+    def _built_only_by_uncalled_functions(self, cls: Target) -> bool:
+        """Is every place naming the class, beside its definition, a call building it in a top-level function that
+        nothing names (pixel-nerf's `AlphaLossNV2`, built only by `get_alpha_loss`, which no code calls)?"""
+        name = cls.qualname.rsplit(".", 1)[-1]
+        self._text_named()  # (fills `_naming_files`)
+        named = sum(self._naming_files.get(name, {}).values()) - len(self._defining_files.get(name, ()))
+        builds = list(self._constructions(cls))
+        builders = {scope.qualname for _, scope, _ in builds}
+        if not builds or len(builds) != named or any(scope.kind != "function" or "." in scope.qualname
+                                                     for _, scope, _ in builds):
+            return False
+        return self._unreferenced(builders) == builders
 
     def _names_torchs_optimizer(self, name: str) -> bool:
         """Does a file of the project name torch.optim's optimizer of that name (`optim.Adam(`, `torch.optim.AdamW`,
@@ -3144,6 +3185,7 @@ class Project:
             # `compute_loss`, a gradient-logging callback): a project's own code builds the trainers it ships.
             trainers = {_owner_name(key[1]) for key, _ in hooks if key[1].endswith(".training_step")}
             unused = self._unreferenced(owners) | self._built_only_apart(owners - self.config_names) \
+                | self._named_only_by_tools(owners) \
                 | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners) \
                 | self._registered_unconfigured(owners) | self._unselected_registered(owners) | never_fit
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused
@@ -3829,6 +3871,22 @@ class Project:
         serving = self._serving_modules()
         return {name for name, paths in places.items()
                 if not any(self._is_training_file(path) and path not in serving for path in paths)}
+
+    def _named_only_by_tools(self, class_names: set[str]) -> set[str]:
+        """The classes that, beside their own files, only scripts training nothing name (`_tool_script`): Boltz's
+        `Boltz2`, which only its prediction CLI loads (`model_cls.load_from_checkpoint(...)`, then `trainer.predict`),
+        while its training configs build Boltz1. A class a training config names is used there."""
+        configured = self.config_names | {dotted.rsplit(".", 1)[-1] for dotted in self.config_classes}
+        self._text_named()  # (fills `_defining_files`)
+        found = set()
+        for name in sorted(class_names - configured):
+            defining = self._defining_files.get(name, set())
+            word = re.compile(rf"\b{re.escape(name)}\b")
+            places = [p for p in self.files if p not in defining and name in self._words(p)
+                      and word.search(self._code_of(p))]
+            if places and all(self._tool_script(p) for p in places):
+                found.add(name)
+        return found
 
     def _serving_modules(self) -> frozenset[str]:
         """Modules of a package that only inference, demo or evaluation scripts import, directly or through other
@@ -6079,6 +6137,8 @@ _DEFINITION_LINE = re.compile(r"^[ \t]*(?:async\s+def|def|class)\s", re.MULTILIN
 
 # What starts Lightning's training loop: `trainer.fit(model)`, `LightningCLI(...)`, a Fabric launch.
 _STARTS_LIGHTNING = re.compile(r"\.fit\(|\bLightningCLI\b|\bcli_main\b|\bFabric\(")
+# A Lightning trainer run to predict, test or validate (`trainer.predict(model, datamodule=data)`)
+_PREDICTS_ONLY = re.compile(r"\btrainer\.(?:predict|test|validate)\s*\(", re.IGNORECASE)
 
 
 # How many methods a function must call on an object of unknown class before the classes defining them all are taken

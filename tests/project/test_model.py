@@ -2974,6 +2974,9 @@ def test_a_guessed_module_call_does_not_reach_a_tracing_or_export_wrapper(tmp_pa
                 for x in loader:
                     loss = model(x)
                     loss.backward()
+
+            if __name__ == "__main__":
+                train(build(export=False), [], "cuda")
         """,
     })
     assert [f[0] for f in found] == ["net.py"]
@@ -16673,3 +16676,138 @@ def test_a_property_read_in_the_step_loop_runs_every_step(tmp_path, check):
         """,
     })
     assert [(f[0], f[1], f[2]) for f in found if f[0] == "maintainer.py"] == [("maintainer.py", 11, "GPL403")], found
+
+
+def test_a_loop_drawing_batches_from_an_iterator_of_a_loader_is_the_step_loop(tmp_path, check):
+    """RLHF's PPO loop: `while True:` draws prompts with `next(prompt_iter)`, `prompt_iter = iter(prompt_dataloader)`,
+    then runs the PPO epochs over what it generated. Each pass is a step: its copies of the batches are per-step."""
+    found = check(tmp_path, {
+        "train.py": """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(model, dataset, optimizer, device):
+                prompt_dataloader = DataLoader(dataset, batch_size=8, pin_memory=True)
+                prompt_iter = iter(prompt_dataloader)
+                while True:
+                    try:
+                        batch_prompt = next(prompt_iter)
+                    except StopIteration:
+                        break
+                    batch_prompt = {k: v.to(device) for k, v in batch_prompt.items()}
+                    experiences = [model(**batch_prompt)]
+                    for epoch in range(4):
+                        for experience in experiences:
+                            loss = experience.mean()
+                            loss.backward()
+                            optimizer.step()
+
+            if __name__ == "__main__":
+                main(None, None, None, "cuda")
+        """,
+    })
+    assert [(f[1], f[2]) for f in found] == [(13, "GPL411")], found
+
+
+def test_a_training_script_nothing_names_is_not_shipped_where_others_are_named(tmp_path, check):
+    """RLHF's `examples/train_rlhf.sh` runs `train_rlhf.py`; `train_rlhf_trlx.py` beside it is named by no launcher,
+    doc, config or other file: an alternative trainer the project does not ship. Where nothing names any script, each
+    counts."""
+    script = """
+        import torch
+
+        def main(loader):
+            model = torch.nn.Linear(4, 4).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for batch in loader:
+                loss = model(batch.cuda(non_blocking=True)).mean()
+                loss.backward()
+                optimizer.step()
+                print(loss.item())
+
+        if __name__ == "__main__":
+            main(torch.load("batches.pt"))
+    """
+    files = {"src/train_rlhf.py": script,
+             "src/train_rlhf_trlx.py": script.replace("print(loss.item())", "print(loss.detach().cpu())")}
+    named = check(tmp_path / "named", {**files, "examples/train_rlhf.sh": "MAIN=$ROOT/src/train_rlhf.py\ndeepspeed $MAIN --lr 1e-5\n"})
+    assert sorted({f[0] for f in named}) == ["src/train_rlhf.py"], named
+    unnamed = check(tmp_path / "unnamed", files)
+    assert sorted({f[0] for f in unnamed}) == ["src/train_rlhf.py", "src/train_rlhf_trlx.py"], unnamed
+    entry = check(tmp_path / "entry", {**files, "pyproject.toml": '[project.scripts]\nrlhf = "src.train_rlhf_trlx:main"\n',
+                                       "README.md": "Run `python src/train_rlhf.py`.\n"})
+    assert sorted({f[0] for f in entry}) == ["src/train_rlhf.py", "src/train_rlhf_trlx.py"], entry
+
+
+def test_a_lightning_module_only_a_prediction_script_loads_is_not_trained(tmp_path, check):
+    """Boltz's configs build Boltz1 for `scripts/train.py`, which fits it; `Boltz2` is loaded only by the package's
+    prediction CLI (`model_cls.load_from_checkpoint(...)`, then `trainer.predict`), which a test imports: its
+    `training_step` runs in no training. Boltz1's, which the same CLI also names, does."""
+    module = """
+        import torch
+        import pytorch_lightning as pl
+
+        class {name}(pl.LightningModule):
+            def training_step(self, batch, batch_idx):
+                loss = self(batch).mean()
+                print(loss.item())
+                return loss
+    """
+    found = check(tmp_path, {
+        "pkg/models/boltz1.py": module.format(name="Boltz1"),
+        "pkg/models/boltz2.py": module.format(name="Boltz2"),
+        "pkg/main.py": """
+            from pytorch_lightning import Trainer
+            from pkg.models.boltz1 import Boltz1
+            from pkg.models.boltz2 import Boltz2
+
+            def predict(path, model="boltz2"):
+                model_cls = Boltz2 if model == "boltz2" else Boltz1
+                model_module = model_cls.load_from_checkpoint(path)
+                trainer = Trainer(accelerator="gpu")
+                trainer.predict(model_module, return_predictions=False)
+
+            if __name__ == "__main__":
+                predict("model.ckpt")
+        """,
+        "tests/test_main.py": "from pkg.main import predict\n",
+        "scripts/train.py": """
+            import hydra
+            from pytorch_lightning import Trainer
+
+            def train(cfg):
+                model_module = hydra.utils.instantiate(cfg.model)
+                Trainer(max_steps=10).fit(model_module)
+        """,
+        "configs/train/structure.yaml": "model:\n  _target_: pkg.models.boltz1.Boltz1\n",
+    })
+    assert sorted({f[0] for f in found}) == ["pkg/models/boltz1.py"], found
+
+
+def test_a_module_only_an_uncalled_factory_builds_is_not_built(tmp_path):
+    """pixel-nerf guesses `conv_i(x)` (`conv_i = getattr(self, "conv" + str(i))`) among the forwards of the modules the
+    program builds; its `AlphaLossNV2` is built only by `get_alpha_loss`, which nothing calls (here `make_alpha_term`): no guess runs it. Once
+    a script calls the factory, it is built."""
+    loss = """
+        import torch
+
+        class AlphaLoss(torch.nn.Module):
+            def forward(self, alpha):
+                return alpha.mean()
+
+        def make_alpha_term(conf):
+            return AlphaLoss()
+
+        def make_rgb_term(conf):
+            return torch.nn.MSELoss()
+    """
+    train = """
+        from model import loss as losses
+
+        criterion = losses.{factory}(None)
+    """
+    alpha_loss = Target("model/loss.py", "AlphaLoss", True)
+    uncalled = model(tmp_path / "uncalled", {"model/loss.py": loss, "train.py": train.format(factory="make_rgb_term")})
+    assert not uncalled._built(alpha_loss)
+    called = model(tmp_path / "called", {"model/loss.py": loss, "train.py": train.format(factory="make_alpha_term")})
+    assert called._built(alpha_loss)
