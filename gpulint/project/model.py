@@ -600,10 +600,11 @@ class Project:
             and path not in self._unnamed_scripts()
 
     def _unnamed_scripts(self) -> frozenset[str]:
-        """The training scripts that nothing names, where the project names others: RLHF's `train_rlhf_trlx.py`, beside
-        the `train_rlhf.py` its `examples/train_rlhf.sh` runs, is in no doc, launcher, config or other file of it. A
-        program the project neither documents nor launches is not its shipped training (an older or alternative
-        trainer). A project that names none of its training scripts keeps them all."""
+        """The training scripts that nothing names, beside one that something does: RLHF's `train_rlhf_trlx.py`, in the
+        folder of the `train_rlhf.py` its `examples/train_rlhf.sh` runs, is in no doc, launcher, config or other file
+        of it. A program the project neither documents nor launches, beside one it does, is an older or alternative
+        trainer, not its shipped training. A folder of scripts none of which is named (morl-baselines' `examples/`,
+        beside the launchers its README names) keeps them all."""
         if self._unnamed is None:
             scripts = {path for path, ix in self.files.items() if is_training_path(path) and not self._is_imported(path)
                        and ("__main__" in ix.text or ix.module_scope is not None and ix.module_scope.loops)}
@@ -611,8 +612,9 @@ class Project:
             for path, ix in self.files.items():
                 own = path.rsplit("/", 1)[-1]
                 named |= {name for name in named_scripts(ix.text) if name != own}  # (`os.system("python x.py")`)
-            unnamed = {path for path in scripts if path.rsplit("/", 1)[-1] not in named}
-            self._unnamed = frozenset(unnamed) if unnamed != scripts else frozenset()
+            folders = {path.rpartition("/")[0] for path in scripts if path.rsplit("/", 1)[-1] in named}
+            self._unnamed = frozenset(path for path in scripts if path.rsplit("/", 1)[-1] not in named
+                                      and path.rpartition("/")[0] in folders)
         return self._unnamed
 
     def _jax_program(self, path: str) -> bool:

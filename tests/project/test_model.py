@@ -16712,7 +16712,7 @@ def test_a_loop_drawing_batches_from_an_iterator_of_a_loader_is_the_step_loop(tm
 def test_a_training_script_nothing_names_is_not_shipped_where_others_are_named(tmp_path, check):
     """RLHF's `examples/train_rlhf.sh` runs `train_rlhf.py`; `train_rlhf_trlx.py` beside it is named by no launcher,
     doc, config or other file: an alternative trainer the project does not ship. Where nothing names any script, each
-    counts."""
+    counts, and so does each of a folder of scripts none of which is named."""
     script = """
         import torch
 
@@ -16730,8 +16730,10 @@ def test_a_training_script_nothing_names_is_not_shipped_where_others_are_named(t
     """
     files = {"src/train_rlhf.py": script,
              "src/train_rlhf_trlx.py": script.replace("print(loss.item())", "print(loss.detach().cpu())")}
-    named = check(tmp_path / "named", {**files, "examples/train_rlhf.sh": "MAIN=$ROOT/src/train_rlhf.py\ndeepspeed $MAIN --lr 1e-5\n"})
-    assert sorted({f[0] for f in named}) == ["src/train_rlhf.py"], named
+    # (a folder of scripts none of which is named keeps them all: `examples/train_minecart.py`)
+    named = check(tmp_path / "named", {**files, "examples/train_rlhf.sh": "MAIN=$ROOT/src/train_rlhf.py\ndeepspeed $MAIN --lr 1e-5\n",
+                                       "examples/train_minecart.py": files["src/train_rlhf_trlx.py"]})
+    assert sorted({f[0] for f in named}) == ["examples/train_minecart.py", "src/train_rlhf.py"], named
     unnamed = check(tmp_path / "unnamed", files)
     assert sorted({f[0] for f in unnamed}) == ["src/train_rlhf.py", "src/train_rlhf_trlx.py"], unnamed
     entry = check(tmp_path / "entry", {**files, "pyproject.toml": '[project.scripts]\nrlhf = "src.train_rlhf_trlx:main"\n',
