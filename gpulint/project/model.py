@@ -604,7 +604,8 @@ class Project:
         folder of the `train_rlhf.py` its `examples/train_rlhf.sh` runs, is in no doc, launcher, config or other file
         of it. A program the project neither documents nor launches, beside one it does, is an older or alternative
         trainer, not its shipped training. A folder of scripts none of which is named (morl-baselines' `examples/`,
-        beside the launchers its README names) keeps them all."""
+        beside the launchers its README names) keeps them all, and so does a file whose module is named
+        (`_script_module_named`)."""
         if self._unnamed is None:
             scripts = {path for path, ix in self.files.items() if is_training_path(path) and not self._is_imported(path)
                        and ("__main__" in ix.text or ix.module_scope is not None and ix.module_scope.loops)}
@@ -614,8 +615,16 @@ class Project:
                 named |= {name for name in named_scripts(ix.text) if name != own}  # (`os.system("python x.py")`)
             folders = {path.rpartition("/")[0] for path in scripts if path.rsplit("/", 1)[-1] in named}
             self._unnamed = frozenset(path for path in scripts if path.rsplit("/", 1)[-1] not in named
-                                      and path.rpartition("/")[0] in folders)
+                                      and path.rpartition("/")[0] in folders and not self._script_module_named(path))
         return self._unnamed
+
+    def _script_module_named(self, path: str) -> bool:
+        """Is the file's module named by another file or a training config (ResShift's configs load
+        `trainer.TrainerDifIR` from `trainer.py`, a file with a `__main__` block of its own that nothing imports)?"""
+        stem = path.rsplit("/", 1)[-1][:-3]
+        if any(stem in dotted.split(".") for dotted in self.config_classes):
+            return True
+        return any(other != path and stem in self._words(other) for other in self.files)
 
     def _jax_program(self, path: str) -> bool:
         """A JAX program that borrows PyTorch's data loading or TensorBoard writer (lm-human-preference-details'
