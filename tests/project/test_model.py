@@ -16730,10 +16730,13 @@ def test_a_training_script_nothing_names_is_not_shipped_where_others_are_named(t
     """
     files = {"src/train_rlhf.py": script,
              "src/train_rlhf_trlx.py": script.replace("print(loss.item())", "print(loss.detach().cpu())")}
-    # (a folder of scripts none of which is named keeps them all: `examples/train_minecart.py`)
+    # (a folder of scripts none of which is named keeps them all: `examples/train_minecart.py`; so does a script whose
+    # module a training config names: ResShift's `trainer.py`, loaded by name)
     named = check(tmp_path / "named", {**files, "examples/train_rlhf.sh": "MAIN=$ROOT/src/train_rlhf.py\ndeepspeed $MAIN --lr 1e-5\n",
-                                       "examples/train_minecart.py": files["src/train_rlhf_trlx.py"]})
-    assert sorted({f[0] for f in named}) == ["examples/train_minecart.py", "src/train_rlhf.py"], named
+                                       "examples/train_minecart.py": files["src/train_rlhf_trlx.py"],
+                                       "src/trainer.py": files["src/train_rlhf_trlx.py"],
+                                       "configs/train.yaml": "trainer:\n  target: trainer.Trainer\n"})
+    assert sorted({f[0] for f in named}) == ["examples/train_minecart.py", "src/train_rlhf.py", "src/trainer.py"], named
     unnamed = check(tmp_path / "unnamed", files)
     assert sorted({f[0] for f in unnamed}) == ["src/train_rlhf.py", "src/train_rlhf_trlx.py"], unnamed
     entry = check(tmp_path / "entry", {**files, "pyproject.toml": '[project.scripts]\nrlhf = "src.train_rlhf_trlx:main"\n',
