@@ -600,12 +600,12 @@ class Project:
             and path not in self._unnamed_scripts()
 
     def _unnamed_scripts(self) -> frozenset[str]:
-        """The training scripts that nothing names, beside one that something does: RLHF's `train_rlhf_trlx.py`, in the
-        folder of the `train_rlhf.py` its `examples/train_rlhf.sh` runs, is in no doc, launcher, config or other file
-        of it. A program the project neither documents nor launches, beside one it does, is an older or alternative
-        trainer, not its shipped training. A folder of scripts none of which is named (morl-baselines' `examples/`,
-        beside the launchers its README names) keeps them all, and so does a file whose module is named
-        (`_script_module_named`)."""
+        """The variants of a named training script that nothing names: RLHF's `train_rlhf_trlx.py`, beside the
+        `train_rlhf.py` its `examples/train_rlhf.sh` runs, is in no doc, launcher, config or other file of it. A
+        variant of a shipped program (its name and a suffix, `_variant_of`; not a version, `a2c_v2`) that the project
+        neither documents nor launches is an older or alternative trainer, not its shipped training. Other unnamed scripts stay (PVD's `train_completion.py`
+        beside the `train_generation.py` its README runs: readers take both as shipped), and so does a variant whose
+        module is named (`_script_module_named`)."""
         if self._unnamed is None:
             scripts = {path for path, ix in self.files.items() if is_training_path(path) and not self._is_imported(path)
                        and ("__main__" in ix.text or ix.module_scope is not None and ix.module_scope.loops)}
@@ -613,9 +613,10 @@ class Project:
             for path, ix in self.files.items():
                 own = path.rsplit("/", 1)[-1]
                 named |= {name for name in named_scripts(ix.text) if name != own}  # (`os.system("python x.py")`)
-            folders = {path.rpartition("/")[0] for path in scripts if path.rsplit("/", 1)[-1] in named}
+            shipped = {path[:-3] for path in scripts if path.rsplit("/", 1)[-1] in named}
             self._unnamed = frozenset(path for path in scripts if path.rsplit("/", 1)[-1] not in named
-                                      and path.rpartition("/")[0] in folders and not self._script_module_named(path))
+                                      and any(_variant_of(path[:-3], stem) for stem in shipped)
+                                      and not self._script_module_named(path))
         return self._unnamed
 
     def _script_module_named(self, path: str) -> bool:
@@ -6147,6 +6148,13 @@ _DEFINITION_LINE = re.compile(r"^[ \t]*(?:async\s+def|def|class)\s", re.MULTILIN
 
 
 # What starts Lightning's training loop: `trainer.fit(model)`, `LightningCLI(...)`, a Fabric launch.
+def _variant_of(stem: str, shipped: str) -> bool:
+    """Is a script's path (without `.py`) a variant of a shipped script's, its name and a suffix (`train_rlhf_trlx` of
+    `train_rlhf`)? Not a version (`a2c_v2` of `a2c`), which may be the newer program."""
+    return stem.startswith(f"{shipped}_") and not _VERSION_SUFFIX.fullmatch(stem[len(shipped) + 1:])
+
+
+_VERSION_SUFFIX = re.compile(r"v?\d+(?:[._]\d+)*|new|latest|final", re.IGNORECASE)
 _STARTS_LIGHTNING = re.compile(r"\.fit\(|\bLightningCLI\b|\bcli_main\b|\bFabric\(")
 # A Lightning trainer run to predict, test or validate (`trainer.predict(model, datamodule=data)`)
 _PREDICTS_ONLY = re.compile(r"\btrainer\.(?:predict|test|validate)\s*\(", re.IGNORECASE)

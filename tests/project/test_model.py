@@ -16709,10 +16709,10 @@ def test_a_loop_drawing_batches_from_an_iterator_of_a_loader_is_the_step_loop(tm
     assert [(f[1], f[2]) for f in found] == [(13, "GPL411")], found
 
 
-def test_a_training_script_nothing_names_is_not_shipped_where_others_are_named(tmp_path, check):
-    """RLHF's `examples/train_rlhf.sh` runs `train_rlhf.py`; `train_rlhf_trlx.py` beside it is named by no launcher,
-    doc, config or other file: an alternative trainer the project does not ship. Where nothing names any script, each
-    counts, and so does each of a folder of scripts none of which is named."""
+def test_a_variant_of_a_named_training_script_that_nothing_names_is_not_shipped(tmp_path, check):
+    """RLHF's `examples/train_rlhf.sh` runs `train_rlhf.py`; `train_rlhf_trlx.py`, a variant of it, is named by no
+    launcher, doc, config or other file: an alternative trainer the project does not ship. Where nothing names any
+    script, each counts, and so does an unnamed script that is no variant of a named one."""
     script = """
         import torch
 
@@ -16730,13 +16730,15 @@ def test_a_training_script_nothing_names_is_not_shipped_where_others_are_named(t
     """
     files = {"src/train_rlhf.py": script,
              "src/train_rlhf_trlx.py": script.replace("print(loss.item())", "print(loss.detach().cpu())")}
-    # (a folder of scripts none of which is named keeps them all: `examples/train_minecart.py`; so does a script whose
-    # module a training config names: ResShift's `trainer.py`, loaded by name)
+    # (a script that is no variant of a named one stays: `src/train_sft.py`; so does a version, `src/train_rlhf_v2.py`,
+    # and a variant whose module a training config names, loaded by name: `src/train_rlhf_ppo.py`)
     named = check(tmp_path / "named", {**files, "examples/train_rlhf.sh": "MAIN=$ROOT/src/train_rlhf.py\ndeepspeed $MAIN --lr 1e-5\n",
-                                       "examples/train_minecart.py": files["src/train_rlhf_trlx.py"],
-                                       "src/trainer.py": files["src/train_rlhf_trlx.py"],
-                                       "configs/train.yaml": "trainer:\n  target: trainer.Trainer\n"})
-    assert sorted({f[0] for f in named}) == ["examples/train_minecart.py", "src/train_rlhf.py", "src/trainer.py"], named
+                                       "src/train_sft.py": files["src/train_rlhf_trlx.py"],
+                                       "src/train_rlhf_v2.py": files["src/train_rlhf_trlx.py"],
+                                       "src/train_rlhf_ppo.py": files["src/train_rlhf_trlx.py"],
+                                       "configs/train.yaml": "trainer:\n  target: train_rlhf_ppo.Trainer\n"})
+    assert sorted({f[0] for f in named}) == ["src/train_rlhf.py", "src/train_rlhf_ppo.py", "src/train_rlhf_v2.py",
+                                             "src/train_sft.py"], named
     unnamed = check(tmp_path / "unnamed", files)
     assert sorted({f[0] for f in unnamed}) == ["src/train_rlhf.py", "src/train_rlhf_trlx.py"], unnamed
     entry = check(tmp_path / "entry", {**files, "pyproject.toml": '[project.scripts]\nrlhf = "src.train_rlhf_trlx:main"\n',
