@@ -206,7 +206,7 @@ def with_project_facts(
         "\0switches", *(f"{name}={value}" for name, value in sorted(configs.switches)),
         "\0keys", *sorted(configs.keys),
         "\0torch", *(f"{folder}={pin}" for folder, pin in sorted(configs.torch_pins)),
-        "\0python", *sorted(configs.python_optimize), "\0scripts", *sorted(configs.scripts),
+        "\0python", *sorted(configs.python_optimize),
     ]).encode())
     stored = _stored_facts(cache, run_key, {shown[p] for p in texts})
     if stored is not None:
@@ -325,7 +325,7 @@ def _model_facts(
     try:
         project = Project(indexes, options.hot_functions, options.gate_names, configs.classes, configs.intervals,
                           configs.names, configs.values, configs.switches, configs.keys, configs.torch_pins,
-                          configs.python_optimize, configs.scripts)
+                          configs.python_optimize)
         facts = {display: project.file_facts(display) for display in project.files}
     except Exception as exc:  # noqa: BLE001  (a bug of the model must not lose the lint: each file is read alone)
         print(f"gpulint: warning: the project model failed ({type(exc).__name__}: {exc}); files are read one by one "

@@ -439,8 +439,6 @@ class TrainingConfigs:
     # whether the commands of scripts and READMEs that run training files run Python with `-O`: "on", "off"
     # (`python_optimize_settings`)
     python_optimize: frozenset[str] = frozenset()
-    # the Python files they name, by base name (`named_scripts`): the programs the project documents or launches
-    scripts: frozenset[str] = frozenset()
 
 
 # The files that say which packages a project installs: pip's requirements, setuptools', poetry's and PEP 621's
@@ -593,21 +591,19 @@ def config_file_facts(text: str, display: str) -> TrainingConfigs:
     # Any shipped setting may choose an option (a benchmark's script, an inference config): reading more of
     # them only keeps more branches that the training may take.
     pins = dependency_pins(text, display)
-    scripts = frozenset(named_scripts(text))
     if display.endswith(DEPENDENCY_SUFFIXES):
-        return TrainingConfigs(torch_pins=pins, scripts=scripts)  # a dependency file (its entry points), and no more
+        return TrainingConfigs(torch_pins=pins)  # a dependency file, and no more
     values = frozenset(option_values(text, display))
     switches = frozenset(switch_settings(text, display))
     commands = frozenset(python_optimize_settings(text)) if display.endswith((".sh", ".md")) else frozenset()
     if not is_training_config(display):
-        return TrainingConfigs(values=values, switches=switches, torch_pins=pins, python_optimize=commands,
-                               scripts=scripts)
+        return TrainingConfigs(values=values, switches=switches, torch_pins=pins, python_optimize=commands)
     classes = frozenset(classes_in(text))
     names = keys = frozenset()
     if display.endswith((".yaml", ".yml", ".json", ".jsonnet", ".libsonnet")):  # (AllenNLP's configs: jsonnet)
         names, keys = frozenset(named_classes(text)), frozenset(registry_keys(text))
     return TrainingConfigs(classes, names, tuple(sorted(interval_settings(text))), values, switches, keys, pins,
-                           commands, scripts)
+                           commands)
 
 
 def united(parts: Iterable[TrainingConfigs]) -> TrainingConfigs:
@@ -618,20 +614,4 @@ def united(parts: Iterable[TrainingConfigs]) -> TrainingConfigs:
         tuple(setting for p in parts for setting in p.intervals), frozenset().union(*(p.values for p in parts)),
         frozenset().union(*(p.switches for p in parts)), frozenset().union(*(p.keys for p in parts)),
         frozenset().union(*(p.torch_pins for p in parts)), frozenset().union(*(p.python_optimize for p in parts)),
-        frozenset().union(*(p.scripts for p in parts)),
     )
-
-
-# A Python file a text names (`python scripts/train/train.py`, `MAIN=$ROOT/src/train_rlhf.py`), a module it runs
-# (`python -m pkg.train`) and an entry point it declares (`boltz = "boltz.main:cli"`, `"x=pkg.mod:main"`).
-_SCRIPT_NAME = re.compile(r"([\w-]+)\.py\b")
-_RUN_MODULE = re.compile(r"(?<![\w-])-m[ \t]+([\w.]+)")
-_ENTRY_POINT = re.compile(r"=[ \t]*[\"']?([\w.]+):[A-Za-z_]\w*")
-
-
-def named_scripts(text: str) -> set[str]:
-    """The base names of the Python files a text names, runs as modules or declares as entry points."""
-    names = {f"{name}.py" for name in _SCRIPT_NAME.findall(text)} if ".py" in text else set()
-    for pattern in (_RUN_MODULE, _ENTRY_POINT):
-        names |= {module.rsplit(".", 1)[-1] + ".py" for module in pattern.findall(text)}
-    return names

@@ -52,7 +52,6 @@ from gpulint.project.configs import (
     class_keywords,
     dependency_pins,
     every_step_intervals,
-    named_scripts,
     off_switches,
     pins_by_folder,
 )
@@ -215,11 +214,8 @@ class Project:
                  config_classes: Iterable[str] = (), config_intervals: Iterable[tuple[str, int]] = (),
                  config_names: Iterable[str] = (), config_values: Iterable[tuple[str, str]] = (),
                  config_switches: Iterable[tuple[str, str]] = (), config_keys: Iterable[str] = (),
-                 torch_pins: Iterable[tuple[str, str]] = (), python_optimize: Iterable[str] = (),
-                 named_scripts: Iterable[str] = ()):
+                 torch_pins: Iterable[tuple[str, str]] = (), python_optimize: Iterable[str] = ()):
         self.files: dict[str, ModuleIndex] = {ix.path: ix for ix in indexes}
-        self.named_scripts = frozenset(named_scripts)  # the Python files the configs and docs name (`_unnamed_scripts`)
-        self._unnamed: frozenset[str] | None = None
         self.hot_names = DEFAULT_HOT_FUNCTIONS | frozenset(hot_functions)
         self.gate_names = frozenset(gate_names)
         self._modules: dict[str, list[str]] = {}
@@ -596,36 +592,7 @@ class Project:
     def _is_training_file(self, path: str) -> bool:
         """Could a training loop in this file be the training the project ships (vocab.is_training_path), and is it
         no script of a library copied into the project that the project does not run (`_unrun_library_scripts`)?"""
-        return is_training_path(path) and path not in self._unrun_library_scripts() and not self._jax_program(path) \
-            and path not in self._unnamed_scripts()
-
-    def _unnamed_scripts(self) -> frozenset[str]:
-        """The variants of a named training script that nothing names: RLHF's `train_rlhf_trlx.py`, beside the
-        `train_rlhf.py` its `examples/train_rlhf.sh` runs, is in no doc, launcher, config or other file of it. A
-        variant of a shipped program (its name and a suffix, `_variant_of`; not a version, `a2c_v2`) that the project
-        neither documents nor launches is an older or alternative trainer, not its shipped training. Other unnamed scripts stay (PVD's `train_completion.py`
-        beside the `train_generation.py` its README runs: readers take both as shipped), and so does a variant whose
-        module is named (`_script_module_named`)."""
-        if self._unnamed is None:
-            scripts = {path for path, ix in self.files.items() if is_training_path(path) and not self._is_imported(path)
-                       and ("__main__" in ix.text or ix.module_scope is not None and ix.module_scope.loops)}
-            named = set(self.named_scripts)
-            for path, ix in self.files.items():
-                own = path.rsplit("/", 1)[-1]
-                named |= {name for name in named_scripts(ix.text) if name != own}  # (`os.system("python x.py")`)
-            shipped = {path[:-3] for path in scripts if path.rsplit("/", 1)[-1] in named}
-            self._unnamed = frozenset(path for path in scripts if path.rsplit("/", 1)[-1] not in named
-                                      and any(_variant_of(path[:-3], stem) for stem in shipped)
-                                      and not self._script_module_named(path))
-        return self._unnamed
-
-    def _script_module_named(self, path: str) -> bool:
-        """Is the file's module named by another file or a training config (ResShift's configs load
-        `trainer.TrainerDifIR` from `trainer.py`, a file with a `__main__` block of its own that nothing imports)?"""
-        stem = path.rsplit("/", 1)[-1][:-3]
-        if any(stem in dotted.split(".") for dotted in self.config_classes):
-            return True
-        return any(other != path and stem in self._words(other) for other in self.files)
+        return is_training_path(path) and path not in self._unrun_library_scripts() and not self._jax_program(path)
 
     def _jax_program(self, path: str) -> bool:
         """A JAX program that borrows PyTorch's data loading or TensorBoard writer (lm-human-preference-details'
@@ -2683,14 +2650,15 @@ class Project:
 
     def _built_only_by_uncalled_functions(self, cls: Target) -> bool:
         """Is every place naming the class, beside its definition, a call building it in a top-level function that
-        nothing names (pixel-nerf's `AlphaLossNV2`, built only by `get_alpha_loss`, which no code calls)?"""
+        nothing names (pixel-nerf's `AlphaLossNV2`, built only by `get_alpha_loss`, which no code calls)? Not one a
+        decorator registers (MAE-pytorch's `@register_model` factories, which timm calls by name)."""
         name = cls.qualname.rsplit(".", 1)[-1]
         self._text_named()  # (fills `_naming_files`)
         named = sum(self._naming_files.get(name, {}).values()) - len(self._defining_files.get(name, ()))
         builds = list(self._constructions(cls))
         builders = {scope.qualname for _, scope, _ in builds}
         if not builds or len(builds) != named or any(scope.kind != "function" or "." in scope.qualname
-                                                     for _, scope, _ in builds):
+                                                     or scope.decorators for _, scope, _ in builds):
             return False
         return self._unreferenced(builders) == builders
 
@@ -6148,13 +6116,6 @@ _DEFINITION_LINE = re.compile(r"^[ \t]*(?:async\s+def|def|class)\s", re.MULTILIN
 
 
 # What starts Lightning's training loop: `trainer.fit(model)`, `LightningCLI(...)`, a Fabric launch.
-def _variant_of(stem: str, shipped: str) -> bool:
-    """Is a script's path (without `.py`) a variant of a shipped script's, its name and a suffix (`train_rlhf_trlx` of
-    `train_rlhf`)? Not a version (`a2c_v2` of `a2c`), which may be the newer program."""
-    return stem.startswith(f"{shipped}_") and not _VERSION_SUFFIX.fullmatch(stem[len(shipped) + 1:])
-
-
-_VERSION_SUFFIX = re.compile(r"v?\d+(?:[._]\d+)*|new|latest|final", re.IGNORECASE)
 _STARTS_LIGHTNING = re.compile(r"\.fit\(|\bLightningCLI\b|\bcli_main\b|\bFabric\(")
 # A Lightning trainer run to predict, test or validate (`trainer.predict(model, datamodule=data)`)
 _PREDICTS_ONLY = re.compile(r"\btrainer\.(?:predict|test|validate)\s*\(", re.IGNORECASE)

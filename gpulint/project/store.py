@@ -219,8 +219,7 @@ def dump_configs(facts: TrainingConfigs) -> dict:
     return {"classes": sorted(facts.classes), "names": sorted(facts.names),
             "intervals": [list(i) for i in facts.intervals], "values": sorted(map(list, facts.values)),
             "switches": sorted(map(list, facts.switches)), "keys": sorted(facts.keys),
-            "torch_pins": sorted(map(list, facts.torch_pins)), "python_optimize": sorted(facts.python_optimize),
-            "scripts": sorted(facts.scripts)}
+            "torch_pins": sorted(map(list, facts.torch_pins)), "python_optimize": sorted(facts.python_optimize)}
 
 
 def load_configs(data: dict) -> TrainingConfigs:
@@ -231,7 +230,7 @@ def load_configs(data: dict) -> TrainingConfigs:
         frozenset((str(name), str(value)) for name, value in data["values"]),
         frozenset((str(name), str(value)) for name, value in data["switches"]), frozenset(map(str, data["keys"])),
         frozenset((str(folder), str(pin)) for folder, pin in data["torch_pins"]),
-        frozenset(map(str, data["python_optimize"])), frozenset(map(str, data["scripts"])),
+        frozenset(map(str, data["python_optimize"])),
     )
 
 

@@ -16709,43 +16709,6 @@ def test_a_loop_drawing_batches_from_an_iterator_of_a_loader_is_the_step_loop(tm
     assert [(f[1], f[2]) for f in found] == [(13, "GPL411")], found
 
 
-def test_a_variant_of_a_named_training_script_that_nothing_names_is_not_shipped(tmp_path, check):
-    """RLHF's `examples/train_rlhf.sh` runs `train_rlhf.py`; `train_rlhf_trlx.py`, a variant of it, is named by no
-    launcher, doc, config or other file: an alternative trainer the project does not ship. Where nothing names any
-    script, each counts, and so does an unnamed script that is no variant of a named one."""
-    script = """
-        import torch
-
-        def main(loader):
-            model = torch.nn.Linear(4, 4).cuda()
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            for batch in loader:
-                loss = model(batch.cuda(non_blocking=True)).mean()
-                loss.backward()
-                optimizer.step()
-                print(loss.item())
-
-        if __name__ == "__main__":
-            main(torch.load("batches.pt"))
-    """
-    files = {"src/train_rlhf.py": script,
-             "src/train_rlhf_trlx.py": script.replace("print(loss.item())", "print(loss.detach().cpu())")}
-    # (a script that is no variant of a named one stays: `src/train_sft.py`; so does a version, `src/train_rlhf_v2.py`,
-    # and a variant whose module a training config names, loaded by name: `src/train_rlhf_ppo.py`)
-    named = check(tmp_path / "named", {**files, "examples/train_rlhf.sh": "MAIN=$ROOT/src/train_rlhf.py\ndeepspeed $MAIN --lr 1e-5\n",
-                                       "src/train_sft.py": files["src/train_rlhf_trlx.py"],
-                                       "src/train_rlhf_v2.py": files["src/train_rlhf_trlx.py"],
-                                       "src/train_rlhf_ppo.py": files["src/train_rlhf_trlx.py"],
-                                       "configs/train.yaml": "trainer:\n  target: train_rlhf_ppo.Trainer\n"})
-    assert sorted({f[0] for f in named}) == ["src/train_rlhf.py", "src/train_rlhf_ppo.py", "src/train_rlhf_v2.py",
-                                             "src/train_sft.py"], named
-    unnamed = check(tmp_path / "unnamed", files)
-    assert sorted({f[0] for f in unnamed}) == ["src/train_rlhf.py", "src/train_rlhf_trlx.py"], unnamed
-    entry = check(tmp_path / "entry", {**files, "pyproject.toml": '[project.scripts]\nrlhf = "src.train_rlhf_trlx:main"\n',
-                                       "README.md": "Run `python src/train_rlhf.py`.\n"})
-    assert sorted({f[0] for f in entry}) == ["src/train_rlhf.py", "src/train_rlhf_trlx.py"], entry
-
-
 def test_a_lightning_module_only_a_prediction_script_loads_is_not_trained(tmp_path, check):
     """Boltz's configs build Boltz1 for `scripts/train.py`, which fits it; `Boltz2` is loaded only by the package's
     prediction CLI (`model_cls.load_from_checkpoint(...)`, then `trainer.predict`), which a test imports: its
@@ -16818,3 +16781,10 @@ def test_a_module_only_an_uncalled_factory_builds_is_not_built(tmp_path):
     assert not uncalled._built(alpha_loss)
     called = model(tmp_path / "called", {"model/loss.py": loss, "train.py": train.format(factory="make_alpha_term")})
     assert called._built(alpha_loss)
+    # (a factory a decorator registers is called by name: MAE-pytorch's `@register_model`, which timm's
+    # `create_model("pretrain_mae_base")` runs)
+    registered = model(tmp_path / "registered", {
+        "model/loss.py": loss.replace("def make_alpha_term(conf):", "@register_model\n        def make_alpha_term(conf):")
+                                .replace("import torch", "import torch\n        from timm.models.registry import register_model"),
+        "train.py": train.format(factory="make_rgb_term")})
+    assert registered._built(alpha_loss)
