@@ -2645,22 +2645,7 @@ class Project:
             # text naming it names torch's (DI-star's `from torch.optim.adam import Adam` beside its own unused
             # `Adam`). A library of optimizers its users build (pytorch-optimizer's `RAdam`) names none of torch's.
             return False
-        return self._text_names_class(cls) and not self._built_only_by_uncalled_functions(cls) \
-            or name in self.config_names  # `generator_type: StyleMelGANGenerator`
-
-    def _built_only_by_uncalled_functions(self, cls: Target) -> bool:
-        """Is every place naming the class, beside its definition, a call building it in a top-level function that
-        nothing names (pixel-nerf's `AlphaLossNV2`, built only by `get_alpha_loss`, which no code calls)? Not one a
-        decorator registers (MAE-pytorch's `@register_model` factories, which timm calls by name)."""
-        name = cls.qualname.rsplit(".", 1)[-1]
-        self._text_named()  # (fills `_naming_files`)
-        named = sum(self._naming_files.get(name, {}).values()) - len(self._defining_files.get(name, ()))
-        builds = list(self._constructions(cls))
-        builders = {scope.qualname for _, scope, _ in builds}
-        if not builds or len(builds) != named or any(scope.kind != "function" or "." in scope.qualname
-                                                     or scope.decorators for _, scope, _ in builds):
-            return False
-        return self._unreferenced(builders) == builders
+        return self._text_names_class(cls) or name in self.config_names  # `generator_type: StyleMelGANGenerator`
 
     def _names_torchs_optimizer(self, name: str) -> bool:
         """Does a file of the project name torch.optim's optimizer of that name (`optim.Adam(`, `torch.optim.AdamW`,

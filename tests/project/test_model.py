@@ -16752,39 +16752,3 @@ def test_a_lightning_module_only_a_prediction_script_loads_is_not_trained(tmp_pa
         "configs/train/structure.yaml": "model:\n  _target_: pkg.models.boltz1.Boltz1\n",
     })
     assert sorted({f[0] for f in found}) == ["pkg/models/boltz1.py"], found
-
-
-def test_a_module_only_an_uncalled_factory_builds_is_not_built(tmp_path):
-    """pixel-nerf guesses `conv_i(x)` (`conv_i = getattr(self, "conv" + str(i))`) among the forwards of the modules the
-    program builds; its `AlphaLossNV2` is built only by `get_alpha_loss`, which nothing calls (here `make_alpha_term`): no guess runs it. Once
-    a script calls the factory, it is built."""
-    loss = """
-        import torch
-
-        class AlphaLoss(torch.nn.Module):
-            def forward(self, alpha):
-                return alpha.mean()
-
-        def make_alpha_term(conf):
-            return AlphaLoss()
-
-        def make_rgb_term(conf):
-            return torch.nn.MSELoss()
-    """
-    train = """
-        from model import loss as losses
-
-        criterion = losses.{factory}(None)
-    """
-    alpha_loss = Target("model/loss.py", "AlphaLoss", True)
-    uncalled = model(tmp_path / "uncalled", {"model/loss.py": loss, "train.py": train.format(factory="make_rgb_term")})
-    assert not uncalled._built(alpha_loss)
-    called = model(tmp_path / "called", {"model/loss.py": loss, "train.py": train.format(factory="make_alpha_term")})
-    assert called._built(alpha_loss)
-    # (a factory a decorator registers is called by name: MAE-pytorch's `@register_model`, which timm's
-    # `create_model("pretrain_mae_base")` runs)
-    registered = model(tmp_path / "registered", {
-        "model/loss.py": loss.replace("def make_alpha_term(conf):", "@register_model\n        def make_alpha_term(conf):")
-                                .replace("import torch", "import torch\n        from timm.models.registry import register_model"),
-        "train.py": train.format(factory="make_rgb_term")})
-    assert registered._built(alpha_loss)
