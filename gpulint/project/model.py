@@ -642,7 +642,7 @@ class Project:
             return False
         program = _closure([path], self._imported())
         training = self._files_that_train()
-        if _PREDICTS_ONLY.search(ix.text) and not _STARTS_LIGHTNING.search(ix.text) \
+        if _LIGHTNING_PREDICTS.search(ix.text) and not _STARTS_LIGHTNING.search(ix.text) \
                 and all(is_test_path(p) for p in self._imported_by().get(path, ())):
             # a Lightning program that only predicts with the modules it imports (Boltz's `predict` CLI runs
             # `trainer.predict(model_module, ...)`; its tests import it), beside a training script fitting them
@@ -6103,7 +6103,7 @@ _DEFINITION_LINE = re.compile(r"^[ \t]*(?:async\s+def|def|class)\s", re.MULTILIN
 # What starts Lightning's training loop: `trainer.fit(model)`, `LightningCLI(...)`, a Fabric launch.
 _STARTS_LIGHTNING = re.compile(r"\.fit\(|\bLightningCLI\b|\bcli_main\b|\bFabric\(")
 # A Lightning trainer run to predict, test or validate (`trainer.predict(model, datamodule=data)`)
-_PREDICTS_ONLY = re.compile(r"\btrainer\.(?:predict|test|validate)\s*\(", re.IGNORECASE)
+_LIGHTNING_PREDICTS = re.compile(r"\btrainer\.(?:predict|test|validate)\s*\(", re.IGNORECASE)
 
 
 # How many methods a function must call on an object of unknown class before the classes defining them all are taken
