@@ -6170,20 +6170,24 @@ def _copy_kind(kinds: Iterable[str]) -> str:
 
 
 def _call_text(ix: ModuleIndex, pos: Pos) -> str:
-    """The text of the call starting at `pos`, up to its closing parenthesis (or the end of the file)."""
+    """The text of the call starting at `pos`, up to its closing parenthesis (or the end of the file); read line by
+    line, so that only the call's own lines are taken."""
     line, column = pos
     if line <= 0:
         return ""
-    text = "\n".join(ix.lines[line - 1:])[column:]
+    taken: list[str] = []
     depth = 0
-    for i, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return text[:i + 1]
-    return text
+    for number, text in enumerate(ix.lines[line - 1:]):
+        text = text[column:] if number == 0 else text
+        for i, char in enumerate(text):
+            if char == "(":
+                depth += 1
+            elif char == ")":
+                depth -= 1
+                if depth == 0:
+                    return "\n".join([*taken, text[:i + 1]])
+        taken.append(text)
+    return "\n".join(taken)
 
 
 def _single_kinds(kinds: dict[str, set[str]]) -> tuple[tuple[str, str], ...]:

@@ -16554,6 +16554,22 @@ def test_a_mapped_encoder_is_setup_and_a_loop_feeds_the_copies_it_reaches(tmp_pa
     reward model's `train.py` loops over its own unpinned loader and hands each batch to `model(batch)`, whose
     `forward` copies it to the device, while another program of the project (the fine-tuning) uses accelerate,
     which places its own batches: the loader still feeds blocking copies."""
+    # a training script looping over its own unpinned loader, handing each batch to its model as it came
+    train = """
+        import torch
+        from torch.utils.data import DataLoader
+        from {module} import {cls}
+
+        def main(dataset):
+            model = {cls}().cuda()
+            optimizer = torch.optim.AdamW(model.parameters())
+            loader = DataLoader(dataset, batch_size=8, shuffle=True)
+            for batch in loader:
+                loss = {loss}
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    """
     found = check(tmp_path, {
         "finetune.py": """
             import functools
@@ -16591,21 +16607,8 @@ def test_a_mapped_encoder_is_setup_and_a_loop_feeds_the_copies_it_reaches(tmp_pa
                     worse = batch["worse"].to(self.device)
                     return self.head(better) - self.head(worse)
         """,
-        "train_reward.py": """
-            import torch
-            from torch.utils.data import DataLoader
-            from reward import Reward
-
-            def main(dataset):
-                model = Reward().cuda()
-                optimizer = torch.optim.AdamW(model.parameters())
-                loader = DataLoader(dataset, batch_size=8, shuffle=True)
-                for batch in loader:
-                    loss = -torch.nn.functional.logsigmoid(model(batch)).mean()
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-        """,
+        "train_reward.py": train.format(module="reward", cls="Reward",
+                                        loss="-torch.nn.functional.logsigmoid(model(batch)).mean()"),
         "positions.py": """
             import torch
 
@@ -16617,21 +16620,7 @@ def test_a_mapped_encoder_is_setup_and_a_loop_feeds_the_copies_it_reaches(tmp_pa
                 def forward(self, x):
                     return self.head(x) + torch.arange(x.shape[0]).to(x.device)[:, None]
         """,
-        "train_tagger.py": """
-            import torch
-            from torch.utils.data import DataLoader
-            from positions import Tagger
-
-            def main(dataset):
-                model = Tagger().cuda()
-                optimizer = torch.optim.AdamW(model.parameters())
-                loader = DataLoader(dataset, batch_size=8, shuffle=True)
-                for batch in loader:
-                    loss = model(batch).mean()
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-        """,
+        "train_tagger.py": train.format(module="positions", cls="Tagger", loss="model(batch).mean()"),
     })
     # (the tagger's loader hands its batches on as they are: its model copies only a tensor it makes)
     assert [(f[0], f[1], f[2]) for f in found if f[2] == "GPL411"] == [
