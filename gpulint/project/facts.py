@@ -198,6 +198,9 @@ class FileFacts:
     # Callees as written here (`self.var_sched.uniform_sample_t`) of project functions every `return` of which gives
     # a Python list (`return ts.tolist()`): what they return indexes a tensor with a host list.
     list_returning: frozenset[str] = frozenset()
+    # ... and those every `return` of which gives a tensor built on the host (`return torch.tensor([...]).sum()`): a
+    # CPU tensor, not a Python number, whatever the annotation says.
+    host_tensor_returning: frozenset[str] = frozenset()
     # The project has training entry points and no file names a device, an accelerator, a distributed backend or a
     # trainer that places the model (pytorch-trpo, under `set_default_tensor_type('torch.DoubleTensor')`): the whole
     # program runs on the CPU, so costs that exist only on a GPU (`Rule.gpu_only`) are none in any of its files.

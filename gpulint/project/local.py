@@ -254,6 +254,7 @@ class Scope:
     assigns: list[Assign] = field(default_factory=list)
     returns: list[Kind] = field(default_factory=list)
     list_returns: int = 0  # how many of its `return`s give a Python list (`ts.tolist()`, `[...]`)
+    host_tensor_returns: int = 0  # how many give a tensor built on the host (`torch.tensor([...]).sum()`)
     returned_calls: list[str] = field(default_factory=list)  # `return helper(x)`: the helper's kind is returned
     returned_names: list[str] = field(default_factory=list)  # `return model`: what `model` holds is returned
     returned_items: list[tuple[int, str]] = field(default_factory=list)  # `return model, optim`: (0, "model"), ...
@@ -1676,6 +1677,9 @@ class _Values:
     def prepared(self, name: str) -> bool:
         return self._marked(_PREPARED, name)
 
+    def holds_host_tensor(self, name: str) -> bool:
+        return self._marked(_HOST_TENSOR, name)
+
     def moved_elements(self, value: ast.AST) -> bool:
         """`{k: v.to(device) for k, v in batch.items()}`, `[b.cuda() for b in batch]`: every element on the device."""
         if isinstance(value, ast.DictComp):
@@ -1688,6 +1692,7 @@ class _Values:
             self.scopes[-1].pop(_PREPARED + target.id, None)
             self.scopes[-1].pop(_CUDA_TYPE + target.id, None)
             self.scopes[-1].pop(_LIST + target.id, None)
+            self.scopes[-1].pop(_HOST_TENSOR + target.id, None)
             self.scopes[-1][target.id] = kind
             self.fresh_params[-1].discard(target.id)
             self.param_aliases[-1].pop(target.id, None)
@@ -1705,6 +1710,8 @@ _PREPARED = "^"
 _CUDA_TYPE = "&"
 # ... and that a name holds a list (what a legacy CUDA type copies, where a number only sizes the tensor).
 _LIST = "["
+# ... and that a name holds a tensor built on the host (`norm = torch.tensor([...]).sum()`): not a Python number.
+_HOST_TENSOR = "%"
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _FILLING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
@@ -2376,6 +2383,8 @@ class _Walker:
                     self.values.scopes[-1][_CUDA_TYPE + target.id] = "device"
                 if isinstance(target, ast.Name) and _makes_list(node.value):
                     self.values.scopes[-1][_LIST + target.id] = "host"  # `x = np.array(x).tolist()`
+                if isinstance(target, ast.Name) and self._host_tensor(node.value):
+                    self.values.scopes[-1][_HOST_TENSOR + target.id] = "host"
                 if isinstance(target, ast.Name) and self.values.moved_elements(node.value):
                     self.values.scopes[-1][_ELEMENTS + target.id] = "device"
                 if self.values.places_batches(node.value):
@@ -2410,6 +2419,7 @@ class _Walker:
                 self._expr(node.value)
                 self.scope.returns.append(self._returned_kind(node.value))
                 self.scope.list_returns += _gives_a_list(node.value)
+                self.scope.host_tensor_returns += self._host_tensor(node.value)
                 if isinstance(node.value, ast.Call):
                     self.scope.returned_calls.append(dotted(node.value.func) or "")
                 elif (name := dotted(node.value)) is not None:
@@ -2820,6 +2830,22 @@ class _Walker:
                 and container.id in self.values.scopes[-1]:
             self.values.scopes[-1][container.id] = "unknown"
             self.converted.discard(container.id)
+
+    def _host_tensor(self, value: ast.AST) -> bool:
+        """A tensor on the host, not a Python number: a torch factory's without `device=` (through methods that keep
+        it where it is: `torch.tensor([...]).sum().sqrt()`), `t.cpu()`, or a name bound to one."""
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                and value.func.attr in SAME_PLACE_METHODS and value.func.attr not in ("items", "values", "keys"):
+            value = value.func.value
+        if isinstance(value, ast.Name):
+            return self.values.holds_host_tensor(value.id)
+        if not isinstance(value, ast.Call):
+            return False
+        if isinstance(value.func, ast.Attribute) and value.func.attr == "cpu" and not value.args:
+            return True
+        keywords = {k.arg for k in value.keywords}
+        return "device" not in keywords and builds_on_cpu_by_default(resolve(dotted(value.func) or "", self.aliases),
+                                                                     keywords)
 
     def _returned_kind(self, value: ast.AST) -> Kind:
         """Where a returned value lives. A list or dict that started empty (`return tcls, tbox`) holds what was

@@ -283,6 +283,7 @@ class Project:
         self._return_kinds: dict[Key, str] = {}  # by function (`_return_kind`)
         self._call_returns: dict[str, dict[str, set[str]]] = {}  # by file, by callee as written: what calls return
         self._list_calls: dict[str, set[str]] = {}  # by file, the callees as written that return lists
+        self._host_tensor_calls: dict[str, set[str]] = {}  # ... and those that return tensors built on the host
         # By file: the callees as written that copy host data to the device, with the arguments they copy.
         self._copy_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
         self._move_calls: dict[str, set[tuple[str, tuple[int, ...], tuple[str, ...]]]] = {}
@@ -3154,7 +3155,8 @@ class Project:
                 | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners) \
                 | self._registered_unconfigured(owners) | self._unselected_registered(owners) | never_fit
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused
-                     and not self._in_unused_copy(*key) and not self._unchosen_by_configs(key)]
+                     and not self._in_unused_copy(*key) and not self._unchosen_by_configs(key)
+                     and not self._named_only_by_unused(Target(key[0], _owner_name(key[1]), True), unused)]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused
                            and not self._unchosen_by_configs(key)]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models() \
@@ -3853,6 +3855,30 @@ class Project:
                 found.add(name)
         return found
 
+    def _named_only_by_unused(self, cls: Target, unused: set[str]) -> bool:
+        """Is the class, beside its own file, named only by the methods of classes nothing trains (`unused`) and by
+        imports? Boltz-2's `AtomDiffusion`, built only by `Boltz2`, whose hooks never run (a file naming Boltz-1's
+        class of the same name names another class)."""
+        if cls.qualname in self.config_names or "." in cls.qualname or self._registered(cls):
+            return False
+        name = cls.qualname
+        mention = re.compile(rf"\b{re.escape(name)}\b")
+        by_unused = False
+        for path, ix in self.files.items():
+            if path == cls.path or name not in ix.text or self._names_another(path, name, {(cls.path, name)}):
+                continue
+            inside = 0
+            for definition in ix.definitions.values():
+                if definition.is_class or not (found := len(mention.findall(definition.code))):
+                    continue
+                if definition.cls not in unused:
+                    return False
+                inside += found
+                by_unused = True
+            if len(mention.findall(ix.text)) > inside + _import_mentions(name, ix.text):
+                return False  # named at a module's top level, or in a class's body
+        return by_unused
+
     def _serving_modules(self) -> frozenset[str]:
         """Modules of a package that only inference, demo or evaluation scripts import, directly or through other
         such modules (Amphion's `maskgct_utils.py`, which builds MaskGCT for `maskgct_inference.py` and a Gradio
@@ -4044,7 +4070,11 @@ class Project:
         module's top level, never passed by name)? Not counted: a file defining its own function of that name. A
         function that only such files name is called by nothing."""
         name = key[1]
-        mention = re.compile(rf"\b{re.escape(name)}\b")
+        own = self.files[key[0]].definitions.get(name)
+        if own is not None and own.code.startswith("@"):
+            return False  # registered, or wrapped (GraphGPS's `@register_loss("weighted_cross_entropy")`)
+        # (not a string: boltz's list of logged metric names holds `"pae_loss"`)
+        mention = re.compile(rf"(?<![\w'\"]){re.escape(name)}(?![\w'\"])")
         call = re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(")
         called = mentioned = False
         for path, ix in self.files.items():
@@ -4052,6 +4082,8 @@ class Project:
                 continue
             if path != key[0] and name in ix.definitions:
                 continue  # a file with its own function of that name calls that one (salina's reinforce script)
+            if path != key[0] and self._names_another(path, name, {key}):
+                continue  # it imports another module's function of that name (boltz's two `confidence_loss`)
             mentioned = mentioned or len(mention.findall(ix.text)) > (1 if path == key[0] else 0)
             inside = 0
             for definition in ix.definitions.values():
@@ -4065,7 +4097,7 @@ class Project:
                 inside += found
                 called = True
             own = 1 if path == key[0] else 0  # its `def` line
-            imports = len(re.findall(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", ix.text))
+            imports = _import_mentions(name, ix.text)
             if len(mention.findall(ix.text)) > inside + own + imports:
                 return False  # named at a module's top level, or in a docstring or comment: not known to be unused
         return called or not mentioned
@@ -4104,8 +4136,8 @@ class Project:
         functions, imports and subclasses' base lists?"""
         mention = re.compile(rf"\b{re.escape(name)}\b")
         for path, ix in self.files.items():
-            if name not in ix.text:
-                continue
+            if name not in ix.text or self._names_another(path, name, defined):
+                continue  # (boltz1's `AtomDiffusion` is another module's class than Boltz-2's)
             inside = 0
             for definition in ix.definitions.values():
                 if definition.is_class or not (found := len(mention.findall(definition.code))):
@@ -4120,11 +4152,19 @@ class Project:
             # Its own `class` line (a function's `def` is inside its code), imports of it, and the base lists of its
             # subclasses (checked in turn).
             declared = len(re.findall(rf"\bclass\s+{re.escape(name)}\b", ix.text)) if (path, name) in defined else 0
-            imports = len(re.findall(rf"\bimport\b[^\n]*\b{re.escape(name)}\b", ix.text))
+            imports = _import_mentions(name, ix.text)
             bases = len(re.findall(rf"^\s*class\s+\w+\s*\([^)]*\b{re.escape(name)}\b", ix.text, re.MULTILINE))
             if len(mention.findall(ix.text)) > inside + declared + imports + bases:
                 return False
         return True
+
+    def _names_another(self, path: str, name: str, defined: set[Key]) -> bool:
+        """Is `name`, in `path`, a project function or class other than those `defined` (its own, or one it imports
+        from elsewhere), and never written as a module's attribute (`losses.ComputeLoss`)? Then what `path` writes of
+        `name` is not about them."""
+        found = self.resolve_global(path, name)
+        return bool(found) and all((target.path, target.qualname) not in defined for target in found) \
+            and not re.search(rf"\.{re.escape(name)}\b", self.files[path].text)
 
     def _all_subclasses(self, cls: Target) -> list[Target]:
         """The project's subclasses of `cls` at any depth, each once (depth first)."""
@@ -4293,6 +4333,8 @@ class Project:
                 self._call_returns.setdefault(path, {}).setdefault(call.func, set()).update(returned)
                 if all(self._returns_lists(t) for t in resolved.targets):
                     self._list_calls.setdefault(path, set()).add(call.func)
+                if all(self._returns_host_tensors(t) for t in resolved.targets):
+                    self._host_tensor_calls.setdefault(path, set()).add(call.func)
                 for target in resolved.targets:
                     self._note_device_helper_call(path, call, target, resolved.bound)
             elif not resolved.targets and scope.cls and rank <= GATED \
@@ -5122,6 +5164,12 @@ class Project:
         scope = self.files[function.path].scope(function.qualname)
         return scope is not None and 0 < scope.list_returns == len(scope.returns)
 
+    def _returns_host_tensors(self, function: Target) -> bool:
+        """Does every `return` of the function give a tensor built on the host (boltz's `gradient_norm`, returning
+        `torch.tensor([...]).sum().sqrt()` though annotated `-> float`)?"""
+        scope = self.files[function.path].scope(function.qualname)
+        return scope is not None and 0 < scope.host_tensor_returns == len(scope.returns)
+
     def _holds_torch_layer(self, path: str, cls: str, callee: str) -> bool:
         """Is `callee` (`self.fc`) an attribute the class sets only to layers of `torch.nn` (`nn.Linear(...)`,
         `nn.Sequential(...)`)? Not a container (`nn.ModuleList`, which is not called), nor `nn.Identity`, which
@@ -5197,6 +5245,7 @@ class Project:
                          asserts_off=self._python_optimized, default_device_gpu=self._default_device_gpu(),
                          torch_pin=self._torch_pin(path),
                          list_returning=frozenset(self._list_calls.get(path, ())),
+                         host_tensor_returning=frozenset(self._host_tensor_calls.get(path, ())),
                          cpu_project=self._runs_on_cpu_only(), inference_only=self._never_trains(),
                          syntax_checked=problem is None)
 
@@ -6312,3 +6361,8 @@ def _definition_holding(ix: ModuleIndex, qualname: str) -> Definition | None:
         head = head.rsplit(".", 1)[0]
     definition = ix.definitions.get(head)
     return definition if definition is not None and not definition.is_class else None
+
+
+def _import_mentions(name: str, text: str) -> int:
+    """How often `name` is written in the file's import statements (also `from mod import (\\n    name,\\n)`)."""
+    return len(re.findall(rf"\bimport\b(?:[^\n(]*|\s*\([^)]*)\b{re.escape(name)}\b", text))

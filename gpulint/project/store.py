@@ -18,7 +18,7 @@ from gpulint.project.facts import FileFacts, Frame, FunctionFacts, Reach
 from gpulint.project.index import Definition, ModuleIndex, SyntaxProblem
 from gpulint.project.local import Assign, Call, FileLocal, Loop, Region, Scope
 
-FORMAT = "gpulint.project/77"
+FORMAT = "gpulint.project/78"
 
 
 # ---------------------------------------------------------------------------------------------------- scopes
@@ -208,6 +208,7 @@ def load_facts(data: dict) -> FileFacts:
         default_device_gpu=data["default_device_gpu"],
         torch_pin=str(data["torch_pin"]),
         list_returning=frozenset(data["list_returning"]),
+        host_tensor_returning=frozenset(data["host_tensor_returning"]),
         cpu_project=data["cpu_project"],
         inference_only=data["inference_only"],
         syntax_checked=data["syntax_checked"],

@@ -117,6 +117,10 @@ class TensorFromHostDataInStep(SyncRule):
         training_script("buffer = torch.cuda.FloatTensor(4, 8)"),
         lightning_module('self.log("train_loss", loss)\nself.log_dict({"loss": loss.detach()})'),
         lightning_module('if batch_idx % 50 == 0:\n    self.log("episodes", len(self.episodes))'),
+        # a norm the module's helper builds on the host, though annotated `float`: Lightning clones the CPU tensor
+        lightning_module('self.log("grad_norm", self.grad_norm())')
+        + "\n    def grad_norm(self) -> float:\n        norms = torch.tensor([p.grad.norm() ** 2 for p in self.parameters()])"
+          "\n        return norms.sum().sqrt()\n",
         # No elements, nothing to copy: an empty placeholder for a batch with no matches.
         training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
         # diffusers' UNet: a timestep given as a number is made a tensor; the step passes a tensor of timesteps
@@ -293,6 +297,8 @@ class TensorFromHostDataInStep(SyncRule):
         (`loss.item()`, `float(loss)`: GPL401/GPL402's findings, whose fix logs the tensor itself)."""
         if (dotted_name(value) or "") in _LIGHTNING_COUNTERS:
             return True
+        if isinstance(value, cst.Call) and dotted_name(value.func) in self.context.facts.host_tensor_returning:
+            return False  # a CPU tensor (boltz's `gradient_norm`): Lightning clones it where it is
         return self.context.is_host_value(value) and not _reads_device_value(value, self.context)
 
     def _check_helper_call(self, call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> None:
