@@ -10438,7 +10438,9 @@ def test_a_function_named_like_step_work_in_an_orphan_module_is_no_fallback_entr
         """,
     }
     assert ("utils/old_loss.py", "ComputeLoss.build_targets") not in model(tmp_path, files).reach
-    files["train.py"] = "import utils.old_loss\n" + textwrap.dedent(files["train.py"])
+    # imported, and its class kept in a table (not only the other module's class of the same name): a fallback
+    files["train.py"] = "import utils.old_loss\nLOSSES = {'old': utils.old_loss.ComputeLoss}\n" \
+        + textwrap.dedent(files["train.py"])
     assert ("utils/old_loss.py", "ComputeLoss.build_targets") in model(tmp_path, files).reach
 
 
@@ -16741,3 +16743,70 @@ def test_a_lightning_module_only_a_prediction_script_loads_is_not_trained(tmp_pa
         "configs/train/structure.yaml": "model:\n  _target_: pkg.models.boltz1.Boltz1\n",
     })
     assert sorted({f[0] for f in found}) == ["pkg/models/boltz1.py"], found
+
+
+def test_the_losses_and_components_only_an_untrained_module_uses_do_not_run(tmp_path, check):
+    """Boltz keeps Boltz-1's and Boltz-2's losses and diffusion modules side by side, with the same names
+    (`confidence_loss`, `AtomDiffusion`); the training configs build Boltz1, and Boltz2 only predicts. Boltz-2's
+    `pae_loss` (named like a loss, called by its `confidence_loss`) and its `AtomDiffusion.compute_loss` run in no
+    training; that Boltz1 calls a `confidence_loss` and builds an `AtomDiffusion` of its own does not make them."""
+    loss = """
+        import torch
+
+        def confidence_loss(out, feats):
+            return pae_loss(out, feats).mean()
+
+        def pae_loss(out, feats):
+            return (out - torch.ones(out.shape).to(out.device)).abs()
+    """
+    diffusion = """
+        import torch
+
+        class AtomDiffusion(torch.nn.Module):
+            def compute_loss(self, out, feats):
+                return (out - torch.zeros(out.shape).to(out.device)).pow(2).mean()
+    """
+    model = """
+        import pytorch_lightning as pl
+        from pkg.loss.confidence{v} import confidence_loss
+        from pkg.modules.diffusion{v} import AtomDiffusion
+
+        class {name}(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.structure_module = AtomDiffusion()
+                self.metric_names = ["pae_loss"]
+
+            def training_step(self, batch, batch_idx):
+                out = self(batch)
+                return confidence_loss(out, batch) + self.structure_module.compute_loss(out, batch)
+    """
+    found = check(tmp_path, {
+        "pkg/loss/confidence.py": loss,
+        "pkg/loss/confidencev2.py": loss,
+        "pkg/modules/diffusion.py": diffusion,
+        "pkg/modules/diffusionv2.py": diffusion,
+        "pkg/models/boltz1.py": model.format(v="", name="Boltz1"),
+        "pkg/models/boltz2.py": model.format(v="v2", name="Boltz2"),
+        "pkg/main.py": """
+            from pytorch_lightning import Trainer
+            from pkg.models.boltz2 import Boltz2
+
+            def predict(path):
+                trainer = Trainer(accelerator="gpu")
+                trainer.predict(Boltz2.load_from_checkpoint(path))
+
+            if __name__ == "__main__":
+                predict("model.ckpt")
+        """,
+        "tests/test_main.py": "from pkg.main import predict\n",
+        "scripts/train.py": """
+            import hydra
+            from pytorch_lightning import Trainer
+
+            def train(cfg):
+                Trainer(max_steps=10).fit(hydra.utils.instantiate(cfg.model))
+        """,
+        "configs/train/structure.yaml": "model:\n  _target_: pkg.models.boltz1.Boltz1\n",
+    })
+    assert sorted({f[0] for f in found}) == ["pkg/loss/confidence.py", "pkg/modules/diffusion.py"], found
