@@ -6193,6 +6193,8 @@ def _library_kind_sets(ix: ModuleIndex) -> dict[str, set[str]]:
                              if (q := resolve(c, ix.aliases)) in LIBRARY_OBJECTS), "other")
                 if kind == "diffusers_ema" and _FOREACH_SET.search(_call_text(ix, assign.pos)):
                     kind = "other"  # `EMAModel(..., foreach=True)` (or a switch): maybe no loop
+                if kind == "torchmetrics_aggregator" and "nan_strategy" in _call_text(ix, assign.pos):
+                    kind = "other"  # `MeanMetric(nan_strategy="disable")`, or a choice: maybe no check
             elif assign.annotation and (q := resolve(assign.annotation, ix.aliases)) in LIBRARY_OBJECTS:
                 kind = LIBRARY_OBJECTS[q]
             else:

@@ -199,6 +199,11 @@ _ALLENNLP_SYNCING_METRICS = {
     "covariance": "Covariance", "pearson_correlation": "PearsonCorrelation",
     "spearman_correlation": "SpearmanCorrelation", "fbeta_multi_label_measure": "FBetaMultiLabelMeasure",
 }
+# torchmetrics' aggregation metrics check every value they are given for NaN (`if nans.any():` in
+# `BaseAggregator._cast_and_nan_check_input`) on each update or call, unless built with `nan_strategy="disable"`.
+_TORCHMETRICS_AGGREGATORS = ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "CatMetric")
+LIBRARY_OBJECTS.update({f"torchmetrics{module}.{name}": "torchmetrics_aggregator"
+                        for name in _TORCHMETRICS_AGGREGATORS for module in ("", ".aggregation")})
 LIBRARY_OBJECTS.update({f"allennlp.training.metrics.{name}": "allennlp_metric"
                         for name in _ALLENNLP_SYNCING_METRICS.values()})
 LIBRARY_OBJECTS.update({f"allennlp.training.metrics.{module}.{name}": "allennlp_metric"

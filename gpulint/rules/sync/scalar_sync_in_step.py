@@ -10,6 +10,10 @@ from gpulint.rules.examples import training_script
 from gpulint.rules.sync.helpers import SyncRule, known_false_positives
 
 
+# Library objects whose calls (with arguments) read the batch's values on the host (`library_objects`).
+_METRIC_KINDS = frozenset({"allennlp_metric", "torchmetrics_aggregator"})
+
+
 class ScalarSyncInStep(SyncRule):
     code = "GPL401"
     reads_to_host = True
@@ -21,7 +25,9 @@ class ScalarSyncInStep(SyncRule):
         "gated to a logging interval, and calls that run `.item()` inside a library: `GradScaler.get_scale()` / "
         "`scaler.state_dict()`, `update()` / `get_current_decay()` of ema_pytorch's `EMA`, and a call of an AllenNLP "
         "metric (`self._accuracy(logits, label)` with `self._accuracy = CategoricalAccuracy()`: `BooleanAccuracy`, "
-        "`Average`, `F1Measure`, `SpanBasedF1Measure` and the others whose `__call__` reads the counts on the host).",
+        "`Average`, `F1Measure`, `SpanBasedF1Measure` and the others whose `__call__` reads the counts on the host), and "
+        "an update or call of a torchmetrics aggregation metric (`MeanMetric`, `SumMetric`, `MaxMetric`, `MinMetric`, "
+        "`CatMetric`), which checks the value for NaN with `if nans.any():` unless built with a `nan_strategy=`.",
         why_slow="Reading a device value on the host is a device-to-host copy that waits for every kernel queued before "
         "it: the CPU stops launching work, the GPU drains its queue and idles until the next launch. One sync per step "
         "removes the CPU's lead over the GPU, which is what keeps small-kernel models busy.",
@@ -45,6 +51,8 @@ class ScalarSyncInStep(SyncRule):
         training_script("if loss.abs().gt(1e4):\n    logging.warning(f\"strange loss {loss.item()}\")",
                         header="import logging"),
         "import torch\n\n\ndef evaluate(model, loader):\n    for x, y in loader:\n        print(model(x).sum().item())\n",
+        training_script("mean_loss.update(loss.detach())", header="from torchmetrics import MeanMetric"
+                        "\n\nmean_loss = MeanMetric(nan_strategy=\"disable\")"),
         training_script("names = frame.columns.tolist()",
                         header="import numpy as np\n\n\nclass Frame:\n    columns = np.array([\"a\", \"b\"])\n\n\nframe = Frame()"),
     )
@@ -56,6 +64,8 @@ class ScalarSyncInStep(SyncRule):
         Invalid(training_script("ema.update()", header="from ema_pytorch import EMA\n\nema = EMA(torch.nn.Linear(2, 2))")),
         Invalid(training_script("accuracy(out, y)", header="from allennlp.training.metrics import CategoricalAccuracy"
                                 "\n\naccuracy = CategoricalAccuracy()")),
+        Invalid(training_script("mean_loss.update(loss.detach())", header="from torchmetrics import MeanMetric"
+                                "\n\nmean_loss = MeanMetric()")),
     )
 
     message_scaler = "`{call}` reads the loss scale with `.item()`: a device-to-host sync every step"
@@ -63,24 +73,41 @@ class ScalarSyncInStep(SyncRule):
         "`{call}` of an AllenNLP metric reads the batch's counts on the host (`.item()`, `float()`) on every call: a "
         "device-to-host sync every step"
     )
+    message_aggregator = (
+        "`{call}` of a torchmetrics aggregation metric checks the value for NaN (`if nans.any():`) on every update: a "
+        "device-to-host sync every step; build it with `nan_strategy=\"disable\"` where torchmetrics offers it, or "
+        "accumulate the detached tensor"
+    )
     message_library = (
         "`{call}` of ema_pytorch's EMA reads its step counter with `.item()`: a device-to-host sync every step"
     )
 
     @classmethod
     def runs_for_facts(cls, facts) -> bool:
-        # `self._accuracy(logits, label)` where the model's `__init__` built `self._accuracy = CategoricalAccuracy()`
-        return any(kind == "allennlp_metric" for _, kind in facts.library_objects)
+        # `self._accuracy(logits, label)` where the model's `__init__` built `self._accuracy = CategoricalAccuracy()`;
+        # `self.train_loss(loss)` or `.update(loss)` of a torchmetrics `MeanMetric`
+        return any(kind in _METRIC_KINDS for _, kind in facts.library_objects)
 
     @classmethod
     def may_report_for_facts(cls, code: str, facts) -> bool:
-        return any(kind == "allennlp_metric" and f"{name}(" in code for name, kind in facts.library_objects)
+        return any(kind in _METRIC_KINDS and name in code for name, kind in facts.library_objects)
+
+    def _aggregates(self, func: cst.BaseExpression) -> bool:
+        """`self.train_loss(loss)`, `meter.update(loss)`, where the name holds a torchmetrics `MeanMetric` (or
+        `SumMetric`, `MaxMetric`, `MinMetric`, `CatMetric`) built without a `nan_strategy=`."""
+        if isinstance(func, cst.Attribute) and func.attr.value in ("update", "forward"):
+            func = func.value
+        return isinstance(func, (cst.Name, cst.Attribute)) \
+            and self.context.facts.library_kind(last_name(func) or "") == "torchmetrics_aggregator"
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if node.args and isinstance(func, (cst.Name, cst.Attribute)) \
                 and self.context.facts.library_kind(last_name(func) or "") == "allennlp_metric":
             self.report(node, self.message_metric.format(call=f"{last_name(func)}(...)"))
+            return
+        if node.args and self._aggregates(func):
+            self.report(node, self.message_aggregator.format(call=f"{last_name(func)}(...)"))
             return
         if not isinstance(func, cst.Attribute) or node.args:
             return
