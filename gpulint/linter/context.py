@@ -22,7 +22,8 @@ import libcst as cst
 from gpulint.linter.names import ImportMap, dotted_name, last_name, name_parts, params_of
 from gpulint.project.facts import PER_STEP, PROGRAM, FileFacts
 from gpulint.project.local import (
-    gate_interval, gpu_branch, inverted_gate, is_exit_gate, is_gate, is_short_interval, merged_branches, switch_flags,
+    MODULE_SCOPE, gate_interval, gpu_branch, inverted_gate, is_exit_gate, is_gate, is_short_interval, merged_branches,
+    switch_flags,
     tuple_kinds,
     typed_branch,
 )
@@ -693,6 +694,14 @@ class FileContext:
             return False
         facts = self._function_facts()
         return facts is None or (facts.reach is None and not facts.step_loops)
+
+    def in_a_script_that_never_trains(self) -> bool:
+        """At a module's top level, in a file the project model found no way into from the training program, or a
+        script it found to train nothing (text-to-motion's `eval_comp_v6.py` beside its training scripts)."""
+        if self._names or not self.facts.entries:
+            return False
+        facts = self.facts.functions.get(MODULE_SCOPE)
+        return facts is None or facts.reach is None or facts.reach.rank > PROGRAM
 
     def called_every_step(self) -> bool:
         """The project model found the enclosing function called on every step by a call it resolved, whatever its

@@ -16810,3 +16810,25 @@ def test_the_losses_and_components_only_an_untrained_module_uses_do_not_run(tmp_
         "configs/train/structure.yaml": "model:\n  _target_: pkg.models.boltz1.Boltz1\n",
     })
     assert sorted({f[0] for f in found}) == ["pkg/loss/confidence.py", "pkg/modules/diffusion.py"], found
+
+
+def test_anomaly_mode_in_an_evaluation_script_beside_the_training_costs_nothing(tmp_path, check):
+    """text-to-motion switches autograd's anomaly mode on in its training scripts and in its evaluation scripts; the
+    evaluation scripts run no backward pass, so only the training script's setting costs every step."""
+    script = """
+        import torch
+
+        if __name__ == "__main__":
+            torch.autograd.set_detect_anomaly(True)
+            {body}
+    """
+    found = check(tmp_path, {
+        "train_comp.py": script.format(body="train(torch.nn.Linear(2, 2), [], None)") + """
+        def train(model, loader, optimizer):
+            for x in loader:
+                model(x).sum().backward()
+                optimizer.step()
+        """,
+        "eval_comp.py": script.format(body="print(torch.nn.Linear(2, 2)(torch.ones(2)))"),
+    }, "--select", "GPL506")
+    assert [(path, code) for path, _, code, *_ in found] == [("train_comp.py", "GPL506")], found

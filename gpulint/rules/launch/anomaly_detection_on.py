@@ -19,7 +19,8 @@ class AnomalyDetectionOn(Rule):
     docs = RuleDocs(
         what_it_does="Flags `torch.autograd.set_detect_anomaly(True)`, `torch.autograd.detect_anomaly()` and a "
         "`detect_anomaly=True` argument to a framework (Lightning's `Trainer`, torchtnt's `AutoUnit`) outside test "
-        "files, unless they sit under an `if` (a debug flag) or in a function the training program never calls.",
+        "files, unless they sit under an `if` (a debug flag), in a function the training program never calls, or at "
+        "the top of a script that trains nothing beside the project's training scripts (an evaluation script).",
         why_slow="Anomaly mode records a Python stack trace for every autograd node in the forward pass and checks "
         "every backward output for NaN, which reads values back to the host: backward runs several times slower and "
         "synchronizes the device repeatedly.",
@@ -62,7 +63,8 @@ class AnomalyDetectionOn(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.context.resolve(node.func) or ""
-        if self.context.in_tests or under_any_if(self.context) or self.context.outside_the_program():
+        if self.context.in_tests or under_any_if(self.context) or self.context.outside_the_program() \
+                or self.context.in_a_script_that_never_trains():
             return
         if name == "torch.autograd.set_detect_anomaly":
             mode = keyword_arg(node, "mode") or (node.args[0] if node.args and node.args[0].keyword is None else None)
