@@ -119,8 +119,9 @@ class TensorFromHostDataInStep(SyncRule):
         lightning_module('if batch_idx % 50 == 0:\n    self.log("episodes", len(self.episodes))'),
         # a norm the module's helper builds on the host, though annotated `float`: Lightning clones the CPU tensor
         lightning_module('self.log("grad_norm", self.grad_norm())')
-        + "\n    def grad_norm(self) -> float:\n        norms = torch.tensor([p.grad.norm() ** 2 for p in self.parameters()])"
-          "\n        return norms.sum().sqrt()\n",
+        + "\n    def grad_norm(self) -> float:\n"
+          "        norms = torch.tensor([p.grad.norm() ** 2 for p in self.parameters()])\n"
+          "        return norms.sum().sqrt()\n",
         # No elements, nothing to copy: an empty placeholder for a batch with no matches.
         training_script("matched = torch.tensor([], device=device, dtype=torch.int64)"),
         # diffusers' UNet: a timestep given as a number is made a tensor; the step passes a tensor of timesteps
