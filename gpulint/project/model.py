@@ -4070,8 +4070,8 @@ class Project:
         module's top level, never passed by name)? Not counted: a file defining its own function of that name. A
         function that only such files name is called by nothing."""
         name = key[1]
-        own = self.files[key[0]].definitions.get(name)
-        if own is not None and own.code.startswith("@"):
+        itself = self.files[key[0]].definitions.get(name)
+        if itself is not None and itself.code.startswith("@"):
             return False  # registered, or wrapped (GraphGPS's `@register_loss("weighted_cross_entropy")`)
         # (not a string: boltz's list of logged metric names holds `"pae_loss"`)
         mention = re.compile(rf"(?<![\w'\"]){re.escape(name)}(?![\w'\"])")

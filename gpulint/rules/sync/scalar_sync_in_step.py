@@ -26,8 +26,9 @@ class ScalarSyncInStep(SyncRule):
         "`scaler.state_dict()`, `update()` / `get_current_decay()` of ema_pytorch's `EMA`, and a call of an AllenNLP "
         "metric (`self._accuracy(logits, label)` with `self._accuracy = CategoricalAccuracy()`: `BooleanAccuracy`, "
         "`Average`, `F1Measure`, `SpanBasedF1Measure` and the others whose `__call__` reads the counts on the host), "
-        "and an update or call of a torchmetrics aggregation metric (`MeanMetric`, `SumMetric`, `MaxMetric`, `MinMetric`, "
-        "`CatMetric`), which checks the value for NaN with `if nans.any():` unless built with a `nan_strategy=`.",
+        "and an update or call of a torchmetrics aggregation metric (`MeanMetric`, `SumMetric`, `MaxMetric`, "
+        "`MinMetric`, `CatMetric`), which checks the value for NaN with `if nans.any():` unless built with a "
+        "`nan_strategy=`.",
         why_slow="Reading a device value on the host is a device-to-host copy that waits for every kernel queued before "
         "it: the CPU stops launching work, the GPU drains its queue and idles until the next launch. One sync per step "
         "removes the CPU's lead over the GPU, which is what keeps small-kernel models busy.",
