@@ -3154,9 +3154,12 @@ class Project:
                 | self._named_only_by_tools(owners) \
                 | self._built_only_by_tests(trainers - self.config_names) | self._built_only_unselected(owners) \
                 | self._registered_unconfigured(owners) | self._unselected_registered(owners) | never_fit
+            # (asked once per class, not per hook method; nothing is named only by untrained classes if there are none)
+            owner_classes = {Target(key[0], _owner_name(key[1]), True) for key, _ in hooks} if unused else set()
+            built_by_unused = {cls for cls in owner_classes if self._named_only_by_unused(cls, unused)}
             hooks = [(key, reach) for key, reach in hooks if _owner_name(key[1]) not in unused
                      and not self._in_unused_copy(*key) and not self._unchosen_by_configs(key)
-                     and not self._named_only_by_unused(Target(key[0], _owner_name(key[1]), True), unused)]
+                     and Target(key[0], _owner_name(key[1]), True) not in built_by_unused]
             setup_hooks = [(key, reach) for key, reach in setup_hooks if _owner_name(key[1]) not in unused
                            and not self._unchosen_by_configs(key)]
         roots += hooks + setup_hooks + self._built_entries(method_entries, roots) + self._library_trainer_models() \
